@@ -1,0 +1,47 @@
+# fabricsim: build, test, benchmark and demo targets. Everything a fresh
+# machine needs comes through the Go module proxy.
+GO       ?= go
+BIN      := bin
+CMDS     := $(notdir $(wildcard cmd/*))
+FUZZTIME ?= 3s
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: all build test unit fuzz e2e bench demo lint clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+## test: vet, unit and end-to-end tests, then a short run of every fuzz target
+test: build
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/fabricsim-fuzz.log 2>&1 \
+	      || { cat /tmp/fabricsim-fuzz.log; exit 1; }; \
+	  done; \
+	done
+
+## bench: Go benchmarks (records/s, rows/s ...) and end-to-end speed checks
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
+	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
+
+## demo: the main pipeline on a small cluster, printed for people
+demo: build
+	@./pipelines/demo.sh
+
+lint:
+	gofmt -l . | tee /dev/stderr | (! read)
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+clean:
+	rm -rf $(BIN) out

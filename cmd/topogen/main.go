@@ -1,0 +1,130 @@
+// Command topogen generates a fabric (SimAI's five datacenter families,
+// fat-tree, dragonfly) or imports a SimAI topology file, and writes it as a
+// fabricsim stream, as SimAI's text format, or as a readable summary.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+type command struct {
+	Family              string          `default:"spectrum-x" help:"Fabric family: spectrum-x, hpn-single-plane, hpn-dual-plane, dcn-single-tor, dcn-dual-tor, fat-tree, dragonfly."`
+	GPUs                int             `name:"gpus" help:"Number of GPUs (default: the family's SimAI default: 4096 spectrum-x, 15360 hpn-*, 512 dcn-*; fat-tree fills k=8; dragonfly 72)."`
+	GPUsPerServer       int             `name:"gpus-per-server" default:"8" help:"GPUs per server."`
+	NVSwitchesPerServer int             `name:"nvswitches-per-server" help:"NVSwitches per server (default 1; 0 when a server holds one GPU)."`
+	GPUType             string          `name:"gpu-type" default:"H100" help:"GPU type: A100, A800, H100, H800, H20, B200 (sets the default NVLink bandwidth)."`
+	NICBW               units.Bandwidth `name:"nic-bw" help:"NIC to leaf bandwidth, e.g. 400Gbps (default per family: 400Gbps spectrum-x and dcn-single-tor, 200Gbps hpn-* and dcn-dual-tor, --switch-bw for fat-tree and dragonfly)."`
+	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth (default 2400Gbps for A100/A800, 2880Gbps for H100/H800/H20, 5760Gbps for B200)."`
+	NVLinkLatency       units.Duration  `name:"nvlink-latency" default:"25ns" help:"GPU to NVSwitch link latency."`
+	NICLatency          units.Duration  `name:"nic-latency" default:"500ns" help:"NIC to leaf link latency."`
+	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth)."`
+	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency."`
+	ErrorRate           float64         `name:"error-rate" default:"0" help:"Packet error rate of every link, in [0,1)."`
+
+	NICsPerASW int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
+	PSW        int `name:"psw" group:"SimAI families" help:"Number of spine (PSW) switches; default 64 spectrum-x, 120 hpn-*, 8 dcn-*."`
+	ASWPerPSW  int `name:"asw-per-psw" group:"SimAI families" help:"Leaf-facing ports per PSW; default 64 spectrum-x, 240 hpn-single-plane, 120 hpn-dual-plane, 8 dcn-*. Raised with a note when the GPUs need more."`
+
+	K       int     `name:"fat-tree-k" group:"fat-tree" help:"Switch radix k (even); default the smallest that holds --gpus."`
+	Oversub float64 `name:"oversubscription" group:"fat-tree" default:"1" help:"Edge switch downlink:uplink ratio (1 = non-blocking)."`
+
+	RoutersPerGroup    int `name:"routers-per-group" group:"dragonfly" help:"Routers per group (a)."`
+	TerminalsPerRouter int `name:"terminals-per-router" group:"dragonfly" help:"GPU NICs per router (p)."`
+	GlobalPerRouter    int `name:"global-per-router" group:"dragonfly" help:"Global channels per router (h)."`
+	Groups             int `name:"groups" group:"dragonfly" help:"Groups (default a*h+1, one global link per group pair)."`
+
+	Format    string `default:"stream" enum:"stream,simai" help:"Output: the fabricsim stream (binary, for pipes) or SimAI's text topology."`
+	FromSimAI string `name:"from-simai" type:"existingfile" help:"Import a SimAI topology file instead of generating one."`
+	Summary   bool   `help:"Print a readable summary (nodes, links, oversubscription, bisection, diameter) instead of the topology."`
+	Out       string `short:"o" help:"Write to FILE instead of stdout."`
+}
+
+const description = `Generate a GPU cluster fabric and write it as a fabricsim stream.
+
+Examples:
+  topogen --family spectrum-x --gpus 128 --gpu-type A100 --nic-bw 100Gbps | ncclpath | ...
+  topogen --family hpn-dual-plane --gpus 1024 --summary
+  topogen --family dragonfly --gpus 72 --gpus-per-server 1 --routers-per-group 4 --terminals-per-router 2 --global-per-router 2 --summary
+  topogen --family spectrum-x --gpus 16 --format simai > Spectrum-X_16g_8gps_400Gbps_H100
+  topogen --from-simai Spectrum-X_16g_8gps_400Gbps_H100 | ncclpath | ...`
+
+func main() {
+	var c command
+	cli.Main("topogen", description, &c, c.run)
+}
+
+func (c *command) params() topo.Params {
+	return topo.Params{
+		Family: c.Family, GPUs: c.GPUs, GPUsPerServer: c.GPUsPerServer, NVSwitchesPerServer: c.NVSwitchesPerServer,
+		GPUType: c.GPUType, NICBW: float64(c.NICBW), NVLinkBW: float64(c.NVLinkBW),
+		NVLinkLatencyPs: int64(c.NVLinkLatency), NICLatencyPs: int64(c.NICLatency),
+		SwitchBW: float64(c.SwitchBW), SwitchLatencyPs: int64(c.SwitchLatency), ErrorRate: c.ErrorRate,
+		NICsPerASW: c.NICsPerASW, PSWs: c.PSW, ASWPerPSW: c.ASWPerPSW,
+		K: c.K, Oversub: c.Oversub,
+		RoutersPerGroup: c.RoutersPerGroup, TerminalsPerRouter: c.TerminalsPerRouter, GlobalPerRouter: c.GlobalPerRouter, Groups: c.Groups,
+	}
+}
+
+func (c *command) run() error {
+	var t *topo.Topology
+	if c.FromSimAI != "" {
+		f, err := os.Open(c.FromSimAI)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if t, err = topo.ReadSimAI(f, c.FromSimAI); err != nil {
+			return err
+		}
+	} else {
+		var notes []string
+		var err error
+		if c.GPUsPerServer <= 0 {
+			return fmt.Errorf("--gpus-per-server %d must be positive", c.GPUsPerServer)
+		}
+		if t, notes, err = topo.Generate(c.params()); err != nil {
+			return err
+		}
+		for _, n := range notes {
+			fmt.Fprintf(os.Stderr, "topogen: note: %s\n", n)
+		}
+	}
+	out := os.Stdout
+	if c.Out != "" {
+		f, err := os.Create(c.Out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	switch {
+	case c.Summary:
+		s, err := topo.Summarize(t)
+		if err != nil {
+			return err
+		}
+		return s.Write(out)
+	case c.Format == "simai":
+		return topo.WriteSimAI(out, t)
+	}
+	if c.Out == "" {
+		if err := cli.CheckBinaryStdout("stream"); err != nil {
+			return err
+		}
+	}
+	w, err := stream.NewWriter(out, cli.Producer("topogen"))
+	if err != nil {
+		return err
+	}
+	if err := w.Topology(t); err != nil {
+		return err
+	}
+	return w.Close()
+}

@@ -1,0 +1,679 @@
+package stream
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/vmihailenco/msgpack/v5"
+	"github.com/vmihailenco/msgpack/v5/msgpcode"
+)
+
+// Error locates bad input: the stream's name, the record index (the header is
+// record 0), the record kind and the field.
+type Error struct {
+	Name   string
+	Record int
+	Kind   string
+	Field  string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	s := e.Name + ": record " + fmt.Sprint(e.Record)
+	if e.Kind != "" {
+		s += " (" + e.Kind + ")"
+	}
+	if e.Field != "" {
+		s += ", field " + e.Field
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// ErrTruncated is wrapped by the error returned when input ends before the trailer.
+var ErrTruncated = errors.New("stream ended without a trailer (truncated input?)")
+
+// Reader reads a stream record by record. Call Next, then one of the body
+// methods (Topology, Flow, Group, Collective, Decode, Raw) or nothing to skip.
+type Reader struct {
+	dec     *msgpack.Decoder
+	name    string
+	idx     int
+	kind    string
+	pending bool // the current record's body has not been read
+	counts  map[string]int64
+	flows   int64
+	done    bool
+	Header  Header
+}
+
+// NewReader reads and checks the header. name labels errors ("<stdin>" or a path).
+func NewReader(r io.Reader, name string) (*Reader, error) {
+	sr := &Reader{dec: msgpack.NewDecoder(bufio.NewReaderSize(r, 1<<18)), name: name, counts: map[string]int64{}}
+	if _, err := sr.dec.PeekCode(); err == io.EOF {
+		return nil, sr.errf("", errors.New("empty input: expected a fabricsim stream (pipe topogen's output in)"))
+	}
+	kind, err := sr.frame()
+	if err != nil {
+		return nil, err
+	}
+	if kind != KindHeader {
+		return nil, sr.errf("", fmt.Errorf("first record is %q, expected %q", kind, KindHeader))
+	}
+	h := &sr.Header
+	err = sr.eachKey(func(key string) error {
+		var err error
+		switch key {
+		case "format":
+			h.Format, err = sr.str(key)
+		case "version":
+			var v int64
+			v, err = sr.int(key)
+			h.Version = int(v)
+		case "producer":
+			h.Producer, err = sr.str(key)
+		default:
+			err = sr.skip(key)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sr.pending = false
+	if h.Format != Format {
+		return nil, sr.errf("format", fmt.Errorf("%q is not %q", h.Format, Format))
+	}
+	if h.Version != Version {
+		return nil, sr.errf("version", fmt.Errorf("unknown version %d (this program reads version %d)", h.Version, Version))
+	}
+	return sr, nil
+}
+
+// Name is the label used in errors.
+func (r *Reader) Name() string { return r.name }
+
+// Index is the current record's index.
+func (r *Reader) Index() int { return r.idx }
+
+// Kind is the current record's kind.
+func (r *Reader) Kind() string { return r.kind }
+
+// Errorf builds an Error located at the current record, for semantic checks
+// made by callers after decoding.
+func (r *Reader) Errorf(field, format string, args ...any) error {
+	return r.errf(field, fmt.Errorf(format, args...))
+}
+
+func (r *Reader) errf(field string, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = errors.New("unexpected end of input")
+	}
+	var se *Error
+	if errors.As(err, &se) {
+		return err
+	}
+	return &Error{Name: r.name, Record: r.idx, Kind: r.kind, Field: field, Err: err}
+}
+
+// frame reads the [kind, body] array header and the kind.
+func (r *Reader) frame() (string, error) {
+	r.kind = ""
+	c, err := r.dec.PeekCode()
+	if err != nil {
+		return "", r.errf("", err)
+	}
+	if !isArray(c) {
+		return "", r.errf("", fmt.Errorf("expected a [kind, body] array, found %s (not a fabricsim stream?)", describe(c)))
+	}
+	n, err := r.dec.DecodeArrayLen()
+	if err != nil {
+		return "", r.errf("", err)
+	}
+	if n != 2 {
+		return "", r.errf("", fmt.Errorf("record has %d elements, expected 2 ([kind, body])", n))
+	}
+	kind, err := r.str("kind")
+	if err != nil {
+		return "", err
+	}
+	r.kind = kind
+	r.pending = true
+	return kind, nil
+}
+
+// Next advances to the next record and returns its kind. After the trailer
+// it checks the trailer's counts and returns io.EOF.
+func (r *Reader) Next() (string, error) {
+	if r.done {
+		return "", io.EOF
+	}
+	if r.pending {
+		if err := r.skip(""); err != nil {
+			return "", err
+		}
+		r.pending = false
+	}
+	r.idx++
+	r.kind = ""
+	if _, err := r.dec.PeekCode(); err == io.EOF {
+		return "", r.errf("", ErrTruncated)
+	}
+	kind, err := r.frame()
+	if err != nil {
+		return "", err
+	}
+	switch kind {
+	case KindHeader:
+		return "", r.errf("", errors.New("second header record"))
+	case KindTrailer:
+		if err := r.readTrailer(); err != nil {
+			return "", err
+		}
+		r.done = true
+		return "", io.EOF
+	case KindFlow:
+		r.flows++
+	default:
+		r.counts[kind]++
+	}
+	return kind, nil
+}
+
+func (r *Reader) readTrailer() error {
+	got := map[string]int64{}
+	err := r.eachKey(func(key string) error {
+		if key != "counts" {
+			return r.skip(key)
+		}
+		return r.eachKeyField(key, func(k string) error {
+			v, err := r.int("counts." + k)
+			got[k] = v
+			return err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	r.pending = false
+	have := r.Counts()
+	kinds := make([]string, 0, len(got)+len(have))
+	for k := range got {
+		kinds = append(kinds, k)
+	}
+	for k := range have {
+		if _, ok := got[k]; !ok {
+			kinds = append(kinds, k)
+		}
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		if got[k] != have[k] {
+			return r.errf("counts."+k, fmt.Errorf("trailer says %d %s records, the stream held %d", got[k], k, have[k]))
+		}
+	}
+	if _, err := r.dec.PeekCode(); err != io.EOF {
+		return r.errf("", errors.New("data after the trailer"))
+	}
+	return nil
+}
+
+// Counts returns the records read so far, by kind (header and trailer excluded).
+func (r *Reader) Counts() map[string]int64 {
+	c := make(map[string]int64, len(r.counts)+1)
+	for k, v := range r.counts {
+		c[k] = v
+	}
+	if r.flows > 0 {
+		c[KindFlow] = r.flows
+	}
+	return c
+}
+
+func (r *Reader) body(kind string) error {
+	if !r.pending {
+		return r.errf("", fmt.Errorf("body already read"))
+	}
+	if r.kind != kind {
+		return r.errf("", fmt.Errorf("record is %q, not %q", r.kind, kind))
+	}
+	r.pending = false
+	return nil
+}
+
+// Raw returns the current record's body bytes, unchanged.
+func (r *Reader) Raw() (msgpack.RawMessage, error) {
+	if err := r.body(r.kind); err != nil {
+		return nil, err
+	}
+	raw, err := r.dec.DecodeRaw()
+	if err != nil {
+		return nil, r.errf("", err)
+	}
+	return raw, nil
+}
+
+// Decode decodes the current body into v by reflection (for kinds without a
+// dedicated method).
+func (r *Reader) Decode(v any) error {
+	if err := r.body(r.kind); err != nil {
+		return err
+	}
+	if err := r.dec.Decode(v); err != nil {
+		return r.errf("", err)
+	}
+	return nil
+}
+
+// Flow decodes the current flow record into f, reusing f.Deps.
+func (r *Reader) Flow(f *Flow) error {
+	if err := r.body(KindFlow); err != nil {
+		return err
+	}
+	n, err := r.arrayLen("")
+	if err != nil {
+		return err
+	}
+	if n != 10 && n != 11 {
+		return r.errf("", fmt.Errorf("flow has %d fields, expected 10 or 11 (id, collective, src, dst, size, deps, channel, chunk, chunk_count, conn_type[, delay_ps])", n))
+	}
+	if f.ID, err = r.int("id"); err != nil {
+		return err
+	}
+	if f.Collective, err = r.int("collective"); err != nil {
+		return err
+	}
+	if f.Src, err = r.int32("src"); err != nil {
+		return err
+	}
+	if f.Dst, err = r.int32("dst"); err != nil {
+		return err
+	}
+	if f.Size, err = r.int("size"); err != nil {
+		return err
+	}
+	nd, err := r.arrayLen("deps")
+	if err != nil {
+		return err
+	}
+	f.Deps = f.Deps[:0]
+	for i := 0; i < nd; i++ {
+		d, err := r.int("deps")
+		if err != nil {
+			return err
+		}
+		f.Deps = append(f.Deps, d)
+	}
+	if f.Channel, err = r.int32("channel"); err != nil {
+		return err
+	}
+	if f.Chunk, err = r.int32("chunk"); err != nil {
+		return err
+	}
+	if f.ChunkCount, err = r.int32("chunk_count"); err != nil {
+		return err
+	}
+	if f.ConnType, err = r.str("conn_type"); err != nil {
+		return err
+	}
+	f.DelayPs = 0
+	if n == 11 {
+		if f.DelayPs, err = r.int("delay_ps"); err != nil {
+			return err
+		}
+	}
+	switch {
+	case f.Size < 0:
+		return r.errf("size", fmt.Errorf("negative size %d", f.Size))
+	case f.DelayPs < 0:
+		return r.errf("delay_ps", fmt.Errorf("negative delay %d", f.DelayPs))
+	}
+	return nil
+}
+
+// Group decodes the current group record.
+func (r *Reader) Group() (*Group, error) {
+	if err := r.body(KindGroup); err != nil {
+		return nil, err
+	}
+	g := &Group{}
+	err := r.eachKey(func(key string) error {
+		var err error
+		switch key {
+		case "id":
+			g.ID, err = r.int(key)
+		case "type":
+			g.Type, err = r.str(key)
+		case "ranks":
+			var n int
+			if n, err = r.arrayLen(key); err != nil {
+				return err
+			}
+			g.Ranks = make([]int32, 0, min(n, 1<<12))
+			for i := 0; i < n; i++ {
+				v, err := r.int32(fmt.Sprintf("ranks[%d]", i))
+				if err != nil {
+					return err
+				}
+				g.Ranks = append(g.Ranks, v)
+			}
+		default:
+			err = r.skip(key)
+		}
+		return err
+	})
+	return g, err
+}
+
+// Collective decodes the current collective record.
+func (r *Reader) Collective() (*Collective, error) {
+	if err := r.body(KindCollective); err != nil {
+		return nil, err
+	}
+	c := &Collective{}
+	err := r.eachKey(func(key string) error {
+		var err error
+		var v int64
+		switch key {
+		case "id":
+			c.ID, err = r.int(key)
+		case "op":
+			c.Op, err = r.str(key)
+		case "size":
+			c.Size, err = r.int(key)
+		case "group":
+			c.Group, err = r.int(key)
+		case "algorithm":
+			c.Algorithm, err = r.str(key)
+		case "protocol":
+			c.Protocol, err = r.str(key)
+		case "channels":
+			v, err = r.int(key)
+			c.Channels = int(v)
+		case "predicted_ps":
+			c.PredictedPs, err = r.int(key)
+		case "label":
+			c.Label, err = r.str(key)
+		default:
+			err = r.skip(key)
+		}
+		return err
+	})
+	return c, err
+}
+
+// Topology decodes the current topology record.
+func (r *Reader) Topology() (*Topology, error) {
+	if err := r.body(KindTopology); err != nil {
+		return nil, err
+	}
+	t := &Topology{Params: map[string]string{}}
+	err := r.eachKey(func(key string) error {
+		var err error
+		var v int64
+		switch key {
+		case "family":
+			t.Family, err = r.str(key)
+		case "params":
+			err = r.eachKeyField(key, func(k string) error {
+				s, err := r.str("params." + k)
+				t.Params[k] = s
+				return err
+			})
+		case "gpus":
+			v, err = r.int(key)
+			t.GPUs = int(v)
+		case "gpus_per_server":
+			v, err = r.int(key)
+			t.GPUsPerServer = int(v)
+		case "nvswitches_per_server":
+			v, err = r.int(key)
+			t.NVSwitchesPerServer = int(v)
+		case "gpu_type":
+			t.GPUType, err = r.str(key)
+		case "nodes":
+			err = r.nodes(t)
+		case "links":
+			err = r.links(t)
+		default:
+			err = r.skip(key)
+		}
+		return err
+	})
+	return t, err
+}
+
+func (r *Reader) nodes(t *Topology) error {
+	n, err := r.arrayLen("nodes")
+	if err != nil {
+		return err
+	}
+	t.Nodes = make([]Node, 0, min(n, 1<<12))
+	for i := 0; i < n; i++ {
+		f := func(name string) string { return fmt.Sprintf("nodes[%d].%s", i, name) }
+		m, err := r.arrayLen(fmt.Sprintf("nodes[%d]", i))
+		if err != nil {
+			return err
+		}
+		if m != 7 {
+			return r.errf(fmt.Sprintf("nodes[%d]", i), fmt.Errorf("node has %d fields, expected 7 (id, kind, role, tier, server, group, plane)", m))
+		}
+		var nd Node
+		var v int64
+		if nd.ID, err = r.int32(f("id")); err != nil {
+			return err
+		}
+		if nd.Kind, err = r.str(f("kind")); err != nil {
+			return err
+		}
+		if nd.Role, err = r.str(f("role")); err != nil {
+			return err
+		}
+		if v, err = r.int(f("tier")); err != nil {
+			return err
+		}
+		nd.Tier = int8(v)
+		if nd.Server, err = r.int32(f("server")); err != nil {
+			return err
+		}
+		if nd.Group, err = r.int32(f("group")); err != nil {
+			return err
+		}
+		if v, err = r.int(f("plane")); err != nil {
+			return err
+		}
+		nd.Plane = int8(v)
+		t.Nodes = append(t.Nodes, nd)
+	}
+	return nil
+}
+
+func (r *Reader) links(t *Topology) error {
+	n, err := r.arrayLen("links")
+	if err != nil {
+		return err
+	}
+	t.Links = make([]Link, 0, min(n, 1<<12))
+	for i := 0; i < n; i++ {
+		f := func(name string) string { return fmt.Sprintf("links[%d].%s", i, name) }
+		m, err := r.arrayLen(fmt.Sprintf("links[%d]", i))
+		if err != nil {
+			return err
+		}
+		if m != 6 {
+			return r.errf(fmt.Sprintf("links[%d]", i), fmt.Errorf("link has %d fields, expected 6 (a, b, bw_bps, latency_ps, error_rate, kind)", m))
+		}
+		var l Link
+		if l.A, err = r.int32(f("a")); err != nil {
+			return err
+		}
+		if l.B, err = r.int32(f("b")); err != nil {
+			return err
+		}
+		if l.BWbps, err = r.float(f("bw_bps")); err != nil {
+			return err
+		}
+		if l.LatencyPs, err = r.int(f("latency_ps")); err != nil {
+			return err
+		}
+		if l.ErrorRate, err = r.float(f("error_rate")); err != nil {
+			return err
+		}
+		if l.Kind, err = r.str(f("kind")); err != nil {
+			return err
+		}
+		t.Links = append(t.Links, l)
+	}
+	return nil
+}
+
+// --- typed primitives: each checks the msgpack type and names the field ---
+
+func (r *Reader) peek(field string) (byte, error) {
+	c, err := r.dec.PeekCode()
+	if err != nil {
+		return 0, r.errf(field, err)
+	}
+	return c, nil
+}
+
+func (r *Reader) int(field string) (int64, error) {
+	c, err := r.peek(field)
+	if err != nil {
+		return 0, err
+	}
+	if !isInt(c) {
+		return 0, r.errf(field, fmt.Errorf("expected an integer, found %s", describe(c)))
+	}
+	v, err := r.dec.DecodeInt64()
+	if err != nil {
+		return 0, r.errf(field, err)
+	}
+	return v, nil
+}
+
+func (r *Reader) int32(field string) (int32, error) {
+	v, err := r.int(field)
+	if err != nil {
+		return 0, err
+	}
+	if v < -1<<31 || v > 1<<31-1 {
+		return 0, r.errf(field, fmt.Errorf("%d does not fit in 32 bits", v))
+	}
+	return int32(v), nil
+}
+
+func (r *Reader) float(field string) (float64, error) {
+	c, err := r.peek(field)
+	if err != nil {
+		return 0, err
+	}
+	if !isInt(c) && c != msgpcode.Float && c != msgpcode.Double {
+		return 0, r.errf(field, fmt.Errorf("expected a number, found %s", describe(c)))
+	}
+	v, err := r.dec.DecodeFloat64()
+	if err != nil {
+		return 0, r.errf(field, err)
+	}
+	return v, nil
+}
+
+func (r *Reader) str(field string) (string, error) {
+	c, err := r.peek(field)
+	if err != nil {
+		return "", err
+	}
+	if !msgpcode.IsFixedString(c) && c != msgpcode.Str8 && c != msgpcode.Str16 && c != msgpcode.Str32 {
+		return "", r.errf(field, fmt.Errorf("expected a string, found %s", describe(c)))
+	}
+	s, err := r.dec.DecodeString()
+	if err != nil {
+		return "", r.errf(field, err)
+	}
+	return s, nil
+}
+
+func (r *Reader) arrayLen(field string) (int, error) {
+	c, err := r.peek(field)
+	if err != nil {
+		return 0, err
+	}
+	if !isArray(c) {
+		return 0, r.errf(field, fmt.Errorf("expected an array, found %s", describe(c)))
+	}
+	n, err := r.dec.DecodeArrayLen()
+	if err != nil {
+		return 0, r.errf(field, err)
+	}
+	return n, nil
+}
+
+func (r *Reader) skip(field string) error {
+	if err := r.dec.Skip(); err != nil {
+		return r.errf(field, err)
+	}
+	return nil
+}
+
+// eachKey iterates over the body map's string keys; fn must consume the value.
+func (r *Reader) eachKey(fn func(key string) error) error {
+	return r.eachKeyField("", fn)
+}
+
+func (r *Reader) eachKeyField(field string, fn func(key string) error) error {
+	c, err := r.peek(field)
+	if err != nil {
+		return err
+	}
+	if !msgpcode.IsFixedMap(c) && c != msgpcode.Map16 && c != msgpcode.Map32 {
+		return r.errf(field, fmt.Errorf("expected a map, found %s", describe(c)))
+	}
+	n, err := r.dec.DecodeMapLen()
+	if err != nil {
+		return r.errf(field, err)
+	}
+	for i := 0; i < n; i++ {
+		key, err := r.str(field + " key")
+		if err != nil {
+			return err
+		}
+		if err := fn(key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func isInt(c byte) bool {
+	return msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64)
+}
+
+func isArray(c byte) bool {
+	return msgpcode.IsFixedArray(c) || c == msgpcode.Array16 || c == msgpcode.Array32
+}
+
+func describe(c byte) string {
+	switch {
+	case c == msgpcode.Nil:
+		return "nil"
+	case isInt(c):
+		return "an integer"
+	case c == msgpcode.Float || c == msgpcode.Double:
+		return "a float"
+	case c == msgpcode.True || c == msgpcode.False:
+		return "a boolean"
+	case msgpcode.IsString(c):
+		return "a string"
+	case isArray(c):
+		return "an array"
+	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
+		return "a map"
+	case msgpcode.IsBin(c):
+		return "binary data"
+	}
+	return fmt.Sprintf("byte 0x%02x", c)
+}

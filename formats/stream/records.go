@@ -1,0 +1,131 @@
+// Package stream implements fabricsim's msgpack flow stream: the records
+// every program passes over stdin/stdout (see formats/stream.md).
+package stream
+
+// Format and Version identify the stream in its header record.
+const (
+	Format  = "fabricsim/stream"
+	Version = 1
+)
+
+// Record kinds, in the order they appear in a stream.
+const (
+	KindHeader     = "header"
+	KindTopology   = "topology"
+	KindPaths      = "paths"
+	KindGroup      = "group"
+	KindCollective = "collective"
+	KindFlow       = "flow"
+	KindTrailer    = "trailer"
+)
+
+// Header is always the first record.
+type Header struct {
+	Format   string `msgpack:"format"`
+	Version  int    `msgpack:"version"`
+	Producer string `msgpack:"producer"`
+}
+
+// Node kinds.
+const (
+	NodeGPU      = "gpu"
+	NodeNVSwitch = "nvswitch"
+	NodeSwitch   = "switch"
+)
+
+// Link kinds.
+const (
+	LinkNVLink = "nvlink"
+	LinkPCIe   = "pcie"
+	LinkNIC    = "nic"
+	LinkFabric = "fabric"
+)
+
+// Node is one vertex of the fabric. Node ids are dense: node i has ID i.
+// Following SimAI, GPUs come first (GPU id == global rank), then NVSwitches,
+// then network switches.
+type Node struct {
+	ID     int32
+	Kind   string // gpu | nvswitch | switch
+	Role   string // gpu, nvswitch, asw, psw, edge, agg, core, router, switch
+	Tier   int8   // 0 GPU, 1 NVSwitch, 2 first network tier (ASW/edge/router), 3, 4 ...
+	Server int32  // server index for GPUs and NVSwitches, -1 for network switches
+	Group  int32  // segment, pod or dragonfly group the node belongs to, -1 if none
+	Plane  int8   // network plane (dual-plane fabrics), -1 if none
+}
+
+// Link is a full-duplex link; BWbps applies to each direction.
+type Link struct {
+	A, B      int32
+	BWbps     float64
+	LatencyPs int64
+	ErrorRate float64
+	Kind      string // nvlink | pcie | nic | fabric
+}
+
+// Topology is the fabric: one record per stream.
+type Topology struct {
+	Family              string            `msgpack:"family"`
+	Params              map[string]string `msgpack:"params"`
+	GPUs                int               `msgpack:"gpus"`
+	GPUsPerServer       int               `msgpack:"gpus_per_server"`
+	NVSwitchesPerServer int               `msgpack:"nvswitches_per_server"`
+	GPUType             string            `msgpack:"gpu_type"`
+	Nodes               []Node            `msgpack:"nodes"`
+	Links               []Link            `msgpack:"links"`
+}
+
+// Group is a communicator.
+type Group struct {
+	ID    int64   `msgpack:"id"`
+	Type  string  `msgpack:"type"` // TP, DP, PP, EP, DP_EP
+	Ranks []int32 `msgpack:"ranks"`
+}
+
+// Collective is one collective operation of one group.
+type Collective struct {
+	ID          int64  `msgpack:"id"`
+	Op          string `msgpack:"op"`
+	Size        int64  `msgpack:"size"`
+	Group       int64  `msgpack:"group"`
+	Algorithm   string `msgpack:"algorithm"`
+	Protocol    string `msgpack:"protocol"`
+	Channels    int    `msgpack:"channels"`
+	PredictedPs int64  `msgpack:"predicted_ps"`
+	Label       string `msgpack:"label"` // workload layer and phase, free text
+}
+
+// Flow connection types.
+const (
+	ConnRing     = "RING"
+	ConnTree     = "TREE"
+	ConnNVLS     = "NVLS"
+	ConnPXNInit  = "PXN_INIT"
+	ConnNet      = "NET"
+	ConnPXNFinal = "PXN_FINAL"
+	ConnA2A      = "A2A"
+	ConnP2P      = "P2P"
+	ConnMSCCL    = "MSCCL"
+	ConnDelay    = "DELAY"
+)
+
+// Flow is one point-to-point transfer of the DAG, or a pure delay node
+// (Size 0, DelayPs > 0). It is encoded as a positional array.
+type Flow struct {
+	ID         int64
+	Collective int64
+	Src, Dst   int32
+	Size       int64
+	Deps       []int64
+	Channel    int32
+	Chunk      int32
+	ChunkCount int32
+	ConnType   string
+	DelayPs    int64
+}
+
+// Trailer closes a stream with the number of records of each kind written
+// (header and trailer not counted).
+type Trailer struct {
+	Counts map[string]int64 `msgpack:"counts"`
+}

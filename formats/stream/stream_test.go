@@ -1,0 +1,250 @@
+package stream
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+func sampleTopology() *Topology {
+	return &Topology{
+		Family: "spectrum-x", Params: map[string]string{"nic_bw": "400Gbps", "psw": "64"},
+		GPUs: 2, GPUsPerServer: 2, NVSwitchesPerServer: 1, GPUType: "H100",
+		Nodes: []Node{
+			{ID: 0, Kind: NodeGPU, Role: "gpu", Tier: 0, Server: 0, Group: 0, Plane: -1},
+			{ID: 1, Kind: NodeGPU, Role: "gpu", Tier: 0, Server: 0, Group: 0, Plane: -1},
+			{ID: 2, Kind: NodeNVSwitch, Role: "nvswitch", Tier: 1, Server: 0, Group: 0, Plane: -1},
+			{ID: 3, Kind: NodeSwitch, Role: "asw", Tier: 2, Server: -1, Group: 0, Plane: 0},
+		},
+		Links: []Link{
+			{A: 0, B: 2, BWbps: 2.88e12, LatencyPs: 25000, Kind: LinkNVLink},
+			{A: 1, B: 2, BWbps: 2.88e12, LatencyPs: 25000, Kind: LinkNVLink},
+			{A: 0, B: 3, BWbps: 4e11, LatencyPs: 500000, ErrorRate: 1e-6, Kind: LinkNIC},
+			{A: 1, B: 3, BWbps: 4e11, LatencyPs: 500000, Kind: LinkNIC},
+		},
+	}
+}
+
+func sampleFlows() []Flow {
+	return []Flow{
+		{ID: 0, Collective: 7, Src: 0, Dst: 1, Size: 1 << 20, Deps: nil, Channel: 0, Chunk: 0, ChunkCount: 14, ConnType: ConnRing},
+		{ID: 1, Collective: 7, Src: 1, Dst: 0, Size: 1 << 20, Deps: []int64{0}, Channel: 1, Chunk: 3, ChunkCount: 14, ConnType: ConnRing},
+		{ID: 2, Collective: -1, Src: 0, Dst: 0, Size: 0, Deps: []int64{0, 1}, ConnType: ConnDelay, DelayPs: 556000000},
+		{ID: 1 << 40, Collective: 1 << 33, Src: 1<<31 - 1, Dst: 0, Size: 1 << 50, Deps: []int64{-5}, Channel: -1, ConnType: ConnMSCCL},
+	}
+}
+
+func writeSample(t testing.TB) []byte {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, "test 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Topology(sampleTopology()))
+	must(t, w.Group(&Group{ID: 3, Type: "DP", Ranks: []int32{0, 1}}))
+	must(t, w.Collective(&Collective{ID: 7, Op: "allreduce", Size: 64 << 20, Group: 3, Algorithm: "ring", Protocol: "simple", Channels: 2, PredictedPs: 123}))
+	for _, f := range sampleFlows() {
+		f := f
+		must(t, w.Flow(&f))
+	}
+	must(t, w.Record("future-kind", map[string]int{"x": 1}))
+	must(t, w.Close())
+	return buf.Bytes()
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	data := writeSample(t)
+	r, err := NewReader(bytes.NewReader(data), "mem")
+	must(t, err)
+	if r.Header.Producer != "test 0" || r.Header.Version != Version {
+		t.Fatalf("header %+v", r.Header)
+	}
+	var kinds []string
+	var flows []Flow
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		kinds = append(kinds, kind)
+		switch kind {
+		case KindTopology:
+			topo, err := r.Topology()
+			must(t, err)
+			if !reflect.DeepEqual(topo, sampleTopology()) {
+				t.Fatalf("topology differs:\n%+v\n%+v", topo, sampleTopology())
+			}
+		case KindGroup:
+			g, err := r.Group()
+			must(t, err)
+			if g.ID != 3 || g.Type != "DP" || !reflect.DeepEqual(g.Ranks, []int32{0, 1}) {
+				t.Fatalf("group %+v", g)
+			}
+		case KindCollective:
+			c, err := r.Collective()
+			must(t, err)
+			if c.Size != 64<<20 || c.Algorithm != "ring" || c.Channels != 2 || c.PredictedPs != 123 {
+				t.Fatalf("collective %+v", c)
+			}
+		case KindFlow:
+			var f Flow
+			must(t, r.Flow(&f))
+			flows = append(flows, f)
+		}
+	}
+	want := []string{KindTopology, KindGroup, KindCollective, KindFlow, KindFlow, KindFlow, KindFlow, "future-kind"}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Fatalf("kinds %v, want %v", kinds, want)
+	}
+	if !reflect.DeepEqual(flows, sampleFlows()) {
+		t.Fatalf("flows differ:\n%+v\n%+v", flows, sampleFlows())
+	}
+}
+
+// A filter that forwards everything must reproduce the input byte for byte
+// (same producer): records are copied raw and the trailer recounted.
+func TestForwardIsIdentity(t *testing.T) {
+	data := writeSample(t)
+	r, err := NewReader(bytes.NewReader(data), "mem")
+	must(t, err)
+	var out bytes.Buffer
+	w, err := NewWriter(&out, "test 0")
+	must(t, err)
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		must(t, w.Forward(r))
+	}
+	must(t, w.Close())
+	if !bytes.Equal(out.Bytes(), data) {
+		t.Fatalf("forwarded stream differs (%d vs %d bytes)", out.Len(), len(data))
+	}
+}
+
+// Records whose body is not read are skipped, and the trailer still checks.
+func TestSkipBodies(t *testing.T) {
+	r, err := NewReader(bytes.NewReader(writeSample(t)), "mem")
+	must(t, err)
+	n := 0
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		must(t, err)
+		n++
+	}
+	if n != 8 {
+		t.Fatalf("read %d records, want 8", n)
+	}
+	if got := r.Counts(); got[KindFlow] != 4 || got[KindTopology] != 1 {
+		t.Fatalf("counts %v", got)
+	}
+}
+
+func readAll(data []byte) error {
+	r, err := NewReader(bytes.NewReader(data), "in.fs")
+	if err != nil {
+		return err
+	}
+	var f Flow
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case KindFlow:
+			err = r.Flow(&f)
+		case KindTopology:
+			_, err = r.Topology()
+		case KindGroup:
+			_, err = r.Group()
+		case KindCollective:
+			_, err = r.Collective()
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// rec builds a raw stream from msgpack values (each already a [kind, body]).
+func rec(t *testing.T, values ...any) []byte {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	for _, v := range values {
+		must(t, enc.Encode(v))
+	}
+	return buf.Bytes()
+}
+
+var hdr = []any{"header", map[string]any{"format": Format, "version": 1, "producer": "x"}}
+
+func TestBadInput(t *testing.T) {
+	good := writeSample(t)
+	cases := []struct {
+		name string
+		data []byte
+		want []string // substrings of the error
+	}{
+		{"empty", nil, []string{"in.fs: record 0", "empty input"}},
+		{"garbage", []byte("hello world, not msgpack"), []string{"record 0", "not a fabricsim stream"}},
+		{"truncated at a record boundary", good[:bytes.LastIndex(good, []byte("trailer"))-2], []string{"without a trailer"}},
+		{"truncated mid record", good[:len(good)/2], []string{"unexpected end of input"}},
+		{"unknown version", rec(t, []any{"header", map[string]any{"format": Format, "version": 9, "producer": "x"}}), []string{"field version", "unknown version 9"}},
+		{"wrong format", rec(t, []any{"header", map[string]any{"format": "other", "version": 1}}), []string{"field format"}},
+		{"no header", rec(t, []any{"flow", []any{}}), []string{"first record is \"flow\""}},
+		{"flow with string deps", rec(t, hdr, []any{"flow", []any{1, 2, 3, 4, 5, "x", 0, 0, 1, "RING"}}),
+			[]string{"record 1 (flow), field deps", "expected an array, found a string"}},
+		{"flow too short", rec(t, hdr, []any{"flow", []any{1, 2, 3}}), []string{"record 1 (flow)", "3 fields"}},
+		{"flow nil src", rec(t, hdr, []any{"flow", []any{1, 2, nil, 4, 5, []int{}, 0, 0, 1, "RING"}}), []string{"field src", "found nil"}},
+		{"flow negative size", rec(t, hdr, []any{"flow", []any{1, 2, 3, 4, -5, []int{}, 0, 0, 1, "RING"}}), []string{"field size", "negative"}},
+		{"topology bad link", rec(t, hdr, []any{"topology", map[string]any{"links": []any{[]any{0, 1, "fast", 1, 0, "nic"}}}}),
+			[]string{"record 1 (topology), field links[0].bw_bps", "expected a number"}},
+		{"trailer count mismatch", rec(t, hdr, []any{"trailer", map[string]any{"counts": map[string]int{"flow": 3}}}),
+			[]string{"field counts.flow", "trailer says 3 flow records, the stream held 0"}},
+		{"data after trailer", append(rec(t, hdr, []any{"trailer", map[string]any{"counts": map[string]int{}}}), 0x01),
+			[]string{"data after the trailer"}},
+		{"record not a pair", rec(t, hdr, []any{"flow"}), []string{"record 1", "1 elements"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := readAll(c.data)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			var se *Error
+			if !errors.As(err, &se) {
+				t.Fatalf("error %v is not a *stream.Error", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+}

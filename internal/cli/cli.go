@@ -1,0 +1,107 @@
+// Package cli holds what every fabricsim program shares: kong parsing with
+// fabricsim's exit codes (0 ok, 1 bad input, 2 usage), input opening with a
+// plain message when stdin is a terminal, and the version string.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+// Version is the fabricsim release every program reports.
+const Version = "0.1.0"
+
+// Producer is the header's producer string for a tool.
+func Producer(tool string) string { return tool + " " + Version }
+
+// UsageError is a command-line mistake (exit status 2), as opposed to bad
+// input data (exit status 1).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Usagef builds a UsageError.
+func Usagef(format string, args ...any) error { return &UsageError{fmt.Errorf(format, args...)} }
+
+// Main parses os.Args into cmd, runs run and exits with fabricsim's codes.
+// Flag values that fail to parse as sizes, bandwidths or times are bad
+// input (1); unknown flags and missing arguments are usage errors (2).
+func Main(name, description string, cmd any, run func() error, opts ...kong.Option) {
+	os.Exit(run1(name, description, cmd, run, os.Args[1:], os.Stderr, opts...))
+}
+
+func run1(name, description string, cmd any, run func() error, args []string, stderr io.Writer, opts ...kong.Option) int {
+	exit := -1
+	opts = append([]kong.Option{
+		kong.Name(name), kong.Description(description), kong.UsageOnError(),
+		kong.Exit(func(code int) { exit = code }),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
+	}, opts...)
+	k, err := kong.New(cmd, opts...)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: internal error: %v\n", name, err)
+		return 3
+	}
+	k.Stderr = stderr
+	_, err = k.Parse(args)
+	if exit >= 0 { // --help
+		return exit
+	}
+	if err != nil {
+		var pe *units.ParseError
+		if errors.As(err, &pe) {
+			fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
+			return 1
+		}
+		fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, oneLine(err.Error()), name)
+		return 2
+	}
+	if err := run(); err != nil {
+		fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
+
+// IsTerminal reports whether f is a character device (a terminal).
+func IsTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// OpenInput opens path, or stdin when path is "" or "-". With stdin a
+// terminal it refuses plainly instead of waiting for input that never comes.
+func OpenInput(path, hint string) (io.ReadCloser, string, error) {
+	if path == "" || path == "-" {
+		if IsTerminal(os.Stdin) {
+			return nil, "", Usagef("no input: stdin is a terminal; %s", hint)
+		}
+		return io.NopCloser(os.Stdin), "<stdin>", nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	return f, path, nil
+}
+
+// CheckBinaryStdout refuses to write a binary stream to a terminal.
+func CheckBinaryStdout(what string) error {
+	if IsTerminal(os.Stdout) {
+		return Usagef("stdout is a terminal: pipe the %s into another program or redirect it to a file", what)
+	}
+	return nil
+}

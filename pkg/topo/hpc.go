@@ -1,0 +1,187 @@
+package topo
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+// fatTree builds a 3-tier k-ary fat-tree (Al-Fares et al.): k pods of k/2
+// edge and k/2 aggregation switches, (k/2)^2 cores; aggregation switch j of
+// every pod connects to cores j*k/2 .. j*k/2+k/2-1. Oversubscription puts
+// Oversub*k/2 GPU NICs on each edge switch instead of k/2; GPUs fill edge
+// switches in id order, so a server's GPUs share an edge switch.
+func (b *builder) fatTree() ([]string, error) {
+	p := &b.p
+	var notes []string
+	if p.Oversub == 0 {
+		p.Oversub = 1
+	}
+	if p.Oversub < 1 || math.IsInf(p.Oversub, 0) || math.IsNaN(p.Oversub) {
+		return nil, fmt.Errorf("--oversubscription %g must be at least 1", p.Oversub)
+	}
+	if p.NICBW == 0 {
+		p.NICBW = p.SwitchBW
+	}
+	perEdge := func(k int) int { return int(math.Round(p.Oversub * float64(k/2))) }
+	if p.GPUs == 0 {
+		if p.K == 0 {
+			p.K = 8
+		}
+		p.GPUs = p.K * p.K / 2 * perEdge(p.K)
+		p.GPUs -= p.GPUs % p.GPUsPerServer
+	}
+	if p.K == 0 {
+		for p.K = 4; p.K*(p.K/2)*perEdge(p.K) < p.GPUs; p.K += 2 {
+		}
+		notes = append(notes, fmt.Sprintf("fat-tree radix k=%d (smallest even k holding %d GPUs at %g:1)", p.K, p.GPUs, p.Oversub))
+	}
+	k := p.K
+	if k < 2 || k%2 != 0 {
+		return nil, fmt.Errorf("--fat-tree-k %d must be even and at least 2", k)
+	}
+	h := perEdge(k)
+	if cap := k * (k / 2) * h; p.GPUs > cap {
+		return nil, fmt.Errorf("--gpus %d exceeds a k=%d fat-tree's %d GPU ports", p.GPUs, k, cap)
+	}
+	edgeOf := func(g int) int { return g / h }
+	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(g int) int32 { return int32(edgeOf(g) / (k / 2)) })
+	if err != nil {
+		return nil, err
+	}
+	half := k / 2
+	firstEdge := int32(len(b.t.Nodes))
+	for e := 0; e < k*half; e++ {
+		b.node(stream.NodeSwitch, RoleEdge, -1, int32(e/half), -1)
+	}
+	firstAgg := int32(len(b.t.Nodes))
+	for a := 0; a < k*half; a++ {
+		b.node(stream.NodeSwitch, RoleAgg, -1, int32(a/half), -1)
+	}
+	firstCore := int32(len(b.t.Nodes))
+	for c := 0; c < half*half; c++ {
+		b.node(stream.NodeSwitch, RoleCore, -1, -1, -1)
+	}
+	for g := 0; g < p.GPUs; g++ {
+		b.nvlinks(g, firstNVS)
+		b.link(int32(g), firstEdge+int32(edgeOf(g)), p.NICBW, p.NICLatencyPs, stream.LinkNIC)
+	}
+	for pod := 0; pod < k; pod++ {
+		for e := 0; e < half; e++ {
+			for a := 0; a < half; a++ {
+				b.link(firstEdge+int32(pod*half+e), firstAgg+int32(pod*half+a), p.SwitchBW, p.SwitchLatencyPs, stream.LinkFabric)
+			}
+		}
+	}
+	for pod := 0; pod < k; pod++ {
+		for a := 0; a < half; a++ {
+			for c := 0; c < half; c++ {
+				b.link(firstAgg+int32(pod*half+a), firstCore+int32(a*half+c), p.SwitchBW, p.SwitchLatencyPs, stream.LinkFabric)
+			}
+		}
+	}
+	b.t.Params["nic_bw"] = units.FormatBandwidth(p.NICBW)
+	b.t.Params["k"] = strconv.Itoa(k)
+	b.t.Params["gpus_per_edge"] = strconv.Itoa(h)
+	b.t.Params["oversubscription"] = strconv.FormatFloat(p.Oversub, 'g', -1, 64)
+	return notes, nil
+}
+
+// dragonfly builds a 1D dragonfly as CODES models it: g groups of a routers,
+// each with p terminals (GPU NICs), routers of a group fully connected, and
+// h global channels per router. Global channel c of group i (router c/h)
+// goes to group i+1+(c mod (g-1)); with g = a*h+1, the balanced maximum,
+// every pair of groups shares exactly one global link.
+func (b *builder) dragonfly() ([]string, error) {
+	p := &b.p
+	var notes []string
+	if p.NICBW == 0 {
+		p.NICBW = p.SwitchBW
+	}
+	if p.RoutersPerGroup == 0 && p.TerminalsPerRouter == 0 && p.GlobalPerRouter == 0 {
+		// Balanced dragonfly a = 2p = 2h, the smallest that holds the GPUs.
+		if p.GPUs == 0 {
+			p.GPUs = 72
+		}
+		for t := 1; ; t++ {
+			a, h := 2*t, t
+			if a*t*(a*h+1) >= p.GPUs {
+				p.RoutersPerGroup, p.TerminalsPerRouter, p.GlobalPerRouter = a, t, h
+				break
+			}
+		}
+		notes = append(notes, fmt.Sprintf("balanced dragonfly: %d routers per group, %d terminals per router, %d global channels per router",
+			p.RoutersPerGroup, p.TerminalsPerRouter, p.GlobalPerRouter))
+	}
+	a, t, h := p.RoutersPerGroup, p.TerminalsPerRouter, p.GlobalPerRouter
+	if a <= 0 || t <= 0 || h <= 0 {
+		return nil, fmt.Errorf("--routers-per-group, --terminals-per-router and --global-per-router must all be positive (or all omitted)")
+	}
+	if p.Groups == 0 {
+		p.Groups = a*h + 1
+		// Fewer GPUs than the maximum: the fewest groups that hold them and
+		// still spread each group's global channels evenly.
+		if p.GPUs > 0 && p.GPUs < a*t*p.Groups {
+			for g := max(2, ceilDiv(p.GPUs, a*t)); g <= a*h+1; g++ {
+				if (a*h)%(g-1) == 0 {
+					p.Groups = g
+					break
+				}
+			}
+		}
+	}
+	g := p.Groups
+	if g < 2 {
+		return nil, fmt.Errorf("--groups %d: a dragonfly needs at least 2 groups", g)
+	}
+	if (a*h)%(g-1) != 0 {
+		return nil, fmt.Errorf("--groups %d: the %d global channels of a group must divide evenly over the %d other groups", g, a*h, g-1)
+	}
+	if p.GPUs == 0 {
+		p.GPUs = a * t * g
+	}
+	if p.GPUs > a*t*g {
+		return nil, fmt.Errorf("--gpus %d exceeds the dragonfly's %d terminals", p.GPUs, a*t*g)
+	}
+	routerOf := func(gpu int) int { return gpu / t }
+	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(gpu int) int32 { return int32(routerOf(gpu) / a) })
+	if err != nil {
+		return nil, err
+	}
+	firstR := int32(len(b.t.Nodes))
+	for r := 0; r < a*g; r++ {
+		b.node(stream.NodeSwitch, RoleRouter, -1, int32(r/a), -1)
+	}
+	for gpu := 0; gpu < p.GPUs; gpu++ {
+		b.nvlinks(gpu, firstNVS)
+		b.link(int32(gpu), firstR+int32(routerOf(gpu)), p.NICBW, p.NICLatencyPs, stream.LinkNIC)
+	}
+	for grp := 0; grp < g; grp++ {
+		for i := 0; i < a; i++ {
+			for j := i + 1; j < a; j++ {
+				b.link(firstR+int32(grp*a+i), firstR+int32(grp*a+j), p.SwitchBW, p.SwitchLatencyPs, stream.LinkFabric)
+			}
+		}
+	}
+	for grp := 0; grp < g; grp++ {
+		for c := 0; c < a*h; c++ {
+			off := c%(g-1) + 1
+			if grp+off >= g {
+				continue // emitted from the other end
+			}
+			copyIdx := c / (g - 1)
+			peer := grp + off
+			pc := copyIdx*(g-1) + (g - 1 - off) // the peer's channel back to grp
+			b.link(firstR+int32(grp*a+c/h), firstR+int32(peer*a+pc/h), p.SwitchBW, p.SwitchLatencyPs, stream.LinkFabric)
+		}
+	}
+	b.t.Params["nic_bw"] = units.FormatBandwidth(p.NICBW)
+	b.t.Params["routers_per_group"] = strconv.Itoa(a)
+	b.t.Params["terminals_per_router"] = strconv.Itoa(t)
+	b.t.Params["global_per_router"] = strconv.Itoa(h)
+	b.t.Params["groups"] = strconv.Itoa(g)
+	return notes, nil
+}

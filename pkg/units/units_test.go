@@ -1,0 +1,42 @@
+package units
+
+import "testing"
+
+func TestParse(t *testing.T) {
+	sizes := map[string]int64{"64MiB": 64 << 20, "1GB": 1e9, "1048576": 1 << 20, "4KiB": 4096, "8M": 8 << 20, "1.5KiB": 1536, "0": 0}
+	for s, want := range sizes {
+		if got, err := ParseSize(s); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	bws := map[string]float64{"400Gbps": 4e11, "2880Gbps": 2.88e12, "25GB/s": 2e11, "50Mb/s": 5e7, "1e9": 1e9}
+	for s, want := range bws {
+		if got, err := ParseBandwidth(s); err != nil || got != want {
+			t.Errorf("ParseBandwidth(%q) = %g, %v; want %g", s, got, err, want)
+		}
+	}
+	times := map[string]int64{"25ns": 25000, "0.0005ms": 500000, "0.000025ms": 25000, "1us": 1e6, "3ms": 3e9, "7ps": 7}
+	for s, want := range times {
+		if got, err := ParseDuration(s); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "fast", "10Qbps", "-5Gbps", "0Gbps"} {
+		if _, err := ParseBandwidth(bad); err == nil {
+			t.Errorf("ParseBandwidth(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"1.5", "-3KiB", "x"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	for _, bad := range []string{"500", "3 parsecs", "-1us"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+	if FormatBandwidth(4e11) != "400Gbps" || FormatSize(64<<20) != "64MiB" || FormatDuration(25000) != "25ns" {
+		t.Error("format")
+	}
+}

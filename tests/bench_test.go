@@ -1,0 +1,63 @@
+package tests
+
+import (
+	"io"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// measure runs a shell pipeline of the built programs and reports, per
+// stage, wall time and peak resident memory.
+func measure(b *testing.B, stages ...[]string) {
+	b.Helper()
+	var cmds []*exec.Cmd
+	for _, s := range stages {
+		c := exec.Command(filepath.Join(binDir, s[0]), s[1:]...)
+		c.Dir = ".."
+		cmds = append(cmds, c)
+	}
+	for i := 1; i < len(cmds); i++ {
+		pipe, err := cmds[i-1].StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmds[i].Stdin = pipe
+	}
+	cmds[len(cmds)-1].Stdout = io.Discard
+	var stderr strings.Builder
+	for _, c := range cmds {
+		c.Stderr = &stderr
+	}
+	start := time.Now()
+	for _, c := range cmds {
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range cmds {
+		if err := c.Wait(); err != nil {
+			b.Fatalf("%s: %v: %s", c.Path, err, stderr.String())
+		}
+	}
+	wall := time.Since(start)
+	var peak int64
+	for _, c := range cmds {
+		if ru, ok := c.ProcessState.SysUsage().(*syscall.Rusage); ok && ru.Maxrss > peak {
+			peak = ru.Maxrss
+		}
+	}
+	b.ReportMetric(wall.Seconds(), "wall-s")
+	b.ReportMetric(float64(peak)/1024, "peak-MB")
+}
+
+// Issue 2: the largest SimAI default (15360-GPU AlibabaHPN dual plane)
+// streams in under 1 s and 500 MB.
+func BenchmarkTopogenHPN15360(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b, []string{"topogen", "--family", "hpn-dual-plane", "--gpus", "15360", "-o", "/dev/null"})
+	}
+}

@@ -1,0 +1,90 @@
+// Package tests runs the built programs end to end, the way users call them:
+// through pipes, with their exit codes and messages.
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fabricsim-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/...")
+	build.Dir = ".."
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building the programs:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result of running a pipeline.
+type result struct {
+	stdout, stderr []byte
+	code           int
+}
+
+// run executes one program with args and stdin.
+func run(t testing.TB, stdin []byte, prog string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, prog), args...)
+	cmd.Dir = ".."
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", prog, err)
+	}
+	return result{out.Bytes(), errb.Bytes(), code}
+}
+
+// mustRun runs a program and fails the test unless it exits 0.
+func mustRun(t testing.TB, stdin []byte, prog string, args ...string) []byte {
+	t.Helper()
+	r := run(t, stdin, prog, args...)
+	if r.code != 0 {
+		t.Fatalf("%s %s: exit %d: %s", prog, strings.Join(args, " "), r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// oneLineError asserts exit status code with a single stderr line containing want.
+func oneLineError(t *testing.T, r result, code int, want ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d; stderr: %s", r.code, code, r.stderr)
+	}
+	msg := strings.TrimRight(string(r.stderr), "\n")
+	if code == 1 && strings.Contains(msg, "\n") {
+		t.Errorf("error spans several lines:\n%s", msg)
+	}
+	if strings.Contains(msg, "panic") || strings.Contains(msg, "goroutine") {
+		t.Errorf("panic trace: %s", msg)
+	}
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("stderr %q lacks %q", msg, w)
+		}
+	}
+}
