@@ -175,6 +175,24 @@ func (w *Writer) Forward(r *Reader) error {
 	return err
 }
 
+// RawRecord writes a record whose body is already msgpack-encoded (a body
+// kept from Reader.Raw).
+func (w *Writer) RawRecord(kind string, body []byte) error {
+	if kind == KindHeader || kind == KindTrailer {
+		return fmt.Errorf("stream: %s records are written by the Writer itself", kind)
+	}
+	if err := w.begin(kind); err != nil {
+		return err
+	}
+	if kind == KindFlow {
+		w.flows++
+	} else {
+		w.counts[kind]++
+	}
+	_, err := w.bw.Write(body)
+	return err
+}
+
 // Counts returns the number of records written so far, by kind.
 func (w *Writer) Counts() map[string]int64 {
 	c := make(map[string]int64, len(w.counts)+1)

@@ -1,0 +1,279 @@
+// Command simccl-decompose reads a topology stream and a workload and
+// writes the flow DAG: communicator groups, NCCL-style algorithm and
+// protocol choices, and chunked point-to-point flows with dependencies.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+type command struct {
+	Input    string     `arg:"" optional:"" help:"Input stream (default: stdin)."`
+	Workload string     `type:"existingfile" help:"Workload: a SimAI/AICB workload file or fabricsim's micro format (<passes> <OP> <size> <GROUP> per line)."`
+	Op       string     `help:"A single collective instead of a workload: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv."`
+	Size     units.Size `help:"Size of --op in bytes (64MiB, 1GB ...): the full buffer for allgather/reducescatter, the per-rank send buffer for alltoall."`
+	Group    string     `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
+	TP       int        `name:"tp" help:"Tensor-parallel size (default: the workload's, else 1)."`
+	DP       int        `name:"dp" help:"Data-parallel size (default: what the GPUs leave)."`
+	PP       int        `name:"pp" help:"Pipeline-parallel size (default: the workload's, else 1)."`
+	EP       int        `name:"ep" help:"Expert-parallel size (default: the workload's, else 1)."`
+
+	Selector  string `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
+	Algo      string `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
+	Proto     string `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
+	PXN       string `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
+	Channels  int    `help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS)."`
+	MSCCL     string `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
+	MaxChunks int    `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
+	NoLaunch  bool   `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
+	Summary   bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
+	Out       string `short:"o" help:"Write the stream to FILE instead of stdout."`
+}
+
+const description = `Decompose a workload into the flow DAG every fabricsim backend simulates.
+
+Reads the stream from topogen (and ncclpath) on stdin and adds groups, collectives and flows.
+
+Examples:
+  topogen --family spectrum-x --gpus 16 | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 | flowsim-analytical
+  topogen --gpus 128 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 --summary
+  topogen --family spectrum-x --gpus 16 --gpu-type A100 | simccl-decompose --op allreduce --size 8MiB --group tp --tp 8 --msccl examples/msccl/ring_allreduce_8.xml
+
+Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
+AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE (as SimAI reads them).`
+
+func main() {
+	var c command
+	cli.Main("simccl-decompose", description, &c, c.run)
+}
+
+func envInt(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("environment %s=%q is not a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+func (c *command) options() (collective.Options, error) {
+	opt := collective.Options{Selector: c.Selector, Algo: c.Algo, Proto: c.Proto,
+		AlgoList: os.Getenv("NCCL_ALGO"), ProtoList: os.Getenv("NCCL_PROTO"), LaunchLatency: !c.NoLaunch, MaxChunks: c.MaxChunks}
+	nvls, err := envInt("AS_NVLS_ENABLE")
+	if err != nil {
+		return opt, err
+	}
+	opt.SimAINVLS = nvls > 0
+	if opt.RingChannels, err = envInt("AS_RING_CHANNELS"); err != nil {
+		return opt, err
+	}
+	if opt.NVLSChannels, err = envInt("AS_NV_CHANNELS"); err != nil {
+		return opt, err
+	}
+	if c.Channels > 0 {
+		opt.RingChannels = c.Channels
+	}
+	switch c.PXN {
+	case "on", "off":
+		opt.PXN = c.PXN
+	default:
+		if c.Selector == "simai" {
+			px, err := envInt("AS_PXN_ENABLE")
+			if err != nil {
+				return opt, err
+			}
+			opt.PXN = map[bool]string{true: "on", false: "off"}[px > 0]
+		}
+	}
+	return opt, nil
+}
+
+func (c *command) workload() (*collective.Workload, error) {
+	switch {
+	case c.Workload != "" && c.Op != "":
+		return nil, cli.Usagef("give either --workload or --op, not both")
+	case c.Workload != "":
+		f, err := os.Open(c.Workload)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		return collective.ReadWorkload(f, c.Workload)
+	case c.Op != "":
+		op, err := collective.ParseOp(c.Op)
+		if err != nil {
+			return nil, err
+		}
+		if c.Size <= 0 {
+			return nil, cli.Usagef("--op needs --size")
+		}
+		g := strings.ToUpper(c.Group)
+		return &collective.Workload{Steps: []collective.Step{{Op: op, Size: int64(c.Size), Group: g, Label: string(op)}}}, nil
+	}
+	return nil, cli.Usagef("nothing to decompose: give --workload FILE or --op OP --size SIZE")
+}
+
+func (c *command) run() error {
+	w, err := c.workload()
+	if err != nil {
+		return err
+	}
+	opt, err := c.options()
+	if err != nil {
+		return err
+	}
+	in, name, err := cli.OpenInput(c.Input, "pipe a topology in, e.g. topogen --gpus 16 | simccl-decompose --op allreduce --size 64MiB")
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	r, err := stream.NewReader(in, name)
+	if err != nil {
+		return err
+	}
+	// Read everything before the flows we add; keep it to forward.
+	var top *stream.Topology
+	type rec struct {
+		kind string
+		raw  []byte
+	}
+	var fwd []rec
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case stream.KindTopology:
+			if top != nil {
+				return r.Errorf("", "a second topology record")
+			}
+			if top, err = r.Topology(); err != nil {
+				return err
+			}
+			fwd = append(fwd, rec{kind: kind})
+		case stream.KindGroup, stream.KindCollective, stream.KindFlow:
+			return r.Errorf("", "the input already holds %s records: it was decomposed before", kind)
+		default:
+			raw, err := r.Raw()
+			if err != nil {
+				return err
+			}
+			fwd = append(fwd, rec{kind, raw})
+		}
+	}
+	if top == nil {
+		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", name)
+	}
+	modelTopo := *top
+	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
+		modelTopo.GPUType = gt // selection only; the topology passes on unchanged
+	}
+	model, err := collective.ModelFromTopology(&modelTopo)
+	if err != nil {
+		return err
+	}
+	fab := collective.FabricOf(top)
+	tp, dp, pp, ep := c.TP, c.DP, c.PP, c.EP
+	if tp == 0 {
+		tp = w.TP
+	}
+	if pp == 0 {
+		pp = w.PP
+	}
+	if ep == 0 {
+		ep = w.EP
+	}
+	layout, err := collective.NewLayout(top.GPUs, tp, dp, pp, ep)
+	if err != nil {
+		return err
+	}
+	planner, err := collective.NewPlanner(model, fab, opt)
+	if err != nil {
+		return err
+	}
+	d, err := collective.NewDecomposer(fab, layout, planner)
+	if err != nil {
+		return err
+	}
+	if c.MSCCL != "" {
+		f, err := os.Open(c.MSCCL)
+		if err != nil {
+			return err
+		}
+		d.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	colls, err := d.Prepare(w)
+	if err != nil {
+		return err
+	}
+	if c.Summary {
+		e := collective.NewEmitter(discard{}, false)
+		if err := d.Emit(w, colls, e); err != nil {
+			return err
+		}
+		return collective.WriteSummary(os.Stdout, colls, e.Next())
+	}
+	out := os.Stdout
+	if c.Out != "" {
+		f, err := os.Create(c.Out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	} else if err := cli.CheckBinaryStdout("stream"); err != nil {
+		return err
+	}
+	sw, err := stream.NewWriter(out, cli.Producer("simccl-decompose"))
+	if err != nil {
+		return err
+	}
+	for _, f := range fwd {
+		if f.kind == stream.KindTopology {
+			err = sw.Topology(top)
+		} else {
+			err = sw.RawRecord(f.kind, f.raw)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for i := range d.Groups() {
+		if err := sw.Group(&d.Groups()[i]); err != nil {
+			return err
+		}
+	}
+	for i := range colls {
+		if err := sw.Collective(&colls[i].Rec); err != nil {
+			return err
+		}
+	}
+	if err := d.Emit(w, colls, collective.NewEmitter(sw, false)); err != nil {
+		return err
+	}
+	return sw.Close()
+}
+
+type discard struct{}
+
+func (discard) Flow(*stream.Flow) error { return nil }

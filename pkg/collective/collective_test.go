@@ -1,0 +1,578 @@
+package collective
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// collect keeps the flows (copying deps, which the emitter reuses).
+type collect struct{ flows []stream.Flow }
+
+func (c *collect) Flow(f *stream.Flow) error {
+	g := *f
+	g.Deps = append([]int64(nil), f.Deps...)
+	c.flows = append(c.flows, g)
+	return nil
+}
+
+type setup struct {
+	topo *topo.Topology
+	fab  Fabric
+	m    ServerModel
+}
+
+func newSetup(t *testing.T, p topo.Params) setup {
+	t.Helper()
+	tp, _, err := topo.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ModelFromTopology(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return setup{tp, FabricOf(tp), m}
+}
+
+// run decomposes a one-step workload and checks the DAG is well formed.
+func (s setup) run(t *testing.T, opt Options, l Layout, st Step) (*collect, []Coll, *Emitter) {
+	t.Helper()
+	pl, err := NewPlanner(s.m, s.fab, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDecomposer(s.fab, l, pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &Workload{Steps: []Step{st}}
+	colls, err := d.Prepare(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collect{}
+	e := NewEmitter(c, true)
+	if err := d.Emit(w, colls, e); err != nil {
+		t.Fatal(err)
+	}
+	checkDAG(t, c.flows)
+	return c, colls, e
+}
+
+// checkDAG: ids dense, every dep names an earlier flow (so the DAG is
+// acyclic), transfers between distinct nodes.
+func checkDAG(t *testing.T, flows []stream.Flow) {
+	t.Helper()
+	for i, f := range flows {
+		if f.ID != int64(i) {
+			t.Fatalf("flow %d has id %d", i, f.ID)
+		}
+		for _, d := range f.Deps {
+			if d < 0 || d >= f.ID {
+				t.Fatalf("flow %d depends on %d, not an earlier flow", f.ID, d)
+			}
+		}
+		if f.ConnType != stream.ConnDelay && f.Src == f.Dst {
+			t.Fatalf("flow %d sends to itself", f.ID)
+		}
+	}
+}
+
+func sentBy(flows []stream.Flow) map[int32]int64 {
+	m := map[int32]int64{}
+	for _, f := range flows {
+		if f.ConnType != stream.ConnDelay {
+			m[f.Src] += f.Size
+		}
+	}
+	return m
+}
+
+// Bytes each rank sends equal the algorithm's factor times the size.
+func TestRingFactors(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100"})
+	const S = 64 << 20
+	cases := []struct {
+		op     Op
+		group  string
+		n      int
+		factor float64
+	}{
+		{AllReduce, DP, 2, 2.0 * 1 / 2},
+		{AllReduce, TP, 8, 2.0 * 7 / 8},
+		{AllGather, TP, 8, 7.0 / 8},
+		{ReduceScatter, TP, 8, 7.0 / 8},
+		{AllToAll, TP, 8, 7.0 / 8},
+		{AllReduce, DP, 16, 2.0 * 15 / 16},
+	}
+	for _, c := range cases {
+		l := Layout{TP: 8, DP: 2, PP: 1, EP: 1}
+		if c.n == 16 {
+			l = Layout{TP: 1, DP: 16, PP: 1, EP: 1}
+		}
+		col, colls, _ := s.run(t, Options{Algo: pickAlgo(c.op), Proto: "simple", PXN: "off", RingChannels: 4}, l, Step{Op: c.op, Size: S, Group: c.group})
+		want := int64(math.Round(c.factor * S))
+		for r, b := range sentBy(col.flows) {
+			if b != want {
+				t.Errorf("%s on %d ranks: rank %d sent %d bytes, want %g x size = %d", c.op, c.n, r, b, c.factor, want)
+			}
+		}
+		if len(sentBy(col.flows)) != 16 {
+			t.Errorf("%s: %d ranks sent, want 16", c.op, len(sentBy(col.flows)))
+		}
+		if len(colls) != 16/c.n {
+			t.Errorf("%s: %d collectives, want %d groups", c.op, len(colls), 16/c.n)
+		}
+	}
+}
+
+func pickAlgo(op Op) string {
+	if op == AllToAll {
+		return "direct"
+	}
+	return "ring"
+}
+
+// A ring AllReduce of 8 ranks on one channel: 2(n-1) = 14 flows per rank
+// per chunk, and each flow waits for the one that brought its data.
+func TestRingStructure(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
+	l := Layout{TP: 8, DP: 1, PP: 1, EP: 1}
+	// 8 ranks x 2 MiB chunks = 16 MiB per loop; 32 MiB = 2 chunks (loops).
+	col, colls, _ := s.run(t, Options{Algo: "ring", Proto: "simple", RingChannels: 1}, l, Step{Op: AllReduce, Size: 32 << 20, Group: TP})
+	if colls[0].Plan.Channels != 1 || colls[0].Plan.Chunk != 2<<20 {
+		t.Fatalf("plan %+v", colls[0].Plan)
+	}
+	per := map[[2]int32]int{}
+	for _, f := range col.flows {
+		if f.ConnType == stream.ConnRing {
+			per[[2]int32{f.Src, f.Chunk}]++
+			if f.Size != 2<<20 {
+				t.Fatalf("flow %d carries %d bytes, want a 2 MiB slice", f.ID, f.Size)
+			}
+			if f.ChunkCount != 2 {
+				t.Fatalf("chunk_count %d", f.ChunkCount)
+			}
+		}
+	}
+	if len(per) != 16 {
+		t.Fatalf("%d (rank, chunk) pairs", len(per))
+	}
+	for k, n := range per {
+		if n != 14 {
+			t.Errorf("rank %d chunk %d: %d flows, want 14", k[0], k[1], n)
+		}
+	}
+	// Step s>0 of rank r depends on step s-1 of rank r-1 (its data) and of
+	// rank r (its connection).
+	byKey := map[[3]int32]int64{}
+	step := map[int64]int32{}
+	cnt := map[[2]int32]int32{}
+	for _, f := range col.flows {
+		if f.ConnType != stream.ConnRing {
+			continue
+		}
+		k := [2]int32{f.Src, f.Chunk}
+		step[f.ID] = cnt[k]
+		byKey[[3]int32{f.Src, f.Chunk, cnt[k]}] = f.ID
+		cnt[k]++
+	}
+	for _, f := range col.flows {
+		if f.ConnType != stream.ConnRing || step[f.ID] == 0 {
+			continue
+		}
+		prevData := byKey[[3]int32{(f.Src + 7) % 8, f.Chunk, step[f.ID] - 1}]
+		prevConn := byKey[[3]int32{f.Src, f.Chunk, step[f.ID] - 1}]
+		if !has(f.Deps, prevData) || !has(f.Deps, prevConn) {
+			t.Fatalf("flow %d deps %v lack %d (data) or %d (connection)", f.ID, f.Deps, prevData, prevConn)
+		}
+	}
+}
+
+func has(s []int64, x int64) bool {
+	for _, v := range s {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+// NCCL's binary tree for 14 nodes, from trees.cc's documented example: 0 is
+// the root with child 8; 8 has 4 and 12; 4 has 2 and 6; 12 has 10 and 13.
+func TestBtree(t *testing.T) {
+	want := map[int][]int{0: {8}, 8: {4, 12}, 4: {2, 6}, 12: {10, 13}, 1: nil, 13: nil}
+	for r, w := range want {
+		_, ch := btree(14, r)
+		if len(ch) != len(w) {
+			t.Errorf("node %d children %v, want %v", r, ch, w)
+			continue
+		}
+		for i := range w {
+			if ch[i] != w[i] {
+				t.Errorf("node %d children %v, want %v", r, ch, w)
+			}
+		}
+	}
+	if p, _ := btree(14, 13); p != 12 {
+		t.Errorf("parent of 13 = %d, want 12", p)
+	}
+	// Tree 1 of an even count mirrors tree 0: node 13 is its root.
+	if p, _ := dtree(14, 13, 1); p != -1 {
+		t.Errorf("mirrored root has parent %d", p)
+	}
+}
+
+// Tree AllReduce on 2 servers of 2 GPUs, by hand: server 0's chain is
+// 0<-1, server 1 (child 0 of server 0) hangs off GPU 1, its chain 2<-3:
+// the tree is the path 0-1-2-3. Up 3->2->1->0, down 0->1->2->3: rank 0
+// sends S, ranks 1 and 2 send 2S, rank 3 sends S.
+func TestTreeByHand(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 4, GPUsPerServer: 2, GPUType: "A100"})
+	const S = 4 << 20
+	col, _, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 1}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: DP})
+	got := sentBy(col.flows)
+	want := map[int32]int64{0: S, 1: 2 * S, 2: 2 * S, 3: S}
+	for r, w := range want {
+		if got[r] != w {
+			t.Errorf("rank %d sent %d, want %d", r, got[r], w)
+		}
+	}
+	edges := map[[2]int32]bool{}
+	for _, f := range col.flows {
+		if f.ConnType == stream.ConnTree {
+			edges[[2]int32{f.Src, f.Dst}] = true
+		}
+	}
+	for _, e := range [][2]int32{{3, 2}, {2, 1}, {1, 0}, {0, 1}, {1, 2}, {2, 3}} {
+		if !edges[e] {
+			t.Errorf("missing tree edge %v in %v", e, edges)
+		}
+	}
+}
+
+// NVLS on one H100 server: every GPU uploads S and downloads S through the
+// NVSwitch (node 8).
+func TestNVLSByHand(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
+	const S = 16 << 20
+	col, colls, _ := s.run(t, Options{Algo: "nvls"}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: TP})
+	if colls[0].Plan.Channels != 16 {
+		t.Fatalf("NVLS channels %d, want 16 on Hopper", colls[0].Plan.Channels)
+	}
+	sent := sentBy(col.flows)
+	for r := int32(0); r < 8; r++ {
+		if sent[r] != S {
+			t.Errorf("GPU %d uploaded %d, want %d", r, sent[r], S)
+		}
+	}
+	if sent[8] != 8*S {
+		t.Errorf("NVSwitch sent %d, want 8 x %d", sent[8], S)
+	}
+}
+
+// PXN on a rail-optimized ring: crossings between servers leave on the
+// receiver's rail, via an NVLink hop to the proxy GPU.
+func TestRingPXN(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	col, _, _ := s.run(t, Options{Algo: "ring", Proto: "simple", PXN: "on", RingChannels: 2}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 64 << 20, Group: DP})
+	kinds := map[string]int{}
+	for _, f := range col.flows {
+		kinds[f.ConnType]++
+		switch f.ConnType {
+		case stream.ConnNet:
+			if f.Src/8 == f.Dst/8 || f.Src%8 != f.Dst%8 {
+				t.Fatalf("NET flow %d from %d to %d is not same-rail across servers", f.ID, f.Src, f.Dst)
+			}
+		case stream.ConnPXNInit:
+			if f.Src/8 != f.Dst/8 {
+				t.Fatalf("PXN_INIT flow %d leaves the server", f.ID)
+			}
+		case stream.ConnRing:
+			if f.Src/8 != f.Dst/8 {
+				t.Fatalf("ring flow %d crosses servers without PXN", f.ID)
+			}
+		}
+	}
+	if kinds[stream.ConnNet] == 0 || kinds[stream.ConnNet] != kinds[stream.ConnPXNInit] {
+		t.Fatalf("kinds %v", kinds)
+	}
+}
+
+func TestAllToAllPXN(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	const S = 16 << 20
+	col, _, _ := s.run(t, Options{Algo: "pxn"}, Layout{TP: 1, DP: 16, PP: 1, EP: 16}, Step{Op: AllToAll, Size: S, Group: EP})
+	// Data delivered to each destination still totals (n-1)/n x S.
+	recv := map[int32]int64{}
+	for _, f := range col.flows {
+		if f.ConnType == stream.ConnNet || f.ConnType == stream.ConnA2A {
+			recv[f.Dst] += f.Size
+		}
+		if f.ConnType == stream.ConnNet && f.Src%8 != f.Dst%8 {
+			t.Fatalf("NET flow %d crosses rails", f.ID)
+		}
+	}
+	for r := int32(0); r < 16; r++ {
+		if recv[r] != S*15/16 {
+			t.Errorf("GPU %d received %d, want %d", r, recv[r], S*15/16)
+		}
+	}
+}
+
+// NCCL's own worked numbers for the search (NCCL_FACTS section 3.2).
+func TestSearchWorkedExamples(t *testing.T) {
+	for _, c := range []struct {
+		gpu string
+		ch  int
+		bw  float64
+	}{{"A100", 12, 20}, {"H100", 12, 30}} {
+		s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: c.gpu})
+		g := search(s.m, 1, false)
+		if g.NChannels != c.ch || g.BwIntra != c.bw {
+			t.Errorf("%s: %d channels x %g GB/s, want %d x %g", c.gpu, g.NChannels, g.BwIntra, c.ch, c.bw)
+		}
+	}
+}
+
+// The time formula by hand for 8xA100 in one server (12 channels x 20 GB/s):
+// Ring Simple AllReduce of 1 GiB: busBw 240, algBw 240*8/14, latency
+// 8.4 + 14 steps x 3.4 us = 56 us; time = 56 + 2^30/(1000*137.142857) us.
+// For 1 KiB Ring LL wins: busBw min(87.7, 240/2), latency 6.6 + 14 x 0.6.
+func TestTuningByHand(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
+	tu := NewTuner(s.m, 8, 1)
+	want := 56 + float64(1<<30)/(1000*240*8.0/14)
+	if got := tu.Time(AllReduce, AlgoRing, Simple, 1<<30); math.Abs(got-want) > 1e-6 {
+		t.Errorf("ring simple 1 GiB: %g us, want %g", got, want)
+	}
+	a, p, tm, err := tu.Select(AllReduce, 1<<30)
+	if err != nil || a != AlgoRing || p != Simple || math.Abs(tm-want) > 1e-6 {
+		t.Errorf("select 1 GiB: %s/%s %g %v", a, p, tm, err)
+	}
+	wantLL := 6.6 + 14*0.6 + 1024/(1000*87.7*8/14)
+	a, p, tm, _ = tu.Select(AllReduce, 1024)
+	if a != AlgoRing || p != LL || math.Abs(tm-wantLL) > 1e-6 {
+		t.Errorf("select 1 KiB: %s/%s %g, want ring/ll %g", a, p, tm, wantLL)
+	}
+	// NCCL_ALGO=^ring leaves the tree.
+	pl, _ := NewPlanner(s.m, s.fab, Options{AlgoList: "^ring"})
+	plan, err := pl.Plan(AllReduce, 1<<30, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	if err != nil || plan.Algo != AlgoTree {
+		t.Errorf("NCCL_ALGO=^ring chose %s (%v)", plan.Algo, err)
+	}
+	if _, err := NewPlanner(s.m, s.fab, Options{AlgoList: "ring;bogus:tree"}); err == nil {
+		t.Error("bad NCCL_ALGO accepted")
+	}
+	// Hopper with NVLS: large AllReduce on one server goes through the switch.
+	h := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
+	if a, _, _, _ := NewTuner(h.m, 8, 1).Select(AllReduce, 1<<30); a != AlgoNVLS {
+		t.Errorf("H100 1 GiB AllReduce picked %s, want nvls", a)
+	}
+}
+
+func TestSimAISelector(t *testing.T) {
+	h := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	l := Layout{TP: 8, DP: 2, PP: 1, EP: 1}
+	pl, _ := NewPlanner(h.m, h.fab, Options{Selector: "simai", SimAINVLS: true})
+	p, err := pl.Plan(AllReduce, 1<<20, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7})
+	if err != nil || p.Algo != AlgoNVLS || p.Proto != Simple {
+		t.Errorf("SimAI TP AllReduce on H100: %s/%s %v", p.Algo, p.Proto, err)
+	}
+	p, _ = pl.Plan(AllReduce, 1<<20, DP, []int32{0, 8})
+	if p.Algo != AlgoRing {
+		t.Errorf("SimAI DP AllReduce: %s", p.Algo)
+	}
+	pl, _ = NewPlanner(h.m, h.fab, Options{Selector: "simai"})
+	if p, _ = pl.Plan(AllReduce, 1<<20, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7}); p.Algo != AlgoRing {
+		t.Errorf("SimAI without AS_NVLS_ENABLE: %s", p.Algo)
+	}
+	_ = l
+}
+
+// Megatron layout, TP innermost: 8 ranks as tp 2 x dp 2 x pp 2.
+func TestLayout(t *testing.T) {
+	l, err := NewLayout(8, 2, 0, 2, 1)
+	if err != nil || l.DP != 2 {
+		t.Fatal(l, err)
+	}
+	want := map[string][][]int32{
+		TP: {{0, 1}, {2, 3}, {4, 5}, {6, 7}},
+		DP: {{0, 2}, {1, 3}, {4, 6}, {5, 7}},
+		PP: {{0, 4}, {1, 5}, {2, 6}, {3, 7}},
+	}
+	for k, w := range want {
+		g, _ := l.Groups(k)
+		if len(g) != len(w) {
+			t.Fatalf("%s: %v", k, g)
+		}
+		for i := range w {
+			for j := range w[i] {
+				if g[i][j] != w[i][j] {
+					t.Fatalf("%s: %v, want %v", k, g, w)
+				}
+			}
+		}
+	}
+	l2, _ := NewLayout(16, 2, 0, 1, 2) // dp 8, ep 2: EP pairs consecutive DP ranks
+	ep, _ := l2.Groups(EP)
+	if len(ep) != 8 || ep[0][0] != 0 || ep[0][1] != 2 {
+		t.Fatalf("EP groups %v", ep)
+	}
+	dpep, _ := l2.Groups(DPEP)
+	if len(dpep) != 4 || len(dpep[0]) != 4 || dpep[0][1] != 4 {
+		t.Fatalf("DP_EP groups %v", dpep)
+	}
+	if _, err := NewLayout(16, 3, 0, 1, 1); err == nil {
+		t.Fatal("tp 3 on 16 GPUs accepted")
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	f, err := os.Open("../../examples/workloads/simai_microAllReduce.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ReadWorkload(f, "simai_microAllReduce.txt")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.TP != 8 || w.PP != 1 {
+		t.Fatalf("parallelism tp %d pp %d", w.TP, w.PP)
+	}
+	var comms, computes int
+	for _, s := range w.Steps {
+		switch {
+		case s.ComputePs > 0:
+			computes++
+		case s.Op != "":
+			comms++
+		}
+	}
+	// Two layers, each: fwd compute 556 us + fwd AllReduce on TP, then the
+	// backward's ig and wg computes of 1 ns each (no collectives there).
+	if comms != 2 || computes != 6 || w.Steps[1].ComputePs != 556000*1000 {
+		t.Fatalf("%d collectives, %d computes: %+v", comms, computes, w.Steps[:3])
+	}
+	bad := []struct{ text, want string }{
+		{"1 ALLREDUCE 64MiB XP\n", "w: line 1, field group"},
+		{"1 ALLREDUCE 64MiB DP\n1 ALLSCATTER 1 DP\n", "w: line 2, field op"},
+		{"0 ALLREDUCE 1 DP\n", "field passes"},
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8\n1\nl -1 5 ALLREDUCE 10 1 NONE 0 1 NONE 0\n", "w: line 3: layer has 11 fields"},
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8\n2\nl -1 5 ALLREDUCE 10 1 NONE 0 1 NONE 0 1\n", "line 2, field layers"},
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8\n1\nl -1 5 ALLREDUCE x 1 NONE 0 1 NONE 0 1\n", "line 3, field fwd_size"},
+	}
+	for _, b := range bad {
+		if _, err := ReadWorkload(strings.NewReader(b.text), "w"); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("%q: error %v, want %q", b.text, err, b.want)
+		}
+	}
+}
+
+// A whole iteration: compute phases become delay nodes and collectives
+// follow each rank's program order.
+func TestIterationDAG(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	f, _ := os.Open("../../examples/workloads/simai_microAllReduce.txt")
+	w, err := ReadWorkload(f, "w")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := NewLayout(16, w.TP, 0, w.PP, w.EP)
+	pl, _ := NewPlanner(s.m, s.fab, Options{LaunchLatency: true})
+	d, _ := NewDecomposer(s.fab, l, pl)
+	colls, err := d.Prepare(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collect{}
+	if err := d.Emit(w, colls, NewEmitter(c, false)); err != nil {
+		t.Fatal(err)
+	}
+	checkDAG(t, c.flows)
+	// The first compute of every rank has no deps; the second layer's
+	// compute depends on the first layer's collective on that rank.
+	delays := 0
+	for _, f := range c.flows {
+		if f.DelayPs == 556000*1000 {
+			delays++
+		}
+	}
+	if delays != 32 || len(colls) != 4 {
+		t.Fatalf("%d forward compute nodes (want 2 layers x 16 ranks), %d collectives (want 2 layers x 2 TP groups)", delays, len(colls))
+	}
+}
+
+func TestMSCCL(t *testing.T) {
+	for _, c := range []struct {
+		file         string
+		gpus, flows  int
+		perGPUSent   int64 // chunks
+		topoGPUs, tp int
+	}{
+		{"ring_allreduce_8.xml", 8, 8 * 14, 14, 8, 8},
+		{"hier_allreduce_2x8.xml", 16, 16 * 15, 15, 16, 16},
+	} {
+		f, err := os.Open("../../examples/msccl/" + c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ParseMSCCL(f, c.file)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: c.topoGPUs, GPUType: "A100"})
+		pl, _ := NewPlanner(s.m, s.fab, Options{})
+		d, _ := NewDecomposer(s.fab, Layout{TP: c.tp, DP: c.topoGPUs / c.tp, PP: 1, EP: 1}, pl)
+		d.MSCCL = a
+		const S = 8 << 20 // 8 chunks of 1 MiB
+		w := &Workload{Steps: []Step{{Op: AllReduce, Size: S, Group: TP}}}
+		colls, err := d.Prepare(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		col := &collect{}
+		if err := d.Emit(w, colls, NewEmitter(col, false)); err != nil {
+			t.Fatal(err)
+		}
+		checkDAG(t, col.flows)
+		n := 0
+		for _, f := range col.flows {
+			if f.ConnType == stream.ConnMSCCL {
+				n++
+			}
+		}
+		if n != c.flows {
+			t.Errorf("%s: %d flows, the XML has %d sends", c.file, n, c.flows)
+		}
+		for r, b := range sentBy(col.flows) {
+			if b != c.perGPUSent<<20 {
+				t.Errorf("%s: GPU %d sent %d, want %d chunks of 1 MiB", c.file, r, b, c.perGPUSent)
+			}
+		}
+	}
+	bad := []struct{ xml, want string }{
+		{`<algo name="x" coll="allreduce" ngpus="2" nchunksperloop="2"><gpu id="0"/></algo>`, `line 1: <algo> missing attribute "nchannels"`},
+		{`<algo name="x" coll="allreduce" ngpus="2" nchannels="1" nchunksperloop="2">
+<gpu id="0"><tb id="0" send="1" recv="1" chan="0"><step s="0" type="s" cnt="1" depid="0" deps="5"/></tb></gpu>
+<gpu id="1"><tb id="0" send="0" recv="0" chan="0"><step s="0" type="r" cnt="1" depid="-1" deps="-1"/></tb></gpu></algo>`, "line 2: <step> depends on step 5 of threadblock 0 of gpu 0, which does not exist"},
+		{`<algo name="x" coll="allreduce" ngpus="2" nchannels="1" nchunksperloop="2">
+<gpu id="0"><tb id="0" send="1" recv="1" chan="0"><step s="0" type="s" cnt="1" depid="-1" deps="-1"/></tb></gpu>
+<gpu id="1"><tb id="0" send="0" recv="0" chan="0"><step s="0" type="nop" cnt="1" depid="-1" deps="-1"/></tb></gpu></algo>`, "gpu 0 sends 1 times to gpu 1 on channel 0, which receives 0 times"},
+		{`<algo name="x" coll="allreduce" ngpus="1" nchannels="1" nchunksperloop="1"><gpu id="0"><tb id="0" send="-1" recv="-1" chan="0"><step s="0" type="zz" cnt="1" depid="-1" deps="-1"/></tb></gpu></algo>`, `unknown type "zz"`},
+		{`<algo`, "m.xml: line 1"},
+	}
+	for _, b := range bad {
+		if _, err := ParseMSCCL(strings.NewReader(b.xml), "m.xml"); err == nil || !strings.Contains(err.Error(), b.want) {
+			t.Errorf("error %v, want %q", err, b.want)
+		}
+	}
+}

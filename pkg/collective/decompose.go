@@ -1,0 +1,252 @@
+package collective
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// Coll is one planned collective: its record, its group and its plan.
+type Coll struct {
+	Rec       stream.Collective
+	GroupType string
+	Ranks     []int32
+	Plan      Plan
+	Step      int
+	Flows     int64 // filled by Emit
+	WireBytes int64 // filled by Emit
+}
+
+// Decomposer turns a workload into groups, collectives and flows.
+type Decomposer struct {
+	Fabric  Fabric
+	Layout  Layout
+	Planner *Planner
+	MSCCL   *MSCCLAlgo
+
+	groupIDs map[string][]int64 // group type -> id of each group instance
+	groups   []stream.Group
+}
+
+// NewDecomposer checks the layout against the fabric.
+func NewDecomposer(f Fabric, l Layout, p *Planner) (*Decomposer, error) {
+	if l.World() != f.GPUs {
+		return nil, fmt.Errorf("parallelism covers %d ranks, the topology has %d GPUs", l.World(), f.GPUs)
+	}
+	return &Decomposer{Fabric: f, Layout: l, Planner: p, groupIDs: map[string][]int64{}}, nil
+}
+
+// groupsOf returns a type's groups and their ids, registering them on first use.
+func (d *Decomposer) groupsOf(kind string) ([][]int32, []int64, error) {
+	gs, err := d.Layout.Groups(kind)
+	if err != nil {
+		return nil, nil, err
+	}
+	ids, ok := d.groupIDs[kind]
+	if !ok {
+		for _, g := range gs {
+			id := int64(len(d.groups))
+			d.groups = append(d.groups, stream.Group{ID: id, Type: kind, Ranks: g})
+			ids = append(ids, id)
+		}
+		d.groupIDs[kind] = ids
+	}
+	return gs, ids, nil
+}
+
+// Groups lists the groups the prepared workload uses.
+func (d *Decomposer) Groups() []stream.Group { return d.groups }
+
+// Prepare plans every collective of the workload, in emission order.
+func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
+	var out []Coll
+	type key struct {
+		op       Op
+		size     int64
+		kind     string
+		n, nodes int
+	}
+	cache := map[key]Plan{}
+	for si, s := range w.Steps {
+		if s.ComputePs > 0 || s.Wait != "" {
+			continue
+		}
+		gs, ids, err := d.groupsOf(s.Group)
+		if err != nil {
+			return nil, fmt.Errorf("step %q: %v", s.Label, err)
+		}
+		for gi, ranks := range gs {
+			if s.Reverse {
+				r := make([]int32, len(ranks))
+				for i := range ranks {
+					r[i] = ranks[len(ranks)-1-i]
+				}
+				ranks = r
+			}
+			k := key{s.Op, s.Size, s.Group, len(ranks), len(d.Fabric.nodesOf(ranks))}
+			pl, ok := cache[k]
+			if !ok {
+				if d.MSCCL != nil && d.MSCCL.Applies(s.Op, len(ranks)) {
+					pl = Plan{Algo: AlgoMSCCL, Proto: Simple, Channels: d.MSCCL.Channels, PredictedUs: -1}
+				} else if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
+					return nil, fmt.Errorf("%s %s of %d bytes on %s: %v", s.Label, s.Op, s.Size, s.Group, err)
+				}
+				cache[k] = pl
+			}
+			id := int64(len(out))
+			out = append(out, Coll{
+				Rec: stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: ids[gi], Algorithm: pl.Algo.String(),
+					Protocol: pl.Proto.String(), Channels: pl.Channels, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label},
+				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
+			})
+		}
+	}
+	return out, nil
+}
+
+// Emit writes the flows of the workload: compute phases as delay nodes,
+// collectives decomposed by their plans, each rank's operations ordered by
+// program order and, per communicator, by issue order.
+func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
+	world := d.Fabric.GPUs
+	cursor := make([][]int64, world)
+	commCursor := map[string][][]int64{}
+	pending := map[string][][]int64{}
+	ci := 0
+	for si, s := range w.Steps {
+		switch {
+		case s.ComputePs > 0:
+			for r := 0; r < world; r++ {
+				cursor[r] = []int64{e.Delay(-1, int32(r), s.ComputePs, cursor[r])}
+			}
+			continue
+		case s.Wait != "":
+			if p, ok := pending[s.Wait]; ok {
+				for r := range p {
+					if p[r] != nil {
+						cursor[r] = union(cursor[r], p[r])
+					}
+				}
+				delete(pending, s.Wait)
+			}
+			continue
+		}
+		cc := commCursor[s.Group]
+		if cc == nil {
+			cc = make([][]int64, world)
+			commCursor[s.Group] = cc
+		}
+		var pend [][]int64
+		if s.Async {
+			pend = pending[s.Tag]
+			if pend == nil {
+				pend = make([][]int64, world)
+				pending[s.Tag] = pend
+			}
+		}
+		for ; ci < len(colls) && colls[ci].Step == si; ci++ {
+			c := &colls[ci]
+			entry := make([][]int64, len(c.Ranks))
+			for p, r := range c.Ranks {
+				entry[p] = union(cursor[r], cc[r])
+				if d.Planner.Opt.LaunchLatency && c.Plan.BaseLatUs > 0 {
+					entry[p] = []int64{e.Delay(c.Rec.ID, r, int64(c.Plan.BaseLatUs*1e6), entry[p])}
+				}
+			}
+			f0, b0 := e.Flows, e.WireBytes
+			ctx := newCtx(e, c.Rec.ID, c.Ranks, entry)
+			if err := d.decompose(ctx, c); err != nil {
+				return fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
+			}
+			exits := ctx.finish()
+			c.Flows, c.WireBytes = e.Flows-f0, e.WireBytes-b0
+			for p, r := range c.Ranks {
+				cc[r] = exits[p]
+				if s.Async {
+					pend[r] = union(pend[r], exits[p])
+				} else {
+					cursor[r] = exits[p]
+				}
+			}
+			if err := e.Err(); err != nil {
+				return err
+			}
+		}
+	}
+	return e.Err()
+}
+
+func (d *Decomposer) decompose(c *cctx, co *Coll) error {
+	pl := co.Plan
+	op := Op(co.Rec.Op)
+	size := co.Rec.Size
+	f := d.Fabric
+	channels := max(pl.Channels, 1)
+	chunk := func(unitsPerLoop int) int64 {
+		c := pl.Chunk
+		if m := int64(d.Planner.Opt.MaxChunks); m > 0 {
+			per := (size + int64(channels) - 1) / int64(channels)
+			c = max(c, (per+int64(unitsPerLoop)*m-1)/(int64(unitsPerLoop)*m))
+		}
+		return c
+	}
+	sp := ringSpec{op: op, size: size, channels: channels, chunk: chunk(len(co.Ranks)), proto: pl.Proto, pxn: pl.PXN}
+	switch pl.Algo {
+	case AlgoRing:
+		switch op {
+		case Broadcast, Reduce:
+			sp.chunk = chunk(1)
+			chain(c, f, sp, 0)
+		default:
+			ring(c, f, sp)
+		}
+	case AlgoTree:
+		treeAllReduce(c, f, size, channels, chunk(1), pl.Proto)
+	case AlgoNVLS:
+		return nvls(c, f, op, size, channels, chunk(1))
+	case AlgoNVLSTree:
+		if op != AllReduce {
+			// AllGather under SimAI's NVLS-Tree rule: NVLS inside servers is
+			// the part that differs from a ring; across servers use the ring.
+			ring(c, f, sp)
+			return nil
+		}
+		return nvlsTree(c, f, size, channels, chunk(1))
+	case AlgoDirect:
+		allToAllDirect(c, size)
+	case AlgoPXN:
+		allToAllPXN(c, f, size)
+	case AlgoP2P:
+		sendRecv(c, size)
+	case AlgoMSCCL:
+		return d.MSCCL.Emit(c, size)
+	default:
+		return fmt.Errorf("algorithm %s has no decomposition", pl.Algo)
+	}
+	return nil
+}
+
+// union merges two small id lists without duplicates.
+func union(a, b []int64) []int64 {
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	out := append([]int64(nil), a...)
+	for _, x := range b {
+		dup := false
+		for _, y := range a {
+			if x == y {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, x)
+		}
+	}
+	return out
+}

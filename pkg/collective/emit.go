@@ -1,0 +1,126 @@
+package collective
+
+import (
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// Sink receives the flows of the DAG in emission order (a stream.Writer
+// is one).
+type Sink interface {
+	Flow(*stream.Flow) error
+}
+
+// Emitter numbers flows densely from 0 and writes them to a sink. Every
+// flow's deps name flows emitted before it, so the stream is in
+// topological order.
+type Emitter struct {
+	sink Sink
+	next int64
+	f    stream.Flow
+	err  error
+
+	// Per-collective accounting, reset by begin.
+	Flows     int64
+	WireBytes int64
+	// SentBytes[r] accumulates bytes sent by node r over the whole run
+	// (GPUs and NVSwitches), for invariants and summaries.
+	SentBytes map[int32]int64
+	track     bool
+}
+
+// NewEmitter writes to sink. With track set, per-node sent bytes are kept.
+func NewEmitter(sink Sink, track bool) *Emitter {
+	e := &Emitter{sink: sink, track: track}
+	if track {
+		e.SentBytes = map[int32]int64{}
+	}
+	return e
+}
+
+// Err is the first sink error.
+func (e *Emitter) Err() error { return e.err }
+
+// Next is the id the next flow will get.
+func (e *Emitter) Next() int64 { return e.next }
+
+// Flow emits a transfer and returns its id.
+func (e *Emitter) Flow(coll int64, src, dst int32, size int64, deps []int64, ch, chunk, chunkCount int32, conn string) int64 {
+	id := e.next
+	e.next++
+	f := &e.f
+	*f = stream.Flow{ID: id, Collective: coll, Src: src, Dst: dst, Size: size, Deps: deps,
+		Channel: ch, Chunk: chunk, ChunkCount: chunkCount, ConnType: conn}
+	if e.err == nil {
+		e.err = e.sink.Flow(f)
+	}
+	e.Flows++
+	e.WireBytes += size
+	if e.track {
+		e.SentBytes[src] += size
+	}
+	return id
+}
+
+// Delay emits a pure delay node on a rank (compute time, launch latency, or
+// with ps == 0 a join of several dependencies).
+func (e *Emitter) Delay(coll int64, rank int32, ps int64, deps []int64) int64 {
+	id := e.next
+	e.next++
+	f := &e.f
+	*f = stream.Flow{ID: id, Collective: coll, Src: rank, Dst: rank, Deps: deps, Channel: -1, ChunkCount: 1,
+		ConnType: stream.ConnDelay, DelayPs: ps}
+	if e.err == nil {
+		e.err = e.sink.Flow(f)
+	}
+	return id
+}
+
+// cctx is one collective being decomposed: its ranks, what each rank waits
+// for before starting (entry) and the flows that end its part (exit).
+type cctx struct {
+	e     *Emitter
+	id    int64
+	ranks []int32
+	entry [][]int64 // by position in the group
+	exit  [][]int64
+	pos   map[int32]int // rank -> position
+	buf   []int64       // scratch for deps
+}
+
+func newCtx(e *Emitter, id int64, ranks []int32, entry [][]int64) *cctx {
+	c := &cctx{e: e, id: id, ranks: ranks, entry: entry, exit: make([][]int64, len(ranks)), pos: make(map[int32]int, len(ranks))}
+	for i, r := range ranks {
+		c.pos[r] = i
+	}
+	return c
+}
+
+// deps assembles a dependency list; the result is only valid until the
+// next call (the emitter copies it out when encoding).
+func (c *cctx) deps(lists ...[]int64) []int64 {
+	c.buf = c.buf[:0]
+	for _, l := range lists {
+		c.buf = append(c.buf, l...)
+	}
+	return c.buf
+}
+
+// finish joins each rank's exit flows into one node and returns, per
+// position, what the rank's next operation must wait for.
+func (c *cctx) finish() [][]int64 {
+	out := make([][]int64, len(c.ranks))
+	for i, ex := range c.exit {
+		switch len(ex) {
+		case 0:
+			out[i] = c.entry[i]
+		case 1:
+			out[i] = []int64{ex[0]}
+		default:
+			out[i] = []int64{c.e.Delay(c.id, c.ranks[i], 0, ex)}
+		}
+	}
+	return out
+}
+
+// one is a reusable single-element dep list.
+func one(id int64) []int64 { return []int64{id} }

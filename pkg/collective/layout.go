@@ -1,0 +1,126 @@
+// Package collective turns a workload into the flow DAG every backend
+// simulates: communicator groups laid out as Megatron does, NCCL-style
+// algorithm and protocol selection, and the decomposition of each
+// collective into chunked point-to-point flows with their dependencies.
+package collective
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Group types, as SimAI names them.
+const (
+	TP   = "TP"
+	DP   = "DP"
+	PP   = "PP"
+	EP   = "EP"
+	DPEP = "DP_EP"
+)
+
+// Layout is the parallelism of a job. Ranks are laid out as Megatron-LM
+// does with TP innermost: rank = tp + TP*(dp + DP*pp). Expert parallelism
+// splits the DP dimension: EP groups are EP consecutive DP ranks, DP_EP
+// groups the DP ranks holding the same experts (stride EP).
+type Layout struct {
+	TP, DP, PP, EP int
+}
+
+// NewLayout fills the unset sizes (0) so that TP*DP*PP = world: TP, PP and
+// EP default to 1, DP to what remains.
+func NewLayout(world, tp, dp, pp, ep int) (Layout, error) {
+	if tp == 0 {
+		tp = 1
+	}
+	if pp == 0 {
+		pp = 1
+	}
+	if ep == 0 {
+		ep = 1
+	}
+	if tp < 0 || dp < 0 || pp < 0 || ep < 0 {
+		return Layout{}, fmt.Errorf("parallel sizes must be positive (tp %d, dp %d, pp %d, ep %d)", tp, dp, pp, ep)
+	}
+	if dp == 0 {
+		if world%(tp*pp) != 0 {
+			return Layout{}, fmt.Errorf("tp %d x pp %d does not divide the %d GPUs", tp, pp, world)
+		}
+		dp = world / (tp * pp)
+	}
+	if tp*dp*pp != world {
+		return Layout{}, fmt.Errorf("tp %d x dp %d x pp %d = %d, but the cluster has %d GPUs", tp, dp, pp, tp*dp*pp, world)
+	}
+	if dp%ep != 0 {
+		return Layout{}, fmt.Errorf("ep %d does not divide dp %d", ep, dp)
+	}
+	return Layout{TP: tp, DP: dp, PP: pp, EP: ep}, nil
+}
+
+// World is the number of ranks.
+func (l Layout) World() int { return l.TP * l.DP * l.PP }
+
+func (l Layout) rank(tp, dp, pp int) int32 { return int32(tp + l.TP*(dp+l.DP*pp)) }
+
+// Groups returns every group of a type, each as its ranks in order.
+func (l Layout) Groups(kind string) ([][]int32, error) {
+	var out [][]int32
+	switch strings.ToUpper(kind) {
+	case TP:
+		for pp := 0; pp < l.PP; pp++ {
+			for dp := 0; dp < l.DP; dp++ {
+				g := make([]int32, 0, l.TP)
+				for tp := 0; tp < l.TP; tp++ {
+					g = append(g, l.rank(tp, dp, pp))
+				}
+				out = append(out, g)
+			}
+		}
+	case DP:
+		for pp := 0; pp < l.PP; pp++ {
+			for tp := 0; tp < l.TP; tp++ {
+				g := make([]int32, 0, l.DP)
+				for dp := 0; dp < l.DP; dp++ {
+					g = append(g, l.rank(tp, dp, pp))
+				}
+				out = append(out, g)
+			}
+		}
+	case PP:
+		for dp := 0; dp < l.DP; dp++ {
+			for tp := 0; tp < l.TP; tp++ {
+				g := make([]int32, 0, l.PP)
+				for pp := 0; pp < l.PP; pp++ {
+					g = append(g, l.rank(tp, dp, pp))
+				}
+				out = append(out, g)
+			}
+		}
+	case EP:
+		for pp := 0; pp < l.PP; pp++ {
+			for tp := 0; tp < l.TP; tp++ {
+				for blk := 0; blk < l.DP/l.EP; blk++ {
+					g := make([]int32, 0, l.EP)
+					for e := 0; e < l.EP; e++ {
+						g = append(g, l.rank(tp, blk*l.EP+e, pp))
+					}
+					out = append(out, g)
+				}
+			}
+		}
+	case DPEP:
+		for pp := 0; pp < l.PP; pp++ {
+			for tp := 0; tp < l.TP; tp++ {
+				for e := 0; e < l.EP; e++ {
+					g := make([]int32, 0, l.DP/l.EP)
+					for blk := 0; blk < l.DP/l.EP; blk++ {
+						g = append(g, l.rank(tp, blk*l.EP+e, pp))
+					}
+					out = append(out, g)
+				}
+			}
+		}
+	default:
+		return nil, fmt.Errorf("unknown group %q (one of TP, DP, PP, EP, DP_EP)", kind)
+	}
+	return out, nil
+}

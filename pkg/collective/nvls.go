@@ -1,0 +1,258 @@
+package collective
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// nvswitch picks the NVSwitch serving a channel on a server.
+func (f Fabric) nvswitch(server, ch int) (int32, error) {
+	if server >= len(f.NVSwitches) || len(f.NVSwitches[server]) == 0 {
+		return 0, fmt.Errorf("server %d has no NVSwitch: NVLS needs one", server)
+	}
+	s := f.NVSwitches[server]
+	return s[ch%len(s)], nil
+}
+
+// nvlsShape gives, per GPU and chunk, the bytes sent to the switch and
+// received from it, as fractions of the chunk: AllReduce uploads the data
+// for in-switch reduction and receives the reduced result; AllGather
+// uploads its shard and receives the n-1 others; ReduceScatter uploads
+// everything and receives its reduced shard.
+func nvlsShape(op Op, chunk int64, n int) (up, down int64) {
+	switch op {
+	case AllGather:
+		return chunk / int64(n), chunk - chunk/int64(n)
+	case ReduceScatter:
+		return chunk, chunk / int64(n)
+	}
+	return chunk, chunk
+}
+
+// nvls decomposes a single-server collective through NVLink SHARP: each
+// GPU sends to the NVSwitch, the switch reduces or multicasts and sends
+// back; per channel and chunk the downloads wait for every upload.
+func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error {
+	n := len(c.ranks)
+	if size == 0 || n < 2 {
+		return nil
+	}
+	server := f.server(c.ranks[0])
+	for _, r := range c.ranks {
+		if f.server(r) != server {
+			return fmt.Errorf("NVLS spans one server; this group spans several (use nvls-tree or ring)")
+		}
+	}
+	ups := make([]int64, n)
+	lastUp, lastDown := make([]int64, n), make([]int64, n)
+	for ch := 0; ch < channels; ch++ {
+		data := splitEven(size, channels, ch)
+		if data == 0 {
+			continue
+		}
+		sw, err := f.nvswitch(server, ch)
+		if err != nil {
+			return err
+		}
+		for i := range lastUp {
+			lastUp[i], lastDown[i] = -1, -1
+		}
+		chunks := int((data + chunk - 1) / chunk)
+		for k := 0; k < chunks; k++ {
+			up, down := nvlsShape(op, min(chunk, data-int64(k)*chunk), n)
+			for p := 0; p < n; p++ {
+				deps := c.deps(nil)
+				if k == 0 {
+					deps = append(deps, c.entry[p]...)
+				}
+				if lastUp[p] >= 0 {
+					deps = append(deps, lastUp[p])
+				}
+				ups[p] = c.e.Flow(c.id, c.ranks[p], sw, up, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				c.buf = deps
+				lastUp[p] = ups[p]
+			}
+			for p := 0; p < n; p++ {
+				deps := c.deps(ups)
+				if lastDown[p] >= 0 {
+					deps = append(deps, lastDown[p])
+				}
+				lastDown[p] = c.e.Flow(c.id, sw, c.ranks[p], down, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				c.buf = deps
+			}
+		}
+		for p := 0; p < n; p++ {
+			c.exit[p] = append(c.exit[p], lastUp[p], lastDown[p])
+		}
+	}
+	return nil
+}
+
+// nvlsTree is NCCL's NVLS-Tree AllReduce across servers: inside each
+// server the NVSwitch reduces and hands shard j to local GPU j; the GPUs
+// of the same local index form a double binary tree across servers
+// (channel parity picks the tree) and all-reduce their shard; then each
+// shard owner multicasts the result through the NVSwitch.
+func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
+	nodes := f.nodesOf(c.ranks)
+	ppn := len(nodes[0])
+	for _, l := range nodes {
+		if len(l) != ppn {
+			return fmt.Errorf("NVLS-Tree needs the same number of ranks on every server")
+		}
+	}
+	nn := len(nodes)
+	if size == 0 {
+		return nil
+	}
+	type state struct{ lastUp, lastRed, lastTreeUp, lastTreeDown, lastMc, lastDown int64 }
+	st := make([]state, len(c.ranks))
+	for ch := 0; ch < channels; ch++ {
+		data := splitEven(size, channels, ch)
+		if data == 0 {
+			continue
+		}
+		for i := range st {
+			st[i] = state{-1, -1, -1, -1, -1, -1}
+		}
+		sws := make([]int32, nn)
+		for j, l := range nodes {
+			sw, err := f.nvswitch(f.server(c.ranks[l[0]]), ch)
+			if err != nil {
+				return err
+			}
+			sws[j] = sw
+		}
+		which := ch % 2
+		chunks := int((data + chunk - 1) / chunk)
+		for k := 0; k < chunks; k++ {
+			b := min(chunk, data-int64(k)*chunk)
+			shard := (b + int64(ppn) - 1) / int64(ppn)
+			red := make([][]int64, nn) // switch -> shard owner, per server and local index
+			for j, local := range nodes {
+				ups := make([]int64, 0, ppn)
+				for _, p := range local {
+					deps := c.deps(nil)
+					if k == 0 {
+						deps = append(deps, c.entry[p]...)
+					}
+					if st[p].lastUp >= 0 {
+						deps = append(deps, st[p].lastUp)
+					}
+					id := c.e.Flow(c.id, c.ranks[p], sws[j], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					c.buf = deps
+					st[p].lastUp = id
+					ups = append(ups, id)
+				}
+				red[j] = make([]int64, ppn)
+				for li, p := range local {
+					deps := c.deps(ups)
+					if st[p].lastRed >= 0 {
+						deps = append(deps, st[p].lastRed)
+					}
+					red[j][li] = c.e.Flow(c.id, sws[j], c.ranks[p], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					c.buf = deps
+					st[p].lastRed = red[j][li]
+				}
+			}
+			// Per local index, a tree across servers over that shard.
+			done := make([][]int64, nn) // per server and local index: the shard is final
+			for j := range done {
+				done[j] = make([]int64, ppn)
+			}
+			for li := 0; li < ppn; li++ {
+				// up: leaves first (post-order by node tree depth via BFS from root).
+				root := 0
+				if which == 1 {
+					root = nn - 1
+					if nn%2 == 1 {
+						root = 1 % nn
+					}
+				}
+				order := []int{root}
+				for i := 0; i < len(order); i++ {
+					_, ch2 := dtree(nn, order[i], which)
+					order = append(order, ch2...)
+				}
+				upID := make([]int64, nn)
+				for i := len(order) - 1; i >= 0; i-- {
+					j := order[i]
+					par, kids := dtree(nn, j, which)
+					p := nodes[j][li]
+					if par < 0 {
+						continue
+					}
+					deps := c.deps(nil)
+					deps = append(deps, red[j][li])
+					for _, kj := range kids {
+						deps = append(deps, upID[kj])
+					}
+					if st[p].lastTreeUp >= 0 {
+						deps = append(deps, st[p].lastTreeUp)
+					}
+					upID[j] = c.e.Flow(c.id, c.ranks[p], c.ranks[nodes[par][li]], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					c.buf = deps
+					st[p].lastTreeUp = upID[j]
+				}
+				for _, j := range order {
+					par, kids := dtree(nn, j, which)
+					p := nodes[j][li]
+					if par < 0 {
+						ready := []int64{red[j][li]}
+						for _, kj := range kids {
+							ready = append(ready, upID[kj])
+						}
+						if len(ready) == 1 {
+							done[j][li] = ready[0]
+						} else {
+							done[j][li] = c.e.Delay(c.id, c.ranks[p], 0, ready)
+						}
+					}
+					for _, kj := range kids {
+						q := nodes[kj][li]
+						deps := c.deps(nil)
+						deps = append(deps, done[j][li])
+						if st[q].lastTreeDown >= 0 {
+							deps = append(deps, st[q].lastTreeDown)
+						}
+						done[kj][li] = c.e.Flow(c.id, c.ranks[p], c.ranks[q], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+						c.buf = deps
+						st[q].lastTreeDown = done[kj][li]
+					}
+				}
+			}
+			// Multicast: each owner uploads its final shard, the switch sends
+			// every GPU the shards it does not own.
+			for j, local := range nodes {
+				mcs := make([]int64, 0, ppn)
+				for li, p := range local {
+					deps := c.deps(nil)
+					deps = append(deps, done[j][li])
+					if st[p].lastMc >= 0 {
+						deps = append(deps, st[p].lastMc)
+					}
+					id := c.e.Flow(c.id, c.ranks[p], sws[j], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					c.buf = deps
+					st[p].lastMc = id
+					mcs = append(mcs, id)
+				}
+				for _, p := range local {
+					deps := c.deps(mcs)
+					if st[p].lastDown >= 0 {
+						deps = append(deps, st[p].lastDown)
+					}
+					st[p].lastDown = c.e.Flow(c.id, sws[j], c.ranks[p], b-shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					c.buf = deps
+				}
+			}
+		}
+		for p := range c.ranks {
+			c.exit[p] = append(c.exit[p], st[p].lastMc, st[p].lastDown)
+			if st[p].lastTreeUp >= 0 {
+				c.exit[p] = append(c.exit[p], st[p].lastTreeUp)
+			}
+		}
+	}
+	return nil
+}

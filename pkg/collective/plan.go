@@ -1,0 +1,312 @@
+package collective
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Options steer algorithm selection and decomposition.
+type Options struct {
+	Selector string // "nccl" (default) or "simai"
+	Algo     string // forced algorithm ("" = select)
+	Proto    string // forced protocol ("" = select)
+	// NCCL_ALGO / NCCL_PROTO style enable lists (see NCCL's docs).
+	AlgoList, ProtoList string
+	// PXN: "" auto (NCCL: on where NVLink reaches a peer's NIC; SimAI
+	// selector: AS_PXN_ENABLE, default off), "on", "off".
+	PXN string
+	// NVLS for the SimAI selector (AS_NVLS_ENABLE); the NCCL selector uses
+	// the server's NVLS support.
+	SimAINVLS bool
+	// Channel overrides: AS_RING_CHANNELS, AS_NV_CHANNELS (0 = model's).
+	RingChannels, NVLSChannels int
+	// MaxChunks caps the pipeline chunks per channel (0: NCCL's chunk
+	// sizes, however many chunks they make). Beyond a few chunks a pipeline
+	// only repeats its steady state, so the cap trades little fidelity for
+	// far fewer flows on large collectives.
+	MaxChunks int
+	// LaunchLatency adds NCCL's base latency as a delay node per rank at the
+	// start of each collective.
+	LaunchLatency bool
+}
+
+// Plan is how one collective runs.
+type Plan struct {
+	Algo        Algo
+	Proto       Proto
+	Channels    int
+	Chunk       int64
+	PXN         bool
+	PredictedUs float64
+	BaseLatUs   float64
+}
+
+// Planner chooses plans; it caches a tuner per communicator shape.
+type Planner struct {
+	M       ServerModel
+	F       Fabric
+	Opt     Options
+	algoOK  func(op Op, name string) bool
+	protoOK func(op Op, name string) bool
+	tuners  map[[2]int]*Tuner
+}
+
+// NewPlanner validates the options.
+func NewPlanner(m ServerModel, f Fabric, opt Options) (*Planner, error) {
+	p := &Planner{M: m, F: f, Opt: opt, tuners: map[[2]int]*Tuner{}}
+	if opt.Selector == "" {
+		p.Opt.Selector = "nccl"
+	}
+	if p.Opt.Selector != "nccl" && p.Opt.Selector != "simai" {
+		return nil, fmt.Errorf("--selector %q: nccl or simai", opt.Selector)
+	}
+	if opt.Algo != "" {
+		if _, err := ParseAlgo(opt.Algo); err != nil {
+			return nil, err
+		}
+	}
+	if opt.Proto != "" {
+		if _, err := ParseProto(opt.Proto); err != nil {
+			return nil, err
+		}
+	}
+	var err error
+	if p.algoOK, err = parseEnableList(opt.AlgoList, "NCCL_ALGO", func(s string) bool { _, e := ParseAlgo(s); return e == nil }); err != nil {
+		return nil, err
+	}
+	if p.protoOK, err = parseEnableList(opt.ProtoList, "NCCL_PROTO", func(s string) bool { _, e := ParseProto(s); return e == nil }); err != nil {
+		return nil, err
+	}
+	switch opt.PXN {
+	case "", "on", "off":
+	default:
+		return nil, fmt.Errorf("pxn %q: on, off or empty for auto", opt.PXN)
+	}
+	return p, nil
+}
+
+func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
+	k := [2]int{nRanks, nNodes}
+	t := p.tuners[k]
+	if t == nil {
+		t = NewTuner(p.M, nRanks, nNodes)
+		t.Enabled = func(op Op, a Algo, pr Proto) bool {
+			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
+		}
+		p.tuners[k] = t
+	}
+	return t
+}
+
+func (p *Planner) pxn() bool {
+	switch p.Opt.PXN {
+	case "on":
+		return true
+	case "off":
+		return false
+	}
+	if p.Opt.Selector == "simai" {
+		return false
+	}
+	return p.M.PXN
+}
+
+// Plan chooses the algorithm, protocol, channels and chunking for op on a
+// group of ranks.
+func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
+	n := len(ranks)
+	nNodes := len(p.F.nodesOf(ranks))
+	t := p.tuner(n, nNodes)
+	pl := Plan{PXN: p.pxn()}
+	switch op {
+	case AllToAll:
+		pl.Algo, pl.Proto, pl.Channels = AlgoDirect, Simple, 1
+		if pl.PXN && nNodes > 1 {
+			pl.Algo = AlgoPXN
+		}
+		if p.Opt.Algo != "" {
+			a, _ := ParseAlgo(p.Opt.Algo)
+			if a != AlgoDirect && a != AlgoPXN {
+				return pl, fmt.Errorf("algorithm %s does not implement %s (direct or pxn)", a, op)
+			}
+			pl.Algo = a
+		}
+		pl.PredictedUs = p.a2aTime(t, size, n, nNodes)
+		return pl, nil
+	case SendRecv:
+		pl.Algo, pl.Proto, pl.Channels = AlgoP2P, Simple, 1
+		bw := p.M.GPUGPUGBps
+		lat := hwLat[0][AlgoRing][Simple]
+		if nNodes > 1 {
+			bw, lat = p.M.GPUNICGBps, hwLat[2][AlgoRing][Simple]
+		}
+		pl.PredictedUs = lat + float64(size)/(1000*bw)
+		return pl, nil
+	}
+	var err error
+	switch {
+	case p.Opt.Algo != "" || p.Opt.Proto != "":
+		err = p.forced(t, op, size, &pl)
+	case p.Opt.Selector == "simai":
+		err = p.simai(t, op, groupType, n, size, &pl)
+	default:
+		pl.Algo, pl.Proto, pl.PredictedUs, err = t.Select(op, size)
+	}
+	if err != nil {
+		return pl, err
+	}
+	if pl.PredictedUs == 0 {
+		pl.PredictedUs = t.Time(op, pl.Algo, pl.Proto, size)
+	}
+	pl.Channels = t.Channels(op, pl.Algo, pl.Proto, size)
+	if pl.Algo == AlgoNVLS || pl.Algo == AlgoNVLSTree {
+		if p.Opt.NVLSChannels > 0 {
+			pl.Channels = p.Opt.NVLSChannels
+		}
+	} else if p.Opt.RingChannels > 0 {
+		pl.Channels = p.Opt.RingChannels
+	}
+	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes)
+	pl.BaseLatUs = baseLat[pl.Algo][pl.Proto]
+	return pl, nil
+}
+
+// forced applies --algo/--proto: the other choice is still selected by the model.
+func (p *Planner) forced(t *Tuner, op Op, size int64, pl *Plan) error {
+	best := -1.0
+	for a := AlgoTree; a <= AlgoPAT; a++ {
+		if p.Opt.Algo != "" {
+			if fa, _ := ParseAlgo(p.Opt.Algo); fa != a {
+				continue
+			}
+		}
+		for pr := LL; pr <= Simple; pr++ {
+			if p.Opt.Proto != "" {
+				if fp, _ := ParseProto(p.Opt.Proto); fp != pr {
+					continue
+				}
+			}
+			if tm := t.Time(op, a, pr, size); tm >= 0 && (best < 0 || tm < best) {
+				best, pl.Algo, pl.Proto = tm, a, pr
+			}
+		}
+	}
+	if best < 0 {
+		return fmt.Errorf("%s with algorithm %q protocol %q is not available on %d ranks over %d servers",
+			op, orAny(p.Opt.Algo), orAny(p.Opt.Proto), t.NRanks, t.NNodes)
+	}
+	pl.PredictedUs = best
+	return nil
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "any"
+	}
+	return s
+}
+
+// simai applies SimAI's GPU-type rules (MockNcclGroup::get_algo_proto_info):
+// TP AllReduce uses NVLS on Hopper with 8+ ranks when NVLS is enabled, TP
+// AllGather NVLS-Tree under the same condition, everything else Ring; the
+// protocol is Simple.
+func (p *Planner) simai(t *Tuner, op Op, groupType string, n int, size int64, pl *Plan) error {
+	pl.Algo, pl.Proto = AlgoRing, Simple
+	hopper := p.M.CC >= 90
+	if groupType == TP && p.Opt.SimAINVLS && n >= 8 && hopper {
+		switch op {
+		case AllReduce:
+			pl.Algo = AlgoNVLS
+			if t.NNodes > 1 {
+				pl.Algo = AlgoNVLSTree
+			}
+		case AllGather:
+			pl.Algo = AlgoNVLSTree
+			if t.NNodes == 1 {
+				pl.Algo = AlgoNVLS // NVLS-Tree on one server is NVLS
+			}
+		}
+	}
+	if tm := t.Time(op, pl.Algo, pl.Proto, size); tm >= 0 {
+		pl.PredictedUs = tm
+	} else if pl.Algo != AlgoRing {
+		return fmt.Errorf("SimAI's rules pick %s for %s, which this server cannot run (no NVSwitch or not Hopper)", pl.Algo, op)
+	}
+	return nil
+}
+
+// a2aTime estimates AllToAll: the slower of the NVLink share and the NIC
+// share of one rank's traffic, plus one network latency.
+func (p *Planner) a2aTime(t *Tuner, size int64, n, nNodes int) float64 {
+	ppn := n / nNodes
+	per := float64(size) / float64(n)
+	intra := per * float64(ppn-1) / (1000 * max(p.M.GPUGPUGBps, 1e-9))
+	lat := hwLat[0][AlgoRing][Simple]
+	inter := 0.0
+	if nNodes > 1 {
+		nicPerGPU := p.M.NICGBps * float64(max(p.M.NICs, 1)) / float64(max(p.M.GPUs, 1))
+		inter = per * float64(n-ppn) / (1000 * max(nicPerGPU, 1e-9))
+		lat = hwLat[2][AlgoRing][Simple]
+	}
+	return lat + max(intra, inter)
+}
+
+// parseEnableList reads NCCL's NCCL_ALGO / NCCL_PROTO syntax:
+// "[^]a,b[;func:[^]c,d]" with case-insensitive names; the first list may
+// omit the function and then applies to all.
+func parseEnableList(s, name string, valid func(string) bool) (func(op Op, v string) bool, error) {
+	type rule struct {
+		neg bool
+		set map[string]bool
+	}
+	if strings.TrimSpace(s) == "" {
+		return func(Op, string) bool { return true }, nil
+	}
+	norm := func(x string) string {
+		return strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(strings.TrimSpace(x)))
+	}
+	rules := map[Op]*rule{}
+	var global *rule
+	for i, part := range strings.Split(s, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		var op Op
+		list := part
+		if k := strings.Index(part, ":"); k >= 0 {
+			o, err := ParseOp(part[:k])
+			if err != nil {
+				return nil, fmt.Errorf("%s=%q: %v", name, s, err)
+			}
+			op, list = o, part[k+1:]
+		} else if i > 0 {
+			return nil, fmt.Errorf("%s=%q: only the first list may omit the function", name, s)
+		}
+		r := &rule{set: map[string]bool{}}
+		if strings.HasPrefix(list, "^") {
+			r.neg, list = true, list[1:]
+		}
+		for _, e := range strings.Split(list, ",") {
+			if !valid(e) {
+				return nil, fmt.Errorf("%s=%q: unknown entry %q", name, s, strings.TrimSpace(e))
+			}
+			r.set[norm(e)] = true
+		}
+		if op == "" {
+			global = r
+		} else {
+			rules[op] = r
+		}
+	}
+	return func(op Op, v string) bool {
+		r := rules[op]
+		if r == nil {
+			r = global
+		}
+		if r == nil {
+			return true
+		}
+		return r.set[norm(v)] != r.neg
+	}, nil
+}

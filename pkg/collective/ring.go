@@ -1,0 +1,265 @@
+package collective
+
+import (
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// Fabric is what decomposition needs to know of the cluster: which server
+// a rank is on and each server's NVSwitches.
+type Fabric struct {
+	GPUs          int
+	GPUsPerServer int
+	NVSwitches    [][]int32 // per server, node ids
+}
+
+// FabricOf reads the server structure out of a topology.
+func FabricOf(t *stream.Topology) Fabric {
+	f := Fabric{GPUs: t.GPUs, GPUsPerServer: t.GPUsPerServer, NVSwitches: make([][]int32, t.GPUs/t.GPUsPerServer)}
+	for i := t.GPUs; i < len(t.Nodes); i++ {
+		n := &t.Nodes[i]
+		if n.Kind == stream.NodeNVSwitch && n.Server >= 0 && int(n.Server) < len(f.NVSwitches) {
+			f.NVSwitches[n.Server] = append(f.NVSwitches[n.Server], n.ID)
+		}
+	}
+	return f
+}
+
+func (f Fabric) server(r int32) int { return int(r) / f.GPUsPerServer }
+
+// nodesOf splits a group into its servers, in order of first appearance,
+// each with its ranks in rank order (positions in the group).
+func (f Fabric) nodesOf(ranks []int32) [][]int {
+	idx := map[int]int{}
+	var out [][]int
+	for p, r := range ranks {
+		s := f.server(r)
+		i, ok := idx[s]
+		if !ok {
+			i = len(out)
+			idx[s] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], p)
+	}
+	return out
+}
+
+// ringOrder is channel ch's ring as group positions. Inside a server the
+// ring follows GPU order (NCCL forces index order on NVSwitch systems);
+// across servers, servers chain in order, and channel ch enters each server
+// at local GPU ch mod ppn so that channels spread over the NICs (rails).
+func ringOrder(f Fabric, ranks []int32, ch int) []int {
+	nodes := f.nodesOf(ranks)
+	order := make([]int, 0, len(ranks))
+	if len(nodes) == 1 {
+		return append(order, nodes[0]...)
+	}
+	for _, local := range nodes {
+		start := ch % len(local)
+		for j := range local {
+			order = append(order, local[(start+j)%len(local)])
+		}
+	}
+	return order
+}
+
+// splitEven gives part i of total split into n nearly equal parts.
+func splitEven(total int64, n, i int) int64 {
+	s := total / int64(n)
+	if int64(i) < total%int64(n) {
+		s++
+	}
+	return s
+}
+
+func wire(payload int64, p Proto) int64 {
+	switch p {
+	case LL:
+		return payload * 2
+	case LL128:
+		return (payload*16 + 14) / 15
+	}
+	return payload
+}
+
+// ringSpec describes one ring-based collective.
+type ringSpec struct {
+	op       Op
+	size     int64
+	channels int
+	chunk    int64 // payload bytes per rank per pipeline step and channel
+	proto    Proto
+	pxn      bool
+}
+
+// ring decomposes AllReduce (2(n-1) steps), AllGather and ReduceScatter
+// (n-1 steps) on rings. Each channel carries 1/C of the data in loops of n
+// slices of at most chunk bytes; at step s the rank at ring index i sends
+// slice (i-s) mod n to index i+1. A flow waits for the slice it forwards
+// (the previous step's flow into its sender) and for the previous flow on
+// its own connection, so rings pipeline across ranks as NCCL's do.
+func ring(c *cctx, f Fabric, sp ringSpec) {
+	n := len(c.ranks)
+	if n < 2 || sp.size == 0 {
+		return
+	}
+	steps := n - 1
+	if sp.op == AllReduce {
+		steps = 2 * (n - 1)
+	}
+	prev := make([]int64, n)
+	cur := make([]int64, n)
+	for ch := 0; ch < sp.channels; ch++ {
+		data := splitEven(sp.size, sp.channels, ch)
+		if data == 0 {
+			continue
+		}
+		order := ringOrder(f, c.ranks, ch)
+		conn := newRingConns(c, f, order, sp.pxn)
+		loopBytes := int64(n) * sp.chunk
+		loops := int((data + loopBytes - 1) / loopBytes)
+		for k := 0; k < loops; k++ {
+			b := min(loopBytes, data-int64(k)*loopBytes)
+			for s := 0; s < steps; s++ {
+				for i := 0; i < n; i++ {
+					slice := splitEven(b, n, ((i-s)%n+n)%n)
+					var dataDep int64 = -1
+					if s > 0 {
+						dataDep = prev[(i-1+n)%n]
+					}
+					var entry []int64
+					if k == 0 && s == 0 {
+						entry = c.entry[order[i]]
+					}
+					cur[i] = conn.send(i, wire(slice, sp.proto), dataDep, entry, int32(ch), int32(k), int32(loops))
+				}
+				prev, cur = cur, prev
+			}
+		}
+		conn.exits()
+	}
+}
+
+// ringConns tracks the connections of one channel's ring: ring index i
+// sends to i+1, through a PXN proxy when the ring crosses servers between
+// GPUs of different local index (different rails) and PXN is on.
+type ringConns struct {
+	c       *cctx
+	f       Fabric
+	order   []int
+	proxy   []int32 // -1 when i sends directly
+	last    []int64 // last flow on i's (final) connection
+	lastPXN []int64 // last PXN_INIT flow of i
+}
+
+func newRingConns(c *cctx, f Fabric, order []int, pxn bool) *ringConns {
+	n := len(order)
+	rc := &ringConns{c: c, f: f, order: order, proxy: make([]int32, n), last: make([]int64, n), lastPXN: make([]int64, n)}
+	for i := range order {
+		rc.proxy[i], rc.last[i], rc.lastPXN[i] = -1, -1, -1
+		src, dst := c.ranks[order[i]], c.ranks[order[(i+1)%n]]
+		if pxn && f.server(src) != f.server(dst) {
+			// The GPU of the sender's server on the receiver's rail.
+			px := int32(f.server(src)*f.GPUsPerServer) + dst%int32(f.GPUsPerServer)
+			if px != src {
+				rc.proxy[i] = px
+			}
+		}
+	}
+	return rc
+}
+
+func (rc *ringConns) dst(i int) int32 { return rc.c.ranks[rc.order[(i+1)%len(rc.order)]] }
+func (rc *ringConns) src(i int) int32 { return rc.c.ranks[rc.order[i]] }
+
+// send emits ring index i's flow of one step and returns the id the next
+// step depends on.
+func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, ch, chunk, chunks int32) int64 {
+	c := rc.c
+	deps := c.deps(entry)
+	if dataDep >= 0 {
+		deps = append(deps, dataDep)
+	}
+	src, dst := rc.src(i), rc.dst(i)
+	kind := stream.ConnRing
+	if rc.proxy[i] >= 0 {
+		if rc.lastPXN[i] >= 0 {
+			deps = append(deps, rc.lastPXN[i])
+		}
+		init := c.e.Flow(c.id, src, rc.proxy[i], size, deps, ch, chunk, chunks, stream.ConnPXNInit)
+		rc.lastPXN[i] = init
+		deps = c.deps(nil)
+		deps = append(deps, init)
+		src, kind = rc.proxy[i], stream.ConnNet
+	}
+	if rc.last[i] >= 0 {
+		deps = append(deps, rc.last[i])
+	}
+	id := c.e.Flow(c.id, src, dst, size, deps, ch, chunk, chunks, kind)
+	c.buf = deps
+	rc.last[i] = id
+	return id
+}
+
+// exits records, for every rank, its last send and last receive.
+func (rc *ringConns) exits() {
+	n := len(rc.order)
+	for i := 0; i < n; i++ {
+		if rc.last[i] < 0 {
+			continue
+		}
+		p := rc.order[i]
+		rc.c.exit[p] = append(rc.c.exit[p], rc.last[i])
+		q := rc.order[(i+1)%n]
+		rc.c.exit[q] = append(rc.c.exit[q], rc.last[i])
+	}
+}
+
+// chain decomposes Broadcast (root first, data flows down the chain) and
+// Reduce (root last, partial sums flow towards it) as NCCL's ring does:
+// n-1 hops, pipelined in chunks.
+func chain(c *cctx, f Fabric, sp ringSpec, root int) {
+	n := len(c.ranks)
+	if n < 2 || sp.size == 0 {
+		return
+	}
+	base := ringOrder(f, c.ranks, 0)
+	at := 0
+	for i, p := range base {
+		if p == root {
+			at = i
+		}
+	}
+	order := make([]int, n)
+	for i := range order {
+		if sp.op == Broadcast {
+			order[i] = base[(at+i)%n] // root, root+1, ...
+		} else {
+			order[i] = base[(at+1+i)%n] // root+1, ..., root
+		}
+	}
+	for ch := 0; ch < sp.channels; ch++ {
+		data := splitEven(sp.size, sp.channels, ch)
+		if data == 0 {
+			continue
+		}
+		conn := newRingConns(c, f, order, sp.pxn)
+		chunks := int((data + sp.chunk - 1) / sp.chunk)
+		for k := 0; k < chunks; k++ {
+			b := min(sp.chunk, data-int64(k)*sp.chunk)
+			var prev int64 = -1
+			for i := 0; i < n-1; i++ {
+				var entry []int64
+				if k == 0 {
+					entry = c.entry[order[i]]
+				}
+				prev = conn.send(i, wire(b, sp.proto), prev, entry, int32(ch), int32(k), int32(chunks))
+			}
+		}
+		for i := 0; i < n-1; i++ {
+			p, q := order[i], order[i+1]
+			c.exit[p] = append(c.exit[p], conn.last[i])
+			c.exit[q] = append(c.exit[q], conn.last[i])
+		}
+	}
+}

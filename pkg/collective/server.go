@@ -1,0 +1,114 @@
+package collective
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// PathType is NCCL's path classification (2.27 numbering): lower is closer.
+type PathType int
+
+// NCCL 2.27 path types.
+const (
+	PathLOC PathType = iota
+	PathNVL
+	PathNVB
+	PathC2C
+	PathPIX
+	PathPXB
+	PathP2C
+	PathPXN
+	PathPHB
+	PathSYS
+	PathNET
+	PathDIS
+)
+
+var pathNames = []string{"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS"}
+
+func (p PathType) String() string {
+	if p >= 0 && int(p) < len(pathNames) {
+		return pathNames[p]
+	}
+	return fmt.Sprintf("PATH(%d)", int(p))
+}
+
+// ParsePathType reads a path type name.
+func ParsePathType(s string) (PathType, error) {
+	for i, n := range pathNames {
+		if n == s {
+			return PathType(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown path type %q", s)
+}
+
+// ServerModel is what the tuning model needs to know about one server, as
+// NCCL sees it after its path computation: bandwidths in GB/s (NCCL's
+// 1 GB = 1e9 B), worst path types inside the server and to the NICs.
+type ServerModel struct {
+	Name       string
+	CC         int // compute capability x10: 80 Ampere, 90 Hopper, 100 Blackwell
+	GPUs       int
+	NICs       int     // NIC ports usable by NCCL on one server
+	NICGBps    float64 // per NIC
+	NVLinkGBps float64 // NVLink bandwidth of one GPU (0 when the server has none)
+	NVSwitch   bool
+	IntraType  PathType // worst GPU-GPU path
+	InterType  PathType // worst GPU-NIC path
+	GPUGPUGBps float64  // GPU-GPU path bandwidth
+	GPUNICGBps float64  // GPU-NIC path bandwidth
+	AMDCPU     bool     // NCCL's network overhead doubles on AMD hosts
+	PXN        bool     // a GPU may use a peer's NIC over NVLink
+	NVLS       bool     // NVLink SHARP (NVSwitch multicast) available
+}
+
+// gpuCC and per-link NVLink bandwidth (NCCL's SMxx_NVLINK_BW) and link
+// counts of the SXM parts fabricsim knows; PCIe generation sets GPU-NIC bw.
+var gpuFacts = map[string]struct {
+	cc     int
+	links  int
+	perBW  float64
+	pcieGB float64
+}{
+	"A100": {80, 12, 20.0, 24}, "A800": {80, 8, 20.0, 24},
+	"H100": {90, 18, 20.6, 48}, "H800": {90, 8, 20.6, 48}, "H20": {90, 18, 20.6, 48},
+	"B200": {100, 18, 40.1, 48},
+}
+
+// ModelFromTopology derives a server model from the topology alone, for
+// streams that did not pass through ncclpath: an SXM server whose GPUs sit
+// with their NIC behind one PCIe switch (PXB), NVLink through NVSwitch.
+func ModelFromTopology(t *stream.Topology) (ServerModel, error) {
+	f, ok := gpuFacts[t.GPUType]
+	if !ok {
+		return ServerModel{}, fmt.Errorf("topology: unknown GPU type %q", t.GPUType)
+	}
+	m := ServerModel{Name: "from-topology", CC: f.cc, GPUs: t.GPUsPerServer, IntraType: PathNVL, InterType: PathPXB}
+	nicLinks, nicBps := 0, 0.0
+	for i := range t.Links {
+		l := &t.Links[i]
+		if l.Kind == stream.LinkNIC && (int(l.A) < t.GPUsPerServer || int(l.B) < t.GPUsPerServer) {
+			nicLinks++
+			nicBps = l.BWbps
+		}
+	}
+	m.NICs = nicLinks // NIC links of server 0's GPUs
+	m.NICGBps = nicBps / 8e9
+	if t.NVSwitchesPerServer > 0 && t.GPUsPerServer > 1 {
+		m.NVSwitch = true
+		m.NVLinkGBps = float64(f.links) * f.perBW
+		m.GPUGPUGBps = m.NVLinkGBps
+	} else {
+		m.IntraType = PathPHB
+		m.GPUGPUGBps = f.pcieGB
+	}
+	m.GPUNICGBps = min(f.pcieGB, m.NICGBps)
+	if m.NICs == 0 {
+		m.GPUNICGBps = 0
+	}
+	m.PXN = m.NVSwitch
+	m.NVLS = m.NVSwitch && m.CC >= 90 && m.GPUs > 2
+	return m, nil
+}

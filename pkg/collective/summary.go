@@ -1,0 +1,63 @@
+package collective
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+// WriteSummary prints one line per distinct collective (same label, op,
+// size, group type and plan), with how many groups ran it.
+func WriteSummary(w io.Writer, colls []Coll, totalFlows int64) error {
+	type key struct {
+		label, op, group, algo, proto string
+		size                          int64
+		ch                            int
+	}
+	type row struct {
+		k        key
+		n        int
+		ranks    int
+		flows    int64
+		wire     int64
+		predicts int64
+	}
+	idx := map[key]int{}
+	var rows []row
+	for _, c := range colls {
+		k := key{c.Rec.Label, c.Rec.Op, c.GroupType, c.Rec.Algorithm, c.Rec.Protocol, c.Rec.Size, c.Rec.Channels}
+		i, ok := idx[k]
+		if !ok {
+			i = len(rows)
+			idx[k] = i
+			rows = append(rows, row{k: k, ranks: len(c.Ranks), predicts: c.Rec.PredictedPs})
+		}
+		rows[i].n++
+		rows[i].flows += c.Flows
+		rows[i].wire += c.WireBytes
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "collective\top\tsize\tgroup\tgroups x ranks\talgorithm\tprotocol\tchannels\tflows\twire bytes\tpredicted\t")
+	for _, r := range rows {
+		pred := "-"
+		if r.predicts > 0 {
+			pred = fmtPs(r.predicts)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d x %d\t%s\t%s\t%d\t%d\t%d\t%s\t\n", r.k.label, r.k.op, units.FormatSize(r.k.size), r.k.group,
+			r.n, r.ranks, r.k.algo, r.k.proto, r.k.ch, r.flows, r.wire, pred)
+	}
+	fmt.Fprintf(tw, "total\t\t\t\t%d collectives\t\t\t\t%d\t\t\t\n", len(colls), totalFlows)
+	return tw.Flush()
+}
+
+func fmtPs(ps int64) string {
+	switch {
+	case ps >= 1e9:
+		return fmt.Sprintf("%.3f ms", float64(ps)/1e9)
+	case ps >= 1e6:
+		return fmt.Sprintf("%.2f us", float64(ps)/1e6)
+	}
+	return fmt.Sprintf("%d ns", ps/1000)
+}

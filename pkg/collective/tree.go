@@ -1,0 +1,186 @@
+package collective
+
+import "github.com/fabricsim/fabricsim/formats/stream"
+
+// btree is NCCL's binary tree over n nodes (trees.cc ncclGetBtree): the
+// parent of node r and its children (at most two).
+func btree(n, r int) (parent int, children []int) {
+	if r == 0 {
+		bit := 1
+		for bit < n {
+			bit <<= 1
+		}
+		low := bit >> 1
+		for low >= n {
+			low >>= 1
+		}
+		if n > 1 && low > 0 {
+			children = []int{low}
+		}
+		return -1, children
+	}
+	bit := r & -r
+	parent = (r ^ bit) | (bit << 1)
+	if parent >= n {
+		parent = r ^ bit
+	}
+	low := bit >> 1
+	if low == 0 {
+		return parent, nil
+	}
+	children = []int{r - low}
+	d1 := r + low
+	for low > 0 && d1 >= n {
+		low >>= 1
+		d1 = r + low
+	}
+	if low > 0 {
+		children = append(children, d1)
+	}
+	return parent, children
+}
+
+// dtree is NCCL's double binary tree: tree 0 is btree; tree 1 mirrors it
+// (even n) or shifts it by one (odd n), so every node is a leaf in one tree.
+func dtree(n, r, which int) (parent int, children []int) {
+	if which == 0 {
+		return btree(n, r)
+	}
+	var to, from func(int) int
+	if n%2 == 0 {
+		to = func(x int) int { return n - 1 - x }
+		from = to
+	} else {
+		to = func(x int) int { return (x - 1 + n) % n }
+		from = func(x int) int { return (x + 1) % n }
+	}
+	p, ch := btree(n, to(r))
+	if p >= 0 {
+		p = from(p)
+	}
+	out := make([]int, len(ch))
+	for i, c := range ch {
+		out[i] = from(c)
+	}
+	return p, out
+}
+
+// rankTree builds the rank-level tree of one channel: servers form a
+// double binary tree (channel parity picks the tree), each server's ranks
+// a chain; a server hangs off its parent server's first GPU, or the second
+// GPU for the parent's first child (NCCL's balanced tree pattern). Returned
+// by group position: parent (-1 at the root) and children.
+func rankTree(f Fabric, ranks []int32, ch int) (parent []int, children [][]int, root int) {
+	nodes := f.nodesOf(ranks)
+	parent = make([]int, len(ranks))
+	children = make([][]int, len(ranks))
+	link := func(child, par int) {
+		parent[child] = par
+		children[par] = append(children[par], child)
+	}
+	for _, local := range nodes {
+		parent[local[0]] = -1
+		for i := 1; i < len(local); i++ {
+			link(local[i], local[i-1])
+		}
+	}
+	nn := len(nodes)
+	which := ch % 2
+	root = nodes[0][0]
+	for j := 0; j < nn; j++ {
+		p, _ := dtree(nn, j, which)
+		if p < 0 {
+			root = nodes[j][0]
+			continue
+		}
+		_, siblings := dtree(nn, p, which)
+		attach := nodes[p][0]
+		if len(siblings) > 0 && siblings[0] == j && len(nodes[p]) > 1 {
+			attach = nodes[p][1]
+		}
+		link(nodes[j][0], attach)
+	}
+	return parent, children, root
+}
+
+// treeAllReduce is NCCL's tree AllReduce: per channel and chunk, partial
+// sums flow up the tree (a rank sends once all its children have), then
+// the result flows down. Consecutive chunks on a connection stay in order.
+func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, proto Proto) {
+	n := len(c.ranks)
+	if n < 2 || size == 0 {
+		return
+	}
+	for ch := 0; ch < channels; ch++ {
+		data := splitEven(size, channels, ch)
+		if data == 0 {
+			continue
+		}
+		parent, children, root := rankTree(f, c.ranks, ch)
+		// Children before parents for the up phase.
+		order := make([]int, 0, n)
+		order = append(order, root)
+		for i := 0; i < len(order); i++ {
+			order = append(order, children[order[i]]...)
+		}
+		up := make([]int64, n)     // flow from p to its parent, this chunk
+		lastUp := make([]int64, n) // previous chunk's
+		down := make([]int64, n)   // flow from parent into p, this chunk
+		lastDown := make([]int64, n)
+		for i := range lastUp {
+			lastUp[i], lastDown[i] = -1, -1
+		}
+		chunks := int((data + chunk - 1) / chunk)
+		for k := 0; k < chunks; k++ {
+			b := wire(min(chunk, data-int64(k)*chunk), proto)
+			for i := n - 1; i >= 0; i-- {
+				p := order[i]
+				if p == root {
+					continue
+				}
+				deps := c.deps(nil)
+				if k == 0 {
+					deps = append(deps, c.entry[p]...)
+				}
+				for _, q := range children[p] {
+					deps = append(deps, up[q])
+				}
+				if lastUp[p] >= 0 {
+					deps = append(deps, lastUp[p])
+				}
+				up[p] = c.e.Flow(c.id, c.ranks[p], c.ranks[parent[p]], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+				c.buf = deps
+				lastUp[p] = up[p]
+			}
+			for _, p := range order {
+				for _, q := range children[p] {
+					deps := c.deps(nil)
+					if p == root {
+						if k == 0 {
+							deps = append(deps, c.entry[p]...)
+						}
+						for _, r := range children[p] {
+							deps = append(deps, up[r])
+						}
+					} else {
+						deps = append(deps, down[p])
+					}
+					if lastDown[q] >= 0 {
+						deps = append(deps, lastDown[q])
+					}
+					down[q] = c.e.Flow(c.id, c.ranks[p], c.ranks[q], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					c.buf = deps
+					lastDown[q] = down[q]
+				}
+			}
+		}
+		for p := 0; p < n; p++ {
+			if p != root {
+				c.exit[p] = append(c.exit[p], lastUp[p], lastDown[p])
+			}
+			for _, q := range children[p] {
+				c.exit[p] = append(c.exit[p], lastDown[q])
+			}
+		}
+	}
+}

@@ -1,0 +1,628 @@
+package collective
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"strings"
+)
+
+// Op is a collective operation.
+type Op string
+
+// Operations.
+const (
+	AllReduce     Op = "allreduce"
+	AllGather     Op = "allgather"
+	ReduceScatter Op = "reducescatter"
+	AllToAll      Op = "alltoall"
+	Broadcast     Op = "broadcast"
+	Reduce        Op = "reduce"
+	SendRecv      Op = "sendrecv"
+)
+
+// Ops lists the operations in the order help texts show them.
+var Ops = []Op{AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv}
+
+// ParseOp accepts fabricsim's lower-case names and SimAI's spellings
+// (ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, ...).
+func ParseOp(s string) (Op, error) {
+	k := strings.ToLower(strings.ReplaceAll(s, "_", ""))
+	switch k {
+	case "allreduce":
+		return AllReduce, nil
+	case "allgather":
+		return AllGather, nil
+	case "reducescatter":
+		return ReduceScatter, nil
+	case "alltoall", "alltoallv":
+		return AllToAll, nil
+	case "broadcast", "bcast":
+		return Broadcast, nil
+	case "reduce":
+		return Reduce, nil
+	case "sendrecv", "p2p", "send", "recv":
+		return SendRecv, nil
+	}
+	return "", fmt.Errorf("unknown operation %q (allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv)", s)
+}
+
+// Algo is an algorithm; the first seven follow NCCL's numbering.
+type Algo int
+
+// Algorithms. Direct and PXN are AllToAll strategies, P2P is SendRecv,
+// MSCCL a user-supplied schedule.
+const (
+	AlgoTree Algo = iota
+	AlgoRing
+	AlgoCollNetDirect
+	AlgoCollNetChain
+	AlgoNVLS
+	AlgoNVLSTree
+	AlgoPAT
+	AlgoDirect
+	AlgoPXN
+	AlgoP2P
+	AlgoMSCCL
+)
+
+var algoNames = []string{"tree", "ring", "collnet-direct", "collnet-chain", "nvls", "nvls-tree", "pat", "direct", "pxn", "p2p", "msccl"}
+
+func (a Algo) String() string { return algoNames[a] }
+
+// ParseAlgo reads an algorithm name (case-insensitive; NCCL's NVLSTree and
+// CollNetDirect spellings too).
+func ParseAlgo(s string) (Algo, error) {
+	k := strings.ToLower(strings.ReplaceAll(strings.ReplaceAll(s, "-", ""), "_", ""))
+	for i, n := range algoNames {
+		if strings.ReplaceAll(n, "-", "") == k {
+			return Algo(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown algorithm %q (ring, tree, nvls, nvls-tree, pxn, direct)", s)
+}
+
+// Proto is an NCCL protocol.
+type Proto int
+
+// Protocols in NCCL's order.
+const (
+	LL Proto = iota
+	LL128
+	Simple
+)
+
+var protoNames = []string{"ll", "ll128", "simple"}
+
+func (p Proto) String() string { return protoNames[p] }
+
+// ParseProto reads a protocol name, case-insensitive.
+func ParseProto(s string) (Proto, error) {
+	for i, n := range protoNames {
+		if strings.EqualFold(n, s) {
+			return Proto(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown protocol %q (ll, ll128, simple)", s)
+}
+
+// WireFactor is bytes on the wire per payload byte: LL lines carry 8 data
+// bytes per 16, LL128 lines 120 per 128.
+func (p Proto) WireFactor() float64 {
+	switch p {
+	case LL:
+		return 2
+	case LL128:
+		return 16.0 / 15.0
+	}
+	return 1
+}
+
+// Graph is the result of NCCL's topology search for one pattern: channels
+// and per-channel bandwidths in GB/s.
+type Graph struct {
+	NChannels    int
+	BwIntra      float64
+	BwInter      float64
+	TypeIntra    PathType
+	TypeInter    PathType
+	LatencyInter float64 // us
+}
+
+// NCCL 2.27 search speed ladders (GB/s per channel).
+var (
+	speedIntraSm80  = []float64{40, 30, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3}
+	speedInterSm80  = []float64{48, 30, 28, 24, 20, 18, 15, 12, 10, 9, 7, 6, 5, 4, 3, 2.4, 1.2, 0.24, 0.12}
+	speedIntraSm90  = []float64{60, 50, 40, 30, 24, 20, 15, 12, 11, 6, 3}
+	speedInterSm90  = []float64{48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}
+	speedIntraSm100 = []float64{90, 80, 70, 60, 50, 40, 30, 24, 20, 19, 18}
+	speedInterSm100 = []float64{96, 48, 45.1, 42, 40, 30, 24, 22, 20, 17.5, 15, 12, 6, 3, 2.4, 1.2, 0.24, 0.12}
+)
+
+const maxChannels = 64 // NCCL 2.25+
+
+// search approximates ncclTopoCompute for a homogeneous cluster: walk the
+// speed ladder from the fastest speed the paths allow, count how many
+// channels fit the NVLink and NIC capacity at each speed, keep the speed
+// with the most aggregate bandwidth, then apply NCCL's channel duplication.
+// It reproduces NCCL's worked results (8xA100: 12x20 GB/s, 8xH100: 12x30).
+func search(m ServerModel, nNodes int, nvls bool) Graph {
+	var ladder []float64
+	switch {
+	case m.CC >= 100:
+		ladder = pick(nNodes > 1, speedInterSm100, speedIntraSm100)
+	case m.CC >= 90:
+		ladder = pick(nNodes > 1, speedInterSm90, speedIntraSm90)
+	default:
+		ladder = pick(nNodes > 1, speedInterSm80, speedIntraSm80)
+	}
+	g := Graph{TypeIntra: m.IntraType, TypeInter: PathPIX}
+	gpuBw := m.NVLinkGBps
+	if gpuBw == 0 {
+		gpuBw = m.GPUGPUGBps
+	}
+	maxBw, totalBw := m.GPUGPUGBps, gpuBw
+	if nNodes > 1 {
+		maxBw = m.GPUNICGBps
+		totalBw = math.Max(gpuBw, m.GPUNICGBps)
+		g.TypeInter = m.InterType
+	}
+	if m.GPUs == 1 && nNodes == 1 {
+		return Graph{NChannels: 1, BwIntra: 5000, BwInter: 5000, TypeIntra: PathLOC, TypeInter: PathLOC}
+	}
+	maxCh := maxChannels / 2
+	if nvls {
+		maxCh = min(m.GPUs, 16)
+		totalBw *= float64(m.GPUs) / float64(m.GPUs-1)
+	}
+	channelsAt := func(s float64) int {
+		n := int(totalBw/s + 1e-9)
+		if !nvls && m.GPUs > 1 {
+			n = int(gpuBw/s + 1e-9) // each channel passes every GPU once, in and out
+		}
+		if nNodes > 1 && !nvls {
+			n = min(n, m.NICs*int(m.NICGBps/s+1e-9)) // and uses one NIC each way
+		}
+		return min(n, maxCh)
+	}
+	best, bestS := 0.0, 0.0
+	bestN := 0
+	for _, s := range ladder {
+		if s > maxBw+1e-9 || s > totalBw+1e-9 {
+			continue
+		}
+		if bestS > 0 && s/bestS <= 0.49 {
+			break
+		}
+		n := channelsAt(s)
+		if n >= 1 && float64(n)*s > best+1e-9 {
+			best, bestS, bestN = float64(n)*s, s, n
+		}
+		if best >= totalBw-1e-9 {
+			break
+		}
+	}
+	if bestN == 0 { // NCCL's fallback: one slow channel
+		return Graph{NChannels: 1, BwIntra: 0.1, BwInter: 0.1, TypeIntra: PathSYS, TypeInter: PathSYS}
+	}
+	g.NChannels, g.BwIntra, g.BwInter = bestN, bestS, bestS
+	if nvls && nNodes > 1 {
+		// The inter-node part of NVLS-Tree rides the NICs: spread them over the channels.
+		g.BwInter = math.Min(bestS, m.NICGBps*float64(m.NICs)/float64(bestN))
+	}
+	if !nvls && g.BwIntra >= 25 && !(m.CC > 80 && g.BwIntra < 50 && g.NChannels > 4) {
+		g.NChannels = min(2*g.NChannels, maxCh)
+		g.BwIntra /= 2
+		g.BwInter /= 2
+	}
+	return g
+}
+
+func pick(c bool, a, b []float64) []float64 {
+	if c {
+		return a
+	}
+	return b
+}
+
+// Tuner evaluates NCCL 2.27's cost model (tuning.cc) for one communicator
+// shape: nRanks ranks over nNodes servers of identical model.
+type Tuner struct {
+	M              ServerModel
+	NRanks, NNodes int
+	Ring, Tree     Graph
+	NVLSGraph      Graph
+	Enabled        func(op Op, a Algo, p Proto) bool // nil: all enabled
+}
+
+// NewTuner runs the graph search for a communicator. NCCL trims each
+// server to the communicator's GPUs and keeps the NICs close to them, so a
+// communicator with ppn of a server's GPUs sees ppn GPUs and that share of
+// its NICs.
+func NewTuner(m ServerModel, nRanks, nNodes int) *Tuner {
+	t := &Tuner{M: m, NRanks: nRanks, NNodes: nNodes}
+	if ppn := nRanks / max(nNodes, 1); ppn < m.GPUs {
+		m.NICs = max(1, m.NICs*ppn/max(m.GPUs, 1))
+		m.GPUs = ppn
+		m.NVLS = m.NVLS && ppn > 2
+		if ppn == 1 {
+			m.NVLinkGBps = 0
+		}
+	}
+	t.M = m
+	t.Ring = search(m, nNodes, false)
+	t.Tree = t.Ring // NCCL searches the tree with the ring's channel count
+	if m.NVLS {
+		t.NVLSGraph = search(m, nNodes, true)
+	}
+	return t
+}
+
+func (t *Tuner) ppn() int { return t.NRanks / t.NNodes }
+
+// cc index for the per-architecture tables: Volta, Ampere, Hopper, Blackwell.
+func (t *Tuner) ccIdx() int {
+	switch {
+	case t.M.CC >= 100:
+		return 3
+	case t.M.CC >= 90:
+		return 2
+	case t.M.CC >= 80:
+		return 1
+	}
+	return 0
+}
+
+func (t *Tuner) nodeIdx() int { return min(t.NNodes-1, 2) }
+
+var (
+	baseLat = [7][3]float64{{6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {}, {}, {}, {}, {}}
+	// hwLat[NVLINK|PCI|NET][algo][proto], NCCL 2.23-2.27.
+	hwLat = [3][7][3]float64{
+		{{.6, 1.25, 4}, {.6, 1.9, 3.4}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 25}, {0, 0, 25}, {}},
+		{{1.0, 1.9, 4}, {1.0, 2.5, 5.7}, {0, 0, 3.7}, {0, 0, 2.8}, {0, 0, 0}, {0, 0, 0}, {}},
+		{{5.0, 8.5, 14}, {2.7, 4.0, 14}, {0, 0, 31}, {0, 0, 30}, {0, 0, 18}, {0, 0, 14}, {}},
+	}
+	llMaxBws             = [4][3]float64{{39, 39, 20.4}, {87.7, 22.5, 19}, {141, 45, 35}, {282, 90, 70}}
+	perChMaxRingLL128Bws = [4][3]float64{{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {73.4, 73.4, 73.4}}
+	perChMaxTreeLL128Bws = [4][3]float64{{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29}, {73.4, 73.4, 58}}
+	perChMaxTreeBws      = [4][3]float64{{26.5, 18.5, 10}, {24, 23.6, 17.8}, {38.7, 41.4, 36}, {77.4, 82.8, 72}}
+	treeCorrection       = [3][23]float64{
+		{1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1},
+		{1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1, 1},
+		{.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
+	}
+)
+
+func (t *Tuner) graph(a Algo) Graph {
+	switch a {
+	case AlgoNVLS, AlgoNVLSTree:
+		return t.NVLSGraph
+	case AlgoTree:
+		return t.Tree
+	}
+	return t.Ring
+}
+
+func nSteps(op Op, n int) int {
+	switch op {
+	case AllReduce:
+		return 2 * (n - 1)
+	case AllGather, ReduceScatter:
+		return n - 1
+	}
+	return n
+}
+
+// Available reports whether NCCL models algorithm a with protocol p for op
+// on this communicator (tuning.cc's tables plus the runtime gates).
+func (t *Tuner) Available(op Op, a Algo, p Proto) bool {
+	switch op {
+	case Broadcast, Reduce:
+		if a != AlgoRing {
+			return false
+		}
+	case AllGather, ReduceScatter:
+		switch a {
+		case AlgoRing:
+		case AlgoNVLS:
+			if p != Simple || !t.M.NVLS || t.NNodes > 1 {
+				return false
+			}
+		default:
+			return false
+		}
+	case AllReduce:
+		switch a {
+		case AlgoRing, AlgoTree:
+		case AlgoNVLS:
+			if p != Simple || !t.M.NVLS || t.NNodes > 1 {
+				return false
+			}
+		case AlgoNVLSTree:
+			if p != Simple || !t.M.NVLS || t.NNodes == 1 {
+				return false
+			}
+		default:
+			return false
+		}
+	default:
+		return false
+	}
+	if p == LL128 && !t.ll128Enabled() {
+		return false
+	}
+	if t.Enabled != nil && !t.Enabled(op, a, p) {
+		return false
+	}
+	return t.busBw(op, a, p) > 0
+}
+
+// LL128 is on by default only over NVLink inside servers, PXB (or PXN on
+// Hopper and later) to the NIC, and compute capability 7.0 or newer.
+func (t *Tuner) ll128Enabled() bool {
+	g := t.Ring
+	maxInter := PathPXB
+	if t.M.CC >= 90 {
+		maxInter = PathPXN
+	}
+	return t.M.CC >= 70 && g.TypeIntra <= PathNVB && g.TypeInter <= maxInter
+}
+
+// busBw is tuning.cc's per-(algo, proto) bus bandwidth before conversion.
+func (t *Tuner) busBw(op Op, a Algo, p Proto) float64 {
+	g := t.graph(a)
+	if g.NChannels == 0 {
+		return 0
+	}
+	nCh := float64(g.NChannels)
+	ppn := float64(t.ppn())
+	bw := g.BwIntra
+	if t.NNodes > 2 {
+		bw = g.BwInter
+	}
+	switch a {
+	case AlgoNVLS:
+		if op == AllReduce {
+			bw = math.Min(g.BwIntra, g.BwInter)
+		} else {
+			bw = math.Min(g.BwIntra*(ppn-1)/ppn, 0.9*g.BwInter)
+		}
+	case AlgoNVLSTree:
+		inter := g.BwInter
+		if t.NNodes > 2 {
+			inter /= 2
+		}
+		bw = math.Min(g.BwIntra, inter)
+	}
+	bus := nCh * bw
+	ci, ni := t.ccIdx(), t.nodeIdx()
+	llMax := llMaxBws[ci][ni]
+	if t.NNodes > 1 {
+		llMax = llMaxBws[b2i(t.M.AMDCPU)][ni]
+	}
+	switch {
+	case a == AlgoRing && p == LL:
+		bus = math.Min(llMax, 0.5*bus)
+	case a == AlgoRing && p == LL128:
+		bus = math.Min(0.92*bus, nCh*perChMaxRingLL128Bws[ci][ni])
+	}
+	if a == AlgoTree && op == AllReduce {
+		bus = math.Min(0.92*bus, nCh*perChMaxTreeBws[ci][ni])
+	}
+	if a == AlgoTree && p == LL {
+		bus = math.Min(bus/3.8, llMax)
+	}
+	if a == AlgoTree && p == LL128 {
+		f := 120.0 / 128.0
+		if t.NNodes == 1 {
+			f = 7.0 / 9.0
+		}
+		bus = math.Min(bus*f, nCh*perChMaxTreeLL128Bws[ci][ni])
+	}
+	return bus
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// AlgBw is the algorithm bandwidth (GB/s) NCCL's model assigns.
+func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
+	bus := t.busBw(op, a, p)
+	switch a {
+	case AlgoRing:
+		return bus * float64(t.NRanks) / float64(nSteps(op, t.NRanks))
+	case AlgoNVLS, AlgoNVLSTree:
+		return bus * 5 / 6
+	case AlgoTree:
+		return bus * 0.5
+	}
+	return bus
+}
+
+// Latency is the model's latency in microseconds.
+func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
+	g := t.graph(a)
+	intraHw := 1 // PCI
+	if g.TypeIntra == PathNVL {
+		intraHw = 0
+	}
+	hw := intraHw
+	if t.NNodes > 1 {
+		hw = 2
+	}
+	lat := baseLat[a][p]
+	intraLat := hwLat[intraHw][a][p]
+	interLat := hwLat[2][a][p]
+	if t.ppn() == 1 {
+		interLat = hwLat[2][AlgoTree][p]
+	}
+	interLat += g.LatencyInter
+	if p == Simple {
+		interLat += g.LatencyInter
+	}
+	n, nNodes, ppn := t.NRanks, t.NNodes, t.ppn()
+	switch a {
+	case AlgoRing:
+		steps := nSteps(op, n)
+		if op == Broadcast || op == Reduce {
+			l := hwLat[hw][AlgoRing][p]
+			if p == Simple {
+				l = hwLat[hw][AlgoTree][Simple]
+			}
+			return lat + float64(steps)*l
+		}
+		netOverhead := 0.0
+		if nNodes > 1 {
+			netOverhead = 1.0
+			if t.M.AMDCPU {
+				netOverhead = 2.0
+			}
+			if p == Simple {
+				netOverhead *= 3
+			}
+		}
+		intraLat = math.Max(intraLat, netOverhead)
+		inter := 0
+		if nNodes > 1 {
+			inter = nNodes - 1
+			if op == AllReduce {
+				inter = 2 * (nNodes - 1)
+			}
+		}
+		return lat + float64(steps-inter)*intraLat + float64(inter)*interLat
+	case AlgoTree:
+		return lat + 2*(float64(ppn-1)*intraLat+float64(log2i(nNodes))*interLat)
+	case AlgoNVLS:
+		l := intraLat
+		if nNodes > 1 {
+			l += interLat
+		}
+		return l
+	case AlgoNVLSTree:
+		return lat + intraLat + 2*float64(log2i(nNodes))*interLat
+	}
+	return lat
+}
+
+func log2i(n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return bits.Len(uint(n)) - 1
+}
+
+// Time is NCCL's predicted time in microseconds for nBytes (the full buffer
+// for AllGather/ReduceScatter), or -1 when the combination is unavailable.
+func (t *Tuner) Time(op Op, a Algo, p Proto, nBytes int64) float64 {
+	if !t.Available(op, a, p) {
+		return -1
+	}
+	bw := t.AlgBw(op, a, p)
+	lat := t.Latency(op, a, p)
+	if a == AlgoTree && op == AllReduce {
+		idx := min(max(log2i(int(nBytes/64)), 0), 22)
+		bw *= treeCorrection[p][idx]
+	}
+	if a == AlgoRing && p == Simple && op == AllReduce && t.NNodes > 1 &&
+		nBytes/int64(t.RuntimeChannels(a)*t.NRanks) >= 64 {
+		if t.M.CC < 80 {
+			lat *= 1.9
+		} else {
+			lat *= 1.4
+		}
+	}
+	return lat + float64(nBytes)/(1000*bw)
+}
+
+// Select returns NCCL's choice: the fastest available combination, ties
+// going to the first in NCCL's loop order.
+func (t *Tuner) Select(op Op, nBytes int64) (Algo, Proto, float64, error) {
+	best := -1.0
+	var ba Algo
+	var bp Proto
+	for a := AlgoTree; a <= AlgoPAT; a++ {
+		for p := LL; p <= Simple; p++ {
+			tm := t.Time(op, a, p, nBytes)
+			if tm >= 0 && (best < 0 || tm < best) {
+				best, ba, bp = tm, a, p
+			}
+		}
+	}
+	if best < 0 {
+		return 0, 0, 0, fmt.Errorf("no algorithm/protocol is enabled for %s", op)
+	}
+	return ba, bp, best, nil
+}
+
+// RuntimeChannels is the channel count the kernels run with (connect.cc
+// doubles the searched channels; Hopper multi-node doubles again).
+func (t *Tuner) RuntimeChannels(a Algo) int {
+	if a == AlgoNVLS || a == AlgoNVLSTree {
+		switch {
+		case t.M.CC >= 100 && t.NNodes > 1:
+			return 32
+		case t.M.CC >= 100:
+			return 24
+		}
+		return 16
+	}
+	n := min(t.Ring.NChannels, t.Tree.NChannels)
+	c := min(maxChannels, 2*n)
+	if t.M.CC >= 90 && t.NNodes > 1 && t.Ring.BwIntra > 45 && c < 16 {
+		c = min(maxChannels, 2*c)
+	}
+	return c
+}
+
+// Channels reduces the runtime channels for small messages as enqueue.cc
+// does: fewer channels until each thread has its threshold of bytes.
+func (t *Tuner) Channels(op Op, a Algo, p Proto, nBytes int64) int {
+	nc := t.RuntimeChannels(a)
+	if a == AlgoNVLS || a == AlgoNVLSTree {
+		return nc
+	}
+	nt := int64(512)
+	thr := int64(64)
+	switch p {
+	case LL:
+		thr = 8
+		if a == AlgoRing {
+			thr *= int64(t.NRanks)
+		}
+	case LL128:
+		nt, thr = 640, 8
+	}
+	for nc > 1 && nBytes < int64(nc)*nt*thr {
+		nc--
+	}
+	return nc
+}
+
+// ChunkBytes is the payload of one pipeline step per channel (device.h
+// buffer sizes divided into NCCL_STEPS=8 slots, times the chunk steps).
+func ChunkBytes(op Op, a Algo, p Proto, nNodes int) int64 {
+	switch a {
+	case AlgoNVLS:
+		return 128 << 10
+	case AlgoNVLSTree:
+		if nNodes >= 4 {
+			return 64 << 10
+		}
+		return 128 << 10
+	}
+	switch p {
+	case LL:
+		return 32 << 10 // 64 KiB step, half of it flags
+	case LL128:
+		return 614400 * 15 / 16
+	}
+	if a == AlgoRing && (op == AllReduce || op == AllGather || op == ReduceScatter) {
+		return 4 * (512 << 10) // chunkSteps = NCCL_STEPS/2
+	}
+	return 512 << 10
+}

@@ -1,0 +1,300 @@
+package collective
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+// Step is one instruction every rank executes, in program order.
+type Step struct {
+	ComputePs int64  // > 0: a compute phase of this length
+	Op        Op     // else a collective
+	Size      int64  // bytes
+	Group     string // TP, DP, PP, EP, DP_EP
+	Reverse   bool   // SendRecv towards the previous stage (backward pass)
+	Async     bool   // issue and continue; Wait joins it later
+	Tag       string // names an async collective for Wait
+	Wait      string // > "": wait for the async collective with this tag
+	Label     string // layer and phase, for traces and summaries
+}
+
+// Workload is a program plus the parallelism it was written for.
+type Workload struct {
+	Steps  []Step
+	TP     int
+	PP     int
+	EP     int
+	DP     int // 0: what the cluster leaves
+	Source string
+	Notes  []string
+}
+
+// FileError locates bad workload input.
+type FileError struct {
+	File  string
+	Line  int
+	Field string
+	Err   error
+}
+
+func (e *FileError) Error() string {
+	s := fmt.Sprintf("%s: line %d", e.File, e.Line)
+	if e.Field != "" {
+		s += ", field " + e.Field
+	}
+	return s + ": " + e.Err.Error()
+}
+
+// ReadWorkload reads a SimAI/AICB workload file or fabricsim's micro
+// format ("passes OP size GROUP" per line), telling them apart by the
+// first line.
+func ReadWorkload(r io.Reader, name string) (*Workload, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<24)
+	type line struct {
+		n int
+		f []string
+	}
+	var lines []line
+	n := 0
+	for sc.Scan() {
+		n++
+		t := sc.Text()
+		if i := strings.IndexByte(t, '#'); i >= 0 {
+			t = t[:i]
+		}
+		if f := strings.Fields(t); len(f) > 0 {
+			lines = append(lines, line{n, f})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &FileError{File: name, Line: n + 1, Err: err}
+	}
+	if len(lines) == 0 {
+		return nil, &FileError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
+	}
+	if _, err := strconv.Atoi(lines[0].f[0]); err == nil && len(lines[0].f) == 4 {
+		w := &Workload{Source: name}
+		for _, l := range lines {
+			if err := w.microLine(name, l.n, l.f); err != nil {
+				return nil, err
+			}
+		}
+		return w, nil
+	}
+	simai := make([][]string, len(lines))
+	nums := make([]int, len(lines))
+	for i, l := range lines {
+		simai[i], nums[i] = l.f, l.n
+	}
+	return readSimAI(name, simai, nums)
+}
+
+func (w *Workload) microLine(file string, ln int, f []string) error {
+	bad := func(field string, err error) error { return &FileError{File: file, Line: ln, Field: field, Err: err} }
+	if len(f) != 4 {
+		return bad("", fmt.Errorf("%d fields, expected 4: <passes> <OP> <size> <GROUP>", len(f)))
+	}
+	passes, err := strconv.Atoi(f[0])
+	if err != nil || passes < 1 || passes > 1<<20 {
+		return bad("passes", fmt.Errorf("%q is not a positive count", f[0]))
+	}
+	op, err := ParseOp(f[1])
+	if err != nil {
+		return bad("op", err)
+	}
+	size, err := units.ParseSize(f[2])
+	if err != nil {
+		return bad("size", err)
+	}
+	g := strings.ToUpper(f[3])
+	switch g {
+	case TP, DP, PP, EP, DPEP:
+	default:
+		return bad("group", fmt.Errorf("unknown group %q (TP, DP, PP, EP, DP_EP)", f[3]))
+	}
+	for i := 0; i < passes; i++ {
+		w.Steps = append(w.Steps, Step{Op: op, Size: size, Group: g, Label: fmt.Sprintf("line%d/%d", ln, i)})
+	}
+	return nil
+}
+
+// readSimAI parses SimAI's workload: a header with the parallel sizes, the
+// layer count, then per layer "name dep fwd_compute fwd_type fwd_size
+// ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update".
+// Compute times are nanoseconds. Forward collectives (TP unless suffixed
+// _EP/_DP_EP) block; backward input-gradient and weight-gradient
+// collectives are issued asynchronously as SimAI's Transformer loop does:
+// a layer's input-gradient collective must finish before the next layer's
+// backward, and its weight-gradient collective before the layer's next
+// forward.
+func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
+	bad := func(i int, field string, err error) error {
+		return &FileError{File: file, Line: nums[i], Field: field, Err: err}
+	}
+	w := &Workload{Source: file, TP: 1, PP: 1, EP: 1}
+	h := lines[0]
+	policy := h[0]
+	ppComm := int64(0)
+	for i := 1; i+1 < len(h); i += 2 {
+		key := strings.TrimSuffix(h[i], ":")
+		v, err := strconv.ParseInt(h[i+1], 10, 64)
+		if err != nil || v < 0 {
+			return nil, bad(0, key, fmt.Errorf("%q is not a non-negative integer", h[i+1]))
+		}
+		switch key {
+		case "model_parallel_NPU_group":
+			w.TP = int(max(v, 1))
+		case "ep":
+			w.EP = int(max(v, 1))
+		case "pp":
+			w.PP = int(max(v, 1))
+		case "pp_comm":
+			ppComm = v
+		case "all_gpus":
+			if v > 0 {
+				w.Notes = append(w.Notes, fmt.Sprintf("workload written for %d GPUs", v))
+			}
+		}
+	}
+	if len(lines) < 2 {
+		return nil, bad(0, "", fmt.Errorf("missing the layer count line"))
+	}
+	nLayers, err := strconv.Atoi(lines[1][0])
+	if err != nil || nLayers < 0 || len(lines[1]) != 1 {
+		return nil, bad(1, "layers", fmt.Errorf("expected the number of layers"))
+	}
+	if len(lines)-2 != nLayers {
+		return nil, bad(1, "layers", fmt.Errorf("announces %d layers, the file has %d", nLayers, len(lines)-2))
+	}
+	type layer struct {
+		name                 string
+		fwd, ig, wg          int64
+		fwdC, igC, wgC       Step
+		hasFwd, hasIG, hasWG bool
+	}
+	comm := func(i int, field, typ, size string, def string) (Step, bool, error) {
+		sz, err := strconv.ParseInt(size, 10, 64)
+		if err != nil || sz < 0 {
+			return Step{}, false, bad(i, field+"_size", fmt.Errorf("%q is not a byte count", size))
+		}
+		if strings.EqualFold(typ, "NONE") || sz == 0 {
+			return Step{}, false, nil
+		}
+		g := def
+		t := strings.ToUpper(typ)
+		switch {
+		case strings.HasSuffix(t, "_DP_EP"):
+			g, t = DPEP, strings.TrimSuffix(t, "_DP_EP")
+		case strings.HasSuffix(t, "_EP"):
+			g, t = EP, strings.TrimSuffix(t, "_EP")
+		case strings.HasSuffix(t, "_DP"):
+			g, t = DP, strings.TrimSuffix(t, "_DP")
+		case strings.HasSuffix(t, "_TP"):
+			g, t = TP, strings.TrimSuffix(t, "_TP")
+		}
+		op, err := ParseOp(t)
+		if err != nil {
+			return Step{}, false, bad(i, field+"_type", err)
+		}
+		return Step{Op: op, Size: sz, Group: g}, true, nil
+	}
+	ns := func(i int, field, v string) (int64, error) {
+		x, err := strconv.ParseFloat(v, 64)
+		if err != nil || x < 0 || x > 1e15 {
+			return 0, bad(i, field, fmt.Errorf("%q is not a compute time in ns", v))
+		}
+		return int64(x * 1000), nil
+	}
+	layers := make([]layer, nLayers)
+	for k := range layers {
+		i := k + 2
+		f := lines[i]
+		if len(f) != 12 {
+			return nil, bad(i, "", fmt.Errorf("layer has %d fields, expected 12: name dep fwd_compute fwd_type fwd_size ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update", len(f)))
+		}
+		L := &layers[k]
+		L.name = f[0]
+		if L.fwd, err = ns(i, "fwd_compute", f[2]); err != nil {
+			return nil, err
+		}
+		if L.ig, err = ns(i, "ig_compute", f[5]); err != nil {
+			return nil, err
+		}
+		if L.wg, err = ns(i, "wg_compute", f[8]); err != nil {
+			return nil, err
+		}
+		if _, err := ns(i, "wg_update", f[11]); err != nil {
+			return nil, err
+		}
+		if L.fwdC, L.hasFwd, err = comm(i, "fwd", f[3], f[4], TP); err != nil {
+			return nil, err
+		}
+		if L.igC, L.hasIG, err = comm(i, "ig", f[6], f[7], TP); err != nil {
+			return nil, err
+		}
+		if L.wgC, L.hasWG, err = comm(i, "wg", f[9], f[10], DP); err != nil {
+			return nil, err
+		}
+	}
+	switch policy {
+	case "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_CUSTOMIZED", "DATA", "MODEL", "MICRO":
+	default:
+		return nil, bad(0, "policy", fmt.Errorf("unknown parallelism policy %q", policy))
+	}
+	add := func(s Step) { w.Steps = append(w.Steps, s) }
+	compute := func(ps int64, label string) {
+		if ps > 0 {
+			add(Step{ComputePs: ps, Label: label})
+		}
+	}
+	if policy == "MICRO" {
+		// SimAI's micro benchmark issues each layer's weight-gradient collective.
+		for k, L := range layers {
+			if L.hasWG {
+				s := L.wgC
+				s.Label = fmt.Sprintf("%s/%d/wg", L.name, k)
+				add(s)
+			}
+		}
+		return w, nil
+	}
+	for k, L := range layers {
+		add(Step{Wait: fmt.Sprintf("wg%d", k)})
+		compute(L.fwd, fmt.Sprintf("%s/%d/fwd", L.name, k))
+		if L.hasFwd {
+			s := L.fwdC
+			s.Label = fmt.Sprintf("%s/%d/fwd", L.name, k)
+			add(s)
+		}
+	}
+	if w.PP > 1 && ppComm > 0 {
+		add(Step{Op: SendRecv, Size: ppComm, Group: PP, Label: "pp/fwd"})
+		add(Step{Op: SendRecv, Size: ppComm, Group: PP, Reverse: true, Label: "pp/bwd"})
+	}
+	for k := nLayers - 1; k >= 0; k-- {
+		L := layers[k]
+		compute(L.ig, fmt.Sprintf("%s/%d/ig", L.name, k))
+		if L.hasIG && k > 0 {
+			s := L.igC
+			s.Label, s.Async, s.Tag = fmt.Sprintf("%s/%d/ig", L.name, k), true, fmt.Sprintf("ig%d", k)
+			add(s)
+		}
+		compute(L.wg, fmt.Sprintf("%s/%d/wg", L.name, k))
+		if L.hasWG {
+			s := L.wgC
+			s.Label, s.Async, s.Tag = fmt.Sprintf("%s/%d/wg", L.name, k), true, fmt.Sprintf("wg%d", k)
+			add(s)
+		}
+		add(Step{Wait: fmt.Sprintf("ig%d", k)})
+	}
+	for k := range layers {
+		add(Step{Wait: fmt.Sprintf("wg%d", k)})
+	}
+	return w, nil
+}
