@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	"golang.org/x/term"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -76,11 +77,9 @@ func run1(name, description string, cmd any, run func() error, args []string, st
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
-// IsTerminal reports whether f is a character device (a terminal).
-func IsTerminal(f *os.File) bool {
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
+// IsTerminal reports whether f is an interactive terminal (not merely a
+// character device: /dev/null is one too).
+func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // OpenInput opens path, or stdin when path is "" or "-". With stdin a
 // terminal it refuses plainly instead of waiting for input that never comes.

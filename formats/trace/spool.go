@@ -1,0 +1,140 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+)
+
+// spoolMemLimit is how much the Arrow file writer keeps in memory before it
+// moves its spool to a temporary file (about 670k rows).
+var spoolMemLimit = 64 << 20
+
+// spool keeps full batches of the Arrow file writer until Close, as raw
+// native-endian column buffers: it is read back only by this process.
+type spool struct {
+	mem  bytes.Buffer
+	f    *os.File
+	fw   *bufio.Writer
+	name string // set while the temporary file still has to be removed
+}
+
+func (s *spool) write(p []byte) error {
+	if s.f == nil && s.mem.Len()+len(p) > spoolMemLimit {
+		f, err := os.CreateTemp("", "fabricsim-trace-*.spool")
+		if err != nil {
+			return fmt.Errorf("trace: spool for Arrow file: %w", err)
+		}
+		s.f, s.name = f, f.Name()
+		// Unlink now where the OS allows it, so a crash leaves nothing behind.
+		if os.Remove(s.name) == nil {
+			s.name = ""
+		}
+		s.fw = bufio.NewWriterSize(f, 1<<20)
+		if _, err := s.fw.Write(s.mem.Bytes()); err != nil {
+			return fmt.Errorf("trace: spool for Arrow file: %w", err)
+		}
+		s.mem = bytes.Buffer{}
+	}
+	if s.f != nil {
+		if _, err := s.fw.Write(p); err != nil {
+			return fmt.Errorf("trace: spool for Arrow file: %w", err)
+		}
+		return nil
+	}
+	s.mem.Write(p)
+	return nil
+}
+
+func (s *spool) writeBatch(b *colBatch) error {
+	var hdr [4]byte
+	binary.LittleEndian.PutUint32(hdr[:], uint32(b.n))
+	if err := s.write(hdr[:]); err != nil {
+		return err
+	}
+	for _, c := range b.i64 {
+		if err := s.write(arrow.Int64Traits.CastToBytes(c[:b.n])); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.i32 {
+		if err := s.write(arrow.Int32Traits.CastToBytes(c[:b.n])); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.str {
+		if err := s.write(arrow.Int32Traits.CastToBytes(c[:b.n])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reader rewinds the spool for reading.
+func (s *spool) reader() (io.Reader, error) {
+	if s.f == nil {
+		return &s.mem, nil
+	}
+	if err := s.fw.Flush(); err != nil {
+		return nil, fmt.Errorf("trace: spool for Arrow file: %w", err)
+	}
+	if _, err := s.f.Seek(0, io.SeekStart); err != nil {
+		return nil, fmt.Errorf("trace: spool for Arrow file: %w", err)
+	}
+	return bufio.NewReaderSize(s.f, 1<<20), nil
+}
+
+// readBatch reads the next spooled batch into b; io.EOF after the last.
+func (s *spool) readBatch(r io.Reader, b *colBatch) error {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if err == io.EOF {
+			return io.EOF
+		}
+		return fmt.Errorf("trace: spool for Arrow file: %w", err)
+	}
+	n := int(binary.LittleEndian.Uint32(hdr[:]))
+	if n > len(b.i64[0]) {
+		return fmt.Errorf("trace: spool for Arrow file: corrupt batch of %d rows", n)
+	}
+	b.n = n
+	read := func(p []byte) error {
+		if _, err := io.ReadFull(r, p); err != nil {
+			return fmt.Errorf("trace: spool for Arrow file: %w", err)
+		}
+		return nil
+	}
+	for _, c := range b.i64 {
+		if err := read(arrow.Int64Traits.CastToBytes(c[:n])); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.i32 {
+		if err := read(arrow.Int32Traits.CastToBytes(c[:n])); err != nil {
+			return err
+		}
+	}
+	for _, c := range b.str {
+		if err := read(arrow.Int32Traits.CastToBytes(c[:n])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *spool) close() {
+	if s.f != nil {
+		s.f.Close()
+		s.f = nil
+	}
+	if s.name != "" {
+		os.Remove(s.name)
+		s.name = ""
+	}
+	s.mem = bytes.Buffer{}
+}

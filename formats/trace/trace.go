@@ -1,0 +1,301 @@
+// Package trace writes and reads the per-flow trace fabricsim.flows/v1 in
+// three containers: Arrow IPC stream, Arrow IPC file and Parquet.
+// formats/trace.md is the normative description of the format.
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+)
+
+// SchemaName is the value of the fabricsim.schema metadata key.
+const SchemaName = "fabricsim.flows/v1"
+
+// Schema metadata keys, identical in Arrow schema metadata and Parquet
+// key/value metadata.
+const (
+	KeySchema   = "fabricsim.schema"
+	KeyBackend  = "fabricsim.backend"
+	KeyParams   = "fabricsim.params"
+	KeyTopology = "fabricsim.topology"
+)
+
+// Backends allowed in Meta.Backend.
+var Backends = []string{"analytical-busbw", "analytical-fluid", "packet", "phy"}
+
+// Row is one flow. Times are nanoseconds, sizes bytes.
+type Row struct {
+	FlowID, CollectiveID                         int64
+	Src, Dst                                     int32
+	SizeBytes, StartNs, EndNs, FctNs, IdealFctNs int64
+	ConnType                                     string
+	Channel, Chunk                               int32
+	Op, Algorithm, GroupType                     string
+	CollSizeBytes                                int64
+	NRanks                                       int32
+}
+
+// Meta is the trace-level metadata stored in the schema metadata.
+//
+// Params is stored as a JSON object. On read, numbers come back as
+// json.Number so that int64 values such as seeds keep every digit and
+// re-marshal to the same text.
+type Meta struct {
+	Backend  string
+	Params   map[string]any
+	Topology TopologyMeta
+}
+
+// TopologyMeta identifies the fabric a trace was produced on.
+type TopologyMeta struct {
+	Family string `json:"family"`
+	GPUs   int    `json:"gpus"`
+	Hash   string `json:"hash"`
+}
+
+// Container is the on-disk encoding of a trace.
+type Container int
+
+// The three containers.
+const (
+	ArrowStream Container = iota // Arrow IPC streaming format (.arrows, stdout)
+	ArrowFile                    // Arrow IPC file format, "ARROW1" magic (.arrow)
+	Parquet                      // Parquet, "PAR1" magic (.parquet, .pq)
+)
+
+func (c Container) String() string {
+	switch c {
+	case ArrowStream:
+		return "arrow-stream"
+	case ArrowFile:
+		return "arrow-file"
+	case Parquet:
+		return "parquet"
+	}
+	return fmt.Sprintf("Container(%d)", int(c))
+}
+
+// ContainerForPath picks the container from a file name's extension:
+// .arrow is an Arrow IPC file, .arrows an Arrow IPC stream, .parquet and
+// .pq Parquet. Any other extension is an error naming the path.
+func ContainerForPath(path string) (Container, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".arrow":
+		return ArrowFile, nil
+	case ".arrows":
+		return ArrowStream, nil
+	case ".parquet", ".pq":
+		return Parquet, nil
+	}
+	return 0, fmt.Errorf("%s: unknown trace extension %q (want .parquet, .pq, .arrow or .arrows)", path, filepath.Ext(path))
+}
+
+// colKind is the logical type of a column; its Arrow and Parquet physical
+// types follow from it.
+type colKind uint8
+
+const (
+	kindInt64 colKind = iota
+	kindInt32
+	kindString
+)
+
+func (k colKind) String() string {
+	switch k {
+	case kindInt64:
+		return "int64"
+	case kindInt32:
+		return "int32"
+	}
+	return "dictionary<int32, utf8>"
+}
+
+// Column slots inside a columnar batch, per kind.
+const (
+	i64FlowID = iota
+	i64CollectiveID
+	i64SizeBytes
+	i64StartNs
+	i64EndNs
+	i64FctNs
+	i64IdealFctNs
+	i64CollSizeBytes
+	numI64
+)
+
+const (
+	i32Src = iota
+	i32Dst
+	i32Channel
+	i32Chunk
+	i32NRanks
+	numI32
+)
+
+const (
+	strConnType = iota
+	strOp
+	strAlgorithm
+	strGroupType
+	numStr
+)
+
+// column describes one schema column; slot indexes the per-kind arrays.
+type column struct {
+	name string
+	kind colKind
+	slot int
+}
+
+// columns is the schema in its normative order.
+var columns = [...]column{
+	{"flow_id", kindInt64, i64FlowID},
+	{"collective_id", kindInt64, i64CollectiveID},
+	{"src", kindInt32, i32Src},
+	{"dst", kindInt32, i32Dst},
+	{"size_bytes", kindInt64, i64SizeBytes},
+	{"start_ns", kindInt64, i64StartNs},
+	{"end_ns", kindInt64, i64EndNs},
+	{"fct_ns", kindInt64, i64FctNs},
+	{"ideal_fct_ns", kindInt64, i64IdealFctNs},
+	{"conn_type", kindString, strConnType},
+	{"channel", kindInt32, i32Channel},
+	{"chunk", kindInt32, i32Chunk},
+	{"op", kindString, strOp},
+	{"algorithm", kindString, strAlgorithm},
+	{"group_type", kindString, strGroupType},
+	{"coll_size_bytes", kindInt64, i64CollSizeBytes},
+	{"nranks", kindInt32, i32NRanks},
+}
+
+// batchRows is the number of rows per Arrow record batch.
+const batchRows = 64 << 10
+
+// colBatch holds up to batchRows rows column by column; string columns are
+// indices into dictionaries kept by the owner.
+type colBatch struct {
+	n   int
+	i64 [numI64][]int64
+	i32 [numI32][]int32
+	str [numStr][]int32
+}
+
+func newColBatch(capacity int) *colBatch {
+	b := &colBatch{}
+	for i := range b.i64 {
+		b.i64[i] = make([]int64, capacity)
+	}
+	for i := range b.i32 {
+		b.i32[i] = make([]int32, capacity)
+	}
+	for i := range b.str {
+		b.str[i] = make([]int32, capacity)
+	}
+	return b
+}
+
+// put stores r at position i; string indices are resolved by the caller.
+func (b *colBatch) put(i int, r *Row) {
+	b.i64[i64FlowID][i] = r.FlowID
+	b.i64[i64CollectiveID][i] = r.CollectiveID
+	b.i64[i64SizeBytes][i] = r.SizeBytes
+	b.i64[i64StartNs][i] = r.StartNs
+	b.i64[i64EndNs][i] = r.EndNs
+	b.i64[i64FctNs][i] = r.FctNs
+	b.i64[i64IdealFctNs][i] = r.IdealFctNs
+	b.i64[i64CollSizeBytes][i] = r.CollSizeBytes
+	b.i32[i32Src][i] = r.Src
+	b.i32[i32Dst][i] = r.Dst
+	b.i32[i32Channel][i] = r.Channel
+	b.i32[i32Chunk][i] = r.Chunk
+	b.i32[i32NRanks][i] = r.NRanks
+}
+
+// rowStrings returns pointers to the string fields of r in slot order.
+func rowStrings(r *Row) [numStr]*string {
+	return [numStr]*string{&r.ConnType, &r.Op, &r.Algorithm, &r.GroupType}
+}
+
+// encodeMeta renders m as the four metadata key/value pairs.
+func encodeMeta(m Meta) (keys, values []string, err error) {
+	if !validBackend(m.Backend) {
+		return nil, nil, fmt.Errorf("trace: backend %q is not one of %s", m.Backend, strings.Join(Backends, ", "))
+	}
+	params := m.Params
+	if params == nil {
+		params = map[string]any{}
+	}
+	pj, err := json.Marshal(params) // map keys are sorted: deterministic bytes
+	if err != nil {
+		return nil, nil, fmt.Errorf("trace: params are not JSON-encodable: %w", err)
+	}
+	tj, err := json.Marshal(m.Topology)
+	if err != nil {
+		return nil, nil, fmt.Errorf("trace: topology: %w", err)
+	}
+	return []string{KeySchema, KeyBackend, KeyParams, KeyTopology},
+		[]string{SchemaName, m.Backend, string(pj), string(tj)}, nil
+}
+
+func validBackend(b string) bool {
+	for _, v := range Backends {
+		if b == v {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeMeta validates and parses the metadata of a trace called name.
+// lookup returns the value of a metadata key.
+func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
+	var m Meta
+	s, ok := lookup(KeySchema)
+	if !ok {
+		return m, fmt.Errorf("%s: not a %s trace: schema metadata has no %q key", name, SchemaName, KeySchema)
+	}
+	if s != SchemaName {
+		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q", name, KeySchema, clip(s), SchemaName)
+	}
+	if m.Backend, ok = lookup(KeyBackend); !ok {
+		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyBackend)
+	}
+	p, ok := lookup(KeyParams)
+	if !ok {
+		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyParams)
+	}
+	dec := json.NewDecoder(strings.NewReader(p))
+	dec.UseNumber()
+	if err := dec.Decode(&m.Params); err != nil || dec.More() || m.Params == nil {
+		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object: %q", name, KeyParams, clip(p))
+	}
+	t, ok := lookup(KeyTopology)
+	if !ok {
+		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyTopology)
+	}
+	if err := json.Unmarshal([]byte(t), &m.Topology); err != nil || !bytes.HasPrefix(bytes.TrimSpace([]byte(t)), []byte("{")) {
+		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, clip(t))
+	}
+	return m, nil
+}
+
+// clip shortens a found value for an error message.
+func clip(s string) string {
+	const max = 80
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
+
+// oneLine flattens a third-party error so that our errors stay single-line.
+func oneLine(err error) string {
+	s := err.Error()
+	if strings.ContainsAny(s, "\r\n") {
+		s = strings.Join(strings.Fields(strings.NewReplacer("\r", " ", "\n", "; ").Replace(s)), " ")
+	}
+	return s
+}

@@ -1,0 +1,891 @@
+package trace
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+func testMeta() Meta {
+	return Meta{
+		Backend: "packet",
+		Params: map[string]any{
+			"seed":   json.Number("9007199254740993"), // 2^53+1: survives only as json.Number
+			"cc":     "dcqcn",
+			"pfc":    true,
+			"buffer": map[string]any{"kb": json.Number("9000")},
+			"rates":  []any{json.Number("1.5"), "x"},
+		},
+		Topology: TopologyMeta{Family: "spectrum-x", GPUs: 128, Hash: "9f86d081884c7d65"},
+	}
+}
+
+// genRows makes n rows with varied values. Strings that first appear after
+// row 70,000 (beyond the first 64Ki batch) exercise dictionary growth.
+func genRows(n int) []Row {
+	rng := rand.New(rand.NewPCG(1, 2))
+	conn := []string{"RING", "TREE", "NVLS", "NET", "DELAY"}
+	ops := []string{"allreduce", "allgather", "reducescatter"}
+	algs := []string{"ring", "tree", "nvls"}
+	groups := []string{"TP", "DP", "PP"}
+	rows := make([]Row, n)
+	for i := range rows {
+		if i == 70_000 {
+			conn = append(conn, "PXN_INIT", "PXN_FINAL", "MSCCL", "A2A")
+			ops = append(ops, "alltoall", "broadcast")
+			algs = append(algs, "nvls-tree", "pxn")
+			groups = append(groups, "EP", "DP_EP")
+		}
+		start := rng.Int64N(1 << 40)
+		fct := rng.Int64N(1 << 30)
+		r := Row{
+			FlowID:        int64(i),
+			CollectiveID:  int64(i / 1000),
+			Src:           rng.Int32N(1 << 16),
+			Dst:           rng.Int32N(1 << 16),
+			SizeBytes:     rng.Int64N(1 << 34),
+			StartNs:       start,
+			EndNs:         start + fct,
+			FctNs:         fct,
+			IdealFctNs:    fct / 2,
+			ConnType:      conn[rng.IntN(len(conn))],
+			Channel:       rng.Int32N(32),
+			Chunk:         rng.Int32N(1024),
+			Op:            ops[rng.IntN(len(ops))],
+			Algorithm:     algs[rng.IntN(len(algs))],
+			GroupType:     groups[rng.IntN(len(groups))],
+			CollSizeBytes: rng.Int64N(1 << 36),
+			NRanks:        rng.Int32N(4096) + 1,
+		}
+		if r.ConnType == "DELAY" {
+			r.SizeBytes = 0
+		}
+		switch {
+		case i == 1:
+			r.FlowID, r.StartNs, r.Src = math.MaxInt64, math.MinInt64, math.MinInt32
+		case i == 2:
+			r.ConnType, r.Op = "", "" // empty strings are values too
+		case i >= 90_000 && i < 90_010:
+			r.GroupType = fmt.Sprintf("custom-%d", i) // one-off strings late in the trace
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+func writeAll(t testing.TB, w Writer, rows []Row) {
+	t.Helper()
+	for i := range rows {
+		if err := w.Write(&rows[i]); err != nil {
+			t.Fatalf("Write row %d: %v", i, err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+func readBack(t testing.TB, r *Reader, err error) (Meta, []Row) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	defer r.Close()
+	got, err := ReadAll(r)
+	if err != nil {
+		t.Fatalf("ReadAll: %v", err)
+	}
+	return r.Meta(), got
+}
+
+func compareRows(t *testing.T, got, want []Row) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("read %d rows, wrote %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("row %d:\n got %+v\nwant %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	rows := genRows(100_000)
+	m := testMeta()
+	for _, ext := range []string{".arrows", ".arrow", ".parquet"} {
+		t.Run(ext, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "run"+ext)
+			w, err := Create(path, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeAll(t, w, rows)
+
+			r, err := Open(path)
+			gm, got := readBack(t, r, err)
+			if !reflect.DeepEqual(gm, m) {
+				t.Errorf("meta:\n got %#v\nwant %#v", gm, m)
+			}
+			compareRows(t, got, rows)
+
+			// The same bytes through NewReader, as from stdin.
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err = NewReader(struct{ io.Reader }{bytes.NewReader(data)}, "<stdin>")
+			gm, got = readBack(t, r, err)
+			if !reflect.DeepEqual(gm, m) {
+				t.Errorf("stdin meta: got %#v", gm)
+			}
+			compareRows(t, got, rows)
+		})
+	}
+}
+
+// TestArrowFileSpill forces the Arrow file writer's spool onto disk.
+func TestArrowFileSpill(t *testing.T) {
+	defer func(v int) { spoolMemLimit = v }(spoolMemLimit)
+	spoolMemLimit = 1 << 20
+	rows := genRows(200_000)
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, ArrowFile, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, rows)
+	r, err := NewReader(&buf, "spill.arrow")
+	_, got := readBack(t, r, err)
+	compareRows(t, got, rows)
+}
+
+// TestArrowLayout checks the choices formats/trace.md documents: one
+// dictionary per string column in the file, deltas in the stream, schema
+// types and non-nullable fields.
+func TestArrowLayout(t *testing.T) {
+	rows := genRows(100_000)
+	var file, stream bytes.Buffer
+	for _, x := range []struct {
+		c   Container
+		buf *bytes.Buffer
+	}{{ArrowFile, &file}, {ArrowStream, &stream}} {
+		w, err := NewWriter(x.buf, x.c, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, rows)
+	}
+
+	fr, err := ipc.NewFileReader(bytes.NewReader(file.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fr.Close()
+	if got := fr.NumDictionaries(); got != numStr {
+		t.Errorf("file has %d dictionary batches, want %d (one per string column)", got, numStr)
+	}
+	if got := fr.NumRecords(); got != 2 {
+		t.Errorf("file has %d record batches, want 2", got)
+	}
+	sc := fr.Schema()
+	for i, c := range columns {
+		f := sc.Field(i)
+		if f.Name != c.name || f.Nullable {
+			t.Errorf("field %d = %s nullable=%v, want %s non-nullable", i, f.Name, f.Nullable, c.name)
+		}
+		want := map[colKind]string{kindInt64: "int64", kindInt32: "int32", kindString: "dictionary<values=utf8, indices=int32, ordered=false>"}[c.kind]
+		if f.Type.String() != want {
+			t.Errorf("field %s type %s, want %s", c.name, f.Type, want)
+		}
+	}
+
+	// Walk the stream's messages: the second batch's new strings must come as
+	// delta dictionary batches, not replacements.
+	mr := ipc.NewMessageReader(bytes.NewReader(stream.Bytes()))
+	defer mr.Release()
+	var dicts, records int
+	for {
+		msg, err := mr.Message()
+		if err != nil {
+			break
+		}
+		switch msg.Type() {
+		case ipc.MessageDictionaryBatch:
+			dicts++
+		case ipc.MessageRecordBatch:
+			records++
+		}
+	}
+	if records != 2 || dicts != 2*numStr {
+		t.Errorf("stream has %d record and %d dictionary messages, want 2 and %d", records, dicts, 2*numStr)
+	}
+}
+
+func TestParquetLayout(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Parquet, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, genRows(1000))
+	f, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := f.Schema().Fields()
+	if len(fields) != len(columns) {
+		t.Fatalf("%d columns, want %d", len(fields), len(columns))
+	}
+	for i, c := range columns {
+		fl := fields[i]
+		if fl.Name() != c.name || !fl.Required() {
+			t.Errorf("column %d = %s required=%v, want %s required", i, fl.Name(), fl.Required(), c.name)
+		}
+		if err := checkParquetColumn(fl, c); err != nil {
+			t.Errorf("column %s: %v", c.name, err)
+		}
+		if c.kind == kindString {
+			if _, ok := fl.Type().LogicalType().Value.(*format.StringType); !ok {
+				t.Errorf("column %s logical type %v, want STRING", c.name, fl.Type().LogicalType())
+			}
+		}
+	}
+	for _, cc := range f.Metadata().RowGroups[0].Columns {
+		md := cc.MetaData
+		if md.Codec != format.Zstd {
+			t.Errorf("column %v codec %v, want ZSTD", md.PathInSchema, md.Codec)
+		}
+		if strings.HasSuffix(strings.Join(md.PathInSchema, "."), "_type") || md.PathInSchema[0] == "op" || md.PathInSchema[0] == "algorithm" {
+			if !hasEncoding(md.Encoding, format.RLEDictionary) {
+				t.Errorf("column %v encodings %v, want RLE_DICTIONARY", md.PathInSchema, md.Encoding)
+			}
+		}
+	}
+	if v, _ := f.Lookup(KeySchema); v != SchemaName {
+		t.Errorf("parquet key/value %s = %q", KeySchema, v)
+	}
+}
+
+func hasEncoding(es []format.Encoding, e format.Encoding) bool {
+	for _, x := range es {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+// TestParquetRowGroupsAndPlainStrings reads a trace of several row groups,
+// and one written by another tool with plain (not dictionary) strings.
+func TestParquetRowGroupsAndPlainStrings(t *testing.T) {
+	defer func(v int64) { pqRowGroupRows = v }(pqRowGroupRows)
+	pqRowGroupRows = 30_000
+	rows := genRows(100_000)
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Parquet, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, rows)
+	f, err := parquet.OpenFile(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.RowGroups()); n != 4 {
+		t.Errorf("%d row groups, want 4", n)
+	}
+	r, err := NewReader(&buf, "groups.parquet")
+	_, got := readBack(t, r, err)
+	compareRows(t, got, rows)
+
+	plain := make([]pqWideSrc, len(rows))
+	for i, r := range rows {
+		plain[i] = pqWideSrc{pqNoFct{r.FlowID, r.CollectiveID, r.Src, r.Dst, r.SizeBytes, r.StartNs, r.EndNs, r.IdealFctNs,
+			r.ConnType, r.Channel, r.Chunk, r.Op, r.Algorithm, r.GroupType, r.CollSizeBytes, r.NRanks}, r.FctNs}
+	}
+	r, err = NewReader(bytes.NewReader(parquetOf(t, plain, goodKV())), "plain.parquet")
+	_, got = readBack(t, r, err)
+	compareRows(t, got, rows)
+}
+
+func TestEmptyTrace(t *testing.T) {
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, c, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, nil)
+		r, err := NewReader(&buf, "empty")
+		m, rows := readBack(t, r, err)
+		if len(rows) != 0 || m.Backend != "packet" {
+			t.Errorf("%v: %d rows, meta %+v", c, len(rows), m)
+		}
+	}
+}
+
+func TestContainerForPath(t *testing.T) {
+	for path, want := range map[string]Container{
+		"run.arrow": ArrowFile, "x/y/run.ARROW": ArrowFile, "run.arrows": ArrowStream,
+		"run.parquet": Parquet, "run.pq": Parquet, "a.b.parquet": Parquet,
+	} {
+		got, err := ContainerForPath(path)
+		if err != nil || got != want {
+			t.Errorf("ContainerForPath(%q) = %v, %v; want %v", path, got, err, want)
+		}
+	}
+	for _, path := range []string{"run.csv", "run", "run.arrow.gz", "parquet", ""} {
+		if _, err := ContainerForPath(path); err == nil || !strings.HasPrefix(err.Error(), path+": ") {
+			t.Errorf("ContainerForPath(%q) error = %v, want one naming the path", path, err)
+		}
+	}
+}
+
+func TestWriterRejectsBadMeta(t *testing.T) {
+	m := testMeta()
+	m.Backend = "ns3"
+	if _, err := NewWriter(io.Discard, Parquet, m); err == nil {
+		t.Error("unknown backend accepted")
+	}
+	path := filepath.Join(t.TempDir(), "x.parquet")
+	if _, err := Create(path, m); err == nil {
+		t.Error("Create accepted an unknown backend")
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Error("Create left a file behind after rejecting the metadata")
+	}
+}
+
+// arrowStreamOf writes one record batch with the given schema, for tests
+// that need traces our Writer refuses to produce.
+func arrowStreamOf(t *testing.T, sc *arrow.Schema, n int) []byte {
+	t.Helper()
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i, f := range sc.Fields() {
+		fb := b.Field(i)
+		for j := 0; j < n; j++ {
+			switch fb := fb.(type) {
+			case *array.Int64Builder:
+				fb.Append(int64(j))
+			case *array.Int32Builder:
+				fb.Append(int32(j))
+			case *array.StringBuilder:
+				fb.Append("s")
+			case *array.BinaryDictionaryBuilder:
+				if err := fb.AppendString("RING"); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				t.Fatalf("field %s: builder %T", f.Name, fb)
+			}
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(sc))
+	if err := w.Write(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// schemaVariant returns our Arrow schema with fields edited by fn and
+// metadata edited by md.
+func schemaVariant(fn func([]arrow.Field) []arrow.Field, md func(map[string]string)) *arrow.Schema {
+	keys, values, _ := encodeMeta(testMeta())
+	base := arrowSchema(keys, values)
+	fields := fn(append([]arrow.Field(nil), base.Fields()...))
+	kv := map[string]string{}
+	for i := range keys {
+		kv[keys[i]] = values[i]
+	}
+	if md != nil {
+		md(kv)
+	}
+	meta := arrow.MetadataFrom(kv)
+	return arrow.NewSchema(fields, &meta)
+}
+
+func dropField(name string) func([]arrow.Field) []arrow.Field {
+	return func(fs []arrow.Field) []arrow.Field {
+		out := fs[:0]
+		for _, f := range fs {
+			if f.Name != name {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+}
+
+func retype(name string, t arrow.DataType) func([]arrow.Field) []arrow.Field {
+	return func(fs []arrow.Field) []arrow.Field {
+		for i := range fs {
+			if fs[i].Name == name {
+				fs[i].Type = t
+			}
+		}
+		return fs
+	}
+}
+
+func same(fs []arrow.Field) []arrow.Field { return fs }
+
+// parquetOf writes a Parquet file whose rows are of type T.
+func parquetOf[T any](t *testing.T, rows []T, kv map[string]string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	var opts []parquet.WriterOption
+	for k, v := range kv {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	w := parquet.NewGenericWriter[T](&buf, opts...)
+	if _, err := w.Write(rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func goodKV() map[string]string {
+	keys, values, _ := encodeMeta(testMeta())
+	kv := map[string]string{}
+	for i := range keys {
+		kv[keys[i]] = values[i]
+	}
+	return kv
+}
+
+type pqNoFct struct {
+	FlowID        int64  `parquet:"flow_id"`
+	CollectiveID  int64  `parquet:"collective_id"`
+	Src           int32  `parquet:"src"`
+	Dst           int32  `parquet:"dst"`
+	SizeBytes     int64  `parquet:"size_bytes"`
+	StartNs       int64  `parquet:"start_ns"`
+	EndNs         int64  `parquet:"end_ns"`
+	IdealFctNs    int64  `parquet:"ideal_fct_ns"`
+	ConnType      string `parquet:"conn_type"`
+	Channel       int32  `parquet:"channel"`
+	Chunk         int32  `parquet:"chunk"`
+	Op            string `parquet:"op"`
+	Algorithm     string `parquet:"algorithm"`
+	GroupType     string `parquet:"group_type"`
+	CollSizeBytes int64  `parquet:"coll_size_bytes"`
+	NRanks        int32  `parquet:"nranks"`
+}
+
+type pqWideSrc struct {
+	pqNoFct
+	FctNs int64 `parquet:"fct_ns"`
+}
+
+type pqOptional struct {
+	pqNoFct
+	FctNs *int64 `parquet:"fct_ns,optional"`
+}
+
+type pqSrc64 struct {
+	FlowID        int64  `parquet:"flow_id"`
+	CollectiveID  int64  `parquet:"collective_id"`
+	Src           int64  `parquet:"src"`
+	Dst           int32  `parquet:"dst"`
+	SizeBytes     int64  `parquet:"size_bytes"`
+	StartNs       int64  `parquet:"start_ns"`
+	EndNs         int64  `parquet:"end_ns"`
+	FctNs         int64  `parquet:"fct_ns"`
+	IdealFctNs    int64  `parquet:"ideal_fct_ns"`
+	ConnType      string `parquet:"conn_type"`
+	Channel       int32  `parquet:"channel"`
+	Chunk         int32  `parquet:"chunk"`
+	Op            string `parquet:"op"`
+	Algorithm     string `parquet:"algorithm"`
+	GroupType     string `parquet:"group_type"`
+	CollSizeBytes int64  `parquet:"coll_size_bytes"`
+	NRanks        int32  `parquet:"nranks"`
+}
+
+func validBytes(t *testing.T, c Container, n int) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, c, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, genRows(n))
+	return buf.Bytes()
+}
+
+// readErr opens data as name via a file (Open) and via NewReader and reads
+// it to the end; it returns the first error, checking both paths agree on
+// failing and that the error is one line starting with name.
+func readErr(t *testing.T, name string, data []byte) error {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var errs []error
+	for _, open := range []func() (*Reader, error){
+		func() (*Reader, error) { return Open(path) },
+		func() (*Reader, error) { return NewReader(bytes.NewReader(data), path) },
+	} {
+		errs = append(errs, func() error {
+			r, err := open()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			_, err = ReadAll(r)
+			return err
+		}())
+	}
+	for _, err := range errs {
+		if err == nil {
+			t.Errorf("%s: read without error", name)
+			continue
+		}
+		if msg := err.Error(); !strings.HasPrefix(msg, path+": ") || strings.ContainsAny(msg, "\r\n") {
+			t.Errorf("%s: error %q is not one line starting with the file name", name, msg)
+		}
+	}
+	return errs[0]
+}
+
+func TestBadInput(t *testing.T) {
+	wantIn := func(err error, subs ...string) {
+		t.Helper()
+		if err == nil {
+			return
+		}
+		for _, s := range subs {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("error %q does not mention %q", err, s)
+			}
+		}
+	}
+
+	// Missing column, wrong type, wrong or missing metadata: Arrow stream.
+	wantIn(readErr(t, "nofct.arrows", arrowStreamOf(t, schemaVariant(dropField("fct_ns"), nil), 3)), `missing column "fct_ns"`)
+	wantIn(readErr(t, "src64.arrows", arrowStreamOf(t, schemaVariant(retype("src", arrow.PrimitiveTypes.Int64), nil), 3)), `"src"`, "int64", "want int32")
+	wantIn(readErr(t, "op-int.arrows", arrowStreamOf(t, schemaVariant(retype("op", arrow.PrimitiveTypes.Int32), nil), 3)), `"op"`, "int32")
+	wantIn(readErr(t, "schema.arrows", arrowStreamOf(t, schemaVariant(same, func(m map[string]string) { m[KeySchema] = "fabricsim.flows/v9" }), 3)), `"fabricsim.flows/v9"`, SchemaName)
+	wantIn(readErr(t, "noschema.arrows", arrowStreamOf(t, schemaVariant(same, func(m map[string]string) { delete(m, KeySchema) }), 3)), KeySchema)
+	wantIn(readErr(t, "params.arrows", arrowStreamOf(t, schemaVariant(same, func(m map[string]string) { m[KeyParams] = "[1,2]" }), 3)), KeyParams)
+
+	// Parquet: missing column, wrong physical type, nullable column, metadata.
+	var noFct [3]pqNoFct
+	wantIn(readErr(t, "nofct.parquet", parquetOf(t, noFct[:], goodKV())), `missing column "fct_ns"`)
+	wantIn(readErr(t, "src64.parquet", parquetOf(t, make([]pqSrc64, 3), goodKV())), `"src"`, "INT64", "INT32")
+	wantIn(readErr(t, "optional.parquet", parquetOf(t, make([]pqOptional, 3), goodKV())), `"fct_ns"`, "OPTIONAL")
+	wantIn(readErr(t, "nometa.parquet", parquetOf(t, make([]pqWideSrc, 3), nil)), KeySchema)
+	bad := goodKV()
+	bad[KeySchema] = "something/else"
+	wantIn(readErr(t, "schema.parquet", parquetOf(t, make([]pqWideSrc, 3), bad)), `"something/else"`)
+	// Column order is free: a file with the right columns in another order reads.
+	if _, err := NewReader(bytes.NewReader(parquetOf(t, make([]pqWideSrc, 3), goodKV())), "reordered"); err != nil {
+		t.Errorf("reordered columns: %v", err)
+	}
+
+	// Garbage.
+	wantIn(readErr(t, "empty.arrows", nil), "empty")
+	readErr(t, "junk.arrows", []byte("this is not a trace at all\n"))
+	readErr(t, "junk.parquet", append([]byte("PAR1"), bytes.Repeat([]byte{0xff}, 100)...))
+	readErr(t, "junk.arrow", append([]byte("ARROW1\x00\x00"), bytes.Repeat([]byte{0x7f}, 100)...))
+	readErr(t, "fct.txt", []byte("0 1 2 3 4096 1000 2000\n"))
+
+	// Truncation at many points, including an Arrow stream cut exactly at a
+	// message boundary (only the end-of-stream marker missing).
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		data := validBytes(t, c, 70_000)
+		for _, cut := range []int{len(data) - 1, len(data) - 8, len(data) / 2, len(data) / 3, 100, 9} {
+			readErr(t, fmt.Sprintf("cut%d.%v", cut, c), data[:cut])
+		}
+	}
+	// A single flipped byte anywhere must not panic (errors are fine, and
+	// some flips land in data and read "successfully").
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		data := validBytes(t, c, 200)
+		rng := rand.New(rand.NewPCG(3, uint64(c)))
+		for range 300 {
+			d := bytes.Clone(data)
+			d[rng.IntN(len(d))] ^= byte(1 + rng.IntN(255))
+			if r, err := NewReader(bytes.NewReader(d), "flip"); err == nil {
+				ReadAll(r)
+				r.Close()
+			}
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, path := range []string{filepath.Join(dir, "missing.parquet"), dir} {
+		_, err := Open(path)
+		if err == nil || !strings.HasPrefix(err.Error(), path+": ") {
+			t.Errorf("Open(%q) = %v, want an error starting with the path", path, err)
+		}
+	}
+	if _, err := Open(filepath.Join(dir, "missing.parquet")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v is not ErrNotExist", err)
+	}
+	bad := filepath.Join(dir, "no", "such", "dir", "run.parquet")
+	if _, err := Create(bad, testMeta()); err == nil || !strings.HasPrefix(err.Error(), bad+": ") {
+		t.Errorf("Create(%q) = %v", bad, err)
+	}
+}
+
+func TestTruncatedStreamMessage(t *testing.T) {
+	data := validBytes(t, ArrowStream, 10)
+	_, err := NewReader(bytes.NewReader(data[:len(data)-8]), "x.arrows")
+	if err == nil {
+		r, _ := NewReader(bytes.NewReader(data[:len(data)-8]), "x.arrows")
+		_, err = ReadAll(r)
+	}
+	if err == nil || !strings.Contains(err.Error(), "end-of-stream") {
+		t.Errorf("stream without EOS: err = %v, want truncation error", err)
+	}
+}
+
+// TestPlainStrings reads an Arrow trace whose string columns are plain
+// utf8 and whose dictionary indices are int8, as other tools write them.
+func TestPlainStrings(t *testing.T) {
+	sc := schemaVariant(func(fs []arrow.Field) []arrow.Field {
+		for i := range fs {
+			switch fs[i].Name {
+			case "conn_type", "op":
+				fs[i].Type = arrow.BinaryTypes.String
+			case "algorithm":
+				fs[i].Type = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int8, ValueType: arrow.BinaryTypes.String}
+			}
+			fs[i].Nullable = true // nullable without nulls is fine
+		}
+		return fs
+	}, nil)
+	r, err := NewReader(bytes.NewReader(arrowStreamOf(t, sc, 5)), "plain")
+	_, rows := readBack(t, r, err)
+	if len(rows) != 5 || rows[4].ConnType != "s" || rows[4].Op != "s" || rows[4].Algorithm != "RING" || rows[4].FctNs != 4 {
+		t.Errorf("rows = %+v", rows)
+	}
+}
+
+// TestLargeBatchFromPipe reads a stream whose single batch is larger than
+// the reader's up-front allocation from an input of unknown size.
+func TestLargeBatchFromPipe(t *testing.T) {
+	data := arrowStreamOf(t, schemaVariant(same, nil), 120_000)
+	r, err := NewReader(struct{ io.Reader }{bytes.NewReader(data)}, "pipe")
+	_, rows := readBack(t, r, err)
+	if len(rows) != 120_000 || rows[119_999].FlowID != 119_999 || rows[5].ConnType != "RING" {
+		t.Errorf("read %d rows, last %+v", len(rows), rows[len(rows)-1])
+	}
+	// Cut inside that body: an error, not a hang or a short read.
+	r, err = NewReader(struct{ io.Reader }{bytes.NewReader(data[:len(data)-4096])}, "pipe")
+	if err == nil {
+		_, err = ReadAll(r)
+	}
+	if err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Errorf("cut stream: err = %v", err)
+	}
+}
+
+func TestNullsRejected(t *testing.T) {
+	sc := schemaVariant(func(fs []arrow.Field) []arrow.Field {
+		for i := range fs {
+			fs[i].Nullable = true
+		}
+		return fs
+	}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	for i := range sc.Fields() {
+		switch fb := b.Field(i).(type) {
+		case *array.Int64Builder:
+			fb.AppendNull()
+		case *array.Int32Builder:
+			fb.Append(1)
+		case *array.BinaryDictionaryBuilder:
+			fb.AppendString("RING")
+		}
+	}
+	rec := b.NewRecordBatch()
+	defer rec.Release()
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(sc))
+	w.Write(rec)
+	w.Close()
+	err := readErr(t, "nulls.arrows", buf.Bytes())
+	if err == nil || !strings.Contains(err.Error(), "null") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestWriteAfterClose(t *testing.T) {
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		w, err := NewWriter(io.Discard, c, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Write(&Row{}); err == nil {
+			t.Errorf("%v: write after Close succeeded", c)
+		}
+	}
+}
+
+func TestWriteAllocs(t *testing.T) {
+	rows := genRows(1000)
+	for _, c := range []Container{ArrowStream, Parquet} {
+		w, err := NewWriter(io.Discard, c, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows { // warm the dictionaries
+			w.Write(&rows[i])
+		}
+		i := 0
+		allocs := testing.AllocsPerRun(500, func() {
+			w.Write(&rows[i%len(rows)])
+			i++
+		})
+		if allocs > 0 {
+			t.Errorf("%v: %.2f allocations per Write", c, allocs)
+		}
+		w.Close()
+	}
+}
+
+var errSentinel = errors.New("sentinel")
+
+type failWriter struct{ after int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errSentinel
+	}
+	f.after--
+	return len(p), nil
+}
+
+func TestWriterPropagatesIOErrors(t *testing.T) {
+	rows := genRows(batchRows + 10)
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		w, err := NewWriter(&failWriter{after: 1}, c, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var werr error
+		for i := range rows {
+			if werr = w.Write(&rows[i]); werr != nil {
+				break
+			}
+		}
+		cerr := w.Close()
+		if werr == nil && cerr == nil {
+			t.Errorf("%v: write error not reported", c)
+		}
+	}
+}
+
+// FuzzReader feeds arbitrary bytes to NewReader and Next: any error is
+// fine, a panic is not; errors must be one line naming the input.
+func FuzzReader(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte("PAR1"))
+	f.Add([]byte("ARROW1\x00\x00"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		check := func(err error) {
+			if err == nil || err == io.EOF {
+				return
+			}
+			if msg := err.Error(); !strings.HasPrefix(msg, "fuzz: ") || strings.ContainsAny(msg, "\r\n") {
+				t.Fatalf("bad error %q", msg)
+			}
+		}
+		r, err := NewReader(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			check(err)
+			return
+		}
+		defer r.Close()
+		var row Row
+		for i := 0; i < 1<<20; i++ {
+			if err := r.Next(&row); err != nil {
+				check(err)
+				return
+			}
+		}
+	})
+}
+
+// TestWriteFuzzCorpus regenerates testdata/fuzz/FuzzReader when
+// TRACE_WRITE_CORPUS=1.
+func TestWriteFuzzCorpus(t *testing.T) {
+	if os.Getenv("TRACE_WRITE_CORPUS") == "" {
+		t.Skip("set TRACE_WRITE_CORPUS=1 to regenerate the seed corpus")
+	}
+	dir := filepath.Join("testdata", "fuzz", "FuzzReader")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seeds := map[string][]byte{
+		"valid-stream":  validBytes(t, ArrowStream, 3),
+		"valid-file":    validBytes(t, ArrowFile, 3),
+		"valid-parquet": validBytes(t, Parquet, 3),
+		"plain-strings": arrowStreamOf(t, schemaVariant(retype("op", arrow.BinaryTypes.String), nil), 2),
+		"missing-col":   arrowStreamOf(t, schemaVariant(dropField("fct_ns"), nil), 1),
+		"junk-text":     []byte("flow_id,src,dst\n1,2,3\n"),
+		"junk-cont":     {0xff, 0xff, 0xff, 0xff, 0x10, 0, 0, 0, 1, 2, 3},
+		"junk-par1":     []byte("PAR1\x00\x00\x00\x00PAR1"),
+		"junk-arrow1":   []byte("ARROW1\x00\x00\x00\x00\x00\x00\x00\x00ARROW1"),
+	}
+	for name, data := range seeds {
+		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWriteInteropSamples writes the 100,000-row test trace in each
+// container into $TRACE_INTEROP_DIR, for checks with other Arrow and
+// Parquet implementations.
+func TestWriteInteropSamples(t *testing.T) {
+	dir := os.Getenv("TRACE_INTEROP_DIR")
+	if dir == "" {
+		t.Skip("set TRACE_INTEROP_DIR to write sample traces")
+	}
+	rows := genRows(100_000)
+	for _, name := range []string{"run.arrows", "run.arrow", "run.parquet"} {
+		w, err := Create(filepath.Join(dir, name), testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, rows)
+	}
+}

@@ -1,0 +1,330 @@
+package trace
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Writer appends rows to a trace. Close flushes everything and writes the
+// container's end (EOS marker, file footer); a trace that was not closed is
+// truncated and readers reject it.
+type Writer interface {
+	Write(r *Row) error
+	Close() error
+}
+
+// NewWriter starts a trace on w. Close does not close w.
+//
+// ArrowStream writes a record batch every 64Ki rows as they fill, so a
+// downstream reader sees data while the simulation runs. ArrowFile and
+// Parquet only need a plain io.Writer: the Arrow file buffers its batches
+// (in memory, spilling to a temporary file past 64 MiB) until Close, and
+// Parquet buffers one row group of 1Mi rows.
+func NewWriter(w io.Writer, c Container, m Meta) (Writer, error) {
+	keys, values, err := encodeMeta(m)
+	if err != nil {
+		return nil, err
+	}
+	switch c {
+	case ArrowStream, ArrowFile:
+		return newArrowWriter(w, c, keys, values), nil
+	case Parquet:
+		return newParquetWriter(w, keys, values)
+	}
+	return nil, fmt.Errorf("trace: unknown container %v", c)
+}
+
+// Create creates (or truncates) the file at path and starts a trace in the
+// container its extension names. Close also closes the file.
+func Create(path string, m Meta) (Writer, error) {
+	c, err := ContainerForPath(path)
+	if err != nil {
+		return nil, err
+	}
+	if _, _, err := encodeMeta(m); err != nil { // fail before touching the file system
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, pathError(path, err)
+	}
+	w, err := NewWriter(f, c, m)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &fileWriter{Writer: w, f: f}, nil
+}
+
+// fileWriter closes the file Create opened after the trace is complete.
+type fileWriter struct {
+	Writer
+	f *os.File
+}
+
+func (w *fileWriter) Write(r *Row) error {
+	if err := w.Writer.Write(r); err != nil {
+		return fmt.Errorf("%s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+func (w *fileWriter) Close() error {
+	err := w.Writer.Close()
+	if cerr := w.f.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", w.f.Name(), err)
+	}
+	return nil
+}
+
+// arrowSchema builds the Arrow schema with the run's metadata.
+func arrowSchema(keys, values []string) *arrow.Schema {
+	fields := make([]arrow.Field, len(columns))
+	for i, c := range columns {
+		var t arrow.DataType
+		switch c.kind {
+		case kindInt64:
+			t = arrow.PrimitiveTypes.Int64
+		case kindInt32:
+			t = arrow.PrimitiveTypes.Int32
+		default:
+			t = dictType
+		}
+		fields[i] = arrow.Field{Name: c.name, Type: t}
+	}
+	md := arrow.NewMetadata(keys, values)
+	return arrow.NewSchema(fields, &md)
+}
+
+var dictType = &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: arrow.BinaryTypes.String}
+
+// strDict is a write-side dictionary that only ever grows, so an index
+// handed out stays valid for the rest of the trace.
+type strDict struct {
+	idx  map[string]int32
+	vals []string
+	arr  arrow.Array // Arrow form of vals; nil when stale
+}
+
+func (d *strDict) index(s string) int32 {
+	if i, ok := d.idx[s]; ok {
+		return i
+	}
+	if d.idx == nil {
+		d.idx = make(map[string]int32)
+	}
+	i := int32(len(d.vals))
+	d.idx[s] = i
+	d.vals = append(d.vals, s)
+	if d.arr != nil {
+		d.arr.Release()
+		d.arr = nil
+	}
+	return i
+}
+
+// array returns the dictionary as an Arrow array. The same array is
+// returned until a new value is added, so the IPC writer recognises an
+// unchanged dictionary by identity and does not resend it.
+func (d *strDict) array(mem memory.Allocator) arrow.Array {
+	if d.arr == nil {
+		b := array.NewStringBuilder(mem)
+		b.AppendValues(d.vals, nil)
+		d.arr = b.NewArray()
+		b.Release()
+	}
+	return d.arr
+}
+
+// arrowWriter writes both Arrow containers.
+//
+// Dictionaries: every string column has one dictionary that only grows.
+// In the stream each batch carries the whole dictionary so far; the IPC
+// writer (WithDictionaryDeltas) sends only the new tail as a delta
+// dictionary batch. The IPC file format forbids more than one dictionary
+// per field in arrow-go's writer (and deltas in files are not read by every
+// implementation), so the file writer spools batches of indices and writes
+// them at Close against the final dictionary, which is then written once.
+type arrowWriter struct {
+	c      Container
+	mem    memory.Allocator
+	bw     *bufio.Writer
+	schema *arrow.Schema
+	cur    *colBatch
+	dicts  [numStr]strDict
+
+	sw    *ipc.Writer // ArrowStream
+	spool *spool      // ArrowFile: full batches waiting for Close
+
+	err    error // sticky: a failed writer stays failed
+	closed bool
+}
+
+func newArrowWriter(w io.Writer, c Container, keys, values []string) *arrowWriter {
+	aw := &arrowWriter{
+		c:      c,
+		mem:    memory.DefaultAllocator,
+		bw:     bufio.NewWriterSize(w, 1<<20),
+		schema: arrowSchema(keys, values),
+		cur:    newColBatch(batchRows),
+	}
+	if c == ArrowStream {
+		aw.sw = ipc.NewWriter(aw.bw, ipc.WithSchema(aw.schema), ipc.WithAllocator(aw.mem), ipc.WithDictionaryDeltas(true))
+	}
+	return aw
+}
+
+func (w *arrowWriter) Write(r *Row) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.closed {
+		return fmt.Errorf("trace: write after Close")
+	}
+	b, i := w.cur, w.cur.n
+	b.put(i, r)
+	for k, s := range rowStrings(r) {
+		b.str[k][i] = w.dicts[k].index(*s)
+	}
+	b.n++
+	if b.n == batchRows {
+		w.err = w.flush()
+	}
+	return w.err
+}
+
+// flush hands the full current batch on: to the stream, or to the spool.
+func (w *arrowWriter) flush() error {
+	defer func() { w.cur.n = 0 }()
+	if w.c == ArrowStream {
+		if err := w.writeRecord(w.sw, w.cur); err != nil {
+			return err
+		}
+		return w.bw.Flush() // let the consumer at the other end of a pipe see the batch now
+	}
+	if w.spool == nil {
+		w.spool = &spool{}
+	}
+	return w.spool.writeBatch(w.cur)
+}
+
+type recordWriter interface {
+	Write(arrow.RecordBatch) error
+}
+
+// writeRecord wraps b's Go slices as Arrow arrays without copying and writes
+// them; the IPC writer is done with the buffers when Write returns, so b
+// can be refilled.
+func (w *arrowWriter) writeRecord(rw recordWriter, b *colBatch) error {
+	n := b.n
+	cols := make([]arrow.Array, len(columns))
+	for i, c := range columns {
+		switch c.kind {
+		case kindInt64:
+			cols[i] = primitive(arrow.PrimitiveTypes.Int64, arrow.Int64Traits.CastToBytes(b.i64[c.slot][:n]), n)
+		case kindInt32:
+			cols[i] = primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(b.i32[c.slot][:n]), n)
+		default:
+			idx := primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(b.str[c.slot][:n]), n)
+			cols[i] = array.NewDictionaryArray(dictType, idx, w.dicts[c.slot].array(w.mem))
+			idx.Release()
+		}
+	}
+	rec := array.NewRecordBatch(w.schema, cols, int64(n))
+	for _, a := range cols {
+		a.Release()
+	}
+	defer rec.Release()
+	if err := rw.Write(rec); err != nil {
+		return fmt.Errorf("trace: %s", oneLine(err))
+	}
+	return nil
+}
+
+func primitive(t arrow.DataType, buf []byte, n int) arrow.Array {
+	d := array.NewData(t, n, []*memory.Buffer{nil, memory.NewBufferBytes(buf)}, nil, 0, 0)
+	defer d.Release()
+	return array.MakeFromData(d)
+}
+
+func (w *arrowWriter) Close() error {
+	if w.closed {
+		return w.err
+	}
+	w.closed = true
+	if w.err != nil {
+		if w.spool != nil {
+			w.spool.close()
+		}
+		return w.err
+	}
+	w.err = w.finish()
+	if err := w.bw.Flush(); w.err == nil && err != nil {
+		w.err = err
+	}
+	for k := range w.dicts {
+		if a := w.dicts[k].arr; a != nil {
+			a.Release()
+			w.dicts[k].arr = nil
+		}
+	}
+	return w.err
+}
+
+func (w *arrowWriter) finish() error {
+	if w.c == ArrowStream {
+		if w.cur.n > 0 {
+			if err := w.writeRecord(w.sw, w.cur); err != nil {
+				return err
+			}
+		}
+		if err := w.sw.Close(); err != nil {
+			return fmt.Errorf("trace: %s", oneLine(err))
+		}
+		return nil
+	}
+
+	fw, err := ipc.NewFileWriter(w.bw, ipc.WithSchema(w.schema), ipc.WithAllocator(w.mem))
+	if err != nil {
+		return fmt.Errorf("trace: %s", oneLine(err))
+	}
+	if w.spool != nil {
+		defer w.spool.close()
+		r, err := w.spool.reader()
+		if err != nil {
+			return err
+		}
+		b := newColBatch(batchRows)
+		for {
+			err := w.spool.readBatch(r, b)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if err := w.writeRecord(fw, b); err != nil {
+				return err
+			}
+		}
+	}
+	if w.cur.n > 0 {
+		if err := w.writeRecord(fw, w.cur); err != nil {
+			return err
+		}
+	}
+	if err := fw.Close(); err != nil {
+		return fmt.Errorf("trace: %s", oneLine(err))
+	}
+	return nil
+}
