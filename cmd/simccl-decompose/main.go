@@ -150,6 +150,7 @@ func (c *command) run() error {
 		raw  []byte
 	}
 	var fwd []rec
+	var paths []*stream.Paths
 	for {
 		kind, err := r.Next()
 		if err == io.EOF {
@@ -174,6 +175,13 @@ func (c *command) run() error {
 			if err != nil {
 				return err
 			}
+			if kind == stream.KindPaths { // ncclpath's view of the servers: used and forwarded
+				p, err := collective.PathsFromRaw(raw, name, r.Index())
+				if err != nil {
+					return err
+				}
+				paths = append(paths, p)
+			}
 			fwd = append(fwd, rec{kind, raw})
 		}
 	}
@@ -184,7 +192,14 @@ func (c *command) run() error {
 	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
 		modelTopo.GPUType = gt // selection only; the topology passes on unchanged
 	}
-	model, err := collective.ModelFromTopology(&modelTopo)
+	// Prefer NCCL's own path computation (ncclpath) over the topology's
+	// fixed assumptions; the model treats all servers like server 0.
+	var model collective.ServerModel
+	if p := collective.PathsOf(paths, 0); p != nil {
+		model, err = collective.ModelFromPaths(p, &modelTopo)
+	} else {
+		model, err = collective.ModelFromTopology(&modelTopo)
+	}
 	if err != nil {
 		return err
 	}
