@@ -1,0 +1,76 @@
+// Package cc holds the congestion-control algorithms of the packet-level
+// backend behind one interface: DCQCN (SimAI's default), and the others
+// SimAI's RDMA stack offers. The simulator owns the event loop; an
+// algorithm reacts to acknowledgements and to its own timer, and tells the
+// sender its pacing rate and window through State.
+package cc
+
+// IntHop is one switch's in-band telemetry record (HPCC): the egress port's
+// cumulative transmitted bytes and queue length at the time the packet left.
+type IntHop struct {
+	TimePs   int64
+	TxBytes  int64
+	QLen     int64   // bytes
+	LineRate float64 // bit/s
+}
+
+// MaxHops bounds the INT records a packet carries (SimAI: IntHeader::maxHop).
+const MaxHops = 5
+
+// Feedback is what one ACK (or NACK) tells the sender.
+type Feedback struct {
+	Now    int64 // ps
+	Acked  int64 // bytes newly acknowledged
+	AckSeq int64 // cumulative acknowledged byte offset
+	SndNxt int64 // next byte the sender will send
+	ECN    bool  // the receiver echoed congestion (a CNP for DCQCN)
+	RTT    int64 // ps, from the echoed send time; 0 if unknown
+	NHops  int
+	Hops   [MaxHops]IntHop
+}
+
+// State is a queue pair's congestion state. The sender reads Rate (pacing,
+// bit/s) and Win (bytes in flight allowed; 0 = no window); the remaining
+// fields belong to the algorithms.
+type State struct {
+	LineRate float64 // bit/s
+	Rate     float64 // bit/s
+	Win      int64   // bytes
+	BaseRTT  int64   // ps
+	BaseWin  int64   // bytes: the bandwidth-delay product window
+
+	// Algorithm-private fields; each algorithm documents which it uses.
+	Target   float64
+	Alpha    float64
+	Stage    int
+	Flag     bool  // e.g. DCQCN: a CNP arrived in the current decrease period
+	T1, T2   int64 // timer deadlines (ps)
+	Idx      int64 // e.g. DCQCN: alpha-update interval index last applied
+	Bytes    int64
+	PrevRTT  int64
+	PrevHops [MaxHops]IntHop
+	NPrev    int
+	Ustar    float64
+	Cnt      int64
+
+	// Added for the algorithms in this package (see each algorithm's doc).
+	Epoch   int64  // ps: origin of a periodic schedule (DCQCN: first CNP; -1 before it)
+	HighSeq int64  // byte offset (DCTCP: snd_nxt at the last cut; ACKs past it end the CWR period)
+	Rng     uint64 // per-QP random state (HPCC-PINT); the simulator may seed it before Init
+}
+
+// Algorithm is a congestion-control algorithm. Methods return the time (ps)
+// at which the algorithm wants OnTimer called next, or 0 for no timer; the
+// simulator keeps one pending timer per queue pair and calls OnTimer at the
+// latest returned time.
+type Algorithm interface {
+	Name() string
+	// Init starts a queue pair at line rate.
+	Init(s *State, now int64)
+	OnFeedback(s *State, fb *Feedback) (wake int64)
+	OnTimer(s *State, now int64) (wake int64)
+	// UsesECN says whether switches should mark ECN for this algorithm;
+	// UsesINT whether they should append telemetry to data packets.
+	UsesECN() bool
+	UsesINT() bool
+}

@@ -1,0 +1,164 @@
+package cc
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestNewModes(t *testing.T) {
+	for _, c := range []struct {
+		mode     int
+		name     string
+		ecn, int bool
+	}{
+		{0, "none", false, false},
+		{1, "dcqcn", true, false},
+		{3, "hpcc", false, true},
+		{7, "timely", false, false},
+		{8, "dctcp", true, false},
+		{10, "hpcc-pint", false, true},
+	} {
+		a, err := New(c.mode, DefaultParams())
+		if err != nil {
+			t.Fatalf("mode %d: %v", c.mode, err)
+		}
+		if a.Name() != c.name || a.UsesECN() != c.ecn || a.UsesINT() != c.int {
+			t.Errorf("mode %d: %s ECN %v INT %v, want %s %v %v", c.mode, a.Name(), a.UsesECN(), a.UsesINT(), c.name, c.ecn, c.int)
+		}
+		if m, err := ByName(c.name); err != nil || m != c.mode {
+			t.Errorf("ByName(%q) = %d, %v", c.name, m, err)
+		}
+		if ModeName(c.mode) != c.name {
+			t.Errorf("ModeName(%d) = %q", c.mode, ModeName(c.mode))
+		}
+		// Every algorithm starts at line rate with the full window.
+		s := State{LineRate: 400 * gbps, BaseWin: 500000, BaseRTT: 10 * us, Ustar: 7, Cnt: 9}
+		a.Init(&s, 123)
+		if s.Rate != 400*gbps || s.Win != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Cnt != 0 {
+			t.Errorf("%s Init: %+v", c.name, s)
+		}
+	}
+	for _, m := range []int{2, 4, 5, 6, 9, 11, 12, -1} {
+		_, err := New(m, DefaultParams())
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("CC_MODE %d ", m)) {
+			t.Errorf("New(%d) = %v, want an error naming the mode", m, err)
+		}
+	}
+	if m, err := ByName(" PINT "); err != nil || m != 10 {
+		t.Errorf("ByName(PINT) = %d, %v", m, err)
+	}
+	if m, err := ByName("8"); err != nil || m != 8 {
+		t.Errorf("ByName(8) = %d, %v", m, err)
+	}
+	if _, err := ByName("cubic"); err == nil || !strings.Contains(err.Error(), `"cubic"`) {
+		t.Errorf("ByName(cubic): %v", err)
+	}
+	p := DefaultParams()
+	p.MultiRate = true
+	if _, err := New(3, p); err == nil || !strings.Contains(err.Error(), "MULTI_RATE") {
+		t.Errorf("MULTI_RATE 1 must be refused: %v", err)
+	}
+	p = DefaultParams()
+	p.EwmaGain = 0
+	if _, err := New(1, p); err == nil || !strings.Contains(err.Error(), "EWMA_GAIN") {
+		t.Errorf("bad params must be refused naming the key: %v", err)
+	}
+}
+
+func TestNone(t *testing.T) {
+	a, _ := New(ModeNone, DefaultParams())
+	s := State{LineRate: 100 * gbps, BaseWin: 1000}
+	a.Init(&s, 0)
+	if w := a.OnFeedback(&s, &Feedback{Now: 5, ECN: true, RTT: 1e9}); w != 0 || s.Rate != 100*gbps || s.Win != 1000 {
+		t.Fatalf("none reacted: wake %d %+v", w, s)
+	}
+	if a.OnTimer(&s, 9) != 0 {
+		t.Fatal("none wants a timer")
+	}
+}
+
+// The CC lines of SimAI's shipped SimAI.conf parse to DefaultParams.
+const simaiConfCC = `CC_MODE 1
+ALPHA_RESUME_INTERVAL 1
+RATE_DECREASE_INTERVAL 4
+CLAMP_TARGET_RATE 0
+RP_TIMER 900 
+EWMA_GAIN 0.00390625
+FAST_RECOVERY_TIMES 1
+RATE_AI 50Mb/s
+RATE_HAI 100Mb/s
+MIN_RATE 100Mb/s
+DCTCP_RATE_AI 1000Mb/s
+FAST_REACT 1
+U_TARGET 0.95
+MI_THRESH 0
+INT_MULTI 1
+MULTI_RATE 0
+SAMPLE_FEEDBACK 0
+PINT_LOG_BASE 1.05
+PINT_PROB 1.0
+RATE_BOUND 1`
+
+func TestSimAIConfDefaults(t *testing.T) {
+	kv := map[string]string{}
+	for _, line := range strings.Split(simaiConfCC, "\n") {
+		f := strings.Fields(line)
+		if f[0] != "CC_MODE" {
+			kv[f[0]] = f[1]
+		}
+	}
+	p, err := FromConf(kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p, DefaultParams()) {
+		t.Fatalf("SimAI.conf:\n%+v\ndefaults:\n%+v", p, DefaultParams())
+	}
+	d := DefaultParams()
+	if d.RPTimer != 900_000_000 || d.AlphaResumeInterval != 1_000_000 || d.RateDecreaseInterval != 4_000_000 ||
+		d.RateAI != 50e6 || d.RateHAI != 100e6 || d.MinRate != 100e6 || d.DctcpRateAI != 1e9 || d.EwmaGain != 1.0/256 {
+		t.Fatalf("defaults in ps and bit/s: %+v", d)
+	}
+	if d.dctcpGain() != 1.0/256 {
+		t.Fatalf("DCTCP gain defaults to EWMA_GAIN, got %g", d.dctcpGain())
+	}
+	// ns-3's TIMELY defaults: TLow 50 µs, THigh 500 µs, minRTT 20 µs.
+	if d.TimelyTLow != 50_000_000 || d.TimelyTHigh != 500_000_000 || d.TimelyMinRTT != 20_000_000 ||
+		d.TimelyAlpha != 0.875 || d.TimelyBeta != 0.8 || d.TimelyHAIThresh != 5 {
+		t.Fatalf("TIMELY defaults: %+v", d)
+	}
+}
+
+func TestParamsSet(t *testing.T) {
+	p := DefaultParams()
+	for _, kv := range [][2]string{
+		{"RP_TIMER", "55"}, {"rate_ai", "5Gbps"}, {"TMLY_TLOW", "30us"}, {"TMLY_THIGH", "0.4ms"},
+		{"DCTCP_GAIN", "0.0625"}, {"CLAMP_TARGET_RATE", "1"}, {"MIN_RATE", "1000000"},
+	} {
+		if err := p.Set(kv[0], kv[1]); err != nil {
+			t.Fatalf("Set(%s, %s): %v", kv[0], kv[1], err)
+		}
+	}
+	if p.RPTimer != 55*us || p.RateAI != 5e9 || p.TimelyTLow != 30*us || p.TimelyTHigh != 400*us ||
+		p.dctcpGain() != 0.0625 || !p.ClampTargetRate || p.MinRate != 1e6 {
+		t.Fatalf("after Set: %+v", p)
+	}
+	for _, kv := range [][2]string{
+		{"RATE_AI", "fast"}, {"CLAMP_TARGET_RATE", "2"}, {"RP_TIMER", "-1"}, {"MI_THRESH", "1.5"}, {"NO_SUCH_KEY", "1"},
+	} {
+		if err := p.Set(kv[0], kv[1]); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("Set(%s, %s) = %v, want an error naming the key", kv[0], kv[1], err)
+		}
+	}
+	if _, err := FromConf(map[string]string{"PINT_PROB": "1.5"}); err == nil || !strings.Contains(err.Error(), "PINT_PROB") {
+		t.Errorf("FromConf must validate: %v", err)
+	}
+	if _, err := FromConf(map[string]string{"TMLY_THIGH": "10"}); err == nil || !strings.Contains(err.Error(), "TMLY_THIGH") {
+		t.Errorf("THigh below TLow must be refused: %v", err)
+	}
+	if len(ConfKeys()) != len(setters) || ConfKeys()[0] != "ALPHA_RESUME_INTERVAL" {
+		t.Errorf("ConfKeys: %v", ConfKeys())
+	}
+}

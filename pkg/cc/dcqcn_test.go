@@ -1,0 +1,425 @@
+package cc
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+const gbps = 1e9
+
+func newDCQCN(t testing.TB, p Params) *dcqcn {
+	t.Helper()
+	a, err := New(ModeDCQCN, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.(*dcqcn)
+}
+
+func relClose(a, b, tol float64) bool {
+	if a == b {
+		return true
+	}
+	return math.Abs(a-b) <= tol*math.Max(math.Abs(a), math.Abs(b))
+}
+
+// One CNP at line rate: ns-3 sets alpha = 1 on the first CNP without
+// counting it, updates alpha at 1, 2, 3 and 4 µs (no CNP: ×255/256 each)
+// and checks at 4 µs + 1 ns, so
+//
+//	rate = 100 Gb/s · (1 − (255/256)^4 / 2)
+//	     = 100e9 · (1 − 0.9844663145486265/2) = 50 776 684 272.56867 bit/s,
+//
+// not exactly 50 Gb/s. Target stays at 100 Gb/s: no increase round ran
+// before this first cut, and CLAMP_TARGET_RATE is 0.
+func TestDCQCNFirstCNP(t *testing.T) {
+	d := newDCQCN(t, DefaultParams())
+	s := State{LineRate: 100 * gbps, BaseWin: 125000, BaseRTT: 10 * us}
+	d.Init(&s, 0)
+	if s.Rate != 100*gbps || s.Target != 100*gbps || s.Alpha != 1 || s.Win != 125000 {
+		t.Fatalf("init: %+v", s)
+	}
+	wake := d.OnFeedback(&s, &Feedback{Now: 0, ECN: true})
+	if wake != 4*us+1*ns {
+		t.Fatalf("first decrease check at %d ps, want %d", wake, 4*us+1*ns)
+	}
+	if s.Rate != 100*gbps {
+		t.Fatalf("rate changed before the check: %g", s.Rate)
+	}
+	wake = d.OnTimer(&s, wake)
+	if want := 50776684272.56867; !relClose(s.Rate, want, 1e-13) {
+		t.Fatalf("rate after first check %.6f, want %.6f", s.Rate, want)
+	}
+	if s.Target != 100*gbps {
+		t.Fatalf("target %g, want line rate", s.Target)
+	}
+	if wake != 4*us+1*ns+900*us {
+		t.Fatalf("next wake %d, want the increase timer at %d", wake, 4*us+1*ns+900*us)
+	}
+}
+
+// With ns-3's own default alpha interval (55 µs, longer than the 4 µs
+// check), the first check sees alpha = 1 and halves the rate exactly.
+func TestDCQCNFirstCNPHalves(t *testing.T) {
+	p := DefaultParams()
+	p.AlphaResumeInterval = 55 * us
+	d := newDCQCN(t, p)
+	s := State{LineRate: 100 * gbps}
+	d.Init(&s, 0)
+	d.OnTimer(&s, d.OnFeedback(&s, &Feedback{Now: 7, ECN: true}))
+	if s.Rate != 50*gbps {
+		t.Fatalf("rate %g, want 50e9", s.Rate)
+	}
+}
+
+// Recovery after the single CNP above, one RP_TIMER (900 µs) apart, with
+// FAST_RECOVERY_TIMES 1: round 1 is fast recovery, rate = (rate+target)/2
+// with target 100G; round 2 is additive (target + 50M, capped at 100G, so
+// still 100G); later rounds hyper-additive (likewise capped). Each halves
+// the gap to 100 Gb/s: 49.223315727e9 → 24.61…e9 → …
+func TestDCQCNRecoveryFromFirstCNP(t *testing.T) {
+	d := newDCQCN(t, DefaultParams())
+	s := State{LineRate: 100 * gbps}
+	d.Init(&s, 0)
+	wake := d.OnTimer(&s, d.OnFeedback(&s, &Feedback{Now: 0, ECN: true}))
+	want := []float64{ // rate after round i; hand: r_i = (r_{i-1} + 100e9)/2, r_0 = 50776684272.56867
+		75388342136.28433,
+		87694171068.14217,
+		93847085534.07108,
+		96923542767.03554,
+		98461771383.51776,
+		99230885691.75888,
+		99615442845.87944,
+		99807721422.93973,
+	}
+	for i, w := range want {
+		at := 4*us + 1*ns + int64(i+1)*900*us
+		if wake != at {
+			t.Fatalf("round %d: wake %d, want %d", i+1, wake, at)
+		}
+		wake = d.OnTimer(&s, wake)
+		if !relClose(s.Rate, w, 1e-13) || s.Target != 100*gbps || s.Stage != i+1 {
+			t.Fatalf("round %d: rate %.5f target %g stage %d; want %.5f, 100e9, %d", i+1, s.Rate, s.Target, s.Stage, w, i+1)
+		}
+	}
+	// The gap keeps halving until it is under 1 bit/s; then the timer stops.
+	for wake != 0 {
+		wake = d.OnTimer(&s, wake)
+	}
+	if s.Rate != 100*gbps {
+		t.Fatalf("rate %g after recovery, want line rate", s.Rate)
+	}
+}
+
+// The three increase phases as a literal table, from a QP just after a cut
+// (rate 40G, target 60G, stage 0, increase timer due at 900 µs):
+//
+//	round  phase          target           rate = (rate+target)/2
+//	1      fast recovery  60G              (40+60)/2        = 50G
+//	2      additive       60G+50M=60.05G   (50+60.05)/2     = 55.025G
+//	3      hyper          60.05G+100M      (55.025+60.15)/2 = 57.5875G
+//	4      hyper          60.25G           (57.5875+60.25)/2 = 58.91875G
+//	5      hyper          60.35G           (58.91875+60.35)/2 = 59.634375G
+func TestDCQCNIncreasePhases(t *testing.T) {
+	d := newDCQCN(t, DefaultParams())
+	s := State{LineRate: 100 * gbps}
+	d.Init(&s, 0)
+	s.Epoch = 0
+	s.Rate, s.Target, s.Stage, s.T2 = 40*gbps, 60*gbps, 0, 900*us
+	table := []struct{ target, rate float64 }{
+		{60e9, 50e9},
+		{60.05e9, 55.025e9},
+		{60.15e9, 57.5875e9},
+		{60.25e9, 58.91875e9},
+		{60.35e9, 59.634375e9},
+	}
+	wake := int64(900 * us)
+	for i, row := range table {
+		next := d.OnTimer(&s, wake)
+		if !relClose(s.Target, row.target, 1e-12) || !relClose(s.Rate, row.rate, 1e-12) {
+			t.Fatalf("round %d: target %.1f rate %.1f, want %.1f %.1f", i+1, s.Target, s.Rate, row.target, row.rate)
+		}
+		if next != wake+900*us {
+			t.Fatalf("round %d: next wake %d, want %d", i+1, next, wake+900*us)
+		}
+		wake = next
+	}
+
+	// A late OnTimer runs every round that fell due, in order: three
+	// rounds at once gives the same as three on time.
+	s2 := State{LineRate: 100 * gbps}
+	d.Init(&s2, 0)
+	s2.Epoch = 0
+	s2.Rate, s2.Target, s2.T2 = 40*gbps, 60*gbps, 900*us
+	if w := d.OnTimer(&s2, 899*us); w != 900*us || s2.Rate != 40*gbps {
+		t.Fatalf("early (stale) OnTimer changed state or deadline: wake %d rate %g", w, s2.Rate)
+	}
+	if w := d.OnTimer(&s2, 2700*us+5); w != 3600*us || !relClose(s2.Rate, 57.5875e9, 1e-12) {
+		t.Fatalf("late OnTimer: wake %d rate %g, want 3600 µs and 57.5875e9", w, s2.Rate)
+	}
+}
+
+// A CNP every microsecond keeps cutting every 4 µs with alpha near 1; the
+// rate halves roughly every check and must stop at MIN_RATE, 100 Mb/s.
+func TestDCQCNMinRate(t *testing.T) {
+	d := newDCQCN(t, DefaultParams())
+	s := State{LineRate: 100 * gbps}
+	d.Init(&s, 0)
+	wake := int64(0)
+	for now := int64(0); now <= 400*us; now += 1 * us {
+		if wake != 0 && wake <= now {
+			wake = d.OnTimer(&s, wake)
+		}
+		wake = d.OnFeedback(&s, &Feedback{Now: now, ECN: true})
+	}
+	if s.Rate != 100e6 {
+		t.Fatalf("rate %g, want the 100 Mb/s floor", s.Rate)
+	}
+}
+
+// --- lazy alpha and timers against a step-by-step event simulation ---
+
+// refEvent is one timer of the reference; seq orders same-time events by
+// insertion, as ns-3's scheduler does.
+type refEvent struct {
+	at, seq int64
+	kind    int // 0 alpha update, 1 decrease check, 2 rate increase
+	gen     int64
+}
+
+type refQueue []refEvent
+
+func (q refQueue) Len() int { return len(q) }
+func (q refQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q refQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *refQueue) Push(x any)   { *q = append(*q, x.(refEvent)) }
+func (q *refQueue) Pop() any {
+	o := *q
+	e := o[len(o)-1]
+	*q = o[:len(o)-1]
+	return e
+}
+
+// refDCQCN transliterates ns-3's Mellanox DCQCN: a 1 µs-style alpha timer
+// that runs forever from the first CNP, a decrease check that runs forever
+// every RateDecreaseInterval from the first CNP + 1 ns, and an increase
+// timer restarted by every cut (cancellation = generation counter). Same
+// float formulas as the spec, including the sub-bit/s gap closing.
+type refDCQCN struct {
+	p                   Params
+	line                float64
+	rate, target, alpha float64
+	alphaCNP, decCNP    bool
+	first               bool
+	stage               int
+	q                   refQueue
+	seq, rpGen          int64
+}
+
+func newRef(p Params, line float64) *refDCQCN {
+	return &refDCQCN{p: p, line: line, rate: line, target: line, alpha: 1, first: true}
+}
+
+func (r *refDCQCN) schedule(at int64, kind int, gen int64) {
+	r.seq++
+	heap.Push(&r.q, refEvent{at: at, seq: r.seq, kind: kind, gen: gen})
+}
+
+// advance fires every timer due at or before now.
+func (r *refDCQCN) advance(now int64) {
+	for len(r.q) > 0 && r.q[0].at <= now {
+		e := heap.Pop(&r.q).(refEvent)
+		switch e.kind {
+		case 0:
+			g := r.p.EwmaGain
+			if r.alphaCNP {
+				r.alpha = (1-g)*r.alpha + g
+			} else {
+				r.alpha = (1 - g) * r.alpha
+			}
+			r.alphaCNP = false
+			r.schedule(e.at+r.p.AlphaResumeInterval, 0, 0)
+		case 1:
+			r.schedule(e.at+r.p.RateDecreaseInterval, 1, 0)
+			if r.decCNP {
+				if r.p.ClampTargetRate || r.stage != 0 {
+					r.target = r.rate
+				}
+				r.rate = math.Max(r.p.MinRate, r.rate*(1-r.alpha/2))
+				r.stage = 0
+				r.decCNP = false
+				r.rpGen++
+				r.schedule(e.at+r.p.RPTimer, 2, r.rpGen)
+			}
+		case 2:
+			if e.gen != r.rpGen {
+				continue // cancelled by a later cut
+			}
+			r.schedule(e.at+r.p.RPTimer, 2, r.rpGen)
+			switch {
+			case r.stage < r.p.FastRecoveryTimes:
+			case r.stage == r.p.FastRecoveryTimes:
+				r.target = math.Min(r.target+r.p.RateAI, r.line)
+			default:
+				r.target = math.Min(r.target+r.p.RateHAI, r.line)
+			}
+			r.rate = (r.rate + r.target) / 2
+			if math.Abs(r.target-r.rate) < 1 {
+				r.rate = r.target
+			}
+			r.stage++
+		}
+	}
+}
+
+func (r *refDCQCN) cnp(now int64) {
+	r.advance(now)
+	r.alphaCNP, r.decCNP = true, true
+	if r.first {
+		r.alpha = 1
+		r.alphaCNP = false
+		r.schedule(now+r.p.AlphaResumeInterval, 0, 0)
+		r.schedule(now+r.p.RateDecreaseInterval+1*ns, 1, 0)
+		r.rate = r.p.RateOnFirstCNP * r.rate
+		r.target = r.rate
+		r.first = false
+	}
+}
+
+// TestDCQCNLazyMatchesStepByStep drives the lazy algorithm and the
+// reference with the same random CNP patterns (bursts, quiet gaps long
+// enough to recover to line rate, CNPs exactly on timer grid points) and
+// random parameters, calling OnTimer on time, late, and at stale times,
+// and compares rate, target and alpha at every event and checkpoint.
+// Alpha's closed form uses math.Pow where the reference multiplies step by
+// step, so values agree to rounding (relative 1e-10), not bit for bit.
+func TestDCQCNLazyMatchesStepByStep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	patterns := 120
+	if testing.Short() {
+		patterns = 20
+	}
+	for pat := 0; pat < patterns; pat++ {
+		p := DefaultParams()
+		p.EwmaGain = []float64{1.0 / 256, 1.0 / 16, 0.5}[rng.IntN(3)]
+		p.FastRecoveryTimes = rng.IntN(4)
+		p.ClampTargetRate = rng.IntN(2) == 0
+		p.RPTimer = []int64{900 * us, 55 * us, 300 * us}[rng.IntN(3)]
+		p.RateDecreaseInterval = []int64{4 * us, 50 * us}[rng.IntN(2)]
+		p.AlphaResumeInterval = []int64{1 * us, 55 * us, 3 * us}[rng.IntN(3)]
+		p.RateAI = []float64{50e6, 5e9}[rng.IntN(2)]
+		p.RateHAI = []float64{100e6, 10e9}[rng.IntN(2)]
+		line := []float64{100 * gbps, 400 * gbps}[rng.IntN(2)]
+		d := newDCQCN(t, p)
+		ref := newRef(p, line)
+		s := State{LineRate: line}
+		d.Init(&s, 0)
+
+		// CNP times: bursts separated by gaps.
+		var cnps []int64
+		now := int64(rng.IntN(1000)) * ns
+		for len(cnps) < 400 && now < 8_000*us {
+			burst := 1 + rng.IntN(40)
+			for i := 0; i < burst; i++ {
+				switch rng.IntN(4) {
+				case 0: // on the alpha grid of a QP whose first CNP came at cnps[0]
+					if len(cnps) > 0 {
+						now = cnps[0] + ((now-cnps[0])/p.AlphaResumeInterval+1)*p.AlphaResumeInterval
+						break
+					}
+					fallthrough
+				default:
+					now += 1 + rng.Int64N(6*us)
+				}
+				cnps = append(cnps, now)
+			}
+			now += rng.Int64N([]int64{100 * us, 3_000 * us, 20_000 * us}[rng.IntN(3)])
+		}
+
+		check := func(at int64, what string) {
+			t.Helper()
+			ref.advance(at)
+			c := s
+			d.alphaAt(&c, at)
+			if !relClose(c.Rate, ref.rate, 1e-10) || !relClose(c.Target, ref.target, 1e-10) ||
+				!(relClose(c.Alpha, ref.alpha, 1e-10) || math.Abs(c.Alpha-ref.alpha) < 1e-300) {
+				t.Fatalf("pattern %d (%+v) %s at %d ps:\n lazy rate %.3f target %.3f alpha %.17g\n ref  rate %.3f target %.3f alpha %.17g",
+					pat, p, what, at, c.Rate, c.Target, c.Alpha, ref.rate, ref.target, ref.alpha)
+			}
+		}
+
+		wake := int64(0)
+		for i, c := range cnps {
+			// Fire timers due before this CNP, sometimes late, sometimes
+			// with a stale call in between.
+			for wake != 0 && wake < c {
+				at := wake
+				if rng.IntN(3) == 0 {
+					at = min(c-1, wake+rng.Int64N(2*p.RPTimer))
+				}
+				if rng.IntN(5) == 0 {
+					d.OnTimer(&s, at-1-rng.Int64N(1000)) // stale: nothing is due
+				}
+				wake = d.OnTimer(&s, at)
+				check(at, "timer")
+			}
+			if rng.IntN(3) == 0 { // a plain ACK carries no congestion
+				wake = d.OnFeedback(&s, &Feedback{Now: c - 1})
+			}
+			ref.cnp(c)
+			wake = d.OnFeedback(&s, &Feedback{Now: c, ECN: true})
+			check(c, "cnp")
+			if i == len(cnps)-1 {
+				end := c + 50*p.RPTimer
+				for wake != 0 && wake <= end {
+					wake = d.OnTimer(&s, wake)
+				}
+				check(end, "end")
+			}
+		}
+	}
+}
+
+// Alpha on its own: the closed form over k idle intervals equals k steps.
+func TestDCQCNAlphaClosedForm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	p := DefaultParams()
+	d := newDCQCN(t, p)
+	for trial := 0; trial < 500; trial++ {
+		s := State{LineRate: 100 * gbps}
+		d.Init(&s, 0)
+		d.cnp(&s, 0)
+		alpha, pending := 1.0, false
+		g := p.EwmaGain
+		k := int64(0)
+		for step := 0; step < 50; step++ {
+			// advance a random number of whole intervals, maybe with a CNP
+			n := 1 + rng.Int64N(3000)
+			for j := int64(0); j < n; j++ {
+				if pending {
+					alpha = (1-g)*alpha + g
+				} else {
+					alpha = (1 - g) * alpha
+				}
+				pending = false
+			}
+			k += n
+			at := k*p.AlphaResumeInterval + rng.Int64N(p.AlphaResumeInterval) // inside interval k+1
+			d.alphaAt(&s, at)
+			if !relClose(s.Alpha, alpha, 1e-10) && math.Abs(s.Alpha-alpha) > 1e-300 {
+				t.Fatalf("trial %d step %d: lazy %.17g step-by-step %.17g", trial, step, s.Alpha, alpha)
+			}
+			if rng.IntN(2) == 0 {
+				s.Cnt++ // a CNP in interval k+1
+				pending = true
+			}
+		}
+	}
+}
