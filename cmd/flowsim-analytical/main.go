@@ -1,0 +1,183 @@
+// Command flowsim-analytical runs a flow stream's DAG on an analytical
+// model of the fabric (contention-free busbw or max-min fair fluid) and
+// writes the flow trace fabricsim.flows/v1.
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/analytical"
+	"github.com/fabricsim/fabricsim/pkg/des"
+)
+
+type command struct {
+	Model string `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
+	Out   string `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
+	Seed  uint64 `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
+	Input string `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+}
+
+const description = `Simulate a flow stream on an analytical model of its fabric and write the flow trace.
+
+Reads the fabricsim stream (topology, optional groups and collectives, flows), releases each
+flow when its deps are done, routes it over shortest paths (ECMP pinned by --seed, NVLink
+inside a server) and writes one trace row per flow (fabricsim.flows/v1): start, end, FCT and
+the ideal FCT (path latency + size over bottleneck bandwidth). A summary line goes to stderr.
+
+Examples:
+  topogen --family spectrum-x --gpus 128 | simccl-decompose --op allreduce --size 64MiB | flowsim-analytical | fctstats
+  flowsim-analytical --model busbw --out run.parquet flows.stream`
+
+func main() {
+	var c command
+	cli.Main("flowsim-analytical", description, &c, c.run)
+}
+
+func (c *command) run() error {
+	model, err := analytical.ParseModel(c.Model)
+	if err != nil {
+		return cli.Usagef("%v", err)
+	}
+	if c.Out != "" {
+		if _, err := trace.ContainerForPath(c.Out); err != nil {
+			return cli.Usagef("--out %v", err)
+		}
+	} else if err := cli.CheckBinaryStdout("Arrow trace"); err != nil {
+		return err
+	}
+	wall := time.Now()
+	rc, name, err := cli.OpenInput(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-analytical")
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	sr, err := stream.NewReader(rc, name)
+	if err != nil {
+		return err
+	}
+	tty := cli.IsTerminal(os.Stderr)
+	if tty {
+		fmt.Fprintf(os.Stderr, "flowsim-analytical: reading %s", name)
+	}
+	in, err := analytical.Read(sr)
+	if tty {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if err != nil {
+		return err
+	}
+	opt := analytical.Options{Model: model, Seed: c.Seed}
+	meta := analytical.Meta(in, opt)
+	var w trace.Writer
+	if c.Out != "" {
+		w, err = trace.Create(c.Out, meta)
+	} else {
+		w, err = trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
+	}
+	if err != nil {
+		return err
+	}
+	if tty {
+		opt.Progress = progress(in.Flows())
+	}
+	aw := newAsyncWriter(w)
+	res, err := analytical.Run(in, opt, aw.Write)
+	if opt.Progress != nil {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if cerr := aw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		if c.Out != "" {
+			os.Remove(c.Out)
+		}
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows, %s, simulated %s, wall %.2f s\n",
+		model, res.Flows, humanBytes(res.Bytes), res.End, time.Since(wall).Seconds())
+	return nil
+}
+
+// progress prints a status line at most five times a second.
+func progress(total int) func(done, total int, now des.Time) {
+	last := time.Now()
+	return func(done, _ int, now des.Time) {
+		if t := time.Now(); t.Sub(last) >= 200*time.Millisecond {
+			last = t
+			fmt.Fprintf(os.Stderr, "\r\033[Kflowsim-analytical: %d/%d flows (%.0f%%), simulated %s", done, total, 100*float64(done)/float64(total), now)
+		}
+	}
+}
+
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), 0
+	for v >= unit && i < 5 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.3g %ciB", v, "KMGTPE"[i-1])
+}
+
+// asyncWriter encodes the trace on another goroutine, so the Arrow or
+// Parquet encoding overlaps the simulation. Rows travel in batches.
+type asyncWriter struct {
+	cur  []trace.Row
+	full chan []trace.Row
+	free chan []trace.Row
+	done chan error
+}
+
+const batchRows = 4096
+
+func newAsyncWriter(w trace.Writer) *asyncWriter {
+	a := &asyncWriter{full: make(chan []trace.Row, 2), free: make(chan []trace.Row, 3), done: make(chan error, 1)}
+	for i := 0; i < 3; i++ {
+		a.free <- make([]trace.Row, 0, batchRows)
+	}
+	a.cur = <-a.free
+	go func() {
+		var err error
+		for batch := range a.full {
+			for i := range batch {
+				if err == nil {
+					err = w.Write(&batch[i])
+				}
+			}
+			a.free <- batch[:0]
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		a.done <- err
+	}()
+	return a
+}
+
+// Write queues a copy of r. An encoding error surfaces at Close.
+func (a *asyncWriter) Write(r *trace.Row) error {
+	a.cur = append(a.cur, *r)
+	if len(a.cur) == batchRows {
+		a.full <- a.cur
+		a.cur = <-a.free
+	}
+	return nil
+}
+
+// Close writes what is queued, closes the trace and returns the first error.
+func (a *asyncWriter) Close() error {
+	if len(a.cur) > 0 {
+		a.full <- a.cur
+	}
+	close(a.full)
+	return <-a.done
+}

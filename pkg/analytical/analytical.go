@@ -1,0 +1,292 @@
+// Package analytical holds fabricsim's analytical backends. Both execute the
+// flow DAG (pkg/dag) on the discrete-event core (pkg/des) over routed paths
+// (pkg/route):
+//
+//   - busbw: no contention. A flow takes its path latency plus its size over
+//     the path's bottleneck bandwidth, as SimAI's analytical backend does;
+//     for quick sweeps.
+//   - fluid: every directed link is shared max-min fairly among the flows
+//     crossing it (progressive filling), recomputed whenever flows start or
+//     finish. It shows incast, ECMP collisions and oversubscribed uplinks.
+//
+// Timing model, common to both so that fluid equals busbw when no link is
+// shared: a flow released at t (when its last dep completes) sends its bytes
+// at its rate from t; when the last byte has left, it arrives one path
+// latency later, and that is the flow's end. A flow holds bandwidth on every
+// link of its path while it sends, not during the trailing latency. Delay
+// nodes end delay_ps after release; joins (DELAY flows of size 0 without
+// delay_ps) as soon as they are released; other size-0 flows after their
+// path latency; a flow from a GPU to itself is a local copy that ends at
+// once. ideal_fct is path latency + size/bottleneck, the busbw time.
+//
+// Trace rows come in completion order. Times are kept in picoseconds and
+// rounded to nanoseconds in the trace; fct_ns is end_ns - start_ns.
+//
+// Cost: busbw is a few heap operations per flow. The fluid solver is exact
+// and incremental (see fluid.go): collectives, whose concurrent flows have
+// equal sizes, re-solve a handful of flows per event; thousands of
+// concurrent flows of widely different sizes sharing one set of links
+// make most finishes re-solve a good part of them (10k such flows on 1024
+// GPUs take seconds, 100k would take many minutes).
+package analytical
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// Model selects the backend.
+type Model int
+
+// The models.
+const (
+	Fluid Model = iota
+	Busbw
+)
+
+// ParseModel reads "fluid" or "busbw".
+func ParseModel(s string) (Model, error) {
+	switch s {
+	case "fluid":
+		return Fluid, nil
+	case "busbw":
+		return Busbw, nil
+	}
+	return 0, fmt.Errorf("unknown model %q (fluid or busbw)", s)
+}
+
+func (m Model) String() string {
+	if m == Busbw {
+		return "busbw"
+	}
+	return "fluid"
+}
+
+// Backend is the trace's fabricsim.backend value.
+func (m Model) Backend() string { return "analytical-" + m.String() }
+
+// Options configure a run.
+type Options struct {
+	Model Model
+	Seed  uint64 // enters only the ECMP hash
+	// Progress, when set, is called every few thousand completed flows.
+	Progress func(done, total int, now des.Time)
+
+	verify func(*fluid) // tests: checks the solver after every update
+}
+
+// Meta is the trace metadata of a run.
+func Meta(in *Input, opt Options) trace.Meta {
+	return trace.Meta{
+		Backend: opt.Model.Backend(),
+		Params:  map[string]any{"model": opt.Model.String(), "seed": opt.Seed},
+		Topology: trace.TopologyMeta{
+			Family: in.Topology.Family, GPUs: in.Topology.GPUs, Hash: topo.Hash(in.Topology),
+		},
+	}
+}
+
+// Result summarises a run.
+type Result struct {
+	Flows      int
+	Bytes      int64
+	End        des.Time // when the last flow ended
+	Events     uint64   // events pushed on the queue
+	Recomputes uint64   // fluid: rate recomputations (one per instant with starts or finishes)
+}
+
+// Event kinds.
+const (
+	evComplete uint16 = iota // Target flow index, Arg its ideal FCT in ps
+	evDrained                // Target fluid slot, Arg the slot's generation
+)
+
+// progressEvery is how many completions pass between Progress calls.
+const progressEvery = 1 << 14
+
+type engine struct {
+	in     *Input
+	opt    Options
+	r      *route.Router
+	q      des.Queue
+	now    des.Time
+	emit   func(*trace.Row) error
+	row    trace.Row
+	ready  []int32
+	path   []route.DirLink
+	fl     *fluid
+	res    Result
+	lastC  int64 // collective of the last row, to skip map lookups
+	haveC  bool
+	lastCo trace.Row
+	lanes  map[des.Time]int // FIFO lane of each fixed delay
+}
+
+// maxLanes bounds the distinct delays that get a FIFO lane; events after
+// other delays go on the heap.
+const maxLanes = 64
+
+// after schedules an event d after now. Each distinct d has a FIFO lane in
+// the queue: completions one path latency after a drain, or a delay node's
+// delay after release, then cost O(1) instead of a heap push and pop.
+func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
+	ln, ok := e.lanes[d]
+	if !ok {
+		if len(e.lanes) >= maxLanes {
+			e.q.Push(e.now.Add(d), kind, target, arg)
+			return
+		}
+		ln = e.q.NewLane()
+		e.lanes[d] = ln
+	}
+	e.q.PushLane(ln, e.now.Add(d), kind, target, arg)
+}
+
+// Run simulates the input and calls emit once per flow, in completion
+// order, with its trace row (the row is reused: copy it to keep it). An
+// Input may be run several times, not concurrently.
+func Run(in *Input, opt Options, emit func(*trace.Row) error) (Result, error) {
+	r, err := route.New(in.Topology)
+	if err != nil {
+		return Result{}, err
+	}
+	in.dag.Reset()
+	n := in.dag.Len()
+	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}}
+	e.q = *des.NewQueue(1024)
+	if opt.Model == Fluid {
+		e.fl = newFluid(r, &e.q)
+		if opt.verify != nil {
+			fl := e.fl
+			fl.verify = func() { opt.verify(fl) }
+		}
+	}
+	for _, i := range in.dag.Ready() {
+		if err := e.release(i); err != nil {
+			return e.res, err
+		}
+	}
+	if e.fl != nil {
+		e.fl.update(0)
+	}
+	for e.q.Len() > 0 {
+		e.now = e.q.PeekTime()
+		// Handle every event of this instant before recomputing rates once:
+		// a ring step or an incast releases many flows at the same time.
+		for e.q.Len() > 0 && e.q.PeekTime() == e.now {
+			ev := e.q.Pop()
+			switch ev.Kind {
+			case evComplete:
+				if err := e.complete(ev.Target, des.Time(ev.Arg)); err != nil {
+					return e.res, err
+				}
+			case evDrained:
+				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
+					s := &f.slots[ev.Target]
+					e.after(s.lat, evComplete, s.flow, int64(s.ideal))
+					f.remove(ev.Target)
+				}
+			}
+		}
+		if e.fl != nil {
+			e.fl.update(e.now)
+		}
+	}
+	if e.in.dag.Done() != n {
+		i, _ := e.in.dag.Stuck()
+		return e.res, in.flowError(i, "deps", fmt.Errorf("flow %d never became ready", in.dag.ID(i)))
+	}
+	e.res.Flows = n
+	e.res.Events = e.q.Pushed()
+	if e.fl != nil {
+		e.res.Recomputes = e.fl.recomputes
+	}
+	return e.res, nil
+}
+
+// release starts flow i now.
+func (e *engine) release(i int32) error {
+	f := e.in.flows.get(i)
+	f.start = e.now
+	size := f.size
+	switch f.kind {
+	case delay:
+		e.after(des.Time(size), evComplete, i, size)
+		return nil
+	case join:
+		e.after(0, evComplete, i, 0)
+		return nil
+	}
+	var err error
+	e.path, err = e.r.AppendPath(e.path[:0], f.src, f.dst, route.FlowHash(f.src, f.dst, f.id, e.opt.Seed))
+	if err != nil {
+		return e.in.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.id, err))
+	}
+	lat := e.r.Latency(e.path)
+	ideal := lat.Add(des.TransferTime(size, e.r.Bottleneck(e.path)))
+	if e.opt.Model == Busbw || size == 0 || len(e.path) == 0 {
+		e.after(ideal, evComplete, i, int64(ideal))
+		return nil
+	}
+	e.fl.add(i, e.path, size, lat, ideal, e.now)
+	return nil
+}
+
+// complete ends flow i now: its trace row, then the flows it releases.
+func (e *engine) complete(i int32, ideal des.Time) error {
+	f := e.in.flows.get(i)
+	row := &e.row
+	row.FlowID = f.id
+	row.CollectiveID = f.coll
+	row.Src, row.Dst = f.src, f.dst
+	row.SizeBytes = 0
+	if f.kind == transfer {
+		row.SizeBytes = f.size
+	}
+	row.StartNs = f.start.Ns()
+	row.EndNs = e.now.Ns()
+	// fct_ns is end_ns - start_ns so the columns agree after rounding.
+	row.FctNs = row.EndNs - row.StartNs
+	row.IdealFctNs = ideal.Ns()
+	row.ConnType = e.in.flows.connNames[f.conn]
+	row.Channel, row.Chunk = f.channel, f.chunk
+	e.collective(row)
+	if err := e.emit(row); err != nil {
+		return err
+	}
+	e.res.Bytes += row.SizeBytes
+	e.res.End = e.now
+	e.ready = e.in.dag.Complete(i, e.ready[:0])
+	if p := e.opt.Progress; p != nil && e.in.dag.Done()%progressEvery == 0 {
+		p(e.in.dag.Done(), e.in.dag.Len(), e.now)
+	}
+	for _, j := range e.ready {
+		if err := e.release(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// collective fills the row's collective columns from the collective and
+// group records, empty when the stream has none for this flow.
+func (e *engine) collective(row *trace.Row) {
+	id := row.CollectiveID
+	if !e.haveC || id != e.lastC {
+		e.haveC, e.lastC = true, id
+		c := &e.lastCo
+		*c = trace.Row{}
+		if co, ok := e.in.Collectives[id]; ok {
+			c.Op, c.Algorithm, c.CollSizeBytes = co.Op, co.Algorithm, co.Size
+			if g, ok := e.in.Groups[co.Group]; ok {
+				c.GroupType, c.NRanks = g.Type, int32(len(g.Ranks))
+			}
+		}
+	}
+	c := &e.lastCo
+	row.Op, row.Algorithm, row.GroupType, row.CollSizeBytes, row.NRanks = c.Op, c.Algorithm, c.GroupType, c.CollSizeBytes, c.NRanks
+}

@@ -1,0 +1,640 @@
+package analytical
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+const MiB = 1 << 20
+
+func gen(t testing.TB, p topo.Params) *topo.Topology {
+	t.Helper()
+	tp, _, err := topo.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// encode writes a stream holding tp, groups, collectives and flows.
+func encode(t testing.TB, tp *topo.Topology, groups []stream.Group, colls []stream.Collective, flows []stream.Flow) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := stream.NewWriter(&buf, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tp != nil {
+		w.Topology(tp)
+	}
+	for i := range groups {
+		w.Group(&groups[i])
+	}
+	for i := range colls {
+		w.Collective(&colls[i])
+	}
+	for i := range flows {
+		w.Flow(&flows[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func read(data []byte) (*Input, error) {
+	r, err := stream.NewReader(bytes.NewReader(data), "test")
+	if err != nil {
+		return nil, err
+	}
+	return Read(r)
+}
+
+func mustRead(t testing.TB, tp *topo.Topology, flows []stream.Flow) *Input {
+	t.Helper()
+	in, err := read(encode(t, tp, nil, nil, flows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+// simulate runs a model and returns the rows by flow id, checking that each
+// flow appears exactly once.
+func simulate(t testing.TB, in *Input, opt Options) (map[int64]trace.Row, Result) {
+	t.Helper()
+	rows := map[int64]trace.Row{}
+	res, err := Run(in, opt, func(r *trace.Row) error {
+		if _, dup := rows[r.FlowID]; dup {
+			t.Fatalf("flow %d in the trace twice", r.FlowID)
+		}
+		rows[r.FlowID] = *r
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != in.Flows() {
+		t.Fatalf("%d rows for %d flows", len(rows), in.Flows())
+	}
+	var bytes int64
+	for _, r := range rows {
+		bytes += r.SizeBytes
+	}
+	if bytes != in.TotalBytes() || res.Bytes != bytes {
+		t.Fatalf("trace holds %d bytes, input %d", bytes, in.TotalBytes())
+	}
+	return rows, res
+}
+
+func flow(id int64, src, dst int32, size int64, deps ...int64) stream.Flow {
+	return stream.Flow{ID: id, Src: src, Dst: dst, Size: size, Deps: deps, ConnType: stream.ConnP2P}
+}
+
+// within asserts |got - want| <= tol picoseconds.
+func within(t *testing.T, what string, got, want, tol des.Time) {
+	t.Helper()
+	if d := got - want; d < -tol || d > tol {
+		t.Errorf("%s: %d ps, want %d ps (±%d)", what, got, want, tol)
+	}
+}
+
+// Spectrum-X defaults: 400 Gbit/s NICs with 500 ns links, 2880 Gbit/s
+// NVLink with 25 ns links. GPU 0 and GPU 8 are rail 0 of servers 0 and 1:
+// GPU0 -> ASW(rail 0) -> GPU8, latency 2 x 500 ns = 1 us.
+// 1 MiB = 8388608 bit takes 8388608 / 400e9 s = 20.97152 us.
+const (
+	oneMiBAt400G = 20_971_520 * des.Picosecond
+	railLat      = 1000 * des.Nanosecond
+)
+
+func TestOneFlowIdlePath(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	for _, m := range []Model{Busbw, Fluid} {
+		in := mustRead(t, tp, []stream.Flow{flow(0, 0, 8, MiB)})
+		rows, res := simulate(t, in, Options{Model: m, Seed: 1})
+		// end = latency + size/bandwidth = 1 us + 20.97152 us.
+		if res.End != railLat+oneMiBAt400G {
+			t.Errorf("%s: end %d ps, want %d", m, res.End, railLat+oneMiBAt400G)
+		}
+		if r := rows[0]; r.StartNs != 0 || r.EndNs != 21972 || r.FctNs != 21972 || r.IdealFctNs != 21972 {
+			t.Errorf("%s: row %+v", m, r)
+		}
+	}
+}
+
+// Two flows on the same path get half the NIC each: both drain 1 MiB at
+// 200 Gbit/s in 2 x 20.97152 us and arrive 1 us later. busbw ignores the
+// sharing.
+func TestTwoFlowsShareALink(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	flows := []stream.Flow{flow(0, 0, 8, MiB), flow(1, 0, 8, MiB)}
+	rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	for id, r := range rows {
+		if r.EndNs != (railLat+2*oneMiBAt400G).Ns() || r.IdealFctNs != (railLat+oneMiBAt400G).Ns() {
+			t.Errorf("fluid flow %d: %+v", id, r)
+		}
+	}
+	rows, _ = simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
+	for id, r := range rows {
+		if r.EndNs != (railLat + oneMiBAt400G).Ns() {
+			t.Errorf("busbw flow %d: %+v", id, r)
+		}
+	}
+	// Different sources and paths meeting at one downlink also halve: GPU 1
+	// (rail 1) reaches GPU 8 through ASW1, a PSW and ASW0 (2 us latency).
+	flows = []stream.Flow{flow(0, 0, 8, MiB), flow(1, 1, 8, MiB)}
+	rows, _ = simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	if rows[0].EndNs != (railLat+2*oneMiBAt400G).Ns() || rows[1].EndNs != (2*railLat+2*oneMiBAt400G).Ns() {
+		t.Errorf("shared downlink: %+v %+v", rows[0], rows[1])
+	}
+}
+
+// N -> 1 incast: N senders on rail 0 of N other servers all cross
+// ASW0 -> GPU0, so each gets B/N and all finish at N*S*8/B + latency.
+// Then a late joiner: flow 2 starts when flow 1 has half drained.
+func TestIncast(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64})
+	for _, n := range []int{2, 3, 7} {
+		var flows []stream.Flow
+		for k := 1; k <= n; k++ {
+			flows = append(flows, flow(int64(k), int32(8*k), 0, MiB))
+		}
+		rows, res := simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+		want := railLat + des.Time(n)*oneMiBAt400G
+		within(t, "incast end", res.End, want, 2)
+		for id, r := range rows {
+			if r.EndNs != want.Ns() {
+				t.Errorf("incast %d: flow %d ends %d ns, want %d", n, id, r.EndNs, want.Ns())
+			}
+		}
+	}
+	// Flow 1 (2 MiB) alone drains 1 MiB by T = 20.97152 us, when the delay
+	// node releases flow 2 (1 MiB). Both then drain at 200 Gbit/s: 1 MiB
+	// each takes 2T, so both finish draining at 3T and arrive 1 us later.
+	flows := []stream.Flow{flow(1, 8, 0, 2*MiB), {ID: 5, Src: 0, Dst: 0, DelayPs: int64(oneMiBAt400G), Deps: nil, ConnType: stream.ConnDelay}, flow(2, 16, 0, MiB, 5)}
+	rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	if rows[1].EndNs != (railLat+3*oneMiBAt400G).Ns() || rows[2].EndNs != (railLat+3*oneMiBAt400G).Ns() || rows[2].StartNs != oneMiBAt400G.Ns() {
+		t.Errorf("late joiner: %+v %+v", rows[1], rows[2])
+	}
+	if rows[5].SizeBytes != 0 || rows[5].EndNs != oneMiBAt400G.Ns() {
+		t.Errorf("delay node: %+v", rows[5])
+	}
+}
+
+// A 2:1 oversubscribed fat-tree (k=4: 4 GPUs and 2 uplinks of 400 Gbit/s
+// per edge switch): the 4 GPUs of edge 0 each send 1 MiB to pod 1. busbw
+// sees an idle 400 Gbit/s path per flow (3 us of latency + 20.97152 us);
+// the fluid model squeezes 4 MiB through 800 Gbit/s of uplinks, so the last
+// flow ends no earlier than 3 us + 2 x 20.97152 us, later if ECMP puts more
+// flows on one uplink.
+func TestOversubscribedUplink(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 1})
+	var flows []stream.Flow
+	for g := int32(0); g < 4; g++ {
+		flows = append(flows, flow(int64(g), g, 8+g, MiB))
+	}
+	const lat = 3000 * des.Nanosecond
+	_, rb := simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
+	_, rf := simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	if rb.End != lat+oneMiBAt400G {
+		t.Errorf("busbw ends at %v, want %v", rb.End, lat+oneMiBAt400G)
+	}
+	if rf.End < lat+2*oneMiBAt400G-2 {
+		t.Errorf("fluid ends at %v, before the uplinks' capacity allows (%v)", rf.End, lat+2*oneMiBAt400G)
+	}
+}
+
+// NVLS: GPU 0 sends 1 MiB to its NVSwitch (node 16 on a 16-GPU Spectrum-X:
+// one 25 ns NVLink hop at 2880 Gbit/s), which multicasts to GPUs 1 and 2.
+// A join (DELAY, size 0, no delay_ps, from GPU 3 to 4) ends with its last
+// dep, with no path latency of its own.
+func TestNVLSAndJoin(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	hop := 25*des.Nanosecond + des.TransferTime(MiB, 2880e9)
+	flows := []stream.Flow{
+		{ID: 0, Src: 0, Dst: 16, Size: MiB, ConnType: stream.ConnNVLS},
+		{ID: 1, Src: 16, Dst: 1, Size: MiB, Deps: []int64{0}, ConnType: stream.ConnNVLS},
+		{ID: 2, Src: 16, Dst: 2, Size: MiB, Deps: []int64{0}, ConnType: stream.ConnNVLS},
+		{ID: 3, Src: 3, Dst: 4, Deps: []int64{1, 2}, ConnType: stream.ConnDelay},
+	}
+	for _, m := range []Model{Fluid, Busbw} {
+		rows, res := simulate(t, mustRead(t, tp, flows), Options{Model: m})
+		if res.End != 2*hop {
+			t.Errorf("%s: ends at %v, want %v", m, res.End, 2*hop)
+		}
+		if r := rows[3]; r.StartNs != (2*hop).Ns() || r.FctNs != 0 || r.SizeBytes != 0 {
+			t.Errorf("%s: join row %+v", m, r)
+		}
+	}
+}
+
+// ringAllReduce builds a ring AllReduce over ranks: 2(n-1) steps of size/n
+// bytes; rank k's step-s send waits for its step s-1 receive and its own
+// step s-1 send. Ids are step*n + k.
+func ringAllReduce(ranks []int32, size int64) []stream.Flow {
+	n := len(ranks)
+	steps := 2 * (n - 1)
+	flows := make([]stream.Flow, 0, steps*n)
+	for s := 0; s < steps; s++ {
+		for k := 0; k < n; k++ {
+			f := stream.Flow{ID: int64(s*n + k), Src: ranks[k], Dst: ranks[(k+1)%n], Size: size / int64(n),
+				Channel: 0, Chunk: int32(s), ChunkCount: int32(steps), ConnType: stream.ConnRing}
+			if s > 0 {
+				f.Deps = []int64{int64((s-1)*n + (k-1+n)%n), int64((s-1)*n + k)}
+			}
+			flows = append(flows, f)
+		}
+	}
+	return flows
+}
+
+// Ring AllReduce over rail 0 of 16 servers (GPU 0, 8, ..., 120) on an idle
+// rail-optimized fabric: every step crosses GPU -> ASW0 -> GPU with no
+// sharing, so the collective takes 2(n-1)/n * S*8/B plus 2(n-1) step
+// latencies of 1 us. S = 64 MiB, n = 16, B = 400 Gbit/s:
+// 30/16 * 536870912 bit / 4e11 = 2516.5824 us, + 30 us = 2546.5824 us.
+func TestRingAllReduceClosedForm(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 128})
+	var ranks []int32
+	for k := int32(0); k < 16; k++ {
+		ranks = append(ranks, 8*k)
+	}
+	const S = 64 * MiB
+	n := float64(len(ranks))
+	closed := des.FromSeconds(2*(n-1)/n*S*8/400e9) + des.Time(2*(len(ranks)-1))*railLat
+	if closed != 2_546_582_400*des.Picosecond {
+		t.Fatalf("closed form %d ps", closed)
+	}
+	for _, m := range []Model{Fluid, Busbw} {
+		_, res := simulate(t, mustRead(t, tp, ringAllReduce(ranks, S)), Options{Model: m, Seed: 1})
+		if rel := math.Abs(float64(res.End-closed)) / float64(closed); rel > 0.01 {
+			t.Errorf("%s: ring AllReduce takes %v, closed form %v (off by %.2f%%)", m, res.End, closed, 100*rel)
+		}
+		within(t, m.String()+" ring", res.End, closed, 60) // exact but for ps rounding per step
+	}
+}
+
+// With no link shared, fluid gives every flow its bottleneck rate and must
+// equal busbw to the picosecond: 8 chains of flows, each chain on its own
+// links (NVLink within a server, rail-local NIC paths across servers),
+// with delay nodes and size-0 flows mixed in.
+func TestFluidEqualsBusbwWithoutSharing(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32})
+	pairs := [][2]int32{{0, 1}, {1, 2}, {2, 0}, {3, 11}, {11, 19}, {19, 27}, {27, 3}, {4, 12}}
+	rng := rand.New(rand.NewPCG(1, 1))
+	var flows []stream.Flow
+	id := int64(0)
+	for _, p := range pairs {
+		prev := int64(-1)
+		for k := 0; k < 25; k++ {
+			f := flow(id, p[0], p[1], rng.Int64N(64*MiB))
+			switch k % 7 {
+			case 3:
+				f = stream.Flow{ID: id, Src: p[0], Dst: p[0], DelayPs: rng.Int64N(5e6) + 1, ConnType: stream.ConnDelay}
+			case 5:
+				f.Size = 0
+			}
+			if prev >= 0 {
+				f.Deps = []int64{prev}
+			}
+			flows = append(flows, f)
+			prev = id
+			id++
+		}
+	}
+	a, ra := simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
+	b, rb := simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	if ra.End != rb.End {
+		t.Errorf("busbw ends at %d ps, fluid at %d ps", ra.End, rb.End)
+	}
+	for id, r := range a {
+		if b[id] != r {
+			t.Errorf("flow %d: busbw %+v, fluid %+v", id, r, b[id])
+		}
+	}
+}
+
+// referenceRates solves max-min fairness from scratch over every sending
+// flow, for checking the incremental solver.
+func referenceRates(f *fluid) map[int32]float64 {
+	rem := map[route.DirLink]float64{}
+	cnt := map[route.DirLink]int{}
+	open := map[int32]bool{}
+	for id := range f.slots {
+		s := &f.slots[id]
+		if !s.live {
+			continue
+		}
+		open[int32(id)] = true
+		for _, l := range s.path {
+			rem[l] = f.cap[l]
+			cnt[l]++
+		}
+	}
+	rates := map[int32]float64{}
+	for len(open) > 0 {
+		var best route.DirLink
+		share := math.Inf(1)
+		for l, n := range cnt {
+			if n > 0 && rem[l]/float64(n) < share {
+				best, share = l, rem[l]/float64(n)
+			}
+		}
+		for id := range open {
+			s := &f.slots[id]
+			on := false
+			for _, l := range s.path {
+				on = on || l == best
+			}
+			if !on {
+				continue
+			}
+			rates[id] = share
+			delete(open, id)
+			for _, l := range s.path {
+				rem[l] -= share
+				cnt[l]--
+			}
+		}
+	}
+	return rates
+}
+
+// The incremental solver against a from-scratch solution after every
+// update, on random traffic with random DAG deps (so flows start at many
+// different times) through fabrics where links are shared unevenly: a
+// Spectrum-X with only 2 spines (ECMP collides, uplinks oversubscribed
+// 8:2), a 2:1 oversubscribed fat-tree, and a DCN+ dual-ToR fabric. Some
+// flows have equal sizes so that rates tie.
+func TestFluidMatchesFullRecompute(t *testing.T) {
+	for _, p := range []topo.Params{
+		{Family: topo.SpectrumX, GPUs: 64, PSWs: 2, NICsPerASW: 4},
+		{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 1},
+		{Family: topo.DCNDualToR, GPUs: 64, NICsPerASW: 16, PSWs: 2},
+	} {
+		tp := gen(t, p)
+		g := int32(tp.GPUs)
+		rng := rand.New(rand.NewPCG(9, uint64(g)))
+		var flows []stream.Flow
+		for id := int64(0); id < 500; id++ {
+			size := 1 + rng.Int64N(8*MiB)
+			if id%3 == 0 {
+				size = MiB
+			}
+			f := flow(id, rng.Int32N(g), rng.Int32N(g), size)
+			for k := rng.IntN(3); k > 0 && id > 0; k-- {
+				f.Deps = append(f.Deps, rng.Int64N(id))
+			}
+			flows = append(flows, f)
+		}
+		checks, worst := 0, 0.0
+		verify := func(f *fluid) {
+			checks++
+			for id, want := range referenceRates(f) {
+				got := f.slots[id].rate
+				if d := math.Abs(got-want) / want; d > worst {
+					worst = d
+				}
+			}
+		}
+		simulate(t, mustRead(t, tp, flows), Options{Model: Fluid, verify: verify})
+		if worst > 1e-9 {
+			t.Errorf("%s: incremental rates differ from a full recompute by %.3g (relative) over %d updates", p.Family, worst, checks)
+		}
+		if checks < 100 {
+			t.Errorf("%s: only %d updates checked", p.Family, checks)
+		}
+	}
+}
+
+// Same input and seed, same trace; the seed moves flows between ECMP paths.
+func TestDeterminism(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 128, PSWs: 4})
+	var ranks []int32
+	for k := int32(0); k < 128; k++ {
+		ranks = append(ranks, k)
+	}
+	data := encode(t, tp, nil, nil, ringAllReduce(ranks, 16*MiB))
+	var ends []des.Time
+	for _, seed := range []uint64{1, 1, 2} {
+		in, err := read(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seq []trace.Row
+		res, err := Run(in, Options{Model: Fluid, Seed: seed}, func(r *trace.Row) error { seq = append(seq, *r); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, res.End)
+		if seed == 1 && len(ends) == 2 {
+			t.Logf("ring over 128 GPUs, 4 spines: %v (%d recomputes)", res.End, res.Recomputes)
+		}
+	}
+	if ends[0] != ends[1] {
+		t.Errorf("same seed: %v then %v", ends[0], ends[1])
+	}
+	if ends[0] == ends[2] {
+		t.Logf("seeds 1 and 2 happen to give the same makespan %v", ends[0])
+	}
+}
+
+// Op, algorithm and group columns come from the collective and group records.
+func TestCollectiveColumns(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	f := flow(0, 0, 8, MiB)
+	f.Collective = 7
+	g := flow(1, 0, 1, MiB)
+	g.Collective = -1
+	data := encode(t, tp, []stream.Group{{ID: 3, Type: "DP", Ranks: []int32{0, 8}}},
+		[]stream.Collective{{ID: 7, Op: "allreduce", Size: 2 * MiB, Group: 3, Algorithm: "ring"}}, []stream.Flow{f, g})
+	in, err := read(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := simulate(t, in, Options{})
+	if r := rows[0]; r.Op != "allreduce" || r.Algorithm != "ring" || r.GroupType != "DP" || r.NRanks != 2 || r.CollSizeBytes != 2*MiB || r.CollectiveID != 7 {
+		t.Errorf("row %+v", r)
+	}
+	if r := rows[1]; r.Op != "" || r.NRanks != 0 || r.CollectiveID != -1 {
+		t.Errorf("row without collective %+v", r)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	for _, c := range []struct {
+		name  string
+		tp    *topo.Topology
+		flows []stream.Flow
+		want  string
+	}{
+		{"no topology", nil, nil, "no topology record"},
+		{"flow before topology", nil, []stream.Flow{flow(0, 0, 1, 1)}, "record 1 (flow): flow before the topology"},
+		{"src a leaf switch", tp, []stream.Flow{flow(0, 0, 1, 1), flow(1, 18, 1, 1)}, "record 3 (flow), field src: flow 1: 18 is not a GPU (0..15) or an NVSwitch"},
+		{"dst out of range", tp, []stream.Flow{flow(0, 0, 1000, 1)}, "record 2 (flow), field dst: flow 0: 1000 is not a GPU"},
+		{"dst negative", tp, []stream.Flow{flow(0, 0, -1, 1)}, "record 2 (flow), field dst"},
+		{"missing dep", tp, []stream.Flow{flow(0, 0, 1, 1), flow(1, 0, 1, 1, 0, 9)}, "record 3 (flow), field deps: flow 1: dep 9 names no flow"},
+		{"cycle", tp, []stream.Flow{flow(0, 0, 1, 1, 1), flow(1, 0, 1, 1, 0)}, "record 2 (flow), field deps: flow 0: never becomes ready: dependency cycle 0 waits on 1 waits on 0"},
+		{"duplicate id", tp, []stream.Flow{flow(4, 0, 1, 1), flow(4, 0, 1, 1)}, "record 3 (flow), field id: flow 4: duplicate id"},
+		{"delay with size", tp, []stream.Flow{{ID: 0, Size: 5, DelayPs: 7, ConnType: stream.ConnDelay}}, "field delay_ps: flow 0: a delay node has size 0"},
+	} {
+		_, err := read(encode(t, c.tp, nil, nil, c.flows))
+		var se *stream.Error
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		} else if c.tp != nil && !errors.As(err, &se) {
+			t.Errorf("%s: %T is not a *stream.Error", c.name, err)
+		}
+	}
+	// Unreachable pair: found when the flow is released.
+	cut := *tp
+	cut.Links = nil
+	for _, l := range tp.Links {
+		if l.Kind != stream.LinkFabric {
+			cut.Links = append(cut.Links, l)
+		}
+	}
+	in := mustRead(t, &cut, []stream.Flow{flow(0, 0, 8, 1), flow(1, 0, 9, 1, 0)})
+	_, err := Run(in, Options{}, func(*trace.Row) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "record 3 (flow), field dst: flow 1: no path from GPU 0 to GPU 9") {
+		t.Errorf("unreachable: %v", err)
+	}
+}
+
+// BenchmarkFluidRandom: 20k flows between random GPUs of a 1024-GPU
+// Spectrum-X, all released at once: the solver's worst case, one big
+// connected component that shrinks as flows finish.
+func BenchmarkFluidRandom(b *testing.B) {
+	tp := gen(b, topo.Params{Family: topo.SpectrumX, GPUs: 1024})
+	rng := rand.New(rand.NewPCG(2, 2))
+	var flows []stream.Flow
+	for id := int64(0); id < 20000; id++ {
+		flows = append(flows, flow(id, rng.Int32N(1024), rng.Int32N(1024), MiB))
+	}
+	data := encode(b, tp, nil, nil, flows)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in, err := read(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Recomputes), "recomputes")
+	}
+	b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+}
+
+// BenchmarkFluidRing: ring AllReduce over 256 GPUs of Spectrum-X (NVLink
+// and NIC steps), the shape of the 1024-GPU end-to-end benchmark.
+func BenchmarkFluidRing(b *testing.B) {
+	tp := gen(b, topo.Params{Family: topo.SpectrumX, GPUs: 256})
+	var ranks []int32
+	for k := int32(0); k < 256; k++ {
+		ranks = append(ranks, k)
+	}
+	flows := ringAllReduce(ranks, 256*MiB)
+	data := encode(b, tp, nil, nil, flows)
+	in, err := read(data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	var events uint64
+	for i := 0; i < b.N; i++ {
+		res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		events += res.Events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+}
+
+// FuzzRun builds flows from arbitrary bytes (ends that may not be GPUs,
+// deps that may be missing or cyclic, sizes and delays up to 2^62, link
+// latencies near the end of time) and runs both models: bad input must be
+// an error, never a panic, and a run that succeeds conserves every flow.
+func FuzzRun(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 9, 1, 0, 0, 0, 0, 9, 1, 2, 1, 1, 0, 0})
+	f.Add([]byte{1, 1, 3, 4, 3, 2, 3, 1, 2, 5, 4, 0, 2, 3, 0, 1, 0, 0})
+	f.Add([]byte{2, 0, 16, 1, 1, 0, 0, 0, 0, 16, 1, 0, 4, 0, 0, 0})
+	tops := []*topo.Topology{
+		gen(f, topo.Params{Family: topo.SpectrumX, GPUs: 16}),
+		gen(f, topo.Params{Family: topo.DCNDualToR, GPUs: 16}),
+		gen(f, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 2}),
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 2 {
+			return
+		}
+		tp := *tops[int(data[0])%len(tops)]
+		if data[1]&1 != 0 {
+			tp.Links = append([]stream.Link(nil), tp.Links...)
+			for i := range tp.Links {
+				if tp.Links[i].Kind == stream.LinkNIC {
+					tp.Links[i].LatencyPs = 1 << 62
+				}
+			}
+		}
+		data = data[2:]
+		sizes := []int64{0, 1, 4096, MiB, 64 * MiB, 1 << 62}
+		var flows []stream.Flow
+		for id := int64(0); len(data) >= 6 && id < 64; id++ {
+			b := data[:6]
+			data = data[6:]
+			fl := stream.Flow{ID: id, Src: int32(b[0]) - 1, Dst: int32(b[1]) - 1, Size: sizes[int(b[2])%len(sizes)], ConnType: stream.ConnRing}
+			switch b[3] % 8 {
+			case 0:
+				fl.Deps = []int64{int64(b[4]) % 70}
+			case 1:
+				fl.Deps = []int64{int64(b[4]) % (id + 1), int64(b[5]) % (id + 1)}
+			case 2:
+				fl.Size, fl.ConnType = 0, stream.ConnDelay
+			}
+			switch b[5] % 5 {
+			case 1:
+				fl.DelayPs = int64(b[4]) * 1000
+			case 2:
+				fl.DelayPs = 1 << 62
+			}
+			flows = append(flows, fl)
+		}
+		in, err := read(encode(t, &tp, nil, nil, flows))
+		if err != nil {
+			return
+		}
+		for _, m := range []Model{Fluid, Busbw} {
+			n, bytes := 0, int64(0)
+			res, err := Run(in, Options{Model: m, Seed: 3}, func(r *trace.Row) error {
+				n++
+				bytes += r.SizeBytes
+				if r.EndNs < r.StartNs {
+					t.Fatalf("%s: flow %d ends before it starts: %+v", m, r.FlowID, r)
+				}
+				return nil
+			})
+			if err != nil {
+				continue
+			}
+			if n != in.Flows() || bytes != in.TotalBytes() || res.Flows != n {
+				t.Fatalf("%s: %d rows, %d bytes for %d flows, %d bytes", m, n, bytes, in.Flows(), in.TotalBytes())
+			}
+		}
+	})
+}

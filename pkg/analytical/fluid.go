@@ -1,0 +1,371 @@
+package analytical
+
+import (
+	"math"
+
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
+)
+
+// The fluid solver keeps the max-min fair rates of the sending flows on
+// directed links and recomputes them once per simulated instant at which
+// flows start or stop sending.
+//
+// Recomputation is incremental but exact. Progressive filling raises all
+// rates together and freezes the flows of each link as it saturates, so
+// the allocation is built in increasing rate levels. Removing a flow of rate
+// r changes nothing below level r (the flow was still growing there and
+// crossed no saturated link), and adding a flow changes nothing below its
+// new rate, which is at least min over its links of capacity / flows (the
+// classic max-min lower bound). With theta the smallest of those levels in
+// this instant, flows below theta keep their rates; the others are re-solved
+// by progressive filling on the residual capacities, and only those
+// connected to the changed links through flows at or above theta, since the
+// rest form sub-problems that did not change. In a ring step or a
+// rail-local transfer that is a handful of flows; in a large mixed workload
+// it is the fast flows near the change.
+//
+// Remaining bits are tracked per flow at the time its rate last changed; a
+// flow whose rate comes out unchanged keeps its scheduled drain event, so a
+// flow alone on its path drains at exactly start + size*8/bottleneck, the
+// busbw time. A changed rate bumps the slot's generation, which turns the
+// old drain event stale.
+type fluid struct {
+	r     *route.Router
+	q     *des.Queue
+	slots []slot
+	free  []int32
+	flows [][]int32 // per directed link: the slots sending over it
+	cap   []float64 // per directed link, bit/s
+
+	// pending changes of this instant
+	seeds []route.DirLink // links whose set of flows changed
+	added []int32
+	theta float64 // smallest rate removed this instant
+
+	// scratch of update, reused
+	epoch    uint64
+	linkMark []uint64 // == epoch: link is in the sub-problem
+	local    []int32  // per directed link: its position in links
+	links    []route.DirLink
+	resid    []float64
+	count    []int32
+	share    []float64
+	heap     []int32
+	hpos     []int32
+	members  []int32
+	stack    []route.DirLink
+
+	recomputes uint64
+	verify     func() // tests: called after every update
+}
+
+type slot struct {
+	flow  int32
+	gen   int64 // bumped at every reschedule and at removal; never reset
+	mark  uint64
+	path  []route.DirLink
+	pos   []int32 // index of this slot in flows[path[k]]
+	rate  float64 // bit/s; 0 until the first update after add
+	next  float64 // rate found by the current update
+	bits  float64 // bits left to send at time at
+	at    des.Time
+	lat   des.Time
+	ideal des.Time
+	live  bool
+}
+
+func newFluid(r *route.Router, q *des.Queue) *fluid {
+	n := r.DirLinks()
+	f := &fluid{r: r, q: q, flows: make([][]int32, n), cap: make([]float64, n),
+		linkMark: make([]uint64, n), local: make([]int32, n), theta: math.Inf(1)}
+	for d := range f.cap {
+		f.cap[d] = r.Bandwidth(route.DirLink(d))
+	}
+	return f
+}
+
+// add starts sending flow i over path (copied) now.
+func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now des.Time) {
+	var id int32
+	if n := len(f.free); n > 0 {
+		id = f.free[n-1]
+		f.free = f.free[:n-1]
+	} else {
+		id = int32(len(f.slots))
+		f.slots = append(f.slots, slot{})
+	}
+	s := &f.slots[id]
+	s.flow, s.rate, s.bits, s.at, s.lat, s.ideal, s.live = i, 0, float64(size)*8, now, lat, ideal, true
+	s.path = append(s.path[:0], path...)
+	s.pos = s.pos[:0]
+	for _, l := range path {
+		s.pos = append(s.pos, int32(len(f.flows[l])))
+		f.flows[l] = append(f.flows[l], id)
+	}
+	f.added = append(f.added, id)
+}
+
+// remove stops slot id (its bits are sent) and frees it.
+func (f *fluid) remove(id int32) {
+	s := &f.slots[id]
+	f.theta = min(f.theta, s.rate)
+	for k, l := range s.path {
+		list := f.flows[l]
+		p := s.pos[k]
+		last := list[len(list)-1]
+		list[p] = last
+		f.flows[l] = list[:len(list)-1]
+		if last != id {
+			o := &f.slots[last]
+			for k2, l2 := range o.path {
+				if l2 == l {
+					o.pos[k2] = p
+					break
+				}
+			}
+		}
+		f.seeds = append(f.seeds, l)
+	}
+	s.gen++
+	s.live = false
+	f.free = append(f.free, id)
+}
+
+// update re-solves the rates affected by this instant's adds and removes
+// and reschedules the drains of flows whose rate changed.
+func (f *fluid) update(now des.Time) {
+	if len(f.added) == 0 && len(f.seeds) == 0 {
+		return
+	}
+	f.recomputes++
+	if f.alone() {
+		return
+	}
+	theta := f.theta
+	for _, id := range f.added {
+		for _, l := range f.slots[id].path {
+			theta = min(theta, f.cap[l]/float64(len(f.flows[l])))
+			f.seeds = append(f.seeds, l)
+		}
+	}
+	// A margin below theta: re-solving a few more flows is always exact,
+	// fixing a flow whose level rounding put just under theta would not be.
+	thr := theta * (1 - 1e-9)
+	f.epoch += 2 // epoch: in the sub-problem; epoch+1: rate fixed
+	in, frozen := f.epoch, f.epoch+1
+	f.members, f.links = f.members[:0], f.links[:0]
+	f.resid, f.count = f.resid[:0], f.count[:0]
+	f.stack = append(f.stack[:0], f.seeds...)
+	for len(f.stack) > 0 {
+		l := f.stack[len(f.stack)-1]
+		f.stack = f.stack[:len(f.stack)-1]
+		if f.linkMark[l] == in {
+			continue
+		}
+		f.linkMark[l] = in
+		f.local[l] = int32(len(f.links))
+		f.links = append(f.links, l)
+		resid, n := f.cap[l], int32(0)
+		for _, id := range f.flows[l] {
+			s := &f.slots[id]
+			switch {
+			case s.mark == in:
+				n++
+			case s.rate == 0 || s.rate >= thr:
+				s.mark = in
+				f.members = append(f.members, id)
+				n++
+				for _, l2 := range s.path {
+					if f.linkMark[l2] != in {
+						f.stack = append(f.stack, l2)
+					}
+				}
+			default:
+				resid -= s.rate
+			}
+		}
+		f.resid = append(f.resid, resid)
+		f.count = append(f.count, n)
+	}
+	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
+
+	// Progressive filling over the sub-problem's links.
+	nl := len(f.links)
+	f.share = grow(f.share, nl)
+	f.hpos = growI(f.hpos, nl)
+	f.heap = f.heap[:0]
+	for j := 0; j < nl; j++ {
+		if f.count[j] == 0 {
+			f.hpos[j] = -1
+			continue
+		}
+		f.share[j] = f.resid[j] / float64(f.count[j])
+		f.hpos[j] = int32(len(f.heap))
+		f.heap = append(f.heap, int32(j))
+	}
+	for j := len(f.heap)/2 - 1; j >= 0; j-- {
+		f.down(j)
+	}
+	for len(f.heap) > 0 {
+		j := f.pop()
+		if f.count[j] == 0 {
+			continue
+		}
+		l := f.links[j]
+		// Rounding can leave a share a hair under zero; a flow still gets
+		// a sliver of the link rather than stalling forever.
+		level := max(f.share[j], 1e-9*f.cap[l])
+		for _, id := range f.flows[l] {
+			s := &f.slots[id]
+			if s.mark != in {
+				continue
+			}
+			s.mark = frozen
+			s.next = level
+			for _, l2 := range s.path {
+				if l2 == l {
+					continue
+				}
+				k := f.local[l2]
+				f.resid[k] -= level
+				f.count[k]--
+				if f.count[k] == 0 {
+					f.share[k] = math.Inf(1)
+				} else {
+					f.share[k] = f.resid[k] / float64(f.count[k])
+				}
+				if p := f.hpos[k]; p >= 0 {
+					f.fix(int(p))
+				}
+			}
+		}
+		f.count[j] = 0
+	}
+
+	for _, id := range f.members {
+		s := &f.slots[id]
+		r := s.next
+		switch {
+		case s.rate == 0:
+			s.rate = r
+		case math.Abs(r-s.rate) <= 1e-12*s.rate:
+			continue // unchanged: keep the scheduled drain
+		default:
+			s.bits = max(s.bits-s.rate*float64(now-s.at)*1e-12, 0)
+			s.at, s.rate = now, r
+		}
+		s.gen++
+		f.q.Push(now.Add(des.FromSeconds(s.bits/s.rate)), evDrained, id, s.gen)
+	}
+	if f.verify != nil {
+		f.verify()
+	}
+}
+
+// alone handles, without a solve, the common instants of a pipelined
+// collective: flows that stopped on links nobody else uses, and at most one
+// new flow that is alone on every link of its path (its rate is then its
+// bottleneck bandwidth, exactly as busbw). It reports whether it did.
+func (f *fluid) alone() bool {
+	if len(f.added) > 1 {
+		return false
+	}
+	for _, l := range f.seeds {
+		if len(f.flows[l]) > 0 {
+			return false
+		}
+	}
+	if len(f.added) == 1 {
+		id := f.added[0]
+		s := &f.slots[id]
+		r := math.Inf(1)
+		for _, l := range s.path {
+			if len(f.flows[l]) > 1 {
+				return false
+			}
+			r = min(r, f.cap[l])
+		}
+		s.rate = r
+		s.gen++
+		f.q.Push(s.at.Add(des.FromSeconds(s.bits/r)), evDrained, id, s.gen)
+	}
+	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
+	if f.verify != nil {
+		f.verify()
+	}
+	return true
+}
+
+// --- binary heap of sub-problem links by fair share, ties by link id ---
+
+func (f *fluid) less(a, b int32) bool {
+	return f.share[a] < f.share[b] || (f.share[a] == f.share[b] && f.links[a] < f.links[b])
+}
+
+func (f *fluid) swap(i, j int) {
+	h := f.heap
+	h[i], h[j] = h[j], h[i]
+	f.hpos[h[i]], f.hpos[h[j]] = int32(i), int32(j)
+}
+
+func (f *fluid) down(i int) {
+	h := f.heap
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && f.less(h[c+1], h[c]) {
+			c++
+		}
+		if !f.less(h[c], h[i]) {
+			return
+		}
+		f.swap(i, c)
+		i = c
+	}
+}
+
+func (f *fluid) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !f.less(f.heap[i], f.heap[p]) {
+			return
+		}
+		f.swap(i, p)
+		i = p
+	}
+}
+
+func (f *fluid) fix(i int) {
+	f.down(i)
+	f.up(i)
+}
+
+func (f *fluid) pop() int32 {
+	h := f.heap
+	j := h[0]
+	n := len(h) - 1
+	f.swap(0, n)
+	f.heap = h[:n]
+	f.hpos[j] = -1
+	if n > 0 {
+		f.down(0)
+	}
+	return j
+}
+
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n, 2*n)
+	}
+	return s[:n]
+}
+
+func growI(s []int32, n int) []int32 {
+	if cap(s) < n {
+		return make([]int32, n, 2*n)
+	}
+	return s[:n]
+}

@@ -1,0 +1,318 @@
+package analytical
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/dag"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// Input is a stream read into memory: the topology, groups, collectives and
+// the flow DAG. Flows are kept in compact records (56 bytes a flow) because
+// a run may hold millions of them.
+type Input struct {
+	Name        string
+	Topology    *topo.Topology
+	Groups      map[int64]*stream.Group
+	Collectives map[int64]*stream.Collective
+
+	dag   *dag.DAG
+	flows flowTable
+	// recBreaks maps flow indexes to record indexes for error messages:
+	// flow i is record recBreaks[k].rec + i - recBreaks[k].flow for the
+	// last k with recBreaks[k].flow <= i (flows are usually contiguous).
+	recBreaks []recBreak
+}
+
+type recBreak struct{ flow, rec int32 }
+
+// flowTable holds the flows in fixed-size blocks of records, indexed like
+// the DAG: appending never copies (Go grows large slices by 1.25x, which
+// copied each byte about four times at 2 M flows), and the fields a
+// completion reads share a cache line.
+type flowTable struct {
+	blocks    [][]flowRec
+	n         int32
+	connNames []string
+}
+
+const blockBits = 16
+
+type flowRec struct {
+	id      int64
+	coll    int64
+	size    int64    // bytes; delay_ps for a delay node
+	start   des.Time // release time, set by the engine
+	src     int32
+	dst     int32
+	chunk   int32
+	channel int32
+	conn    uint16
+	kind    uint8
+}
+
+// Flow kinds.
+const (
+	transfer uint8 = iota
+	delay          // waits delay_ps
+	join           // a DELAY flow of size 0 without delay_ps: done when its deps are
+)
+
+func (ft *flowTable) get(i int32) *flowRec {
+	return &ft.blocks[i>>blockBits][i&(1<<blockBits-1)]
+}
+
+func (ft *flowTable) add() *flowRec {
+	if int(ft.n)>>blockBits == len(ft.blocks) {
+		ft.blocks = append(ft.blocks, make([]flowRec, 1<<blockBits))
+	}
+	ft.n++
+	return ft.get(ft.n - 1)
+}
+
+// Flows is the number of flows (delay nodes included).
+func (in *Input) Flows() int { return in.dag.Len() }
+
+// TotalBytes is the sum of the flows' sizes.
+func (in *Input) TotalBytes() int64 {
+	var n int64
+	for i := int32(0); i < in.flows.n; i++ {
+		if f := in.flows.get(i); f.kind == transfer {
+			n += f.size
+		}
+	}
+	return n
+}
+
+// record is the stream record index of flow i.
+func (in *Input) record(i int32) int {
+	k := sort.Search(len(in.recBreaks), func(k int) bool { return in.recBreaks[k].flow > i }) - 1
+	if k < 0 {
+		return -1
+	}
+	b := in.recBreaks[k]
+	return int(b.rec + i - b.flow)
+}
+
+// flowError locates an error at flow i's record.
+func (in *Input) flowError(i int32, field string, err error) error {
+	return &stream.Error{Name: in.Name, Record: in.record(i), Kind: stream.KindFlow, Field: field, Err: err}
+}
+
+// Read reads a whole stream: exactly one topology before any flow, then
+// groups, collectives and flows. Unknown kinds and paths records are skipped
+// (this backend routes over the topology itself). It validates the topology,
+// each flow's GPUs, and the DAG (missing deps, duplicate ids, cycles);
+// errors name the record and field.
+//
+// Decoding runs on its own goroutine and hands flows over in batches, so
+// msgpack decoding overlaps building the flow table and the DAG.
+func Read(r *stream.Reader) (*Input, error) {
+	in := &Input{Name: r.Name(), Groups: map[int64]*stream.Group{}, Collectives: map[int64]*stream.Collective{}}
+	full := make(chan *flowBatch, 4)
+	free := make(chan *flowBatch, 4)
+	quit := make(chan struct{})
+	errc := make(chan error, 1)
+	for i := 0; i < cap(free); i++ {
+		free <- &flowBatch{}
+	}
+	go func() {
+		defer close(full)
+		errc <- decode(r, in, full, free, quit)
+	}()
+	ft := &in.flows
+	connIDs := map[string]uint16{}
+	var lastConn uint16
+	var lastName string
+	b := dag.NewBuilder(1 << 16)
+	var err error
+	for batch := range full {
+		for k := 0; k < len(batch.flows) && err == nil; k++ {
+			f := &batch.flows[k]
+			idx := int32(b.Len())
+			if n := len(in.recBreaks); n == 0 || in.recBreaks[n-1].rec+idx-in.recBreaks[n-1].flow != f.rec {
+				in.recBreaks = append(in.recBreaks, recBreak{flow: idx, rec: f.rec})
+			}
+			if e := b.Add(f.id, batch.deps[f.deps:f.deps+f.nDeps]); e != nil {
+				err = in.flowError(idx, "", e)
+				break
+			}
+			ci, ok := lastConn, f.conn == lastName && lastName != ""
+			if !ok {
+				ci, ok = connIDs[f.conn]
+			}
+			if !ok {
+				if len(ft.connNames) == math.MaxUint16 {
+					err = in.flowError(idx, "conn_type", fmt.Errorf("more than %d distinct connection types", math.MaxUint16))
+					break
+				}
+				ci = uint16(len(ft.connNames))
+				connIDs[f.conn] = ci
+				ft.connNames = append(ft.connNames, f.conn)
+			}
+			lastConn, lastName = ci, f.conn
+			*ft.add() = flowRec{id: f.id, coll: f.coll, size: f.size, src: f.src, dst: f.dst, chunk: f.chunk, channel: f.channel, conn: ci, kind: f.kind}
+		}
+		if err != nil {
+			close(quit)
+			for range full { // let the decoder finish its send and stop
+			}
+			<-errc
+			return nil, err
+		}
+		free <- batch
+	}
+	if err := <-errc; err != nil {
+		return nil, err
+	}
+	if in.Topology == nil {
+		return nil, fmt.Errorf("%s: no topology record in the stream (pipe topogen's output in)", in.Name)
+	}
+	d, err := b.Build()
+	if err != nil {
+		var de *dag.Error
+		if errors.As(err, &de) {
+			return nil, in.flowError(de.Index, de.Field, errors.New(de.Error()))
+		}
+		return nil, err
+	}
+	in.dag = d
+	return in, nil
+}
+
+// flowBatch carries decoded flows from the decoder to Read.
+type flowBatch struct {
+	flows []rawFlow
+	deps  []int64
+}
+
+type rawFlow struct {
+	id, coll, size   int64 // size is delay_ps for a delay node
+	src, dst         int32
+	chunk, channel   int32
+	rec, deps, nDeps int32 // record index; deps are batch.deps[deps:deps+nDeps]
+	conn             string
+	kind             uint8
+}
+
+const batchFlows = 4096
+
+// decode reads every record, keeps the topology, groups and collectives in
+// in, checks each flow and sends flows in batches. The topology is set
+// before the first batch is sent, so Read may use it.
+func decode(r *stream.Reader, in *Input, full chan<- *flowBatch, free <-chan *flowBatch, quit <-chan struct{}) error {
+	var f stream.Flow
+	batch := <-free
+	batch.flows, batch.deps = batch.flows[:0], batch.deps[:0]
+	send := func() bool {
+		select {
+		case full <- batch:
+		case <-quit:
+			return false
+		}
+		select {
+		case batch = <-free:
+		case <-quit:
+			return false
+		}
+		batch.flows, batch.deps = batch.flows[:0], batch.deps[:0]
+		return true
+	}
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case stream.KindTopology:
+			if in.Topology != nil {
+				return r.Errorf("", "second topology record (a stream holds one)")
+			}
+			t, err := r.Topology()
+			if err != nil {
+				return err
+			}
+			if err := topo.Validate(t); err != nil {
+				return r.Errorf("", "%v", err)
+			}
+			in.Topology = t
+		case stream.KindGroup:
+			g, err := r.Group()
+			if err != nil {
+				return err
+			}
+			if _, dup := in.Groups[g.ID]; dup {
+				return r.Errorf("id", "duplicate group id %d", g.ID)
+			}
+			in.Groups[g.ID] = g
+		case stream.KindCollective:
+			c, err := r.Collective()
+			if err != nil {
+				return err
+			}
+			if _, dup := in.Collectives[c.ID]; dup {
+				return r.Errorf("id", "duplicate collective id %d", c.ID)
+			}
+			in.Collectives[c.ID] = c
+		case stream.KindFlow:
+			if err := r.Flow(&f); err != nil {
+				return err
+			}
+			if in.Topology == nil {
+				return r.Errorf("", "flow before the topology record (pipe topogen's output in first)")
+			}
+			kind, err := checkFlow(r, &f, in.Topology)
+			if err != nil {
+				return err
+			}
+			size := f.Size
+			if kind == delay {
+				size = f.DelayPs
+			}
+			batch.flows = append(batch.flows, rawFlow{id: f.ID, coll: f.Collective, size: size, kind: kind, src: f.Src, dst: f.Dst,
+				chunk: f.Chunk, channel: f.Channel, rec: int32(r.Index()), deps: int32(len(batch.deps)), nDeps: int32(len(f.Deps)), conn: f.ConnType})
+			batch.deps = append(batch.deps, f.Deps...)
+			if len(batch.flows) == batchFlows && !send() {
+				return nil
+			}
+		}
+	}
+	if len(batch.flows) > 0 {
+		send()
+	}
+	return nil
+}
+
+// checkFlow classifies a flow and validates what the DAG does not: delay
+// nodes have size 0 as the stream contract says, and a transfer's ends are
+// GPUs or NVSwitches (NVLS flows run between a GPU and its NVSwitch).
+// Delay nodes and joins name the rank that waits and are not routed, so any
+// value passes there.
+func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error) {
+	switch {
+	case f.DelayPs > 0 && f.Size != 0:
+		return 0, r.Errorf("delay_ps", "flow %d: a delay node has size 0, this one has size %d and delay %d ps", f.ID, f.Size, f.DelayPs)
+	case f.DelayPs > 0:
+		return delay, nil
+	case f.Size == 0 && f.ConnType == stream.ConnDelay:
+		return join, nil
+	}
+	for _, e := range [2]struct {
+		field string
+		v     int32
+	}{{"src", f.Src}, {"dst", f.Dst}} {
+		if e.v < 0 || int(e.v) >= len(t.Nodes) || (int(e.v) >= t.GPUs && t.Nodes[e.v].Kind != stream.NodeNVSwitch) {
+			return 0, r.Errorf(e.field, "flow %d: %d is not a GPU (0..%d) or an NVSwitch of the topology", f.ID, e.v, t.GPUs-1)
+		}
+	}
+	return transfer, nil
+}

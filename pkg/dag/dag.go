@@ -1,0 +1,315 @@
+// Package dag is the dependency executor every backend shares: it releases
+// a flow (or delay node) once all of its deps are done.
+//
+// Flows carry arbitrary int64 ids and may name deps that appear later in the
+// input. Build resolves ids to dense int32 indexes (the order flows were
+// added), checks that every dep names a flow and that no cycle can leave a
+// flow waiting forever, so a backend learns of bad input before it simulates
+// anything. After that, Complete is a few array operations per successor.
+package dag
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Error locates a problem in the DAG: the flow's id and its index (the
+// order it was added, which is its position among the stream's flows).
+type Error struct {
+	FlowID int64
+	Index  int32
+	Field  string // "id" or "deps"
+	Msg    string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("flow %d: %s", e.FlowID, e.Msg) }
+
+// Builder collects flows one by one without keeping their dep slices.
+type Builder struct {
+	ids     []int64
+	depOff  []int32 // deps of flow i are depIDs[depOff[i]:depOff[i+1]]
+	depIDs  []int64
+	ordered bool // ids so far are 0, 1, 2, ...
+}
+
+// NewBuilder returns a Builder with room for n flows.
+func NewBuilder(n int) *Builder {
+	return &Builder{ids: make([]int64, 0, n), depOff: append(make([]int32, 0, n+1), 0), ordered: true}
+}
+
+// Add appends a flow; deps is copied. The flow's index is the number of
+// flows added before it.
+func (b *Builder) Add(id int64, deps []int64) error {
+	if len(b.ids) >= math.MaxInt32 || len(b.depIDs)+len(deps) >= math.MaxInt32 {
+		return &Error{FlowID: id, Index: int32(len(b.ids)), Msg: "too many flows or deps (limit 2^31)"}
+	}
+	if b.ordered && id != int64(len(b.ids)) {
+		b.ordered = false
+	}
+	b.ids = appendDoubling(b.ids, id)
+	b.depIDs = appendDoubling(b.depIDs, deps...)
+	b.depOff = appendDoubling(b.depOff, int32(len(b.depIDs)))
+	return nil
+}
+
+// appendDoubling appends, at least doubling capacity when it grows: append
+// grows large slices by 1.25x, which copies each element about four times.
+func appendDoubling[T any](s []T, v ...T) []T {
+	if len(s)+len(v) > cap(s) {
+		s = slices.Grow(s, max(len(v), cap(s)))
+	}
+	return append(s, v...)
+}
+
+// Len is the number of flows added.
+func (b *Builder) Len() int { return len(b.ids) }
+
+// DAG is the resolved dependency graph and its execution state.
+type DAG struct {
+	ids     []int64
+	lookup  idIndex
+	depOff  []int32
+	deps    []int32 // dep indexes, parallel to the input's dep lists
+	succOff []int32 // successors of i are succ[succOff[i]:succOff[i+1]]
+	succ    []int32
+	waiting []int32 // deps not yet done, per flow; -1 once the flow is done
+	ready   []int32 // initial ready set
+	nDone   int
+}
+
+// idIndex maps ids to indexes: identity when ids are 0..N-1 in order, a
+// dense offset table when they span a small range, a map otherwise.
+type idIndex struct {
+	kind  uint8 // 0 identity, 1 table, 2 map
+	base  int64
+	table []int32 // -1 for an unused id
+	m     map[int64]int32
+}
+
+func (x *idIndex) get(id int64) (int32, bool) {
+	switch x.kind {
+	case 0:
+		if id >= 0 && id < x.base {
+			return int32(id), true
+		}
+		return 0, false
+	case 1:
+		o := id - x.base
+		if o < 0 || o >= int64(len(x.table)) || x.table[o] < 0 {
+			return 0, false
+		}
+		return x.table[o], true
+	}
+	i, ok := x.m[id]
+	return i, ok
+}
+
+// Build resolves the Builder's flows into a DAG. It fails on a duplicate id,
+// a dep naming no flow, and on a dependency cycle (naming a flow on it).
+// The Builder must not be used afterwards.
+func (b *Builder) Build() (*DAG, error) {
+	n := len(b.ids)
+	d := &DAG{ids: b.ids, depOff: b.depOff}
+	if err := d.index(b.ordered); err != nil {
+		return nil, err
+	}
+	d.deps = make([]int32, len(b.depIDs))
+	d.waiting = make([]int32, n)
+	d.succOff = make([]int32, n+1)
+	for i := 0; i < n; i++ {
+		for k := d.depOff[i]; k < d.depOff[i+1]; k++ {
+			j, ok := d.lookup.get(b.depIDs[k])
+			if !ok {
+				return nil, &Error{FlowID: d.ids[i], Index: int32(i), Field: "deps", Msg: fmt.Sprintf("dep %d names no flow in the stream", b.depIDs[k])}
+			}
+			d.deps[k] = j
+			d.succOff[j+1]++
+		}
+		d.waiting[i] = d.depOff[i+1] - d.depOff[i]
+	}
+	b.depIDs = nil
+	for i := 0; i < n; i++ {
+		d.succOff[i+1] += d.succOff[i]
+	}
+	d.succ = make([]int32, len(d.deps))
+	fill := make([]int32, n)
+	copy(fill, d.succOff[:n])
+	for i := 0; i < n; i++ {
+		for _, j := range d.deps[d.depOff[i]:d.depOff[i+1]] {
+			d.succ[fill[j]] = int32(i)
+			fill[j]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		if d.waiting[i] == 0 {
+			d.ready = append(d.ready, int32(i))
+		}
+	}
+	if err := d.checkAcyclic(fill); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *DAG) index(ordered bool) error {
+	n := len(d.ids)
+	if ordered {
+		d.lookup = idIndex{kind: 0, base: int64(n)}
+		return nil
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, id := range d.ids {
+		lo, hi = min(lo, id), max(hi, id)
+	}
+	dup := func(i int, id int64, j int32) error {
+		return &Error{FlowID: id, Index: int32(i), Field: "id", Msg: fmt.Sprintf("duplicate id (also flow #%d in the stream)", j)}
+	}
+	// A table costs 4 bytes per id in the range; use it while that stays
+	// within a few times the flows themselves.
+	if n > 0 && hi-lo >= 0 && hi-lo < 4*int64(n)+1024 {
+		t := make([]int32, hi-lo+1)
+		for i := range t {
+			t[i] = -1
+		}
+		for i, id := range d.ids {
+			if j := t[id-lo]; j >= 0 {
+				return dup(i, id, j)
+			}
+			t[id-lo] = int32(i)
+		}
+		d.lookup = idIndex{kind: 1, base: lo, table: t}
+		return nil
+	}
+	m := make(map[int64]int32, n)
+	for i, id := range d.ids {
+		if j, ok := m[id]; ok {
+			return dup(i, id, j)
+		}
+		m[id] = int32(i)
+	}
+	d.lookup = idIndex{kind: 2, m: m}
+	return nil
+}
+
+// checkAcyclic runs Kahn's algorithm on a scratch copy of the wait counts
+// (scratch has n entries). Flows left over wait on a cycle; it reports one
+// flow on the cycle with the cycle itself.
+func (d *DAG) checkAcyclic(scratch []int32) error {
+	n := len(d.ids)
+	wait := scratch
+	copy(wait, d.waiting)
+	queue := make([]int32, 0, n)
+	queue = append(queue, d.ready...)
+	for h := 0; h < len(queue); h++ {
+		i := queue[h]
+		for _, s := range d.succ[d.succOff[i]:d.succOff[i+1]] {
+			if wait[s]--; wait[s] == 0 {
+				queue = append(queue, s)
+			}
+		}
+	}
+	if len(queue) == n {
+		return nil
+	}
+	// Walk from a stuck flow through stuck deps until a flow repeats: every
+	// stuck flow has a stuck dep, so the walk must close a cycle.
+	var start int32
+	for i := 0; i < n; i++ {
+		if wait[i] > 0 {
+			start = int32(i)
+			break
+		}
+	}
+	seen := map[int32]int{}
+	var walk []int32
+	for v := start; ; {
+		if k, ok := seen[v]; ok {
+			walk = walk[k:]
+			break
+		}
+		seen[v] = len(walk)
+		walk = append(walk, v)
+		for _, p := range d.deps[d.depOff[v]:d.depOff[v+1]] {
+			if wait[p] > 0 {
+				v = p
+				break
+			}
+		}
+	}
+	var sb strings.Builder
+	for k, v := range walk {
+		if k == 8 {
+			sb.WriteString("...")
+			break
+		}
+		fmt.Fprintf(&sb, "%d waits on ", d.ids[v])
+	}
+	first := walk[0]
+	if len(walk) <= 8 {
+		fmt.Fprint(&sb, d.ids[first])
+	}
+	return &Error{FlowID: d.ids[first], Index: first, Field: "deps",
+		Msg: fmt.Sprintf("never becomes ready: dependency cycle %s (%d flows can never start)", sb.String(), n-len(queue))}
+}
+
+// Reset makes every flow not done again, so a DAG can be executed anew.
+func (d *DAG) Reset() {
+	for i := range d.waiting {
+		d.waiting[i] = d.depOff[i+1] - d.depOff[i]
+	}
+	d.nDone = 0
+}
+
+// Len is the number of flows.
+func (d *DAG) Len() int { return len(d.ids) }
+
+// ID is flow i's id.
+func (d *DAG) ID(i int32) int64 { return d.ids[i] }
+
+// Index finds a flow by id.
+func (d *DAG) Index(id int64) (int32, bool) { return d.lookup.get(id) }
+
+// Deps are flow i's dep indexes (do not modify).
+func (d *DAG) Deps(i int32) []int32 { return d.deps[d.depOff[i]:d.depOff[i+1]] }
+
+// Successors are the flows that list i as a dep (do not modify).
+func (d *DAG) Successors(i int32) []int32 { return d.succ[d.succOff[i]:d.succOff[i+1]] }
+
+// Ready is the initial ready set (flows without deps), in input order.
+func (d *DAG) Ready() []int32 { return d.ready }
+
+// Complete marks flow i done and appends the flows it releases (in the
+// order their records appear in the input) to out. Completing a flow twice
+// or one that was not ready panics: that is a backend bug, not bad input.
+func (d *DAG) Complete(i int32, out []int32) []int32 {
+	if d.waiting[i] != 0 {
+		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ids[i]))
+	}
+	d.waiting[i] = -1
+	d.nDone++
+	for _, s := range d.succ[d.succOff[i]:d.succOff[i+1]] {
+		if d.waiting[s]--; d.waiting[s] == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Done is the number of flows completed.
+func (d *DAG) Done() int { return d.nDone }
+
+// IsDone reports whether flow i completed.
+func (d *DAG) IsDone(i int32) bool { return d.waiting[i] < 0 }
+
+// Stuck returns a flow that was never completed, for a deadlock message
+// from a backend that stopped early; ok is false when every flow is done.
+func (d *DAG) Stuck() (i int32, ok bool) {
+	for k, w := range d.waiting {
+		if w >= 0 {
+			return int32(k), true
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,344 @@
+// Package des is the discrete-event core shared by fabricsim's backends:
+// simulated time in integer picoseconds and an event queue with
+// deterministic tie-breaking.
+//
+// Events are small value types kept in a 4-ary heap on one slice, so Push and
+// Pop allocate nothing once the slice has grown to the peak queue length.
+// Backends dispatch on Event.Kind in a switch: no interfaces or closures in
+// the inner loop.
+package des
+
+import (
+	"math"
+	"strconv"
+)
+
+// Time is simulated time in picoseconds. int64 picoseconds reach 106 days,
+// far beyond any collective.
+type Time int64
+
+// Units of Time.
+const (
+	Picosecond  Time = 1
+	Nanosecond  Time = 1000
+	Microsecond Time = 1000 * Nanosecond
+	Millisecond Time = 1000 * Microsecond
+	Second      Time = 1000 * Millisecond
+)
+
+// Never is a time after every event; use it for "not scheduled".
+const Never Time = math.MaxInt64
+
+// Add returns t + d for d >= 0, saturating at Never instead of wrapping
+// around, so absurd inputs (a delay of 2^63 ps) cannot schedule into the
+// past.
+func (t Time) Add(d Time) Time {
+	if d > Never-t {
+		return Never
+	}
+	return t + d
+}
+
+// Ns converts to nanoseconds for traces, rounding half away from zero so a
+// 1500 ps flow reads 2 ns rather than 1.
+func (t Time) Ns() int64 {
+	q, r := int64(t/1000), int64(t%1000)
+	switch {
+	case r >= 500:
+		q++
+	case r <= -500:
+		q--
+	}
+	return q
+}
+
+// Seconds converts to float seconds (for summaries and rates).
+func (t Time) Seconds() float64 { return float64(t) * 1e-12 }
+
+// FromSeconds converts float seconds to the nearest picosecond, saturating
+// at Never (also for NaN, which only a zero rate could produce).
+func FromSeconds(s float64) Time {
+	ps := math.Round(s * 1e12)
+	if !(ps < math.MaxInt64) {
+		return Never
+	}
+	return Time(ps)
+}
+
+// TransferTime is the time to push size bytes through bps bit/s, rounded
+// to the nearest picosecond. Every backend uses it so that the same bytes
+// at the same rate take exactly the same time everywhere.
+func TransferTime(size int64, bps float64) Time {
+	if size <= 0 {
+		return 0
+	}
+	return FromSeconds(float64(size) * 8 / bps)
+}
+
+// String prints the time with a unit chosen for reading: 1.5us, 3.2ms.
+func (t Time) String() string {
+	a := t
+	if a < 0 {
+		a = -a
+	}
+	var unit string
+	var div float64
+	switch {
+	case a >= Second:
+		unit, div = "s", float64(Second)
+	case a >= Millisecond:
+		unit, div = "ms", float64(Millisecond)
+	case a >= Microsecond:
+		unit, div = "us", float64(Microsecond)
+	case a >= Nanosecond:
+		unit, div = "ns", float64(Nanosecond)
+	default:
+		return strconv.FormatInt(int64(t), 10) + "ps"
+	}
+	return strconv.FormatFloat(float64(t)/div, 'g', 6, 64) + unit
+}
+
+// Event is one scheduled happening. Kind, Target and Arg are the backend's:
+// typically Kind selects the handler, Target a flow or link index, and Arg
+// a version number for lazy cancellation or a payload.
+type Event struct {
+	At     Time
+	seq    uint64 // insertion order: equal times pop first-in first-out
+	Kind   uint16
+	Target int32
+	Arg    int64
+}
+
+// Seq is the event's insertion number within its queue.
+func (e *Event) Seq() uint64 { return e.seq }
+
+// Queue is a priority queue of events ordered by (At, insertion order), so
+// a run is deterministic whatever the heap's internal layout.
+//
+// Besides the heap it has FIFO lanes for events scheduled a fixed delay
+// after the current time (a path's latency, a link's propagation delay):
+// such events arrive in time order, so a lane keeps them in a ring buffer
+// and only lane heads compete in a small heap. The pop order is exactly
+// the one Push would give. The zero value is ready to use.
+type Queue struct {
+	h     []Event
+	seq   uint64
+	n     int // pending events, heap and lanes
+	lanes []lane
+	lh    []int32 // heap of non-empty lanes, by head event
+}
+
+type lane struct {
+	buf  []Event
+	head int
+	pos  int32 // index in lh, -1 when the lane is empty
+	last Time
+}
+
+// NewQueue returns a queue with room for capacity events before it grows.
+func NewQueue(capacity int) *Queue { return &Queue{h: make([]Event, 0, capacity)} }
+
+// Len is the number of pending events.
+func (q *Queue) Len() int { return q.n }
+
+// Pushed is the number of events pushed since the queue was created or reset.
+func (q *Queue) Pushed() uint64 { return q.seq }
+
+// Reset empties the queue, keeping its memory and lanes.
+func (q *Queue) Reset() {
+	q.h, q.seq, q.n, q.lh = q.h[:0], 0, 0, q.lh[:0]
+	for i := range q.lanes {
+		l := &q.lanes[i]
+		l.buf, l.head, l.pos, l.last = l.buf[:0], 0, -1, 0
+	}
+}
+
+func less(a, b *Event) bool {
+	return a.At < b.At || (a.At == b.At && a.seq < b.seq)
+}
+
+// Push schedules an event.
+func (q *Queue) Push(at Time, kind uint16, target int32, arg int64) {
+	e := Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg}
+	q.seq++
+	q.n++
+	q.h = append(q.h, e)
+	// Sift up with a hole instead of swaps.
+	h := q.h
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 4
+		if !less(&e, &h[p]) {
+			break
+		}
+		h[i] = h[p]
+		i = p
+	}
+	h[i] = e
+}
+
+// NewLane adds a FIFO lane and returns its number.
+func (q *Queue) NewLane() int {
+	q.lanes = append(q.lanes, lane{pos: -1})
+	return len(q.lanes) - 1
+}
+
+// PushLane schedules an event on a lane. Events of one lane must come in
+// nondecreasing time, as they do when each is a constant delay after the
+// current time; an earlier one panics (a backend bug).
+func (q *Queue) PushLane(ln int, at Time, kind uint16, target int32, arg int64) {
+	l := &q.lanes[ln]
+	if at < l.last && l.pos >= 0 {
+		panic("des: lane events must be pushed in time order")
+	}
+	l.last = at
+	if l.head > 1024 && l.head*2 > len(l.buf) {
+		l.buf = l.buf[:copy(l.buf, l.buf[l.head:])]
+		l.head = 0
+	}
+	l.buf = append(l.buf, Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg})
+	q.seq++
+	q.n++
+	if l.pos < 0 {
+		l.pos = int32(len(q.lh))
+		q.lh = append(q.lh, int32(ln))
+		q.laneUp(int(l.pos))
+	}
+}
+
+// next returns the earliest pending event and the lane holding it (-1:
+// the heap).
+func (q *Queue) next() (*Event, int) {
+	var best *Event
+	ln := -1
+	if len(q.h) > 0 {
+		best = &q.h[0]
+	}
+	if len(q.lh) > 0 {
+		l := &q.lanes[q.lh[0]]
+		if e := &l.buf[l.head]; best == nil || less(e, best) {
+			best, ln = e, int(q.lh[0])
+		}
+	}
+	return best, ln
+}
+
+// PeekTime is the time of the next event, or Never when the queue is empty.
+func (q *Queue) PeekTime() Time {
+	if e, _ := q.next(); e != nil {
+		return e.At
+	}
+	return Never
+}
+
+// Peek returns the next event without removing it; ok is false when empty.
+func (q *Queue) Peek() (e Event, ok bool) {
+	if p, _ := q.next(); p != nil {
+		return *p, true
+	}
+	return Event{}, false
+}
+
+// Pop removes and returns the earliest event (the first pushed among equal
+// times). It panics on an empty queue: callers check Len or PeekTime.
+func (q *Queue) Pop() Event {
+	p, ln := q.next()
+	top := *p
+	q.n--
+	if ln >= 0 {
+		l := &q.lanes[ln]
+		l.head++
+		if l.head == len(l.buf) {
+			l.buf, l.head = l.buf[:0], 0
+			q.laneRemoveTop()
+		} else {
+			q.laneDown(0)
+		}
+		return top
+	}
+	h := q.h
+	n := len(h) - 1
+	last := h[n]
+	q.h = h[:n]
+	if n > 0 {
+		q.siftDown(last, n)
+	}
+	return top
+}
+
+// siftDown places e, taken from the end, starting at the root hole.
+func (q *Queue) siftDown(e Event, n int) {
+	h := q.h[:n]
+	i := 0
+	for {
+		c := 4*i + 1
+		if c >= n {
+			break
+		}
+		// Smallest of up to four children.
+		m := c
+		end := min(c+4, n)
+		for j := c + 1; j < end; j++ {
+			if less(&h[j], &h[m]) {
+				m = j
+			}
+		}
+		if !less(&h[m], &e) {
+			break
+		}
+		h[i] = h[m]
+		i = m
+	}
+	h[i] = e
+}
+
+// --- binary heap of non-empty lanes, keyed by their head event ---
+
+func (q *Queue) laneLess(i, j int) bool {
+	a, b := &q.lanes[q.lh[i]], &q.lanes[q.lh[j]]
+	return less(&a.buf[a.head], &b.buf[b.head])
+}
+
+func (q *Queue) laneSwap(i, j int) {
+	q.lh[i], q.lh[j] = q.lh[j], q.lh[i]
+	q.lanes[q.lh[i]].pos, q.lanes[q.lh[j]].pos = int32(i), int32(j)
+}
+
+func (q *Queue) laneUp(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.laneLess(i, p) {
+			return
+		}
+		q.laneSwap(i, p)
+		i = p
+	}
+}
+
+func (q *Queue) laneDown(i int) {
+	n := len(q.lh)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if c+1 < n && q.laneLess(c+1, c) {
+			c++
+		}
+		if !q.laneLess(c, i) {
+			return
+		}
+		q.laneSwap(i, c)
+		i = c
+	}
+}
+
+func (q *Queue) laneRemoveTop() {
+	n := len(q.lh) - 1
+	q.laneSwap(0, n)
+	q.lanes[q.lh[n]].pos = -1
+	q.lh = q.lh[:n]
+	if n > 0 {
+		q.laneDown(0)
+	}
+}

@@ -1,0 +1,199 @@
+package des
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestOrderAndTies(t *testing.T) {
+	var q Queue
+	// Pushed out of order; equal times must come out in push order.
+	q.Push(30, 1, 0, 0)
+	q.Push(10, 1, 1, 0)
+	q.Push(20, 1, 2, 0)
+	q.Push(10, 1, 3, 0)
+	q.Push(10, 1, 4, 0)
+	q.Push(0, 1, 5, 0)
+	var got []int32
+	for q.Len() > 0 {
+		got = append(got, q.Pop().Target)
+	}
+	if want := []int32{5, 1, 3, 4, 2, 0}; !slices.Equal(got, want) {
+		t.Fatalf("pop order %v, want %v", got, want)
+	}
+	if q.PeekTime() != Never {
+		t.Fatal("empty queue must peek Never")
+	}
+}
+
+// Against a stable sort of random events, including many equal times and
+// interleaved pushes and pops.
+func TestRandomAgainstSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var q Queue
+	type ev struct {
+		at  Time
+		seq int
+	}
+	var pending []ev
+	seq := 0
+	var now Time
+	for round := 0; round < 2000; round++ {
+		for k := rng.IntN(8); k > 0; k-- {
+			at := now + Time(rng.IntN(20))
+			q.Push(at, 0, int32(seq), int64(seq))
+			pending = append(pending, ev{at, seq})
+			seq++
+		}
+		for k := rng.IntN(8); k > 0 && q.Len() > 0; k-- {
+			slices.SortStableFunc(pending, func(a, b ev) int { return int(a.at - b.at) })
+			e := q.Pop()
+			if want := pending[0]; e.At != want.at || int(e.Target) != want.seq || e.Seq() != uint64(want.seq) {
+				t.Fatalf("round %d: popped (%d, %d), want (%d, %d)", round, e.At, e.Target, want.at, want.seq)
+			}
+			pending = pending[1:]
+			now = e.At
+		}
+	}
+}
+
+// Lanes pop in exactly the order plain Push would give: a simulation-like
+// run where each popped event schedules lane events a fixed delay later
+// (ties included) and heap events at random times, mirrored into a queue
+// that only uses Push.
+func TestLanesMatchHeap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	var q, ref Queue
+	delays := []Time{0, 5, 5, 17, 100}
+	for range delays {
+		q.NewLane()
+	}
+	push := func(now Time) {
+		for k := rng.IntN(4); k > 0; k-- {
+			ln := rng.IntN(len(delays) + 1)
+			id := int32(rng.IntN(1000))
+			if ln == len(delays) {
+				at := now + Time(rng.IntN(50))
+				q.Push(at, 1, id, 0)
+				ref.Push(at, 1, id, 0)
+			} else {
+				q.PushLane(ln, now+delays[ln], 2, id, int64(ln))
+				ref.Push(now+delays[ln], 2, id, int64(ln))
+			}
+		}
+	}
+	push(0)
+	for steps := 0; steps < 20000 && ref.Len() > 0; steps++ {
+		if q.Len() != ref.Len() || q.PeekTime() != ref.PeekTime() {
+			t.Fatalf("step %d: len %d/%d peek %d/%d", steps, q.Len(), ref.Len(), q.PeekTime(), ref.PeekTime())
+		}
+		a, b := q.Pop(), ref.Pop()
+		if a != b {
+			t.Fatalf("step %d: lanes pop %+v, heap pops %+v", steps, a, b)
+		}
+		if ref.Len() < 3000 {
+			push(a.At)
+		}
+	}
+	if q.Len() != 0 && ref.Len() == 0 {
+		t.Fatal("lanes hold extra events")
+	}
+}
+
+func TestZeroAllocs(t *testing.T) {
+	q := NewQueue(0)
+	for i := 0; i < 4096; i++ { // warm up to the peak length
+		q.Push(Time(i), 0, 0, 0)
+	}
+	for q.Len() > 0 {
+		q.Pop()
+	}
+	ln := q.NewLane()
+	for i := 0; i < 4096; i++ {
+		q.PushLane(ln, Time(i), 0, 0, 0)
+	}
+	for q.Len() > 0 {
+		q.Pop()
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	allocs := testing.AllocsPerRun(100, func() {
+		for i := 0; i < 1000; i++ {
+			q.Push(Time(rng.IntN(1e6)), 1, int32(i), 0)
+			q.PushLane(ln, Time(i), 1, int32(i), 0)
+		}
+		for q.Len() > 0 {
+			q.Pop()
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per 2000 push/pop, want 0", allocs)
+	}
+}
+
+func TestTimeHelpers(t *testing.T) {
+	for _, c := range []struct {
+		t  Time
+		ns int64
+		s  string
+	}{
+		{1499, 1, "1.499ns"}, {1500, 2, "1.5ns"}, {-1500, -2, "-1.5ns"}, {999, 1, "999ps"},
+		{3 * Millisecond, 3_000_000, "3ms"}, {1500 * Microsecond, 1_500_000, "1.5ms"}, {2 * Second, 2e9, "2s"},
+	} {
+		if c.t.Ns() != c.ns || c.t.String() != c.s {
+			t.Errorf("%d ps: Ns %d String %q, want %d %q", int64(c.t), c.t.Ns(), c.t.String(), c.ns, c.s)
+		}
+	}
+	// 1 MiB at 400 Gbit/s: 8388608 bit / 4e11 bit/s = 20.97152 us.
+	if got := TransferTime(1<<20, 400e9); got != 20_971_520 {
+		t.Errorf("TransferTime(1MiB, 400Gbps) = %d ps, want 20971520", got)
+	}
+	if TransferTime(0, 1) != 0 || FromSeconds(1e30) != Never || FromSeconds(math.NaN()) != Never {
+		t.Error("TransferTime(0) or FromSeconds saturation")
+	}
+	if Never.Ns() != int64(Never)/1000+1 || Time(5).Add(Never) != Never || Time(5).Add(7) != 12 {
+		t.Error("Ns or Add at the edge of the range")
+	}
+}
+
+// BenchmarkQueue pushes and pops in steady state with 10k pending events,
+// the shape of a large simulation; it reports events/s and allocations.
+func BenchmarkQueue(b *testing.B) {
+	q := NewQueue(1 << 14)
+	rng := rand.New(rand.NewPCG(5, 6))
+	for i := 0; i < 10000; i++ {
+		q.Push(Time(rng.IntN(1e6)), 0, int32(i), 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		e := q.Pop()
+		q.Push(e.At+Time(rng.IntN(1e6)), e.Kind, e.Target, e.Arg)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchmarkLane: the same steady state with every event on one of 8 lanes
+// (fixed delays), the way path latencies are scheduled.
+func BenchmarkLane(b *testing.B) {
+	q := NewQueue(1 << 14)
+	delays := []Time{50e3, 1e6, 2e6, 25e3, 3e6, 4e6, 5e6, 6e6}
+	for range delays {
+		q.NewLane()
+	}
+	for i := 0; i < 10000; i++ {
+		ln := i % len(delays)
+		q.PushLane(ln, delays[ln], 0, int32(i), int64(ln))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		e := q.Pop()
+		q.PushLane(int(e.Arg), e.At+delays[e.Arg], e.Kind, e.Target, e.Arg)
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
+}

@@ -1,0 +1,284 @@
+package tests
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+)
+
+// streamWithFlows forwards every record of a topogen stream and appends groups,
+// collectives and flows, as simccl-decompose will.
+func streamWithFlows(t testing.TB, topoStream []byte, groups []stream.Group, colls []stream.Collective, flows func(emit func(*stream.Flow))) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	writeStreamWithFlows(t, &buf, topoStream, groups, colls, flows)
+	return buf.Bytes()
+}
+
+// writeStreamWithFlows is streamWithFlows writing to out.
+func writeStreamWithFlows(t testing.TB, out io.Writer, topoStream []byte, groups []stream.Group, colls []stream.Collective, flows func(emit func(*stream.Flow))) {
+	t.Helper()
+	r, err := stream.NewReader(bytes.NewReader(topoStream), "topogen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := stream.NewWriter(out, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Forward(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range groups {
+		w.Group(&groups[i])
+	}
+	for i := range colls {
+		w.Collective(&colls[i])
+	}
+	flows(func(f *stream.Flow) {
+		if err := w.Flow(f); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ringAllReduceFlows emits a ring AllReduce over ranks: 2(n-1) steps of size/n bytes;
+// rank k's step-s send waits for its step s-1 receive and its own step s-1
+// send. Ids are step*n + k.
+func ringAllReduceFlows(ranks []int32, size int64, coll int64) func(emit func(*stream.Flow)) {
+	return func(emit func(*stream.Flow)) {
+		n := len(ranks)
+		steps := 2 * (n - 1)
+		f := stream.Flow{Collective: coll, Size: size / int64(n), ChunkCount: int32(steps), ConnType: stream.ConnRing}
+		deps := make([]int64, 2)
+		for s := 0; s < steps; s++ {
+			for k := 0; k < n; k++ {
+				f.ID, f.Src, f.Dst, f.Chunk = int64(s*n+k), ranks[k], ranks[(k+1)%n], int32(s)
+				f.Deps = nil
+				if s > 0 {
+					deps[0], deps[1] = int64((s-1)*n+(k-1+n)%n), int64((s-1)*n+k)
+					f.Deps = deps
+				}
+				emit(&f)
+			}
+		}
+	}
+}
+
+func readFlowTrace(t *testing.T, data []byte) (trace.Meta, []trace.Row) {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(data), "flowsim-analytical")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Meta(), rows
+}
+
+// checkTraceConservation: every flow exactly once, bytes preserved.
+func checkTraceConservation(t *testing.T, rows []trace.Row, flows int, bytes int64) {
+	t.Helper()
+	seen := map[int64]bool{}
+	var sum int64
+	for _, r := range rows {
+		if seen[r.FlowID] {
+			t.Fatalf("flow %d twice in the trace", r.FlowID)
+		}
+		seen[r.FlowID] = true
+		sum += r.SizeBytes
+		if r.FctNs != r.EndNs-r.StartNs || r.FctNs < 0 {
+			t.Fatalf("row %+v", r)
+		}
+	}
+	if len(rows) != flows || sum != bytes {
+		t.Fatalf("trace: %d rows, %d bytes; input: %d flows, %d bytes", len(rows), sum, flows, bytes)
+	}
+}
+
+// A ring AllReduce of 64 MiB over rail 0 of 16 servers of a 128-GPU
+// Spectrum-X (400 Gbit/s NICs, 1 us GPU-ASW-GPU latency) is contention free:
+// 2(n-1)/n * S*8/B + 2(n-1) * 1 us = 2516.5824 + 30 us = 2546.5824 us.
+func TestAnalyticalRingClosedForm(t *testing.T) {
+	topoStream := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
+	var ranks []int32
+	for k := int32(0); k < 16; k++ {
+		ranks = append(ranks, 8*k)
+	}
+	const size = 64 << 20
+	in := streamWithFlows(t, topoStream,
+		[]stream.Group{{ID: 0, Type: "DP", Ranks: ranks}},
+		[]stream.Collective{{ID: 0, Op: "allreduce", Size: size, Group: 0, Algorithm: "ring", Protocol: "simple", Channels: 1}},
+		ringAllReduceFlows(ranks, size, 0))
+	const closedNs = 2546582.4
+	flows, bytes := 2*15*16, int64(2*15*16*(size/16))
+	for _, model := range []string{"fluid", "busbw"} {
+		r := run(t, in, "flowsim-analytical", "--model", model)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", model, r.code, r.stderr)
+		}
+		meta, rows := readFlowTrace(t, r.stdout)
+		checkTraceConservation(t, rows, flows, bytes)
+		var end int64
+		for _, row := range rows {
+			end = max(end, row.EndNs)
+			if row.Op != "allreduce" || row.GroupType != "DP" || row.NRanks != 16 || row.ConnType != "RING" {
+				t.Fatalf("row %+v", row)
+			}
+		}
+		if rel := math.Abs(float64(end)-closedNs) / closedNs; rel > 0.01 {
+			t.Errorf("%s: AllReduce ends at %d ns, closed form %.1f ns", model, end, closedNs)
+		}
+		if meta.Backend != "analytical-"+model || meta.Topology.GPUs != 128 || meta.Topology.Family != "spectrum-x" || meta.Topology.Hash == "" {
+			t.Errorf("meta %+v", meta)
+		}
+		if !oneSummaryLine(r.stderr, "flowsim-analytical: "+model+": 480 flows") {
+			t.Errorf("summary: %q", r.stderr)
+		}
+	}
+}
+
+func oneSummaryLine(b []byte, prefix string) bool {
+	return bytes.HasPrefix(b, []byte(prefix)) && bytes.Count(b, []byte("\n")) == 1
+}
+
+// N -> 1 incast through a file argument and --out x.parquet: 7 senders
+// share the destination's 400 Gbit/s NIC, so all end at 7 * 1 MiB*8/B + 1 us
+// = 146.80064 + 1 us; busbw would say 21.97 us. Same seed, same bytes.
+func TestAnalyticalIncastParquet(t *testing.T) {
+	topoStream := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "64")
+	in := streamWithFlows(t, topoStream, nil, nil, func(emit func(*stream.Flow)) {
+		for k := int32(1); k <= 7; k++ {
+			emit(&stream.Flow{ID: int64(k), Collective: -1, Src: 8 * k, Dst: 0, Size: 1 << 20, ConnType: stream.ConnP2P})
+		}
+	})
+	dir := t.TempDir()
+	src := filepath.Join(dir, "incast.stream")
+	if err := os.WriteFile(src, in, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "run.parquet")
+	mustRun(t, nil, "flowsim-analytical", "--out", out, "--seed", "7", src)
+	r, err := trace.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTraceConservation(t, rows, 7, 7<<20)
+	for _, row := range rows {
+		if row.EndNs != 147801 || row.IdealFctNs != 21972 {
+			t.Errorf("incast row %+v", row)
+		}
+	}
+	if p := r.Meta().Params; p["model"] != "fluid" || p["seed"] == nil {
+		t.Errorf("params %v", p)
+	}
+	a := mustRun(t, in, "flowsim-analytical", "--seed", "3")
+	b := mustRun(t, in, "flowsim-analytical", "--seed", "3")
+	if !bytes.Equal(a, b) {
+		t.Error("two runs with the same seed differ")
+	}
+}
+
+// The real pipeline: topogen | simccl-decompose | flowsim-analytical. Every
+// flow of the decomposer's stream comes out once with its bytes, and since
+// a fluid flow never runs faster than its bottleneck, no flow ends earlier
+// under fluid than under busbw.
+func TestAnalyticalAfterDecompose(t *testing.T) {
+	topoStream := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "64")
+	flowStream := mustRun(t, topoStream, "simccl-decompose", "--op", "allreduce", "--size", "16MiB", "--group", "dp", "--tp", "8")
+	r, err := stream.NewReader(bytes.NewReader(flowStream), "simccl-decompose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	flows, size := 0, int64(0)
+	var f stream.Flow
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind == stream.KindFlow {
+			if err := r.Flow(&f); err != nil {
+				t.Fatal(err)
+			}
+			flows++
+			if f.DelayPs == 0 {
+				size += f.Size
+			}
+		}
+	}
+	if flows == 0 {
+		t.Fatal("the decomposer wrote no flows")
+	}
+	end := map[string]map[int64]int64{}
+	for _, model := range []string{"busbw", "fluid"} {
+		_, rows := readFlowTrace(t, mustRun(t, flowStream, "flowsim-analytical", "--model", model))
+		checkTraceConservation(t, rows, flows, size)
+		end[model] = map[int64]int64{}
+		for _, row := range rows {
+			end[model][row.FlowID] = row.EndNs
+			if row.Op != "allreduce" || row.GroupType != "DP" {
+				t.Fatalf("%s: row %+v", model, row)
+			}
+		}
+	}
+	for id, e := range end["fluid"] {
+		if e < end["busbw"][id] {
+			t.Fatalf("flow %d ends at %d ns under fluid, %d ns under busbw", id, e, end["busbw"][id])
+		}
+	}
+}
+
+func TestAnalyticalBadInput(t *testing.T) {
+	topoStream := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	flows := func(fs ...stream.Flow) []byte {
+		return streamWithFlows(t, topoStream, nil, nil, func(emit func(*stream.Flow)) {
+			for i := range fs {
+				emit(&fs[i])
+			}
+		})
+	}
+	f := func(id int64, src, dst int32, deps ...int64) stream.Flow {
+		return stream.Flow{ID: id, Src: src, Dst: dst, Size: 100, Deps: deps, ConnType: stream.ConnP2P}
+	}
+	var empty bytes.Buffer
+	w, _ := stream.NewWriter(&empty, "test")
+	w.Close()
+
+	oneLineError(t, run(t, flows(f(0, 0, 1), f(1, 0, 99)), "flowsim-analytical"), 1, "record 3 (flow), field dst", "99 is not a GPU (0..15) or an NVSwitch")
+	oneLineError(t, run(t, flows(f(0, 0, 1), f(1, 0, 2, 5)), "flowsim-analytical"), 1, "record 3 (flow), field deps", "flow 1: dep 5 names no flow")
+	oneLineError(t, run(t, flows(f(0, 0, 1, 1), f(1, 0, 2, 0)), "flowsim-analytical"), 1, "field deps", "dependency cycle")
+	oneLineError(t, run(t, empty.Bytes(), "flowsim-analytical"), 1, "no topology record")
+	oneLineError(t, run(t, []byte("not a stream"), "flowsim-analytical"), 1, "<stdin>")
+	oneLineError(t, run(t, topoStream[:len(topoStream)/2], "flowsim-analytical"), 1, "<stdin>")
+	oneLineError(t, run(t, topoStream, "flowsim-analytical", "--out", "x.csv"), 2, "unknown trace extension")
+	oneLineError(t, run(t, topoStream, "flowsim-analytical", "--model", "packet"), 2, "--model")
+	oneLineError(t, run(t, nil, "flowsim-analytical", "/no/such/file"), 1, "/no/such/file")
+}
