@@ -71,3 +71,27 @@ func BenchmarkDecomposeAllToAll1024(b *testing.B) {
 			[]string{"simccl-decompose", "--op", "alltoall", "--size", "1GiB", "--group", "dp", "--algo", "direct", "-o", "/dev/null"})
 	}
 }
+
+// Issue 6: the 128-GPU Spectrum-X A100/100 Gbps cluster running TP
+// AllReduce 1 MiB, DP AllReduce 64 MiB and EP AllToAll 16 MiB (about 2
+// million data packets), end to end from topogen to the trace, in under
+// 2.5 s and 320 MB. flowsim-packet's own summary (events/s, data packets)
+// goes to stderr; run with -v to see it.
+func BenchmarkPacketMicro128(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"},
+			[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"})
+	}
+}
+
+// Set-up grows with the topology: a 16-GPU run starts in milliseconds.
+func BenchmarkPacketSmall16(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps"},
+			[]string{"simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "8"},
+			[]string{"flowsim-packet"})
+	}
+}

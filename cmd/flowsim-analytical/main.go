@@ -13,6 +13,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/analytical"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 )
 
 type command struct {
@@ -64,7 +65,7 @@ func (c *command) run() error {
 	if tty {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: reading %s", name)
 	}
-	in, err := analytical.Read(sr)
+	in, err := flowset.Read(sr)
 	if tty {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
@@ -85,7 +86,7 @@ func (c *command) run() error {
 	if tty {
 		opt.Progress = progress(in.Flows())
 	}
-	aw := newAsyncWriter(w)
+	aw := trace.Async(w)
 	res, err := analytical.Run(in, opt, aw.Write)
 	if opt.Progress != nil {
 		fmt.Fprint(os.Stderr, "\r\033[K")
@@ -100,7 +101,7 @@ func (c *command) run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows, %s, simulated %s, wall %.2f s\n",
-		model, res.Flows, humanBytes(res.Bytes), res.End, time.Since(wall).Seconds())
+		model, res.Flows, cli.HumanBytes(res.Bytes), res.End, time.Since(wall).Seconds())
 	return nil
 }
 
@@ -113,71 +114,4 @@ func progress(total int) func(done, total int, now des.Time) {
 			fmt.Fprintf(os.Stderr, "\r\033[Kflowsim-analytical: %d/%d flows (%.0f%%), simulated %s", done, total, 100*float64(done)/float64(total), now)
 		}
 	}
-}
-
-func humanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), 0
-	for v >= unit && i < 5 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.3g %ciB", v, "KMGTPE"[i-1])
-}
-
-// asyncWriter encodes the trace on another goroutine, so the Arrow or
-// Parquet encoding overlaps the simulation. Rows travel in batches.
-type asyncWriter struct {
-	cur  []trace.Row
-	full chan []trace.Row
-	free chan []trace.Row
-	done chan error
-}
-
-const batchRows = 4096
-
-func newAsyncWriter(w trace.Writer) *asyncWriter {
-	a := &asyncWriter{full: make(chan []trace.Row, 2), free: make(chan []trace.Row, 3), done: make(chan error, 1)}
-	for i := 0; i < 3; i++ {
-		a.free <- make([]trace.Row, 0, batchRows)
-	}
-	a.cur = <-a.free
-	go func() {
-		var err error
-		for batch := range a.full {
-			for i := range batch {
-				if err == nil {
-					err = w.Write(&batch[i])
-				}
-			}
-			a.free <- batch[:0]
-		}
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		a.done <- err
-	}()
-	return a
-}
-
-// Write queues a copy of r. An encoding error surfaces at Close.
-func (a *asyncWriter) Write(r *trace.Row) error {
-	a.cur = append(a.cur, *r)
-	if len(a.cur) == batchRows {
-		a.full <- a.cur
-		a.cur = <-a.free
-	}
-	return nil
-}
-
-// Close writes what is queued, closes the trace and returns the first error.
-func (a *asyncWriter) Close() error {
-	if len(a.cur) > 0 {
-		a.full <- a.cur
-	}
-	close(a.full)
-	return <-a.done
 }

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
-	"golang.org/x/term"
 	"github.com/fabricsim/fabricsim/pkg/units"
+	"golang.org/x/term"
 )
 
 // Version is the fabricsim release every program reports.
@@ -103,4 +103,18 @@ func CheckBinaryStdout(what string) error {
 		return Usagef("stdout is a terminal: pipe the %s into another program or redirect it to a file", what)
 	}
 	return nil
+}
+
+// HumanBytes writes a byte count with binary units for summaries.
+func HumanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n), 0
+	for v >= unit && i < 5 {
+		v /= unit
+		i++
+	}
+	return fmt.Sprintf("%.3g %ciB", v, "KMGTPE"[i-1])
 }

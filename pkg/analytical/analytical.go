@@ -32,6 +32,7 @@ package analytical
 
 import (
 	"fmt"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -80,7 +81,7 @@ type Options struct {
 }
 
 // Meta is the trace metadata of a run.
-func Meta(in *Input, opt Options) trace.Meta {
+func Meta(in *flowset.Set, opt Options) trace.Meta {
 	return trace.Meta{
 		Backend: opt.Model.Backend(),
 		Params:  map[string]any{"model": opt.Model.String(), "seed": opt.Seed},
@@ -109,7 +110,7 @@ const (
 const progressEvery = 1 << 14
 
 type engine struct {
-	in     *Input
+	in     *flowset.Set
 	opt    Options
 	r      *route.Router
 	q      des.Queue
@@ -149,13 +150,13 @@ func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
 // Run simulates the input and calls emit once per flow, in completion
 // order, with its trace row (the row is reused: copy it to keep it). An
 // Input may be run several times, not concurrently.
-func Run(in *Input, opt Options, emit func(*trace.Row) error) (Result, error) {
+func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, error) {
 	r, err := route.New(in.Topology)
 	if err != nil {
 		return Result{}, err
 	}
-	in.dag.Reset()
-	n := in.dag.Len()
+	in.DAG.Reset()
+	n := in.DAG.Len()
 	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}}
 	e.q = *des.NewQueue(1024)
 	if opt.Model == Fluid {
@@ -165,7 +166,7 @@ func Run(in *Input, opt Options, emit func(*trace.Row) error) (Result, error) {
 			fl.verify = func() { opt.verify(fl) }
 		}
 	}
-	for _, i := range in.dag.Ready() {
+	for _, i := range in.DAG.Ready() {
 		if err := e.release(i); err != nil {
 			return e.res, err
 		}
@@ -196,9 +197,9 @@ func Run(in *Input, opt Options, emit func(*trace.Row) error) (Result, error) {
 			e.fl.update(e.now)
 		}
 	}
-	if e.in.dag.Done() != n {
-		i, _ := e.in.dag.Stuck()
-		return e.res, in.flowError(i, "deps", fmt.Errorf("flow %d never became ready", in.dag.ID(i)))
+	if e.in.DAG.Done() != n {
+		i, _ := e.in.DAG.Stuck()
+		return e.res, in.FlowError(i, "deps", fmt.Errorf("flow %d never became ready", in.DAG.ID(i)))
 	}
 	e.res.Flows = n
 	e.res.Events = e.q.Pushed()
@@ -210,21 +211,21 @@ func Run(in *Input, opt Options, emit func(*trace.Row) error) (Result, error) {
 
 // release starts flow i now.
 func (e *engine) release(i int32) error {
-	f := e.in.flows.get(i)
-	f.start = e.now
-	size := f.size
-	switch f.kind {
-	case delay:
+	f := e.in.Flow(i)
+	f.Start = e.now
+	size := f.Size
+	switch f.Kind {
+	case flowset.Delay:
 		e.after(des.Time(size), evComplete, i, size)
 		return nil
-	case join:
+	case flowset.Join:
 		e.after(0, evComplete, i, 0)
 		return nil
 	}
 	var err error
-	e.path, err = e.r.AppendPath(e.path[:0], f.src, f.dst, route.FlowHash(f.src, f.dst, f.id, e.opt.Seed))
+	e.path, err = e.r.AppendPath(e.path[:0], f.Src, f.Dst, route.FlowHash(f.Src, f.Dst, f.ID, e.opt.Seed))
 	if err != nil {
-		return e.in.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.id, err))
+		return e.in.FlowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
 	lat := e.r.Latency(e.path)
 	ideal := lat.Add(des.TransferTime(size, e.r.Bottleneck(e.path)))
@@ -238,31 +239,31 @@ func (e *engine) release(i int32) error {
 
 // complete ends flow i now: its trace row, then the flows it releases.
 func (e *engine) complete(i int32, ideal des.Time) error {
-	f := e.in.flows.get(i)
+	f := e.in.Flow(i)
 	row := &e.row
-	row.FlowID = f.id
-	row.CollectiveID = f.coll
-	row.Src, row.Dst = f.src, f.dst
+	row.FlowID = f.ID
+	row.CollectiveID = f.Coll
+	row.Src, row.Dst = f.Src, f.Dst
 	row.SizeBytes = 0
-	if f.kind == transfer {
-		row.SizeBytes = f.size
+	if f.Kind == flowset.Transfer {
+		row.SizeBytes = f.Size
 	}
-	row.StartNs = f.start.Ns()
+	row.StartNs = f.Start.Ns()
 	row.EndNs = e.now.Ns()
 	// fct_ns is end_ns - start_ns so the columns agree after rounding.
 	row.FctNs = row.EndNs - row.StartNs
 	row.IdealFctNs = ideal.Ns()
-	row.ConnType = e.in.flows.connNames[f.conn]
-	row.Channel, row.Chunk = f.channel, f.chunk
+	row.ConnType = e.in.ConnName(f)
+	row.Channel, row.Chunk = f.Channel, f.Chunk
 	e.collective(row)
 	if err := e.emit(row); err != nil {
 		return err
 	}
 	e.res.Bytes += row.SizeBytes
 	e.res.End = e.now
-	e.ready = e.in.dag.Complete(i, e.ready[:0])
-	if p := e.opt.Progress; p != nil && e.in.dag.Done()%progressEvery == 0 {
-		p(e.in.dag.Done(), e.in.dag.Len(), e.now)
+	e.ready = e.in.DAG.Complete(i, e.ready[:0])
+	if p := e.opt.Progress; p != nil && e.in.DAG.Done()%progressEvery == 0 {
+		p(e.in.DAG.Done(), e.in.DAG.Len(), e.now)
 	}
 	for _, j := range e.ready {
 		if err := e.release(j); err != nil {

@@ -3,6 +3,7 @@ package analytical
 import (
 	"bytes"
 	"errors"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -52,15 +53,15 @@ func encode(t testing.TB, tp *topo.Topology, groups []stream.Group, colls []stre
 	return buf.Bytes()
 }
 
-func read(data []byte) (*Input, error) {
+func read(data []byte) (*flowset.Set, error) {
 	r, err := stream.NewReader(bytes.NewReader(data), "test")
 	if err != nil {
 		return nil, err
 	}
-	return Read(r)
+	return flowset.Read(r)
 }
 
-func mustRead(t testing.TB, tp *topo.Topology, flows []stream.Flow) *Input {
+func mustRead(t testing.TB, tp *topo.Topology, flows []stream.Flow) *flowset.Set {
 	t.Helper()
 	in, err := read(encode(t, tp, nil, nil, flows))
 	if err != nil {
@@ -71,7 +72,7 @@ func mustRead(t testing.TB, tp *topo.Topology, flows []stream.Flow) *Input {
 
 // simulate runs a model and returns the rows by flow id, checking that each
 // flow appears exactly once.
-func simulate(t testing.TB, in *Input, opt Options) (map[int64]trace.Row, Result) {
+func simulate(t testing.TB, in *flowset.Set, opt Options) (map[int64]trace.Row, Result) {
 	t.Helper()
 	rows := map[int64]trace.Row{}
 	res, err := Run(in, opt, func(r *trace.Row) error {

@@ -125,15 +125,25 @@ type Queue struct {
 	seq   uint64
 	n     int // pending events, heap and lanes
 	lanes []lane
-	lh    []int32 // heap of non-empty lanes, by head event
+	lh    []laneKey // 4-ary heap of non-empty lanes, keyed by their head event
 }
 
 type lane struct {
-	buf  []Event
-	head int
-	pos  int32 // index in lh, -1 when the lane is empty
-	last Time
+	buf    []Event
+	head   int
+	last   Time
+	active bool // in lh
 }
+
+// laneKey is a lane's head event key kept inline in the lane heap, so
+// comparisons do not chase the lane.
+type laneKey struct {
+	at  Time
+	seq uint64
+	ln  int32
+}
+
+func keyLess(a, b *laneKey) bool { return a.at < b.at || (a.at == b.at && a.seq < b.seq) }
 
 // NewQueue returns a queue with room for capacity events before it grows.
 func NewQueue(capacity int) *Queue { return &Queue{h: make([]Event, 0, capacity)} }
@@ -149,7 +159,7 @@ func (q *Queue) Reset() {
 	q.h, q.seq, q.n, q.lh = q.h[:0], 0, 0, q.lh[:0]
 	for i := range q.lanes {
 		l := &q.lanes[i]
-		l.buf, l.head, l.pos, l.last = l.buf[:0], 0, -1, 0
+		l.buf, l.head, l.active, l.last = l.buf[:0], 0, false, 0
 	}
 }
 
@@ -159,8 +169,12 @@ func less(a, b *Event) bool {
 
 // Push schedules an event.
 func (q *Queue) Push(at Time, kind uint16, target int32, arg int64) {
-	e := Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg}
+	q.pushEvent(Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg})
 	q.seq++
+}
+
+// pushEvent inserts an event whose seq is already set.
+func (q *Queue) pushEvent(e Event) {
 	q.n++
 	q.h = append(q.h, e)
 	// Sift up with a hole instead of swaps.
@@ -179,7 +193,7 @@ func (q *Queue) Push(at Time, kind uint16, target int32, arg int64) {
 
 // NewLane adds a FIFO lane and returns its number.
 func (q *Queue) NewLane() int {
-	q.lanes = append(q.lanes, lane{pos: -1})
+	q.lanes = append(q.lanes, lane{})
 	return len(q.lanes) - 1
 }
 
@@ -188,7 +202,7 @@ func (q *Queue) NewLane() int {
 // current time; an earlier one panics (a backend bug).
 func (q *Queue) PushLane(ln int, at Time, kind uint16, target int32, arg int64) {
 	l := &q.lanes[ln]
-	if at < l.last && l.pos >= 0 {
+	if at < l.last && l.active {
 		panic("des: lane events must be pushed in time order")
 	}
 	l.last = at
@@ -199,10 +213,9 @@ func (q *Queue) PushLane(ln int, at Time, kind uint16, target int32, arg int64) 
 	l.buf = append(l.buf, Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg})
 	q.seq++
 	q.n++
-	if l.pos < 0 {
-		l.pos = int32(len(q.lh))
-		q.lh = append(q.lh, int32(ln))
-		q.laneUp(int(l.pos))
+	if !l.active {
+		l.active = true
+		q.laneInsert(laneKey{at: at, seq: q.seq - 1, ln: int32(ln)})
 	}
 }
 
@@ -215,9 +228,10 @@ func (q *Queue) next() (*Event, int) {
 		best = &q.h[0]
 	}
 	if len(q.lh) > 0 {
-		l := &q.lanes[q.lh[0]]
-		if e := &l.buf[l.head]; best == nil || less(e, best) {
-			best, ln = e, int(q.lh[0])
+		k := &q.lh[0]
+		if best == nil || k.at < best.At || (k.at == best.At && k.seq < best.seq) {
+			l := &q.lanes[k.ln]
+			best, ln = &l.buf[l.head], int(k.ln)
 		}
 	}
 	return best, ln
@@ -249,10 +263,16 @@ func (q *Queue) Pop() Event {
 		l := &q.lanes[ln]
 		l.head++
 		if l.head == len(l.buf) {
-			l.buf, l.head = l.buf[:0], 0
-			q.laneRemoveTop()
+			l.buf, l.head, l.active = l.buf[:0], 0, false
+			n := len(q.lh) - 1
+			last := q.lh[n]
+			q.lh = q.lh[:n]
+			if n > 0 {
+				q.laneDown(last)
+			}
 		} else {
-			q.laneDown(0)
+			e := &l.buf[l.head]
+			q.laneDown(laneKey{at: e.At, seq: e.seq, ln: int32(ln)})
 		}
 		return top
 	}
@@ -292,53 +312,45 @@ func (q *Queue) siftDown(e Event, n int) {
 	h[i] = e
 }
 
-// --- binary heap of non-empty lanes, keyed by their head event ---
+// --- 4-ary heap of non-empty lanes, keyed by their head event ---
 
-func (q *Queue) laneLess(i, j int) bool {
-	a, b := &q.lanes[q.lh[i]], &q.lanes[q.lh[j]]
-	return less(&a.buf[a.head], &b.buf[b.head])
-}
-
-func (q *Queue) laneSwap(i, j int) {
-	q.lh[i], q.lh[j] = q.lh[j], q.lh[i]
-	q.lanes[q.lh[i]].pos, q.lanes[q.lh[j]].pos = int32(i), int32(j)
-}
-
-func (q *Queue) laneUp(i int) {
+func (q *Queue) laneInsert(k laneKey) {
+	q.lh = append(q.lh, k)
+	h := q.lh
+	i := len(h) - 1
 	for i > 0 {
-		p := (i - 1) / 2
-		if !q.laneLess(i, p) {
-			return
+		p := (i - 1) / 4
+		if !keyLess(&k, &h[p]) {
+			break
 		}
-		q.laneSwap(i, p)
+		h[i] = h[p]
 		i = p
 	}
+	h[i] = k
 }
 
-func (q *Queue) laneDown(i int) {
-	n := len(q.lh)
+// laneDown puts k in the root hole and sifts it down.
+func (q *Queue) laneDown(k laneKey) {
+	h := q.lh
+	n := len(h)
+	i := 0
 	for {
-		c := 2*i + 1
+		c := 4*i + 1
 		if c >= n {
-			return
+			break
 		}
-		if c+1 < n && q.laneLess(c+1, c) {
-			c++
+		m := c
+		end := min(c+4, n)
+		for j := c + 1; j < end; j++ {
+			if keyLess(&h[j], &h[m]) {
+				m = j
+			}
 		}
-		if !q.laneLess(c, i) {
-			return
+		if !keyLess(&h[m], &k) {
+			break
 		}
-		q.laneSwap(i, c)
-		i = c
+		h[i] = h[m]
+		i = m
 	}
-}
-
-func (q *Queue) laneRemoveTop() {
-	n := len(q.lh) - 1
-	q.laneSwap(0, n)
-	q.lanes[q.lh[n]].pos = -1
-	q.lh = q.lh[:n]
-	if n > 0 {
-		q.laneDown(0)
-	}
+	h[i] = k
 }

@@ -1,4 +1,8 @@
-package analytical
+// Package flowset reads a decomposed stream into memory for a backend:
+// the topology, groups, collectives and the flow DAG, with flows kept in
+// compact records. Every simulator (analytical, packet, phy) loads its
+// input through here, so they accept and reject the same streams.
+package flowset
 
 import (
 	"errors"
@@ -13,16 +17,16 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
-// Input is a stream read into memory: the topology, groups, collectives and
+// Set is a stream read into memory: the topology, groups, collectives and
 // the flow DAG. Flows are kept in compact records (56 bytes a flow) because
 // a run may hold millions of them.
-type Input struct {
+type Set struct {
 	Name        string
 	Topology    *topo.Topology
 	Groups      map[int64]*stream.Group
 	Collectives map[int64]*stream.Collective
 
-	dag   *dag.DAG
+	DAG   *dag.DAG
 	flows flowTable
 	// recBreaks maps flow indexes to record indexes for error messages:
 	// flow i is record recBreaks[k].rec + i - recBreaks[k].flow for the
@@ -37,61 +41,82 @@ type recBreak struct{ flow, rec int32 }
 // copied each byte about four times at 2 M flows), and the fields a
 // completion reads share a cache line.
 type flowTable struct {
-	blocks    [][]flowRec
+	blocks    [][]Flow
 	n         int32
 	connNames []string
 }
 
 const blockBits = 16
 
-type flowRec struct {
-	id      int64
-	coll    int64
-	size    int64    // bytes; delay_ps for a delay node
-	start   des.Time // release time, set by the engine
-	src     int32
-	dst     int32
-	chunk   int32
-	channel int32
-	conn    uint16
-	kind    uint8
+// Flow is one flow as the backends see it.
+type Flow struct {
+	ID      int64
+	Coll    int64
+	Size    int64    // bytes; delay_ps for a delay node
+	Start   des.Time // release time, set by the backend
+	Src     int32
+	Dst     int32
+	Chunk   int32
+	Channel int32
+	Conn    uint16
+	Kind    uint8
 }
 
 // Flow kinds.
 const (
-	transfer uint8 = iota
-	delay          // waits delay_ps
-	join           // a DELAY flow of size 0 without delay_ps: done when its deps are
+	Transfer uint8 = iota
+	Delay          // waits delay_ps
+	Join           // a DELAY flow of size 0 without delay_ps: done when its deps are
 )
 
-func (ft *flowTable) get(i int32) *flowRec {
+func (ft *flowTable) get(i int32) *Flow {
 	return &ft.blocks[i>>blockBits][i&(1<<blockBits-1)]
 }
 
-func (ft *flowTable) add() *flowRec {
+func (ft *flowTable) add() *Flow {
 	if int(ft.n)>>blockBits == len(ft.blocks) {
-		ft.blocks = append(ft.blocks, make([]flowRec, 1<<blockBits))
+		ft.blocks = append(ft.blocks, make([]Flow, 1<<blockBits))
 	}
 	ft.n++
 	return ft.get(ft.n - 1)
 }
 
+// Flow returns flow i (DAG index); backends may set its Start.
+func (in *Set) Flow(i int32) *Flow { return in.flows.get(i) }
+
+// ConnName is the connection type name of a flow.
+func (in *Set) ConnName(f *Flow) string { return in.flows.connNames[f.Conn] }
+
+// Collective returns the op, algorithm, size, group type and group size of
+// a collective id, for the trace's collective columns; ok is false when
+// the stream has no such record.
+func (in *Set) Collective(id int64) (op, algo string, size int64, groupType string, nranks int32, ok bool) {
+	co, ok := in.Collectives[id]
+	if !ok {
+		return "", "", 0, "", 0, false
+	}
+	if g, ok := in.Groups[co.Group]; ok {
+		groupType, nranks = g.Type, int32(len(g.Ranks))
+	}
+	return co.Op, co.Algorithm, co.Size, groupType, nranks, true
+}
+
 // Flows is the number of flows (delay nodes included).
-func (in *Input) Flows() int { return in.dag.Len() }
+func (in *Set) Flows() int { return in.DAG.Len() }
 
 // TotalBytes is the sum of the flows' sizes.
-func (in *Input) TotalBytes() int64 {
+func (in *Set) TotalBytes() int64 {
 	var n int64
 	for i := int32(0); i < in.flows.n; i++ {
-		if f := in.flows.get(i); f.kind == transfer {
-			n += f.size
+		if f := in.flows.get(i); f.Kind == Transfer {
+			n += f.Size
 		}
 	}
 	return n
 }
 
 // record is the stream record index of flow i.
-func (in *Input) record(i int32) int {
+func (in *Set) record(i int32) int {
 	k := sort.Search(len(in.recBreaks), func(k int) bool { return in.recBreaks[k].flow > i }) - 1
 	if k < 0 {
 		return -1
@@ -100,8 +125,8 @@ func (in *Input) record(i int32) int {
 	return int(b.rec + i - b.flow)
 }
 
-// flowError locates an error at flow i's record.
-func (in *Input) flowError(i int32, field string, err error) error {
+// FlowError locates an error at flow i's record.
+func (in *Set) FlowError(i int32, field string, err error) error {
 	return &stream.Error{Name: in.Name, Record: in.record(i), Kind: stream.KindFlow, Field: field, Err: err}
 }
 
@@ -113,8 +138,8 @@ func (in *Input) flowError(i int32, field string, err error) error {
 //
 // Decoding runs on its own goroutine and hands flows over in batches, so
 // msgpack decoding overlaps building the flow table and the DAG.
-func Read(r *stream.Reader) (*Input, error) {
-	in := &Input{Name: r.Name(), Groups: map[int64]*stream.Group{}, Collectives: map[int64]*stream.Collective{}}
+func Read(r *stream.Reader) (*Set, error) {
+	in := &Set{Name: r.Name(), Groups: map[int64]*stream.Group{}, Collectives: map[int64]*stream.Collective{}}
 	full := make(chan *flowBatch, 4)
 	free := make(chan *flowBatch, 4)
 	quit := make(chan struct{})
@@ -140,7 +165,7 @@ func Read(r *stream.Reader) (*Input, error) {
 				in.recBreaks = append(in.recBreaks, recBreak{flow: idx, rec: f.rec})
 			}
 			if e := b.Add(f.id, batch.deps[f.deps:f.deps+f.nDeps]); e != nil {
-				err = in.flowError(idx, "", e)
+				err = in.FlowError(idx, "", e)
 				break
 			}
 			ci, ok := lastConn, f.conn == lastName && lastName != ""
@@ -149,7 +174,7 @@ func Read(r *stream.Reader) (*Input, error) {
 			}
 			if !ok {
 				if len(ft.connNames) == math.MaxUint16 {
-					err = in.flowError(idx, "conn_type", fmt.Errorf("more than %d distinct connection types", math.MaxUint16))
+					err = in.FlowError(idx, "conn_type", fmt.Errorf("more than %d distinct connection types", math.MaxUint16))
 					break
 				}
 				ci = uint16(len(ft.connNames))
@@ -157,7 +182,7 @@ func Read(r *stream.Reader) (*Input, error) {
 				ft.connNames = append(ft.connNames, f.conn)
 			}
 			lastConn, lastName = ci, f.conn
-			*ft.add() = flowRec{id: f.id, coll: f.coll, size: f.size, src: f.src, dst: f.dst, chunk: f.chunk, channel: f.channel, conn: ci, kind: f.kind}
+			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
 		}
 		if err != nil {
 			close(quit)
@@ -178,11 +203,11 @@ func Read(r *stream.Reader) (*Input, error) {
 	if err != nil {
 		var de *dag.Error
 		if errors.As(err, &de) {
-			return nil, in.flowError(de.Index, de.Field, errors.New(de.Error()))
+			return nil, in.FlowError(de.Index, de.Field, errors.New(de.Error()))
 		}
 		return nil, err
 	}
-	in.dag = d
+	in.DAG = d
 	return in, nil
 }
 
@@ -206,7 +231,7 @@ const batchFlows = 4096
 // decode reads every record, keeps the topology, groups and collectives in
 // in, checks each flow and sends flows in batches. The topology is set
 // before the first batch is sent, so Read may use it.
-func decode(r *stream.Reader, in *Input, full chan<- *flowBatch, free <-chan *flowBatch, quit <-chan struct{}) error {
+func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flowBatch, quit <-chan struct{}) error {
 	var f stream.Flow
 	batch := <-free
 	batch.flows, batch.deps = batch.flows[:0], batch.deps[:0]
@@ -275,7 +300,7 @@ func decode(r *stream.Reader, in *Input, full chan<- *flowBatch, free <-chan *fl
 				return err
 			}
 			size := f.Size
-			if kind == delay {
+			if kind == Delay {
 				size = f.DelayPs
 			}
 			batch.flows = append(batch.flows, rawFlow{id: f.ID, coll: f.Collective, size: size, kind: kind, src: f.Src, dst: f.Dst,
@@ -302,9 +327,9 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 	case f.DelayPs > 0 && f.Size != 0:
 		return 0, r.Errorf("delay_ps", "flow %d: a delay node has size 0, this one has size %d and delay %d ps", f.ID, f.Size, f.DelayPs)
 	case f.DelayPs > 0:
-		return delay, nil
+		return Delay, nil
 	case f.Size == 0 && f.ConnType == stream.ConnDelay:
-		return join, nil
+		return Join, nil
 	}
 	for _, e := range [2]struct {
 		field string
@@ -314,5 +339,5 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 			return 0, r.Errorf(e.field, "flow %d: %d is not a GPU (0..%d) or an NVSwitch of the topology", f.ID, e.v, t.GPUs-1)
 		}
 	}
-	return transfer, nil
+	return Transfer, nil
 }

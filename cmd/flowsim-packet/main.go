@@ -1,0 +1,246 @@
+// Command flowsim-packet runs a flow stream's DAG on a packet-level RoCEv2
+// model of the fabric (queue pairs with window and rate control, DCQCN and
+// the other SimAI congestion controls, RED/ECN, PFC, ECMP, NVSwitch paths,
+// NACK and go-back-N) and writes the flow trace fabricsim.flows/v1.
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/fabricsim/fabricsim/formats/simaifct"
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/packet"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+type command struct {
+	Conf       string         `type:"existingfile" placeholder:"FILE" help:"SimAI.conf-style configuration (KEY value per line); SimAI's shipped SimAI.conf is accepted as is. Default: SimAI.conf's values."`
+	Set        []string       `placeholder:"KEY=VALUE" help:"Override one configuration key, e.g. --set CC_MODE=8 --set BUFFER_SIZE=16 (repeatable)."`
+	Out        string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE (.parquet, .arrow, .arrows). Default: Arrow IPC stream on stdout."`
+	MonitorDir string         `placeholder:"DIR" help:"Write monitor traces (qlen, host_bw, qp_rate, cnp, pfc .parquet) into DIR, sampled as MON_START/MON_END/*_MON_INTERVAL say."`
+	SimAIFCT   string         `name:"simai-fct" placeholder:"FILE" help:"Also write SimAI's fct.txt lines (src_ip dst_ip sport dport size start_ns fct_ns standalone_fct_ns) to FILE."`
+	Seed       uint64         `default:"1" help:"Seed of ECMP hashing, RED marking and link errors."`
+	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each flow starts sending, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
+	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+}
+
+const description = `Simulate a flow stream packet by packet on a RoCEv2 fabric and write the flow trace.
+
+Each flow becomes one or more RDMA queue pairs sending PACKET_PAYLOAD_SIZE packets under a
+window and a rate set by congestion control (CC_MODE 1 DCQCN by default; 3 HPCC, 7 TIMELY,
+8 DCTCP, 10 HPCC-PINT, 0 none). Switches have eight priority queues per port, a shared
+buffer with dynamic PFC thresholds and RED/ECN marking per link rate; ECMP hashes each queue
+pair onto one path; traffic inside a server crosses the NVSwitch. A flow completes when its
+sender has the last ACK; its dependants start then.
+
+Examples:
+  topogen --gpus 128 --gpu-type A100 --nic-bw 100Gbps | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 16 | flowsim-packet --conf examples/conf/default.conf | fctstats
+  flowsim-packet --conf SimAI.conf --set CC_MODE=8 --monitor-dir mon/ --simai-fct fct.txt --out run.parquet flows.stream`
+
+func main() {
+	var c command
+	cli.Main("flowsim-packet", description, &c, c.run)
+}
+
+func (c *command) config() (packet.Config, cc.Algorithm, error) {
+	cfg := packet.DefaultConfig()
+	if c.Conf != "" {
+		f, err := os.Open(c.Conf)
+		if err != nil {
+			return cfg, nil, err
+		}
+		err = cfg.Read(f, c.Conf)
+		f.Close()
+		if err != nil {
+			return cfg, nil, err
+		}
+	}
+	for _, kv := range c.Set {
+		if err := cfg.SetKV(kv); err != nil {
+			return cfg, nil, err
+		}
+	}
+	params, err := cc.FromConf(cfg.CC)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("configuration: %v", err)
+	}
+	alg, err := cc.New(cfg.CCMode, params)
+	if err != nil {
+		return cfg, nil, fmt.Errorf("configuration: %v", err)
+	}
+	return cfg, alg, nil
+}
+
+func (c *command) run() error {
+	cfg, alg, err := c.config()
+	if err != nil {
+		return err
+	}
+	sendLat := int64(c.SendLat)
+	if c.SendLat == 0 {
+		if v := os.Getenv("AS_SEND_LAT"); v != "" {
+			us, err := strconv.ParseFloat(v, 64)
+			if err != nil || us < 0 {
+				return fmt.Errorf("environment AS_SEND_LAT=%q is not a latency in us", v)
+			}
+			sendLat = int64(us * 1e6)
+		}
+	}
+	if c.Out != "" {
+		if _, err := trace.ContainerForPath(c.Out); err != nil {
+			return cli.Usagef("--out %v", err)
+		}
+	} else if err := cli.CheckBinaryStdout("Arrow trace"); err != nil {
+		return err
+	}
+	wall := time.Now()
+	rc, name, err := cli.OpenInput(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-packet")
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	sr, err := stream.NewReader(rc, name)
+	if err != nil {
+		return err
+	}
+	set, err := flowset.Read(sr)
+	if err != nil {
+		return err
+	}
+	r, err := route.New(set.Topology)
+	if err != nil {
+		return err
+	}
+	flows := packet.FromSet(set)
+	sim, err := packet.New(set.Topology, r, cfg, alg, flows, c.Seed)
+	if err != nil {
+		return err
+	}
+	sim.SendLatPs = sendLat
+	var mon *packet.Monitors
+	if c.MonitorDir != "" {
+		if err := os.MkdirAll(c.MonitorDir, 0o755); err != nil {
+			return err
+		}
+		if mon, err = packet.OpenMonitors(c.MonitorDir); err != nil {
+			return err
+		}
+		sim.SetMonitors(mon)
+	}
+	if cli.IsTerminal(os.Stderr) {
+		last := time.Now()
+		sim.Progress = func(done, total int, nowPs int64) {
+			if t := time.Now(); t.Sub(last) >= 200*time.Millisecond {
+				last = t
+				fmt.Fprintf(os.Stderr, "\r\033[Kflowsim-packet: %d/%d flows, simulated %s", done, total, des.Time(nowPs))
+			}
+		}
+	}
+	runErr := sim.Run()
+	if sim.Progress != nil {
+		fmt.Fprint(os.Stderr, "\r\033[K")
+	}
+	if mon != nil {
+		if err := mon.Close(); err != nil && runErr == nil {
+			runErr = err
+		}
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if err := c.writeTrace(set, flows, cfg); err != nil {
+		return err
+	}
+	if c.SimAIFCT != "" {
+		if err := writeSimAIFCT(c.SimAIFCT, set, flows); err != nil {
+			return err
+		}
+	}
+	st := sim.Stats
+	secs := time.Since(wall).Seconds()
+	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
+		alg.Name(), set.Flows(), cli.HumanBytes(set.TotalBytes()), des.Time(st.SimPs), st.Events,
+		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs)
+	return nil
+}
+
+func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Config) error {
+	params := cfg.Describe()
+	params["seed"] = c.Seed
+	meta := trace.Meta{Backend: "packet", Params: params,
+		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
+	var w trace.Writer
+	var err error
+	if c.Out != "" {
+		w, err = trace.Create(c.Out, meta)
+	} else {
+		w, err = trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
+	}
+	if err != nil {
+		return err
+	}
+	var row trace.Row
+	for i := int32(0); i < int32(set.Flows()); i++ {
+		f := set.Flow(i)
+		row = trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: set.ConnName(f), Channel: f.Channel, Chunk: f.Chunk}
+		if f.Kind == flowset.Transfer {
+			row.SizeBytes = f.Size
+		}
+		row.StartNs, row.EndNs = fl.Start[i]/1000, fl.End[i]/1000
+		row.FctNs = row.EndNs - row.StartNs
+		row.IdealFctNs = fl.Ideal[i] / 1000
+		if f.Kind != flowset.Transfer {
+			row.IdealFctNs = row.FctNs // delays and joins: slowdown 1
+		}
+		row.Op, row.Algorithm, row.CollSizeBytes, row.GroupType, row.NRanks, _ = set.Collective(f.Coll)
+		if err := w.Write(&row); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
+}
+
+// writeSimAIFCT writes SimAI's fct.txt: one line per transfer, addressed by
+// node id as SimAI's IPs are.
+func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<16)
+	w := simaifct.NewWriter(bw)
+	for i := int32(0); i < int32(set.Flows()); i++ {
+		fr := set.Flow(i)
+		if fr.Kind != flowset.Transfer {
+			continue
+		}
+		start := fl.Start[i] + fl.SendLat
+		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
+			StartNs: start / 1000, FctNs: (fl.End[i] - start) / 1000, StandaloneFctNs: fl.Ideal[i] / 1000}
+		if err := w.Write(&l); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

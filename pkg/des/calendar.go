@@ -1,0 +1,154 @@
+package des
+
+import "math/bits"
+
+// Calendar is an event queue for dense, near-future events, as a packet
+// simulator makes: a timing wheel of buckets, each a small heap, and a
+// heap for events beyond the wheel's horizon. Its pop order is exactly
+// Queue's, (At, push order), at a near-constant cost per event where a
+// heap of tens of thousands of pending events pays a logarithm.
+type Calendar struct {
+	shift   uint // bucket width is 1<<shift ps
+	mask    int64
+	buckets [][]Event
+	bits    []uint64 // non-empty buckets
+	cur     int64    // absolute bucket number of the cursor
+	far     Queue    // events beyond the horizon (keeps its own order by seq)
+	seq     uint64
+	n       int
+	inWheel int
+}
+
+// NewCalendar returns a calendar with 2^logBuckets buckets of 2^shift ps.
+// Buckets start with room for a few events carved from one slab, so the
+// wheel does not allocate as it first turns.
+func NewCalendar(shift uint, logBuckets uint) *Calendar {
+	const slot = 8
+	nb := 1 << logBuckets
+	c := &Calendar{shift: shift, mask: int64(nb - 1), buckets: make([][]Event, nb), bits: make([]uint64, max(nb/64, 1))}
+	slab := make([]Event, nb*slot)
+	for i := range c.buckets {
+		c.buckets[i] = slab[i*slot : i*slot : (i+1)*slot]
+	}
+	return c
+}
+
+// Len is the number of pending events.
+func (c *Calendar) Len() int { return c.n }
+
+// Pushed is the number of events pushed.
+func (c *Calendar) Pushed() uint64 { return c.seq }
+
+// Push schedules an event. Events must not be earlier than the last popped
+// one (a discrete-event simulation never schedules into its past).
+func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
+	e := Event{At: at, seq: c.seq, Kind: kind, Target: target, Arg: arg}
+	c.seq++
+	c.n++
+	b := int64(at) >> c.shift
+	if b < c.cur {
+		b = c.cur // not earlier than the cursor's bucket (equal-time pushes)
+	}
+	if b-c.cur > c.mask {
+		c.far.pushEvent(e)
+		return
+	}
+	c.inWheel++
+	i := b & c.mask
+	h := append(c.buckets[i], e)
+	// Sift up in the bucket's heap.
+	k := len(h) - 1
+	for k > 0 {
+		p := (k - 1) / 2
+		if !less(&e, &h[p]) {
+			break
+		}
+		h[k] = h[p]
+		k = p
+	}
+	h[k] = e
+	c.buckets[i] = h
+	c.bits[i>>6] |= 1 << (i & 63)
+}
+
+// nextBucket finds the first non-empty bucket at or after the cursor.
+func (c *Calendar) nextBucket() int64 {
+	nb := int64(len(c.buckets))
+	i := c.cur & c.mask
+	for scanned := int64(0); scanned < nb; {
+		w := c.bits[i>>6] >> (i & 63)
+		if w != 0 {
+			step := int64(bits.TrailingZeros64(w))
+			return c.cur + scanned + step
+		}
+		adv := 64 - (i & 63)
+		scanned += adv
+		i = (i + adv) & c.mask
+	}
+	return -1
+}
+
+// Pop removes and returns the earliest event. It panics when empty.
+func (c *Calendar) Pop() Event {
+	c.n--
+	if c.inWheel > 0 {
+		b := c.nextBucket()
+		i := b & c.mask
+		h := c.buckets[i]
+		top := h[0]
+		if c.far.n > 0 {
+			if f := &c.far.h[0]; less(f, &top) {
+				return c.popFar()
+			}
+		}
+		c.cur = b
+		c.inWheel--
+		n := len(h) - 1
+		last := h[n]
+		h = h[:n]
+		if n > 0 {
+			k := 0
+			for {
+				ch := 2*k + 1
+				if ch >= n {
+					break
+				}
+				if ch+1 < n && less(&h[ch+1], &h[ch]) {
+					ch++
+				}
+				if !less(&h[ch], &last) {
+					break
+				}
+				h[k] = h[ch]
+				k = ch
+			}
+			h[k] = last
+		} else {
+			c.bits[i>>6] &^= 1 << (i & 63)
+		}
+		c.buckets[i] = h
+		return top
+	}
+	return c.popFar()
+}
+
+func (c *Calendar) popFar() Event {
+	e := c.far.Pop()
+	if b := int64(e.At) >> c.shift; b > c.cur {
+		c.cur = b
+	}
+	return e
+}
+
+// PeekTime is the time of the next event, or Never when empty.
+func (c *Calendar) PeekTime() Time {
+	t := Never
+	if c.inWheel > 0 {
+		b := c.nextBucket()
+		t = c.buckets[b&c.mask][0].At
+	}
+	if c.far.n > 0 && c.far.h[0].At < t {
+		t = c.far.h[0].At
+	}
+	return t
+}

@@ -1,0 +1,69 @@
+package des
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// The calendar pops exactly what the heap pops, for random schedules that
+// mix near events (same bucket, next buckets), equal times and events far
+// beyond the wheel's horizon.
+func TestCalendarMatchesQueue(t *testing.T) {
+	for seed := uint64(0); seed < 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		c := NewCalendar(4, 6) // 16 ps buckets, 64 of them: a 1 ns horizon
+		var q Queue
+		now := Time(0)
+		for step := 0; step < 20000; step++ {
+			if q.Len() == 0 || rng.IntN(3) > 0 {
+				var d Time
+				switch rng.IntN(4) {
+				case 0:
+					d = 0
+				case 1:
+					d = Time(rng.IntN(40))
+				case 2:
+					d = Time(rng.IntN(2000))
+				default:
+					d = Time(rng.IntN(1 << 20))
+				}
+				k, tg, a := uint16(rng.IntN(9)), int32(rng.IntN(100)), int64(step)
+				q.Push(now+d, k, tg, a)
+				c.Push(now+d, k, tg, a)
+				continue
+			}
+			if q.PeekTime() != c.PeekTime() {
+				t.Fatalf("seed %d step %d: peek %d vs %d", seed, step, q.PeekTime(), c.PeekTime())
+			}
+			a, b := q.Pop(), c.Pop()
+			if a != b {
+				t.Fatalf("seed %d step %d: heap popped %+v, calendar %+v", seed, step, a, b)
+			}
+			now = a.At
+		}
+		for q.Len() > 0 {
+			if a, b := q.Pop(), c.Pop(); a != b {
+				t.Fatalf("seed %d drain: %+v vs %+v", seed, a, b)
+			}
+		}
+		if c.Len() != 0 {
+			t.Fatalf("calendar holds %d events after the heap drained", c.Len())
+		}
+	}
+}
+
+func BenchmarkCalendar(b *testing.B) {
+	c := NewCalendar(10, 16)
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := Time(0)
+	for i := 0; i < 50000; i++ {
+		c.Push(Time(rng.IntN(2_000_000)), 0, 0, 0)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		e := c.Pop()
+		now = e.At
+		c.Push(now+Time(500_000+rng.IntN(1_500_000)), 0, 0, 0)
+	}
+}

@@ -1,0 +1,373 @@
+package packet
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+// Config is the packet backend's configuration, read from SimAI.conf-style
+// files (one "KEY value..." per line) and KEY=VALUE overrides. Every key
+// SimAI's shipped SimAI.conf uses is accepted; keys that name SimAI's own
+// output files are accepted and ignored (fabricsim writes its outputs where
+// --out, --monitor-dir and --simai-fct say). Unknown keys are errors.
+type Config struct {
+	CCMode        int     // CC_MODE: 0 none, 1 DCQCN (default), 3 HPCC, 7 TIMELY, 8 DCTCP, 10 HPCC-PINT
+	EnableQCN     bool    // ENABLE_QCN: switches mark ECN (default 1)
+	DynamicPFC    bool    // USE_DYNAMIC_PFC_THRESHOLD (default 1): PFC threshold shrinks as the shared buffer fills
+	EnablePFC     bool    // ENABLE_PFC (fabricsim): lossless priority flow control (default 1)
+	PayloadSize   int     // PACKET_PAYLOAD_SIZE bytes per data packet (default 9000)
+	HeaderBytes   int     // HEADER_SIZE (fabricsim): bytes of Ethernet/IP/UDP/BTH headers per packet (default 48)
+	AckBytes      int     // ACK_SIZE (fabricsim): wire bytes of an ACK/NACK (default 60)
+	BufferBytes   int64   // BUFFER_SIZE: switch shared buffer; values below 1024 are MB as SimAI.conf writes them (default 32 MB)
+	PauseTimePs   int64   // PAUSE_TIME us (default 5): how long a PAUSE holds without a refresh
+	ResumeOffset  int64   // bytes of PFC resume hysteresis (3 KB)
+	ReservePerQ   int64   // bytes reserved per ingress queue before the shared pool (4 KB)
+	PFCAlphaShift int     // dynamic threshold = free buffer >> shift (3, i.e. 1/8)
+	AckInterval   int     // L2_ACK_INTERVAL: ACK every N data packets (default 1)
+	ChunkSize     int     // L2_CHUNK_SIZE (accepted; SimAI's go-back-N granularity)
+	BackToZero    bool    // L2_BACK_TO_ZERO: a NACK restarts the message from byte 0
+	HasWin        bool    // HAS_WIN: window limit in addition to the rate (default 1)
+	VarWin        bool    // VAR_WIN: window scales with rate/line rate (default 1)
+	GlobalT       bool    // GLOBAL_T: one window for all pairs from the largest base RTT
+	ErrorRate     float64 // ERROR_RATE_PER_LINK: packet loss probability added to every link
+	KMin, KMax    rateMap // KMIN_MAP/KMAX_MAP: RED thresholds in KB by link rate (bit/s)
+	PMax          rateMap // PMAX_MAP: RED maximum marking probability by link rate
+	StopPs        int64   // SIMULATOR_STOP_TIME in ns as SimAI writes it (0 = run to the end)
+	QPsPerConn    int     // QPS_PER_CONNECTION: QPs a flow is split over (default 1)
+	RTOPs         int64   // RTO_US (fabricsim): go-back-N after this long without progress (default 1000 us)
+	LinkDown      []LinkDown
+	MonStartPs    int64             // MON_START us: monitors sample from here (default 0)
+	MonEndPs      int64             // MON_END us: and stop here (default 20000)
+	QPMonPs       int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
+	QLenMonPs     int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
+	BWMonPs       int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
+	CC            map[string]string // raw congestion-control keys, parsed by pkg/cc
+	Set           map[string]bool   // keys given explicitly
+}
+
+// LinkDown fails the link between two nodes at a time (LINK_DOWN t a b, t in ns).
+type LinkDown struct {
+	AtPs int64
+	A, B int32
+}
+
+// rateMap is SimAI's "<n> <rate_bps> <value> ..." per-link-rate table.
+type rateMap struct {
+	rates []float64
+	vals  []float64
+}
+
+// At returns the value for a link rate: the entry of the largest rate not
+// above it (the smallest entry for slower links).
+func (m rateMap) At(bps float64) float64 {
+	if len(m.rates) == 0 {
+		return 0
+	}
+	i := sort.SearchFloat64s(m.rates, bps+0.5)
+	if i == 0 {
+		return m.vals[0]
+	}
+	return m.vals[i-1]
+}
+
+// DefaultConfig is SimAI.conf as SimAI ships it, plus fabricsim's keys.
+func DefaultConfig() Config {
+	c := Config{
+		CCMode: 1, EnableQCN: true, DynamicPFC: true, EnablePFC: true, PayloadSize: 9000, HeaderBytes: 48, AckBytes: 60,
+		BufferBytes: 32 << 20, PauseTimePs: 5_000_000, ResumeOffset: 3 << 10, ReservePerQ: 4 << 10, PFCAlphaShift: 3,
+		AckInterval: 1, ChunkSize: 4000, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000,
+		MonEndPs: 20_000 * 1e6, QPMonPs: 100 * 1e6, QLenMonPs: 10_000 * 1e6, BWMonPs: 10_000 * 1e6,
+		CC: map[string]string{}, Set: map[string]bool{},
+	}
+	for _, kv := range [][2]string{
+		{"KMAX_MAP", "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400"},
+		{"KMIN_MAP", "6 25000000000 100 50000000000 200 100000000000 400 200000000000 300 400000000000 800 1600000000000 600"},
+		{"PMAX_MAP", "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2"},
+	} {
+		if err := c.apply(kv[0], strings.Fields(kv[1])); err != nil {
+			panic(err)
+		}
+	}
+	c.Set = map[string]bool{}
+	return c
+}
+
+// ccKeys are handed to pkg/cc, which parses and documents them.
+var ccKeys = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range cc.ConfKeys() {
+		m[k] = true
+	}
+	return m
+}()
+
+// ignoredKeys name SimAI's own output files and switches that do not apply.
+var ignoredKeys = map[string]string{
+	"FLOW_FILE": "SimAI's flow input", "TRACE_FILE": "SimAI's trace node list", "TRACE_OUTPUT_FILE": "SimAI's packet trace",
+	"FCT_OUTPUT_FILE": "use --simai-fct", "PFC_OUTPUT_FILE": "use --monitor-dir", "QLEN_MON_FILE": "use --monitor-dir",
+	"BW_MON_FILE": "use --monitor-dir", "RATE_MON_FILE": "use --monitor-dir", "CNP_MON_FILE": "use --monitor-dir",
+	"ENABLE_TRACE": "packet traces are not written", "ACK_HIGH_PRIO": "ACK/NACK/CNP always use queue 0",
+	"L2_WAIT_FOR_ACK": "SimAI's stop-and-wait flag", "ECN_ENABLED": "see ENABLE_QCN",
+	"KMIN": "use KMIN_MAP", "KMAX": "use KMAX_MAP", "PMAX": "use PMAX_MAP",
+}
+
+// ReadConfig parses a SimAI.conf-style file onto c. Errors name the file,
+// line and key.
+func (c *Config) Read(r io.Reader, name string) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Text()
+		if i := strings.IndexByte(line, '#'); i >= 0 {
+			line = line[:i]
+		}
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		if err := c.apply(f[0], f[1:]); err != nil {
+			return fmt.Errorf("%s: line %d, key %s: %v", name, n, f[0], err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("%s: line %d: %v", name, n+1, err)
+	}
+	return nil
+}
+
+// SetKV applies one KEY=VALUE override (--set).
+func (c *Config) SetKV(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || strings.TrimSpace(k) == "" {
+		return fmt.Errorf("--set %q: expected KEY=VALUE", kv)
+	}
+	if err := c.apply(strings.TrimSpace(k), strings.Fields(v)); err != nil {
+		return fmt.Errorf("--set %s: %v", k, err)
+	}
+	return nil
+}
+
+func (c *Config) apply(key string, v []string) error {
+	one := func() (string, error) {
+		if len(v) != 1 {
+			return "", fmt.Errorf("expected one value, got %d", len(v))
+		}
+		return v[0], nil
+	}
+	num := func() (float64, error) {
+		s, err := one()
+		if err != nil {
+			return 0, err
+		}
+		x, err := strconv.ParseFloat(s, 64)
+		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+			return 0, fmt.Errorf("%q is not a number", s)
+		}
+		return x, nil
+	}
+	nonneg := func() (int64, error) {
+		x, err := num()
+		if err != nil {
+			return 0, err
+		}
+		if x < 0 || x > math.MaxInt64/1e6 {
+			return 0, fmt.Errorf("%g must be a non-negative number", x)
+		}
+		return int64(x), nil
+	}
+	flag := func(dst *bool) error {
+		x, err := num()
+		if err != nil {
+			return err
+		}
+		if x != 0 && x != 1 {
+			return fmt.Errorf("%g: expected 0 or 1", x)
+		}
+		*dst = x == 1
+		return nil
+	}
+	var err error
+	var x int64
+	switch key {
+	case "CC_MODE":
+		x, err = nonneg()
+		c.CCMode = int(x)
+	case "ENABLE_QCN":
+		err = flag(&c.EnableQCN)
+	case "USE_DYNAMIC_PFC_THRESHOLD":
+		err = flag(&c.DynamicPFC)
+	case "ENABLE_PFC":
+		err = flag(&c.EnablePFC)
+	case "PACKET_PAYLOAD_SIZE":
+		if x, err = nonneg(); err == nil && (x < 64 || x > 1<<20) {
+			err = fmt.Errorf("%d bytes: expected 64..1048576", x)
+		}
+		c.PayloadSize = int(x)
+	case "HEADER_SIZE":
+		x, err = nonneg()
+		c.HeaderBytes = int(x)
+	case "ACK_SIZE":
+		if x, err = nonneg(); err == nil && x < 1 {
+			err = fmt.Errorf("must be positive")
+		}
+		c.AckBytes = int(x)
+	case "BUFFER_SIZE":
+		if x, err = nonneg(); err == nil {
+			if x < 1024 {
+				x <<= 20 // SimAI.conf gives MB
+			}
+			c.BufferBytes = x
+		}
+	case "PAUSE_TIME":
+		x, err = nonneg()
+		c.PauseTimePs = x * 1_000_000
+	case "L2_ACK_INTERVAL":
+		if x, err = nonneg(); err == nil && x < 1 {
+			x = 1
+		}
+		c.AckInterval = int(x)
+	case "L2_CHUNK_SIZE":
+		x, err = nonneg()
+		c.ChunkSize = int(x)
+	case "L2_BACK_TO_ZERO":
+		err = flag(&c.BackToZero)
+	case "HAS_WIN":
+		err = flag(&c.HasWin)
+	case "VAR_WIN":
+		err = flag(&c.VarWin)
+	case "GLOBAL_T":
+		err = flag(&c.GlobalT)
+	case "ERROR_RATE_PER_LINK":
+		var f float64
+		if f, err = num(); err == nil && (f < 0 || f >= 1) {
+			err = fmt.Errorf("%g outside [0,1)", f)
+		}
+		c.ErrorRate = f
+	case "KMIN_MAP", "KMAX_MAP", "PMAX_MAP":
+		var m rateMap
+		if m, err = parseRateMap(v); err == nil {
+			switch key {
+			case "KMIN_MAP":
+				c.KMin = m
+			case "KMAX_MAP":
+				c.KMax = m
+			default:
+				c.PMax = m
+			}
+		}
+	case "SIMULATOR_STOP_TIME":
+		var f float64
+		if f, err = num(); err == nil && f < 0 {
+			err = fmt.Errorf("negative")
+		}
+		if f > 1e15 {
+			f = 0 // SimAI's "forever"
+		}
+		c.StopPs = int64(f * 1000)
+	case "QPS_PER_CONNECTION":
+		if x, err = nonneg(); err == nil && (x < 1 || x > 64) {
+			err = fmt.Errorf("%d: expected 1..64", x)
+		}
+		c.QPsPerConn = int(x)
+	case "RTO_US":
+		if x, err = nonneg(); err == nil && x < 1 {
+			err = fmt.Errorf("must be at least 1 us")
+		}
+		c.RTOPs = x * 1_000_000
+	case "LINK_DOWN":
+		if len(v) != 3 {
+			return fmt.Errorf("expected <time_ns> <node_a> <node_b>")
+		}
+		var t, a, b int64
+		for i, dst := range []*int64{&t, &a, &b} {
+			if *dst, err = strconv.ParseInt(v[i], 10, 64); err != nil || *dst < 0 {
+				return fmt.Errorf("%q is not a non-negative integer", v[i])
+			}
+		}
+		if t == 0 && a == 0 && b == 0 {
+			return nil // SimAI's "no failure"
+		}
+		c.LinkDown = append(c.LinkDown, LinkDown{AtPs: t * 1000, A: int32(a), B: int32(b)})
+	case "MON_START", "MON_END", "QP_MON_INTERVAL", "QLEN_MON_INTERVAL", "BW_MON_INTERVAL":
+		// Microseconds, as SimAI's monitors read them (QLEN 10000 = 10 ms).
+		var f float64
+		if f, err = num(); err == nil && (f < 0 || f > 1e12) {
+			err = fmt.Errorf("%g us out of range", f)
+		}
+		ps := int64(f * 1e6)
+		if err == nil && ps < 1000 && key != "MON_START" && key != "MON_END" {
+			err = fmt.Errorf("interval must be at least 0.001 us")
+		}
+		switch key {
+		case "MON_START":
+			c.MonStartPs = ps
+		case "MON_END":
+			c.MonEndPs = ps
+		case "QP_MON_INTERVAL":
+			c.QPMonPs = ps
+		case "QLEN_MON_INTERVAL":
+			c.QLenMonPs = ps
+		default:
+			c.BWMonPs = ps
+		}
+	default:
+		switch {
+		case ccKeys[key]:
+			if len(v) != 1 {
+				return fmt.Errorf("expected one value")
+			}
+			c.CC[key] = v[0]
+		case ignoredKeys[key] != "":
+		default:
+			return fmt.Errorf("unknown key (examples/conf/default.conf lists the keys)")
+		}
+	}
+	if err == nil && c.Set != nil {
+		c.Set[key] = true
+	}
+	return err
+}
+
+func parseRateMap(v []string) (rateMap, error) {
+	if len(v) == 0 {
+		return rateMap{}, fmt.Errorf("empty map")
+	}
+	n, err := strconv.Atoi(v[0])
+	if err != nil || n < 1 || len(v) != 1+2*n {
+		return rateMap{}, fmt.Errorf("expected <n> then n pairs of <rate_bps> <value>")
+	}
+	var m rateMap
+	for i := 0; i < n; i++ {
+		r, err1 := strconv.ParseFloat(v[1+2*i], 64)
+		x, err2 := strconv.ParseFloat(v[2+2*i], 64)
+		if err1 != nil || err2 != nil || r <= 0 || x < 0 {
+			return rateMap{}, fmt.Errorf("pair %d (%s %s) is not a positive rate and a value", i+1, v[1+2*i], v[2+2*i])
+		}
+		if i > 0 && r <= m.rates[i-1] {
+			return rateMap{}, fmt.Errorf("rates must increase")
+		}
+		m.rates = append(m.rates, r)
+		m.vals = append(m.vals, x)
+	}
+	return m, nil
+}
+
+// Describe lists the effective settings, for trace metadata.
+func (c *Config) Describe() map[string]any {
+	return map[string]any{
+		"cc_mode": c.CCMode, "enable_qcn": c.EnableQCN, "enable_pfc": c.EnablePFC, "dynamic_pfc": c.DynamicPFC,
+		"payload_bytes": c.PayloadSize, "buffer_bytes": c.BufferBytes, "ack_interval": c.AckInterval,
+		"has_win": c.HasWin, "var_win": c.VarWin, "qps_per_connection": c.QPsPerConn, "error_rate": c.ErrorRate,
+		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.CC,
+	}
+}

@@ -1,0 +1,181 @@
+package packet
+
+import (
+	"github.com/fabricsim/fabricsim/formats/monitor"
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/des"
+)
+
+// Monitor kinds, the Arg of evMonitor events.
+const (
+	monQLen = iota
+	monBW
+	monQP
+)
+
+// Monitors samples queue lengths, host bandwidth, per-QP rates and CNPs
+// between MON_START and MON_END, and logs every PFC frame, as SimAI's
+// monitor files do. Rows go to the sinks that are set.
+type Monitors struct {
+	QLen *monitor.File[monitor.QLen]
+	BW   *monitor.File[monitor.HostBW]
+	Rate *monitor.File[monitor.Rate]
+	CNP  *monitor.File[monitor.CNP]
+	PFC  *monitor.File[monitor.PFC]
+	// OnRate, if set, sees every rate sample (tests use it).
+	OnRate func(timePs int64, flow int64, rateBps float64)
+
+	lastTx []int64 // per GPU: bytes sent at the previous BW sample
+	cnps   []int64 // per QP slot: CNPs since the previous QP sample
+}
+
+// OpenMonitors creates the five monitor files in dir.
+func OpenMonitors(dir string) (*Monitors, error) {
+	m := &Monitors{}
+	var err error
+	if m.QLen, err = monitor.Create[monitor.QLen](dir, "qlen.parquet"); err != nil {
+		return nil, err
+	}
+	if m.BW, err = monitor.Create[monitor.HostBW](dir, "host_bw.parquet"); err != nil {
+		return nil, err
+	}
+	if m.Rate, err = monitor.Create[monitor.Rate](dir, "qp_rate.parquet"); err != nil {
+		return nil, err
+	}
+	if m.CNP, err = monitor.Create[monitor.CNP](dir, "cnp.parquet"); err != nil {
+		return nil, err
+	}
+	if m.PFC, err = monitor.Create[monitor.PFC](dir, "pfc.parquet"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Close flushes the files.
+func (m *Monitors) Close() error {
+	var first error
+	for _, c := range []interface{ Close() error }{m.QLen, m.BW, m.Rate, m.CNP, m.PFC} {
+		if c != nil && !isNilFile(c) {
+			if err := c.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+func isNilFile(c interface{ Close() error }) bool {
+	switch f := c.(type) {
+	case *monitor.File[monitor.QLen]:
+		return f == nil
+	case *monitor.File[monitor.HostBW]:
+		return f == nil
+	case *monitor.File[monitor.Rate]:
+		return f == nil
+	case *monitor.File[monitor.CNP]:
+		return f == nil
+	case *monitor.File[monitor.PFC]:
+		return f == nil
+	}
+	return false
+}
+
+// SetMonitors attaches monitors before Run.
+func (s *Sim) SetMonitors(m *Monitors) { s.mon = m }
+
+func (m *Monitors) start(s *Sim) {
+	m.lastTx = make([]int64, s.t.GPUs)
+	c := &s.cfg
+	if m.QLen != nil {
+		s.q.Push(des.Time(c.MonStartPs), evMonitor, 0, monQLen)
+	}
+	if m.BW != nil {
+		s.q.Push(des.Time(c.MonStartPs+c.BWMonPs), evMonitor, 0, monBW)
+	}
+	if m.Rate != nil || m.CNP != nil || m.OnRate != nil {
+		s.q.Push(des.Time(c.MonStartPs), evMonitor, 0, monQP)
+	}
+}
+
+func (m *Monitors) sample(s *Sim, kind int64) {
+	c := &s.cfg
+	ns := s.now / 1000
+	switch kind {
+	case monQLen:
+		for pid := range s.ports {
+			p := &s.ports[pid]
+			if !s.isSwitch[p.from] {
+				continue
+			}
+			for q := 0; q < nQ; q++ {
+				if p.qBytes[q] > 0 {
+					m.QLen.Add(monitor.QLen{TimeNs: ns, Switch: p.from, Link: int32(pid / 2), To: p.to, Queue: int32(q),
+						Bytes: p.qBytes[q], Role: s.t.Nodes[p.from].Role})
+				}
+			}
+		}
+	case monBW:
+		tx := make([]int64, s.t.GPUs)
+		for pid := range s.ports {
+			if p := &s.ports[pid]; int(p.from) < s.t.GPUs {
+				tx[p.from] += p.txBytes
+			}
+		}
+		for g := range tx {
+			d := tx[g] - m.lastTx[g]
+			m.lastTx[g] = tx[g]
+			m.BW.Add(monitor.HostBW{TimeNs: ns, Node: int32(g), TxBytes: d, Gbps: float64(d) * 8e3 / float64(c.BWMonPs)})
+		}
+	case monQP:
+		if len(m.cnps) < len(s.qps) {
+			m.cnps = append(m.cnps, make([]int64, len(s.qps)-len(m.cnps))...)
+		}
+		for qi := range s.qps {
+			q := &s.qps[qi]
+			if q.done || q.size == 0 {
+				continue
+			}
+			fid := s.flows.ID[q.flow]
+			if m.Rate != nil {
+				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, RateBps: q.cc.Rate, WinB: q.win})
+			}
+			if m.OnRate != nil {
+				m.OnRate(s.now, fid, q.cc.Rate)
+			}
+			if m.CNP != nil && m.cnps[qi] > 0 {
+				m.CNP.Add(monitor.CNP{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, CNPs: m.cnps[qi]})
+			}
+			m.cnps[qi] = 0
+		}
+	}
+	// Keep sampling while the run has work and the window is open.
+	if s.flows.DAG.Done() == s.flows.DAG.Len() {
+		return
+	}
+	iv := map[int64]int64{monQLen: c.QLenMonPs, monBW: c.BWMonPs, monQP: c.QPMonPs}[kind]
+	if next := s.now + iv; next <= c.MonEndPs {
+		s.q.Push(des.Time(next), evMonitor, 0, kind)
+	}
+}
+
+func (m *Monitors) finish(s *Sim) {}
+
+func (m *Monitors) pfc(now int64, sw, up int32, q int, pause bool) {
+	if m.PFC == nil {
+		return
+	}
+	ev := "resume"
+	if pause {
+		ev = "pause"
+	}
+	m.PFC.Add(monitor.PFC{TimeNs: now / 1000, Switch: sw, Upstream: up, Queue: int32(q), Event: ev})
+}
+
+func (m *Monitors) cnp(qi int32) {
+	if int(qi) >= len(m.cnps) {
+		m.cnps = append(m.cnps, make([]int64, int(qi)+1-len(m.cnps))...)
+	}
+	m.cnps[qi]++
+}
+
+var _ = stream.NodeGPU

@@ -1,0 +1,318 @@
+package packet
+
+import (
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
+)
+
+// qp is one RDMA queue pair: the sender's window and rate state and the
+// receiver's expected sequence number.
+type qp struct {
+	flow      int32
+	src, dst  int32
+	port      int32 // first-hop port of the data path
+	size      int64
+	sndNxt    int64
+	sndUna    int64
+	maxSent   int64
+	nextAvail int64
+	lineRate  float64
+	win       int64
+	baseRTT   int64
+	start     int64
+	end       int64
+	rxDone    int64
+	lastProg  int64
+	ccWake    int64
+	ccGen     int64
+	rtoGen    int64
+	rtoAt     int64
+	rcvNext   int64
+	nackAt    int64
+	nackSeq   int64
+	rcvCount  int32
+	rcvECN    bool
+	done      bool
+	epoch     int32
+	sport     uint16
+	cc        cc.State
+}
+
+func (s *Sim) allocQP() int32 {
+	if n := len(s.freeQP); n > 0 {
+		i := s.freeQP[n-1]
+		s.freeQP = s.freeQP[:n-1]
+		return i
+	}
+	s.qps = append(s.qps, qp{})
+	s.paths = append(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
+	s.pathLen = append(s.pathLen, 0, 0)
+	return int32(len(s.qps) - 1)
+}
+
+// sendFromQP lets the port's queue pairs send one data packet, round robin,
+// each within its window and pacing rate. It returns whether it sent.
+func (s *Sim) sendFromQP(pid int32) bool {
+	p := &s.ports[pid]
+	if s.isPaused(p, dataQ) {
+		return false
+	}
+	earliest := int64(-1)
+	n := len(p.qps)
+	for k := 0; k < n; {
+		if p.qpRR >= len(p.qps) {
+			p.qpRR = 0
+		}
+		qi := p.qps[p.qpRR]
+		q := &s.qps[qi]
+		if q.done {
+			// Finished: drop it from the port's round robin.
+			last := len(p.qps) - 1
+			p.qps[p.qpRR] = p.qps[last]
+			p.qps = p.qps[:last]
+			n--
+			continue
+		}
+		k++
+		p.qpRR++
+		if q.sndNxt >= q.size {
+			continue
+		}
+		if s.cfg.HasWin {
+			win := q.win
+			if s.cfg.VarWin {
+				win = int64(float64(q.win) * q.cc.Rate / q.lineRate)
+				if win < 1 {
+					win = 1
+				}
+			}
+			if q.sndNxt-q.sndUna >= win {
+				continue
+			}
+		}
+		if q.nextAvail > s.now {
+			if earliest < 0 || q.nextAvail < earliest {
+				earliest = q.nextAvail
+			}
+			continue
+		}
+		s.sendData(pid, qi)
+		return true
+	}
+	if earliest > 0 {
+		s.wake(pid, earliest)
+	}
+	return false
+}
+
+func (s *Sim) sendData(pid int32, qi int32) {
+	q := &s.qps[qi]
+	size := min(int64(s.cfg.PayloadSize), q.size-q.sndNxt)
+	pi := s.newPacket()
+	pkt := &s.pkts[pi]
+	*pkt = packet{seq: q.sndNxt, sent: s.now, qp: qi, ep: q.epoch, path: 2 * qi, inDL: -1, size: int32(size),
+		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
+	if s.alg.UsesINT() {
+		pkt.intI = s.newINT()
+	}
+	if q.sndNxt < q.maxSent {
+		s.Stats.Retransmitted += size
+	}
+	q.sndNxt += size
+	q.maxSent = max(q.maxSent, q.sndNxt)
+	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/q.cc.Rate)
+	s.Stats.DataPackets++
+	if q.rtoAt == 0 {
+		s.armRTO(qi)
+	}
+	s.transmit(pid, pi, -1)
+}
+
+func (s *Sim) newINT() int32 {
+	if n := len(s.freeINT); n > 0 {
+		i := s.freeINT[n-1]
+		s.freeINT = s.freeINT[:n-1]
+		s.intN[i] = 0
+		return i
+	}
+	s.ints = append(s.ints, [cc.MaxHops]cc.IntHop{})
+	s.intN = append(s.intN, 0)
+	return int32(len(s.ints) - 1)
+}
+
+func (s *Sim) armRTO(qi int32) {
+	q := &s.qps[qi]
+	q.rtoGen++
+	q.rtoAt = s.now + s.rtoPs
+	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
+}
+
+// onRTO goes back to the first unacknowledged byte when a queue pair made
+// no progress for a whole timeout (a lost tail leaves no later packet to
+// trigger a NACK).
+func (s *Sim) onRTO(qi int32, gen int64) {
+	q := &s.qps[qi]
+	if gen != q.rtoGen || q.done {
+		return
+	}
+	q.rtoAt = 0
+	if q.sndUna >= q.sndNxt && q.sndNxt >= q.size {
+		return
+	}
+	if s.now-q.lastProg >= s.rtoPs {
+		if q.sndNxt > q.sndUna {
+			q.sndNxt = q.sndUna
+			q.lastProg = s.now
+			s.tryTx(q.port)
+		}
+		s.armRTO(qi)
+		return
+	}
+	q.rtoGen++
+	q.rtoAt = q.lastProg + s.rtoPs
+	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
+}
+
+// deliver hands a packet to the endpoint at the end of its path.
+func (s *Sim) deliver(pi int32) {
+	pkt := &s.pkts[pi]
+	if pkt.kind != pktData {
+		s.onAck(pi)
+		return
+	}
+	q := &s.qps[pkt.qp]
+	switch {
+	case pkt.seq == q.rcvNext:
+		q.rcvNext += int64(pkt.size)
+		s.Stats.Delivered += int64(pkt.size)
+		q.rcvCount++
+		q.rcvECN = q.rcvECN || pkt.ecn
+		if q.rcvNext >= q.size && q.rxDone == 0 {
+			q.rxDone = s.now // the receiver knows the message size: receive completion
+		}
+		if int(q.rcvCount) >= s.cfg.AckInterval || q.rcvNext >= q.size {
+			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
+			q.rcvCount, q.rcvECN = 0, false
+			return
+		}
+	case pkt.seq > q.rcvNext:
+		// A gap: ask for a go-back-N, once per expected sequence and RTT.
+		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.baseRTT {
+			q.nackSeq, q.nackAt = q.rcvNext, s.now
+			s.sendCtl(pi, pktNack, q.rcvNext, pkt.ecn)
+			return
+		}
+	default:
+		// A duplicate after a go-back-N: re-acknowledge.
+		s.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
+		return
+	}
+	s.freePacket(pi)
+}
+
+// sendCtl turns a delivered data packet into an ACK or NACK travelling the
+// QP's reverse path on queue 0, echoing ECN (the CNP) and INT.
+func (s *Sim) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
+	pkt := &s.pkts[pi]
+	qi := pkt.qp
+	pkt.kind, pkt.seq, pkt.ecn = kind, seq, ecn
+	pkt.path, pkt.hop, pkt.q, pkt.inDL = 2*qi+1, 0, 0, -1
+	pkt.size, pkt.wire = 0, int32(s.cfg.AckBytes)
+	s.enqueue(pi, s.dl(pkt))
+}
+
+func (s *Sim) onAck(pi int32) {
+	pkt := &s.pkts[pi]
+	qi := pkt.qp
+	q := &s.qps[qi]
+	if q.done {
+		s.freePacket(pi)
+		return
+	}
+	var acked int64
+	if pkt.seq > q.sndUna {
+		acked = pkt.seq - q.sndUna
+		q.sndUna = pkt.seq
+		q.lastProg = s.now
+		if q.sndNxt < q.sndUna {
+			q.sndNxt = q.sndUna
+		}
+	}
+	if pkt.kind == pktNack && pkt.seq < q.sndNxt {
+		q.sndNxt = pkt.seq
+		if s.cfg.BackToZero {
+			q.sndNxt = q.sndUna
+		}
+	}
+	// One Feedback reused: passed through the interface it would escape.
+	fb := &s.fb
+	*fb = cc.Feedback{Now: s.now, Acked: acked, AckSeq: pkt.seq, SndNxt: q.sndNxt, ECN: pkt.ecn, RTT: s.now - pkt.sent}
+	if pkt.intI >= 0 {
+		fb.NHops = int(s.intN[pkt.intI])
+		fb.Hops = s.ints[pkt.intI]
+	}
+	if pkt.ecn {
+		s.Stats.CNPs++
+		if s.mon != nil {
+			s.mon.cnp(qi)
+		}
+	}
+	s.freePacket(pi)
+	s.ccSchedule(qi, s.alg.OnFeedback(&q.cc, fb))
+	if q.sndUna >= q.size {
+		s.qpDone(qi)
+		return
+	}
+	s.tryTx(q.port)
+}
+
+func (s *Sim) ccSchedule(qi int32, wake int64) {
+	q := &s.qps[qi]
+	if wake <= 0 || wake == q.ccWake {
+		return
+	}
+	if wake < s.now {
+		wake = s.now
+	}
+	q.ccGen++
+	q.ccWake = wake
+	s.q.Push(des.Time(wake), evCCTimer, qi, q.ccGen)
+}
+
+func (s *Sim) onCCTimer(qi int32, gen int64) {
+	q := &s.qps[qi]
+	if gen != q.ccGen || q.done {
+		return
+	}
+	q.ccWake = 0
+	s.ccSchedule(qi, s.alg.OnTimer(&q.cc, s.now))
+	s.tryTx(q.port)
+}
+
+func (s *Sim) qpDone(qi int32) {
+	q := &s.qps[qi]
+	q.done = true
+	q.end = s.now
+	q.rtoGen++
+	q.ccGen++
+	// Leave the port's round robin now: the slot is recycled.
+	p := &s.ports[q.port]
+	for i, x := range p.qps {
+		if x == qi {
+			last := len(p.qps) - 1
+			p.qps[i] = p.qps[last]
+			p.qps = p.qps[:last]
+			if p.qpRR > last {
+				p.qpRR = 0
+			}
+			break
+		}
+	}
+	f := q.flow
+	s.flows.qpsLeft[f]--
+	if s.flows.qpsLeft[f] == 0 {
+		s.finishFlow(f)
+	}
+	s.freeQP = append(s.freeQP, qi)
+}

@@ -1,0 +1,262 @@
+package packet
+
+import (
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/dag"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// lineRate is a congestion control that never slows down (CC_MODE 0).
+type lineRate struct{}
+
+func (lineRate) Name() string                             { return "none" }
+func (lineRate) Init(s *cc.State, now int64)              { s.Rate = s.LineRate }
+func (lineRate) OnFeedback(*cc.State, *cc.Feedback) int64 { return 0 }
+func (lineRate) OnTimer(*cc.State, int64) int64           { return 0 }
+func (lineRate) UsesECN() bool                            { return false }
+func (lineRate) UsesINT() bool                            { return false }
+
+type flowSpec struct {
+	src, dst int32
+	size     int64
+	deps     []int64
+}
+
+func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+	t.Helper()
+	r, err := route.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := dag.NewBuilder(len(specs))
+	n := len(specs)
+	ids, src, dst, size, delay := make([]int64, n), make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
+	for i, f := range specs {
+		ids[i], src[i], dst[i], size[i] = int64(i), f.src, f.dst, f.size
+		if err := b.Add(int64(i), f.deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := NewFlows(d, ids, src, dst, size, delay)
+	s, err := New(tp, r, cfg, alg, fl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range specs {
+		total += f.size
+	}
+	if s.Stats.Delivered != total {
+		t.Fatalf("delivered %d bytes in order, sent %d", s.Stats.Delivered, total)
+	}
+	return s, fl
+}
+
+func gen(t *testing.T, p topo.Params) *topo.Topology {
+	tp, _, err := topo.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tp
+}
+
+// One flow on an idle path finishes within one packet time and one RTT of
+// its ideal FCT (base RTT + size / bottleneck).
+func TestSingleFlowIdeal(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	for _, f := range []flowSpec{{0, 9, 10 << 20, nil}, {0, 8, 1 << 20, nil}, {0, 1, 4 << 20, nil}} {
+		s, fl := runFlows(t, tp, cfg, lineRate{}, []flowSpec{f})
+		fct := fl.End[0] - fl.Start[0]
+		ideal := fl.Ideal[0]
+		q := &s.qps[0]
+		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(0))
+		if fct < ideal-pktTime-q.baseRTT || fct > ideal+pktTime+q.baseRTT {
+			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.baseRTT)
+		}
+	}
+}
+
+// 8 to 1 incast with PFC: no packet is lost and every byte arrives.
+func TestIncastPFCLossless(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	cfg.BufferBytes = 1 << 20
+	var specs []flowSpec
+	for i := int32(8); i < 16; i++ {
+		specs = append(specs, flowSpec{i, 0, 8 << 20, nil})
+	}
+	s, _ := runFlows(t, tp, cfg, lineRate{}, specs)
+	if s.Stats.Dropped != 0 {
+		t.Fatalf("%d packets dropped with PFC on", s.Stats.Dropped)
+	}
+	if s.Stats.Pauses == 0 {
+		t.Fatalf("no PAUSE sent in an 8:1 incast into a 1 MB buffer")
+	}
+}
+
+// Without PFC and with a small buffer, the incast drops packets, go-back-N
+// repairs them, and every byte still arrives.
+func TestIncastLossyRecovers(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	cfg.EnablePFC = false
+	cfg.BufferBytes = 1 << 20
+	cfg.RTOPs = 200_000_000
+	var specs []flowSpec
+	for i := int32(8); i < 16; i++ {
+		specs = append(specs, flowSpec{i, 0, 4 << 20, nil})
+	}
+	s, _ := runFlows(t, tp, cfg, lineRate{}, specs)
+	if s.Stats.Dropped == 0 || s.Stats.Retransmitted == 0 {
+		t.Fatalf("dropped %d, retransmitted %d: expected losses and repairs", s.Stats.Dropped, s.Stats.Retransmitted)
+	}
+}
+
+func TestDependencies(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	_, fl := runFlows(t, tp, DefaultConfig(), lineRate{}, []flowSpec{{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}})
+	if fl.Start[1] != fl.End[0] {
+		t.Fatalf("flow 1 started at %d, its dependency ended at %d", fl.Start[1], fl.End[0])
+	}
+	_ = stream.ConnRing
+}
+
+func dcqcn(t *testing.T) cc.Algorithm {
+	a, err := cc.New(cc.ModeDCQCN, cc.DefaultParams())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// Two flows into one port converge to fair shares under DCQCN: Jain's
+// index of their mean rates over the second half of the run is >= 0.95.
+func TestDCQCNFairness(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	cfg.QPMonPs = 10_000_000 // 10 us
+	// Without a window the two line-rate senders fill the port's queue past
+	// kmin, so the rates are DCQCN's doing (with BDP windows the queue never
+	// reaches the 400 KB marking threshold at all).
+	cfg.HasWin = false
+	r, _ := route.New(tp)
+	b := dag.NewBuilder(2)
+	b.Add(0, nil)
+	b.Add(1, nil)
+	d, _ := b.Build()
+	const size = 64 << 20
+	fl := NewFlows(d, []int64{0, 1}, []int32{8, 9}, []int32{0, 0}, []int64{size, size}, []int64{0, 0})
+	s, err := New(tp, r, cfg, dcqcn(t), fl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type sample struct {
+		t    int64
+		rate [2]float64
+	}
+	var samples []sample
+	m := &Monitors{OnRate: func(now int64, flow int64, rate float64) {
+		if len(samples) == 0 || samples[len(samples)-1].t != now {
+			samples = append(samples, sample{t: now})
+		}
+		samples[len(samples)-1].rate[flow] = rate
+	}}
+	s.SetMonitors(m)
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Stats.CNPs == 0 {
+		t.Fatal("no CNPs: the shared port never marked")
+	}
+	end := min(fl.End[0], fl.End[1])
+	var sum [2]float64
+	n := 0
+	for _, sm := range samples {
+		if sm.t >= end/2 && sm.t < end {
+			sum[0] += sm.rate[0]
+			sum[1] += sm.rate[1]
+			n++
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d samples in the second half", n)
+	}
+	jain := (sum[0] + sum[1]) * (sum[0] + sum[1]) / (2 * (sum[0]*sum[0] + sum[1]*sum[1]))
+	t.Logf("Jain %.4f, mean rates %.2f and %.2f Gbps, %d CNPs, %d samples", jain, sum[0]/float64(n)/1e9, sum[1]/float64(n)/1e9, s.Stats.CNPs, n)
+	if jain < 0.95 {
+		t.Fatalf("Jain index %.3f over the second half (mean rates %.2f and %.2f Gbps)", jain, sum[0]/float64(n)/1e9, sum[1]/float64(n)/1e9)
+	}
+	// Both shared a 100 Gbps port: together they cannot beat it.
+	fct := float64(max(fl.End[0], fl.End[1]))
+	if got := 2 * size * 8e12 / fct; got > 100e9*1.001 {
+		t.Fatalf("aggregate %.1f Gbps through a 100 Gbps port", got/1e9)
+	}
+}
+
+// ECMP spreads 64 flows over 4 uplinks with no uplink above twice the mean.
+func TestECMPSpread(t *testing.T) {
+	// 8 servers on Spectrum-X with 4 PSWs: flows from rail 0 to rail 1 must
+	// cross a PSW, so all 64 leave rail 0's ASW through its 4 uplinks.
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9, PSWs: 4})
+	var specs []flowSpec
+	for a := int32(0); a < 8; a++ {
+		for b := int32(0); b < 8; b++ {
+			specs = append(specs, flowSpec{a * 8, b*8 + 1, 1 << 20, nil})
+		}
+	}
+	s, _ := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
+	asw := int32(64 + 8) // after 64 GPUs and 8 NVSwitches
+	var per []int64
+	for pid := range s.ports {
+		p := &s.ports[pid]
+		if p.from == asw && tp.Nodes[p.to].Role == topo.RolePSW {
+			per = append(per, p.txBytes)
+		}
+	}
+	if len(per) != 4 {
+		t.Fatalf("%d uplinks", len(per))
+	}
+	var total int64
+	for _, b := range per {
+		total += b
+	}
+	for i, b := range per {
+		if b > 2*total/4 {
+			t.Fatalf("uplink %d carried %d of %d bytes: more than twice the mean", i, b, total)
+		}
+		if b == 0 {
+			t.Fatalf("uplink %d unused", i)
+		}
+	}
+}
+
+// The same input and seed give the same run, event for event.
+func TestDeterminism(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	var specs []flowSpec
+	for i := int32(1); i < 16; i++ {
+		specs = append(specs, flowSpec{i, 0, 2 << 20, nil}, flowSpec{0, i, 1 << 20, nil})
+	}
+	s1, f1 := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
+	s2, f2 := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
+	if s1.Stats != s2.Stats {
+		t.Fatalf("stats differ: %+v vs %+v", s1.Stats, s2.Stats)
+	}
+	for i := range f1.End {
+		if f1.End[i] != f2.End[i] {
+			t.Fatalf("flow %d ended at %d and %d", i, f1.End[i], f2.End[i])
+		}
+	}
+}

@@ -1,0 +1,316 @@
+package packet
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/dag"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/route"
+)
+
+// Flows is the DAG to run, by column, indexed like the DAG. The run fills
+// Start, End and Ideal (ps).
+type Flows struct {
+	DAG   *dag.DAG
+	ID    []int64
+	Src   []int32
+	Dst   []int32
+	Size  []int64 // bytes; 0 for delay nodes and joins
+	Delay []int64 // ps for delay nodes
+
+	Start, End, Ideal []int64
+	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
+	SendLat           int64   // ps added before each transfer started sending
+	qpsLeft           []int32
+	// First QP's ports and base RTT, for SimAI's fct.txt.
+	Sport []uint16
+}
+
+// NewFlows sizes the result columns.
+func NewFlows(d *dag.DAG, id []int64, src, dst []int32, size, delay []int64) *Flows {
+	n := d.Len()
+	return &Flows{DAG: d, ID: id, Src: src, Dst: dst, Size: size, Delay: delay,
+		Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n), RxDone: make([]int64, n),
+		qpsLeft: make([]int32, n), Sport: make([]uint16, n)}
+}
+
+// Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
+func (s *Sim) Run() error {
+	s.rtoPs = s.cfg.RTOPs
+	for i := range s.flows.Start {
+		s.flows.Start[i] = -1
+		s.flows.End[i] = -1
+	}
+	if s.mon != nil {
+		s.mon.start(s)
+	}
+	s.work = append(s.work[:0], s.flows.DAG.Ready()...)
+	if err := s.drain(); err != nil {
+		return err
+	}
+	stop := s.cfg.StopPs
+	for s.q.Len() > 0 {
+		ev := s.q.Pop()
+		if stop > 0 && int64(ev.At) > stop {
+			break
+		}
+		s.now = int64(ev.At)
+		s.Stats.Events++
+		switch ev.Kind {
+		case evArrive:
+			s.arrive(ev.Target)
+		case evTxDone:
+			if p := &s.ports[ev.Target]; p.txDoneAt == s.now {
+				p.txDoneAt = 0
+				s.tryTx(ev.Target)
+			}
+		case evWake:
+			p := &s.ports[ev.Target]
+			if p.wakeAt == s.now {
+				p.wakeAt = 0
+			}
+			s.tryTx(ev.Target)
+		case evPFC:
+			s.onPFC(ev.Target, ev.Arg)
+		case evCCTimer:
+			s.onCCTimer(ev.Target, ev.Arg)
+		case evRTO:
+			s.onRTO(ev.Target, ev.Arg)
+		case evDelayDone:
+			s.finishFlow(ev.Target)
+		case evMonitor:
+			s.mon.sample(s, ev.Arg)
+		case evLinkDown:
+			s.linkDown(ev.Target)
+		case evPFCRefresh:
+			s.refreshPause(ev.Target)
+		case evSend:
+			if err := s.openQPs(ev.Target); err != nil {
+				return err
+			}
+		}
+		if len(s.work) > 0 {
+			if err := s.drain(); err != nil {
+				return err
+			}
+		}
+		if s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
+			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), s.now)
+		}
+	}
+	s.Stats.SimPs = s.now
+	if s.mon != nil {
+		s.mon.finish(s)
+	}
+	if i, stuck := s.flows.DAG.Stuck(); stuck {
+		if stop > 0 && s.now >= stop {
+			return fmt.Errorf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.ID[i])
+		}
+		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
+			s.flows.ID[i], s.flows.DAG.Done(), s.flows.DAG.Len())
+	}
+	return nil
+}
+
+// finishFlow marks a flow done and queues what it releases.
+func (s *Sim) finishFlow(i int32) {
+	s.flows.End[i] = s.now
+	s.release = s.flows.DAG.Complete(i, s.release[:0])
+	s.work = append(s.work, s.release...)
+}
+
+// drain starts every flow released at this instant.
+func (s *Sim) drain() error {
+	for len(s.work) > 0 {
+		i := s.work[0]
+		s.work = s.work[1:]
+		if err := s.startFlow(i); err != nil {
+			return err
+		}
+	}
+	s.work = s.work[:0]
+	return nil
+}
+
+func (s *Sim) startFlow(i int32) error {
+	f := s.flows
+	f.Start[i] = s.now
+	switch {
+	case f.Delay[i] > 0:
+		f.Ideal[i] = f.Delay[i]
+		s.q.Push(des.Time(s.now+f.Delay[i]), evDelayDone, i, 0)
+		return nil
+	case f.Size[i] == 0:
+		s.finishFlow(i)
+		return nil
+	}
+	if s.SendLatPs > 0 {
+		f.SendLat = s.SendLatPs
+		s.q.Push(des.Time(s.now+s.SendLatPs), evSend, i, 0)
+		return nil
+	}
+	return s.openQPs(i)
+}
+
+// openQPs creates a transfer's queue pairs and starts them sending.
+func (s *Sim) openQPs(i int32) error {
+	f := s.flows
+	src, dst := f.Src[i], f.Dst[i]
+	size := f.Size[i]
+	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
+	// ports, hence distinct ECMP hashes.
+	pktsTotal := (size + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize)
+	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
+	per := (pktsTotal + nq - 1) / nq
+	left := size
+	for j := int64(0); j < nq && left > 0; j++ {
+		part := min(left, per*int64(s.cfg.PayloadSize))
+		left -= part
+		qi := s.allocQP()
+		q := &s.qps[qi]
+		epoch := q.epoch + 1
+		*q = qp{flow: i, src: src, dst: dst, size: part, start: s.now, lastProg: s.now, epoch: epoch,
+			sport: uint16(10000 + (f.ID[i]*int64(s.cfg.QPsPerConn)+j)%50000)}
+		h := route.FlowHash(src, dst, f.ID[i]*64+j, s.seed)
+		if err := s.setPath(2*qi, src, dst, h); err != nil {
+			return fmt.Errorf("flow %d: %v", f.ID[i], err)
+		}
+		if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995); err != nil {
+			return fmt.Errorf("flow %d (acknowledgements): %v", f.ID[i], err)
+		}
+		q.port = int32(s.paths[2*qi][0])
+		p := &s.ports[q.port]
+		q.lineRate = p.bw
+		q.baseRTT, q.win = s.baseRTT(qi)
+		q.cc = cc.State{LineRate: q.lineRate, Rate: q.lineRate, Win: q.win, BaseRTT: q.baseRTT, BaseWin: q.win,
+			Rng: s.seed ^ uint64(f.ID[i])*0x9e3779b97f4a7c15 ^ uint64(j)}
+		s.alg.Init(&q.cc, s.now)
+		f.qpsLeft[i]++
+		if j == 0 {
+			f.Sport[i] = q.sport
+			f.Ideal[i] = s.SendLatPs + q.baseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
+		}
+		p.qps = append(p.qps, qi)
+		s.tryTx(q.port)
+	}
+	return nil
+}
+
+// setPath routes path id pid from node a to node b: GPU to GPU through the
+// router; GPU to or from its NVSwitch (NVLS) over their direct link.
+func (s *Sim) setPath(pid int32, a, b int32, h uint64) error {
+	var p []route.DirLink
+	var err error
+	if s.t.Nodes[a].Kind == stream.NodeGPU && s.t.Nodes[b].Kind == stream.NodeGPU {
+		s.buf, err = s.r.AppendPath(s.buf[:0], a, b, h)
+		p = s.buf
+	} else {
+		p, err = s.directLink(a, b, h)
+	}
+	if err != nil {
+		return err
+	}
+	if len(p) > maxPath {
+		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(p), maxPath)
+	}
+	copy(s.paths[pid][:], p)
+	s.pathLen[pid] = uint8(len(p))
+	return nil
+}
+
+func (s *Sim) directLink(a, b int32, h uint64) ([]route.DirLink, error) {
+	s.buf = s.buf[:0]
+	for li, l := range s.t.Links {
+		if l.A == a && l.B == b || l.A == b && l.B == a {
+			s.buf = append(s.buf, route.Directed(s.t, int32(li), a))
+		}
+	}
+	if len(s.buf) == 0 {
+		return nil, fmt.Errorf("no link between node %d and node %d (NVLS flows go between a GPU and its NVSwitch)", a, b)
+	}
+	k := route.Pick(h, a, len(s.buf))
+	s.buf[0] = s.buf[k]
+	return s.buf[:1], nil
+}
+
+// baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
+// ways and a full packet serialized at every hop out (the ACK's own
+// serialization is negligible). It sets the ideal FCT.
+//
+// The window (HAS_WIN) covers that round trip plus what an ACK may wait at
+// each hop back: ACKs have priority but do not preempt, so one may queue
+// behind a full data packet at every hop. With SimAI's plain
+// bandwidth-delay product a flow whose receiver sends data of its own (every
+// ring step) loses a fifth of its rate to that wait; with this margin an
+// unloaded flow keeps line rate either way.
+func (s *Sim) baseRTT(qi int32) (rtt, win int64) {
+	mtu := float64(s.cfg.PayloadSize + s.cfg.HeaderBytes)
+	var ackWait int64
+	for dir := int32(0); dir < 2; dir++ {
+		pid := 2*qi + dir
+		for h := 0; h < int(s.pathLen[pid]); h++ {
+			p := &s.ports[s.paths[pid][h]]
+			if dir == 0 {
+				rtt += p.lat + int64(mtu*p.bitPs+0.5)
+			} else {
+				rtt += p.lat
+				ackWait += int64((mtu+float64(s.cfg.AckBytes))*p.bitPs + 0.5)
+			}
+		}
+	}
+	q := &s.qps[qi]
+	win = int64(float64(rtt+ackWait) * q.lineRate / 8e12)
+	return rtt, max(win, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
+}
+
+func (s *Sim) bottleneck(pid int32) float64 {
+	bw := 0.0
+	for h := 0; h < int(s.pathLen[pid]); h++ {
+		if b := s.ports[s.paths[pid][h]].bw; bw == 0 || b < bw {
+			bw = b
+		}
+	}
+	return bw
+}
+
+// linkDown fails both directions of a link: what is on the wire and what
+// waits in its queues is lost, and routes avoid it from then on only if
+// their flows start later (SimAI does not reroute either).
+func (s *Sim) linkDown(li int32) {
+	for dir := int32(0); dir < 2; dir++ {
+		p := &s.ports[2*li+dir]
+		p.down = true
+		for q := 0; q < nQ; q++ {
+			for p.q[q].len() > 0 {
+				pi := p.q[q].pop()
+				p.qBytes[q] -= int64(s.pkts[pi].wire)
+				if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
+					s.leaveIngress(pkt)
+				}
+				s.drop(pi)
+			}
+		}
+	}
+}
+
+// FromSet takes a loaded stream's flows: transfers, delay nodes (their
+// delay) and joins (size 0).
+func FromSet(set *flowset.Set) *Flows {
+	n := set.DAG.Len()
+	id, src, dst := make([]int64, n), make([]int32, n), make([]int32, n)
+	size, delay := make([]int64, n), make([]int64, n)
+	for i := int32(0); i < int32(n); i++ {
+		f := set.Flow(i)
+		id[i], src[i], dst[i] = f.ID, f.Src, f.Dst
+		switch f.Kind {
+		case flowset.Transfer:
+			size[i] = f.Size
+		case flowset.Delay:
+			delay[i] = f.Size
+		}
+	}
+	return NewFlows(set.DAG, id, src, dst, size, delay)
+}

@@ -1,0 +1,583 @@
+// Package packet is fabricsim's packet-level RoCEv2 backend, modelled the
+// way htsim models networks: a packet carries its route, and each hop (an
+// egress port with its eight priority queues, a switch's shared-buffer MMU,
+// a NIC with its queue pairs) receives the packet and schedules the next
+// step. Events are value types in one flat queue (pkg/des); packets live in
+// a pool and are referred to by index, so the hot path does not allocate.
+package packet
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+const nQ = 8 // priority queues per port; queue 0 carries ACK/NACK/CNP
+
+// dataQ is the priority of RDMA data (SimAI's pg 3).
+const dataQ = 3
+
+const (
+	evArrive     uint16 = iota // Target packet: it reaches the far end of its link
+	evTxDone                   // Target port: serialization finished
+	evWake                     // Target port: a pacing or PAUSE deadline passed
+	evPFC                      // Target port: a PFC frame arrives; Arg = queue<<1 | pause
+	evCCTimer                  // Target QP; Arg = timer generation
+	evRTO                      // Target QP; Arg = RTO generation
+	evDelayDone                // Target flow: a delay node's time is up
+	evMonitor                  // sample the monitors
+	evLinkDown                 // Target link index
+	evPFCRefresh               // Target ingress queue (link*8+queue): re-send PAUSE while still congested
+	evSend                     // Target flow: its send latency is over, open its queue pairs
+)
+
+const (
+	pktData uint8 = iota
+	pktAck
+	pktNack
+)
+
+type packet struct {
+	seq  int64 // data: first byte; ACK/NACK: next byte expected
+	sent int64 // ps the data packet left its sender, echoed for RTT
+	qp   int32
+	ep   int32 // the QP's epoch when sent: a recycled QP ignores stale packets
+	path int32 // the QP's forward or reverse path id
+	inDL int32 // link it arrived on at the current switch, -1 at the source
+	size int32 // payload bytes
+	wire int32 // bytes on the wire
+	intI int32 // INT record slot, -1 when none
+	hop  uint8 // index of the link being traversed
+	kind uint8
+	q    uint8
+	ecn  bool
+}
+
+// fifo is a queue of packet indexes.
+type fifo struct {
+	buf  []int32
+	head int
+}
+
+func (f *fifo) len() int { return len(f.buf) - f.head }
+func (f *fifo) push(p int32) {
+	if f.head > 0 && f.head == len(f.buf) {
+		f.buf, f.head = f.buf[:0], 0
+	}
+	f.buf = append(f.buf, p)
+}
+func (f *fifo) pop() int32 {
+	p := f.buf[f.head]
+	f.head++
+	if f.head >= 4096 && f.head*2 >= len(f.buf) {
+		n := copy(f.buf, f.buf[f.head:])
+		f.buf, f.head = f.buf[:n], 0
+	}
+	return p
+}
+
+// port is the egress of one directed link: eight priority FIFOs, PAUSE
+// state set by the downstream node, and, at endpoints, the queue pairs that
+// send through it.
+type port struct {
+	bitPs     float64 // ps per byte
+	lat       int64
+	bw        float64
+	from, to  int32
+	busyUntil int64 // serializing until then
+	txDoneAt  int64 // time of the scheduled evTxDone, 0 when none
+	down      bool
+	marks     bool // RED/ECN marking on this port
+	inINT     bool
+	q         [nQ]fifo
+	qBytes    [nQ]int64
+	paused    [nQ]bool
+	pauseTill [nQ]int64
+	rr        uint8
+	qpTurn    bool // alternate forwarded data and local QPs
+	qps       []int32
+	qpRR      int
+	wakeAt    int64
+	kmin      int64
+	kmax      int64
+	pmax      float64
+	lossProb  float64
+	txBytes   int64
+}
+
+// Stats counts what a run did.
+type Stats struct {
+	Events        uint64
+	DataPackets   uint64 // data packets transmitted by senders (retransmissions included)
+	Delivered     int64  // payload bytes delivered in order to receivers
+	Dropped       uint64 // packets dropped (buffer overflow, link errors, failed links)
+	DroppedBytes  int64
+	Retransmitted int64 // payload bytes sent again after a NACK or timeout
+	Pauses        uint64
+	CNPs          uint64 // ECN echoes returned to senders
+	SimPs         int64
+}
+
+// Sim is one packet-level simulation.
+type Sim struct {
+	cfg   Config
+	t     *topo.Topology
+	r     *route.Router
+	alg   cc.Algorithm
+	q     *des.Calendar
+	now   int64
+	rng   *rand.Rand
+	seed  uint64
+	ports []port
+	// switch MMU, per directed link into a switch and queue
+	isSwitch  []bool
+	ingBytes  []int64
+	hdrmBytes []int64
+	pausedUp  []bool
+	headroom  []int64
+	shift     []uint8
+	shared    []int64 // per node: shared bytes in use
+	buffer    []int64 // per node: buffer size
+	rsrvHdrm  []int64 // per node: reserve + headroom set aside
+
+	pkts     []packet
+	freePkts []int32
+	ints     [][cc.MaxHops]cc.IntHop
+	intN     []uint8
+	freeINT  []int32
+
+	paths   [][maxPath]route.DirLink // path 2*qp is the QP's data path, 2*qp+1 its ACK path
+	pathLen []uint8
+
+	qps    []qp
+	freeQP []int32
+
+	flows *Flows
+	Stats Stats
+	mon   *Monitors
+	buf   []route.DirLink
+	// flows started or finished at the current instant, processed in order
+	// (a loop rather than recursion: chains of joins can be long).
+	work    []int32
+	release []int32
+	rtoPs   int64
+	fb      cc.Feedback
+
+	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
+	SendLatPs int64
+	// Progress, if set, is called every million events.
+	Progress func(done, total int, nowPs int64)
+}
+
+// maxPath bounds a route's hops (the families here need at most 6).
+const maxPath = 16
+
+// New prepares a simulation of flows over a topology.
+func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows *Flows, seed uint64) (*Sim, error) {
+	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, q: des.NewCalendar(10, 14), seed: seed, // 1 ns buckets, 16 us horizon
+		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows}
+	nd := 2 * len(t.Links)
+	s.ports = make([]port, nd)
+	s.isSwitch = make([]bool, len(t.Nodes))
+	for i := range t.Nodes {
+		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
+	}
+	s.ingBytes = make([]int64, nd*nQ)
+	s.hdrmBytes = make([]int64, nd*nQ)
+	s.pausedUp = make([]bool, nd*nQ)
+	s.headroom = make([]int64, nd)
+	s.shift = make([]uint8, nd)
+	s.shared = make([]int64, len(t.Nodes))
+	s.buffer = make([]int64, len(t.Nodes))
+	s.rsrvHdrm = make([]int64, len(t.Nodes))
+	// The NIC rate: the fastest NIC link (PFC alpha is scaled against it).
+	nicRate := 0.0
+	for _, l := range t.Links {
+		if l.Kind == stream.LinkNIC && l.BWbps > nicRate {
+			nicRate = l.BWbps
+		}
+	}
+	for li, l := range t.Links {
+		for dir := 0; dir < 2; dir++ {
+			dl := 2*li + dir
+			p := &s.ports[dl]
+			p.from, p.to = l.A, l.B
+			if dir == 1 {
+				p.from, p.to = l.B, l.A
+			}
+			p.bw, p.lat, p.bitPs = l.BWbps, l.LatencyPs, 8e12/l.BWbps
+			p.lossProb = 1 - (1-l.ErrorRate)*(1-cfg.ErrorRate)
+			// ECN marking at network switches only: the NVLink fabric is
+			// credit-based and never marks.
+			if cfg.EnableQCN && alg.UsesECN() && t.Nodes[p.from].Kind == stream.NodeSwitch {
+				p.marks = true
+				p.kmin = int64(cfg.KMin.At(l.BWbps) * 1024)
+				p.kmax = int64(cfg.KMax.At(l.BWbps) * 1024)
+				p.pmax = cfg.PMax.At(l.BWbps)
+			}
+			p.inINT = alg.UsesINT() && t.Nodes[p.from].Kind == stream.NodeSwitch
+			// Ingress state of the receiving switch for this link: headroom for
+			// what is in flight when it sends PAUSE (3 x bandwidth-delay, as
+			// SimAI sizes it), and the dynamic-threshold shift, lowered for
+			// links faster than a NIC so they may claim more buffer.
+			if s.isSwitch[p.to] {
+				s.headroom[dl] = int64(3*l.BWbps*float64(l.LatencyPs)/8e12) + int64(2*(cfg.PayloadSize+cfg.HeaderBytes))
+				sh := cfg.PFCAlphaShift
+				for rate := l.BWbps; nicRate > 0 && rate > nicRate && sh > 0; rate /= 2 {
+					sh--
+				}
+				s.shift[dl] = uint8(sh)
+				s.rsrvHdrm[p.to] += cfg.ReservePerQ * nQ
+				if cfg.EnablePFC {
+					s.rsrvHdrm[p.to] += s.headroom[dl]
+				}
+			}
+		}
+	}
+	for v := range t.Nodes {
+		if s.isSwitch[v] {
+			s.buffer[v] = cfg.BufferBytes
+			if t.Nodes[v].Kind == stream.NodeNVSwitch {
+				s.buffer[v] = math.MaxInt64 / 4 // credit-based NVLink: no loss
+			}
+		}
+	}
+	for _, ld := range cfg.LinkDown {
+		li := -1
+		for i, l := range t.Links {
+			if (l.A == ld.A && l.B == ld.B) || (l.A == ld.B && l.B == ld.A) {
+				li = i
+				break
+			}
+		}
+		if li < 0 {
+			return nil, fmt.Errorf("LINK_DOWN %d %d: no link between these nodes", ld.A, ld.B)
+		}
+		s.q.Push(des.Time(ld.AtPs), evLinkDown, int32(li), 0)
+	}
+	return s, nil
+}
+
+func (s *Sim) newPacket() int32 {
+	if n := len(s.freePkts); n > 0 {
+		i := s.freePkts[n-1]
+		s.freePkts = s.freePkts[:n-1]
+		return i
+	}
+	s.pkts = append(s.pkts, packet{})
+	return int32(len(s.pkts) - 1)
+}
+
+func (s *Sim) freePacket(i int32) {
+	if p := &s.pkts[i]; p.intI >= 0 {
+		s.freeINT = append(s.freeINT, p.intI)
+		p.intI = -1
+	}
+	s.freePkts = append(s.freePkts, i)
+}
+
+func (s *Sim) dl(pkt *packet) route.DirLink { return s.paths[pkt.path][pkt.hop] }
+
+// enqueue puts a packet on a port's queue and starts the port if idle.
+func (s *Sim) enqueue(pi int32, dl route.DirLink) {
+	pkt := &s.pkts[pi]
+	p := &s.ports[dl]
+	p.q[pkt.q].push(pi)
+	p.qBytes[pkt.q] += int64(pkt.wire)
+	s.tryTx(int32(dl))
+}
+
+func (s *Sim) isPaused(p *port, q int) bool {
+	if !p.paused[q] {
+		return false
+	}
+	if s.now >= p.pauseTill[q] { // PAUSE expired without a refresh
+		p.paused[q] = false
+		return false
+	}
+	return true
+}
+
+// tryTx starts the next transmission on an idle port: control frames first,
+// then forwarded data by priority and queue pairs of a local sender, taking
+// turns; paused priorities wait.
+//
+// A port schedules its transmission-complete event only when something
+// waits to follow: an idle link costs no event per packet.
+func (s *Sim) tryTx(pid int32) {
+	p := &s.ports[pid]
+	if p.down {
+		return
+	}
+	if s.now < p.busyUntil {
+		if p.txDoneAt != p.busyUntil {
+			p.txDoneAt = p.busyUntil
+			s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)
+		}
+		return
+	}
+	if p.q[0].len() > 0 {
+		s.transmit(pid, p.q[0].pop(), 0)
+		return
+	}
+	fwdReady := false
+	for i := 1; i < nQ; i++ {
+		if p.q[i].len() > 0 && !s.isPaused(p, i) {
+			fwdReady = true
+			break
+		}
+	}
+	if fwdReady && (len(p.qps) == 0 || !p.qpTurn) {
+		p.qpTurn = true
+		for k := 0; k < nQ-1; k++ {
+			i := 1 + (int(p.rr)+k)%(nQ-1)
+			if p.q[i].len() > 0 && !s.isPaused(p, i) {
+				p.rr = uint8(i % (nQ - 1))
+				s.transmit(pid, p.q[i].pop(), i)
+				return
+			}
+		}
+	}
+	p.qpTurn = false
+	if len(p.qps) > 0 && s.sendFromQP(pid) {
+		return
+	}
+	if fwdReady {
+		for k := 0; k < nQ-1; k++ {
+			i := 1 + (int(p.rr)+k)%(nQ-1)
+			if p.q[i].len() > 0 && !s.isPaused(p, i) {
+				p.rr = uint8(i % (nQ - 1))
+				s.transmit(pid, p.q[i].pop(), i)
+				return
+			}
+		}
+	}
+	// Nothing sendable now: wake up when a PAUSE expires.
+	for i := 1; i < nQ; i++ {
+		if p.paused[i] && (p.q[i].len() > 0 || len(p.qps) > 0) {
+			s.wake(pid, p.pauseTill[i])
+		}
+	}
+}
+
+// wake schedules a port re-check (the earliest pending one wins).
+func (s *Sim) wake(pid int32, at int64) {
+	p := &s.ports[pid]
+	if at <= s.now {
+		at = s.now + 1
+	}
+	if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > s.now {
+		return
+	}
+	p.wakeAt = at
+	s.q.Push(des.Time(at), evWake, pid, 0)
+}
+
+// transmit serializes a packet taken from queue q, or built by a local
+// sender when q < 0.
+func (s *Sim) transmit(pid int32, pi int32, q int) {
+	p := &s.ports[pid]
+	pkt := &s.pkts[pi]
+	if q >= 0 {
+		p.qBytes[q] -= int64(pkt.wire)
+		if pkt.inDL >= 0 {
+			s.leaveIngress(pkt)
+		}
+	}
+	if pkt.kind == pktData && p.marks && !pkt.ecn {
+		pkt.ecn = s.red(p.qBytes[pkt.q], p)
+	}
+	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
+		n := s.intN[pkt.intI]
+		if int(n) < cc.MaxHops {
+			s.ints[pkt.intI][n] = cc.IntHop{TimePs: s.now, TxBytes: p.txBytes, QLen: p.qBytes[pkt.q], LineRate: p.bw}
+			s.intN[pkt.intI] = n + 1
+		}
+	}
+	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
+	p.busyUntil = s.now + tx
+	p.txBytes += int64(pkt.wire)
+	s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
+	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
+		p.txDoneAt = p.busyUntil
+		s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)
+	}
+}
+
+// red is SimAI's ShouldSendCN: mark above kmax, never below kmin, linearly
+// in between up to pmax.
+func (s *Sim) red(qlen int64, p *port) bool {
+	switch {
+	case qlen > p.kmax:
+		return true
+	case qlen > p.kmin:
+		return s.rng.Float64() < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
+	}
+	return false
+}
+
+// arrive handles a packet reaching the far end of its current link.
+func (s *Sim) arrive(pi int32) {
+	pkt := &s.pkts[pi]
+	if pkt.ep != s.qps[pkt.qp].epoch {
+		s.stale(pi)
+		return
+	}
+	dl := s.dl(pkt)
+	p := &s.ports[dl]
+	if p.down || (p.lossProb > 0 && s.rng.Float64() < p.lossProb) {
+		s.drop(pi)
+		return
+	}
+	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
+		s.deliver(pi)
+		return
+	}
+	v := p.to
+	pkt.inDL = int32(dl)
+	pkt.hop++
+	if !s.enterIngress(v, pkt) {
+		pkt.inDL = -1
+		s.drop(pi)
+		return
+	}
+	s.enqueue(pi, s.dl(pkt))
+}
+
+// stale discards a packet of a finished queue pair (a duplicate ACK or a
+// retransmission overtaken by the final ACK).
+func (s *Sim) stale(pi int32) {
+	if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
+		s.leaveIngress(pkt)
+	}
+	s.freePacket(pi)
+}
+
+func (s *Sim) drop(pi int32) {
+	s.Stats.Dropped++
+	s.Stats.DroppedBytes += int64(s.pkts[pi].size)
+	s.freePacket(pi)
+}
+
+// --- switch MMU (SimAI's SwitchMmu): reserve, shared pool, headroom ---
+
+func (s *Sim) threshold(v int32, dl int32) int64 {
+	free := s.buffer[v] - s.rsrvHdrm[v] - s.shared[v]
+	if !s.cfg.DynamicPFC {
+		free = s.buffer[v] - s.rsrvHdrm[v]
+	}
+	if free < 0 {
+		free = 0
+	}
+	return free >> s.shift[dl]
+}
+
+func (s *Sim) sharedUsed(k int) int64 {
+	return max(0, s.ingBytes[k]-s.cfg.ReservePerQ)
+}
+
+// enterIngress admits a packet into switch v's buffer, accounting it to the
+// link it came in on, and sends PAUSE upstream when that queue is over its
+// share. Control frames (queue 0) bypass admission.
+func (s *Sim) enterIngress(v int32, pkt *packet) bool {
+	if pkt.q == 0 {
+		return true
+	}
+	dl := pkt.inDL
+	k := int(dl)*nQ + int(pkt.q)
+	size := int64(pkt.wire)
+	thr := s.threshold(v, dl)
+	if !s.cfg.EnablePFC {
+		// Lossy: a packet that does not fit the queue's share is dropped.
+		if s.ingBytes[k]+size > s.cfg.ReservePerQ && s.sharedUsed(k)+size > thr {
+			return false
+		}
+	} else if size+s.hdrmBytes[k] > s.headroom[dl] && s.sharedUsed(k)+size > thr {
+		return false
+	}
+	newBytes := s.ingBytes[k] + size
+	switch {
+	case newBytes <= s.cfg.ReservePerQ:
+		s.ingBytes[k] = newBytes
+	case s.cfg.EnablePFC && newBytes-s.cfg.ReservePerQ > thr:
+		s.hdrmBytes[k] += size
+	default:
+		s.ingBytes[k] = newBytes
+		s.shared[v] += min(size, newBytes-s.cfg.ReservePerQ)
+	}
+	if s.cfg.EnablePFC && !s.pausedUp[k] && (s.hdrmBytes[k] > 0 || s.sharedUsed(k) >= s.threshold(v, dl)) {
+		s.pausedUp[k] = true
+		s.sendPFC(dl, int(pkt.q), true)
+		s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, int32(k), 0)
+	}
+	return true
+}
+
+// refreshPause re-sends PAUSE before the previous one expires, for as long
+// as the ingress queue stays above its threshold.
+func (s *Sim) refreshPause(k int32) {
+	if !s.pausedUp[k] {
+		return
+	}
+	dl := k / nQ
+	s.sendPFC(dl, int(k%nQ), true)
+	s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, k, 0)
+}
+
+// leaveIngress releases a departing packet's buffer and resumes the
+// upstream queue once it is back under its threshold by the resume offset.
+func (s *Sim) leaveIngress(pkt *packet) {
+	if pkt.q == 0 {
+		return
+	}
+	dl := pkt.inDL
+	v := s.ports[dl].to
+	k := int(dl)*nQ + int(pkt.q)
+	size := int64(pkt.wire)
+	fromHdrm := min(s.hdrmBytes[k], size)
+	fromShared := min(size-fromHdrm, max(0, s.ingBytes[k]-s.cfg.ReservePerQ))
+	s.hdrmBytes[k] -= fromHdrm
+	s.ingBytes[k] -= size - fromHdrm
+	s.shared[v] -= fromShared
+	pkt.inDL = -1
+	if s.pausedUp[k] && s.hdrmBytes[k] == 0 {
+		used := s.sharedUsed(k)
+		if used == 0 || used+s.cfg.ResumeOffset <= s.threshold(v, dl) {
+			s.pausedUp[k] = false
+			s.sendPFC(dl, int(pkt.q), false)
+		}
+	}
+}
+
+// sendPFC sends PAUSE or RESUME for queue q to the port feeding link dl; a
+// PFC frame is tiny and jumps the queue, so it arrives one propagation
+// delay later.
+func (s *Sim) sendPFC(dl int32, q int, pause bool) {
+	arg := int64(q) << 1
+	if pause {
+		arg |= 1
+		s.Stats.Pauses++
+	}
+	s.q.Push(des.Time(s.now+s.ports[dl].lat), evPFC, dl, arg)
+	if s.mon != nil {
+		s.mon.pfc(s.now, s.ports[dl].to, s.ports[dl].from, q, pause)
+	}
+}
+
+func (s *Sim) onPFC(pid int32, arg int64) {
+	p := &s.ports[pid]
+	q := int(arg >> 1)
+	if arg&1 == 1 {
+		p.paused[q] = true
+		p.pauseTill[q] = s.now + s.cfg.PauseTimePs
+		return
+	}
+	p.paused[q] = false
+	s.tryTx(pid)
+}

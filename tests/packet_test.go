@@ -1,0 +1,142 @@
+package tests
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/simaifct"
+	"github.com/fabricsim/fabricsim/formats/trace"
+)
+
+func readTrace(t *testing.T, data []byte) ([]trace.Row, trace.Meta) {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(data), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, r.Meta()
+}
+
+func microStream(t *testing.T) []byte {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
+	return mustRun(t, topoOut, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2")
+}
+
+// Every flow of the input is in the trace, its bytes delivered; the same
+// input and seed give the same trace bytes; a different seed still
+// delivers everything.
+func TestPacketPipeline(t *testing.T) {
+	in := microStream(t)
+	d := readDAG(t, in)
+	out := mustRun(t, in, "flowsim-packet", "--conf", "examples/conf/default.conf")
+	rows, meta := readTrace(t, out)
+	if meta.Backend != "packet" || len(rows) != len(d.flows) {
+		t.Fatalf("backend %q, %d rows for %d flows", meta.Backend, len(rows), len(d.flows))
+	}
+	var inBytes, outBytes int64
+	for _, f := range d.flows {
+		if f.ConnType != "DELAY" {
+			inBytes += f.Size
+		}
+	}
+	seen := map[int64]bool{}
+	for _, r := range rows {
+		outBytes += r.SizeBytes
+		seen[r.FlowID] = true
+		if r.EndNs < r.StartNs || r.FctNs != r.EndNs-r.StartNs {
+			t.Fatalf("row %+v: inconsistent times", r)
+		}
+	}
+	if inBytes != outBytes || len(seen) != len(d.flows) {
+		t.Fatalf("trace holds %d bytes in %d flows, input %d bytes in %d flows", outBytes, len(seen), inBytes, len(d.flows))
+	}
+	again := mustRun(t, in, "flowsim-packet", "--conf", "examples/conf/default.conf")
+	if !bytes.Equal(out, again) {
+		t.Fatal("same input and seed gave different trace bytes")
+	}
+	// SimAI's shipped SimAI.conf is accepted as is and means the defaults.
+	if simai := mustRun(t, in, "flowsim-packet", "--conf", "examples/conf/SimAI.conf"); !bytes.Equal(out, simai) {
+		t.Fatal("SimAI.conf and the default configuration differ")
+	}
+}
+
+func TestPacketOutputs(t *testing.T) {
+	in := microStream(t)
+	dir := t.TempDir()
+	fct := filepath.Join(dir, "fct.txt")
+	mon := filepath.Join(dir, "mon")
+	mustRun(t, in, "flowsim-packet", "--out", filepath.Join(dir, "run.parquet"), "--simai-fct", fct, "--monitor-dir", mon,
+		"--set", "QP_MON_INTERVAL=10", "--set", "QLEN_MON_INTERVAL=10", "--set", "BW_MON_INTERVAL=10")
+	tr, err := trace.Open(filepath.Join(dir, "run.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadAll(tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(fct)
+	lines, err := simaifct.ReadAll(simaifct.NewReader(f, fct))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	transfers := 0
+	for _, r := range rows {
+		if r.ConnType != "DELAY" {
+			transfers++
+		}
+	}
+	if len(lines) != transfers {
+		t.Fatalf("fct.txt has %d lines for %d transfers", len(lines), transfers)
+	}
+	for _, name := range []string{"qlen", "host_bw", "qp_rate", "cnp", "pfc"} {
+		b, err := os.ReadFile(filepath.Join(mon, name+".parquet"))
+		if err != nil || !bytes.HasPrefix(b, []byte("PAR1")) {
+			t.Fatalf("monitor %s: %v", name, err)
+		}
+	}
+}
+
+// The analytical fluid model and the packet backend agree within 5% on an
+// uncongested ring AllReduce (one flow per link per step).
+func TestPacketMatchesFluid(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
+	in := mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "1",
+		"--algo", "ring", "--proto", "simple", "--channels", "1", "--pxn", "on")
+	span := func(rows []trace.Row) int64 {
+		var end int64
+		for _, r := range rows {
+			end = max(end, r.EndNs)
+		}
+		return end
+	}
+	fr, _ := readTrace(t, mustRun(t, in, "flowsim-analytical", "--model", "fluid"))
+	pr, _ := readTrace(t, mustRun(t, in, "flowsim-packet"))
+	f, p := span(fr), span(pr)
+	if d := float64(p-f) / float64(f); d < -0.05 || d > 0.05 {
+		t.Fatalf("ring AllReduce: packet %d ns, fluid %d ns (%.1f%% apart)", p, f, 100*d)
+	}
+}
+
+func TestPacketErrors(t *testing.T) {
+	in := microStream(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "bad.conf")
+	os.WriteFile(conf, []byte("CC_MODE 1\nKMAX_MAP 2 100 x\n"), 0o644)
+	oneLineError(t, run(t, in, "flowsim-packet", "--conf", conf), 1, "bad.conf: line 2, key KMAX_MAP")
+	oneLineError(t, run(t, in, "flowsim-packet", "--set", "NO_SUCH_KEY=3"), 1, "NO_SUCH_KEY", "unknown key")
+	oneLineError(t, run(t, in, "flowsim-packet", "--set", "CC_MODE=4"), 1, "CC_MODE 4")
+	oneLineError(t, run(t, []byte("junk"), "flowsim-packet"), 1, "<stdin>: record 0")
+	r := run(t, in, "flowsim-packet", "--out", filepath.Join(dir, "x.csv"))
+	if r.code != 2 || !strings.Contains(string(r.stderr), "x.csv") {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+}
