@@ -267,6 +267,22 @@ func (s *Sim) onAck(pi int32) {
 	s.tryTx(q.port)
 }
 
+// removeQP takes a queue pair out of a port's round robin.
+func (s *Sim) removeQP(pid int32, qi int32) {
+	p := &s.ports[pid]
+	for i, x := range p.qps {
+		if x == qi {
+			last := len(p.qps) - 1
+			p.qps[i] = p.qps[last]
+			p.qps = p.qps[:last]
+			if p.qpRR > last {
+				p.qpRR = 0
+			}
+			return
+		}
+	}
+}
+
 func (s *Sim) ccSchedule(qi int32, wake int64) {
 	q := &s.qps[qi]
 	if wake <= 0 || wake == q.ccWake {
@@ -297,18 +313,7 @@ func (s *Sim) qpDone(qi int32) {
 	q.rtoGen++
 	q.ccGen++
 	// Leave the port's round robin now: the slot is recycled.
-	p := &s.ports[q.port]
-	for i, x := range p.qps {
-		if x == qi {
-			last := len(p.qps) - 1
-			p.qps[i] = p.qps[last]
-			p.qps = p.qps[:last]
-			if p.qpRR > last {
-				p.qpRR = 0
-			}
-			break
-		}
-	}
+	s.removeQP(q.port, qi)
 	f := q.flow
 	s.flows.qpsLeft[f]--
 	if s.flows.qpsLeft[f] == 0 {

@@ -260,3 +260,20 @@ func TestDeterminism(t *testing.T) {
 		}
 	}
 }
+
+// LINK_DOWN: when GPU 0's NVLink fails mid-transfer, its traffic to a
+// server mate reroutes through the network and still arrives in full.
+func TestLinkDownReroutes(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	cfg.LinkDown = []LinkDown{{AtPs: 20_000_000, A: 0, B: 16}} // 20 us in; node 16 is server 0's NVSwitch
+	s, fl := runFlows(t, tp, cfg, dcqcn(t), []flowSpec{{0, 1, 64 << 20, nil}})
+	// 64 MiB over 2400 Gbps NVLink takes 224 us. After 20 us on NVLink
+	// (about 6 MB) the rest crosses the 100 Gbps NIC: over 4.5 ms.
+	if fct := fl.End[0] - fl.Start[0]; fct < 4_500_000_000 {
+		t.Fatalf("FCT %d ps: the flow did not move to the NIC", fct)
+	}
+	if s.Stats.Dropped == 0 {
+		t.Fatal("nothing lost on the failed link")
+	}
+}

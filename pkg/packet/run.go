@@ -84,7 +84,9 @@ func (s *Sim) Run() error {
 		case evMonitor:
 			s.mon.sample(s, ev.Arg)
 		case evLinkDown:
-			s.linkDown(ev.Target)
+			if err := s.linkDown(ev.Target); err != nil {
+				return err
+			}
 		case evPFCRefresh:
 			s.refreshPause(ev.Target)
 		case evSend:
@@ -277,9 +279,14 @@ func (s *Sim) bottleneck(pid int32) float64 {
 }
 
 // linkDown fails both directions of a link: what is on the wire and what
-// waits in its queues is lost, and routes avoid it from then on only if
-// their flows start later (SimAI does not reroute either).
-func (s *Sim) linkDown(li int32) {
+// waits in its queues is lost. Routing converges at once: later queue
+// pairs avoid the link, and the ones crossing it move to a new path,
+// losing what they had in flight (a new epoch: stale packets are dropped
+// where they are) and going back to their first unacknowledged byte.
+func (s *Sim) linkDown(li int32) error {
+	if err := s.r.Fail(li); err != nil {
+		return err
+	}
 	for dir := int32(0); dir < 2; dir++ {
 		p := &s.ports[2*li+dir]
 		p.down = true
@@ -294,6 +301,38 @@ func (s *Sim) linkDown(li int32) {
 			}
 		}
 	}
+	for qi := range s.qps {
+		q := &s.qps[qi]
+		if q.done || q.size == 0 || !(s.crosses(int32(2*qi), li) || s.crosses(int32(2*qi+1), li)) {
+			continue
+		}
+		old := q.port
+		h := route.FlowHash(q.src, q.dst, s.flows.ID[q.flow]*64+int64(q.sport), s.seed^0xfa11)
+		if err := s.setPath(int32(2*qi), q.src, q.dst, h); err != nil {
+			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.ID[q.flow], li, err)
+		}
+		if err := s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995); err != nil {
+			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.ID[q.flow], li, err)
+		}
+		q.epoch++
+		q.sndNxt = q.sndUna
+		q.port = int32(s.paths[2*qi][0])
+		if q.port != old {
+			s.removeQP(old, int32(qi))
+			s.ports[q.port].qps = append(s.ports[q.port].qps, int32(qi))
+		}
+		s.tryTx(q.port)
+	}
+	return nil
+}
+
+func (s *Sim) crosses(pid int32, li int32) bool {
+	for h := 0; h < int(s.pathLen[pid]); h++ {
+		if s.paths[pid][h].Link() == li {
+			return true
+		}
+	}
+	return false
 }
 
 // FromSet takes a loaded stream's flows: transfers, delay nodes (their

@@ -102,6 +102,7 @@ type Router struct {
 	pool     []hop
 	fixed    []fixedPath // direct-mapped cache of paths that involve no ECMP choice
 	toNode   map[int32][]uint8
+	down     []bool // failed links, left out of the adjacency
 }
 
 // fixedPath caches a path that has a single candidate at every hop (NVLink
@@ -127,7 +128,43 @@ func New(t *topo.Topology) (*Router, error) {
 	if len(t.Nodes) >= math.MaxInt32/2 || len(t.Links) >= math.MaxInt32/2 {
 		return nil, fmt.Errorf("topology too large to route: %d nodes, %d links", len(t.Nodes), len(t.Links))
 	}
-	r := &Router{t: t, adj: topo.BuildAdjacency(t), g: int32(t.GPUs), cand: map[uint64]uint64{}, fixed: make([]fixedPath, 1<<fixedBits)}
+	r := &Router{t: t, adj: topo.BuildAdjacency(t), g: int32(t.GPUs)}
+	r.index()
+	return r, nil
+}
+
+// Fail takes a link out of routing (a failed link): paths computed from
+// now on avoid it, GPUs whose only route used it become unreachable.
+// Every cache is rebuilt, so failures should be rare events.
+func (r *Router) Fail(li int32) error {
+	if li < 0 || int(li) >= len(r.t.Links) {
+		return fmt.Errorf("link %d is not a link of the topology", li)
+	}
+	if r.down == nil {
+		r.down = make([]bool, len(r.t.Links))
+	}
+	r.down[li] = true
+	a := r.adj
+	out := &topo.Adjacency{Start: make([]int32, len(a.Start)), Links: make([]int32, 0, len(a.Links))}
+	for v := 0; v+1 < len(a.Start); v++ {
+		for _, l := range a.Links[a.Start[v]:a.Start[v+1]] {
+			if !r.down[l] {
+				out.Links = append(out.Links, l)
+			}
+		}
+		out.Start[v+1] = int32(len(out.Links))
+	}
+	r.adj = out
+	r.index()
+	return nil
+}
+
+// index derives the per-node tables from the adjacency and empties the
+// path caches.
+func (r *Router) index() {
+	t := r.t
+	r.cand, r.pool, r.fixed, r.toNode = map[uint64]uint64{}, nil, make([]fixedPath, 1<<fixedBits), nil
+	r.attSets = nil
 	nsw := len(t.Nodes) - t.GPUs
 	r.leafOnly = make([]bool, nsw)
 	r.dsw = make([][]uint8, nsw)
@@ -168,7 +205,6 @@ func New(t *topo.Topology) (*Router, error) {
 		}
 		r.gpuAtt[d] = id
 	}
-	return r, nil
 }
 
 // Topology is the routed fabric.

@@ -317,3 +317,45 @@ func BenchmarkPath(b *testing.B) {
 		}
 	}
 }
+
+// A failed link is avoided from then on: when a GPU's NVLink fails, its
+// same-server traffic takes the network instead; failing its only NIC too
+// makes it unreachable.
+func TestFail(t *testing.T) {
+	tp, _, err := topo.Generate(topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := r.Path(0, 1, 7)
+	if len(p) != 2 || tp.Links[p[0].Link()].Kind != "nvlink" {
+		t.Fatalf("same-server path %v is not NVLink", p)
+	}
+	nv := p[0].Link()
+	if err := r.Fail(nv); err != nil {
+		t.Fatal(err)
+	}
+	p, err = r.Path(0, 1, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range p {
+		if d.Link() == nv {
+			t.Fatalf("path %v uses the failed link", p)
+		}
+	}
+	if len(p) != 4 { // NIC -> rail-0 ASW -> PSW -> rail-1 ASW -> GPU 1
+		t.Fatalf("detour has %d hops, want 4", len(p))
+	}
+	for li, l := range tp.Links {
+		if (l.A == 0 || l.B == 0) && l.Kind == "nic" {
+			r.Fail(int32(li))
+		}
+	}
+	if _, err := r.Path(0, 9, 1); err == nil {
+		t.Fatal("GPU 0 reachable with all its links failed")
+	}
+}
