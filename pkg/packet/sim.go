@@ -450,13 +450,15 @@ func (s *Sim) arrive(pi int32) {
 	s.enqueue(pi, s.dl(pkt))
 }
 
-// stale discards a packet of a finished queue pair (a duplicate ACK or a
-// retransmission overtaken by the final ACK).
+// stale discards a packet its queue pair no longer expects: one of a
+// finished pair (a duplicate ACK, a retransmission overtaken by the final
+// ACK) or one in flight when the pair moved to a new path. It counts as
+// dropped: sent, not delivered.
 func (s *Sim) stale(pi int32) {
 	if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
 		s.leaveIngress(pkt)
 	}
-	s.freePacket(pi)
+	s.drop(pi)
 }
 
 func (s *Sim) drop(pi int32) {
