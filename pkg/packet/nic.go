@@ -123,6 +123,7 @@ func (s *Sim) sendData(pid int32, qi int32) {
 	q.maxSent = max(q.maxSent, q.sndNxt)
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/q.cc.Rate)
 	s.Stats.DataPackets++
+	s.Stats.SentBytes += size
 	if q.rtoAt == 0 {
 		s.armRTO(qi)
 	}
@@ -197,6 +198,7 @@ func (s *Sim) deliver(pi int32) {
 			return
 		}
 	case pkt.seq > q.rcvNext:
+		s.Stats.Discarded += int64(pkt.size)
 		// A gap: ask for a go-back-N, once per expected sequence and RTT.
 		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.baseRTT {
 			q.nackSeq, q.nackAt = q.rcvNext, s.now
@@ -204,6 +206,7 @@ func (s *Sim) deliver(pi int32) {
 			return
 		}
 	default:
+		s.Stats.Discarded += int64(pkt.size)
 		// A duplicate after a go-back-N: re-acknowledge.
 		s.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 		return

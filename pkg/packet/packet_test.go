@@ -60,6 +60,11 @@ func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, spe
 	if s.Stats.Delivered != total {
 		t.Fatalf("delivered %d bytes in order, sent %d", s.Stats.Delivered, total)
 	}
+	// Conservation: every payload byte a sender put on the wire was
+	// delivered, dropped in the network, or discarded by its receiver.
+	if st := s.Stats; st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
+		t.Fatalf("sent %d payload bytes = delivered %d + dropped %d + discarded %d does not hold", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)
+	}
 	return s, fl
 }
 

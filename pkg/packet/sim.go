@@ -115,7 +115,9 @@ type port struct {
 type Stats struct {
 	Events        uint64
 	DataPackets   uint64 // data packets transmitted by senders (retransmissions included)
+	SentBytes     int64  // payload bytes of those packets
 	Delivered     int64  // payload bytes delivered in order to receivers
+	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
 	Dropped       uint64 // packets dropped (buffer overflow, link errors, failed links)
 	DroppedBytes  int64
 	Retransmitted int64 // payload bytes sent again after a NACK or timeout
