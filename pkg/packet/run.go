@@ -142,10 +142,15 @@ func (s *Sim) startFlow(i int32) error {
 	f.Start[i] = s.now
 	switch {
 	case f.Delay[i] > 0:
+		if f.Delay[i] > maxTime-s.now {
+			return fmt.Errorf("flow %d: delay node ends after the %d ps the simulator can represent", f.ID[i], int64(maxTime))
+		}
 		f.Ideal[i] = f.Delay[i]
 		s.q.Push(des.Time(s.now+f.Delay[i]), evDelayDone, i, 0)
 		return nil
-	case f.Size[i] == 0:
+	case f.Size[i] == 0 || f.Src[i] == f.Dst[i]:
+		// Joins, and a GPU "sending" to itself: a local copy, no network.
+		s.Stats.Local += f.Size[i]
 		s.finishFlow(i)
 		return nil
 	}

@@ -118,6 +118,7 @@ type Stats struct {
 	SentBytes     int64  // payload bytes of those packets
 	Delivered     int64  // payload bytes delivered in order to receivers
 	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
+	Local         int64  // bytes of flows from a node to itself (no network)
 	Dropped       uint64 // packets dropped (buffer overflow, link errors, failed links)
 	DroppedBytes  int64
 	Retransmitted int64 // payload bytes sent again after a NACK or timeout
@@ -177,6 +178,13 @@ type Sim struct {
 	Progress func(done, total int, nowPs int64)
 }
 
+// maxLinkLatency keeps every time sum far from int64's end (1 s of
+// propagation on one link is already no datacenter).
+const maxLinkLatency = 1e12
+
+// maxTime is the latest simulated time (about 53 days).
+const maxTime = 1 << 62
+
 // maxPath bounds a route's hops (the families here need at most 6).
 const maxPath = 16
 
@@ -206,6 +214,9 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 		}
 	}
 	for li, l := range t.Links {
+		if l.LatencyPs > maxLinkLatency {
+			return nil, fmt.Errorf("links[%d]: latency %d ps is over the packet backend's limit of 1 s", li, l.LatencyPs)
+		}
 		for dir := 0; dir < 2; dir++ {
 			dl := 2*li + dir
 			p := &s.ports[dl]
