@@ -259,3 +259,23 @@ func TestPintDeterministic(t *testing.T) {
 		t.Fatalf("two runs differ: %g vs %g", a, b)
 	}
 }
+
+// A path without reporting switches (NHops 0) gives HPCC and PINT nothing
+// to react to: they keep line rate instead of decaying on a stale U*.
+func TestNoINTKeepsLineRate(t *testing.T) {
+	for _, mode := range []int{ModeHPCC, ModePINT} {
+		a, err := New(mode, DefaultParams())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := State{LineRate: 100e9, Rate: 100e9, BaseRTT: 4_000_000, BaseWin: 50000, Win: 50000}
+		a.Init(&s, 0)
+		for i := int64(1); i <= 1000; i++ {
+			fb := Feedback{Now: i * 1_000_000, Acked: 9000, AckSeq: i * 9000, SndNxt: i*9000 + 50000}
+			a.OnFeedback(&s, &fb)
+		}
+		if s.Rate != 100e9 {
+			t.Errorf("mode %d: rate %g after 1000 ACKs without INT, want line rate", mode, s.Rate)
+		}
+	}
+}

@@ -55,6 +55,9 @@ func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
 	if u, dt, ok := hopUtil(s, fb, false); ok {
 		s.Ustar = ewmaU(s, u, dt)
 	}
+	if s.NPrev == 0 {
+		return 0 // no switch on the path reports: nothing to react to, as HPCC
+	}
 	if h.p.PintProb < 1 && uniform(&s.Rng) >= h.p.PintProb {
 		return 0
 	}

@@ -234,7 +234,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 				p.kmax = int64(cfg.KMax.At(l.BWbps) * 1024)
 				p.pmax = cfg.PMax.At(l.BWbps)
 			}
-			p.inINT = alg.UsesINT() && t.Nodes[p.from].Kind == stream.NodeSwitch
+			p.inINT = alg.UsesINT() && s.isSwitch[p.from] // NVSwitches report too
 			// Ingress state of the receiving switch for this link: headroom for
 			// what is in flight when it sends PAUSE (3 x bandwidth-delay, as
 			// SimAI sizes it), and the dynamic-threshold shift, lowered for
