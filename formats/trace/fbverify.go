@@ -300,7 +300,7 @@ func (v *fbVerifier) schema(pos int) error {
 
 func (v *fbVerifier) field(pos, depth int) error {
 	if depth > maxFieldDepth {
-		return errors.New("Arrow schema nested too deeply")
+		return errors.New("schema of the Arrow data nested too deeply")
 	}
 	t, err := v.table(pos)
 	if err != nil {

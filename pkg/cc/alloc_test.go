@@ -69,7 +69,7 @@ func BenchmarkOnFeedback(b *testing.B) {
 			for b.Loop() {
 				fb := st.next()
 				if wake != 0 && wake <= fb.Now {
-					wake = a.OnTimer(&s, fb.Now)
+					a.OnTimer(&s, fb.Now) // its deadline is superseded by the feedback's below
 				}
 				wake = a.OnFeedback(&s, fb)
 			}

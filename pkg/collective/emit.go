@@ -121,6 +121,3 @@ func (c *cctx) finish() [][]int64 {
 	}
 	return out
 }
-
-// one is a reusable single-element dep list.
-func one(id int64) []int64 { return []int64{id} }

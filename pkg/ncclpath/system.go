@@ -362,15 +362,3 @@ func (s *System) checkAncestry(i int) error {
 		}
 	}
 }
-
-// localCPUOf returns the CPU a node hangs below in the PCI tree, -1 if none.
-func (s *System) localCPUOf(i int) int {
-	j := s.Nodes[i].Parent
-	for steps := 0; s.valid(j) && steps <= len(s.Nodes); steps++ {
-		if s.Nodes[j].Kind == CPU {
-			return j
-		}
-		j = s.Nodes[j].Parent
-	}
-	return -1
-}
