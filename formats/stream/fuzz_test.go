@@ -1,8 +1,13 @@
 package stream
 
 import (
+	"bytes"
 	"errors"
+	"io"
+	"reflect"
 	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // FuzzReader: arbitrary bytes either read cleanly or fail with a located
@@ -19,4 +24,60 @@ func FuzzReader(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The fast and the strict decoders agree on every input: same records,
+// same values, and an error from one is an error from the other.
+func FuzzFastPathAgrees(f *testing.F) {
+	f.Add(writeSample(f))
+	f.Add(rec2(f, []any{"flow", []any{1, -2, 3, 4, 1 << 40, []int{1, 2, 300000}, -1, 7, 9, "TREE", 12345678901}}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		a, errA := decodeAll(data, false)
+		b, errB := decodeAll(data, true)
+		if (errA == nil) != (errB == nil) {
+			t.Fatalf("fast error %v, strict error %v", errA, errB)
+		}
+		if errA == nil && !reflect.DeepEqual(a, b) {
+			t.Fatalf("fast %+v\nstrict %+v", a, b)
+		}
+	})
+}
+
+func rec2(f *testing.F, values ...any) []byte {
+	var buf bytes.Buffer
+	enc := msgpack.NewEncoder(&buf)
+	enc.Encode(hdr)
+	for _, v := range values {
+		enc.Encode(v)
+	}
+	enc.Encode([]any{"trailer", map[string]any{"counts": map[string]int{"flow": 1}}})
+	return buf.Bytes()
+}
+
+func decodeAll(data []byte, strict bool) ([]Flow, error) {
+	r, err := NewReader(bytes.NewReader(data), "in")
+	if err != nil {
+		return nil, err
+	}
+	r.noFast = strict
+	var out []Flow
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if kind == KindFlow {
+			var f Flow
+			if err := r.Flow(&f); err != nil {
+				return nil, err
+			}
+			if len(f.Deps) == 0 {
+				f.Deps = nil
+			}
+			out = append(out, f)
+		}
+	}
 }

@@ -40,6 +40,8 @@ var ErrTruncated = errors.New("stream ended without a trailer (truncated input?)
 // Reader reads a stream record by record. Call Next, then one of the body
 // methods (Topology, Flow, Group, Collective, Decode, Raw) or nothing to skip.
 type Reader struct {
+	br      *bufio.Reader // shared with dec, which buffers nothing itself
+	noFast  bool          // tests: decode everything the strict way
 	dec     *msgpack.Decoder
 	name    string
 	idx     int
@@ -53,7 +55,8 @@ type Reader struct {
 
 // NewReader reads and checks the header. name labels errors ("<stdin>" or a path).
 func NewReader(r io.Reader, name string) (*Reader, error) {
-	sr := &Reader{dec: msgpack.NewDecoder(bufio.NewReaderSize(r, 1<<18)), name: name, counts: map[string]int64{}}
+	br := bufio.NewReaderSize(r, 1<<18)
+	sr := &Reader{br: br, dec: msgpack.NewDecoder(br), name: name, counts: map[string]int64{}}
 	if _, err := sr.dec.PeekCode(); err == io.EOF {
 		return nil, sr.errf("", errors.New("empty input: expected a fabricsim stream (pipe topogen's output in)"))
 	}
@@ -122,6 +125,13 @@ func (r *Reader) errf(field string, err error) error {
 
 // frame reads the [kind, body] array header and the kind.
 func (r *Reader) frame() (string, error) {
+	if !r.noFast {
+		if kind, ok := r.fastFrame(); ok {
+			r.kind = kind
+			r.pending = true
+			return kind, nil
+		}
+	}
 	r.kind = ""
 	c, err := r.dec.PeekCode()
 	if err != nil {
@@ -273,6 +283,9 @@ func (r *Reader) Decode(v any) error {
 func (r *Reader) Flow(f *Flow) error {
 	if err := r.body(KindFlow); err != nil {
 		return err
+	}
+	if !r.noFast && r.fastFlow(f) {
+		return nil
 	}
 	n, err := r.arrayLen("")
 	if err != nil {
