@@ -6,7 +6,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 3s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit fuzz e2e bench demo lint clean
+.PHONY: all build test unit fuzz e2e bench demo interop lint clean
 
 all: build
 
@@ -14,11 +14,13 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-## test: vet, unit and end-to-end tests, then a short run of every fuzz target
+## test: vet, unit and end-to-end tests, a short run of every fuzz target,
+## then the interop checks (DuckDB, Arrow JS, pandas; INTEROP=0 skips them)
 test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory fuzz
+	@$(MAKE) --no-print-directory interop
 
 fuzz:
 	@for pkg in $$($(GO) list ./...); do \
@@ -37,6 +39,10 @@ bench: build
 ## demo: the main pipeline on a small cluster, printed for people
 demo: build
 	@./pipelines/demo.sh
+
+## interop: readers fabricsim did not write read its traces (pipelines/interop.sh)
+interop: build
+	@GO=$(GO) ./pipelines/interop.sh
 
 lint:
 	gofmt -l . | tee /dev/stderr | (! read)

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# make demo: two 128-GPU fabrics side by side, as topogen --summary sees them.
+# make demo: two 128-GPU fabrics side by side (topogen --summary), then the
+# whole pipeline on a 16-GPU Spectrum-X cluster, reported by fctstats.
+# Writes out/demo.parquet (one row per flow) and out/demo.png (slowdown CDF
+# and per-rank timelines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out
@@ -9,3 +12,19 @@ echo "128 A100 GPUs at 100 Gbps per NIC: rail-optimized Spectrum-X (left) vs DCN
 echo
 awk 'NR==FNR { left[FNR] = $0; n = FNR; next }
      { printf "%-78s | %s\n", left[FNR], $0 }' out/spectrum-x.txt out/dcn.txt
+echo
+echo "SimAI's micro workload (TP AllReduce 1 MiB, DP AllReduce 64 MiB, EP AllToAll 16 MiB) on 16 H100s,"
+echo "Spectrum-X, tp 8, ep 2, max-min fair fluid model:"
+echo
+echo "  topogen --family spectrum-x --gpus 16 | ncclpath \\"
+echo "    | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 2 \\"
+echo "    | flowsim-analytical --out out/demo.parquet"
+echo "  fctstats out/demo.parquet --plot out/demo.png --timeline"
+echo
+bin/topogen --family spectrum-x --gpus 16 | bin/ncclpath |
+	bin/simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 2 |
+	bin/flowsim-analytical --out out/demo.parquet
+bin/fctstats out/demo.parquet --plot out/demo.png --timeline
+echo "Wrote out/demo.parquet, one row per flow: pd.read_parquet(\"out/demo.parquet\") in pandas with pyarrow,"
+echo "or duckdb.read_parquet(\"out/demo.parquet\").df() with duckdb; and out/demo.png (slowdown CDF per"
+echo "connection type, flows in flight per rank)."

@@ -4,6 +4,8 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,8 +13,9 @@ import (
 )
 
 // measure runs a shell pipeline of the built programs and reports, per
-// stage, wall time and peak resident memory.
-func measure(b *testing.B, stages ...[]string) {
+// stage, wall time and peak resident memory. It returns what the stages
+// wrote on stderr (their summary lines).
+func measure(b *testing.B, stages ...[]string) string {
 	b.Helper()
 	var cmds []*exec.Cmd
 	for _, s := range stages {
@@ -52,6 +55,7 @@ func measure(b *testing.B, stages ...[]string) {
 	}
 	b.ReportMetric(wall.Seconds(), "wall-s")
 	b.ReportMetric(float64(peak)/1024, "peak-MB")
+	return stderr.String()
 }
 
 // Issue 2: the largest SimAI default (15360-GPU AlibabaHPN dual plane)
@@ -79,10 +83,21 @@ func BenchmarkDecomposeAllToAll1024(b *testing.B) {
 // goes to stderr; run with -v to see it.
 func BenchmarkPacketMicro128(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		measure(b,
+		out := measure(b,
 			[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"},
 			[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"},
 			[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"})
+		// flowsim-packet's summary: "..., N events (X M/s), P data packets, ..., wall W s"
+		m := regexp.MustCompile(`(\d+) events \(([\d.]+) M/s\), (\d+) data packets.*wall ([\d.]+) s`).FindStringSubmatch(out)
+		if m == nil {
+			b.Fatalf("no summary line in %q", out)
+		}
+		pkts, _ := strconv.ParseFloat(m[3], 64)
+		secs, _ := strconv.ParseFloat(m[4], 64)
+		evs, _ := strconv.ParseFloat(m[2], 64)
+		b.ReportMetric(evs*1e6, "events/s")
+		b.ReportMetric(pkts, "data-packets")
+		b.ReportMetric(pkts/secs, "data-packets/s")
 	}
 }
 

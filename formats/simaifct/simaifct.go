@@ -240,7 +240,9 @@ func parseDec(b []byte) (uint64, bool) {
 	return v, true
 }
 
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f' }
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'
+}
 
 func trimSpace(b []byte) []byte {
 	for len(b) > 0 && isSpace(b[0]) {

@@ -1,0 +1,276 @@
+// Command fctstats reports what a simulated run did: per-collective
+// completion time with nccl-tests' algbw and busbw, FCT and slowdown
+// percentiles per flow size and connection type, run-versus-run
+// comparisons, and CDF and timeline plots. It reads fabricsim flow traces
+// (Arrow on stdin, .arrow and .parquet files) and SimAI's fct.txt.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/stats"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+)
+
+type command struct {
+	Compare  bool     `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order."`
+	Format   string   `default:"table" enum:"table,markdown,csv,json,parquet" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out)."`
+	Table    string   `default:"collectives" enum:"collectives,summary,flows" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), flows (FCT and slowdown per size bucket and conn_type; not with --compare)."`
+	Out      string   `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
+	Plot     string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise."`
+	Timeline bool     `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
+	MaxRows  int      `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
+	Files    []string `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
+}
+
+const description = `Report collective completion times, bandwidths and flow completion statistics of simulated runs.
+
+Per collective: completion time (last end - first start of its rows, delay nodes included),
+algbw = size / time in GB/s (1 GB = 1e9 B) and busbw = algbw x nccl-tests' factor (AllReduce
+2(n-1)/n; AllGather, ReduceScatter, AllToAll (n-1)/n; Broadcast, Reduce, SendRecv 1; n =
+nranks); identical collectives are also summarised together. Per flow size bucket (powers of
+two) and conn_type: FCT and slowdown (fct / ideal fct) p50, p95, p99 and max, nearest-rank
+percentiles, delay nodes excluded. SimAI fct.txt files have no collectives, so they get the
+flow statistics only.
+
+Examples:
+  topogen --gpus 16 | ncclpath | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 | flowsim-analytical | fctstats
+  fctstats run.parquet --plot run.png --timeline
+  fctstats --compare fluid.parquet packet.parquet
+  fctstats --compare packet.parquet simai/fct.txt --format json
+  fctstats run.parquet --format csv --table summary > summary.csv
+  fctstats run.parquet --format parquet --out collectives.parquet`
+
+func main() {
+	var c command
+	cli.Main("fctstats", description, &c, c.run)
+}
+
+func (c *command) run() error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	files := c.Files
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	keep := c.Compare || c.Timeline
+	runs := make([]*stats.Run, 0, len(files))
+	for _, f := range files {
+		run, err := analyze(f, keep)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
+	var cmp *stats.Comparison
+	if c.Compare {
+		var err error
+		if cmp, err = stats.Compare(runs[0], runs[1]); err != nil {
+			return err
+		}
+	}
+	if err := c.write(runs, cmp); err != nil {
+		return err
+	}
+	if c.Plot != "" {
+		return c.plot(runs, cmp)
+	}
+	return nil
+}
+
+// check rejects flag combinations that cannot work before any input is read.
+func (c *command) check() error {
+	stdin := 0
+	for _, f := range c.Files {
+		if f == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return cli.Usagef("stdin (-) can be read only once")
+	}
+	if c.Compare && len(c.Files) != 2 {
+		return cli.Usagef("--compare takes exactly two files, A (reference) and B; got %d", len(c.Files))
+	}
+	if c.Compare && c.Table == stats.TableFlows && (c.Format == "csv" || c.Format == "parquet") {
+		return cli.Usagef("--table flows is not available with --compare (collectives or summary)")
+	}
+	if c.Timeline && c.Plot == "" {
+		return cli.Usagef("--timeline adds panels to --plot FILE.png|FILE.svg; give --plot")
+	}
+	if c.Plot != "" {
+		if _, err := stats.PlotFormat(c.Plot); err != nil {
+			return cli.Usagef("--plot %v", err)
+		}
+	}
+	if c.MaxRows < 0 {
+		return cli.Usagef("--max-rows must be 0 (all) or more, not %d", c.MaxRows)
+	}
+	if c.Format == "parquet" && c.Out == "" {
+		if err := cli.CheckBinaryStdout("Parquet table (or give --out FILE.parquet)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// analyze reads one input completely.
+func analyze(path string, keepFlows bool) (*stats.Run, error) {
+	var in *stats.Input
+	if path == "-" {
+		rc, name, err := cli.OpenInput("", "pipe a trace in (flowsim-analytical | fctstats) or name files: fctstats run.parquet")
+		if err != nil {
+			return nil, err
+		}
+		if in, err = stats.NewInput(rc, name); err != nil {
+			return nil, err
+		}
+	} else {
+		var err error
+		if in, err = stats.Open(path); err != nil {
+			return nil, err
+		}
+	}
+	defer in.Close()
+	return stats.Analyze(in, stats.Options{KeepFlows: keepFlows})
+}
+
+func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) (err error) {
+	out := io.Writer(os.Stdout)
+	if c.Out != "" {
+		f, err := os.Create(c.Out)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				os.Remove(c.Out)
+			}
+		}()
+		out = f
+	}
+	bw := bufio.NewWriterSize(out, 64<<10)
+	defer func() {
+		if ferr := bw.Flush(); err == nil {
+			err = ferr
+		}
+	}()
+	switch c.Format {
+	case "table", "markdown":
+		if cmp != nil {
+			if c.Format == "table" {
+				cmp.WriteText(bw, c.MaxRows)
+			} else {
+				cmp.WriteMarkdown(bw, c.MaxRows)
+			}
+			return nil
+		}
+		for _, r := range runs {
+			if c.Format == "table" {
+				r.WriteText(bw, c.MaxRows)
+			} else {
+				r.WriteMarkdown(bw, c.MaxRows)
+			}
+		}
+		return nil
+	case "json":
+		enc := json.NewEncoder(bw)
+		enc.SetEscapeHTML(false)
+		if cmp != nil {
+			return enc.Encode(struct {
+				*stats.Comparison
+				TotalsA stats.Totals `json:"totals_a"`
+				TotalsB stats.Totals `json:"totals_b"`
+			}{cmp, runs[0].Totals, runs[1].Totals})
+		}
+		for _, r := range runs {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// csv, parquet: one table, rows of every input together.
+	var dt *stats.DataTable
+	for i, r := range runs {
+		var t *stats.DataTable
+		var err error
+		if cmp != nil {
+			if i > 0 {
+				break
+			}
+			t, err = cmp.DataTable(c.Table)
+		} else {
+			t, err = r.DataTable(c.Table)
+		}
+		if err != nil {
+			return cli.Usagef("--table: %v", err)
+		}
+		if dt == nil {
+			dt = t
+		} else {
+			dt.Append(t)
+		}
+	}
+	if c.Format == "csv" {
+		return dt.WriteCSV(bw)
+	}
+	return dt.WriteParquet(bw)
+}
+
+func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
+	format, _ := stats.PlotFormat(c.Plot)
+	var series []stats.Series
+	title := "Flow slowdown CDF"
+	if len(runs) == 1 {
+		series = runs[0].SlowdownSeries()
+		title += ": " + runs[0].Source
+	} else {
+		for i, r := range runs {
+			name := r.Source
+			if cmp != nil {
+				name = string(rune('A'+i)) + " = " + name
+			}
+			series = append(series, stats.Series{Name: name, Values: r.AllSlowdowns()})
+		}
+	}
+	plots := []*plot.Plot{stats.CDFPlot(title, series)}
+	heights := []vg.Length{vg.Inch * 4.5}
+	if c.Timeline {
+		for _, r := range runs {
+			plots = append(plots, r.TimelinePlot("Flows in flight per source node: "+r.Source))
+			heights = append(heights, r.TimelineHeight())
+		}
+		// One time axis for every timeline, so runs compare by eye.
+		lo, hi := plots[1].X.Min, plots[1].X.Max
+		for _, p := range plots[2:] {
+			lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
+		}
+		for _, p := range plots[1:] {
+			p.X.Min, p.X.Max = lo, hi
+		}
+	}
+	f, err := os.Create(c.Plot)
+	if err != nil {
+		return err
+	}
+	err = stats.WritePlots(f, format, plots, heights)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(c.Plot)
+		return fmt.Errorf("%s: %v", c.Plot, err)
+	}
+	return nil
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# make test's last step: readers nobody here wrote read what fabricsim writes,
+# and agree with fctstats. The demo run (16-GPU Spectrum-X, micro AllReduce
+# workload) is written as out/demo.parquet and as Arrow IPC stream and file;
+#   - DuckDB (npm @duckdb/node-api, its binary ships in the package) reads
+#     the Parquet trace,
+#   - Arrow JS (npm apache-arrow) reads the Arrow IPC stream and file,
+#   - Debian's pandas (/usr/bin/python3, python3-pandas) reads fctstats' CSV,
+# and each checks rows, column names, sums and collective times against
+# fctstats --format json. The Node packages are pinned in
+# tests/interop/package-lock.json and installed with npm ci only when the
+# lock file changed since the last install.
+#
+# INTEROP=0 skips everything. Without node/npm the Node checks are skipped,
+# without pandas (and not root to install it) the pandas check is, each
+# with a line saying so; a check that runs and disagrees fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "${INTEROP:-1}" = 0 ]; then
+	echo "interop: skipped (INTEROP=0)"
+	exit 0
+fi
+GO=${GO:-go}
+$GO build -o bin/ ./cmd/topogen ./cmd/ncclpath ./cmd/simccl-decompose ./cmd/flowsim-analytical ./cmd/fctstats
+dir=out/interop
+mkdir -p "$dir"
+bin/topogen --family spectrum-x --gpus 16 | bin/ncclpath |
+	bin/simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 2 >"$dir/demo.stream"
+# quiet runs the simulator without its summary line, but shows errors.
+quiet() { "$@" 2>"$dir/stderr" || { cat "$dir/stderr" >&2; exit 1; }; }
+quiet bin/flowsim-analytical --out out/demo.parquet "$dir/demo.stream"
+quiet bin/flowsim-analytical --out "$dir/demo.arrow" "$dir/demo.stream"
+quiet bin/flowsim-analytical "$dir/demo.stream" >"$dir/demo.arrows"
+bin/fctstats --format json out/demo.parquet >"$dir/parquet.json"
+bin/fctstats --format json <"$dir/demo.arrows" >"$dir/arrows.json" # Arrow on stdin
+bin/fctstats --format csv out/demo.parquet >"$dir/collectives.csv"
+failed=0
+
+# Node: DuckDB and Arrow JS.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+	lock=tests/interop/package-lock.json
+	stamp=tests/interop/node_modules/.fabricsim-lock
+	if ! cmp -s "$lock" "$stamp" 2>/dev/null; then
+		echo "interop: npm ci in tests/interop (first run or package-lock.json changed)"
+		(cd tests/interop && npm ci --no-audit --no-fund --loglevel=error) || {
+			echo "interop: FAIL: npm ci failed (the npm registry must be reachable for the first run)" >&2
+			exit 1
+		}
+		cp "$lock" "$stamp"
+	fi
+	(cd tests/interop && node check.mjs parquet ../../out/demo.parquet "../../$dir/parquet.json") || failed=1
+	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrows" "../../$dir/arrows.json") || failed=1
+	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrow" "../../$dir/parquet.json") || failed=1
+else
+	echo "interop: SKIP DuckDB and Arrow JS checks: node and npm are not installed"
+fi
+
+# pandas: Debian's, not whatever python3 comes first on PATH.
+py=/usr/bin/python3
+why="no /usr/bin/python3"
+if [ -x "$py" ] && ! "$py" -c 'import pandas' 2>/dev/null; then
+	why="Debian's python3-pandas is not installed and installing it needs root (apt-get install python3-pandas)"
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		echo "interop: installing Debian's python3-pandas (apt-get)"
+		export DEBIAN_FRONTEND=noninteractive
+		# A stale package list is the usual reason a first attempt fails.
+		apt-get install -y -qq python3-pandas >/dev/null 2>&1 ||
+			{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq python3-pandas >/dev/null 2>&1; } ||
+			why="apt-get install python3-pandas failed (is the Debian archive reachable?)"
+	fi
+fi
+if [ -x "$py" ] && "$py" -c 'import pandas' 2>/dev/null; then
+	"$py" tests/interop/check_csv.py "$dir/collectives.csv" "$dir/parquet.json" || failed=1
+else
+	echo "interop: SKIP pandas check: $why"
+fi
+
+if [ "$failed" != 0 ]; then
+	echo "interop: FAIL: a reader disagrees with fctstats (see above)" >&2
+	exit 1
+fi
+echo "interop: ok"

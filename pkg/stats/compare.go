@@ -1,0 +1,209 @@
+package stats
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Comparison of run B against run A (the reference).
+type Comparison struct {
+	A string `json:"a"`
+	B string `json:"b"`
+	// Makespans (last end − first start over all rows) and B / A.
+	MakespanANs   int64 `json:"makespan_a_ns"`
+	MakespanBNs   int64 `json:"makespan_b_ns"`
+	MakespanRatio Num   `json:"makespan_ratio"`
+	// Collectives matched by collective_id; Ratio = time B / time A
+	// (above 1: B is slower). Collectives of one run only are counted.
+	Collectives      []CollectiveRatio `json:"collectives"`
+	Summary          []SummaryRatio    `json:"summary"`
+	CollectivesOnlyA int               `json:"collectives_only_a"`
+	CollectivesOnlyB int               `json:"collectives_only_b"`
+	// Flow latencies (fct_ns), delay nodes excluded, matched as MatchedBy
+	// says: "flow_id" when both are fabricsim traces, else
+	// "src,dst,size,start order" (see Compare).
+	MatchedBy   string `json:"flows_matched_by"`
+	FlowsA      int    `json:"flows_a"`
+	FlowsB      int    `json:"flows_b"`
+	Matched     int    `json:"flows_matched"`
+	OnlyA       int    `json:"flows_only_a"`
+	OnlyB       int    `json:"flows_only_b"`
+	MSEus2      Num    `json:"mse_us2"`          // mean of (fct_B − fct_A)², µs²
+	RMSEus      Num    `json:"rmse_us"`          // its square root, µs
+	MeanErrUs   Num    `json:"mean_error_us"`    // mean of fct_B − fct_A, µs (bias)
+	MaxAbsErrNs int64  `json:"max_abs_error_ns"` // largest |fct_B − fct_A|
+}
+
+// CollectiveRatio is one collective in both runs.
+type CollectiveRatio struct {
+	ID        int64  `json:"collective_id"`
+	Op        string `json:"op"`
+	Algorithm string `json:"algorithm"`
+	GroupType string `json:"group_type"`
+	SizeBytes int64  `json:"coll_size_bytes"`
+	NRanks    int32  `json:"nranks"`
+	TimeANs   int64  `json:"time_a_ns"`
+	TimeBNs   int64  `json:"time_b_ns"`
+	Ratio     Num    `json:"ratio"`
+}
+
+// SummaryRatio aggregates matched collectives that are identical in run A
+// (same key as Summary): the ratio of mean times.
+type SummaryRatio struct {
+	Op          string `json:"op"`
+	Algorithm   string `json:"algorithm"`
+	GroupType   string `json:"group_type"`
+	SizeBytes   int64  `json:"coll_size_bytes"`
+	NRanks      int32  `json:"nranks"`
+	Count       int    `json:"count"`
+	TimeMeanANs Num    `json:"time_mean_a_ns"`
+	TimeMeanBNs Num    `json:"time_mean_b_ns"`
+	Ratio       Num    `json:"ratio"`
+}
+
+// MatchByID and MatchByOrder name the two ways flows are matched.
+const (
+	MatchByID    = "flow_id"
+	MatchByOrder = "src,dst,size,start order"
+)
+
+// Compare compares run b against run a. Both must have been analyzed with
+// Options.KeepFlows.
+//
+// Flows are matched by flow_id when both runs are fabricsim traces (the
+// same stream simulated twice has the same ids). A SimAI fct.txt has no
+// flow ids, so when either run is one, flows are matched by (src, dst,
+// size_bytes) and, among the flows sharing those, by start order: the k-th
+// earliest such flow of A with the k-th earliest of B (ties in start keep
+// file order). Flows left over on either side are counted, not guessed.
+//
+// The mean squared error of flow latencies is that of the hybrid-PDES
+// paper (Cruz-Camacho et al., SIGSIM-PADS '23): the mean over matched
+// flows of (fct_B − fct_A)², in µs², with A the reference.
+func Compare(a, b *Run) (*Comparison, error) {
+	if a.flows == nil && a.Totals.Rows > 0 || b.flows == nil && b.Totals.Rows > 0 {
+		return nil, fmt.Errorf("stats: Compare needs runs analyzed with KeepFlows")
+	}
+	c := &Comparison{A: a.Source, B: b.Source, Collectives: []CollectiveRatio{}, Summary: []SummaryRatio{}, MakespanANs: a.Totals.MakespanNs, MakespanBNs: b.Totals.MakespanNs,
+		MakespanRatio: ratio(float64(b.Totals.MakespanNs), float64(a.Totals.MakespanNs))}
+	c.compareCollectives(a, b)
+	fa, fb := netFlows(a.flows), netFlows(b.flows)
+	c.FlowsA, c.FlowsB = len(fa), len(fb)
+	var pairs [][2]int64
+	if a.Input != string(KindSimAIFCT) && b.Input != string(KindSimAIFCT) {
+		c.MatchedBy = MatchByID
+		pairs = matchSorted(fa, fb, func(x, y Flow) int { return cmp.Compare(x.ID, y.ID) },
+			func(x, y Flow) int { return cmp.Compare(x.ID, y.ID) })
+	} else {
+		c.MatchedBy = MatchByOrder
+		key := func(x, y Flow) int {
+			return cmp.Or(cmp.Compare(x.Src, y.Src), cmp.Compare(x.Dst, y.Dst), cmp.Compare(x.SizeBytes, y.SizeBytes))
+		}
+		pairs = matchSorted(fa, fb, func(x, y Flow) int { return cmp.Or(key(x, y), cmp.Compare(x.StartNs, y.StartNs)) }, key)
+	}
+	c.Matched = len(pairs)
+	c.OnlyA, c.OnlyB = len(fa)-len(pairs), len(fb)-len(pairs)
+	c.MSEus2, c.RMSEus, c.MeanErrUs = Num(math.NaN()), Num(math.NaN()), Num(math.NaN())
+	if len(pairs) > 0 {
+		var sum, sq float64
+		for _, p := range pairs {
+			d := p[1] - p[0]
+			c.MaxAbsErrNs = max(c.MaxAbsErrNs, d, -d)
+			fd := float64(d) / 1e3 // µs
+			sum += fd
+			sq += fd * fd
+		}
+		n := float64(len(pairs))
+		c.MSEus2 = Num(sq / n)
+		c.RMSEus = Num(math.Sqrt(sq / n))
+		c.MeanErrUs = Num(sum / n)
+	}
+	return c, nil
+}
+
+// netFlows drops delay nodes: they are not flows and fct.txt has none.
+func netFlows(fs []Flow) []Flow {
+	out := make([]Flow, 0, len(fs))
+	for _, f := range fs {
+		if f.ConnType != ConnDelay {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// matchSorted sorts both sides by order (stable, so ties keep file order)
+// and pairs equal keys one to one in that order, returning (fct_A, fct_B)
+// pairs.
+func matchSorted(a, b []Flow, order, key func(x, y Flow) int) [][2]int64 {
+	slices.SortStableFunc(a, order)
+	slices.SortStableFunc(b, order)
+	var pairs [][2]int64
+	i, j := 0, 0
+	for i < len(a) && j < len(b) {
+		switch k := key(a[i], b[j]); {
+		case k < 0:
+			i++
+		case k > 0:
+			j++
+		default:
+			pairs = append(pairs, [2]int64{a[i].FctNs, b[j].FctNs})
+			i++
+			j++
+		}
+	}
+	return pairs
+}
+
+func (c *Comparison) compareCollectives(a, b *Run) {
+	bi := make(map[int64]*Collective, len(b.Collectives))
+	for i := range b.Collectives {
+		bi[b.Collectives[i].ID] = &b.Collectives[i]
+	}
+	type acc struct{ sa, sb int64 }
+	var sums []acc
+	idx := map[summaryKey]int{}
+	matched := 0
+	for _, ca := range a.Collectives {
+		cb, ok := bi[ca.ID]
+		if !ok {
+			c.CollectivesOnlyA++
+			continue
+		}
+		matched++
+		c.Collectives = append(c.Collectives, CollectiveRatio{ID: ca.ID, Op: ca.Op, Algorithm: ca.Algorithm, GroupType: ca.GroupType,
+			SizeBytes: ca.SizeBytes, NRanks: ca.NRanks, TimeANs: ca.TimeNs, TimeBNs: cb.TimeNs,
+			Ratio: ratio(float64(cb.TimeNs), float64(ca.TimeNs))})
+		k := summaryKey{ca.Op, ca.Algorithm, ca.GroupType, ca.SizeBytes, ca.NRanks}
+		i, ok := idx[k]
+		if !ok {
+			i = len(c.Summary)
+			idx[k] = i
+			c.Summary = append(c.Summary, SummaryRatio{Op: ca.Op, Algorithm: ca.Algorithm, GroupType: ca.GroupType,
+				SizeBytes: ca.SizeBytes, NRanks: ca.NRanks})
+			sums = append(sums, acc{})
+		}
+		c.Summary[i].Count++
+		sums[i].sa += ca.TimeNs
+		sums[i].sb += cb.TimeNs
+	}
+	c.CollectivesOnlyB = len(b.Collectives) - matched
+	for i := range c.Summary {
+		s := &c.Summary[i]
+		n := float64(s.Count)
+		s.TimeMeanANs = Num(float64(sums[i].sa) / n)
+		s.TimeMeanBNs = Num(float64(sums[i].sb) / n)
+		s.Ratio = ratio(float64(s.TimeMeanBNs), float64(s.TimeMeanANs))
+	}
+}
+
+// ratio is b / a, NaN when a is 0 (two instantaneous collectives have no
+// meaningful ratio).
+func ratio(b, a float64) Num {
+	if a == 0 {
+		return Num(math.NaN())
+	}
+	return Num(b / a)
+}

@@ -1,0 +1,188 @@
+package stats
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+)
+
+// Table names for CSV and Parquet output.
+const (
+	TableCollectives = "collectives"
+	TableSummary     = "summary"
+	TableFlows       = "flows"
+)
+
+// DataTable is one table for machines (CSV, Parquet): a source column (the
+// input file) followed by the fields of the report rows, named as in the
+// JSON output, in raw units (ns, bytes, GB/s).
+type DataTable struct {
+	Names []string
+	kinds []reflect.Kind // String, Int64, Int32, Float64
+	rows  [][]cell
+}
+
+type cell struct {
+	s string
+	i int64
+	f float64
+}
+
+// newDataTable builds a table from report rows via their json tags, so
+// CSV, Parquet and JSON can never disagree on a column's name.
+func newDataTable[T any](source string, rows []T) *DataTable {
+	t := reflect.TypeFor[T]()
+	dt := &DataTable{Names: []string{"source"}, kinds: []reflect.Kind{reflect.String}}
+	var fields []int
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || !f.IsExported() {
+			continue
+		}
+		k := f.Type.Kind()
+		switch k {
+		case reflect.Int, reflect.Int64:
+			k = reflect.Int64
+		case reflect.Int32, reflect.String, reflect.Float64:
+		default:
+			continue // nested values are JSON-only
+		}
+		fields = append(fields, i)
+		dt.Names = append(dt.Names, name)
+		dt.kinds = append(dt.kinds, k)
+	}
+	for _, r := range rows {
+		v := reflect.ValueOf(r)
+		row := make([]cell, 0, len(dt.Names))
+		row = append(row, cell{s: source})
+		for j, i := range fields {
+			fv := v.Field(i)
+			switch dt.kinds[j+1] {
+			case reflect.String:
+				row = append(row, cell{s: fv.String()})
+			case reflect.Int64, reflect.Int32:
+				row = append(row, cell{i: fv.Int()})
+			case reflect.Float64:
+				row = append(row, cell{f: fv.Float()})
+			}
+		}
+		dt.rows = append(dt.rows, row)
+	}
+	return dt
+}
+
+// Len is the number of rows.
+func (dt *DataTable) Len() int { return len(dt.rows) }
+
+// Append adds the rows of other, which must have the same columns.
+func (dt *DataTable) Append(other *DataTable) { dt.rows = append(dt.rows, other.rows...) }
+
+// DataTable returns the run's collectives, summary or flows table.
+func (run *Run) DataTable(name string) (*DataTable, error) {
+	switch name {
+	case TableCollectives:
+		return newDataTable(run.Source, run.Collectives), nil
+	case TableSummary:
+		return newDataTable(run.Source, run.Summary), nil
+	case TableFlows:
+		return newDataTable(run.Source, run.Flows), nil
+	}
+	return nil, fmt.Errorf("unknown table %q (collectives, summary or flows)", name)
+}
+
+// DataTable returns the comparison's collectives or summary table; its
+// source column holds "A vs B".
+func (c *Comparison) DataTable(name string) (*DataTable, error) {
+	src := c.A + " vs " + c.B
+	switch name {
+	case TableCollectives:
+		return newDataTable(src, c.Collectives), nil
+	case TableSummary:
+		return newDataTable(src, c.Summary), nil
+	}
+	return nil, fmt.Errorf("a comparison has the tables collectives and summary, not %q", name)
+}
+
+// WriteCSV writes the table with a header row. NaN (no value) is an empty
+// field, which pandas reads as NaN.
+func (dt *DataTable) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(dt.Names); err != nil {
+		return err
+	}
+	rec := make([]string, len(dt.Names))
+	for _, r := range dt.rows {
+		for j, c := range r {
+			switch dt.kinds[j] {
+			case reflect.String:
+				rec[j] = c.s
+			case reflect.Float64:
+				rec[j] = ""
+				if !math.IsNaN(c.f) && !math.IsInf(c.f, 0) {
+					rec[j] = strconv.FormatFloat(c.f, 'g', -1, 64)
+				}
+			default:
+				rec[j] = strconv.FormatInt(c.i, 10)
+			}
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteParquet writes the table as Parquet with zstd compression, string
+// columns dictionary-encoded, every column REQUIRED (a missing float is
+// NaN), the root called "schema" as pyarrow names it.
+func (dt *DataTable) WriteParquet(w io.Writer) error {
+	fields := make([]reflect.StructField, len(dt.Names))
+	for j, name := range dt.Names {
+		tag := name
+		var typ reflect.Type
+		switch dt.kinds[j] {
+		case reflect.String:
+			typ, tag = reflect.TypeFor[string](), name+",dict"
+		case reflect.Int64:
+			typ = reflect.TypeFor[int64]()
+		case reflect.Int32:
+			typ = reflect.TypeFor[int32]()
+		default:
+			typ = reflect.TypeFor[float64]()
+		}
+		fields[j] = reflect.StructField{Name: fmt.Sprintf("F%d", j), Type: typ, Tag: reflect.StructTag(`parquet:"` + tag + `"`)}
+	}
+	rowType := reflect.StructOf(fields)
+	model := reflect.New(rowType).Elem()
+	schema := parquet.NewSchema("schema", parquet.SchemaOf(model.Interface()))
+	pw := parquet.NewWriter(w, schema, parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}))
+	for _, r := range dt.rows {
+		for j, c := range r {
+			f := model.Field(j)
+			switch dt.kinds[j] {
+			case reflect.String:
+				f.SetString(c.s)
+			case reflect.Float64:
+				f.SetFloat(c.f)
+			default:
+				f.SetInt(c.i)
+			}
+		}
+		if err := pw.Write(model.Interface()); err != nil {
+			return fmt.Errorf("parquet: %v", err)
+		}
+	}
+	if err := pw.Close(); err != nil {
+		return fmt.Errorf("parquet: %v", err)
+	}
+	return nil
+}

@@ -1,0 +1,316 @@
+package stats
+
+import (
+	"cmp"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// PlotFormat returns "png" or "svg" from a file name, or an error.
+func PlotFormat(path string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".png", ".svg":
+		return ext[1:], nil
+	}
+	return "", fmt.Errorf("%s: plot files are .png or .svg", path)
+}
+
+// Series is one line of a CDF plot: sorted values and their name.
+type Series struct {
+	Name   string
+	Values []float64
+}
+
+// SlowdownSeries returns the run's slowdowns, one series per conn_type
+// (sorted by name) and, when there are several, one for all flows.
+func (run *Run) SlowdownSeries() []Series {
+	by := map[string][]float64{}
+	var all []float64
+	for _, b := range run.buckets {
+		by[b.key.conn] = append(by[b.key.conn], b.slow...)
+		all = append(all, b.slow...)
+	}
+	var out []Series
+	for conn, v := range by {
+		if len(v) == 0 {
+			continue
+		}
+		slices.Sort(v)
+		out = append(out, Series{Name: cmpStr(conn, "flows"), Values: v})
+	}
+	slices.SortFunc(out, func(a, b Series) int { return strings.Compare(a.Name, b.Name) })
+	if len(out) > 1 {
+		slices.Sort(all)
+		out = append(out, Series{Name: "all", Values: all})
+	}
+	return out
+}
+
+// AllSlowdowns is every slowdown of the run, sorted.
+func (run *Run) AllSlowdowns() []float64 {
+	var all []float64
+	for _, b := range run.buckets {
+		all = append(all, b.slow...)
+	}
+	slices.Sort(all)
+	return all
+}
+
+// connColors gives every conn_type the same color in every plot; other
+// names take the palette in order.
+var connColors = map[string]color.Color{
+	"RING": color.RGBA{0xe6, 0x7e, 0x22, 0xff}, "TREE": color.RGBA{0x8e, 0x44, 0xad, 0xff},
+	"NVLS": color.RGBA{0x29, 0x80, 0xb9, 0xff}, "NET": color.RGBA{0x27, 0xae, 0x60, 0xff},
+	"PXN_INIT": color.RGBA{0x16, 0xa0, 0x85, 0xff}, "PXN_FINAL": color.RGBA{0x1a, 0x52, 0x76, 0xff},
+	"A2A": color.RGBA{0xc0, 0x39, 0x2b, 0xff}, "P2P": color.RGBA{0xd4, 0xac, 0x0d, 0xff},
+	"MSCCL": color.RGBA{0x7f, 0x8c, 0x8d, 0xff}, ConnDelay: color.Gray{Y: 160}, "all": color.Black,
+}
+
+func seriesColor(name string, i int) color.Color {
+	if c, ok := connColors[name]; ok {
+		return c
+	}
+	return plotutil.Color(i)
+}
+
+// cdfPoints caps a CDF at this many points: more are invisible at any
+// sensible image size and slow to draw.
+const cdfPoints = 2000
+
+// CDFPlot draws the empirical CDFs of series (slowdowns): the fraction of
+// flows with slowdown ≤ x. The x axis is logarithmic when the values span
+// a factor of ten or more.
+func CDFPlot(title string, series []Series) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "slowdown (fct / ideal fct)"
+	p.Y.Label.Text = "fraction of flows"
+	p.Y.Min, p.Y.Max = 0, 1
+	p.Add(plotter.NewGrid())
+	// Bottom right is where CDFs are empty: every curve has risen by
+	// its largest value, and the x axis is stretched past that below.
+	p.Legend.Top, p.Legend.Left = false, false
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for i, s := range series {
+		n := len(s.Values)
+		if n == 0 {
+			continue
+		}
+		lo, hi = min(lo, s.Values[0]), max(hi, s.Values[n-1])
+		pts := make(plotter.XYs, 0, min(n, cdfPoints)+1)
+		pts = append(pts, plotter.XY{X: s.Values[0], Y: 0})
+		step := max(1, n/cdfPoints)
+		for j := step - 1; j < n; j += step {
+			pts = append(pts, plotter.XY{X: s.Values[j], Y: float64(j+1) / float64(n)})
+		}
+		if last := pts[len(pts)-1]; last.Y < 1 {
+			pts = append(pts, plotter.XY{X: s.Values[n-1], Y: 1})
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			continue // NaN cannot occur: slowdowns are finite ratios
+		}
+		l.Color = seriesColor(s.Name, i)
+		l.Width = vg.Points(1.5)
+		l.StepStyle = plotter.PostStep
+		p.Add(l)
+		p.Legend.Add(fmt.Sprintf("%s (%d)", s.Name, n), l)
+	}
+	if math.IsInf(lo, 1) {
+		p.Title.Text += " (no flow with an ideal FCT)"
+		p.X.Min, p.X.Max = 0, 1
+		return p
+	}
+	if lo > 0 && hi/lo >= 10 {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Min, p.X.Max = lo/1.05, hi*math.Pow(hi/lo, 0.45)
+	} else {
+		pad := max(0.6*(hi-lo), 0.05*math.Abs(hi), 1e-9)
+		p.X.Min, p.X.Max = lo-pad/10, hi+pad
+	}
+	return p
+}
+
+// TimelinePlot draws, per source node (GPU id = rank), when it had flows
+// in flight: the union of its flows' [start, end) intervals, one lane per
+// conn_type, so overlapping flows merge into busy periods and the drawing
+// stays cheap for large runs. Delay nodes appear in grey (compute,
+// launch latency).
+func (run *Run) TimelinePlot(title string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "time (us)"
+	p.Y.Label.Text = "source node (GPU id = rank)"
+	tl := &timeline{}
+	conns := map[string]int{}
+	var names []string
+	for _, f := range run.flows {
+		if _, ok := conns[f.ConnType]; !ok {
+			conns[f.ConnType] = 0
+			names = append(names, f.ConnType)
+		}
+	}
+	slices.Sort(names)
+	for i, n := range names {
+		conns[n] = i
+	}
+	type key struct {
+		src  int32
+		conn int
+	}
+	spans := map[key][][2]int64{}
+	for _, f := range run.flows {
+		if f.EndNs <= f.StartNs {
+			continue
+		}
+		k := key{f.Src, conns[f.ConnType]}
+		spans[k] = append(spans[k], [2]int64{f.StartNs, f.EndNs})
+	}
+	keys := make([]key, 0, len(spans))
+	for k := range spans {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(cmp.Compare(a.src, b.src), cmp.Compare(a.conn, b.conn)) })
+	nl := float64(len(names))
+	tl.minY, tl.maxY = math.Inf(1), math.Inf(-1)
+	for _, k := range keys {
+		y := float64(k.src) + (float64(k.conn)-(nl-1)/2)*0.8/max(nl, 1)
+		tl.lanes = append(tl.lanes, lane{y: y, conn: k.conn, spans: mergeSpans(spans[k])})
+		tl.minY, tl.maxY = min(tl.minY, float64(k.src)-0.5), max(tl.maxY, float64(k.src)+0.5)
+	}
+	tl.colors = make([]color.Color, len(names))
+	for i, n := range names {
+		c := seriesColor(n, i)
+		tl.colors[i] = c
+		l := &plotter.Line{LineStyle: draw.LineStyle{Color: c, Width: vg.Points(4)}}
+		p.Legend.Add(cmpStr(n, "flows"), l)
+	}
+	p.Legend.Top = true
+	if len(tl.lanes) == 0 {
+		p.Title.Text += " (no flow with a duration)"
+		return p
+	}
+	tl.rows = int(tl.maxY - tl.minY)
+	// Headroom above the top rank for the legend, sized from the panel
+	// height TimelineHeight gives: data rows r share the panel's data
+	// height d, the legend needs about 14 pt per entry.
+	r := tl.maxY - tl.minY
+	d := float64(run.TimelineHeight()/vg.Inch) - 1
+	need := float64(len(names)) * 14.0 / 72
+	if need < d {
+		p.Y.Max = tl.maxY + need*r/(d-need)
+	}
+	p.Add(tl)
+	return p
+}
+
+// mergeSpans sorts intervals and merges overlapping or touching ones.
+func mergeSpans(s [][2]int64) [][2]int64 {
+	slices.SortFunc(s, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	out := s[:0]
+	for _, v := range s {
+		if n := len(out); n > 0 && v[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], v[1])
+			continue
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+type lane struct {
+	y     float64
+	conn  int
+	spans [][2]int64
+}
+
+type timeline struct {
+	lanes      []lane
+	colors     []color.Color
+	minY, maxY float64
+	rows       int
+}
+
+// Plot implements plot.Plotter.
+func (t *timeline) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	// Lanes share a rank's row; keep them thin enough not to overlap.
+	w := max(vg.Points(0.5), min(vg.Points(6), (c.Max.Y-c.Min.Y)/vg.Length(max(1, t.rows))/vg.Length(max(1, len(t.colors)))*0.8))
+	for _, l := range t.lanes {
+		sty := draw.LineStyle{Color: t.colors[l.conn], Width: w}
+		y := trY(l.y)
+		for _, s := range l.spans {
+			x0, x1 := trX(float64(s[0])/1e3), trX(float64(s[1])/1e3)
+			if x1-x0 < vg.Points(0.5) { // keep very short flows visible
+				x1 = x0 + vg.Points(0.5)
+			}
+			c.StrokeLine2(sty, x0, y, x1, y)
+		}
+	}
+}
+
+// DataRange implements plot.DataRanger: time in µs, node ids.
+func (t *timeline) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = math.Inf(1), math.Inf(-1)
+	for _, l := range t.lanes {
+		xmin = min(xmin, float64(l.spans[0][0])/1e3)
+		xmax = max(xmax, float64(l.spans[len(l.spans)-1][1])/1e3)
+	}
+	return xmin, xmax, t.minY, t.maxY
+}
+
+// WritePlots draws plots one above the other into one PNG or SVG image,
+// each panel as tall as heights says (timelines of many ranks need more).
+func WritePlots(w io.Writer, format string, plots []*plot.Plot, heights []vg.Length) error {
+	width := vg.Inch * 9
+	var total vg.Length
+	for _, h := range heights {
+		total += h
+	}
+	var c vg.CanvasWriterTo
+	switch format {
+	case "png":
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, total), vgimg.UseDPI(110))}
+	case "svg":
+		c = vgsvg.New(width, total)
+	default:
+		return fmt.Errorf("plot format %q (png or svg)", format)
+	}
+	dc := draw.New(c)
+	// White background: PNG viewers with dark themes show transparency as black.
+	dc.SetColor(color.White)
+	dc.Fill(dc.Rectangle.Path())
+	top := dc.Max.Y
+	for i, p := range plots {
+		panel := dc
+		panel.Max.Y = top
+		panel.Min.Y = top - heights[i]
+		top = panel.Min.Y
+		p.Draw(draw.Crop(panel, vg.Points(6), -vg.Points(10), vg.Points(6), -vg.Points(6)))
+	}
+	_, err := c.WriteTo(w)
+	return err
+}
+
+// TimelineHeight suits a timeline panel to its number of rows.
+func (run *Run) TimelineHeight() vg.Length {
+	ranks := map[int32]bool{}
+	for _, f := range run.flows {
+		ranks[f.Src] = true
+	}
+	return vg.Inch * vg.Length(min(24, max(3.5, 2+0.12*float64(len(ranks)))))
+}

@@ -1,0 +1,264 @@
+package stats
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// textTable is a table for people; align has an 'l' (text) or 'r'
+// (number) per column.
+type textTable struct {
+	title string
+	head  []string
+	align string
+	rows  [][]string
+	after string // a note printed under the table
+}
+
+func (t *textTable) writeText(w io.Writer) {
+	width := make([]int, len(t.head))
+	for i, h := range t.head {
+		width[i] = len(h)
+	}
+	for _, r := range t.rows {
+		for i, c := range r {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	fmt.Fprintln(w, t.title)
+	line := func(cells []string) {
+		var b strings.Builder
+		for i, c := range cells {
+			if i > 0 {
+				b.WriteString("  ")
+			}
+			pad := strings.Repeat(" ", width[i]-len([]rune(c)))
+			if t.align[i] == 'l' {
+				b.WriteString(c)
+				if i < len(cells)-1 {
+					b.WriteString(pad)
+				}
+			} else {
+				b.WriteString(pad + c)
+			}
+		}
+		fmt.Fprintln(w, "  "+b.String())
+	}
+	line(t.head)
+	for _, r := range t.rows {
+		line(r)
+	}
+	if t.after != "" {
+		fmt.Fprintln(w, "  "+t.after)
+	}
+	fmt.Fprintln(w)
+}
+
+func (t *textTable) writeMarkdown(w io.Writer) {
+	fmt.Fprintf(w, "### %s\n\n", t.title)
+	fmt.Fprintf(w, "| %s |\n|", strings.Join(t.head, " | "))
+	for i := range t.head {
+		if t.align[i] == 'l' {
+			fmt.Fprint(w, " --- |")
+		} else {
+			fmt.Fprint(w, " ---: |")
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range t.rows {
+		esc := make([]string, len(r))
+		for i, c := range r {
+			esc[i] = mdEscape(c)
+		}
+		fmt.Fprintf(w, "| %s |\n", strings.Join(esc, " | "))
+	}
+	if t.after != "" {
+		fmt.Fprintf(w, "\n%s\n", t.after)
+	}
+	fmt.Fprintln(w)
+}
+
+// Human number formats: times in µs to the nanosecond, bandwidths to
+// 10 MB/s, ratios and slowdowns to three decimals; "-" for no value.
+func us(ns int64) string                         { return strconv.FormatFloat(float64(ns)/1e3, 'f', 3, 64) }
+func usf(ns Num) string                          { return numf(ns/1e3, 3) }
+func gbps(v Num) string                          { return numf(v, 2) }
+func factor(v Num) string                        { return numf(v, 3) }
+func text(s string) string                       { return cmpStr(s, "-") }
+func count[T ~int | ~int64 | ~int32](n T) string { return strconv.FormatInt(int64(n), 10) }
+
+func numf(v Num, prec int) string {
+	if !v.Valid() {
+		return "-"
+	}
+	s := strconv.FormatFloat(float64(v), 'f', prec, 64)
+	if strings.Trim(s, "-0.") == "" {
+		return strings.TrimPrefix(s, "-") // a tiny negative is not "-0.000"
+	}
+	return s
+}
+
+func cmpStr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return s
+}
+
+// Tables of a run, for people.
+func (run *Run) tables(maxRows int) []*textTable {
+	var out []*textTable
+	if len(run.Summary) > 0 {
+		t := &textTable{
+			title: "Collectives, identical ones together (algbw = size / mean time, busbw = algbw x nccl-tests factor, 1 GB = 1e9 B)",
+			head:  []string{"op", "size", "group", "algo", "ranks", "count", "mean us", "min us", "max us", "algbw GB/s", "busbw GB/s"},
+			align: "llllrrrrrrr",
+		}
+		for _, s := range run.Summary {
+			t.rows = append(t.rows, []string{text(s.Op), HumanBytes(s.SizeBytes), text(s.GroupType), text(s.Algorithm),
+				count(s.NRanks), count(s.Count), usf(s.TimeMeanNs), us(s.TimeMinNs), us(s.TimeMaxNs), gbps(s.AlgbwGBps), gbps(s.BusbwGBps)})
+		}
+		out = append(out, t)
+		t = &textTable{
+			title: "Each collective (time = last end - first start of its rows)",
+			head:  []string{"id", "op", "size", "group", "algo", "ranks", "flows", "start us", "time us", "algbw GB/s", "busbw GB/s"},
+			align: "rllllrrrrrr",
+		}
+		for i, c := range run.Collectives {
+			if maxRows > 0 && i == maxRows {
+				t.after = fmt.Sprintf("... %d more collectives (--max-rows 0 lists all; --format csv gives every one)", len(run.Collectives)-maxRows)
+				break
+			}
+			t.rows = append(t.rows, []string{count(c.ID), text(c.Op), HumanBytes(c.SizeBytes), text(c.GroupType), text(c.Algorithm),
+				count(c.NRanks), count(c.Flows), us(c.StartNs), us(c.TimeNs), gbps(c.AlgbwGBps), gbps(c.BusbwGBps)})
+		}
+		out = append(out, t)
+	}
+	t := &textTable{
+		title: "Flows by size and connection type: FCT in us, slowdown = fct / ideal fct (delay nodes excluded; nearest-rank percentiles)",
+		head:  []string{"size", "conn", "flows", "fct p50", "p95", "p99", "max", "slowdown p50", "p95", "p99", "max"},
+		align: "llrrrrrrrrr",
+	}
+	for _, f := range append(run.Flows[:len(run.Flows):len(run.Flows)], run.AllFlows) {
+		t.rows = append(t.rows, []string{f.Bucket, text(f.ConnType), count(f.Flows),
+			us(f.FctP50Ns), us(f.FctP95Ns), us(f.FctP99Ns), us(f.FctMaxNs),
+			factor(f.SlowdownP50), factor(f.SlowdownP95), factor(f.SlowdownP99), factor(f.SlowdownMax)})
+	}
+	out = append(out, t)
+	return out
+}
+
+// headline is the one-line description of a run.
+func (run *Run) headline() string {
+	tot := run.Totals
+	var b strings.Builder
+	b.WriteString(run.Source + ": ")
+	if run.Input == string(KindSimAIFCT) {
+		b.WriteString("SimAI fct.txt")
+	} else {
+		fmt.Fprintf(&b, "%s trace (%s)", run.Backend, run.Input)
+		if t := run.Topology; t != nil && t.Family != "" {
+			fmt.Fprintf(&b, " of %s, %d GPUs", t.Family, t.GPUs)
+		}
+	}
+	fmt.Fprintf(&b, ": %d rows = %d flows + %d delay nodes, %s, %d collectives, makespan %s us",
+		tot.Rows, tot.Flows, tot.DelayRows, HumanBytes(tot.SumSizeBytes), tot.Collectives, us(tot.MakespanNs))
+	if run.Input == string(KindSimAIFCT) {
+		b.WriteString(" (fct.txt has no collective ids)")
+	}
+	return b.String()
+}
+
+// WriteText writes the run's report for a terminal; maxRows bounds the
+// per-collective listing (0: all).
+func (run *Run) WriteText(w io.Writer, maxRows int) {
+	fmt.Fprintln(w, run.headline())
+	fmt.Fprintln(w)
+	for _, t := range run.tables(maxRows) {
+		t.writeText(w)
+	}
+}
+
+// WriteMarkdown writes the report as GitHub-flavoured Markdown.
+func (run *Run) WriteMarkdown(w io.Writer, maxRows int) {
+	fmt.Fprintf(w, "## %s\n\n", mdEscape(run.headline()))
+	for _, t := range run.tables(maxRows) {
+		t.writeMarkdown(w)
+	}
+}
+
+func (c *Comparison) tables(maxRows int) []*textTable {
+	var out []*textTable
+	if len(c.Summary) > 0 {
+		t := &textTable{
+			title: "Collectives, identical ones together: mean completion time",
+			head:  []string{"op", "size", "group", "algo", "ranks", "count", "A us", "B us", "B / A"},
+			align: "llllrrrrr",
+		}
+		for _, s := range c.Summary {
+			t.rows = append(t.rows, []string{text(s.Op), HumanBytes(s.SizeBytes), text(s.GroupType), text(s.Algorithm),
+				count(s.NRanks), count(s.Count), usf(s.TimeMeanANs), usf(s.TimeMeanBNs), factor(s.Ratio)})
+		}
+		out = append(out, t)
+		t = &textTable{
+			title: "Each collective: completion time",
+			head:  []string{"id", "op", "size", "group", "algo", "ranks", "A us", "B us", "B / A"},
+			align: "rllllrrrr",
+		}
+		for i, r := range c.Collectives {
+			if maxRows > 0 && i == maxRows {
+				t.after = fmt.Sprintf("... %d more collectives (--max-rows 0 lists all; --format csv gives every one)", len(c.Collectives)-maxRows)
+				break
+			}
+			t.rows = append(t.rows, []string{count(r.ID), text(r.Op), HumanBytes(r.SizeBytes), text(r.GroupType), text(r.Algorithm),
+				count(r.NRanks), us(r.TimeANs), us(r.TimeBNs), factor(r.Ratio)})
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func (c *Comparison) headlines() []string {
+	l := []string{
+		fmt.Sprintf("A = %s, B = %s; ratios are B / A (above 1: B slower)", c.A, c.B),
+		fmt.Sprintf("makespan: A %s us, B %s us, B / A %s", us(c.MakespanANs), us(c.MakespanBNs), factor(c.MakespanRatio)),
+		fmt.Sprintf("flow latencies: %d of %d (A) and %d (B) flows matched by %s (%d only in A, %d only in B): MSE %s us^2, RMSE %s us, mean error %s us, max |error| %s us",
+			c.Matched, c.FlowsA, c.FlowsB, c.MatchedBy, c.OnlyA, c.OnlyB, numf(c.MSEus2, 3), numf(c.RMSEus, 3), numf(c.MeanErrUs, 3), us(c.MaxAbsErrNs)),
+	}
+	if c.CollectivesOnlyA+c.CollectivesOnlyB > 0 {
+		l = append(l, fmt.Sprintf("collectives: %d only in A, %d only in B", c.CollectivesOnlyA, c.CollectivesOnlyB))
+	}
+	if len(c.Collectives) == 0 {
+		l = append(l, "no collective in both runs (a SimAI fct.txt has no collective ids)")
+	}
+	return l
+}
+
+// WriteText writes the comparison for a terminal.
+func (c *Comparison) WriteText(w io.Writer, maxRows int) {
+	for _, l := range c.headlines() {
+		fmt.Fprintln(w, l)
+	}
+	fmt.Fprintln(w)
+	for _, t := range c.tables(maxRows) {
+		t.writeText(w)
+	}
+}
+
+// WriteMarkdown writes the comparison as Markdown.
+func (c *Comparison) WriteMarkdown(w io.Writer, maxRows int) {
+	fmt.Fprintf(w, "## Comparison\n\n")
+	for _, l := range c.headlines() {
+		fmt.Fprintf(w, "- %s\n", mdEscape(l))
+	}
+	fmt.Fprintln(w)
+	for _, t := range c.tables(maxRows) {
+		t.writeMarkdown(w)
+	}
+}
+
+// mdEscape keeps text literal in Markdown: "|" would end a table cell and
+// "<stdin>" would vanish as an HTML tag.
+var mdEscape = strings.NewReplacer("|", `\|`, "<", "&lt;", ">", "&gt;").Replace

@@ -1,0 +1,96 @@
+// Reads fabricsim traces with readers fabricsim did not write and checks
+// them against what fctstats reports (fctstats --format json):
+//
+//   node check.mjs parquet TRACE.parquet FCTSTATS.json   DuckDB (@duckdb/node-api)
+//   node check.mjs arrow   TRACE.arrows|.arrow FCTSTATS.json   Arrow JS (apache-arrow)
+//
+// Row count, column names, sum(size_bytes), sum(fct_ns), the schema
+// metadata and every collective's completion time must agree. Prints one
+// "ok" line, or the differences and exits 1.
+import { readFileSync } from 'node:fs';
+
+const [kind, file, jsonFile] = process.argv.slice(2);
+if (!kind || !file || !jsonFile) {
+  console.error('usage: node check.mjs parquet|arrow TRACE FCTSTATS.json');
+  process.exit(2);
+}
+const want = JSON.parse(readFileSync(jsonFile, 'utf8'));
+const problems = [];
+const expect = (what, got, exp) => {
+  const g = typeof got === 'bigint' ? got.toString() : JSON.stringify(got);
+  const e = typeof exp === 'bigint' ? exp.toString() : JSON.stringify(exp);
+  if (g !== e) problems.push(`${what}: ${reader} says ${g}, fctstats says ${e}`);
+};
+// Integers in fctstats' JSON are exact only below 2^53; the demo's are far below.
+const big = (n) => {
+  if (!Number.isSafeInteger(n)) throw new Error(`fctstats JSON number ${n} is not an exact integer`);
+  return BigInt(n);
+};
+const wantTimes = new Map(want.collectives.map((c) => [String(c.collective_id), big(c.time_ns)]));
+
+let reader;
+if (kind === 'parquet') {
+  reader = 'DuckDB';
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const db = await DuckDBInstance.create(':memory:');
+  const con = await db.connect();
+  const src = `read_parquet('${file.replaceAll("'", "''")}')`;
+  const rows = async (sql) => (await con.runAndReadAll(sql)).getRowObjects();
+  const [t] = await rows(`SELECT count(*)::BIGINT AS n, sum(size_bytes)::BIGINT AS size, sum(fct_ns)::BIGINT AS fct,
+                          count(*) FILTER (WHERE conn_type = 'DELAY')::BIGINT AS delay FROM ${src}`);
+  expect('rows', t.n, big(want.totals.rows));
+  expect('sum(size_bytes)', t.size, big(want.totals.sum_size_bytes));
+  expect('sum(fct_ns)', t.fct, big(want.totals.sum_fct_ns));
+  expect('delay rows', t.delay, big(want.totals.delay_rows));
+  const cols = await rows(`DESCRIBE SELECT * FROM ${src}`);
+  expect('columns', cols.map((c) => c.column_name), want.columns);
+  // formats/trace.md: DuckDB reads the integers as BIGINT/INTEGER and the strings as VARCHAR.
+  for (const c of cols) {
+    const ok = ['BIGINT', 'INTEGER', 'VARCHAR'].includes(c.column_type);
+    if (!ok) problems.push(`column ${c.column_name}: DuckDB type ${c.column_type}`);
+  }
+  const meta = await rows(`SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata('${file.replaceAll("'", "''")}')`);
+  expect('fabricsim.schema', meta.find((m) => m.k === 'fabricsim.schema')?.v, 'fabricsim.flows/v1');
+  const colls = await rows(`SELECT collective_id AS id, (max(end_ns) - min(start_ns))::BIGINT AS t FROM ${src}
+                            WHERE collective_id >= 0 GROUP BY collective_id ORDER BY collective_id`);
+  expect('collectives', colls.length, want.collectives.length);
+  for (const c of colls) expect(`collective ${c.id} time_ns`, c.t, wantTimes.get(String(c.id)));
+  con.closeSync?.();
+} else if (kind === 'arrow') {
+  reader = 'Arrow JS';
+  const { tableFromIPC } = await import('apache-arrow');
+  const table = tableFromIPC(readFileSync(file));
+  expect('rows', BigInt(table.numRows), big(want.totals.rows));
+  expect('columns', table.schema.fields.map((f) => f.name), want.columns);
+  expect('fabricsim.schema', table.schema.metadata.get('fabricsim.schema'), 'fabricsim.flows/v1');
+  const col = (name) => table.getChild(name);
+  const [size, fct, start, end, coll, conn] = ['size_bytes', 'fct_ns', 'start_ns', 'end_ns', 'collective_id', 'conn_type'].map(col);
+  let sumSize = 0n, sumFct = 0n, delay = 0n;
+  const lo = new Map(), hi = new Map();
+  for (let i = 0; i < table.numRows; i++) {
+    sumSize += size.get(i);
+    sumFct += fct.get(i);
+    if (conn.get(i) === 'DELAY') delay++;
+    const id = coll.get(i);
+    if (id < 0n) continue;
+    const k = id.toString();
+    if (!lo.has(k) || start.get(i) < lo.get(k)) lo.set(k, start.get(i));
+    if (!hi.has(k) || end.get(i) > hi.get(k)) hi.set(k, end.get(i));
+  }
+  expect('sum(size_bytes)', sumSize, big(want.totals.sum_size_bytes));
+  expect('sum(fct_ns)', sumFct, big(want.totals.sum_fct_ns));
+  expect('delay rows', delay, big(want.totals.delay_rows));
+  expect('collectives', lo.size, want.collectives.length);
+  for (const [k, t0] of lo) expect(`collective ${k} time_ns`, hi.get(k) - t0, wantTimes.get(k));
+} else {
+  console.error(`unknown kind ${kind} (parquet or arrow)`);
+  process.exit(2);
+}
+
+if (problems.length) {
+  for (const p of problems) console.error(`interop: ${file}: ${p}`);
+  process.exit(1);
+}
+console.log(`interop: ${reader} read ${file}: ${want.totals.rows} rows, ${want.columns.length} columns, ` +
+  `sum(size_bytes) ${want.totals.sum_size_bytes}, sum(fct_ns) ${want.totals.sum_fct_ns}, ` +
+  `${want.collectives.length} collective times: as fctstats says`);
