@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/analytical"
@@ -44,26 +43,18 @@ func (c *command) run() error {
 	if err != nil {
 		return cli.Usagef("%v", err)
 	}
-	if c.Out != "" {
-		if _, err := trace.ContainerForPath(c.Out); err != nil {
-			return cli.Usagef("--out %v", err)
-		}
-	} else if err := cli.CheckBinaryStdout("Arrow trace"); err != nil {
+	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
 	}
 	wall := time.Now()
-	rc, name, err := cli.OpenInput(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-analytical")
+	sr, rc, err := cli.OpenStream(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-analytical")
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	sr, err := stream.NewReader(rc, name)
-	if err != nil {
-		return err
-	}
 	tty := cli.IsTerminal(os.Stderr)
 	if tty {
-		fmt.Fprintf(os.Stderr, "flowsim-analytical: reading %s", name)
+		fmt.Fprintf(os.Stderr, "flowsim-analytical: reading %s", sr.Name())
 	}
 	in, err := flowset.Read(sr)
 	if tty {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/simaifct"
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/cc"
@@ -97,23 +96,15 @@ func (c *command) run() error {
 			sendLat = int64(us * 1e6)
 		}
 	}
-	if c.Out != "" {
-		if _, err := trace.ContainerForPath(c.Out); err != nil {
-			return cli.Usagef("--out %v", err)
-		}
-	} else if err := cli.CheckBinaryStdout("Arrow trace"); err != nil {
+	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
 	}
 	wall := time.Now()
-	rc, name, err := cli.OpenInput(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-packet")
+	sr, rc, err := cli.OpenStream(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-packet")
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	sr, err := stream.NewReader(rc, name)
-	if err != nil {
-		return err
-	}
 	set, err := flowset.Read(sr)
 	if err != nil {
 		return err

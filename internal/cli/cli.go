@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/units"
 	"golang.org/x/term"
 )
@@ -117,4 +119,31 @@ func HumanBytes(n int64) string {
 		i++
 	}
 	return fmt.Sprintf("%.3g %ciB", v, "KMGTPE"[i-1])
+}
+
+// CheckTraceOut validates a trace destination before any work: a known
+// extension for --out, or a stdout that is not a terminal.
+func CheckTraceOut(out string) error {
+	if out != "" {
+		if _, err := trace.ContainerForPath(out); err != nil {
+			return Usagef("--out %v", err)
+		}
+		return nil
+	}
+	return CheckBinaryStdout("Arrow trace")
+}
+
+// OpenStream opens a program's input stream (a file or stdin) and reads
+// its header.
+func OpenStream(path, hint string) (*stream.Reader, io.Closer, error) {
+	rc, name, err := OpenInput(path, hint)
+	if err != nil {
+		return nil, nil, err
+	}
+	sr, err := stream.NewReader(rc, name)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return sr, rc, nil
 }
