@@ -76,6 +76,7 @@ type DAG struct {
 	succ    []int32
 	waiting []int32 // deps not yet done, per flow; -1 once the flow is done
 	ready   []int32 // initial ready set
+	early   []bool  // per successor edge: released by ReleaseEarly
 	nDone   int
 }
 
@@ -260,6 +261,7 @@ func (d *DAG) Reset() {
 		d.waiting[i] = d.depOff[i+1] - d.depOff[i]
 	}
 	d.nDone = 0
+	clear(d.early)
 }
 
 // Len is the number of flows.
@@ -289,7 +291,36 @@ func (d *DAG) Complete(i int32, out []int32) []int32 {
 	}
 	d.waiting[i] = -1
 	d.nDone++
-	for _, s := range d.succ[d.succOff[i]:d.succOff[i+1]] {
+	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
+		if d.early != nil && d.early[k] {
+			continue // released already by ReleaseEarly
+		}
+		s := d.succ[k]
+		if d.waiting[s]--; d.waiting[s] == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ReleaseEarly satisfies, before flow i completes, its dependants that
+// pass keep, and appends those it makes ready to out; Complete(i) later
+// releases only the others. A packet backend uses it for receive
+// completion: a receiver forwards data as soon as it has landed, while the
+// sender's own next step waits for the last ACK.
+func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int32 {
+	if d.waiting[i] != 0 {
+		panic(fmt.Sprintf("dag: flow %d released before it started or after it completed", d.ids[i]))
+	}
+	if d.early == nil {
+		d.early = make([]bool, len(d.succ))
+	}
+	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
+		s := d.succ[k]
+		if d.early[k] || !keep(s) {
+			continue
+		}
+		d.early[k] = true
 		if d.waiting[s]--; d.waiting[s] == 0 {
 			out = append(out, s)
 		}

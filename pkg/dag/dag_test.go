@@ -139,3 +139,31 @@ func BenchmarkBuildAndRun(b *testing.B) {
 	}
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 }
+
+// ReleaseEarly lets chosen dependants go before their dep completes; the
+// dep's completion then releases only the rest, each exactly once.
+func TestReleaseEarly(t *testing.T) {
+	b := NewBuilder(4)
+	b.Add(0, nil)
+	b.Add(1, []int64{0})    // released early
+	b.Add(2, []int64{0})    // waits for completion
+	b.Add(3, []int64{0, 1}) // needs 1 too
+	d, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := d.ReleaseEarly(0, func(s int32) bool { return s == 1 || s == 3 }, nil)
+	if len(got) != 1 || got[0] != 1 {
+		t.Fatalf("early release gave %v, want [1]", got)
+	}
+	if got = d.Complete(1, nil); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("completing 1 released %v, want [3]", got)
+	}
+	if got = d.Complete(0, nil); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("completing 0 released %v, want [2] only", got)
+	}
+	d.Reset()
+	if got = d.Complete(0, nil); len(got) != 2 {
+		t.Fatalf("after Reset, completing 0 released %v, want 1 and 2", got)
+	}
+}

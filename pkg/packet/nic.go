@@ -191,6 +191,7 @@ func (s *Sim) deliver(pi int32) {
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if q.rcvNext >= q.size && q.rxDone == 0 {
 			q.rxDone = s.now // the receiver knows the message size: receive completion
+			s.received(q.flow)
 		}
 		if int(q.rcvCount) >= s.cfg.AckInterval || q.rcvNext >= q.size {
 			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
@@ -212,6 +213,22 @@ func (s *Sim) deliver(pi int32) {
 		return
 	}
 	s.freePacket(pi)
+}
+
+// received handles a queue pair's receive completion: once all of a
+// flow's pairs have it, the flow's dependants that send from its
+// destination (a ring's next step forwarding what just arrived, the
+// receiver's end-of-collective join) start, without waiting for the ACK
+// that completes the flow at its sender.
+func (s *Sim) received(f int32) {
+	fl := s.flows
+	if fl.rxLeft[f]--; fl.rxLeft[f] > 0 {
+		return
+	}
+	fl.RxDone[f] = s.now
+	dst := fl.Dst[f]
+	s.release = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.release[:0])
+	s.work = append(s.work, s.release...)
 }
 
 // sendCtl turns a delivered data packet into an ACK or NACK travelling the

@@ -129,11 +129,22 @@ func TestIncastLossyRecovers(t *testing.T) {
 	}
 }
 
+// A dependant sending from the receiver (forwarding what arrived) starts
+// at receive completion; one sending from the sender waits for the last
+// ACK, which comes one ACK trip later.
 func TestDependencies(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
-	_, fl := runFlows(t, tp, DefaultConfig(), lineRate{}, []flowSpec{{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}})
-	if fl.Start[1] != fl.End[0] {
-		t.Fatalf("flow 1 started at %d, its dependency ended at %d", fl.Start[1], fl.End[0])
+	_, fl := runFlows(t, tp, DefaultConfig(), lineRate{}, []flowSpec{
+		{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}, {0, 9, 1 << 20, []int64{0}}})
+	if fl.Start[1] != fl.RxDone[0] {
+		t.Fatalf("flow 1 (from the receiver) started at %d, receive completion was %d", fl.Start[1], fl.RxDone[0])
+	}
+	if fl.Start[2] != fl.End[0] {
+		t.Fatalf("flow 2 (from the sender) started at %d, the final ACK came at %d", fl.Start[2], fl.End[0])
+	}
+	// The ACK crosses two 500 ns links back to the sender.
+	if gap := fl.End[0] - fl.RxDone[0]; gap < 1_000_000 || gap > 2_000_000 {
+		t.Fatalf("ACK came %d ps after receive completion", gap)
 	}
 	_ = stream.ConnRing
 }

@@ -25,6 +25,7 @@ type Flows struct {
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
 	SendLat           int64   // ps added before each transfer started sending
 	qpsLeft           []int32
+	rxLeft            []int32 // queue pairs still receiving
 	// First QP's ports and base RTT, for SimAI's fct.txt.
 	Sport []uint16
 }
@@ -34,7 +35,7 @@ func NewFlows(d *dag.DAG, id []int64, src, dst []int32, size, delay []int64) *Fl
 	n := d.Len()
 	return &Flows{DAG: d, ID: id, Src: src, Dst: dst, Size: size, Delay: delay,
 		Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n), RxDone: make([]int64, n),
-		qpsLeft: make([]int32, n), Sport: make([]uint16, n)}
+		qpsLeft: make([]int32, n), rxLeft: make([]int32, n), Sport: make([]uint16, n)}
 }
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
@@ -196,6 +197,7 @@ func (s *Sim) openQPs(i int32) error {
 			Rng: s.seed ^ uint64(f.ID[i])*0x9e3779b97f4a7c15 ^ uint64(j)}
 		s.alg.Init(&q.cc, s.now)
 		f.qpsLeft[i]++
+		f.rxLeft[i]++
 		if j == 0 {
 			f.Sport[i] = q.sport
 			f.Ideal[i] = s.SendLatPs + q.baseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
