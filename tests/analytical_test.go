@@ -282,3 +282,22 @@ func TestAnalyticalBadInput(t *testing.T) {
 	oneLineError(t, run(t, topoStream, "flowsim-analytical", "--model", "packet"), 2, "--model")
 	oneLineError(t, run(t, nil, "flowsim-analytical", "/no/such/file"), 1, "/no/such/file")
 }
+
+// SimAI's AS_SEND_LAT carries over: every transfer starts that much later
+// in both backends, and its FCT includes it.
+func TestSendLatency(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
+	in := mustRun(t, topoOut, "simccl-decompose", "--op", "sendrecv", "--size", "1MiB", "--group", "dp", "--tp", "8", "--no-launch-latency")
+	for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
+		base, _ := readTrace(t, mustRun(t, in, prog))
+		lat, _ := readTrace(t, mustRun(t, in, prog, "--send-lat", "3us"))
+		for i := range base {
+			if base[i].SizeBytes == 0 {
+				continue
+			}
+			if d := lat[i].FctNs - base[i].FctNs; d != 3000 {
+				t.Fatalf("%s: flow %d FCT grew by %d ns with a 3 us send latency, want 3000", prog, base[i].FlowID, d)
+			}
+		}
+	}
+}

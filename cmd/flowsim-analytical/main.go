@@ -13,13 +13,15 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/analytical"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 type command struct {
-	Model string `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
-	Out   string `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
-	Seed  uint64 `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
-	Input string `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+	Model   string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
+	Out     string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
+	Seed    uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
+	SendLat units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
+	Input   string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 }
 
 const description = `Simulate a flow stream on an analytical model of its fabric and write the flow trace.
@@ -63,7 +65,11 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed}
+	sendLat, err := cli.SendLatency(int64(c.SendLat))
+	if err != nil {
+		return err
+	}
+	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat)}
 	meta := analytical.Meta(in, opt)
 	var w trace.Writer
 	if c.Out != "" {

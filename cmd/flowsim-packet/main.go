@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/simaifct"
@@ -86,15 +85,9 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
-	sendLat := int64(c.SendLat)
-	if c.SendLat == 0 {
-		if v := os.Getenv("AS_SEND_LAT"); v != "" {
-			us, err := strconv.ParseFloat(v, 64)
-			if err != nil || us < 0 {
-				return fmt.Errorf("environment AS_SEND_LAT=%q is not a latency in us", v)
-			}
-			sendLat = int64(us * 1e6)
-		}
+	sendLat, err := cli.SendLatency(int64(c.SendLat))
+	if err != nil {
+		return err
 	}
 	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err

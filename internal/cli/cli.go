@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -146,4 +147,21 @@ func OpenStream(path, hint string) (*stream.Reader, io.Closer, error) {
 		return nil, nil, err
 	}
 	return sr, rc, nil
+}
+
+// SendLatency is the per-flow send latency in ps: the flag's value when
+// given, else SimAI's AS_SEND_LAT environment variable (microseconds).
+func SendLatency(flagPs int64) (int64, error) {
+	if flagPs > 0 {
+		return flagPs, nil
+	}
+	v := os.Getenv("AS_SEND_LAT")
+	if v == "" {
+		return 0, nil
+	}
+	us, err := strconv.ParseFloat(v, 64)
+	if err != nil || us < 0 || us > 1e9 {
+		return 0, fmt.Errorf("environment AS_SEND_LAT=%q is not a latency in us", v)
+	}
+	return int64(us * 1e6), nil
 }

@@ -74,6 +74,9 @@ func (m Model) Backend() string { return "analytical-" + m.String() }
 type Options struct {
 	Model Model
 	Seed  uint64 // enters only the ECMP hash
+	// SendLat delays every transfer's start (SimAI's AS_SEND_LAT): the
+	// flow is released at its time but moves data SendLat later.
+	SendLat des.Time
 	// Progress, when set, is called every few thousand completed flows.
 	Progress func(done, total int, now des.Time)
 
@@ -104,6 +107,7 @@ type Result struct {
 const (
 	evComplete uint16 = iota // Target flow index, Arg its ideal FCT in ps
 	evDrained                // Target fluid slot, Arg the slot's generation
+	evSend                   // Target flow index: its send latency is over
 )
 
 // progressEvery is how many completions pass between Progress calls.
@@ -185,6 +189,10 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 				if err := e.complete(ev.Target, des.Time(ev.Arg)); err != nil {
 					return e.res, err
 				}
+			case evSend:
+				if err := e.send(ev.Target); err != nil {
+					return e.res, err
+				}
 			case evDrained:
 				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
 					s := &f.slots[ev.Target]
@@ -222,6 +230,17 @@ func (e *engine) release(i int32) error {
 		e.after(0, evComplete, i, 0)
 		return nil
 	}
+	if e.opt.SendLat > 0 {
+		e.after(e.opt.SendLat, evSend, i, 0)
+		return nil
+	}
+	return e.send(i)
+}
+
+// send puts a released transfer on its path.
+func (e *engine) send(i int32) error {
+	f := e.in.Flow(i)
+	size := f.Size
 	var err error
 	e.path, err = e.r.AppendPath(e.path[:0], f.Src, f.Dst, route.FlowHash(f.Src, f.Dst, f.ID, e.opt.Seed))
 	if err != nil {
@@ -229,11 +248,12 @@ func (e *engine) release(i int32) error {
 	}
 	lat := e.r.Latency(e.path)
 	ideal := lat.Add(des.TransferTime(size, e.r.Bottleneck(e.path)))
+	idealFCT := ideal.Add(e.now - f.Start) // the send latency counts in the flow's time
 	if e.opt.Model == Busbw || size == 0 || len(e.path) == 0 {
-		e.after(ideal, evComplete, i, int64(ideal))
+		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
 	}
-	e.fl.add(i, e.path, size, lat, ideal, e.now)
+	e.fl.add(i, e.path, size, lat, idealFCT, e.now)
 	return nil
 }
 
