@@ -77,6 +77,16 @@ func TestTopogenSummary(t *testing.T) {
 	}
 }
 
+// --gpus-per-segment sizes segments: 1024 GPUs in segments of 256 (32
+// servers) on Spectrum-X make 4 segments of 8 rail leaves.
+func TestTopogenGPUsPerSegment(t *testing.T) {
+	out := string(mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "1024", "--gpus-per-segment", "256", "--summary"))
+	if !strings.Contains(out, "32 asw") {
+		t.Fatalf("summary:\n%s", out)
+	}
+	oneLineError(t, run(t, nil, "topogen", "--gpus-per-segment", "12"), 1, "not a whole number of servers")
+}
+
 func TestTopogenErrors(t *testing.T) {
 	oneLineError(t, run(t, nil, "topogen", "--gpus", "12"), 1, "topogen:", "not a multiple of --gpus-per-server 8")
 	oneLineError(t, run(t, nil, "topogen", "--family", "torus"), 1, "unknown family \"torus\"")

@@ -27,9 +27,10 @@ type command struct {
 	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency."`
 	ErrorRate           float64         `name:"error-rate" default:"0" help:"Packet error rate of every link, in [0,1)."`
 
-	NICsPerASW int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
-	PSW        int `name:"psw" group:"SimAI families" help:"Number of spine (PSW) switches; default 64 spectrum-x, 120 hpn-*, 8 dcn-*."`
-	ASWPerPSW  int `name:"asw-per-psw" group:"SimAI families" help:"Leaf-facing ports per PSW; default 64 spectrum-x, 240 hpn-single-plane, 120 hpn-dual-plane, 8 dcn-*. Raised with a note when the GPUs need more."`
+	NICsPerASW     int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW, SimAI -npa); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
+	GPUsPerSegment int `name:"gpus-per-segment" group:"SimAI families" help:"GPUs sharing one segment's leaves, instead of --nics-per-asw (rail-optimized: nics-per-asw x gpus-per-server; DCN+: nics-per-asw). The ASWs per segment follow from the family: one per rail and ToR side (rail-optimized) or one per ToR side (DCN+)."`
+	PSW            int `name:"psw" group:"SimAI families" help:"Number of spine (PSW) switches; default 64 spectrum-x, 120 hpn-*, 8 dcn-*."`
+	ASWPerPSW      int `name:"asw-per-psw" group:"SimAI families" help:"Leaf-facing ports per PSW; default 64 spectrum-x, 240 hpn-single-plane, 120 hpn-dual-plane, 8 dcn-*. Raised with a note when the GPUs need more."`
 
 	K       int     `name:"fat-tree-k" group:"fat-tree" help:"Switch radix k (even); default the smallest that holds --gpus."`
 	Oversub float64 `name:"oversubscription" group:"fat-tree" default:"1" help:"Edge switch downlink:uplink ratio (1 = non-blocking)."`
@@ -59,16 +60,30 @@ func main() {
 	cli.Main("topogen", description, &c, c.run)
 }
 
-func (c *command) params() topo.Params {
+func (c *command) params() (topo.Params, error) {
+	nics := c.NICsPerASW
+	if c.GPUsPerSegment > 0 {
+		if c.NICsPerASW > 0 {
+			return topo.Params{}, cli.Usagef("give --gpus-per-segment or --nics-per-asw, not both")
+		}
+		per := 1
+		if topo.RailOptimized(c.Family) {
+			per = c.GPUsPerServer
+		}
+		if per <= 0 || c.GPUsPerSegment%per != 0 {
+			return topo.Params{}, fmt.Errorf("--gpus-per-segment %d is not a whole number of servers of %d GPUs", c.GPUsPerSegment, per)
+		}
+		nics = c.GPUsPerSegment / per
+	}
 	return topo.Params{
 		Family: c.Family, GPUs: c.GPUs, GPUsPerServer: c.GPUsPerServer, NVSwitchesPerServer: c.NVSwitchesPerServer,
 		GPUType: c.GPUType, NICBW: float64(c.NICBW), NVLinkBW: float64(c.NVLinkBW),
 		NVLinkLatencyPs: int64(c.NVLinkLatency), NICLatencyPs: int64(c.NICLatency),
 		SwitchBW: float64(c.SwitchBW), SwitchLatencyPs: int64(c.SwitchLatency), ErrorRate: c.ErrorRate,
-		NICsPerASW: c.NICsPerASW, PSWs: c.PSW, ASWPerPSW: c.ASWPerPSW,
+		NICsPerASW: nics, PSWs: c.PSW, ASWPerPSW: c.ASWPerPSW,
 		K: c.K, Oversub: c.Oversub,
 		RoutersPerGroup: c.RoutersPerGroup, TerminalsPerRouter: c.TerminalsPerRouter, GlobalPerRouter: c.GlobalPerRouter, Groups: c.Groups,
-	}
+	}, nil
 }
 
 func (c *command) run() error {
@@ -88,7 +103,11 @@ func (c *command) run() error {
 		if c.GPUsPerServer <= 0 {
 			return fmt.Errorf("--gpus-per-server %d must be positive", c.GPUsPerServer)
 		}
-		if t, notes, err = topo.Generate(c.params()); err != nil {
+		p, err := c.params()
+		if err != nil {
+			return err
+		}
+		if t, notes, err = topo.Generate(p); err != nil {
 			return err
 		}
 		for _, n := range notes {

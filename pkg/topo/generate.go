@@ -76,6 +76,10 @@ var simaiFamilies = map[string]family{
 	DCNDualToR:     {gpus: 512, nicBW: 200e9, nicsPerASW: 128, psws: 8, aswPerPSW: 8, tors: 2},
 }
 
+// RailOptimized reports whether a family wires GPU i of every server to
+// the leaf of rail i.
+func RailOptimized(familyName string) bool { return simaiFamilies[familyName].rail }
+
 // NICsPerGPU is the number of NIC links each GPU has in a family.
 func NICsPerGPU(familyName string) int {
 	if f, ok := simaiFamilies[familyName]; ok {
