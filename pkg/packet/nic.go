@@ -34,7 +34,6 @@ type qp struct {
 	rcvCount  int32
 	rcvECN    bool
 	done      bool
-	epoch     int32
 	sport     uint16
 	cc        cc.State
 }
@@ -46,6 +45,7 @@ func (s *Sim) allocQP() int32 {
 		return i
 	}
 	s.qps = append(s.qps, qp{})
+	s.epoch = append(s.epoch, 0)
 	s.paths = append(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
 	s.pathLen = append(s.pathLen, 0, 0)
 	return int32(len(s.qps) - 1)
@@ -60,21 +60,12 @@ func (s *Sim) sendFromQP(pid int32) bool {
 	}
 	earliest := int64(-1)
 	n := len(p.qps)
-	for k := 0; k < n; {
+	for k := 0; k < n; k++ {
 		if p.qpRR >= len(p.qps) {
 			p.qpRR = 0
 		}
 		qi := p.qps[p.qpRR]
 		q := &s.qps[qi]
-		if q.done {
-			// Finished: drop it from the port's round robin.
-			last := len(p.qps) - 1
-			p.qps[p.qpRR] = p.qps[last]
-			p.qps = p.qps[:last]
-			n--
-			continue
-		}
-		k++
 		p.qpRR++
 		if q.sndNxt >= q.size {
 			continue
@@ -111,7 +102,7 @@ func (s *Sim) sendData(pid int32, qi int32) {
 	size := min(int64(s.cfg.PayloadSize), q.size-q.sndNxt)
 	pi := s.newPacket()
 	pkt := &s.pkts[pi]
-	*pkt = packet{seq: q.sndNxt, sent: s.now, qp: qi, ep: q.epoch, path: 2 * qi, inDL: -1, size: int32(size),
+	*pkt = packet{seq: q.sndNxt, sent: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
 	if s.alg.UsesINT() {
 		pkt.intI = s.newINT()

@@ -179,8 +179,8 @@ func (s *Sim) openQPs(i int32) error {
 		left -= part
 		qi := s.allocQP()
 		q := &s.qps[qi]
-		epoch := q.epoch + 1
-		*q = qp{flow: i, src: src, dst: dst, size: part, start: s.now, lastProg: s.now, epoch: epoch,
+		s.epoch[qi]++
+		*q = qp{flow: i, src: src, dst: dst, size: part, start: s.now, lastProg: s.now,
 			sport: uint16(10000 + (f.ID[i]*int64(s.cfg.QPsPerConn)+j)%50000)}
 		h := route.FlowHash(src, dst, f.ID[i]*64+j, s.seed)
 		if err := s.setPath(2*qi, src, dst, h); err != nil {
@@ -321,7 +321,7 @@ func (s *Sim) linkDown(li int32) error {
 		if err := s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995); err != nil {
 			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.ID[q.flow], li, err)
 		}
-		q.epoch++
+		s.epoch[qi]++
 		q.sndNxt = q.sndUna
 		q.port = int32(s.paths[2*qi][0])
 		if q.port != old {

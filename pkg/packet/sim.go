@@ -159,6 +159,7 @@ type Sim struct {
 	pathLen []uint8
 
 	qps    []qp
+	epoch  []int32 // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
 	freeQP []int32
 
 	flows *Flows
@@ -339,37 +340,19 @@ func (s *Sim) tryTx(pid int32) {
 		s.transmit(pid, p.q[0].pop(), 0)
 		return
 	}
-	fwdReady := false
-	for i := 1; i < nQ; i++ {
-		if p.q[i].len() > 0 && !s.isPaused(p, i) {
-			fwdReady = true
-			break
-		}
-	}
-	if fwdReady && (len(p.qps) == 0 || !p.qpTurn) {
+	fwd := s.nextQueue(p)
+	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
 		p.qpTurn = true
-		for k := 0; k < nQ-1; k++ {
-			i := 1 + (int(p.rr)+k)%(nQ-1)
-			if p.q[i].len() > 0 && !s.isPaused(p, i) {
-				p.rr = uint8(i % (nQ - 1))
-				s.transmit(pid, p.q[i].pop(), i)
-				return
-			}
-		}
+		s.transmit(pid, p.q[fwd].pop(), fwd)
+		return
 	}
 	p.qpTurn = false
 	if len(p.qps) > 0 && s.sendFromQP(pid) {
 		return
 	}
-	if fwdReady {
-		for k := 0; k < nQ-1; k++ {
-			i := 1 + (int(p.rr)+k)%(nQ-1)
-			if p.q[i].len() > 0 && !s.isPaused(p, i) {
-				p.rr = uint8(i % (nQ - 1))
-				s.transmit(pid, p.q[i].pop(), i)
-				return
-			}
-		}
+	if fwd > 0 {
+		s.transmit(pid, p.q[fwd].pop(), fwd)
+		return
 	}
 	// Nothing sendable now: wake up when a PAUSE expires.
 	for i := 1; i < nQ; i++ {
@@ -377,6 +360,19 @@ func (s *Sim) tryTx(pid int32) {
 			s.wake(pid, p.pauseTill[i])
 		}
 	}
+}
+
+// nextQueue picks the data queue (1..7) to serve next, round robin over
+// the non-empty, unpaused ones; 0 when none can send.
+func (s *Sim) nextQueue(p *port) int {
+	for k := 0; k < nQ-1; k++ {
+		i := 1 + (int(p.rr)+k)%(nQ-1)
+		if p.q[i].len() > 0 && !s.isPaused(p, i) {
+			p.rr = uint8(i % (nQ - 1))
+			return i
+		}
+	}
+	return 0
 }
 
 // wake schedules a port re-check (the earliest pending one wins).
@@ -438,7 +434,7 @@ func (s *Sim) red(qlen int64, p *port) bool {
 // arrive handles a packet reaching the far end of its current link.
 func (s *Sim) arrive(pi int32) {
 	pkt := &s.pkts[pi]
-	if pkt.ep != s.qps[pkt.qp].epoch {
+	if pkt.ep != s.epoch[pkt.qp] {
 		s.stale(pi)
 		return
 	}
