@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/simaifct"
@@ -30,6 +31,9 @@ type command struct {
 	SimAIFCT   string         `name:"simai-fct" placeholder:"FILE" help:"Also write SimAI's fct.txt lines (src_ip dst_ip sport dport size start_ns fct_ns standalone_fct_ns) to FILE."`
 	Seed       uint64         `default:"1" help:"Seed of ECMP hashing, RED marking and link errors."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each flow starts sending, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
+	Surrogate  string         `placeholder:"START:END" help:"Hybrid simulation: between these times (e.g. 2ms:8ms) packets skip the fabric and arrive after the average latency measured before START for their source, destination and kind; the fabric is suspended and resumes hot with its in-flight packets as zombies."`
+	Lite       bool           `name:"surrogate-lite" help:"With --surrogate: do not suspend the fabric (it drains during the window and restarts empty)."`
+	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate: record latencies only this long before START (default: from the beginning)."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 }
 
@@ -112,6 +116,17 @@ func (c *command) run() error {
 		return err
 	}
 	sim.SendLatPs = sendLat
+	if c.Surrogate != "" {
+		sur, err := c.surrogate()
+		if err != nil {
+			return err
+		}
+		if err := sim.SetSurrogate(sur); err != nil {
+			return cli.Usagef("--surrogate: %v", err)
+		}
+	} else if c.Lite || c.Track > 0 {
+		return cli.Usagef("--surrogate-lite and --surrogate-track need --surrogate")
+	}
 	var mon *packet.Monitors
 	if c.MonitorDir != "" {
 		if err := os.MkdirAll(c.MonitorDir, 0o755); err != nil {
@@ -153,15 +168,38 @@ func (c *command) run() error {
 	}
 	st := sim.Stats
 	secs := time.Since(wall).Seconds()
+	if c.Surrogate != "" {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
+	}
 	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
 		alg.Name(), set.Flows(), cli.HumanBytes(set.TotalBytes()), des.Time(st.SimPs), st.Events,
 		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs)
 	return nil
 }
 
+func (c *command) surrogate() (packet.Surrogate, error) {
+	a, b, ok := strings.Cut(c.Surrogate, ":")
+	if !ok {
+		return packet.Surrogate{}, cli.Usagef("--surrogate %q: expected START:END, e.g. 2ms:8ms", c.Surrogate)
+	}
+	start, err := units.ParseDuration(a)
+	if err != nil {
+		return packet.Surrogate{}, cli.Usagef("--surrogate start: %v", err)
+	}
+	end, err := units.ParseDuration(b)
+	if err != nil {
+		return packet.Surrogate{}, cli.Usagef("--surrogate end: %v", err)
+	}
+	return packet.Surrogate{StartPs: start, EndPs: end, Lite: c.Lite, TrackPs: int64(c.Track)}, nil
+}
+
 func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Config) error {
 	params := cfg.Describe()
 	params["seed"] = c.Seed
+	if c.Surrogate != "" {
+		params["surrogate"] = c.Surrogate
+		params["surrogate_lite"] = c.Lite
+	}
 	meta := trace.Meta{Backend: "packet", Params: params,
 		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
 	var w trace.Writer

@@ -32,6 +32,8 @@ type qp struct {
 	nackAt    int64
 	nackSeq   int64
 	rcvCount  int32
+	predData  int64 // surrogate: predicted latency of data and of control packets
+	predCtl   int64
 	rcvECN    bool
 	done      bool
 	sport     uint16
@@ -102,7 +104,7 @@ func (s *Sim) sendData(pid int32, qi int32) {
 	size := min(int64(s.cfg.PayloadSize), q.size-q.sndNxt)
 	pi := s.newPacket()
 	pkt := &s.pkts[pi]
-	*pkt = packet{seq: q.sndNxt, sent: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
+	*pkt = packet{seq: q.sndNxt, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
 	if s.alg.UsesINT() {
 		pkt.intI = s.newINT()
@@ -227,7 +229,7 @@ func (s *Sim) received(f int32) {
 func (s *Sim) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
-	pkt.kind, pkt.seq, pkt.ecn = kind, seq, ecn
+	pkt.kind, pkt.seq, pkt.ecn, pkt.born = kind, seq, ecn, s.now
 	pkt.path, pkt.hop, pkt.q, pkt.inDL = 2*qi+1, 0, 0, -1
 	pkt.size, pkt.wire = 0, int32(s.cfg.AckBytes)
 	s.enqueue(pi, s.dl(pkt))

@@ -60,6 +60,10 @@ func (s *Sim) Run() error {
 		}
 		s.now = int64(ev.At)
 		s.Stats.Events++
+		if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
+			s.q.Push(ev.At+des.Time(s.sur.EndPs-s.sur.StartPs), ev.Kind, ev.Target, ev.Arg)
+			continue
+		}
 		switch ev.Kind {
 		case evArrive:
 			s.arrive(ev.Target)
@@ -90,6 +94,10 @@ func (s *Sim) Run() error {
 			}
 		case evPFCRefresh:
 			s.refreshPause(ev.Target)
+		case evSurrogate:
+			s.surrogateSwitch(ev.Arg == 1)
+		case evBypass:
+			s.onBypass(ev.Target)
 		case evSend:
 			if err := s.openQPs(ev.Target); err != nil {
 				return err

@@ -35,6 +35,8 @@ const (
 	evLinkDown                 // Target link index
 	evPFCRefresh               // Target ingress queue (link*8+queue): re-send PAUSE while still congested
 	evSend                     // Target flow: its send latency is over, open its queue pairs
+	evSurrogate                // Arg 1: enter surrogate mode, 0: leave it
+	evBypass                   // Target packet: delivered by the surrogate predictor
 )
 
 const (
@@ -46,6 +48,7 @@ const (
 type packet struct {
 	seq  int64 // data: first byte; ACK/NACK: next byte expected
 	sent int64 // ps the data packet left its sender, echoed for RTT
+	born int64 // ps this packet (data or control) was created
 	qp   int32
 	ep   int32 // the QP's epoch when sent: a recycled QP ignores stale packets
 	path int32 // the QP's forward or reverse path id
@@ -57,6 +60,9 @@ type packet struct {
 	kind uint8
 	q    uint8
 	ecn  bool
+	// zombie: frozen in the fabric when surrogate mode began; it loads
+	// queues and links after the fabric resumes but is never delivered.
+	zombie bool
 }
 
 // fifo is a queue of packet indexes.
@@ -119,6 +125,8 @@ type Stats struct {
 	Delivered     int64  // payload bytes delivered in order to receivers
 	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
 	Local         int64  // bytes of flows from a node to itself (no network)
+	Bypassed      uint64 // packets delivered by the surrogate predictor
+	Zombies       uint64 // packets frozen in the fabric by surrogate mode
 	Dropped       uint64 // packets dropped (buffer overflow, link errors, failed links)
 	DroppedBytes  int64
 	Retransmitted int64 // payload bytes sent again after a NACK or timeout
@@ -172,6 +180,7 @@ type Sim struct {
 	release []int32
 	rtoPs   int64
 	fb      cc.Feedback
+	sur     *surrogate
 
 	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
 	SendLatPs int64
@@ -191,7 +200,7 @@ const maxPath = 16
 
 // New prepares a simulation of flows over a topology.
 func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows *Flows, seed uint64) (*Sim, error) {
-	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, q: des.NewCalendar(10, 14), seed: seed, // 1 ns buckets, 16 us horizon
+	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
 		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows}
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
@@ -311,6 +320,9 @@ func (s *Sim) isPaused(p *port, q int) bool {
 	if !p.paused[q] {
 		return false
 	}
+	if s.sur != nil && s.sur.active && !s.sur.Lite && !s.isSwitch[p.from] {
+		return false // a suspended fabric does not hold hosts back
+	}
 	if s.now >= p.pauseTill[q] { // PAUSE expired without a refresh
 		p.paused[q] = false
 		return false
@@ -412,7 +424,11 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
 	p.busyUntil = s.now + tx
 	p.txBytes += int64(pkt.wire)
-	s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
+	if s.sur != nil && s.sur.active && pkt.hop == 0 && !pkt.zombie {
+		s.bypass(pi, tx) // leaves its NIC at line rate, skips the fabric
+	} else {
+		s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
+	}
 	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
 		p.txDoneAt = p.busyUntil
 		s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)
@@ -445,6 +461,13 @@ func (s *Sim) arrive(pi int32) {
 		return
 	}
 	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
+		if pkt.zombie {
+			s.freePacket(pi) // its copy was delivered by the predictor
+			return
+		}
+		if s.sur != nil {
+			s.track(pkt)
+		}
 		s.deliver(pi)
 		return
 	}
@@ -471,6 +494,10 @@ func (s *Sim) stale(pi int32) {
 }
 
 func (s *Sim) drop(pi int32) {
+	if s.pkts[pi].zombie {
+		s.freePacket(pi) // a duplicate of a packet the predictor delivered
+		return
+	}
 	s.Stats.Dropped++
 	s.Stats.DroppedBytes += int64(s.pkts[pi].size)
 	s.freePacket(pi)

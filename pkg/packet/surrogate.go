@@ -1,0 +1,207 @@
+package packet
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/pkg/des"
+)
+
+// Surrogate configures hybrid simulation after Cruz-Camacho et al.
+// (SIGSIM-PADS '23, seed 003): between StartPs and EndPs packets bypass the
+// fabric and reach their destination after a predicted latency — the
+// average one-way latency measured for the same (source, destination, kind)
+// before StartPs, or the path's unloaded latency when nothing was measured.
+// Senders keep their windows, rates and NIC serialization, so congestion
+// control and the DAG run as usual; only the fabric is skipped.
+//
+// In the default "hybrid" strategy the fabric is suspended: packets in
+// flight at StartPs are frozen where they are (their events move EndPs -
+// StartPs later), copies of them are delivered by the predictor, and at
+// EndPs the frozen packets resume as zombies — they load queues and links
+// like any packet, so the network restarts hot, and are discarded on
+// arrival. "hybrid-lite" (Lite) does not suspend: in-flight packets drain
+// during the surrogate period and the network restarts empty.
+type Surrogate struct {
+	StartPs, EndPs int64
+	Lite           bool
+	// TrackPs is how long before StartPs latencies are recorded (0: from
+	// the beginning of the run).
+	TrackPs int64
+}
+
+type latStat struct {
+	sum int64
+	n   int64
+}
+
+type surrogate struct {
+	Surrogate
+	active  bool
+	latency map[uint64]latStat
+}
+
+// SetSurrogate turns hybrid simulation on; call before Run.
+func (s *Sim) SetSurrogate(c Surrogate) error {
+	if c.StartPs < 0 || c.EndPs <= c.StartPs {
+		return fmt.Errorf("surrogate window %d..%d ps: the end must come after the start", c.StartPs, c.EndPs)
+	}
+	if c.EndPs > maxTime/2 {
+		return fmt.Errorf("surrogate window ends too late")
+	}
+	s.sur = &surrogate{Surrogate: c, latency: map[uint64]latStat{}}
+	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
+	s.q.Push(des.Time(c.EndPs), evSurrogate, 0, 0)
+	return nil
+}
+
+// latKey names a (source, destination, data or control) latency class.
+func latKey(src, dst int32, ctl bool) uint64 {
+	k := uint64(uint32(src))<<33 | uint64(uint32(dst))<<1
+	if ctl {
+		k |= 1
+	}
+	return k
+}
+
+// ends are a packet's source and destination nodes.
+func (s *Sim) ends(pkt *packet) (int32, int32) {
+	q := &s.qps[pkt.qp]
+	if pkt.kind == pktData {
+		return q.src, q.dst
+	}
+	return q.dst, q.src
+}
+
+// track records a delivered packet's one-way latency while tracking.
+func (s *Sim) track(pkt *packet) {
+	sg := s.sur
+	if sg.active || s.now >= sg.StartPs || (sg.TrackPs > 0 && s.now < sg.StartPs-sg.TrackPs) {
+		return
+	}
+	src, dst := s.ends(pkt)
+	k := latKey(src, dst, pkt.kind != pktData)
+	st := sg.latency[k]
+	st.sum += s.now - pkt.born
+	st.n++
+	sg.latency[k] = st
+}
+
+// predict is the latency a packet gets in surrogate mode. The table no
+// longer changes once the window opens, so each queue pair caches it.
+func (s *Sim) predict(pkt *packet) int64 {
+	q := &s.qps[pkt.qp]
+	cache := &q.predData
+	if pkt.kind != pktData {
+		cache = &q.predCtl
+	}
+	if *cache > 0 {
+		return *cache
+	}
+	src, dst := s.ends(pkt)
+	l := int64(0)
+	if st, ok := s.sur.latency[latKey(src, dst, pkt.kind != pktData)]; ok && st.n > 0 {
+		l = st.sum / st.n
+	} else {
+		for h := 0; h < int(s.pathLen[pkt.path]); h++ {
+			p := &s.ports[s.paths[pkt.path][h]]
+			l += p.lat + int64(float64(pkt.wire)*p.bitPs+0.5)
+		}
+	}
+	*cache = max(l, 1)
+	return *cache
+}
+
+// bypass sends a packet leaving its source straight to its destination
+// after the predicted latency (minus the serialization already paid).
+func (s *Sim) bypass(pi int32, tx int64) {
+	pkt := &s.pkts[pi]
+	s.Stats.Bypassed++
+	at := pkt.born + s.predict(pkt)
+	if at < s.now+tx {
+		at = s.now + tx
+	}
+	s.q.Push(des.Time(at), evBypass, pi, 0)
+}
+
+// onBypass delivers a packet that skipped the fabric.
+func (s *Sim) onBypass(pi int32) {
+	pkt := &s.pkts[pi]
+	if pkt.ep != s.epoch[pkt.qp] {
+		s.stale(pi)
+		return
+	}
+	s.deliver(pi)
+}
+
+// surrogateSwitch enters (on) or leaves surrogate mode.
+func (s *Sim) surrogateSwitch(on bool) {
+	sg := s.sur
+	sg.active = on
+	if !on {
+		for pid := range s.ports {
+			if !s.isSwitch[s.ports[pid].from] {
+				s.tryTx(int32(pid)) // hosts may have been paused by the frozen fabric
+			}
+		}
+		return
+	}
+	if sg.Lite {
+		return
+	}
+	// Suspend: what waits in a host's NIC leaves through the predictor; what
+	// is in the fabric freezes and a copy goes through the predictor.
+	free := make([]bool, len(s.pkts))
+	for _, i := range s.freePkts {
+		free[i] = true
+	}
+	inQueue := make([]bool, len(s.pkts))
+	for pid := range s.ports {
+		p := &s.ports[pid]
+		for q := 0; q < nQ; q++ {
+			if s.isSwitch[p.from] {
+				for _, pi := range p.q[q].buf[p.q[q].head:] {
+					inQueue[pi] = true
+				}
+				continue
+			}
+			for p.q[q].len() > 0 {
+				pi := p.q[q].pop()
+				p.qBytes[q] -= int64(s.pkts[pi].wire)
+				inQueue[pi] = true
+				s.bypass(pi, 0)
+			}
+		}
+	}
+	n := len(s.pkts)
+	for pi := 0; pi < n; pi++ {
+		if free[pi] || s.pkts[pi].zombie || (inQueue[pi] && !s.isSwitch[s.ports[s.dl(&s.pkts[pi])].from]) {
+			continue
+		}
+		// In the fabric (on a wire or in a switch queue): freeze it as a
+		// zombie, deliver a copy.
+		cp := s.newPacket()
+		s.pkts[cp] = s.pkts[pi]
+		s.pkts[cp].inDL, s.pkts[cp].intI = -1, -1
+		s.pkts[pi].zombie = true
+		s.Stats.Zombies++
+		s.bypass(cp, 0)
+	}
+}
+
+// frozen reports whether an event belongs to the suspended fabric: it then
+// happens EndPs - StartPs later, when the fabric resumes.
+func (s *Sim) frozen(kind uint16, target int32) bool {
+	sg := s.sur
+	if sg == nil || !sg.active || sg.Lite {
+		return false
+	}
+	switch kind {
+	case evArrive:
+		return s.pkts[target].zombie
+	case evTxDone, evWake:
+		return s.isSwitch[s.ports[target].from]
+	case evPFC, evPFCRefresh:
+		return true
+	}
+	return false
+}
