@@ -34,6 +34,7 @@ type qp struct {
 	rcvCount  int32
 	predData  int64 // surrogate: predicted latency of data and of control packets
 	predCtl   int64
+	slot      int32 // index in its port's round robin
 	rcvECN    bool
 	done      bool
 	sport     uint16
@@ -281,19 +282,29 @@ func (s *Sim) onAck(pi int32) {
 }
 
 // removeQP takes a queue pair out of a port's round robin.
+// The pair's slot in the list is kept in the pair, so this is O(1) however
+// many pairs share the port (a 1024-rank all-to-all puts 1023 on each NIC).
 func (s *Sim) removeQP(pid int32, qi int32) {
 	p := &s.ports[pid]
-	for i, x := range p.qps {
-		if x == qi {
-			last := len(p.qps) - 1
-			p.qps[i] = p.qps[last]
-			p.qps = p.qps[:last]
-			if p.qpRR > last {
-				p.qpRR = 0
-			}
-			return
-		}
+	i := s.qps[qi].slot
+	if int(i) >= len(p.qps) || p.qps[i] != qi {
+		return
 	}
+	last := int32(len(p.qps) - 1)
+	moved := p.qps[last]
+	p.qps[i] = moved
+	s.qps[moved].slot = i
+	p.qps = p.qps[:last]
+	if p.qpRR > int(last) {
+		p.qpRR = 0
+	}
+}
+
+// addQP puts a queue pair in its port's round robin.
+func (s *Sim) addQP(pid int32, qi int32) {
+	p := &s.ports[pid]
+	s.qps[qi].slot = int32(len(p.qps))
+	p.qps = append(p.qps, qi)
 }
 
 func (s *Sim) ccSchedule(qi int32, wake int64) {

@@ -210,7 +210,7 @@ func (s *Sim) openQPs(i int32) error {
 			f.Sport[i] = q.sport
 			f.Ideal[i] = s.SendLatPs + q.baseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
 		}
-		p.qps = append(p.qps, qi)
+		s.addQP(q.port, qi)
 		s.tryTx(q.port)
 	}
 	return nil
@@ -334,7 +334,7 @@ func (s *Sim) linkDown(li int32) error {
 		q.port = int32(s.paths[2*qi][0])
 		if q.port != old {
 			s.removeQP(old, int32(qi))
-			s.ports[q.port].qps = append(s.ports[q.port].qps, int32(qi))
+			s.addQP(q.port, int32(qi))
 		}
 		s.tryTx(q.port)
 	}
