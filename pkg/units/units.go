@@ -136,7 +136,7 @@ func HumanBandwidth(bps float64) string {
 // "0.0005ms", "2s" or "500ps". A plain number is rejected: the unit matters.
 type Duration int64
 
-var timeUnits = map[string]float64{"ps": 1, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12}
+var timeUnits = map[string]float64{"ps": 1, "ns": 1e3, "us": 1e6, "µs": 1e6, "ms": 1e9, "s": 1e12, "min": 60e12, "h": 3600e12}
 
 // ParseDuration parses a time into picoseconds.
 func ParseDuration(s string) (int64, error) {

@@ -1,0 +1,120 @@
+// Command phyrun executes a flow stream's DAG as real data transfers
+// between processes over TCP, each flow moved NCCL-proxy style through a
+// FIFO of NCCL_STEPS steps, and writes the measured flow trace.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/phy"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/units"
+)
+
+type command struct {
+	Launch  string         `default:"local:2" help:"Where to run: local:N starts N worker processes on this machine; ranks are spread over them by server."`
+	Out     string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE (.parquet, .arrow, .arrows). Default: Arrow IPC stream on stdout."`
+	Step    units.Size     `default:"512KiB" help:"Bytes per FIFO step (NCCL Simple's step is 512 KiB)."`
+	Timeout units.Duration `default:"10min" help:"Give up after this long."`
+	Input   string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+
+	Worker   bool   `hidden:"" help:"Run as a worker (started by phyrun itself)."`
+	Coord    string `hidden:""`
+	WorkerID int    `hidden:"" name:"worker-id"`
+}
+
+const description = `Run a flow stream's DAG as real transfers between processes and write the measured trace.
+
+Each transfer moves its bytes over TCP between the worker processes hosting its source and
+destination ranks (ranks of one server share a worker; transfers inside a worker are local
+copies), in steps through an NCCL_STEPS=8 slot FIFO with at most eight steps outstanding;
+every byte is checked on arrival. Delay nodes sleep for their delay. Times are wall-clock ns
+since the start; the ideal FCT comes from an idle 16 MiB transfer measured first.
+
+Examples:
+  topogen --gpus 16 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 | phyrun --launch local:2 | fctstats
+  phyrun --launch local:4 --out run.parquet flows.stream`
+
+func main() {
+	var c command
+	cli.Main("phyrun", description, &c, c.run)
+}
+
+func (c *command) run() error {
+	if c.Worker {
+		return phy.RunWorker(c.Coord, c.WorkerID)
+	}
+	kind, n, ok := strings.Cut(c.Launch, ":")
+	workers, err := strconv.Atoi(n)
+	if !ok || kind != "local" || err != nil || workers < 1 || workers > 256 {
+		return cli.Usagef("--launch %q: expected local:N with N in 1..256", c.Launch)
+	}
+	if c.Step < 1024 {
+		return cli.Usagef("--step %s: at least 1KiB", c.Step)
+	}
+	if err := cli.CheckTraceOut(c.Out); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	sr, rc, err := cli.OpenStream(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | phyrun")
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	set, err := flowset.Read(sr)
+	if err != nil {
+		return err
+	}
+	wall := time.Now()
+	res, cal, err := phy.Run(set, phy.Options{Workers: workers, StepSize: int64(c.Step), Exec: self,
+		Timeout: time.Duration(c.Timeout / 1000), WorkerArgs: phy.WorkerArgs})
+	if err != nil {
+		return err
+	}
+	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
+		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
+		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
+	var w trace.Writer
+	if c.Out != "" {
+		w, err = trace.Create(c.Out, meta)
+	} else {
+		w, err = trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
+	}
+	if err != nil {
+		return err
+	}
+	var end int64
+	for i := int32(0); i < int32(set.Flows()); i++ {
+		f := set.Flow(i)
+		r := res[i]
+		row := trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: set.ConnName(f),
+			Channel: f.Channel, Chunk: f.Chunk, StartNs: r.Start, EndNs: r.End, FctNs: r.End - r.Start, IdealFctNs: r.Ideal}
+		if f.Kind == flowset.Transfer {
+			row.SizeBytes = f.Size
+		} else {
+			row.IdealFctNs = row.FctNs
+		}
+		row.Op, row.Algorithm, row.CollSizeBytes, row.GroupType, row.NRanks, _ = set.Collective(f.Coll)
+		end = max(end, r.End)
+		if err := w.Write(&row); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "phyrun: %d workers, %d flows, %s moved, took %s (calibrated %.2f Gbps, %d ns latency), wall %.2f s\n",
+		workers, set.Flows(), cli.HumanBytes(set.TotalBytes()), time.Duration(end), cal.BytesPerNs*8, cal.LatencyNs, time.Since(wall).Seconds())
+	return nil
+}

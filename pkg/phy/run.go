@@ -1,0 +1,284 @@
+package phy
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+)
+
+// Options configure a physical run.
+type Options struct {
+	Workers  int           // processes to launch (ranks are spread over them by server)
+	StepSize int64         // bytes per FIFO step (NCCL Simple: 512 KiB)
+	Exec     string        // the binary to start workers with (phyrun itself)
+	Timeout  time.Duration // the whole run
+	// WorkerArgs builds a worker's command line from the coordinator's
+	// address and the worker id.
+	WorkerArgs func(addr string, id int) []string
+}
+
+// Result is one flow's measured timing, in ns since the run started.
+type Result struct {
+	Start, End, Recv int64
+	Ideal            int64
+}
+
+// Calibration is what one uncontended transfer between two workers
+// measured: it sets each flow's ideal FCT.
+type Calibration struct {
+	BytesPerNs float64
+	LatencyNs  int64
+}
+
+type event struct {
+	m     *ctl
+	delay int32 // >= 0: a delay node's timer fired
+	err   error
+}
+
+// Run executes the DAG of set over real TCP transfers between worker
+// processes and returns the timing of every flow (by DAG index).
+func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
+	if opt.Workers < 1 {
+		return nil, Calibration{}, fmt.Errorf("need at least one worker")
+	}
+	if opt.StepSize <= 0 {
+		opt.StepSize = 512 << 10
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, Calibration{}, err
+	}
+	defer ln.Close()
+	events := make(chan event, 1024)
+	var procs []*exec.Cmd
+	defer func() {
+		for _, p := range procs {
+			if p.Process != nil {
+				p.Process.Kill()
+				p.Wait()
+			}
+		}
+	}()
+	for id := 0; id < opt.Workers; id++ {
+		cmd := exec.Command(opt.Exec, opt.WorkerArgs(ln.Addr().String(), id)...)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			return nil, Calibration{}, fmt.Errorf("starting worker %d: %v", id, err)
+		}
+		procs = append(procs, cmd)
+	}
+	deadline := time.Now().Add(opt.Timeout)
+	conns := make([]*ctlConn, opt.Workers)
+	addrs := make([]string, opt.Workers)
+	for range opt.Workers {
+		ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
+		c, err := ln.Accept()
+		if err != nil {
+			return nil, Calibration{}, fmt.Errorf("waiting for the workers: %v", err)
+		}
+		cc := newCtlConn(c)
+		m, err := cc.recv()
+		if err != nil || m.T != "hello" || m.ID < 0 || m.ID >= opt.Workers || conns[m.ID] != nil {
+			return nil, Calibration{}, fmt.Errorf("bad hello from a worker: %v", err)
+		}
+		conns[m.ID], addrs[m.ID] = cc, m.Addr
+	}
+	for _, c := range conns {
+		if err := c.send(&ctl{T: "peers", Peers: addrs}); err != nil {
+			return nil, Calibration{}, err
+		}
+	}
+	for _, c := range conns {
+		go func(c *ctlConn) {
+			for {
+				m, err := c.recv()
+				if err != nil {
+					events <- event{delay: -1, err: err}
+					return
+				}
+				events <- event{m: m, delay: -1}
+			}
+		}(c)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.send(&ctl{T: "quit"})
+		}
+	}()
+	r := &runner{set: set, opt: opt, conns: conns, events: events, deadline: deadline,
+		res: make([]Result, set.Flows())}
+	cal, err := r.calibrate()
+	if err != nil {
+		return nil, Calibration{}, err
+	}
+	r.cal = cal
+	return r.res, cal, r.run()
+}
+
+type runner struct {
+	set      *flowset.Set
+	opt      Options
+	conns    []*ctlConn
+	events   chan event
+	deadline time.Time
+	epoch    int64
+	res      []Result
+	cal      Calibration
+	work     []int32
+}
+
+// worker hosts a node: a rank's (or NVSwitch's) server, spread round robin.
+func (r *runner) worker(node int32) int {
+	s := r.set.Topology.Nodes[node].Server
+	if s < 0 {
+		s = 0
+	}
+	return int(s) % len(r.conns)
+}
+
+// wait returns the next event, or an error at the deadline or when a
+// worker failed.
+func (r *runner) wait() (event, error) {
+	select {
+	case ev := <-r.events:
+		if ev.err != nil {
+			return ev, fmt.Errorf("a worker disconnected: %v", ev.err)
+		}
+		if ev.m != nil && ev.m.T == "fail" {
+			return ev, fmt.Errorf("worker %d: %s", ev.m.ID, ev.m.Err)
+		}
+		return ev, nil
+	case <-time.After(time.Until(r.deadline)):
+		return event{}, fmt.Errorf("the run exceeded its timeout of %s", r.opt.Timeout)
+	}
+}
+
+// calibrate times one 16 MiB and one 1-byte transfer between the first
+// two workers (or within one): the bandwidth and latency of an idle path.
+func (r *runner) calibrate() (Calibration, error) {
+	dst := 1 % len(r.conns)
+	timeOne := func(size int64) (int64, error) {
+		start := time.Now().UnixNano()
+		if err := r.conns[0].send(&ctl{T: "send", Flow: -1, Dst: dst, Size: size, Step: r.opt.StepSize}); err != nil {
+			return 0, err
+		}
+		for {
+			ev, err := r.wait()
+			if err != nil {
+				return 0, err
+			}
+			if ev.m != nil && ev.m.Flow == -1 && ev.m.T == "sent" {
+				return max(ev.m.At-start, 1), nil
+			}
+		}
+	}
+	if _, err := timeOne(1); err != nil { // opens the connection
+		return Calibration{}, err
+	}
+	lat, err := timeOne(1)
+	if err != nil {
+		return Calibration{}, err
+	}
+	big := int64(16 << 20)
+	t, err := timeOne(big)
+	if err != nil {
+		return Calibration{}, err
+	}
+	return Calibration{BytesPerNs: float64(big) / float64(max(t-lat, 1)), LatencyNs: lat}, nil
+}
+
+func (r *runner) now() int64 { return time.Now().UnixNano() - r.epoch }
+
+func (r *runner) run() error {
+	set := r.set
+	d := set.DAG
+	d.Reset()
+	r.epoch = time.Now().UnixNano()
+	r.work = append(r.work[:0], d.Ready()...)
+	if err := r.drain(); err != nil {
+		return err
+	}
+	var release []int32
+	for d.Done() < d.Len() {
+		ev, err := r.wait()
+		if err != nil {
+			return err
+		}
+		if ev.delay >= 0 {
+			r.res[ev.delay].End = r.now()
+			release = d.Complete(ev.delay, release[:0])
+			r.work = append(r.work, release...)
+		} else if m := ev.m; m.Flow >= 0 {
+			at := m.At - r.epoch
+			switch m.T {
+			case "recv":
+				// The receiver's own next steps start when the data is in.
+				r.res[m.Flow].Recv = at
+				if d.IsDone(m.Flow) {
+					break // the sender's report overtook the receiver's
+				}
+				dst := set.Flow(m.Flow).Dst
+				release = d.ReleaseEarly(m.Flow, func(j int32) bool { return set.Flow(j).Src == dst }, release[:0])
+				r.work = append(r.work, release...)
+			case "sent":
+				r.res[m.Flow].End = at
+				release = d.Complete(m.Flow, release[:0])
+				r.work = append(r.work, release...)
+			}
+		}
+		if err := r.drain(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain starts the flows released so far.
+func (r *runner) drain() error {
+	var release []int32
+	for len(r.work) > 0 {
+		i := r.work[0]
+		r.work = r.work[1:]
+		f := r.set.Flow(i)
+		r.res[i].Start = r.now()
+		switch f.Kind {
+		case flowset.Delay:
+			r.res[i].Ideal = f.Size / 1000
+			ch, idx := r.events, i
+			time.AfterFunc(time.Duration(f.Size/1000), func() { ch <- event{delay: idx} })
+			continue
+		case flowset.Join:
+			r.res[i].End = r.res[i].Start
+			release = r.set.DAG.Complete(i, release[:0])
+			r.work = append(r.work, release...)
+			continue
+		}
+		if f.Src == f.Dst {
+			r.res[i].End = r.res[i].Start
+			release = r.set.DAG.Complete(i, release[:0])
+			r.work = append(r.work, release...)
+			continue
+		}
+		if r.set.Topology.Nodes[f.Src].Kind == stream.NodeSwitch || r.set.Topology.Nodes[f.Dst].Kind == stream.NodeSwitch {
+			return r.set.FlowError(i, "dst", fmt.Errorf("flow %d: a network switch is not an endpoint", f.ID))
+		}
+		r.res[i].Ideal = r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
+		src, dst := r.worker(f.Src), r.worker(f.Dst)
+		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize}); err != nil {
+			return fmt.Errorf("worker %d: %v", src, err)
+		}
+	}
+	return nil
+}
+
+// WorkerArgs is the default worker command line for phyrun.
+func WorkerArgs(addr string, id int) []string {
+	return []string{"--worker", "--coord", addr, "--worker-id", strconv.Itoa(id)}
+}

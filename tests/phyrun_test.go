@@ -1,0 +1,53 @@
+package tests
+
+import (
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// phyrun moves every byte between real processes (each checked on
+// arrival) and never starts a flow before its dependencies are done: a
+// flow sending from a dependency's receiver may start once the data is in,
+// others only after the dependency ends.
+func TestPhyrun(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "24", "--gpu-type", "A100", "--nic-bw", "100Gbps")
+	in := mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "6MiB", "--group", "dp", "--tp", "4", "--channels", "2")
+	d := readDAG(t, in)
+	for _, launch := range []string{"local:1", "local:3"} {
+		rows, meta := readTrace(t, mustRun(t, in, "phyrun", "--launch", launch, "--step", "64KiB"))
+		if meta.Backend != "phy" || len(rows) != len(d.flows) {
+			t.Fatalf("%s: backend %q, %d rows for %d flows", launch, meta.Backend, len(rows), len(d.flows))
+		}
+		byID := map[int64]int{}
+		var bytes, want int64
+		for i, r := range rows {
+			byID[r.FlowID] = i
+			bytes += r.SizeBytes
+		}
+		for _, f := range d.flows {
+			if f.ConnType != stream.ConnDelay {
+				want += f.Size
+			}
+			r := rows[byID[f.ID]]
+			if r.EndNs < r.StartNs {
+				t.Fatalf("%s: flow %d ends before it starts", launch, f.ID)
+			}
+			for _, dep := range f.Deps {
+				p := rows[byID[dep]]
+				if r.StartNs < p.StartNs {
+					t.Fatalf("%s: flow %d started before its dependency %d", launch, f.ID, dep)
+				}
+				var src, pdst int32 = f.Src, d.flows[dep].Dst
+				if src != pdst && r.StartNs < p.EndNs {
+					t.Fatalf("%s: flow %d started at %d, before dependency %d ended at %d", launch, f.ID, r.StartNs, dep, p.EndNs)
+				}
+			}
+		}
+		if bytes != want {
+			t.Fatalf("%s: trace holds %d bytes, input %d", launch, bytes, want)
+		}
+	}
+	oneLineError(t, run(t, in, "phyrun", "--launch", "remote:2"), 2, "local:N")
+	oneLineError(t, run(t, []byte("junk"), "phyrun"), 1, "<stdin>: record 0")
+}
