@@ -164,9 +164,11 @@ func (r *runner) wait() (event, error) {
 // two workers (or within one): the bandwidth and latency of an idle path.
 func (r *runner) calibrate() (Calibration, error) {
 	dst := 1 % len(r.conns)
+	id := int32(0)
 	timeOne := func(size int64) (int64, error) {
+		id-- // calibration transfers have negative ids, one each
 		start := time.Now().UnixNano()
-		if err := r.conns[0].send(&ctl{T: "send", Flow: -1, Dst: dst, Size: size, Step: r.opt.StepSize}); err != nil {
+		if err := r.conns[0].send(&ctl{T: "send", Flow: id, Dst: dst, Size: size, Step: r.opt.StepSize}); err != nil {
 			return 0, err
 		}
 		for {
@@ -174,7 +176,7 @@ func (r *runner) calibrate() (Calibration, error) {
 			if err != nil {
 				return 0, err
 			}
-			if ev.m != nil && ev.m.Flow == -1 && ev.m.T == "sent" {
+			if ev.m != nil && ev.m.Flow == id && ev.m.T == "sent" {
 				return max(ev.m.At-start, 1), nil
 			}
 		}

@@ -203,7 +203,8 @@ func (w *Worker) sendFlow(flow int32, dst int, size, step int64) {
 	steps := (size + step - 1) / step
 	credits := make(chan struct{}, Steps)
 	d.credits.Store(flow, credits)
-	defer d.credits.Delete(flow)
+	// Only this transfer's entry: a later transfer may reuse the id.
+	defer d.credits.CompareAndDelete(flow, credits)
 	fifo := newStepFIFO()
 	go func() {
 		for off := int64(0); off < size; off += step {
