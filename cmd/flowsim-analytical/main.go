@@ -71,12 +71,7 @@ func (c *command) run() error {
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat)}
 	meta := analytical.Meta(in, opt)
-	var w trace.Writer
-	if c.Out != "" {
-		w, err = trace.Create(c.Out, meta)
-	} else {
-		w, err = trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
-	}
+	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
 		return err
 	}

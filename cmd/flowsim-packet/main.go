@@ -202,30 +202,12 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	}
 	meta := trace.Meta{Backend: "packet", Params: params,
 		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
-	var w trace.Writer
-	var err error
-	if c.Out != "" {
-		w, err = trace.Create(c.Out, meta)
-	} else {
-		w, err = trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
-	}
+	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
 		return err
 	}
-	var row trace.Row
 	for i := int32(0); i < int32(set.Flows()); i++ {
-		f := set.Flow(i)
-		row = trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: set.ConnName(f), Channel: f.Channel, Chunk: f.Chunk}
-		if f.Kind == flowset.Transfer {
-			row.SizeBytes = f.Size
-		}
-		row.StartNs, row.EndNs = fl.Start[i]/1000, fl.End[i]/1000
-		row.FctNs = row.EndNs - row.StartNs
-		row.IdealFctNs = fl.Ideal[i] / 1000
-		if f.Kind != flowset.Transfer {
-			row.IdealFctNs = row.FctNs // delays and joins: slowdown 1
-		}
-		row.Op, row.Algorithm, row.CollSizeBytes, row.GroupType, row.NRanks, _ = set.Collective(f.Coll)
+		row := set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
 		if err := w.Write(&row); err != nil {
 			w.Close()
 			return err

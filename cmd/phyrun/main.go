@@ -84,27 +84,14 @@ func (c *command) run() error {
 	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
 		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
 		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
-	var w trace.Writer
-	if c.Out != "" {
-		w, err = trace.Create(c.Out, meta)
-	} else {
-		w, err = trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
-	}
+	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
 		return err
 	}
 	var end int64
 	for i := int32(0); i < int32(set.Flows()); i++ {
-		f := set.Flow(i)
 		r := res[i]
-		row := trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: set.ConnName(f),
-			Channel: f.Channel, Chunk: f.Chunk, StartNs: r.Start, EndNs: r.End, FctNs: r.End - r.Start, IdealFctNs: r.Ideal}
-		if f.Kind == flowset.Transfer {
-			row.SizeBytes = f.Size
-		} else {
-			row.IdealFctNs = row.FctNs
-		}
-		row.Op, row.Algorithm, row.CollSizeBytes, row.GroupType, row.NRanks, _ = set.Collective(f.Coll)
+		row := set.Row(i, r.Start, r.End, r.Ideal)
 		end = max(end, r.End)
 		if err := w.Write(&row); err != nil {
 			w.Close()

@@ -165,3 +165,12 @@ func SendLatency(flagPs int64) (int64, error) {
 	}
 	return int64(us * 1e6), nil
 }
+
+// TraceWriter opens the trace destination checked by CheckTraceOut: the
+// file named by out, else an Arrow IPC stream on stdout.
+func TraceWriter(out string, meta trace.Meta) (trace.Writer, error) {
+	if out != "" {
+		return trace.Create(out, meta)
+	}
+	return trace.NewWriter(os.Stdout, trace.ArrowStream, meta)
+}

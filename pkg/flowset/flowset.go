@@ -12,6 +12,7 @@ import (
 	"sort"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -340,4 +341,20 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 		}
 	}
 	return Transfer, nil
+}
+
+// Row is flow i's trace row for a backend's measured times (ns): ids,
+// ends, size (transfers only), connection and the collective's columns.
+// Delay nodes and joins get ideal = fct, so their slowdown is 1.
+func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
+	f := in.Flow(i)
+	r := trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: in.ConnName(f),
+		Channel: f.Channel, Chunk: f.Chunk, StartNs: startNs, EndNs: endNs, FctNs: endNs - startNs, IdealFctNs: idealNs}
+	if f.Kind == Transfer {
+		r.SizeBytes = f.Size
+	} else {
+		r.IdealFctNs = r.FctNs
+	}
+	r.Op, r.Algorithm, r.CollSizeBytes, r.GroupType, r.NRanks, _ = in.Collective(f.Coll)
+	return r
 }
