@@ -51,25 +51,7 @@ func readRaw(t *testing.T, data []byte) *rawStream {
 // decodeOne reads one record of a raw stream with the stream's own decoder.
 func decodeOne[T any](t *testing.T, kind string, body []byte, get func(*stream.Reader) (T, error)) T {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := stream.NewWriter(&buf, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.RawRecord(kind, body); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	r, err := stream.NewReader(&buf, "record")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Next(); err != nil {
-		t.Fatal(err)
-	}
-	v, err := get(r)
+	v, err := stream.DecodeRaw(kind, body, "record", 0, get)
 	if err != nil {
 		t.Fatal(err)
 	}

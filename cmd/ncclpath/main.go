@@ -5,9 +5,7 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -193,14 +191,13 @@ func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) error {
 		}
 		switch kind {
 		case stream.KindTopology:
-			if top != nil {
-				return r.Errorf("", "a second topology record")
-			}
 			raw, err := r.Raw()
 			if err != nil {
 				return err
 			}
-			if top, err = decodeTopology(r, raw); err != nil {
+			// Decoded from the kept bytes so the record is forwarded byte for
+			// byte, keys this version does not know included.
+			if top, err = stream.DecodeRaw(kind, raw, r.Name(), r.Index(), (*stream.Reader).Topology); err != nil {
 				return err
 			}
 			if err := w.RawRecord(kind, raw); err != nil {
@@ -227,37 +224,6 @@ func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) error {
 		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", name)
 	}
 	return w.Close()
-}
-
-// decodeTopology decodes a topology body kept from Reader.Raw with the
-// stream's own checks, so the record can be forwarded byte for byte (keys
-// this version does not know included) and still be read. Errors keep the
-// outer stream's name and record index.
-func decodeTopology(outer *stream.Reader, raw []byte) (*stream.Topology, error) {
-	var buf bytes.Buffer
-	w, err := stream.NewWriter(&buf, "ncclpath")
-	if err == nil {
-		err = w.RawRecord(stream.KindTopology, raw)
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	if err != nil {
-		return nil, err
-	}
-	r, err := stream.NewReader(&buf, outer.Name())
-	if err == nil {
-		_, err = r.Next()
-	}
-	var top *stream.Topology
-	if err == nil {
-		top, err = r.Topology()
-	}
-	var se *stream.Error
-	if errors.As(err, &se) {
-		se.Record = outer.Index()
-	}
-	return top, err
 }
 
 // report prints the matrix or JSON of one server: the named one, or the

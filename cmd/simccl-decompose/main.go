@@ -161,9 +161,6 @@ func (c *command) run() error {
 		}
 		switch kind {
 		case stream.KindTopology:
-			if top != nil {
-				return r.Errorf("", "a second topology record")
-			}
 			if top, err = r.Topology(); err != nil {
 				return err
 			}
@@ -176,7 +173,7 @@ func (c *command) run() error {
 				return err
 			}
 			if kind == stream.KindPaths { // ncclpath's view of the servers: used and forwarded
-				p, err := collective.PathsFromRaw(raw, name, r.Index())
+				p, err := stream.DecodeRaw(kind, raw, name, r.Index(), (*stream.Reader).Paths)
 				if err != nil {
 					return err
 				}

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -97,6 +98,22 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 	return sr, nil
 }
 
+// DecodeRaw decodes a record body kept from Reader.Raw with decode (e.g.
+// (*Reader).Topology), so a filter can use a record and still forward its
+// bytes unchanged. Errors are located as if read in place: stream name,
+// record index and kind.
+func DecodeRaw[T any](kind string, raw []byte, name string, record int, decode func(*Reader) (T, error)) (T, error) {
+	br := bufio.NewReader(bytes.NewReader(raw))
+	r := &Reader{br: br, dec: msgpack.NewDecoder(br), name: name, idx: record, kind: kind, pending: true, counts: map[string]int64{}, done: true}
+	v, err := decode(r)
+	if err == nil {
+		if _, perr := r.dec.PeekCode(); perr != io.EOF {
+			err = r.errf("", errors.New("data after the record body"))
+		}
+	}
+	return v, err
+}
+
 // Name is the label used in errors.
 func (r *Reader) Name() string { return r.name }
 
@@ -156,8 +173,9 @@ func (r *Reader) frame() (string, error) {
 	return kind, nil
 }
 
-// Next advances to the next record and returns its kind. After the trailer
-// it checks the trailer's counts and returns io.EOF.
+// Next advances to the next record and returns its kind. A second header
+// or topology record is an error. After the trailer it checks the
+// trailer's counts and returns io.EOF.
 func (r *Reader) Next() (string, error) {
 	if r.done {
 		return "", io.EOF
@@ -186,6 +204,11 @@ func (r *Reader) Next() (string, error) {
 		}
 		r.done = true
 		return "", io.EOF
+	case KindTopology:
+		if r.counts[KindTopology] > 0 {
+			return "", r.errf("", errors.New("second topology record (a stream holds one)"))
+		}
+		r.counts[kind]++
 	case KindFlow:
 		r.flows++
 	default:

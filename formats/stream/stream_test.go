@@ -226,6 +226,8 @@ func TestBadInput(t *testing.T) {
 		{"data after trailer", append(rec(t, hdr, []any{"trailer", map[string]any{"counts": map[string]int{}}}), 0x01),
 			[]string{"data after the trailer"}},
 		{"record not a pair", rec(t, hdr, []any{"flow"}), []string{"record 1", "1 elements"}},
+		{"second topology", rec(t, hdr, []any{"topology", map[string]any{}}, []any{"group", map[string]any{}}, []any{"topology", map[string]any{}}),
+			[]string{"in.fs: record 3 (topology)", "second topology record"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -246,5 +248,37 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("error spans lines: %q", err)
 			}
 		})
+	}
+}
+
+// DecodeRaw reads a body kept from Reader.Raw as the stream would have:
+// same values, and errors located at the original record.
+func TestDecodeRaw(t *testing.T) {
+	r, err := NewReader(bytes.NewReader(writeSample(t)), "mem")
+	must(t, err)
+	_, err = r.Next()
+	must(t, err)
+	raw, err := r.Raw()
+	must(t, err)
+	top, err := DecodeRaw(KindTopology, raw, "mem", 5, (*Reader).Topology)
+	must(t, err)
+	if !reflect.DeepEqual(top, sampleTopology()) {
+		t.Fatalf("topology differs:\n%+v\n%+v", top, sampleTopology())
+	}
+
+	bad := rec(t, map[string]any{"links": []any{[]any{0, 1, "fast", 1, 0, "nic"}}})
+	for _, c := range []struct {
+		name string
+		raw  []byte
+		want string
+	}{
+		{"bad field", bad, "in.fs: record 7 (topology), field links[0].bw_bps: expected a number, found a string"},
+		{"truncated", raw[:len(raw)-3], "in.fs: record 7 (topology), field links[3].kind: unexpected end of input"},
+		{"trailing data", append(rec(t, map[string]any{}), 0x01), "in.fs: record 7 (topology): data after the record body"},
+	} {
+		_, err := DecodeRaw(KindTopology, c.raw, "in.fs", 7, (*Reader).Topology)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
 	}
 }

@@ -163,16 +163,7 @@ func (w *Writer) Forward(r *Reader) error {
 	if err != nil {
 		return err
 	}
-	if err := w.begin(r.kind); err != nil {
-		return err
-	}
-	if r.kind == KindFlow {
-		w.flows++
-	} else {
-		w.counts[r.kind]++
-	}
-	_, err = w.bw.Write(raw)
-	return err
+	return w.RawRecord(r.kind, raw)
 }
 
 // RawRecord writes a record whose body is already msgpack-encoded (a body

@@ -1,8 +1,6 @@
 package collective
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -205,35 +203,4 @@ func PathsOf(recs []*stream.Paths, s int32) *stream.Paths {
 		}
 	}
 	return nil
-}
-
-// PathsFromRaw decodes a paths record body kept from stream.Reader.Raw
-// with the Reader's own checks, so a filter can use the record and still
-// forward it byte for byte. Errors carry the outer stream's name and
-// record index.
-func PathsFromRaw(raw []byte, name string, record int) (*stream.Paths, error) {
-	var buf bytes.Buffer
-	w, err := stream.NewWriter(&buf, "paths")
-	if err == nil {
-		err = w.RawRecord(stream.KindPaths, raw)
-	}
-	if err == nil {
-		err = w.Close()
-	}
-	if err != nil {
-		return nil, err
-	}
-	r, err := stream.NewReader(&buf, name)
-	if err == nil {
-		_, err = r.Next()
-	}
-	var p *stream.Paths
-	if err == nil {
-		p, err = r.Paths()
-	}
-	var se *stream.Error
-	if errors.As(err, &se) {
-		se.Record = record
-	}
-	return p, err
 }

@@ -260,9 +260,6 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 		}
 		switch kind {
 		case stream.KindTopology:
-			if in.Topology != nil {
-				return r.Errorf("", "second topology record (a stream holds one)")
-			}
 			t, err := r.Topology()
 			if err != nil {
 				return err
