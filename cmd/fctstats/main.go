@@ -9,7 +9,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/fabricsim/fabricsim/internal/cli"
@@ -143,22 +142,19 @@ func analyze(path string, keepFlows bool) (*stats.Run, error) {
 }
 
 func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) (err error) {
-	out := io.Writer(os.Stdout)
-	if c.Out != "" {
-		f, err := os.Create(c.Out)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(c.Out)
-			}
-		}()
-		out = f
+	// A Parquet stdout was checked with the flags, before reading the inputs.
+	out, closeOut, err := cli.CreateOutput(c.Out, "")
+	if err != nil {
+		return err
 	}
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+		if err != nil && c.Out != "" {
+			os.Remove(c.Out)
+		}
+	}()
 	bw := bufio.NewWriterSize(out, 64<<10)
 	defer func() {
 		if ferr := bw.Flush(); err == nil {

@@ -161,21 +161,21 @@ func compute(sys *ncclpath.System, top *stream.Topology, opt ncclpath.Options) (
 
 // filter is the pipeline mode: forward the stream, adding the paths record
 // after the topology.
-func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) error {
-	in, name, err := cli.OpenInput(c.Input, inputHint)
+func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) (err error) {
+	r, in, err := cli.OpenStream(c.Input, inputHint)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	r, err := stream.NewReader(in, name)
+	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
 	if err != nil {
 		return err
 	}
-	out, closeOut, err := c.output(true)
-	if err != nil {
-		return err
-	}
-	defer closeOut()
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+	}()
 	w, err := stream.NewWriter(out, cli.Producer("ncclpath"))
 	if err != nil {
 		return err
@@ -221,14 +221,14 @@ func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) error {
 		}
 	}
 	if top == nil {
-		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", name)
+		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
 	}
 	return w.Close()
 }
 
 // report prints the matrix or JSON of one server: the named one, or the
 // one the input topology's GPU type selects.
-func (c *command) report(sys *ncclpath.System, opt ncclpath.Options) error {
+func (c *command) report(sys *ncclpath.System, opt ncclpath.Options) (err error) {
 	top, err := c.reportTopology(sys != nil)
 	if err != nil {
 		return err
@@ -237,11 +237,15 @@ func (c *command) report(sys *ncclpath.System, opt ncclpath.Options) error {
 	if err != nil {
 		return err
 	}
-	out, closeOut, err := c.output(false)
+	out, closeOut, err := cli.CreateOutput(c.Out, "")
 	if err != nil {
 		return err
 	}
-	defer closeOut()
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+	}()
 	bw := bufio.NewWriter(out)
 	if c.JSON {
 		enc := json.NewEncoder(bw)
@@ -260,8 +264,8 @@ func (c *command) report(sys *ncclpath.System, opt ncclpath.Options) error {
 // named server the topology is optional: a terminal or empty stdin means
 // none, so `ncclpath --server dgx-h100 --matrix` neither blocks nor fails.
 func (c *command) reportTopology(named bool) (*stream.Topology, error) {
-	var in io.Reader
-	var name string
+	var r *stream.Reader
+	var err error
 	if named && (c.Input == "" || c.Input == "-") {
 		if cli.IsTerminal(os.Stdin) {
 			return nil, nil
@@ -270,18 +274,15 @@ func (c *command) reportTopology(named bool) (*stream.Topology, error) {
 		if _, err := br.Peek(1); err == io.EOF {
 			return nil, nil
 		}
-		in, name = br, "<stdin>"
-	} else {
-		rc, n, err := cli.OpenInput(c.Input, inputHint)
-		if err != nil {
+		if r, err = stream.NewReader(br, "<stdin>"); err != nil {
 			return nil, err
 		}
-		defer rc.Close()
-		in, name = rc, n
-	}
-	r, err := stream.NewReader(in, name)
-	if err != nil {
-		return nil, err
+	} else {
+		var in io.Closer
+		if r, in, err = cli.OpenStream(c.Input, inputHint); err != nil {
+			return nil, err
+		}
+		defer in.Close()
 	}
 	var top *stream.Topology
 	// Read to the end: the trailer check catches a truncated input, and the
@@ -294,33 +295,16 @@ func (c *command) reportTopology(named bool) (*stream.Topology, error) {
 		if err != nil {
 			return nil, err
 		}
-		if kind == stream.KindTopology && top == nil {
+		if kind == stream.KindTopology {
 			if top, err = r.Topology(); err != nil {
 				return nil, err
 			}
 		}
 	}
 	if top == nil {
-		return nil, fmt.Errorf("%s: no topology record (pipe topogen's output in)", name)
+		return nil, fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
 	}
 	return top, nil
-}
-
-// output opens -o FILE or stdout, refusing a binary stream on a terminal.
-func (c *command) output(binary bool) (io.Writer, func(), error) {
-	if c.Out != "" {
-		f, err := os.Create(c.Out)
-		if err != nil {
-			return nil, nil, err
-		}
-		return f, func() { f.Close() }, nil
-	}
-	if binary {
-		if err := cli.CheckBinaryStdout("stream"); err != nil {
-			return nil, nil, err
-		}
-	}
-	return os.Stdout, func() {}, nil
 }
 
 // pathMeaning explains the path types as nvidia-smi topo -m's legend does.

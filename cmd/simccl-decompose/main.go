@@ -125,7 +125,7 @@ func (c *command) workload() (*collective.Workload, error) {
 	return nil, cli.Usagef("nothing to decompose: give --workload FILE or --op OP --size SIZE")
 }
 
-func (c *command) run() error {
+func (c *command) run() (err error) {
 	w, err := c.workload()
 	if err != nil {
 		return err
@@ -134,15 +134,11 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
-	in, name, err := cli.OpenInput(c.Input, "pipe a topology in, e.g. topogen --gpus 16 | simccl-decompose --op allreduce --size 64MiB")
+	r, in, err := cli.OpenStream(c.Input, "pipe a topology in, e.g. topogen --gpus 16 | simccl-decompose --op allreduce --size 64MiB")
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	r, err := stream.NewReader(in, name)
-	if err != nil {
-		return err
-	}
 	// Read everything before the flows we add; keep it to forward.
 	var top *stream.Topology
 	type rec struct {
@@ -173,7 +169,7 @@ func (c *command) run() error {
 				return err
 			}
 			if kind == stream.KindPaths { // ncclpath's view of the servers: used and forwarded
-				p, err := stream.DecodeRaw(kind, raw, name, r.Index(), (*stream.Reader).Paths)
+				p, err := stream.DecodeRaw(kind, raw, r.Name(), r.Index(), (*stream.Reader).Paths)
 				if err != nil {
 					return err
 				}
@@ -183,7 +179,7 @@ func (c *command) run() error {
 		}
 	}
 	if top == nil {
-		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", name)
+		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
 	}
 	modelTopo := *top
 	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
@@ -245,17 +241,15 @@ func (c *command) run() error {
 		}
 		return collective.WriteSummary(os.Stdout, colls, e.Next())
 	}
-	out := os.Stdout
-	if c.Out != "" {
-		f, err := os.Create(c.Out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
-	} else if err := cli.CheckBinaryStdout("stream"); err != nil {
+	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
+	if err != nil {
 		return err
 	}
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+	}()
 	sw, err := stream.NewWriter(out, cli.Producer("simccl-decompose"))
 	if err != nil {
 		return err

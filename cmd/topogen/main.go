@@ -86,7 +86,7 @@ func (c *command) params() (topo.Params, error) {
 	}, nil
 }
 
-func (c *command) run() error {
+func (c *command) run() (err error) {
 	var t *topo.Topology
 	if c.FromSimAI != "" {
 		f, err := os.Open(c.FromSimAI)
@@ -114,15 +114,19 @@ func (c *command) run() error {
 			fmt.Fprintf(os.Stderr, "topogen: note: %s\n", n)
 		}
 	}
-	out := os.Stdout
-	if c.Out != "" {
-		f, err := os.Create(c.Out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		out = f
+	binary := "stream"
+	if c.Summary || c.Format == "simai" {
+		binary = "" // text
 	}
+	out, closeOut, err := cli.CreateOutput(c.Out, binary)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+	}()
 	switch {
 	case c.Summary:
 		s, err := topo.Summarize(t)
@@ -132,11 +136,6 @@ func (c *command) run() error {
 		return s.Write(out)
 	case c.Format == "simai":
 		return topo.WriteSimAI(out, t)
-	}
-	if c.Out == "" {
-		if err := cli.CheckBinaryStdout("stream"); err != nil {
-			return err
-		}
 	}
 	w, err := stream.NewWriter(out, cli.Producer("topogen"))
 	if err != nil {

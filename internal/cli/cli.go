@@ -108,6 +108,26 @@ func CheckBinaryStdout(what string) error {
 	return nil
 }
 
+// CreateOutput opens a program's -o/--out destination: the file at path,
+// else stdout. binary names what is written when it is not text ("stream"),
+// and then a terminal stdout is refused. The caller must report close's
+// error: a file's last write may fail only there.
+func CreateOutput(path, binary string) (w io.Writer, close func() error, err error) {
+	if path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, f.Close, nil
+	}
+	if binary != "" {
+		if err := CheckBinaryStdout(binary); err != nil {
+			return nil, nil, err
+		}
+	}
+	return os.Stdout, func() error { return nil }, nil
+}
+
 // HumanBytes writes a byte count with binary units for summaries.
 func HumanBytes(n int64) string {
 	const unit = 1024
