@@ -30,32 +30,33 @@ type Paths struct {
 	PXN []PXNProxy `msgpack:"pxn"`
 }
 
-// PathEntry is one directed path.
+// PathEntry is one directed path. The JSON names (ncclpath --json) are the
+// stream's.
 type PathEntry struct {
-	SrcKind string  `msgpack:"src_kind"` // gpu | nic
-	Src     int32   `msgpack:"src"`
-	DstKind string  `msgpack:"dst_kind"` // gpu | nic
-	Dst     int32   `msgpack:"dst"`
-	Type    string  `msgpack:"type"`    // LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS, NET, DIS
-	BWGBps  float64 `msgpack:"bw_gbps"` // bottleneck bandwidth, GB/s (1e9 B/s) as NCCL counts it
-	Hops    int32   `msgpack:"hops"`
+	SrcKind string  `msgpack:"src_kind" json:"src_kind"` // gpu | nic
+	Src     int32   `msgpack:"src" json:"src"`
+	DstKind string  `msgpack:"dst_kind" json:"dst_kind"` // gpu | nic
+	Dst     int32   `msgpack:"dst" json:"dst"`
+	Type    string  `msgpack:"type" json:"type"`       // LOC, NVL, NVB, C2C, PIX, PXB, P2C, PXN, PHB, SYS, NET, DIS
+	BWGBps  float64 `msgpack:"bw_gbps" json:"bw_gbps"` // bottleneck bandwidth, GB/s (1e9 B/s) as NCCL counts it
+	Hops    int32   `msgpack:"hops" json:"hops"`
 	// P2P and P2PRead: GPU→GPU only, NCCL's P2P transport and P2P read verdicts.
-	P2P     bool `msgpack:"p2p"`
-	P2PRead bool `msgpack:"p2p_read"`
+	P2P     bool `msgpack:"p2p" json:"p2p"`
+	P2PRead bool `msgpack:"p2p_read" json:"p2p_read"`
 	// GDR: GPU→NIC entries carry the send-side verdict (the NIC reads GPU
 	// memory), NIC→GPU entries the receive side (the NIC writes it).
-	GDR bool `msgpack:"gdr"`
+	GDR bool `msgpack:"gdr" json:"gdr"`
 	// Via is the GPU relaying the traffic (the NVB intermediate or the PXN
 	// proxy), -1 if none.
-	Via int32 `msgpack:"via"`
+	Via int32 `msgpack:"via" json:"via"`
 }
 
 // PXNProxy says that GPU sends to NIC through Proxy, a GPU one NVLink hop
 // away that sits close to the NIC.
 type PXNProxy struct {
-	GPU   int32 `msgpack:"gpu"`
-	NIC   int32 `msgpack:"nic"`
-	Proxy int32 `msgpack:"proxy"`
+	GPU   int32 `msgpack:"gpu" json:"gpu"`
+	NIC   int32 `msgpack:"nic" json:"nic"`
+	Proxy int32 `msgpack:"proxy" json:"proxy"`
 }
 
 // Paths writes a paths record.

@@ -2,6 +2,8 @@ package ncclpath
 
 import (
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
 // TestBottleneckIsMinOverLinks: a path's bandwidth is its slowest link.
@@ -52,8 +54,8 @@ func TestPCIePathTypes(t *testing.T) {
 	// GPU0 SW0 PLX0 CPU0 CPU1 SW2 NICa NIC1: 7 hops at 10 GB/s. No PXN:
 	// the candidate proxy GPU4 is not NVLink-connected to GPU0.
 	want(t, "GPU0→NIC1", r.GPUToNIC[0][1], PathSYS, 10, 7, nil)
-	if r.PXN[0][1] != -1 {
-		t.Errorf("PXN[0][1] = %d, want -1", r.PXN[0][1])
+	if r.GPUToNIC[0][1].Via != -1 {
+		t.Errorf("GPU0→NIC1 via GPU%d, want no PXN proxy", r.GPUToNIC[0][1].Via)
 	}
 	// 2.27 default P2P level is PXB (Intel): PIX/PXB pairs yes, PHB/SYS no.
 	for _, c := range []struct {
@@ -399,8 +401,8 @@ func TestPXN(t *testing.T) {
 	// NIC0 (24) = PXN/24/5. GDR uses GPU0's distance (PIX): allowed.
 	r = mustCompute(t, pxnServer(false), Options{})
 	want(t, "GPU1→NIC0", r.GPUToNIC[1][0], PathPXN, 24, 5, []string{"NVS", "GPU0", "PCI/0000:10:00.0", "PCI/0000:80:00.0", "NIC0"})
-	if r.PXN[1][0] != 0 || r.GPUToNIC[1][0].Via != 0 {
-		t.Errorf("PXN proxy = %d (via %d), want GPU0", r.PXN[1][0], r.GPUToNIC[1][0].Via)
+	if r.GPUToNIC[1][0].Via != 0 {
+		t.Errorf("PXN proxy = GPU%d, want GPU0", r.GPUToNIC[1][0].Via)
 	}
 	if r.GDR[1][0] != (GDR{true, true}) {
 		t.Errorf("GDR[1][0] with PXN = %+v, want allowed through the proxy", r.GDR[1][0])
@@ -409,7 +411,7 @@ func TestPXN(t *testing.T) {
 	want(t, "NIC0→GPU1", r.NICToGPU[0][1], PathSYS, 16, 6, nil)
 	// GPU0 is NIC0's local GPU: never its own proxy.
 	want(t, "GPU0→NIC0", r.GPUToNIC[0][0], PathPIX, 24, 3, nil)
-	if got := r.Proxies(); len(got) != 1 || got[0] != (PXNProxy{GPU: 1, NIC: 0, Proxy: 0}) {
+	if got := r.Proxies(); len(got) != 1 || got[0] != (stream.PXNProxy{GPU: 1, NIC: 0, Proxy: 0}) {
 		t.Errorf("Proxies = %+v", got)
 	}
 	// PXN appeared in 2.12: 2.11 keeps the SYS path.

@@ -28,8 +28,6 @@ type Result struct {
 	// GPUNICs[g] are the NICs GPU g uses channel by channel: channel c uses
 	// GPUNICs[g][c % len(GPUNICs[g])] (ncclTopoGetLocalNet).
 	GPUNICs [][]int `json:"gpu_nics"`
-	// PXN[g][n] is the GPU that sends for GPU g to NIC n, -1 if g sends itself.
-	PXN [][]int `json:"pxn"`
 	// NICLocalGPU[n] is the GPU NCCL considers local to NIC n (the PXN
 	// proxy candidate), -1 if none.
 	NICLocalGPU []int `json:"nic_local_gpu"`
@@ -174,21 +172,14 @@ func (c *computer) result() *Result {
 	}
 	r.GPUToNIC, r.NICToGPU, r.NICToNIC = matrix(G, N), matrix(N, G), matrix(N, N)
 	r.GDR = make([][]GDR, G)
-	r.PXN = make([][]int, G)
 	r.GPUNICs = make([][]int, G)
 	gdr := make([]GDR, G*N)
-	pxn := make([]int, G*N)
 	for i, g := range gpus {
 		r.GDR[i] = gdr[i*N : (i+1)*N : (i+1)*N]
-		r.PXN[i] = pxn[i*N : (i+1)*N : (i+1)*N]
 		for j, n := range nets {
 			r.GPUToNIC[i][j] = mk(n, g)
 			r.NICToGPU[j][i] = mk(g, n)
 			r.GDR[i][j] = GDR{Read: c.checkGDR(g, n, true), Write: c.checkGDR(g, n, false)}
-			r.PXN[i][j] = -1
-			if r.GPUToNIC[i][j].Type == PathPXN {
-				r.PXN[i][j] = r.GPUToNIC[i][j].Via
-			}
 		}
 		if N > 0 {
 			if pl := c.planFor(g, nil); len(pl.nets) > 0 {
@@ -298,67 +289,50 @@ func (r *Result) MatrixText(withBW bool) string {
 	return b.String()
 }
 
-// Entry is one directed path in flat form, for JSON and the stream.
-type Entry struct {
-	SrcKind string   `json:"src_kind"` // gpu | nic
-	Src     int      `json:"src"`
-	DstKind string   `json:"dst_kind"`
-	Dst     int      `json:"dst"`
-	Type    PathType `json:"type"`
-	BW      float64  `json:"bw_gbps"`
-	Hops    int      `json:"hops"`
-	P2P     bool     `json:"p2p"`      // GPU→GPU: P2P transport allowed
-	P2PRead bool     `json:"p2p_read"` // GPU→GPU: P2P read
-	GDR     bool     `json:"gdr"`      // GPU→NIC: GDR for sends; NIC→GPU: for receives
-	Via     int      `json:"via"`
-}
-
 // Entries lists every ordered GPU↔GPU pair (src ≠ dst), then every GPU→NIC
 // and NIC→GPU pair.
-func (r *Result) Entries() []Entry {
+func (r *Result) Entries() []stream.PathEntry {
 	G, N := len(r.GPUs), len(r.NICs)
-	out := make([]Entry, 0, G*(G-1)+2*G*N)
+	out := make([]stream.PathEntry, 0, G*(G-1)+2*G*N)
+	entry := func(srcKind string, src int, dstKind string, dst int, p Path) stream.PathEntry {
+		return stream.PathEntry{SrcKind: srcKind, Src: int32(src), DstKind: dstKind, Dst: int32(dst),
+			Type: p.Type.String(), BWGBps: p.BW, Hops: int32(p.Hops), Via: int32(p.Via)}
+	}
 	for i := range G {
 		for j := range G {
 			if i == j {
 				continue
 			}
-			p := r.GPUToGPU[i][j]
-			out = append(out, Entry{SrcKind: stream.EndpointGPU, Src: i, DstKind: stream.EndpointGPU, Dst: j,
-				Type: p.Type, BW: p.BW, Hops: p.Hops, P2P: r.P2P[i][j].OK, P2PRead: r.P2P[i][j].Read, Via: p.Via})
+			e := entry(stream.EndpointGPU, i, stream.EndpointGPU, j, r.GPUToGPU[i][j])
+			e.P2P, e.P2PRead = r.P2P[i][j].OK, r.P2P[i][j].Read
+			out = append(out, e)
 		}
 	}
 	for i := range G {
 		for j := range N {
-			p := r.GPUToNIC[i][j]
-			out = append(out, Entry{SrcKind: stream.EndpointGPU, Src: i, DstKind: stream.EndpointNIC, Dst: j,
-				Type: p.Type, BW: p.BW, Hops: p.Hops, GDR: r.GDR[i][j].Read, Via: p.Via})
+			e := entry(stream.EndpointGPU, i, stream.EndpointNIC, j, r.GPUToNIC[i][j])
+			e.GDR = r.GDR[i][j].Read
+			out = append(out, e)
 		}
 	}
 	for j := range N {
 		for i := range G {
-			p := r.NICToGPU[j][i]
-			out = append(out, Entry{SrcKind: stream.EndpointNIC, Src: j, DstKind: stream.EndpointGPU, Dst: i,
-				Type: p.Type, BW: p.BW, Hops: p.Hops, GDR: r.GDR[i][j].Write, Via: p.Via})
+			e := entry(stream.EndpointNIC, j, stream.EndpointGPU, i, r.NICToGPU[j][i])
+			e.GDR = r.GDR[i][j].Write
+			out = append(out, e)
 		}
 	}
 	return out
 }
 
-// PXNProxy is one PXN rewrite: GPU sends to NIC through Proxy.
-type PXNProxy struct {
-	GPU   int `json:"gpu"`
-	NIC   int `json:"nic"`
-	Proxy int `json:"proxy"`
-}
-
-// Proxies lists the PXN rewrites in GPU, then NIC order.
-func (r *Result) Proxies() []PXNProxy {
-	var out []PXNProxy
-	for g, row := range r.PXN {
+// Proxies lists the PXN rewrites (GPU sends to NIC through Proxy, the PXN
+// path's Via) in GPU, then NIC order.
+func (r *Result) Proxies() []stream.PXNProxy {
+	var out []stream.PXNProxy
+	for g, row := range r.GPUToNIC {
 		for n, p := range row {
-			if p >= 0 {
-				out = append(out, PXNProxy{GPU: g, NIC: n, Proxy: p})
+			if p.Type == PathPXN && p.Via >= 0 {
+				out = append(out, stream.PXNProxy{GPU: int32(g), NIC: int32(n), Proxy: int32(p.Via)})
 			}
 		}
 	}
@@ -369,15 +343,15 @@ func (r *Result) Proxies() []PXNProxy {
 // prints): endpoint descriptions, every pair as an Entry, NIC choices, PXN
 // proxies and the topo -m style matrix with bandwidths.
 type Report struct {
-	Server      string     `json:"server"`
-	NCCLVersion string     `json:"nccl_version"`
-	GPUs        []GPUDesc  `json:"gpus"`
-	NICs        []NICDesc  `json:"nics"`
-	Entries     []Entry    `json:"entries"`
-	GPUNICs     [][]int    `json:"gpu_nics"`
-	PXN         []PXNProxy `json:"pxn"`
-	Matrix      [][]string `json:"matrix"`
-	TrimmedGPUs []int      `json:"trimmed_gpus,omitempty"`
+	Server      string             `json:"server"`
+	NCCLVersion string             `json:"nccl_version"`
+	GPUs        []GPUDesc          `json:"gpus"`
+	NICs        []NICDesc          `json:"nics"`
+	Entries     []stream.PathEntry `json:"entries"`
+	GPUNICs     [][]int            `json:"gpu_nics"`
+	PXN         []stream.PXNProxy  `json:"pxn"`
+	Matrix      [][]string         `json:"matrix"`
+	TrimmedGPUs []int              `json:"trimmed_gpus,omitempty"`
 }
 
 // Report builds the flat summary.
@@ -395,12 +369,7 @@ func (r *Result) StreamPaths(servers []int32) *stream.Paths {
 	} else {
 		sp.Servers = append([]int32{}, servers...)
 	}
-	es := r.Entries()
-	sp.Entries = make([]stream.PathEntry, len(es))
-	for i, e := range es {
-		sp.Entries[i] = stream.PathEntry{SrcKind: e.SrcKind, Src: int32(e.Src), DstKind: e.DstKind, Dst: int32(e.Dst),
-			Type: e.Type.String(), BWGBps: e.BW, Hops: int32(e.Hops), P2P: e.P2P, P2PRead: e.P2PRead, GDR: e.GDR, Via: int32(e.Via)}
-	}
+	sp.Entries = r.Entries()
 	sp.GPUNICs = make([][]int32, len(r.GPUNICs))
 	for g, nics := range r.GPUNICs {
 		sp.GPUNICs[g] = make([]int32, len(nics))
@@ -408,8 +377,6 @@ func (r *Result) StreamPaths(servers []int32) *stream.Paths {
 			sp.GPUNICs[g][c] = int32(n)
 		}
 	}
-	for _, x := range r.Proxies() {
-		sp.PXN = append(sp.PXN, stream.PXNProxy{GPU: int32(x.GPU), NIC: int32(x.NIC), Proxy: int32(x.Proxy)})
-	}
+	sp.PXN = r.Proxies()
 	return sp
 }

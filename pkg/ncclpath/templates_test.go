@@ -90,8 +90,8 @@ func TestNVSwitchTemplates(t *testing.T) {
 			// PXN) and NIC2's local GPU is GPU2 (PIX), one NVLink away: PXN
 			// through GPU2 at min(V, P) = P, 2 + 3 hops.
 			want(t, "GPU0→NIC2", r.GPUToNIC[0][2], PathPXN, c.pcie, 5, nil)
-			if r.PXN[0][2] != 2 {
-				t.Errorf("PXN[0][2] = %d, want GPU2", r.PXN[0][2])
+			if r.GPUToNIC[0][2].Via != 2 {
+				t.Errorf("GPU0→NIC2 PXN proxy = GPU%d, want GPU2", r.GPUToNIC[0][2].Via)
 			}
 			// Other socket: PXN through GPU4 likewise.
 			want(t, "GPU0→NIC4", r.GPUToNIC[0][4], PathPXN, c.pcie, 5, nil)
@@ -157,7 +157,7 @@ func TestReportAndEntries(t *testing.T) {
 		t.Fatalf("%d entries", len(es))
 	}
 	first := es[0]
-	if first.SrcKind != "gpu" || first.Src != 0 || first.Dst != 1 || first.Type != PathNVL || !first.P2P || !first.P2PRead {
+	if first.SrcKind != "gpu" || first.Src != 0 || first.Dst != 1 || first.Type != PathNVL.String() || !first.P2P || !first.P2PRead {
 		t.Errorf("first entry %+v", first)
 	}
 	rep := r.Report()
