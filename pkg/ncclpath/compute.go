@@ -264,7 +264,7 @@ func (c *computer) run() error {
 			cpu := c.localCPU[gi]
 			cand := nets
 			if c.p.p2cLocal {
-				cand = c.localNets(g, c.scratch[:0])
+				cand = c.local(g, NET, c.scratch[:0])
 				c.scratch = cand
 			}
 			for _, n := range cand {
@@ -542,32 +542,18 @@ func (c *computer) tryPXN(g, n int32) {
 	c.interStep(peer, g, n)
 }
 
-// localNets is ncclTopoGetLocal from a GPU: the NETs it reaches with the
-// highest bandwidth, ties broken by the best path type, in index order.
-func (c *computer) localNets(g int32, buf []int32) []int32 {
+// local is ncclTopoGetLocal: the nodes of kind (NETs from a GPU, GPUs from
+// a NET) that src reaches with the highest bandwidth, ties broken by the
+// best path type, in index order.
+func (c *computer) local(src int32, kind NodeKind, buf []int32) []int32 {
 	maxBW, minType := 0.0, PathDIS
-	for _, n := range c.nodes[NET] {
-		p := c.at(n, g)
+	for _, x := range c.nodes[kind] {
+		p := c.at(x, src)
 		if p.bw > maxBW || (p.bw == maxBW && p.typ < minType) {
 			maxBW, minType, buf = p.bw, p.typ, buf[:0]
 		}
 		if p.bw > 0 && p.bw == maxBW && p.typ == minType {
-			buf = append(buf, n)
-		}
-	}
-	return buf
-}
-
-// localGPUs is ncclTopoGetLocal from a NET to the GPUs.
-func (c *computer) localGPUs(n int32, buf []int32) []int32 {
-	maxBW, minType := 0.0, PathDIS
-	for _, g := range c.nodes[GPU] {
-		p := c.at(g, n)
-		if p.bw > maxBW || (p.bw == maxBW && p.typ < minType) {
-			maxBW, minType, buf = p.bw, p.typ, buf[:0]
-		}
-		if p.bw > 0 && p.bw == maxBW && p.typ == minType {
-			buf = append(buf, g)
+			buf = append(buf, x)
 		}
 	}
 	return buf
@@ -581,11 +567,11 @@ type netPlan struct {
 }
 
 func (c *computer) planFor(g int32, buf []int32) netPlan {
-	nets := c.localNets(g, buf)
+	nets := c.local(g, NET, buf)
 	if len(nets) == 0 {
 		return netPlan{}
 	}
-	c.scratch = c.localGPUs(nets[0], c.scratch[:0])
+	c.scratch = c.local(nets[0], GPU, c.scratch[:0])
 	lg := len(c.scratch)
 	base := c.gpu(g).Dev
 	if isPow2(len(nets)) {
@@ -605,7 +591,7 @@ func (pl netPlan) at(ch int) int32 {
 // localGPU is ncclTopoGetLocalGpu: the first of n's local GPUs that uses n
 // on some channel, scanning channels in order; -1 if none does.
 func (c *computer) localGPU(n int32) int32 {
-	c.lgBuf = c.localGPUs(n, c.lgBuf[:0])
+	c.lgBuf = c.local(n, GPU, c.lgBuf[:0])
 	lg := c.lgBuf
 	plans := c.plans[:0]
 	buf := c.planBuf[:0]

@@ -79,24 +79,6 @@ type GDR struct {
 	Write bool `json:"write"` // receives: the NIC writes GPU memory
 }
 
-func (c *computer) label(g int32) string {
-	n := &c.sys.Nodes[c.sysIdx[g]]
-	switch n.Kind {
-	case GPU, NET, CPU:
-		name := "NIC"
-		if n.Kind != NET {
-			name = n.Kind.String()
-		}
-		return fmt.Sprintf("%s%d", name, c.kidx[g])
-	case NVS:
-		return "NVS"
-	}
-	if n.BusID != "" {
-		return "PCI/" + n.BusID
-	}
-	return fmt.Sprintf("%s%d", n.Kind, c.kidx[g])
-}
-
 func (c *computer) result() *Result {
 	gpus, nets := c.nodes[GPU], c.nodes[NET]
 	G, N := len(gpus), len(nets)
@@ -104,7 +86,8 @@ func (c *computer) result() *Result {
 
 	labels := make([]string, c.nn)
 	for g := range labels {
-		labels[g] = c.label(int32(g))
+		// Indices after trimming, as Result.GPUs and Result.NICs count.
+		labels[g] = nodeLabel(&c.sys.Nodes[c.sysIdx[g]], int(c.kidx[g]))
 	}
 	// One backing array for every route keeps allocations few.
 	total := 0

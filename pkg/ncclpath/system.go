@@ -246,21 +246,24 @@ func (s *System) label(i int) string {
 	if !s.valid(i) {
 		return fmt.Sprint(i)
 	}
-	n := &s.Nodes[i]
+	return nodeLabel(&s.Nodes[i], s.Nodes[i].Index)
+}
+
+// nodeLabel names a node in routes and messages (GPU3, NIC1 for a network
+// port, CPU0, NVS, PCI/<busid>); idx is its index among its kind.
+func nodeLabel(n *Node, idx int) string {
 	switch n.Kind {
-	case GPU:
-		return fmt.Sprintf("GPU%d", n.Index)
+	case GPU, CPU:
+		return fmt.Sprintf("%s%d", n.Kind, idx)
 	case NET:
-		return fmt.Sprintf("NIC%d", n.Index)
-	case CPU:
-		return fmt.Sprintf("CPU%d", n.Index)
+		return fmt.Sprintf("NIC%d", idx)
 	case NVS:
 		return "NVS"
 	}
 	if n.BusID != "" {
 		return "PCI/" + n.BusID
 	}
-	return fmt.Sprintf("%s%d", n.Kind, n.Index)
+	return fmt.Sprintf("%s%d", n.Kind, idx)
 }
 
 // Limits NCCL enforces (NCCL_TOPO_MAX_NODES in 2.27); they also keep

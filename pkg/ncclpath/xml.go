@@ -394,28 +394,18 @@ func (p *xmlParser) pci(e *xmlElem, parent, cpu int) error {
 	kind := pciClass(strings.ToLower(strings.TrimSpace(class)))
 	switch kind {
 	case GPU:
-		var ge *xmlElem
-		for _, k := range e.kids {
-			if k.name != "gpu" {
-				return p.errf(k, "is not allowed inside the <pci> of a GPU (busid %s)", bus)
-			}
-			if ge == nil {
-				ge = k
-			}
+		ge, err := p.deviceChild(e, "gpu", bus)
+		if err != nil {
+			return err
 		}
 		if ge == nil {
 			return nil // NCCL ignores a GPU device without a <gpu> child
 		}
 		return p.gpu(ge, parent, cpu, bus, key, bw)
 	case NIC:
-		var ne *xmlElem
-		for _, k := range e.kids {
-			if k.name != "nic" {
-				return p.errf(k, "is not allowed inside the <pci> of a NIC (busid %s)", bus)
-			}
-			if ne == nil {
-				ne = k
-			}
+		ne, err := p.deviceChild(e, "nic", bus)
+		if err != nil {
+			return err
 		}
 		if ne == nil {
 			return nil
@@ -451,6 +441,21 @@ func (p *xmlParser) pci(e *xmlElem, parent, cpu int) error {
 		}
 	}
 	return nil
+}
+
+// deviceChild returns the first <name> child of a device's <pci> (NCCL
+// reads that one), nil if none; any other child is an error.
+func (p *xmlParser) deviceChild(e *xmlElem, name, bus string) (*xmlElem, error) {
+	var first *xmlElem
+	for _, k := range e.kids {
+		if k.name != name {
+			return nil, p.errf(k, "is not allowed inside the <pci> of a %s (busid %s)", strings.ToUpper(name), bus)
+		}
+		if first == nil {
+			first = k
+		}
+	}
+	return first, nil
 }
 
 func (p *xmlParser) gpu(e *xmlElem, parent, cpu int, bus string, key uint64, bw float64) error {

@@ -201,6 +201,15 @@ func TestParseXMLErrors(t *testing.T) {
 `), `server.xml: line 4: <pci> missing attribute "busid"`},
 		{"bad busid", gpu(`      <pci busid="slot 3" class="0x060400"/>
 `), `server.xml: line 4: <pci> attribute "busid": "slot 3" is not a PCI bus id`},
+		{"nic in a GPU device", gpu(`      <pci busid="0000:11:00.0" class="0x030200">
+        <nic/>
+      </pci>
+`), `server.xml: line 5: <nic> is not allowed inside the <pci> of a GPU (busid 0000:11:00.0)`},
+		{"gpu in a NIC device", gpu(`      <pci busid="0000:12:00.0" class="0x020000">
+        <nic><net name="mlx5_0" dev="0"/></nic>
+        <gpu dev="0" sm="80" rank="0" gdr="1"/>
+      </pci>
+`), `server.xml: line 6: <gpu> is not allowed inside the <pci> of a NIC (busid 0000:12:00.0)`},
 		{"net outside nic", gpu(`      <net name="mlx5_0" dev="0"/>
 `), `server.xml: line 4: <net> must sit inside a <nic>`},
 		{"unknown element", `<system version="1">
