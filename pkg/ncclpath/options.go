@@ -110,7 +110,6 @@ type profile struct {
 	gdrLevel    PathType
 	gdrRead     Toggle
 	gdrReadAll  bool // ≤2.7: the NVLink-peer condition applies to every SM
-	gdrC2C      bool
 	gdrC2CMap   bool // 2.26–2.29: a P2C distance counts as C2C for GDR
 	gdrBelowPHB bool // 2.21+: GDR detours only for paths better than PHB
 	c2cLinks    bool // 2.26+: <c2c> links exist
@@ -182,15 +181,10 @@ func (o Options) profile() (*profile, error) {
 	p.c2cLinks = v.atLeast(2, 26)
 	p.p2c = v.atLeast(2, 27)
 	p.p2cLocal = v.atLeast(2, 30)
-	switch o.GDRC2C {
-	case On:
-		p.gdrC2C = true
-	case Auto:
-		p.gdrC2C = v.atLeast(2, 27)
-	}
-	p.gdrC2CMap = p.gdrC2C && v.atLeast(2, 26) && !v.atLeast(2, 30)
+	gdrC2C := o.GDRC2C == On || (o.GDRC2C == Auto && v.atLeast(2, 27))
+	p.gdrC2CMap = gdrC2C && v.atLeast(2, 26) && !v.atLeast(2, 30)
 	p.gdrLevel = PathPXB
-	if v.atLeast(2, 30) && p.gdrC2C {
+	if v.atLeast(2, 30) && gdrC2C {
 		p.gdrLevel = PathP2C
 	}
 	if o.GDRLevel != "" {

@@ -2,7 +2,8 @@ package ncclpath
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -65,12 +66,7 @@ var gpuTemplates = map[string]string{
 
 // TemplateNames lists the built-in server templates, sorted.
 func TemplateNames() []string {
-	names := make([]string, 0, len(templates))
-	for n := range templates {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(templates))
 }
 
 // Template returns a fresh copy of a built-in server.
@@ -95,11 +91,7 @@ func TemplateForGPU(gpuType string) (string, error) {
 	if name, ok := gpuTemplates[s[:end]]; ok {
 		return name, nil
 	}
-	known := make([]string, 0, len(gpuTemplates))
-	for k := range gpuTemplates {
-		known = append(known, k)
-	}
-	sort.Strings(known)
+	known := slices.Sorted(maps.Keys(gpuTemplates))
 	return "", fmt.Errorf("no server template for GPU type %q (known: %s)", gpuType, strings.Join(known, ", "))
 }
 
@@ -118,7 +110,6 @@ type serverSpec struct {
 func nvswitchServer(sp serverSpec) *System {
 	s := NewSystem(sp.name)
 	bw := PCIeBW(sp.pcie, 16)
-	nvs := -1
 	var gpus []int
 	for sock := range 2 {
 		cpu := sp.cpu
@@ -143,10 +134,8 @@ func nvswitchServer(sp serverSpec) *System {
 	for _, n := range sp.nvlinks {
 		total += n
 	}
+	nvs := s.AddNVSwitch()
 	for _, g := range gpus {
-		if nvs < 0 {
-			nvs = s.AddNVSwitch()
-		}
 		// NCCL sums the links to every NVSwitch chip into one GPU–NVS link.
 		s.AddNVLink(g, nvs, total)
 	}
