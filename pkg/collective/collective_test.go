@@ -569,6 +569,13 @@ func TestMSCCL(t *testing.T) {
 <gpu id="1"><tb id="0" send="0" recv="0" chan="0"><step s="0" type="nop" cnt="1" depid="-1" deps="-1"/></tb></gpu></algo>`, "gpu 0 sends 1 times to gpu 1 on channel 0, which receives 0 times"},
 		{`<algo name="x" coll="allreduce" ngpus="1" nchannels="1" nchunksperloop="1"><gpu id="0"><tb id="0" send="-1" recv="-1" chan="0"><step s="0" type="zz" cnt="1" depid="-1" deps="-1"/></tb></gpu></algo>`, `unknown type "zz"`},
 		{`<algo`, "m.xml: line 1"},
+		{`<algos><algo name="x" coll="allreduce" ngpus="1" nchannels="1" nchunksperloop="1"/></algos>`, "m.xml: line 1: <algos> is not <algo>"},
+		{`<algo name="x" coll="allreduce" ngpus="1" nchannels="1" nchunksperloop="1">
+<tb id="0" send="-1" recv="-1" chan="0"/></algo>`, "m.xml: line 2: <tb> outside <gpu>"},
+		{`<algo name="x" coll="allreduce" ngpus="1" nchannels="1" nchunksperloop="1"><gpu id="0"><tb id="0" send="-1" recv="-1" chan="0"/>
+<step s="0" type="nop" cnt="1" depid="-1" deps="-1"/></gpu></algo>`, "m.xml: line 2: <step> outside <tb>"},
+		{`<algo name="x" coll="allreduce" ngpus="1" nchannels="1" nchunksperloop="1"><gpu id="0"><gpu id="1"/></gpu></algo>`, "m.xml: line 1: <gpu> inside <gpu>"},
+		{`<algo name="x" coll="allreduce" ngpus="0x2" nchannels="1" nchunksperloop="1e3"/>`, `m.xml: line 1: <algo> attribute "nchunksperloop": "1e3" is not an integer`},
 	}
 	for _, b := range bad {
 		if _, err := ParseMSCCL(strings.NewReader(b.xml), "m.xml"); err == nil || !strings.Contains(err.Error(), b.want) {

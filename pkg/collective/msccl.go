@@ -1,14 +1,11 @@
 package collective
 
 import (
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/internal/xmltree"
 )
 
 // MSCCLAlgo is an MSCCL algorithm (msccl-tools XML): per GPU, threadblocks
@@ -51,163 +48,21 @@ var mscclTypes = map[string][2]bool{ // {recv, send}
 // Applies reports whether the algorithm replaces op on n ranks.
 func (a *MSCCLAlgo) Applies(op Op, n int) bool { return a.Coll == op && a.NGPUs == n }
 
-// ParseMSCCL reads an MSCCL XML algorithm. Errors name the file, line and element.
+// mscclDoc is an msccl-tools algorithm: <algo> holding <gpu>s holding
+// <tb>s holding <step>s. The element bound is some eight times what a
+// 64-GPU, 8-channel ring of 250 steps per threadblock holds (130k).
+var mscclDoc = xmltree.Doc{Root: "algo", Kind: "an MSCCL algorithm (msccl-tools XML)", MaxElements: 1 << 20}
+
+// ParseMSCCL reads an MSCCL XML algorithm. Errors name the file, line and
+// element. Integers are read as MSCCL's strtol(s, NULL, 0) into an int does.
 func ParseMSCCL(r io.Reader, name string) (*MSCCLAlgo, error) {
-	d := xml.NewDecoder(r)
+	root, err := mscclDoc.Read(r, name)
+	if err != nil {
+		return nil, err
+	}
 	a := &MSCCLAlgo{file: name}
-	bad := func(line int, elem, format string, args ...any) error {
-		return fmt.Errorf("%s: line %d: <%s> %s", name, line, elem, fmt.Sprintf(format, args...))
-	}
-	var gpu *mscclGPU
-	var tb *mscclTB
-	seenAlgo := false
-	for {
-		line, _ := d.InputPos()
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) {
-				return nil, fmt.Errorf("%s: line %d: %s", name, se.Line, se.Msg)
-			}
-			return nil, fmt.Errorf("%s: line %d: %v", name, line, err)
-		}
-		line, _ = d.InputPos()
-		switch t := tok.(type) {
-		case xml.StartElement:
-			attr := func(key string) (int, error) {
-				for _, at := range t.Attr {
-					if at.Name.Local == key {
-						v, err := strconv.Atoi(strings.TrimSpace(at.Value))
-						if err != nil {
-							return 0, bad(line, t.Name.Local, "attribute %q: %q is not an integer", key, at.Value)
-						}
-						return v, nil
-					}
-				}
-				return 0, bad(line, t.Name.Local, "missing attribute %q", key)
-			}
-			str := func(key string) string {
-				for _, at := range t.Attr {
-					if at.Name.Local == key {
-						return at.Value
-					}
-				}
-				return ""
-			}
-			switch t.Name.Local {
-			case "algo":
-				seenAlgo = true
-				a.Name = str("name")
-				op, err := ParseOp(str("coll"))
-				if err != nil {
-					return nil, bad(line, "algo", "attribute \"coll\": %v", err)
-				}
-				a.Coll = op
-				if a.NGPUs, err = attr("ngpus"); err != nil {
-					return nil, err
-				}
-				if a.Channels, err = attr("nchannels"); err != nil {
-					return nil, err
-				}
-				if a.ChunksLoop, err = attr("nchunksperloop"); err != nil {
-					return nil, err
-				}
-				if a.NGPUs < 1 || a.Channels < 1 || a.ChunksLoop < 1 {
-					return nil, bad(line, "algo", "ngpus, nchannels and nchunksperloop must be positive")
-				}
-				a.Proto = Simple
-				if p := str("proto"); p != "" {
-					if a.Proto, err = ParseProto(p); err != nil {
-						return nil, bad(line, "algo", "attribute \"proto\": %v", err)
-					}
-				}
-			case "gpu":
-				if !seenAlgo {
-					return nil, bad(line, "gpu", "outside <algo>")
-				}
-				id, err := attr("id")
-				if err != nil {
-					return nil, err
-				}
-				if id != len(a.GPUs) || id >= a.NGPUs {
-					return nil, bad(line, "gpu", "id %d: gpus must be numbered 0..%d in order", id, a.NGPUs-1)
-				}
-				a.GPUs = append(a.GPUs, mscclGPU{ID: id})
-				gpu = &a.GPUs[len(a.GPUs)-1]
-			case "tb":
-				if gpu == nil {
-					return nil, bad(line, "tb", "outside <gpu>")
-				}
-				var nt mscclTB
-				nt.line = line
-				for _, k := range []struct {
-					key string
-					dst *int
-				}{{"id", &nt.ID}, {"send", &nt.Send}, {"recv", &nt.Recv}, {"chan", &nt.Chan}} {
-					if *k.dst, err = attr(k.key); err != nil {
-						return nil, err
-					}
-				}
-				if nt.ID != len(gpu.TBs) {
-					return nil, bad(line, "tb", "id %d: threadblocks must be numbered from 0 in order", nt.ID)
-				}
-				for _, peer := range []int{nt.Send, nt.Recv} {
-					if peer < -1 || peer >= a.NGPUs || peer == gpu.ID {
-						return nil, bad(line, "tb", "peer %d is not another GPU of 0..%d", peer, a.NGPUs-1)
-					}
-				}
-				if nt.Chan < 0 || nt.Chan >= a.Channels {
-					return nil, bad(line, "tb", "chan %d outside 0..%d", nt.Chan, a.Channels-1)
-				}
-				gpu.TBs = append(gpu.TBs, nt)
-				tb = &gpu.TBs[len(gpu.TBs)-1]
-			case "step":
-				if tb == nil {
-					return nil, bad(line, "step", "outside <tb>")
-				}
-				var st mscclStep
-				st.line = line
-				st.Type = str("type")
-				kind, ok := mscclTypes[st.Type]
-				if !ok {
-					return nil, bad(line, "step", "unknown type %q (s, r, rcs, rrs, rrc, rrcs, re, cpy, nop)", st.Type)
-				}
-				for _, k := range []struct {
-					key string
-					dst *int
-				}{{"s", &st.S}, {"cnt", &st.Cnt}, {"depid", &st.DepTB}, {"deps", &st.DepStep}} {
-					if *k.dst, err = attr(k.key); err != nil {
-						return nil, err
-					}
-				}
-				if st.S != len(tb.Steps) {
-					return nil, bad(line, "step", "s=%d: steps must be numbered from 0 in order", st.S)
-				}
-				if st.Cnt < 0 {
-					return nil, bad(line, "step", "negative cnt %d", st.Cnt)
-				}
-				if kind[0] && tb.Recv < 0 {
-					return nil, bad(line, "step", "type %s receives but its <tb> has recv=-1", st.Type)
-				}
-				if kind[1] && tb.Send < 0 {
-					return nil, bad(line, "step", "type %s sends but its <tb> has send=-1", st.Type)
-				}
-				tb.Steps = append(tb.Steps, st)
-			}
-		case xml.EndElement:
-			switch t.Name.Local {
-			case "tb":
-				tb = nil
-			case "gpu":
-				gpu = nil
-			}
-		}
-	}
-	if !seenAlgo {
-		return nil, fmt.Errorf("%s: no <algo> element", name)
+	if err := a.algo(root); err != nil {
+		return nil, err
 	}
 	if len(a.GPUs) != a.NGPUs {
 		return nil, fmt.Errorf("%s: <algo> announces %d gpus, the file defines %d", name, a.NGPUs, len(a.GPUs))
@@ -220,7 +75,8 @@ func ParseMSCCL(r io.Reader, name string) (*MSCCLAlgo, error) {
 					continue
 				}
 				if s.DepTB >= len(g.TBs) || s.DepStep < 0 || s.DepStep >= len(g.TBs[s.DepTB].Steps) {
-					return nil, bad(s.line, "step", "depends on step %d of threadblock %d of gpu %d, which does not exist", s.DepStep, s.DepTB, g.ID)
+					return nil, &xmltree.Error{File: name, Line: s.line, Elem: "step",
+						Msg: fmt.Sprintf("depends on step %d of threadblock %d of gpu %d, which does not exist", s.DepStep, s.DepTB, g.ID)}
 				}
 			}
 		}
@@ -252,6 +108,145 @@ func ParseMSCCL(r io.Reader, name string) (*MSCCLAlgo, error) {
 		}
 	}
 	return a, nil
+}
+
+func (a *MSCCLAlgo) algo(e *xmltree.Elem) error {
+	a.Name, _ = e.Attr("name")
+	coll, _ := e.Attr("coll")
+	op, err := ParseOp(coll)
+	if err != nil {
+		return e.Errorf("attribute \"coll\": %v", err)
+	}
+	a.Coll = op
+	if err := readInts(e, intAttr{"ngpus", &a.NGPUs}, intAttr{"nchannels", &a.Channels}, intAttr{"nchunksperloop", &a.ChunksLoop}); err != nil {
+		return err
+	}
+	if a.NGPUs < 1 || a.Channels < 1 || a.ChunksLoop < 1 {
+		return e.Errorf("ngpus, nchannels and nchunksperloop must be positive")
+	}
+	a.Proto = Simple
+	if p, _ := e.Attr("proto"); p != "" {
+		if a.Proto, err = ParseProto(p); err != nil {
+			return e.Errorf("attribute \"proto\": %v", err)
+		}
+	}
+	for _, k := range e.Kids {
+		if err := a.walk(k, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walk reads e and its subtree; gpu and tb are the enclosing <gpu> and
+// <tb>, nil outside them. Elements MSCCL does not define are ignored, and
+// what they hold is read as if in their place.
+func (a *MSCCLAlgo) walk(e *xmltree.Elem, gpu *mscclGPU, tb *mscclTB) error {
+	var err error
+	switch e.Name {
+	case "algo":
+		return e.Errorf("inside <%s>: a file holds one <algo>", e.Parent.Name)
+	case "gpu":
+		if gpu != nil {
+			return e.Errorf("inside <gpu>")
+		}
+		gpu, err = a.gpu(e)
+	case "tb":
+		switch {
+		case gpu == nil:
+			return e.Errorf("outside <gpu>")
+		case tb != nil:
+			return e.Errorf("inside <tb>")
+		}
+		tb, err = a.tb(e, gpu)
+	case "step":
+		if tb == nil {
+			return e.Errorf("outside <tb>")
+		}
+		err = step(e, tb)
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range e.Kids {
+		if err := a.walk(k, gpu, tb); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *MSCCLAlgo) gpu(e *xmltree.Elem) (*mscclGPU, error) {
+	id, err := e.Int("id", true, 0)
+	if err != nil {
+		return nil, err
+	}
+	if id != len(a.GPUs) || id >= a.NGPUs {
+		return nil, e.Errorf("id %d: gpus must be numbered 0..%d in order", id, a.NGPUs-1)
+	}
+	a.GPUs = append(a.GPUs, mscclGPU{ID: id})
+	return &a.GPUs[len(a.GPUs)-1], nil
+}
+
+func (a *MSCCLAlgo) tb(e *xmltree.Elem, gpu *mscclGPU) (*mscclTB, error) {
+	t := mscclTB{line: e.Line}
+	if err := readInts(e, intAttr{"id", &t.ID}, intAttr{"send", &t.Send}, intAttr{"recv", &t.Recv}, intAttr{"chan", &t.Chan}); err != nil {
+		return nil, err
+	}
+	if t.ID != len(gpu.TBs) {
+		return nil, e.Errorf("id %d: threadblocks must be numbered from 0 in order", t.ID)
+	}
+	for _, peer := range []int{t.Send, t.Recv} {
+		if peer < -1 || peer >= a.NGPUs || peer == gpu.ID {
+			return nil, e.Errorf("peer %d is not another GPU of 0..%d", peer, a.NGPUs-1)
+		}
+	}
+	if t.Chan < 0 || t.Chan >= a.Channels {
+		return nil, e.Errorf("chan %d outside 0..%d", t.Chan, a.Channels-1)
+	}
+	gpu.TBs = append(gpu.TBs, t)
+	return &gpu.TBs[len(gpu.TBs)-1], nil
+}
+
+func step(e *xmltree.Elem, tb *mscclTB) error {
+	s := mscclStep{line: e.Line}
+	s.Type, _ = e.Attr("type")
+	kind, ok := mscclTypes[s.Type]
+	if !ok {
+		return e.Errorf("unknown type %q (s, r, rcs, rrs, rrc, rrcs, re, cpy, nop)", s.Type)
+	}
+	if err := readInts(e, intAttr{"s", &s.S}, intAttr{"cnt", &s.Cnt}, intAttr{"depid", &s.DepTB}, intAttr{"deps", &s.DepStep}); err != nil {
+		return err
+	}
+	switch {
+	case s.S != len(tb.Steps):
+		return e.Errorf("s=%d: steps must be numbered from 0 in order", s.S)
+	case s.Cnt < 0:
+		return e.Errorf("negative cnt %d", s.Cnt)
+	case kind[0] && tb.Recv < 0:
+		return e.Errorf("type %s receives but its <tb> has recv=-1", s.Type)
+	case kind[1] && tb.Send < 0:
+		return e.Errorf("type %s sends but its <tb> has send=-1", s.Type)
+	}
+	tb.Steps = append(tb.Steps, s)
+	return nil
+}
+
+type intAttr struct {
+	name string
+	dst  *int
+}
+
+// readInts reads integer attributes that must be present.
+func readInts(e *xmltree.Elem, attrs ...intAttr) error {
+	for _, at := range attrs {
+		v, err := e.Int(at.name, true, 0)
+		if err != nil {
+			return err
+		}
+		*at.dst = v
+	}
+	return nil
 }
 
 // Emit decomposes the algorithm for one collective: every send step

@@ -1,53 +1,19 @@
 package ncclpath
 
 import (
-	"encoding/xml"
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
-	"strconv"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/internal/xmltree"
 )
 
 // XMLError locates a problem in a topology XML file.
-type XMLError struct {
-	File string
-	Line int
-	Elem string // element name without brackets, "" for syntax errors
-	Msg  string
-}
+type XMLError = xmltree.Error
 
-func (e *XMLError) Error() string {
-	s := fmt.Sprintf("%s: line %d: ", e.File, e.Line)
-	if e.Elem != "" {
-		s += "<" + e.Elem + "> "
-	}
-	return s + e.Msg
-}
-
-// Limits that keep hostile input cheap; real dumps are far below them.
-const (
-	maxXMLDepth    = 64
-	maxXMLElements = 20000
-)
-
-type xmlElem struct {
-	name   string
-	line   int
-	attrs  []xml.Attr
-	kids   []*xmlElem
-	parent *xmlElem
-}
-
-func (e *xmlElem) attr(name string) (string, bool) {
-	for _, a := range e.attrs {
-		if a.Name.Local == name {
-			return a.Value, true
-		}
-	}
-	return "", false
-}
+// topoDoc is NCCL's topology XML; real dumps hold a few hundred elements.
+var topoDoc = xmltree.Doc{Root: "system", Kind: "an NCCL topology XML file", MaxElements: 20000}
 
 // ParseXML reads a topology in NCCL's XML format (NCCL_TOPO_FILE, or what
 // NCCL_TOPO_DUMP_FILE wrote) and returns the System it describes. name
@@ -61,12 +27,12 @@ func (e *xmlElem) attr(name string) (string, bool) {
 // function) merge into one adapter, and NVLinks to NVSwitches fold into one
 // NVSwitch node. Unknown elements are errors; unknown attributes are ignored.
 func ParseXML(r io.Reader, name string) (*System, error) {
-	root, err := readXMLTree(r, name)
+	root, err := topoDoc.Read(r, name)
 	if err != nil {
 		return nil, err
 	}
 	sysName := strings.TrimSuffix(filepath.Base(name), ".xml")
-	p := &xmlParser{file: name, sys: NewSystem(sysName), byBus: map[uint64]int{}, nicByBus: map[uint64]int{},
+	p := &xmlParser{sys: NewSystem(sysName), byBus: map[uint64]int{}, nicByBus: map[uint64]int{},
 		ranks: map[int]int{}, numas: map[int]bool{}}
 	if err := p.system(root); err != nil {
 		return nil, err
@@ -77,66 +43,7 @@ func ParseXML(r io.Reader, name string) (*System, error) {
 	return p.sys, nil
 }
 
-// readXMLTree parses the document into elements with their line numbers.
-func readXMLTree(r io.Reader, file string) (*xmlElem, error) {
-	d := xml.NewDecoder(r)
-	var root, cur *xmlElem
-	n := 0
-	depth := 0
-	for {
-		// The end of the previous token is where this one starts, so its line
-		// is the line of the tag we are about to read.
-		line, _ := d.InputPos()
-		tok, err := d.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			var se *xml.SyntaxError
-			if errors.As(err, &se) {
-				return nil, &XMLError{File: file, Line: se.Line, Msg: "malformed XML: " + se.Msg}
-			}
-			l, _ := d.InputPos()
-			return nil, &XMLError{File: file, Line: l, Msg: "malformed XML: " + err.Error()}
-		}
-		switch t := tok.(type) {
-		case xml.StartElement:
-			n++
-			depth++
-			if n > maxXMLElements {
-				return nil, &XMLError{File: file, Line: line, Elem: t.Name.Local, Msg: fmt.Sprintf("too many elements (more than %d)", maxXMLElements)}
-			}
-			if depth > maxXMLDepth {
-				return nil, &XMLError{File: file, Line: line, Elem: t.Name.Local, Msg: fmt.Sprintf("nested more than %d levels deep", maxXMLDepth)}
-			}
-			e := &xmlElem{name: t.Name.Local, line: line, attrs: t.Attr, parent: cur}
-			if cur == nil {
-				if root != nil {
-					return nil, &XMLError{File: file, Line: line, Elem: e.name, Msg: "after the end of <system>: a file holds one <system>"}
-				}
-				root = e
-			} else {
-				cur.kids = append(cur.kids, e)
-			}
-			cur = e
-		case xml.EndElement:
-			depth--
-			if cur != nil {
-				cur = cur.parent
-			}
-		}
-	}
-	if root == nil {
-		return nil, &XMLError{File: file, Line: 1, Msg: "no <system> element (is this an NCCL topology XML file?)"}
-	}
-	if root.name != "system" {
-		return nil, &XMLError{File: file, Line: root.line, Elem: root.name, Msg: "is not <system>: an NCCL topology file starts with <system version=\"1\">"}
-	}
-	return root, nil
-}
-
 type xmlParser struct {
-	file     string
 	sys      *System
 	byBus    map[uint64]int // bus id → GPU or PCI node
 	nicByBus map[uint64]int // bus id with function 0 → NIC node
@@ -147,76 +54,33 @@ type xmlParser struct {
 }
 
 type xmlGPU struct {
-	elem *xmlElem
+	elem *xmltree.Elem
 	node int
 	cpu  int
 }
 
 type xmlPCILink struct {
-	elem *xmlElem
+	elem *xmltree.Elem
 	node int
 }
 
-func (p *xmlParser) errf(e *xmlElem, format string, args ...any) error {
-	return &XMLError{File: p.file, Line: e.line, Elem: e.name, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (p *xmlParser) unexpected(e *xmlElem) error {
-	switch e.name {
+func (p *xmlParser) unexpected(e *xmltree.Elem) error {
+	switch e.Name {
 	case "gpu":
-		return p.errf(e, "has no PCI parent: a <gpu> must sit inside the <pci> element of its device (class 0x03xxxx), not inside <%s>", e.parent.name)
+		return e.Errorf("has no PCI parent: a <gpu> must sit inside the <pci> element of its device (class 0x03xxxx), not inside <%s>", e.Parent.Name)
 	case "net":
-		return p.errf(e, "must sit inside a <nic>, not inside <%s>", e.parent.name)
+		return e.Errorf("must sit inside a <nic>, not inside <%s>", e.Parent.Name)
 	case "nvlink", "c2c":
-		return p.errf(e, "must sit inside a <gpu>, not inside <%s>", e.parent.name)
+		return e.Errorf("must sit inside a <gpu>, not inside <%s>", e.Parent.Name)
 	case "system", "cpu", "pci", "nic", "pcilink":
-		return p.errf(e, "is not allowed inside <%s>", e.parent.name)
+		return e.Errorf("is not allowed inside <%s>", e.Parent.Name)
 	}
-	return p.errf(e, "is not an NCCL topology element (inside <%s>)", e.parent.name)
+	return e.Errorf("is not an NCCL topology element (inside <%s>)", e.Parent.Name)
 }
 
-func (p *xmlParser) str(e *xmlElem, name string) (string, error) {
-	v, ok := e.attr(name)
-	if !ok {
-		return "", p.errf(e, "missing attribute %q", name)
-	}
-	return v, nil
-}
-
-// integer reads an integer attribute the way strtol(s, NULL, 0) would
-// accept it (decimal, 0x hex); def is used when it is absent and !required.
-func (p *xmlParser) integer(e *xmlElem, name string, required bool, def int) (int, error) {
-	v, ok := e.attr(name)
-	if !ok {
-		if required {
-			return 0, p.errf(e, "missing attribute %q", name)
-		}
-		return def, nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(v), 0, 32)
-	if err != nil {
-		return 0, p.errf(e, "attribute %q: %q is not an integer", name, v)
-	}
-	return int(n), nil
-}
-
-func (p *xmlParser) number(e *xmlElem, name string, required bool, def float64) (float64, error) {
-	v, ok := e.attr(name)
-	if !ok {
-		if required {
-			return 0, p.errf(e, "missing attribute %q", name)
-		}
-		return def, nil
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || f != f || f > 1e15 || f < -1e15 {
-		return 0, p.errf(e, "attribute %q: %q is not a number", name, v)
-	}
-	return f, nil
-}
-
-func (p *xmlParser) flag(e *xmlElem, name string, required bool) (bool, error) {
-	n, err := p.integer(e, name, required, 0)
+// flag reads a 0/1 attribute as NCCL does: any non-zero integer is true.
+func flag(e *xmltree.Elem, name string, required bool) (bool, error) {
+	n, err := e.Int(name, required, 0)
 	return n != 0, err
 }
 
@@ -249,24 +113,24 @@ func busKey(s string) (uint64, bool) {
 	return v, digits > 0
 }
 
-func (p *xmlParser) busID(e *xmlElem, name string) (string, uint64, error) {
-	s, err := p.str(e, name)
+func (p *xmlParser) busID(e *xmltree.Elem, name string) (string, uint64, error) {
+	s, err := e.Str(name)
 	if err != nil {
 		return "", 0, err
 	}
 	k, ok := busKey(s)
 	if !ok {
-		return "", 0, p.errf(e, "attribute %q: %q is not a PCI bus id like 0000:07:00.0", name, s)
+		return "", 0, e.Errorf("attribute %q: %q is not a PCI bus id like 0000:07:00.0", name, s)
 	}
 	return strings.ToLower(s), k, nil
 }
 
-func (p *xmlParser) system(e *xmlElem) error {
-	if v, ok := e.attr("version"); ok && strings.TrimSpace(v) != "1" {
-		return p.errf(e, "version %q is not supported (NCCL topology files are version 1)", v)
+func (p *xmlParser) system(e *xmltree.Elem) error {
+	if v, ok := e.Attr("version"); ok && strings.TrimSpace(v) != "1" {
+		return e.Errorf("version %q is not supported (NCCL topology files are version 1)", v)
 	}
-	for _, k := range e.kids {
-		if k.name != "cpu" {
+	for _, k := range e.Kids {
+		if k.Name != "cpu" {
 			return p.unexpected(k)
 		}
 		if err := p.cpu(k); err != nil {
@@ -292,17 +156,17 @@ func (p *xmlParser) system(e *xmlElem) error {
 	return nil
 }
 
-func (p *xmlParser) cpu(e *xmlElem) error {
-	numa, err := p.integer(e, "numaid", true, 0)
+func (p *xmlParser) cpu(e *xmltree.Elem) error {
+	numa, err := e.Int("numaid", true, 0)
 	if err != nil {
 		return err
 	}
 	if p.numas[numa] {
-		return p.errf(e, "numaid %d appears twice", numa)
+		return e.Errorf("numaid %d appears twice", numa)
 	}
 	p.numas[numa] = true
 	info := CPUInfo{NUMA: numa}
-	arch, err := p.str(e, "arch")
+	arch, err := e.Str("arch")
 	if err != nil {
 		return err
 	}
@@ -314,10 +178,10 @@ func (p *xmlParser) cpu(e *xmlElem) error {
 	case "ppc64":
 		info.Arch = ArchPower
 	default:
-		return p.errf(e, "attribute \"arch\": %q is not x86_64, arm64 or ppc64", arch)
+		return e.Errorf("attribute \"arch\": %q is not x86_64, arm64 or ppc64", arch)
 	}
 	if info.Arch == ArchX86 {
-		vendor, err := p.str(e, "vendor")
+		vendor, err := e.Str("vendor")
 		if err != nil {
 			return err
 		}
@@ -331,15 +195,15 @@ func (p *xmlParser) cpu(e *xmlElem) error {
 		}
 		// Other vendors are unknown to NCCL too; it applies its defaults.
 	}
-	if info.FamilyID, err = p.integer(e, "familyid", false, 0); err != nil {
+	if info.FamilyID, err = e.Int("familyid", false, 0); err != nil {
 		return err
 	}
-	if info.ModelID, err = p.integer(e, "modelid", false, 0); err != nil {
+	if info.ModelID, err = e.Int("modelid", false, 0); err != nil {
 		return err
 	}
 	c := p.sys.AddCPU(info)
-	for _, k := range e.kids {
-		switch k.name {
+	for _, k := range e.Kids {
+		switch k.Name {
 		case "pci":
 			err = p.pci(k, c, c)
 		case "nic":
@@ -373,22 +237,22 @@ func pciClass(class string) NodeKind {
 	return PCI
 }
 
-func (p *xmlParser) pci(e *xmlElem, parent, cpu int) error {
+func (p *xmlParser) pci(e *xmltree.Elem, parent, cpu int) error {
 	bus, key, err := p.busID(e, "busid")
 	if err != nil {
 		return err
 	}
-	class, err := p.str(e, "class")
+	class, err := e.Str("class")
 	if err != nil {
 		return err
 	}
-	speed, _ := e.attr("link_speed")
-	width, err := p.integer(e, "link_width", false, 16)
+	speed, _ := e.Attr("link_speed")
+	width, err := e.Int("link_width", false, 16)
 	if err != nil {
 		return err
 	}
 	if width < 0 || width > 64 {
-		return p.errf(e, "attribute \"link_width\": %d lanes is not a PCIe width", width)
+		return e.Errorf("attribute \"link_width\": %d lanes is not a PCIe width", width)
 	}
 	bw := PCIeBW(speed, width)
 	kind := pciClass(strings.ToLower(strings.TrimSpace(class)))
@@ -421,18 +285,18 @@ func (p *xmlParser) pci(e *xmlElem, parent, cpu int) error {
 	}
 	// Switches, bridges and any other device class are PCI nodes.
 	if _, dup := p.byBus[key]; dup {
-		return p.errf(e, "busid %s appears twice", bus)
+		return e.Errorf("busid %s appears twice", bus)
 	}
 	node := p.sys.AddPCI(parent, bus, bw)
 	p.byBus[key] = node
-	for _, k := range e.kids {
-		switch k.name {
+	for _, k := range e.Kids {
+		switch k.Name {
 		case "pci":
 			err = p.pci(k, node, cpu)
 		case "pcilink":
 			p.pcilinks = append(p.pcilinks, xmlPCILink{elem: k, node: node})
 		case "gpu", "nic":
-			err = p.errf(k, "is inside <pci busid=%q class=%q>, which is not a %s device class", bus, class, strings.ToUpper(k.name))
+			err = k.Errorf("is inside <pci busid=%q class=%q>, which is not a %s device class", bus, class, strings.ToUpper(k.Name))
 		default:
 			err = p.unexpected(k)
 		}
@@ -445,11 +309,11 @@ func (p *xmlParser) pci(e *xmlElem, parent, cpu int) error {
 
 // deviceChild returns the first <name> child of a device's <pci> (NCCL
 // reads that one), nil if none; any other child is an error.
-func (p *xmlParser) deviceChild(e *xmlElem, name, bus string) (*xmlElem, error) {
-	var first *xmlElem
-	for _, k := range e.kids {
-		if k.name != name {
-			return nil, p.errf(k, "is not allowed inside the <pci> of a %s (busid %s)", strings.ToUpper(name), bus)
+func (p *xmlParser) deviceChild(e *xmltree.Elem, name, bus string) (*xmltree.Elem, error) {
+	var first *xmltree.Elem
+	for _, k := range e.Kids {
+		if k.Name != name {
+			return nil, k.Errorf("is not allowed inside the <pci> of a %s (busid %s)", strings.ToUpper(name), bus)
 		}
 		if first == nil {
 			first = k
@@ -458,36 +322,36 @@ func (p *xmlParser) deviceChild(e *xmlElem, name, bus string) (*xmlElem, error) 
 	return first, nil
 }
 
-func (p *xmlParser) gpu(e *xmlElem, parent, cpu int, bus string, key uint64, bw float64) error {
-	if _, ok := e.attr("rank"); !ok {
+func (p *xmlParser) gpu(e *xmltree.Elem, parent, cpu int, bus string, key uint64, bw float64) error {
+	if _, ok := e.Attr("rank"); !ok {
 		return nil // NCCL ignores GPUs without a rank (not part of the job)
 	}
 	var g GPUInfo
 	var err error
-	if g.Dev, err = p.integer(e, "dev", true, 0); err != nil {
+	if g.Dev, err = e.Int("dev", true, 0); err != nil {
 		return err
 	}
-	if g.SM, err = p.integer(e, "sm", true, 0); err != nil {
+	if g.SM, err = e.Int("sm", true, 0); err != nil {
 		return err
 	}
-	if g.Rank, err = p.integer(e, "rank", true, 0); err != nil {
+	if g.Rank, err = e.Int("rank", true, 0); err != nil {
 		return err
 	}
-	if g.GDR, err = p.flag(e, "gdr", true); err != nil {
+	if g.GDR, err = flag(e, "gdr", true); err != nil {
 		return err
 	}
 	if g.Dev < 0 {
-		return p.errf(e, "attribute \"dev\": %d is negative", g.Dev)
+		return e.Errorf("attribute \"dev\": %d is negative", g.Dev)
 	}
 	if g.SM <= 0 {
-		return p.errf(e, "attribute \"sm\": %d is not a compute capability ×10 such as 80 or 90", g.SM)
+		return e.Errorf("attribute \"sm\": %d is not a compute capability ×10 such as 80 or 90", g.SM)
 	}
 	if line, dup := p.ranks[g.Rank]; dup {
-		return p.errf(e, "rank %d is already used by the <gpu> on line %d", g.Rank, line)
+		return e.Errorf("rank %d is already used by the <gpu> on line %d", g.Rank, line)
 	}
-	p.ranks[g.Rank] = e.line
+	p.ranks[g.Rank] = e.Line
 	if _, dup := p.byBus[key]; dup {
-		return p.errf(e, "busid %s appears twice", bus)
+		return e.Errorf("busid %s appears twice", bus)
 	}
 	node := p.sys.AddGPU(parent, bus, bw, g)
 	p.byBus[key] = node
@@ -495,30 +359,30 @@ func (p *xmlParser) gpu(e *xmlElem, parent, cpu int, bus string, key uint64, bw 
 	return nil
 }
 
-func (p *xmlParser) nic(e *xmlElem, nic int) error {
-	for _, k := range e.kids {
-		if k.name != "net" {
+func (p *xmlParser) nic(e *xmltree.Elem, nic int) error {
+	for _, k := range e.Kids {
+		if k.Name != "net" {
 			return p.unexpected(k)
 		}
-		if _, ok := k.attr("dev"); !ok {
+		if _, ok := k.Attr("dev"); !ok {
 			continue // NCCL ignores ports the plugin did not number
 		}
 		var n NetInfo
 		var err error
-		n.Name, _ = k.attr("name")
-		if n.Dev, err = p.integer(k, "dev", true, 0); err != nil {
+		n.Name, _ = k.Attr("name")
+		if n.Dev, err = k.Int("dev", true, 0); err != nil {
 			return err
 		}
-		if n.SpeedMbps, err = p.number(k, "speed", false, 0); err != nil {
+		if n.SpeedMbps, err = k.Float("speed", false, 0); err != nil {
 			return err
 		}
-		if n.Port, err = p.integer(k, "port", false, 0); err != nil {
+		if n.Port, err = k.Int("port", false, 0); err != nil {
 			return err
 		}
-		if n.GDR, err = p.flag(k, "gdr", false); err != nil {
+		if n.GDR, err = flag(k, "gdr", false); err != nil {
 			return err
 		}
-		if n.LatencyUs, err = p.number(k, "latency", false, 0); err != nil {
+		if n.LatencyUs, err = k.Float("latency", false, 0); err != nil {
 			return err
 		}
 		p.sys.AddNet(nic, n)
@@ -528,30 +392,30 @@ func (p *xmlParser) nic(e *xmlElem, nic int) error {
 
 // gpuLinks adds a GPU's NVLinks and C2C links once every GPU exists.
 func (p *xmlParser) gpuLinks(g xmlGPU) error {
-	for _, k := range g.elem.kids {
-		switch k.name {
+	for _, k := range g.elem.Kids {
+		switch k.Name {
 		case "nvlink":
 			target, key, err := p.busID(k, "target")
 			if err != nil {
 				return err
 			}
-			count, err := p.integer(k, "count", true, 0)
+			count, err := k.Int("count", true, 0)
 			if err != nil {
 				return err
 			}
 			if count < 0 || count > 1024 {
-				return p.errf(k, "attribute \"count\": %d is not a number of links", count)
+				return k.Errorf("attribute \"count\": %d is not a number of links", count)
 			}
-			tclass, _ := k.attr("tclass")
+			tclass, _ := k.Attr("tclass")
 			var to int
 			switch pciClass(strings.ToLower(strings.TrimSpace(tclass))) {
 			case GPU:
 				t, ok := p.byBus[key]
 				if !ok || p.sys.Nodes[t].Kind != GPU {
-					return p.errf(k, "target %q is not a GPU of this file", target)
+					return k.Errorf("target %q is not a GPU of this file", target)
 				}
 				if t == g.node {
-					return p.errf(k, "target %q is the GPU itself", target)
+					return k.Errorf("target %q is the GPU itself", target)
 				}
 				to = t
 			case CPU:
@@ -561,22 +425,22 @@ func (p *xmlParser) gpuLinks(g xmlGPU) error {
 			}
 			p.sys.AddNVLink(g.node, to, count)
 		case "c2c":
-			bw, err := p.number(k, "bw", true, 0)
+			bw, err := k.Float("bw", true, 0)
 			if err != nil {
 				return err
 			}
-			count, err := p.integer(k, "count", true, 0)
+			count, err := k.Int("count", true, 0)
 			if err != nil {
 				return err
 			}
 			if bw < 0 || count < 0 {
-				return p.errf(k, "negative bandwidth or count")
+				return k.Errorf("negative bandwidth or count")
 			}
 			if bw*float64(count) > 0 {
 				p.sys.AddC2C(g.node, g.cpu, bw*float64(count)/1000) // bw is MB/s per link
 			}
 		default:
-			return p.errf(k, "is not a GPU link type (want <nvlink> or <c2c>)")
+			return k.Errorf("is not a GPU link type (want <nvlink> or <c2c>)")
 		}
 	}
 	return nil
