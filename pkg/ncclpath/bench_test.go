@@ -17,9 +17,10 @@ func BenchmarkComputeDGXH100(b *testing.B) {
 	}
 }
 
-// BenchmarkCluster1024 is what a 128-server, 1024-GPU cluster of one model
-// costs: one Compute and one stream record shared by every server.
-func BenchmarkCluster1024(b *testing.B) {
+// BenchmarkComputeAndRecord is ncclpath's work per distinct server model:
+// one Compute and the paths record, which every server of that model
+// shares whatever the cluster size.
+func BenchmarkComputeAndRecord(b *testing.B) {
 	s, _ := Template("dgx-h100")
 	b.ReportAllocs()
 	for b.Loop() {
