@@ -106,8 +106,14 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 	if size == 0 {
 		return nil
 	}
+	trees := [2]serverTree{newServerTree(nn, 0), newServerTree(nn, 1)}
 	type state struct{ lastUp, lastRed, lastTreeUp, lastTreeDown, lastMc, lastDown int64 }
 	st := make([]state, len(c.ranks))
+	sws := make([]int32, nn)
+	red := grid(nn, ppn)  // switch -> shard owner, per server and local index
+	done := grid(nn, ppn) // per server and local index: the shard is final
+	upID := make([]int64, nn)
+	ids := make([]int64, 0, ppn) // one server's uploads to its switch
 	for ch := 0; ch < channels; ch++ {
 		data := splitEven(size, channels, ch)
 		if data == 0 {
@@ -116,7 +122,6 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 		for i := range st {
 			st[i] = state{-1, -1, -1, -1, -1, -1}
 		}
-		sws := make([]int32, nn)
 		for j, l := range nodes {
 			sw, err := f.nvswitch(f.server(c.ranks[l[0]]), ch)
 			if err != nil {
@@ -124,14 +129,13 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 			}
 			sws[j] = sw
 		}
-		which := ch % 2
+		tr := &trees[ch%2]
 		chunks := int((data + chunk - 1) / chunk)
 		for k := 0; k < chunks; k++ {
 			b := min(chunk, data-int64(k)*chunk)
 			shard := (b + int64(ppn) - 1) / int64(ppn)
-			red := make([][]int64, nn) // switch -> shard owner, per server and local index
 			for j, local := range nodes {
-				ups := make([]int64, 0, ppn)
+				ids = ids[:0]
 				for _, p := range local {
 					deps := c.deps(nil)
 					if k == 0 {
@@ -143,11 +147,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					id := c.e.Flow(c.id, c.ranks[p], sws[j], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 					c.buf = deps
 					st[p].lastUp = id
-					ups = append(ups, id)
+					ids = append(ids, id)
 				}
-				red[j] = make([]int64, ppn)
 				for li, p := range local {
-					deps := c.deps(ups)
+					deps := c.deps(ids)
 					if st[p].lastRed >= 0 {
 						deps = append(deps, st[p].lastRed)
 					}
@@ -157,35 +160,18 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 				}
 			}
 			// Per local index, a tree across servers over that shard.
-			done := make([][]int64, nn) // per server and local index: the shard is final
-			for j := range done {
-				done[j] = make([]int64, ppn)
-			}
 			for li := 0; li < ppn; li++ {
-				// up: leaves first (post-order by node tree depth via BFS from root).
-				root := 0
-				if which == 1 {
-					root = nn - 1
-					if nn%2 == 1 {
-						root = 1 % nn
-					}
-				}
-				order := []int{root}
-				for i := 0; i < len(order); i++ {
-					_, ch2 := dtree(nn, order[i], which)
-					order = append(order, ch2...)
-				}
-				upID := make([]int64, nn)
-				for i := len(order) - 1; i >= 0; i-- {
-					j := order[i]
-					par, kids := dtree(nn, j, which)
+				// up: leaves first (reverse breadth-first order).
+				for i := len(tr.order) - 1; i >= 0; i-- {
+					j := tr.order[i]
+					par := tr.par[j]
 					p := nodes[j][li]
 					if par < 0 {
 						continue
 					}
 					deps := c.deps(nil)
 					deps = append(deps, red[j][li])
-					for _, kj := range kids {
+					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
 					if st[p].lastTreeUp >= 0 {
@@ -195,12 +181,12 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					c.buf = deps
 					st[p].lastTreeUp = upID[j]
 				}
-				for _, j := range order {
-					par, kids := dtree(nn, j, which)
+				for _, j := range tr.order {
 					p := nodes[j][li]
-					if par < 0 {
-						ready := []int64{red[j][li]}
-						for _, kj := range kids {
+					if tr.par[j] < 0 {
+						ready := c.deps(nil)
+						ready = append(ready, red[j][li])
+						for _, kj := range tr.kids[j] {
 							ready = append(ready, upID[kj])
 						}
 						if len(ready) == 1 {
@@ -208,8 +194,9 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 						} else {
 							done[j][li] = c.e.Delay(c.id, c.ranks[p], 0, ready)
 						}
+						c.buf = ready
 					}
-					for _, kj := range kids {
+					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
 						deps := c.deps(nil)
 						deps = append(deps, done[j][li])
@@ -225,7 +212,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 			// Multicast: each owner uploads its final shard, the switch sends
 			// every GPU the shards it does not own.
 			for j, local := range nodes {
-				mcs := make([]int64, 0, ppn)
+				ids = ids[:0]
 				for li, p := range local {
 					deps := c.deps(nil)
 					deps = append(deps, done[j][li])
@@ -235,10 +222,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					id := c.e.Flow(c.id, c.ranks[p], sws[j], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 					c.buf = deps
 					st[p].lastMc = id
-					mcs = append(mcs, id)
+					ids = append(ids, id)
 				}
 				for _, p := range local {
-					deps := c.deps(mcs)
+					deps := c.deps(ids)
 					if st[p].lastDown >= 0 {
 						deps = append(deps, st[p].lastDown)
 					}
@@ -255,4 +242,14 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 		}
 	}
 	return nil
+}
+
+// grid is a rows x cols table in one allocation.
+func grid(rows, cols int) [][]int64 {
+	flat := make([]int64, rows*cols)
+	g := make([][]int64, rows)
+	for i := range g {
+		g[i] = flat[i*cols : (i+1)*cols]
+	}
+	return g
 }
