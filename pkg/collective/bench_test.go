@@ -58,3 +58,8 @@ func BenchmarkNVLSTree256(b *testing.B) {
 func BenchmarkAllToAllPXN1024(b *testing.B) {
 	benchEmit(b, 1024, Options{Algo: "pxn"}, Step{Op: AllToAll, Size: 1 << 30, Group: EP})
 }
+
+// AllToAll as n(n-1) direct transfers on 1024 H100s.
+func BenchmarkAllToAllDirect1024(b *testing.B) {
+	benchEmit(b, 1024, Options{Algo: "direct"}, Step{Op: AllToAll, Size: 1 << 30, Group: EP})
+}
