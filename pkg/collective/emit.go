@@ -105,6 +105,18 @@ func (c *cctx) deps(lists ...[]int64) []int64 {
 	return c.buf
 }
 
+// connFlow emits a flow that waits for deps (built with c.deps) and for
+// *last, the previous flow on its connection (-1: none), so that a
+// connection carries its flows in order; the flow becomes *last.
+func (c *cctx) connFlow(last *int64, deps []int64, src, dst int32, size int64, ch, chunk, chunks int32, conn string) int64 {
+	if *last >= 0 {
+		deps = append(deps, *last)
+	}
+	*last = c.e.Flow(c.id, src, dst, size, deps, ch, chunk, chunks, conn)
+	c.buf = deps
+	return *last
+}
+
 // finish joins each rank's exit flows into one node and returns, per
 // position, what the rank's next operation must wait for.
 func (c *cctx) finish() [][]int64 {

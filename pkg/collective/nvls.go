@@ -66,20 +66,10 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error
 				if k == 0 {
 					deps = append(deps, c.entry[p]...)
 				}
-				if lastUp[p] >= 0 {
-					deps = append(deps, lastUp[p])
-				}
-				ups[p] = c.e.Flow(c.id, c.ranks[p], sw, up, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-				c.buf = deps
-				lastUp[p] = ups[p]
+				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, up, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 			for p := 0; p < n; p++ {
-				deps := c.deps(ups)
-				if lastDown[p] >= 0 {
-					deps = append(deps, lastDown[p])
-				}
-				lastDown[p] = c.e.Flow(c.id, sw, c.ranks[p], down, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-				c.buf = deps
+				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], down, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 		}
 		for p := 0; p < n; p++ {
@@ -141,22 +131,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					if k == 0 {
 						deps = append(deps, c.entry[p]...)
 					}
-					if st[p].lastUp >= 0 {
-						deps = append(deps, st[p].lastUp)
-					}
-					id := c.e.Flow(c.id, c.ranks[p], sws[j], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
-					st[p].lastUp = id
-					ids = append(ids, id)
+					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], b, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for li, p := range local {
-					deps := c.deps(ids)
-					if st[p].lastRed >= 0 {
-						deps = append(deps, st[p].lastRed)
-					}
-					red[j][li] = c.e.Flow(c.id, sws[j], c.ranks[p], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
-					st[p].lastRed = red[j][li]
+					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 			// Per local index, a tree across servers over that shard.
@@ -174,12 +152,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
-					if st[p].lastTreeUp >= 0 {
-						deps = append(deps, st[p].lastTreeUp)
-					}
-					upID[j] = c.e.Flow(c.id, c.ranks[p], c.ranks[nodes[par][li]], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-					c.buf = deps
-					st[p].lastTreeUp = upID[j]
+					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 				for _, j := range tr.order {
 					p := nodes[j][li]
@@ -198,14 +171,8 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					}
 					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
-						deps := c.deps(nil)
-						deps = append(deps, done[j][li])
-						if st[q].lastTreeDown >= 0 {
-							deps = append(deps, st[q].lastTreeDown)
-						}
-						done[kj][li] = c.e.Flow(c.id, c.ranks[p], c.ranks[q], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-						c.buf = deps
-						st[q].lastTreeDown = done[kj][li]
+						deps := append(c.deps(nil), done[j][li])
+						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
 			}
@@ -214,23 +181,11 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 			for j, local := range nodes {
 				ids = ids[:0]
 				for li, p := range local {
-					deps := c.deps(nil)
-					deps = append(deps, done[j][li])
-					if st[p].lastMc >= 0 {
-						deps = append(deps, st[p].lastMc)
-					}
-					id := c.e.Flow(c.id, c.ranks[p], sws[j], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
-					st[p].lastMc = id
-					ids = append(ids, id)
+					deps := append(c.deps(nil), done[j][li])
+					ids = append(ids, c.connFlow(&st[p].lastMc, deps, c.ranks[p], sws[j], shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for _, p := range local {
-					deps := c.deps(ids)
-					if st[p].lastDown >= 0 {
-						deps = append(deps, st[p].lastDown)
-					}
-					st[p].lastDown = c.e.Flow(c.id, sws[j], c.ranks[p], b-shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
+					c.connFlow(&st[p].lastDown, c.deps(ids), sws[j], c.ranks[p], b-shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 		}

@@ -183,22 +183,11 @@ func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, ch, c
 	src, dst := rc.src(i), rc.dst(i)
 	kind := stream.ConnRing
 	if rc.proxy[i] >= 0 {
-		if rc.lastPXN[i] >= 0 {
-			deps = append(deps, rc.lastPXN[i])
-		}
-		init := c.e.Flow(c.id, src, rc.proxy[i], size, deps, ch, chunk, chunks, stream.ConnPXNInit)
-		rc.lastPXN[i] = init
-		deps = c.deps(nil)
-		deps = append(deps, init)
+		init := c.connFlow(&rc.lastPXN[i], deps, src, rc.proxy[i], size, ch, chunk, chunks, stream.ConnPXNInit)
+		deps = append(c.deps(nil), init)
 		src, kind = rc.proxy[i], stream.ConnNet
 	}
-	if rc.last[i] >= 0 {
-		deps = append(deps, rc.last[i])
-	}
-	id := c.e.Flow(c.id, src, dst, size, deps, ch, chunk, chunks, kind)
-	c.buf = deps
-	rc.last[i] = id
-	return id
+	return c.connFlow(&rc.last[i], deps, src, dst, size, ch, chunk, chunks, kind)
 }
 
 // exits records, for every rank, its last send and last receive.

@@ -165,12 +165,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 				for _, q := range children[p] {
 					deps = append(deps, up[q])
 				}
-				if lastUp[p] >= 0 {
-					deps = append(deps, lastUp[p])
-				}
-				up[p] = c.e.Flow(c.id, c.ranks[p], c.ranks[parent[p]], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-				c.buf = deps
-				lastUp[p] = up[p]
+				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 			}
 			for _, p := range order {
 				for _, q := range children[p] {
@@ -185,12 +180,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 					} else {
 						deps = append(deps, down[p])
 					}
-					if lastDown[q] >= 0 {
-						deps = append(deps, lastDown[q])
-					}
-					down[q] = c.e.Flow(c.id, c.ranks[p], c.ranks[q], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-					c.buf = deps
-					lastDown[q] = down[q]
+					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 			}
 		}
