@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -34,22 +35,6 @@ type Workload struct {
 	Notes  []string
 }
 
-// FileError locates bad workload input.
-type FileError struct {
-	File  string
-	Line  int
-	Field string
-	Err   error
-}
-
-func (e *FileError) Error() string {
-	s := fmt.Sprintf("%s: line %d", e.File, e.Line)
-	if e.Field != "" {
-		s += ", field " + e.Field
-	}
-	return s + ": " + e.Err.Error()
-}
-
 // ReadWorkload reads a SimAI/AICB workload file or fabricsim's micro
 // format ("passes OP size GROUP" per line), telling them apart by the
 // first line.
@@ -73,10 +58,10 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, &FileError{File: name, Line: n + 1, Err: err}
+		return nil, &topo.LineError{File: name, Line: n + 1, Err: err}
 	}
 	if len(lines) == 0 {
-		return nil, &FileError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
+		return nil, &topo.LineError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
 	}
 	if _, err := strconv.Atoi(lines[0].f[0]); err == nil && len(lines[0].f) == 4 {
 		w := &Workload{Source: name}
@@ -96,7 +81,9 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 }
 
 func (w *Workload) microLine(file string, ln int, f []string) error {
-	bad := func(field string, err error) error { return &FileError{File: file, Line: ln, Field: field, Err: err} }
+	bad := func(field string, err error) error {
+		return &topo.LineError{File: file, Line: ln, Field: field, Err: err}
+	}
 	if len(f) != 4 {
 		return bad("", fmt.Errorf("%d fields, expected 4: <passes> <OP> <size> <GROUP>", len(f)))
 	}
@@ -135,7 +122,7 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // forward.
 func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
-		return &FileError{File: file, Line: nums[i], Field: field, Err: err}
+		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
 	w := &Workload{Source: file, TP: 1, PP: 1, EP: 1}
 	h := lines[0]
