@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
 
 // ccByGPU covers the GPU types ncclpath has templates for but gpuFacts
@@ -43,13 +44,13 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 		return m, fmt.Errorf("paths %q: %d GPUs per server, the topology has %d", p.Template, p.GPUs, t.GPUsPerServer)
 	}
 	G, N := p.GPUs, p.NICs
-	m = ServerModel{Name: p.Template, CC: cc, GPUs: G, NICs: N, IntraType: PathLOC, InterType: PathDIS}
+	m = ServerModel{Name: p.Template, CC: cc, GPUs: G, NICs: N, IntraType: ncclpath.PathLOC, InterType: ncclpath.PathDIS}
 
 	// Index the entries with their parsed types; the record lists each
 	// ordered pair once.
 	type entry struct {
 		e *stream.PathEntry
-		t PathType
+		t ncclpath.PathType
 	}
 	count := map[string]int{stream.EndpointGPU: G, stream.EndpointNIC: N}
 	gg := make([]entry, G*G)
@@ -62,7 +63,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 			return m, fmt.Errorf("paths %q: entries[%d]: endpoint %s %d → %s %d out of range (%d GPUs, %d NICs)",
 				p.Template, i, e.SrcKind, e.Src, e.DstKind, e.Dst, G, N)
 		}
-		pt, err := ParsePathType(e.Type)
+		pt, err := ncclpath.ParsePathType(e.Type)
 		if err != nil {
 			return m, fmt.Errorf("paths %q: entries[%d].type: %v", p.Template, i, err)
 		}
@@ -95,7 +96,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 			case pt == m.IntraType:
 				m.GPUGPUGBps = min(m.GPUGPUGBps, e.BWGBps)
 			}
-			if pt == PathNVL {
+			if pt == ncclpath.PathNVL {
 				best = max(best, e.BWGBps)
 				if e.Hops >= 2 && e.Via < 0 {
 					m.NVSwitch = true
@@ -120,7 +121,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 			nics = p.GPUNICs[g]
 		}
 		if len(nics) == 0 { // no choice recorded: the GPU's best NIC
-			bestN, bestT, bestBW := int32(-1), PathDIS, 0.0
+			bestN, bestT, bestBW := int32(-1), ncclpath.PathDIS, 0.0
 			for n := range N {
 				if x := gn[g*N+n]; x.e != nil && (x.t < bestT || x.t == bestT && x.e.BWGBps > bestBW) {
 					bestN, bestT, bestBW = int32(n), x.t, x.e.BWGBps

@@ -49,7 +49,7 @@ func TestModelFromPathsWorkedExamples(t *testing.T) {
 		if g := search(m, 1, false); g.NChannels != c.ch || g.BwIntra != c.bw {
 			t.Errorf("%s: %d channels x %g GB/s, want %d x %g", c.template, g.NChannels, g.BwIntra, c.ch, c.bw)
 		}
-		if m.IntraType != PathNVL || !m.NVSwitch || m.InterType != PathPIX || !m.PXN || m.NICs != 8 || m.GPUs != 8 {
+		if m.IntraType != ncclpath.PathNVL || !m.NVSwitch || m.InterType != ncclpath.PathPIX || !m.PXN || m.NICs != 8 || m.GPUs != 8 {
 			t.Errorf("%s: %+v", c.template, m)
 		}
 		if d := m.NVLinkGBps - c.nvlink; d > 1e-9 || d < -1e-9 {
@@ -76,10 +76,10 @@ func TestModelFromPathsWorkedExamples(t *testing.T) {
 
 func TestModelFromPathsPCIe(t *testing.T) {
 	m := modelFromPaths(t, "pcie-2s", "A100", ncclpath.Options{})
-	if m.IntraType != PathSYS || m.NVSwitch || m.NVLS || m.NVLinkGBps != 0 || m.PXN || m.NICs != 2 {
+	if m.IntraType != ncclpath.PathSYS || m.NVSwitch || m.NVLS || m.NVLinkGBps != 0 || m.PXN || m.NICs != 2 {
 		t.Errorf("pcie-2s: %+v", m)
 	}
-	if m.InterType < PathPIX || m.InterType > PathSYS || m.GPUGPUGBps <= 0 {
+	if m.InterType < ncclpath.PathPIX || m.InterType > ncclpath.PathSYS || m.GPUGPUGBps <= 0 {
 		t.Errorf("pcie-2s: inter %s, GPU-GPU %g GB/s", m.InterType, m.GPUGPUGBps)
 	}
 	if g := search(m, 1, false); g.NChannels < 1 || g.BwIntra > m.GPUGPUGBps {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
 
 // Op is a collective operation.
@@ -124,8 +126,8 @@ type Graph struct {
 	NChannels    int
 	BwIntra      float64
 	BwInter      float64
-	TypeIntra    PathType
-	TypeInter    PathType
+	TypeIntra    ncclpath.PathType
+	TypeInter    ncclpath.PathType
 	LatencyInter float64 // us
 }
 
@@ -156,7 +158,7 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 	default:
 		ladder = pick(nNodes > 1, speedInterSm80, speedIntraSm80)
 	}
-	g := Graph{TypeIntra: m.IntraType, TypeInter: PathPIX}
+	g := Graph{TypeIntra: m.IntraType, TypeInter: ncclpath.PathPIX}
 	gpuBw := m.NVLinkGBps
 	if gpuBw == 0 {
 		gpuBw = m.GPUGPUGBps
@@ -168,7 +170,7 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 		g.TypeInter = m.InterType
 	}
 	if m.GPUs == 1 && nNodes == 1 {
-		return Graph{NChannels: 1, BwIntra: 5000, BwInter: 5000, TypeIntra: PathLOC, TypeInter: PathLOC}
+		return Graph{NChannels: 1, BwIntra: 5000, BwInter: 5000, TypeIntra: ncclpath.PathLOC, TypeInter: ncclpath.PathLOC}
 	}
 	maxCh := maxChannels / 2
 	if nvls {
@@ -203,7 +205,7 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 		}
 	}
 	if bestN == 0 { // NCCL's fallback: one slow channel
-		return Graph{NChannels: 1, BwIntra: 0.1, BwInter: 0.1, TypeIntra: PathSYS, TypeInter: PathSYS}
+		return Graph{NChannels: 1, BwIntra: 0.1, BwInter: 0.1, TypeIntra: ncclpath.PathSYS, TypeInter: ncclpath.PathSYS}
 	}
 	g.NChannels, g.BwIntra, g.BwInter = bestN, bestS, bestS
 	if nvls && nNodes > 1 {
@@ -362,11 +364,11 @@ func (t *Tuner) Available(op Op, a Algo, p Proto) bool {
 // Hopper and later) to the NIC, and compute capability 7.0 or newer.
 func (t *Tuner) ll128Enabled() bool {
 	g := t.Ring
-	maxInter := PathPXB
+	maxInter := ncclpath.PathPXB
 	if t.M.CC >= 90 {
-		maxInter = PathPXN
+		maxInter = ncclpath.PathPXN
 	}
-	return t.M.CC >= 70 && g.TypeIntra <= PathNVB && g.TypeInter <= maxInter
+	return t.M.CC >= 70 && g.TypeIntra <= ncclpath.PathNVB && g.TypeInter <= maxInter
 }
 
 // busBw is tuning.cc's per-(algo, proto) bus bandwidth before conversion.
@@ -448,7 +450,7 @@ func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
 func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
 	g := t.graph(a)
 	intraHw := 1 // PCI
-	if g.TypeIntra == PathNVL {
+	if g.TypeIntra == ncclpath.PathNVL {
 		intraHw = 0
 	}
 	hw := intraHw
