@@ -242,7 +242,7 @@ func (c *command) run() error {
 		return err
 	}
 	if c.Summary {
-		e := collective.NewEmitter(discard{}, false)
+		e := collective.NewEmitter(discard{})
 		if err := d.Emit(w, colls, e); err != nil {
 			return err
 		}
@@ -283,7 +283,7 @@ func (c *command) run() error {
 			return err
 		}
 	}
-	if err := d.Emit(w, colls, collective.NewEmitter(sw, false)); err != nil {
+	if err := d.Emit(w, colls, collective.NewEmitter(sw)); err != nil {
 		return err
 	}
 	return sw.Close()

@@ -40,7 +40,7 @@ func benchEmit(b *testing.B, gpus int, opt Options, st Step) {
 	b.ResetTimer()
 	var flows int64
 	for i := 0; i < b.N; i++ {
-		e := NewEmitter(discard{}, false)
+		e := NewEmitter(discard{})
 		if err := d.Emit(w, colls, e); err != nil {
 			b.Fatal(err)
 		}

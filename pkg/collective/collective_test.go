@@ -40,7 +40,7 @@ func newSetup(t *testing.T, p topo.Params) setup {
 }
 
 // run decomposes a one-step workload and checks the DAG is well formed.
-func (s setup) run(t *testing.T, opt Options, l Layout, st Step) (*collect, []Coll, *Emitter) {
+func (s setup) run(t *testing.T, opt Options, l Layout, st Step) (*collect, []Coll) {
 	t.Helper()
 	pl, err := NewPlanner(s.m, s.fab, opt)
 	if err != nil {
@@ -56,12 +56,11 @@ func (s setup) run(t *testing.T, opt Options, l Layout, st Step) (*collect, []Co
 		t.Fatal(err)
 	}
 	c := &collect{}
-	e := NewEmitter(c, true)
-	if err := d.Emit(w, colls, e); err != nil {
+	if err := d.Emit(w, colls, NewEmitter(c)); err != nil {
 		t.Fatal(err)
 	}
 	checkDAG(t, c.flows)
-	return c, colls, e
+	return c, colls
 }
 
 // checkDAG: ids dense, every dep names an earlier flow (so the DAG is
@@ -115,7 +114,7 @@ func TestRingFactors(t *testing.T) {
 		if c.n == 16 {
 			l = Layout{TP: 1, DP: 16, PP: 1, EP: 1}
 		}
-		col, colls, _ := s.run(t, Options{Algo: pickAlgo(c.op), Proto: "simple", PXN: "off", RingChannels: 4}, l, Step{Op: c.op, Size: S, Group: c.group})
+		col, colls := s.run(t, Options{Algo: pickAlgo(c.op), Proto: "simple", PXN: "off", RingChannels: 4}, l, Step{Op: c.op, Size: S, Group: c.group})
 		want := int64(math.Round(c.factor * S))
 		for r, b := range sentBy(col.flows) {
 			if b != want {
@@ -144,7 +143,7 @@ func TestRingStructure(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
 	l := Layout{TP: 8, DP: 1, PP: 1, EP: 1}
 	// 8 ranks x 2 MiB chunks = 16 MiB per loop; 32 MiB = 2 chunks (loops).
-	col, colls, _ := s.run(t, Options{Algo: "ring", Proto: "simple", RingChannels: 1}, l, Step{Op: AllReduce, Size: 32 << 20, Group: TP})
+	col, colls := s.run(t, Options{Algo: "ring", Proto: "simple", RingChannels: 1}, l, Step{Op: AllReduce, Size: 32 << 20, Group: TP})
 	if colls[0].Plan.Channels != 1 || colls[0].Plan.Chunk != 2<<20 {
 		t.Fatalf("plan %+v", colls[0].Plan)
 	}
@@ -235,7 +234,7 @@ func TestBtree(t *testing.T) {
 func TestTreeByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 4, GPUsPerServer: 2, GPUType: "A100"})
 	const S = 4 << 20
-	col, _, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 1}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: DP})
+	col, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 1}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: DP})
 	got := sentBy(col.flows)
 	want := map[int32]int64{0: S, 1: 2 * S, 2: 2 * S, 3: S}
 	for r, w := range want {
@@ -261,7 +260,7 @@ func TestTreeByHand(t *testing.T) {
 func TestNVLSByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
 	const S = 16 << 20
-	col, colls, _ := s.run(t, Options{Algo: "nvls"}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: TP})
+	col, colls := s.run(t, Options{Algo: "nvls"}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: TP})
 	if colls[0].Plan.Channels != 16 {
 		t.Fatalf("NVLS channels %d, want 16 on Hopper", colls[0].Plan.Channels)
 	}
@@ -280,7 +279,7 @@ func TestNVLSByHand(t *testing.T) {
 // receiver's rail, via an NVLink hop to the proxy GPU.
 func TestRingPXN(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
-	col, _, _ := s.run(t, Options{Algo: "ring", Proto: "simple", PXN: "on", RingChannels: 2}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 64 << 20, Group: DP})
+	col, _ := s.run(t, Options{Algo: "ring", Proto: "simple", PXN: "on", RingChannels: 2}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 64 << 20, Group: DP})
 	kinds := map[string]int{}
 	for _, f := range col.flows {
 		kinds[f.ConnType]++
@@ -307,7 +306,7 @@ func TestRingPXN(t *testing.T) {
 func TestAllToAllPXN(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
 	const S = 16 << 20
-	col, _, _ := s.run(t, Options{Algo: "pxn"}, Layout{TP: 1, DP: 16, PP: 1, EP: 16}, Step{Op: AllToAll, Size: S, Group: EP})
+	col, _ := s.run(t, Options{Algo: "pxn"}, Layout{TP: 1, DP: 16, PP: 1, EP: 16}, Step{Op: AllToAll, Size: S, Group: EP})
 	// Data delivered to each destination still totals (n-1)/n x S.
 	recv := map[int32]int64{}
 	for _, f := range col.flows {
@@ -378,7 +377,6 @@ func TestTuningByHand(t *testing.T) {
 
 func TestSimAISelector(t *testing.T) {
 	h := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
-	l := Layout{TP: 8, DP: 2, PP: 1, EP: 1}
 	pl, _ := NewPlanner(h.m, h.fab, Options{Selector: "simai", SimAINVLS: true})
 	p, err := pl.Plan(AllReduce, 1<<20, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7})
 	if err != nil || p.Algo != AlgoNVLS || p.Proto != Simple {
@@ -392,7 +390,6 @@ func TestSimAISelector(t *testing.T) {
 	if p, _ = pl.Plan(AllReduce, 1<<20, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7}); p.Algo != AlgoRing {
 		t.Errorf("SimAI without AS_NVLS_ENABLE: %s", p.Algo)
 	}
-	_ = l
 }
 
 // Megatron layout, TP innermost: 8 ranks as tp 2 x dp 2 x pp 2.
@@ -493,7 +490,7 @@ func TestIterationDAG(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &collect{}
-	if err := d.Emit(w, colls, NewEmitter(c, false)); err != nil {
+	if err := d.Emit(w, colls, NewEmitter(c)); err != nil {
 		t.Fatal(err)
 	}
 	checkDAG(t, c.flows)
@@ -540,7 +537,7 @@ func TestMSCCL(t *testing.T) {
 			t.Fatal(err)
 		}
 		col := &collect{}
-		if err := d.Emit(w, colls, NewEmitter(col, false)); err != nil {
+		if err := d.Emit(w, colls, NewEmitter(col)); err != nil {
 			t.Fatal(err)
 		}
 		checkDAG(t, col.flows)

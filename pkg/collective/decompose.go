@@ -197,7 +197,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 		switch op {
 		case Broadcast, Reduce:
 			sp.chunk = chunk(1)
-			chain(c, f, sp, 0)
+			chain(c, f, sp)
 		default:
 			ring(c, f, sp)
 		}

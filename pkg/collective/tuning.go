@@ -23,9 +23,6 @@ const (
 	SendRecv      Op = "sendrecv"
 )
 
-// Ops lists the operations in the order help texts show them.
-var Ops = []Op{AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv}
-
 // ParseOp accepts fabricsim's lower-case names and SimAI's spellings
 // (ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, ...).
 func ParseOp(s string) (Op, error) {
@@ -108,27 +105,14 @@ func ParseProto(s string) (Proto, error) {
 	return 0, fmt.Errorf("unknown protocol %q (ll, ll128, simple)", s)
 }
 
-// WireFactor is bytes on the wire per payload byte: LL lines carry 8 data
-// bytes per 16, LL128 lines 120 per 128.
-func (p Proto) WireFactor() float64 {
-	switch p {
-	case LL:
-		return 2
-	case LL128:
-		return 16.0 / 15.0
-	}
-	return 1
-}
-
 // Graph is the result of NCCL's topology search for one pattern: channels
 // and per-channel bandwidths in GB/s.
 type Graph struct {
-	NChannels    int
-	BwIntra      float64
-	BwInter      float64
-	TypeIntra    ncclpath.PathType
-	TypeInter    ncclpath.PathType
-	LatencyInter float64 // us
+	NChannels int
+	BwIntra   float64
+	BwInter   float64
+	TypeIntra ncclpath.PathType
+	TypeInter ncclpath.PathType
 }
 
 // NCCL 2.27 search speed ladders (GB/s per channel).
@@ -232,7 +216,7 @@ func pick(c bool, a, b []float64) []float64 {
 type Tuner struct {
 	M              ServerModel
 	NRanks, NNodes int
-	Ring, Tree     Graph
+	Ring           Graph // the tree uses it too: NCCL searches the tree with the ring's channel count
 	NVLSGraph      Graph
 	Enabled        func(op Op, a Algo, p Proto) bool // nil: all enabled
 }
@@ -253,7 +237,6 @@ func NewTuner(m ServerModel, nRanks, nNodes int) *Tuner {
 	}
 	t.M = m
 	t.Ring = search(m, nNodes, false)
-	t.Tree = t.Ring // NCCL searches the tree with the ring's channel count
 	if m.NVLS {
 		t.NVLSGraph = search(m, nNodes, true)
 	}
@@ -300,8 +283,6 @@ func (t *Tuner) graph(a Algo) Graph {
 	switch a {
 	case AlgoNVLS, AlgoNVLSTree:
 		return t.NVLSGraph
-	case AlgoTree:
-		return t.Tree
 	}
 	return t.Ring
 }
@@ -463,10 +444,6 @@ func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
 	if t.ppn() == 1 {
 		interLat = hwLat[2][AlgoTree][p]
 	}
-	interLat += g.LatencyInter
-	if p == Simple {
-		interLat += g.LatencyInter
-	}
 	n, nNodes, ppn := t.NRanks, t.NNodes, t.ppn()
 	switch a {
 	case AlgoRing:
@@ -573,8 +550,7 @@ func (t *Tuner) RuntimeChannels(a Algo) int {
 		}
 		return 16
 	}
-	n := min(t.Ring.NChannels, t.Tree.NChannels)
-	c := min(maxChannels, 2*n)
+	c := min(maxChannels, 2*t.Ring.NChannels)
 	if t.M.CC >= 90 && t.NNodes > 1 && t.Ring.BwIntra > 45 && c < 16 {
 		c = min(maxChannels, 2*c)
 	}

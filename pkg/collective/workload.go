@@ -26,13 +26,10 @@ type Step struct {
 
 // Workload is a program plus the parallelism it was written for.
 type Workload struct {
-	Steps  []Step
-	TP     int
-	PP     int
-	EP     int
-	DP     int // 0: what the cluster leaves
-	Source string
-	Notes  []string
+	Steps []Step
+	TP    int
+	PP    int
+	EP    int
 }
 
 // ReadWorkload reads a SimAI/AICB workload file or fabricsim's micro
@@ -64,7 +61,7 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 		return nil, &topo.LineError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
 	}
 	if _, err := strconv.Atoi(lines[0].f[0]); err == nil && len(lines[0].f) == 4 {
-		w := &Workload{Source: name}
+		w := &Workload{}
 		for _, l := range lines {
 			if err := w.microLine(name, l.n, l.f); err != nil {
 				return nil, err
@@ -124,7 +121,7 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
 		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
-	w := &Workload{Source: file, TP: 1, PP: 1, EP: 1}
+	w := &Workload{TP: 1, PP: 1, EP: 1}
 	h := lines[0]
 	policy := h[0]
 	ppComm := int64(0)
@@ -143,10 +140,6 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 			w.PP = int(max(v, 1))
 		case "pp_comm":
 			ppComm = v
-		case "all_gpus":
-			if v > 0 {
-				w.Notes = append(w.Notes, fmt.Sprintf("workload written for %d GPUs", v))
-			}
 		}
 	}
 	if len(lines) < 2 {
