@@ -122,8 +122,8 @@ func TestDecomposeWorkloads(t *testing.T) {
 			n++
 		}
 	}
-	if n != 112 || d.colls[0].Algorithm != "msccl" {
-		t.Fatalf("%d MSCCL flows, algorithm %s", n, d.colls[0].Algorithm)
+	if c := d.colls[0]; n != 112 || c.Algorithm != "msccl" || c.Protocol != "simple" || c.PredictedPs < 0 {
+		t.Fatalf("%d MSCCL flows, collective %+v", n, c)
 	}
 }
 

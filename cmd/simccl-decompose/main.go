@@ -231,7 +231,7 @@ func (c *command) run() error {
 		if err != nil {
 			return err
 		}
-		d.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
+		planner.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
 		f.Close()
 		if err != nil {
 			return err

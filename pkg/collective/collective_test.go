@@ -507,29 +507,33 @@ func TestIterationDAG(t *testing.T) {
 	}
 }
 
+// MSCCL schedules replace the built-in algorithm: their sends become the
+// flows, their protocol labels the collective and sets the wire bytes, and
+// they start after the launch latency like any other collective.
 func TestMSCCL(t *testing.T) {
 	for _, c := range []struct {
-		file         string
+		file, proto  string
 		gpus, flows  int
-		perGPUSent   int64 // chunks
+		perGPUSent   int64 // MiB on the wire
 		topoGPUs, tp int
 	}{
-		{"ring_allreduce_8.xml", 8, 8 * 14, 14, 8, 8},
-		{"hier_allreduce_2x8.xml", 16, 16 * 15, 15, 16, 16},
+		{"ring_allreduce_8.xml", "Simple", 8, 8 * 14, 14, 8, 8},
+		{"ring_allreduce_8.xml", "LL", 8, 8 * 14, 2 * 14, 8, 8},
+		{"hier_allreduce_2x8.xml", "Simple", 16, 16 * 15, 15, 16, 16},
 	} {
-		f, err := os.Open("../../examples/msccl/" + c.file)
+		xml, err := os.ReadFile("../../examples/msccl/" + c.file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ParseMSCCL(f, c.file)
-		f.Close()
+		xml = []byte(strings.Replace(string(xml), `proto="Simple"`, `proto="`+c.proto+`"`, 1))
+		a, err := ParseMSCCL(strings.NewReader(string(xml)), c.file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: c.topoGPUs, GPUType: "A100"})
-		pl, _ := NewPlanner(s.m, s.fab, Options{})
+		pl, _ := NewPlanner(s.m, s.fab, Options{LaunchLatency: true})
+		pl.MSCCL = a
 		d, _ := NewDecomposer(s.fab, Layout{TP: c.tp, DP: c.topoGPUs / c.tp, PP: 1, EP: 1}, pl)
-		d.MSCCL = a
 		const S = 8 << 20 // 8 chunks of 1 MiB
 		w := &Workload{Steps: []Step{{Op: AllReduce, Size: S, Group: TP}}}
 		colls, err := d.Prepare(w)
@@ -541,18 +545,28 @@ func TestMSCCL(t *testing.T) {
 			t.Fatal(err)
 		}
 		checkDAG(t, col.flows)
-		n := 0
+		name := c.file + "/" + c.proto
+		if r := colls[0].Rec; r.Algorithm != "msccl" || r.Protocol != strings.ToLower(c.proto) || r.Channels != a.Channels || r.PredictedPs < 0 {
+			t.Errorf("%s: collective %+v", name, r)
+		}
+		n, launches := 0, 0
 		for _, f := range col.flows {
-			if f.ConnType == stream.ConnMSCCL {
+			switch {
+			case f.ConnType == stream.ConnMSCCL:
 				n++
+			case f.ConnType == stream.ConnDelay && f.DelayPs == int64(baseLat[AlgoRing][a.Proto]*1e6):
+				launches++
 			}
 		}
 		if n != c.flows {
-			t.Errorf("%s: %d flows, the XML has %d sends", c.file, n, c.flows)
+			t.Errorf("%s: %d flows, the XML has %d sends", name, n, c.flows)
+		}
+		if launches != c.gpus {
+			t.Errorf("%s: %d launch-latency nodes, want one per GPU (%d)", name, launches, c.gpus)
 		}
 		for r, b := range sentBy(col.flows) {
 			if b != c.perGPUSent<<20 {
-				t.Errorf("%s: GPU %d sent %d, want %d chunks of 1 MiB", c.file, r, b, c.perGPUSent)
+				t.Errorf("%s: GPU %d sent %d, want %d MiB", name, r, b, c.perGPUSent)
 			}
 		}
 	}

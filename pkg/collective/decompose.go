@@ -23,7 +23,6 @@ type Decomposer struct {
 	Fabric  Fabric
 	Layout  Layout
 	Planner *Planner
-	MSCCL   *MSCCLAlgo
 
 	sets   map[string]*groupSet // by group type
 	groups []stream.Group
@@ -96,9 +95,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			k := key{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi]}
 			pl, ok := cache[k]
 			if !ok {
-				if d.MSCCL != nil && d.MSCCL.Applies(s.Op, len(ranks)) {
-					pl = Plan{Algo: AlgoMSCCL, Proto: Simple, Channels: d.MSCCL.Channels, PredictedUs: -1}
-				} else if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
+				if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
 					return nil, fmt.Errorf("%s %s of %d bytes on %s: %v", s.Label, s.Op, s.Size, s.Group, err)
 				}
 				cache[k] = pl
@@ -229,7 +226,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	case AlgoP2P:
 		sendRecv(c, size)
 	case AlgoMSCCL:
-		return d.MSCCL.Emit(c, size)
+		return d.Planner.MSCCL.Emit(c, size)
 	default:
 		return fmt.Errorf("algorithm %s has no decomposition", pl.Algo)
 	}
