@@ -242,11 +242,10 @@ func (c *command) run() error {
 		return err
 	}
 	if c.Summary {
-		e := collective.NewEmitter(discard{})
-		if err := d.Emit(w, colls, e); err != nil {
+		if err := d.Emit(w, colls, collective.NewEmitter(discard{})); err != nil {
 			return err
 		}
-		return collective.WriteSummary(os.Stdout, colls, e.Next())
+		return collective.WriteSummary(os.Stdout, colls)
 	}
 	out := os.Stdout
 	if c.Out != "" {
