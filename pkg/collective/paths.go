@@ -147,7 +147,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 
 	// The NIC port speed is the fabric's: the record has no speed field,
 	// and its template may assume faster NICs than the topology wires.
-	m.NICGBps = topologyNICGBps(t)
+	_, m.NICGBps = topologyNICs(t)
 	if m.NICGBps == 0 {
 		m.NICGBps = m.GPUNICGBps // no NIC links: the path bound is all we know
 	}
@@ -169,10 +169,11 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 	return m, nil
 }
 
-// topologyNICGBps is the NIC bandwidth of server 0's best-connected GPU in
-// GB/s, summing a GPU's NIC links so that a dual-homed NIC (two ports to
-// two ToRs) counts as the one adapter NCCL sees.
-func topologyNICGBps(t *stream.Topology) float64 {
+// topologyNICs counts the GPUs of server 0 with a NIC and gives the NIC
+// bandwidth of the best-connected one in GB/s, summing a GPU's NIC links so
+// that a dual-homed NIC (two ports to two ToRs) counts as the one adapter
+// NCCL sees.
+func topologyNICs(t *stream.Topology) (nics int, gbps float64) {
 	per := make([]float64, t.GPUsPerServer)
 	for i := range t.Links {
 		l := &t.Links[i]
@@ -187,9 +188,12 @@ func topologyNICGBps(t *stream.Topology) float64 {
 	}
 	best := 0.0
 	for _, bps := range per {
+		if bps > 0 {
+			nics++
+		}
 		best = max(best, bps)
 	}
-	return best / 8e9
+	return nics, best / 8e9
 }
 
 // PathsOf returns the record that describes server s, nil if none does.

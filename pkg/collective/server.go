@@ -49,16 +49,7 @@ func ModelFromTopology(t *stream.Topology) (ServerModel, error) {
 		return ServerModel{}, fmt.Errorf("topology: unknown GPU type %q", t.GPUType)
 	}
 	m := ServerModel{Name: "from-topology", CC: f.cc, GPUs: t.GPUsPerServer, IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB}
-	nicLinks, nicBps := 0, 0.0
-	for i := range t.Links {
-		l := &t.Links[i]
-		if l.Kind == stream.LinkNIC && (int(l.A) < t.GPUsPerServer || int(l.B) < t.GPUsPerServer) {
-			nicLinks++
-			nicBps = l.BWbps
-		}
-	}
-	m.NICs = nicLinks // NIC links of server 0's GPUs
-	m.NICGBps = nicBps / 8e9
+	m.NICs, m.NICGBps = topologyNICs(t)
 	if t.NVSwitchesPerServer > 0 && t.GPUsPerServer > 1 {
 		m.NVSwitch = true
 		m.NVLinkGBps = float64(f.links) * ncclpath.NVLinkBW(f.cc, ncclpath.DefaultVersion)
