@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -94,22 +95,103 @@ func TestDecomposeAllReduce(t *testing.T) {
 	}
 }
 
+// wireBytes is what a collective puts on the wire in total, by hand, for
+// the plans these workloads get on one or two servers: a ring AllReduce
+// sends 2(n-1) times the data around, NVLS uploads it from every GPU and
+// downloads it to every GPU, an AllToAll moves the (n-1)/n that leaves
+// each rank (PXN adds no hop when each server holds one rank of the group).
+func wireBytes(t *testing.T, c *stream.Collective, n int64) int64 {
+	t.Helper()
+	switch {
+	case c.Protocol != "simple":
+	case c.Op == "allreduce" && c.Algorithm == "ring":
+		return 2 * (n - 1) * c.Size
+	case c.Op == "allreduce" && c.Algorithm == "nvls":
+		return 2 * n * c.Size
+	case c.Op == "alltoall" && (c.Algorithm == "direct" || c.Algorithm == "pxn" && n == 2):
+		return (n - 1) * c.Size
+	}
+	t.Fatalf("no closed form for %+v", c)
+	return 0
+}
+
 func TestDecomposeWorkloads(t *testing.T) {
 	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	micro := []string{"--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2"}
+	type totals struct{ flows, wire int64 }
+	var microByLabel map[string]totals
 	for _, args := range [][]string{
-		{"--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2"},
+		micro,
 		{"--workload", "examples/workloads/simai_microAllReduce.txt"},
 		{"--workload", "examples/workloads/simai_microAllReduce.txt", "--selector", "simai"},
 	} {
 		d := readDAG(t, mustRun(t, topoOut, "simccl-decompose", args...))
-		if len(d.flows) == 0 || len(d.colls) == 0 {
-			t.Fatalf("%v: no flows", args)
+		if len(d.colls) == 0 {
+			t.Fatalf("%v: no collectives", args)
+		}
+		// Every collective's transfers carry its algorithm's bytes.
+		per := map[int64]totals{}
+		for _, f := range d.flows {
+			if f.ConnType != stream.ConnDelay {
+				x := per[f.Collective]
+				x.flows++
+				x.wire += f.Size
+				per[f.Collective] = x
+			}
+		}
+		byLabel := map[string]totals{}
+		for _, c := range d.colls {
+			if got, want := per[c.ID].wire, wireBytes(t, c, int64(len(d.groups[c.Group].Ranks))); got != want {
+				t.Errorf("%v: collective %+v: %d bytes on the wire, want %d", args, c, got, want)
+			}
+			x := byLabel[c.Label]
+			x.flows += per[c.ID].flows
+			x.wire += per[c.ID].wire
+			byLabel[c.Label] = x
+		}
+		if microByLabel == nil {
+			microByLabel = byLabel
 		}
 	}
-	sum := string(mustRun(t, topoOut, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2", "--summary"))
+	// The summary's rows count the stream's transfers of their collectives,
+	// and its total is theirs (delay and join nodes are not transfers).
+	sum := string(mustRun(t, topoOut, "simccl-decompose", append(micro, "--summary")...))
 	for _, want := range []string{"algorithm", "predicted", "nvls", "alltoall"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+	var all, rows totals
+	for _, x := range microByLabel {
+		all.flows += x.flows
+		all.wire += x.wire
+	}
+	for _, line := range strings.Split(strings.TrimSpace(sum), "\n")[1:] {
+		f := strings.Fields(line)
+		var got totals
+		var err error
+		switch {
+		case f[0] == "total" && len(f) >= 4:
+			got.flows, err = strconv.ParseInt(f[3], 10, 64)
+			if got.flows != all.flows || rows.flows != all.flows {
+				t.Errorf("summary total of %d flows, rows add up to %d, the stream has %d:\n%s", got.flows, rows.flows, all.flows, sum)
+			}
+			if len(f) != 5 || f[4] != strconv.FormatInt(all.wire, 10) {
+				t.Errorf("summary total %q, want %d wire bytes", line, all.wire)
+			}
+		case len(f) >= 12 && f[5] == "x":
+			got.flows, _ = strconv.ParseInt(f[10], 10, 64)
+			got.wire, err = strconv.ParseInt(f[11], 10, 64)
+			if want := microByLabel[f[0]]; got != want {
+				t.Errorf("summary row %q: %+v, the stream has %+v", line, got, want)
+			}
+			rows.flows += got.flows
+			rows.wire += got.wire
+		default:
+			t.Fatalf("summary line %q", line)
+		}
+		if err != nil {
+			t.Fatalf("summary line %q: %v", line, err)
 		}
 	}
 	// MSCCL: the ring XML on 8 A100s yields its 8 x 14 sends.
@@ -122,8 +204,8 @@ func TestDecomposeWorkloads(t *testing.T) {
 			n++
 		}
 	}
-	if n != 112 || d.colls[0].Algorithm != "msccl" {
-		t.Fatalf("%d MSCCL flows, algorithm %s", n, d.colls[0].Algorithm)
+	if c := d.colls[0]; n != 112 || c.Algorithm != "msccl" || c.Protocol != "simple" || c.PredictedPs < 0 {
+		t.Fatalf("%d MSCCL flows, collective %+v", n, c)
 	}
 }
 

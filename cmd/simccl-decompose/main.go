@@ -224,7 +224,7 @@ func (c *command) run() (err error) {
 		if err != nil {
 			return err
 		}
-		d.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
+		planner.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
 		f.Close()
 		if err != nil {
 			return err
@@ -235,11 +235,10 @@ func (c *command) run() (err error) {
 		return err
 	}
 	if c.Summary {
-		e := collective.NewEmitter(discard{}, false)
-		if err := d.Emit(w, colls, e); err != nil {
+		if err := d.Emit(w, colls, collective.NewEmitter(discard{})); err != nil {
 			return err
 		}
-		return collective.WriteSummary(os.Stdout, colls, e.Next())
+		return collective.WriteSummary(os.Stdout, colls)
 	}
 	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
 	if err != nil {
@@ -274,7 +273,7 @@ func (c *command) run() (err error) {
 			return err
 		}
 	}
-	if err := d.Emit(w, colls, collective.NewEmitter(sw, false)); err != nil {
+	if err := d.Emit(w, colls, collective.NewEmitter(sw)); err != nil {
 		return err
 	}
 	return sw.Close()

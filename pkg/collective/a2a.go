@@ -6,6 +6,9 @@ import "github.com/fabricsim/fabricsim/formats/stream"
 // n(n-1) flows, each waiting only for its sender to enter the collective.
 func allToAllDirect(c *cctx, size int64) {
 	n := len(c.ranks)
+	for i := range c.exit {
+		c.exit[i] = make([]int64, 0, 2*(n-1)) // a send to and a receive from every peer
+	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i == j {
@@ -60,18 +63,18 @@ func allToAllPXN(c *cctx, f Fabric, size int64) {
 				// (same rail); servers with fewer ranks fall back to index mod.
 				proxy := la[localIdx[dst]%len(la)]
 				total := per(dst) // the proxy's own share
-				var inits []int64
+				// The NET flow waits for the proxy and every hand-off; the
+				// hand-offs' deps are entries, so the buffer fills meanwhile.
+				gathered := c.deps(c.entry[proxy])
 				for _, src := range la {
 					if src == proxy {
 						continue
 					}
 					id := c.e.Flow(c.id, c.ranks[src], c.ranks[proxy], per(dst), c.entry[src], 0, int32(dst), int32(n), stream.ConnPXNInit)
 					c.exit[src] = append(c.exit[src], id)
-					inits = append(inits, id)
+					gathered = append(gathered, id)
 					total += per(dst)
 				}
-				gathered := c.deps(c.entry[proxy])
-				gathered = append(gathered, inits...)
 				id := c.e.Flow(c.id, c.ranks[proxy], c.ranks[dst], total, gathered, 0, int32(dst), int32(n), stream.ConnNet)
 				c.buf = gathered
 				c.exit[proxy] = append(c.exit[proxy], id)

@@ -39,8 +39,9 @@ func newSetup(t *testing.T, p topo.Params) setup {
 	return setup{tp, FabricOf(tp), m}
 }
 
-// run decomposes a one-step workload and checks the DAG is well formed.
-func (s setup) run(t *testing.T, opt Options, l Layout, st Step) (*collect, []Coll, *Emitter) {
+// run decomposes a workload, after the optional set-up steps on the
+// decomposer, and checks the DAG is well formed.
+func (s setup) run(t *testing.T, opt Options, l Layout, w *Workload, with ...func(*Decomposer)) (*collect, []Coll) {
 	t.Helper()
 	pl, err := NewPlanner(s.m, s.fab, opt)
 	if err != nil {
@@ -50,19 +51,23 @@ func (s setup) run(t *testing.T, opt Options, l Layout, st Step) (*collect, []Co
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &Workload{Steps: []Step{st}}
+	for _, f := range with {
+		f(d)
+	}
 	colls, err := d.Prepare(w)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := &collect{}
-	e := NewEmitter(c, true)
-	if err := d.Emit(w, colls, e); err != nil {
+	if err := d.Emit(w, colls, NewEmitter(c)); err != nil {
 		t.Fatal(err)
 	}
 	checkDAG(t, c.flows)
-	return c, colls, e
+	return c, colls
 }
+
+// one is a workload of a single step.
+func one(st Step) *Workload { return &Workload{Steps: []Step{st}} }
 
 // checkDAG: ids dense, every dep names an earlier flow (so the DAG is
 // acyclic), transfers between distinct nodes.
@@ -115,7 +120,7 @@ func TestRingFactors(t *testing.T) {
 		if c.n == 16 {
 			l = Layout{TP: 1, DP: 16, PP: 1, EP: 1}
 		}
-		col, colls, _ := s.run(t, Options{Algo: pickAlgo(c.op), Proto: "simple", PXN: "off", RingChannels: 4}, l, Step{Op: c.op, Size: S, Group: c.group})
+		col, colls := s.run(t, Options{Algo: pickAlgo(c.op), Proto: "simple", PXN: "off", RingChannels: 4}, l, one(Step{Op: c.op, Size: S, Group: c.group}))
 		want := int64(math.Round(c.factor * S))
 		for r, b := range sentBy(col.flows) {
 			if b != want {
@@ -144,7 +149,7 @@ func TestRingStructure(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
 	l := Layout{TP: 8, DP: 1, PP: 1, EP: 1}
 	// 8 ranks x 2 MiB chunks = 16 MiB per loop; 32 MiB = 2 chunks (loops).
-	col, colls, _ := s.run(t, Options{Algo: "ring", Proto: "simple", RingChannels: 1}, l, Step{Op: AllReduce, Size: 32 << 20, Group: TP})
+	col, colls := s.run(t, Options{Algo: "ring", Proto: "simple", RingChannels: 1}, l, one(Step{Op: AllReduce, Size: 32 << 20, Group: TP}))
 	if colls[0].Plan.Channels != 1 || colls[0].Plan.Chunk != 2<<20 {
 		t.Fatalf("plan %+v", colls[0].Plan)
 	}
@@ -235,7 +240,7 @@ func TestBtree(t *testing.T) {
 func TestTreeByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 4, GPUsPerServer: 2, GPUType: "A100"})
 	const S = 4 << 20
-	col, _, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 1}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: DP})
+	col, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 1}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: S, Group: DP}))
 	got := sentBy(col.flows)
 	want := map[int32]int64{0: S, 1: 2 * S, 2: 2 * S, 3: S}
 	for r, w := range want {
@@ -261,7 +266,7 @@ func TestTreeByHand(t *testing.T) {
 func TestNVLSByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
 	const S = 16 << 20
-	col, colls, _ := s.run(t, Options{Algo: "nvls"}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, Step{Op: AllReduce, Size: S, Group: TP})
+	col, colls := s.run(t, Options{Algo: "nvls"}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: S, Group: TP}))
 	if colls[0].Plan.Channels != 16 {
 		t.Fatalf("NVLS channels %d, want 16 on Hopper", colls[0].Plan.Channels)
 	}
@@ -280,7 +285,7 @@ func TestNVLSByHand(t *testing.T) {
 // receiver's rail, via an NVLink hop to the proxy GPU.
 func TestRingPXN(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
-	col, _, _ := s.run(t, Options{Algo: "ring", Proto: "simple", PXN: "on", RingChannels: 2}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 64 << 20, Group: DP})
+	col, _ := s.run(t, Options{Algo: "ring", Proto: "simple", PXN: "on", RingChannels: 2}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: 64 << 20, Group: DP}))
 	kinds := map[string]int{}
 	for _, f := range col.flows {
 		kinds[f.ConnType]++
@@ -307,7 +312,7 @@ func TestRingPXN(t *testing.T) {
 func TestAllToAllPXN(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
 	const S = 16 << 20
-	col, _, _ := s.run(t, Options{Algo: "pxn"}, Layout{TP: 1, DP: 16, PP: 1, EP: 16}, Step{Op: AllToAll, Size: S, Group: EP})
+	col, _ := s.run(t, Options{Algo: "pxn"}, Layout{TP: 1, DP: 16, PP: 1, EP: 16}, one(Step{Op: AllToAll, Size: S, Group: EP}))
 	// Data delivered to each destination still totals (n-1)/n x S.
 	recv := map[int32]int64{}
 	for _, f := range col.flows {
@@ -378,7 +383,6 @@ func TestTuningByHand(t *testing.T) {
 
 func TestSimAISelector(t *testing.T) {
 	h := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
-	l := Layout{TP: 8, DP: 2, PP: 1, EP: 1}
 	pl, _ := NewPlanner(h.m, h.fab, Options{Selector: "simai", SimAINVLS: true})
 	p, err := pl.Plan(AllReduce, 1<<20, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7})
 	if err != nil || p.Algo != AlgoNVLS || p.Proto != Simple {
@@ -392,7 +396,6 @@ func TestSimAISelector(t *testing.T) {
 	if p, _ = pl.Plan(AllReduce, 1<<20, TP, []int32{0, 1, 2, 3, 4, 5, 6, 7}); p.Algo != AlgoRing {
 		t.Errorf("SimAI without AS_NVLS_ENABLE: %s", p.Algo)
 	}
-	_ = l
 }
 
 // Megatron layout, TP innermost: 8 ranks as tp 2 x dp 2 x pp 2.
@@ -486,76 +489,161 @@ func TestIterationDAG(t *testing.T) {
 		t.Fatal(err)
 	}
 	l, _ := NewLayout(16, w.TP, 0, w.PP, w.EP)
-	pl, _ := NewPlanner(s.m, s.fab, Options{LaunchLatency: true})
-	d, _ := NewDecomposer(s.fab, l, pl)
-	colls, err := d.Prepare(w)
-	if err != nil {
-		t.Fatal(err)
+	c, colls := s.run(t, Options{LaunchLatency: true}, l, w)
+	if len(colls) != 4 {
+		t.Fatalf("%d collectives, want 2 layers x 2 TP groups", len(colls))
 	}
-	c := &collect{}
-	if err := d.Emit(w, colls, NewEmitter(c, false)); err != nil {
-		t.Fatal(err)
-	}
-	checkDAG(t, c.flows)
-	// The first compute of every rank has no deps; the second layer's
-	// compute depends on the first layer's collective on that rank.
-	delays := 0
+	// Each rank's forward computes, in program order: the first has no
+	// deps, the second waits for exactly the first layer's collective on
+	// that rank (colls[0] and [1] are layer 0's two TP groups).
+	fwd := map[int32][]stream.Flow{}
 	for _, f := range c.flows {
-		if f.DelayPs == 556000*1000 {
-			delays++
+		if f.ConnType == stream.ConnDelay && f.DelayPs == 556000*1000 {
+			fwd[f.Src] = append(fwd[f.Src], f)
 		}
 	}
-	if delays != 32 || len(colls) != 4 {
-		t.Fatalf("%d forward compute nodes (want 2 layers x 16 ranks), %d collectives (want 2 layers x 2 TP groups)", delays, len(colls))
+	for r := int32(0); r < 16; r++ {
+		if len(fwd[r]) != 2 {
+			t.Fatalf("rank %d: %d forward computes, want 2 layers", r, len(fwd[r]))
+		}
+		first, second := fwd[r][0], fwd[r][1]
+		layer0 := colls[r/8].Rec.ID
+		if len(first.Deps) != 0 || len(second.Deps) != 1 || c.flows[second.Deps[0]].Collective != layer0 {
+			t.Errorf("rank %d: first compute deps %v, second %v; want none, then one flow of collective %d", r, first.Deps, second.Deps, layer0)
+		}
 	}
 }
 
+// An async collective runs beside the compute issued after it; a wait
+// joins it back: the compute after the wait depends on both.
+func TestAsyncWait(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	w := &Workload{Steps: []Step{
+		{Op: AllReduce, Size: 1 << 20, Group: DP, Async: true, Tag: "g", Label: "grad"},
+		{ComputePs: 1000, Label: "c1"},
+		{Wait: "g"},
+		{ComputePs: 2000, Label: "c2"},
+	}}
+	c, colls := s.run(t, Options{Algo: "ring", Proto: "simple"}, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, w)
+	if len(colls) != 8 {
+		t.Fatalf("%d collectives, want 8 DP groups", len(colls))
+	}
+	// What each rank's part of each collective ends with: its last flow
+	// touching the rank, or the join node finish adds.
+	exit := map[int32]int64{}
+	for _, f := range c.flows {
+		if f.Collective >= 0 {
+			exit[f.Src] = f.ID
+			if f.ConnType != stream.ConnDelay {
+				exit[f.Dst] = f.ID
+			}
+		}
+	}
+	c1, c2 := map[int32]stream.Flow{}, map[int32]stream.Flow{}
+	for _, f := range c.flows {
+		switch f.DelayPs {
+		case 1000:
+			c1[f.Src] = f
+		case 2000:
+			c2[f.Src] = f
+		}
+	}
+	for r := int32(0); r < 16; r++ {
+		if len(c1[r].Deps) != 0 {
+			t.Errorf("rank %d: compute c1 waits for %v, want nothing (the AllReduce is async)", r, c1[r].Deps)
+		}
+		if d := c2[r].Deps; len(d) != 2 || d[0] != c1[r].ID || d[1] != exit[r] {
+			t.Errorf("rank %d: compute c2 waits for %v, want [c1 %d, AllReduce exit %d]", r, d, c1[r].ID, exit[r])
+		}
+	}
+}
+
+// MaxChunks caps the pipeline: larger chunks, the same bytes.
+func TestMaxChunks(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
+	l := Layout{TP: 8, DP: 1, PP: 1, EP: 1}
+	for _, c := range []struct {
+		opt       Options
+		size      int64
+		uncapped  int32 // chunks per channel with NCCL's chunk size
+		perRankTx int64
+	}{
+		// 8 ranks x 2 MiB per loop on one channel: 16 loops.
+		{Options{Algo: "ring", Proto: "simple", RingChannels: 1}, 256 << 20, 16, 2 * 7 * (256 << 20) / 8},
+		// 16 channels of 1 MiB in 128 KiB chunks: 8 chunks each.
+		{Options{Algo: "nvls"}, 16 << 20, 8, 16 << 20},
+	} {
+		for _, mc := range []int{0, 2} {
+			opt := c.opt
+			opt.MaxChunks = mc
+			col, _ := s.run(t, opt, l, one(Step{Op: AllReduce, Size: c.size, Group: TP}))
+			want := c.uncapped
+			if mc > 0 {
+				want = int32(mc)
+			}
+			for _, f := range col.flows {
+				if f.ConnType != stream.ConnDelay && f.ChunkCount != want {
+					t.Fatalf("%s, max chunks %d: flow %d has chunk_count %d, want %d", opt.Algo, mc, f.ID, f.ChunkCount, want)
+				}
+			}
+			for r := int32(0); r < 8; r++ {
+				if got := sentBy(col.flows)[r]; got != c.perRankTx {
+					t.Errorf("%s, max chunks %d: rank %d sent %d, want %d", opt.Algo, mc, r, got, c.perRankTx)
+				}
+			}
+		}
+	}
+}
+
+// MSCCL schedules replace the built-in algorithm: their sends become the
+// flows, their protocol labels the collective and sets the wire bytes, and
+// they start after the launch latency like any other collective.
 func TestMSCCL(t *testing.T) {
 	for _, c := range []struct {
-		file         string
+		file, proto  string
 		gpus, flows  int
-		perGPUSent   int64 // chunks
+		perGPUSent   int64 // MiB on the wire
 		topoGPUs, tp int
 	}{
-		{"ring_allreduce_8.xml", 8, 8 * 14, 14, 8, 8},
-		{"hier_allreduce_2x8.xml", 16, 16 * 15, 15, 16, 16},
+		{"ring_allreduce_8.xml", "Simple", 8, 8 * 14, 14, 8, 8},
+		{"ring_allreduce_8.xml", "LL", 8, 8 * 14, 2 * 14, 8, 8},
+		{"hier_allreduce_2x8.xml", "Simple", 16, 16 * 15, 15, 16, 16},
 	} {
-		f, err := os.Open("../../examples/msccl/" + c.file)
+		xml, err := os.ReadFile("../../examples/msccl/" + c.file)
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := ParseMSCCL(f, c.file)
-		f.Close()
+		xml = []byte(strings.Replace(string(xml), `proto="Simple"`, `proto="`+c.proto+`"`, 1))
+		a, err := ParseMSCCL(strings.NewReader(string(xml)), c.file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: c.topoGPUs, GPUType: "A100"})
-		pl, _ := NewPlanner(s.m, s.fab, Options{})
-		d, _ := NewDecomposer(s.fab, Layout{TP: c.tp, DP: c.topoGPUs / c.tp, PP: 1, EP: 1}, pl)
-		d.MSCCL = a
 		const S = 8 << 20 // 8 chunks of 1 MiB
-		w := &Workload{Steps: []Step{{Op: AllReduce, Size: S, Group: TP}}}
-		colls, err := d.Prepare(w)
-		if err != nil {
-			t.Fatal(err)
+		col, colls := s.run(t, Options{LaunchLatency: true}, Layout{TP: c.tp, DP: c.topoGPUs / c.tp, PP: 1, EP: 1},
+			one(Step{Op: AllReduce, Size: S, Group: TP}), func(d *Decomposer) { d.Planner.MSCCL = a })
+		name := c.file + "/" + c.proto
+		if r := colls[0].Rec; r.Algorithm != "msccl" || r.Protocol != strings.ToLower(c.proto) || r.Channels != a.Channels || r.PredictedPs < 0 {
+			t.Errorf("%s: collective %+v", name, r)
 		}
-		col := &collect{}
-		if err := d.Emit(w, colls, NewEmitter(col, false)); err != nil {
-			t.Fatal(err)
-		}
-		checkDAG(t, col.flows)
-		n := 0
+		n, launches := 0, 0
 		for _, f := range col.flows {
-			if f.ConnType == stream.ConnMSCCL {
+			switch {
+			case f.ConnType == stream.ConnMSCCL:
 				n++
+			case f.ConnType == stream.ConnDelay && f.DelayPs == int64(baseLat[AlgoRing][a.Proto]*1e6):
+				launches++
 			}
 		}
 		if n != c.flows {
-			t.Errorf("%s: %d flows, the XML has %d sends", c.file, n, c.flows)
+			t.Errorf("%s: %d flows, the XML has %d sends", name, n, c.flows)
+		}
+		if launches != c.gpus {
+			t.Errorf("%s: %d launch-latency nodes, want one per GPU (%d)", name, launches, c.gpus)
 		}
 		for r, b := range sentBy(col.flows) {
 			if b != c.perGPUSent<<20 {
-				t.Errorf("%s: GPU %d sent %d, want %d chunks of 1 MiB", c.file, r, b, c.perGPUSent)
+				t.Errorf("%s: GPU %d sent %d, want %d MiB", name, r, b, c.perGPUSent)
 			}
 		}
 	}

@@ -23,10 +23,17 @@ type Decomposer struct {
 	Fabric  Fabric
 	Layout  Layout
 	Planner *Planner
-	MSCCL   *MSCCLAlgo
 
-	groupIDs map[string][]int64 // group type -> id of each group instance
-	groups   []stream.Group
+	sets   map[string]*groupSet // by group type
+	groups []stream.Group
+}
+
+// groupSet is every group of one type: ranks, stream ids and how many
+// servers each spans.
+type groupSet struct {
+	ranks [][]int32
+	ids   []int64
+	nodes []int
 }
 
 // NewDecomposer checks the layout against the fabric.
@@ -34,25 +41,26 @@ func NewDecomposer(f Fabric, l Layout, p *Planner) (*Decomposer, error) {
 	if l.World() != f.GPUs {
 		return nil, fmt.Errorf("parallelism covers %d ranks, the topology has %d GPUs", l.World(), f.GPUs)
 	}
-	return &Decomposer{Fabric: f, Layout: l, Planner: p, groupIDs: map[string][]int64{}}, nil
+	return &Decomposer{Fabric: f, Layout: l, Planner: p, sets: map[string]*groupSet{}}, nil
 }
 
-// groupsOf returns a type's groups and their ids, registering them on first use.
-func (d *Decomposer) groupsOf(kind string) ([][]int32, []int64, error) {
-	gs, err := d.Layout.Groups(kind)
+// groupsOf returns a type's groups, registering them on first use.
+func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
+	if gs := d.sets[kind]; gs != nil {
+		return gs, nil
+	}
+	ranks, err := d.Layout.Groups(kind)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	ids, ok := d.groupIDs[kind]
-	if !ok {
-		for _, g := range gs {
-			id := int64(len(d.groups))
-			d.groups = append(d.groups, stream.Group{ID: id, Type: kind, Ranks: g})
-			ids = append(ids, id)
-		}
-		d.groupIDs[kind] = ids
+	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks))}
+	for i, g := range ranks {
+		gs.ids[i] = int64(len(d.groups))
+		gs.nodes[i] = len(d.Fabric.nodesOf(g))
+		d.groups = append(d.groups, stream.Group{ID: gs.ids[i], Type: kind, Ranks: g})
 	}
-	return gs, ids, nil
+	d.sets[kind] = gs
+	return gs, nil
 }
 
 // Groups lists the groups the prepared workload uses.
@@ -72,11 +80,11 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 		if s.ComputePs > 0 || s.Wait != "" {
 			continue
 		}
-		gs, ids, err := d.groupsOf(s.Group)
+		gs, err := d.groupsOf(s.Group)
 		if err != nil {
 			return nil, fmt.Errorf("step %q: %v", s.Label, err)
 		}
-		for gi, ranks := range gs {
+		for gi, ranks := range gs.ranks {
 			if s.Reverse {
 				r := make([]int32, len(ranks))
 				for i := range ranks {
@@ -84,19 +92,17 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 				}
 				ranks = r
 			}
-			k := key{s.Op, s.Size, s.Group, len(ranks), len(d.Fabric.nodesOf(ranks))}
+			k := key{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi]}
 			pl, ok := cache[k]
 			if !ok {
-				if d.MSCCL != nil && d.MSCCL.Applies(s.Op, len(ranks)) {
-					pl = Plan{Algo: AlgoMSCCL, Proto: Simple, Channels: d.MSCCL.Channels, PredictedUs: -1}
-				} else if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
+				if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
 					return nil, fmt.Errorf("%s %s of %d bytes on %s: %v", s.Label, s.Op, s.Size, s.Group, err)
 				}
 				cache[k] = pl
 			}
 			id := int64(len(out))
 			out = append(out, Coll{
-				Rec: stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: ids[gi], Algorithm: pl.Algo.String(),
+				Rec: stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
 					Protocol: pl.Proto.String(), Channels: pl.Channels, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label},
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
@@ -197,7 +203,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 		switch op {
 		case Broadcast, Reduce:
 			sp.chunk = chunk(1)
-			chain(c, f, sp, 0)
+			chain(c, f, sp)
 		default:
 			ring(c, f, sp)
 		}
@@ -220,7 +226,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	case AlgoP2P:
 		sendRecv(c, size)
 	case AlgoMSCCL:
-		return d.MSCCL.Emit(c, size)
+		return d.Planner.MSCCL.Emit(c, size)
 	default:
 		return fmt.Errorf("algorithm %s has no decomposition", pl.Algo)
 	}

@@ -19,23 +19,14 @@ type Emitter struct {
 	f    stream.Flow
 	err  error
 
-	// Per-collective accounting, reset by begin.
+	// Transfers (delay nodes excluded) and their bytes so far; Emit
+	// attributes the differences to each collective.
 	Flows     int64
 	WireBytes int64
-	// SentBytes[r] accumulates bytes sent by node r over the whole run
-	// (GPUs and NVSwitches), for invariants and summaries.
-	SentBytes map[int32]int64
-	track     bool
 }
 
-// NewEmitter writes to sink. With track set, per-node sent bytes are kept.
-func NewEmitter(sink Sink, track bool) *Emitter {
-	e := &Emitter{sink: sink, track: track}
-	if track {
-		e.SentBytes = map[int32]int64{}
-	}
-	return e
-}
+// NewEmitter writes to sink.
+func NewEmitter(sink Sink) *Emitter { return &Emitter{sink: sink} }
 
 // Err is the first sink error.
 func (e *Emitter) Err() error { return e.err }
@@ -55,9 +46,6 @@ func (e *Emitter) Flow(coll int64, src, dst int32, size int64, deps []int64, ch,
 	}
 	e.Flows++
 	e.WireBytes += size
-	if e.track {
-		e.SentBytes[src] += size
-	}
 	return id
 }
 
@@ -83,16 +71,11 @@ type cctx struct {
 	ranks []int32
 	entry [][]int64 // by position in the group
 	exit  [][]int64
-	pos   map[int32]int // rank -> position
-	buf   []int64       // scratch for deps
+	buf   []int64 // scratch for deps
 }
 
 func newCtx(e *Emitter, id int64, ranks []int32, entry [][]int64) *cctx {
-	c := &cctx{e: e, id: id, ranks: ranks, entry: entry, exit: make([][]int64, len(ranks)), pos: make(map[int32]int, len(ranks))}
-	for i, r := range ranks {
-		c.pos[r] = i
-	}
-	return c
+	return &cctx{e: e, id: id, ranks: ranks, entry: entry, exit: make([][]int64, len(ranks))}
 }
 
 // deps assembles a dependency list; the result is only valid until the
@@ -103,6 +86,18 @@ func (c *cctx) deps(lists ...[]int64) []int64 {
 		c.buf = append(c.buf, l...)
 	}
 	return c.buf
+}
+
+// connFlow emits a flow that waits for deps (built with c.deps) and for
+// *last, the previous flow on its connection (-1: none), so that a
+// connection carries its flows in order; the flow becomes *last.
+func (c *cctx) connFlow(last *int64, deps []int64, src, dst int32, size int64, ch, chunk, chunks int32, conn string) int64 {
+	if *last >= 0 {
+		deps = append(deps, *last)
+	}
+	*last = c.e.Flow(c.id, src, dst, size, deps, ch, chunk, chunks, conn)
+	c.buf = deps
+	return *last
 }
 
 // finish joins each rank's exit flows into one node and returns, per

@@ -64,37 +64,14 @@ func (l Layout) rank(tp, dp, pp int) int32 { return int32(tp + l.TP*(dp+l.DP*pp)
 // Groups returns every group of a type, each as its ranks in order.
 func (l Layout) Groups(kind string) ([][]int32, error) {
 	var out [][]int32
+	tpAx, dpAx, ppAx := dim{l.TP, 1}, dim{l.DP, l.TP}, dim{l.PP, l.TP * l.DP}
 	switch strings.ToUpper(kind) {
 	case TP:
-		for pp := 0; pp < l.PP; pp++ {
-			for dp := 0; dp < l.DP; dp++ {
-				g := make([]int32, 0, l.TP)
-				for tp := 0; tp < l.TP; tp++ {
-					g = append(g, l.rank(tp, dp, pp))
-				}
-				out = append(out, g)
-			}
-		}
+		out = lines(ppAx, dpAx, tpAx)
 	case DP:
-		for pp := 0; pp < l.PP; pp++ {
-			for tp := 0; tp < l.TP; tp++ {
-				g := make([]int32, 0, l.DP)
-				for dp := 0; dp < l.DP; dp++ {
-					g = append(g, l.rank(tp, dp, pp))
-				}
-				out = append(out, g)
-			}
-		}
+		out = lines(ppAx, tpAx, dpAx)
 	case PP:
-		for dp := 0; dp < l.DP; dp++ {
-			for tp := 0; tp < l.TP; tp++ {
-				g := make([]int32, 0, l.PP)
-				for pp := 0; pp < l.PP; pp++ {
-					g = append(g, l.rank(tp, dp, pp))
-				}
-				out = append(out, g)
-			}
-		}
+		out = lines(dpAx, tpAx, ppAx)
 	case EP:
 		for pp := 0; pp < l.PP; pp++ {
 			for tp := 0; tp < l.TP; tp++ {
@@ -123,4 +100,23 @@ func (l Layout) Groups(kind string) ([][]int32, error) {
 		return nil, fmt.Errorf("unknown group %q (one of TP, DP, PP, EP, DP_EP)", kind)
 	}
 	return out, nil
+}
+
+// dim is one axis of the rank grid: its size and its rank stride.
+type dim struct{ n, stride int }
+
+// lines returns the groups along axis in: one per (outer, mid) pair, outer
+// slowest, each with in's ranks in order.
+func lines(outer, mid, in dim) [][]int32 {
+	out := make([][]int32, 0, outer.n*mid.n)
+	for o := 0; o < outer.n; o++ {
+		for m := 0; m < mid.n; m++ {
+			g := make([]int32, in.n)
+			for i := range g {
+				g[i] = int32(o*outer.stride + m*mid.stride + i*in.stride)
+			}
+			out = append(out, g)
+		}
+	}
+	return out
 }

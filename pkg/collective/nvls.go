@@ -66,20 +66,10 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error
 				if k == 0 {
 					deps = append(deps, c.entry[p]...)
 				}
-				if lastUp[p] >= 0 {
-					deps = append(deps, lastUp[p])
-				}
-				ups[p] = c.e.Flow(c.id, c.ranks[p], sw, up, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-				c.buf = deps
-				lastUp[p] = ups[p]
+				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, up, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 			for p := 0; p < n; p++ {
-				deps := c.deps(ups)
-				if lastDown[p] >= 0 {
-					deps = append(deps, lastDown[p])
-				}
-				lastDown[p] = c.e.Flow(c.id, sw, c.ranks[p], down, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-				c.buf = deps
+				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], down, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 		}
 		for p := 0; p < n; p++ {
@@ -106,8 +96,14 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 	if size == 0 {
 		return nil
 	}
+	trees := [2]serverTree{newServerTree(nn, 0), newServerTree(nn, 1)}
 	type state struct{ lastUp, lastRed, lastTreeUp, lastTreeDown, lastMc, lastDown int64 }
 	st := make([]state, len(c.ranks))
+	sws := make([]int32, nn)
+	red := grid(nn, ppn)  // switch -> shard owner, per server and local index
+	done := grid(nn, ppn) // per server and local index: the shard is final
+	upID := make([]int64, nn)
+	ids := make([]int64, 0, ppn) // one server's uploads to its switch
 	for ch := 0; ch < channels; ch++ {
 		data := splitEven(size, channels, ch)
 		if data == 0 {
@@ -116,7 +112,6 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 		for i := range st {
 			st[i] = state{-1, -1, -1, -1, -1, -1}
 		}
-		sws := make([]int32, nn)
 		for j, l := range nodes {
 			sw, err := f.nvswitch(f.server(c.ranks[l[0]]), ch)
 			if err != nil {
@@ -124,83 +119,47 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 			}
 			sws[j] = sw
 		}
-		which := ch % 2
+		tr := &trees[ch%2]
 		chunks := int((data + chunk - 1) / chunk)
 		for k := 0; k < chunks; k++ {
 			b := min(chunk, data-int64(k)*chunk)
 			shard := (b + int64(ppn) - 1) / int64(ppn)
-			red := make([][]int64, nn) // switch -> shard owner, per server and local index
 			for j, local := range nodes {
-				ups := make([]int64, 0, ppn)
+				ids = ids[:0]
 				for _, p := range local {
 					deps := c.deps(nil)
 					if k == 0 {
 						deps = append(deps, c.entry[p]...)
 					}
-					if st[p].lastUp >= 0 {
-						deps = append(deps, st[p].lastUp)
-					}
-					id := c.e.Flow(c.id, c.ranks[p], sws[j], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
-					st[p].lastUp = id
-					ups = append(ups, id)
+					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], b, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
-				red[j] = make([]int64, ppn)
 				for li, p := range local {
-					deps := c.deps(ups)
-					if st[p].lastRed >= 0 {
-						deps = append(deps, st[p].lastRed)
-					}
-					red[j][li] = c.e.Flow(c.id, sws[j], c.ranks[p], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
-					st[p].lastRed = red[j][li]
+					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 			// Per local index, a tree across servers over that shard.
-			done := make([][]int64, nn) // per server and local index: the shard is final
-			for j := range done {
-				done[j] = make([]int64, ppn)
-			}
 			for li := 0; li < ppn; li++ {
-				// up: leaves first (post-order by node tree depth via BFS from root).
-				root := 0
-				if which == 1 {
-					root = nn - 1
-					if nn%2 == 1 {
-						root = 1 % nn
-					}
-				}
-				order := []int{root}
-				for i := 0; i < len(order); i++ {
-					_, ch2 := dtree(nn, order[i], which)
-					order = append(order, ch2...)
-				}
-				upID := make([]int64, nn)
-				for i := len(order) - 1; i >= 0; i-- {
-					j := order[i]
-					par, kids := dtree(nn, j, which)
+				// up: leaves first (reverse breadth-first order).
+				for i := len(tr.order) - 1; i >= 0; i-- {
+					j := tr.order[i]
+					par := tr.par[j]
 					p := nodes[j][li]
 					if par < 0 {
 						continue
 					}
 					deps := c.deps(nil)
 					deps = append(deps, red[j][li])
-					for _, kj := range kids {
+					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
-					if st[p].lastTreeUp >= 0 {
-						deps = append(deps, st[p].lastTreeUp)
-					}
-					upID[j] = c.e.Flow(c.id, c.ranks[p], c.ranks[nodes[par][li]], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-					c.buf = deps
-					st[p].lastTreeUp = upID[j]
+					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
-				for _, j := range order {
-					par, kids := dtree(nn, j, which)
+				for _, j := range tr.order {
 					p := nodes[j][li]
-					if par < 0 {
-						ready := []int64{red[j][li]}
-						for _, kj := range kids {
+					if tr.par[j] < 0 {
+						ready := c.deps(nil)
+						ready = append(ready, red[j][li])
+						for _, kj := range tr.kids[j] {
 							ready = append(ready, upID[kj])
 						}
 						if len(ready) == 1 {
@@ -208,42 +167,25 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 						} else {
 							done[j][li] = c.e.Delay(c.id, c.ranks[p], 0, ready)
 						}
+						c.buf = ready
 					}
-					for _, kj := range kids {
+					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
-						deps := c.deps(nil)
-						deps = append(deps, done[j][li])
-						if st[q].lastTreeDown >= 0 {
-							deps = append(deps, st[q].lastTreeDown)
-						}
-						done[kj][li] = c.e.Flow(c.id, c.ranks[p], c.ranks[q], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-						c.buf = deps
-						st[q].lastTreeDown = done[kj][li]
+						deps := append(c.deps(nil), done[j][li])
+						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
 			}
 			// Multicast: each owner uploads its final shard, the switch sends
 			// every GPU the shards it does not own.
 			for j, local := range nodes {
-				mcs := make([]int64, 0, ppn)
+				ids = ids[:0]
 				for li, p := range local {
-					deps := c.deps(nil)
-					deps = append(deps, done[j][li])
-					if st[p].lastMc >= 0 {
-						deps = append(deps, st[p].lastMc)
-					}
-					id := c.e.Flow(c.id, c.ranks[p], sws[j], shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
-					st[p].lastMc = id
-					mcs = append(mcs, id)
+					deps := append(c.deps(nil), done[j][li])
+					ids = append(ids, c.connFlow(&st[p].lastMc, deps, c.ranks[p], sws[j], shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for _, p := range local {
-					deps := c.deps(mcs)
-					if st[p].lastDown >= 0 {
-						deps = append(deps, st[p].lastDown)
-					}
-					st[p].lastDown = c.e.Flow(c.id, sws[j], c.ranks[p], b-shard, deps, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					c.buf = deps
+					c.connFlow(&st[p].lastDown, c.deps(ids), sws[j], c.ranks[p], b-shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 		}
@@ -255,4 +197,14 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 		}
 	}
 	return nil
+}
+
+// grid is a rows x cols table in one allocation.
+func grid(rows, cols int) [][]int64 {
+	flat := make([]int64, rows*cols)
+	g := make([][]int64, rows)
+	for i := range g {
+		g[i] = flat[i*cols : (i+1)*cols]
+	}
+	return g
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
 
 // ccByGPU covers the GPU types ncclpath has templates for but gpuFacts
@@ -41,13 +42,13 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 		return m, fmt.Errorf("paths %q: %d GPUs per server, the topology has %d", p.Template, p.GPUs, t.GPUsPerServer)
 	}
 	G, N := p.GPUs, p.NICs
-	m = ServerModel{Name: p.Template, CC: cc, GPUs: G, NICs: N, IntraType: PathLOC, InterType: PathDIS}
+	m = ServerModel{Name: p.Template, CC: cc, GPUs: G, NICs: N, IntraType: ncclpath.PathLOC, InterType: ncclpath.PathDIS}
 
 	// Index the entries with their parsed types; the record lists each
 	// ordered pair once.
 	type entry struct {
 		e *stream.PathEntry
-		t PathType
+		t ncclpath.PathType
 	}
 	count := map[string]int{stream.EndpointGPU: G, stream.EndpointNIC: N}
 	gg := make([]entry, G*G)
@@ -60,7 +61,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 			return m, fmt.Errorf("paths %q: entries[%d]: endpoint %s %d → %s %d out of range (%d GPUs, %d NICs)",
 				p.Template, i, e.SrcKind, e.Src, e.DstKind, e.Dst, G, N)
 		}
-		pt, err := ParsePathType(e.Type)
+		pt, err := ncclpath.ParsePathType(e.Type)
 		if err != nil {
 			return m, fmt.Errorf("paths %q: entries[%d].type: %v", p.Template, i, err)
 		}
@@ -93,7 +94,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 			case pt == m.IntraType:
 				m.GPUGPUGBps = min(m.GPUGPUGBps, e.BWGBps)
 			}
-			if pt == PathNVL {
+			if pt == ncclpath.PathNVL {
 				best = max(best, e.BWGBps)
 				if e.Hops >= 2 && e.Via < 0 {
 					m.NVSwitch = true
@@ -118,7 +119,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 			nics = p.GPUNICs[g]
 		}
 		if len(nics) == 0 { // no choice recorded: the GPU's best NIC
-			bestN, bestT, bestBW := int32(-1), PathDIS, 0.0
+			bestN, bestT, bestBW := int32(-1), ncclpath.PathDIS, 0.0
 			for n := range N {
 				if x := gn[g*N+n]; x.e != nil && (x.t < bestT || x.t == bestT && x.e.BWGBps > bestBW) {
 					bestN, bestT, bestBW = int32(n), x.t, x.e.BWGBps
@@ -144,7 +145,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 
 	// The NIC port speed is the fabric's: the record has no speed field,
 	// and its template may assume faster NICs than the topology wires.
-	m.NICGBps = topologyNICGBps(t)
+	_, m.NICGBps = topologyNICs(t)
 	if m.NICGBps == 0 {
 		m.NICGBps = m.GPUNICGBps // no NIC links: the path bound is all we know
 	}
@@ -166,10 +167,11 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 	return m, nil
 }
 
-// topologyNICGBps is the NIC bandwidth of server 0's best-connected GPU in
-// GB/s, summing a GPU's NIC links so that a dual-homed NIC (two ports to
-// two ToRs) counts as the one adapter NCCL sees.
-func topologyNICGBps(t *stream.Topology) float64 {
+// topologyNICs counts the GPUs of server 0 with a NIC and gives the NIC
+// bandwidth of the best-connected one in GB/s, summing a GPU's NIC links so
+// that a dual-homed NIC (two ports to two ToRs) counts as the one adapter
+// NCCL sees.
+func topologyNICs(t *stream.Topology) (nics int, gbps float64) {
 	per := make([]float64, t.GPUsPerServer)
 	for i := range t.Links {
 		l := &t.Links[i]
@@ -184,9 +186,12 @@ func topologyNICGBps(t *stream.Topology) float64 {
 	}
 	best := 0.0
 	for _, bps := range per {
+		if bps > 0 {
+			nics++
+		}
 		best = max(best, bps)
 	}
-	return best / 8e9
+	return nics, best / 8e9
 }
 
 // PathsOf returns the record that describes server s, nil if none does.

@@ -49,7 +49,7 @@ func TestModelFromPathsWorkedExamples(t *testing.T) {
 		if g := search(m, 1, false); g.NChannels != c.ch || g.BwIntra != c.bw {
 			t.Errorf("%s: %d channels x %g GB/s, want %d x %g", c.template, g.NChannels, g.BwIntra, c.ch, c.bw)
 		}
-		if m.IntraType != PathNVL || !m.NVSwitch || m.InterType != PathPIX || !m.PXN || m.NICs != 8 || m.GPUs != 8 {
+		if m.IntraType != ncclpath.PathNVL || !m.NVSwitch || m.InterType != ncclpath.PathPIX || !m.PXN || m.NICs != 8 || m.GPUs != 8 {
 			t.Errorf("%s: %+v", c.template, m)
 		}
 		if d := m.NVLinkGBps - c.nvlink; d > 1e-9 || d < -1e-9 {
@@ -76,10 +76,10 @@ func TestModelFromPathsWorkedExamples(t *testing.T) {
 
 func TestModelFromPathsPCIe(t *testing.T) {
 	m := modelFromPaths(t, "pcie-2s", "A100", ncclpath.Options{})
-	if m.IntraType != PathSYS || m.NVSwitch || m.NVLS || m.NVLinkGBps != 0 || m.PXN || m.NICs != 2 {
+	if m.IntraType != ncclpath.PathSYS || m.NVSwitch || m.NVLS || m.NVLinkGBps != 0 || m.PXN || m.NICs != 2 {
 		t.Errorf("pcie-2s: %+v", m)
 	}
-	if m.InterType < PathPIX || m.InterType > PathSYS || m.GPUGPUGBps <= 0 {
+	if m.InterType < ncclpath.PathPIX || m.InterType > ncclpath.PathSYS || m.GPUGPUGBps <= 0 {
 		t.Errorf("pcie-2s: inter %s, GPU-GPU %g GB/s", m.InterType, m.GPUGPUGBps)
 	}
 	if g := search(m, 1, false); g.NChannels < 1 || g.BwIntra > m.GPUGPUGBps {
@@ -121,6 +121,50 @@ func TestModelFromPathsErrors(t *testing.T) {
 		c.mut(&pc, &tc)
 		if _, err := ModelFromPaths(&pc, &tc); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want %q", name, err, c.want)
+		}
+	}
+}
+
+// With or without ncclpath in the pipeline, a cluster gets the same NICs
+// and plans: a dual-homed NIC (hpn-single-plane's two 200 Gbps ports) is
+// one 400 Gbps adapter to both models.
+func TestModelFromTopologyMatchesPaths(t *testing.T) {
+	for _, fam := range []string{topo.SpectrumX, topo.HPNSinglePlane} {
+		tp, _, err := topo.Generate(topo.Params{Family: fam, GPUs: 32, GPUType: "H100"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromTopo, err := ModelFromTopology(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromPaths, err := ModelFromPaths(pathsFor(t, "dgx-h100", ncclpath.Options{}), tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fromTopo.NICs != 8 || fromTopo.NICGBps != 50 || fromPaths.NICs != fromTopo.NICs || fromPaths.NICGBps != fromTopo.NICGBps {
+			t.Errorf("%s: topology gives %d NICs x %g GB/s, paths %d x %g, want 8 x 50", fam,
+				fromTopo.NICs, fromTopo.NICGBps, fromPaths.NICs, fromPaths.NICGBps)
+		}
+		f := FabricOf(tp)
+		all := make([]int32, 32)
+		for i := range all {
+			all[i] = int32(i)
+		}
+		for _, op := range []Op{AllReduce, AllGather, AllToAll} {
+			var plans [2]Plan
+			for i, m := range []ServerModel{fromTopo, fromPaths} {
+				pl, err := NewPlanner(m, f, Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if plans[i], err = pl.Plan(op, 64<<20, DP, all); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if plans[0] != plans[1] {
+				t.Errorf("%s %s: topology plans %+v, paths %+v", fam, op, plans[0], plans[1])
+			}
 		}
 	}
 }

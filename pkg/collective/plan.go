@@ -37,7 +37,7 @@ type Plan struct {
 	Channels    int
 	Chunk       int64
 	PXN         bool
-	PredictedUs float64
+	PredictedUs float64 // NCCL's model; 0 where it has none (MSCCL schedules)
 	BaseLatUs   float64
 }
 
@@ -46,6 +46,7 @@ type Planner struct {
 	M       ServerModel
 	F       Fabric
 	Opt     Options
+	MSCCL   *MSCCLAlgo // replaces the built-in algorithm for its collective and rank count
 	algoOK  func(op Op, name string) bool
 	protoOK func(op Op, name string) bool
 	tuners  map[[2]int]*Tuner
@@ -115,9 +116,16 @@ func (p *Planner) pxn() bool {
 // group of ranks.
 func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
 	n := len(ranks)
+	pl := Plan{PXN: p.pxn()}
+	if a := p.MSCCL; a != nil && a.Applies(op, n) {
+		// NCCL's model has no term for a user schedule; it launches like a
+		// ring kernel of its protocol.
+		pl.Algo, pl.Proto, pl.Channels = AlgoMSCCL, a.Proto, a.Channels
+		pl.BaseLatUs = baseLat[AlgoRing][a.Proto]
+		return pl, nil
+	}
 	nNodes := len(p.F.nodesOf(ranks))
 	t := p.tuner(n, nNodes)
-	pl := Plan{PXN: p.pxn()}
 	switch op {
 	case AllToAll:
 		pl.Algo, pl.Proto, pl.Channels = AlgoDirect, Simple, 1

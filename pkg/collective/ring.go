@@ -145,7 +145,6 @@ func ring(c *cctx, f Fabric, sp ringSpec) {
 // GPUs of different local index (different rails) and PXN is on.
 type ringConns struct {
 	c       *cctx
-	f       Fabric
 	order   []int
 	proxy   []int32 // -1 when i sends directly
 	last    []int64 // last flow on i's (final) connection
@@ -154,7 +153,7 @@ type ringConns struct {
 
 func newRingConns(c *cctx, f Fabric, order []int, pxn bool) *ringConns {
 	n := len(order)
-	rc := &ringConns{c: c, f: f, order: order, proxy: make([]int32, n), last: make([]int64, n), lastPXN: make([]int64, n)}
+	rc := &ringConns{c: c, order: order, proxy: make([]int32, n), last: make([]int64, n), lastPXN: make([]int64, n)}
 	for i := range order {
 		rc.proxy[i], rc.last[i], rc.lastPXN[i] = -1, -1, -1
 		src, dst := c.ranks[order[i]], c.ranks[order[(i+1)%n]]
@@ -183,22 +182,11 @@ func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, ch, c
 	src, dst := rc.src(i), rc.dst(i)
 	kind := stream.ConnRing
 	if rc.proxy[i] >= 0 {
-		if rc.lastPXN[i] >= 0 {
-			deps = append(deps, rc.lastPXN[i])
-		}
-		init := c.e.Flow(c.id, src, rc.proxy[i], size, deps, ch, chunk, chunks, stream.ConnPXNInit)
-		rc.lastPXN[i] = init
-		deps = c.deps(nil)
-		deps = append(deps, init)
+		init := c.connFlow(&rc.lastPXN[i], deps, src, rc.proxy[i], size, ch, chunk, chunks, stream.ConnPXNInit)
+		deps = append(c.deps(nil), init)
 		src, kind = rc.proxy[i], stream.ConnNet
 	}
-	if rc.last[i] >= 0 {
-		deps = append(deps, rc.last[i])
-	}
-	id := c.e.Flow(c.id, src, dst, size, deps, ch, chunk, chunks, kind)
-	c.buf = deps
-	rc.last[i] = id
-	return id
+	return c.connFlow(&rc.last[i], deps, src, dst, size, ch, chunk, chunks, kind)
 }
 
 // exits records, for every rank, its last send and last receive.
@@ -217,26 +205,16 @@ func (rc *ringConns) exits() {
 
 // chain decomposes Broadcast (root first, data flows down the chain) and
 // Reduce (root last, partial sums flow towards it) as NCCL's ring does:
-// n-1 hops, pipelined in chunks.
-func chain(c *cctx, f Fabric, sp ringSpec, root int) {
+// n-1 hops, pipelined in chunks. The root is the group's first rank, which
+// channel 0's ring starts with.
+func chain(c *cctx, f Fabric, sp ringSpec) {
 	n := len(c.ranks)
 	if n < 2 || sp.size == 0 {
 		return
 	}
-	base := ringOrder(f, c.ranks, 0)
-	at := 0
-	for i, p := range base {
-		if p == root {
-			at = i
-		}
-	}
-	order := make([]int, n)
-	for i := range order {
-		if sp.op == Broadcast {
-			order[i] = base[(at+i)%n] // root, root+1, ...
-		} else {
-			order[i] = base[(at+1+i)%n] // root+1, ..., root
-		}
+	order := ringOrder(f, c.ranks, 0) // root, root+1, ...
+	if sp.op == Reduce {
+		order = append(order[1:], order[0]) // root+1, ..., root
 	}
 	for ch := 0; ch < sp.channels; ch++ {
 		data := splitEven(sp.size, sp.channels, ch)
@@ -256,10 +234,6 @@ func chain(c *cctx, f Fabric, sp ringSpec, root int) {
 				prev = conn.send(i, wire(b, sp.proto), prev, entry, int32(ch), int32(k), int32(chunks))
 			}
 		}
-		for i := 0; i < n-1; i++ {
-			p, q := order[i], order[i+1]
-			c.exit[p] = append(c.exit[p], conn.last[i])
-			c.exit[q] = append(c.exit[q], conn.last[i])
-		}
+		conn.exits()
 	}
 }

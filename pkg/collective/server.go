@@ -4,45 +4,8 @@ import (
 	"fmt"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
-
-// PathType is NCCL's path classification (2.27 numbering): lower is closer.
-type PathType int
-
-// NCCL 2.27 path types.
-const (
-	PathLOC PathType = iota
-	PathNVL
-	PathNVB
-	PathC2C
-	PathPIX
-	PathPXB
-	PathP2C
-	PathPXN
-	PathPHB
-	PathSYS
-	PathNET
-	PathDIS
-)
-
-var pathNames = []string{"LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS"}
-
-func (p PathType) String() string {
-	if p >= 0 && int(p) < len(pathNames) {
-		return pathNames[p]
-	}
-	return fmt.Sprintf("PATH(%d)", int(p))
-}
-
-// ParsePathType reads a path type name.
-func ParsePathType(s string) (PathType, error) {
-	for i, n := range pathNames {
-		if n == s {
-			return PathType(i), nil
-		}
-	}
-	return 0, fmt.Errorf("unknown path type %q", s)
-}
 
 // ServerModel is what the tuning model needs to know about one server, as
 // NCCL sees it after its path computation: bandwidths in GB/s (NCCL's
@@ -55,26 +18,26 @@ type ServerModel struct {
 	NICGBps    float64 // per NIC
 	NVLinkGBps float64 // NVLink bandwidth of one GPU (0 when the server has none)
 	NVSwitch   bool
-	IntraType  PathType // worst GPU-GPU path
-	InterType  PathType // worst GPU-NIC path
-	GPUGPUGBps float64  // GPU-GPU path bandwidth
-	GPUNICGBps float64  // GPU-NIC path bandwidth
-	AMDCPU     bool     // NCCL's network overhead doubles on AMD hosts
-	PXN        bool     // a GPU may use a peer's NIC over NVLink
-	NVLS       bool     // NVLink SHARP (NVSwitch multicast) available
+	IntraType  ncclpath.PathType // worst GPU-GPU path
+	InterType  ncclpath.PathType // worst GPU-NIC path
+	GPUGPUGBps float64           // GPU-GPU path bandwidth
+	GPUNICGBps float64           // GPU-NIC path bandwidth
+	AMDCPU     bool              // NCCL's network overhead doubles on AMD hosts
+	PXN        bool              // a GPU may use a peer's NIC over NVLink
+	NVLS       bool              // NVLink SHARP (NVSwitch multicast) available
 }
 
-// gpuCC and per-link NVLink bandwidth (NCCL's SMxx_NVLINK_BW) and link
-// counts of the SXM parts fabricsim knows; PCIe generation sets GPU-NIC bw.
+// Compute capability and NVLink counts of the SXM parts fabricsim knows
+// (ncclpath.NVLinkBW gives the per-link bandwidth); PCIe generation sets
+// GPU-NIC bw.
 var gpuFacts = map[string]struct {
 	cc     int
 	links  int
-	perBW  float64
 	pcieGB float64
 }{
-	"A100": {80, 12, 20.0, 24}, "A800": {80, 8, 20.0, 24},
-	"H100": {90, 18, 20.6, 48}, "H800": {90, 8, 20.6, 48}, "H20": {90, 18, 20.6, 48},
-	"B200": {100, 18, 40.1, 48},
+	"A100": {80, 12, 24}, "A800": {80, 8, 24},
+	"H100": {90, 18, 48}, "H800": {90, 8, 48}, "H20": {90, 18, 48},
+	"B200": {100, 18, 48},
 }
 
 // ModelFromTopology derives a server model from the topology alone, for
@@ -85,23 +48,14 @@ func ModelFromTopology(t *stream.Topology) (ServerModel, error) {
 	if !ok {
 		return ServerModel{}, fmt.Errorf("topology: unknown GPU type %q", t.GPUType)
 	}
-	m := ServerModel{Name: "from-topology", CC: f.cc, GPUs: t.GPUsPerServer, IntraType: PathNVL, InterType: PathPXB}
-	nicLinks, nicBps := 0, 0.0
-	for i := range t.Links {
-		l := &t.Links[i]
-		if l.Kind == stream.LinkNIC && (int(l.A) < t.GPUsPerServer || int(l.B) < t.GPUsPerServer) {
-			nicLinks++
-			nicBps = l.BWbps
-		}
-	}
-	m.NICs = nicLinks // NIC links of server 0's GPUs
-	m.NICGBps = nicBps / 8e9
+	m := ServerModel{Name: "from-topology", CC: f.cc, GPUs: t.GPUsPerServer, IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB}
+	m.NICs, m.NICGBps = topologyNICs(t)
 	if t.NVSwitchesPerServer > 0 && t.GPUsPerServer > 1 {
 		m.NVSwitch = true
-		m.NVLinkGBps = float64(f.links) * f.perBW
+		m.NVLinkGBps = float64(f.links) * ncclpath.NVLinkBW(f.cc, ncclpath.DefaultVersion)
 		m.GPUGPUGBps = m.NVLinkGBps
 	} else {
-		m.IntraType = PathPHB
+		m.IntraType = ncclpath.PathPHB
 		m.GPUGPUGBps = f.pcieGB
 	}
 	m.GPUNICGBps = min(f.pcieGB, m.NICGBps)

@@ -5,12 +5,14 @@ import (
 	"io"
 	"text/tabwriter"
 
+	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // WriteSummary prints one line per distinct collective (same label, op,
-// size, group type and plan), with how many groups ran it.
-func WriteSummary(w io.Writer, colls []Coll, totalFlows int64) error {
+// size, group type and plan), with how many groups ran it, and the totals
+// of its rows: transfers, not the delay and join nodes around them.
+func WriteSummary(w io.Writer, colls []Coll) error {
 	type key struct {
 		label, op, group, algo, proto string
 		size                          int64
@@ -26,7 +28,10 @@ func WriteSummary(w io.Writer, colls []Coll, totalFlows int64) error {
 	}
 	idx := map[key]int{}
 	var rows []row
+	var flows, wire int64
 	for _, c := range colls {
+		flows += c.Flows
+		wire += c.WireBytes
 		k := key{c.Rec.Label, c.Rec.Op, c.GroupType, c.Rec.Algorithm, c.Rec.Protocol, c.Rec.Size, c.Rec.Channels}
 		i, ok := idx[k]
 		if !ok {
@@ -43,21 +48,11 @@ func WriteSummary(w io.Writer, colls []Coll, totalFlows int64) error {
 	for _, r := range rows {
 		pred := "-"
 		if r.predicts > 0 {
-			pred = fmtPs(r.predicts)
+			pred = des.Time(r.predicts).String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d x %d\t%s\t%s\t%d\t%d\t%d\t%s\t\n", r.k.label, r.k.op, units.FormatSize(r.k.size), r.k.group,
 			r.n, r.ranks, r.k.algo, r.k.proto, r.k.ch, r.flows, r.wire, pred)
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t%d collectives\t\t\t\t%d\t\t\t\n", len(colls), totalFlows)
+	fmt.Fprintf(tw, "total\t\t\t\t%d collectives\t\t\t\t%d\t%d\t\t\n", len(colls), flows, wire)
 	return tw.Flush()
-}
-
-func fmtPs(ps int64) string {
-	switch {
-	case ps >= 1e9:
-		return fmt.Sprintf("%.3f ms", float64(ps)/1e9)
-	case ps >= 1e6:
-		return fmt.Sprintf("%.2f us", float64(ps)/1e6)
-	}
-	return fmt.Sprintf("%d ns", ps/1000)
 }

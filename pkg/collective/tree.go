@@ -65,6 +65,31 @@ func dtree(n, r, which int) (parent int, children []int) {
 	return p, out
 }
 
+// serverTree is one tree of dtree over n nodes, whole: each node's parent
+// (-1 at the root), its children, and the nodes breadth-first from the
+// root (parents before children).
+type serverTree struct {
+	par   []int
+	kids  [][]int
+	order []int
+}
+
+func newServerTree(n, which int) serverTree {
+	t := serverTree{par: make([]int, n), kids: make([][]int, n), order: make([]int, 0, n)}
+	root := 0
+	for j := 0; j < n; j++ {
+		t.par[j], t.kids[j] = dtree(n, j, which)
+		if t.par[j] < 0 {
+			root = j
+		}
+	}
+	t.order = append(t.order, root)
+	for i := 0; i < len(t.order); i++ {
+		t.order = append(t.order, t.kids[t.order[i]]...)
+	}
+	return t
+}
+
 // rankTree builds the rank-level tree of one channel: servers form a
 // double binary tree (channel parity picks the tree), each server's ranks
 // a chain; a server hangs off its parent server's first GPU, or the second
@@ -84,23 +109,18 @@ func rankTree(f Fabric, ranks []int32, ch int) (parent []int, children [][]int, 
 			link(local[i], local[i-1])
 		}
 	}
-	nn := len(nodes)
-	which := ch % 2
-	root = nodes[0][0]
-	for j := 0; j < nn; j++ {
-		p, _ := dtree(nn, j, which)
+	t := newServerTree(len(nodes), ch%2)
+	for j, p := range t.par {
 		if p < 0 {
-			root = nodes[j][0]
 			continue
 		}
-		_, siblings := dtree(nn, p, which)
 		attach := nodes[p][0]
-		if len(siblings) > 0 && siblings[0] == j && len(nodes[p]) > 1 {
+		if t.kids[p][0] == j && len(nodes[p]) > 1 {
 			attach = nodes[p][1]
 		}
 		link(nodes[j][0], attach)
 	}
-	return parent, children, root
+	return parent, children, nodes[t.order[0]][0]
 }
 
 // treeAllReduce is NCCL's tree AllReduce: per channel and chunk, partial
@@ -145,12 +165,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 				for _, q := range children[p] {
 					deps = append(deps, up[q])
 				}
-				if lastUp[p] >= 0 {
-					deps = append(deps, lastUp[p])
-				}
-				up[p] = c.e.Flow(c.id, c.ranks[p], c.ranks[parent[p]], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-				c.buf = deps
-				lastUp[p] = up[p]
+				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 			}
 			for _, p := range order {
 				for _, q := range children[p] {
@@ -165,12 +180,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 					} else {
 						deps = append(deps, down[p])
 					}
-					if lastDown[q] >= 0 {
-						deps = append(deps, lastDown[q])
-					}
-					down[q] = c.e.Flow(c.id, c.ranks[p], c.ranks[q], b, deps, int32(ch), int32(k), int32(chunks), stream.ConnTree)
-					c.buf = deps
-					lastDown[q] = down[q]
+					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 			}
 		}

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/bits"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
 
 // Op is a collective operation.
@@ -20,9 +22,6 @@ const (
 	Reduce        Op = "reduce"
 	SendRecv      Op = "sendrecv"
 )
-
-// Ops lists the operations in the order help texts show them.
-var Ops = []Op{AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv}
 
 // ParseOp accepts fabricsim's lower-case names and SimAI's spellings
 // (ALLREDUCE, ALLGATHER, REDUCESCATTER, ALLTOALL, ...).
@@ -106,27 +105,14 @@ func ParseProto(s string) (Proto, error) {
 	return 0, fmt.Errorf("unknown protocol %q (ll, ll128, simple)", s)
 }
 
-// WireFactor is bytes on the wire per payload byte: LL lines carry 8 data
-// bytes per 16, LL128 lines 120 per 128.
-func (p Proto) WireFactor() float64 {
-	switch p {
-	case LL:
-		return 2
-	case LL128:
-		return 16.0 / 15.0
-	}
-	return 1
-}
-
 // Graph is the result of NCCL's topology search for one pattern: channels
 // and per-channel bandwidths in GB/s.
 type Graph struct {
-	NChannels    int
-	BwIntra      float64
-	BwInter      float64
-	TypeIntra    PathType
-	TypeInter    PathType
-	LatencyInter float64 // us
+	NChannels int
+	BwIntra   float64
+	BwInter   float64
+	TypeIntra ncclpath.PathType
+	TypeInter ncclpath.PathType
 }
 
 // NCCL 2.27 search speed ladders (GB/s per channel).
@@ -156,7 +142,7 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 	default:
 		ladder = pick(nNodes > 1, speedInterSm80, speedIntraSm80)
 	}
-	g := Graph{TypeIntra: m.IntraType, TypeInter: PathPIX}
+	g := Graph{TypeIntra: m.IntraType, TypeInter: ncclpath.PathPIX}
 	gpuBw := m.NVLinkGBps
 	if gpuBw == 0 {
 		gpuBw = m.GPUGPUGBps
@@ -168,7 +154,7 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 		g.TypeInter = m.InterType
 	}
 	if m.GPUs == 1 && nNodes == 1 {
-		return Graph{NChannels: 1, BwIntra: 5000, BwInter: 5000, TypeIntra: PathLOC, TypeInter: PathLOC}
+		return Graph{NChannels: 1, BwIntra: 5000, BwInter: 5000, TypeIntra: ncclpath.PathLOC, TypeInter: ncclpath.PathLOC}
 	}
 	maxCh := maxChannels / 2
 	if nvls {
@@ -203,7 +189,7 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 		}
 	}
 	if bestN == 0 { // NCCL's fallback: one slow channel
-		return Graph{NChannels: 1, BwIntra: 0.1, BwInter: 0.1, TypeIntra: PathSYS, TypeInter: PathSYS}
+		return Graph{NChannels: 1, BwIntra: 0.1, BwInter: 0.1, TypeIntra: ncclpath.PathSYS, TypeInter: ncclpath.PathSYS}
 	}
 	g.NChannels, g.BwIntra, g.BwInter = bestN, bestS, bestS
 	if nvls && nNodes > 1 {
@@ -230,7 +216,7 @@ func pick(c bool, a, b []float64) []float64 {
 type Tuner struct {
 	M              ServerModel
 	NRanks, NNodes int
-	Ring, Tree     Graph
+	Ring           Graph // the tree uses it too: NCCL searches the tree with the ring's channel count
 	NVLSGraph      Graph
 	Enabled        func(op Op, a Algo, p Proto) bool // nil: all enabled
 }
@@ -251,7 +237,6 @@ func NewTuner(m ServerModel, nRanks, nNodes int) *Tuner {
 	}
 	t.M = m
 	t.Ring = search(m, nNodes, false)
-	t.Tree = t.Ring // NCCL searches the tree with the ring's channel count
 	if m.NVLS {
 		t.NVLSGraph = search(m, nNodes, true)
 	}
@@ -298,8 +283,6 @@ func (t *Tuner) graph(a Algo) Graph {
 	switch a {
 	case AlgoNVLS, AlgoNVLSTree:
 		return t.NVLSGraph
-	case AlgoTree:
-		return t.Tree
 	}
 	return t.Ring
 }
@@ -362,11 +345,11 @@ func (t *Tuner) Available(op Op, a Algo, p Proto) bool {
 // Hopper and later) to the NIC, and compute capability 7.0 or newer.
 func (t *Tuner) ll128Enabled() bool {
 	g := t.Ring
-	maxInter := PathPXB
+	maxInter := ncclpath.PathPXB
 	if t.M.CC >= 90 {
-		maxInter = PathPXN
+		maxInter = ncclpath.PathPXN
 	}
-	return t.M.CC >= 70 && g.TypeIntra <= PathNVB && g.TypeInter <= maxInter
+	return t.M.CC >= 70 && g.TypeIntra <= ncclpath.PathNVB && g.TypeInter <= maxInter
 }
 
 // busBw is tuning.cc's per-(algo, proto) bus bandwidth before conversion.
@@ -448,7 +431,7 @@ func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
 func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
 	g := t.graph(a)
 	intraHw := 1 // PCI
-	if g.TypeIntra == PathNVL {
+	if g.TypeIntra == ncclpath.PathNVL {
 		intraHw = 0
 	}
 	hw := intraHw
@@ -460,10 +443,6 @@ func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
 	interLat := hwLat[2][a][p]
 	if t.ppn() == 1 {
 		interLat = hwLat[2][AlgoTree][p]
-	}
-	interLat += g.LatencyInter
-	if p == Simple {
-		interLat += g.LatencyInter
 	}
 	n, nNodes, ppn := t.NRanks, t.NNodes, t.ppn()
 	switch a {
@@ -571,8 +550,7 @@ func (t *Tuner) RuntimeChannels(a Algo) int {
 		}
 		return 16
 	}
-	n := min(t.Ring.NChannels, t.Tree.NChannels)
-	c := min(maxChannels, 2*n)
+	c := min(maxChannels, 2*t.Ring.NChannels)
 	if t.M.CC >= 90 && t.NNodes > 1 && t.Ring.BwIntra > 45 && c < 16 {
 		c = min(maxChannels, 2*c)
 	}

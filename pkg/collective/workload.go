@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -25,29 +26,10 @@ type Step struct {
 
 // Workload is a program plus the parallelism it was written for.
 type Workload struct {
-	Steps  []Step
-	TP     int
-	PP     int
-	EP     int
-	DP     int // 0: what the cluster leaves
-	Source string
-	Notes  []string
-}
-
-// FileError locates bad workload input.
-type FileError struct {
-	File  string
-	Line  int
-	Field string
-	Err   error
-}
-
-func (e *FileError) Error() string {
-	s := fmt.Sprintf("%s: line %d", e.File, e.Line)
-	if e.Field != "" {
-		s += ", field " + e.Field
-	}
-	return s + ": " + e.Err.Error()
+	Steps []Step
+	TP    int
+	PP    int
+	EP    int
 }
 
 // ReadWorkload reads a SimAI/AICB workload file or fabricsim's micro
@@ -73,13 +55,13 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, &FileError{File: name, Line: n + 1, Err: err}
+		return nil, &topo.LineError{File: name, Line: n + 1, Err: err}
 	}
 	if len(lines) == 0 {
-		return nil, &FileError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
+		return nil, &topo.LineError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
 	}
 	if _, err := strconv.Atoi(lines[0].f[0]); err == nil && len(lines[0].f) == 4 {
-		w := &Workload{Source: name}
+		w := &Workload{}
 		for _, l := range lines {
 			if err := w.microLine(name, l.n, l.f); err != nil {
 				return nil, err
@@ -96,7 +78,9 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 }
 
 func (w *Workload) microLine(file string, ln int, f []string) error {
-	bad := func(field string, err error) error { return &FileError{File: file, Line: ln, Field: field, Err: err} }
+	bad := func(field string, err error) error {
+		return &topo.LineError{File: file, Line: ln, Field: field, Err: err}
+	}
 	if len(f) != 4 {
 		return bad("", fmt.Errorf("%d fields, expected 4: <passes> <OP> <size> <GROUP>", len(f)))
 	}
@@ -135,9 +119,9 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // forward.
 func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
-		return &FileError{File: file, Line: nums[i], Field: field, Err: err}
+		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
-	w := &Workload{Source: file, TP: 1, PP: 1, EP: 1}
+	w := &Workload{TP: 1, PP: 1, EP: 1}
 	h := lines[0]
 	policy := h[0]
 	ppComm := int64(0)
@@ -156,10 +140,6 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 			w.PP = int(max(v, 1))
 		case "pp_comm":
 			ppComm = v
-		case "all_gpus":
-			if v > 0 {
-				w.Notes = append(w.Notes, fmt.Sprintf("workload written for %d GPUs", v))
-			}
 		}
 	}
 	if len(lines) < 2 {

@@ -44,7 +44,7 @@ func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
 		tb.Fatal(err)
 	}
 	c := &flowCollect{}
-	if err := d.Emit(w, colls, collective.NewEmitter(c, false)); err != nil {
+	if err := d.Emit(w, colls, collective.NewEmitter(c)); err != nil {
 		tb.Fatal(err)
 	}
 	n := len(c.flows)
