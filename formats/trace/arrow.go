@@ -243,7 +243,6 @@ func (m *msgReader) Release() {
 
 // arrowSource decodes rows from Arrow record batches of either container.
 type arrowSource struct {
-	name    string
 	read    func() (arrow.RecordBatch, error)
 	closeFn func() error
 	cols    [len(columns)]int // field index of each column
@@ -268,7 +267,6 @@ type strColumn struct {
 
 // init validates the schema and its metadata.
 func (s *arrowSource) init(name string, sc *arrow.Schema) (Meta, error) {
-	s.name = name
 	if sc == nil {
 		return Meta{}, fmt.Errorf("%s: Arrow input has no schema", name)
 	}
