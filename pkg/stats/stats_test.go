@@ -206,15 +206,6 @@ func checkHandRun(t *testing.T, run *Run) {
 	}
 }
 
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1KiB", 64 << 20: "64MiB", 8e6: "8MB", 1536: "1.5KiB",
-		1e9: "1GB", 3 << 30: "3GiB", 1000: "1000B", 1234567: "1.177MiB", -2048: "-2KiB"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 func TestReadSimAIFCT(t *testing.T) {
