@@ -73,38 +73,41 @@ type Totals struct {
 	MakespanNs   int64 `json:"makespan_ns"` // end − start
 }
 
-// Collective is one collective_id.
-type Collective struct {
-	ID        int64  `json:"collective_id"`
+// CollKey is what makes collectives identical: Summary and SummaryRatio
+// group by it. Embedded in the report rows, its fields are flattened into
+// their JSON objects and their CSV and Parquet columns.
+type CollKey struct {
 	Op        string `json:"op"`
 	Algorithm string `json:"algorithm"`
 	GroupType string `json:"group_type"`
 	SizeBytes int64  `json:"coll_size_bytes"`
 	NRanks    int32  `json:"nranks"`
-	Flows     int    `json:"flows"`      // rows that are not delay nodes
-	Bytes     int64  `json:"flow_bytes"` // bytes its flows carried
-	StartNs   int64  `json:"start_ns"`
-	EndNs     int64  `json:"end_ns"`
-	TimeNs    int64  `json:"time_ns"`
-	AlgbwGBps Num    `json:"algbw_gbps"`
-	BusbwGBps Num    `json:"busbw_gbps"`
+}
+
+// Collective is one collective_id.
+type Collective struct {
+	ID int64 `json:"collective_id"`
+	CollKey
+	Flows     int   `json:"flows"`      // rows that are not delay nodes
+	Bytes     int64 `json:"flow_bytes"` // bytes its flows carried
+	StartNs   int64 `json:"start_ns"`
+	EndNs     int64 `json:"end_ns"`
+	TimeNs    int64 `json:"time_ns"`
+	AlgbwGBps Num   `json:"algbw_gbps"`
+	BusbwGBps Num   `json:"busbw_gbps"`
 }
 
 // Summary aggregates identical collectives. Like nccl-tests, which
 // averages the time over iterations before dividing, algbw is
 // coll_size_bytes / mean time.
 type Summary struct {
-	Op         string `json:"op"`
-	Algorithm  string `json:"algorithm"`
-	GroupType  string `json:"group_type"`
-	SizeBytes  int64  `json:"coll_size_bytes"`
-	NRanks     int32  `json:"nranks"`
-	Count      int    `json:"count"`
-	TimeMeanNs Num    `json:"time_mean_ns"`
-	TimeMinNs  int64  `json:"time_min_ns"`
-	TimeMaxNs  int64  `json:"time_max_ns"`
-	AlgbwGBps  Num    `json:"algbw_gbps"`
-	BusbwGBps  Num    `json:"busbw_gbps"`
+	CollKey
+	Count      int   `json:"count"`
+	TimeMeanNs Num   `json:"time_mean_ns"`
+	TimeMinNs  int64 `json:"time_min_ns"`
+	TimeMaxNs  int64 `json:"time_max_ns"`
+	AlgbwGBps  Num   `json:"algbw_gbps"`
+	BusbwGBps  Num   `json:"busbw_gbps"`
 }
 
 // FlowStats are FCT and slowdown percentiles of a set of flows.
@@ -241,8 +244,8 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			if c == nil || c.ID != row.CollectiveID {
 				c = colls[row.CollectiveID]
 				if c == nil {
-					c = &Collective{ID: row.CollectiveID, Op: row.Op, Algorithm: row.Algorithm, GroupType: row.GroupType,
-						SizeBytes: row.CollSizeBytes, NRanks: row.NRanks, StartNs: row.StartNs, EndNs: row.EndNs}
+					c = &Collective{ID: row.CollectiveID, CollKey: CollKey{Op: row.Op, Algorithm: row.Algorithm, GroupType: row.GroupType,
+						SizeBytes: row.CollSizeBytes, NRanks: row.NRanks}, StartNs: row.StartNs, EndNs: row.EndNs}
 					colls[row.CollectiveID] = c
 				}
 				lastC = c
@@ -306,12 +309,6 @@ func sizeExp(size int64) int {
 	return bits.Len64(uint64(size)) - 1
 }
 
-type summaryKey struct {
-	op, algo, group string
-	size            int64
-	nranks          int32
-}
-
 func (run *Run) finishCollectives(colls map[int64]*Collective) {
 	run.Collectives = make([]Collective, 0, len(colls))
 	for _, p := range colls {
@@ -329,17 +326,15 @@ func (run *Run) finishCollectives(colls map[int64]*Collective) {
 // Summarize groups collectives with the same op, size, group type, ranks
 // and algorithm, in order of their first (lowest) id.
 func Summarize(cs []Collective) []Summary {
-	idx := map[summaryKey]int{}
+	idx := map[CollKey]int{}
 	out := []Summary{} // [] in JSON, not null
 	sums := []int64{}
 	for _, c := range cs {
-		k := summaryKey{c.Op, c.Algorithm, c.GroupType, c.SizeBytes, c.NRanks}
-		i, ok := idx[k]
+		i, ok := idx[c.CollKey]
 		if !ok {
 			i = len(out)
-			idx[k] = i
-			out = append(out, Summary{Op: c.Op, Algorithm: c.Algorithm, GroupType: c.GroupType, SizeBytes: c.SizeBytes,
-				NRanks: c.NRanks, TimeMinNs: c.TimeNs, TimeMaxNs: c.TimeNs})
+			idx[c.CollKey] = i
+			out = append(out, Summary{CollKey: c.CollKey, TimeMinNs: c.TimeNs, TimeMaxNs: c.TimeNs})
 			sums = append(sums, 0)
 		}
 		s := &out[i]
