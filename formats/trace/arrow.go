@@ -56,7 +56,7 @@ func openArrowFile(name string, r ipc.ReadAtSeeker, size int64) (*Reader, error)
 		fr.Close()
 		return nil, err
 	}
-	return &Reader{name: name, meta: m, src: src}, nil
+	return &Reader{name: name, container: ArrowFile, meta: m, src: src}, nil
 }
 
 // verifyArrowFile checks the footer and the metadata of every block of an
@@ -139,7 +139,7 @@ func openArrowStream(name string, r io.Reader, size int64) (*Reader, error) {
 		sr.Release()
 		return nil, err
 	}
-	return &Reader{name: name, meta: m, src: src}, nil
+	return &Reader{name: name, container: ArrowStream, meta: m, src: src}, nil
 }
 
 // msgReader frames an Arrow IPC stream into messages for arrow-go,

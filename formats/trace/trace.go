@@ -185,6 +185,15 @@ var columns = [...]column{
 	{"nranks", kindInt32, i32NRanks},
 }
 
+// ColumnNames returns the names of the schema's columns in order.
+func ColumnNames() []string {
+	names := make([]string, len(columns))
+	for i, c := range columns {
+		names[i] = c.name
+	}
+	return names
+}
+
 // batchRows is the number of rows per Arrow record batch.
 const batchRows = 64 << 10
 

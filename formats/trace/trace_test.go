@@ -138,10 +138,14 @@ func TestRoundTrip(t *testing.T) {
 			}
 			writeAll(t, w, rows)
 
+			c, _ := ContainerForPath(path)
 			r, err := Open(path)
 			gm, got := readBack(t, r, err)
 			if !reflect.DeepEqual(gm, m) {
 				t.Errorf("meta:\n got %#v\nwant %#v", gm, m)
+			}
+			if r.Container() != c {
+				t.Errorf("Open: container %v, want %v", r.Container(), c)
 			}
 			compareRows(t, got, rows)
 
@@ -154,6 +158,9 @@ func TestRoundTrip(t *testing.T) {
 			gm, got = readBack(t, r, err)
 			if !reflect.DeepEqual(gm, m) {
 				t.Errorf("stdin meta: got %#v", gm)
+			}
+			if r.Container() != c {
+				t.Errorf("NewReader: container %v, want %v", r.Container(), c)
 			}
 			compareRows(t, got, rows)
 		})
@@ -252,6 +259,13 @@ func TestParquetLayout(t *testing.T) {
 	fields := f.Schema().Fields()
 	if len(fields) != len(columns) {
 		t.Fatalf("%d columns, want %d", len(fields), len(columns))
+	}
+	var names []string
+	for _, fl := range fields {
+		names = append(names, fl.Name())
+	}
+	if !reflect.DeepEqual(ColumnNames(), names) {
+		t.Errorf("ColumnNames() = %v, the file has %v", ColumnNames(), names)
 	}
 	for i, c := range columns {
 		fl := fields[i]

@@ -29,12 +29,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
-
-// ConnDelay is the conn_type of delay nodes.
-const ConnDelay = "DELAY"
 
 // Run is everything reported about one input.
 type Run struct {
@@ -229,7 +227,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			tot.EndNs = row.EndNs
 		}
 		haveTime = true
-		delay := row.ConnType == ConnDelay
+		delay := row.ConnType == stream.ConnDelay
 		if delay {
 			tot.DelayRows++
 		} else {

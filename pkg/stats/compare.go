@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
 // Comparison of run B against run A (the reference).
@@ -119,7 +121,7 @@ func Compare(a, b *Run) (*Comparison, error) {
 func netFlows(fs []Flow) []Flow {
 	out := make([]Flow, 0, len(fs))
 	for _, f := range fs {
-		if f.ConnType != ConnDelay {
+		if f.ConnType != stream.ConnDelay {
 			out = append(out, f)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -76,7 +77,7 @@ var connColors = map[string]color.Color{
 	"NVLS": color.RGBA{0x29, 0x80, 0xb9, 0xff}, "NET": color.RGBA{0x27, 0xae, 0x60, 0xff},
 	"PXN_INIT": color.RGBA{0x16, 0xa0, 0x85, 0xff}, "PXN_FINAL": color.RGBA{0x1a, 0x52, 0x76, 0xff},
 	"A2A": color.RGBA{0xc0, 0x39, 0x2b, 0xff}, "P2P": color.RGBA{0xd4, 0xac, 0x0d, 0xff},
-	"MSCCL": color.RGBA{0x7f, 0x8c, 0x8d, 0xff}, ConnDelay: color.Gray{Y: 160}, "all": color.Black,
+	"MSCCL": color.RGBA{0x7f, 0x8c, 0x8d, 0xff}, stream.ConnDelay: color.Gray{Y: 160}, "all": color.Black,
 }
 
 func seriesColor(name string, i int) color.Color {

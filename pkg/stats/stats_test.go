@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/parquet-go/parquet-go"
 	"gonum.org/v1/plot"
@@ -114,7 +115,7 @@ func handTrace() []trace.Row {
 	// Collective 0: AllReduce of 8e6 B over 4 ranks. Its launch delay
 	// starts at 1000 and its last flow ends at 9000: time 8000 ns, algbw
 	// 8e6/8000 = 1000 GB/s, busbw 1000 * 2*3/4 = 1500 GB/s.
-	rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: 100, ConnType: ConnDelay, StartNs: 1000, EndNs: 2000}))
+	rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: 100, ConnType: stream.ConnDelay, StartNs: 1000, EndNs: 2000}))
 	// Twenty 1000-byte flows with FCT 100, 200, ..., 2000 ns and ideal 100:
 	// slowdowns 1..20.
 	for i := int64(1); i <= 20; i++ {
@@ -129,7 +130,7 @@ func handTrace() []trace.Row {
 	rows = append(rows, coll(2, "allgather", 4e6, trace.Row{FlowID: 40, Src: 2, Dst: 3, SizeBytes: 100, StartNs: 20000, EndNs: 26000, IdealFctNs: 0})) // no ideal: no slowdown
 	rows = append(rows, coll(2, "allgather", 4e6, trace.Row{FlowID: 41, Src: 2, Dst: 3, SizeBytes: 0, StartNs: 20000, EndNs: 20500, IdealFctNs: 500, ConnType: "P2P"}))
 	// A compute phase: a delay node of no collective.
-	rows = append(rows, trace.Row{FlowID: 50, CollectiveID: -1, ConnType: ConnDelay, StartNs: 0, EndNs: 30000, FctNs: 30000, IdealFctNs: 30000})
+	rows = append(rows, trace.Row{FlowID: 50, CollectiveID: -1, ConnType: stream.ConnDelay, StartNs: 0, EndNs: 30000, FctNs: 30000, IdealFctNs: 30000})
 	return rows
 }
 
@@ -232,10 +233,10 @@ func TestCompareByFlowID(t *testing.T) {
 		return trace.Row{FlowID: id, CollectiveID: coll, Op: "allreduce", NRanks: 2, CollSizeBytes: 1000, GroupType: "TP", Algorithm: "ring",
 			ConnType: conn, Src: 0, Dst: 1, SizeBytes: 10, StartNs: start, EndNs: end, FctNs: end - start, IdealFctNs: 1}
 	}
-	a := []trace.Row{mk(1, 0, "RING", 0, 1000), mk(2, 0, "RING", 0, 5000), mk(3, 1, "RING", 0, 7000), mk(9, 1, ConnDelay, 7000, 8000)}
+	a := []trace.Row{mk(1, 0, "RING", 0, 1000), mk(2, 0, "RING", 0, 5000), mk(3, 1, "RING", 0, 7000), mk(9, 1, stream.ConnDelay, 7000, 8000)}
 	// B: flow 1 is 2 µs slower, flow 2 1 µs faster, flow 3 equal, the delay
 	// node differs (not a flow), flow 4 exists only in B.
-	b := []trace.Row{mk(3, 1, "RING", 0, 7000), mk(1, 0, "RING", 0, 3000), mk(2, 0, "RING", 0, 4000), mk(9, 1, ConnDelay, 7000, 9000), mk(4, 1, "RING", 0, 10)}
+	b := []trace.Row{mk(3, 1, "RING", 0, 7000), mk(1, 0, "RING", 0, 3000), mk(2, 0, "RING", 0, 4000), mk(9, 1, stream.ConnDelay, 7000, 9000), mk(4, 1, "RING", 0, 10)}
 	ra := analyzeBytes(t, encode(t, a, trace.ArrowStream), "a", true)
 	rb := analyzeBytes(t, encode(t, b, trace.Parquet), "b", true)
 	c, err := Compare(ra, rb)
@@ -276,7 +277,7 @@ func TestCompareByOrder(t *testing.T) {
 		{FlowID: 7, CollectiveID: 0, Src: 0, Dst: 1, SizeBytes: 100, StartNs: 50, EndNs: 250, FctNs: 200, ConnType: "NET"},
 		{FlowID: 8, CollectiveID: 0, Src: 0, Dst: 1, SizeBytes: 100, StartNs: 15, EndNs: 115, FctNs: 100, ConnType: "NET"},
 		{FlowID: 9, CollectiveID: 0, Src: 1, Dst: 0, SizeBytes: 100, StartNs: 15, EndNs: 115, FctNs: 100, ConnType: "NET"},
-		{FlowID: 10, CollectiveID: 0, Src: 0, Dst: 0, StartNs: 0, EndNs: 5, FctNs: 5, ConnType: ConnDelay},
+		{FlowID: 10, CollectiveID: 0, Src: 0, Dst: 0, StartNs: 0, EndNs: 5, FctNs: 5, ConnType: stream.ConnDelay},
 	}
 	ra := analyzeBytes(t, []byte(fct), "fct.txt", true)
 	rb := analyzeBytes(t, encode(t, b, trace.ArrowFile), "b.arrow", true)
