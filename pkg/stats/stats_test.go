@@ -235,8 +235,9 @@ func TestCompareByFlowID(t *testing.T) {
 	}
 	a := []trace.Row{mk(1, 0, "RING", 0, 1000), mk(2, 0, "RING", 0, 5000), mk(3, 1, "RING", 0, 7000), mk(9, 1, stream.ConnDelay, 7000, 8000)}
 	// B: flow 1 is 2 µs slower, flow 2 1 µs faster, flow 3 equal, the delay
-	// node differs (not a flow), flow 4 exists only in B.
-	b := []trace.Row{mk(3, 1, "RING", 0, 7000), mk(1, 0, "RING", 0, 3000), mk(2, 0, "RING", 0, 4000), mk(9, 1, stream.ConnDelay, 7000, 9000), mk(4, 1, "RING", 0, 10)}
+	// node is 2 µs longer (not a flow, but part of collective 1), flow 4
+	// exists only in B.
+	b := []trace.Row{mk(3, 1, "RING", 0, 7000), mk(1, 0, "RING", 0, 3000), mk(2, 0, "RING", 0, 4000), mk(9, 1, stream.ConnDelay, 7000, 10000), mk(4, 1, "RING", 0, 10)}
 	ra := analyzeBytes(t, encode(t, a, trace.ArrowStream), "a", true)
 	rb := analyzeBytes(t, encode(t, b, trace.Parquet), "b", true)
 	c, err := Compare(ra, rb)
@@ -244,23 +245,37 @@ func TestCompareByFlowID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Errors 2, -1, 0 µs: MSE (4+1+0)/3 µs², mean error 1/3 µs.
-	if c.MatchedBy != MatchByID || c.Matched != 3 || c.OnlyA != 0 || c.OnlyB != 1 || c.FlowsA != 3 || c.FlowsB != 4 ||
+	if c.A != "a" || c.B != "b" || c.MatchedBy != MatchByID || c.Matched != 3 || c.OnlyA != 0 || c.OnlyB != 1 || c.FlowsA != 3 || c.FlowsB != 4 ||
 		!near(float64(c.MSEus2), 5.0/3) || !near(float64(c.RMSEus), math.Sqrt(5.0/3)) || !near(float64(c.MeanErrUs), 1.0/3) || c.MaxAbsErrNs != 2000 {
 		t.Errorf("comparison %+v, want 3 matched, MSE 5/3 us^2, mean error 1/3 us, max 2000 ns", c)
 	}
-	// Collective 0: 5000 -> 4000 ns; 1: 8000 -> 9000.
+	// Collective 0: 5000 -> 4000 ns; 1: 8000 -> 10000.
 	if len(c.Collectives) != 2 || c.Collectives[0].TimeANs != 5000 || c.Collectives[0].TimeBNs != 4000 || !near(float64(c.Collectives[0].Ratio), 0.8) ||
-		!near(float64(c.Collectives[1].Ratio), 9000.0/8000) {
+		c.Collectives[1].TimeANs != 8000 || c.Collectives[1].TimeBNs != 10000 || !near(float64(c.Collectives[1].Ratio), 1.25) {
 		t.Errorf("collective ratios %+v", c.Collectives)
 	}
-	if len(c.Summary) != 1 || c.Summary[0].Count != 2 || !near(float64(c.Summary[0].Ratio), 13000.0/13000) {
-		t.Errorf("summary %+v, want both collectives together, ratio of means 6500/6500", c.Summary)
+	// Both collectives together: means A (5000+8000)/2 = 6500, B
+	// (4000+10000)/2 = 7000.
+	if len(c.Summary) != 1 || c.Summary[0].Count != 2 || c.Summary[0].TimeMeanANs != 6500 || c.Summary[0].TimeMeanBNs != 7000 ||
+		!near(float64(c.Summary[0].Ratio), 7000.0/6500) {
+		t.Errorf("summary %+v, want both collectives together, means 6500 (A) and 7000 (B)", c.Summary)
 	}
-	if !near(float64(c.MakespanRatio), 9000.0/8000) {
-		t.Errorf("makespan ratio %v", c.MakespanRatio)
+	if c.MakespanANs != 8000 || c.MakespanBNs != 10000 || !near(float64(c.MakespanRatio), 1.25) {
+		t.Errorf("makespans %d, %d, ratio %v; want 8000, 10000, 1.25", c.MakespanANs, c.MakespanBNs, c.MakespanRatio)
+	}
+	// The other way round every difference changes sign and every ratio
+	// inverts.
+	r, err := Compare(rb, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Matched != 3 || r.OnlyA != 1 || r.OnlyB != 0 || !near(float64(r.MSEus2), 5.0/3) || !near(float64(r.MeanErrUs), -1.0/3) ||
+		r.Collectives[1].TimeANs != 10000 || !near(float64(r.Collectives[1].Ratio), 0.8) ||
+		r.Summary[0].TimeMeanANs != 7000 || r.Summary[0].TimeMeanBNs != 6500 || !near(float64(r.MakespanRatio), 0.8) {
+		t.Errorf("B vs A: %+v", r)
 	}
 	self, _ := Compare(ra, ra)
-	if self.MSEus2 != 0 || self.Matched != 3 || self.Collectives[0].Ratio != 1 {
+	if self.MSEus2 != 0 || self.Matched != 3 || self.Collectives[0].Ratio != 1 || self.Summary[0].TimeMeanANs != 6500 || self.Summary[0].TimeMeanBNs != 6500 {
 		t.Errorf("run vs itself: %+v", self)
 	}
 }
