@@ -53,6 +53,7 @@ type Run struct {
 	AllFlows FlowStats   `json:"all_flows"`
 
 	buckets []*bucketAcc // samples, kept for the CDF plot
+	allSlow []float64    // every slowdown, sorted
 	flows   []Flow       // with Options.KeepFlows
 }
 
@@ -366,18 +367,17 @@ func (run *Run) finishFlows(buckets map[bucketKey]*bucketAcc) {
 	})
 	run.Flows = make([]FlowStats, 0, len(run.buckets))
 	var all []int64
-	var allSlow []float64
 	for _, b := range run.buckets {
 		fs := flowStats(b.fct, b.slow)
 		fs.ConnType = b.key.conn
 		fs.Bucket, fs.BucketLoBytes, fs.BucketHiBytes = bucketRange(b.key.exp)
 		run.Flows = append(run.Flows, fs)
 		all = append(all, b.fct...)
-		allSlow = append(allSlow, b.slow...)
+		run.allSlow = append(run.allSlow, b.slow...)
 	}
 	slices.Sort(all)
-	slices.Sort(allSlow)
-	run.AllFlows = flowStats(all, allSlow)
+	slices.Sort(run.allSlow)
+	run.AllFlows = flowStats(all, run.allSlow)
 	run.AllFlows.Bucket, run.AllFlows.ConnType = "all", "all"
 }
 

@@ -39,10 +39,8 @@ type Series struct {
 // (sorted by name) and, when there are several, one for all flows.
 func (run *Run) SlowdownSeries() []Series {
 	by := map[string][]float64{}
-	var all []float64
 	for _, b := range run.buckets {
 		by[b.key.conn] = append(by[b.key.conn], b.slow...)
-		all = append(all, b.slow...)
 	}
 	var out []Series
 	for conn, v := range by {
@@ -54,21 +52,14 @@ func (run *Run) SlowdownSeries() []Series {
 	}
 	slices.SortFunc(out, func(a, b Series) int { return strings.Compare(a.Name, b.Name) })
 	if len(out) > 1 {
-		slices.Sort(all)
-		out = append(out, Series{Name: "all", Values: all})
+		out = append(out, Series{Name: "all", Values: run.allSlow})
 	}
 	return out
 }
 
-// AllSlowdowns is every slowdown of the run, sorted.
-func (run *Run) AllSlowdowns() []float64 {
-	var all []float64
-	for _, b := range run.buckets {
-		all = append(all, b.slow...)
-	}
-	slices.Sort(all)
-	return all
-}
+// AllSlowdowns is every slowdown of the run, sorted. The slice is the
+// run's own: callers must not modify it.
+func (run *Run) AllSlowdowns() []float64 { return run.allSlow }
 
 // connColors gives every conn_type the same color in every plot; other
 // names take the palette in order.

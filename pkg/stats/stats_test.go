@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -434,6 +435,9 @@ func TestPlots(t *testing.T) {
 	}
 	if s := run.SlowdownSeries(); len(s) != 3 || s[0].Name != "NET" || s[1].Name != "P2P" || s[2].Name != "all" || len(s[2].Values) != 23 {
 		t.Errorf("series %+v", s)
+	}
+	if a := run.AllSlowdowns(); len(a) != 23 || !slices.IsSorted(a) || a[0] != 1 || a[22] != 20 {
+		t.Errorf("all slowdowns %v, want 23 sorted from 1 to 20", a)
 	}
 	// Nothing to plot is still a picture, not an error.
 	var b bytes.Buffer
