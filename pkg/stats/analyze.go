@@ -415,7 +415,4 @@ func bucketRange(exp int) (string, int64, int64) {
 	return "[" + units.HumanSize(lo) + "," + units.HumanSize(hi) + ")", lo, hi
 }
 
-// FlowRows returns the compact rows kept with Options.KeepFlows.
-func (run *Run) FlowRows() []Flow { return run.flows }
-
 func appendFloat(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'g', -1, 64) }

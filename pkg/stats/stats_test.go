@@ -3,6 +3,7 @@ package stats
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -213,16 +214,26 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs
 func TestReadSimAIFCT(t *testing.T) {
 	in := "0b001c01 0b000101 10000 100 1048576 2000 23061 21845\n" +
 		"0b000101 0b001c01 10001 100 100 3000 50 0\n"
-	run := analyzeBytes(t, []byte(in), "fct.txt", true)
+	// Lines come out as trace rows (see Input).
+	rd, err := NewInput(strings.NewReader(in), "fct.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []trace.Row{
+		{FlowID: 0, CollectiveID: -1, Src: 28, Dst: 1, SizeBytes: 1048576, StartNs: 2000, EndNs: 25061, FctNs: 23061, IdealFctNs: 21845, Channel: -1},
+		{FlowID: 1, CollectiveID: -1, Src: 1, Dst: 28, SizeBytes: 100, StartNs: 3000, EndNs: 3050, FctNs: 50, IdealFctNs: 0, Channel: -1},
+	} {
+		var got trace.Row
+		if err := rd.Next(&got); err != nil || got != want {
+			t.Errorf("line %d: %+v, %v; want %+v", i+1, got, err, want)
+		}
+	}
+	if err := rd.Next(&trace.Row{}); err != io.EOF {
+		t.Errorf("after the last line: %v, want EOF", err)
+	}
+	run := analyzeBytes(t, []byte(in), "fct.txt", false)
 	if run.Input != "simai-fct" || run.Totals.Rows != 2 || run.Totals.Collectives != 0 || run.Totals.SumSizeBytes != 1048676 {
 		t.Fatalf("run %+v", run.Totals)
-	}
-	f := run.FlowRows()
-	if f[0].Src != 28 || f[0].Dst != 1 || f[0].StartNs != 2000 || f[0].EndNs != 25061 || f[0].FctNs != 23061 || f[0].ID != 0 {
-		t.Errorf("first flow %+v, want 28 -> 1, start 2000, end 25061", f[0])
-	}
-	if f[1].Src != 1 || f[1].Dst != 28 || f[1].ID != 1 {
-		t.Errorf("second flow %+v", f[1])
 	}
 	if run.AllFlows.Slowdowns != 1 || !near(float64(run.AllFlows.SlowdownMax), 23061.0/21845) {
 		t.Errorf("slowdowns %+v: want one, 23061/21845", run.AllFlows)
