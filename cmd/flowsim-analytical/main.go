@@ -93,7 +93,7 @@ func (c *command) run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows, %s, simulated %s, wall %.2f s\n",
-		model, res.Flows, cli.HumanBytes(res.Bytes), res.End, time.Since(wall).Seconds())
+		model, res.Flows, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
 	return nil
 }
 

@@ -172,7 +172,7 @@ func (c *command) run() error {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
-		alg.Name(), set.Flows(), cli.HumanBytes(set.TotalBytes()), des.Time(st.SimPs), st.Events,
+		alg.Name(), set.Flows(), units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
 		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs)
 	return nil
 }

@@ -102,6 +102,6 @@ func (c *command) run() error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "phyrun: %d workers, %d flows, %s moved, took %s (calibrated %.2f Gbps, %d ns latency), wall %.2f s\n",
-		workers, set.Flows(), cli.HumanBytes(set.TotalBytes()), time.Duration(end), cal.BytesPerNs*8, cal.LatencyNs, time.Since(wall).Seconds())
+		workers, set.Flows(), units.HumanSize(set.TotalBytes()), time.Duration(end), cal.BytesPerNs*8, cal.LatencyNs, time.Since(wall).Seconds())
 	return nil
 }

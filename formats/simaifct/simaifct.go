@@ -161,20 +161,23 @@ func parseLine(b []byte, l *Line) error {
 	if n > len(f) {
 		return fmt.Errorf("field 9 %q: the line has %d fields, SimAI's fct.txt has 8 (%s)", clip(extra), n, fieldList)
 	}
+	// strconv does not allocate for string(f[i]) here: the string does not
+	// escape (a NumError holds a copy), so short fields stay on the stack.
 	for i := 0; i < 2; i++ {
-		ip, ok := parseHex(f[i])
-		if !ok {
+		// 1 to 8 hex digits; SimAI writes exactly 8.
+		ip, err := strconv.ParseUint(string(f[i]), 16, 32)
+		if err != nil || len(f[i]) > 8 {
 			return fieldError(i, "%q is not an IPv4 address in hex (like 0b001c01)", clip(f[i]))
 		}
 		if i == 0 {
-			l.SrcNode = IPNode(ip)
+			l.SrcNode = IPNode(uint32(ip))
 		} else {
-			l.DstNode = IPNode(ip)
+			l.DstNode = IPNode(uint32(ip))
 		}
 	}
 	for i := 2; i < 4; i++ {
-		v, ok := parseDec(f[i])
-		if !ok || v > math.MaxUint16 {
+		v, err := strconv.ParseUint(string(f[i]), 10, 16)
+		if err != nil {
 			return fieldError(i, "%q is not a port number (0..65535)", clip(f[i]))
 		}
 		if i == 2 {
@@ -185,8 +188,8 @@ func parseLine(b []byte, l *Line) error {
 	}
 	dst := [4]*int64{&l.SizeBytes, &l.StartNs, &l.FctNs, &l.StandaloneFctNs}
 	for i := 4; i < 8; i++ {
-		v, ok := parseDec(f[i])
-		if !ok || v > math.MaxInt64 {
+		v, err := strconv.ParseUint(string(f[i]), 10, 63)
+		if err != nil {
 			return fieldError(i, "%q is not an unsigned decimal integer below 2^63", clip(f[i]))
 		}
 		*dst[i-4] = int64(v)
@@ -195,49 +198,6 @@ func parseLine(b []byte, l *Line) error {
 		return fieldError(6, "start_ns + fct_ns overflows a 64-bit time")
 	}
 	return nil
-}
-
-// parseHex reads 1 to 8 hex digits (SimAI writes exactly 8).
-func parseHex(b []byte) (uint32, bool) {
-	if len(b) == 0 || len(b) > 8 {
-		return 0, false
-	}
-	var v uint32
-	for _, c := range b {
-		var d byte
-		switch {
-		case '0' <= c && c <= '9':
-			d = c - '0'
-		case 'a' <= c && c <= 'f':
-			d = c - 'a' + 10
-		case 'A' <= c && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			return 0, false
-		}
-		v = v<<4 | uint32(d)
-	}
-	return v, true
-}
-
-// parseDec reads an unsigned decimal without allocating (strconv wants a
-// string, and fct.txt files run to millions of lines).
-func parseDec(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (math.MaxUint64-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
 }
 
 func isSpace(c byte) bool {

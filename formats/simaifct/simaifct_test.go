@@ -166,3 +166,17 @@ func FuzzReadFCT(f *testing.F) {
 		}
 	})
 }
+
+// TestParseAllocs: fct.txt files run to millions of lines; parsing one
+// allocates nothing.
+func TestParseAllocs(t *testing.T) {
+	b := []byte("0b001c01 0b000101 10000 100 1048576 2000000000 23061 21845")
+	var l Line
+	if n := testing.AllocsPerRun(100, func() {
+		if err := parseLine(b, &l); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Errorf("parseLine: %v allocations per line, want 0", n)
+	}
+}

@@ -56,7 +56,7 @@ func openArrowFile(name string, r ipc.ReadAtSeeker, size int64) (*Reader, error)
 		fr.Close()
 		return nil, err
 	}
-	return &Reader{name: name, meta: m, src: src}, nil
+	return &Reader{name: name, container: ArrowFile, meta: m, src: src}, nil
 }
 
 // verifyArrowFile checks the footer and the metadata of every block of an
@@ -139,7 +139,7 @@ func openArrowStream(name string, r io.Reader, size int64) (*Reader, error) {
 		sr.Release()
 		return nil, err
 	}
-	return &Reader{name: name, meta: m, src: src}, nil
+	return &Reader{name: name, container: ArrowStream, meta: m, src: src}, nil
 }
 
 // msgReader frames an Arrow IPC stream into messages for arrow-go,
@@ -243,7 +243,6 @@ func (m *msgReader) Release() {
 
 // arrowSource decodes rows from Arrow record batches of either container.
 type arrowSource struct {
-	name    string
 	read    func() (arrow.RecordBatch, error)
 	closeFn func() error
 	cols    [len(columns)]int // field index of each column
@@ -268,7 +267,6 @@ type strColumn struct {
 
 // init validates the schema and its metadata.
 func (s *arrowSource) init(name string, sc *arrow.Schema) (Meta, error) {
-	s.name = name
 	if sc == nil {
 		return Meta{}, fmt.Errorf("%s: Arrow input has no schema", name)
 	}

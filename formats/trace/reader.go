@@ -11,11 +11,12 @@ import (
 
 // Reader reads a trace row by row; rows are decoded a batch at a time.
 type Reader struct {
-	name   string
-	meta   Meta
-	src    source
-	closer io.Closer // the file Open opened
-	err    error     // sticky
+	name      string
+	container Container
+	meta      Meta
+	src       source
+	closer    io.Closer // the file Open opened
+	err       error     // sticky
 }
 
 // source is one container's row decoder. Errors it returns do not carry
@@ -36,12 +37,12 @@ var (
 func Open(path string) (*Reader, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	if st.IsDir() {
 		f.Close()
@@ -67,7 +68,7 @@ func Open(path string) (*Reader, error) {
 		return nil, fmt.Errorf("%s: %s", path, oneLine(err))
 	}
 	var r *Reader
-	switch detect(head[:n]) {
+	switch Detect(head[:n]) {
 	case ArrowFile:
 		r, err = openArrowFile(path, f, st.Size())
 	case Parquet:
@@ -94,7 +95,7 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 	if err != nil && err != io.EOF {
 		return nil, fmt.Errorf("%s: %s", name, oneLine(err))
 	}
-	switch c := detect(head); c {
+	switch c := Detect(head); c {
 	case ArrowFile, Parquet:
 		var b bytes.Buffer
 		if size > 0 {
@@ -112,9 +113,9 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 	return openArrowStream(name, br, size)
 }
 
-// pathError words an *os.PathError as "<path>: <reason>", so that every
+// PathError words an *os.PathError as "<path>: <reason>", so that every
 // error starts with the file name; errors.Is still sees the cause.
-func pathError(path string, err error) error {
+func PathError(path string, err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		err = pe.Err
@@ -130,7 +131,10 @@ func bufSize(size int64) int {
 	return 1 << 20
 }
 
-func detect(head []byte) Container {
+// Detect tells a trace's container from its first bytes (8 are enough),
+// as Open and NewReader do: "ARROW1" is an Arrow IPC file, "PAR1" Parquet,
+// anything else is read as an Arrow IPC stream.
+func Detect(head []byte) Container {
 	switch {
 	case bytes.HasPrefix(head, magicArrowFile):
 		return ArrowFile
@@ -166,8 +170,11 @@ func newParquetReader(name string, ra io.ReaderAt, size int64) (*Reader, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{name: name, meta: m, src: src}, nil
+	return &Reader{name: name, container: Parquet, meta: m, src: src}, nil
 }
+
+// Container returns the container the trace was read as.
+func (r *Reader) Container() Container { return r.container }
 
 // Meta returns the trace metadata, validated when the trace was opened.
 func (r *Reader) Meta() Meta { return r.meta }

@@ -27,15 +27,29 @@ const (
 var Backends = []string{"analytical-busbw", "analytical-fluid", "packet", "phy"}
 
 // Row is one flow. Times are nanoseconds, sizes bytes.
+//
+// Row is also the Parquet row the writer hands to parquet-go: field order
+// and tags give the column order and names. Go int32/int64 map to
+// INT32/INT64 with a signed INTEGER annotation, Go string to BYTE_ARRAY
+// with the STRING annotation; strings are dictionary-encoded.
 type Row struct {
-	FlowID, CollectiveID                         int64
-	Src, Dst                                     int32
-	SizeBytes, StartNs, EndNs, FctNs, IdealFctNs int64
-	ConnType                                     string
-	Channel, Chunk                               int32
-	Op, Algorithm, GroupType                     string
-	CollSizeBytes                                int64
-	NRanks                                       int32
+	FlowID        int64  `parquet:"flow_id"`
+	CollectiveID  int64  `parquet:"collective_id"`
+	Src           int32  `parquet:"src"`
+	Dst           int32  `parquet:"dst"`
+	SizeBytes     int64  `parquet:"size_bytes"`
+	StartNs       int64  `parquet:"start_ns"`
+	EndNs         int64  `parquet:"end_ns"`
+	FctNs         int64  `parquet:"fct_ns"`
+	IdealFctNs    int64  `parquet:"ideal_fct_ns"`
+	ConnType      string `parquet:"conn_type,dict"`
+	Channel       int32  `parquet:"channel"`
+	Chunk         int32  `parquet:"chunk"`
+	Op            string `parquet:"op,dict"`
+	Algorithm     string `parquet:"algorithm,dict"`
+	GroupType     string `parquet:"group_type,dict"`
+	CollSizeBytes int64  `parquet:"coll_size_bytes"`
+	NRanks        int32  `parquet:"nranks"`
 }
 
 // Meta is the trace-level metadata stored in the schema metadata.
@@ -169,6 +183,15 @@ var columns = [...]column{
 	{"group_type", kindString, strGroupType},
 	{"coll_size_bytes", kindInt64, i64CollSizeBytes},
 	{"nranks", kindInt32, i32NRanks},
+}
+
+// ColumnNames returns the names of the schema's columns in order.
+func ColumnNames() []string {
+	names := make([]string, len(columns))
+	for i, c := range columns {
+		names[i] = c.name
+	}
+	return names
 }
 
 // batchRows is the number of rows per Arrow record batch.

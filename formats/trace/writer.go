@@ -53,7 +53,7 @@ func Create(path string, m Meta) (Writer, error) {
 	}
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, pathError(path, err)
+		return nil, PathError(path, err)
 	}
 	w, err := NewWriter(f, c, m)
 	if err != nil {

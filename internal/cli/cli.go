@@ -128,20 +128,6 @@ func CreateOutput(path, binary string) (w io.Writer, close func() error, err err
 	return os.Stdout, func() error { return nil }, nil
 }
 
-// HumanBytes writes a byte count with binary units for summaries.
-func HumanBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n), 0
-	for v >= unit && i < 5 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.3g %ciB", v, "KMGTPE"[i-1])
-}
-
 // CheckTraceOut validates a trace destination before any work: a known
 // extension for --out, or a stdout that is not a terminal.
 func CheckTraceOut(out string) error {

@@ -29,11 +29,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
-
-// ConnDelay is the conn_type of delay nodes.
-const ConnDelay = "DELAY"
 
 // Run is everything reported about one input.
 type Run struct {
@@ -54,6 +53,7 @@ type Run struct {
 	AllFlows FlowStats   `json:"all_flows"`
 
 	buckets []*bucketAcc // samples, kept for the CDF plot
+	allSlow []float64    // every slowdown, sorted
 	flows   []Flow       // with Options.KeepFlows
 }
 
@@ -72,38 +72,41 @@ type Totals struct {
 	MakespanNs   int64 `json:"makespan_ns"` // end − start
 }
 
-// Collective is one collective_id.
-type Collective struct {
-	ID        int64  `json:"collective_id"`
+// CollKey is what makes collectives identical: Summary and SummaryRatio
+// group by it. Embedded in the report rows, its fields are flattened into
+// their JSON objects and their CSV and Parquet columns.
+type CollKey struct {
 	Op        string `json:"op"`
 	Algorithm string `json:"algorithm"`
 	GroupType string `json:"group_type"`
 	SizeBytes int64  `json:"coll_size_bytes"`
 	NRanks    int32  `json:"nranks"`
-	Flows     int    `json:"flows"`      // rows that are not delay nodes
-	Bytes     int64  `json:"flow_bytes"` // bytes its flows carried
-	StartNs   int64  `json:"start_ns"`
-	EndNs     int64  `json:"end_ns"`
-	TimeNs    int64  `json:"time_ns"`
-	AlgbwGBps Num    `json:"algbw_gbps"`
-	BusbwGBps Num    `json:"busbw_gbps"`
+}
+
+// Collective is one collective_id.
+type Collective struct {
+	ID int64 `json:"collective_id"`
+	CollKey
+	Flows     int   `json:"flows"`      // rows that are not delay nodes
+	Bytes     int64 `json:"flow_bytes"` // bytes its flows carried
+	StartNs   int64 `json:"start_ns"`
+	EndNs     int64 `json:"end_ns"`
+	TimeNs    int64 `json:"time_ns"`
+	AlgbwGBps Num   `json:"algbw_gbps"`
+	BusbwGBps Num   `json:"busbw_gbps"`
 }
 
 // Summary aggregates identical collectives. Like nccl-tests, which
 // averages the time over iterations before dividing, algbw is
 // coll_size_bytes / mean time.
 type Summary struct {
-	Op         string `json:"op"`
-	Algorithm  string `json:"algorithm"`
-	GroupType  string `json:"group_type"`
-	SizeBytes  int64  `json:"coll_size_bytes"`
-	NRanks     int32  `json:"nranks"`
-	Count      int    `json:"count"`
-	TimeMeanNs Num    `json:"time_mean_ns"`
-	TimeMinNs  int64  `json:"time_min_ns"`
-	TimeMaxNs  int64  `json:"time_max_ns"`
-	AlgbwGBps  Num    `json:"algbw_gbps"`
-	BusbwGBps  Num    `json:"busbw_gbps"`
+	CollKey
+	Count      int   `json:"count"`
+	TimeMeanNs Num   `json:"time_mean_ns"`
+	TimeMinNs  int64 `json:"time_min_ns"`
+	TimeMaxNs  int64 `json:"time_max_ns"`
+	AlgbwGBps  Num   `json:"algbw_gbps"`
+	BusbwGBps  Num   `json:"busbw_gbps"`
 }
 
 // FlowStats are FCT and slowdown percentiles of a set of flows.
@@ -225,7 +228,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			tot.EndNs = row.EndNs
 		}
 		haveTime = true
-		delay := row.ConnType == ConnDelay
+		delay := row.ConnType == stream.ConnDelay
 		if delay {
 			tot.DelayRows++
 		} else {
@@ -240,8 +243,8 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			if c == nil || c.ID != row.CollectiveID {
 				c = colls[row.CollectiveID]
 				if c == nil {
-					c = &Collective{ID: row.CollectiveID, Op: row.Op, Algorithm: row.Algorithm, GroupType: row.GroupType,
-						SizeBytes: row.CollSizeBytes, NRanks: row.NRanks, StartNs: row.StartNs, EndNs: row.EndNs}
+					c = &Collective{ID: row.CollectiveID, CollKey: CollKey{Op: row.Op, Algorithm: row.Algorithm, GroupType: row.GroupType,
+						SizeBytes: row.CollSizeBytes, NRanks: row.NRanks}, StartNs: row.StartNs, EndNs: row.EndNs}
 					colls[row.CollectiveID] = c
 				}
 				lastC = c
@@ -305,12 +308,6 @@ func sizeExp(size int64) int {
 	return bits.Len64(uint64(size)) - 1
 }
 
-type summaryKey struct {
-	op, algo, group string
-	size            int64
-	nranks          int32
-}
-
 func (run *Run) finishCollectives(colls map[int64]*Collective) {
 	run.Collectives = make([]Collective, 0, len(colls))
 	for _, p := range colls {
@@ -328,17 +325,15 @@ func (run *Run) finishCollectives(colls map[int64]*Collective) {
 // Summarize groups collectives with the same op, size, group type, ranks
 // and algorithm, in order of their first (lowest) id.
 func Summarize(cs []Collective) []Summary {
-	idx := map[summaryKey]int{}
+	idx := map[CollKey]int{}
 	out := []Summary{} // [] in JSON, not null
 	sums := []int64{}
 	for _, c := range cs {
-		k := summaryKey{c.Op, c.Algorithm, c.GroupType, c.SizeBytes, c.NRanks}
-		i, ok := idx[k]
+		i, ok := idx[c.CollKey]
 		if !ok {
 			i = len(out)
-			idx[k] = i
-			out = append(out, Summary{Op: c.Op, Algorithm: c.Algorithm, GroupType: c.GroupType, SizeBytes: c.SizeBytes,
-				NRanks: c.NRanks, TimeMinNs: c.TimeNs, TimeMaxNs: c.TimeNs})
+			idx[c.CollKey] = i
+			out = append(out, Summary{CollKey: c.CollKey, TimeMinNs: c.TimeNs, TimeMaxNs: c.TimeNs})
 			sums = append(sums, 0)
 		}
 		s := &out[i]
@@ -372,18 +367,17 @@ func (run *Run) finishFlows(buckets map[bucketKey]*bucketAcc) {
 	})
 	run.Flows = make([]FlowStats, 0, len(run.buckets))
 	var all []int64
-	var allSlow []float64
 	for _, b := range run.buckets {
 		fs := flowStats(b.fct, b.slow)
 		fs.ConnType = b.key.conn
 		fs.Bucket, fs.BucketLoBytes, fs.BucketHiBytes = bucketRange(b.key.exp)
 		run.Flows = append(run.Flows, fs)
 		all = append(all, b.fct...)
-		allSlow = append(allSlow, b.slow...)
+		run.allSlow = append(run.allSlow, b.slow...)
 	}
 	slices.Sort(all)
-	slices.Sort(allSlow)
-	run.AllFlows = flowStats(all, allSlow)
+	slices.Sort(run.allSlow)
+	run.AllFlows = flowStats(all, run.allSlow)
 	run.AllFlows.Bucket, run.AllFlows.ConnType = "all", "all"
 }
 
@@ -418,38 +412,7 @@ func bucketRange(exp int) (string, int64, int64) {
 	if exp < 62 {
 		hi = lo << 1
 	}
-	return "[" + HumanBytes(lo) + "," + HumanBytes(hi) + ")", lo, hi
+	return "[" + units.HumanSize(lo) + "," + units.HumanSize(hi) + ")", lo, hi
 }
-
-// HumanBytes writes a size for people: exact in binary units when it is a
-// whole number of them ("64MiB"), else exact in decimal ones ("8MB" for
-// 8e6, as workloads often give sizes), else binary to three decimals.
-func HumanBytes(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 && n > -1024 {
-		return strconv.FormatInt(n, 10) + "B"
-	}
-	for i := len(units) - 1; i >= 0; i-- {
-		if b := int64(1) << (10 * (i + 1)); n%b == 0 && (n >= b || n <= -b) {
-			return strconv.FormatInt(n/b, 10) + string(units[i]) + "iB"
-		}
-	}
-	for i, d := len(units)-1, int64(1e18); i >= 0; i, d = i-1, d/1000 {
-		if n%d == 0 && (n >= d || n <= -d) {
-			return strconv.FormatInt(n/d, 10) + string(units[i]) + "B"
-		}
-	}
-	v, i := float64(n), -1
-	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	s := strconv.FormatFloat(v, 'f', 3, 64)
-	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
-	return s + string(units[i]) + "iB"
-}
-
-// FlowRows returns the compact rows kept with Options.KeepFlows.
-func (run *Run) FlowRows() []Flow { return run.flows }
 
 func appendFloat(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'g', -1, 64) }

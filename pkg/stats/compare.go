@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
 // Comparison of run B against run A (the reference).
@@ -38,29 +40,21 @@ type Comparison struct {
 
 // CollectiveRatio is one collective in both runs.
 type CollectiveRatio struct {
-	ID        int64  `json:"collective_id"`
-	Op        string `json:"op"`
-	Algorithm string `json:"algorithm"`
-	GroupType string `json:"group_type"`
-	SizeBytes int64  `json:"coll_size_bytes"`
-	NRanks    int32  `json:"nranks"`
-	TimeANs   int64  `json:"time_a_ns"`
-	TimeBNs   int64  `json:"time_b_ns"`
-	Ratio     Num    `json:"ratio"`
+	ID int64 `json:"collective_id"`
+	CollKey
+	TimeANs int64 `json:"time_a_ns"`
+	TimeBNs int64 `json:"time_b_ns"`
+	Ratio   Num   `json:"ratio"`
 }
 
 // SummaryRatio aggregates matched collectives that are identical in run A
 // (same key as Summary): the ratio of mean times.
 type SummaryRatio struct {
-	Op          string `json:"op"`
-	Algorithm   string `json:"algorithm"`
-	GroupType   string `json:"group_type"`
-	SizeBytes   int64  `json:"coll_size_bytes"`
-	NRanks      int32  `json:"nranks"`
-	Count       int    `json:"count"`
-	TimeMeanANs Num    `json:"time_mean_a_ns"`
-	TimeMeanBNs Num    `json:"time_mean_b_ns"`
-	Ratio       Num    `json:"ratio"`
+	CollKey
+	Count       int `json:"count"`
+	TimeMeanANs Num `json:"time_mean_a_ns"`
+	TimeMeanBNs Num `json:"time_mean_b_ns"`
+	Ratio       Num `json:"ratio"`
 }
 
 // MatchByID and MatchByOrder name the two ways flows are matched.
@@ -127,7 +121,7 @@ func Compare(a, b *Run) (*Comparison, error) {
 func netFlows(fs []Flow) []Flow {
 	out := make([]Flow, 0, len(fs))
 	for _, f := range fs {
-		if f.ConnType != ConnDelay {
+		if f.ConnType != stream.ConnDelay {
 			out = append(out, f)
 		}
 	}
@@ -164,7 +158,7 @@ func (c *Comparison) compareCollectives(a, b *Run) {
 	}
 	type acc struct{ sa, sb int64 }
 	var sums []acc
-	idx := map[summaryKey]int{}
+	idx := map[CollKey]int{}
 	matched := 0
 	for _, ca := range a.Collectives {
 		cb, ok := bi[ca.ID]
@@ -173,16 +167,13 @@ func (c *Comparison) compareCollectives(a, b *Run) {
 			continue
 		}
 		matched++
-		c.Collectives = append(c.Collectives, CollectiveRatio{ID: ca.ID, Op: ca.Op, Algorithm: ca.Algorithm, GroupType: ca.GroupType,
-			SizeBytes: ca.SizeBytes, NRanks: ca.NRanks, TimeANs: ca.TimeNs, TimeBNs: cb.TimeNs,
+		c.Collectives = append(c.Collectives, CollectiveRatio{ID: ca.ID, CollKey: ca.CollKey, TimeANs: ca.TimeNs, TimeBNs: cb.TimeNs,
 			Ratio: ratio(float64(cb.TimeNs), float64(ca.TimeNs))})
-		k := summaryKey{ca.Op, ca.Algorithm, ca.GroupType, ca.SizeBytes, ca.NRanks}
-		i, ok := idx[k]
+		i, ok := idx[ca.CollKey]
 		if !ok {
 			i = len(c.Summary)
-			idx[k] = i
-			c.Summary = append(c.Summary, SummaryRatio{Op: ca.Op, Algorithm: ca.Algorithm, GroupType: ca.GroupType,
-				SizeBytes: ca.SizeBytes, NRanks: ca.NRanks})
+			idx[ca.CollKey] = i
+			c.Summary = append(c.Summary, SummaryRatio{CollKey: ca.CollKey})
 			sums = append(sums, acc{})
 		}
 		c.Summary[i].Count++

@@ -40,11 +40,13 @@ type cell struct {
 func newDataTable[T any](source string, rows []T) *DataTable {
 	t := reflect.TypeFor[T]()
 	dt := &DataTable{Names: []string{"source"}, kinds: []reflect.Kind{reflect.String}}
-	var fields []int
-	for i := range t.NumField() {
-		f := t.Field(i)
+	var fields [][]int
+	// Visible fields, so that those of an embedded struct (CollKey) come
+	// in its place, as JSON flattens them; the embedded field itself is
+	// skipped.
+	for _, f := range reflect.VisibleFields(t) {
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || !f.IsExported() {
+		if f.Anonymous || name == "" || name == "-" || !f.IsExported() {
 			continue
 		}
 		k := f.Type.Kind()
@@ -55,7 +57,7 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 		default:
 			continue // nested values are JSON-only
 		}
-		fields = append(fields, i)
+		fields = append(fields, f.Index)
 		dt.Names = append(dt.Names, name)
 		dt.kinds = append(dt.kinds, k)
 	}
@@ -64,7 +66,7 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 		row := make([]cell, 0, len(dt.Names))
 		row = append(row, cell{s: source})
 		for j, i := range fields {
-			fv := v.Field(i)
+			fv := v.FieldByIndex(i)
 			switch dt.kinds[j+1] {
 			case reflect.String:
 				row = append(row, cell{s: fv.String()})

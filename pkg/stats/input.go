@@ -2,8 +2,6 @@ package stats
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,12 +19,6 @@ const (
 	KindTrace    Kind = "trace"
 	KindSimAIFCT Kind = "simai-fct"
 )
-
-// TraceColumns are the columns of fabricsim.flows/v1 in schema order: what
-// fctstats reads from a trace, and what other readers of it should see.
-var TraceColumns = []string{"flow_id", "collective_id", "src", "dst", "size_bytes",
-	"start_ns", "end_ns", "fct_ns", "ideal_fct_ns", "conn_type", "channel", "chunk",
-	"op", "algorithm", "group_type", "coll_size_bytes", "nranks"}
 
 // Input is one opened trace or fct.txt, read row by row. SimAI lines come
 // out as trace rows: flow_id is the line's ordinal among flows (0-based),
@@ -51,11 +43,7 @@ type Input struct {
 func Open(path string) (*Input, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, trace.PathError(path, err)
 	}
 	if st, err := f.Stat(); err == nil && st.IsDir() {
 		f.Close()
@@ -92,7 +80,7 @@ func Open(path string) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
-	return traceInput(path, tr, head[:n]), nil
+	return traceInput(path, tr), nil
 }
 
 // NewInput reads a trace or fct.txt from r (typically stdin), called name
@@ -106,7 +94,6 @@ func NewInput(r io.Reader, name string) (*Input, error) {
 	if len(head) == 0 {
 		return nil, fmt.Errorf("%s: empty input: no trace rows and no fct.txt lines (did the simulator fail?)", name)
 	}
-	head = bytes.Clone(head)
 	if isText(head) {
 		return &Input{Name: name, Kind: KindSimAIFCT, Container: string(KindSimAIFCT), fr: simaifct.NewReader(br, name)}, nil
 	}
@@ -114,19 +101,12 @@ func NewInput(r io.Reader, name string) (*Input, error) {
 	if err != nil {
 		return nil, err
 	}
-	return traceInput(name, tr, head), nil
+	return traceInput(name, tr), nil
 }
 
-func traceInput(name string, tr *trace.Reader, head []byte) *Input {
+func traceInput(name string, tr *trace.Reader) *Input {
 	m := tr.Meta()
-	c := trace.ArrowStream
-	switch {
-	case bytes.HasPrefix(head, []byte("ARROW1")):
-		c = trace.ArrowFile
-	case bytes.HasPrefix(head, []byte("PAR1")):
-		c = trace.Parquet
-	}
-	return &Input{Name: name, Kind: KindTrace, Container: c.String(), Meta: &m, tr: tr, closer: tr}
+	return &Input{Name: name, Kind: KindTrace, Container: tr.Container().String(), Meta: &m, tr: tr, closer: tr}
 }
 
 // isText reports whether the first bytes look like fct.txt: the trace
@@ -134,7 +114,7 @@ func traceInput(name string, tr *trace.Reader, head []byte) *Input {
 // continuation marker), and anything else is read as fct.txt, whose
 // errors then say which line and field did not parse.
 func isText(head []byte) bool {
-	if bytes.HasPrefix(head, []byte("PAR1")) || bytes.HasPrefix(head, []byte("ARROW1")) {
+	if trace.Detect(head) != trace.ArrowStream {
 		return false
 	}
 	for _, c := range head {
@@ -150,7 +130,7 @@ func (in *Input) Columns() []string {
 	if in.Kind == KindSimAIFCT {
 		return simaifct.Fields[:]
 	}
-	return TraceColumns
+	return trace.ColumnNames()
 }
 
 // Next reads the next row; io.EOF after the last.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
@@ -38,10 +39,8 @@ type Series struct {
 // (sorted by name) and, when there are several, one for all flows.
 func (run *Run) SlowdownSeries() []Series {
 	by := map[string][]float64{}
-	var all []float64
 	for _, b := range run.buckets {
 		by[b.key.conn] = append(by[b.key.conn], b.slow...)
-		all = append(all, b.slow...)
 	}
 	var out []Series
 	for conn, v := range by {
@@ -53,21 +52,14 @@ func (run *Run) SlowdownSeries() []Series {
 	}
 	slices.SortFunc(out, func(a, b Series) int { return strings.Compare(a.Name, b.Name) })
 	if len(out) > 1 {
-		slices.Sort(all)
-		out = append(out, Series{Name: "all", Values: all})
+		out = append(out, Series{Name: "all", Values: run.allSlow})
 	}
 	return out
 }
 
-// AllSlowdowns is every slowdown of the run, sorted.
-func (run *Run) AllSlowdowns() []float64 {
-	var all []float64
-	for _, b := range run.buckets {
-		all = append(all, b.slow...)
-	}
-	slices.Sort(all)
-	return all
-}
+// AllSlowdowns is every slowdown of the run, sorted. The slice is the
+// run's own: callers must not modify it.
+func (run *Run) AllSlowdowns() []float64 { return run.allSlow }
 
 // connColors gives every conn_type the same color in every plot; other
 // names take the palette in order.
@@ -76,7 +68,7 @@ var connColors = map[string]color.Color{
 	"NVLS": color.RGBA{0x29, 0x80, 0xb9, 0xff}, "NET": color.RGBA{0x27, 0xae, 0x60, 0xff},
 	"PXN_INIT": color.RGBA{0x16, 0xa0, 0x85, 0xff}, "PXN_FINAL": color.RGBA{0x1a, 0x52, 0x76, 0xff},
 	"A2A": color.RGBA{0xc0, 0x39, 0x2b, 0xff}, "P2P": color.RGBA{0xd4, 0xac, 0x0d, 0xff},
-	"MSCCL": color.RGBA{0x7f, 0x8c, 0x8d, 0xff}, ConnDelay: color.Gray{Y: 160}, "all": color.Black,
+	"MSCCL": color.RGBA{0x7f, 0x8c, 0x8d, 0xff}, stream.ConnDelay: color.Gray{Y: 160}, "all": color.Black,
 }
 
 func seriesColor(name string, i int) color.Color {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // textTable is a table for people; align has an 'l' (text) or 'r'
@@ -100,6 +102,12 @@ func numf(v Num, prec int) string {
 	return s
 }
 
+// keyCells are the op, size, group, algo and ranks columns of a
+// collective's row.
+func keyCells(k CollKey) []string {
+	return []string{text(k.Op), units.HumanSize(k.SizeBytes), text(k.GroupType), text(k.Algorithm), count(k.NRanks)}
+}
+
 func cmpStr(s, empty string) string {
 	if s == "" {
 		return empty
@@ -117,8 +125,8 @@ func (run *Run) tables(maxRows int) []*textTable {
 			align: "llllrrrrrrr",
 		}
 		for _, s := range run.Summary {
-			t.rows = append(t.rows, []string{text(s.Op), HumanBytes(s.SizeBytes), text(s.GroupType), text(s.Algorithm),
-				count(s.NRanks), count(s.Count), usf(s.TimeMeanNs), us(s.TimeMinNs), us(s.TimeMaxNs), gbps(s.AlgbwGBps), gbps(s.BusbwGBps)})
+			t.rows = append(t.rows, append(keyCells(s.CollKey),
+				count(s.Count), usf(s.TimeMeanNs), us(s.TimeMinNs), us(s.TimeMaxNs), gbps(s.AlgbwGBps), gbps(s.BusbwGBps)))
 		}
 		out = append(out, t)
 		t = &textTable{
@@ -131,8 +139,8 @@ func (run *Run) tables(maxRows int) []*textTable {
 				t.after = fmt.Sprintf("... %d more collectives (--max-rows 0 lists all; --format csv gives every one)", len(run.Collectives)-maxRows)
 				break
 			}
-			t.rows = append(t.rows, []string{count(c.ID), text(c.Op), HumanBytes(c.SizeBytes), text(c.GroupType), text(c.Algorithm),
-				count(c.NRanks), count(c.Flows), us(c.StartNs), us(c.TimeNs), gbps(c.AlgbwGBps), gbps(c.BusbwGBps)})
+			t.rows = append(t.rows, append(append([]string{count(c.ID)}, keyCells(c.CollKey)...),
+				count(c.Flows), us(c.StartNs), us(c.TimeNs), gbps(c.AlgbwGBps), gbps(c.BusbwGBps)))
 		}
 		out = append(out, t)
 	}
@@ -164,7 +172,7 @@ func (run *Run) headline() string {
 		}
 	}
 	fmt.Fprintf(&b, ": %d rows = %d flows + %d delay nodes, %s, %d collectives, makespan %s us",
-		tot.Rows, tot.Flows, tot.DelayRows, HumanBytes(tot.SumSizeBytes), tot.Collectives, us(tot.MakespanNs))
+		tot.Rows, tot.Flows, tot.DelayRows, units.HumanSize(tot.SumSizeBytes), tot.Collectives, us(tot.MakespanNs))
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString(" (fct.txt has no collective ids)")
 	}
@@ -198,8 +206,8 @@ func (c *Comparison) tables(maxRows int) []*textTable {
 			align: "llllrrrrr",
 		}
 		for _, s := range c.Summary {
-			t.rows = append(t.rows, []string{text(s.Op), HumanBytes(s.SizeBytes), text(s.GroupType), text(s.Algorithm),
-				count(s.NRanks), count(s.Count), usf(s.TimeMeanANs), usf(s.TimeMeanBNs), factor(s.Ratio)})
+			t.rows = append(t.rows, append(keyCells(s.CollKey),
+				count(s.Count), usf(s.TimeMeanANs), usf(s.TimeMeanBNs), factor(s.Ratio)))
 		}
 		out = append(out, t)
 		t = &textTable{
@@ -212,8 +220,8 @@ func (c *Comparison) tables(maxRows int) []*textTable {
 				t.after = fmt.Sprintf("... %d more collectives (--max-rows 0 lists all; --format csv gives every one)", len(c.Collectives)-maxRows)
 				break
 			}
-			t.rows = append(t.rows, []string{count(r.ID), text(r.Op), HumanBytes(r.SizeBytes), text(r.GroupType), text(r.Algorithm),
-				count(r.NRanks), us(r.TimeANs), us(r.TimeBNs), factor(r.Ratio)})
+			t.rows = append(t.rows, append(append([]string{count(r.ID)}, keyCells(r.CollKey)...),
+				us(r.TimeANs), us(r.TimeBNs), factor(r.Ratio)))
 		}
 		out = append(out, t)
 	}

@@ -3,12 +3,15 @@ package stats
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/parquet-go/parquet-go"
 	"gonum.org/v1/plot"
@@ -114,7 +117,7 @@ func handTrace() []trace.Row {
 	// Collective 0: AllReduce of 8e6 B over 4 ranks. Its launch delay
 	// starts at 1000 and its last flow ends at 9000: time 8000 ns, algbw
 	// 8e6/8000 = 1000 GB/s, busbw 1000 * 2*3/4 = 1500 GB/s.
-	rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: 100, ConnType: ConnDelay, StartNs: 1000, EndNs: 2000}))
+	rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: 100, ConnType: stream.ConnDelay, StartNs: 1000, EndNs: 2000}))
 	// Twenty 1000-byte flows with FCT 100, 200, ..., 2000 ns and ideal 100:
 	// slowdowns 1..20.
 	for i := int64(1); i <= 20; i++ {
@@ -129,7 +132,7 @@ func handTrace() []trace.Row {
 	rows = append(rows, coll(2, "allgather", 4e6, trace.Row{FlowID: 40, Src: 2, Dst: 3, SizeBytes: 100, StartNs: 20000, EndNs: 26000, IdealFctNs: 0})) // no ideal: no slowdown
 	rows = append(rows, coll(2, "allgather", 4e6, trace.Row{FlowID: 41, Src: 2, Dst: 3, SizeBytes: 0, StartNs: 20000, EndNs: 20500, IdealFctNs: 500, ConnType: "P2P"}))
 	// A compute phase: a delay node of no collective.
-	rows = append(rows, trace.Row{FlowID: 50, CollectiveID: -1, ConnType: ConnDelay, StartNs: 0, EndNs: 30000, FctNs: 30000, IdealFctNs: 30000})
+	rows = append(rows, trace.Row{FlowID: 50, CollectiveID: -1, ConnType: stream.ConnDelay, StartNs: 0, EndNs: 30000, FctNs: 30000, IdealFctNs: 30000})
 	return rows
 }
 
@@ -206,30 +209,31 @@ func checkHandRun(t *testing.T, run *Run) {
 	}
 }
 
-func TestHumanBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1KiB", 64 << 20: "64MiB", 8e6: "8MB", 1536: "1.5KiB",
-		1e9: "1GB", 3 << 30: "3GiB", 1000: "1000B", 1234567: "1.177MiB", -2048: "-2KiB"} {
-		if got := HumanBytes(n); got != want {
-			t.Errorf("HumanBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 func TestReadSimAIFCT(t *testing.T) {
 	in := "0b001c01 0b000101 10000 100 1048576 2000 23061 21845\n" +
 		"0b000101 0b001c01 10001 100 100 3000 50 0\n"
-	run := analyzeBytes(t, []byte(in), "fct.txt", true)
+	// Lines come out as trace rows (see Input).
+	rd, err := NewInput(strings.NewReader(in), "fct.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []trace.Row{
+		{FlowID: 0, CollectiveID: -1, Src: 28, Dst: 1, SizeBytes: 1048576, StartNs: 2000, EndNs: 25061, FctNs: 23061, IdealFctNs: 21845, Channel: -1},
+		{FlowID: 1, CollectiveID: -1, Src: 1, Dst: 28, SizeBytes: 100, StartNs: 3000, EndNs: 3050, FctNs: 50, IdealFctNs: 0, Channel: -1},
+	} {
+		var got trace.Row
+		if err := rd.Next(&got); err != nil || got != want {
+			t.Errorf("line %d: %+v, %v; want %+v", i+1, got, err, want)
+		}
+	}
+	if err := rd.Next(&trace.Row{}); err != io.EOF {
+		t.Errorf("after the last line: %v, want EOF", err)
+	}
+	run := analyzeBytes(t, []byte(in), "fct.txt", false)
 	if run.Input != "simai-fct" || run.Totals.Rows != 2 || run.Totals.Collectives != 0 || run.Totals.SumSizeBytes != 1048676 {
 		t.Fatalf("run %+v", run.Totals)
-	}
-	f := run.FlowRows()
-	if f[0].Src != 28 || f[0].Dst != 1 || f[0].StartNs != 2000 || f[0].EndNs != 25061 || f[0].FctNs != 23061 || f[0].ID != 0 {
-		t.Errorf("first flow %+v, want 28 -> 1, start 2000, end 25061", f[0])
-	}
-	if f[1].Src != 1 || f[1].Dst != 28 || f[1].ID != 1 {
-		t.Errorf("second flow %+v", f[1])
 	}
 	if run.AllFlows.Slowdowns != 1 || !near(float64(run.AllFlows.SlowdownMax), 23061.0/21845) {
 		t.Errorf("slowdowns %+v: want one, 23061/21845", run.AllFlows)
@@ -241,10 +245,11 @@ func TestCompareByFlowID(t *testing.T) {
 		return trace.Row{FlowID: id, CollectiveID: coll, Op: "allreduce", NRanks: 2, CollSizeBytes: 1000, GroupType: "TP", Algorithm: "ring",
 			ConnType: conn, Src: 0, Dst: 1, SizeBytes: 10, StartNs: start, EndNs: end, FctNs: end - start, IdealFctNs: 1}
 	}
-	a := []trace.Row{mk(1, 0, "RING", 0, 1000), mk(2, 0, "RING", 0, 5000), mk(3, 1, "RING", 0, 7000), mk(9, 1, ConnDelay, 7000, 8000)}
+	a := []trace.Row{mk(1, 0, "RING", 0, 1000), mk(2, 0, "RING", 0, 5000), mk(3, 1, "RING", 0, 7000), mk(9, 1, stream.ConnDelay, 7000, 8000)}
 	// B: flow 1 is 2 µs slower, flow 2 1 µs faster, flow 3 equal, the delay
-	// node differs (not a flow), flow 4 exists only in B.
-	b := []trace.Row{mk(3, 1, "RING", 0, 7000), mk(1, 0, "RING", 0, 3000), mk(2, 0, "RING", 0, 4000), mk(9, 1, ConnDelay, 7000, 9000), mk(4, 1, "RING", 0, 10)}
+	// node is 2 µs longer (not a flow, but part of collective 1), flow 4
+	// exists only in B.
+	b := []trace.Row{mk(3, 1, "RING", 0, 7000), mk(1, 0, "RING", 0, 3000), mk(2, 0, "RING", 0, 4000), mk(9, 1, stream.ConnDelay, 7000, 10000), mk(4, 1, "RING", 0, 10)}
 	ra := analyzeBytes(t, encode(t, a, trace.ArrowStream), "a", true)
 	rb := analyzeBytes(t, encode(t, b, trace.Parquet), "b", true)
 	c, err := Compare(ra, rb)
@@ -252,23 +257,37 @@ func TestCompareByFlowID(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Errors 2, -1, 0 µs: MSE (4+1+0)/3 µs², mean error 1/3 µs.
-	if c.MatchedBy != MatchByID || c.Matched != 3 || c.OnlyA != 0 || c.OnlyB != 1 || c.FlowsA != 3 || c.FlowsB != 4 ||
+	if c.A != "a" || c.B != "b" || c.MatchedBy != MatchByID || c.Matched != 3 || c.OnlyA != 0 || c.OnlyB != 1 || c.FlowsA != 3 || c.FlowsB != 4 ||
 		!near(float64(c.MSEus2), 5.0/3) || !near(float64(c.RMSEus), math.Sqrt(5.0/3)) || !near(float64(c.MeanErrUs), 1.0/3) || c.MaxAbsErrNs != 2000 {
 		t.Errorf("comparison %+v, want 3 matched, MSE 5/3 us^2, mean error 1/3 us, max 2000 ns", c)
 	}
-	// Collective 0: 5000 -> 4000 ns; 1: 8000 -> 9000.
+	// Collective 0: 5000 -> 4000 ns; 1: 8000 -> 10000.
 	if len(c.Collectives) != 2 || c.Collectives[0].TimeANs != 5000 || c.Collectives[0].TimeBNs != 4000 || !near(float64(c.Collectives[0].Ratio), 0.8) ||
-		!near(float64(c.Collectives[1].Ratio), 9000.0/8000) {
+		c.Collectives[1].TimeANs != 8000 || c.Collectives[1].TimeBNs != 10000 || !near(float64(c.Collectives[1].Ratio), 1.25) {
 		t.Errorf("collective ratios %+v", c.Collectives)
 	}
-	if len(c.Summary) != 1 || c.Summary[0].Count != 2 || !near(float64(c.Summary[0].Ratio), 13000.0/13000) {
-		t.Errorf("summary %+v, want both collectives together, ratio of means 6500/6500", c.Summary)
+	// Both collectives together: means A (5000+8000)/2 = 6500, B
+	// (4000+10000)/2 = 7000.
+	if len(c.Summary) != 1 || c.Summary[0].Count != 2 || c.Summary[0].TimeMeanANs != 6500 || c.Summary[0].TimeMeanBNs != 7000 ||
+		!near(float64(c.Summary[0].Ratio), 7000.0/6500) {
+		t.Errorf("summary %+v, want both collectives together, means 6500 (A) and 7000 (B)", c.Summary)
 	}
-	if !near(float64(c.MakespanRatio), 9000.0/8000) {
-		t.Errorf("makespan ratio %v", c.MakespanRatio)
+	if c.MakespanANs != 8000 || c.MakespanBNs != 10000 || !near(float64(c.MakespanRatio), 1.25) {
+		t.Errorf("makespans %d, %d, ratio %v; want 8000, 10000, 1.25", c.MakespanANs, c.MakespanBNs, c.MakespanRatio)
+	}
+	// The other way round every difference changes sign and every ratio
+	// inverts.
+	r, err := Compare(rb, ra)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Matched != 3 || r.OnlyA != 1 || r.OnlyB != 0 || !near(float64(r.MSEus2), 5.0/3) || !near(float64(r.MeanErrUs), -1.0/3) ||
+		r.Collectives[1].TimeANs != 10000 || !near(float64(r.Collectives[1].Ratio), 0.8) ||
+		r.Summary[0].TimeMeanANs != 7000 || r.Summary[0].TimeMeanBNs != 6500 || !near(float64(r.MakespanRatio), 0.8) {
+		t.Errorf("B vs A: %+v", r)
 	}
 	self, _ := Compare(ra, ra)
-	if self.MSEus2 != 0 || self.Matched != 3 || self.Collectives[0].Ratio != 1 {
+	if self.MSEus2 != 0 || self.Matched != 3 || self.Collectives[0].Ratio != 1 || self.Summary[0].TimeMeanANs != 6500 || self.Summary[0].TimeMeanBNs != 6500 {
 		t.Errorf("run vs itself: %+v", self)
 	}
 }
@@ -285,7 +304,7 @@ func TestCompareByOrder(t *testing.T) {
 		{FlowID: 7, CollectiveID: 0, Src: 0, Dst: 1, SizeBytes: 100, StartNs: 50, EndNs: 250, FctNs: 200, ConnType: "NET"},
 		{FlowID: 8, CollectiveID: 0, Src: 0, Dst: 1, SizeBytes: 100, StartNs: 15, EndNs: 115, FctNs: 100, ConnType: "NET"},
 		{FlowID: 9, CollectiveID: 0, Src: 1, Dst: 0, SizeBytes: 100, StartNs: 15, EndNs: 115, FctNs: 100, ConnType: "NET"},
-		{FlowID: 10, CollectiveID: 0, Src: 0, Dst: 0, StartNs: 0, EndNs: 5, FctNs: 5, ConnType: ConnDelay},
+		{FlowID: 10, CollectiveID: 0, Src: 0, Dst: 0, StartNs: 0, EndNs: 5, FctNs: 5, ConnType: stream.ConnDelay},
 	}
 	ra := analyzeBytes(t, []byte(fct), "fct.txt", true)
 	rb := analyzeBytes(t, encode(t, b, trace.ArrowFile), "b.arrow", true)
@@ -427,6 +446,9 @@ func TestPlots(t *testing.T) {
 	}
 	if s := run.SlowdownSeries(); len(s) != 3 || s[0].Name != "NET" || s[1].Name != "P2P" || s[2].Name != "all" || len(s[2].Values) != 23 {
 		t.Errorf("series %+v", s)
+	}
+	if a := run.AllSlowdowns(); len(a) != 23 || !slices.IsSorted(a) || a[0] != 1 || a[22] != 20 {
+		t.Errorf("all slowdowns %v, want 23 sorted from 1 to 20", a)
 	}
 	// Nothing to plot is still a picture, not an error.
 	var b bytes.Buffer

@@ -73,6 +73,36 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10) + "B"
 }
 
+// HumanSize writes a size for people: exact in binary units when it is a
+// whole number of them ("64MiB"), else exact in decimal ones ("8MB" for
+// 8e6, as workloads often give sizes), else binary to three decimals
+// ("1.177MiB"). Unlike FormatSize it goes up to EiB and EB, which ParseSize
+// does not read.
+func HumanSize(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 && n > -1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	for i := len(units) - 1; i >= 0; i-- {
+		if b := int64(1) << (10 * (i + 1)); n%b == 0 && (n >= b || n <= -b) {
+			return strconv.FormatInt(n/b, 10) + string(units[i]) + "iB"
+		}
+	}
+	for i, d := len(units)-1, int64(1e18); i >= 0; i, d = i-1, d/1000 {
+		if n%d == 0 && (n >= d || n <= -d) {
+			return strconv.FormatInt(n/d, 10) + string(units[i]) + "B"
+		}
+	}
+	v, i := float64(n), -1
+	for (v >= 1024 || v <= -1024) && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	s := strconv.FormatFloat(v, 'f', 3, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	return s + string(units[i]) + "iB"
+}
+
 // Bandwidth is a rate in bit/s that parses from "400Gbps", "2880Gbps",
 // "50GB/s" (bytes per second), "100Mb/s" or a plain number of bit/s.
 type Bandwidth float64

@@ -40,3 +40,13 @@ func TestParse(t *testing.T) {
 		t.Error("format")
 	}
 }
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1KiB", 64 << 20: "64MiB", 8e6: "8MB", 1536: "1.5KiB",
+		1e9: "1GB", 3 << 30: "3GiB", 1000: "1000B", 1234567: "1.177MiB", -2048: "-2KiB",
+		1 << 50: "1PiB", 5 << 60: "5EiB", -1536: "-1.5KiB"} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
