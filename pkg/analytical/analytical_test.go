@@ -3,7 +3,6 @@ package analytical
 import (
 	"bytes"
 	"errors"
-	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
@@ -190,6 +190,24 @@ func TestIncast(t *testing.T) {
 	}
 	if rows[5].SizeBytes != 0 || rows[5].EndNs != oneMiBAt400G.Ns() {
 		t.Errorf("delay node: %+v", rows[5])
+	}
+}
+
+// A delay node's ideal_fct_ns is its fct_ns (formats/trace.md), so its
+// slowdown is exactly 1 even where rounding start and end to ns moves them
+// apart: the second delay runs from 1499 ps (1 ns) to 2501 ps (3 ns), an
+// fct of 2 ns for a 1002 ps delay.
+func TestDelayIdealIsFCT(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	flows := []stream.Flow{
+		{ID: 0, DelayPs: 1499, ConnType: stream.ConnDelay},
+		{ID: 1, DelayPs: 1002, Deps: []int64{0}, ConnType: stream.ConnDelay},
+	}
+	for _, m := range []Model{Fluid, Busbw} {
+		rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: m})
+		if r := rows[1]; r.StartNs != 1 || r.EndNs != 3 || r.FctNs != 2 || r.IdealFctNs != 2 {
+			t.Errorf("%s: delay row %+v", m, r)
+		}
 	}
 }
 
