@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -297,9 +298,6 @@ func TestRingAllReduceClosedForm(t *testing.T) {
 	}
 	for _, m := range []Model{Fluid, Busbw} {
 		_, res := simulate(t, mustRead(t, tp, ringAllReduce(ranks, S)), Options{Model: m, Seed: 1})
-		if rel := math.Abs(float64(res.End-closed)) / float64(closed); rel > 0.01 {
-			t.Errorf("%s: ring AllReduce takes %v, closed form %v (off by %.2f%%)", m, res.End, closed, 100*rel)
-		}
 		within(t, m.String()+" ring", res.End, closed, 60) // exact but for ps rounding per step
 	}
 }
@@ -446,6 +444,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	data := encode(t, tp, nil, nil, ringAllReduce(ranks, 16*MiB))
 	var ends []des.Time
+	var seqs [][]trace.Row
 	for _, seed := range []uint64{1, 1, 2} {
 		in, err := read(data)
 		if err != nil {
@@ -457,12 +456,16 @@ func TestDeterminism(t *testing.T) {
 			t.Fatal(err)
 		}
 		ends = append(ends, res.End)
+		seqs = append(seqs, seq)
 		if seed == 1 && len(ends) == 2 {
 			t.Logf("ring over 128 GPUs, 4 spines: %v (%d recomputes)", res.End, res.Recomputes)
 		}
 	}
 	if ends[0] != ends[1] {
 		t.Errorf("same seed: %v then %v", ends[0], ends[1])
+	}
+	if !slices.Equal(seqs[0], seqs[1]) {
+		t.Error("same seed, different trace rows (or row order)")
 	}
 	if ends[0] == ends[2] {
 		t.Logf("seeds 1 and 2 happen to give the same makespan %v", ends[0])
