@@ -27,8 +27,10 @@
 // and incremental (see fluid.go): collectives, whose concurrent flows have
 // equal sizes, re-solve a handful of flows per event; thousands of
 // concurrent flows of widely different sizes sharing one set of links
-// make most finishes re-solve a good part of them (10k such flows on 1024
-// GPUs take seconds, 100k would take many minutes).
+// make most finishes re-solve a good part of them. BenchmarkFluidRandom,
+// all flows released at once on 1024 GPUs, on an otherwise idle 2-core
+// machine: 20k flows of 1 MiB take 0.03-0.05 s (equal), 10k flows of
+// 4 KiB..256 MiB about 9.5 s (spread).
 package analytical
 
 import (

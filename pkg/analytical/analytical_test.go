@@ -535,30 +535,45 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// BenchmarkFluidRandom: 20k flows between random GPUs of a 1024-GPU
-// Spectrum-X, all released at once: the solver's worst case, one big
-// connected component that shrinks as flows finish.
+// BenchmarkFluidRandom: flows between random GPUs of a 1024-GPU
+// Spectrum-X, all released at once, one big connected component that
+// shrinks as flows finish. equal: 20k flows of 1 MiB, as in an AllToAll;
+// equal sizes finish fastest-first, so each finish re-solves only the few
+// flows at or above its rate. spread: 10k flows of sizes spread
+// log-uniformly over 4 KiB..256 MiB, the solver's hard case: most finishes
+// perturb a large share of the flows.
 func BenchmarkFluidRandom(b *testing.B) {
 	tp := gen(b, topo.Params{Family: topo.SpectrumX, GPUs: 1024})
-	rng := rand.New(rand.NewPCG(2, 2))
-	var flows []stream.Flow
-	for id := int64(0); id < 20000; id++ {
-		flows = append(flows, flow(id, rng.Int32N(1024), rng.Int32N(1024), MiB))
+	for _, c := range []struct {
+		name string
+		n    int64
+		size func(*rand.Rand) int64
+	}{
+		{"equal", 20000, func(*rand.Rand) int64 { return MiB }},
+		{"spread", 10000, func(rng *rand.Rand) int64 { return int64(4096 * math.Pow(2, 16*rng.Float64())) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(2, 2))
+			var flows []stream.Flow
+			for id := int64(0); id < c.n; id++ {
+				flows = append(flows, flow(id, rng.Int32N(1024), rng.Int32N(1024), c.size(rng)))
+			}
+			data := encode(b, tp, nil, nil, flows)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				in, err := read(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.Recomputes), "recomputes")
+			}
+			b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+		})
 	}
-	data := encode(b, tp, nil, nil, flows)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		in, err := read(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(res.Recomputes), "recomputes")
-	}
-	b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 }
 
 // BenchmarkFluidRing: ring AllReduce over 256 GPUs of Spectrum-X (NVLink
