@@ -83,19 +83,6 @@ func ringAllReduceFlows(ranks []int32, size int64, coll int64) func(emit func(*s
 	}
 }
 
-func readFlowTrace(t *testing.T, data []byte) (trace.Meta, []trace.Row) {
-	t.Helper()
-	r, err := trace.NewReader(bytes.NewReader(data), "flowsim-analytical")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := trace.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.Meta(), rows
-}
-
 // checkTraceConservation: every flow exactly once, bytes preserved.
 func checkTraceConservation(t *testing.T, rows []trace.Row, flows int, bytes int64) {
 	t.Helper()
@@ -137,7 +124,7 @@ func TestAnalyticalRingClosedForm(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("%s: exit %d: %s", model, r.code, r.stderr)
 		}
-		meta, rows := readFlowTrace(t, r.stdout)
+		rows, meta := readTrace(t, r.stdout)
 		checkTraceConservation(t, rows, flows, bytes)
 		var end int64
 		for _, row := range rows {
@@ -146,7 +133,9 @@ func TestAnalyticalRingClosedForm(t *testing.T) {
 				t.Fatalf("row %+v", row)
 			}
 		}
-		if rel := math.Abs(float64(end)-closedNs) / closedNs; rel > 0.01 {
+		// The simulation is exact but for ps rounding per step (tens of ps
+		// in all, see pkg/analytical), and the trace rounds to ns.
+		if math.Abs(float64(end)-closedNs) > 1 {
 			t.Errorf("%s: AllReduce ends at %d ns, closed form %.1f ns", model, end, closedNs)
 		}
 		if meta.Backend != "analytical-"+model || meta.Topology.GPUs != 128 || meta.Topology.Family != "spectrum-x" || meta.Topology.Hash == "" {
@@ -210,28 +199,11 @@ func TestAnalyticalIncastParquet(t *testing.T) {
 func TestAnalyticalAfterDecompose(t *testing.T) {
 	topoStream := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "64")
 	flowStream := mustRun(t, topoStream, "simccl-decompose", "--op", "allreduce", "--size", "16MiB", "--group", "dp", "--tp", "8")
-	r, err := stream.NewReader(bytes.NewReader(flowStream), "simccl-decompose")
-	if err != nil {
-		t.Fatal(err)
-	}
-	flows, size := 0, int64(0)
-	var f stream.Flow
-	for {
-		kind, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if kind == stream.KindFlow {
-			if err := r.Flow(&f); err != nil {
-				t.Fatal(err)
-			}
-			flows++
-			if f.DelayPs == 0 {
-				size += f.Size
-			}
+	d := readDAG(t, flowStream)
+	flows, size := len(d.flows), int64(0)
+	for _, f := range d.flows {
+		if f.DelayPs == 0 {
+			size += f.Size
 		}
 	}
 	if flows == 0 {
@@ -239,7 +211,7 @@ func TestAnalyticalAfterDecompose(t *testing.T) {
 	}
 	end := map[string]map[int64]int64{}
 	for _, model := range []string{"busbw", "fluid"} {
-		_, rows := readFlowTrace(t, mustRun(t, flowStream, "flowsim-analytical", "--model", model))
+		rows, _ := readTrace(t, mustRun(t, flowStream, "flowsim-analytical", "--model", model))
 		checkTraceConservation(t, rows, flows, size)
 		end[model] = map[int64]int64{}
 		for _, row := range rows {

@@ -12,9 +12,9 @@ import (
 	"time"
 )
 
-// measure runs a shell pipeline of the built programs and reports, per
-// stage, wall time and peak resident memory. It returns what the stages
-// wrote on stderr (their summary lines).
+// measure runs a shell pipeline of the built programs and reports the
+// pipeline's wall time and its stages' peak resident memory. It returns
+// what the last stage wrote on stderr (its summary line).
 func measure(b *testing.B, stages ...[]string) string {
 	b.Helper()
 	var cmds []*exec.Cmd
@@ -31,9 +31,10 @@ func measure(b *testing.B, stages ...[]string) string {
 		cmds[i].Stdin = pipe
 	}
 	cmds[len(cmds)-1].Stdout = io.Discard
-	var stderr strings.Builder
-	for _, c := range cmds {
-		c.Stderr = &stderr
+	// One buffer per stage: the stages write concurrently.
+	stderr := make([]strings.Builder, len(cmds))
+	for i, c := range cmds {
+		c.Stderr = &stderr[i]
 	}
 	start := time.Now()
 	for _, c := range cmds {
@@ -41,9 +42,9 @@ func measure(b *testing.B, stages ...[]string) string {
 			b.Fatal(err)
 		}
 	}
-	for _, c := range cmds {
+	for i, c := range cmds {
 		if err := c.Wait(); err != nil {
-			b.Fatalf("%s: %v: %s", c.Path, err, stderr.String())
+			b.Fatalf("%s: %v: %s", c.Path, err, stderr[i].String())
 		}
 	}
 	wall := time.Since(start)
@@ -55,7 +56,7 @@ func measure(b *testing.B, stages ...[]string) string {
 	}
 	b.ReportMetric(wall.Seconds(), "wall-s")
 	b.ReportMetric(float64(peak)/1024, "peak-MB")
-	return stderr.String()
+	return stderr[len(cmds)-1].String()
 }
 
 // Issue 2: the largest SimAI default (15360-GPU AlibabaHPN dual plane)

@@ -36,20 +36,6 @@ func fctstatsDemo(t *testing.T) []byte {
 	return fctstatsTrace
 }
 
-// fctstatsRows reads a trace with formats/trace, independently of fctstats.
-func fctstatsRows(t *testing.T, data []byte) []trace.Row {
-	t.Helper()
-	r, err := trace.NewReader(bytes.NewReader(data), "trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := trace.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows
-}
-
 // fctstatsJSON is the part of fctstats --format json the tests read.
 type fctstatsJSON struct {
 	Input   string   `json:"input"`
@@ -74,7 +60,7 @@ type fctstatsJSON struct {
 
 func TestFctstatsPipeline(t *testing.T) {
 	data := fctstatsDemo(t)
-	rows := fctstatsRows(t, data)
+	rows, _ := readTrace(t, data)
 	out := string(mustRun(t, data, "fctstats"))
 	// One row per collective: 2 TP AllReduces of 1 MiB over 8 ranks, 8 DP
 	// AllReduces of 64 MiB over 2, 8 EP AllToAlls of 16 MiB over 2.
@@ -134,7 +120,8 @@ func TestFctstatsCompareSelf(t *testing.T) {
 	os.WriteFile(arrows, data, 0o644)
 	// The same run as Parquet: another container, the same flows.
 	pq := filepath.Join(dir, "run.parquet")
-	writeTraceFile(t, pq, fctstatsRows(t, data))
+	rows, _ := readTrace(t, data)
+	writeTraceFile(t, pq, rows)
 	var c struct {
 		MatchedBy   string   `json:"flows_matched_by"`
 		Matched     int      `json:"flows_matched"`
@@ -174,7 +161,7 @@ func TestFctstatsCompareSelf(t *testing.T) {
 	f, _ := os.Create(txt)
 	w := simaifct.NewWriter(f)
 	n := 0
-	for _, r := range fctstatsRows(t, data) {
+	for _, r := range rows {
 		if r.ConnType == "DELAY" {
 			continue
 		}

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
 var binDir string
@@ -87,4 +89,18 @@ func oneLineError(t *testing.T, r result, code int, want ...string) {
 			t.Errorf("stderr %q lacks %q", msg, w)
 		}
 	}
+}
+
+// readTrace reads a trace with formats/trace, independently of fctstats.
+func readTrace(t *testing.T, data []byte) ([]trace.Row, trace.Meta) {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(data), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := trace.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, r.Meta()
 }

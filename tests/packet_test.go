@@ -11,19 +11,6 @@ import (
 	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
-func readTrace(t *testing.T, data []byte) ([]trace.Row, trace.Meta) {
-	t.Helper()
-	r, err := trace.NewReader(bytes.NewReader(data), "trace")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, err := trace.ReadAll(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rows, r.Meta()
-}
-
 func microStream(t *testing.T) []byte {
 	topoOut := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
 	return mustRun(t, topoOut, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2")

@@ -19,7 +19,6 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/packet"
 	"github.com/fabricsim/fabricsim/pkg/route"
-	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -201,7 +200,7 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 		params["surrogate_lite"] = c.Lite
 	}
 	meta := trace.Meta{Backend: "packet", Params: params,
-		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
+		Topology: set.TopologyMeta()}
 	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
 		return err

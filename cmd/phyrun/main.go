@@ -14,7 +14,6 @@ import (
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/phy"
-	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -83,7 +82,7 @@ func (c *command) run() error {
 	}
 	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
 		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
-		Topology: trace.TopologyMeta{Family: set.Topology.Family, GPUs: set.Topology.GPUs, Hash: topo.Hash(set.Topology)}}
+		Topology: set.TopologyMeta()}
 	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
 		return err

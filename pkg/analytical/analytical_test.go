@@ -3,15 +3,16 @@ package analytical
 import (
 	"bytes"
 	"errors"
-	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
@@ -193,6 +194,24 @@ func TestIncast(t *testing.T) {
 	}
 }
 
+// A delay node's ideal_fct_ns is its fct_ns (formats/trace.md), so its
+// slowdown is exactly 1 even where rounding start and end to ns moves them
+// apart: the second delay runs from 1499 ps (1 ns) to 2501 ps (3 ns), an
+// fct of 2 ns for a 1002 ps delay.
+func TestDelayIdealIsFCT(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	flows := []stream.Flow{
+		{ID: 0, DelayPs: 1499, ConnType: stream.ConnDelay},
+		{ID: 1, DelayPs: 1002, Deps: []int64{0}, ConnType: stream.ConnDelay},
+	}
+	for _, m := range []Model{Fluid, Busbw} {
+		rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: m})
+		if r := rows[1]; r.StartNs != 1 || r.EndNs != 3 || r.FctNs != 2 || r.IdealFctNs != 2 {
+			t.Errorf("%s: delay row %+v", m, r)
+		}
+	}
+}
+
 // A 2:1 oversubscribed fat-tree (k=4: 4 GPUs and 2 uplinks of 400 Gbit/s
 // per edge switch): the 4 GPUs of edge 0 each send 1 MiB to pod 1. busbw
 // sees an idle 400 Gbit/s path per flow (3 us of latency + 20.97152 us);
@@ -279,9 +298,6 @@ func TestRingAllReduceClosedForm(t *testing.T) {
 	}
 	for _, m := range []Model{Fluid, Busbw} {
 		_, res := simulate(t, mustRead(t, tp, ringAllReduce(ranks, S)), Options{Model: m, Seed: 1})
-		if rel := math.Abs(float64(res.End-closed)) / float64(closed); rel > 0.01 {
-			t.Errorf("%s: ring AllReduce takes %v, closed form %v (off by %.2f%%)", m, res.End, closed, 100*rel)
-		}
 		within(t, m.String()+" ring", res.End, closed, 60) // exact but for ps rounding per step
 	}
 }
@@ -428,6 +444,7 @@ func TestDeterminism(t *testing.T) {
 	}
 	data := encode(t, tp, nil, nil, ringAllReduce(ranks, 16*MiB))
 	var ends []des.Time
+	var seqs [][]trace.Row
 	for _, seed := range []uint64{1, 1, 2} {
 		in, err := read(data)
 		if err != nil {
@@ -439,12 +456,16 @@ func TestDeterminism(t *testing.T) {
 			t.Fatal(err)
 		}
 		ends = append(ends, res.End)
+		seqs = append(seqs, seq)
 		if seed == 1 && len(ends) == 2 {
 			t.Logf("ring over 128 GPUs, 4 spines: %v (%d recomputes)", res.End, res.Recomputes)
 		}
 	}
 	if ends[0] != ends[1] {
 		t.Errorf("same seed: %v then %v", ends[0], ends[1])
+	}
+	if !slices.Equal(seqs[0], seqs[1]) {
+		t.Error("same seed, different trace rows (or row order)")
 	}
 	if ends[0] == ends[2] {
 		t.Logf("seeds 1 and 2 happen to give the same makespan %v", ends[0])
@@ -514,30 +535,45 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// BenchmarkFluidRandom: 20k flows between random GPUs of a 1024-GPU
-// Spectrum-X, all released at once: the solver's worst case, one big
-// connected component that shrinks as flows finish.
+// BenchmarkFluidRandom: flows between random GPUs of a 1024-GPU
+// Spectrum-X, all released at once, one big connected component that
+// shrinks as flows finish. equal: 20k flows of 1 MiB, as in an AllToAll;
+// equal sizes finish fastest-first, so each finish re-solves only the few
+// flows at or above its rate. spread: 10k flows of sizes spread
+// log-uniformly over 4 KiB..256 MiB, the solver's hard case: most finishes
+// perturb a large share of the flows.
 func BenchmarkFluidRandom(b *testing.B) {
 	tp := gen(b, topo.Params{Family: topo.SpectrumX, GPUs: 1024})
-	rng := rand.New(rand.NewPCG(2, 2))
-	var flows []stream.Flow
-	for id := int64(0); id < 20000; id++ {
-		flows = append(flows, flow(id, rng.Int32N(1024), rng.Int32N(1024), MiB))
+	for _, c := range []struct {
+		name string
+		n    int64
+		size func(*rand.Rand) int64
+	}{
+		{"equal", 20000, func(*rand.Rand) int64 { return MiB }},
+		{"spread", 10000, func(rng *rand.Rand) int64 { return int64(4096 * math.Pow(2, 16*rng.Float64())) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(2, 2))
+			var flows []stream.Flow
+			for id := int64(0); id < c.n; id++ {
+				flows = append(flows, flow(id, rng.Int32N(1024), rng.Int32N(1024), c.size(rng)))
+			}
+			data := encode(b, tp, nil, nil, flows)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				in, err := read(data)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(res.Recomputes), "recomputes")
+			}
+			b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+		})
 	}
-	data := encode(b, tp, nil, nil, flows)
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		in, err := read(data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.ReportMetric(float64(res.Recomputes), "recomputes")
-	}
-	b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 }
 
 // BenchmarkFluidRing: ring AllReduce over 256 GPUs of Spectrum-X (NVLink

@@ -2,6 +2,7 @@ package analytical
 
 import (
 	"math"
+	"slices"
 
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -31,7 +32,6 @@ import (
 // busbw time. A changed rate bumps the slot's generation, which turns the
 // old drain event stale.
 type fluid struct {
-	r     *route.Router
 	q     *des.Queue
 	slots []slot
 	free  []int32
@@ -77,7 +77,7 @@ type slot struct {
 
 func newFluid(r *route.Router, q *des.Queue) *fluid {
 	n := r.DirLinks()
-	f := &fluid{r: r, q: q, flows: make([][]int32, n), cap: make([]float64, n),
+	f := &fluid{q: q, flows: make([][]int32, n), cap: make([]float64, n),
 		linkMark: make([]uint64, n), local: make([]int32, n), theta: math.Inf(1)}
 	for d := range f.cap {
 		f.cap[d] = r.Bandwidth(route.DirLink(d))
@@ -192,8 +192,8 @@ func (f *fluid) update(now des.Time) {
 
 	// Progressive filling over the sub-problem's links.
 	nl := len(f.links)
-	f.share = grow(f.share, nl)
-	f.hpos = growI(f.hpos, nl)
+	f.share = slices.Grow(f.share[:0], nl)[:nl]
+	f.hpos = slices.Grow(f.hpos[:0], nl)[:nl]
 	f.heap = f.heap[:0]
 	for j := 0; j < nl; j++ {
 		if f.count[j] == 0 {
@@ -354,18 +354,4 @@ func (f *fluid) pop() int32 {
 		f.down(0)
 	}
 	return j
-}
-
-func grow(s []float64, n int) []float64 {
-	if cap(s) < n {
-		return make([]float64, n, 2*n)
-	}
-	return s[:n]
-}
-
-func growI(s []int32, n int) []int32 {
-	if cap(s) < n {
-		return make([]int32, n, 2*n)
-	}
-	return s[:n]
 }

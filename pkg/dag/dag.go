@@ -276,9 +276,6 @@ func (d *DAG) Index(id int64) (int32, bool) { return d.lookup.get(id) }
 // Deps are flow i's dep indexes (do not modify).
 func (d *DAG) Deps(i int32) []int32 { return d.deps[d.depOff[i]:d.depOff[i+1]] }
 
-// Successors are the flows that list i as a dep (do not modify).
-func (d *DAG) Successors(i int32) []int32 { return d.succ[d.succOff[i]:d.succOff[i+1]] }
-
 // Ready is the initial ready set (flows without deps), in input order.
 func (d *DAG) Ready() []int32 { return d.ready }
 

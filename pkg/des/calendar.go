@@ -15,8 +15,7 @@ type Calendar struct {
 	cur     int64    // absolute bucket number of the cursor
 	far     Queue    // events beyond the horizon (keeps its own order by seq)
 	seq     uint64
-	n       int
-	inWheel int
+	inWheel int // events in the buckets
 }
 
 // NewCalendar returns a calendar with 2^logBuckets buckets of 2^shift ps.
@@ -34,17 +33,13 @@ func NewCalendar(shift uint, logBuckets uint) *Calendar {
 }
 
 // Len is the number of pending events.
-func (c *Calendar) Len() int { return c.n }
-
-// Pushed is the number of events pushed.
-func (c *Calendar) Pushed() uint64 { return c.seq }
+func (c *Calendar) Len() int { return c.inWheel + c.far.n }
 
 // Push schedules an event. Events must not be earlier than the last popped
 // one (a discrete-event simulation never schedules into its past).
 func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
 	e := Event{At: at, seq: c.seq, Kind: kind, Target: target, Arg: arg}
 	c.seq++
-	c.n++
 	b := int64(at) >> c.shift
 	if b < c.cur {
 		b = c.cur // not earlier than the cursor's bucket (equal-time pushes)
@@ -55,19 +50,7 @@ func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
 	}
 	c.inWheel++
 	i := b & c.mask
-	h := append(c.buckets[i], e)
-	// Sift up in the bucket's heap.
-	k := len(h) - 1
-	for k > 0 {
-		p := (k - 1) / 2
-		if !less(&e, &h[p]) {
-			break
-		}
-		h[k] = h[p]
-		k = p
-	}
-	h[k] = e
-	c.buckets[i] = h
+	c.buckets[i] = heapPush(c.buckets[i], e)
 	c.bits[i>>6] |= 1 << (i & 63)
 }
 
@@ -90,7 +73,6 @@ func (c *Calendar) nextBucket() int64 {
 
 // Pop removes and returns the earliest event. It panics when empty.
 func (c *Calendar) Pop() Event {
-	c.n--
 	if c.inWheel > 0 {
 		b := c.nextBucket()
 		i := b & c.mask
@@ -103,27 +85,8 @@ func (c *Calendar) Pop() Event {
 		}
 		c.cur = b
 		c.inWheel--
-		n := len(h) - 1
-		last := h[n]
-		h = h[:n]
-		if n > 0 {
-			k := 0
-			for {
-				ch := 2*k + 1
-				if ch >= n {
-					break
-				}
-				if ch+1 < n && less(&h[ch+1], &h[ch]) {
-					ch++
-				}
-				if !less(&h[ch], &last) {
-					break
-				}
-				h[k] = h[ch]
-				k = ch
-			}
-			h[k] = last
-		} else {
+		h = heapPop(h)
+		if len(h) == 0 {
 			c.bits[i>>6] &^= 1 << (i & 63)
 		}
 		c.buckets[i] = h

@@ -33,9 +33,20 @@ type Set struct {
 	// flow i is record recBreaks[k].rec + i - recBreaks[k].flow for the
 	// last k with recBreaks[k].flow <= i (flows are usually contiguous).
 	recBreaks []recBreak
+	// last caches Collective's latest lookup: flows of one collective
+	// come together, so most rows skip both map lookups.
+	last collInfo
 }
 
 type recBreak struct{ flow, rec int32 }
+
+type collInfo struct {
+	id                  int64
+	cached, ok          bool
+	op, algo, groupType string
+	size                int64
+	nranks              int32
+}
 
 // flowTable holds the flows in fixed-size blocks of records, indexed like
 // the DAG: appending never copies (Go grows large slices by 1.25x, which
@@ -90,16 +101,25 @@ func (in *Set) ConnName(f *Flow) string { return in.flows.connNames[f.Conn] }
 
 // Collective returns the op, algorithm, size, group type and group size of
 // a collective id, for the trace's collective columns; ok is false when
-// the stream has no such record.
+// the stream has no such record. It caches the last id looked up, so it is
+// not safe for concurrent use (nor is Row).
 func (in *Set) Collective(id int64) (op, algo string, size int64, groupType string, nranks int32, ok bool) {
-	co, ok := in.Collectives[id]
-	if !ok {
-		return "", "", 0, "", 0, false
+	c := &in.last
+	if !c.cached || c.id != id {
+		*c = collInfo{id: id, cached: true}
+		if co, ok := in.Collectives[id]; ok {
+			c.ok, c.op, c.algo, c.size = true, co.Op, co.Algorithm, co.Size
+			if g, ok := in.Groups[co.Group]; ok {
+				c.groupType, c.nranks = g.Type, int32(len(g.Ranks))
+			}
+		}
 	}
-	if g, ok := in.Groups[co.Group]; ok {
-		groupType, nranks = g.Type, int32(len(g.Ranks))
-	}
-	return co.Op, co.Algorithm, co.Size, groupType, nranks, true
+	return c.op, c.algo, c.size, c.groupType, c.nranks, c.ok
+}
+
+// TopologyMeta identifies the stream's fabric in a trace's metadata.
+func (in *Set) TopologyMeta() trace.TopologyMeta {
+	return trace.TopologyMeta{Family: in.Topology.Family, GPUs: in.Topology.GPUs, Hash: topo.Hash(in.Topology)}
 }
 
 // Flows is the number of flows (delay nodes included).

@@ -40,9 +40,6 @@ type DirLink int32
 // Link is the index into Topology.Links.
 func (d DirLink) Link() int32 { return int32(d) >> 1 }
 
-// Reverse is the other direction of the same link.
-func (d DirLink) Reverse() DirLink { return d ^ 1 }
-
 // Directed returns the direction of link li that leaves node from.
 func Directed(t *topo.Topology, li int32, from int32) DirLink {
 	if t.Links[li].A == from {
@@ -102,7 +99,7 @@ type Router struct {
 	pool     []hop
 	fixed    []fixedPath // direct-mapped cache of paths that involve no ECMP choice
 	toNode   map[int32][]uint8
-	down     []bool // failed links, left out of the adjacency
+	firstD   []int // route's scratch: distance to dst through each of src's links
 }
 
 // fixedPath caches a path that has a single candidate at every hop (NVLink
@@ -140,15 +137,12 @@ func (r *Router) Fail(li int32) error {
 	if li < 0 || int(li) >= len(r.t.Links) {
 		return fmt.Errorf("link %d is not a link of the topology", li)
 	}
-	if r.down == nil {
-		r.down = make([]bool, len(r.t.Links))
-	}
-	r.down[li] = true
+	// The adjacency already lacks the links failed before.
 	a := r.adj
 	out := &topo.Adjacency{Start: make([]int32, len(a.Start)), Links: make([]int32, 0, len(a.Links))}
 	for v := 0; v+1 < len(a.Start); v++ {
 		for _, l := range a.Links[a.Start[v]:a.Start[v+1]] {
-			if !r.down[l] {
+			if l != li {
 				out.Links = append(out.Links, l)
 			}
 		}
@@ -206,9 +200,6 @@ func (r *Router) index() {
 		r.gpuAtt[d] = id
 	}
 }
-
-// Topology is the routed fabric.
-func (r *Router) Topology() *topo.Topology { return r.t }
 
 // DirLinks is the number of directed links (2 per link).
 func (r *Router) DirLinks() int { return 2 * len(r.t.Links) }
@@ -303,6 +294,7 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64) (_ []DirLink,
 	// First hop: the GPU's own links, towards dst itself or a switch.
 	att := r.attSets[r.gpuAtt[dst]]
 	best, nbest := unreachable+2, 0
+	r.firstD = r.firstD[:0]
 	for _, li := range r.links(src) {
 		o := topo.Other(t, li, src)
 		d := unreachable + 2
@@ -312,6 +304,7 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64) (_ []DirLink,
 		case o >= r.g:
 			d = 1 + r.switchDist(o, dst, att)
 		}
+		r.firstD = append(r.firstD, d)
 		if d < best {
 			best, nbest = d, 1
 		} else if d == best {
@@ -324,19 +317,11 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64) (_ []DirLink,
 	choice = nbest > 1
 	k := Pick(hash, src, nbest)
 	var v int32
-	for _, li := range r.links(src) {
-		o := topo.Other(t, li, src)
-		d := unreachable + 2
-		switch {
-		case o == dst:
-			d = 1
-		case o >= r.g:
-			d = 1 + r.switchDist(o, dst, att)
-		}
-		if d == best {
+	for j, li := range r.links(src) {
+		if r.firstD[j] == best {
 			if k == 0 {
 				buf = append(buf, Directed(t, li, src))
-				v = o
+				v = topo.Other(t, li, src)
 				break
 			}
 			k--

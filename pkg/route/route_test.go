@@ -358,4 +358,8 @@ func TestFail(t *testing.T) {
 	if _, err := r.Path(0, 9, 1); err == nil {
 		t.Fatal("GPU 0 reachable with all its links failed")
 	}
+	// The NVLink failed first stays failed through the later failures.
+	if p, err := r.Path(0, 1, 7); err == nil {
+		t.Fatalf("GPU 0 reaches GPU 1 over %v with all its links failed", p)
+	}
 }
