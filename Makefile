@@ -23,13 +23,7 @@ test: build
 	@$(MAKE) --no-print-directory interop
 
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg >/tmp/fabricsim-fuzz.log 2>&1 \
-	      || { cat /tmp/fabricsim-fuzz.log; exit 1; }; \
-	  done; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tests/fuzz.sh
 
 ## bench: Go benchmarks (records/s, rows/s ...) and end-to-end speed checks
 bench: build
