@@ -351,3 +351,35 @@ func TestSurrogate(t *testing.T) {
 		t.Logf("lite=%v: %d events (packet-level %d), makespan %+.1f%%, %d bypassed, %d zombies", lite, st.Events, full.Stats.Events, 100*float64(e2-end)/float64(end), st.Bypassed, st.Zombies)
 	}
 }
+
+// NVLS: with two NVLinks between a GPU and its NVSwitch, failing one moves
+// every queue pair that used it, both directions, to the other, and later
+// flows avoid it: everything arrives and nothing crosses the dead link.
+func TestLinkDownNVLS(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	tp.Links = append(tp.Links[:len(tp.Links):len(tp.Links)], tp.Links[0]) // a second GPU 0 - NVSwitch 16 link
+	if l := tp.Links[0]; l.A != 0 || l.B != 16 {
+		t.Fatalf("link 0 is %d-%d, want GPU 0 - NVSwitch 16", l.A, l.B)
+	}
+	cfg := DefaultConfig()
+	cfg.QPsPerConn = 8
+	cfg.StopPs = 1e9                                           // 1 ms: the flows need under 0.2 ms
+	cfg.LinkDown = []LinkDown{{AtPs: 10_000_000, A: 0, B: 16}} // 10 us in: link 0, the first between them
+	s, _ := runFlows(t, tp, cfg, dcqcn(t), []flowSpec{
+		{0, 16, 16 << 20, nil}, {16, 0, 16 << 20, nil}, // moved mid-transfer
+		{0, 16, 16 << 20, []int64{0}}, {16, 0, 16 << 20, []int64{1}}, // routed after the failure
+	})
+	if s.Stats.Dropped == 0 {
+		t.Fatal("nothing was in flight on the failed link")
+	}
+	for qi := range s.qps {
+		for dir := 0; dir < 2; dir++ {
+			pid := 2*qi + dir
+			for h := 0; h < int(s.pathLen[pid]); h++ {
+				if s.paths[pid][h].Link() == 0 {
+					t.Fatalf("queue pair %d still routed over the failed link", qi)
+				}
+			}
+		}
+	}
+}

@@ -3,7 +3,6 @@ package packet
 import (
 	"fmt"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -216,41 +215,21 @@ func (s *Sim) openQPs(i int32) error {
 	return nil
 }
 
-// setPath routes path id pid from node a to node b: GPU to GPU through the
-// router; GPU to or from its NVSwitch (NVLS) over their direct link.
+// setPath routes path id pid from node a to node b. The router also takes
+// a GPU to or from its NVSwitch (NVLS) over their direct links, and knows
+// which links have failed.
 func (s *Sim) setPath(pid int32, a, b int32, h uint64) error {
-	var p []route.DirLink
 	var err error
-	if s.t.Nodes[a].Kind == stream.NodeGPU && s.t.Nodes[b].Kind == stream.NodeGPU {
-		s.buf, err = s.r.AppendPath(s.buf[:0], a, b, h)
-		p = s.buf
-	} else {
-		p, err = s.directLink(a, b, h)
-	}
+	s.buf, err = s.r.AppendPath(s.buf[:0], a, b, h)
 	if err != nil {
 		return err
 	}
-	if len(p) > maxPath {
-		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(p), maxPath)
+	if len(s.buf) > maxPath {
+		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
 	}
-	copy(s.paths[pid][:], p)
-	s.pathLen[pid] = uint8(len(p))
+	copy(s.paths[pid][:], s.buf)
+	s.pathLen[pid] = uint8(len(s.buf))
 	return nil
-}
-
-func (s *Sim) directLink(a, b int32, h uint64) ([]route.DirLink, error) {
-	s.buf = s.buf[:0]
-	for li, l := range s.t.Links {
-		if l.A == a && l.B == b || l.A == b && l.B == a {
-			s.buf = append(s.buf, route.Directed(s.t, int32(li), a))
-		}
-	}
-	if len(s.buf) == 0 {
-		return nil, fmt.Errorf("no link between node %d and node %d (NVLS flows go between a GPU and its NVSwitch)", a, b)
-	}
-	k := route.Pick(h, a, len(s.buf))
-	s.buf[0] = s.buf[k]
-	return s.buf[:1], nil
 }
 
 // baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
