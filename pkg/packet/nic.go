@@ -221,8 +221,7 @@ func (s *Sim) received(f int32) {
 	}
 	fl.RxDone[f] = s.now
 	dst := fl.Dst[f]
-	s.release = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.release[:0])
-	s.work = append(s.work, s.release...)
+	s.work = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.work)
 }
 
 // sendCtl turns a delivered data packet into an ACK or NACK travelling the

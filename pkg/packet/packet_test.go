@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"runtime"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -26,7 +27,8 @@ type flowSpec struct {
 	deps     []int64
 }
 
-func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+// newSim prepares a run of the specs (flow i has id i).
+func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
 	t.Helper()
 	r, err := route.New(tp)
 	if err != nil {
@@ -50,6 +52,13 @@ func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, spe
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, fl
+}
+
+// runFlows runs the specs and checks every byte arrived.
+func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+	t.Helper()
+	s, fl := newSim(t, tp, cfg, alg, specs)
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -381,5 +390,35 @@ func TestLinkDownNVLS(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// The run does not allocate per packet or per flow: pools, queues and the
+// work list are reused. Rings of small (4-packet) transfers, each step
+// released by the previous one, make a per-flow allocation show.
+func TestRunAllocs(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	var specs []flowSpec
+	const steps = 500
+	for k := 0; k < steps; k++ {
+		for g := int32(0); g < 16; g++ {
+			f := flowSpec{g, (g + 1) % 16, 32 << 10, nil}
+			if k > 0 {
+				f.deps = []int64{int64((k-1)*16) + int64((g+15)%16)} // what g received in the previous step
+			}
+			specs = append(specs, f)
+		}
+	}
+	s, _ := newSim(t, tp, DefaultConfig(), dcqcn(t), specs)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	per := float64(after.Mallocs-before.Mallocs) / float64(s.Stats.DataPackets)
+	t.Logf("%d allocations for %d data packets of %d flows: %.4f per packet", after.Mallocs-before.Mallocs, s.Stats.DataPackets, len(specs), per)
+	if per > 0.05 {
+		t.Fatalf("%.3f allocations per data packet", per)
 	}
 }

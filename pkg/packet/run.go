@@ -128,16 +128,15 @@ func (s *Sim) Run() error {
 // finishFlow marks a flow done and queues what it releases.
 func (s *Sim) finishFlow(i int32) {
 	s.flows.End[i] = s.now
-	s.release = s.flows.DAG.Complete(i, s.release[:0])
-	s.work = append(s.work, s.release...)
+	s.work = s.flows.DAG.Complete(i, s.work)
 }
 
-// drain starts every flow released at this instant.
+// drain starts every flow released at this instant, in release order.
+// Starting one may release more (joins, local copies finish at once), so
+// the list is walked by index as it grows, then emptied keeping its array.
 func (s *Sim) drain() error {
-	for len(s.work) > 0 {
-		i := s.work[0]
-		s.work = s.work[1:]
-		if err := s.startFlow(i); err != nil {
+	for k := 0; k < len(s.work); k++ {
+		if err := s.startFlow(s.work[k]); err != nil {
 			return err
 		}
 	}
