@@ -36,7 +36,7 @@ func TestNewModes(t *testing.T) {
 		// Every algorithm starts at line rate with the full window.
 		s := State{LineRate: 400 * gbps, BaseWin: 500000, BaseRTT: 10 * us, Ustar: 7, Cnt: 9}
 		a.Init(&s, 123)
-		if s.Rate != 400*gbps || s.Win != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Cnt != 0 {
+		if s.Rate != 400*gbps || s.BaseWin != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Cnt != 0 {
 			t.Errorf("%s Init: %+v", c.name, s)
 		}
 	}
@@ -71,7 +71,7 @@ func TestNone(t *testing.T) {
 	a, _ := New(ModeNone, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseWin: 1000}
 	a.Init(&s, 0)
-	if w := a.OnFeedback(&s, &Feedback{Now: 5, ECN: true, RTT: 1e9}); w != 0 || s.Rate != 100*gbps || s.Win != 1000 {
+	if w := a.OnFeedback(&s, &Feedback{Now: 5, ECN: true, RTT: 1e9}); w != 0 || s.Rate != 100*gbps || s.BaseWin != 1000 {
 		t.Fatalf("none reacted: wake %d %+v", w, s)
 	}
 	if a.OnTimer(&s, 9) != 0 {

@@ -38,7 +38,7 @@ func TestDCQCNFirstCNP(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseWin: 125000, BaseRTT: 10 * us}
 	d.Init(&s, 0)
-	if s.Rate != 100*gbps || s.Target != 100*gbps || s.Alpha != 1 || s.Win != 125000 {
+	if s.Rate != 100*gbps || s.Target != 100*gbps || s.Alpha != 1 || s.BaseWin != 125000 {
 		t.Fatalf("init: %+v", s)
 	}
 	wake := d.OnFeedback(&s, &Feedback{Now: 0, ECN: true})

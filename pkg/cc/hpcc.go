@@ -25,7 +25,8 @@ package cc
 // sequence that was next to send at the previous commit; ACKs in between
 // (FastReact) set the rate from Rc without committing. HPCC's window form,
 // W = W/k + W_AI, is the same rule with W = Rate·T; the simulator derives
-// the window as BaseWin·Rate/LineRate under VAR_WIN, so Win stays BaseWin.
+// the window as BaseWin·Rate/LineRate under VAR_WIN, so HPCC keeps no
+// window of its own.
 //
 // Deviations from ns-3: a hop whose record did not advance in time (τ <= 0)
 // or whose byte counter went backwards (a new path) gives no sample instead

@@ -60,8 +60,8 @@ func TestHPCCHalvesAtTwiceTarget(t *testing.T) {
 	if !relClose(h.s.Rate, 50.05e9, 1e-12) || h.s.Target != h.s.Rate {
 		t.Fatalf("rate %.3f ref %.3f, want 50.05e9 committed", h.s.Rate, h.s.Target)
 	}
-	if h.s.Win != 125000 {
-		t.Fatalf("Win %d: HPCC leaves the window to VAR_WIN scaling", h.s.Win)
+	if h.s.BaseWin != 125000 {
+		t.Fatalf("BaseWin %d: HPCC leaves the window to VAR_WIN scaling", h.s.BaseWin)
 	}
 	if w := float64(h.s.BaseWin) * h.s.Rate / h.s.LineRate; !relClose(w, 62562.5, 1e-12) {
 		t.Fatalf("effective window %.3f, want 62562.5", w)
@@ -268,7 +268,7 @@ func TestNoINTKeepsLineRate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := State{LineRate: 100e9, Rate: 100e9, BaseRTT: 4_000_000, BaseWin: 50000, Win: 50000}
+		s := State{LineRate: 100e9, Rate: 100e9, BaseRTT: 4_000_000, BaseWin: 50000}
 		a.Init(&s, 0)
 		for i := int64(1); i <= 1000; i++ {
 			fb := Feedback{Now: i * 1_000_000, Acked: 9000, AckSeq: i * 9000, SndNxt: i*9000 + 50000}

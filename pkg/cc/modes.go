@@ -100,14 +100,13 @@ func knownModes() string {
 	return b.String()
 }
 
-// start puts a queue pair at line rate with a full window and clears every
-// algorithm-private field, so a State can be reused. Rng is kept: it is
-// the simulator's per-QP seed.
+// start puts a queue pair at line rate and clears every algorithm-private
+// field, so a State can be reused. Rng is kept: it is the simulator's
+// per-QP seed.
 func start(s *State) {
 	*s = State{
 		LineRate: s.LineRate,
 		Rate:     s.LineRate,
-		Win:      s.BaseWin,
 		BaseRTT:  s.BaseRTT,
 		BaseWin:  s.BaseWin,
 		Epoch:    -1,

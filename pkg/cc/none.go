@@ -1,7 +1,7 @@
 package cc
 
 // none is CC_MODE 0: no congestion control. A queue pair sends at line rate,
-// limited only by its window (Win = BaseWin); no timers, ECN or INT. Useful
+// limited only by its window (BaseWin); no timers, ECN or INT. Useful
 // as the uncontrolled baseline and for lossless-fabric studies where PFC
 // alone throttles senders. It uses no private State fields.
 type none struct{}

@@ -49,16 +49,16 @@ func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
 	}
 	n := len(c.flows)
 	b := dag.NewBuilder(n)
-	ids, src, dst, size, delay := make([]int64, n), make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
+	src, dst, size, delay := make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
 	for i, f := range c.flows {
 		b.Add(f.ID, f.Deps)
-		ids[i], src[i], dst[i], size[i], delay[i] = f.ID, f.Src, f.Dst, f.Size, f.DelayPs
+		src[i], dst[i], size[i], delay[i] = f.Src, f.Dst, f.Size, f.DelayPs
 	}
 	dg, err := b.Build()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return NewFlows(dg, ids, src, dst, size, delay)
+	return NewFlows(dg, src, dst, size, delay)
 }
 
 // BenchmarkMicro128 runs the 128-GPU Spectrum-X A100/100 Gbps micro

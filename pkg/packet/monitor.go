@@ -135,9 +135,9 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			if q.done || q.size == 0 {
 				continue
 			}
-			fid := s.flows.ID[q.flow]
+			fid := s.flows.DAG.ID(q.flow)
 			if m.Rate != nil {
-				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, RateBps: q.cc.Rate, WinB: q.win})
+				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, RateBps: q.cc.Rate, WinB: q.cc.BaseWin})
 			}
 			if m.OnRate != nil {
 				m.OnRate(s.now, fid, q.cc.Rate)

@@ -17,11 +17,6 @@ type qp struct {
 	sndUna    int64
 	maxSent   int64
 	nextAvail int64
-	lineRate  float64
-	win       int64
-	baseRTT   int64
-	start     int64
-	end       int64
 	rxDone    int64
 	lastProg  int64
 	ccWake    int64
@@ -74,9 +69,9 @@ func (s *Sim) sendFromQP(pid int32) bool {
 			continue
 		}
 		if s.cfg.HasWin {
-			win := q.win
+			win := q.cc.BaseWin
 			if s.cfg.VarWin {
-				win = int64(float64(q.win) * q.cc.Rate / q.lineRate)
+				win = int64(float64(win) * q.cc.Rate / q.cc.LineRate)
 				if win < 1 {
 					win = 1
 				}
@@ -139,7 +134,7 @@ func (s *Sim) newINT() int32 {
 func (s *Sim) armRTO(qi int32) {
 	q := &s.qps[qi]
 	q.rtoGen++
-	q.rtoAt = s.now + s.rtoPs
+	q.rtoAt = s.now + s.cfg.RTOPs
 	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
 }
 
@@ -155,7 +150,7 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 	if q.sndUna >= q.sndNxt && q.sndNxt >= q.size {
 		return
 	}
-	if s.now-q.lastProg >= s.rtoPs {
+	if s.now-q.lastProg >= s.cfg.RTOPs {
 		if q.sndNxt > q.sndUna {
 			q.sndNxt = q.sndUna
 			q.lastProg = s.now
@@ -165,7 +160,7 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 		return
 	}
 	q.rtoGen++
-	q.rtoAt = q.lastProg + s.rtoPs
+	q.rtoAt = q.lastProg + s.cfg.RTOPs
 	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
 }
 
@@ -195,7 +190,7 @@ func (s *Sim) deliver(pi int32) {
 	case pkt.seq > q.rcvNext:
 		s.Stats.Discarded += int64(pkt.size)
 		// A gap: ask for a go-back-N, once per expected sequence and RTT.
-		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.baseRTT {
+		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.cc.BaseRTT {
 			q.nackSeq, q.nackAt = q.rcvNext, s.now
 			s.sendCtl(pi, pktNack, q.rcvNext, pkt.ecn)
 			return
@@ -332,7 +327,6 @@ func (s *Sim) onCCTimer(qi int32, gen int64) {
 func (s *Sim) qpDone(qi int32) {
 	q := &s.qps[qi]
 	q.done = true
-	q.end = s.now
 	q.rtoGen++
 	q.ccGen++
 	// Leave the port's round robin now: the slot is recycled.

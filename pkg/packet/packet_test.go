@@ -36,9 +36,9 @@ func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs
 	}
 	b := dag.NewBuilder(len(specs))
 	n := len(specs)
-	ids, src, dst, size, delay := make([]int64, n), make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
+	src, dst, size, delay := make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
 	for i, f := range specs {
-		ids[i], src[i], dst[i], size[i] = int64(i), f.src, f.dst, f.size
+		src[i], dst[i], size[i] = f.src, f.dst, f.size
 		if err := b.Add(int64(i), f.deps); err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := NewFlows(d, ids, src, dst, size, delay)
+	fl := NewFlows(d, src, dst, size, delay)
 	s, err := New(tp, r, cfg, alg, fl, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -96,8 +96,8 @@ func TestSingleFlowIdeal(t *testing.T) {
 		ideal := fl.Ideal[0]
 		q := &s.qps[0]
 		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(0))
-		if fct < ideal-pktTime-q.baseRTT || fct > ideal+pktTime+q.baseRTT {
-			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.baseRTT)
+		if fct < ideal-pktTime-q.cc.BaseRTT || fct > ideal+pktTime+q.cc.BaseRTT {
+			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.cc.BaseRTT)
 		}
 	}
 }
@@ -182,7 +182,7 @@ func TestDCQCNFairness(t *testing.T) {
 	b.Add(1, nil)
 	d, _ := b.Build()
 	const size = 64 << 20
-	fl := NewFlows(d, []int64{0, 1}, []int32{8, 9}, []int32{0, 0}, []int64{size, size}, []int64{0, 0})
+	fl := NewFlows(d, []int32{8, 9}, []int32{0, 0}, []int64{size, size}, []int64{0, 0})
 	s, err := New(tp, r, cfg, dcqcn(t), fl, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestSurrogate(t *testing.T) {
 			b.Add(int64(i), nil)
 		}
 		d, _ := b.Build()
-		fl := NewFlows(d, ids, src, dst, size, delay)
+		fl := NewFlows(d, src, dst, size, delay)
 		s, _ := New(tp, r, DefaultConfig(), dcqcn(t), fl, 1)
 		if err := s.SetSurrogate(Surrogate{StartPs: end / 4, EndPs: end * 3 / 4, Lite: lite}); err != nil {
 			t.Fatal(err)

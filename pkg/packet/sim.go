@@ -176,10 +176,9 @@ type Sim struct {
 	buf   []route.DirLink
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
-	work  []int32
-	rtoPs int64
-	fb    cc.Feedback
-	sur   *surrogate
+	work []int32
+	fb   cc.Feedback
+	sur  *surrogate
 
 	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
 	SendLatPs int64
