@@ -249,9 +249,6 @@ func (s *Sim) onAck(pi int32) {
 	}
 	if pkt.kind == pktNack && pkt.seq < q.sndNxt {
 		q.sndNxt = pkt.seq
-		if s.cfg.BackToZero {
-			q.sndNxt = q.sndUna
-		}
 	}
 	// One Feedback reused: passed through the interface it would escape.
 	fb := &s.fb
