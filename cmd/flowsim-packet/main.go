@@ -73,11 +73,7 @@ func (c *command) config() (packet.Config, cc.Algorithm, error) {
 			return cfg, nil, err
 		}
 	}
-	params, err := cc.FromConf(cfg.CC)
-	if err != nil {
-		return cfg, nil, fmt.Errorf("configuration: %v", err)
-	}
-	alg, err := cc.New(cfg.CCMode, params)
+	alg, err := cc.New(cfg.CCMode, cfg.CC)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("configuration: %v", err)
 	}

@@ -1,6 +1,7 @@
 package cc
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -102,15 +103,17 @@ PINT_PROB 1.0
 RATE_BOUND 1`
 
 func TestSimAIConfDefaults(t *testing.T) {
-	kv := map[string]string{}
+	p := DefaultParams()
 	for _, line := range strings.Split(simaiConfCC, "\n") {
 		f := strings.Fields(line)
-		if f[0] != "CC_MODE" {
-			kv[f[0]] = f[1]
+		if f[0] == "CC_MODE" {
+			continue
+		}
+		if err := p.Set(f[0], f[1]); err != nil {
+			t.Fatal(err)
 		}
 	}
-	p, err := FromConf(kv)
-	if err != nil {
+	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(p, DefaultParams()) {
@@ -152,13 +155,22 @@ func TestParamsSet(t *testing.T) {
 			t.Errorf("Set(%s, %s) = %v, want an error naming the key", kv[0], kv[1], err)
 		}
 	}
-	if _, err := FromConf(map[string]string{"PINT_PROB": "1.5"}); err == nil || !strings.Contains(err.Error(), "PINT_PROB") {
-		t.Errorf("FromConf must validate: %v", err)
+	if err := p.Set("NO_SUCH_KEY", "1"); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("unknown key: %v, want ErrUnknownKey", err)
 	}
-	if _, err := FromConf(map[string]string{"TMLY_THIGH": "10"}); err == nil || !strings.Contains(err.Error(), "TMLY_THIGH") {
-		t.Errorf("THigh below TLow must be refused: %v", err)
+	for _, v := range []string{"", "50 Mb/s"} {
+		if err := p.Set("RATE_AI", v); err == nil || !strings.Contains(err.Error(), "expected one value") {
+			t.Errorf("Set(RATE_AI, %q) = %v, want one value", v, err)
+		}
 	}
-	if len(ConfKeys()) != len(setters) || ConfKeys()[0] != "ALPHA_RESUME_INTERVAL" {
-		t.Errorf("ConfKeys: %v", ConfKeys())
+	// Set checks values one by one; the whole set is validated by New.
+	for _, kv := range [][2]string{{"PINT_PROB", "1.5"}, {"TMLY_THIGH", "10"}} {
+		p := DefaultParams()
+		if err := p.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(ModeDCQCN, p); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s %s must be refused: %v", kv[0], kv[1], err)
+		}
 	}
 }

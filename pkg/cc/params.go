@@ -1,9 +1,9 @@
 package cc
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -223,47 +223,27 @@ func (p *Params) Validate() error {
 	return nil
 }
 
-// ConfKeys lists the conf keys Set understands, sorted.
-func ConfKeys() []string {
-	k := make([]string, 0, len(setters))
-	for key := range setters {
-		k = append(k, key)
-	}
-	sort.Strings(k)
-	return k
-}
+// ErrUnknownKey is the error Set wraps for a key it does not know.
+var ErrUnknownKey = errors.New("unknown congestion-control key")
 
 // Set applies one SimAI.conf-style key. Values use SimAI's conventions:
 // rates like "50Mb/s" or "100Gbps" (a plain number is bit/s); times in µs
 // when plain ("900"), or with a unit ("900us", "1ms"); flags 0 or 1.
-// Unknown keys are an error naming the key.
+// Errors name the key; an unknown key's wraps ErrUnknownKey. Values are
+// checked one by one; New validates the whole set.
 func (p *Params) Set(key, value string) error {
 	f, ok := setters[strings.ToUpper(strings.TrimSpace(key))]
 	if !ok {
-		return fmt.Errorf("cc: unknown congestion-control key %q", key)
+		return fmt.Errorf("cc: %w %q", ErrUnknownKey, key)
 	}
-	if err := f(p, strings.TrimSpace(value)); err != nil {
+	v := strings.TrimSpace(value)
+	if v == "" || strings.ContainsAny(v, " \t") {
+		return fmt.Errorf("cc: %s %q: expected one value", key, value)
+	}
+	if err := f(p, v); err != nil {
 		return fmt.Errorf("cc: %s %q: %v", key, value, err)
 	}
 	return nil
-}
-
-// FromConf builds Params from DefaultParams and conf keys (as
-// packet.Config.CC holds them), applying keys in sorted order so errors are
-// deterministic, and validates the result.
-func FromConf(kv map[string]string) (Params, error) {
-	p := DefaultParams()
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := p.Set(k, kv[k]); err != nil {
-			return p, err
-		}
-	}
-	return p, p.Validate()
 }
 
 type setter func(p *Params, v string) error

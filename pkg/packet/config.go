@@ -2,6 +2,7 @@ package packet
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -46,7 +47,8 @@ type Config struct {
 	QPMonPs       int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
 	QLenMonPs     int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
 	BWMonPs       int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
-	CC            map[string]string // raw congestion-control keys, parsed by pkg/cc
+	CC            cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
+	ccConf        map[string]string // the CC keys given, as written, for the trace metadata
 }
 
 // LinkDown fails the link between two nodes at a time (LINK_DOWN t a b, t in ns).
@@ -81,7 +83,7 @@ func DefaultConfig() Config {
 		BufferBytes: 32 << 20, PauseTimePs: 5_000_000, ResumeOffset: 3 << 10, ReservePerQ: 4 << 10, PFCAlphaShift: 3,
 		AckInterval: 1, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000,
 		MonEndPs: 20_000 * 1e6, QPMonPs: 100 * 1e6, QLenMonPs: 10_000 * 1e6, BWMonPs: 10_000 * 1e6,
-		CC: map[string]string{},
+		CC: cc.DefaultParams(), ccConf: map[string]string{},
 	}
 	for _, kv := range [][2]string{
 		{"KMAX_MAP", "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400"},
@@ -94,15 +96,6 @@ func DefaultConfig() Config {
 	}
 	return c
 }
-
-// ccKeys are handed to pkg/cc, which parses and documents them.
-var ccKeys = func() map[string]bool {
-	m := map[string]bool{}
-	for _, k := range cc.ConfKeys() {
-		m[k] = true
-	}
-	return m
-}()
 
 // ignoredKeys name SimAI's own output files and switches that do not apply.
 var ignoredKeys = map[string]string{
@@ -323,15 +316,15 @@ func (c *Config) apply(key string, v []string) error {
 			c.BWMonPs = ps
 		}
 	default:
-		switch {
-		case ccKeys[key]:
-			if len(v) != 1 {
-				return fmt.Errorf("expected one value")
-			}
-			c.CC[key] = v[0]
-		case ignoredKeys[key] != "":
-		default:
+		if ignoredKeys[key] != "" {
+			break
+		}
+		val := strings.Join(v, " ")
+		if err = c.CC.Set(key, val); errors.Is(err, cc.ErrUnknownKey) {
 			return fmt.Errorf("unknown key (examples/conf/default.conf lists the keys)")
+		}
+		if err == nil {
+			c.ccConf[key] = val
 		}
 	}
 	return err
@@ -367,6 +360,6 @@ func (c *Config) Describe() map[string]any {
 		"cc_mode": c.CCMode, "enable_qcn": c.EnableQCN, "enable_pfc": c.EnablePFC, "dynamic_pfc": c.DynamicPFC,
 		"payload_bytes": c.PayloadSize, "buffer_bytes": c.BufferBytes, "ack_interval": c.AckInterval,
 		"has_win": c.HasWin, "var_win": c.VarWin, "qps_per_connection": c.QPsPerConn, "error_rate": c.ErrorRate,
-		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.CC,
+		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.ccConf,
 	}
 }

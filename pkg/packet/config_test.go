@@ -35,4 +35,25 @@ func TestConfigKeys(t *testing.T) {
 	if err := c.SetKV("L2_CHUNK_SIZE=4000"); err != nil {
 		t.Errorf("L2_CHUNK_SIZE is accepted and ignored: %v", err)
 	}
+	// Congestion-control keys are parsed as they are read.
+	if err := c.Read(strings.NewReader("RATE_AI 5Gbps\nRP_TIMER 55\n"), "cc.conf"); err != nil {
+		t.Fatal(err)
+	}
+	if c.CC.RateAI != 5e9 || c.CC.RPTimer != 55_000_000 {
+		t.Fatalf("RATE_AI %g, RP_TIMER %d ps", c.CC.RateAI, c.CC.RPTimer)
+	}
+	if got := c.Describe()["cc"].(map[string]string); got["RATE_AI"] != "5Gbps" || got["RP_TIMER"] != "55" || len(got) != 2 {
+		t.Fatalf("metadata holds the CC keys as written: %v", got)
+	}
+	for conf, want := range map[string]string{
+		"CC_MODE 1\nRATE_AI fast\n":  "bad.conf: line 2, key RATE_AI",
+		"RATE_AI 50 Mb/s\n":          "expected one value",
+		"NO_SUCH_KEY 1 2\n":          "unknown key",
+		"CC_MODE 1\n\nEWMA_GAIN x\n": "bad.conf: line 3, key EWMA_GAIN",
+	} {
+		c := DefaultConfig()
+		if err := c.Read(strings.NewReader(conf), "bad.conf"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", conf, err, want)
+		}
+	}
 }
