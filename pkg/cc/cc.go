@@ -66,7 +66,7 @@ type State struct {
 type Algorithm interface {
 	Name() string
 	// Init starts a queue pair at line rate.
-	Init(s *State, now int64)
+	Init(s *State)
 	OnFeedback(s *State, fb *Feedback) (wake int64)
 	OnTimer(s *State, now int64) (wake int64)
 	// UsesECN says whether switches should mark ECN for this algorithm;

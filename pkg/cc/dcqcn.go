@@ -57,7 +57,7 @@ func (d *dcqcn) Name() string  { return "dcqcn" }
 func (d *dcqcn) UsesECN() bool { return true }
 func (d *dcqcn) UsesINT() bool { return false }
 
-func (d *dcqcn) Init(s *State, now int64) {
+func (d *dcqcn) Init(s *State) {
 	start(s)
 	s.Target = s.LineRate
 	s.Alpha = 1

@@ -2,7 +2,6 @@ package cc
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -54,39 +53,6 @@ func New(ccMode int, p Params) (Algorithm, error) {
 		return &dctcp{p: p}, nil
 	}
 	return nil, fmt.Errorf("cc: unknown CC_MODE %d (known: %s)", ccMode, knownModes())
-}
-
-// ByName resolves an algorithm name ("none", "dcqcn", "hpcc", "timely",
-// "dctcp", "hpcc-pint"; case-insensitive, "pint" too) or a CC_MODE number
-// given as text to the CC_MODE, for New.
-func ByName(name string) (int, error) {
-	n := strings.ToLower(strings.TrimSpace(name))
-	if n == "pint" {
-		n = "hpcc-pint"
-	}
-	for _, m := range modeNames {
-		if m.name == n {
-			return m.mode, nil
-		}
-	}
-	if x, err := strconv.Atoi(n); err == nil {
-		for _, m := range modeNames {
-			if m.mode == x {
-				return x, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("cc: unknown congestion control %q (known: %s)", name, knownModes())
-}
-
-// ModeName is the name of a CC_MODE, or "" for an unknown one.
-func ModeName(ccMode int) string {
-	for _, m := range modeNames {
-		if m.mode == ccMode {
-			return m.name
-		}
-	}
-	return ""
 }
 
 func knownModes() string {

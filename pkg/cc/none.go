@@ -7,7 +7,7 @@ package cc
 type none struct{}
 
 func (none) Name() string                            { return "none" }
-func (none) Init(s *State, now int64)                { start(s) }
+func (none) Init(s *State)                           { start(s) }
 func (none) OnFeedback(s *State, fb *Feedback) int64 { return 0 }
 func (none) OnTimer(s *State, now int64) int64       { return 0 }
 func (none) UsesECN() bool                           { return false }

@@ -196,7 +196,7 @@ func (s *Sim) openQPs(i int32) error {
 		lineRate := s.ports[q.port].bw
 		rtt, win := s.baseRTT(qi, lineRate)
 		q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Rng: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
-		s.alg.Init(&q.cc, s.now)
+		s.alg.Init(&q.cc)
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
 		if j == 0 {
