@@ -324,6 +324,9 @@ func (s *Sim) onCCTimer(qi int32, gen int64) {
 func (s *Sim) qpDone(qi int32) {
 	q := &s.qps[qi]
 	q.done = true
+	if s.mon != nil {
+		s.mon.qpDone(qi)
+	}
 	q.rtoGen++
 	q.ccGen++
 	// Leave the port's round robin now: the slot is recycled.

@@ -15,7 +15,7 @@ import (
 type lineRate struct{}
 
 func (lineRate) Name() string                             { return "none" }
-func (lineRate) Init(s *cc.State)              { s.Rate = s.LineRate }
+func (lineRate) Init(s *cc.State)                         { s.Rate = s.LineRate }
 func (lineRate) OnFeedback(*cc.State, *cc.Feedback) int64 { return 0 }
 func (lineRate) OnTimer(*cc.State, int64) int64           { return 0 }
 func (lineRate) UsesECN() bool                            { return false }

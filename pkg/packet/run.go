@@ -109,9 +109,6 @@ func (s *Sim) Run() error {
 		}
 	}
 	s.Stats.SimPs = s.now
-	if s.mon != nil {
-		s.mon.finish(s)
-	}
 	if i, stuck := s.flows.DAG.Stuck(); stuck {
 		if stop > 0 && s.now >= stop {
 			return fmt.Errorf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i))
