@@ -102,7 +102,7 @@ func (s *Sim) sendData(pid int32, qi int32) {
 	pkt := &s.pkts[pi]
 	*pkt = packet{seq: q.sndNxt, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
-	if s.alg.UsesINT() {
+	if s.usesINT {
 		pkt.intI = s.newINT()
 	}
 	if q.sndNxt < q.maxSent {
