@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -64,8 +65,8 @@ func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
 // BenchmarkMicro128 runs the 128-GPU Spectrum-X A100/100 Gbps micro
 // benchmark in process and reports events/s and data packets/s.
 func BenchmarkMicro128(b *testing.B) {
-	tp := gen(&testing.T{}, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICBW: 100e9})
-	alg := dcqcn(&testing.T{})
+	tp := gen(b, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICBW: 100e9})
+	alg := ccAlg(b, cc.ModeDCQCN)
 	for i := 0; i < b.N; i++ {
 		// Only Run is timed (and counted by -benchmem).
 		b.StopTimer()
