@@ -29,6 +29,8 @@ type qp struct {
 	rcvCount  int32
 	predData  int64 // surrogate: predicted latency of data and of control packets
 	predCtl   int64
+	latData   int32 // surrogate: latency class of data and of control packets + 1, 0 before the first
+	latCtl    int32
 	slot      int32 // index in its port's round robin
 	rcvECN    bool
 	done      bool
