@@ -23,7 +23,7 @@ type Flows struct {
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
 	qpsLeft           []int32
 	rxLeft            []int32 // queue pairs still receiving
-	// First QP's ports and base RTT, for SimAI's fct.txt.
+	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
 }
 
