@@ -7,8 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/monitor"
 	"github.com/fabricsim/fabricsim/formats/simaifct"
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/parquet-go/parquet-go"
 )
 
 func microStream(t *testing.T) []byte {
@@ -54,13 +57,20 @@ func TestPacketPipeline(t *testing.T) {
 	}
 }
 
+// The monitors and SimAI's fct.txt agree with the run: every sampled rate
+// belongs to a flow of the trace and stays within its queue pair's line
+// rate (the first hop: NVLink inside a server, the NIC across servers);
+// each fct.txt line is its transfer's trace row with the clock started
+// after the send latency.
 func TestPacketOutputs(t *testing.T) {
 	in := microStream(t)
+	tp := readDAG(t, in).topo
 	dir := t.TempDir()
 	fct := filepath.Join(dir, "fct.txt")
 	mon := filepath.Join(dir, "mon")
+	const sendLatNs = 2000
 	mustRun(t, in, "flowsim-packet", "--out", filepath.Join(dir, "run.parquet"), "--simai-fct", fct, "--monitor-dir", mon,
-		"--set", "QP_MON_INTERVAL=10", "--set", "QLEN_MON_INTERVAL=10", "--set", "BW_MON_INTERVAL=10")
+		"--send-lat", "2us", "--set", "QP_MON_INTERVAL=10", "--set", "QLEN_MON_INTERVAL=10", "--set", "BW_MON_INTERVAL=10")
 	tr, err := trace.Open(filepath.Join(dir, "run.parquet"))
 	if err != nil {
 		t.Fatal(err)
@@ -75,16 +85,55 @@ func TestPacketOutputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	transfers := 0
+	var transfers []trace.Row
+	byID := map[int64]trace.Row{}
 	for _, r := range rows {
+		byID[r.FlowID] = r
 		if r.ConnType != "DELAY" {
-			transfers++
+			transfers = append(transfers, r)
 		}
 	}
-	if len(lines) != transfers {
-		t.Fatalf("fct.txt has %d lines for %d transfers", len(lines), transfers)
+	if len(lines) != len(transfers) {
+		t.Fatalf("fct.txt has %d lines for %d transfers", len(lines), len(transfers))
 	}
-	for _, name := range []string{"qlen", "host_bw", "qp_rate", "cnp", "pfc"} {
+	for i, l := range lines {
+		r := transfers[i]
+		// Times are truncated to ns separately, so the FCTs may differ by 1 ns.
+		if l.SrcNode != r.Src || l.DstNode != r.Dst || l.SizeBytes != r.SizeBytes || l.StartNs != r.StartNs+sendLatNs ||
+			l.FctNs < r.FctNs-sendLatNs-1 || l.FctNs > r.FctNs-sendLatNs+1 || l.StandaloneFctNs != r.IdealFctNs {
+			t.Fatalf("fct.txt line %d %+v does not match flow %+v with a %d ns send latency", i+1, l, r, sendLatNs)
+		}
+	}
+	lineRate := func(src, dst int32) float64 {
+		kind := stream.LinkNIC
+		if tp.Nodes[src].Server == tp.Nodes[dst].Server {
+			kind = stream.LinkNVLink
+		}
+		for _, l := range tp.Links {
+			if (l.A == src || l.B == src) && l.Kind == kind {
+				return l.BWbps
+			}
+		}
+		t.Fatalf("node %d has no %s link", src, kind)
+		return 0
+	}
+	rates, err := parquet.ReadFile[monitor.Rate](filepath.Join(mon, "qp_rate.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rates) == 0 {
+		t.Fatal("qp_rate.parquet has no rows")
+	}
+	for _, q := range rates {
+		r, ok := byID[q.FlowID]
+		if !ok || r.Src != q.Src || r.Dst != q.Dst || q.TimeNs < r.StartNs || q.TimeNs > r.EndNs {
+			t.Fatalf("rate sample %+v is not of a flow running then (%+v)", q, r)
+		}
+		if lr := lineRate(q.Src, q.Dst); q.RateBps <= 0 || q.RateBps > lr || q.WinB <= 0 {
+			t.Fatalf("rate sample %+v: outside (0, %g] bit/s or no window", q, lr)
+		}
+	}
+	for _, name := range []string{"qlen", "host_bw", "cnp", "pfc"} {
 		b, err := os.ReadFile(filepath.Join(mon, name+".parquet"))
 		if err != nil || !bytes.HasPrefix(b, []byte("PAR1")) {
 			t.Fatalf("monitor %s: %v", name, err)

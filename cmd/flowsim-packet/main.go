@@ -72,11 +72,7 @@ func (c *command) config() (packet.Config, cc.Algorithm, error) {
 			return cfg, nil, err
 		}
 	}
-	params, err := cc.FromConf(cfg.CC)
-	if err != nil {
-		return cfg, nil, fmt.Errorf("configuration: %v", err)
-	}
-	alg, err := cc.New(cfg.CCMode, params)
+	alg, err := cc.New(cfg.CCMode, cfg.CC)
 	if err != nil {
 		return cfg, nil, fmt.Errorf("configuration: %v", err)
 	}
@@ -161,7 +157,7 @@ func (c *command) run() error {
 		return err
 	}
 	if c.SimAIFCT != "" {
-		if err := writeSimAIFCT(c.SimAIFCT, set, flows); err != nil {
+		if err := writeSimAIFCT(c.SimAIFCT, set, flows, sendLat); err != nil {
 			return err
 		}
 	}
@@ -216,8 +212,9 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 }
 
 // writeSimAIFCT writes SimAI's fct.txt: one line per transfer, addressed by
-// node id as SimAI's IPs are.
-func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows) error {
+// node id as SimAI's IPs are. SimAI starts a transfer's clock after its
+// send latency (sendLat ps).
+func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -229,7 +226,7 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows) error {
 		if fr.Kind != flowset.Transfer {
 			continue
 		}
-		start := fl.Start[i] + fl.SendLat
+		start := fl.Start[i] + sendLat
 		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
 			StartNs: start / 1000, FctNs: (fl.End[i] - start) / 1000, StandaloneFctNs: fl.Ideal[i] / 1000}
 		if err := w.Write(&l); err != nil {

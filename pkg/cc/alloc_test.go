@@ -41,7 +41,7 @@ func TestNoAllocs(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000}
-		a.Init(&s, 0)
+		a.Init(&s)
 		var st ackStream
 		wake := int64(0)
 		allocs := testing.AllocsPerRun(5000, func() {
@@ -62,7 +62,7 @@ func BenchmarkOnFeedback(b *testing.B) {
 		a, _ := New(mode, DefaultParams())
 		b.Run(a.Name(), func(b *testing.B) {
 			s := State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000}
-			a.Init(&s, 0)
+			a.Init(&s)
 			var st ackStream
 			wake := int64(0)
 			b.ReportAllocs()
@@ -82,7 +82,7 @@ func BenchmarkOnFeedback(b *testing.B) {
 func BenchmarkDCQCNTimer(b *testing.B) {
 	a, _ := New(ModeDCQCN, DefaultParams())
 	s := State{LineRate: 100 * gbps}
-	a.Init(&s, 0)
+	a.Init(&s)
 	now, nextCNP := int64(0), int64(0)
 	wake := int64(0)
 	fb := Feedback{ECN: true}

@@ -29,13 +29,13 @@ type Feedback struct {
 	Hops   [MaxHops]IntHop
 }
 
-// State is a queue pair's congestion state. The sender reads Rate (pacing,
-// bit/s) and Win (bytes in flight allowed; 0 = no window); the remaining
-// fields belong to the algorithms.
+// State is a queue pair's congestion state. The simulator sets LineRate,
+// BaseRTT and BaseWin and reads Rate (pacing, bit/s); its window is BaseWin,
+// scaled by Rate/LineRate under VAR_WIN. The remaining fields belong to the
+// algorithms.
 type State struct {
 	LineRate float64 // bit/s
 	Rate     float64 // bit/s
-	Win      int64   // bytes
 	BaseRTT  int64   // ps
 	BaseWin  int64   // bytes: the bandwidth-delay product window
 
@@ -66,7 +66,7 @@ type State struct {
 type Algorithm interface {
 	Name() string
 	// Init starts a queue pair at line rate.
-	Init(s *State, now int64)
+	Init(s *State)
 	OnFeedback(s *State, fb *Feedback) (wake int64)
 	OnTimer(s *State, now int64) (wake int64)
 	// UsesECN says whether switches should mark ECN for this algorithm;

@@ -1,6 +1,7 @@
 package cc
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -27,16 +28,10 @@ func TestNewModes(t *testing.T) {
 		if a.Name() != c.name || a.UsesECN() != c.ecn || a.UsesINT() != c.int {
 			t.Errorf("mode %d: %s ECN %v INT %v, want %s %v %v", c.mode, a.Name(), a.UsesECN(), a.UsesINT(), c.name, c.ecn, c.int)
 		}
-		if m, err := ByName(c.name); err != nil || m != c.mode {
-			t.Errorf("ByName(%q) = %d, %v", c.name, m, err)
-		}
-		if ModeName(c.mode) != c.name {
-			t.Errorf("ModeName(%d) = %q", c.mode, ModeName(c.mode))
-		}
 		// Every algorithm starts at line rate with the full window.
 		s := State{LineRate: 400 * gbps, BaseWin: 500000, BaseRTT: 10 * us, Ustar: 7, Cnt: 9}
-		a.Init(&s, 123)
-		if s.Rate != 400*gbps || s.Win != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Cnt != 0 {
+		a.Init(&s)
+		if s.Rate != 400*gbps || s.BaseWin != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Cnt != 0 {
 			t.Errorf("%s Init: %+v", c.name, s)
 		}
 	}
@@ -45,15 +40,6 @@ func TestNewModes(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("CC_MODE %d ", m)) {
 			t.Errorf("New(%d) = %v, want an error naming the mode", m, err)
 		}
-	}
-	if m, err := ByName(" PINT "); err != nil || m != 10 {
-		t.Errorf("ByName(PINT) = %d, %v", m, err)
-	}
-	if m, err := ByName("8"); err != nil || m != 8 {
-		t.Errorf("ByName(8) = %d, %v", m, err)
-	}
-	if _, err := ByName("cubic"); err == nil || !strings.Contains(err.Error(), `"cubic"`) {
-		t.Errorf("ByName(cubic): %v", err)
 	}
 	p := DefaultParams()
 	p.MultiRate = true
@@ -70,8 +56,8 @@ func TestNewModes(t *testing.T) {
 func TestNone(t *testing.T) {
 	a, _ := New(ModeNone, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseWin: 1000}
-	a.Init(&s, 0)
-	if w := a.OnFeedback(&s, &Feedback{Now: 5, ECN: true, RTT: 1e9}); w != 0 || s.Rate != 100*gbps || s.Win != 1000 {
+	a.Init(&s)
+	if w := a.OnFeedback(&s, &Feedback{Now: 5, ECN: true, RTT: 1e9}); w != 0 || s.Rate != 100*gbps || s.BaseWin != 1000 {
 		t.Fatalf("none reacted: wake %d %+v", w, s)
 	}
 	if a.OnTimer(&s, 9) != 0 {
@@ -102,15 +88,17 @@ PINT_PROB 1.0
 RATE_BOUND 1`
 
 func TestSimAIConfDefaults(t *testing.T) {
-	kv := map[string]string{}
+	p := DefaultParams()
 	for _, line := range strings.Split(simaiConfCC, "\n") {
 		f := strings.Fields(line)
-		if f[0] != "CC_MODE" {
-			kv[f[0]] = f[1]
+		if f[0] == "CC_MODE" {
+			continue
+		}
+		if err := p.Set(f[0], f[1]); err != nil {
+			t.Fatal(err)
 		}
 	}
-	p, err := FromConf(kv)
-	if err != nil {
+	if err := p.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(p, DefaultParams()) {
@@ -152,13 +140,22 @@ func TestParamsSet(t *testing.T) {
 			t.Errorf("Set(%s, %s) = %v, want an error naming the key", kv[0], kv[1], err)
 		}
 	}
-	if _, err := FromConf(map[string]string{"PINT_PROB": "1.5"}); err == nil || !strings.Contains(err.Error(), "PINT_PROB") {
-		t.Errorf("FromConf must validate: %v", err)
+	if err := p.Set("NO_SUCH_KEY", "1"); !errors.Is(err, ErrUnknownKey) {
+		t.Errorf("unknown key: %v, want ErrUnknownKey", err)
 	}
-	if _, err := FromConf(map[string]string{"TMLY_THIGH": "10"}); err == nil || !strings.Contains(err.Error(), "TMLY_THIGH") {
-		t.Errorf("THigh below TLow must be refused: %v", err)
+	for _, v := range []string{"", "50 Mb/s"} {
+		if err := p.Set("RATE_AI", v); err == nil || !strings.Contains(err.Error(), "expected one value") {
+			t.Errorf("Set(RATE_AI, %q) = %v, want one value", v, err)
+		}
 	}
-	if len(ConfKeys()) != len(setters) || ConfKeys()[0] != "ALPHA_RESUME_INTERVAL" {
-		t.Errorf("ConfKeys: %v", ConfKeys())
+	// Set checks values one by one; the whole set is validated by New.
+	for _, kv := range [][2]string{{"PINT_PROB", "1.5"}, {"TMLY_THIGH", "10"}} {
+		p := DefaultParams()
+		if err := p.Set(kv[0], kv[1]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := New(ModeDCQCN, p); err == nil || !strings.Contains(err.Error(), kv[0]) {
+			t.Errorf("%s %s must be refused: %v", kv[0], kv[1], err)
+		}
 	}
 }

@@ -47,7 +47,6 @@ import "math"
 //	T1      next decrease check (valid while Flag)
 //	T2      next increase event, 0 if stopped
 //	Stage   increase rounds since the last cut
-//	Win     = BaseWin (the simulator scales it by Rate/LineRate under VAR_WIN)
 type dcqcn struct{ p Params }
 
 // dcqcnCheckOffset is ns-3's 1 ns delay of the decrease check behind the
@@ -58,7 +57,7 @@ func (d *dcqcn) Name() string  { return "dcqcn" }
 func (d *dcqcn) UsesECN() bool { return true }
 func (d *dcqcn) UsesINT() bool { return false }
 
-func (d *dcqcn) Init(s *State, now int64) {
+func (d *dcqcn) Init(s *State) {
 	start(s)
 	s.Target = s.LineRate
 	s.Alpha = 1

@@ -37,8 +37,8 @@ func relClose(a, b, tol float64) bool {
 func TestDCQCNFirstCNP(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseWin: 125000, BaseRTT: 10 * us}
-	d.Init(&s, 0)
-	if s.Rate != 100*gbps || s.Target != 100*gbps || s.Alpha != 1 || s.Win != 125000 {
+	d.Init(&s)
+	if s.Rate != 100*gbps || s.Target != 100*gbps || s.Alpha != 1 || s.BaseWin != 125000 {
 		t.Fatalf("init: %+v", s)
 	}
 	wake := d.OnFeedback(&s, &Feedback{Now: 0, ECN: true})
@@ -67,7 +67,7 @@ func TestDCQCNFirstCNPHalves(t *testing.T) {
 	p.AlphaResumeInterval = 55 * us
 	d := newDCQCN(t, p)
 	s := State{LineRate: 100 * gbps}
-	d.Init(&s, 0)
+	d.Init(&s)
 	d.OnTimer(&s, d.OnFeedback(&s, &Feedback{Now: 7, ECN: true}))
 	if s.Rate != 50*gbps {
 		t.Fatalf("rate %g, want 50e9", s.Rate)
@@ -82,7 +82,7 @@ func TestDCQCNFirstCNPHalves(t *testing.T) {
 func TestDCQCNRecoveryFromFirstCNP(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps}
-	d.Init(&s, 0)
+	d.Init(&s)
 	wake := d.OnTimer(&s, d.OnFeedback(&s, &Feedback{Now: 0, ECN: true}))
 	want := []float64{ // rate after round i; hand: r_i = (r_{i-1} + 100e9)/2, r_0 = 50776684272.56867
 		75388342136.28433,
@@ -125,7 +125,7 @@ func TestDCQCNRecoveryFromFirstCNP(t *testing.T) {
 func TestDCQCNIncreasePhases(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps}
-	d.Init(&s, 0)
+	d.Init(&s)
 	s.Epoch = 0
 	s.Rate, s.Target, s.Stage, s.T2 = 40*gbps, 60*gbps, 0, 900*us
 	table := []struct{ target, rate float64 }{
@@ -150,7 +150,7 @@ func TestDCQCNIncreasePhases(t *testing.T) {
 	// A late OnTimer runs every round that fell due, in order: three
 	// rounds at once gives the same as three on time.
 	s2 := State{LineRate: 100 * gbps}
-	d.Init(&s2, 0)
+	d.Init(&s2)
 	s2.Epoch = 0
 	s2.Rate, s2.Target, s2.T2 = 40*gbps, 60*gbps, 900*us
 	if w := d.OnTimer(&s2, 899*us); w != 900*us || s2.Rate != 40*gbps {
@@ -166,7 +166,7 @@ func TestDCQCNIncreasePhases(t *testing.T) {
 func TestDCQCNMinRate(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps}
-	d.Init(&s, 0)
+	d.Init(&s)
 	wake := int64(0)
 	for now := int64(0); now <= 400*us; now += 1 * us {
 		if wake != 0 && wake <= now {
@@ -320,7 +320,7 @@ func TestDCQCNLazyMatchesStepByStep(t *testing.T) {
 		d := newDCQCN(t, p)
 		ref := newRef(p, line)
 		s := State{LineRate: line}
-		d.Init(&s, 0)
+		d.Init(&s)
 
 		// CNP times: bursts separated by gaps.
 		var cnps []int64
@@ -394,7 +394,7 @@ func TestDCQCNAlphaClosedForm(t *testing.T) {
 	d := newDCQCN(t, p)
 	for trial := 0; trial < 500; trial++ {
 		s := State{LineRate: 100 * gbps}
-		d.Init(&s, 0)
+		d.Init(&s)
 		d.cnp(&s, 0)
 		alpha, pending := 1.0, false
 		g := p.EwmaGain

@@ -39,7 +39,7 @@ func (d *dctcp) UsesECN() bool                     { return true }
 func (d *dctcp) UsesINT() bool                     { return false }
 func (d *dctcp) OnTimer(s *State, now int64) int64 { return 0 }
 
-func (d *dctcp) Init(s *State, now int64) {
+func (d *dctcp) Init(s *State) {
 	start(s)
 	s.Alpha = 1
 }

@@ -15,7 +15,7 @@ import (
 func TestDCTCPAlphaConverges(t *testing.T) {
 	a, _ := New(ModeDCTCP, DefaultParams())
 	s := State{LineRate: 100 * gbps}
-	a.Init(&s, 0)
+	a.Init(&s)
 	if s.Alpha != 1 {
 		t.Fatalf("initial alpha %g, want 1 (ns-3)", s.Alpha)
 	}
@@ -45,7 +45,7 @@ func TestDCTCPAlphaConverges(t *testing.T) {
 func TestDCTCPCutOncePerWindow(t *testing.T) {
 	a, _ := New(ModeDCTCP, DefaultParams())
 	s := State{LineRate: 100 * gbps}
-	a.Init(&s, 0)
+	a.Init(&s)
 	a.OnFeedback(&s, &Feedback{Acked: 1000, AckSeq: 1000, SndNxt: 100000, ECN: true})
 	if s.Rate != 50*gbps {
 		t.Fatalf("first mark: rate %g, want 50e9", s.Rate)
@@ -88,7 +88,7 @@ func newTimelyQP(t *testing.T) *timelyQP {
 		t.Fatal(err)
 	}
 	q := &timelyQP{a: a, s: State{LineRate: 100 * gbps}}
-	a.Init(&q.s, 0)
+	a.Init(&q.s)
 	return q
 }
 

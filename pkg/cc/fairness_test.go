@@ -34,7 +34,7 @@ func TestDCQCNFairness(t *testing.T) {
 	var pending [2][delay]bool // CNPs in flight, indexed by step % delay
 	for i := range qs {
 		qs[i] = State{LineRate: c, BaseRTT: 10 * us}
-		a.Init(&qs[i], 0)
+		a.Init(&qs[i])
 	}
 	queue := 0.0
 	var sum [2]float64

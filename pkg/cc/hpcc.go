@@ -25,7 +25,8 @@ package cc
 // sequence that was next to send at the previous commit; ACKs in between
 // (FastReact) set the rate from Rc without committing. HPCC's window form,
 // W = W/k + W_AI, is the same rule with W = Rate·T; the simulator derives
-// the window as BaseWin·Rate/LineRate under VAR_WIN, so Win stays BaseWin.
+// the window as BaseWin·Rate/LineRate under VAR_WIN, so HPCC keeps no
+// window of its own.
 //
 // Deviations from ns-3: a hop whose record did not advance in time (τ <= 0)
 // or whose byte counter went backwards (a new path) gives no sample instead
@@ -45,7 +46,7 @@ func (h *hpcc) Name() string  { return "hpcc" }
 func (h *hpcc) UsesECN() bool { return false }
 func (h *hpcc) UsesINT() bool { return true }
 
-func (h *hpcc) Init(s *State, now int64) {
+func (h *hpcc) Init(s *State) {
 	start(s)
 	s.Target = s.LineRate
 	s.Ustar = 1
@@ -68,10 +69,16 @@ func (h *hpcc) OnFeedback(s *State, fb *Feedback) int64 {
 		s.Ustar = ewmaU(s, u, dt)
 		hpccRate(s, &h.p, s.Ustar/h.p.UTarget, full)
 	}
+	nextRound(s, fb, full)
+	return 0
+}
+
+// nextRound ends the update round on a full ACK: the next commit waits for
+// an ACK beyond what is next to send now.
+func nextRound(s *State, fb *Feedback, full bool) {
 	if full && fb.SndNxt > s.Idx {
 		s.Idx = fb.SndNxt
 	}
-	return 0
 }
 
 // storeHops remembers an ACK's INT records as the reference for the next.

@@ -23,7 +23,7 @@ func newHPCCPath(t *testing.T, mode int, p Params, qlen0 int64) *hpccPath {
 		t.Fatal(err)
 	}
 	h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000}}
-	a.Init(&h.s, 0)
+	a.Init(&h.s)
 	// First ACK: only the reference record (idle hop, queue qlen0; the
 	// queue term uses the smaller of two consecutive queue samples).
 	h.feed(0, 0, qlen0, true)
@@ -60,8 +60,8 @@ func TestHPCCHalvesAtTwiceTarget(t *testing.T) {
 	if !relClose(h.s.Rate, 50.05e9, 1e-12) || h.s.Target != h.s.Rate {
 		t.Fatalf("rate %.3f ref %.3f, want 50.05e9 committed", h.s.Rate, h.s.Target)
 	}
-	if h.s.Win != 125000 {
-		t.Fatalf("Win %d: HPCC leaves the window to VAR_WIN scaling", h.s.Win)
+	if h.s.BaseWin != 125000 {
+		t.Fatalf("BaseWin %d: HPCC leaves the window to VAR_WIN scaling", h.s.BaseWin)
 	}
 	if w := float64(h.s.BaseWin) * h.s.Rate / h.s.LineRate; !relClose(w, 62562.5, 1e-12) {
 		t.Fatalf("effective window %.3f, want 62562.5", w)
@@ -148,7 +148,7 @@ func TestHPCCFastReact(t *testing.T) {
 func TestHPCCMaxHopAndMinQueue(t *testing.T) {
 	a, _ := New(ModeHPCC, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000}
-	a.Init(&s, 0)
+	a.Init(&s)
 	fb := Feedback{Now: 0, AckSeq: 1, SndNxt: 125000, NHops: 2}
 	fb.Hops[0] = IntHop{TimePs: 0, LineRate: 100 * gbps}
 	fb.Hops[1] = IntHop{TimePs: 0, QLen: 200000, LineRate: 100 * gbps}
@@ -200,7 +200,7 @@ func TestPintHalvesAtTwiceTarget(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		a, _ := New(ModePINT, DefaultParams())
 		h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000, Rng: seed}}
-		a.Init(&h.s, 0)
+		a.Init(&h.s)
 		if h.s.Rng != seed {
 			t.Fatal("Init must keep the simulator's Rng seed")
 		}
@@ -248,7 +248,7 @@ func TestPintDeterministic(t *testing.T) {
 		p.PintProb = 0.5
 		a, _ := New(ModePINT, p)
 		h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000, Rng: 7}}
-		a.Init(&h.s, 0)
+		a.Init(&h.s)
 		h.feed(0, 0, 0, true)
 		for i := 0; i < 200; i++ {
 			h.feed(10*us, int64(60000+i*300), int64(i%7)*20000, i%3 != 0)
@@ -268,8 +268,8 @@ func TestNoINTKeepsLineRate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := State{LineRate: 100e9, Rate: 100e9, BaseRTT: 4_000_000, BaseWin: 50000, Win: 50000}
-		a.Init(&s, 0)
+		s := State{LineRate: 100e9, Rate: 100e9, BaseRTT: 4_000_000, BaseWin: 50000}
+		a.Init(&s)
 		for i := int64(1); i <= 1000; i++ {
 			fb := Feedback{Now: i * 1_000_000, Acked: 9000, AckSeq: i * 9000, SndNxt: i*9000 + 50000}
 			a.OnFeedback(&s, &fb)

@@ -2,7 +2,6 @@ package cc
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -56,39 +55,6 @@ func New(ccMode int, p Params) (Algorithm, error) {
 	return nil, fmt.Errorf("cc: unknown CC_MODE %d (known: %s)", ccMode, knownModes())
 }
 
-// ByName resolves an algorithm name ("none", "dcqcn", "hpcc", "timely",
-// "dctcp", "hpcc-pint"; case-insensitive, "pint" too) or a CC_MODE number
-// given as text to the CC_MODE, for New.
-func ByName(name string) (int, error) {
-	n := strings.ToLower(strings.TrimSpace(name))
-	if n == "pint" {
-		n = "hpcc-pint"
-	}
-	for _, m := range modeNames {
-		if m.name == n {
-			return m.mode, nil
-		}
-	}
-	if x, err := strconv.Atoi(n); err == nil {
-		for _, m := range modeNames {
-			if m.mode == x {
-				return x, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("cc: unknown congestion control %q (known: %s)", name, knownModes())
-}
-
-// ModeName is the name of a CC_MODE, or "" for an unknown one.
-func ModeName(ccMode int) string {
-	for _, m := range modeNames {
-		if m.mode == ccMode {
-			return m.name
-		}
-	}
-	return ""
-}
-
 func knownModes() string {
 	var b strings.Builder
 	for i, m := range modeNames {
@@ -100,14 +66,13 @@ func knownModes() string {
 	return b.String()
 }
 
-// start puts a queue pair at line rate with a full window and clears every
-// algorithm-private field, so a State can be reused. Rng is kept: it is
-// the simulator's per-QP seed.
+// start puts a queue pair at line rate and clears every algorithm-private
+// field, so a State can be reused. Rng is kept: it is the simulator's
+// per-QP seed.
 func start(s *State) {
 	*s = State{
 		LineRate: s.LineRate,
 		Rate:     s.LineRate,
-		Win:      s.BaseWin,
 		BaseRTT:  s.BaseRTT,
 		BaseWin:  s.BaseWin,
 		Epoch:    -1,

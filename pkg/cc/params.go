@@ -1,9 +1,9 @@
 package cc
 
 import (
+	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -223,120 +223,65 @@ func (p *Params) Validate() error {
 	return nil
 }
 
-// ConfKeys lists the conf keys Set understands, sorted.
-func ConfKeys() []string {
-	k := make([]string, 0, len(setters))
-	for key := range setters {
-		k = append(k, key)
-	}
-	sort.Strings(k)
-	return k
-}
+// ErrUnknownKey is the error Set wraps for a key it does not know.
+var ErrUnknownKey = errors.New("unknown congestion-control key")
 
 // Set applies one SimAI.conf-style key. Values use SimAI's conventions:
 // rates like "50Mb/s" or "100Gbps" (a plain number is bit/s); times in µs
 // when plain ("900"), or with a unit ("900us", "1ms"); flags 0 or 1.
-// Unknown keys are an error naming the key.
+// Errors name the key; an unknown key's wraps ErrUnknownKey. Values are
+// checked one by one; New validates the whole set.
 func (p *Params) Set(key, value string) error {
 	f, ok := setters[strings.ToUpper(strings.TrimSpace(key))]
 	if !ok {
-		return fmt.Errorf("cc: unknown congestion-control key %q", key)
+		return fmt.Errorf("cc: %w %q", ErrUnknownKey, key)
 	}
-	if err := f(p, strings.TrimSpace(value)); err != nil {
+	v := strings.TrimSpace(value)
+	if v == "" || strings.ContainsAny(v, " \t") {
+		return fmt.Errorf("cc: %s %q: expected one value", key, value)
+	}
+	if err := f(p, v); err != nil {
 		return fmt.Errorf("cc: %s %q: %v", key, value, err)
 	}
 	return nil
 }
 
-// FromConf builds Params from DefaultParams and conf keys (as
-// packet.Config.CC holds them), applying keys in sorted order so errors are
-// deterministic, and validates the result.
-func FromConf(kv map[string]string) (Params, error) {
-	p := DefaultParams()
-	keys := make([]string, 0, len(kv))
-	for k := range kv {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if err := p.Set(k, kv[k]); err != nil {
-			return p, err
-		}
-	}
-	return p, p.Validate()
-}
-
 type setter func(p *Params, v string) error
 
 var setters = map[string]setter{
-	"EWMA_GAIN":              floatKey(func(p *Params) *float64 { return &p.EwmaGain }),
-	"DCTCP_GAIN":             floatKey(func(p *Params) *float64 { return &p.DctcpGain }),
-	"RATE_AI":                rateKey(func(p *Params) *float64 { return &p.RateAI }),
-	"RATE_HAI":               rateKey(func(p *Params) *float64 { return &p.RateHAI }),
-	"MIN_RATE":               rateKey(func(p *Params) *float64 { return &p.MinRate }),
-	"DCTCP_RATE_AI":          rateKey(func(p *Params) *float64 { return &p.DctcpRateAI }),
-	"RP_TIMER":               timeKey(func(p *Params) *int64 { return &p.RPTimer }),
-	"ALPHA_RESUME_INTERVAL":  timeKey(func(p *Params) *int64 { return &p.AlphaResumeInterval }),
-	"RATE_DECREASE_INTERVAL": timeKey(func(p *Params) *int64 { return &p.RateDecreaseInterval }),
-	"FAST_RECOVERY_TIMES":    intKey(func(p *Params) *int { return &p.FastRecoveryTimes }),
-	"CLAMP_TARGET_RATE":      flagKey(func(p *Params) *bool { return &p.ClampTargetRate }),
-	"RATE_ON_FIRST_CNP":      floatKey(func(p *Params) *float64 { return &p.RateOnFirstCNP }),
-	"U_TARGET":               floatKey(func(p *Params) *float64 { return &p.UTarget }),
-	"MI_THRESH":              intKey(func(p *Params) *int { return &p.MiThresh }),
-	"FAST_REACT":             flagKey(func(p *Params) *bool { return &p.FastReact }),
-	"MULTI_RATE":             flagKey(func(p *Params) *bool { return &p.MultiRate }),
-	"SAMPLE_FEEDBACK":        flagKey(func(p *Params) *bool { return &p.SampleFeedback }),
-	"INT_MULTI":              intKey(func(p *Params) *int { return &p.IntMulti }),
-	"PINT_LOG_BASE":          floatKey(func(p *Params) *float64 { return &p.PintLogBase }),
-	"PINT_PROB":              floatKey(func(p *Params) *float64 { return &p.PintProb }),
-	"TMLY_ALPHA":             floatKey(func(p *Params) *float64 { return &p.TimelyAlpha }),
-	"TMLY_BETA":              floatKey(func(p *Params) *float64 { return &p.TimelyBeta }),
-	"TMLY_TLOW":              timeKey(func(p *Params) *int64 { return &p.TimelyTLow }),
-	"TMLY_THIGH":             timeKey(func(p *Params) *int64 { return &p.TimelyTHigh }),
-	"TMLY_MINRTT":            timeKey(func(p *Params) *int64 { return &p.TimelyMinRTT }),
-	"TMLY_HAI_THRESH":        intKey(func(p *Params) *int { return &p.TimelyHAIThresh }),
-	"RATE_BOUND":             flagKey(func(p *Params) *bool { return &p.RateBound }),
+	"EWMA_GAIN":              key(parseFloat, func(p *Params) *float64 { return &p.EwmaGain }),
+	"DCTCP_GAIN":             key(parseFloat, func(p *Params) *float64 { return &p.DctcpGain }),
+	"RATE_AI":                key(units.ParseBandwidth, func(p *Params) *float64 { return &p.RateAI }),
+	"RATE_HAI":               key(units.ParseBandwidth, func(p *Params) *float64 { return &p.RateHAI }),
+	"MIN_RATE":               key(units.ParseBandwidth, func(p *Params) *float64 { return &p.MinRate }),
+	"DCTCP_RATE_AI":          key(units.ParseBandwidth, func(p *Params) *float64 { return &p.DctcpRateAI }),
+	"RP_TIMER":               key(parseTime, func(p *Params) *int64 { return &p.RPTimer }),
+	"ALPHA_RESUME_INTERVAL":  key(parseTime, func(p *Params) *int64 { return &p.AlphaResumeInterval }),
+	"RATE_DECREASE_INTERVAL": key(parseTime, func(p *Params) *int64 { return &p.RateDecreaseInterval }),
+	"FAST_RECOVERY_TIMES":    key(parseInt, func(p *Params) *int { return &p.FastRecoveryTimes }),
+	"CLAMP_TARGET_RATE":      key(parseFlag, func(p *Params) *bool { return &p.ClampTargetRate }),
+	"RATE_ON_FIRST_CNP":      key(parseFloat, func(p *Params) *float64 { return &p.RateOnFirstCNP }),
+	"U_TARGET":               key(parseFloat, func(p *Params) *float64 { return &p.UTarget }),
+	"MI_THRESH":              key(parseInt, func(p *Params) *int { return &p.MiThresh }),
+	"FAST_REACT":             key(parseFlag, func(p *Params) *bool { return &p.FastReact }),
+	"MULTI_RATE":             key(parseFlag, func(p *Params) *bool { return &p.MultiRate }),
+	"SAMPLE_FEEDBACK":        key(parseFlag, func(p *Params) *bool { return &p.SampleFeedback }),
+	"INT_MULTI":              key(parseInt, func(p *Params) *int { return &p.IntMulti }),
+	"PINT_LOG_BASE":          key(parseFloat, func(p *Params) *float64 { return &p.PintLogBase }),
+	"PINT_PROB":              key(parseFloat, func(p *Params) *float64 { return &p.PintProb }),
+	"TMLY_ALPHA":             key(parseFloat, func(p *Params) *float64 { return &p.TimelyAlpha }),
+	"TMLY_BETA":              key(parseFloat, func(p *Params) *float64 { return &p.TimelyBeta }),
+	"TMLY_TLOW":              key(parseTime, func(p *Params) *int64 { return &p.TimelyTLow }),
+	"TMLY_THIGH":             key(parseTime, func(p *Params) *int64 { return &p.TimelyTHigh }),
+	"TMLY_MINRTT":            key(parseTime, func(p *Params) *int64 { return &p.TimelyMinRTT }),
+	"TMLY_HAI_THRESH":        key(parseInt, func(p *Params) *int { return &p.TimelyHAIThresh }),
+	"RATE_BOUND":             key(parseFlag, func(p *Params) *bool { return &p.RateBound }),
 }
 
-func floatKey(field func(*Params) *float64) setter {
+// key is the setter that parses a value and stores it in a field.
+func key[T any](parse func(string) (T, error), field func(*Params) *T) setter {
 	return func(p *Params, v string) error {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Errorf("not a number")
-		}
-		*field(p) = x
-		return nil
-	}
-}
-
-func intKey(field func(*Params) *int) setter {
-	return func(p *Params, v string) error {
-		x, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("not an integer")
-		}
-		*field(p) = x
-		return nil
-	}
-}
-
-func flagKey(field func(*Params) *bool) setter {
-	return func(p *Params, v string) error {
-		switch v {
-		case "0":
-			*field(p) = false
-		case "1":
-			*field(p) = true
-		default:
-			return fmt.Errorf("expected 0 or 1")
-		}
-		return nil
-	}
-}
-
-func rateKey(field func(*Params) *float64) setter {
-	return func(p *Params, v string) error {
-		x, err := units.ParseBandwidth(v)
+		x, err := parse(v)
 		if err != nil {
 			return err
 		}
@@ -345,21 +290,39 @@ func rateKey(field func(*Params) *float64) setter {
 	}
 }
 
-// timeKey reads SimAI's plain microseconds, or a time with a unit.
-func timeKey(field func(*Params) *int64) setter {
-	return func(p *Params, v string) error {
-		if x, err := strconv.ParseFloat(v, 64); err == nil {
-			if math.IsNaN(x) || x < 0 || x > float64(math.MaxInt64/2)/float64(us) {
-				return fmt.Errorf("out of range")
-			}
-			*field(p) = int64(math.Round(x * float64(us)))
-			return nil
-		}
-		x, err := units.ParseDuration(v)
-		if err != nil {
-			return err
-		}
-		*field(p) = x
-		return nil
+func parseFloat(v string) (float64, error) {
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, fmt.Errorf("not a number")
 	}
+	return x, nil
+}
+
+func parseInt(v string) (int, error) {
+	x, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("not an integer")
+	}
+	return x, nil
+}
+
+func parseFlag(v string) (bool, error) {
+	switch v {
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("expected 0 or 1")
+}
+
+// parseTime reads SimAI's plain microseconds, or a time with a unit.
+func parseTime(v string) (int64, error) {
+	if x, err := strconv.ParseFloat(v, 64); err == nil {
+		if math.IsNaN(x) || x < 0 || x > float64(math.MaxInt64/2)/float64(us) {
+			return 0, fmt.Errorf("out of range")
+		}
+		return int64(math.Round(x * float64(us))), nil
+	}
+	return units.ParseDuration(v)
 }

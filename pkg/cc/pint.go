@@ -28,7 +28,7 @@ import "math"
 // State fields: as hpcc (Rate, Target = Rc, Ustar, Stage, Idx, PrevHops,
 // NPrev) plus Rng.
 type pint struct {
-	p       Params
+	hpcc            // Init, OnTimer, UsesECN, UsesINT and the parameters
 	logBase float64 // ln(PintLogBase)
 }
 
@@ -36,19 +36,9 @@ type pint struct {
 // before encoding so the smallest possible value maps to 1.
 const pintScale = 512
 
-func newPint(p Params) *pint { return &pint{p: p, logBase: math.Log(p.PintLogBase)} }
+func newPint(p Params) *pint { return &pint{hpcc: hpcc{p: p}, logBase: math.Log(p.PintLogBase)} }
 
-func (h *pint) Name() string  { return "hpcc-pint" }
-func (h *pint) UsesECN() bool { return false }
-func (h *pint) UsesINT() bool { return true }
-
-func (h *pint) Init(s *State, now int64) {
-	start(s)
-	s.Target = s.LineRate
-	s.Ustar = 1
-}
-
-func (h *pint) OnTimer(s *State, now int64) int64 { return 0 }
+func (h *pint) Name() string { return "hpcc-pint" }
 
 func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
 	// The switches' estimate evolves with every packet, sampled or not.
@@ -66,11 +56,8 @@ func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
 		s.Idx = fb.SndNxt
 		return 0
 	}
-	u := h.quantize(s.Ustar, &s.Rng)
-	hpccRate(s, &h.p, u/h.p.UTarget, full)
-	if full && fb.SndNxt > s.Idx {
-		s.Idx = fb.SndNxt
-	}
+	hpccRate(s, &h.p, h.quantize(s.Ustar, &s.Rng)/h.p.UTarget, full)
+	nextRound(s, fb, full)
 	return 0
 }
 

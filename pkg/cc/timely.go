@@ -30,7 +30,7 @@ type timely struct{ p Params }
 func (t *timely) Name() string                      { return "timely" }
 func (t *timely) UsesECN() bool                     { return false }
 func (t *timely) UsesINT() bool                     { return false }
-func (t *timely) Init(s *State, now int64)          { start(s) }
+func (t *timely) Init(s *State)                     { start(s) }
 func (t *timely) OnTimer(s *State, now int64) int64 { return 0 }
 
 func (t *timely) OnFeedback(s *State, fb *Feedback) int64 {

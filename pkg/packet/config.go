@@ -2,6 +2,7 @@ package packet
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -32,11 +33,8 @@ type Config struct {
 	ReservePerQ   int64   // bytes reserved per ingress queue before the shared pool (4 KB)
 	PFCAlphaShift int     // dynamic threshold = free buffer >> shift (3, i.e. 1/8)
 	AckInterval   int     // L2_ACK_INTERVAL: ACK every N data packets (default 1)
-	ChunkSize     int     // L2_CHUNK_SIZE (accepted; SimAI's go-back-N granularity)
-	BackToZero    bool    // L2_BACK_TO_ZERO: a NACK restarts the message from byte 0
 	HasWin        bool    // HAS_WIN: window limit in addition to the rate (default 1)
 	VarWin        bool    // VAR_WIN: window scales with rate/line rate (default 1)
-	GlobalT       bool    // GLOBAL_T: one window for all pairs from the largest base RTT
 	ErrorRate     float64 // ERROR_RATE_PER_LINK: packet loss probability added to every link
 	KMin, KMax    rateMap // KMIN_MAP/KMAX_MAP: RED thresholds in KB by link rate (bit/s)
 	PMax          rateMap // PMAX_MAP: RED maximum marking probability by link rate
@@ -49,8 +47,8 @@ type Config struct {
 	QPMonPs       int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
 	QLenMonPs     int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
 	BWMonPs       int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
-	CC            map[string]string // raw congestion-control keys, parsed by pkg/cc
-	Set           map[string]bool   // keys given explicitly
+	CC            cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
+	ccConf        map[string]string // the CC keys given, as written, for the trace metadata
 }
 
 // LinkDown fails the link between two nodes at a time (LINK_DOWN t a b, t in ns).
@@ -83,9 +81,9 @@ func DefaultConfig() Config {
 	c := Config{
 		CCMode: 1, EnableQCN: true, DynamicPFC: true, EnablePFC: true, PayloadSize: 9000, HeaderBytes: 48, AckBytes: 60,
 		BufferBytes: 32 << 20, PauseTimePs: 5_000_000, ResumeOffset: 3 << 10, ReservePerQ: 4 << 10, PFCAlphaShift: 3,
-		AckInterval: 1, ChunkSize: 4000, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000,
+		AckInterval: 1, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000,
 		MonEndPs: 20_000 * 1e6, QPMonPs: 100 * 1e6, QLenMonPs: 10_000 * 1e6, BWMonPs: 10_000 * 1e6,
-		CC: map[string]string{}, Set: map[string]bool{},
+		CC: cc.DefaultParams(), ccConf: map[string]string{},
 	}
 	for _, kv := range [][2]string{
 		{"KMAX_MAP", "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400"},
@@ -96,18 +94,8 @@ func DefaultConfig() Config {
 			panic(err)
 		}
 	}
-	c.Set = map[string]bool{}
 	return c
 }
-
-// ccKeys are handed to pkg/cc, which parses and documents them.
-var ccKeys = func() map[string]bool {
-	m := map[string]bool{}
-	for _, k := range cc.ConfKeys() {
-		m[k] = true
-	}
-	return m
-}()
 
 // ignoredKeys name SimAI's own output files and switches that do not apply.
 var ignoredKeys = map[string]string{
@@ -117,6 +105,7 @@ var ignoredKeys = map[string]string{
 	"ENABLE_TRACE": "packet traces are not written", "ACK_HIGH_PRIO": "ACK/NACK/CNP always use queue 0",
 	"L2_WAIT_FOR_ACK": "SimAI's stop-and-wait flag", "ECN_ENABLED": "see ENABLE_QCN",
 	"KMIN": "use KMIN_MAP", "KMAX": "use KMAX_MAP", "PMAX": "use PMAX_MAP",
+	"L2_CHUNK_SIZE": "the go-back granularity of L2_BACK_TO_ZERO 1, which is not implemented",
 }
 
 // ReadConfig parses a SimAI.conf-style file onto c. Errors name the file,
@@ -196,6 +185,15 @@ func (c *Config) apply(key string, v []string) error {
 		*dst = x == 1
 		return nil
 	}
+	// SimAI switches fabricsim does not model: 0 (as SimAI.conf ships) is
+	// accepted, 1 refused rather than silently ignored.
+	notImplemented := func(what string) error {
+		var on bool
+		if err := flag(&on); err != nil || !on {
+			return err
+		}
+		return fmt.Errorf("1 (%s) is not implemented; use 0 as SimAI.conf ships", what)
+	}
 	var err error
 	var x int64
 	switch key {
@@ -236,17 +234,14 @@ func (c *Config) apply(key string, v []string) error {
 			x = 1
 		}
 		c.AckInterval = int(x)
-	case "L2_CHUNK_SIZE":
-		x, err = nonneg()
-		c.ChunkSize = int(x)
 	case "L2_BACK_TO_ZERO":
-		err = flag(&c.BackToZero)
+		err = notImplemented("on NACK, go back to an L2_CHUNK_SIZE boundary")
 	case "HAS_WIN":
 		err = flag(&c.HasWin)
 	case "VAR_WIN":
 		err = flag(&c.VarWin)
 	case "GLOBAL_T":
-		err = flag(&c.GlobalT)
+		err = notImplemented("one window for every queue pair, from the largest base RTT")
 	case "ERROR_RATE_PER_LINK":
 		var f float64
 		if f, err = num(); err == nil && (f < 0 || f >= 1) {
@@ -321,19 +316,16 @@ func (c *Config) apply(key string, v []string) error {
 			c.BWMonPs = ps
 		}
 	default:
-		switch {
-		case ccKeys[key]:
-			if len(v) != 1 {
-				return fmt.Errorf("expected one value")
-			}
-			c.CC[key] = v[0]
-		case ignoredKeys[key] != "":
-		default:
+		if ignoredKeys[key] != "" {
+			break
+		}
+		val := strings.Join(v, " ")
+		if err = c.CC.Set(key, val); errors.Is(err, cc.ErrUnknownKey) {
 			return fmt.Errorf("unknown key (examples/conf/default.conf lists the keys)")
 		}
-	}
-	if err == nil && c.Set != nil {
-		c.Set[key] = true
+		if err == nil {
+			c.ccConf[key] = val
+		}
 	}
 	return err
 }
@@ -368,6 +360,6 @@ func (c *Config) Describe() map[string]any {
 		"cc_mode": c.CCMode, "enable_qcn": c.EnableQCN, "enable_pfc": c.EnablePFC, "dynamic_pfc": c.DynamicPFC,
 		"payload_bytes": c.PayloadSize, "buffer_bytes": c.BufferBytes, "ack_interval": c.AckInterval,
 		"has_win": c.HasWin, "var_win": c.VarWin, "qps_per_connection": c.QPsPerConn, "error_rate": c.ErrorRate,
-		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.CC,
+		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.ccConf,
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -19,11 +20,11 @@ func FuzzRun(f *testing.F) {
 	f.Add([]byte{1, 1, 3, 4, 3, 2, 3, 1, 2, 5, 4, 0, 2, 3, 0, 1, 0, 0})
 	f.Add([]byte{2, 0, 17, 1, 1, 0, 0, 0, 0, 17, 1, 0, 4, 0, 0, 0})
 	tops := []*topo.Topology{
-		gen(&testing.T{}, topo.Params{Family: topo.SpectrumX, GPUs: 16, NICBW: 100e9}),
-		gen(&testing.T{}, topo.Params{Family: topo.DCNDualToR, GPUs: 16}),
-		gen(&testing.T{}, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 2}),
+		gen(f, topo.Params{Family: topo.SpectrumX, GPUs: 16, NICBW: 100e9}),
+		gen(f, topo.Params{Family: topo.DCNDualToR, GPUs: 16}),
+		gen(f, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 2}),
 	}
-	alg := dcqcn(&testing.T{})
+	alg := ccAlg(f, cc.ModeDCQCN)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) < 2 {
 			return

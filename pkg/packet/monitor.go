@@ -2,7 +2,6 @@ package packet
 
 import (
 	"github.com/fabricsim/fabricsim/formats/monitor"
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/des"
 )
 
@@ -26,6 +25,7 @@ type Monitors struct {
 	OnRate func(timePs int64, flow int64, rateBps float64)
 
 	lastTx []int64 // per GPU: bytes sent at the previous BW sample
+	tx     []int64 // per GPU: bytes sent, reused by every BW sample
 	cnps   []int64 // per QP slot: CNPs since the previous QP sample
 }
 
@@ -33,51 +33,44 @@ type Monitors struct {
 func OpenMonitors(dir string) (*Monitors, error) {
 	m := &Monitors{}
 	var err error
-	if m.QLen, err = monitor.Create[monitor.QLen](dir, "qlen.parquet"); err != nil {
-		return nil, err
+	m.QLen, err = monitor.Create[monitor.QLen](dir, "qlen.parquet")
+	if err == nil {
+		m.BW, err = monitor.Create[monitor.HostBW](dir, "host_bw.parquet")
 	}
-	if m.BW, err = monitor.Create[monitor.HostBW](dir, "host_bw.parquet"); err != nil {
-		return nil, err
+	if err == nil {
+		m.Rate, err = monitor.Create[monitor.Rate](dir, "qp_rate.parquet")
 	}
-	if m.Rate, err = monitor.Create[monitor.Rate](dir, "qp_rate.parquet"); err != nil {
-		return nil, err
+	if err == nil {
+		m.CNP, err = monitor.Create[monitor.CNP](dir, "cnp.parquet")
 	}
-	if m.CNP, err = monitor.Create[monitor.CNP](dir, "cnp.parquet"); err != nil {
-		return nil, err
+	if err == nil {
+		m.PFC, err = monitor.Create[monitor.PFC](dir, "pfc.parquet")
 	}
-	if m.PFC, err = monitor.Create[monitor.PFC](dir, "pfc.parquet"); err != nil {
+	if err != nil {
+		m.Close() // the files created before the failure
 		return nil, err
 	}
 	return m, nil
 }
 
-// Close flushes the files.
+// Close flushes the files that are set and returns the first error.
 func (m *Monitors) Close() error {
 	var first error
-	for _, c := range []interface{ Close() error }{m.QLen, m.BW, m.Rate, m.CNP, m.PFC} {
-		if c != nil && !isNilFile(c) {
-			if err := c.Close(); err != nil && first == nil {
-				first = err
-			}
-		}
-	}
+	closeFile(m.QLen, &first)
+	closeFile(m.BW, &first)
+	closeFile(m.Rate, &first)
+	closeFile(m.CNP, &first)
+	closeFile(m.PFC, &first)
 	return first
 }
 
-func isNilFile(c interface{ Close() error }) bool {
-	switch f := c.(type) {
-	case *monitor.File[monitor.QLen]:
-		return f == nil
-	case *monitor.File[monitor.HostBW]:
-		return f == nil
-	case *monitor.File[monitor.Rate]:
-		return f == nil
-	case *monitor.File[monitor.CNP]:
-		return f == nil
-	case *monitor.File[monitor.PFC]:
-		return f == nil
+func closeFile[T any](f *monitor.File[T], first *error) {
+	if f == nil {
+		return
 	}
-	return false
+	if err := f.Close(); err != nil && *first == nil {
+		*first = err
+	}
 }
 
 // SetMonitors attaches monitors before Run.
@@ -85,6 +78,7 @@ func (s *Sim) SetMonitors(m *Monitors) { s.mon = m }
 
 func (m *Monitors) start(s *Sim) {
 	m.lastTx = make([]int64, s.t.GPUs)
+	m.tx = make([]int64, s.t.GPUs)
 	c := &s.cfg
 	if m.QLen != nil {
 		s.q.Push(des.Time(c.MonStartPs), evMonitor, 0, monQLen)
@@ -115,7 +109,8 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			}
 		}
 	case monBW:
-		tx := make([]int64, s.t.GPUs)
+		tx := m.tx
+		clear(tx)
 		for pid := range s.ports {
 			if p := &s.ports[pid]; int(p.from) < s.t.GPUs {
 				tx[p.from] += p.txBytes
@@ -135,9 +130,9 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			if q.done || q.size == 0 {
 				continue
 			}
-			fid := s.flows.ID[q.flow]
+			fid := s.flows.DAG.ID(q.flow)
 			if m.Rate != nil {
-				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, RateBps: q.cc.Rate, WinB: q.win})
+				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, RateBps: q.cc.Rate, WinB: q.cc.BaseWin})
 			}
 			if m.OnRate != nil {
 				m.OnRate(s.now, fid, q.cc.Rate)
@@ -152,13 +147,17 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 	if s.flows.DAG.Done() == s.flows.DAG.Len() {
 		return
 	}
-	iv := map[int64]int64{monQLen: c.QLenMonPs, monBW: c.BWMonPs, monQP: c.QPMonPs}[kind]
+	iv := c.QPMonPs
+	switch kind {
+	case monQLen:
+		iv = c.QLenMonPs
+	case monBW:
+		iv = c.BWMonPs
+	}
 	if next := s.now + iv; next <= c.MonEndPs {
 		s.q.Push(des.Time(next), evMonitor, 0, kind)
 	}
 }
-
-func (m *Monitors) finish(s *Sim) {}
 
 func (m *Monitors) pfc(now int64, sw, up int32, q int, pause bool) {
 	if m.PFC == nil {
@@ -178,4 +177,10 @@ func (m *Monitors) cnp(qi int32) {
 	m.cnps[qi]++
 }
 
-var _ = stream.NodeGPU
+// qpDone forgets a finished pair's CNPs since the last sample, as it is no
+// longer sampled: they must not be reported for the next pair in its slot.
+func (m *Monitors) qpDone(qi int32) {
+	if int(qi) < len(m.cnps) {
+		m.cnps[qi] = 0
+	}
+}

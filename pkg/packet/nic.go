@@ -17,11 +17,6 @@ type qp struct {
 	sndUna    int64
 	maxSent   int64
 	nextAvail int64
-	lineRate  float64
-	win       int64
-	baseRTT   int64
-	start     int64
-	end       int64
 	rxDone    int64
 	lastProg  int64
 	ccWake    int64
@@ -34,6 +29,8 @@ type qp struct {
 	rcvCount  int32
 	predData  int64 // surrogate: predicted latency of data and of control packets
 	predCtl   int64
+	latData   int32 // surrogate: latency class of data and of control packets + 1, 0 before the first
+	latCtl    int32
 	slot      int32 // index in its port's round robin
 	rcvECN    bool
 	done      bool
@@ -74,9 +71,9 @@ func (s *Sim) sendFromQP(pid int32) bool {
 			continue
 		}
 		if s.cfg.HasWin {
-			win := q.win
+			win := q.cc.BaseWin
 			if s.cfg.VarWin {
-				win = int64(float64(q.win) * q.cc.Rate / q.lineRate)
+				win = int64(float64(win) * q.cc.Rate / q.cc.LineRate)
 				if win < 1 {
 					win = 1
 				}
@@ -107,7 +104,7 @@ func (s *Sim) sendData(pid int32, qi int32) {
 	pkt := &s.pkts[pi]
 	*pkt = packet{seq: q.sndNxt, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
-	if s.alg.UsesINT() {
+	if s.usesINT {
 		pkt.intI = s.newINT()
 	}
 	if q.sndNxt < q.maxSent {
@@ -139,7 +136,7 @@ func (s *Sim) newINT() int32 {
 func (s *Sim) armRTO(qi int32) {
 	q := &s.qps[qi]
 	q.rtoGen++
-	q.rtoAt = s.now + s.rtoPs
+	q.rtoAt = s.now + s.cfg.RTOPs
 	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
 }
 
@@ -155,7 +152,7 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 	if q.sndUna >= q.sndNxt && q.sndNxt >= q.size {
 		return
 	}
-	if s.now-q.lastProg >= s.rtoPs {
+	if s.now-q.lastProg >= s.cfg.RTOPs {
 		if q.sndNxt > q.sndUna {
 			q.sndNxt = q.sndUna
 			q.lastProg = s.now
@@ -165,7 +162,7 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 		return
 	}
 	q.rtoGen++
-	q.rtoAt = q.lastProg + s.rtoPs
+	q.rtoAt = q.lastProg + s.cfg.RTOPs
 	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
 }
 
@@ -195,7 +192,7 @@ func (s *Sim) deliver(pi int32) {
 	case pkt.seq > q.rcvNext:
 		s.Stats.Discarded += int64(pkt.size)
 		// A gap: ask for a go-back-N, once per expected sequence and RTT.
-		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.baseRTT {
+		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.cc.BaseRTT {
 			q.nackSeq, q.nackAt = q.rcvNext, s.now
 			s.sendCtl(pi, pktNack, q.rcvNext, pkt.ecn)
 			return
@@ -221,8 +218,7 @@ func (s *Sim) received(f int32) {
 	}
 	fl.RxDone[f] = s.now
 	dst := fl.Dst[f]
-	s.release = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.release[:0])
-	s.work = append(s.work, s.release...)
+	s.work = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.work)
 }
 
 // sendCtl turns a delivered data packet into an ACK or NACK travelling the
@@ -255,9 +251,6 @@ func (s *Sim) onAck(pi int32) {
 	}
 	if pkt.kind == pktNack && pkt.seq < q.sndNxt {
 		q.sndNxt = pkt.seq
-		if s.cfg.BackToZero {
-			q.sndNxt = q.sndUna
-		}
 	}
 	// One Feedback reused: passed through the interface it would escape.
 	fb := &s.fb
@@ -333,7 +326,9 @@ func (s *Sim) onCCTimer(qi int32, gen int64) {
 func (s *Sim) qpDone(qi int32) {
 	q := &s.qps[qi]
 	q.done = true
-	q.end = s.now
+	if s.mon != nil {
+		s.mon.qpDone(qi)
+	}
 	q.rtoGen++
 	q.ccGen++
 	// Leave the port's round robin now: the slot is recycled.

@@ -1,24 +1,14 @@
 package packet
 
 import (
+	"runtime"
 	"testing"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
-
-// lineRate is a congestion control that never slows down (CC_MODE 0).
-type lineRate struct{}
-
-func (lineRate) Name() string                             { return "none" }
-func (lineRate) Init(s *cc.State, now int64)              { s.Rate = s.LineRate }
-func (lineRate) OnFeedback(*cc.State, *cc.Feedback) int64 { return 0 }
-func (lineRate) OnTimer(*cc.State, int64) int64           { return 0 }
-func (lineRate) UsesECN() bool                            { return false }
-func (lineRate) UsesINT() bool                            { return false }
 
 type flowSpec struct {
 	src, dst int32
@@ -26,7 +16,8 @@ type flowSpec struct {
 	deps     []int64
 }
 
-func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+// newSim prepares a run of the specs (flow i has id i).
+func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
 	t.Helper()
 	r, err := route.New(tp)
 	if err != nil {
@@ -34,9 +25,9 @@ func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, spe
 	}
 	b := dag.NewBuilder(len(specs))
 	n := len(specs)
-	ids, src, dst, size, delay := make([]int64, n), make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
+	src, dst, size, delay := make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
 	for i, f := range specs {
-		ids[i], src[i], dst[i], size[i] = int64(i), f.src, f.dst, f.size
+		src[i], dst[i], size[i] = f.src, f.dst, f.size
 		if err := b.Add(int64(i), f.deps); err != nil {
 			t.Fatal(err)
 		}
@@ -45,11 +36,18 @@ func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, spe
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := NewFlows(d, ids, src, dst, size, delay)
+	fl := NewFlows(d, src, dst, size, delay)
 	s, err := New(tp, r, cfg, alg, fl, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, fl
+}
+
+// runFlows runs the specs and checks every byte arrived.
+func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+	t.Helper()
+	s, fl := newSim(t, tp, cfg, alg, specs)
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,10 +66,10 @@ func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, spe
 	return s, fl
 }
 
-func gen(t *testing.T, p topo.Params) *topo.Topology {
+func gen(tb testing.TB, p topo.Params) *topo.Topology {
 	tp, _, err := topo.Generate(p)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return tp
 }
@@ -82,13 +80,13 @@ func TestSingleFlowIdeal(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
 	cfg := DefaultConfig()
 	for _, f := range []flowSpec{{0, 9, 10 << 20, nil}, {0, 8, 1 << 20, nil}, {0, 1, 4 << 20, nil}} {
-		s, fl := runFlows(t, tp, cfg, lineRate{}, []flowSpec{f})
+		s, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{f})
 		fct := fl.End[0] - fl.Start[0]
 		ideal := fl.Ideal[0]
 		q := &s.qps[0]
 		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(0))
-		if fct < ideal-pktTime-q.baseRTT || fct > ideal+pktTime+q.baseRTT {
-			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.baseRTT)
+		if fct < ideal-pktTime-q.cc.BaseRTT || fct > ideal+pktTime+q.cc.BaseRTT {
+			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.cc.BaseRTT)
 		}
 	}
 }
@@ -102,7 +100,7 @@ func TestIncastPFCLossless(t *testing.T) {
 	for i := int32(8); i < 16; i++ {
 		specs = append(specs, flowSpec{i, 0, 8 << 20, nil})
 	}
-	s, _ := runFlows(t, tp, cfg, lineRate{}, specs)
+	s, _ := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), specs)
 	if s.Stats.Dropped != 0 {
 		t.Fatalf("%d packets dropped with PFC on", s.Stats.Dropped)
 	}
@@ -123,7 +121,7 @@ func TestIncastLossyRecovers(t *testing.T) {
 	for i := int32(8); i < 16; i++ {
 		specs = append(specs, flowSpec{i, 0, 4 << 20, nil})
 	}
-	s, _ := runFlows(t, tp, cfg, lineRate{}, specs)
+	s, _ := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), specs)
 	if s.Stats.Dropped == 0 || s.Stats.Retransmitted == 0 {
 		t.Fatalf("dropped %d, retransmitted %d: expected losses and repairs", s.Stats.Dropped, s.Stats.Retransmitted)
 	}
@@ -134,7 +132,7 @@ func TestIncastLossyRecovers(t *testing.T) {
 // ACK, which comes one ACK trip later.
 func TestDependencies(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
-	_, fl := runFlows(t, tp, DefaultConfig(), lineRate{}, []flowSpec{
+	_, fl := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeNone), []flowSpec{
 		{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}, {0, 9, 1 << 20, []int64{0}}})
 	if fl.Start[1] != fl.RxDone[0] {
 		t.Fatalf("flow 1 (from the receiver) started at %d, receive completion was %d", fl.Start[1], fl.RxDone[0])
@@ -146,13 +144,13 @@ func TestDependencies(t *testing.T) {
 	if gap := fl.End[0] - fl.RxDone[0]; gap < 1_000_000 || gap > 2_000_000 {
 		t.Fatalf("ACK came %d ps after receive completion", gap)
 	}
-	_ = stream.ConnRing
 }
 
-func dcqcn(t *testing.T) cc.Algorithm {
-	a, err := cc.New(cc.ModeDCQCN, cc.DefaultParams())
+// ccAlg is a CC_MODE's algorithm with SimAI.conf's parameters.
+func ccAlg(tb testing.TB, mode int) cc.Algorithm {
+	a, err := cc.New(mode, cc.DefaultParams())
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return a
 }
@@ -167,17 +165,8 @@ func TestDCQCNFairness(t *testing.T) {
 	// kmin, so the rates are DCQCN's doing (with BDP windows the queue never
 	// reaches the 400 KB marking threshold at all).
 	cfg.HasWin = false
-	r, _ := route.New(tp)
-	b := dag.NewBuilder(2)
-	b.Add(0, nil)
-	b.Add(1, nil)
-	d, _ := b.Build()
 	const size = 64 << 20
-	fl := NewFlows(d, []int64{0, 1}, []int32{8, 9}, []int32{0, 0}, []int64{size, size}, []int64{0, 0})
-	s, err := New(tp, r, cfg, dcqcn(t), fl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{8, 0, size, nil}, {9, 0, size, nil}})
 	type sample struct {
 		t    int64
 		rate [2]float64
@@ -232,7 +221,7 @@ func TestECMPSpread(t *testing.T) {
 			specs = append(specs, flowSpec{a * 8, b*8 + 1, 1 << 20, nil})
 		}
 	}
-	s, _ := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
+	s, _ := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
 	asw := int32(64 + 8) // after 64 GPUs and 8 NVSwitches
 	var per []int64
 	for pid := range s.ports {
@@ -265,8 +254,8 @@ func TestDeterminism(t *testing.T) {
 	for i := int32(1); i < 16; i++ {
 		specs = append(specs, flowSpec{i, 0, 2 << 20, nil}, flowSpec{0, i, 1 << 20, nil})
 	}
-	s1, f1 := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
-	s2, f2 := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
+	s1, f1 := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+	s2, f2 := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
 	if s1.Stats != s2.Stats {
 		t.Fatalf("stats differ: %+v vs %+v", s1.Stats, s2.Stats)
 	}
@@ -283,7 +272,7 @@ func TestLinkDownReroutes(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
 	cfg := DefaultConfig()
 	cfg.LinkDown = []LinkDown{{AtPs: 20_000_000, A: 0, B: 16}} // 20 us in; node 16 is server 0's NVSwitch
-	s, fl := runFlows(t, tp, cfg, dcqcn(t), []flowSpec{{0, 1, 64 << 20, nil}})
+	s, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 1, 64 << 20, nil}})
 	// 64 MiB over 2400 Gbps NVLink takes 224 us. After 20 us on NVLink
 	// (about 6 MB) the rest crosses the 100 Gbps NIC: over 4.5 ms.
 	if fct := fl.End[0] - fl.Start[0]; fct < 4_500_000_000 {
@@ -308,23 +297,13 @@ func TestSurrogate(t *testing.T) {
 			}
 		}
 	}
-	full, ff := runFlows(t, tp, DefaultConfig(), dcqcn(t), specs)
+	full, ff := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
 	var end int64
 	for _, e := range ff.End {
 		end = max(end, e)
 	}
 	for _, lite := range []bool{false, true} {
-		r, _ := route.New(tp)
-		b := dag.NewBuilder(len(specs))
-		n := len(specs)
-		ids, src, dst, size, delay := make([]int64, n), make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
-		for i, f := range specs {
-			ids[i], src[i], dst[i], size[i] = int64(i), f.src, f.dst, f.size
-			b.Add(int64(i), nil)
-		}
-		d, _ := b.Build()
-		fl := NewFlows(d, ids, src, dst, size, delay)
-		s, _ := New(tp, r, DefaultConfig(), dcqcn(t), fl, 1)
+		s, fl := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
 		if err := s.SetSurrogate(Surrogate{StartPs: end / 4, EndPs: end * 3 / 4, Lite: lite}); err != nil {
 			t.Fatal(err)
 		}
@@ -349,5 +328,67 @@ func TestSurrogate(t *testing.T) {
 			t.Fatalf("lite=%v: makespan %d ps vs %d ps packet-level (%.0f%%)", lite, e2, end, 100*d)
 		}
 		t.Logf("lite=%v: %d events (packet-level %d), makespan %+.1f%%, %d bypassed, %d zombies", lite, st.Events, full.Stats.Events, 100*float64(e2-end)/float64(end), st.Bypassed, st.Zombies)
+	}
+}
+
+// NVLS: with two NVLinks between a GPU and its NVSwitch, failing one moves
+// every queue pair that used it, both directions, to the other, and later
+// flows avoid it: everything arrives and nothing crosses the dead link.
+func TestLinkDownNVLS(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	tp.Links = append(tp.Links[:len(tp.Links):len(tp.Links)], tp.Links[0]) // a second GPU 0 - NVSwitch 16 link
+	if l := tp.Links[0]; l.A != 0 || l.B != 16 {
+		t.Fatalf("link 0 is %d-%d, want GPU 0 - NVSwitch 16", l.A, l.B)
+	}
+	cfg := DefaultConfig()
+	cfg.QPsPerConn = 8
+	cfg.StopPs = 1e9                                           // 1 ms: the flows need under 0.2 ms
+	cfg.LinkDown = []LinkDown{{AtPs: 10_000_000, A: 0, B: 16}} // 10 us in: link 0, the first between them
+	s, _ := runFlows(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{
+		{0, 16, 16 << 20, nil}, {16, 0, 16 << 20, nil}, // moved mid-transfer
+		{0, 16, 16 << 20, []int64{0}}, {16, 0, 16 << 20, []int64{1}}, // routed after the failure
+	})
+	if s.Stats.Dropped == 0 {
+		t.Fatal("nothing was in flight on the failed link")
+	}
+	for qi := range s.qps {
+		for dir := 0; dir < 2; dir++ {
+			pid := 2*qi + dir
+			for h := 0; h < int(s.pathLen[pid]); h++ {
+				if s.paths[pid][h].Link() == 0 {
+					t.Fatalf("queue pair %d still routed over the failed link", qi)
+				}
+			}
+		}
+	}
+}
+
+// The run does not allocate per packet or per flow: pools, queues and the
+// work list are reused. Rings of small (4-packet) transfers, each step
+// released by the previous one, make a per-flow allocation show.
+func TestRunAllocs(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	var specs []flowSpec
+	const steps = 500
+	for k := 0; k < steps; k++ {
+		for g := int32(0); g < 16; g++ {
+			f := flowSpec{g, (g + 1) % 16, 32 << 10, nil}
+			if k > 0 {
+				f.deps = []int64{int64((k-1)*16) + int64((g+15)%16)} // what g received in the previous step
+			}
+			specs = append(specs, f)
+		}
+	}
+	s, _ := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	per := float64(after.Mallocs-before.Mallocs) / float64(s.Stats.DataPackets)
+	t.Logf("%d allocations for %d data packets of %d flows: %.4f per packet", after.Mallocs-before.Mallocs, s.Stats.DataPackets, len(specs), per)
+	if per > 0.05 {
+		t.Fatalf("%.3f allocations per data packet", per)
 	}
 }

@@ -3,7 +3,6 @@ package packet
 import (
 	"fmt"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -11,11 +10,10 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
-// Flows is the DAG to run, by column, indexed like the DAG. The run fills
-// Start, End and Ideal (ps).
+// Flows is the DAG to run, by column, indexed like the DAG (which holds
+// the flow ids). The run fills Start, End and Ideal (ps).
 type Flows struct {
 	DAG   *dag.DAG
-	ID    []int64
 	Src   []int32
 	Dst   []int32
 	Size  []int64 // bytes; 0 for delay nodes and joins
@@ -23,24 +21,22 @@ type Flows struct {
 
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
-	SendLat           int64   // ps added before each transfer started sending
 	qpsLeft           []int32
 	rxLeft            []int32 // queue pairs still receiving
-	// First QP's ports and base RTT, for SimAI's fct.txt.
+	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
 }
 
 // NewFlows sizes the result columns.
-func NewFlows(d *dag.DAG, id []int64, src, dst []int32, size, delay []int64) *Flows {
+func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 	n := d.Len()
-	return &Flows{DAG: d, ID: id, Src: src, Dst: dst, Size: size, Delay: delay,
+	return &Flows{DAG: d, Src: src, Dst: dst, Size: size, Delay: delay,
 		Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n), RxDone: make([]int64, n),
 		qpsLeft: make([]int32, n), rxLeft: make([]int32, n), Sport: make([]uint16, n)}
 }
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
 func (s *Sim) Run() error {
-	s.rtoPs = s.cfg.RTOPs
 	for i := range s.flows.Start {
 		s.flows.Start[i] = -1
 		s.flows.End[i] = -1
@@ -113,15 +109,12 @@ func (s *Sim) Run() error {
 		}
 	}
 	s.Stats.SimPs = s.now
-	if s.mon != nil {
-		s.mon.finish(s)
-	}
 	if i, stuck := s.flows.DAG.Stuck(); stuck {
 		if stop > 0 && s.now >= stop {
-			return fmt.Errorf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.ID[i])
+			return fmt.Errorf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i))
 		}
 		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
-			s.flows.ID[i], s.flows.DAG.Done(), s.flows.DAG.Len())
+			s.flows.DAG.ID(i), s.flows.DAG.Done(), s.flows.DAG.Len())
 	}
 	return nil
 }
@@ -129,16 +122,15 @@ func (s *Sim) Run() error {
 // finishFlow marks a flow done and queues what it releases.
 func (s *Sim) finishFlow(i int32) {
 	s.flows.End[i] = s.now
-	s.release = s.flows.DAG.Complete(i, s.release[:0])
-	s.work = append(s.work, s.release...)
+	s.work = s.flows.DAG.Complete(i, s.work)
 }
 
-// drain starts every flow released at this instant.
+// drain starts every flow released at this instant, in release order.
+// Starting one may release more (joins, local copies finish at once), so
+// the list is walked by index as it grows, then emptied keeping its array.
 func (s *Sim) drain() error {
-	for len(s.work) > 0 {
-		i := s.work[0]
-		s.work = s.work[1:]
-		if err := s.startFlow(i); err != nil {
+	for k := 0; k < len(s.work); k++ {
+		if err := s.startFlow(s.work[k]); err != nil {
 			return err
 		}
 	}
@@ -152,7 +144,7 @@ func (s *Sim) startFlow(i int32) error {
 	switch {
 	case f.Delay[i] > 0:
 		if f.Delay[i] > maxTime-s.now {
-			return fmt.Errorf("flow %d: delay node ends after the %d ps the simulator can represent", f.ID[i], int64(maxTime))
+			return fmt.Errorf("flow %d: delay node ends after the %d ps the simulator can represent", f.DAG.ID(i), int64(maxTime))
 		}
 		f.Ideal[i] = f.Delay[i]
 		s.q.Push(des.Time(s.now+f.Delay[i]), evDelayDone, i, 0)
@@ -164,7 +156,6 @@ func (s *Sim) startFlow(i int32) error {
 		return nil
 	}
 	if s.SendLatPs > 0 {
-		f.SendLat = s.SendLatPs
 		s.q.Push(des.Time(s.now+s.SendLatPs), evSend, i, 0)
 		return nil
 	}
@@ -176,6 +167,7 @@ func (s *Sim) openQPs(i int32) error {
 	f := s.flows
 	src, dst := f.Src[i], f.Dst[i]
 	size := f.Size[i]
+	id := f.DAG.ID(i)
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
 	// ports, hence distinct ECMP hashes.
 	pktsTotal := (size + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize)
@@ -188,27 +180,25 @@ func (s *Sim) openQPs(i int32) error {
 		qi := s.allocQP()
 		q := &s.qps[qi]
 		s.epoch[qi]++
-		*q = qp{flow: i, src: src, dst: dst, size: part, start: s.now, lastProg: s.now,
-			sport: uint16(10000 + (f.ID[i]*int64(s.cfg.QPsPerConn)+j)%50000)}
-		h := route.FlowHash(src, dst, f.ID[i]*64+j, s.seed)
+		*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now,
+			sport: uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)}
+		h := route.FlowHash(src, dst, id*64+j, s.seed)
 		if err := s.setPath(2*qi, src, dst, h); err != nil {
-			return fmt.Errorf("flow %d: %v", f.ID[i], err)
+			return fmt.Errorf("flow %d: %v", id, err)
 		}
 		if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995); err != nil {
-			return fmt.Errorf("flow %d (acknowledgements): %v", f.ID[i], err)
+			return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
 		}
 		q.port = int32(s.paths[2*qi][0])
-		p := &s.ports[q.port]
-		q.lineRate = p.bw
-		q.baseRTT, q.win = s.baseRTT(qi)
-		q.cc = cc.State{LineRate: q.lineRate, Rate: q.lineRate, Win: q.win, BaseRTT: q.baseRTT, BaseWin: q.win,
-			Rng: s.seed ^ uint64(f.ID[i])*0x9e3779b97f4a7c15 ^ uint64(j)}
-		s.alg.Init(&q.cc, s.now)
+		lineRate := s.ports[q.port].bw
+		rtt, win := s.baseRTT(qi, lineRate)
+		q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Rng: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
+		s.alg.Init(&q.cc)
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
 		if j == 0 {
 			f.Sport[i] = q.sport
-			f.Ideal[i] = s.SendLatPs + q.baseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
+			f.Ideal[i] = s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
 		}
 		s.addQP(q.port, qi)
 		s.tryTx(q.port)
@@ -216,41 +206,21 @@ func (s *Sim) openQPs(i int32) error {
 	return nil
 }
 
-// setPath routes path id pid from node a to node b: GPU to GPU through the
-// router; GPU to or from its NVSwitch (NVLS) over their direct link.
+// setPath routes path id pid from node a to node b. The router also takes
+// a GPU to or from its NVSwitch (NVLS) over their direct links, and knows
+// which links have failed.
 func (s *Sim) setPath(pid int32, a, b int32, h uint64) error {
-	var p []route.DirLink
 	var err error
-	if s.t.Nodes[a].Kind == stream.NodeGPU && s.t.Nodes[b].Kind == stream.NodeGPU {
-		s.buf, err = s.r.AppendPath(s.buf[:0], a, b, h)
-		p = s.buf
-	} else {
-		p, err = s.directLink(a, b, h)
-	}
+	s.buf, err = s.r.AppendPath(s.buf[:0], a, b, h)
 	if err != nil {
 		return err
 	}
-	if len(p) > maxPath {
-		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(p), maxPath)
+	if len(s.buf) > maxPath {
+		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
 	}
-	copy(s.paths[pid][:], p)
-	s.pathLen[pid] = uint8(len(p))
+	copy(s.paths[pid][:], s.buf)
+	s.pathLen[pid] = uint8(len(s.buf))
 	return nil
-}
-
-func (s *Sim) directLink(a, b int32, h uint64) ([]route.DirLink, error) {
-	s.buf = s.buf[:0]
-	for li, l := range s.t.Links {
-		if l.A == a && l.B == b || l.A == b && l.B == a {
-			s.buf = append(s.buf, route.Directed(s.t, int32(li), a))
-		}
-	}
-	if len(s.buf) == 0 {
-		return nil, fmt.Errorf("no link between node %d and node %d (NVLS flows go between a GPU and its NVSwitch)", a, b)
-	}
-	k := route.Pick(h, a, len(s.buf))
-	s.buf[0] = s.buf[k]
-	return s.buf[:1], nil
 }
 
 // baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
@@ -263,7 +233,7 @@ func (s *Sim) directLink(a, b int32, h uint64) ([]route.DirLink, error) {
 // bandwidth-delay product a flow whose receiver sends data of its own (every
 // ring step) loses a fifth of its rate to that wait; with this margin an
 // unloaded flow keeps line rate either way.
-func (s *Sim) baseRTT(qi int32) (rtt, win int64) {
+func (s *Sim) baseRTT(qi int32, lineRate float64) (rtt, win int64) {
 	mtu := float64(s.cfg.PayloadSize + s.cfg.HeaderBytes)
 	var ackWait int64
 	for dir := int32(0); dir < 2; dir++ {
@@ -278,8 +248,7 @@ func (s *Sim) baseRTT(qi int32) (rtt, win int64) {
 			}
 		}
 	}
-	q := &s.qps[qi]
-	win = int64(float64(rtt+ackWait) * q.lineRate / 8e12)
+	win = int64(float64(rtt+ackWait) * lineRate / 8e12)
 	return rtt, max(win, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 }
 
@@ -322,12 +291,12 @@ func (s *Sim) linkDown(li int32) error {
 			continue
 		}
 		old := q.port
-		h := route.FlowHash(q.src, q.dst, s.flows.ID[q.flow]*64+int64(q.sport), s.seed^0xfa11)
+		h := route.FlowHash(q.src, q.dst, s.flows.DAG.ID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
 		if err := s.setPath(int32(2*qi), q.src, q.dst, h); err != nil {
-			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.ID[q.flow], li, err)
+			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.DAG.ID(q.flow), li, err)
 		}
 		if err := s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995); err != nil {
-			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.ID[q.flow], li, err)
+			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.DAG.ID(q.flow), li, err)
 		}
 		s.epoch[qi]++
 		q.sndNxt = q.sndUna
@@ -354,11 +323,11 @@ func (s *Sim) crosses(pid int32, li int32) bool {
 // delay) and joins (size 0).
 func FromSet(set *flowset.Set) *Flows {
 	n := set.DAG.Len()
-	id, src, dst := make([]int64, n), make([]int32, n), make([]int32, n)
+	src, dst := make([]int32, n), make([]int32, n)
 	size, delay := make([]int64, n), make([]int64, n)
 	for i := int32(0); i < int32(n); i++ {
 		f := set.Flow(i)
-		id[i], src[i], dst[i] = f.ID, f.Src, f.Dst
+		src[i], dst[i] = f.Src, f.Dst
 		switch f.Kind {
 		case flowset.Transfer:
 			size[i] = f.Size
@@ -366,5 +335,5 @@ func FromSet(set *flowset.Set) *Flows {
 			delay[i] = f.Size
 		}
 	}
-	return NewFlows(set.DAG, id, src, dst, size, delay)
+	return NewFlows(set.DAG, src, dst, size, delay)
 }

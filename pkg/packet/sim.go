@@ -137,15 +137,17 @@ type Stats struct {
 
 // Sim is one packet-level simulation.
 type Sim struct {
-	cfg   Config
-	t     *topo.Topology
-	r     *route.Router
-	alg   cc.Algorithm
-	q     *des.Calendar
-	now   int64
-	rng   *rand.Rand
-	seed  uint64
-	ports []port
+	cfg Config
+	t   *topo.Topology
+	r   *route.Router
+	alg cc.Algorithm
+	// usesINT is alg.UsesINT(), read per data packet without an interface call.
+	usesINT bool
+	q       *des.Calendar
+	now     int64
+	rng     *rand.Rand
+	seed    uint64
+	ports   []port
 	// switch MMU, per directed link into a switch and queue
 	isSwitch  []bool
 	ingBytes  []int64
@@ -176,11 +178,9 @@ type Sim struct {
 	buf   []route.DirLink
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
-	work    []int32
-	release []int32
-	rtoPs   int64
-	fb      cc.Feedback
-	sur     *surrogate
+	work []int32
+	fb   cc.Feedback
+	sur  *surrogate
 
 	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
 	SendLatPs int64
@@ -200,7 +200,7 @@ const maxPath = 16
 
 // New prepares a simulation of flows over a topology.
 func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows *Flows, seed uint64) (*Sim, error) {
-	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
+	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
 		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows}
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
@@ -244,7 +244,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 				p.kmax = int64(cfg.KMax.At(l.BWbps) * 1024)
 				p.pmax = cfg.PMax.At(l.BWbps)
 			}
-			p.inINT = alg.UsesINT() && s.isSwitch[p.from] // NVSwitches report too
+			p.inINT = s.usesINT && s.isSwitch[p.from] // NVSwitches report too
 			// Ingress state of the receiving switch for this link: headroom for
 			// what is in flight when it sends PAUSE (3 x bandwidth-delay, as
 			// SimAI sizes it), and the dynamic-threshold shift, lowered for

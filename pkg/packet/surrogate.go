@@ -36,8 +36,9 @@ type latStat struct {
 
 type surrogate struct {
 	Surrogate
-	active  bool
-	latency map[uint64]latStat
+	active bool
+	stats  []latStat        // per latency class
+	class  map[uint64]int32 // latKey -> index in stats + 1
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
@@ -48,7 +49,7 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.EndPs > maxTime/2 {
 		return fmt.Errorf("surrogate window ends too late")
 	}
-	s.sur = &surrogate{Surrogate: c, latency: map[uint64]latStat{}}
+	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}}
 	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
 	s.q.Push(des.Time(c.EndPs), evSurrogate, 0, 0)
 	return nil
@@ -78,12 +79,25 @@ func (s *Sim) track(pkt *packet) {
 	if sg.active || s.now >= sg.StartPs || (sg.TrackPs > 0 && s.now < sg.StartPs-sg.TrackPs) {
 		return
 	}
-	src, dst := s.ends(pkt)
-	k := latKey(src, dst, pkt.kind != pktData)
-	st := sg.latency[k]
+	// A pair's classes never change, so it keeps their indexes: no map
+	// lookup per packet.
+	q := &s.qps[pkt.qp]
+	c := &q.latData
+	if pkt.kind != pktData {
+		c = &q.latCtl
+	}
+	if *c == 0 {
+		src, dst := s.ends(pkt)
+		k := latKey(src, dst, pkt.kind != pktData)
+		if *c = sg.class[k]; *c == 0 {
+			sg.stats = append(sg.stats, latStat{})
+			*c = int32(len(sg.stats))
+			sg.class[k] = *c
+		}
+	}
+	st := &sg.stats[*c-1]
 	st.sum += s.now - pkt.born
 	st.n++
-	sg.latency[k] = st
 }
 
 // predict is the latency a packet gets in surrogate mode. The table no
@@ -99,7 +113,8 @@ func (s *Sim) predict(pkt *packet) int64 {
 	}
 	src, dst := s.ends(pkt)
 	l := int64(0)
-	if st, ok := s.sur.latency[latKey(src, dst, pkt.kind != pktData)]; ok && st.n > 0 {
+	if c := s.sur.class[latKey(src, dst, pkt.kind != pktData)]; c > 0 {
+		st := s.sur.stats[c-1]
 		l = st.sum / st.n
 	} else {
 		for h := 0; h < int(s.pathLen[pkt.path]); h++ {

@@ -1,0 +1,59 @@
+package packet
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The shipped configurations load; switches fabricsim does not model are
+// refused when turned on, naming the file, line and key.
+func TestConfigKeys(t *testing.T) {
+	for _, name := range []string{"../../examples/conf/default.conf", "../../examples/conf/SimAI.conf"} {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := DefaultConfig()
+		err = c.Read(f, name)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, key := range []string{"GLOBAL_T", "L2_BACK_TO_ZERO"} {
+		c := DefaultConfig()
+		if err := c.Read(strings.NewReader("CC_MODE 1\n"+key+" 0\n"), "ok.conf"); err != nil {
+			t.Errorf("%s 0: %v", key, err)
+		}
+		err := c.Read(strings.NewReader("CC_MODE 1\n"+key+" 1\n"), "x.conf")
+		if err == nil || !strings.Contains(err.Error(), "x.conf: line 2, key "+key) || !strings.Contains(err.Error(), "not implemented") {
+			t.Errorf("%s 1: %v", key, err)
+		}
+	}
+	c := DefaultConfig()
+	if err := c.SetKV("L2_CHUNK_SIZE=4000"); err != nil {
+		t.Errorf("L2_CHUNK_SIZE is accepted and ignored: %v", err)
+	}
+	// Congestion-control keys are parsed as they are read.
+	if err := c.Read(strings.NewReader("RATE_AI 5Gbps\nRP_TIMER 55\n"), "cc.conf"); err != nil {
+		t.Fatal(err)
+	}
+	if c.CC.RateAI != 5e9 || c.CC.RPTimer != 55_000_000 {
+		t.Fatalf("RATE_AI %g, RP_TIMER %d ps", c.CC.RateAI, c.CC.RPTimer)
+	}
+	if got := c.Describe()["cc"].(map[string]string); got["RATE_AI"] != "5Gbps" || got["RP_TIMER"] != "55" || len(got) != 2 {
+		t.Fatalf("metadata holds the CC keys as written: %v", got)
+	}
+	for conf, want := range map[string]string{
+		"CC_MODE 1\nRATE_AI fast\n":  "bad.conf: line 2, key RATE_AI",
+		"RATE_AI 50 Mb/s\n":          "expected one value",
+		"NO_SUCH_KEY 1 2\n":          "unknown key",
+		"CC_MODE 1\n\nEWMA_GAIN x\n": "bad.conf: line 3, key EWMA_GAIN",
+	} {
+		c := DefaultConfig()
+		if err := c.Read(strings.NewReader(conf), "bad.conf"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", conf, err, want)
+		}
+	}
+}
