@@ -121,8 +121,8 @@ type Params struct {
 	// --- sender ---
 
 	// RateBound [RATE_BOUND]: the sender paces packets at Rate (1, default)
-	// or at line rate (0, ns-3's test switch). Read by the simulator; the
-	// algorithms ignore it.
+	// or at line rate (0, ns-3's test switch). Read by pkg/packet's sender;
+	// the algorithms ignore it.
 	RateBound bool
 }
 

@@ -112,7 +112,13 @@ func (s *Sim) sendData(pid int32, qi int32) {
 	}
 	q.sndNxt += size
 	q.maxSent = max(q.maxSent, q.sndNxt)
-	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/q.cc.Rate)
+	// RATE_BOUND 0 (ns-3's test switch) paces at line rate, leaving only the
+	// window to the algorithm.
+	rate := q.cc.Rate
+	if !s.cfg.CC.RateBound {
+		rate = q.cc.LineRate
+	}
+	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/rate)
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
 	if q.rtoAt == 0 {

@@ -392,3 +392,31 @@ func TestRunAllocs(t *testing.T) {
 		t.Fatalf("%.3f allocations per data packet", per)
 	}
 }
+
+// With RATE_BOUND 0 and no window, the sender paces at line rate whatever
+// DCQCN's rate says, so a DCQCN incast moves its data exactly as one without
+// congestion control; with RATE_BOUND 1 DCQCN's cuts slow it down.
+func TestRateBound(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	specs := []flowSpec{{8, 0, 16 << 20, nil}, {9, 0, 16 << 20, nil}}
+	run := func(mode int, bound bool) (*Sim, *Flows) {
+		cfg := DefaultConfig()
+		cfg.HasWin = false
+		cfg.CC.RateBound = bound
+		return runFlows(t, tp, cfg, ccAlg(t, mode), specs)
+	}
+	_, none := run(cc.ModeNone, true)
+	sUnbound, unbound := run(cc.ModeDCQCN, false)
+	sBound, bound := run(cc.ModeDCQCN, true)
+	if sUnbound.Stats.CNPs == 0 || sBound.Stats.CNPs == 0 {
+		t.Fatalf("CNPs %d (RATE_BOUND 0), %d (RATE_BOUND 1): the shared port never marked", sUnbound.Stats.CNPs, sBound.Stats.CNPs)
+	}
+	for i := range specs {
+		if unbound.End[i] != none.End[i] {
+			t.Errorf("flow %d: RATE_BOUND 0 ends at %d ps, without CC at %d ps", i, unbound.End[i], none.End[i])
+		}
+	}
+	if max(bound.End[0], bound.End[1]) <= max(none.End[0], none.End[1]) {
+		t.Errorf("RATE_BOUND 1: DCQCN ends at %d ps, no later than without CC (%d ps)", max(bound.End[0], bound.End[1]), max(none.End[0], none.End[1]))
+	}
+}
