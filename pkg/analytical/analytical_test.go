@@ -11,6 +11,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/fuzzflows"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -617,42 +618,7 @@ func FuzzRun(f *testing.F) {
 		gen(f, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 2}),
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 2 {
-			return
-		}
-		tp := *tops[int(data[0])%len(tops)]
-		if data[1]&1 != 0 {
-			tp.Links = append([]stream.Link(nil), tp.Links...)
-			for i := range tp.Links {
-				if tp.Links[i].Kind == stream.LinkNIC {
-					tp.Links[i].LatencyPs = 1 << 62
-				}
-			}
-		}
-		data = data[2:]
-		sizes := []int64{0, 1, 4096, MiB, 64 * MiB, 1 << 62}
-		var flows []stream.Flow
-		for id := int64(0); len(data) >= 6 && id < 64; id++ {
-			b := data[:6]
-			data = data[6:]
-			fl := stream.Flow{ID: id, Src: int32(b[0]) - 1, Dst: int32(b[1]) - 1, Size: sizes[int(b[2])%len(sizes)], ConnType: stream.ConnRing}
-			switch b[3] % 8 {
-			case 0:
-				fl.Deps = []int64{int64(b[4]) % 70}
-			case 1:
-				fl.Deps = []int64{int64(b[4]) % (id + 1), int64(b[5]) % (id + 1)}
-			case 2:
-				fl.Size, fl.ConnType = 0, stream.ConnDelay
-			}
-			switch b[5] % 5 {
-			case 1:
-				fl.DelayPs = int64(b[4]) * 1000
-			case 2:
-				fl.DelayPs = 1 << 62
-			}
-			flows = append(flows, fl)
-		}
-		in, err := read(encode(t, &tp, nil, nil, flows))
+		in, err := fuzzflows.Set(tops, data, fuzzflows.Options{Sizes: []int64{0, 1, 4096, MiB, 64 * MiB, 1 << 62}, MaxFlows: 64})
 		if err != nil {
 			return
 		}

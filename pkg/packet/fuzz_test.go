@@ -1,12 +1,10 @@
 package packet
 
 import (
-	"bytes"
 	"testing"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/internal/fuzzflows"
 	"github.com/fabricsim/fabricsim/pkg/cc"
-	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
@@ -26,53 +24,7 @@ func FuzzRun(f *testing.F) {
 	}
 	alg := ccAlg(f, cc.ModeDCQCN)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if len(data) < 2 {
-			return
-		}
-		tp := *tops[int(data[0])%len(tops)]
-		if data[1]&1 != 0 {
-			tp.Links = append([]stream.Link(nil), tp.Links...)
-			for i := range tp.Links {
-				if tp.Links[i].Kind == stream.LinkNIC {
-					tp.Links[i].LatencyPs = 1 << 62
-				}
-			}
-		}
-		data = data[2:]
-		sizes := []int64{0, 1, 4096, 1 << 20}
-		var flows []stream.Flow
-		for id := int64(0); len(data) >= 6 && id < 32; id++ {
-			b := data[:6]
-			data = data[6:]
-			fl := stream.Flow{ID: id, Src: int32(b[0]) - 1, Dst: int32(b[1]) - 1, Size: sizes[int(b[2])%len(sizes)], ConnType: stream.ConnRing}
-			switch b[3] % 8 {
-			case 0:
-				fl.Deps = []int64{int64(b[4]) % 40}
-			case 1:
-				fl.Deps = []int64{int64(b[4]) % (id + 1), int64(b[5]) % (id + 1)}
-			case 2:
-				fl.Size, fl.ConnType = 0, stream.ConnDelay
-			}
-			switch b[5] % 5 {
-			case 1:
-				fl.Size, fl.DelayPs = 0, int64(b[4])*1000
-			case 2:
-				fl.Size, fl.DelayPs = 0, 1<<62
-			}
-			flows = append(flows, fl)
-		}
-		var buf bytes.Buffer
-		w, _ := stream.NewWriter(&buf, "fuzz")
-		w.Topology(&tp)
-		for i := range flows {
-			w.Flow(&flows[i])
-		}
-		w.Close()
-		sr, err := stream.NewReader(&buf, "fuzz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := flowset.Read(sr)
+		set, err := fuzzflows.Set(tops, data, fuzzflows.Options{Sizes: []int64{0, 1, 4096, 1 << 20}, MaxFlows: 32, DelayNodesOnly: true})
 		if err != nil {
 			return
 		}
