@@ -10,7 +10,7 @@ import (
 // type, bottleneck bandwidth and hop count, the P2P and GDR verdicts, the
 // PXN rewrites and each GPU's NICs. It does not modify sys.
 //
-// An 8-GPU server takes about 70 µs (BenchmarkComputeDGXH100 on the 2-core
+// An 8-GPU server takes 40-80 µs (BenchmarkComputeDGXH100 on the 2-core
 // build machine), so a caller handling a cluster computes once per distinct
 // server model, not once per server.
 func Compute(sys *System, opt Options) (*Result, error) {
