@@ -92,8 +92,8 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 	if h.Format != Format {
 		return nil, sr.errf("format", fmt.Errorf("%q is not %q", h.Format, Format))
 	}
-	if h.Version != Version {
-		return nil, sr.errf("version", fmt.Errorf("unknown version %d (this program reads version %d)", h.Version, Version))
+	if h.Version < MinVersion || h.Version > Version {
+		return nil, sr.errf("version", fmt.Errorf("unknown version %d (this program reads versions %d to %d)", h.Version, MinVersion, Version))
 	}
 	return sr, nil
 }

@@ -5,7 +5,10 @@ package stream
 // Format and Version identify the stream in its header record.
 const (
 	Format  = "fabricsim/stream"
-	Version = 1
+	Version = 2
+	// MinVersion is the oldest version readers accept: version 1 streams
+	// never carry delay_ps on a transfer, so they read the same under 2.
+	MinVersion = 1
 )
 
 // Record kinds, in the order they appear in a stream.
@@ -110,7 +113,9 @@ const (
 )
 
 // Flow is one point-to-point transfer of the DAG, or a pure delay node
-// (Size 0, DelayPs > 0). It is encoded as a positional array.
+// (Size 0, DelayPs > 0). On a transfer (Size > 0) DelayPs is the step's
+// fixed latency (NCCL's per-hop hardware latency), path propagation
+// included. It is encoded as a positional array.
 type Flow struct {
 	ID         int64
 	Collective int64

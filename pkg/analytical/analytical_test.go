@@ -511,7 +511,7 @@ func TestBadInput(t *testing.T) {
 		{"missing dep", tp, []stream.Flow{flow(0, 0, 1, 1), flow(1, 0, 1, 1, 0, 9)}, "record 3 (flow), field deps: flow 1: dep 9 names no flow"},
 		{"cycle", tp, []stream.Flow{flow(0, 0, 1, 1, 1), flow(1, 0, 1, 1, 0)}, "record 2 (flow), field deps: flow 0: never becomes ready: dependency cycle 0 waits on 1 waits on 0"},
 		{"duplicate id", tp, []stream.Flow{flow(4, 0, 1, 1), flow(4, 0, 1, 1)}, "record 3 (flow), field id: flow 4: duplicate id"},
-		{"delay with size", tp, []stream.Flow{{ID: 0, Size: 5, DelayPs: 7, ConnType: stream.ConnDelay}}, "field delay_ps: flow 0: a delay node has size 0"},
+		{"delay with size", tp, []stream.Flow{{ID: 0, Size: 5, DelayPs: 7, ConnType: stream.ConnDelay}}, "field size: flow 0: a DELAY node has size 0"},
 	} {
 		_, err := read(encode(t, c.tp, nil, nil, c.flows))
 		var se *stream.Error

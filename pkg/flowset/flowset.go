@@ -65,6 +65,7 @@ type Flow struct {
 	ID      int64
 	Coll    int64
 	Size    int64    // bytes; delay_ps for a delay node
+	Lat     des.Time // a transfer's step latency (delay_ps), path propagation included
 	Start   des.Time // release time, set by the backend
 	Src     int32
 	Dst     int32
@@ -203,7 +204,7 @@ func Read(r *stream.Reader) (*Set, error) {
 				ft.connNames = append(ft.connNames, f.conn)
 			}
 			lastConn, lastName = ci, f.conn
-			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
+			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
 		}
 		if err != nil {
 			close(quit)
@@ -240,6 +241,7 @@ type flowBatch struct {
 
 type rawFlow struct {
 	id, coll, size   int64 // size is delay_ps for a delay node
+	lat              int64 // a transfer's delay_ps
 	src, dst         int32
 	chunk, channel   int32
 	rec, deps, nDeps int32 // record index; deps are batch.deps[deps:deps+nDeps]
@@ -317,11 +319,11 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 			if err != nil {
 				return err
 			}
-			size := f.Size
+			size, lat := f.Size, f.DelayPs
 			if kind == Delay {
-				size = f.DelayPs
+				size, lat = f.DelayPs, 0
 			}
-			batch.flows = append(batch.flows, rawFlow{id: f.ID, coll: f.Collective, size: size, kind: kind, src: f.Src, dst: f.Dst,
+			batch.flows = append(batch.flows, rawFlow{id: f.ID, coll: f.Collective, size: size, lat: lat, kind: kind, src: f.Src, dst: f.Dst,
 				chunk: f.Chunk, channel: f.Channel, rec: int32(r.Index()), deps: int32(len(batch.deps)), nDeps: int32(len(f.Deps)), conn: f.ConnType})
 			batch.deps = append(batch.deps, f.Deps...)
 			if len(batch.flows) == batchFlows && !send() {
@@ -339,12 +341,12 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 // nodes have size 0 as the stream contract says, and a transfer's ends are
 // GPUs or NVSwitches (NVLS flows run between a GPU and its NVSwitch).
 // Delay nodes and joins name the rank that waits and are not routed, so any
-// value passes there.
+// value passes there. A transfer's delay_ps is its step latency.
 func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error) {
 	switch {
-	case f.DelayPs > 0 && f.Size != 0:
-		return 0, r.Errorf("delay_ps", "flow %d: a delay node has size 0, this one has size %d and delay %d ps", f.ID, f.Size, f.DelayPs)
-	case f.DelayPs > 0:
+	case f.ConnType == stream.ConnDelay && f.Size != 0:
+		return 0, r.Errorf("size", "flow %d: a DELAY node has size 0, this one has size %d", f.ID, f.Size)
+	case f.DelayPs > 0 && f.Size == 0:
 		return Delay, nil
 	case f.Size == 0 && f.ConnType == stream.ConnDelay:
 		return Join, nil
