@@ -202,7 +202,7 @@ func TestAnalyticalAfterDecompose(t *testing.T) {
 	d := readDAG(t, flowStream)
 	flows, size := len(d.flows), int64(0)
 	for _, f := range d.flows {
-		if f.DelayPs == 0 {
+		if f.ConnType != stream.ConnDelay {
 			size += f.Size
 		}
 	}

@@ -18,7 +18,7 @@ func allToAllDirect(c *cctx, size int64) {
 			if b == 0 {
 				continue
 			}
-			id := c.e.Flow(c.id, c.ranks[i], c.ranks[j], b, c.entry[i], 0, int32(j), int32(n), stream.ConnA2A)
+			id := c.e.Flow(c.id, c.ranks[i], c.ranks[j], b, c.hop(c.ranks[i], c.ranks[j]), c.entry[i], 0, int32(j), int32(n), stream.ConnA2A)
 			c.exit[i] = append(c.exit[i], id)
 			c.exit[j] = append(c.exit[j], id)
 		}
@@ -45,7 +45,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64) {
 		for _, i := range la {
 			for _, j := range la {
 				if i != j && per(j) > 0 {
-					id := c.e.Flow(c.id, c.ranks[i], c.ranks[j], per(j), c.entry[i], 0, int32(j), int32(n), stream.ConnA2A)
+					id := c.e.Flow(c.id, c.ranks[i], c.ranks[j], per(j), c.intra, c.entry[i], 0, int32(j), int32(n), stream.ConnA2A)
 					c.exit[i] = append(c.exit[i], id)
 					c.exit[j] = append(c.exit[j], id)
 				}
@@ -70,12 +70,12 @@ func allToAllPXN(c *cctx, f Fabric, size int64) {
 					if src == proxy {
 						continue
 					}
-					id := c.e.Flow(c.id, c.ranks[src], c.ranks[proxy], per(dst), c.entry[src], 0, int32(dst), int32(n), stream.ConnPXNInit)
+					id := c.e.Flow(c.id, c.ranks[src], c.ranks[proxy], per(dst), 0, c.entry[src], 0, int32(dst), int32(n), stream.ConnPXNInit)
 					c.exit[src] = append(c.exit[src], id)
 					gathered = append(gathered, id)
 					total += per(dst)
 				}
-				id := c.e.Flow(c.id, c.ranks[proxy], c.ranks[dst], total, gathered, 0, int32(dst), int32(n), stream.ConnNet)
+				id := c.e.Flow(c.id, c.ranks[proxy], c.ranks[dst], total, c.inter, gathered, 0, int32(dst), int32(n), stream.ConnNet)
 				c.buf = gathered
 				c.exit[proxy] = append(c.exit[proxy], id)
 				c.exit[dst] = append(c.exit[dst], id)
@@ -91,7 +91,7 @@ func sendRecv(c *cctx, size int64) {
 		if size == 0 {
 			continue
 		}
-		id := c.e.Flow(c.id, c.ranks[i], c.ranks[i+1], size, c.entry[i], 0, 0, 1, stream.ConnP2P)
+		id := c.e.Flow(c.id, c.ranks[i], c.ranks[i+1], size, c.hop(c.ranks[i], c.ranks[i+1]), c.entry[i], 0, 0, 1, stream.ConnP2P)
 		c.exit[i] = append(c.exit[i], id)
 		c.exit[i+1] = append(c.exit[i+1], id)
 	}

@@ -3,6 +3,7 @@ package collective
 import (
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -173,8 +174,10 @@ func TestRingStructure(t *testing.T) {
 			t.Errorf("rank %d chunk %d: %d flows, want 14", k[0], k[1], n)
 		}
 	}
-	// Step s>0 of rank r depends on step s-1 of rank r-1 (its data) and of
-	// rank r (its connection).
+	// Step s>0 of rank r depends on step s-1 of rank r-1 (its data) and,
+	// from the second loop on, of rank r (its connection); in the first
+	// loop the connection dependency would add the latency of a slow hop
+	// up along its connection, so it is not there.
 	byKey := map[[3]int32]int64{}
 	step := map[int64]int32{}
 	cnt := map[[2]int32]int32{}
@@ -193,8 +196,8 @@ func TestRingStructure(t *testing.T) {
 		}
 		prevData := byKey[[3]int32{(f.Src + 7) % 8, f.Chunk, step[f.ID] - 1}]
 		prevConn := byKey[[3]int32{f.Src, f.Chunk, step[f.ID] - 1}]
-		if !has(f.Deps, prevData) || !has(f.Deps, prevConn) {
-			t.Fatalf("flow %d deps %v lack %d (data) or %d (connection)", f.ID, f.Deps, prevData, prevConn)
+		if !has(f.Deps, prevData) || has(f.Deps, prevConn) != (f.Chunk > 0) {
+			t.Fatalf("flow %d (chunk %d) deps %v: data dep %d, connection dep %d only after chunk 0", f.ID, f.Chunk, f.Deps, prevData, prevConn)
 		}
 	}
 }
@@ -233,30 +236,73 @@ func TestBtree(t *testing.T) {
 	}
 }
 
-// Tree AllReduce on 2 servers of 2 GPUs, by hand: server 0's chain is
-// 0<-1, server 1 (child 0 of server 0) hangs off GPU 1, its chain 2<-3:
-// the tree is the path 0-1-2-3. Up 3->2->1->0, down 0->1->2->3: rank 0
-// sends S, ranks 1 and 2 send 2S, rank 3 sends S.
+// Tree AllReduce on 2 servers of 2 GPUs, by hand. Channel 0 rides rail 0:
+// each server's chain starts at its local GPU 0 (0<-1 and 2<-3) and server
+// 1 hangs off server 0 between those heads, 2->0. Up 1->0, 3->2, 2->0; down
+// 0->1, 0->2, 2->3: ranks 0 and 2 send 2S, ranks 1 and 3 send S. Channel 1
+// rides rail 1 (heads 1 and 3) on the other tree, whose root is server 1:
+// up 0->1, 2->3, 1->3; down 3->2, 3->1, 1->0.
 func TestTreeByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 4, GPUsPerServer: 2, GPUType: "A100"})
 	const S = 4 << 20
-	col, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 1}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: S, Group: DP}))
-	got := sentBy(col.flows)
-	want := map[int32]int64{0: S, 1: 2 * S, 2: 2 * S, 3: S}
-	for r, w := range want {
-		if got[r] != w {
-			t.Errorf("rank %d sent %d, want %d", r, got[r], w)
+	for _, c := range []struct {
+		channels int
+		sent     map[int32]int64
+		edges    [][2]int32
+	}{
+		{1, map[int32]int64{0: 2 * S, 1: S, 2: 2 * S, 3: S}, [][2]int32{{1, 0}, {3, 2}, {2, 0}, {0, 1}, {0, 2}, {2, 3}}},
+		{2, map[int32]int64{0: 3 * S / 2, 1: 3 * S / 2, 2: 3 * S / 2, 3: 3 * S / 2},
+			[][2]int32{{1, 0}, {3, 2}, {2, 0}, {0, 1}, {0, 2}, {2, 3}, {0, 1}, {2, 3}, {1, 3}, {3, 2}, {3, 1}, {1, 0}}},
+	} {
+		col, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: c.channels}, Layout{TP: 1, DP: 4, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: S, Group: DP}))
+		got := sentBy(col.flows)
+		for r, w := range c.sent {
+			if got[r] != w {
+				t.Errorf("%d channels: rank %d sent %d, want %d", c.channels, r, got[r], w)
+			}
+		}
+		edges := map[[2]int32]bool{}
+		for _, f := range col.flows {
+			if f.ConnType == stream.ConnTree {
+				edges[[2]int32{f.Src, f.Dst}] = true
+			}
+		}
+		for _, e := range c.edges {
+			if !edges[e] {
+				t.Errorf("%d channels: missing tree edge %v in %v", c.channels, e, edges)
+			}
+		}
+		for e := range edges {
+			if !slices.Contains(c.edges, e) {
+				t.Errorf("%d channels: unexpected tree edge %v", c.channels, e)
+			}
 		}
 	}
-	edges := map[[2]int32]bool{}
+}
+
+// Multi-node tree on 16 servers of 8 GPUs with 16 channels: every GPU's
+// NIC carries tree traffic (channels take rails in turn) and, 16 being a
+// multiple of the 8 NICs, the NICs of a server send and receive the same
+// bytes across servers, each carrying tree 0 once and tree 1 once. (Across
+// servers they differ: a tree's root has one child, so the two roots'
+// servers move half as much.)
+func TestTreeSpreadsOverNICs(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICBW: 100e9})
+	col, _ := s.run(t, Options{Algo: "tree", Proto: "simple", RingChannels: 16}, Layout{TP: 1, DP: 128, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: 16 << 20, Group: DP}))
+	tx := make([]int64, 128)
+	rx := make([]int64, 128)
 	for _, f := range col.flows {
-		if f.ConnType == stream.ConnTree {
-			edges[[2]int32{f.Src, f.Dst}] = true
+		if f.ConnType == stream.ConnTree && f.Src/8 != f.Dst/8 {
+			tx[f.Src] += f.Size
+			rx[f.Dst] += f.Size
 		}
 	}
-	for _, e := range [][2]int32{{3, 2}, {2, 1}, {1, 0}, {0, 1}, {1, 2}, {2, 3}} {
-		if !edges[e] {
-			t.Errorf("missing tree edge %v in %v", e, edges)
+	for _, all := range [][]int64{tx, rx} {
+		for srv := 0; srv < 16; srv++ {
+			per := all[srv*8 : srv*8+8]
+			if lo, hi := slices.Min(per), slices.Max(per); lo == 0 || float64(hi) > 1.1*float64(lo) {
+				t.Errorf("server %d: cross-server tree bytes per NIC %v, want all within 10%%", srv, per)
+			}
 		}
 	}
 }
@@ -668,6 +714,81 @@ func TestMSCCL(t *testing.T) {
 	for _, b := range bad {
 		if _, err := ParseMSCCL(strings.NewReader(b.xml), "m.xml"); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("error %v, want %q", err, b.want)
+		}
+	}
+}
+
+// latencyPath is the DAG's critical path when bandwidth is free: a flow
+// ends its delay after its last dep (a transfer's delay_ps is its step
+// latency), in ps.
+func latencyPath(flows []stream.Flow) int64 {
+	end := make([]int64, len(flows))
+	var last int64
+	for i, f := range flows {
+		var t int64
+		for _, d := range f.Deps {
+			t = max(t, end[d])
+		}
+		end[i] = t + f.DelayPs
+		last = max(last, end[i])
+	}
+	return last
+}
+
+// At sizes where bandwidth does not matter, a collective's DAG takes the
+// tuning model's latency: the base on each rank's entry, the per-step
+// hardware latency on every transfer by its hop. The want column is NCCL
+// 2.27's formula (tuning.cc) worked by hand from its tables.
+func TestDAGLatencyIsModel(t *testing.T) {
+	a100x2 := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100"})
+	a100x16 := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100"})
+	h100 := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100"})
+	const tol = 0.10
+	for _, c := range []struct {
+		name  string
+		s     setup
+		l     Layout
+		step  Step
+		opt   Options
+		want  float64 // us
+		exact bool    // the critical path takes every term once
+	}{
+		// Ring LL over NVLink: 6.6 + 14 steps x 0.6.
+		{"ring ll 8 gpus", a100x2, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: TP}, Options{Algo: "ring", Proto: "ll"}, 6.6 + 14*0.6, true},
+		// Ring Simple AllGather: 8.4 + 7 x 3.4.
+		{"ring simple allgather", a100x2, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, Step{Op: AllGather, Size: 4096, Group: TP}, Options{Algo: "ring", Proto: "simple"}, 8.4 + 7*3.4, true},
+		// Ring LL on 2 servers: 30 steps, 2 of them network (2.7), the
+		// others NVLink raised to the 1 us net overhead: 6.6 + 28 + 5.4.
+		{"ring ll 2 servers", a100x2, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: DP}, Options{Algo: "ring", Proto: "ll"}, 6.6 + 28*1 + 2*2.7, false},
+		// Tree LL128 on 16 servers of 8: 14 + 2 x (7 x 1.25 + 4 x 8.5).
+		{"tree ll128 16 servers", a100x16, Layout{TP: 1, DP: 128, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: DP}, Options{Algo: "tree", Proto: "ll128"}, 14 + 2*(7*1.25+4*8.5), true},
+		// Many chunks: a connection's later chunks hide their latency behind
+		// the first (NCCL's FIFO), so the latency is still paid once per hop.
+		{"tree ll128 16 servers 64MiB", a100x16, Layout{TP: 1, DP: 128, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 64 << 20, Group: DP}, Options{Algo: "tree", Proto: "ll128"}, 14 + 2*(7*1.25+4*8.5), true},
+		{"ring simple 8 gpus 1GiB", a100x2, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 1 << 30, Group: TP}, Options{Algo: "ring", Proto: "simple"}, 8.4 + 14*3.4, false},
+		// Tree LL on 2 servers of 8 (one network level): 6.8 + 2 x (7 x 0.6 + 1 x 5).
+		{"tree ll 2 servers", a100x2, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: DP}, Options{Algo: "tree", Proto: "ll"}, 6.8 + 2*(7*0.6+5), true},
+		// NVLS on one H100 server: NVLink's 25 us, no base.
+		{"nvls", h100, Layout{TP: 8, DP: 4, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: TP}, Options{Algo: "nvls"}, 25, true},
+		// NVLS-Tree over 4 H100 servers: 25 + 2 x 2 levels x 14.
+		{"nvls-tree", h100, Layout{TP: 1, DP: 32, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 1 << 20, Group: DP}, Options{Algo: "nvls-tree"}, 25 + 2*2*14, true},
+		// Broadcast, ring Simple inside a server: 8.4 + 8 steps x 4.0 (Tree's
+		// Simple NVLink latency); the chain has 7 hops.
+		{"broadcast", a100x2, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, Step{Op: Broadcast, Size: 4096, Group: TP}, Options{Algo: "ring", Proto: "simple"}, 8.4 + 8*4.0, false},
+		// AllToAll inside a server: launch 8.4 + one NVLink step 3.4.
+		{"alltoall", a100x2, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, Step{Op: AllToAll, Size: 65536, Group: TP}, Options{}, 8.4 + 3.4, true},
+		// AllToAll across servers: launch + one network step 14.
+		{"alltoall 2 servers", a100x2, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllToAll, Size: 65536, Group: DP}, Options{}, 8.4 + 14, true},
+	} {
+		c.opt.LaunchLatency = true
+		col, colls := c.s.run(t, c.opt, c.l, one(c.step))
+		model := colls[0].Plan.Lat.Total
+		if math.Abs(model-c.want) > 1e-9 {
+			t.Errorf("%s: model latency %.3f us, want %.3f by hand", c.name, model, c.want)
+		}
+		got := float64(latencyPath(col.flows)) / 1e6
+		if c.exact && math.Abs(got-c.want) > 1e-6 || math.Abs(got-c.want) > tol*c.want {
+			t.Errorf("%s: DAG latency %.3f us, model %.3f us", c.name, got, c.want)
 		}
 	}
 }

@@ -154,14 +154,18 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 		for ; ci < len(colls) && colls[ci].Step == si; ci++ {
 			c := &colls[ci]
 			entry := make([][]int64, len(c.Ranks))
+			lat := d.Planner.Opt.LaunchLatency
 			for p, r := range c.Ranks {
 				entry[p] = union(cursor[r], cc[r])
-				if d.Planner.Opt.LaunchLatency && c.Plan.BaseLatUs > 0 {
-					entry[p] = []int64{e.Delay(c.Rec.ID, r, int64(c.Plan.BaseLatUs*1e6), entry[p])}
+				if lat && c.Plan.Lat.Base > 0 {
+					entry[p] = []int64{e.Delay(c.Rec.ID, r, usToPs(c.Plan.Lat.Base), entry[p])}
 				}
 			}
 			f0, b0 := e.Flows, e.WireBytes
-			ctx := newCtx(e, c.Rec.ID, c.Ranks, entry)
+			ctx := newCtx(e, d.Fabric, c.Rec.ID, c.Ranks, entry)
+			if lat {
+				ctx.intra, ctx.inter = usToPs(c.Plan.Lat.Intra), usToPs(c.Plan.Lat.Inter)
+			}
 			if err := d.decompose(ctx, c); err != nil {
 				return fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
 			}
@@ -183,8 +187,18 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	return e.Err()
 }
 
+// usToPs converts the model's microseconds to the stream's picoseconds.
+func usToPs(us float64) int64 { return int64(math.Round(us * 1e6)) }
+
 func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	pl := co.Plan
+	if pl.NoOp {
+		// Nothing moves; a join per rank keeps the collective in the trace.
+		for p, r := range c.ranks {
+			c.exit[p] = []int64{c.e.Delay(c.id, r, 0, c.entry[p])}
+		}
+		return nil
+	}
 	op := Op(co.Rec.Op)
 	size := co.Rec.Size
 	f := d.Fabric

@@ -34,13 +34,13 @@ func (e *Emitter) Err() error { return e.err }
 // Next is the id the next flow will get.
 func (e *Emitter) Next() int64 { return e.next }
 
-// Flow emits a transfer and returns its id.
-func (e *Emitter) Flow(coll int64, src, dst int32, size int64, deps []int64, ch, chunk, chunkCount int32, conn string) int64 {
+// Flow emits a transfer with its step latency (ps) and returns its id.
+func (e *Emitter) Flow(coll int64, src, dst int32, size, lat int64, deps []int64, ch, chunk, chunkCount int32, conn string) int64 {
 	id := e.next
 	e.next++
 	f := &e.f
 	*f = stream.Flow{ID: id, Collective: coll, Src: src, Dst: dst, Size: size, Deps: deps,
-		Channel: ch, Chunk: chunk, ChunkCount: chunkCount, ConnType: conn}
+		Channel: ch, Chunk: chunk, ChunkCount: chunkCount, ConnType: conn, DelayPs: lat}
 	if e.err == nil {
 		e.err = e.sink.Flow(f)
 	}
@@ -67,15 +67,41 @@ func (e *Emitter) Delay(coll int64, rank int32, ps int64, deps []int64) int64 {
 // for before starting (entry) and the flows that end its part (exit).
 type cctx struct {
 	e     *Emitter
+	f     Fabric
 	id    int64
 	ranks []int32
 	entry [][]int64 // by position in the group
 	exit  [][]int64
 	buf   []int64 // scratch for deps
+	// step latencies (ps) of a hop inside a server and between servers
+	intra, inter int64
 }
 
-func newCtx(e *Emitter, id int64, ranks []int32, entry [][]int64) *cctx {
-	return &cctx{e: e, id: id, ranks: ranks, entry: entry, exit: make([][]int64, len(ranks))}
+func newCtx(e *Emitter, f Fabric, id int64, ranks []int32, entry [][]int64) *cctx {
+	return &cctx{e: e, f: f, id: id, ranks: ranks, entry: entry, exit: make([][]int64, len(ranks))}
+}
+
+// firstHop is the step latency of chunk k's transfer between two nodes.
+// NCCL keeps up to NCCL_STEPS steps in flight on a connection, so once a
+// pipeline has filled, a step's latency hides behind the transfers before
+// it: only a connection's first chunk pays it, and the DAG's critical path
+// then takes the latency once per hop, as NCCL's model does.
+func (c *cctx) firstHop(k int, src, dst int32) int64 {
+	if k > 0 {
+		return 0
+	}
+	return c.hop(src, dst)
+}
+
+// hop is the step latency of a transfer between two nodes: the network's
+// when they are GPUs of different servers, NVLink's (or PCIe's) otherwise;
+// NVSwitch endpoints are inside a server.
+func (c *cctx) hop(src, dst int32) int64 {
+	g := int32(c.f.GPUs)
+	if src < g && dst < g && c.f.server(src) != c.f.server(dst) {
+		return c.inter
+	}
+	return c.intra
 }
 
 // deps assembles a dependency list; the result is only valid until the
@@ -88,14 +114,15 @@ func (c *cctx) deps(lists ...[]int64) []int64 {
 	return c.buf
 }
 
-// connFlow emits a flow that waits for deps (built with c.deps) and for
-// *last, the previous flow on its connection (-1: none), so that a
-// connection carries its flows in order; the flow becomes *last.
-func (c *cctx) connFlow(last *int64, deps []int64, src, dst int32, size int64, ch, chunk, chunks int32, conn string) int64 {
+// connFlow emits a flow with step latency lat (ps) that waits for deps
+// (built with c.deps) and for *last, the previous flow on its connection
+// (-1: none), so that a connection carries its flows in order; the flow
+// becomes *last.
+func (c *cctx) connFlow(last *int64, deps []int64, src, dst int32, size, lat int64, ch, chunk, chunks int32, conn string) int64 {
 	if *last >= 0 {
 		deps = append(deps, *last)
 	}
-	*last = c.e.Flow(c.id, src, dst, size, deps, ch, chunk, chunks, conn)
+	*last = c.e.Flow(c.id, src, dst, size, lat, deps, ch, chunk, chunks, conn)
 	c.buf = deps
 	return *last
 }

@@ -55,7 +55,7 @@ func FuzzParseMSCCL(f *testing.F) {
 		for i := range ranks {
 			ranks[i] = int32(i)
 		}
-		c := newCtx(NewEmitter(&collect{}), 0, ranks, entry)
+		c := newCtx(NewEmitter(&collect{}), Fabric{GPUs: a.NGPUs, GPUsPerServer: a.NGPUs}, 0, ranks, entry)
 		_ = a.Emit(c, 1<<20)
 	})
 }

@@ -330,7 +330,7 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 						if in >= 0 {
 							deps = union(deps, []int64{in})
 						}
-						id := c.e.Flow(c.id, c.ranks[gi], c.ranks[t.Send], wire(int64(s.Cnt)*chunk, a.Proto), deps, int32(t.Chan), int32(si), int32(len(t.Steps)), stream.ConnMSCCL)
+						id := c.e.Flow(c.id, c.ranks[gi], c.ranks[t.Send], wire(int64(s.Cnt)*chunk, a.Proto), c.hop(c.ranks[gi], c.ranks[t.Send]), deps, int32(t.Chan), int32(si), int32(len(t.Steps)), stream.ConnMSCCL)
 						sendFlow[r] = id
 						done[r] = []int64{id}
 					case kind[0]:

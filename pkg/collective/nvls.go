@@ -66,10 +66,10 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error
 				if k == 0 {
 					deps = append(deps, c.entry[p]...)
 				}
-				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, up, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, up, c.firstHop(k, c.ranks[p], sw), int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 			for p := 0; p < n; p++ {
-				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], down, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], down, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 		}
 		for p := 0; p < n; p++ {
@@ -131,10 +131,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					if k == 0 {
 						deps = append(deps, c.entry[p]...)
 					}
-					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], b, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
+					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], b, c.firstHop(k, c.ranks[p], sws[j]), int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for li, p := range local {
-					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], shard, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 			// Per local index, a tree across servers over that shard.
@@ -152,7 +152,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
-					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 				for _, j := range tr.order {
 					p := nodes[j][li]
@@ -172,7 +172,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
 						deps := append(c.deps(nil), done[j][li])
-						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, c.firstHop(k, c.ranks[p], c.ranks[q]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
 			}
@@ -182,10 +182,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 				ids = ids[:0]
 				for li, p := range local {
 					deps := append(c.deps(nil), done[j][li])
-					ids = append(ids, c.connFlow(&st[p].lastMc, deps, c.ranks[p], sws[j], shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
+					ids = append(ids, c.connFlow(&st[p].lastMc, deps, c.ranks[p], sws[j], shard, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for _, p := range local {
-					c.connFlow(&st[p].lastDown, c.deps(ids), sws[j], c.ranks[p], b-shard, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					c.connFlow(&st[p].lastDown, c.deps(ids), sws[j], c.ranks[p], b-shard, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 		}

@@ -3,6 +3,8 @@ package collective
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
 
 // Options steer algorithm selection and decomposition.
@@ -25,8 +27,9 @@ type Options struct {
 	// only repeats its steady state, so the cap trades little fidelity for
 	// far fewer flows on large collectives.
 	MaxChunks int
-	// LaunchLatency adds NCCL's base latency as a delay node per rank at the
-	// start of each collective.
+	// LaunchLatency adds NCCL's latency to the DAG: the base latency as a
+	// delay node per rank at the start of each collective and the per-step
+	// hardware latency on every transfer (false: bandwidth terms only).
 	LaunchLatency bool
 }
 
@@ -37,8 +40,10 @@ type Plan struct {
 	Channels    int
 	Chunk       int64
 	PXN         bool
-	PredictedUs float64 // NCCL's model; 0 where it has none (MSCCL schedules)
-	BaseLatUs   float64
+	PredictedUs float64  // NCCL's model; 0 where it has none (MSCCL schedules)
+	Lat         LatTerms // the model's latency terms the DAG carries
+	// NoOp: a 1-rank group or 0 bytes; NCCL returns without moving data.
+	NoOp bool
 }
 
 // Planner chooses plans; it caches a tuner per communicator shape.
@@ -117,15 +122,20 @@ func (p *Planner) pxn() bool {
 func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
 	n := len(ranks)
 	pl := Plan{PXN: p.pxn()}
-	if a := p.MSCCL; a != nil && a.Applies(op, n) {
-		// NCCL's model has no term for a user schedule; it launches like a
-		// ring kernel of its protocol.
-		pl.Algo, pl.Proto, pl.Channels = AlgoMSCCL, a.Proto, a.Channels
-		pl.BaseLatUs = baseLat[AlgoRing][a.Proto]
+	if n < 2 || size == 0 {
+		pl.Algo, pl.Proto, pl.NoOp = AlgoRing, Simple, true
 		return pl, nil
 	}
 	nNodes := len(p.F.nodesOf(ranks))
 	t := p.tuner(n, nNodes)
+	if a := p.MSCCL; a != nil && a.Applies(op, n) {
+		// NCCL's model has no term for a user schedule; it launches like a
+		// ring kernel of its protocol and pays a ring's per-hop latencies.
+		pl.Algo, pl.Proto, pl.Channels = AlgoMSCCL, a.Proto, a.Channels
+		pl.Lat = t.LatencyTerms(AllReduce, AlgoRing, a.Proto)
+		pl.Lat.Total = 0
+		return pl, nil
+	}
 	switch op {
 	case AllToAll:
 		pl.Algo, pl.Proto, pl.Channels = AlgoDirect, Simple, 1
@@ -139,16 +149,17 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 			}
 			pl.Algo = a
 		}
+		pl.Lat = p2pLat(t)
 		pl.PredictedUs = p.a2aTime(t, size, n, nNodes)
 		return pl, nil
 	case SendRecv:
 		pl.Algo, pl.Proto, pl.Channels = AlgoP2P, Simple, 1
+		pl.Lat = p2pLat(t)
 		bw := p.M.GPUGPUGBps
-		lat := hwLat[0][AlgoRing][Simple]
 		if nNodes > 1 {
-			bw, lat = p.M.GPUNICGBps, hwLat[2][AlgoRing][Simple]
+			bw = p.M.GPUNICGBps
 		}
-		pl.PredictedUs = lat + float64(size)/(1000*bw)
+		pl.PredictedUs = pl.Lat.Total + float64(size)/(1000*bw)
 		return pl, nil
 	}
 	var err error
@@ -174,8 +185,8 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	} else if p.Opt.RingChannels > 0 {
 		pl.Channels = p.Opt.RingChannels
 	}
-	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes)
-	pl.BaseLatUs = baseLat[pl.Algo][pl.Proto]
+	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
+	pl.Lat = t.latencyAt(op, pl.Algo, pl.Proto, size)
 	return pl, nil
 }
 
@@ -243,20 +254,36 @@ func (p *Planner) simai(t *Tuner, op Op, groupType string, n int, size int64, pl
 	return nil
 }
 
+// p2pLat are the latency terms of point-to-point operations (AllToAll,
+// SendRecv), which NCCL's tuning model leaves out: a Simple ring kernel's
+// launch and one Simple ring step over NVLink (or PCIe) or the network.
+// All transfers of an AllToAll run at once, so its latency is the launch
+// plus the slowest hop.
+func p2pLat(t *Tuner) LatTerms {
+	intraHw := 0
+	if t.Ring.TypeIntra != ncclpath.PathNVL {
+		intraHw = 1
+	}
+	lt := LatTerms{Base: baseLat[AlgoRing][Simple], Intra: hwLat[intraHw][AlgoRing][Simple], Inter: hwLat[2][AlgoRing][Simple]}
+	lt.Total = lt.Base + lt.Intra
+	if t.NNodes > 1 {
+		lt.Total = lt.Base + lt.Inter
+	}
+	return lt
+}
+
 // a2aTime estimates AllToAll: the slower of the NVLink share and the NIC
-// share of one rank's traffic, plus one network latency.
+// share of one rank's traffic, plus the point-to-point latency.
 func (p *Planner) a2aTime(t *Tuner, size int64, n, nNodes int) float64 {
 	ppn := n / nNodes
 	per := float64(size) / float64(n)
 	intra := per * float64(ppn-1) / (1000 * max(p.M.GPUGPUGBps, 1e-9))
-	lat := hwLat[0][AlgoRing][Simple]
 	inter := 0.0
 	if nNodes > 1 {
 		nicPerGPU := p.M.NICGBps * float64(max(p.M.NICs, 1)) / float64(max(p.M.GPUs, 1))
 		inter = per * float64(n-ppn) / (1000 * max(nicPerGPU, 1e-9))
-		lat = hwLat[2][AlgoRing][Simple]
 	}
-	return lat + max(intra, inter)
+	return p2pLat(t).Total + max(intra, inter)
 }
 
 // parseEnableList reads NCCL's NCCL_ALGO / NCCL_PROTO syntax:

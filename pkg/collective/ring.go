@@ -96,8 +96,12 @@ type ringSpec struct {
 // (n-1 steps) on rings. Each channel carries 1/C of the data in loops of n
 // slices of at most chunk bytes; at step s the rank at ring index i sends
 // slice (i-s) mod n to index i+1. A flow waits for the slice it forwards
-// (the previous step's flow into its sender) and for the previous flow on
-// its own connection, so rings pipeline across ranks as NCCL's do.
+// (the previous step's flow into its sender) and, from the second loop on,
+// for the previous flow on its own connection, so rings pipeline across
+// ranks as NCCL's do. The first loop pays every step's latency, the data
+// dependency carrying it from hop to hop; its steps do not also wait on
+// their connection, or a slow hop's latency would add up along its own
+// connection as well (NCCL's FIFO keeps several steps in flight).
 func ring(c *cctx, f Fabric, sp ringSpec) {
 	n := len(c.ranks)
 	if n < 2 || sp.size == 0 {
@@ -131,7 +135,7 @@ func ring(c *cctx, f Fabric, sp ringSpec) {
 					if k == 0 && s == 0 {
 						entry = c.entry[order[i]]
 					}
-					cur[i] = conn.send(i, wire(slice, sp.proto), dataDep, entry, int32(ch), int32(k), int32(loops))
+					cur[i] = conn.send(i, wire(slice, sp.proto), dataDep, entry, k, int32(ch), int32(loops), k > 0 || s == 0)
 				}
 				prev, cur = cur, prev
 			}
@@ -171,9 +175,10 @@ func newRingConns(c *cctx, f Fabric, order []int, pxn bool) *ringConns {
 func (rc *ringConns) dst(i int) int32 { return rc.c.ranks[rc.order[(i+1)%len(rc.order)]] }
 func (rc *ringConns) src(i int) int32 { return rc.c.ranks[rc.order[i]] }
 
-// send emits ring index i's flow of one step and returns the id the next
-// step depends on.
-func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, ch, chunk, chunks int32) int64 {
+// send emits ring index i's flow of chunk k and returns the id the next
+// step depends on; ordered: the flow also waits for the previous flow on
+// its connection.
+func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, k int, ch, chunks int32, ordered bool) int64 {
 	c := rc.c
 	deps := c.deps(entry)
 	if dataDep >= 0 {
@@ -181,12 +186,17 @@ func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, ch, c
 	}
 	src, dst := rc.src(i), rc.dst(i)
 	kind := stream.ConnRing
+	prevPXN, prev := rc.lastPXN[i], rc.last[i]
+	if !ordered {
+		prevPXN, prev = -1, -1
+	}
 	if rc.proxy[i] >= 0 {
-		init := c.connFlow(&rc.lastPXN[i], deps, src, rc.proxy[i], size, ch, chunk, chunks, stream.ConnPXNInit)
-		deps = append(c.deps(nil), init)
+		rc.lastPXN[i] = c.connFlow(&prevPXN, deps, src, rc.proxy[i], size, 0, ch, int32(k), chunks, stream.ConnPXNInit)
+		deps = append(c.deps(nil), rc.lastPXN[i])
 		src, kind = rc.proxy[i], stream.ConnNet
 	}
-	return c.connFlow(&rc.last[i], deps, src, dst, size, ch, chunk, chunks, kind)
+	rc.last[i] = c.connFlow(&prev, deps, src, dst, size, c.firstHop(k, src, dst), ch, int32(k), chunks, kind)
+	return rc.last[i]
 }
 
 // exits records, for every rank, its last send and last receive.
@@ -231,7 +241,7 @@ func chain(c *cctx, f Fabric, sp ringSpec) {
 				if k == 0 {
 					entry = c.entry[order[i]]
 				}
-				prev = conn.send(i, wire(b, sp.proto), prev, entry, int32(ch), int32(k), int32(chunks))
+				prev = conn.send(i, wire(b, sp.proto), prev, entry, k, int32(ch), int32(chunks), true)
 			}
 		}
 		conn.exits()

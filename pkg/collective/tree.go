@@ -90,11 +90,16 @@ func newServerTree(n, which int) serverTree {
 	return t
 }
 
-// rankTree builds the rank-level tree of one channel: servers form a
-// double binary tree (channel parity picks the tree), each server's ranks
-// a chain; a server hangs off its parent server's first GPU, or the second
-// GPU for the parent's first child (NCCL's balanced tree pattern). Returned
-// by group position: parent (-1 at the root) and children.
+// rankTree builds the rank-level tree of one channel, by group position:
+// each rank's parent (-1 at the root) and children. Servers form NCCL's
+// double binary tree and each server's ranks a chain. NCCL ties a channel
+// to one NIC and enters and leaves every server through the GPU nearest
+// it, so the chain starts at the GPU of the channel's rail and every link
+// to another server leaves from and arrives at that GPU. Channels take the
+// rails in turn (ch mod ppn) and switch trees every ppn channels: with 2·ppn
+// channels (NCCL's doubled search channels, one per NIC) every NIC carries
+// tree 0 once and tree 1 once, as in NCCL where channel c and c+nSearch
+// share a NIC and use the two trees.
 func rankTree(f Fabric, ranks []int32, ch int) (parent []int, children [][]int, root int) {
 	nodes := f.nodesOf(ranks)
 	parent = make([]int, len(ranks))
@@ -103,24 +108,26 @@ func rankTree(f Fabric, ranks []int32, ch int) (parent []int, children [][]int, 
 		parent[child] = par
 		children[par] = append(children[par], child)
 	}
-	for _, local := range nodes {
-		parent[local[0]] = -1
+	ppn := len(nodes[0])
+	head := make([]int, len(nodes))
+	for j, local := range nodes {
+		start := 0
+		if len(nodes) > 1 {
+			start = ch % ppn % len(local)
+		}
+		head[j] = local[start]
+		parent[head[j]] = -1
 		for i := 1; i < len(local); i++ {
-			link(local[i], local[i-1])
+			link(local[(start+i)%len(local)], local[(start+i-1)%len(local)])
 		}
 	}
-	t := newServerTree(len(nodes), ch%2)
+	t := newServerTree(len(nodes), ch/ppn%2)
 	for j, p := range t.par {
-		if p < 0 {
-			continue
+		if p >= 0 {
+			link(head[j], head[p])
 		}
-		attach := nodes[p][0]
-		if t.kids[p][0] == j && len(nodes[p]) > 1 {
-			attach = nodes[p][1]
-		}
-		link(nodes[j][0], attach)
 	}
-	return parent, children, nodes[t.order[0]][0]
+	return parent, children, head[t.order[0]]
 }
 
 // treeAllReduce is NCCL's tree AllReduce: per channel and chunk, partial
@@ -165,7 +172,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 				for _, q := range children[p] {
 					deps = append(deps, up[q])
 				}
-				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, c.firstHop(k, c.ranks[p], c.ranks[parent[p]]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 			}
 			for _, p := range order {
 				for _, q := range children[p] {
@@ -180,7 +187,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 					} else {
 						deps = append(deps, down[p])
 					}
-					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, c.firstHop(k, c.ranks[p], c.ranks[q]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 			}
 		}

@@ -427,8 +427,24 @@ func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
 	return bus
 }
 
-// Latency is the model's latency in microseconds.
-func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
+// LatTerms are the latency terms of NCCL's model for one collective, in
+// microseconds: Base once per collective (the launch), Intra per step
+// inside a server and Inter per step between servers. Decomposition puts
+// Base on a delay node at each rank's entry and Intra or Inter on every
+// transfer by its hop, so that at sizes where bandwidth does not matter a
+// simulated collective takes Total.
+type LatTerms struct {
+	Base, Intra, Inter float64
+	Total              float64
+}
+
+// Latency is the model's latency in microseconds (without the size
+// dependent ring plateau factor Time applies).
+func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 { return t.LatencyTerms(op, a, p).Total }
+
+// LatencyTerms splits the model's latency (tuning.cc, NCCL 2.27) into
+// its terms.
+func (t *Tuner) LatencyTerms(op Op, a Algo, p Proto) LatTerms {
 	g := t.graph(a)
 	intraHw := 1 // PCI
 	if g.TypeIntra == ncclpath.PathNVL {
@@ -438,34 +454,37 @@ func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
 	if t.NNodes > 1 {
 		hw = 2
 	}
-	lat := baseLat[a][p]
-	intraLat := hwLat[intraHw][a][p]
-	interLat := hwLat[2][a][p]
+	lt := LatTerms{Base: baseLat[a][p], Intra: hwLat[intraHw][a][p], Inter: hwLat[2][a][p]}
 	if t.ppn() == 1 {
-		interLat = hwLat[2][AlgoTree][p]
+		lt.Inter = hwLat[2][AlgoTree][p]
 	}
 	n, nNodes, ppn := t.NRanks, t.NNodes, t.ppn()
 	switch a {
 	case AlgoRing:
 		steps := nSteps(op, n)
 		if op == Broadcast || op == Reduce {
+			// Every step costs the same, the network's when the ring
+			// leaves the server.
 			l := hwLat[hw][AlgoRing][p]
 			if p == Simple {
 				l = hwLat[hw][AlgoTree][Simple]
 			}
-			return lat + float64(steps)*l
+			lt.Intra, lt.Inter = l, l
+			lt.Total = lt.Base + float64(steps)*l
+			return lt
 		}
-		netOverhead := 0.0
 		if nNodes > 1 {
-			netOverhead = 1.0
+			// NCCL_NET_OVERHEAD: a multi-node ring's NVLink steps wait on
+			// the proxy too.
+			ovh := 1.0
 			if t.M.AMDCPU {
-				netOverhead = 2.0
+				ovh = 2.0
 			}
 			if p == Simple {
-				netOverhead *= 3
+				ovh *= 3
 			}
+			lt.Intra = math.Max(lt.Intra, ovh)
 		}
-		intraLat = math.Max(intraLat, netOverhead)
 		inter := 0
 		if nNodes > 1 {
 			inter = nNodes - 1
@@ -473,19 +492,21 @@ func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 {
 				inter = 2 * (nNodes - 1)
 			}
 		}
-		return lat + float64(steps-inter)*intraLat + float64(inter)*interLat
+		lt.Total = lt.Base + float64(steps-inter)*lt.Intra + float64(inter)*lt.Inter
 	case AlgoTree:
-		return lat + 2*(float64(ppn-1)*intraLat+float64(log2i(nNodes))*interLat)
+		lt.Total = lt.Base + 2*(float64(ppn-1)*lt.Intra+float64(log2i(nNodes))*lt.Inter)
 	case AlgoNVLS:
-		l := intraLat
+		lt.Base = 0
+		lt.Total = lt.Intra
 		if nNodes > 1 {
-			l += interLat
+			lt.Total += lt.Inter
 		}
-		return l
 	case AlgoNVLSTree:
-		return lat + intraLat + 2*float64(log2i(nNodes))*interLat
+		lt.Total = lt.Base + lt.Intra + 2*float64(log2i(nNodes))*lt.Inter
+	default:
+		lt.Total = lt.Base
 	}
-	return lat
+	return lt
 }
 
 func log2i(n int) int {
@@ -502,20 +523,27 @@ func (t *Tuner) Time(op Op, a Algo, p Proto, nBytes int64) float64 {
 		return -1
 	}
 	bw := t.AlgBw(op, a, p)
-	lat := t.Latency(op, a, p)
 	if a == AlgoTree && op == AllReduce {
 		idx := min(max(log2i(int(nBytes/64)), 0), 22)
 		bw *= treeCorrection[p][idx]
 	}
+	return t.latencyAt(op, a, p, nBytes).Total + float64(nBytes)/(1000*bw)
+}
+
+// latencyAt is LatencyTerms with the ring plateau: a multi-node Simple ring
+// AllReduce moving at least 64 bytes per channel and rank pays its latency
+// 1.4 times (1.9 before Ampere), every term alike.
+func (t *Tuner) latencyAt(op Op, a Algo, p Proto, nBytes int64) LatTerms {
+	lt := t.LatencyTerms(op, a, p)
 	if a == AlgoRing && p == Simple && op == AllReduce && t.NNodes > 1 &&
 		nBytes/int64(t.RuntimeChannels(a)*t.NRanks) >= 64 {
+		f := 1.4
 		if t.M.CC < 80 {
-			lat *= 1.9
-		} else {
-			lat *= 1.4
+			f = 1.9
 		}
+		lt.Base, lt.Intra, lt.Inter, lt.Total = lt.Base*f, lt.Intra*f, lt.Inter*f, lt.Total*f
 	}
-	return lat + float64(nBytes)/(1000*bw)
+	return lt
 }
 
 // Select returns NCCL's choice: the fastest available combination, ties
@@ -582,8 +610,10 @@ func (t *Tuner) Channels(op Op, a Algo, p Proto, nBytes int64) int {
 }
 
 // ChunkBytes is the payload of one pipeline step per channel (device.h
-// buffer sizes divided into NCCL_STEPS=8 slots, times the chunk steps).
-func ChunkBytes(op Op, a Algo, p Proto, nNodes int) int64 {
+// buffer sizes divided into NCCL_STEPS=8 slots, times the chunk steps),
+// for nBytes over nc channels of a communicator with nRanks ranks on
+// nNodes servers.
+func ChunkBytes(op Op, a Algo, p Proto, nNodes, nRanks, nc int, nBytes int64) int64 {
 	switch a {
 	case AlgoNVLS:
 		return 128 << 10
@@ -597,7 +627,23 @@ func ChunkBytes(op Op, a Algo, p Proto, nNodes int) int64 {
 	case LL:
 		return 32 << 10 // 64 KiB step, half of it flags
 	case LL128:
-		return 614400 * 15 / 16
+		chunk := int64(614400 * 15 / 16)
+		if a == AlgoTree {
+			// enqueue.cc: a deep tree needs enough chunks in flight to fill
+			// its pipeline, so LL128 halves the chunk (down to 128 KiB, then
+			// 32 KiB) while a channel would get fewer than about
+			// 64 (then 16) x depth / ppn of them.
+			ppn := float64(nRanks) / float64(max(nNodes, 1))
+			steps := 1 + float64(log2i(nNodes)) + 0.1*ppn
+			per := func() int64 { return nBytes / (int64(max(nc, 1)) * chunk) }
+			for float64(per()) < steps*64/ppn && chunk > 131072 {
+				chunk /= 2
+			}
+			for float64(per()) < steps*16/ppn && chunk > 32768 {
+				chunk /= 2
+			}
+		}
+		return chunk
 	}
 	if a == AlgoRing && (op == AllReduce || op == AllGather || op == ReduceScatter) {
 		return 4 * (512 << 10) // chunkSteps = NCCL_STEPS/2
