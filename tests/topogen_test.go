@@ -44,7 +44,7 @@ func TestTopogenStream(t *testing.T) {
 	if err := topo.Validate(top); err != nil {
 		t.Fatal(err)
 	}
-	if top.GPUs != 128 || top.GPUType != "A100" || top.Params["nic_bw"] != "100Gbps" || top.Params["nvlink_bw"] != "2400Gbps" {
+	if top.GPUs != 128 || top.GPUType != "A100" || top.Params["nic_bw"] != "100Gbps" || top.Params["nvlink_bw"] != "1920Gbps" {
 		t.Fatalf("topology %d GPUs %s params %v", top.GPUs, top.GPUType, top.Params)
 	}
 }
@@ -56,7 +56,7 @@ func TestTopogenSimAI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--format", "simai"); !bytes.Equal(out, ref) {
+	if out := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--nvlink-bw", "2880Gbps", "--format", "simai"); !bytes.Equal(out, ref) {
 		t.Fatal("generated SimAI file differs from SimAI's")
 	}
 	if out := mustRun(t, nil, "topogen", "--from-simai", "examples/topologies/Spectrum-X_16g_8gps_400Gbps_H100", "--format", "simai"); !bytes.Equal(out, ref) {

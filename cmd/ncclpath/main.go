@@ -18,7 +18,7 @@ import (
 
 type command struct {
 	Input     string `arg:"" optional:"" help:"Input stream (default: stdin)."`
-	Server    string `help:"Server template for every server: dgx-a100, dgx-h100, hgx-h800, dgx-b200, pcie-2s (default: chosen by the topology's GPU type)."`
+	Server    string `help:"Server template for every server: dgx-a100, hgx-a800, dgx-h100, hgx-h800, dgx-b200, pcie-2s (default: chosen by the topology's GPU type)."`
 	ServerXML string `name:"server-xml" help:"NCCL topology XML of the server (what NCCL_TOPO_DUMP_FILE writes on a real machine) instead of a template."`
 	Matrix    bool   `help:"Print an nvidia-smi topo -m style table (GPUs and NICs, each cell the path type from row to column) instead of the stream."`
 	JSON      bool   `name:"json" help:"Print every path (type, GB/s, hops, P2P/GDR verdicts), each GPU's NICs and the PXN proxies as JSON instead of the stream."`

@@ -20,7 +20,7 @@ type command struct {
 	NVSwitchesPerServer int             `name:"nvswitches-per-server" help:"NVSwitches per server (default 1; 0 when a server holds one GPU)."`
 	GPUType             string          `name:"gpu-type" default:"H100" help:"GPU type: A100, A800, H100, H800, H20, B200 (sets the default NVLink bandwidth)."`
 	NICBW               units.Bandwidth `name:"nic-bw" help:"NIC to leaf bandwidth, e.g. 400Gbps (default per family: 400Gbps spectrum-x and dcn-single-tor, 200Gbps hpn-* and dcn-dual-tor, --switch-bw for fat-tree and dragonfly)."`
-	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth (default 2400Gbps for A100/A800, 2880Gbps for H100/H800/H20, 5760Gbps for B200)."`
+	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth per direction (default: the GPU type's usable NVLink rate, NVLink links x NCCL's per-link figure: A100 1920Gbps (12x20GB/s), A800 1280Gbps (8x20), H100 and H20 2966.4Gbps (18x20.6), H800 1318.4Gbps (8x20.6), B200 5774.4Gbps (18x40.1); SimAI's generator uses 2400Gbps for A100/A800 and 2880Gbps otherwise)."`
 	NVLinkLatency       units.Duration  `name:"nvlink-latency" default:"25ns" help:"GPU to NVSwitch link latency."`
 	NICLatency          units.Duration  `name:"nic-latency" default:"500ns" help:"NIC to leaf link latency."`
 	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth)."`

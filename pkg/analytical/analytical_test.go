@@ -237,11 +237,11 @@ func TestOversubscribedUplink(t *testing.T) {
 }
 
 // NVLS: GPU 0 sends 1 MiB to its NVSwitch (node 16 on a 16-GPU Spectrum-X:
-// one 25 ns NVLink hop at 2880 Gbit/s), which multicasts to GPUs 1 and 2.
+// one 25 ns NVLink hop at 2880 Gbit/s, set), which multicasts to GPUs 1 and 2.
 // A join (DELAY, size 0, no delay_ps, from GPU 3 to 4) ends with its last
 // dep, with no path latency of its own.
 func TestNVLSAndJoin(t *testing.T) {
-	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, NVLinkBW: 2880e9})
 	hop := 25*des.Nanosecond + des.TransferTime(MiB, 2880e9)
 	flows := []stream.Flow{
 		{ID: 0, Src: 0, Dst: 16, Size: MiB, ConnType: stream.ConnNVLS},

@@ -6,9 +6,10 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/ncclpath"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
-// ccByGPU covers the GPU types ncclpath has templates for but gpuFacts
+// ccByGPU covers the GPU types ncclpath has templates for but topogen
 // does not (PCIe parts and the H200), so a paths record for them still
 // yields a compute capability.
 var ccByGPU = map[string]int{"H200": 90, "L40S": 89, "L40": 89, "L20": 89}
@@ -17,8 +18,8 @@ var ccByGPU = map[string]int{"H200": 90, "L40S": 89, "L40": 89, "L20": 89}
 // does not carry the SM, so the topology's GPU type decides.
 func gpuCC(gpuType string) (int, bool) {
 	s := strings.ToUpper(strings.TrimSpace(gpuType))
-	if f, ok := gpuFacts[s]; ok {
-		return f.cc, true
+	if f, ok := topo.GPUSpecs[s]; ok {
+		return f.CC, true
 	}
 	cc, ok := ccByGPU[s]
 	return cc, ok
@@ -192,6 +193,18 @@ func topologyNICs(t *stream.Topology) (nics int, gbps float64) {
 		best = max(best, bps)
 	}
 	return nics, best / 8e9
+}
+
+// topologyNVLink is GPU 0's NVLink bandwidth in GB/s: the sum of its links
+// to its server's NVSwitches (0 without NVSwitches).
+func topologyNVLink(t *stream.Topology) float64 {
+	bps := 0.0
+	for i := range t.Links {
+		if l := &t.Links[i]; l.Kind == stream.LinkNVLink && (l.A == 0 || l.B == 0) {
+			bps += l.BWbps
+		}
+	}
+	return bps / 8e9
 }
 
 // PathsOf returns the record that describes server s, nil if none does.

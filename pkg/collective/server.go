@@ -5,6 +5,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/ncclpath"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
 // ServerModel is what the tuning model needs to know about one server, as
@@ -27,38 +28,27 @@ type ServerModel struct {
 	NVLS       bool              // NVLink SHARP (NVSwitch multicast) available
 }
 
-// Compute capability and NVLink counts of the SXM parts fabricsim knows
-// (ncclpath.NVLinkBW gives the per-link bandwidth); PCIe generation sets
-// GPU-NIC bw.
-var gpuFacts = map[string]struct {
-	cc     int
-	links  int
-	pcieGB float64
-}{
-	"A100": {80, 12, 24}, "A800": {80, 8, 24},
-	"H100": {90, 18, 48}, "H800": {90, 8, 48}, "H20": {90, 18, 48},
-	"B200": {100, 18, 48},
-}
-
 // ModelFromTopology derives a server model from the topology alone, for
 // streams that did not pass through ncclpath: an SXM server whose GPUs sit
-// with their NIC behind one PCIe switch (PXB), NVLink through NVSwitch.
+// with their NIC behind one PCIe switch (PXB), NVLink through NVSwitch at
+// the rate the topology's NVLinks have (topogen's default is the GPU
+// type's usable rate, topo.GPUSpecs).
 func ModelFromTopology(t *stream.Topology) (ServerModel, error) {
-	f, ok := gpuFacts[t.GPUType]
+	f, ok := topo.GPUSpecs[t.GPUType]
 	if !ok {
 		return ServerModel{}, fmt.Errorf("topology: unknown GPU type %q", t.GPUType)
 	}
-	m := ServerModel{Name: "from-topology", CC: f.cc, GPUs: t.GPUsPerServer, IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB}
+	m := ServerModel{Name: "from-topology", CC: f.CC, GPUs: t.GPUsPerServer, IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB}
 	m.NICs, m.NICGBps = topologyNICs(t)
-	if t.NVSwitchesPerServer > 0 && t.GPUsPerServer > 1 {
+	if nvl := topologyNVLink(t); nvl > 0 && t.GPUsPerServer > 1 {
 		m.NVSwitch = true
-		m.NVLinkGBps = float64(f.links) * ncclpath.NVLinkBW(f.cc, ncclpath.DefaultVersion)
+		m.NVLinkGBps = nvl
 		m.GPUGPUGBps = m.NVLinkGBps
 	} else {
 		m.IntraType = ncclpath.PathPHB
-		m.GPUGPUGBps = f.pcieGB
+		m.GPUGPUGBps = f.PCIeGBps
 	}
-	m.GPUNICGBps = min(f.pcieGB, m.NICGBps)
+	m.GPUNICGBps = min(f.PCIeGBps, m.NICGBps)
 	if m.NICs == 0 {
 		m.GPUNICGBps = 0
 	}

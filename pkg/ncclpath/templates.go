@@ -21,6 +21,16 @@ var templates = map[string]func() *System{
 			pcie: "16.0 GT/s PCIe", sm: 80, nvlinks: []int{2, 2, 2, 2, 2, 2}, nicMbps: 200000,
 		})
 	},
+	// HGX A800: the export A100 keeps 8 of the 12 NVLinks (400 GB/s
+	// bidirectional, 160 GB/s as NCCL counts them); typical HGX A800
+	// servers carry two Intel Xeon Ice Lake CPUs, PCIe Gen4 switches with
+	// two GPUs and two 200 Gb/s NICs each.
+	"hgx-a800": func() *System {
+		return nvswitchServer(serverSpec{
+			name: "hgx-a800", cpu: CPUInfo{Arch: ArchX86, Vendor: VendorIntel, FamilyID: 6, ModelID: 106},
+			pcie: "16.0 GT/s PCIe", sm: 80, nvlinks: []int{2, 2, 1, 1, 1, 1}, nicMbps: 200000,
+		})
+	},
 	// DGX H100: 2× Intel Xeon 8480C (Sapphire Rapids), four PCIe Gen5
 	// switches each with two H100s and two ConnectX-7 400 Gb/s NICs, 18
 	// NVLinks per GPU to four NVSwitches (5+5+4+4).
@@ -53,7 +63,7 @@ var templates = map[string]func() *System{
 // gpuTemplates maps GPU model names to templates.
 var gpuTemplates = map[string]string{
 	"A100": "dgx-a100",
-	"A800": "dgx-a100", // the A800 has 8 NVLinks instead of 12; the template keeps 12
+	"A800": "hgx-a800",
 	"H100": "dgx-h100",
 	"H200": "dgx-h100", // Hopper with the H100's 18 NVLinks
 	"H20":  "dgx-h100", // the H20 keeps all 18 NVLinks (900 GB/s), unlike the H800

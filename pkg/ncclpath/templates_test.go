@@ -10,7 +10,7 @@ import (
 )
 
 func TestTemplateNames(t *testing.T) {
-	want := []string{"dgx-a100", "dgx-b200", "dgx-h100", "hgx-h800", "pcie-2s"}
+	want := []string{"dgx-a100", "dgx-b200", "dgx-h100", "hgx-a800", "hgx-h800", "pcie-2s"}
 	if got := TemplateNames(); !slices.Equal(got, want) {
 		t.Errorf("TemplateNames = %v, want %v", got, want)
 	}
@@ -33,7 +33,7 @@ func TestTemplateNames(t *testing.T) {
 
 func TestTemplateForGPU(t *testing.T) {
 	for in, want := range map[string]string{
-		"A100": "dgx-a100", "a100-sxm4-80gb": "dgx-a100", "A800": "dgx-a100",
+		"A100": "dgx-a100", "a100-sxm4-80gb": "dgx-a100", "A800": "hgx-a800",
 		"H100": "dgx-h100", "NVIDIA H100 80GB HBM3": "dgx-h100", "H20": "dgx-h100", "H200": "dgx-h100",
 		"H800": "hgx-h800", "B200": "dgx-b200", "L40S": "pcie-2s",
 	} {
@@ -69,6 +69,7 @@ func TestNVSwitchTemplates(t *testing.T) {
 		{"dgx-a100", "", 24, 12 * 20.0, 16, true},      // AMD inter-socket 16
 		{"dgx-h100", "", 48, 18 * 20.6, 22, false},     // Sapphire Rapids 22 (2.26+)
 		{"dgx-h100", "2.19", 48, 18 * 20.0, 10, false}, // Hopper links were 20.0 and SPR counted as SKL (10) then
+		{"hgx-a800", "", 24, 8 * 20.0, 10, true}, // Ice Lake counts as Skylake (10)
 		{"hgx-h800", "", 48, 8 * 20.6, 22, false},
 		{"dgx-b200", "", 48, 18 * 40.1, 40, false},     // Emerald Rapids 40
 		{"dgx-b200", "2.25", 48, 18 * 40.0, 10, false}, // Blackwell links 40.0 before 2.27

@@ -272,9 +272,9 @@ func TestLatencyBottleneck(t *testing.T) {
 	if bw := r.Bottleneck(pa); bw != 100e9 {
 		t.Errorf("bottleneck %g", bw)
 	}
-	// NVLink: 2 x 25 ns, 2880 Gbit/s (H100).
+	// NVLink: 2 x 25 ns, 18 x 20.6 GB/s (H100).
 	pa = path(t, r, 0, 1, 1)
-	if r.Latency(pa) != 50*des.Nanosecond || r.Bottleneck(pa) != 2880e9 {
+	if r.Latency(pa) != 50*des.Nanosecond || r.Bottleneck(pa) != 18*20.6*8e9 {
 		t.Errorf("nvlink latency %v bottleneck %g", r.Latency(pa), r.Bottleneck(pa))
 	}
 }

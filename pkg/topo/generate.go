@@ -2,7 +2,6 @@ package topo
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -134,14 +133,9 @@ func fillCommon(p *Params) error {
 	if p.GPUType == "" {
 		p.GPUType = "H100"
 	}
-	nvbw, ok := GPUTypes[p.GPUType]
+	spec, ok := GPUSpecs[p.GPUType]
 	if !ok {
-		names := make([]string, 0, len(GPUTypes))
-		for k := range GPUTypes {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		return fmt.Errorf("unknown GPU type %q (one of %s)", p.GPUType, strings.Join(names, ", "))
+		return fmt.Errorf("unknown GPU type %q (one of %s)", p.GPUType, strings.Join(GPUTypeNames(), ", "))
 	}
 	if p.GPUsPerServer == 0 {
 		p.GPUsPerServer = 8
@@ -156,7 +150,7 @@ func fillCommon(p *Params) error {
 		return fmt.Errorf("--nvswitches-per-server %d must not be negative", p.NVSwitchesPerServer)
 	}
 	if p.NVLinkBW == 0 {
-		p.NVLinkBW = nvbw
+		p.NVLinkBW = spec.NVLinkBps()
 	}
 	if p.NVLinkLatencyPs == 0 {
 		p.NVLinkLatencyPs = 25_000

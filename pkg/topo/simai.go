@@ -110,7 +110,7 @@ func ReadSimAI(r io.Reader, name string) (*Topology, error) {
 	gpuType := "H100" // SimAI's default when the file predates the gpu_type column
 	if len(f) == 6 {
 		gpuType = f[5]
-		if _, ok := GPUTypes[gpuType]; !ok {
+		if _, ok := GPUSpecs[gpuType]; !ok {
 			return nil, bad("gpu_type", "unknown GPU type %q", gpuType)
 		}
 	}

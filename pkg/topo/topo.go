@@ -36,13 +36,6 @@ var roleTier = map[string]int8{
 	RolePSW: 3, RoleAgg: 3, RoleDSW: 4, RoleCore: 4,
 }
 
-// GPUTypes lists the GPU types topogen knows, with their default NVLink
-// bandwidth per GPU (SimAI's generator defaults; B200's NVLink 5 doubles
-// Hopper's per-GPU bandwidth).
-var GPUTypes = map[string]float64{
-	"A100": 2400e9, "A800": 2400e9, "H100": 2880e9, "H800": 2880e9, "H20": 2880e9, "B200": 5760e9,
-}
-
 // Validate checks the invariants every program relies on: dense ids with
 // GPUs first, known kinds, links between existing nodes with positive
 // bandwidth. Errors name the node or link index.

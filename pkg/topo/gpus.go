@@ -1,0 +1,52 @@
+package topo
+
+import (
+	"maps"
+	"slices"
+)
+
+// GPUSpec is what fabricsim assumes of a GPU type's scale-up side. Each
+// GPU reaches its server's NVSwitches over NVLinks links; the usable rate
+// of a link is NCCL's per-link figure (topo.h, the bandwidth NCCL's graph
+// search and tuning model spend), which published nccl-tests plateaus
+// bear out: 8xA100 AllReduce measures about 230 GB/s of bus bandwidth
+// against 12 x 20 = 240 GB/s (the raw NVLink 3 rate is 25 GB/s a link,
+// 300 GB/s a GPU). Sources, per type:
+//
+//   - A100 SXM: 12 NVLink 3 links (600 GB/s bidirectional, NVIDIA A100
+//     datasheet), NCCL SM80_NVLINK_BW 20 GB/s a link: 240 GB/s.
+//   - A800 SXM: the export A100 with 8 of the 12 links (400 GB/s
+//     bidirectional, NVIDIA A800 datasheet): 160 GB/s.
+//   - H100 SXM: 18 NVLink 4 links (900 GB/s bidirectional, H100
+//     datasheet), NCCL SM90_NVLINK_BW 20.6 GB/s (NCCL 2.20+): 370.8 GB/s.
+//   - H800 SXM: the export H100 with 8 links (400 GB/s bidirectional):
+//     164.8 GB/s.
+//   - H20: Hopper with all 18 links (900 GB/s, H20 datasheet): 370.8 GB/s.
+//   - B200: 18 NVLink 5 links (1.8 TB/s bidirectional, B200 datasheet),
+//     NCCL SM100_NVLINK_BW 40.1 GB/s (NCCL 2.27): 721.8 GB/s.
+//
+// PCIeGBps is the GPU's PCIe link as NCCL counts it (Gen4 x16 24 GB/s,
+// Gen5 x16 48 GB/s).
+type GPUSpec struct {
+	CC       int     // compute capability x10: 80 Ampere, 90 Hopper, 100 Blackwell
+	NVLinks  int     // NVLink links per GPU
+	LinkGBps float64 // usable bandwidth of one link, GB/s per direction
+	PCIeGBps float64
+}
+
+// NVLinkBps is the GPU's usable NVLink bandwidth per direction in bit/s:
+// topogen's default GPU to NVSwitch link rate.
+func (s GPUSpec) NVLinkBps() float64 { return float64(s.NVLinks) * s.LinkGBps * 8e9 }
+
+// GPUSpecs lists the GPU types topogen knows.
+var GPUSpecs = map[string]GPUSpec{
+	"A100": {CC: 80, NVLinks: 12, LinkGBps: 20, PCIeGBps: 24},
+	"A800": {CC: 80, NVLinks: 8, LinkGBps: 20, PCIeGBps: 24},
+	"H100": {CC: 90, NVLinks: 18, LinkGBps: 20.6, PCIeGBps: 48},
+	"H800": {CC: 90, NVLinks: 8, LinkGBps: 20.6, PCIeGBps: 48},
+	"H20":  {CC: 90, NVLinks: 18, LinkGBps: 20.6, PCIeGBps: 48},
+	"B200": {CC: 100, NVLinks: 18, LinkGBps: 40.1, PCIeGBps: 48},
+}
+
+// GPUTypeNames lists the known GPU types, sorted.
+func GPUTypeNames() []string { return slices.Sorted(maps.Keys(GPUSpecs)) }
