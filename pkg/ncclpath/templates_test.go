@@ -69,7 +69,7 @@ func TestNVSwitchTemplates(t *testing.T) {
 		{"dgx-a100", "", 24, 12 * 20.0, 16, true},      // AMD inter-socket 16
 		{"dgx-h100", "", 48, 18 * 20.6, 22, false},     // Sapphire Rapids 22 (2.26+)
 		{"dgx-h100", "2.19", 48, 18 * 20.0, 10, false}, // Hopper links were 20.0 and SPR counted as SKL (10) then
-		{"hgx-a800", "", 24, 8 * 20.0, 10, true}, // Ice Lake counts as Skylake (10)
+		{"hgx-a800", "", 24, 8 * 20.0, 10, true},       // Ice Lake counts as Skylake (10)
 		{"hgx-h800", "", 48, 8 * 20.6, 22, false},
 		{"dgx-b200", "", 48, 18 * 40.1, 40, false},     // Emerald Rapids 40
 		{"dgx-b200", "2.25", 48, 18 * 40.0, 10, false}, // Blackwell links 40.0 before 2.27
