@@ -21,6 +21,8 @@ type command struct {
 	Workload string     `type:"existingfile" help:"Workload: a SimAI/AICB workload file or fabricsim's micro format (<passes> <OP> <size> <GROUP> per line)."`
 	Op       string     `help:"A single collective instead of a workload: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv."`
 	Size     units.Size `help:"Size of --op in bytes (64MiB, 1GB ...): the full buffer for allgather/reducescatter, the per-rank send buffer for alltoall."`
+	Sweep    string     `help:"nccl-tests' size sweep for --op instead of --size: MIN:MAX:FACTOR (-b -e -f), e.g. 8:16GiB:2. One collective per size, each after every rank has finished the previous one; allgather, reducescatter and alltoall sizes round down to a multiple of ranks x element size, as nccl-tests does."`
+	DType    string     `name:"dtype" default:"float" help:"Element type of --op (nccl-tests' -d): sizes must be multiples of its size. One of int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2."`
 	Group    string     `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
 	TP       int        `name:"tp" help:"Tensor-parallel size (default: the workload's, else 1)."`
 	DP       int        `name:"dp" help:"Data-parallel size (default: what the GPUs leave)."`
@@ -116,13 +118,45 @@ func (c *command) workload() (*collective.Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		if c.Size <= 0 {
-			return nil, cli.Usagef("--op needs --size")
+		elem, ok := collective.DTypes[c.DType]
+		if !ok {
+			return nil, cli.Usagef("--dtype %q: one of %s", c.DType, strings.Join(collective.DTypeNames(), ", "))
 		}
 		g := strings.ToUpper(c.Group)
+		switch {
+		case c.Sweep != "" && c.Size != 0:
+			return nil, cli.Usagef("give either --size or --sweep, not both")
+		case c.Sweep != "":
+			// Sizes depend on the group's size: sweepSizes fills them in
+			// once the layout is known.
+			if _, err := collective.ParseSweep(c.Sweep); err != nil {
+				return nil, fmt.Errorf("--sweep %v", err)
+			}
+			return &collective.Workload{}, nil
+		case c.Size <= 0:
+			return nil, cli.Usagef("--op needs --size (or --sweep)")
+		case int64(c.Size)%elem != 0:
+			return nil, fmt.Errorf("--size %d is not a multiple of the %d-byte %s element (--dtype)", int64(c.Size), elem, c.DType)
+		}
 		return &collective.Workload{Steps: []collective.Step{{Op: op, Size: int64(c.Size), Group: g, Label: string(op)}}}, nil
 	}
 	return nil, cli.Usagef("nothing to decompose: give --workload FILE or --op OP --size SIZE")
+}
+
+// sweepSizes builds the --sweep workload for the layout's group size.
+func (c *command) sweepSizes(l collective.Layout) (*collective.Workload, error) {
+	op, _ := collective.ParseOp(c.Op)
+	sw, _ := collective.ParseSweep(c.Sweep)
+	g := strings.ToUpper(c.Group)
+	groups, err := l.Groups(g)
+	if err != nil {
+		return nil, err
+	}
+	sizes, err := sw.Sizes(op, collective.DTypes[c.DType], len(groups[0]))
+	if err != nil {
+		return nil, fmt.Errorf("--sweep %s: %v (--dtype %s)", c.Sweep, err, c.DType)
+	}
+	return collective.SweepWorkload(op, g, sizes), nil
 }
 
 func (c *command) run() (err error) {
@@ -211,6 +245,11 @@ func (c *command) run() (err error) {
 	if err != nil {
 		return err
 	}
+	if c.Sweep != "" {
+		if w, err = c.sweepSizes(layout); err != nil {
+			return err
+		}
+	}
 	planner, err := collective.NewPlanner(model, fab, opt)
 	if err != nil {
 		return err
@@ -233,6 +272,9 @@ func (c *command) run() (err error) {
 	colls, err := d.Prepare(w)
 	if err != nil {
 		return err
+	}
+	if n := collective.NoOps(colls); n > 0 {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d of %d collectives move nothing (a 1-rank group or 0 bytes): zero time, one join per rank and no transfer\n", n, len(colls))
 	}
 	if c.Summary {
 		if err := d.Emit(w, colls, collective.NewEmitter(discard{})); err != nil {

@@ -2,7 +2,9 @@ package collective
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 )
@@ -77,7 +79,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	}
 	cache := map[key]Plan{}
 	for si, s := range w.Steps {
-		if s.ComputePs > 0 || s.Wait != "" {
+		if s.ComputePs > 0 || s.Wait != "" || s.Barrier {
 			continue
 		}
 		gs, err := d.groupsOf(s.Group)
@@ -111,6 +113,17 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	return out, nil
 }
 
+// NoOps counts the collectives that move nothing (1-rank groups, 0 bytes).
+func NoOps(colls []Coll) int {
+	n := 0
+	for i := range colls {
+		if colls[i].Plan.NoOp {
+			n++
+		}
+	}
+	return n
+}
+
 // Emit writes the flows of the workload: compute phases as delay nodes,
 // collectives decomposed by their plans, each rank's operations ordered by
 // program order and, per communicator, by issue order.
@@ -125,6 +138,36 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 		case s.ComputePs > 0:
 			for r := 0; r < world; r++ {
 				cursor[r] = []int64{e.Delay(-1, int32(r), s.ComputePs, cursor[r])}
+			}
+			continue
+		case s.Barrier:
+			var all []int64
+			seen := map[int64]bool{}
+			add := func(ids []int64) {
+				for _, id := range ids {
+					if !seen[id] {
+						seen[id] = true
+						all = append(all, id)
+					}
+				}
+			}
+			comms := slices.Sorted(maps.Keys(commCursor))
+			for r := range cursor {
+				add(cursor[r])
+				for _, g := range comms {
+					add(commCursor[g][r])
+				}
+			}
+			if len(all) > 0 {
+				j := []int64{e.Delay(-1, 0, 0, all)}
+				for r := range cursor {
+					cursor[r] = j
+				}
+				for _, cc := range commCursor {
+					for r := range cc {
+						cc[r] = j
+					}
+				}
 			}
 			continue
 		case s.Wait != "":

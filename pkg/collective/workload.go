@@ -21,6 +21,7 @@ type Step struct {
 	Async     bool   // issue and continue; Wait joins it later
 	Tag       string // names an async collective for Wait
 	Wait      string // > "": wait for the async collective with this tag
+	Barrier   bool   // every rank waits until all ranks have reached it
 	Label     string // layer and phase, for traces and summaries
 }
 
