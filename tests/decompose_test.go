@@ -225,4 +225,60 @@ func TestDecomposeErrors(t *testing.T) {
 	oneLineError(t, run(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--msccl", xml), 1, "m.xml: line 2: <step> depends on step 3")
 	oneLineError(t, run(t, []byte("junk"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB"), 1, "<stdin>: record 0")
 	oneLineError(t, run(t, topoOut, "simccl-decompose"), 2, "nothing to decompose")
+	// nccl-tests' sweep: each bad part names the flag.
+	sweep := func(v string, more ...string) result {
+		return run(t, topoOut, "simccl-decompose", append([]string{"--op", "allreduce", "--group", "tp", "--tp", "8", "--sweep", v}, more...)...)
+	}
+	oneLineError(t, sweep("1MiB:8:2"), 1, "--sweep", "MIN 1MiB is larger than MAX 8B")
+	oneLineError(t, sweep("8:1MiB:1"), 1, "--sweep", "factor 1 must be at least 2")
+	oneLineError(t, sweep("8:1MiB:0"), 1, "--sweep", "factor 0 must be at least 2")
+	oneLineError(t, sweep("6:1MiB:2"), 1, "--sweep", "size 6 is not a multiple of the 4-byte element", "--dtype float")
+	oneLineError(t, sweep("4:1MiB:2", "--dtype", "double"), 1, "--sweep", "size 4 is not a multiple of the 8-byte element")
+	oneLineError(t, run(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "6"), 1, "--size 6 is not a multiple of the 4-byte float element")
+	oneLineError(t, run(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "8", "--dtype", "quad"), 2, "--dtype")
+	oneLineError(t, sweep("8:64:2", "--size", "8"), 2, "either --size or --sweep")
+}
+
+// A sweep through the analytical backend: one collective per size, in
+// order, each starting after the previous one has ended everywhere; the
+// 0-byte and 1-rank collectives are no-ops with zero time, and a note says so.
+func TestDecomposeSweep(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "8", "--gpu-type", "A100")
+	r := run(t, topoOut, "simccl-decompose", "--op", "allgather", "--group", "tp", "--tp", "8", "--sweep", "16:64KiB:4")
+	if r.code != 0 || !strings.Contains(string(r.stderr), "note: 1 of 7 collectives move nothing") {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	d := readDAG(t, r.stdout)
+	want := []int64{0, 64, 256, 1024, 4096, 16384, 65536}
+	if len(d.colls) != len(want) {
+		t.Fatalf("%d collectives, want %d", len(d.colls), len(want))
+	}
+	for i, c := range d.colls {
+		if c.Size != want[i] || c.Op != "allgather" {
+			t.Errorf("collective %d: %s of %d bytes, want allgather of %d", i, c.Op, c.Size, want[i])
+		}
+	}
+	rows, _ := readTrace(t, mustRun(t, r.stdout, "flowsim-analytical"))
+	first, last := map[int64]int64{}, map[int64]int64{}
+	for _, row := range rows {
+		if row.CollectiveID < 0 {
+			continue
+		}
+		if f, ok := first[row.CollectiveID]; !ok || row.StartNs < f {
+			first[row.CollectiveID] = row.StartNs
+		}
+		last[row.CollectiveID] = max(last[row.CollectiveID], row.EndNs)
+	}
+	if first[0] != last[0] {
+		t.Errorf("the 0-byte collective takes %d ns", last[0]-first[0])
+	}
+	for i := int64(1); i < int64(len(want)); i++ {
+		if first[i] < last[i-1] {
+			t.Errorf("collective %d starts at %d ns, before %d ended at %d ns", i, first[i], i-1, last[i-1])
+		}
+	}
+	one := run(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8")
+	if one.code != 0 || !strings.Contains(string(one.stderr), "note: 8 of 8 collectives move nothing") {
+		t.Errorf("1-rank groups: exit %d, stderr %q", one.code, one.stderr)
+	}
 }
