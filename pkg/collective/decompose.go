@@ -248,7 +248,15 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	channels := max(pl.Channels, 1)
 	chunk := func(unitsPerLoop int) int64 {
 		c := pl.Chunk
-		if m := int64(d.Planner.Opt.MaxChunks); m > 0 {
+		m := int64(d.Planner.Opt.MaxChunks)
+		if pl.Algo == AlgoNVLS || pl.Algo == AlgoNVLSTree {
+			// An NVLS chunk's phases (load-reduce, then multicast) follow
+			// each other on every GPU at once instead of pipelining across
+			// ranks as a ring's steps do, so filling and draining cost a
+			// whole chunk: four times the chunks keep that near 1.5%.
+			m *= 4
+		}
+		if m > 0 {
 			per := (size + int64(channels) - 1) / int64(channels)
 			c = max(c, (per+int64(unitsPerLoop)*m-1)/(int64(unitsPerLoop)*m))
 		}
@@ -267,7 +275,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	case AlgoTree:
 		treeAllReduce(c, f, size, channels, chunk(1), pl.Proto)
 	case AlgoNVLS:
-		return nvls(c, f, op, size, channels, chunk(1))
+		return nvls(c, f, op, size, channels, chunk(1), nvlsEfficiency(d.Planner.M.CC))
 	case AlgoNVLSTree:
 		if op != AllReduce {
 			// AllGather under SimAI's NVLS-Tree rule: NVLS inside servers is
@@ -275,7 +283,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 			ring(c, f, sp)
 			return nil
 		}
-		return nvlsTree(c, f, size, channels, chunk(1))
+		return nvlsTree(c, f, size, channels, chunk(1), nvlsEfficiency(d.Planner.M.CC))
 	case AlgoDirect:
 		allToAllDirect(c, size)
 	case AlgoPXN:

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 )
@@ -15,25 +16,42 @@ func (f Fabric) nvswitch(server, ch int) (int32, error) {
 	return s[ch%len(s)], nil
 }
 
-// nvlsShape gives, per GPU and chunk, the bytes sent to the switch and
-// received from it, as fractions of the chunk: AllReduce uploads the data
-// for in-switch reduction and receives the reduced result; AllGather
-// uploads its shard and receives the n-1 others; ReduceScatter uploads
-// everything and receives its reduced shard.
-func nvlsShape(op Op, chunk int64, n int) (up, down int64) {
-	switch op {
-	case AllGather:
-		return chunk / int64(n), chunk - chunk/int64(n)
-	case ReduceScatter:
-		return chunk, chunk / int64(n)
+// nvlsEfficiency is the share of NVLink bandwidth NVLink SHARP traffic
+// gets (NCCL 2.28's nvlsEfficiency, tuning.cc: Hopper 0.85, Blackwell
+// 0.74): the NVSwitch's in-switch reduction and multicast do not run at
+// the links' rate. The DAG carries it as wire overhead on NVLS flows, the
+// way LL's flag bytes are carried, so every backend pays it.
+func nvlsEfficiency(cc int) float64 {
+	if cc >= 100 {
+		return 0.74
 	}
-	return chunk, chunk
+	return 0.85
 }
 
-// nvls decomposes a single-server collective through NVLink SHARP: each
-// GPU sends to the NVSwitch, the switch reduces or multicasts and sends
-// back; per channel and chunk the downloads wait for every upload.
-func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error {
+// nvlsWire is the bytes on the NVLinks for an NVLS payload.
+func nvlsWire(payload int64, eff float64) int64 {
+	return int64(math.Ceil(float64(payload) / eff))
+}
+
+// nvlsShape gives, per GPU and chunk of AllGather or ReduceScatter, the
+// payload sent to the switch and received from it: AllGather uploads the
+// GPU's shard and receives the n-1 others; ReduceScatter uploads
+// everything and receives its reduced shard.
+func nvlsShape(op Op, chunk int64, n int) (up, down int64) {
+	if op == AllGather {
+		return chunk / int64(n), chunk - chunk/int64(n)
+	}
+	return chunk, chunk / int64(n)
+}
+
+// nvls decomposes a single-server collective through NVLink SHARP. An
+// AllReduce chunk moves as NCCL's NVLS kernel moves it: the switch reads
+// every GPU's chunk and hands GPU j the reduced shard j (multimem load-
+// reduce), then GPU j stores its shard to the multicast address and the
+// switch writes it to every GPU, the sender included. Per GPU that is
+// chunk + chunk/n each way. AllGather and ReduceScatter are one upload and
+// one download per chunk. Downloads wait for every upload of the chunk.
+func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64, eff float64) error {
 	n := len(c.ranks)
 	if size == 0 || n < 2 {
 		return nil
@@ -45,7 +63,8 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error
 		}
 	}
 	ups := make([]int64, n)
-	lastUp, lastDown := make([]int64, n), make([]int64, n)
+	mcs := make([]int64, n)
+	lastUp, lastRed, lastMc, lastDown := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for ch := 0; ch < channels; ch++ {
 		data := splitEven(size, channels, ch)
 		if data == 0 {
@@ -56,24 +75,39 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error
 			return err
 		}
 		for i := range lastUp {
-			lastUp[i], lastDown[i] = -1, -1
+			lastUp[i], lastRed[i], lastMc[i], lastDown[i] = -1, -1, -1, -1
 		}
 		chunks := int((data + chunk - 1) / chunk)
 		for k := 0; k < chunks; k++ {
-			up, down := nvlsShape(op, min(chunk, data-int64(k)*chunk), n)
+			b := min(chunk, data-int64(k)*chunk)
+			up, down := b, b
+			if op != AllReduce {
+				up, down = nvlsShape(op, b, n)
+			}
 			for p := 0; p < n; p++ {
 				deps := c.deps(nil)
 				if k == 0 {
 					deps = append(deps, c.entry[p]...)
 				}
-				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, up, c.firstHop(k, c.ranks[p], sw), int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), c.firstHop(k, c.ranks[p], sw), int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+			}
+			if op == AllReduce {
+				for p := 0; p < n; p++ {
+					shard := splitEven(b, n, p)
+					red := c.connFlow(&lastRed[p], c.deps(ups), sw, c.ranks[p], nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					mcs[p] = c.connFlow(&lastMc[p], append(c.deps(nil), red), c.ranks[p], sw, nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				}
+				copy(ups, mcs)
 			}
 			for p := 0; p < n; p++ {
-				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], down, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], nvlsWire(down, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 			}
 		}
 		for p := 0; p < n; p++ {
 			c.exit[p] = append(c.exit[p], lastUp[p], lastDown[p])
+			if lastMc[p] >= 0 {
+				c.exit[p] = append(c.exit[p], lastMc[p])
+			}
 		}
 	}
 	return nil
@@ -84,7 +118,7 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64) error
 // of the same local index form a double binary tree across servers
 // (channel parity picks the tree) and all-reduce their shard; then each
 // shard owner multicasts the result through the NVSwitch.
-func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
+func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff float64) error {
 	nodes := f.nodesOf(c.ranks)
 	ppn := len(nodes[0])
 	for _, l := range nodes {
@@ -131,10 +165,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					if k == 0 {
 						deps = append(deps, c.entry[p]...)
 					}
-					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], b, c.firstHop(k, c.ranks[p], sws[j]), int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
+					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], nvlsWire(b, eff), c.firstHop(k, c.ranks[p], sws[j]), int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for li, p := range local {
-					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], shard, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 			// Per local index, a tree across servers over that shard.
@@ -176,16 +210,16 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64) error {
 					}
 				}
 			}
-			// Multicast: each owner uploads its final shard, the switch sends
-			// every GPU the shards it does not own.
+			// Multicast: each owner stores its final shard, the switch writes
+			// every shard to every GPU, the owner included.
 			for j, local := range nodes {
 				ids = ids[:0]
 				for li, p := range local {
 					deps := append(c.deps(nil), done[j][li])
-					ids = append(ids, c.connFlow(&st[p].lastMc, deps, c.ranks[p], sws[j], shard, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
+					ids = append(ids, c.connFlow(&st[p].lastMc, deps, c.ranks[p], sws[j], nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for _, p := range local {
-					c.connFlow(&st[p].lastDown, c.deps(ids), sws[j], c.ranks[p], b-shard, 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					c.connFlow(&st[p].lastDown, c.deps(ids), sws[j], c.ranks[p], nvlsWire(b, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 		}

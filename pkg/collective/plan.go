@@ -23,7 +23,7 @@ type Options struct {
 	// Channel overrides: AS_RING_CHANNELS, AS_NV_CHANNELS (0 = model's).
 	RingChannels, NVLSChannels int
 	// MaxChunks caps the pipeline chunks per channel (0: NCCL's chunk
-	// sizes, however many chunks they make). Beyond a few chunks a pipeline
+	// sizes, however many chunks they make); NVLS gets four times as many. Beyond a few chunks a pipeline
 	// only repeats its steady state, so the cap trades little fidelity for
 	// far fewer flows on large collectives.
 	MaxChunks int
