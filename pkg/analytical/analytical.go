@@ -2,35 +2,48 @@
 // flow DAG (pkg/dag) on the discrete-event core (pkg/des) over routed paths
 // (pkg/route):
 //
-//   - busbw: no contention. A flow takes its path latency plus its size over
-//     the path's bottleneck bandwidth, as SimAI's analytical backend does;
-//     for quick sweeps.
-//   - fluid: every directed link is shared max-min fairly among the flows
-//     crossing it (progressive filling), recomputed whenever flows start or
-//     finish. It shows incast, ECMP collisions and oversubscribed uplinks.
+//   - busbw: no contention between collectives, as SimAI's analytical
+//     backend: flows of different collectives (and workload-level flows)
+//     never slow each other. The flows of one collective do share each
+//     link, since a collective's own channels cannot push more bytes
+//     through a link than it carries (a ring's channels all cross each
+//     GPU's NVLink): max-min fairly among the flows sending when some
+//     start; a finishing flow's share waits for the next start rather
+//     than speeding up the others, which keeps a 1M-flow AllToAll at one
+//     solve. A flow alone on its path takes its path latency plus its size
+//     over the path's bottleneck.
+//   - fluid: every directed link is shared max-min fairly among all the
+//     flows crossing it (progressive filling), recomputed whenever flows
+//     start or finish. It shows incast, ECMP collisions and oversubscribed
+//     uplinks between collectives too.
 //
 // Timing model, common to both so that fluid equals busbw when no link is
-// shared: a flow released at t (when its last dep completes) sends its bytes
-// at its rate from t; when the last byte has left, it arrives one path
-// latency later, and that is the flow's end. A flow holds bandwidth on every
-// link of its path while it sends, not during the trailing latency. Delay
-// nodes end delay_ps after release; joins (DELAY flows of size 0 without
-// delay_ps) as soon as they are released; other size-0 flows after their
-// path latency; a flow from a GPU to itself is a local copy that ends at
-// once. ideal_fct is path latency + size/bottleneck, the busbw time (for
-// delay nodes and joins it is fct_ns, as formats/trace.md specifies).
+// shared: a transfer released at t (when its last dep completes) waits
+// max(0, step latency - path latency), its delay_ps less the propagation
+// its path adds anyway, then sends its bytes at its rate; when the last
+// byte has left, it arrives one path latency later, and that is the flow's
+// end. Uncontended, it ends max(step latency, path latency) + size /
+// bottleneck after release. A flow holds bandwidth on every link of its
+// path while it sends, not while it waits or during the trailing latency.
+// Delay nodes end delay_ps after release; joins (DELAY flows of size 0
+// without delay_ps) as soon as they are released; other size-0 flows after
+// max(step latency, path latency); a flow from a GPU to itself is a local
+// copy that ends after its step latency. ideal_fct is that uncontended
+// time, plus any send latency (for delay nodes and joins it is fct_ns, as
+// formats/trace.md specifies).
 //
 // Trace rows come in completion order. Times are kept in picoseconds and
 // rounded to nanoseconds in the trace; fct_ns is end_ns - start_ns.
 //
-// Cost: busbw is a few heap operations per flow. The fluid solver is exact
-// and incremental (see fluid.go): collectives, whose concurrent flows have
-// equal sizes, re-solve a handful of flows per event; thousands of
-// concurrent flows of widely different sizes sharing one set of links
-// make most finishes re-solve a good part of them. BenchmarkFluidRandom,
-// all flows released at once on 1024 GPUs, on an otherwise idle 2-core
-// machine: 20k flows of 1 MiB take 0.03-0.05 s (equal), 10k flows of
-// 4 KiB..256 MiB 8.6-9.5 s (spread).
+// Cost: without sharing a flow is a few heap operations. The fluid solver
+// is exact and incremental (see fluid.go): collectives, whose concurrent
+// flows have equal sizes, re-solve a handful of flows per event; thousands
+// of concurrent flows of widely different sizes sharing one set of links
+// make most finishes re-solve a good part of them. busbw runs the same
+// solver over per-collective copies of the links, so its sub-problems are
+// one collective's flows. BenchmarkFluidRandom, all flows released at once
+// on 1024 GPUs, on an otherwise idle 2-core machine: 20k flows of 1 MiB
+// take 0.03-0.05 s (equal), 10k flows of 4 KiB..256 MiB 8.6-9.5 s (spread).
 package analytical
 
 import (
@@ -100,7 +113,7 @@ type Result struct {
 	Bytes      int64
 	End        des.Time // when the last flow ended
 	Events     uint64   // events pushed on the queue
-	Recomputes uint64   // fluid: rate recomputations (one per instant with starts or finishes)
+	Recomputes uint64   // rate recomputations (one per instant with starts or finishes)
 }
 
 // Event kinds.
@@ -108,6 +121,7 @@ const (
 	evComplete uint16 = iota // Target flow index, Arg its ideal FCT in ps (transfers)
 	evDrained                // Target fluid slot, Arg the slot's generation
 	evSend                   // Target flow index: its send latency is over
+	evStart                  // Target flow index: its step latency is over, the bytes go
 )
 
 // progressEvery is how many completions pass between Progress calls.
@@ -162,19 +176,19 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.q = *des.NewQueue(1024)
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, &e.q)
-		if opt.verify != nil {
-			fl := e.fl
-			fl.verify = func() { opt.verify(fl) }
-		}
+	} else {
+		e.fl = newPrivateFluid(r, &e.q)
+	}
+	if opt.verify != nil {
+		fl := e.fl
+		fl.verify = func() { opt.verify(fl) }
 	}
 	for _, i := range in.DAG.Ready() {
 		if err := e.release(i); err != nil {
 			return e.res, err
 		}
 	}
-	if e.fl != nil {
-		e.fl.update(0)
-	}
+	e.fl.update(0)
 	for e.q.Len() > 0 {
 		e.now = e.q.PeekTime()
 		// Handle every event of this instant before recomputing rates once:
@@ -187,7 +201,11 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 					return e.res, err
 				}
 			case evSend:
-				if err := e.send(ev.Target); err != nil {
+				if err := e.send(ev.Target, false); err != nil {
+					return e.res, err
+				}
+			case evStart:
+				if err := e.send(ev.Target, true); err != nil {
 					return e.res, err
 				}
 			case evDrained:
@@ -198,9 +216,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 				}
 			}
 		}
-		if e.fl != nil {
-			e.fl.update(e.now)
-		}
+		e.fl.update(e.now)
 	}
 	if e.in.DAG.Done() != n {
 		i, _ := e.in.DAG.Stuck()
@@ -208,9 +224,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	e.res.Flows = n
 	e.res.Events = e.q.Pushed()
-	if e.fl != nil {
-		e.res.Recomputes = e.fl.recomputes
-	}
+	e.res.Recomputes = e.fl.recomputes
 	return e.res, nil
 }
 
@@ -231,11 +245,12 @@ func (e *engine) release(i int32) error {
 		e.after(e.opt.SendLat, evSend, i, 0)
 		return nil
 	}
-	return e.send(i)
+	return e.send(i, false)
 }
 
-// send puts a released transfer on its path.
-func (e *engine) send(i int32) error {
+// send puts a released transfer on its path, after its step latency less
+// the path's own (started: that wait is over).
+func (e *engine) send(i int32, started bool) error {
 	f := e.in.Flow(i)
 	size := f.Size
 	var err error
@@ -244,13 +259,21 @@ func (e *engine) send(i int32) error {
 		return e.in.FlowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
 	lat := e.r.Latency(e.path)
+	if wait := f.Lat - lat; wait > 0 && !started {
+		e.after(wait, evStart, i, 0)
+		return nil
+	}
 	ideal := lat.Add(des.TransferTime(size, e.r.Bottleneck(e.path)))
-	idealFCT := ideal.Add(e.now - f.Start) // the send latency counts in the flow's time
-	if e.opt.Model == Busbw || size == 0 || len(e.path) == 0 {
+	idealFCT := ideal.Add(e.now - f.Start) // send and step latency count in the flow's time
+	if size == 0 || len(e.path) == 0 {
 		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
 	}
-	e.fl.add(i, e.path, size, lat, idealFCT, e.now)
+	path := e.path
+	if e.fl.private {
+		path = e.fl.privatePath(f.Coll, path)
+	}
+	e.fl.add(i, path, size, lat, idealFCT, e.now)
 	return nil
 }
 

@@ -137,21 +137,31 @@ func TestOneFlowIdlePath(t *testing.T) {
 }
 
 // Two flows on the same path get half the NIC each: both drain 1 MiB at
-// 200 Gbit/s in 2 x 20.97152 us and arrive 1 us later. busbw ignores the
-// sharing.
+// 200 Gbit/s in 2 x 20.97152 us and arrive 1 us later. busbw shares the
+// same way between flows of one collective and not at all between flows
+// of different collectives.
 func TestTwoFlowsShareALink(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
 	flows := []stream.Flow{flow(0, 0, 8, MiB), flow(1, 0, 8, MiB)}
-	rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
-	for id, r := range rows {
-		if r.EndNs != (railLat+2*oneMiBAt400G).Ns() || r.IdealFctNs != (railLat+oneMiBAt400G).Ns() {
-			t.Errorf("fluid flow %d: %+v", id, r)
+	for _, m := range []Model{Fluid, Busbw} {
+		rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: m})
+		for id, r := range rows {
+			if r.EndNs != (railLat+2*oneMiBAt400G).Ns() || r.IdealFctNs != (railLat+oneMiBAt400G).Ns() {
+				t.Errorf("%s flow %d: %+v", m, id, r)
+			}
 		}
 	}
-	rows, _ = simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
+	flows[1].Collective = 1
+	rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
 	for id, r := range rows {
 		if r.EndNs != (railLat + oneMiBAt400G).Ns() {
-			t.Errorf("busbw flow %d: %+v", id, r)
+			t.Errorf("busbw, two collectives, flow %d: %+v", id, r)
+		}
+	}
+	rows, _ = simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	for id, r := range rows {
+		if r.EndNs != (railLat + 2*oneMiBAt400G).Ns() {
+			t.Errorf("fluid, two collectives, flow %d: %+v", id, r)
 		}
 	}
 	// Different sources and paths meeting at one downlink also halve: GPU 1
@@ -214,16 +224,18 @@ func TestDelayIdealIsFCT(t *testing.T) {
 }
 
 // A 2:1 oversubscribed fat-tree (k=4: 4 GPUs and 2 uplinks of 400 Gbit/s
-// per edge switch): the 4 GPUs of edge 0 each send 1 MiB to pod 1. busbw
-// sees an idle 400 Gbit/s path per flow (3 us of latency + 20.97152 us);
-// the fluid model squeezes 4 MiB through 800 Gbit/s of uplinks, so the last
-// flow ends no earlier than 3 us + 2 x 20.97152 us, later if ECMP puts more
-// flows on one uplink.
+// per edge switch): the 4 GPUs of edge 0 each send 1 MiB to pod 1, each
+// flow its own collective. busbw sees an idle 400 Gbit/s path per flow
+// (3 us of latency + 20.97152 us); the fluid model squeezes 4 MiB through
+// 800 Gbit/s of uplinks, so the last flow ends no earlier than 3 us + 2 x
+// 20.97152 us, later if ECMP puts more flows on one uplink.
 func TestOversubscribedUplink(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 1})
 	var flows []stream.Flow
 	for g := int32(0); g < 4; g++ {
-		flows = append(flows, flow(int64(g), g, 8+g, MiB))
+		f := flow(int64(g), g, 8+g, MiB)
+		f.Collective = int64(g)
+		flows = append(flows, f)
 	}
 	const lat = 3000 * des.Nanosecond
 	_, rb := simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
@@ -640,4 +652,147 @@ func FuzzRun(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A transfer's step latency (delay_ps) includes its path's propagation:
+// the bytes start max(0, step - path latency) after release. GPU 0 to GPU
+// 8 is a 1 us rail path, 1 MiB takes 20.97152 us at 400 Gbit/s.
+func TestStepLatency(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	withLat := func(f stream.Flow, ps int64) stream.Flow { f.DelayPs = ps; return f }
+	for _, m := range []Model{Busbw, Fluid} {
+		for _, c := range []struct {
+			name string
+			lat  des.Time
+			want des.Time
+		}{
+			{"step above path", 14 * des.Microsecond, 14*des.Microsecond + oneMiBAt400G},
+			{"step below path", 300 * des.Nanosecond, railLat + oneMiBAt400G},
+			{"no step latency", 0, railLat + oneMiBAt400G},
+		} {
+			rows, res := simulate(t, mustRead(t, tp, []stream.Flow{withLat(flow(0, 0, 8, MiB), int64(c.lat))}), Options{Model: m})
+			if res.End != c.want || rows[0].IdealFctNs != c.want.Ns() || rows[0].FctNs != c.want.Ns() {
+				t.Errorf("%s, %s: ends %d ps (ideal %d ns), want %d ps", m, c.name, res.End, rows[0].IdealFctNs, c.want)
+			}
+		}
+		// A chain of small transfers: each waits for the one before, so
+		// the chain takes the sum of max(step, path) + its bytes' time.
+		// 8 bytes at 400 Gbit/s is 160 ps.
+		var flows []stream.Flow
+		var want des.Time
+		for k := int64(0); k < 6; k++ {
+			src, dst := int32(0), int32(8)
+			if k%2 == 1 {
+				src, dst = 8, 0
+			}
+			lat := des.Time(k+1) * des.Microsecond // 1..6 us; the first equals the path latency
+			f := withLat(flow(k, src, dst, 8), int64(lat))
+			if k > 0 {
+				f.Deps = []int64{k - 1}
+			}
+			flows = append(flows, f)
+			want += max(lat, railLat) + 160
+		}
+		// A zero-byte transfer and a local copy with step latencies.
+		flows = append(flows, withLat(flow(6, 0, 8, 0, 5), 5_000_000), withLat(flow(7, 3, 3, MiB, 6), 2_000_000))
+		want += 5*des.Microsecond + 2*des.Microsecond
+		_, res := simulate(t, mustRead(t, tp, flows), Options{Model: m})
+		within(t, m.String()+" chain", res.End, want, 0)
+	}
+}
+
+// busbw shares links among one collective's flows only: 8 GPUs on rail 0
+// of 8 servers send 1 MiB each to GPU 0. As one collective the ASW0->GPU0
+// link is split 8 ways, all end at 8 x 20.97152 us + 1 us, as under fluid;
+// as 8 collectives each runs alone.
+func TestBusbwSharesWithinACollective(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 128})
+	var flows []stream.Flow
+	for k := int64(1); k <= 8; k++ {
+		flows = append(flows, flow(k, int32(8*k), 0, MiB))
+	}
+	for _, m := range []Model{Busbw, Fluid} {
+		_, res := simulate(t, mustRead(t, tp, flows), Options{Model: m})
+		within(t, m.String()+", one collective", res.End, railLat+8*oneMiBAt400G, 8)
+	}
+	for i := range flows {
+		flows[i].Collective = int64(i)
+	}
+	_, res := simulate(t, mustRead(t, tp, flows), Options{Model: Busbw})
+	within(t, "busbw, 8 collectives", res.End, railLat+oneMiBAt400G, 0)
+	_, res = simulate(t, mustRead(t, tp, flows), Options{Model: Fluid})
+	within(t, "fluid, 8 collectives", res.End, railLat+8*oneMiBAt400G, 8)
+}
+
+// No link carries more than its capacity: after every rate update the
+// rates of the flows crossing each link (each collective's copy of it
+// under busbw) sum to at most its bandwidth, and the bytes delivered over
+// a whole ring AllReduce on one server fit the GPUs' NVLinks: its bus
+// bandwidth, 2(n-1)/n x size / time, is at most the NVLink rate. The same
+// ring's 24 channels under busbw used to report about 24 times that.
+func TestNoLinkOverCapacity(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100"})
+	ranks := []int32{0, 1, 2, 3, 4, 5, 6, 7}
+	var flows []stream.Flow
+	const size, channels = 64 * MiB, 24
+	id := int64(0)
+	for ch := 0; ch < channels; ch++ {
+		prev := make([]int64, 8)
+		for s := 0; s < 14; s++ {
+			cur := make([]int64, 8)
+			for i := range ranks {
+				f := flow(id, ranks[i], ranks[(i+1)%8], size/channels/8)
+				if s > 0 {
+					f.Deps = []int64{prev[(i+7)%8]}
+				}
+				cur[i] = id
+				id++
+				flows = append(flows, f)
+			}
+			prev = cur
+		}
+	}
+	// Plus two more collectives in flight at once on server 1 for fluid.
+	for k := int64(0); k < 2; k++ {
+		for g := int32(8); g < 16; g++ {
+			f := flow(id, g, 8+(g-8+1+int32(k))%8, 32*MiB)
+			f.Collective = 1 + k
+			flows = append(flows, f)
+			id++
+		}
+	}
+	for _, m := range []Model{Busbw, Fluid} {
+		checks := 0
+		verify := func(f *fluid) {
+			checks++
+			load := map[route.DirLink]float64{}
+			for i := range f.slots {
+				if s := &f.slots[i]; s.live {
+					for _, l := range s.path {
+						load[l] += s.rate
+					}
+				}
+			}
+			for l, r := range load {
+				if r > f.cap[l]*(1+1e-9) {
+					t.Fatalf("%s: link %d carries %.6g bit/s, capacity %.6g", m, l, r, f.cap[l])
+				}
+			}
+		}
+		rows, _ := simulate(t, mustRead(t, tp, flows), Options{Model: m, verify: verify})
+		if checks == 0 {
+			t.Fatalf("%s: no update checked", m)
+		}
+		var end int64
+		for _, r := range rows {
+			if r.CollectiveID == 0 {
+				end = max(end, r.EndNs)
+			}
+		}
+		nvlink := 12 * 20e9 // bytes/s: the A100's usable NVLink
+		busbw := 2 * 7.0 / 8 * size / (float64(end) * 1e-9)
+		if busbw > nvlink*(1+1e-6) {
+			t.Errorf("%s: ring busbw %.1f GB/s beyond the %.0f GB/s NVLink", m, busbw/1e9, nvlink/1e9)
+		}
+	}
 }

@@ -58,6 +58,25 @@ type fluid struct {
 
 	recomputes uint64
 	verify     func() // tests: called after every update
+
+	// Private links (busbw): each collective gets its own copy of every
+	// directed link it uses, so its flows share links among themselves
+	// but never with another collective's. Copies are made on first use
+	// and recycled once no flow uses them, at the end of the instant. Rates
+	// are re-solved only at instants where flows start.
+	private bool
+	realCap []float64 // per real directed link
+	copies  map[linkCopy]route.DirLink
+	owner   []linkCopy // per copy: whose copy of which link
+	spare   []route.DirLink
+	emptied []route.DirLink
+	scratch []route.DirLink
+}
+
+// linkCopy names a collective's private copy of a directed link.
+type linkCopy struct {
+	coll int64
+	link route.DirLink
 }
 
 type slot struct {
@@ -83,6 +102,57 @@ func newFluid(r *route.Router, q *des.Queue) *fluid {
 		f.cap[d] = r.Bandwidth(route.DirLink(d))
 	}
 	return f
+}
+
+// newPrivateFluid is the solver of the busbw model: the same max-min
+// sharing, over per-collective copies of the links.
+func newPrivateFluid(r *route.Router, q *des.Queue) *fluid {
+	f := newFluid(r, q)
+	f.private, f.realCap, f.copies = true, f.cap, map[linkCopy]route.DirLink{}
+	f.flows, f.cap, f.linkMark, f.local = nil, nil, nil, nil
+	return f
+}
+
+// privatePath maps a path onto collective coll's copies of its links (the
+// result is valid until the next call).
+func (f *fluid) privatePath(coll int64, path []route.DirLink) []route.DirLink {
+	f.scratch = f.scratch[:0]
+	for _, l := range path {
+		k := linkCopy{coll, l}
+		c, ok := f.copies[k]
+		if !ok {
+			if n := len(f.spare); n > 0 {
+				c = f.spare[n-1]
+				f.spare = f.spare[:n-1]
+				f.owner[c] = k
+			} else {
+				c = route.DirLink(len(f.cap))
+				f.flows = append(f.flows, nil)
+				f.cap = append(f.cap, 0)
+				f.linkMark = append(f.linkMark, 0)
+				f.local = append(f.local, 0)
+				f.owner = append(f.owner, k)
+			}
+			f.cap[c] = f.realCap[l]
+			f.copies[k] = c
+		}
+		f.scratch = append(f.scratch, c)
+	}
+	return f.scratch
+}
+
+// recycle frees the copies left without flows this instant; update has
+// run, so nothing refers to them any more.
+func (f *fluid) recycle() {
+	for _, c := range f.emptied {
+		if len(f.flows[c]) == 0 {
+			if k := f.owner[c]; f.copies[k] == c {
+				delete(f.copies, k)
+				f.spare = append(f.spare, c)
+			}
+		}
+	}
+	f.emptied = f.emptied[:0]
 }
 
 // add starts sending flow i over path (copied) now.
@@ -116,6 +186,9 @@ func (f *fluid) remove(id int32) {
 		last := list[len(list)-1]
 		list[p] = last
 		f.flows[l] = list[:len(list)-1]
+		if f.private && len(list) == 1 {
+			f.emptied = append(f.emptied, l)
+		}
 		if last != id {
 			o := &f.slots[last]
 			for k2, l2 := range o.path {
@@ -135,6 +208,17 @@ func (f *fluid) remove(id int32) {
 // update re-solves the rates affected by this instant's adds and removes
 // and reschedules the drains of flows whose rate changed.
 func (f *fluid) update(now des.Time) {
+	if f.private {
+		defer f.recycle()
+		if len(f.added) == 0 {
+			// busbw does not hand a finished flow's share to the flows
+			// still sending (the allocation stays feasible, if no longer
+			// max-min); the next start re-solves. A large AllToAll then
+			// costs one solve instead of one per finishing instant.
+			f.seeds, f.theta = f.seeds[:0], math.Inf(1)
+			return
+		}
+	}
 	if len(f.added) == 0 && len(f.seeds) == 0 {
 		return
 	}
