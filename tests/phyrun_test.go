@@ -51,3 +51,34 @@ func TestPhyrun(t *testing.T) {
 	oneLineError(t, run(t, in, "phyrun", "--launch", "remote:2"), 2, "local:N")
 	oneLineError(t, run(t, []byte("junk"), "phyrun"), 1, "<stdin>: record 0")
 }
+
+// A transfer's step latency holds it back in real time too: a chain of six
+// 1 KiB transfers between two servers' workers, each with a 2 ms step
+// latency (far above loopback's), takes at least 12 ms, and each flow's
+// ideal FCT counts its step.
+func TestPhyrunStepLatency(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "A100")
+	in := streamWithFlows(t, topoOut, nil, nil, func(emit func(*stream.Flow)) {
+		for k := int64(0); k < 6; k++ {
+			f := stream.Flow{ID: k, Collective: -1, Src: 0, Dst: 8, Size: 1024, ConnType: stream.ConnP2P, DelayPs: 2_000_000_000}
+			if k%2 == 1 {
+				f.Src, f.Dst = 8, 0
+			}
+			if k > 0 {
+				f.Deps = []int64{k - 1}
+			}
+			emit(&f)
+		}
+	})
+	rows, _ := readTrace(t, mustRun(t, in, "phyrun", "--launch", "local:2"))
+	var first, last int64 = rows[0].StartNs, 0
+	for _, r := range rows {
+		first, last = min(first, r.StartNs), max(last, r.EndNs)
+		if r.IdealFctNs < 2_000_000 {
+			t.Errorf("flow %d: ideal %d ns, below its 2 ms step", r.FlowID, r.IdealFctNs)
+		}
+	}
+	if last-first < 12_000_000 {
+		t.Errorf("six 2 ms steps took %d ns", last-first)
+	}
+}

@@ -50,16 +50,23 @@ func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
 	}
 	n := len(c.flows)
 	b := dag.NewBuilder(n)
-	src, dst, size, delay := make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
+	src, dst, size, delay, lat := make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, f := range c.flows {
 		b.Add(f.ID, f.Deps)
-		src[i], dst[i], size[i], delay[i] = f.Src, f.Dst, f.Size, f.DelayPs
+		src[i], dst[i], size[i] = f.Src, f.Dst, f.Size
+		if f.ConnType == stream.ConnDelay {
+			delay[i] = f.DelayPs
+		} else {
+			lat[i] = f.DelayPs
+		}
 	}
 	dg, err := b.Build()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return NewFlows(dg, src, dst, size, delay)
+	fl := NewFlows(dg, src, dst, size, delay)
+	fl.Lat = lat
+	return fl
 }
 
 // BenchmarkMicro128 runs the 128-GPU Spectrum-X A100/100 Gbps micro

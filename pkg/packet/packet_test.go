@@ -420,3 +420,61 @@ func TestRateBound(t *testing.T) {
 		t.Errorf("RATE_BOUND 1: DCQCN ends at %d ps, no later than without CC (%d ps)", max(bound.End[0], bound.End[1]), max(none.End[0], none.End[1]))
 	}
 }
+
+// A transfer's step latency holds its queue pairs back by the step latency
+// less the path's propagation: GPU 0 to GPU 8 is a 1 us rail path (2 x
+// 500 ns), so a 14 us step starts the bytes 13 us after release and a
+// 300 ns step does not delay them. The receiver's dependants wait for the
+// last byte; a chain of small transfers with 5 us steps takes about 5 us a
+// hop (plus a packet's serialization and propagation), not 5 us plus a
+// round trip.
+func TestStepLatency(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	const us = 1_000_000
+	base := func(lat int64) (*Sim, *Flows) {
+		s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{{0, 8, 1 << 20, nil}})
+		fl.Lat = []int64{lat}
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return s, fl
+	}
+	_, plain := base(0)
+	for _, c := range []struct {
+		lat, shift int64
+	}{{14 * us, 13 * us}, {300_000, 0}} {
+		_, fl := base(c.lat)
+		if got := fl.End[0] - plain.End[0]; got != c.shift {
+			t.Errorf("step %d ps: ends %d ps after the plain transfer, want %d", c.lat, got, c.shift)
+		}
+		if got := fl.Ideal[0] - plain.Ideal[0]; got != c.shift {
+			t.Errorf("step %d ps: ideal %d ps above the plain transfer's, want %d", c.lat, got, c.shift)
+		}
+	}
+	var specs []flowSpec
+	for k := int64(0); k < 6; k++ {
+		src, dst := int32(0), int32(8)
+		if k%2 == 1 {
+			src, dst = 8, 0
+		}
+		var deps []int64
+		if k > 0 {
+			deps = []int64{k - 1}
+		}
+		specs = append(specs, flowSpec{src, dst, 64, deps})
+	}
+	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeNone), specs)
+	fl.Lat = []int64{5 * us, 5 * us, 5 * us, 5 * us, 5 * us, 5 * us}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	// Each hop: 4 us of wait, then one small packet serialized twice at
+	// 100 Gbit/s and 1 us of propagation; the last flow ends on its ACK.
+	pkt := int64(float64(64+cfg.HeaderBytes) * 8e12 / 100e9)
+	hop := 5*us + 2*pkt
+	last := fl.End[5]
+	if lo, hi := 6*hop, 6*hop+s.qps[0].cc.BaseRTT+2*pkt; last < lo || last > hi {
+		t.Errorf("chain of 6 small transfers with 5 us steps ends at %d ps, want %d..%d", last, lo, hi)
+	}
+}

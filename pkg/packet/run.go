@@ -18,6 +18,9 @@ type Flows struct {
 	Dst   []int32
 	Size  []int64 // bytes; 0 for delay nodes and joins
 	Delay []int64 // ps for delay nodes
+	// Lat is each transfer's step latency in ps (nil: none): its queue
+	// pairs open Lat less the path's propagation after release.
+	Lat []int64
 
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
@@ -95,7 +98,11 @@ func (s *Sim) Run() error {
 		case evBypass:
 			s.onBypass(ev.Target)
 		case evSend:
-			if err := s.openQPs(ev.Target); err != nil {
+			if err := s.openQPs(ev.Target, false); err != nil {
+				return err
+			}
+		case evStepLat:
+			if err := s.openQPs(ev.Target, true); err != nil {
 				return err
 			}
 		}
@@ -150,24 +157,52 @@ func (s *Sim) startFlow(i int32) error {
 		s.q.Push(des.Time(s.now+f.Delay[i]), evDelayDone, i, 0)
 		return nil
 	case f.Size[i] == 0 || f.Src[i] == f.Dst[i]:
-		// Joins, and a GPU "sending" to itself: a local copy, no network.
+		// Joins, and a GPU "sending" to itself: a local copy, no network;
+		// it still takes its step latency.
 		s.Stats.Local += f.Size[i]
+		if lat := f.lat(i); lat > 0 {
+			f.Ideal[i] = lat
+			s.q.Push(des.Time(s.now+lat), evDelayDone, i, 0)
+			return nil
+		}
 		s.finishFlow(i)
 		return nil
 	}
+	f.Ideal[i] = 0
 	if s.SendLatPs > 0 {
 		s.q.Push(des.Time(s.now+s.SendLatPs), evSend, i, 0)
 		return nil
 	}
-	return s.openQPs(i)
+	return s.openQPs(i, false)
 }
 
-// openQPs creates a transfer's queue pairs and starts them sending.
-func (s *Sim) openQPs(i int32) error {
+func (f *Flows) lat(i int32) int64 {
+	if f.Lat == nil {
+		return 0
+	}
+	return f.Lat[i]
+}
+
+// openQPs creates a transfer's queue pairs and starts them sending, once
+// its step latency less its path's propagation has passed (waited: it has;
+// Ideal[i] holds that wait meanwhile).
+func (s *Sim) openQPs(i int32, waited bool) error {
 	f := s.flows
 	src, dst := f.Src[i], f.Dst[i]
 	size := f.Size[i]
 	id := f.DAG.ID(i)
+	if lat := f.lat(i); lat > 0 && !waited {
+		var err error
+		s.buf, err = s.r.AppendPath(s.buf[:0], src, dst, route.FlowHash(src, dst, id*64, s.seed))
+		if err != nil {
+			return fmt.Errorf("flow %d: %v", id, err)
+		}
+		if wait := lat - int64(s.r.Latency(s.buf)); wait > 0 {
+			f.Ideal[i] = wait
+			s.q.Push(des.Time(s.now+wait), evStepLat, i, 0)
+			return nil
+		}
+	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
 	// ports, hence distinct ECMP hashes.
 	pktsTotal := (size + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize)
@@ -198,7 +233,7 @@ func (s *Sim) openQPs(i int32) error {
 		f.rxLeft[i]++
 		if j == 0 {
 			f.Sport[i] = q.sport
-			f.Ideal[i] = s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
+			f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
 		}
 		s.addQP(q.port, qi)
 		s.tryTx(q.port)
@@ -324,16 +359,18 @@ func (s *Sim) crosses(pid int32, li int32) bool {
 func FromSet(set *flowset.Set) *Flows {
 	n := set.DAG.Len()
 	src, dst := make([]int32, n), make([]int32, n)
-	size, delay := make([]int64, n), make([]int64, n)
+	size, delay, lat := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i := int32(0); i < int32(n); i++ {
 		f := set.Flow(i)
 		src[i], dst[i] = f.Src, f.Dst
 		switch f.Kind {
 		case flowset.Transfer:
-			size[i] = f.Size
+			size[i], lat[i] = f.Size, int64(f.Lat)
 		case flowset.Delay:
 			delay[i] = f.Size
 		}
 	}
-	return NewFlows(set.DAG, src, dst, size, delay)
+	fl := NewFlows(set.DAG, src, dst, size, delay)
+	fl.Lat = lat
+	return fl
 }

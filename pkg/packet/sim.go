@@ -37,6 +37,7 @@ const (
 	evSend                     // Target flow: its send latency is over, open its queue pairs
 	evSurrogate                // Arg 1: enter surrogate mode, 0: leave it
 	evBypass                   // Target packet: delivered by the surrogate predictor
+	evStepLat                  // Target flow: its step latency (less its path's) is over, open its queue pairs
 )
 
 const (

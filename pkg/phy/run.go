@@ -38,6 +38,7 @@ type Calibration struct {
 type event struct {
 	m     *ctl
 	delay int32 // >= 0: a delay node's timer fired
+	start int32 // >= 0: a transfer's step latency is over, send it
 	err   error
 }
 
@@ -99,10 +100,10 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 			for {
 				m, err := c.recv()
 				if err != nil {
-					events <- event{delay: -1, err: err}
+					events <- event{delay: -1, start: -1, err: err}
 					return
 				}
-				events <- event{m: m, delay: -1}
+				events <- event{m: m, delay: -1, start: -1}
 			}
 		}(c)
 	}
@@ -216,6 +217,10 @@ func (r *runner) run() error {
 			r.res[ev.delay].End = r.now()
 			release = d.Complete(ev.delay, release[:0])
 			r.work = append(r.work, release...)
+		} else if ev.start >= 0 {
+			if err := r.send(ev.start); err != nil {
+				return err
+			}
 		} else if m := ev.m; m.Flow >= 0 {
 			at := m.At - r.epoch
 			switch m.T {
@@ -251,19 +256,40 @@ func (r *runner) drain() error {
 		switch {
 		case f.Kind == flowset.Delay:
 			ch, idx := r.events, i
-			time.AfterFunc(time.Duration(f.Size/1000), func() { ch <- event{delay: idx} })
+			time.AfterFunc(time.Duration(f.Size/1000), func() { ch <- event{delay: idx, start: -1} })
 			continue
-		case f.Kind == flowset.Join || f.Src == f.Dst: // done at once
+		case f.Kind == flowset.Join || f.Src == f.Dst && f.Lat == 0: // done at once
 			r.res[i].End = r.res[i].Start
 			release = r.set.DAG.Complete(i, release[:0])
 			r.work = append(r.work, release...)
 			continue
+		case f.Src == f.Dst: // a local copy: its step latency only
+			ch, idx := r.events, i
+			time.AfterFunc(time.Duration(f.Lat/1000), func() { ch <- event{delay: idx, start: -1} })
+			continue
 		}
-		r.res[i].Ideal = r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
-		src, dst := r.worker(f.Src), r.worker(f.Dst)
-		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize}); err != nil {
-			return fmt.Errorf("worker %d: %v", src, err)
+		// The step latency includes the path's own, which the calibration
+		// measured: wait for the rest, then send.
+		wait := f.Lat.Ns() - r.cal.LatencyNs
+		r.res[i].Ideal = max(wait, 0) + r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
+		if wait > 0 {
+			ch, idx := r.events, i
+			time.AfterFunc(time.Duration(wait), func() { ch <- event{delay: -1, start: idx} })
+			continue
 		}
+		if err := r.send(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send hands transfer i to its source's worker.
+func (r *runner) send(i int32) error {
+	f := r.set.Flow(i)
+	src, dst := r.worker(f.Src), r.worker(f.Dst)
+	if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize}); err != nil {
+		return fmt.Errorf("worker %d: %v", src, err)
 	}
 	return nil
 }
