@@ -10,22 +10,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/stats"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 )
 
 type command struct {
-	Compare  bool     `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order."`
-	Format   string   `default:"table" enum:"table,markdown,csv,json,parquet" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out)."`
-	Table    string   `default:"collectives" enum:"collectives,summary,flows" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), flows (FCT and slowdown per size bucket and conn_type; not with --compare)."`
-	Out      string   `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
-	Plot     string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise."`
-	Timeline bool     `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
-	MaxRows  int      `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
-	Files    []string `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
+	Compare   bool     `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order."`
+	Format    string   `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size)."`
+	DType     string   `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
+	Reference []string `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
+	Table     string   `default:"collectives" enum:"collectives,summary,flows" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), flows (FCT and slowdown per size bucket and conn_type; not with --compare)."`
+	Out       string   `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
+	Plot      string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference."`
+	Timeline  bool     `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
+	MaxRows   int      `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
+	Files     []string `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
 }
 
 const description = `Report collective completion times, bandwidths and flow completion statistics of simulated runs.
@@ -44,7 +49,8 @@ Examples:
   fctstats --compare fluid.parquet packet.parquet
   fctstats --compare packet.parquet simai/fct.txt --format json
   fctstats run.parquet --format csv --table summary > summary.csv
-  fctstats run.parquet --format parquet --out collectives.parquet`
+  fctstats run.parquet --format parquet --out collectives.parquet
+  fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-a100_allreduce_nvidia.csv`
 
 func main() {
 	var c command
@@ -79,7 +85,61 @@ func (c *command) run() error {
 		return err
 	}
 	if c.Plot != "" {
+		if c.Format == "nccl-tests" {
+			return c.busbwPlot(runs)
+		}
 		return c.plot(runs, cmp)
+	}
+	return nil
+}
+
+// busbwPlot draws the runs' bus bandwidth against size with the
+// reference curves.
+func (c *command) busbwPlot(runs []*stats.Run) error {
+	var series []stats.BusbwSeries
+	title := "Bus bandwidth"
+	for _, r := range runs {
+		rows, err := r.NCCLTests(c.DType, units.DTypes[c.DType])
+		if err != nil {
+			return err
+		}
+		name := filepath.Base(r.Source)
+		if r.Backend != "" {
+			name = r.Backend + " (" + name + ")"
+		}
+		series = append(series, stats.BusbwSeries{Name: name, Rows: rows})
+		if len(r.Collectives) > 0 && title == "Bus bandwidth" {
+			co := r.Collectives[0]
+			title = fmt.Sprintf("%s bus bandwidth, %d ranks", co.Op, co.NRanks)
+			if t := r.Topology; t != nil {
+				title += fmt.Sprintf(" (%s, %d GPUs)", t.Family, t.GPUs)
+			}
+		}
+	}
+	for _, path := range c.Reference {
+		ref, err := stats.ReadReference(path)
+		if err != nil {
+			return err
+		}
+		series = append(series, stats.BusbwSeries{Name: ref.Label, Rows: ref.Rows, Reference: true})
+	}
+	return c.writePlot([]*plot.Plot{stats.BusbwPlot(title, series)}, []vg.Length{vg.Inch * 5.5})
+}
+
+// writePlot writes panels to --plot, removing the file on failure.
+func (c *command) writePlot(plots []*plot.Plot, heights []vg.Length) error {
+	format, _ := stats.PlotFormat(c.Plot)
+	f, err := os.Create(c.Plot)
+	if err != nil {
+		return err
+	}
+	err = stats.WritePlots(f, format, plots, heights)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(c.Plot)
+		return fmt.Errorf("%s: %v", c.Plot, err)
 	}
 	return nil
 }
@@ -108,6 +168,15 @@ func (c *command) check() error {
 		if _, err := stats.PlotFormat(c.Plot); err != nil {
 			return cli.Usagef("--plot %v", err)
 		}
+	}
+	if _, ok := units.DTypes[c.DType]; !ok {
+		return cli.Usagef("--dtype %q: one of %s", c.DType, strings.Join(units.DTypeNames(), ", "))
+	}
+	if len(c.Reference) > 0 && (c.Format != "nccl-tests" || c.Plot == "") {
+		return cli.Usagef("--reference adds curves to the bus bandwidth plot: give --format nccl-tests and --plot")
+	}
+	if c.Format == "nccl-tests" && (c.Compare || c.Timeline) {
+		return cli.Usagef("--format nccl-tests takes traces, not --compare or --timeline")
 	}
 	if c.MaxRows < 0 {
 		return cli.Usagef("--max-rows must be 0 (all) or more, not %d", c.MaxRows)
@@ -179,6 +248,17 @@ func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) (err error) {
 			}
 		}
 		return nil
+	case "nccl-tests":
+		for _, r := range runs {
+			rows, err := r.NCCLTests(c.DType, units.DTypes[c.DType])
+			if err != nil {
+				return err
+			}
+			if err := r.WriteNCCLTests(bw, rows); err != nil {
+				return err
+			}
+		}
+		return nil
 	case "json":
 		enc := json.NewEncoder(bw)
 		enc.SetEscapeHTML(false)
@@ -225,7 +305,6 @@ func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) (err error) {
 }
 
 func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
-	format, _ := stats.PlotFormat(c.Plot)
 	var series []stats.Series
 	title := "Flow slowdown CDF"
 	if len(runs) == 1 {
@@ -256,17 +335,5 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 			p.X.Min, p.X.Max = lo, hi
 		}
 	}
-	f, err := os.Create(c.Plot)
-	if err != nil {
-		return err
-	}
-	err = stats.WritePlots(f, format, plots, heights)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(c.Plot)
-		return fmt.Errorf("%s: %v", c.Plot, err)
-	}
-	return nil
+	return c.writePlot(plots, heights)
 }

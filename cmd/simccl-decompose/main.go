@@ -118,9 +118,9 @@ func (c *command) workload() (*collective.Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		elem, ok := collective.DTypes[c.DType]
+		elem, ok := units.DTypes[c.DType]
 		if !ok {
-			return nil, cli.Usagef("--dtype %q: one of %s", c.DType, strings.Join(collective.DTypeNames(), ", "))
+			return nil, cli.Usagef("--dtype %q: one of %s", c.DType, strings.Join(units.DTypeNames(), ", "))
 		}
 		g := strings.ToUpper(c.Group)
 		switch {
@@ -152,7 +152,7 @@ func (c *command) sweepSizes(l collective.Layout) (*collective.Workload, error) 
 	if err != nil {
 		return nil, err
 	}
-	sizes, err := sw.Sizes(op, collective.DTypes[c.DType], len(groups[0]))
+	sizes, err := sw.Sizes(op, units.DTypes[c.DType], len(groups[0]))
 	if err != nil {
 		return nil, fmt.Errorf("--sweep %s: %v (--dtype %s)", c.Sweep, err, c.DType)
 	}

@@ -3,29 +3,11 @@ package collective
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
-
-// DTypes are nccl-tests' data types (-d) and their element sizes in bytes.
-var DTypes = map[string]int64{
-	"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-	"half": 2, "float": 4, "double": 8, "bfloat16": 2,
-	"f8e4m3": 1, "f8e5m2": 1,
-}
-
-// DTypeNames lists DTypes, sorted.
-func DTypeNames() []string {
-	names := make([]string, 0, len(DTypes))
-	for n := range DTypes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
 
 // Sweep is nccl-tests' size sweep: -b MIN -e MAX -f FACTOR.
 type Sweep struct {

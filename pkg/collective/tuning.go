@@ -366,6 +366,9 @@ func (t *Tuner) busBw(op Op, a Algo, p Proto) float64 {
 	}
 	switch a {
 	case AlgoNVLS:
+		if t.NNodes == 1 {
+			return t.nvlsAlgBw(op) * float64(nSteps(op, t.NRanks)) / float64(t.NRanks)
+		}
 		if op == AllReduce {
 			bw = math.Min(g.BwIntra, g.BwInter)
 		} else {
@@ -415,6 +418,9 @@ func b2i(b bool) int {
 
 // AlgBw is the algorithm bandwidth (GB/s) NCCL's model assigns.
 func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
+	if a == AlgoNVLS && t.NNodes == 1 {
+		return t.nvlsAlgBw(op)
+	}
 	bus := t.busBw(op, a, p)
 	switch a {
 	case AlgoRing:
@@ -425,6 +431,27 @@ func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
 		return bus * 0.5
 	}
 	return bus
+}
+
+// nvlsAlgBw is single-server NVLS's algorithm bandwidth. NCCL 2.28 scales
+// NVLS by nvlsEfficiency (tuning.cc: Hopper 0.85, Blackwell 0.74); here the
+// efficiency applies to what NVLS moves over each GPU's NVLinks, as the
+// DAG moves it (nvls.go): an AllReduce of S bytes sends and receives
+// S(1 + 1/n) per GPU, an AllGather receives S(n-1)/n, a ReduceScatter
+// sends S. On 8 H100s that is 0.85 x 370.8 x 8/9 = 280 GB/s algbw, 490 GB/s
+// busbw, where NCCL's maintainers quote about 275 and 480 (nccl-tests
+// issue 212); on 8 H800s 218 GB/s busbw against 215 reported (NCCL issue
+// 1374). NCCL 2.27's own 5/6 factor gives 612 GB/s busbw on 8 H100s.
+func (t *Tuner) nvlsAlgBw(op Op) float64 {
+	n := float64(t.NRanks)
+	bw := nvlsEfficiency(t.M.CC) * t.M.NVLinkGBps
+	switch op {
+	case AllReduce:
+		return bw * n / (n + 1)
+	case AllGather:
+		return bw * n / (n - 1)
+	}
+	return bw
 }
 
 // LatTerms are the latency terms of NCCL's model for one collective, in

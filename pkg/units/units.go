@@ -6,7 +6,9 @@ package units
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -234,3 +236,13 @@ func parseWithUnits(s string, unit func(string) (float64, bool)) (float64, error
 	}
 	return v * m, nil
 }
+
+// DTypes are nccl-tests' data types (-d) and their element sizes in bytes.
+var DTypes = map[string]int64{
+	"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
+	"half": 2, "float": 4, "double": 8, "bfloat16": 2,
+	"f8e4m3": 1, "f8e5m2": 1,
+}
+
+// DTypeNames lists DTypes, sorted.
+func DTypeNames() []string { return slices.Sorted(maps.Keys(DTypes)) }
