@@ -7,11 +7,12 @@
 //     never slow each other. The flows of one collective do share each
 //     link, since a collective's own channels cannot push more bytes
 //     through a link than it carries (a ring's channels all cross each
-//     GPU's NVLink): max-min fairly among the flows sending when some
-//     start; a finishing flow's share waits for the next start rather
-//     than speeding up the others, which keeps a 1M-flow AllToAll at one
-//     solve. A flow alone on its path takes its path latency plus its size
-//     over the path's bottleneck.
+//     GPU's NVLink): max-min fairly, re-solved as flows start and finish,
+//     except that a finish on links carrying thousands of the collective's
+//     flows hands its share on at the next start instead (still never
+//     above capacity), which keeps a 1M-flow AllToAll at one solve. A flow
+//     alone on its path takes its path latency plus its size over the
+//     path's bottleneck.
 //   - fluid: every directed link is shared max-min fairly among all the
 //     flows crossing it (progressive filling), recomputed whenever flows
 //     start or finish. It shows incast, ECMP collisions and oversubscribed

@@ -62,8 +62,7 @@ type fluid struct {
 	// Private links (busbw): each collective gets its own copy of every
 	// directed link it uses, so its flows share links among themselves
 	// but never with another collective's. Copies are made on first use
-	// and recycled once no flow uses them, at the end of the instant. Rates
-	// are re-solved only at instants where flows start.
+	// and recycled once no flow uses them, at the end of the instant.
 	private bool
 	realCap []float64 // per real directed link
 	copies  map[linkCopy]route.DirLink
@@ -141,6 +140,10 @@ func (f *fluid) privatePath(coll int64, path []route.DirLink) []route.DirLink {
 	return f.scratch
 }
 
+// crowdedSolve is how many flows busbw re-solves at most when flows only
+// finish: collectives other than huge AllToAlls have a few dozen per link.
+const crowdedSolve = 4096
+
 // recycle frees the copies left without flows this instant; update has
 // run, so nothing refers to them any more.
 func (f *fluid) recycle() {
@@ -210,14 +213,6 @@ func (f *fluid) remove(id int32) {
 func (f *fluid) update(now des.Time) {
 	if f.private {
 		defer f.recycle()
-		if len(f.added) == 0 {
-			// busbw does not hand a finished flow's share to the flows
-			// still sending (the allocation stays feasible, if no longer
-			// max-min); the next start re-solves. A large AllToAll then
-			// costs one solve instead of one per finishing instant.
-			f.seeds, f.theta = f.seeds[:0], math.Inf(1)
-			return
-		}
 	}
 	if len(f.added) == 0 && len(f.seeds) == 0 {
 		return
@@ -242,6 +237,15 @@ func (f *fluid) update(now des.Time) {
 	f.resid, f.count = f.resid[:0], f.count[:0]
 	f.stack = append(f.stack[:0], f.seeds...)
 	for len(f.stack) > 0 {
+		if f.private && len(f.added) == 0 && len(f.members) > crowdedSolve {
+			// busbw: a finish among thousands of a collective's flows (a
+			// large AllToAll) hands its share on at the next start instead;
+			// the allocation stays feasible, if no longer max-min, and the
+			// collective costs one solve instead of one per finish. The
+			// marks set so far belong to this epoch and expire with it.
+			f.seeds, f.theta = f.seeds[:0], math.Inf(1)
+			return
+		}
 		l := f.stack[len(f.stack)-1]
 		f.stack = f.stack[:len(f.stack)-1]
 		if f.linkMark[l] == in {
