@@ -255,7 +255,7 @@ func (e *engine) send(i int32, started bool) error {
 	f := e.in.Flow(i)
 	size := f.Size
 	var err error
-	e.path, err = e.r.AppendPath(e.path[:0], f.Src, f.Dst, route.FlowHash(f.Src, f.Dst, f.ID, e.opt.Seed))
+	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, route.FlowHash(f.Src, f.Dst, f.ID, e.opt.Seed), int(f.Port))
 	if err != nil {
 		return e.in.FlowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}

@@ -73,6 +73,11 @@ type Flow struct {
 	Channel int32
 	Conn    uint16
 	Kind    uint8
+	// Port is the flow's connection's index among the connections its
+	// source GPU opens to other servers, in stream order: a dual-homed NIC
+	// puts it on port Port mod 2, round robin per queue pair as a bonded
+	// mlx5 NIC does (route.Router.AppendPathPort).
+	Port uint8
 }
 
 // Flow kinds.
@@ -230,7 +235,36 @@ func Read(r *stream.Reader) (*Set, error) {
 		return nil, err
 	}
 	in.DAG = d
+	in.assignPorts()
 	return in, nil
+}
+
+// assignPorts numbers each source GPU's cross-server connections, a
+// connection being one (collective, source, destination, channel): the
+// flows of a connection share a queue pair and so a NIC port.
+func (in *Set) assignPorts() {
+	type conn struct {
+		coll     int64
+		src, dst int32
+		ch       int32
+	}
+	t := in.Topology
+	next := map[int32]uint8{}
+	ports := map[conn]uint8{}
+	for i := int32(0); i < in.flows.n; i++ {
+		f := in.flows.get(i)
+		if f.Kind != Transfer || f.Src >= int32(t.GPUs) || f.Dst >= int32(t.GPUs) || t.Nodes[f.Src].Server == t.Nodes[f.Dst].Server {
+			continue
+		}
+		k := conn{f.Coll, f.Src, f.Dst, f.Channel}
+		p, ok := ports[k]
+		if !ok {
+			p = next[f.Src]
+			next[f.Src] = p + 1 // wraps at 256: only p mod the port count matters
+			ports[k] = p
+		}
+		f.Port = p
+	}
 }
 
 // flowBatch carries decoded flows from the decoder to Read.

@@ -21,6 +21,9 @@ type Flows struct {
 	// Lat is each transfer's step latency in ps (nil: none): its queue
 	// pairs open Lat less the path's propagation after release.
 	Lat []int64
+	// Port is each transfer's connection index at its source (nil: none):
+	// a dual-homed NIC sends queue pair j on port Port+j mod 2.
+	Port []uint8
 
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
@@ -176,6 +179,14 @@ func (s *Sim) startFlow(i int32) error {
 	return s.openQPs(i, false)
 }
 
+// port is the NIC port index of queue pair j of flow i (-1: hash).
+func (f *Flows) port(i int32, j int) int {
+	if f.Port == nil {
+		return -1
+	}
+	return int(f.Port[i]) + j
+}
+
 func (f *Flows) lat(i int32) int64 {
 	if f.Lat == nil {
 		return 0
@@ -193,7 +204,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	id := f.DAG.ID(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
-		s.buf, err = s.r.AppendPath(s.buf[:0], src, dst, route.FlowHash(src, dst, id*64, s.seed))
+		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.FlowHash(src, dst, id*64, s.seed), f.port(i, 0))
 		if err != nil {
 			return fmt.Errorf("flow %d: %v", id, err)
 		}
@@ -218,10 +229,10 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now,
 			sport: uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)}
 		h := route.FlowHash(src, dst, id*64+j, s.seed)
-		if err := s.setPath(2*qi, src, dst, h); err != nil {
+		if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 			return fmt.Errorf("flow %d: %v", id, err)
 		}
-		if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995); err != nil {
+		if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
 			return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
 		}
 		q.port = int32(s.paths[2*qi][0])
@@ -241,12 +252,13 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	return nil
 }
 
-// setPath routes path id pid from node a to node b. The router also takes
-// a GPU to or from its NVSwitch (NVLS) over their direct links, and knows
-// which links have failed.
-func (s *Sim) setPath(pid int32, a, b int32, h uint64) error {
+// setPath routes path id pid from node a to node b, on NIC port port of a
+// dual-homed source (-1: by the hash). The router also takes a GPU to or
+// from its NVSwitch (NVLS) over their direct links, and knows which links
+// have failed.
+func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
 	var err error
-	s.buf, err = s.r.AppendPath(s.buf[:0], a, b, h)
+	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
 	if err != nil {
 		return err
 	}
@@ -327,10 +339,10 @@ func (s *Sim) linkDown(li int32) error {
 		}
 		old := q.port
 		h := route.FlowHash(q.src, q.dst, s.flows.DAG.ID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
-		if err := s.setPath(int32(2*qi), q.src, q.dst, h); err != nil {
+		if err := s.setPath(int32(2*qi), q.src, q.dst, h, -1); err != nil {
 			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.DAG.ID(q.flow), li, err)
 		}
-		if err := s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995); err != nil {
+		if err := s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995, -1); err != nil {
 			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.DAG.ID(q.flow), li, err)
 		}
 		s.epoch[qi]++
@@ -360,17 +372,18 @@ func FromSet(set *flowset.Set) *Flows {
 	n := set.DAG.Len()
 	src, dst := make([]int32, n), make([]int32, n)
 	size, delay, lat := make([]int64, n), make([]int64, n), make([]int64, n)
+	port := make([]uint8, n)
 	for i := int32(0); i < int32(n); i++ {
 		f := set.Flow(i)
 		src[i], dst[i] = f.Src, f.Dst
 		switch f.Kind {
 		case flowset.Transfer:
-			size[i], lat[i] = f.Size, int64(f.Lat)
+			size[i], lat[i], port[i] = f.Size, int64(f.Lat), f.Port
 		case flowset.Delay:
 			delay[i] = f.Size
 		}
 	}
 	fl := NewFlows(set.DAG, src, dst, size, delay)
-	fl.Lat = lat
+	fl.Lat, fl.Port = lat, port
 	return fl
 }

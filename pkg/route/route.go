@@ -257,6 +257,14 @@ func (r *Router) Path(src, dst int32, hash uint64) ([]DirLink, error) {
 
 // AppendPath is Path appending to buf, so a backend reuses one buffer.
 func (r *Router) AppendPath(buf []DirLink, src, dst int32, hash uint64) ([]DirLink, error) {
+	return r.AppendPathPort(buf, src, dst, hash, -1)
+}
+
+// AppendPathPort is AppendPath with the first hop fixed when the source GPU
+// has several equally good NIC ports (a dual-homed NIC): port p takes the
+// (p mod n)-th of them, as a bonded NIC pins a queue pair to a port; a
+// negative port leaves the choice to the hash.
+func (r *Router) AppendPathPort(buf []DirLink, src, dst int32, hash uint64, port int) ([]DirLink, error) {
 	if err := r.checkNode("src", src); err != nil {
 		return buf, err
 	}
@@ -271,7 +279,7 @@ func (r *Router) AppendPath(buf []DirLink, src, dst int32, hash uint64) ([]DirLi
 		return append(buf, slot.hops[:slot.n]...), nil
 	}
 	start := len(buf)
-	buf, choice, err := r.route(buf, src, dst, hash)
+	buf, choice, err := r.route(buf, src, dst, hash, port)
 	if err == nil && !choice && len(buf)-start <= maxFixed {
 		slot.src, slot.dst, slot.n = src, dst, int32(len(buf)-start)
 		copy(slot.hops[:], buf[start:])
@@ -281,7 +289,7 @@ func (r *Router) AppendPath(buf []DirLink, src, dst int32, hash uint64) ([]DirLi
 
 // route computes a path; choice reports whether any hop had more than one
 // candidate (then the path depends on the hash).
-func (r *Router) route(buf []DirLink, src, dst int32, hash uint64) (_ []DirLink, choice bool, err error) {
+func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ []DirLink, choice bool, err error) {
 	if src >= r.g || dst >= r.g {
 		return r.anyPath(buf, src, dst, hash)
 	}
@@ -316,6 +324,9 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64) (_ []DirLink,
 	}
 	choice = nbest > 1
 	k := Pick(hash, src, nbest)
+	if port >= 0 {
+		k = port % nbest
+	}
 	var v int32
 	for j, li := range r.links(src) {
 		if r.firstD[j] == best {

@@ -363,3 +363,47 @@ func TestFail(t *testing.T) {
 		t.Fatalf("GPU 0 reaches GPU 1 over %v with all its links failed", p)
 	}
 }
+
+// A dual-homed NIC: the port a flow asks for picks its first hop among the
+// GPU's two NIC links (port mod 2), whatever the hash; without a port the
+// hash picks. Beyond the first hop routing is unchanged.
+func TestPathPort(t *testing.T) {
+	for _, fam := range []string{topo.HPNSinglePlane, topo.DCNDualToR} {
+		tp := gen(t, topo.Params{Family: fam, GPUs: 64})
+		r := router(t, tp)
+		first := map[int]map[DirLink]bool{}
+		for port := 0; port < 4; port++ {
+			first[port%2] = map[DirLink]bool{}
+		}
+		for h := uint64(0); h < 64; h++ {
+			for port := 0; port < 4; port++ {
+				p, err := r.AppendPathPort(nil, 0, 40, h, port)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first[port%2][p[0]] = true
+			}
+		}
+		if len(first[0]) != 1 || len(first[1]) != 1 {
+			t.Fatalf("%s: first hops by port %v, want one link per port", fam, first)
+		}
+		var a, b DirLink
+		for l := range first[0] {
+			a = l
+		}
+		for l := range first[1] {
+			b = l
+		}
+		if a == b || tp.Links[a.Link()].Kind != stream.LinkNIC || tp.Links[b.Link()].Kind != stream.LinkNIC {
+			t.Fatalf("%s: ports 0 and 1 leave on links %d and %d, want the GPU's two NIC links", fam, a.Link(), b.Link())
+		}
+		hashed := map[DirLink]bool{}
+		for h := uint64(0); h < 64; h++ {
+			p, _ := r.AppendPathPort(nil, 0, 40, h, -1)
+			hashed[p[0]] = true
+		}
+		if len(hashed) != 2 {
+			t.Errorf("%s: hashed first hops %v, want both ports", fam, hashed)
+		}
+	}
+}
