@@ -119,7 +119,7 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 		}
 	}
 	if zero > 0 {
-		fmt.Fprintf(bw, "# %d rows moved nothing (0 bytes or 1 rank): time 0, bandwidth printed as 0\n", zero)
+		fmt.Fprintf(bw, "# moved nothing (0 bytes or 1 rank), printed with time and bandwidth 0: %d of the rows\n", zero)
 	}
 	avg := 0.0
 	if len(rows) > 0 {
