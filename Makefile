@@ -6,7 +6,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 3s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit fuzz e2e bench demo interop lint clean
+.PHONY: all build test unit fuzz e2e bench demo interop lint clean nccl-tests
 
 all: build
 
@@ -25,10 +25,22 @@ test: build
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tests/fuzz.sh
 
-## bench: Go benchmarks (records/s, rows/s ...) and end-to-end speed checks
+## bench: Go benchmarks (records/s, rows/s ...), end-to-end speed checks and
+## the nccl-tests sweep tables of one DGX A100 and one DGX H100 per backend
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
+	@./pipelines/nccl-tests.sh --gpu-type A100 --max 8GiB --out out/bench/nccl-tests-a100 \
+		--reference examples/reference/hpe-apollo6500-8xa100_allreduce_plateau_nccl-tests-149.csv
+	@./pipelines/nccl-tests.sh --gpu-type H100 --max 8GiB --out out/bench/nccl-tests-h100 \
+		--reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv
+
+## nccl-tests: all_reduce_perf -b 8 -e 16G -f 2 on one simulated DGX H100
+## through every backend, tables and out/nccl-tests/busbw.{png,svg}
+nccl-tests: build
+	@./pipelines/nccl-tests.sh --gpu-type H100 --out out/nccl-tests \
+		--reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv \
+		--reference examples/reference/dgx-h100_ring_plateau_nccl-tests-212.csv
 
 ## demo: the main pipeline on a small cluster, printed for people
 demo: build

@@ -249,6 +249,7 @@ func BusbwPlot(title string, series []BusbwSeries) *plot.Plot {
 		if s.Reference {
 			l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 			sc.Shape = draw.BoxGlyph{}
+			sc.Radius = vg.Points(4) // a published plateau is often one point
 		}
 		p.Add(l, sc)
 		p.Legend.Add(s.Name, l, sc)
@@ -259,7 +260,7 @@ func BusbwPlot(title string, series []BusbwSeries) *plot.Plot {
 			p.Y.Max = max(p.Y.Max, r.BusbwGBps)
 		}
 	}
-	p.Y.Max *= 1.12 // room for the legend above the plateau
+	p.Y.Max *= 1.05 + 0.06*float64(len(series)) // room for the legend above the plateau
 	return p
 }
 
