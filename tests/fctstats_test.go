@@ -70,7 +70,7 @@ func TestFctstatsPipeline(t *testing.T) {
 		t.Fatalf("%d collective rows, want 18:\n%s", len(got), out)
 	}
 	for _, want := range []string{"<stdin>: analytical-fluid trace (arrow-stream) of spectrum-x, 16 GPUs",
-		"Collectives, identical ones together", "Flows by size and connection type", "NVLS", "all    "} {
+		"Collectives, identical ones together", "Flows by size and connection type", "RING", "all    "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}

@@ -104,3 +104,29 @@ func TestSweepBarrier(t *testing.T) {
 		}
 	}
 }
+
+// A sweep spec parses or fails with an error; a parsed one has 0 < MIN <=
+// MAX and a factor of at least 2, and its sizes never overflow.
+func FuzzParseSweep(f *testing.F) {
+	for _, s := range []string{"8:16GiB:2", "1MiB:8:2", "8:16:1", "1:9223372036854775807:2", "x", "8:8:8"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sw, err := ParseSweep(s)
+		if err != nil {
+			return
+		}
+		if sw.Min <= 0 || sw.Min > sw.Max || sw.Factor < 2 {
+			t.Fatalf("%q parsed to %+v", s, sw)
+		}
+		sizes, err := sw.Sizes(AllGather, 1, 8)
+		if err != nil {
+			return
+		}
+		for i, v := range sizes {
+			if v < 0 || v > sw.Max || i > 0 && v < sizes[i-1] {
+				t.Fatalf("%q: sizes %v", s, sizes)
+			}
+		}
+	})
+}

@@ -38,7 +38,6 @@ type Calibration struct {
 type event struct {
 	m     *ctl
 	delay int32 // >= 0: a delay node's timer fired
-	start int32 // >= 0: a transfer's step latency is over, send it
 	err   error
 }
 
@@ -100,10 +99,10 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 			for {
 				m, err := c.recv()
 				if err != nil {
-					events <- event{delay: -1, start: -1, err: err}
+					events <- event{delay: -1, err: err}
 					return
 				}
-				events <- event{m: m, delay: -1, start: -1}
+				events <- event{m: m, delay: -1}
 			}
 		}(c)
 	}
@@ -217,10 +216,6 @@ func (r *runner) run() error {
 			r.res[ev.delay].End = r.now()
 			release = d.Complete(ev.delay, release[:0])
 			r.work = append(r.work, release...)
-		} else if ev.start >= 0 {
-			if err := r.send(ev.start); err != nil {
-				return err
-			}
 		} else if m := ev.m; m.Flow >= 0 {
 			at := m.At - r.epoch
 			switch m.T {
@@ -256,7 +251,7 @@ func (r *runner) drain() error {
 		switch {
 		case f.Kind == flowset.Delay:
 			ch, idx := r.events, i
-			time.AfterFunc(time.Duration(f.Size/1000), func() { ch <- event{delay: idx, start: -1} })
+			time.AfterFunc(time.Duration(f.Size/1000), func() { ch <- event{delay: idx} })
 			continue
 		case f.Kind == flowset.Join || f.Src == f.Dst && f.Lat == 0: // done at once
 			r.res[i].End = r.res[i].Start
@@ -265,31 +260,19 @@ func (r *runner) drain() error {
 			continue
 		case f.Src == f.Dst: // a local copy: its step latency only
 			ch, idx := r.events, i
-			time.AfterFunc(time.Duration(f.Lat/1000), func() { ch <- event{delay: idx, start: -1} })
+			time.AfterFunc(time.Duration(f.Lat/1000), func() { ch <- event{delay: idx} })
 			continue
 		}
 		// The step latency includes the path's own, which the calibration
-		// measured: wait for the rest, then send.
-		wait := f.Lat.Ns() - r.cal.LatencyNs
-		r.res[i].Ideal = max(wait, 0) + r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
-		if wait > 0 {
-			ch, idx := r.events, i
-			time.AfterFunc(time.Duration(wait), func() { ch <- event{delay: -1, start: idx} })
-			continue
+		// measured: the sender waits for the rest (waitUntil: timers alone
+		// would round microseconds up to a millisecond).
+		wait := max(f.Lat.Ns()-r.cal.LatencyNs, 0)
+		r.res[i].Ideal = wait + r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
+		src, dst := r.worker(f.Src), r.worker(f.Dst)
+		at := r.epoch + r.res[i].Start + wait
+		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize, At: at}); err != nil {
+			return fmt.Errorf("worker %d: %v", src, err)
 		}
-		if err := r.send(i); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// send hands transfer i to its source's worker.
-func (r *runner) send(i int32) error {
-	f := r.set.Flow(i)
-	src, dst := r.worker(f.Src), r.worker(f.Dst)
-	if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize}); err != nil {
-		return fmt.Errorf("worker %d: %v", src, err)
 	}
 	return nil
 }

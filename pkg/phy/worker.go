@@ -24,7 +24,7 @@ type ctl struct {
 	Dst   int      `msgpack:"dst"`
 	Size  int64    `msgpack:"size"`
 	Step  int64    `msgpack:"step"`
-	At    int64    `msgpack:"at"` // wall clock, UnixNano: workers share the host's clock
+	At    int64    `msgpack:"at"` // wall clock, UnixNano: workers share the host's clock; send: no byte leaves before it
 	Err   string   `msgpack:"err"`
 }
 
@@ -135,7 +135,7 @@ func RunWorker(addr string, id int) error {
 		case "quit":
 			return nil
 		case "send":
-			go w.sendFlow(m.Flow, m.Dst, m.Size, m.Step)
+			go w.sendFlow(m.Flow, m.Dst, m.Size, m.Step, m.At)
 		}
 	}
 }
@@ -187,9 +187,12 @@ func (d *dataConn) readCredits(w *Worker) {
 
 // sendFlow moves one flow: a producer fills the step FIFO, the proxy posts
 // each step to the receiver and frees its slot when the credit returns.
-func (w *Worker) sendFlow(flow int32, dst int, size, step int64) {
+// The first byte leaves at wall time start (the step latency after
+// release), not before.
+func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64) {
 	if dst == w.id {
 		// Both ends in this process: a local copy, as within one server.
+		waitUntil(start)
 		now := time.Now().UnixNano()
 		w.ctl.send(&ctl{T: "recv", Flow: flow, At: now})
 		w.ctl.send(&ctl{T: "sent", Flow: flow, At: now})
@@ -217,6 +220,7 @@ func (w *Worker) sendFlow(flow int32, dst int, size, step int64) {
 	run := patternRun(flow, int(min(step, size)))
 	var off int64
 	acked := int64(0)
+	waitUntil(start)
 	for i := int64(0); i < steps; i++ {
 		n, ok := fifo.next(i)
 		if !ok {

@@ -155,8 +155,14 @@ func ReadReference(path string) (*Reference, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return ParseReference(f, path)
+}
+
+// ParseReference reads a reference CSV from r; path names it in errors
+// and gives the default label.
+func ParseReference(r io.Reader, path string) (*Reference, error) {
 	ref := &Reference{Path: path, Label: strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(r)
 	ln, header := 0, false
 	want := []string{"size_bytes", "time_us", "algbw_gbps", "busbw_gbps"}
 	for sc.Scan() {
