@@ -263,16 +263,7 @@ func TestDecomposeSweep(t *testing.T) {
 		}
 	}
 	rows, _ := readTrace(t, mustRun(t, r.stdout, "flowsim-analytical"))
-	first, last := map[int64]int64{}, map[int64]int64{}
-	for _, row := range rows {
-		if row.CollectiveID < 0 {
-			continue
-		}
-		if f, ok := first[row.CollectiveID]; !ok || row.StartNs < f {
-			first[row.CollectiveID] = row.StartNs
-		}
-		last[row.CollectiveID] = max(last[row.CollectiveID], row.EndNs)
-	}
+	first, last := collSpans(rows)
 	if first[0] != last[0] {
 		t.Errorf("the 0-byte collective takes %d ns", last[0]-first[0])
 	}

@@ -12,10 +12,9 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
-// collTimes is each collective's time from a trace: last end minus first
-// start of its rows, in ns.
-func collTimes(rows []trace.Row) map[int64]int64 {
-	first, last := map[int64]int64{}, map[int64]int64{}
+// collSpans is each collective's first start and last end in a trace (ns).
+func collSpans(rows []trace.Row) (first, last map[int64]int64) {
+	first, last = map[int64]int64{}, map[int64]int64{}
 	for _, r := range rows {
 		if r.CollectiveID < 0 {
 			continue
@@ -25,6 +24,13 @@ func collTimes(rows []trace.Row) map[int64]int64 {
 		}
 		last[r.CollectiveID] = max(last[r.CollectiveID], r.EndNs)
 	}
+	return first, last
+}
+
+// collTimes is each collective's time from a trace: last end minus first
+// start of its rows, in ns.
+func collTimes(rows []trace.Row) map[int64]int64 {
+	first, last := collSpans(rows)
 	out := map[int64]int64{}
 	for id, f := range first {
 		out[id] = last[id] - f
