@@ -273,7 +273,16 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 			ring(c, f, sp)
 		}
 	case AlgoTree:
-		treeAllReduce(c, f, size, channels, chunk(1), pl.Proto)
+		ck := chunk(1)
+		if pl.Proto != Simple {
+			// LL and LL128 pass each line on as it lands, so a tree node
+			// forwards before a whole chunk has arrived; the DAG forwards
+			// whole chunks, so it cuts a channel into at least eight to keep
+			// that store-and-forward an eighth of a chunk per hop.
+			per := (size + int64(channels) - 1) / int64(channels)
+			ck = min(ck, max(64, (per+7)/8))
+		}
+		treeAllReduce(c, f, size, channels, ck, pl.Proto)
 	case AlgoNVLS:
 		return nvls(c, f, op, size, channels, chunk(1), nvlsEfficiency(d.Planner.M.CC))
 	case AlgoNVLSTree:
