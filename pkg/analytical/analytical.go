@@ -23,7 +23,8 @@
 // max(0, step latency - path latency), its delay_ps less the propagation
 // its path adds anyway, then sends its bytes at its rate; when the last
 // byte has left, it arrives one path latency later, and that is the flow's
-// end. Uncontended, it ends max(step latency, path latency) + size /
+// end. Its dependants that send from the same source (the next chunk on its
+// connection) start when its last byte has left; the others at its end. Uncontended, it ends max(step latency, path latency) + size /
 // bottleneck after release. A flow holds bandwidth on every link of its
 // path while it sends, not while it waits or during the trailing latency.
 // Delay nodes end delay_ps after release; joins (DELAY flows of size 0
@@ -141,6 +142,10 @@ type engine struct {
 	fl    *fluid
 	res   Result
 	lanes map[des.Time]int // FIFO lane of each fixed delay
+	// sameSrc picks the transfers sending from sentSrc (built once: no
+	// allocation per release).
+	sameSrc func(j int32) bool
+	sentSrc int32
 }
 
 // maxLanes bounds the distinct delays that get a FIFO lane; events after
@@ -174,6 +179,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	in.DAG.Reset()
 	n := in.DAG.Len()
 	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}}
+	e.sameSrc = func(j int32) bool { f := in.Flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
 	e.q = *des.NewQueue(1024)
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, &e.q)
@@ -213,7 +219,11 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
 					s := &f.slots[ev.Target]
 					e.after(s.lat, evComplete, s.flow, int64(s.ideal))
+					flow := s.flow
 					f.remove(ev.Target)
+					if err := e.sent(flow); err != nil {
+						return e.res, err
+					}
 				}
 			}
 		}
@@ -275,6 +285,20 @@ func (e *engine) send(i int32, started bool) error {
 		path = e.fl.privatePath(f.Coll, path)
 	}
 	e.fl.add(i, path, size, lat, idealFCT, e.now)
+	return nil
+}
+
+// sent starts, once flow i's last byte has left, the dependants that send
+// from its source: the next chunk on a connection goes out back to back,
+// as NCCL posts a connection's steps, rather than after this one lands.
+func (e *engine) sent(i int32) error {
+	e.sentSrc = e.in.Flow(i).Src
+	e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
+	for _, j := range e.ready {
+		if err := e.release(j); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -111,6 +111,9 @@ func (s *Sim) sendData(pid int32, qi int32) {
 		s.Stats.Retransmitted += size
 	}
 	q.sndNxt += size
+	if q.maxSent < q.size && q.sndNxt >= q.size {
+		s.sent(q.flow)
+	}
 	q.maxSent = max(q.maxSent, q.sndNxt)
 	// RATE_BOUND 0 (ns-3's test switch) paces at line rate, leaving only the
 	// window to the algorithm.
@@ -225,6 +228,19 @@ func (s *Sim) received(f int32) {
 	fl.RxDone[f] = s.now
 	dst := fl.Dst[f]
 	s.work = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.work)
+}
+
+// sent handles a queue pair putting its last byte on the wire: once all of
+// a flow's pairs have, the flow's dependants that send from its source (the
+// next chunk on the same connection) start, as NCCL posts a connection's
+// steps back to back instead of waiting for each one's acknowledgement.
+func (s *Sim) sent(f int32) {
+	fl := s.flows
+	if fl.txLeft[f]--; fl.txLeft[f] > 0 {
+		return
+	}
+	s.sentSrc = fl.Src[f]
+	s.work = fl.DAG.ReleaseEarly(f, s.sameSrc, s.work)
 }
 
 // sendCtl turns a delivered data packet into an ACK or NACK travelling the

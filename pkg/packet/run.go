@@ -29,6 +29,7 @@ type Flows struct {
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
 	qpsLeft           []int32
 	rxLeft            []int32 // queue pairs still receiving
+	txLeft            []int32 // queue pairs still to put their last byte on the wire
 	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
 }
@@ -38,7 +39,7 @@ func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 	n := d.Len()
 	return &Flows{DAG: d, Src: src, Dst: dst, Size: size, Delay: delay,
 		Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n), RxDone: make([]int64, n),
-		qpsLeft: make([]int32, n), rxLeft: make([]int32, n), Sport: make([]uint16, n)}
+		qpsLeft: make([]int32, n), rxLeft: make([]int32, n), txLeft: make([]int32, n), Sport: make([]uint16, n)}
 }
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
@@ -242,6 +243,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		s.alg.Init(&q.cc)
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
+		f.txLeft[i]++
 		if j == 0 {
 			f.Sport[i] = q.sport
 			f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)

@@ -138,6 +138,12 @@ type Stats struct {
 
 // Sim is one packet-level simulation.
 type Sim struct {
+	// sameSrc picks the transfers from sentSrc: a flow's dependants that a
+	// NIC may start once the flow's last byte has left (built once, so
+	// releasing them allocates nothing).
+	sameSrc func(j int32) bool
+	sentSrc int32
+
 	cfg Config
 	t   *topo.Topology
 	r   *route.Router
@@ -203,6 +209,7 @@ const maxPath = 16
 func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows *Flows, seed uint64) (*Sim, error) {
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
 		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows}
+	s.sameSrc = func(j int32) bool { return flows.Src[j] == s.sentSrc && flows.Size[j] > 0 }
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.isSwitch = make([]bool, len(t.Nodes))
