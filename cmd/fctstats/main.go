@@ -50,7 +50,7 @@ Examples:
   fctstats --compare packet.parquet simai/fct.txt --format json
   fctstats run.parquet --format csv --table summary > summary.csv
   fctstats run.parquet --format parquet --out collectives.parquet
-  fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-a100_allreduce_nvidia.csv`
+  fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv`
 
 func main() {
 	var c command
