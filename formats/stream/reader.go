@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -410,7 +411,7 @@ func (r *Reader) Collective() (*Collective, error) {
 	if err := r.body(KindCollective); err != nil {
 		return nil, err
 	}
-	c := &Collective{}
+	c := &Collective{Layer: -1, Microbatch: -1, Stage: -1}
 	err := r.eachKey(func(key string) error {
 		var err error
 		var v int64
@@ -434,6 +435,23 @@ func (r *Reader) Collective() (*Collective, error) {
 			c.PredictedPs, err = r.int(key)
 		case "label":
 			c.Label, err = r.str(key)
+		case "layer_name":
+			c.LayerName, err = r.str(key)
+		case "phase":
+			c.Phase, err = r.str(key)
+		case "layer", "microbatch", "stage":
+			v, err = r.int(key)
+			if err == nil && (v < -1 || v > math.MaxInt32) {
+				err = r.errf(key, fmt.Errorf("%d is out of range (-1 to %d)", v, math.MaxInt32))
+			}
+			switch key {
+			case "layer":
+				c.Layer = int32(v)
+			case "microbatch":
+				c.Microbatch = int32(v)
+			default:
+				c.Stage = int32(v)
+			}
 		default:
 			err = r.skip(key)
 		}

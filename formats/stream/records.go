@@ -5,7 +5,7 @@ package stream
 // Format and Version identify the stream in its header record.
 const (
 	Format  = "fabricsim/stream"
-	Version = 2
+	Version = 3
 	// MinVersion is the oldest version readers accept: version 1 streams
 	// never carry delay_ps on a transfer, so they read the same under 2.
 	MinVersion = 1
@@ -96,7 +96,19 @@ type Collective struct {
 	Channels    int    `msgpack:"channels"`
 	PredictedPs int64  `msgpack:"predicted_ps"`
 	Label       string `msgpack:"label"` // workload layer and phase, free text
+
+	// Training-iteration position (stream version 3). Readers of older
+	// streams get Layer, Microbatch and Stage -1 and empty strings.
+	Layer      int32  `msgpack:"layer"`      // workload layer index (line order), -1 if none
+	LayerName  string `msgpack:"layer_name"` // the layer's name in the workload
+	Phase      string `msgpack:"phase"`      // fwd, ig, wg, pp, or ""
+	Microbatch int32  `msgpack:"microbatch"` // -1 for iteration-level work
+	Stage      int32  `msgpack:"stage"`      // pipeline stage, -1 if none
 }
+
+// OpCompute is the op of the pseudo-collective a compute phase's delay
+// nodes belong to: one per stage, layer, phase and microbatch.
+const OpCompute = "compute"
 
 // Flow connection types.
 const (

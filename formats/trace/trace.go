@@ -50,6 +50,18 @@ type Row struct {
 	GroupType     string `parquet:"group_type,dict"`
 	CollSizeBytes int64  `parquet:"coll_size_bytes"`
 	NRanks        int32  `parquet:"nranks"`
+
+	// Columns added in fabricsim.flows/v2 (see formats/trace.md). Reading a
+	// v1 trace fills them with Layer, Microbatch, Stage = -1, Status "ok"
+	// and the rest empty.
+	Layer       int32  `parquet:"-"` // workload layer (line order), -1 outside layers
+	LayerName   string `parquet:"-"` // the layer's name in the workload
+	Phase       string `parquet:"-"` // fwd, ig, wg, pp; "" outside a training iteration
+	Microbatch  int32  `parquet:"-"` // -1 for iteration-level work
+	Stage       int32  `parquet:"-"` // pipeline stage of the collective's ranks, -1 if none
+	Protocol    string `parquet:"-"` // NCCL protocol of the collective (LL, LL128, Simple)
+	PredictedNs int64  `parquet:"-"` // the collective's time in NCCL's model
+	Status      string `parquet:"-"` // ok (delivered); other values name a failure
 }
 
 // Meta is the trace-level metadata stored in the schema metadata.
