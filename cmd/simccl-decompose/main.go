@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -28,6 +30,8 @@ type command struct {
 	DP       int        `name:"dp" help:"Data-parallel size (default: what the GPUs leave)."`
 	PP       int        `name:"pp" help:"Pipeline-parallel size (default: the workload's, else 1)."`
 	EP       int        `name:"ep" help:"Expert-parallel size (default: the workload's, else 1)."`
+	GA       int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload (default: the workload's ga, else 1)."`
+	VPP      int        `name:"vpp" help:"Model chunks per pipeline stage: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
 	Selector  string `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
 	Algo      string `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
@@ -243,6 +247,12 @@ func (c *command) run() (err error) {
 	}
 	layout, err := collective.NewLayout(top.GPUs, tp, dp, pp, ep)
 	if err != nil {
+		if m := w.Model; m != nil && c.PP == 0 && pp > 1 && top.GPUs%pp != 0 {
+			return &topo.LineError{File: m.File, Line: m.HeaderLine, Field: "pp", Err: fmt.Errorf("%d pipeline stages do not divide the topology's %d GPUs", pp, top.GPUs)}
+		}
+		return err
+	}
+	if err := c.schedule(w, layout); err != nil {
 		return err
 	}
 	if c.Sweep != "" {
@@ -319,6 +329,47 @@ func (c *command) run() (err error) {
 		return err
 	}
 	return sw.Close()
+}
+
+// schedule rebuilds a SimAI/AICB workload's pipeline schedule for the
+// layout's stages and the --ga and --vpp flags, and passes its warnings on.
+func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
+	m := w.Model
+	if m == nil {
+		if c.GA != 0 || c.VPP != 0 {
+			return cli.Usagef("--ga and --vpp schedule a SimAI/AICB workload's pipeline; give --workload with such a file")
+		}
+		return nil
+	}
+	for _, msg := range w.Warnings {
+		fmt.Fprintln(os.Stderr, "simccl-decompose: warning:", msg)
+	}
+	if m.AllGPUs > 0 && m.AllGPUs != l.World() {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: warning: %s: line %d: all_gpus is %d, the topology has %d GPUs: using the topology's, as SimAI uses its command line's\n", m.File, m.HeaderLine, m.AllGPUs, l.World())
+	}
+	if l.PP > 1 && m.PPComm == 0 {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: warning: %s: line %d: no pp_comm: stages hand activations over in zero time\n", m.File, m.HeaderLine)
+	}
+	ga, vpp := m.GA, m.VPP
+	if c.GA != 0 {
+		ga = c.GA
+	}
+	if c.VPP != 0 {
+		vpp = c.VPP
+	}
+	if c.GA == 0 && c.VPP == 0 && l.PP == m.PP {
+		return nil // ReadWorkload scheduled it from the header
+	}
+	steps, err := m.Schedule(l.PP, ga, vpp)
+	var fe *collective.FieldError
+	if errors.As(err, &fe) {
+		return cli.Usagef("--%s: %v (workload %s)", fe.Field, fe.Err, m.File)
+	}
+	if err != nil {
+		return err
+	}
+	w.Steps = steps
+	return nil
 }
 
 type discard struct{}

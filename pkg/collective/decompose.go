@@ -16,6 +16,7 @@ type Coll struct {
 	Ranks     []int32
 	Plan      Plan
 	Step      int
+	Compute   bool  // a compute phase's pseudo-collective
 	Flows     int64 // filled by Emit
 	WireBytes int64 // filled by Emit
 }
@@ -28,6 +29,7 @@ type Decomposer struct {
 
 	sets   map[string]*groupSet // by group type
 	groups []stream.Group
+	stages map[int][]int32 // ranks of each pipeline stage, -1: all
 }
 
 // groupSet is every group of one type: ranks, stream ids and how many
@@ -68,7 +70,50 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 // Groups lists the groups the prepared workload uses.
 func (d *Decomposer) Groups() []stream.Group { return d.groups }
 
-// Prepare plans every collective of the workload, in emission order.
+// stageRanks returns the ranks of pipeline stage st (every rank for a
+// step that is not staged), one shared slice per stage.
+func (d *Decomposer) stageRanks(s Step) []int32 {
+	key := -1
+	if s.Staged {
+		key = s.Stage
+	}
+	if d.stages == nil {
+		d.stages = map[int][]int32{}
+	}
+	if r, ok := d.stages[key]; ok {
+		return r
+	}
+	per := d.Layout.TP * d.Layout.DP
+	lo, hi := 0, d.Fabric.GPUs
+	if key >= 0 {
+		lo, hi = key*per, (key+1)*per
+	}
+	r := make([]int32, 0, hi-lo)
+	for i := lo; i < hi; i++ {
+		r = append(r, int32(i))
+	}
+	d.stages[key] = r
+	return r
+}
+
+// stageOf is the pipeline stage of a rank.
+func (d *Decomposer) stageOf(r int32) int { return int(r) / (d.Layout.TP * d.Layout.DP) }
+
+// record fills a collective record's place in the iteration from its step.
+func record(rec stream.Collective, s Step) stream.Collective {
+	rec.Layer, rec.Microbatch, rec.Stage = -1, -1, -1
+	if s.Phase != "" {
+		rec.Layer, rec.LayerName, rec.Phase, rec.Microbatch = s.Layer, s.LayerName, s.Phase, s.Microbatch
+	}
+	if s.Staged {
+		rec.Stage = int32(s.Stage)
+	}
+	return rec
+}
+
+// Prepare plans every collective of the workload, in emission order. Each
+// compute step becomes a pseudo-collective (op compute, group -1) whose
+// delay nodes the trace ties to its layer, phase and microbatch.
 func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	var out []Coll
 	type key struct {
@@ -79,7 +124,16 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	}
 	cache := map[key]Plan{}
 	for si, s := range w.Steps {
-		if s.ComputePs > 0 || s.Wait != "" || s.Barrier {
+		if s.Staged && (s.Stage < 0 || s.Stage >= d.Layout.PP || (s.Group == PP && (s.Peer < 0 || s.Peer >= d.Layout.PP))) {
+			return nil, fmt.Errorf("step %q runs on pipeline stage %d of %d", s.Label, s.Stage, d.Layout.PP)
+		}
+		switch {
+		case s.Wait != "" || s.Barrier:
+			continue
+		case s.ComputePs > 0:
+			id := int64(len(out))
+			out = append(out, Coll{Rec: record(stream.Collective{ID: id, Op: stream.OpCompute, Group: -1, Label: s.Label}, s),
+				Ranks: d.stageRanks(s), Step: si, Plan: Plan{NoOp: true}, Compute: true})
 			continue
 		}
 		gs, err := d.groupsOf(s.Group)
@@ -87,14 +141,17 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			return nil, fmt.Errorf("step %q: %v", s.Label, err)
 		}
 		for gi, ranks := range gs.ranks {
-			if s.Reverse {
-				r := make([]int32, len(ranks))
-				for i := range ranks {
-					r[i] = ranks[len(ranks)-1-i]
+			if s.Staged {
+				if s.Group == PP {
+					ranks = []int32{ranks[s.Stage], ranks[s.Peer]}
+				} else if d.stageOf(ranks[0]) != s.Stage {
+					continue
 				}
-				ranks = r
 			}
 			k := key{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi]}
+			if s.Group == PP && s.Staged {
+				k.nodes = len(d.Fabric.nodesOf(ranks))
+			}
 			pl, ok := cache[k]
 			if !ok {
 				if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
@@ -104,8 +161,8 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			}
 			id := int64(len(out))
 			out = append(out, Coll{
-				Rec: stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
-					Protocol: pl.Proto.String(), Channels: pl.Channels, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label},
+				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
+					Protocol: pl.Proto.String(), Channels: pl.Channels, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
 		}
@@ -117,7 +174,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 func NoOps(colls []Coll) int {
 	n := 0
 	for i := range colls {
-		if colls[i].Plan.NoOp {
+		if colls[i].Plan.NoOp && !colls[i].Compute {
 			n++
 		}
 	}
@@ -126,7 +183,9 @@ func NoOps(colls []Coll) int {
 
 // Emit writes the flows of the workload: compute phases as delay nodes,
 // collectives decomposed by their plans, each rank's operations ordered by
-// program order and, per communicator, by issue order.
+// program order and, per communicator, by issue order. A PP transfer
+// starts when its sender is ready; the sender waits for its delivery, the
+// receiver joins it where its program waits for the transfer's tag.
 func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	world := d.Fabric.GPUs
 	cursor := make([][]int64, world)
@@ -136,9 +195,12 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	for si, s := range w.Steps {
 		switch {
 		case s.ComputePs > 0:
-			for r := 0; r < world; r++ {
-				cursor[r] = []int64{e.Delay(-1, int32(r), s.ComputePs, cursor[r])}
+			c := &colls[ci]
+			ci++
+			for _, r := range c.Ranks {
+				cursor[r] = []int64{e.Delay(c.Rec.ID, r, s.ComputePs, cursor[r])}
 			}
+			c.Flows = int64(len(c.Ranks))
 			continue
 		case s.Barrier:
 			var all []int64
@@ -181,13 +243,16 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			}
 			continue
 		}
+		transfer := s.Group == PP && s.Staged
 		cc := commCursor[s.Group]
-		if cc == nil {
+		if cc == nil && !transfer {
+			// PP transfers are not ordered per communicator: a stage's
+			// sends and receives follow its program, not each other.
 			cc = make([][]int64, world)
 			commCursor[s.Group] = cc
 		}
 		var pend [][]int64
-		if s.Async {
+		if s.Async || transfer {
 			pend = pending[s.Tag]
 			if pend == nil {
 				pend = make([][]int64, world)
@@ -199,7 +264,16 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			entry := make([][]int64, len(c.Ranks))
 			lat := d.Planner.Opt.LaunchLatency
 			for p, r := range c.Ranks {
-				entry[p] = union(cursor[r], cc[r])
+				if transfer && p == 1 {
+					if c.Plan.NoOp {
+						entry[p] = entry[0] // nothing moves: the receiver still waits for the sender
+					}
+					continue // the receiver's side starts when the data arrives
+				}
+				entry[p] = cursor[r]
+				if cc != nil {
+					entry[p] = union(entry[p], cc[r])
+				}
 				if lat && c.Plan.Lat.Base > 0 {
 					entry[p] = []int64{e.Delay(c.Rec.ID, r, usToPs(c.Plan.Lat.Base), entry[p])}
 				}
@@ -215,11 +289,17 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			exits := ctx.finish()
 			c.Flows, c.WireBytes = e.Flows-f0, e.WireBytes-b0
 			for p, r := range c.Ranks {
-				cc[r] = exits[p]
-				if s.Async {
+				switch {
+				case transfer && p == 1:
 					pend[r] = union(pend[r], exits[p])
-				} else {
+					continue
+				case s.Async:
+					pend[r] = union(pend[r], exits[p])
+				default:
 					cursor[r] = exits[p]
+				}
+				if cc != nil {
+					cc[r] = exits[p]
 				}
 			}
 			if err := e.Err(); err != nil {

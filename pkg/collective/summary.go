@@ -29,7 +29,12 @@ func WriteSummary(w io.Writer, colls []Coll) error {
 	idx := map[key]int{}
 	var rows []row
 	var flows, wire int64
+	n := 0
 	for _, c := range colls {
+		if c.Compute {
+			continue
+		}
+		n++
 		flows += c.Flows
 		wire += c.WireBytes
 		k := key{c.Rec.Label, c.Rec.Op, c.GroupType, c.Rec.Algorithm, c.Rec.Protocol, c.Rec.Size, c.Rec.Channels}
@@ -53,6 +58,6 @@ func WriteSummary(w io.Writer, colls []Coll) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d x %d\t%s\t%s\t%d\t%d\t%d\t%s\t\n", r.k.label, r.k.op, units.FormatSize(r.k.size), r.k.group,
 			r.n, r.ranks, r.k.algo, r.k.proto, r.k.ch, r.flows, r.wire, pred)
 	}
-	fmt.Fprintf(tw, "total\t\t\t\t%d collectives\t\t\t\t%d\t%d\t\t\n", len(colls), flows, wire)
+	fmt.Fprintf(tw, "total\t\t\t\t%d collectives\t\t\t\t%d\t%d\t\t\n", n, flows, wire)
 	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -11,18 +12,31 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
-// Step is one instruction every rank executes, in program order.
+// Step is one instruction of the ranks of one pipeline stage (or of every
+// rank), in program order.
 type Step struct {
 	ComputePs int64  // > 0: a compute phase of this length
 	Op        Op     // else a collective
 	Size      int64  // bytes
 	Group     string // TP, DP, PP, EP, DP_EP
-	Reverse   bool   // SendRecv towards the previous stage (backward pass)
 	Async     bool   // issue and continue; Wait joins it later
-	Tag       string // names an async collective for Wait
+	Tag       string // names an async collective (or a PP transfer) for Wait
 	Wait      string // > "": wait for the async collective with this tag
 	Barrier   bool   // every rank waits until all ranks have reached it
 	Label     string // layer and phase, for traces and summaries
+
+	// Staged steps are run by the ranks of pipeline stage Stage only,
+	// others by every rank. A PP transfer (Group PP, Staged) goes from
+	// Stage to Peer, the sender blocking until it is delivered, the
+	// receiver joining it at its Wait for Tag.
+	Staged bool
+	Stage  int
+	Peer   int
+
+	Layer      int32  // workload layer index, -1 outside layers
+	LayerName  string // the layer's name
+	Phase      string // fwd, ig, wg, pp or ""
+	Microbatch int32  // -1 for iteration-level work
 }
 
 // Workload is a program plus the parallelism it was written for.
@@ -31,6 +45,12 @@ type Workload struct {
 	TP    int
 	PP    int
 	EP    int
+
+	// Model is the parsed SimAI/AICB file, nil for other workloads; its
+	// schedule (Steps) follows PP, GA and VPP.
+	Model *Model
+	// Warnings are things SimAI accepts that a user should know about.
+	Warnings []string
 }
 
 // ReadWorkload reads a SimAI/AICB workload file or fabricsim's micro
@@ -112,36 +132,53 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // readSimAI parses SimAI's workload: a header with the parallel sizes, the
 // layer count, then per layer "name dep fwd_compute fwd_type fwd_size
 // ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update".
-// Compute times are nanoseconds. Forward collectives (TP unless suffixed
-// _EP/_DP_EP) block; backward input-gradient and weight-gradient
-// collectives are issued asynchronously as SimAI's Transformer loop does:
-// a layer's input-gradient collective must finish before the next layer's
-// backward, and its weight-gradient collective before the layer's next
-// forward.
+// Compute times are nanoseconds. A plain collective runs on TP in the
+// forward and input-gradient columns and on DP in the weight-gradient
+// column; suffixes _EP, _DP_EP, _DP and _TP pick the group. The schedule
+// (Steps) is built from the header's pp, ga and vpp (see Model.Schedule).
 func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
 		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
-	w := &Workload{TP: 1, PP: 1, EP: 1}
+	m := &Model{File: file, HeaderLine: nums[0], Policy: lines[0][0], TP: 1, PP: 1, EP: 1, GA: 1, VPP: 1}
 	h := lines[0]
-	policy := h[0]
-	ppComm := int64(0)
 	for i := 1; i+1 < len(h); i += 2 {
 		key := strings.TrimSuffix(h[i], ":")
 		v, err := strconv.ParseInt(h[i+1], 10, 64)
 		if err != nil || v < 0 {
 			return nil, bad(0, key, fmt.Errorf("%q is not a non-negative integer", h[i+1]))
 		}
+		const maxPar = 1 << 24
+		switch key {
+		case "model_parallel_NPU_group", "ep", "pp", "vpp", "ga", "all_gpus":
+			if v > maxPar {
+				return nil, bad(0, key, fmt.Errorf("%d is beyond %d", v, maxPar))
+			}
+		}
 		switch key {
 		case "model_parallel_NPU_group":
-			w.TP = int(max(v, 1))
+			m.TP = int(max(v, 1))
 		case "ep":
-			w.EP = int(max(v, 1))
+			m.EP = int(max(v, 1))
 		case "pp":
-			w.PP = int(max(v, 1))
+			m.PP = int(max(v, 1))
+		case "vpp":
+			m.VPP = int(max(v, 1))
+		case "ga":
+			if v == 0 {
+				return nil, bad(0, key, fmt.Errorf("0 microbatches: gradient accumulation needs at least 1"))
+			}
+			m.GA = int(v)
+		case "all_gpus":
+			m.AllGPUs = int(v)
 		case "pp_comm":
-			ppComm = v
+			m.PPComm = v
 		}
+	}
+	switch m.Policy {
+	case "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_CUSTOMIZED", "DATA", "MODEL", "MICRO":
+	default:
+		return nil, bad(0, "policy", fmt.Errorf("unknown parallelism policy %q", m.Policy))
 	}
 	if len(lines) < 2 {
 		return nil, bad(0, "", fmt.Errorf("missing the layer count line"))
@@ -150,14 +187,10 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 	if err != nil || nLayers < 0 || len(lines[1]) != 1 {
 		return nil, bad(1, "layers", fmt.Errorf("expected the number of layers"))
 	}
-	if len(lines)-2 != nLayers {
-		return nil, bad(1, "layers", fmt.Errorf("announces %d layers, the file has %d", nLayers, len(lines)-2))
-	}
-	type layer struct {
-		name                 string
-		fwd, ig, wg          int64
-		fwdC, igC, wgC       Step
-		hasFwd, hasIG, hasWG bool
+	w := &Workload{TP: m.TP, PP: m.PP, EP: m.EP, Model: m}
+	if have := len(lines) - 2; have != nLayers {
+		// SimAI reads the lines that are there; so do we, and say so.
+		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: line %d: announces %d layers, the file has %d: using the %d present", file, nums[1], nLayers, have, have))
 	}
 	comm := func(i int, field, typ, size string, def string) (Step, bool, error) {
 		sz, err := strconv.ParseInt(size, 10, 64)
@@ -192,90 +225,45 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 		}
 		return int64(x * 1000), nil
 	}
-	layers := make([]layer, nLayers)
-	for k := range layers {
+	m.Layers = make([]Layer, len(lines)-2)
+	for k := range m.Layers {
 		i := k + 2
 		f := lines[i]
 		if len(f) != 12 {
 			return nil, bad(i, "", fmt.Errorf("layer has %d fields, expected 12: name dep fwd_compute fwd_type fwd_size ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update", len(f)))
 		}
-		L := &layers[k]
-		L.name = f[0]
-		if L.fwd, err = ns(i, "fwd_compute", f[2]); err != nil {
+		L := &m.Layers[k]
+		L.Name, L.Line = f[0], nums[i]
+		if L.Fwd, err = ns(i, "fwd_compute", f[2]); err != nil {
 			return nil, err
 		}
-		if L.ig, err = ns(i, "ig_compute", f[5]); err != nil {
+		if L.IG, err = ns(i, "ig_compute", f[5]); err != nil {
 			return nil, err
 		}
-		if L.wg, err = ns(i, "wg_compute", f[8]); err != nil {
+		if L.WG, err = ns(i, "wg_compute", f[8]); err != nil {
 			return nil, err
 		}
 		if _, err := ns(i, "wg_update", f[11]); err != nil {
 			return nil, err
 		}
-		if L.fwdC, L.hasFwd, err = comm(i, "fwd", f[3], f[4], TP); err != nil {
+		if L.FwdC, L.HasFwd, err = comm(i, "fwd", f[3], f[4], TP); err != nil {
 			return nil, err
 		}
-		if L.igC, L.hasIG, err = comm(i, "ig", f[6], f[7], TP); err != nil {
+		if L.IGC, L.HasIG, err = comm(i, "ig", f[6], f[7], TP); err != nil {
 			return nil, err
 		}
-		if L.wgC, L.hasWG, err = comm(i, "wg", f[9], f[10], DP); err != nil {
+		if L.WGC, L.HasWG, err = comm(i, "wg", f[9], f[10], DP); err != nil {
 			return nil, err
 		}
 	}
-	switch policy {
-	case "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_CUSTOMIZED", "DATA", "MODEL", "MICRO":
-	default:
-		return nil, bad(0, "policy", fmt.Errorf("unknown parallelism policy %q", policy))
-	}
-	add := func(s Step) { w.Steps = append(w.Steps, s) }
-	compute := func(ps int64, label string) {
-		if ps > 0 {
-			add(Step{ComputePs: ps, Label: label})
+	steps, err := m.Schedule(m.PP, m.GA, m.VPP)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return nil, bad(0, fe.Field, fe.Err)
 		}
+		return nil, err
 	}
-	if policy == "MICRO" {
-		// SimAI's micro benchmark issues each layer's weight-gradient collective.
-		for k, L := range layers {
-			if L.hasWG {
-				s := L.wgC
-				s.Label = fmt.Sprintf("%s/%d/wg", L.name, k)
-				add(s)
-			}
-		}
-		return w, nil
-	}
-	for k, L := range layers {
-		add(Step{Wait: fmt.Sprintf("wg%d", k)})
-		compute(L.fwd, fmt.Sprintf("%s/%d/fwd", L.name, k))
-		if L.hasFwd {
-			s := L.fwdC
-			s.Label = fmt.Sprintf("%s/%d/fwd", L.name, k)
-			add(s)
-		}
-	}
-	if w.PP > 1 && ppComm > 0 {
-		add(Step{Op: SendRecv, Size: ppComm, Group: PP, Label: "pp/fwd"})
-		add(Step{Op: SendRecv, Size: ppComm, Group: PP, Reverse: true, Label: "pp/bwd"})
-	}
-	for k := nLayers - 1; k >= 0; k-- {
-		L := layers[k]
-		compute(L.ig, fmt.Sprintf("%s/%d/ig", L.name, k))
-		if L.hasIG && k > 0 {
-			s := L.igC
-			s.Label, s.Async, s.Tag = fmt.Sprintf("%s/%d/ig", L.name, k), true, fmt.Sprintf("ig%d", k)
-			add(s)
-		}
-		compute(L.wg, fmt.Sprintf("%s/%d/wg", L.name, k))
-		if L.hasWG {
-			s := L.wgC
-			s.Label, s.Async, s.Tag = fmt.Sprintf("%s/%d/wg", L.name, k), true, fmt.Sprintf("wg%d", k)
-			add(s)
-		}
-		add(Step{Wait: fmt.Sprintf("ig%d", k)})
-	}
-	for k := range layers {
-		add(Step{Wait: fmt.Sprintf("wg%d", k)})
-	}
+	w.Steps = steps
 	return w, nil
 }

@@ -238,7 +238,9 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			run.flows = append(run.flows, Flow{ID: row.FlowID, Src: row.Src, Dst: row.Dst, SizeBytes: row.SizeBytes,
 				StartNs: row.StartNs, EndNs: row.EndNs, FctNs: row.FctNs, ConnType: row.ConnType})
 		}
-		if row.CollectiveID >= 0 {
+		// Compute phases are delay nodes of pseudo-collectives (op compute):
+		// they are in the run's span, not in its collectives.
+		if row.CollectiveID >= 0 && row.Op != stream.OpCompute {
 			c := lastC
 			if c == nil || c.ID != row.CollectiveID {
 				c = colls[row.CollectiveID]

@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// Megatron's pipeline schedules against their closed forms. The workload
+// has 4 stages of 4 layers, each layer 100 ms forward, 100 ms input gradient
+// and 100 ms weight gradient (F = 0.4 s, B = 0.8 s per stage and microbatch)
+// and 8 microbatches handing on 1 KiB activations (negligible). 1F1B takes
+// (m + p - 1)(F + B) and leaves every stage idle for the bubble
+// (p - 1)(F + B); interleaving v chunks divides the bubble by v.
+func TestPipelineClosedForms(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	const p, m, F, B = 4, 8, 400e6, 800e6 // ns
+	for _, v := range []int{1, 2, 4} {
+		st := mustRun(t, topoOut, "simccl-decompose", "--workload", "examples/workloads/pipeline_pp4_ga8.txt", "--vpp", itoa(v))
+		rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical"))
+		var end int64
+		compute := map[int32]int64{}
+		transfers := 0
+		for _, r := range rows {
+			end = max(end, r.EndNs)
+			if r.Op == stream.OpCompute {
+				compute[r.Src] += r.FctNs
+			}
+			if r.GroupType == "PP" && r.SizeBytes > 0 {
+				transfers++
+				if r.SizeBytes != 1024 {
+					t.Errorf("vpp %d: PP transfer of %d bytes, want pp_comm 1024", v, r.SizeBytes)
+				}
+			}
+		}
+		bubble := (p - 1) * (F + B) / float64(v)
+		if want := m*(F+B) + bubble; math.Abs(float64(end)-want) > 0.01*want {
+			t.Errorf("vpp %d: iteration %d ns, closed form %.0f", v, end, want)
+		}
+		if len(compute) != 16 {
+			t.Fatalf("vpp %d: compute on %d ranks, want 16", v, len(compute))
+		}
+		for r, c := range compute {
+			if c != int64(m*(F+B)) {
+				t.Errorf("vpp %d: rank %d computes %d ns, want %d", v, r, c, int64(m*(F+B)))
+			}
+			if idle := float64(end - c); math.Abs(idle-bubble) > 0.01*bubble {
+				t.Errorf("vpp %d: rank %d idle %.0f ns, bubble %.0f", v, r, idle, bubble)
+			}
+		}
+		// Each of the 4 pipelines (one per DP rank) hands every microbatch
+		// across the p*v - 1 virtual stage boundaries, both ways.
+		if want := 4 * m * 2 * (p*v - 1); transfers != want {
+			t.Errorf("vpp %d: %d PP transfers, want %d", v, transfers, want)
+		}
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// writeWorkload copies a workload from the repository with another header
+// line and returns the copy's absolute path.
+func writeWorkload(t *testing.T, header, from string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitN(string(b), "\n", 2)
+	path := filepath.Join(t.TempDir(), "w.txt")
+	if err := os.WriteFile(path, []byte(header+"\n"+lines[1]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Bad schedule headers are refused naming the header field or the flag.
+func TestPipelineBadHeaders(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	w := "examples/workloads/pipeline_pp4_ga8.txt"
+	for _, c := range []struct {
+		header string
+		want   []string
+	}{
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 3 ga: 8 pp_comm: 1024", []string{"line 1, field pp", "do not divide the topology's 16 GPUs"}},
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 4 ga: 0 pp_comm: 1024", []string{"line 1, field ga"}},
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 4 ga: 8 vpp: 3 pp_comm: 1024", []string{"line 1, field vpp", "do not divide the 4 layers"}},
+	} {
+		path := writeWorkload(t, c.header, w)
+		oneLineError(t, run(t, topoOut, "simccl-decompose", "--workload", path), 1, c.want...)
+	}
+	oneLineError(t, run(t, topoOut, "simccl-decompose", "--workload", w, "--vpp", "3"), 2, "--vpp")
+}
