@@ -283,8 +283,8 @@ func (c *command) run() (err error) {
 	if err != nil {
 		return err
 	}
-	if n := collective.NoOps(colls); n > 0 {
-		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d of %d collectives move nothing (a 1-rank group or 0 bytes): zero time, one join per rank and no transfer\n", n, len(colls))
+	if n, all := collective.NoOps(colls); n > 0 {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d of %d collectives move nothing (a 1-rank group or 0 bytes): zero time, one join per rank and no transfer\n", n, all)
 	}
 	if c.Summary {
 		if err := d.Emit(w, colls, collective.NewEmitter(discard{})); err != nil {

@@ -170,15 +170,19 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	return out, nil
 }
 
-// NoOps counts the collectives that move nothing (1-rank groups, 0 bytes).
-func NoOps(colls []Coll) int {
-	n := 0
+// NoOps counts the collectives that move nothing (1-rank groups, 0 bytes)
+// and all collectives, compute phases left out.
+func NoOps(colls []Coll) (noop, all int) {
 	for i := range colls {
-		if colls[i].Plan.NoOp && !colls[i].Compute {
-			n++
+		if colls[i].Compute {
+			continue
+		}
+		all++
+		if colls[i].Plan.NoOp {
+			noop++
 		}
 	}
-	return n
+	return noop, all
 }
 
 // Emit writes the flows of the workload: compute phases as delay nodes,

@@ -99,6 +99,9 @@ func (m *Model) layerStarts(a, b int) []int {
 	return starts
 }
 
+// maxScheduleSteps bounds a schedule's size (about 20 GB of steps).
+const maxScheduleSteps = 1 << 27
+
 // unit is one forward or backward pass of one microbatch through one model
 // chunk on one stage.
 type unit struct {
@@ -183,6 +186,11 @@ func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
 		vpp = 1 // interleaving needs a pipeline; Megatron ignores it too
 	case vpp > 1 && ga%pp != 0:
 		return nil, &FieldError{"ga", fmt.Errorf("the interleaved schedule needs the microbatches (%d) to be a multiple of the pipeline stages (%d), as Megatron-LM does", ga, pp)}
+	}
+	// Each stage runs every line's few steps per microbatch: refuse
+	// programs no machine holds before building them.
+	if steps := int64(pp) * int64(ga) * int64(max(len(m.Layers), 1)) * 6; steps > maxScheduleSteps {
+		return nil, &FieldError{"ga", fmt.Errorf("%d microbatches on %d stages of %d lines make about %d steps, beyond the %d this program schedules", ga, pp, len(m.Layers), steps, maxScheduleSteps)}
 	}
 	pre, post, blocks := m.split(ga)
 	starts := m.layerStarts(blocks[0][0], blocks[0][1])
