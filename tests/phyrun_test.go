@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -54,10 +55,10 @@ func TestPhyrun(t *testing.T) {
 
 // A transfer's step latency holds it back in real time too: a chain of six
 // 1 KiB transfers between two servers' workers, each with a 2 ms step
-// latency, takes six steps less what loopback's own latency covers (phyrun
-// counts the calibrated path latency in the step, as the simulators count
-// the fabric's; loopback's is well under 300 us), and each flow's ideal FCT
-// counts its whole step.
+// latency, takes at least six steps less the calibrated loopback latency
+// (phyrun counts the path's own latency in the step, as the simulators
+// count the fabric's; the trace records what it calibrated), and each
+// flow's ideal FCT counts its whole step.
 func TestPhyrunStepLatency(t *testing.T) {
 	topoOut := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "A100")
 	in := streamWithFlows(t, topoOut, nil, nil, func(emit func(*stream.Flow)) {
@@ -72,15 +73,21 @@ func TestPhyrunStepLatency(t *testing.T) {
 			emit(&f)
 		}
 	})
-	rows, _ := readTrace(t, mustRun(t, in, "phyrun", "--launch", "local:2"))
+	rows, meta := readTrace(t, mustRun(t, in, "phyrun", "--launch", "local:2"))
+	num, _ := meta.Params["calibration_latency_ns"].(json.Number)
+	cal, err := num.Int64()
+	if err != nil || cal <= 0 || cal >= 2_000_000 {
+		t.Fatalf("calibration_latency_ns %v in the trace's params", meta.Params["calibration_latency_ns"])
+	}
+	step := 2_000_000 - cal
 	var first, last int64 = rows[0].StartNs, 0
 	for _, r := range rows {
 		first, last = min(first, r.StartNs), max(last, r.EndNs)
-		if r.IdealFctNs < 2_000_000 || r.FctNs < 2_000_000-300_000 {
+		if r.IdealFctNs < 2_000_000 || r.FctNs < step {
 			t.Errorf("flow %d: fct %d ns, ideal %d ns, for a 2 ms step", r.FlowID, r.FctNs, r.IdealFctNs)
 		}
 	}
-	if last-first < 6*(2_000_000-300_000) {
+	if last-first < 6*step {
 		t.Errorf("six 2 ms steps took %d ns", last-first)
 	}
 }
