@@ -246,6 +246,7 @@ type arrowSource struct {
 	read    func() (arrow.RecordBatch, error)
 	closeFn func() error
 	cols    [len(columns)]int // field index of each column
+	ncols   int               // columns the trace's schema version has
 
 	n, pos int
 	i64    [numI64][]int64
@@ -281,7 +282,8 @@ func (s *arrowSource) init(name string, sc *arrow.Schema) (Meta, error) {
 	if err != nil {
 		return m, err
 	}
-	for i, c := range columns {
+	s.ncols = numColumnsOf(m.Schema)
+	for i, c := range columns[:s.ncols] {
 		idx := sc.FieldIndices(c.name)
 		switch {
 		case len(idx) == 0:
@@ -357,6 +359,18 @@ func (s *arrowSource) next(r *Row) error {
 	r.Op = s.str[strOp].value(i)
 	r.Algorithm = s.str[strAlgorithm].value(i)
 	r.GroupType = s.str[strGroupType].value(i)
+	if s.ncols < numColumns {
+		setV1Defaults(r)
+		return nil
+	}
+	r.Layer = s.i32[i32Layer][i]
+	r.LayerName = s.str[strLayerName].value(i)
+	r.Phase = s.str[strPhase].value(i)
+	r.Microbatch = s.i32[i32Microbatch][i]
+	r.Stage = s.i32[i32Stage][i]
+	r.Protocol = s.str[strProtocol].value(i)
+	r.PredictedNs = s.i64[i64PredictedNs][i]
+	r.Status = s.str[strStatus].value(i)
 	return nil
 }
 
@@ -377,7 +391,7 @@ func (s *arrowSource) load(rec arrow.RecordBatch) error {
 	if int(rec.NumCols()) != len(rec.Schema().Fields()) {
 		return errors.New("record batch column count differs from its schema")
 	}
-	for i, c := range columns {
+	for i, c := range columns[:s.ncols] {
 		a := rec.Column(s.cols[i])
 		if a.Len() != n {
 			return fmt.Errorf("column %q has %d values in a batch of %d rows", c.name, a.Len(), n)
@@ -386,7 +400,7 @@ func (s *arrowSource) load(rec arrow.RecordBatch) error {
 			if err != nil {
 				return fmt.Errorf("column %q: %s", c.name, err)
 			}
-			return fmt.Errorf("column %q has %d nulls; %s columns are non-nullable", c.name, nulls, SchemaName)
+			return fmt.Errorf("column %q has %d nulls; trace columns are non-nullable", c.name, nulls)
 		}
 		var ok bool
 		switch c.kind {

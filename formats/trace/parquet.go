@@ -93,6 +93,7 @@ func (w *parquetWriter) Close() error {
 type parquetSource struct {
 	rowGroups []parquet.RowGroup
 	leaf      [len(columns)]int // leaf column index of each column
+	ncols     int               // columns the trace's schema version has
 	rg        int               // current row group
 	left      int64             // rows left in it
 	cols      [len(columns)]pqCursor
@@ -136,8 +137,8 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 		}
 		fields[fl.Name()] = fl
 	}
-	src := &parquetSource{rowGroups: f.RowGroups(), rg: -1}
-	for i, c := range columns {
+	src := &parquetSource{rowGroups: f.RowGroups(), rg: -1, ncols: numColumnsOf(m.Schema)}
+	for i, c := range columns[:src.ncols] {
 		fl, ok := fields[c.name]
 		if !ok {
 			return nil, Meta{}, fmt.Errorf("%s: missing column %q", name, c.name)
@@ -180,7 +181,7 @@ func checkParquetColumn(fl parquet.Field, c column) error {
 		return fmt.Errorf("has type %s, want %s", t.Kind(), want)
 	}
 	if !fl.Required() {
-		return fmt.Errorf("is OPTIONAL or REPEATED; %s columns are REQUIRED (non-nullable)", SchemaName)
+		return errors.New("is OPTIONAL or REPEATED; trace columns are REQUIRED (non-nullable)")
 	}
 	lt := t.LogicalType()
 	if lt == nil || lt.Value == nil {
@@ -209,7 +210,7 @@ func (s *parquetSource) next(r *Row) error {
 			return err
 		}
 	}
-	for i := range s.cols {
+	for i := range s.cols[:s.ncols] {
 		if s.cols[i].pos == s.cols[i].n {
 			if err := s.cols[i].nextPage(columns[i]); err != nil {
 				if err == io.EOF {
@@ -221,23 +222,35 @@ func (s *parquetSource) next(r *Row) error {
 	}
 	s.left--
 	c := &s.cols
-	r.FlowID = c[0].int64()
-	r.CollectiveID = c[1].int64()
-	r.Src = c[2].int32()
-	r.Dst = c[3].int32()
-	r.SizeBytes = c[4].int64()
-	r.StartNs = c[5].int64()
-	r.EndNs = c[6].int64()
-	r.FctNs = c[7].int64()
-	r.IdealFctNs = c[8].int64()
-	r.ConnType = c[9].str()
-	r.Channel = c[10].int32()
-	r.Chunk = c[11].int32()
-	r.Op = c[12].str()
-	r.Algorithm = c[13].str()
-	r.GroupType = c[14].str()
-	r.CollSizeBytes = c[15].int64()
-	r.NRanks = c[16].int32()
+	r.FlowID = c[colFlowID].int64()
+	r.CollectiveID = c[colCollectiveID].int64()
+	r.Src = c[colSrc].int32()
+	r.Dst = c[colDst].int32()
+	r.SizeBytes = c[colSizeBytes].int64()
+	r.StartNs = c[colStartNs].int64()
+	r.EndNs = c[colEndNs].int64()
+	r.FctNs = c[colFctNs].int64()
+	r.IdealFctNs = c[colIdealFctNs].int64()
+	r.ConnType = c[colConnType].str()
+	r.Channel = c[colChannel].int32()
+	r.Chunk = c[colChunk].int32()
+	r.Op = c[colOp].str()
+	r.Algorithm = c[colAlgorithm].str()
+	r.GroupType = c[colGroupType].str()
+	r.CollSizeBytes = c[colCollSizeBytes].int64()
+	r.NRanks = c[colNRanks].int32()
+	if s.ncols < numColumns { // v1: the columns after nranks are absent
+		setV1Defaults(r)
+		return nil
+	}
+	r.Layer = c[colLayer].int32()
+	r.LayerName = c[colLayerName].str()
+	r.Phase = c[colPhase].str()
+	r.Microbatch = c[colMicrobatch].int32()
+	r.Stage = c[colStage].int32()
+	r.Protocol = c[colProtocol].str()
+	r.PredictedNs = c[colPredictedNs].int64()
+	r.Status = c[colStatus].str()
 	return nil
 }
 
@@ -249,7 +262,7 @@ func (c *pqCursor) str() string  { v := c.strs[c.i32[c.pos]]; c.pos++; return v 
 // column ended with it, and opens the next one's.
 func (s *parquetSource) nextRowGroup() error {
 	if s.rg >= 0 {
-		for i := range s.cols {
+		for i := range s.cols[:s.ncols] {
 			c := &s.cols[i]
 			if c.pos != c.n {
 				return fmt.Errorf("row group %d: column %q has more values than rows", s.rg, columns[i].name)
@@ -269,7 +282,7 @@ func (s *parquetSource) nextRowGroup() error {
 	}
 	rg := s.rowGroups[s.rg]
 	chunks := rg.ColumnChunks()
-	for i := range s.cols {
+	for i := range s.cols[:s.ncols] {
 		c := &s.cols[i]
 		p, err := guard(func() (parquet.Pages, error) { return chunks[s.leaf[i]].Pages(), nil })
 		if err != nil {

@@ -176,6 +176,10 @@ func newParquetReader(name string, ra io.ReaderAt, size int64) (*Reader, error) 
 // Container returns the container the trace was read as.
 func (r *Reader) Container() Container { return r.container }
 
+// Columns returns the names of the columns the trace's schema version
+// has: the 17 of v1 or the 25 of v2.
+func (r *Reader) Columns() []string { return ColumnNames()[:numColumnsOf(r.meta.Schema)] }
+
 // Meta returns the trace metadata, validated when the trace was opened.
 func (r *Reader) Meta() Meta { return r.meta }
 

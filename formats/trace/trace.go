@@ -1,6 +1,11 @@
-// Package trace writes and reads the per-flow trace fabricsim.flows/v1 in
+// Package trace writes and reads the per-flow trace fabricsim.flows/v2 in
 // three containers: Arrow IPC stream, Arrow IPC file and Parquet.
 // formats/trace.md is the normative description of the format.
+//
+// Writers always write v2 (25 columns). Readers also accept
+// fabricsim.flows/v1 (the first 17 columns): its rows read back with
+// Layer, Microbatch and Stage -1, Status "ok" and the other v2 fields
+// zero or empty; Meta.Schema tells which version a trace had.
 package trace
 
 import (
@@ -11,8 +16,15 @@ import (
 	"strings"
 )
 
-// SchemaName is the value of the fabricsim.schema metadata key.
-const SchemaName = "fabricsim.flows/v1"
+// SchemaName is the value of the fabricsim.schema metadata key that
+// writers write.
+const SchemaName = "fabricsim.flows/v2"
+
+// SchemaV1 is the previous version, still accepted by readers.
+const SchemaV1 = "fabricsim.flows/v1"
+
+// StatusOK is the Status of a delivered flow.
+const StatusOK = "ok"
 
 // Schema metadata keys, identical in Arrow schema metadata and Parquet
 // key/value metadata.
@@ -54,14 +66,14 @@ type Row struct {
 	// Columns added in fabricsim.flows/v2 (see formats/trace.md). Reading a
 	// v1 trace fills them with Layer, Microbatch, Stage = -1, Status "ok"
 	// and the rest empty.
-	Layer       int32  `parquet:"-"` // workload layer (line order), -1 outside layers
-	LayerName   string `parquet:"-"` // the layer's name in the workload
-	Phase       string `parquet:"-"` // fwd, ig, wg, pp; "" outside a training iteration
-	Microbatch  int32  `parquet:"-"` // -1 for iteration-level work
-	Stage       int32  `parquet:"-"` // pipeline stage of the collective's ranks, -1 if none
-	Protocol    string `parquet:"-"` // NCCL protocol of the collective (LL, LL128, Simple)
-	PredictedNs int64  `parquet:"-"` // the collective's time in NCCL's model
-	Status      string `parquet:"-"` // ok (delivered); other values name a failure
+	Layer       int32  `parquet:"layer"`           // workload layer (line order), -1 outside layers
+	LayerName   string `parquet:"layer_name,dict"` // the layer's name in the workload
+	Phase       string `parquet:"phase,dict"`      // fwd, ig, wg, pp; "" outside a training iteration
+	Microbatch  int32  `parquet:"microbatch"`      // -1 for iteration-level work
+	Stage       int32  `parquet:"stage"`           // pipeline stage of the collective's ranks, -1 if none
+	Protocol    string `parquet:"protocol,dict"`   // NCCL protocol of the collective (LL, LL128, Simple)
+	PredictedNs int64  `parquet:"predicted_ns"`    // the collective's time in NCCL's model, 0 if unknown
+	Status      string `parquet:"status,dict"`     // ok (delivered); other values name a failure
 }
 
 // Meta is the trace-level metadata stored in the schema metadata.
@@ -69,7 +81,11 @@ type Row struct {
 // Params is stored as a JSON object. On read, numbers come back as
 // json.Number so that int64 values such as seeds keep every digit and
 // re-marshal to the same text.
+//
+// Schema is the fabricsim.schema value the trace was read with
+// (SchemaName or SchemaV1); writers ignore it and always write SchemaName.
 type Meta struct {
+	Schema   string
 	Backend  string
 	Params   map[string]any
 	Topology TopologyMeta
@@ -149,6 +165,7 @@ const (
 	i64FctNs
 	i64IdealFctNs
 	i64CollSizeBytes
+	i64PredictedNs
 	numI64
 )
 
@@ -158,6 +175,9 @@ const (
 	i32Channel
 	i32Chunk
 	i32NRanks
+	i32Layer
+	i32Microbatch
+	i32Stage
 	numI32
 )
 
@@ -166,6 +186,10 @@ const (
 	strOp
 	strAlgorithm
 	strGroupType
+	strLayerName
+	strPhase
+	strProtocol
+	strStatus
 	numStr
 )
 
@@ -176,8 +200,41 @@ type column struct {
 	slot int
 }
 
+// Column positions in the schema's normative order. The v1 columns come
+// first: a v1 trace has exactly columns [0, numV1Columns).
+const (
+	colFlowID = iota
+	colCollectiveID
+	colSrc
+	colDst
+	colSizeBytes
+	colStartNs
+	colEndNs
+	colFctNs
+	colIdealFctNs
+	colConnType
+	colChannel
+	colChunk
+	colOp
+	colAlgorithm
+	colGroupType
+	colCollSizeBytes
+	colNRanks
+	colLayer
+	colLayerName
+	colPhase
+	colMicrobatch
+	colStage
+	colProtocol
+	colPredictedNs
+	colStatus
+	numColumns
+
+	numV1Columns = colLayer
+)
+
 // columns is the schema in its normative order.
-var columns = [...]column{
+var columns = [numColumns]column{
 	{"flow_id", kindInt64, i64FlowID},
 	{"collective_id", kindInt64, i64CollectiveID},
 	{"src", kindInt32, i32Src},
@@ -195,9 +252,34 @@ var columns = [...]column{
 	{"group_type", kindString, strGroupType},
 	{"coll_size_bytes", kindInt64, i64CollSizeBytes},
 	{"nranks", kindInt32, i32NRanks},
+	// fabricsim.flows/v2
+	{"layer", kindInt32, i32Layer},
+	{"layer_name", kindString, strLayerName},
+	{"phase", kindString, strPhase},
+	{"microbatch", kindInt32, i32Microbatch},
+	{"stage", kindInt32, i32Stage},
+	{"protocol", kindString, strProtocol},
+	{"predicted_ns", kindInt64, i64PredictedNs},
+	{"status", kindString, strStatus},
 }
 
-// ColumnNames returns the names of the schema's columns in order.
+// numColumnsOf returns how many of columns a trace of the given schema
+// version has.
+func numColumnsOf(schema string) int {
+	if schema == SchemaV1 {
+		return numV1Columns
+	}
+	return numColumns
+}
+
+// setV1Defaults fills the fields v1 traces do not have.
+func setV1Defaults(r *Row) {
+	r.Layer, r.LayerName, r.Phase = -1, "", ""
+	r.Microbatch, r.Stage = -1, -1
+	r.Protocol, r.PredictedNs, r.Status = "", 0, StatusOK
+}
+
+// ColumnNames returns the names of the v2 schema's columns in order.
 func ColumnNames() []string {
 	names := make([]string, len(columns))
 	for i, c := range columns {
@@ -242,16 +324,20 @@ func (b *colBatch) put(i int, r *Row) {
 	b.i64[i64FctNs][i] = r.FctNs
 	b.i64[i64IdealFctNs][i] = r.IdealFctNs
 	b.i64[i64CollSizeBytes][i] = r.CollSizeBytes
+	b.i64[i64PredictedNs][i] = r.PredictedNs
 	b.i32[i32Src][i] = r.Src
 	b.i32[i32Dst][i] = r.Dst
 	b.i32[i32Channel][i] = r.Channel
 	b.i32[i32Chunk][i] = r.Chunk
 	b.i32[i32NRanks][i] = r.NRanks
+	b.i32[i32Layer][i] = r.Layer
+	b.i32[i32Microbatch][i] = r.Microbatch
+	b.i32[i32Stage][i] = r.Stage
 }
 
 // rowStrings returns pointers to the string fields of r in slot order.
 func rowStrings(r *Row) [numStr]*string {
-	return [numStr]*string{&r.ConnType, &r.Op, &r.Algorithm, &r.GroupType}
+	return [numStr]*string{&r.ConnType, &r.Op, &r.Algorithm, &r.GroupType, &r.LayerName, &r.Phase, &r.Protocol, &r.Status}
 }
 
 // encodeMeta renders m as the four metadata key/value pairs.
@@ -292,9 +378,10 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	if !ok {
 		return m, fmt.Errorf("%s: not a %s trace: schema metadata has no %q key", name, SchemaName, KeySchema)
 	}
-	if s != SchemaName {
-		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q", name, KeySchema, clip(s), SchemaName)
+	if s != SchemaName && s != SchemaV1 {
+		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q or %q", name, KeySchema, clip(s), SchemaName, SchemaV1)
 	}
+	m.Schema = s
 	if m.Backend, ok = lookup(KeyBackend); !ok {
 		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyBackend)
 	}

@@ -44,6 +44,10 @@ func genRows(n int) []Row {
 	ops := []string{"allreduce", "allgather", "reducescatter"}
 	algs := []string{"ring", "tree", "nvls"}
 	groups := []string{"TP", "DP", "PP"}
+	layers := []string{"", "embedding", "attention", "mlp"}
+	phases := []string{"", "fwd", "ig", "wg"}
+	protos := []string{"", "LL", "Simple"}
+	status := []string{"ok"}
 	rows := make([]Row, n)
 	for i := range rows {
 		if i == 70_000 {
@@ -51,6 +55,10 @@ func genRows(n int) []Row {
 			ops = append(ops, "alltoall", "broadcast")
 			algs = append(algs, "nvls-tree", "pxn")
 			groups = append(groups, "EP", "DP_EP")
+			layers = append(layers, "moe", "final_norm")
+			phases = append(phases, "pp")
+			protos = append(protos, "LL128")
+			status = append(status, "failed")
 		}
 		start := rng.Int64N(1 << 40)
 		fct := rng.Int64N(1 << 30)
@@ -72,6 +80,14 @@ func genRows(n int) []Row {
 			GroupType:     groups[rng.IntN(len(groups))],
 			CollSizeBytes: rng.Int64N(1 << 36),
 			NRanks:        rng.Int32N(4096) + 1,
+			Layer:         rng.Int32N(200) - 1,
+			LayerName:     layers[rng.IntN(len(layers))],
+			Phase:         phases[rng.IntN(len(phases))],
+			Microbatch:    rng.Int32N(64) - 1,
+			Stage:         rng.Int32N(16) - 1,
+			Protocol:      protos[rng.IntN(len(protos))],
+			PredictedNs:   rng.Int64N(1 << 40),
+			Status:        status[rng.IntN(len(status))],
 		}
 		if r.ConnType == "DELAY" {
 			r.SizeBytes = 0
@@ -79,6 +95,7 @@ func genRows(n int) []Row {
 		switch {
 		case i == 1:
 			r.FlowID, r.StartNs, r.Src = math.MaxInt64, math.MinInt64, math.MinInt32
+			r.Layer, r.Microbatch, r.Stage, r.PredictedNs = math.MaxInt32, math.MinInt32, -1, math.MaxInt64
 		case i == 2:
 			r.ConnType, r.Op = "", "" // empty strings are values too
 		case i >= 90_000 && i < 90_010:
@@ -129,6 +146,9 @@ func compareRows(t *testing.T, got, want []Row) {
 func TestRoundTrip(t *testing.T) {
 	rows := genRows(100_000)
 	m := testMeta()
+	m.Schema = "ignored by writers"
+	want := testMeta()
+	want.Schema = SchemaName
 	for _, ext := range []string{".arrows", ".arrow", ".parquet"} {
 		t.Run(ext, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "run"+ext)
@@ -141,8 +161,8 @@ func TestRoundTrip(t *testing.T) {
 			c, _ := ContainerForPath(path)
 			r, err := Open(path)
 			gm, got := readBack(t, r, err)
-			if !reflect.DeepEqual(gm, m) {
-				t.Errorf("meta:\n got %#v\nwant %#v", gm, m)
+			if !reflect.DeepEqual(gm, want) {
+				t.Errorf("meta:\n got %#v\nwant %#v", gm, want)
 			}
 			if r.Container() != c {
 				t.Errorf("Open: container %v, want %v", r.Container(), c)
@@ -156,7 +176,7 @@ func TestRoundTrip(t *testing.T) {
 			}
 			r, err = NewReader(struct{ io.Reader }{bytes.NewReader(data)}, "<stdin>")
 			gm, got = readBack(t, r, err)
-			if !reflect.DeepEqual(gm, m) {
+			if !reflect.DeepEqual(gm, want) {
 				t.Errorf("stdin meta: got %#v", gm)
 			}
 			if r.Container() != c {
@@ -164,6 +184,91 @@ func TestRoundTrip(t *testing.T) {
 			}
 			compareRows(t, got, rows)
 		})
+	}
+}
+
+// v1FixtureRows are the rows of testdata/flows-v1.*, written by the v1
+// writer (17 columns, schema fabricsim.flows/v1) with testMeta().
+func v1FixtureRows() []Row {
+	return []Row{
+		{FlowID: 0, CollectiveID: 7, Src: 0, Dst: 1, SizeBytes: 1 << 20, StartNs: 100, EndNs: 1100, FctNs: 1000, IdealFctNs: 900, ConnType: "RING", Channel: 0, Chunk: 0, Op: "allreduce", Algorithm: "ring", GroupType: "TP", CollSizeBytes: 8 << 20, NRanks: 8},
+		{FlowID: 1, CollectiveID: 7, Src: 1, Dst: 2, SizeBytes: 1 << 20, StartNs: 150, EndNs: 1300, FctNs: 1150, IdealFctNs: 900, ConnType: "RING", Channel: 1, Chunk: 3, Op: "allreduce", Algorithm: "ring", GroupType: "TP", CollSizeBytes: 8 << 20, NRanks: 8},
+		{FlowID: 2, CollectiveID: -1, Src: 3, Dst: 3, SizeBytes: 0, StartNs: 1300, EndNs: 2300, FctNs: 1000, IdealFctNs: 1000, ConnType: "DELAY", Channel: -1, Chunk: -1, CollSizeBytes: 0, NRanks: 1},
+	}
+}
+
+// TestReadV1 reads the v1 fixtures: the v2 fields come back with their
+// defaults and Meta.Schema names v1.
+func TestReadV1(t *testing.T) {
+	want := v1FixtureRows()
+	for i := range want {
+		want[i].Layer, want[i].Microbatch, want[i].Stage, want[i].Status = -1, -1, -1, "ok"
+	}
+	wantMeta := testMeta()
+	wantMeta.Schema = SchemaV1
+	for _, name := range []string{"flows-v1.arrows", "flows-v1.arrow", "flows-v1.parquet"} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join("testdata", name)
+			r, err := Open(path)
+			gm, got := readBack(t, r, err)
+			if !reflect.DeepEqual(gm, wantMeta) {
+				t.Errorf("meta:\n got %#v\nwant %#v", gm, wantMeta)
+			}
+			compareRows(t, got, want)
+
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err = NewReader(struct{ io.Reader }{bytes.NewReader(data)}, "<stdin>")
+			gm, got = readBack(t, r, err)
+			if gm.Schema != SchemaV1 {
+				t.Errorf("stdin: schema %q", gm.Schema)
+			}
+			compareRows(t, got, want)
+		})
+	}
+	// A row reused across reads gets the defaults, not stale v2 values.
+	r, err := Open(filepath.Join("testdata", "flows-v1.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	row := genRows(1)[0]
+	if err := r.Next(&row); err != nil {
+		t.Fatal(err)
+	}
+	if row != want[0] {
+		t.Errorf("reused row:\n got %+v\nwant %+v", row, want[0])
+	}
+}
+
+// TestV2ColumnsRequired: a v2 trace without one of the columns v2 added
+// is an error naming the column; the same columns absent under v1
+// metadata read.
+func TestV2ColumnsRequired(t *testing.T) {
+	for _, c := range columns[numV1Columns:] {
+		err := readErr(t, "no-"+c.name+".arrows", arrowStreamOf(t, schemaVariant(dropField(c.name), nil), 3))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("missing column %q", c.name)) {
+			t.Errorf("arrow stream without %s: %v", c.name, err)
+		}
+		drop := pqField(c.name, func(*reflect.StructField) bool { return false })
+		err = readErr(t, "no-"+c.name+".parquet", parquetVariant(t, drop, genRows(3), goodKV()))
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("missing column %q", c.name)) {
+			t.Errorf("parquet without %s: %v", c.name, err)
+		}
+	}
+	v1 := func(m map[string]string) { m[KeySchema] = SchemaV1 }
+	dropV2 := func(fs []arrow.Field) []arrow.Field { return fs[:numV1Columns] }
+	r, err := NewReader(bytes.NewReader(arrowStreamOf(t, schemaVariant(dropV2, v1), 3)), "v1.arrows")
+	_, rows := readBack(t, r, err)
+	if len(rows) != 3 || rows[2].Layer != -1 || rows[2].Status != "ok" {
+		t.Errorf("v1 stream: %+v", rows)
+	}
+	// v2 columns with the wrong type are named too.
+	err = readErr(t, "layer64.arrows", arrowStreamOf(t, schemaVariant(retype("layer", arrow.PrimitiveTypes.Int64), nil), 3))
+	if err == nil || !strings.Contains(err.Error(), `"layer"`) {
+		t.Errorf("layer as int64: %v", err)
 	}
 }
 
@@ -848,6 +953,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"valid-parquet": validBytes(t, Parquet, 3),
 		"plain-strings": arrowStreamOf(t, schemaVariant(retype("op", arrow.BinaryTypes.String), nil), 2),
 		"missing-col":   arrowStreamOf(t, schemaVariant(dropField("fct_ns"), nil), 1),
+		"v1-stream":     readFile(t, filepath.Join("testdata", "flows-v1.arrows")),
+		"v1-parquet":    readFile(t, filepath.Join("testdata", "flows-v1.parquet")),
 		"junk-text":     []byte("flow_id,src,dst\n1,2,3\n"),
 		"junk-cont":     {0xff, 0xff, 0xff, 0xff, 0x10, 0, 0, 0, 1, 2, 3},
 		"junk-par1":     []byte("PAR1\x00\x00\x00\x00PAR1"),
@@ -859,6 +966,15 @@ func TestWriteFuzzCorpus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // TestWriteInteropSamples writes the 100,000-row test trace in each

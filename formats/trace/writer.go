@@ -114,12 +114,37 @@ type strDict struct {
 	idx  map[string]int32
 	vals []string
 	arr  arrow.Array // Arrow form of vals; nil when stale
+	last int32       // index of the previous row's value (if vals is not empty)
 }
 
 func (d *strDict) index(s string) int32 {
-	if i, ok := d.idx[s]; ok {
-		return i
+	// Consecutive flows mostly share their collective's strings: compare
+	// with the previous value before hashing.
+	if int(d.last) < len(d.vals) && d.vals[d.last] == s {
+		return d.last
 	}
+	if len(d.vals) <= smallDict { // most columns hold a handful of values: a scan beats hashing
+		for i, v := range d.vals {
+			if v == s {
+				d.last = int32(i)
+				return d.last
+			}
+		}
+		d.last = d.add(s)
+		return d.last
+	}
+	i, ok := d.idx[s]
+	if !ok {
+		i = d.add(s)
+	}
+	d.last = i
+	return i
+}
+
+// smallDict is the dictionary size up to which index scans the values.
+const smallDict = 8
+
+func (d *strDict) add(s string) int32 {
 	if d.idx == nil {
 		d.idx = make(map[string]int32)
 	}

@@ -485,7 +485,8 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
-// Op, algorithm and group columns come from the collective and group records.
+// Op, algorithm, group and the flows/v2 columns come from the collective and
+// group records.
 func TestCollectiveColumns(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
 	f := flow(0, 0, 8, MiB)
@@ -493,7 +494,8 @@ func TestCollectiveColumns(t *testing.T) {
 	g := flow(1, 0, 1, MiB)
 	g.Collective = -1
 	data := encode(t, tp, []stream.Group{{ID: 3, Type: "DP", Ranks: []int32{0, 8}}},
-		[]stream.Collective{{ID: 7, Op: "allreduce", Size: 2 * MiB, Group: 3, Algorithm: "ring"}}, []stream.Flow{f, g})
+		[]stream.Collective{{ID: 7, Op: "allreduce", Size: 2 * MiB, Group: 3, Algorithm: "ring", Protocol: "LL128", PredictedPs: 12_345_500,
+			Layer: 4, LayerName: "attention", Phase: "fwd", Microbatch: 2, Stage: 1}}, []stream.Flow{f, g})
 	in, err := read(data)
 	if err != nil {
 		t.Fatal(err)
@@ -502,7 +504,13 @@ func TestCollectiveColumns(t *testing.T) {
 	if r := rows[0]; r.Op != "allreduce" || r.Algorithm != "ring" || r.GroupType != "DP" || r.NRanks != 2 || r.CollSizeBytes != 2*MiB || r.CollectiveID != 7 {
 		t.Errorf("row %+v", r)
 	}
-	if r := rows[1]; r.Op != "" || r.NRanks != 0 || r.CollectiveID != -1 {
+	// flows/v2 columns: the collective's position and NCCL model, PredictedPs rounded to ns.
+	if r := rows[0]; r.Layer != 4 || r.LayerName != "attention" || r.Phase != "fwd" || r.Microbatch != 2 || r.Stage != 1 ||
+		r.Protocol != "LL128" || r.PredictedNs != 12_346 || r.Status != "ok" {
+		t.Errorf("row v2 columns %+v", r)
+	}
+	if r := rows[1]; r.Op != "" || r.NRanks != 0 || r.CollectiveID != -1 || r.Layer != -1 || r.Microbatch != -1 || r.Stage != -1 ||
+		r.LayerName != "" || r.Phase != "" || r.Protocol != "" || r.PredictedNs != 0 || r.Status != "ok" {
 		t.Errorf("row without collective %+v", r)
 	}
 }

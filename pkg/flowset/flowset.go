@@ -46,6 +46,10 @@ type collInfo struct {
 	op, algo, groupType string
 	size                int64
 	nranks              int32
+	// training-iteration position and NCCL model, for the v2 trace columns
+	layer, microbatch, stage int32
+	layerName, phase, proto  string
+	predictedNs              int64
 }
 
 // flowTable holds the flows in fixed-size blocks of records, indexed like
@@ -110,17 +114,36 @@ func (in *Set) ConnName(f *Flow) string { return in.flows.connNames[f.Conn] }
 // the stream has no such record. It caches the last id looked up, so it is
 // not safe for concurrent use (nor is Row).
 func (in *Set) Collective(id int64) (op, algo string, size int64, groupType string, nranks int32, ok bool) {
+	c := in.coll(id)
+	return c.op, c.algo, c.size, c.groupType, c.nranks, c.ok
+}
+
+// coll returns the cached record of collective id, looking it up when the
+// id differs from the last one. An id the stream has no record of (-1 for
+// the delay nodes of raw flows) gets layer, microbatch and stage -1.
+func (in *Set) coll(id int64) *collInfo {
 	c := &in.last
 	if !c.cached || c.id != id {
-		*c = collInfo{id: id, cached: true}
+		*c = collInfo{id: id, cached: true, layer: -1, microbatch: -1, stage: -1}
 		if co, ok := in.Collectives[id]; ok {
 			c.ok, c.op, c.algo, c.size = true, co.Op, co.Algorithm, co.Size
+			c.layer, c.layerName, c.phase = co.Layer, co.LayerName, co.Phase
+			c.microbatch, c.stage, c.proto = co.Microbatch, co.Stage, co.Protocol
+			c.predictedNs = psToNs(co.PredictedPs)
 			if g, ok := in.Groups[co.Group]; ok {
 				c.groupType, c.nranks = g.Type, int32(len(g.Ranks))
 			}
 		}
 	}
-	return c.op, c.algo, c.size, c.groupType, c.nranks, c.ok
+	return c
+}
+
+// psToNs rounds picoseconds to the nearest nanosecond, halves away from zero.
+func psToNs(ps int64) int64 {
+	if ps < 0 {
+		return -((-ps + 500) / 1000)
+	}
+	return (ps + 500) / 1000
 }
 
 // TopologyMeta identifies the stream's fabric in a trace's metadata.
@@ -397,7 +420,8 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 }
 
 // Row is flow i's trace row for a backend's measured times (ns): ids,
-// ends, size (transfers only), connection and the collective's columns.
+// ends, size (transfers only), connection and the collective's columns,
+// its training-iteration position and NCCL model (flows/v2), status "ok".
 // Delay nodes and joins get ideal = fct, so their slowdown is 1.
 func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
 	f := in.Flow(i)
@@ -408,6 +432,9 @@ func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
 	} else {
 		r.IdealFctNs = r.FctNs
 	}
-	r.Op, r.Algorithm, r.CollSizeBytes, r.GroupType, r.NRanks, _ = in.Collective(f.Coll)
+	c := in.coll(f.Coll)
+	r.Op, r.Algorithm, r.CollSizeBytes, r.GroupType, r.NRanks = c.op, c.algo, c.size, c.groupType, c.nranks
+	r.Layer, r.LayerName, r.Phase, r.Microbatch, r.Stage = c.layer, c.layerName, c.phase, c.microbatch, c.stage
+	r.Protocol, r.PredictedNs, r.Status = c.proto, c.predictedNs, trace.StatusOK
 	return r
 }

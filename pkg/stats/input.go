@@ -130,7 +130,7 @@ func (in *Input) Columns() []string {
 	if in.Kind == KindSimAIFCT {
 		return simaifct.Fields[:]
 	}
-	return trace.ColumnNames()
+	return in.tr.Columns()
 }
 
 // Next reads the next row; io.EOF after the last.
@@ -144,7 +144,8 @@ func (in *Input) Next(r *trace.Row) error {
 	l := &in.line
 	*r = trace.Row{FlowID: in.n, CollectiveID: -1, Src: l.SrcNode, Dst: l.DstNode,
 		SizeBytes: l.SizeBytes, StartNs: l.StartNs, EndNs: l.StartNs + l.FctNs,
-		FctNs: l.FctNs, IdealFctNs: l.StandaloneFctNs, Channel: -1}
+		FctNs: l.FctNs, IdealFctNs: l.StandaloneFctNs, Channel: -1,
+		Layer: -1, Microbatch: -1, Stage: -1, Status: trace.StatusOK}
 	in.n++
 	return nil
 }

@@ -220,8 +220,8 @@ func TestReadSimAIFCT(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, want := range []trace.Row{
-		{FlowID: 0, CollectiveID: -1, Src: 28, Dst: 1, SizeBytes: 1048576, StartNs: 2000, EndNs: 25061, FctNs: 23061, IdealFctNs: 21845, Channel: -1},
-		{FlowID: 1, CollectiveID: -1, Src: 1, Dst: 28, SizeBytes: 100, StartNs: 3000, EndNs: 3050, FctNs: 50, IdealFctNs: 0, Channel: -1},
+		{FlowID: 0, CollectiveID: -1, Src: 28, Dst: 1, SizeBytes: 1048576, StartNs: 2000, EndNs: 25061, FctNs: 23061, IdealFctNs: 21845, Channel: -1, Layer: -1, Microbatch: -1, Stage: -1, Status: "ok"},
+		{FlowID: 1, CollectiveID: -1, Src: 1, Dst: 28, SizeBytes: 100, StartNs: 3000, EndNs: 3050, FctNs: 50, IdealFctNs: 0, Channel: -1, Layer: -1, Microbatch: -1, Stage: -1, Status: "ok"},
 	} {
 		var got trace.Row
 		if err := rd.Next(&got); err != nil || got != want {
