@@ -1,6 +1,6 @@
 // Command flowsim-analytical runs a flow stream's DAG on an analytical
 // model of the fabric (contention-free busbw or max-min fair fluid) and
-// writes the flow trace fabricsim.flows/v1.
+// writes the flow trace fabricsim.flows/v2.
 package main
 
 import (
@@ -28,7 +28,7 @@ const description = `Simulate a flow stream on an analytical model of its fabric
 
 Reads the fabricsim stream (topology, optional groups and collectives, flows), releases each
 flow when its deps are done, routes it over shortest paths (ECMP pinned by --seed, NVLink
-inside a server) and writes one trace row per flow (fabricsim.flows/v1): start, end, FCT and
+inside a server) and writes one trace row per flow (fabricsim.flows/v2): start, end, FCT and
 the ideal FCT (path latency + size over bottleneck bandwidth). A summary line goes to stderr.
 
 Examples:

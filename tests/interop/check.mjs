@@ -4,8 +4,9 @@
 //   node check.mjs parquet TRACE.parquet FCTSTATS.json   DuckDB (@duckdb/node-api)
 //   node check.mjs arrow   TRACE.arrows|.arrow FCTSTATS.json   Arrow JS (apache-arrow)
 //
-// Row count, column names, sum(size_bytes), sum(fct_ns), the schema
-// metadata and every collective's completion time must agree. Prints one
+// Row count, column names (the 25 of fabricsim.flows/v2, formats/trace.md),
+// sum(size_bytes), sum(fct_ns), the schema metadata, every row's status
+// and every collective's completion time must agree. Prints one
 // "ok" line, or the differences and exits 1.
 import { readFileSync } from 'node:fs';
 
@@ -26,6 +27,17 @@ const big = (n) => {
   if (!Number.isSafeInteger(n)) throw new Error(`fctstats JSON number ${n} is not an exact integer`);
   return BigInt(n);
 };
+// formats/trace.md, in order; fctstats must list the same.
+const schema = 'fabricsim.flows/v2';
+const columns = [
+  'flow_id', 'collective_id', 'src', 'dst', 'size_bytes', 'start_ns', 'end_ns', 'fct_ns', 'ideal_fct_ns',
+  'conn_type', 'channel', 'chunk', 'op', 'algorithm', 'group_type', 'coll_size_bytes', 'nranks',
+  'layer', 'layer_name', 'phase', 'microbatch', 'stage', 'protocol', 'predicted_ns', 'status',
+];
+if (JSON.stringify(want.columns) !== JSON.stringify(columns)) {
+  console.error(`interop: ${jsonFile}: fctstats lists columns ${JSON.stringify(want.columns)}, want ${JSON.stringify(columns)}`);
+  process.exit(1);
+}
 const wantTimes = new Map(want.collectives.map((c) => [String(c.collective_id), big(c.time_ns)]));
 
 let reader;
@@ -37,20 +49,22 @@ if (kind === 'parquet') {
   const src = `read_parquet('${file.replaceAll("'", "''")}')`;
   const rows = async (sql) => (await con.runAndReadAll(sql)).getRowObjects();
   const [t] = await rows(`SELECT count(*)::BIGINT AS n, sum(size_bytes)::BIGINT AS size, sum(fct_ns)::BIGINT AS fct,
-                          count(*) FILTER (WHERE conn_type = 'DELAY')::BIGINT AS delay FROM ${src}`);
+                          count(*) FILTER (WHERE conn_type = 'DELAY')::BIGINT AS delay,
+                          count(*) FILTER (WHERE status <> 'ok')::BIGINT AS failed FROM ${src}`);
   expect('rows', t.n, big(want.totals.rows));
   expect('sum(size_bytes)', t.size, big(want.totals.sum_size_bytes));
   expect('sum(fct_ns)', t.fct, big(want.totals.sum_fct_ns));
   expect('delay rows', t.delay, big(want.totals.delay_rows));
+  expect('rows with status other than ok', t.failed, 0n);
   const cols = await rows(`DESCRIBE SELECT * FROM ${src}`);
-  expect('columns', cols.map((c) => c.column_name), want.columns);
+  expect('columns', cols.map((c) => c.column_name), columns);
   // formats/trace.md: DuckDB reads the integers as BIGINT/INTEGER and the strings as VARCHAR.
   for (const c of cols) {
     const ok = ['BIGINT', 'INTEGER', 'VARCHAR'].includes(c.column_type);
     if (!ok) problems.push(`column ${c.column_name}: DuckDB type ${c.column_type}`);
   }
   const meta = await rows(`SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata('${file.replaceAll("'", "''")}')`);
-  expect('fabricsim.schema', meta.find((m) => m.k === 'fabricsim.schema')?.v, 'fabricsim.flows/v1');
+  expect('fabricsim.schema', meta.find((m) => m.k === 'fabricsim.schema')?.v, schema);
   const colls = await rows(`SELECT collective_id AS id, (max(end_ns) - min(start_ns))::BIGINT AS t FROM ${src}
                             WHERE collective_id >= 0 GROUP BY collective_id ORDER BY collective_id`);
   expect('collectives', colls.length, want.collectives.length);
@@ -61,16 +75,17 @@ if (kind === 'parquet') {
   const { tableFromIPC } = await import('apache-arrow');
   const table = tableFromIPC(readFileSync(file));
   expect('rows', BigInt(table.numRows), big(want.totals.rows));
-  expect('columns', table.schema.fields.map((f) => f.name), want.columns);
-  expect('fabricsim.schema', table.schema.metadata.get('fabricsim.schema'), 'fabricsim.flows/v1');
+  expect('columns', table.schema.fields.map((f) => f.name), columns);
+  expect('fabricsim.schema', table.schema.metadata.get('fabricsim.schema'), schema);
   const col = (name) => table.getChild(name);
-  const [size, fct, start, end, coll, conn] = ['size_bytes', 'fct_ns', 'start_ns', 'end_ns', 'collective_id', 'conn_type'].map(col);
-  let sumSize = 0n, sumFct = 0n, delay = 0n;
+  const [size, fct, start, end, coll, conn, status] = ['size_bytes', 'fct_ns', 'start_ns', 'end_ns', 'collective_id', 'conn_type', 'status'].map(col);
+  let sumSize = 0n, sumFct = 0n, delay = 0n, failed = 0n;
   const lo = new Map(), hi = new Map();
   for (let i = 0; i < table.numRows; i++) {
     sumSize += size.get(i);
     sumFct += fct.get(i);
     if (conn.get(i) === 'DELAY') delay++;
+    if (status.get(i) !== 'ok') failed++;
     const id = coll.get(i);
     if (id < 0n) continue;
     const k = id.toString();
@@ -80,6 +95,7 @@ if (kind === 'parquet') {
   expect('sum(size_bytes)', sumSize, big(want.totals.sum_size_bytes));
   expect('sum(fct_ns)', sumFct, big(want.totals.sum_fct_ns));
   expect('delay rows', delay, big(want.totals.delay_rows));
+  expect('rows with status other than ok', failed, 0n);
   expect('collectives', lo.size, want.collectives.length);
   for (const [k, t0] of lo) expect(`collective ${k} time_ns`, hi.get(k) - t0, wantTimes.get(k));
 } else {
