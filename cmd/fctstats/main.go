@@ -6,9 +6,9 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,12 +22,13 @@ import (
 
 type command struct {
 	Compare   bool     `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order."`
-	Format    string   `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size)."`
+	Iteration bool     `help:"Report a training iteration (a trace of simccl-decompose --workload): per rank, compute, exposed communication per group type (DP, DP_EP, TP, EP, PP) and bubble, which add up to the iteration; the critical rank, the mean, and the critical rank's layers. With --compare, FILES are a trace and a SimAI EndToEnd.csv (or two traces): ratios fabricsim / SimAI (B / A for two traces)."`
+	Format    string   `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
 	DType     string   `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
 	Reference []string `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
-	Table     string   `default:"collectives" enum:"collectives,summary,flows" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), flows (FCT and slowdown per size bucket and conn_type; not with --compare)."`
+	Table     string   `default:"collectives" enum:"collectives,summary,buckets,flows,iteration,layers" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers). buckets and flows not with --compare."`
 	Out       string   `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
-	Plot      string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference."`
+	Plot      string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
 	Timeline  bool     `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
 	MaxRows   int      `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
 	Files     []string `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
@@ -49,7 +50,12 @@ Examples:
   fctstats --compare fluid.parquet packet.parquet
   fctstats --compare packet.parquet simai/fct.txt --format json
   fctstats run.parquet --format csv --table summary > summary.csv
+  fctstats run.parquet --format csv --table flows > flows.csv        (one row per flow)
   fctstats run.parquet --format parquet --out collectives.parquet
+  fctstats --iteration run.parquet
+  fctstats --iteration run.parquet --format simai-e2e > EndToEnd.csv
+  fctstats --iteration --compare run.parquet simai/EndToEnd.csv
+  fctstats run.parquet --format chrome-trace > iteration.json   (open in ui.perfetto.dev)
   fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv`
 
 func main() {
@@ -58,8 +64,20 @@ func main() {
 }
 
 func (c *command) run() error {
+	if c.Format == "simai-e2e" || c.Format == "chrome-trace" {
+		c.Iteration = true
+	}
+	if c.Iteration && c.Table == stats.TableCollectives {
+		c.Table = stats.TableIteration
+	}
 	if err := c.check(); err != nil {
 		return err
+	}
+	if c.Iteration {
+		return c.iteration()
+	}
+	if c.Table == stats.TableFlows && (c.Format == "csv" || c.Format == "parquet") {
+		return c.flowTable()
 	}
 	files := c.Files
 	if len(files) == 0 {
@@ -158,8 +176,11 @@ func (c *command) check() error {
 	if c.Compare && len(c.Files) != 2 {
 		return cli.Usagef("--compare takes exactly two files, A (reference) and B; got %d", len(c.Files))
 	}
-	if c.Compare && c.Table == stats.TableFlows && (c.Format == "csv" || c.Format == "parquet") {
-		return cli.Usagef("--table flows is not available with --compare (collectives or summary)")
+	if c.Compare && (c.Table == stats.TableFlows || c.Table == stats.TableBuckets) && (c.Format == "csv" || c.Format == "parquet") {
+		return cli.Usagef("--table %s is not available with --compare (collectives or summary)", c.Table)
+	}
+	if c.Table == stats.TableFlows && (c.Format == "csv" || c.Format == "parquet") && c.Plot != "" {
+		return cli.Usagef("--table flows streams the rows and draws nothing: run --plot separately")
 	}
 	if c.Timeline && c.Plot == "" {
 		return cli.Usagef("--timeline adds panels to --plot FILE.png|FILE.svg; give --plot")
@@ -174,6 +195,9 @@ func (c *command) check() error {
 	}
 	if len(c.Reference) > 0 && (c.Format != "nccl-tests" || c.Plot == "") {
 		return cli.Usagef("--reference adds curves to the bus bandwidth plot: give --format nccl-tests and --plot")
+	}
+	if err := c.checkIteration(); err != nil {
+		return err
 	}
 	if c.Format == "nccl-tests" && (c.Compare || c.Timeline) {
 		return cli.Usagef("--format nccl-tests takes traces, not --compare or --timeline")
@@ -191,117 +215,122 @@ func (c *command) check() error {
 
 // analyze reads one input completely.
 func analyze(path string, keepFlows bool) (*stats.Run, error) {
-	var in *stats.Input
-	if path == "-" {
-		rc, name, err := cli.OpenInput("", "pipe a trace in (flowsim-analytical | fctstats) or name files: fctstats run.parquet")
-		if err != nil {
-			return nil, err
-		}
-		if in, err = stats.NewInput(rc, name); err != nil {
-			return nil, err
-		}
-	} else {
-		var err error
-		if in, err = stats.Open(path); err != nil {
-			return nil, err
-		}
+	in, err := openInput(path)
+	if err != nil {
+		return nil, err
 	}
 	defer in.Close()
 	return stats.Analyze(in, stats.Options{KeepFlows: keepFlows})
 }
 
-func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) (err error) {
-	// A Parquet stdout was checked with the flags, before reading the inputs.
-	out, closeOut, err := cli.CreateOutput(c.Out, "")
-	if err != nil {
-		return err
+// openInput opens a trace or fct.txt; "-" is stdin.
+func openInput(path string) (*stats.Input, error) {
+	if path != "-" {
+		return stats.Open(path)
 	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
-		}
-		if err != nil && c.Out != "" {
-			os.Remove(c.Out)
-		}
-	}()
-	bw := bufio.NewWriterSize(out, 64<<10)
-	defer func() {
-		if ferr := bw.Flush(); err == nil {
-			err = ferr
-		}
-	}()
-	switch c.Format {
-	case "table", "markdown":
-		if cmp != nil {
-			if c.Format == "table" {
-				cmp.WriteText(bw, c.MaxRows)
-			} else {
-				cmp.WriteMarkdown(bw, c.MaxRows)
+	rc, name, err := cli.OpenInput("", "pipe a trace in (flowsim-analytical | fctstats) or name files: fctstats run.parquet")
+	if err != nil {
+		return nil, err
+	}
+	return stats.NewInput(rc, name)
+}
+
+func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) error {
+	// A Parquet stdout was checked with the flags, before reading the inputs.
+	return c.output(func(bw io.Writer) error {
+		switch c.Format {
+		case "table", "markdown":
+			if cmp != nil {
+				if c.Format == "table" {
+					cmp.WriteText(bw, c.MaxRows)
+				} else {
+					cmp.WriteMarkdown(bw, c.MaxRows)
+				}
+				return nil
+			}
+			for _, r := range runs {
+				if c.Format == "table" {
+					r.WriteText(bw, c.MaxRows)
+				} else {
+					r.WriteMarkdown(bw, c.MaxRows)
+				}
+			}
+			return nil
+		case "nccl-tests":
+			for _, r := range runs {
+				rows, err := r.NCCLTests(c.DType, units.DTypes[c.DType])
+				if err != nil {
+					return err
+				}
+				if err := r.WriteNCCLTests(bw, rows); err != nil {
+					return err
+				}
+			}
+			return nil
+		case "json":
+			enc := json.NewEncoder(bw)
+			enc.SetEscapeHTML(false)
+			if cmp != nil {
+				return enc.Encode(struct {
+					*stats.Comparison
+					TotalsA stats.Totals `json:"totals_a"`
+					TotalsB stats.Totals `json:"totals_b"`
+				}{cmp, runs[0].Totals, runs[1].Totals})
+			}
+			for _, r := range runs {
+				if err := enc.Encode(r); err != nil {
+					return err
+				}
 			}
 			return nil
 		}
-		for _, r := range runs {
-			if c.Format == "table" {
-				r.WriteText(bw, c.MaxRows)
+		// csv, parquet: one table, rows of every input together.
+		var dt *stats.DataTable
+		for i, r := range runs {
+			var t *stats.DataTable
+			var err error
+			if cmp != nil {
+				if i > 0 {
+					break
+				}
+				t, err = cmp.DataTable(c.Table)
 			} else {
-				r.WriteMarkdown(bw, c.MaxRows)
+				t, err = r.DataTable(c.Table)
+			}
+			if err != nil {
+				return cli.Usagef("--table: %v", err)
+			}
+			if dt == nil {
+				dt = t
+			} else {
+				dt.Append(t)
 			}
 		}
-		return nil
-	case "nccl-tests":
-		for _, r := range runs {
-			rows, err := r.NCCLTests(c.DType, units.DTypes[c.DType])
+		return c.writeTable(bw, dt)
+	})
+}
+
+// flowTable streams every input's rows as the per-flow table.
+func (c *command) flowTable() error {
+	files := c.Files
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	return c.output(func(w io.Writer) error {
+		t := stats.NewFlowTableWriter(w, c.Format)
+		for _, f := range files {
+			in, err := openInput(f)
 			if err != nil {
 				return err
 			}
-			if err := r.WriteNCCLTests(bw, rows); err != nil {
+			err = t.Add(in)
+			in.Close()
+			if err != nil {
 				return err
 			}
 		}
-		return nil
-	case "json":
-		enc := json.NewEncoder(bw)
-		enc.SetEscapeHTML(false)
-		if cmp != nil {
-			return enc.Encode(struct {
-				*stats.Comparison
-				TotalsA stats.Totals `json:"totals_a"`
-				TotalsB stats.Totals `json:"totals_b"`
-			}{cmp, runs[0].Totals, runs[1].Totals})
-		}
-		for _, r := range runs {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// csv, parquet: one table, rows of every input together.
-	var dt *stats.DataTable
-	for i, r := range runs {
-		var t *stats.DataTable
-		var err error
-		if cmp != nil {
-			if i > 0 {
-				break
-			}
-			t, err = cmp.DataTable(c.Table)
-		} else {
-			t, err = r.DataTable(c.Table)
-		}
-		if err != nil {
-			return cli.Usagef("--table: %v", err)
-		}
-		if dt == nil {
-			dt = t
-		} else {
-			dt.Append(t)
-		}
-	}
-	if c.Format == "csv" {
-		return dt.WriteCSV(bw)
-	}
-	return dt.WriteParquet(bw)
+		return t.Close()
+	})
 }
 
 func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {

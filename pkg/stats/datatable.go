@@ -17,7 +17,8 @@ import (
 const (
 	TableCollectives = "collectives"
 	TableSummary     = "summary"
-	TableFlows       = "flows"
+	TableBuckets     = "buckets"
+	TableFlows       = "flows" // one row per flow, streamed (FlowTableWriter)
 )
 
 // DataTable is one table for machines (CSV, Parquet): a source column (the
@@ -87,17 +88,17 @@ func (dt *DataTable) Len() int { return len(dt.rows) }
 // Append adds the rows of other, which must have the same columns.
 func (dt *DataTable) Append(other *DataTable) { dt.rows = append(dt.rows, other.rows...) }
 
-// DataTable returns the run's collectives, summary or flows table.
+// DataTable returns the run's collectives, summary or buckets table.
 func (run *Run) DataTable(name string) (*DataTable, error) {
 	switch name {
 	case TableCollectives:
 		return newDataTable(run.Source, run.Collectives), nil
 	case TableSummary:
 		return newDataTable(run.Source, run.Summary), nil
-	case TableFlows:
+	case TableBuckets:
 		return newDataTable(run.Source, run.Flows), nil
 	}
-	return nil, fmt.Errorf("unknown table %q (collectives, summary or flows)", name)
+	return nil, fmt.Errorf("unknown table %q (collectives, summary or buckets)", name)
 }
 
 // DataTable returns the comparison's collectives or summary table; its

@@ -379,7 +379,7 @@ func TestDataTables(t *testing.T) {
 		}
 	}
 	// NaN is an empty CSV field and JSON null.
-	ft, _ := run.DataTable(TableFlows)
+	ft, _ := run.DataTable(TableBuckets)
 	b.Reset()
 	ft.WriteCSV(&b)
 	if !strings.Contains(b.String(), "hand.parquet,0B,0,0,P2P,1,500,500,500,500,1,1,1,1,1\n") {

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/stats"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+)
+
+// checkIteration rejects flags that do not go with --iteration, or need it.
+func (c *command) checkIteration() error {
+	iterTable := c.Table == stats.TableIteration || c.Table == stats.TableLayers
+	if !c.Iteration {
+		if iterTable {
+			return cli.Usagef("--table %s is a table of the iteration report: add --iteration", c.Table)
+		}
+		return nil
+	}
+	switch {
+	case !iterTable:
+		return cli.Usagef("--iteration writes the tables iteration and layers, not %s", c.Table)
+	case c.Format == "nccl-tests":
+		return cli.Usagef("--format nccl-tests reports collectives; it does not go with --iteration")
+	case c.Timeline:
+		return cli.Usagef("--timeline does not go with --iteration: its --plot is already a timeline")
+	case (c.Format == "simai-e2e" || c.Format == "chrome-trace") && (c.Compare || len(c.Files) > 1):
+		return cli.Usagef("--format %s writes one trace's iteration: give one file, without --compare", c.Format)
+	}
+	return nil
+}
+
+// iteration runs the --iteration report.
+func (c *command) iteration() error {
+	files := c.Files
+	if len(files) == 0 {
+		files = []string{"-"}
+	}
+	opt := stats.IterationOptions{KeepSegments: c.Plot != "" || c.Format == "chrome-trace", KeepSpans: c.Format == "chrome-trace"}
+	if c.Compare {
+		return c.compareIteration(files, opt)
+	}
+	its := make([]*stats.Iteration, 0, len(files))
+	for _, f := range files {
+		it, err := analyzeIteration(f, opt)
+		if err != nil {
+			return err
+		}
+		its = append(its, it)
+	}
+	err := c.output(func(w io.Writer) error {
+		switch c.Format {
+		case "table", "markdown":
+			for _, it := range its {
+				if c.Format == "table" {
+					it.WriteText(w)
+				} else {
+					it.WriteMarkdown(w)
+				}
+			}
+			return nil
+		case "json":
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+			for _, it := range its {
+				if err := enc.Encode(it); err != nil {
+					return err
+				}
+			}
+			return nil
+		case "simai-e2e":
+			return its[0].WriteSimAIE2E(w)
+		case "chrome-trace":
+			return its[0].WriteChromeTrace(w)
+		}
+		var dt *stats.DataTable
+		for _, it := range its {
+			t, err := it.DataTable(c.Table)
+			if err != nil {
+				return cli.Usagef("--table: %v", err)
+			}
+			if dt == nil {
+				dt = t
+			} else {
+				dt.Append(t)
+			}
+		}
+		return c.writeTable(w, dt)
+	})
+	if err != nil || c.Plot == "" {
+		return err
+	}
+	plots := make([]*plot.Plot, 0, len(its))
+	heights := make([]vg.Length, 0, len(its))
+	for _, it := range its {
+		plots = append(plots, it.IterationPlot("Iteration per rank: "+it.Source))
+		heights = append(heights, it.PlotHeight())
+	}
+	return c.writePlot(plots, heights)
+}
+
+// compareIteration compares a trace's iteration with SimAI's EndToEnd.csv
+// (ratios fabricsim / SimAI, whichever comes first) or with another
+// trace's (B / A).
+func (c *command) compareIteration(files []string, opt stats.IterationOptions) error {
+	var sides [2]*stats.E2E
+	var simai [2]bool
+	for i, f := range files {
+		e, err := readE2E(f)
+		if err != nil {
+			return err
+		}
+		if e != nil {
+			sides[i], simai[i] = e, true
+			continue
+		}
+		it, err := analyzeIteration(f, opt)
+		if err != nil {
+			return err
+		}
+		sides[i] = it.E2E()
+	}
+	if simai[0] && simai[1] {
+		return cli.Usagef("--iteration --compare needs at least one fabricsim trace; both files are SimAI EndToEnd.csv")
+	}
+	ours, theirs := sides[1], sides[0]
+	if simai[1] {
+		ours, theirs = sides[0], sides[1]
+	}
+	cmp := stats.CompareE2E(ours, theirs)
+	return c.output(func(w io.Writer) error {
+		switch c.Format {
+		case "table":
+			cmp.WriteText(w)
+			return nil
+		case "markdown":
+			cmp.WriteMarkdown(w)
+			return nil
+		case "json":
+			enc := json.NewEncoder(w)
+			enc.SetEscapeHTML(false)
+			return enc.Encode(cmp)
+		}
+		dt, err := cmp.DataTable(c.Table)
+		if err != nil {
+			return cli.Usagef("--table: %v", err)
+		}
+		return c.writeTable(w, dt)
+	})
+}
+
+// readE2E reads path as SimAI's EndToEnd.csv when it is one, else
+// returns nil (stdin is never one: it carries traces).
+func readE2E(path string) (*stats.E2E, error) {
+	if path == "-" {
+		return nil, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	head, _ := br.Peek(16)
+	if !stats.IsSimAIE2E(head) {
+		return nil, nil
+	}
+	return stats.ReadSimAIE2E(br, path)
+}
+
+func analyzeIteration(path string, opt stats.IterationOptions) (*stats.Iteration, error) {
+	in, err := openInput(path)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	return stats.AnalyzeIteration(in, opt)
+}
+
+// output runs write on --out (or stdout), buffered; a failed write or
+// close removes --out.
+func (c *command) output(write func(io.Writer) error) (err error) {
+	out, closeOut, err := cli.CreateOutput(c.Out, "")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+		if err != nil && c.Out != "" {
+			os.Remove(c.Out)
+		}
+	}()
+	bw := bufio.NewWriterSize(out, 64<<10)
+	if err := write(bw); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("writing the report: %v", err)
+	}
+	return nil
+}
+
+func (c *command) writeTable(w io.Writer, dt *stats.DataTable) error {
+	if c.Format == "csv" {
+		return dt.WriteCSV(w)
+	}
+	return dt.WriteParquet(w)
+}

@@ -1,0 +1,339 @@
+package stats
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/csv"
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/parquet-go/parquet-go"
+)
+
+// handIterationRows is a hand-made iteration of two ranks (times in µs):
+//
+//	rank 0: fwd compute 0–100; TP AllReduce (fwd) 100–160; ig compute
+//	        160–260; wg compute 260–300; the DP AllReduce (wg) runs
+//	        260–400 and an EP AllToAll (ig) 300–350.
+//	rank 1: fwd compute 0–80; the same TP AllReduce 100–160; ig compute
+//	        160–200; the same DP AllReduce and EP AllToAll.
+//
+// By hand, rank 0: compute 240, exposed TP 60 (100–160), EP 50 (300–350:
+// the ig AllToAll blocks, not the overlapping wg AllReduce), DP 50
+// (350–400), bubble 0. Rank 1: compute 120, bubble 20 (80–100) + 60
+// (200–260), TP 60, EP 50, DP 90 (260–300, 350–400). Both add up to the
+// 400 µs iteration; rank 0 is critical.
+func handIterationRows() []trace.Row {
+	const us = 1000
+	base := trace.Row{Layer: 0, LayerName: "attention_layer", Microbatch: 0, Stage: 0, Status: "ok"}
+	comp := func(id int64, rank int32, phase string, a, b int64) trace.Row {
+		r := base
+		r.FlowID, r.CollectiveID, r.Src, r.Dst, r.StartNs, r.EndNs, r.FctNs, r.IdealFctNs = id, 100+id, rank, rank, a*us, b*us, (b-a)*us, (b-a)*us
+		r.ConnType, r.Op, r.Phase, r.GroupType = stream.ConnDelay, stream.OpCompute, phase, ""
+		return r
+	}
+	flow := func(id, coll int64, src, dst int32, op, group, phase string, size int64, a, b int64) trace.Row {
+		r := base
+		r.FlowID, r.CollectiveID, r.Src, r.Dst, r.StartNs, r.EndNs, r.FctNs, r.IdealFctNs = id, coll, src, dst, a*us, b*us, (b-a)*us, (b-a)*us
+		r.ConnType, r.Op, r.GroupType, r.Phase, r.CollSizeBytes, r.NRanks, r.SizeBytes = "RING", op, group, phase, size, 2, size/2
+		return r
+	}
+	return []trace.Row{
+		comp(1, 0, "fwd", 0, 100), comp(2, 1, "fwd", 0, 80),
+		flow(3, 10, 0, 1, "allreduce", "TP", "fwd", 1000*us, 100, 150), flow(4, 10, 1, 0, "allreduce", "TP", "fwd", 1000*us, 100, 160),
+		comp(5, 0, "ig", 160, 260), comp(6, 1, "ig", 160, 200),
+		comp(7, 0, "wg", 260, 300),
+		flow(8, 11, 0, 1, "allreduce", "DP", "wg", 2000*us, 260, 400),
+		flow(9, 12, 0, 1, "alltoall", "EP", "ig", 500*us, 300, 350),
+	}
+}
+
+func handIteration(t *testing.T, opt IterationOptions) *Iteration {
+	t.Helper()
+	a := newIterAcc("hand", opt)
+	for _, r := range handIterationRows() {
+		a.add(&r)
+	}
+	it, err := a.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return it
+}
+
+func TestIterationBreakdown(t *testing.T) {
+	it := handIteration(t, IterationOptions{KeepSegments: true})
+	const us = 1000
+	if it.IterationNs != 400*us || it.CriticalRank != 0 || len(it.Ranks) != 2 {
+		t.Fatalf("iteration %d ns, critical rank %d, %d ranks", it.IterationNs, it.CriticalRank, len(it.Ranks))
+	}
+	want := []RankBreakdown{
+		{Rank: 0, Stage: 0, ComputeNs: 240 * us, ExposedDPNs: 50 * us, ExposedTPNs: 60 * us, ExposedEPNs: 50 * us, ExposedNs: 160 * us, IterationNs: 400 * us},
+		{Rank: 1, Stage: 0, ComputeNs: 120 * us, ExposedDPNs: 90 * us, ExposedTPNs: 60 * us, ExposedEPNs: 50 * us, ExposedNs: 200 * us, BubbleNs: 80 * us, IterationNs: 400 * us},
+	}
+	for i, w := range want {
+		if it.Ranks[i] != w {
+			t.Errorf("rank %d:\n got %+v\nwant %+v", i, it.Ranks[i], w)
+		}
+	}
+	if m := it.Mean; m.ComputeNs != 180*us || m.ExposedDPNs != 70*us || m.BubbleNs != 40*us {
+		t.Errorf("mean %+v", m)
+	}
+	if len(it.Layers) != 1 {
+		t.Fatalf("%d layers, want 1", len(it.Layers))
+	}
+	l := it.Layers[0]
+	if l.FwdComputeNs != 100*us || l.IgComputeNs != 100*us || l.WgComputeNs != 40*us ||
+		l.FwdExposedNs != 60*us || l.IgExposedNs != 50*us || l.WgExposedNs != 50*us ||
+		l.FwdCommNs != 60*us || l.IgCommNs != 50*us || l.WgCommNs != 140*us {
+		t.Errorf("layer %+v", l)
+	}
+	// algbw = bytes / time; busbw × 2(n−1)/n = 1 for AllReduce on 2,
+	// × (n−1)/n = 1/2 for AllToAll.
+	for _, c := range []struct {
+		name      string
+		got, want Num
+	}{{"fwd algbw", l.FwdAlgbw, 1000.0 / 60}, {"fwd busbw", l.FwdBusbw, 1000.0 / 60}, {"wg algbw", l.WgAlgbw, 2000.0 / 140},
+		{"ig algbw", l.IgAlgbw, 10}, {"ig busbw", l.IgBusbw, 5}} {
+		if !near(float64(c.got), float64(c.want)) {
+			t.Errorf("%s = %v GB/s, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Segments partition the iteration on every rank.
+	for _, r := range it.Ranks {
+		segs := it.segments[r.Rank]
+		var sum [numSegKinds]int64
+		at := it.StartNs
+		for _, s := range segs {
+			if s.StartNs != at || s.EndNs <= s.StartNs {
+				t.Fatalf("rank %d: segment %+v after %d", r.Rank, s, at)
+			}
+			at = s.EndNs
+			sum[s.Kind] += s.EndNs - s.StartNs
+		}
+		if at != it.EndNs || sum[SegBubble] != r.BubbleNs || sum[SegExposedEP] != r.ExposedEPNs || sum[SegFwd]+sum[SegIg]+sum[SegWg] != r.ComputeNs {
+			t.Errorf("rank %d: segments %v against %+v", r.Rank, sum, r)
+		}
+	}
+}
+
+func TestIterationErrors(t *testing.T) {
+	a := newIterAcc("x.parquet", IterationOptions{})
+	r := handIterationRows()[2] // a flow, no compute
+	a.add(&r)
+	if _, err := a.finish(); err == nil || !strings.Contains(err.Error(), "x.parquet: no compute rows") {
+		t.Errorf("no compute: %v", err)
+	}
+	a = newIterAcc("x.parquet", IterationOptions{})
+	r = handIterationRows()[0]
+	r.Phase = ""
+	a.add(&r)
+	if _, err := a.finish(); err == nil || !strings.Contains(err.Error(), "column phase") {
+		t.Errorf("no phase: %v", err)
+	}
+}
+
+// The EndToEnd.csv written reads back to the same numbers, and compares
+// to itself as 1.
+func TestSimAIE2ERoundTrip(t *testing.T) {
+	it := handIteration(t, IterationOptions{})
+	var b bytes.Buffer
+	if err := it.WriteSimAIE2E(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(b.String(), "\n")
+	if lines[0] != E2EKeys || lines[1] != "hand, 50 (12.50%), 0 (0.00%), 60 (15.00%), 50 (12.50%), 0 (0.00%), 0 (0.00%), 240 (60.00%), 160 (40.00%), 400" ||
+		lines[2] != E2ELayerHeader("hand") {
+		t.Fatalf("EndToEnd.csv:\n%s", b.String())
+	}
+	// fwd algbw 1000 B / 60 µs = 16.67 GB/s = 15.52 in SimAI's 2^30 unit.
+	if want := "attention_layer,hand,100,40,100,60,50,50,60,15.52,15.52,140,13.30,13.30,50,9.31,4.66"; lines[3] != want {
+		t.Errorf("layer row\n got %s\nwant %s", lines[3], want)
+	}
+	e, err := ReadSimAIE2E(&b, "EndToEnd.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := CompareE2E(it.E2E(), e)
+	for _, r := range c.Summary {
+		if r.TheirsUs != 0 && !near(float64(r.Ratio), 1) {
+			t.Errorf("%s: ratio %v", r.Column, r.Ratio)
+		}
+	}
+	if len(c.Layers) != 1 || !near(float64(c.Layers[0].ComputeRatio), 1) || !near(float64(c.Layers[0].CommRatio), 1) {
+		t.Errorf("layers %+v", c.Layers)
+	}
+}
+
+// SimAI's packet-level layout: layer rows with "workload finished at",
+// a SUM row and the totals line.
+func TestReadSimAIE2EPacketLayout(t *testing.T) {
+	in := "layer_name,run,fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw,workload finished at\n" +
+		"embedding_layer,run,10.000000,0.000000,0.000000,0.000000,5.500000,0.000000,0.000000,0.000000,0.000000,5.500000,1.0,1.0,0.000000,0.000000,0.000000,100.0\n" +
+		"attention_layer,run,20.000000,10.000000,20.000000,3.000000,0.000000,4.000000,3.000000,2.0,2.0,0.000000,0.0,0.0,4.000000,2.0,2.0,200.0\n" +
+		"SUM,run,30.000000,10.000000,20.000000,3.000000,5.500000,4.000000,3.000000,NONE,NONE,5.500000,NONE,NONE,4.000000,NONE,NONE\n" +
+		"total exposed comm,12.500000,total comp,60.000000,total time,72.500000\n"
+	e, err := ReadSimAIE2E(strings.NewReader(in), "e2e.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Layers) != 2 || e.Summary[6] != 60 || e.Summary[7] != 12.5 || e.Summary[8] != 72.5 || !math.IsNaN(e.Summary[0]) {
+		t.Errorf("%+v", e)
+	}
+	for _, bad := range []struct{ in, want string }{
+		{"hello\n", "line 1: not a line of SimAI's EndToEnd.csv"},
+		{E2EKeys + "\n", "line 1: the summary header has no values line"},
+		{E2EKeys + "\nrun, 1, 2, x, 4, 5, 6, 7, 8, 9\n", "line 2, field Expose TP comm"},
+		{strings.SplitAfter(in, "\n")[0] + "a,run,1\n", "line 2: layer row has 3 fields"},
+		{strings.SplitAfter(in, "\n")[0] + "a,run,-1,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n", "line 2, field fwd compute"},
+		{"", "no EndToEnd.csv header"},
+	} {
+		if _, err := ReadSimAIE2E(strings.NewReader(bad.in), "e2e.csv"); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%q: %v, want %q", bad.in, err, bad.want)
+		}
+	}
+}
+
+func FuzzReadSimAIE2E(f *testing.F) {
+	it := func() *Iteration {
+		a := newIterAcc("seed", IterationOptions{})
+		for _, r := range handIterationRows() {
+			a.add(&r)
+		}
+		it, _ := a.finish()
+		return it
+	}()
+	var b bytes.Buffer
+	_ = it.WriteSimAIE2E(&b)
+	f.Add(b.String())
+	f.Add("layer_name,r,fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw\nSUM,r,1,1,1,1,1,1,1,NONE,NONE,1,NONE,NONE,1,NONE,NONE\ntotal exposed comm,1,total comp,2,total time,3\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := ReadSimAIE2E(strings.NewReader(s), "f.csv")
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "f.csv: ") {
+				t.Fatalf("error not one line naming the file: %q", err)
+			}
+			return
+		}
+		for _, l := range e.Layers {
+			for _, v := range l.Values {
+				if v < 0 || math.IsInf(v, 0) {
+					t.Fatalf("value %v accepted", v)
+				}
+			}
+		}
+	})
+}
+
+// The Chrome trace is JSON whose slices never overlap on a track.
+func TestChromeTrace(t *testing.T) {
+	it := handIteration(t, IterationOptions{KeepSegments: true, KeepSpans: true})
+	var b bytes.Buffer
+	if err := it.WriteChromeTrace(&b); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Ph   string  `json:"ph"`
+			Pid  int     `json:"pid"`
+			Tid  int     `json:"tid"`
+			Ts   float64 `json:"ts"`
+			Dur  float64 `json:"dur"`
+			Name string  `json:"name"`
+			Cat  string  `json:"cat"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b.Bytes(), &doc); err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	type key struct{ pid, tid int }
+	tracks := map[key][][2]float64{}
+	cats := map[string]int{}
+	for _, e := range doc.TraceEvents {
+		if e.Ph != "X" {
+			continue
+		}
+		k := key{e.Pid, e.Tid}
+		tracks[k] = append(tracks[k], [2]float64{e.Ts, e.Ts + e.Dur})
+		cats[e.Cat]++
+	}
+	// 5 compute slices, 4 rank spans of collectives on rank 0 and 3 on
+	// rank 1, 3 flows (on their source rank).
+	if cats["compute"] != 5 || cats["TP"]+cats["DP"]+cats["EP"] != 6 || cats["TP flow"]+cats["DP flow"]+cats["EP flow"] != 4 || cats["waiting"] == 0 {
+		t.Errorf("slices per category %v", cats)
+	}
+	for k, s := range tracks {
+		slices.SortFunc(s, func(a, b [2]float64) int { return cmp.Compare(a[0], b[0]) })
+		for i := 1; i < len(s); i++ {
+			if s[i][0] < s[i-1][1] {
+				t.Errorf("track %v: slices %v and %v overlap", k, s[i-1], s[i])
+			}
+		}
+	}
+}
+
+// The report reads the v2 columns back from every container.
+func TestIterationFromTrace(t *testing.T) {
+	for _, c := range []trace.Container{trace.ArrowStream, trace.ArrowFile, trace.Parquet} {
+		in, err := NewInput(bytes.NewReader(encode(t, handIterationRows(), c)), "hand")
+		if err != nil {
+			t.Fatal(err)
+		}
+		it, err := AnalyzeIteration(in, IterationOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := handIteration(t, IterationOptions{}); it.Critical != want.Critical || it.Ranks[1] != want.Ranks[1] || it.Layers[0].Name != "attention_layer" {
+			t.Errorf("container %d: %+v", c, it.Critical)
+		}
+	}
+}
+
+// One row per flow, every trace column, slowdown = fct / ideal fct.
+func TestFlowTable(t *testing.T) {
+	rows := handIterationRows()
+	rows[2].IdealFctNs = rows[2].FctNs / 2 // slowdown 2
+	rows[3].LayerName = `a,"b"`            // quoted in CSV
+	data := encode(t, rows, trace.Parquet)
+	for _, format := range []string{"csv", "parquet"} {
+		var b bytes.Buffer
+		w := NewFlowTableWriter(&b, format)
+		in, err := NewInput(bytes.NewReader(data), "t.parquet")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Add(in); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var got []FlowRow
+		if format == "csv" {
+			recs, err := csv.NewReader(&b).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != len(rows)+1 || len(recs[0]) != 27 || recs[0][0] != "source" || recs[0][26] != "slowdown" ||
+				recs[4][19] != `a,"b"` || recs[3][26] != "2" || recs[1][26] != "" {
+				t.Fatalf("csv header %v, %d records, row 3 %v", recs[0], len(recs), recs[3])
+			}
+			continue
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := parquet.NewGenericReader[FlowRow](f)
+		got = make([]FlowRow, len(rows)+1)
+		n, _ := r.Read(got)
+		if n != len(rows) || got[2].Slowdown != 2 || got[2].Row != rows[2] || !math.IsNaN(got[0].Slowdown) || got[0].Source != "t.parquet" {
+			t.Fatalf("parquet: %d rows, %+v", n, got[2])
+		}
+	}
+}
