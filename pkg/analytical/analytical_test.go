@@ -494,7 +494,7 @@ func TestCollectiveColumns(t *testing.T) {
 	g := flow(1, 0, 1, MiB)
 	g.Collective = -1
 	data := encode(t, tp, []stream.Group{{ID: 3, Type: "DP", Ranks: []int32{0, 8}}},
-		[]stream.Collective{{ID: 7, Op: "allreduce", Size: 2 * MiB, Group: 3, Algorithm: "ring", Protocol: "LL128", PredictedPs: 12_345_500,
+		[]stream.Collective{{ID: 7, Op: "allreduce", Size: 2 * MiB, Group: 3, Algorithm: "ring", Protocol: "ll128", PredictedPs: 12_345_500,
 			Layer: 4, LayerName: "attention", Phase: "fwd", Microbatch: 2, Stage: 1}}, []stream.Flow{f, g})
 	in, err := read(data)
 	if err != nil {
@@ -504,7 +504,8 @@ func TestCollectiveColumns(t *testing.T) {
 	if r := rows[0]; r.Op != "allreduce" || r.Algorithm != "ring" || r.GroupType != "DP" || r.NRanks != 2 || r.CollSizeBytes != 2*MiB || r.CollectiveID != 7 {
 		t.Errorf("row %+v", r)
 	}
-	// flows/v2 columns: the collective's position and NCCL model, PredictedPs rounded to ns.
+	// flows/v2 columns: the collective's position and NCCL model, the protocol spelled
+	// as NCCL does, PredictedPs rounded to ns.
 	if r := rows[0]; r.Layer != 4 || r.LayerName != "attention" || r.Phase != "fwd" || r.Microbatch != 2 || r.Stage != 1 ||
 		r.Protocol != "LL128" || r.PredictedNs != 12_346 || r.Status != "ok" {
 		t.Errorf("row v2 columns %+v", r)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
@@ -128,7 +129,7 @@ func (in *Set) coll(id int64) *collInfo {
 		if co, ok := in.Collectives[id]; ok {
 			c.ok, c.op, c.algo, c.size = true, co.Op, co.Algorithm, co.Size
 			c.layer, c.layerName, c.phase = co.Layer, co.LayerName, co.Phase
-			c.microbatch, c.stage, c.proto = co.Microbatch, co.Stage, co.Protocol
+			c.microbatch, c.stage, c.proto = co.Microbatch, co.Stage, protoName(co.Protocol)
 			c.predictedNs = psToNs(co.PredictedPs)
 			if g, ok := in.Groups[co.Group]; ok {
 				c.groupType, c.nranks = g.Type, int32(len(g.Ranks))
@@ -136,6 +137,18 @@ func (in *Set) coll(id int64) *collInfo {
 		}
 	}
 	return c
+}
+
+// protoName spells an NCCL protocol as the trace does (LL, LL128,
+// Simple); the stream writes them in lower case. Other values pass as
+// they are.
+func protoName(p string) string {
+	for _, n := range [...]string{"LL", "LL128", "Simple"} {
+		if strings.EqualFold(p, n) {
+			return n
+		}
+	}
+	return p
 }
 
 // psToNs rounds picoseconds to the nearest nanosecond, halves away from zero.

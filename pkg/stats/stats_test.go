@@ -459,3 +459,19 @@ func TestPlots(t *testing.T) {
 		t.Error("pdf accepted")
 	}
 }
+
+// A fabricsim.flows/v1 trace still reads; its columns are v1's 17.
+func TestReadTraceV1(t *testing.T) {
+	in, err := Open(filepath.Join("..", "..", "formats", "trace", "testdata", "flows-v1.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if cols := in.Columns(); len(cols) != 17 || cols[16] != "nranks" {
+		t.Errorf("v1 columns %v", cols)
+	}
+	var r trace.Row
+	if err := in.Next(&r); err != nil || r.Layer != -1 || r.Status != "ok" {
+		t.Errorf("first row %+v, %v", r, err)
+	}
+}
