@@ -78,19 +78,7 @@ func (c *command) iteration() error {
 		case "chrome-trace":
 			return its[0].WriteChromeTrace(w)
 		}
-		var dt *stats.DataTable
-		for _, it := range its {
-			t, err := it.DataTable(c.Table)
-			if err != nil {
-				return cli.Usagef("--table: %v", err)
-			}
-			if dt == nil {
-				dt = t
-			} else {
-				dt.Append(t)
-			}
-		}
-		return c.writeTable(w, dt)
+		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) { return its[i].DataTable(c.Table) })
 	})
 	if err != nil || c.Plot == "" {
 		return err
@@ -146,11 +134,7 @@ func (c *command) compareIteration(files []string, opt stats.IterationOptions) e
 			enc.SetEscapeHTML(false)
 			return enc.Encode(cmp)
 		}
-		dt, err := cmp.DataTable(c.Table)
-		if err != nil {
-			return cli.Usagef("--table: %v", err)
-		}
-		return c.writeTable(w, dt)
+		return c.joinTables(w, 1, func(int) (*stats.DataTable, error) { return cmp.DataTable(c.Table) })
 	})
 }
 
@@ -207,7 +191,21 @@ func (c *command) output(write func(io.Writer) error) (err error) {
 	return nil
 }
 
-func (c *command) writeTable(w io.Writer, dt *stats.DataTable) error {
+// joinTables writes the n tables table(i) gives as one CSV or Parquet
+// table (they share columns: the same --table of each input).
+func (c *command) joinTables(w io.Writer, n int, table func(i int) (*stats.DataTable, error)) error {
+	var dt *stats.DataTable
+	for i := range n {
+		t, err := table(i)
+		if err != nil {
+			return cli.Usagef("--table: %v", err)
+		}
+		if dt == nil {
+			dt = t
+		} else {
+			dt.Append(t)
+		}
+	}
 	if c.Format == "csv" {
 		return dt.WriteCSV(w)
 	}

@@ -285,28 +285,10 @@ func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) error {
 			return nil
 		}
 		// csv, parquet: one table, rows of every input together.
-		var dt *stats.DataTable
-		for i, r := range runs {
-			var t *stats.DataTable
-			var err error
-			if cmp != nil {
-				if i > 0 {
-					break
-				}
-				t, err = cmp.DataTable(c.Table)
-			} else {
-				t, err = r.DataTable(c.Table)
-			}
-			if err != nil {
-				return cli.Usagef("--table: %v", err)
-			}
-			if dt == nil {
-				dt = t
-			} else {
-				dt.Append(t)
-			}
+		if cmp != nil {
+			return c.joinTables(bw, 1, func(int) (*stats.DataTable, error) { return cmp.DataTable(c.Table) })
 		}
-		return c.writeTable(bw, dt)
+		return c.joinTables(bw, len(runs), func(i int) (*stats.DataTable, error) { return runs[i].DataTable(c.Table) })
 	})
 }
 

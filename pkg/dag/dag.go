@@ -29,10 +29,18 @@ func (e *Error) Error() string { return fmt.Sprintf("flow %d: %s", e.FlowID, e.M
 // Builder collects flows one by one without keeping their dep slices.
 type Builder struct {
 	ids     []int64
-	depOff  []int32 // deps of flow i are depIDs[depOff[i]:depOff[i+1]]
-	depIDs  []int64
+	depOff  []int32   // deps of flow i are the depOff[i]..depOff[i+1]-th dep ids
+	depIDs  [][]int64 // in chunks of depChunk: growing never copies them
+	nDeps   int
 	ordered bool // ids so far are 0, 1, 2, ...
 }
+
+// depChunk is the size of a chunk of dep ids (8 MiB). Chunks spare the
+// copies (and, on sandboxed kernels, the page faults) a doubling slice of
+// tens of millions of ids costs.
+const depChunk = 1 << 20
+
+func (b *Builder) depID(k int32) int64 { return b.depIDs[k/depChunk][k%depChunk] }
 
 // NewBuilder returns a Builder with room for n flows.
 func NewBuilder(n int) *Builder {
@@ -42,15 +50,35 @@ func NewBuilder(n int) *Builder {
 // Add appends a flow; deps is copied. The flow's index is the number of
 // flows added before it.
 func (b *Builder) Add(id int64, deps []int64) error {
-	if len(b.ids) >= math.MaxInt32 || len(b.depIDs)+len(deps) >= math.MaxInt32 {
+	if len(b.ids) >= math.MaxInt32 || b.nDeps+len(deps) >= math.MaxInt32 {
 		return &Error{FlowID: id, Index: int32(len(b.ids)), Msg: "too many flows or deps (limit 2^31)"}
 	}
 	if b.ordered && id != int64(len(b.ids)) {
 		b.ordered = false
 	}
 	b.ids = appendDoubling(b.ids, id)
-	b.depIDs = appendDoubling(b.depIDs, deps...)
-	b.depOff = appendDoubling(b.depOff, int32(len(b.depIDs)))
+	for len(deps) > 0 {
+		last := len(b.depIDs) - 1
+		switch {
+		case last < 0:
+			b.depIDs = append(b.depIDs, make([]int64, 0, 256))
+			last = 0
+		case len(b.depIDs[last]) < cap(b.depIDs[last]):
+		case cap(b.depIDs[last]) < depChunk: // the first chunk doubles up to depChunk
+			c := make([]int64, len(b.depIDs[last]), min(2*cap(b.depIDs[last]), depChunk))
+			copy(c, b.depIDs[last])
+			b.depIDs[last] = c
+		default:
+			b.depIDs = append(b.depIDs, make([]int64, 0, depChunk))
+			last++
+		}
+		c := b.depIDs[last]
+		n := min(len(deps), cap(c)-len(c))
+		b.depIDs[last] = append(c, deps[:n]...)
+		deps = deps[n:]
+		b.nDeps += n
+	}
+	b.depOff = appendDoubling(b.depOff, int32(b.nDeps))
 	return nil
 }
 
@@ -116,14 +144,15 @@ func (b *Builder) Build() (*DAG, error) {
 	if err := d.index(b.ordered); err != nil {
 		return nil, err
 	}
-	d.deps = make([]int32, len(b.depIDs))
+	d.deps = make([]int32, b.nDeps)
 	d.waiting = make([]int32, n)
 	d.succOff = make([]int32, n+1)
 	for i := 0; i < n; i++ {
 		for k := d.depOff[i]; k < d.depOff[i+1]; k++ {
-			j, ok := d.lookup.get(b.depIDs[k])
+			id := b.depID(k)
+			j, ok := d.lookup.get(id)
 			if !ok {
-				return nil, &Error{FlowID: d.ids[i], Index: int32(i), Field: "deps", Msg: fmt.Sprintf("dep %d names no flow in the stream", b.depIDs[k])}
+				return nil, &Error{FlowID: d.ids[i], Index: int32(i), Field: "deps", Msg: fmt.Sprintf("dep %d names no flow in the stream", id)}
 			}
 			d.deps[k] = j
 			d.succOff[j+1]++

@@ -100,9 +100,13 @@ func TestLargeChain(t *testing.T) {
 	const n = 1 << 20
 	b := NewBuilder(n)
 	for i := n - 1; i >= 0; i-- {
+		// Two deps per flow: 2M dep ids span the Builder's chunks.
 		var deps []int64
 		if i > 0 {
 			deps = []int64{int64(i - 1)}
+		}
+		if i > 1 {
+			deps = append(deps, int64(i-2))
 		}
 		b.Add(int64(i), deps)
 	}
@@ -114,6 +118,12 @@ func TestLargeChain(t *testing.T) {
 	order := run(d)
 	if len(order) != n || order[0] != 0 || order[n-1] != n-1 {
 		t.Fatalf("ran %d flows", len(order))
+	}
+	for _, i := range []int32{1, depChunk / 2, depChunk/2 + 1, n - 1} { // flow id n-1-i was added i-th
+		id := d.ID(i)
+		if deps := d.Deps(i); id > 1 && (len(deps) != 2 || d.ID(deps[0]) != id-1 || d.ID(deps[1]) != id-2) {
+			t.Errorf("flow %d: deps %v", id, deps)
+		}
 	}
 	t.Logf("1M-flow chain: build and run in %v", time.Since(start))
 }

@@ -22,7 +22,6 @@ package stats
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"math"
 	"math/bits"
 	"slices"
@@ -201,23 +200,12 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	colls := map[int64]*Collective{}
 	buckets := map[bucketKey]*bucketAcc{}
 	var (
-		row      trace.Row
 		lastC    *Collective
 		lastB    *bucketAcc
 		tot      = &run.Totals
 		haveTime bool
 	)
-	for {
-		err := in.Next(&row)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := checkRow(in, tot.Rows, &row); err != nil {
-			return nil, err
-		}
+	err := in.Each(func(row *trace.Row) error {
 		tot.Rows++
 		tot.SumSizeBytes += row.SizeBytes
 		tot.SumFctNs += row.FctNs
@@ -259,7 +247,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			}
 		}
 		if delay {
-			continue
+			return nil
 		}
 		k := bucketKey{exp: sizeExp(row.SizeBytes), conn: row.ConnType}
 		b := lastB
@@ -275,6 +263,10 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		if row.IdealFctNs > 0 {
 			b.slow = append(b.slow, float64(row.FctNs)/float64(row.IdealFctNs))
 		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	tot.MakespanNs = tot.EndNs - tot.StartNs
 	run.finishCollectives(colls)

@@ -74,22 +74,7 @@ func Slowdown(r *trace.Row) float64 {
 
 // Add writes every row of in.
 func (t *FlowTableWriter) Add(in *Input) error {
-	var row trace.Row
-	for i := int64(0); ; i++ {
-		err := in.Next(&row)
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := checkRow(in, i, &row); err != nil {
-			return err
-		}
-		if err := t.write(in.Name, &row); err != nil {
-			return err
-		}
-	}
+	return in.Each(func(r *trace.Row) error { return t.write(in.Name, r) })
 }
 
 func (t *FlowTableWriter) write(source string, r *trace.Row) error {

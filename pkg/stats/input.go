@@ -150,6 +150,27 @@ func (in *Input) Next(r *trace.Row) error {
 	return nil
 }
 
+// Each calls fn with every row in turn, after checkRow; the row is
+// reused between calls. It stops at the first error, fn's included.
+func (in *Input) Each(fn func(r *trace.Row) error) error {
+	var row trace.Row
+	for i := int64(0); ; i++ {
+		err := in.Next(&row)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := checkRow(in, i, &row); err != nil {
+			return err
+		}
+		if err := fn(&row); err != nil {
+			return err
+		}
+	}
+}
+
 // Close closes the file Open opened.
 func (in *Input) Close() error {
 	if in.closer == nil {

@@ -3,7 +3,6 @@ package stats
 import (
 	"cmp"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 
@@ -311,19 +310,8 @@ func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
 			in.Name, trace.SchemaV1, trace.SchemaName)
 	}
 	a := newIterAcc(in.Name, opt)
-	var row trace.Row
-	for {
-		err := in.Next(&row)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := checkRow(in, a.rows, &row); err != nil {
-			return nil, err
-		}
-		a.add(&row)
+	if err := in.Each(func(r *trace.Row) error { a.add(r); return nil }); err != nil {
+		return nil, err
 	}
 	it, err := a.finish()
 	if err != nil {
