@@ -130,3 +130,16 @@ func BenchmarkIterationGPT13B(b *testing.B) {
 		})
 	}
 }
+
+// Issue 11: SimAI's README example (9216 GPUs, tp 2, ep 16, pp 12, vpp 8,
+// ga 24, 1789 lines) at collective granularity through the busbw model
+// to the iteration report: at most 2 s and 300 MB.
+func BenchmarkSimAIExample9216Collective(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "9216"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_workload_analytical.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--model", "busbw"},
+			[]string{"fctstats", "--iteration"})
+	}
+}

@@ -101,6 +101,9 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
+	if err := set.RefuseColl("flowsim-packet"); err != nil {
+		return err
+	}
 	r, err := route.New(set.Topology)
 	if err != nil {
 		return err

@@ -74,6 +74,9 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
+	if err := set.RefuseColl("phyrun"); err != nil {
+		return err
+	}
 	wall := time.Now()
 	res, cal, err := phy.Run(set, phy.Options{Workers: workers, StepSize: int64(c.Step), Exec: self,
 		Timeout: time.Duration(c.Timeout / 1000), WorkerArgs: phy.WorkerArgs})

@@ -33,16 +33,17 @@ type command struct {
 	GA       int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload (default: the workload's ga, else 1)."`
 	VPP      int        `name:"vpp" help:"Model chunks per pipeline stage: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
-	Selector  string `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
-	Algo      string `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
-	Proto     string `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
-	PXN       string `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
-	Channels  int    `help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS)."`
-	MSCCL     string `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
-	MaxChunks int    `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
-	NoLaunch  bool   `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
-	Summary   bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
-	Out       string `short:"o" help:"Write the stream to FILE instead of stdout."`
+	Selector    string `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
+	Algo        string `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
+	Proto       string `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
+	PXN         string `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
+	Channels    int    `help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS)."`
+	MSCCL       string `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
+	MaxChunks   int    `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
+	NoLaunch    bool   `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
+	Granularity string `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical --model busbw (formats/stream.md)."`
+	Summary     bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
+	Out         string `short:"o" help:"Write the stream to FILE instead of stdout."`
 }
 
 const description = `Decompose a workload into the flow DAG every fabricsim backend simulates.
@@ -52,6 +53,7 @@ Reads the stream from topogen (and ncclpath) on stdin and adds groups, collectiv
 Examples:
   topogen --family spectrum-x --gpus 16 | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 | flowsim-analytical
   topogen --gpus 128 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 --summary
+  topogen --gpus 9216 | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective | flowsim-analytical --model busbw | fctstats --iteration
   topogen --family spectrum-x --gpus 16 --gpu-type A100 | simccl-decompose --op allreduce --size 8MiB --group tp --tp 8 --msccl examples/msccl/ring_allreduce_8.xml
 
 Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
@@ -268,6 +270,7 @@ func (c *command) run() (err error) {
 	if err != nil {
 		return err
 	}
+	d.Collectives = c.Granularity == "collective"
 	if c.MSCCL != "" {
 		f, err := os.Open(c.MSCCL)
 		if err != nil {

@@ -5,7 +5,7 @@ package stream
 // Format and Version identify the stream in its header record.
 const (
 	Format  = "fabricsim/stream"
-	Version = 3
+	Version = 4
 	// MinVersion is the oldest version readers accept: version 1 streams
 	// never carry delay_ps on a transfer, so they read the same under 2.
 	MinVersion = 1
@@ -122,6 +122,10 @@ const (
 	ConnP2P      = "P2P"
 	ConnMSCCL    = "MSCCL"
 	ConnDelay    = "DELAY"
+	// ConnColl is a whole collective at collective granularity (stream
+	// version 4): one node on the rank that represents its pipeline stage,
+	// size the collective's size, delay_ps its time in NCCL's model.
+	ConnColl = "COLL"
 )
 
 // Flow is one point-to-point transfer of the DAG, or a pure delay node

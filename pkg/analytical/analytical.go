@@ -27,7 +27,9 @@
 // connection) start when its last byte has left; the others at its end. Uncontended, it ends max(step latency, path latency) + size /
 // bottleneck after release. A flow holds bandwidth on every link of its
 // path while it sends, not while it waits or during the trailing latency.
-// Delay nodes end delay_ps after release; joins (DELAY flows of size 0
+// A COLL node (a whole collective, collective granularity; busbw only)
+// ends its delay_ps, NCCL's model time, after release. Delay nodes end
+// delay_ps after release; joins (DELAY flows of size 0
 // without delay_ps) as soon as they are released; other size-0 flows after
 // max(step latency, path latency); a flow from a GPU to itself is a local
 // copy that ends after its step latency. ideal_fct is that uncontended
@@ -172,6 +174,12 @@ func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
 // order, with its trace row (the row is reused: copy it to keep it). An
 // Input may be run several times, not concurrently.
 func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, error) {
+	if opt.Model == Fluid {
+		// Sharing links needs the flows a collective puts on them.
+		if err := in.RefuseColl("flowsim-analytical --model fluid"); err != nil {
+			return Result{}, err
+		}
+	}
 	r, err := route.New(in.Topology)
 	if err != nil {
 		return Result{}, err
@@ -250,6 +258,9 @@ func (e *engine) release(i int32) error {
 		return nil
 	case flowset.Join:
 		e.after(0, evComplete, i, 0)
+		return nil
+	case flowset.Coll: // busbw at collective granularity: NCCL's model time
+		e.after(f.Lat, evComplete, i, 0)
 		return nil
 	}
 	if e.opt.SendLat > 0 {

@@ -26,6 +26,11 @@ type Decomposer struct {
 	Fabric  Fabric
 	Layout  Layout
 	Planner *Planner
+	// Collectives: collective granularity. One rank per pipeline stage
+	// (its first) stands for every rank of the stage, each collective other
+	// than a pipeline transfer is one COLL node on it, and the groups of
+	// the other ranks are not emitted (formats/stream.md).
+	Collectives bool
 
 	sets   map[string]*groupSet // by group type
 	groups []stream.Group
@@ -38,6 +43,7 @@ type groupSet struct {
 	ranks [][]int32
 	ids   []int64
 	nodes []int
+	of    map[int32]int // the group of each rank (its first, if several)
 }
 
 // NewDecomposer checks the layout against the fabric.
@@ -57,8 +63,13 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks))}
+	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks)), of: map[int32]int{}}
 	for i, g := range ranks {
+		for _, r := range g {
+			if _, ok := gs.of[r]; !ok {
+				gs.of[r] = i
+			}
+		}
 		gs.ids[i] = int64(len(d.groups))
 		gs.nodes[i] = len(d.Fabric.nodesOf(g))
 		d.groups = append(d.groups, stream.Group{ID: gs.ids[i], Type: kind, Ranks: g})
@@ -88,6 +99,9 @@ func (d *Decomposer) stageRanks(s Step) []int32 {
 	if key >= 0 {
 		lo, hi = key*per, (key+1)*per
 	}
+	if d.Collectives {
+		hi = lo + 1 // the stage's representative
+	}
 	r := make([]int32, 0, hi-lo)
 	for i := lo; i < hi; i++ {
 		r = append(r, int32(i))
@@ -115,7 +129,7 @@ func record(rec stream.Collective, s Step) stream.Collective {
 // compute step becomes a pseudo-collective (op compute, group -1) whose
 // delay nodes the trace ties to its layer, phase and microbatch.
 func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
-	var out []Coll
+	out := make([]Coll, 0, len(w.Steps))
 	type key struct {
 		op       Op
 		size     int64
@@ -140,7 +154,22 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 		if err != nil {
 			return nil, fmt.Errorf("step %q: %v", s.Label, err)
 		}
-		for gi, ranks := range gs.ranks {
+		groups := gs.ranks
+		lo := 0
+		if d.Collectives {
+			// Only the group of the stage's representative.
+			rep := d.stageRanks(s)[0]
+			if s.Group == PP && s.Staged {
+				rep = d.stageRanks(Step{Staged: true, Stage: 0})[0] // PP groups hold one rank per stage
+			}
+			gi, ok := gs.of[rep]
+			if !ok {
+				continue
+			}
+			groups, lo = gs.ranks[gi:gi+1], gi
+		}
+		for k, ranks := range groups {
+			gi := lo + k
 			if s.Staged {
 				if s.Group == PP {
 					ranks = []int32{ranks[s.Stage], ranks[s.Peer]}
@@ -194,7 +223,7 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	world := d.Fabric.GPUs
 	cursor := make([][]int64, world)
 	commCursor := map[string][][]int64{}
-	pending := map[string][][]int64{}
+	pending := map[string]map[int32][]int64{} // per tag, what each rank waits for
 	ci := 0
 	for si, s := range w.Steps {
 		switch {
@@ -238,10 +267,8 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			continue
 		case s.Wait != "":
 			if p, ok := pending[s.Wait]; ok {
-				for r := range p {
-					if p[r] != nil {
-						cursor[r] = union(cursor[r], p[r])
-					}
+				for r, ids := range p {
+					cursor[r] = union(cursor[r], ids)
 				}
 				delete(pending, s.Wait)
 			}
@@ -255,16 +282,20 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			cc = make([][]int64, world)
 			commCursor[s.Group] = cc
 		}
-		var pend [][]int64
+		var pend map[int32][]int64
 		if s.Async || transfer {
 			pend = pending[s.Tag]
 			if pend == nil {
-				pend = make([][]int64, world)
+				pend = map[int32][]int64{}
 				pending[s.Tag] = pend
 			}
 		}
 		for ; ci < len(colls) && colls[ci].Step == si; ci++ {
 			c := &colls[ci]
+			if d.Collectives && !transfer {
+				d.emitColl(e, c, d.stageRanks(s)[0], cursor, cc, s.Async, pend)
+				continue
+			}
 			entry := make([][]int64, len(c.Ranks))
 			lat := d.Planner.Opt.LaunchLatency
 			for p, r := range c.Ranks {
@@ -312,6 +343,32 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 		}
 	}
 	return e.Err()
+}
+
+// emitColl writes collective c at collective granularity: one COLL node
+// on rep, the rank standing for its stage, taking NCCL's model time (a
+// join when nothing moves), ordered as a rank's part of it would be.
+func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int64, async bool, pend map[int32][]int64) {
+	entry := cursor[rep]
+	if cc != nil {
+		entry = union(entry, cc[rep])
+	}
+	var id int64
+	if c.Plan.NoOp {
+		id = e.Delay(c.Rec.ID, rep, 0, entry)
+	} else {
+		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(c.Rec.PredictedPs, 1), entry)
+	}
+	exit := []int64{id}
+	if async {
+		pend[rep] = union(pend[rep], exit)
+	} else {
+		cursor[rep] = exit
+	}
+	if cc != nil {
+		cc[rep] = exit
+	}
+	c.Flows = 1
 }
 
 // usToPs converts the model's microseconds to the stream's picoseconds.

@@ -63,6 +63,21 @@ func (e *Emitter) Delay(coll int64, rank int32, ps int64, deps []int64) int64 {
 	return id
 }
 
+// Coll emits a whole collective at collective granularity: one COLL node
+// on the rank that stands for its stage, taking ps (NCCL's model time).
+func (e *Emitter) Coll(coll int64, rank int32, size, ps int64, deps []int64) int64 {
+	id := e.next
+	e.next++
+	f := &e.f
+	*f = stream.Flow{ID: id, Collective: coll, Src: rank, Dst: rank, Size: size, Deps: deps, Channel: -1, ChunkCount: 1,
+		ConnType: stream.ConnColl, DelayPs: ps}
+	if e.err == nil {
+		e.err = e.sink.Flow(f)
+	}
+	e.WireBytes += size
+	return id
+}
+
 // cctx is one collective being decomposed: its ranks, what each rank waits
 // for before starting (entry) and the flows that end its part (exit).
 type cctx struct {

@@ -205,8 +205,12 @@ func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
 	bounds[vpp] = blocks[0][1] - blocks[0][0]
 	b := &scheduler{m: m, pp: pp, ga: ga, vpp: vpp}
 	progs := make([][]Step, pp)
+	hint := 6 * len(m.Layers) // a stage's steps: few per line (stages are alike: then the last one's)
 	for s := 0; s < pp; s++ {
-		b.prog, b.stage, b.wg = nil, s, nil
+		if s > 0 {
+			hint = len(progs[s-1])
+		}
+		b.prog, b.stage, b.wg = make([]Step, 0, hint), s, nil
 		for k := pre[0]; k < pre[1]; k++ {
 			b.forward(k, -1)
 		}
@@ -341,13 +345,13 @@ func (b *scheduler) send(dir string, mb, from, to int) {
 // mergePrograms interleaves the stages' programs: each stage runs as far
 // as it can, stopping at a wait for a PP transfer not yet sent.
 func mergePrograms(progs [][]Step) ([]Step, error) {
-	var out []Step
 	sent := map[string]bool{}
 	next := make([]int, len(progs))
 	left := 0
 	for _, p := range progs {
 		left += len(p)
 	}
+	out := make([]Step, 0, left)
 	for left > 0 {
 		moved := false
 		for s, p := range progs {

@@ -28,8 +28,11 @@ type Set struct {
 	Groups      map[int64]*stream.Group
 	Collectives map[int64]*stream.Collective
 
-	DAG   *dag.DAG
-	flows flowTable
+	DAG *dag.DAG
+	// CollNodes counts COLL flows: a collective-granularity stream, which
+	// only a backend that models whole collectives runs (RefuseColl).
+	CollNodes int
+	flows     flowTable
 	// recBreaks maps flow indexes to record indexes for error messages:
 	// flow i is record recBreaks[k].rec + i - recBreaks[k].flow for the
 	// last k with recBreaks[k].flow <= i (flows are usually contiguous).
@@ -90,6 +93,7 @@ const (
 	Transfer uint8 = iota
 	Delay          // waits delay_ps
 	Join           // a DELAY flow of size 0 without delay_ps: done when its deps are
+	Coll           // a whole collective (COLL, collective granularity): Lat is its model time
 )
 
 func (ft *flowTable) get(i int32) *Flow {
@@ -171,7 +175,7 @@ func (in *Set) Flows() int { return in.DAG.Len() }
 func (in *Set) TotalBytes() int64 {
 	var n int64
 	for i := int32(0); i < in.flows.n; i++ {
-		if f := in.flows.get(i); f.Kind == Transfer {
+		if f := in.flows.get(i); f.Kind == Transfer || f.Kind == Coll {
 			n += f.Size
 		}
 	}
@@ -246,6 +250,9 @@ func Read(r *stream.Reader) (*Set, error) {
 			}
 			lastConn, lastName = ci, f.conn
 			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
+			if f.kind == Coll {
+				in.CollNodes++
+			}
 		}
 		if err != nil {
 			close(quit)
@@ -414,6 +421,11 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 // value passes there. A transfer's delay_ps is its step latency.
 func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error) {
 	switch {
+	case f.ConnType == stream.ConnColl:
+		if f.Src != f.Dst || f.Src < 0 || int(f.Src) >= t.GPUs {
+			return 0, r.Errorf("src", "flow %d: a COLL node sits on one GPU (src = dst, 0..%d), not %d -> %d", f.ID, t.GPUs-1, f.Src, f.Dst)
+		}
+		return Coll, nil
 	case f.ConnType == stream.ConnDelay && f.Size != 0:
 		return 0, r.Errorf("size", "flow %d: a DELAY node has size 0, this one has size %d", f.ID, f.Size)
 	case f.DelayPs > 0 && f.Size == 0:
@@ -432,6 +444,15 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 	return Transfer, nil
 }
 
+// RefuseColl is the error a backend that moves flows gives a
+// collective-granularity stream, nil for a flow-granularity one.
+func (in *Set) RefuseColl(backend string) error {
+	if in.CollNodes == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-analytical --model busbw", in.Name, in.CollNodes, backend)
+}
+
 // Row is flow i's trace row for a backend's measured times (ns): ids,
 // ends, size (transfers only), connection and the collective's columns,
 // its training-iteration position and NCCL model (flows/v2), status "ok".
@@ -440,9 +461,10 @@ func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
 	f := in.Flow(i)
 	r := trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: in.ConnName(f),
 		Channel: f.Channel, Chunk: f.Chunk, StartNs: startNs, EndNs: endNs, FctNs: endNs - startNs, IdealFctNs: idealNs}
-	if f.Kind == Transfer {
+	if f.Kind == Transfer || f.Kind == Coll {
 		r.SizeBytes = f.Size
-	} else {
+	}
+	if f.Kind != Transfer {
 		r.IdealFctNs = r.FctNs
 	}
 	c := in.coll(f.Coll)

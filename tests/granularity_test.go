@@ -1,0 +1,105 @@
+package tests
+
+import (
+	"bufio"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// fileCompute is SimAI's "total comp" of a workload file: the sum of every
+// line's forward, input-gradient and weight-gradient compute (ns).
+func fileCompute(t *testing.T, path string) int64 {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var sum int64
+	for n := 0; sc.Scan(); n++ {
+		fs := strings.Fields(sc.Text())
+		if n < 2 || len(fs) < 11 {
+			continue
+		}
+		for _, col := range []int{2, 5, 8} {
+			v, err := strconv.ParseInt(fs[col], 10, 64)
+			if err != nil {
+				t.Fatalf("%s line %d: %v", path, n+1, err)
+			}
+			sum += v
+		}
+	}
+	return sum
+}
+
+// SimAI's own 9216-GPU example at collective granularity: one rank per
+// pipeline stage (12), each computing exactly the file's total compute, as
+// SimAI reports it; the pipeline and the report run in seconds.
+func TestCollectiveGranularitySimAIExample(t *testing.T) {
+	const wl = "examples/workloads/simai_workload_analytical.txt"
+	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "9216"), "simccl-decompose", "--workload", wl, "--granularity", "collective")
+	it := iterationReport(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw"))
+	want := fileCompute(t, wl)
+	if len(it.Ranks) != 12 {
+		t.Fatalf("%d ranks, want one per stage (12)", len(it.Ranks))
+	}
+	for i, r := range it.Ranks {
+		if r.Rank != int32(i*768) || r.Stage != int32(i) {
+			t.Errorf("rank %d stage %d, want rank %d of stage %d", r.Rank, r.Stage, i*768, i)
+		}
+		if math.Abs(float64(r.ComputeNs-want)) > 0.01*float64(want) {
+			t.Errorf("stage %d computes %d ns, the file %d", r.Stage, r.ComputeNs, want)
+		}
+		if r.ExposedPP <= 0 {
+			t.Errorf("stage %d: no exposed PP time with 48 MiB activations", r.Stage)
+		}
+	}
+	if it.IterationNs <= want {
+		t.Errorf("iteration %d ns, shorter than the compute %d", it.IterationNs, want)
+	}
+	oneLineError(t, run(t, st, "flowsim-analytical"), 1, "collective-granularity stream", "--model fluid")
+}
+
+// Collective and flow granularity agree: the SimAI micro benchmark on 128
+// GPUs within 5%, the pipeline's closed form within 1%, and backends that
+// need flows refuse the collective stream.
+func TestCollectiveGranularityAgrees(t *testing.T) {
+	topo128 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
+	end := func(tr []byte) int64 {
+		rows, _ := readTrace(t, tr)
+		var first, last int64 = math.MaxInt64, 0
+		for _, r := range rows {
+			first, last = min(first, r.StartNs), max(last, r.EndNs)
+		}
+		return last - first
+	}
+	var ends [2]int64
+	for i, g := range []string{"flow", "collective"} {
+		st := mustRun(t, topo128, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16", "--granularity", g)
+		ends[i] = end(mustRun(t, st, "flowsim-analytical", "--model", "busbw"))
+		if g == "collective" {
+			oneLineError(t, run(t, st, "flowsim-packet"), 1, "collective-granularity stream", "flowsim-packet needs flows")
+		}
+	}
+	if math.Abs(float64(ends[1]-ends[0])) > 0.05*float64(ends[0]) {
+		t.Errorf("micro on 128 GPUs: collective granularity %d ns, flow granularity %d ns", ends[1], ends[0])
+	}
+	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16"),
+		"simccl-decompose", "--workload", "examples/workloads/pipeline_pp4_ga8.txt", "--granularity", "collective")
+	it := iterationReport(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw"))
+	const p, m, F, B = 4, 8, 400e6, 800e6
+	bad := streamWithFlows(t, topo128, nil, nil, func(emit func(*stream.Flow)) {
+		emit(&stream.Flow{ID: 0, Collective: -1, Src: 0, Dst: 1, Size: 1024, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1000})
+	})
+	oneLineError(t, run(t, bad, "flowsim-analytical", "--model", "busbw"), 1, "record", "field src", "a COLL node sits on one GPU")
+	if want := m*(F+B) + (p-1)*(F+B); len(it.Ranks) != p || math.Abs(float64(it.IterationNs)-want) > 0.01*want {
+		t.Errorf("pipeline at collective granularity: %d ranks, iteration %d ns, closed form %.0f", len(it.Ranks), it.IterationNs, want)
+	}
+}
