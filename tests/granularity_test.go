@@ -103,3 +103,16 @@ func TestCollectiveGranularityAgrees(t *testing.T) {
 		t.Errorf("pipeline at collective granularity: %d ranks, iteration %d ns, closed form %.0f", len(it.Ranks), it.IterationNs, want)
 	}
 }
+
+// A stream larger than the memory a backend may use stops early, saying
+// how much it would take and what to do instead.
+func TestMemoryBudget(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128"),
+		"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16") // 76k flows
+	t.Setenv("FABRICSIM_MEMORY", "4MiB")
+	for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
+		oneLineError(t, run(t, st, prog), 1, "<stdin>: record", prog+" needs about", "beyond the 4MiB", "--granularity collective")
+	}
+	t.Setenv("FABRICSIM_MEMORY", "lots")
+	oneLineError(t, run(t, st, "flowsim-analytical"), 1, `FABRICSIM_MEMORY="lots"`)
+}

@@ -70,7 +70,11 @@ func (c *command) run() error {
 		return err
 	}
 	defer rc.Close()
-	set, err := flowset.Read(sr)
+	limit, err := cli.MemoryBudget()
+	if err != nil {
+		return err
+	}
+	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "phyrun", PerFlow: 200, Limit: limit})
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Set is a stream read into memory: the topology, groups, collectives and
@@ -205,7 +206,20 @@ func (in *Set) FlowError(i int32, field string, err error) error {
 //
 // Decoding runs on its own goroutine and hands flows over in batches, so
 // msgpack decoding overlaps building the flow table and the DAG.
-func Read(r *stream.Reader) (*Set, error) {
+func Read(r *stream.Reader) (*Set, error) { return ReadBudget(r, Budget{}) }
+
+// Budget bounds what ReadBudget may hold: Limit bytes (0: no bound) at
+// about PerFlow bytes per flow for the whole run of Backend.
+type Budget struct {
+	Backend string
+	PerFlow int64
+	Limit   int64
+}
+
+// ReadBudget is Read that stops, with an estimate, once the flows read so
+// far would need more than the budget: a stream too large for the machine
+// fails early with a hint instead of running it out of memory.
+func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 	in := &Set{Name: r.Name(), Groups: map[int64]*stream.Group{}, Collectives: map[int64]*stream.Collective{}}
 	full := make(chan *flowBatch, 4)
 	free := make(chan *flowBatch, 4)
@@ -249,6 +263,11 @@ func Read(r *stream.Reader) (*Set, error) {
 				ft.connNames = append(ft.connNames, f.conn)
 			}
 			lastConn, lastName = ci, f.conn
+			if budget.Limit > 0 && idx%batchFlows == 0 && int64(idx)*budget.PerFlow > budget.Limit {
+				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run flowsim-analytical --model busbw, or simulate fewer GPUs",
+					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit)))
+				break
+			}
 			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
 			if f.kind == Coll {
 				in.CollNodes++
