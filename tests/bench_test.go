@@ -143,3 +143,14 @@ func BenchmarkSimAIExample9216Collective(b *testing.B) {
 			[]string{"fctstats", "--iteration"})
 	}
 }
+
+// Issue 11: simccl-decompose writes flows as it makes them, in bounded
+// memory, at 5 M flows/s or more: AICB GPT-13B on 128 GPUs is 14.7 M flows
+// (simccl-decompose --summary counts them), so at most 2.9 wall-s.
+func BenchmarkDecomposeGPT13B128(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "128"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "-o", "/dev/null"})
+	}
+}

@@ -91,8 +91,16 @@ func TestCollectiveGranularityAgrees(t *testing.T) {
 	if math.Abs(float64(ends[1]-ends[0])) > 0.05*float64(ends[0]) {
 		t.Errorf("micro on 128 GPUs: collective granularity %d ns, flow granularity %d ns", ends[1], ends[0])
 	}
-	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16"),
-		"simccl-decompose", "--workload", "examples/workloads/pipeline_pp4_ga8.txt", "--granularity", "collective")
+	// AICB GPT-13B (tp 8) on 16 GPUs: 1.8 M flows against 92 nodes.
+	topo16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	const gpt = "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"
+	for i, g := range []string{"flow", "collective"} {
+		ends[i] = end(mustRun(t, mustRun(t, topo16, "simccl-decompose", "--workload", gpt, "--granularity", g), "flowsim-analytical", "--model", "busbw"))
+	}
+	if math.Abs(float64(ends[1]-ends[0])) > 0.05*float64(ends[0]) {
+		t.Errorf("GPT-13B on 16 GPUs: collective granularity %d ns, flow granularity %d ns", ends[1], ends[0])
+	}
+	st := mustRun(t, topo16, "simccl-decompose", "--workload", "examples/workloads/pipeline_pp4_ga8.txt", "--granularity", "collective")
 	it := iterationReport(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw"))
 	const p, m, F, B = 4, 8, 400e6, 800e6
 	bad := streamWithFlows(t, topo128, nil, nil, func(emit func(*stream.Flow)) {
