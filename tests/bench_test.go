@@ -154,3 +154,15 @@ func BenchmarkDecomposeGPT13B128(b *testing.B) {
 			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "-o", "/dev/null"})
 	}
 }
+
+// Issue 11: the same through the fluid model at collective granularity
+// (collectives sharing each stage's NICs or NVLink): at most 60 s.
+func BenchmarkSimAIExample9216CollectiveFluid(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "9216"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_workload_analytical.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--model", "fluid"},
+			[]string{"fctstats", "--iteration"})
+	}
+}

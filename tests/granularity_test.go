@@ -64,7 +64,7 @@ func TestCollectiveGranularitySimAIExample(t *testing.T) {
 	if it.IterationNs <= want {
 		t.Errorf("iteration %d ns, shorter than the compute %d", it.IterationNs, want)
 	}
-	oneLineError(t, run(t, st, "flowsim-analytical"), 1, "collective-granularity stream", "--model fluid")
+	oneLineError(t, run(t, st, "phyrun"), 1, "collective-granularity stream", "phyrun needs flows")
 }
 
 // Collective and flow granularity agree: the SimAI micro benchmark on 128
@@ -123,4 +123,33 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	t.Setenv("FABRICSIM_MEMORY", "lots")
 	oneLineError(t, run(t, st, "flowsim-analytical"), 1, `FABRICSIM_MEMORY="lots"`)
+}
+
+// The fluid model at collective granularity, by hand: two collectives
+// spanning servers start together on one stage's representative and share
+// its NICs equally: the 100 us one ends at 200 us (half speed), the 200 us
+// one at 300 us (half speed, then alone). A collective inside a server at
+// the same time holds NVLink, not the NICs: 150 us. busbw shares nothing.
+func TestCollectiveFluidShares(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	groups := []stream.Group{{ID: 0, Type: "DP", Ranks: []int32{0, 8}}, {ID: 1, Type: "TP", Ranks: []int32{0, 1}}}
+	colls := []stream.Collective{
+		{ID: 0, Op: "allreduce", Size: 1 << 20, Group: 0, Algorithm: "ring", PredictedPs: 100e6, Layer: -1, Microbatch: -1, Stage: 0},
+		{ID: 1, Op: "allreduce", Size: 2 << 20, Group: 0, Algorithm: "ring", PredictedPs: 200e6, Layer: -1, Microbatch: -1, Stage: 0},
+		{ID: 2, Op: "allreduce", Size: 1 << 20, Group: 1, Algorithm: "ring", PredictedPs: 150e6, Layer: -1, Microbatch: -1, Stage: 0},
+	}
+	st := streamWithFlows(t, topoOut, groups, colls, func(emit func(*stream.Flow)) {
+		for i, c := range colls {
+			emit(&stream.Flow{ID: int64(i), Collective: c.ID, Src: 0, Dst: 0, Size: c.Size, Channel: -1, ChunkCount: 1,
+				ConnType: stream.ConnColl, DelayPs: c.PredictedPs})
+		}
+	})
+	for model, want := range map[string][3]int64{"fluid": {200_000, 300_000, 150_000}, "busbw": {100_000, 200_000, 150_000}} {
+		rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", model))
+		for _, r := range rows {
+			if r.EndNs != want[r.FlowID] || r.IdealFctNs != colls[r.FlowID].PredictedPs/1000 || r.SizeBytes != colls[r.FlowID].Size {
+				t.Errorf("%s: collective %d ends at %d ns (ideal %d, %d bytes), want %d", model, r.FlowID, r.EndNs, r.IdealFctNs, r.SizeBytes, want[r.FlowID])
+			}
+		}
+	}
 }

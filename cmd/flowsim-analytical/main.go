@@ -30,10 +30,14 @@ Reads the fabricsim stream (topology, optional groups and collectives, flows), r
 flow when its deps are done, routes it over shortest paths (ECMP pinned by --seed, NVLink
 inside a server) and writes one trace row per flow (fabricsim.flows/v2): start, end, FCT and
 the ideal FCT (path latency + size over bottleneck bandwidth). A summary line goes to stderr.
+A collective-granularity stream (simccl-decompose --granularity collective) runs each COLL
+node for NCCL's model time; under fluid, collectives running at once on a stage share its
+NICs or its NVLink.
 
 Examples:
   topogen --family spectrum-x --gpus 128 | simccl-decompose --op allreduce --size 64MiB | flowsim-analytical | fctstats
-  flowsim-analytical --model busbw --out run.parquet flows.stream`
+  flowsim-analytical --model busbw --out run.parquet flows.stream
+  topogen --gpus 9216 | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective | flowsim-analytical | fctstats --iteration`
 
 func main() {
 	var c command

@@ -41,7 +41,7 @@ type command struct {
 	MSCCL       string `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
 	MaxChunks   int    `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
 	NoLaunch    bool   `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
-	Granularity string `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical --model busbw (formats/stream.md)."`
+	Granularity string `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 	Summary     bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
 	Out         string `short:"o" help:"Write the stream to FILE instead of stdout."`
 }

@@ -27,8 +27,10 @@
 // connection) start when its last byte has left; the others at its end. Uncontended, it ends max(step latency, path latency) + size /
 // bottleneck after release. A flow holds bandwidth on every link of its
 // path while it sends, not while it waits or during the trailing latency.
-// A COLL node (a whole collective, collective granularity; busbw only)
-// ends its delay_ps, NCCL's model time, after release. Delay nodes end
+// A COLL node (a whole collective, collective granularity) ends its
+// delay_ps, NCCL's model time, after release under busbw; under fluid the
+// collectives running at once on a stage share its NICs or its NVLink
+// (collshare.go), and its ideal_fct is that model time. Delay nodes end
 // delay_ps after release; joins (DELAY flows of size 0
 // without delay_ps) as soon as they are released; other size-0 flows after
 // max(step latency, path latency); a flow from a GPU to itself is a local
@@ -126,6 +128,7 @@ const (
 	evDrained                // Target fluid slot, Arg the slot's generation
 	evSend                   // Target flow index: its send latency is over
 	evStart                  // Target flow index: its step latency is over, the bytes go
+	evCollDone               // Target COLL node (fluid), Arg its share generation
 )
 
 // progressEvery is how many completions pass between Progress calls.
@@ -148,6 +151,7 @@ type engine struct {
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
+	share   *collShare // fluid at collective granularity
 }
 
 // maxLanes bounds the distinct delays that get a FIFO lane; events after
@@ -174,12 +178,6 @@ func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
 // order, with its trace row (the row is reused: copy it to keep it). An
 // Input may be run several times, not concurrently.
 func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, error) {
-	if opt.Model == Fluid {
-		// Sharing links needs the flows a collective puts on them.
-		if err := in.RefuseColl("flowsim-analytical --model fluid"); err != nil {
-			return Result{}, err
-		}
-	}
 	r, err := route.New(in.Topology)
 	if err != nil {
 		return Result{}, err
@@ -191,6 +189,9 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.q = *des.NewQueue(1024)
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, &e.q)
+		if in.CollNodes > 0 {
+			e.share = newCollShare()
+		}
 	} else {
 		e.fl = newPrivateFluid(r, &e.q)
 	}
@@ -222,6 +223,12 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			case evStart:
 				if err := e.send(ev.Target, true); err != nil {
 					return e.res, err
+				}
+			case evCollDone:
+				if e.share.done(e, ev.Target, ev.Arg) {
+					if err := e.complete(ev.Target, e.in.Flow(ev.Target).Lat); err != nil {
+						return e.res, err
+					}
 				}
 			case evDrained:
 				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
@@ -259,8 +266,12 @@ func (e *engine) release(i int32) error {
 	case flowset.Join:
 		e.after(0, evComplete, i, 0)
 		return nil
-	case flowset.Coll: // busbw at collective granularity: NCCL's model time
-		e.after(f.Lat, evComplete, i, 0)
+	case flowset.Coll: // collective granularity: NCCL's model time, shared under fluid
+		if e.share != nil {
+			e.share.start(e, i)
+			return nil
+		}
+		e.after(f.Lat, evComplete, i, int64(f.Lat))
 		return nil
 	}
 	if e.opt.SendLat > 0 {

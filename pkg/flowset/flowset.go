@@ -264,7 +264,7 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 			}
 			lastConn, lastName = ci, f.conn
 			if budget.Limit > 0 && idx%batchFlows == 0 && int64(idx)*budget.PerFlow > budget.Limit {
-				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run flowsim-analytical --model busbw, or simulate fewer GPUs",
+				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run flowsim-analytical, or simulate fewer GPUs",
 					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit)))
 				break
 			}
@@ -463,13 +463,13 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 	return Transfer, nil
 }
 
-// RefuseColl is the error a backend that moves flows gives a
+// RefuseColl is the error a backend that moves every flow gives a
 // collective-granularity stream, nil for a flow-granularity one.
 func (in *Set) RefuseColl(backend string) error {
 	if in.CollNodes == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-analytical --model busbw", in.Name, in.CollNodes, backend)
+	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-analytical", in.Name, in.CollNodes, backend)
 }
 
 // Row is flow i's trace row for a backend's measured times (ns): ids,
@@ -483,7 +483,7 @@ func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
 	if f.Kind == Transfer || f.Kind == Coll {
 		r.SizeBytes = f.Size
 	}
-	if f.Kind != Transfer {
+	if f.Kind == Delay || f.Kind == Join {
 		r.IdealFctNs = r.FctNs
 	}
 	c := in.coll(f.Coll)
