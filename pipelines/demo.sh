@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make demo: two 128-GPU fabrics side by side (topogen --summary), then the
-# whole pipeline on a 16-GPU Spectrum-X cluster, reported by fctstats.
+# whole pipeline on a 16-GPU Spectrum-X cluster, reported by fctstats, and
+# one training iteration of SimAI's 9216-GPU example with its breakdown.
 # Writes out/demo.parquet (one row per flow) and out/demo.png (slowdown CDF
-# and per-rank timelines).
+# and per-rank timelines), out/demo-iteration.{parquet,png}.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p out
@@ -28,3 +29,20 @@ bin/fctstats out/demo.parquet --plot out/demo.png --timeline
 echo "Wrote out/demo.parquet, one row per flow: pd.read_parquet(\"out/demo.parquet\") in pandas with pyarrow,"
 echo "or duckdb.read_parquet(\"out/demo.parquet\").df() with duckdb; and out/demo.png (slowdown CDF per"
 echo "connection type, flows in flight per rank)."
+echo
+echo "One training iteration of SimAI's 9216-GPU example (tp 2, ep 16, pp 12, vpp 8, ga 24, 1789"
+echo "lines), one rank per pipeline stage standing for the stage, collectives at NCCL's model time:"
+echo
+echo "  topogen --family spectrum-x --gpus 9216 \\"
+echo "    | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective \\"
+echo "    | flowsim-analytical --out out/demo-iteration.parquet"
+echo "  fctstats --iteration out/demo-iteration.parquet --plot out/demo-iteration.png"
+echo
+bin/topogen --family spectrum-x --gpus 9216 2>/dev/null |
+	bin/simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective 2>/dev/null |
+	bin/flowsim-analytical --out out/demo-iteration.parquet
+bin/fctstats --iteration out/demo-iteration.parquet --plot out/demo-iteration.png >out/demo-iteration.txt
+awk '/^Layers on rank/ { exit } { print }' out/demo-iteration.txt
+echo "Wrote out/demo-iteration.txt (with each layer), out/demo-iteration.parquet and out/demo-iteration.png (each stage's iteration: compute,"
+echo "exposed communication per group type, bubble); fctstats --iteration --format simai-e2e writes"
+echo "SimAI's EndToEnd.csv, --format chrome-trace a trace for ui.perfetto.dev."

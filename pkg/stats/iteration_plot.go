@@ -4,6 +4,7 @@ import (
 	"image/color"
 	"math"
 	"slices"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -29,11 +30,27 @@ var segmentColors = [numSegKinds]color.Color{
 func (it *Iteration) IterationPlot(title string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "time (us)"
+	// Time in ms once the iteration is long enough for µs to clutter.
+	scale, unit := 1e3, "us"
+	if it.IterationNs >= 10e6 {
+		scale, unit = 1e6, "ms"
+	}
+	p.X.Label.Text = "time (" + unit + ")"
 	p.Y.Label.Text = "rank"
-	tl := &timeline{colors: segmentColors[:], minY: math.Inf(1), maxY: math.Inf(-1)}
+	// Ranks are rows in order, labelled with their number (and stage):
+	// one rank per stage at collective granularity is 0, 768, 1536, ...
+	tl := &timeline{colors: segmentColors[:], minY: math.Inf(1), maxY: math.Inf(-1), scale: scale}
 	used := [numSegKinds]bool{}
-	for _, r := range it.Ranks {
+	var ticks []plot.Tick
+	every := max(1, len(it.Ranks)/24)
+	for row, r := range it.Ranks {
+		if row%every == 0 {
+			label := strconv.Itoa(int(r.Rank))
+			if r.Stage >= 0 && len(it.Ranks) <= 48 {
+				label += " (stage " + strconv.Itoa(int(r.Stage)) + ")"
+			}
+			ticks = append(ticks, plot.Tick{Value: float64(row), Label: label})
+		}
 		var by [numSegKinds][][2]int64
 		for _, s := range it.segments[r.Rank] {
 			by[s.Kind] = append(by[s.Kind], [2]int64{s.StartNs, s.EndNs})
@@ -41,11 +58,12 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 		}
 		for k, spans := range by {
 			if len(spans) > 0 {
-				tl.lanes = append(tl.lanes, lane{y: float64(r.Rank), conn: k, spans: spans})
+				tl.lanes = append(tl.lanes, lane{y: float64(row), conn: k, spans: spans})
 			}
 		}
-		tl.minY, tl.maxY = min(tl.minY, float64(r.Rank)-0.5), max(tl.maxY, float64(r.Rank)+0.5)
+		tl.minY, tl.maxY = min(tl.minY, float64(row)-0.5), max(tl.maxY, float64(row)+0.5)
 	}
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	for k, u := range used {
 		if u {
 			l := &plotter.Line{LineStyle: draw.LineStyle{Color: segmentColors[k], Width: vg.Points(4)}}
@@ -61,8 +79,8 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 	tl.rows = int(tl.maxY - tl.minY)
 	slices.SortFunc(tl.lanes, func(a, b lane) int { return a.conn - b.conn })
 	p.Add(&iterationRows{timeline: tl})
-	p.X.Min = float64(it.StartNs) / 1e3
-	p.X.Max = float64(it.EndNs) / 1e3
+	p.X.Min = float64(it.StartNs) / scale
+	p.X.Max = float64(it.EndNs) / scale
 	// Room above the top rank for the legend (about 14 pt per entry).
 	n := 0
 	for _, u := range used {
@@ -87,7 +105,7 @@ func (t *iterationRows) Plot(c draw.Canvas, p *plot.Plot) {
 		sty := draw.LineStyle{Color: t.colors[l.conn], Width: w}
 		y := trY(l.y)
 		for _, s := range l.spans {
-			x0, x1 := trX(float64(s[0])/1e3), trX(float64(s[1])/1e3)
+			x0, x1 := trX(float64(s[0])/t.scale), trX(float64(s[1])/t.scale)
 			c.StrokeLine2(sty, x0, y, x1, y)
 		}
 	}
@@ -95,5 +113,7 @@ func (t *iterationRows) Plot(c draw.Canvas, p *plot.Plot) {
 
 // PlotHeight suits the iteration panel to its number of ranks.
 func (it *Iteration) PlotHeight() vg.Length {
-	return vg.Inch * vg.Length(min(24, max(3.5, 2+0.12*float64(len(it.Ranks)))))
+	// Room for the legend's eight entries above a few rows, about a fifth
+	// of an inch per rank beyond.
+	return vg.Inch * vg.Length(min(24, max(5, 2+0.2*float64(len(it.Ranks)))))
 }

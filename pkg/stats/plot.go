@@ -235,6 +235,7 @@ type timeline struct {
 	colors     []color.Color
 	minY, maxY float64
 	rows       int
+	scale      float64 // ns per x unit; 0 means µs (1e3)
 }
 
 // Plot implements plot.Plotter.
@@ -255,12 +256,16 @@ func (t *timeline) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 }
 
-// DataRange implements plot.DataRanger: time in µs, node ids.
+// DataRange implements plot.DataRanger: time in µs (or scale ns), node ids.
 func (t *timeline) DataRange() (xmin, xmax, ymin, ymax float64) {
 	xmin, xmax = math.Inf(1), math.Inf(-1)
+	scale := t.scale
+	if scale == 0 {
+		scale = 1e3
+	}
 	for _, l := range t.lanes {
-		xmin = min(xmin, float64(l.spans[0][0])/1e3)
-		xmax = max(xmax, float64(l.spans[len(l.spans)-1][1])/1e3)
+		xmin = min(xmin, float64(l.spans[0][0])/scale)
+		xmax = max(xmax, float64(l.spans[len(l.spans)-1][1])/scale)
 	}
 	return xmin, xmax, t.minY, t.maxY
 }
