@@ -47,8 +47,8 @@ func TestCollectiveGranularitySimAIExample(t *testing.T) {
 	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "9216"), "simccl-decompose", "--workload", wl, "--granularity", "collective")
 	it := iterationReport(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw"))
 	want := fileCompute(t, wl)
-	if len(it.Ranks) != 12 {
-		t.Fatalf("%d ranks, want one per stage (12)", len(it.Ranks))
+	if len(it.Ranks) != 12 || !it.PerStage {
+		t.Fatalf("%d ranks (one per stage: %v), want one per stage (12)", len(it.Ranks), it.PerStage)
 	}
 	for i, r := range it.Ranks {
 		if r.Rank != int32(i*768) || r.Stage != int32(i) {

@@ -15,6 +15,7 @@ import (
 type iterationJSON struct {
 	IterationNs  int64 `json:"iteration_ns"`
 	CriticalRank int32 `json:"critical_rank"`
+	PerStage     bool  `json:"one_rank_per_stage"`
 	Ranks        []struct {
 		Rank        int32 `json:"rank"`
 		Stage       int32 `json:"stage"`

@@ -127,6 +127,9 @@ type Iteration struct {
 	Mean         MeanBreakdown   `json:"mean"`
 	Ranks        []RankBreakdown `json:"ranks"`
 	Layers       []LayerRow      `json:"layers"`
+	// PerStage: a collective-granularity trace, in which each rank stands
+	// for every rank of its pipeline stage.
+	PerStage bool `json:"one_rank_per_stage"`
 
 	// Segments per rank (with IterationOptions.KeepSegments): the
 	// iteration cut into compute, exposed and bubble pieces, for plots.
@@ -240,6 +243,7 @@ type iterAcc struct {
 	lastColl  *collMeta
 	lastID    int64
 	flowsKept int
+	perStage  bool
 }
 
 func newIterAcc(name string, opt IterationOptions) *iterAcc {
@@ -266,6 +270,9 @@ func (a *iterAcc) add(r *trace.Row) {
 	}
 	if r.CollectiveID < 0 {
 		return // raw flows belong to no collective a rank waits on
+	}
+	if r.ConnType == stream.ConnColl {
+		a.perStage = true
 	}
 	c := a.lastColl
 	if c == nil || a.lastID != r.CollectiveID {
@@ -334,7 +341,7 @@ func (a *iterAcc) finish() (*Iteration, error) {
 	case a.unphased == n:
 		return nil, fmt.Errorf("%s: column phase: no compute row has a phase (fwd, ig, wg); a fabricsim.flows/v1 trace lacks it: rerun the backend", a.name)
 	}
-	it := &Iteration{Source: a.name, StartNs: a.start, EndNs: a.end, IterationNs: a.end - a.start, colls: a.colls}
+	it := &Iteration{Source: a.name, StartNs: a.start, EndNs: a.end, IterationNs: a.end - a.start, colls: a.colls, PerStage: a.perStage}
 	perRank := map[int32][]rankSpan{}
 	for k, s := range a.spans {
 		if _, ok := a.comp[k.rank]; ok {

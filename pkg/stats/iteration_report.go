@@ -61,9 +61,13 @@ func (it *Iteration) tables() []*textTable {
 	if it.Critical.Stage >= 0 {
 		stage = fmt.Sprintf(", stage %d", it.Critical.Stage)
 	}
+	ranks := fmt.Sprintf("%d ranks", len(it.Ranks))
+	if it.PerStage {
+		ranks += " (each standing for its pipeline stage: collective granularity)"
+	}
 	sum := &textTable{
-		title: fmt.Sprintf("Iteration: %s ms over %d ranks; critical rank %d%s (most compute + exposed communication)",
-			ms(float64(it.IterationNs)), len(it.Ranks), it.CriticalRank, stage),
+		title: fmt.Sprintf("Iteration: %s ms over %s; critical rank %d%s (most compute + exposed communication)",
+			ms(float64(it.IterationNs)), ranks, it.CriticalRank, stage),
 		head:  []string{"", "critical (ms)", "share", "mean (ms)", "share"},
 		align: "lrrrr",
 		rows:  it.breakdownRows(),
