@@ -28,8 +28,9 @@ type Decomposer struct {
 	Planner *Planner
 	// Collectives: collective granularity. One rank per pipeline stage
 	// (its first) stands for every rank of the stage, each collective other
-	// than a pipeline transfer is one COLL node on it, and the groups of
-	// the other ranks are not emitted (formats/stream.md).
+	// than a pipeline transfer is one COLL node on it, and only its group's
+	// collectives are planned and written; every group is still listed
+	// (formats/stream.md).
 	Collectives bool
 
 	sets   map[string]*groupSet // by group type
