@@ -60,6 +60,8 @@ func Set(tops []*topo.Topology, data []byte, o Options) (*flowset.Set, error) {
 			fl.Deps = []int64{int64(b[4]) % (id + 1), int64(b[5]) % (id + 1)}
 		case 2:
 			fl.Size, fl.ConnType = 0, stream.ConnDelay
+		case 3: // a whole collective at collective granularity, on its source
+			fl.Dst, fl.ConnType, fl.Channel = fl.Src, stream.ConnColl, -1
 		}
 		switch b[5] % 5 {
 		case 1:

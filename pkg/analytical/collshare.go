@@ -82,7 +82,12 @@ func (s *collShare) reschedule(e *engine, r *shareRes) {
 	for _, j := range r.jobs {
 		job := s.jobs[j]
 		job.gen++
-		e.q.Push(e.now.Add(des.Time(math.Ceil(max(job.left, 0)*n))), evCollDone, j, job.gen)
+		d := math.Ceil(max(job.left, 0) * n)
+		at := des.Never // beyond the clock's range: saturate as Time.Add does
+		if d < float64(des.Never) {
+			at = e.now.Add(des.Time(d))
+		}
+		e.q.Push(at, evCollDone, j, job.gen)
 	}
 }
 

@@ -25,7 +25,7 @@ func FuzzRun(f *testing.F) {
 	alg := ccAlg(f, cc.ModeDCQCN)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := fuzzflows.Set(tops, data, fuzzflows.Options{Sizes: []int64{0, 1, 4096, 1 << 20}, MaxFlows: 32, DelayNodesOnly: true})
-		if err != nil {
+		if err != nil || set.RefuseColl("flowsim-packet") != nil { // flowsim-packet refuses collective granularity
 			return
 		}
 		r, err := route.New(set.Topology)

@@ -383,6 +383,8 @@ func FromSet(set *flowset.Set) *Flows {
 			size[i], lat[i], port[i] = f.Size, int64(f.Lat), f.Port
 		case flowset.Delay:
 			delay[i] = f.Size
+		case flowset.Coll: // flowsim-packet refuses these (RefuseColl); a caller that does not gets NCCL's model time
+			delay[i] = int64(f.Lat)
 		}
 	}
 	fl := NewFlows(set.DAG, src, dst, size, delay)
