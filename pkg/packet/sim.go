@@ -179,6 +179,19 @@ type Sim struct {
 	epoch  []int32 // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
 	freeQP []int32
 
+	// lazy: a queue pair takes a slot in qps (480 bytes and two paths)
+	// only when it sends its first packet; until then its port's round
+	// robin holds ^k, k indexing pend. A 4096-rank AllToAll opens 16.8 M
+	// queue pairs at once, of which a few per NIC are sending at any time.
+	// Monitors (which list every open pair) and LINK_DOWN (which walks
+	// them) keep every pair materialized.
+	lazy     bool
+	pend     []pending
+	freePend []int32
+	fwd, rev [maxPath]route.DirLink
+	fwdLen   uint8
+	revLen   uint8
+
 	flows *Flows
 	Stats Stats
 	mon   *Monitors
