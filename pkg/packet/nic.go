@@ -46,10 +46,10 @@ func (s *Sim) allocQP() int32 {
 		s.freeQP = s.freeQP[:n-1]
 		return i
 	}
-	s.qps = append(s.qps, qp{})
-	s.epoch = append(s.epoch, 0)
-	s.paths = append(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
-	s.pathLen = append(s.pathLen, 0, 0)
+	s.qps = appendDoubling(s.qps, qp{})
+	s.epoch = appendDoubling(s.epoch, 0)
+	s.paths = appendDoubling(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
+	s.pathLen = appendDoubling(s.pathLen, 0, 0)
 	return int32(len(s.qps) - 1)
 }
 

@@ -282,7 +282,9 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	part := min(size-j*per*pay, per*pay)
 	q := &s.qps[qi]
 	s.epoch[qi]++
-	*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now, sport: s.sport(id, j)}
+	// The timer generations carry over from the slot's last pair: its
+	// pending timer events must not match the new pair's.
+	*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
 	h := route.FlowHash(src, dst, id*64+j, s.seed)
 	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("flow %d: %v", id, err)
