@@ -1,6 +1,8 @@
 package packet
 
 import (
+	"fmt"
+
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -44,11 +46,46 @@ func (s *Sim) allocQP() int32 {
 		s.freeQP = s.freeQP[:n-1]
 		return i
 	}
-	s.qps = append(s.qps, qp{})
-	s.epoch = append(s.epoch, 0)
-	s.paths = append(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
-	s.pathLen = append(s.pathLen, 0, 0)
+	s.qps = appendDoubling(s.qps, qp{})
+	s.epoch = appendDoubling(s.epoch, 0)
+	s.paths = appendDoubling(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
+	s.pathLen = appendDoubling(s.pathLen, 0, 0)
 	return int32(len(s.qps) - 1)
+}
+
+// pending is an opened queue pair that has not sent yet: part j of
+// transfer flow.
+type pending struct{ flow, j int32 }
+
+// addPending puts a pending queue pair in its port's round robin.
+func (s *Sim) addPending(pid int32, flow, j int32) {
+	var k int32
+	if n := len(s.freePend); n > 0 {
+		k = s.freePend[n-1]
+		s.freePend = s.freePend[:n-1]
+	} else {
+		k = int32(len(s.pend))
+		s.pend = append(s.pend, pending{})
+	}
+	s.pend[k] = pending{flow: flow, j: j}
+	p := &s.ports[pid]
+	p.qps = append(p.qps, ^k)
+}
+
+// materialize gives the pending queue pair at slot i of port pid's round
+// robin its state, as opening it would have.
+func (s *Sim) materialize(pid int32, i int) int32 {
+	p := &s.ports[pid]
+	k := ^p.qps[i]
+	pd := s.pend[k]
+	s.freePend = append(s.freePend, k)
+	qi := s.allocQP()
+	if err := s.initQP(qi, pd.flow, int64(pd.j)); err != nil {
+		panic(fmt.Sprintf("packet: queue pair routed when opened fails later: %v", err)) // same inputs, same route
+	}
+	p.qps[i] = qi
+	s.qps[qi].slot = int32(i)
+	return qi
 }
 
 // sendFromQP lets the port's queue pairs send one data packet, round robin,
@@ -65,6 +102,13 @@ func (s *Sim) sendFromQP(pid int32) bool {
 			p.qpRR = 0
 		}
 		qi := p.qps[p.qpRR]
+		if qi < 0 {
+			// Pending: nothing sent, so neither window nor pacing holds it.
+			qi = s.materialize(pid, p.qpRR)
+			p.qpRR++
+			s.sendData(pid, qi)
+			return true
+		}
 		q := &s.qps[qi]
 		p.qpRR++
 		if q.sndNxt >= q.size {
@@ -308,7 +352,9 @@ func (s *Sim) removeQP(pid int32, qi int32) {
 	last := int32(len(p.qps) - 1)
 	moved := p.qps[last]
 	p.qps[i] = moved
-	s.qps[moved].slot = i
+	if moved >= 0 { // a pending pair learns its slot when it sends
+		s.qps[moved].slot = i
+	}
 	p.qps = p.qps[:last]
 	if p.qpRR > int(last) {
 		p.qpRR = 0

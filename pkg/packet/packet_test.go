@@ -84,7 +84,7 @@ func TestSingleFlowIdeal(t *testing.T) {
 		fct := fl.End[0] - fl.Start[0]
 		ideal := fl.Ideal[0]
 		q := &s.qps[0]
-		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(0))
+		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(s.paths[0][:s.pathLen[0]]))
 		if fct < ideal-pktTime-q.cc.BaseRTT || fct > ideal+pktTime+q.cc.BaseRTT {
 			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.cc.BaseRTT)
 		}

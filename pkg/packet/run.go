@@ -51,6 +51,7 @@ func (s *Sim) Run() error {
 	if s.mon != nil {
 		s.mon.start(s)
 	}
+	s.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
 	s.work = append(s.work[:0], s.flows.DAG.Ready()...)
 	if err := s.drain(); err != nil {
 		return err
@@ -222,43 +223,85 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	per := (pktsTotal + nq - 1) / nq
 	left := size
 	for j := int64(0); j < nq && left > 0; j++ {
-		part := min(left, per*int64(s.cfg.PayloadSize))
-		left -= part
-		qi := s.allocQP()
-		q := &s.qps[qi]
-		s.epoch[qi]++
-		*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now,
-			sport: uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)}
-		h := route.FlowHash(src, dst, id*64+j, s.seed)
-		if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
-			return fmt.Errorf("flow %d: %v", id, err)
+		left -= min(left, per*int64(s.cfg.PayloadSize))
+		var port int32
+		if s.lazy {
+			// Route now (the first hop names the port; errors surface
+			// here as they always did), keep only the flow and j.
+			h := route.FlowHash(src, dst, id*64+j, s.seed)
+			if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
+				return fmt.Errorf("flow %d: %v", id, err)
+			}
+			if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
+				return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
+			}
+			port = int32(s.fwd[0])
+			if j == 0 {
+				fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
+				lineRate := s.ports[port].bw
+				rtt, _ := s.baseRTT(fwd, rev, lineRate)
+				f.Sport[i] = s.sport(id, j)
+				f.Ideal[i] += s.SendLatPs + rtt + int64(float64(size)*8e12/s.bottleneck(fwd)+0.5)
+			}
+			s.addPending(port, i, int32(j))
+		} else {
+			qi := s.allocQP()
+			if err := s.initQP(qi, i, j); err != nil {
+				return err
+			}
+			q := &s.qps[qi]
+			port = q.port
+			if j == 0 {
+				f.Sport[i] = q.sport
+				f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(s.paths[2*qi][:s.pathLen[2*qi]])+0.5)
+			}
+			s.addQP(port, qi)
 		}
-		if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
-			return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
-		}
-		q.port = int32(s.paths[2*qi][0])
-		lineRate := s.ports[q.port].bw
-		rtt, win := s.baseRTT(qi, lineRate)
-		q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Rng: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
-		s.alg.Init(&q.cc)
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
 		f.txLeft[i]++
-		if j == 0 {
-			f.Sport[i] = q.sport
-			f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(2*qi)+0.5)
-		}
-		s.addQP(q.port, qi)
-		s.tryTx(q.port)
+		s.tryTx(port)
 	}
 	return nil
 }
 
-// setPath routes path id pid from node a to node b, on NIC port port of a
-// dual-homed source (-1: by the hash). The router also takes a GPU to or
-// from its NVSwitch (NVLS) over their direct links, and knows which links
-// have failed.
-func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
+func (s *Sim) sport(id, j int64) uint16 {
+	return uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)
+}
+
+// initQP sets up queue pair qi as part j of transfer i: its share of the
+// bytes, both paths, and its congestion control at line rate.
+func (s *Sim) initQP(qi, i int32, j int64) error {
+	f := s.flows
+	src, dst, size := f.Src[i], f.Dst[i], f.Size[i]
+	id := f.DAG.ID(i)
+	pay := int64(s.cfg.PayloadSize)
+	pktsTotal := (size + pay - 1) / pay
+	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
+	per := (pktsTotal + nq - 1) / nq
+	part := min(size-j*per*pay, per*pay)
+	q := &s.qps[qi]
+	s.epoch[qi]++
+	// The timer generations carry over from the slot's last pair: its
+	// pending timer events must not match the new pair's.
+	*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
+	h := route.FlowHash(src, dst, id*64+j, s.seed)
+	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
+		return fmt.Errorf("flow %d: %v", id, err)
+	}
+	if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
+		return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
+	}
+	q.port = int32(s.paths[2*qi][0])
+	lineRate := s.ports[q.port].bw
+	rtt, win := s.baseRTT(s.paths[2*qi][:s.pathLen[2*qi]], s.paths[2*qi+1][:s.pathLen[2*qi+1]], lineRate)
+	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Rng: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
+	s.alg.Init(&q.cc)
+	return nil
+}
+
+// route computes a path from a to b into a fixed buffer.
+func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64, port int) error {
 	var err error
 	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
 	if err != nil {
@@ -267,9 +310,17 @@ func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
 	if len(s.buf) > maxPath {
 		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
 	}
-	copy(s.paths[pid][:], s.buf)
-	s.pathLen[pid] = uint8(len(s.buf))
+	copy(dst[:], s.buf)
+	*n = uint8(len(s.buf))
 	return nil
+}
+
+// setPath routes path id pid from node a to node b, on NIC port port of a
+// dual-homed source (-1: by the hash). The router also takes a GPU to or
+// from its NVSwitch (NVLS) over their direct links, and knows which links
+// have failed.
+func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
+	return s.route(&s.paths[pid], &s.pathLen[pid], a, b, h, port)
 }
 
 // baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
@@ -282,29 +333,26 @@ func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
 // bandwidth-delay product a flow whose receiver sends data of its own (every
 // ring step) loses a fifth of its rate to that wait; with this margin an
 // unloaded flow keeps line rate either way.
-func (s *Sim) baseRTT(qi int32, lineRate float64) (rtt, win int64) {
+func (s *Sim) baseRTT(fwd, rev []route.DirLink, lineRate float64) (rtt, win int64) {
 	mtu := float64(s.cfg.PayloadSize + s.cfg.HeaderBytes)
 	var ackWait int64
-	for dir := int32(0); dir < 2; dir++ {
-		pid := 2*qi + dir
-		for h := 0; h < int(s.pathLen[pid]); h++ {
-			p := &s.ports[s.paths[pid][h]]
-			if dir == 0 {
-				rtt += p.lat + int64(mtu*p.bitPs+0.5)
-			} else {
-				rtt += p.lat
-				ackWait += int64((mtu+float64(s.cfg.AckBytes))*p.bitPs + 0.5)
-			}
-		}
+	for _, dl := range fwd {
+		p := &s.ports[dl]
+		rtt += p.lat + int64(mtu*p.bitPs+0.5)
+	}
+	for _, dl := range rev {
+		p := &s.ports[dl]
+		rtt += p.lat
+		ackWait += int64((mtu+float64(s.cfg.AckBytes))*p.bitPs + 0.5)
 	}
 	win = int64(float64(rtt+ackWait) * lineRate / 8e12)
 	return rtt, max(win, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 }
 
-func (s *Sim) bottleneck(pid int32) float64 {
+func (s *Sim) bottleneck(path []route.DirLink) float64 {
 	bw := 0.0
-	for h := 0; h < int(s.pathLen[pid]); h++ {
-		if b := s.ports[s.paths[pid][h]].bw; bw == 0 || b < bw {
+	for _, dl := range path {
+		if b := s.ports[dl].bw; bw == 0 || b < bw {
 			bw = b
 		}
 	}

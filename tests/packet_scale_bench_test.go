@@ -1,0 +1,52 @@
+package tests
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+)
+
+// Issue 11: flowsim-packet at scale. Both runs are minutes long and take
+// gigabytes; `make bench` runs them once (-benchtime 1x). Select them with
+// -bench PacketScale.
+
+var packetSummary = regexp.MustCompile(`(\d+) events \(([\d.]+) M/s\), (\d+) data packets.*wall ([\d.]+) s`)
+
+// reportPacket reports events/s and data packets/s from flowsim-packet's
+// summary line.
+func reportPacket(b *testing.B, out string) {
+	b.Helper()
+	m := packetSummary.FindStringSubmatch(out)
+	if m == nil {
+		b.Fatalf("no summary line in %q", out)
+	}
+	evs, _ := strconv.ParseFloat(m[2], 64)
+	pkts, _ := strconv.ParseFloat(m[3], 64)
+	secs, _ := strconv.ParseFloat(m[4], 64)
+	b.ReportMetric(evs*1e6, "events/s")
+	b.ReportMetric(pkts, "data-packets")
+	b.ReportMetric(pkts/secs, "data-packets/s")
+}
+
+// A 1024-GPU Spectrum-X H100 cluster (TP 8, DP 128) running one DP
+// AllReduce of 64 MiB: about 16.3 million data packets.
+func BenchmarkPacketScaleAllReduce1024(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		reportPacket(b, measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "1024"},
+			[]string{"simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8"},
+			[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"}))
+	}
+}
+
+// A 4096-GPU Spectrum-X H100 cluster running one direct AllToAll of
+// 16 MiB per rank over all 4096 ranks: 16.8 million flows of 4 KiB, every
+// one released at once (a queue pair per flow).
+func BenchmarkPacketScaleAllToAll4096(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		reportPacket(b, measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "4096"},
+			[]string{"simccl-decompose", "--op", "alltoall", "--size", "16MiB", "--group", "dp", "--algo", "direct"},
+			[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"}))
+	}
+}
