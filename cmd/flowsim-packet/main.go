@@ -206,18 +206,9 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	}
 	meta := trace.Meta{Backend: "packet", Params: params,
 		Topology: set.TopologyMeta()}
-	w, err := cli.TraceWriter(c.Out, meta)
-	if err != nil {
-		return err
-	}
-	for i := int32(0); i < int32(set.Flows()); i++ {
-		row := set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
-		if err := w.Write(&row); err != nil {
-			w.Close()
-			return err
-		}
-	}
-	return w.Close()
+	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) trace.Row {
+		return set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
+	})
 }
 
 // writeSimAIFCT writes SimAI's fct.txt: one line per transfer, addressed by

@@ -90,21 +90,11 @@ func (c *command) run() error {
 	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
 		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
 		Topology: set.TopologyMeta()}
-	w, err := cli.TraceWriter(c.Out, meta)
-	if err != nil {
-		return err
-	}
 	var end int64
-	for i := int32(0); i < int32(set.Flows()); i++ {
-		r := res[i]
-		row := set.Row(i, r.Start, r.End, r.Ideal)
+	for _, r := range res {
 		end = max(end, r.End)
-		if err := w.Write(&row); err != nil {
-			w.Close()
-			return err
-		}
 	}
-	if err := w.Close(); err != nil {
+	if err := cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) trace.Row { return set.Row(i, res[i].Start, res[i].End, res[i].Ideal) }); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "phyrun: %d workers, %d flows, %s moved, took %s (calibrated %.2f Gbps, %d ns latency), wall %.2f s\n",

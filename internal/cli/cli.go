@@ -172,6 +172,29 @@ func SendLatency(flagPs int64) (int64, error) {
 	return int64(us * 1e6), nil
 }
 
+// WriteTrace writes n rows, row(i) each, to the trace destination (see
+// TraceWriter). On any error a file named by out is removed, so that no
+// partial trace with a valid footer is left looking complete.
+func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) trace.Row) (err error) {
+	w, err := TraceWriter(out, meta)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && out != "" {
+			os.Remove(out)
+		}
+	}()
+	for i := int32(0); i < int32(n); i++ {
+		r := row(i)
+		if err = w.Write(&r); err != nil {
+			w.Close()
+			return err
+		}
+	}
+	return w.Close()
+}
+
 // TraceWriter opens the trace destination checked by CheckTraceOut: the
 // file named by out, else an Arrow IPC stream on stdout.
 func TraceWriter(out string, meta trace.Meta) (trace.Writer, error) {
