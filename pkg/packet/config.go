@@ -227,8 +227,16 @@ func (c *Config) apply(key string, v []string) error {
 			c.BufferBytes = x
 		}
 	case "PAUSE_TIME":
-		x, err = nonneg()
-		c.PauseTimePs = x * 1_000_000
+		// µs, fractions allowed: the PFC refresh comes every half of it,
+		// so it must stay a positive number of picoseconds (truncating 0.5
+		// to 0 once made the refresh re-arm at the same instant forever).
+		var f float64
+		if f, err = num(); err == nil {
+			if !(f >= 1e-5 && f <= 1e6) {
+				err = fmt.Errorf("%g us: expected 0.00001 to 1000000 (PAUSE holds this long without a refresh)", f)
+			}
+			c.PauseTimePs = int64(math.Round(f * 1e6))
+		}
 	case "L2_ACK_INTERVAL":
 		if x, err = nonneg(); err == nil && x < 1 {
 			x = 1

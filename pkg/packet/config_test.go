@@ -57,3 +57,18 @@ func TestConfigKeys(t *testing.T) {
 		}
 	}
 }
+
+// PAUSE_TIME is µs with fractions: 0.5 is 500 ns (it was truncated to 0,
+// and the PFC refresh at half of it re-armed at the same instant forever);
+// 0 and nonsense are refused.
+func TestPauseTime(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.SetKV("PAUSE_TIME=0.5"); err != nil || c.PauseTimePs != 500_000 {
+		t.Fatalf("PAUSE_TIME=0.5: %v, %d ps", err, c.PauseTimePs)
+	}
+	for _, v := range []string{"0", "-1", "1e9", "NaN", "x"} {
+		if err := c.SetKV("PAUSE_TIME=" + v); err == nil || !strings.Contains(err.Error(), "PAUSE_TIME") {
+			t.Errorf("PAUSE_TIME=%s: %v", v, err)
+		}
+	}
+}
