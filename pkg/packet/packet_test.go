@@ -485,3 +485,31 @@ func TestStepLatency(t *testing.T) {
 		t.Errorf("chain of 6 small transfers with 5 us steps ends at %d ps, want %d..%d", last, lo, hi)
 	}
 }
+
+// One flow on an idle path, from first principles: GPU 0 to GPU 8 crosses
+// its rail switch over two 100 Gbit/s links of 500 ns. The NIC serializes
+// the packets back to back (payload + header, 80 ps per byte); the switch
+// forwards each once it has all of it (store and forward) on an equally
+// fast link. Its egress therefore starts when the first packet is in and
+// then never idles (a short last packet waits behind the one before it):
+// the last byte lands after the first packet's serialization, one
+// propagation, every packet's serialization at the switch, and another
+// propagation. The default BDP window never holds it back.
+func TestIdlePathClosedForm(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	for _, size := range []int64{1, 1000, 9000, 9001, 18001, 27001, 36001, 90000, 1 << 20, 3<<20 + 17} {
+		_, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{{0, 8, size, nil}})
+		const psPerByte, prop = 80, 500_000
+		payload, hdr := int64(cfg.PayloadSize), int64(cfg.HeaderBytes)
+		full, last := size/payload, size%payload
+		wire := full * (payload + hdr) * psPerByte
+		if last > 0 {
+			wire += (last + hdr) * psPerByte
+		}
+		first := (min(size, payload) + hdr) * psPerByte
+		if want := first + prop + wire + prop; fl.RxDone[0]-fl.Start[0] != want {
+			t.Errorf("%d bytes: last byte after %d ps, want %d (%d packets)", size, fl.RxDone[0]-fl.Start[0], want, full+min(last, 1))
+		}
+	}
+}
