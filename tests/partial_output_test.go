@@ -5,7 +5,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
 // A backend that cannot finish writing its trace file (here: the file-size
@@ -31,5 +34,47 @@ func TestNoPartialTrace(t *testing.T) {
 		if _, err := os.Stat(out); !os.IsNotExist(err) {
 			t.Errorf("%s left %s behind (%v)", prog, out, err)
 		}
+	}
+}
+
+// LINK_DOWN cutting GPU 0 off mid-run: flowsim-packet finishes the rest,
+// writes the whole trace with the cut-off transfers' status failed, and
+// exits 1 with one line naming the first of them and the link.
+func TestPacketLinkDownNoPath(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
+	tp := readTopology(t, topoOut)
+	leaf := int32(-1)
+	for _, l := range tp.Links {
+		if l.Kind == stream.LinkNIC && l.A == 0 {
+			leaf = l.B
+		} else if l.Kind == stream.LinkNIC && l.B == 0 {
+			leaf = l.A
+		}
+	}
+	st := mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8")
+	out := filepath.Join(t.TempDir(), "run.parquet")
+	r := run(t, st, "flowsim-packet", "--set", "LINK_DOWN=20000 0 "+strconv.Itoa(int(leaf)), "-o", out)
+	oneLineError(t, r, 1, "flowsim-packet: flow", "went down and left it no path", "status failed")
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := readTrace(t, data)
+	d := readDAG(t, st)
+	failed := 0
+	for _, row := range rows {
+		switch row.Status {
+		case "failed":
+			failed++
+			if row.Src != 0 && row.Dst != 0 {
+				t.Errorf("flow %d (%d -> %d) failed without touching GPU 0", row.FlowID, row.Src, row.Dst)
+			}
+		case "ok":
+		default:
+			t.Errorf("flow %d: status %q", row.FlowID, row.Status)
+		}
+	}
+	if len(rows) != len(d.flows) || failed == 0 {
+		t.Fatalf("%d rows for %d flows, %d failed", len(rows), len(d.flows), failed)
 	}
 }

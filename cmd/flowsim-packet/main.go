@@ -6,6 +6,7 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -159,7 +160,10 @@ func (c *command) run() error {
 			runErr = err
 		}
 	}
-	if runErr != nil {
+	// Transfers a failed link cut off are in the trace with status failed,
+	// the rest of the run complete; then the run exits 1 naming them.
+	var failed *packet.FlowsFailed
+	if runErr != nil && !errors.As(runErr, &failed) {
 		return runErr
 	}
 	if err := c.writeTrace(set, flows, cfg); err != nil {
@@ -174,6 +178,9 @@ func (c *command) run() error {
 	secs := time.Since(wall).Seconds()
 	if c.Surrogate != "" {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
+	}
+	if failed != nil { // the error is the one line said
+		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
 		alg.Name(), set.Flows(), units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
@@ -207,7 +214,11 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	meta := trace.Meta{Backend: "packet", Params: params,
 		Topology: set.TopologyMeta()}
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) trace.Row {
-		return set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
+		r := set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
+		if fl.Failed != nil && fl.Failed[i] {
+			r.Status = trace.StatusFailed
+		}
+		return r
 	})
 }
 

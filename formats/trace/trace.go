@@ -23,8 +23,12 @@ const SchemaName = "fabricsim.flows/v2"
 // SchemaV1 is the previous version, still accepted by readers.
 const SchemaV1 = "fabricsim.flows/v1"
 
-// StatusOK is the Status of a delivered flow.
-const StatusOK = "ok"
+// Statuses of a flow: delivered, or cut off by a failed link (LINK_DOWN
+// left it no path; it ends when that is found, with what it delivered).
+const (
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+)
 
 // Schema metadata keys, identical in Arrow schema metadata and Parquet
 // key/value metadata.

@@ -1,9 +1,13 @@
 package packet
 
 import (
+	"errors"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -511,5 +515,49 @@ func TestIdlePathClosedForm(t *testing.T) {
 		if want := first + prop + wire + prop; fl.RxDone[0]-fl.Start[0] != want {
 			t.Errorf("%d bytes: last byte after %d ps, want %d (%d packets)", size, fl.RxDone[0]-fl.Start[0], want, full+min(last, 1))
 		}
+	}
+}
+
+// LINK_DOWN that leaves transfers no path: GPU 0's NIC link fails 20 us
+// into a 64 MiB transfer to the next server (GPUs forward nothing, so GPU
+// 0 is cut off). That transfer and a later one from GPU 0 fail; GPU 1's
+// transfer and one that waits for the failed one still run; Run reports
+// the failures naming flow and link, and every byte is delivered, dropped,
+// discarded or counted as never delivered.
+func TestLinkDownNoPath(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	nic := -1
+	for li, l := range tp.Links {
+		if l.Kind == stream.LinkNIC && (l.A == 0 || l.B == 0) {
+			nic = li
+			break
+		}
+	}
+	if nic < 0 {
+		t.Fatal("GPU 0 has no NIC link")
+	}
+	cfg := DefaultConfig()
+	cfg.LinkDown = []LinkDown{{AtPs: 20_000_000, A: tp.Links[nic].A, B: tp.Links[nic].B}}
+	specs := []flowSpec{{0, 8, 64 << 20, nil}, {1, 9, 1 << 20, nil}, {0, 9, 1 << 20, []int64{0}}, {1, 8, 1 << 20, []int64{0}}}
+	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), specs)
+	err := s.Run()
+	var ff *FlowsFailed
+	if !errors.As(err, &ff) || ff.Count != 2 || !strings.Contains(err.Error(), "flow 0 failed at 20us: link "+strconv.Itoa(nic)) {
+		t.Fatalf("Run: %v", err)
+	}
+	if fl.Failed == nil || !fl.Failed[0] || fl.Failed[1] || !fl.Failed[2] || fl.Failed[3] || s.Stats.Failed != 2 {
+		t.Fatalf("failed %v, stats %d", fl.Failed, s.Stats.Failed)
+	}
+	for i, e := range fl.End {
+		if e <= 0 || e < fl.Start[i] {
+			t.Errorf("flow %d: start %d, end %d", i, fl.Start[i], e)
+		}
+	}
+	if fl.End[0] != 20_000_000 || fl.Start[3] != fl.End[0] {
+		t.Errorf("flow 0 ends at %d ps (the failure was at 20 us), flow 3 starts at %d", fl.End[0], fl.Start[3])
+	}
+	st := s.Stats
+	if st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded || st.Delivered+st.FailedBytes != 64<<20+3<<20 || st.Delivered < 2<<20 {
+		t.Fatalf("sent %d, delivered %d, dropped %d, discarded %d, never delivered %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded, st.FailedBytes)
 	}
 }

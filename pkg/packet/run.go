@@ -27,9 +27,13 @@ type Flows struct {
 
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
-	qpsLeft           []int32
-	rxLeft            []int32 // queue pairs still receiving
-	txLeft            []int32 // queue pairs still to put their last byte on the wire
+	// Failed marks transfers a failed link left without a path (nil when
+	// none did): they end when that is found, having delivered what they
+	// had, and their dependants go on.
+	Failed  []bool
+	qpsLeft []int32
+	rxLeft  []int32 // queue pairs still receiving
+	txLeft  []int32 // queue pairs still to put their last byte on the wire
 	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
 }
@@ -122,13 +126,75 @@ func (s *Sim) Run() error {
 	}
 	s.Stats.SimPs = s.now
 	if i, stuck := s.flows.DAG.Stuck(); stuck {
+		if s.failure != nil {
+			return s.failure
+		}
 		if stop > 0 && s.now >= stop {
 			return fmt.Errorf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i))
 		}
 		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
 			s.flows.DAG.ID(i), s.flows.DAG.Done(), s.flows.DAG.Len())
 	}
+	if s.failure != nil {
+		return s.failure
+	}
 	return nil
+}
+
+// FlowsFailed is what Run returns when failed links left transfers
+// without a path: every other flow finished, Flows.Failed marks these.
+type FlowsFailed struct {
+	Count int
+	First error // the first: which flow, which link
+}
+
+func (e *FlowsFailed) Error() string {
+	if e.Count == 1 {
+		return e.First.Error()
+	}
+	return fmt.Sprintf("%v (and %d more flows failed)", e.First, e.Count-1)
+}
+
+// failFlow ends transfer i for want of a path: its queue pairs stop (what
+// they have in flight is dropped as stale), the bytes they never delivered
+// are counted, and the flow completes as failed so that its dependants,
+// and the rest of the run, go on.
+func (s *Sim) failFlow(i int32, why error) {
+	f := s.flows
+	if f.Failed == nil {
+		f.Failed = make([]bool, len(f.Start))
+	}
+	if f.Failed[i] {
+		return
+	}
+	f.Failed[i] = true
+	if s.failure == nil {
+		s.failure = &FlowsFailed{First: why}
+	}
+	s.failure.Count++
+	s.Stats.Failed++
+	delivered := int64(0)
+	for qi := range s.qps {
+		q := &s.qps[qi]
+		if q.flow != i || q.done {
+			continue
+		}
+		delivered += q.rcvNext
+		s.epoch[qi]++
+		q.done = true
+		q.rtoGen++
+		q.ccGen++
+		if s.mon != nil {
+			s.mon.qpDone(int32(qi))
+		}
+		s.removeQP(q.port, int32(qi))
+		s.freeQP = append(s.freeQP, int32(qi))
+	}
+	s.Stats.FailedBytes += max(f.Size[i]-delivered, 0)
+	if f.RxDone[i] == 0 {
+		f.RxDone[i] = s.now
+	}
+	s.finishFlow(i)
 }
 
 // finishFlow marks a flow done and queues what it releases.
@@ -208,7 +274,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		var err error
 		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.FlowHash(src, dst, id*64, s.seed), f.port(i, 0))
 		if err != nil {
-			return fmt.Errorf("flow %d: %v", id, err)
+			return s.noPath(i, err)
 		}
 		if wait := lat - int64(s.r.Latency(s.buf)); wait > 0 {
 			f.Ideal[i] = wait
@@ -247,7 +313,11 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		} else {
 			qi := s.allocQP()
 			if err := s.initQP(qi, i, j); err != nil {
-				return err
+				if s.downLinks == 0 {
+					return err
+				}
+				s.freeQP = append(s.freeQP, qi)
+				return s.noPath(i, err)
 			}
 			q := &s.qps[qi]
 			port = q.port
@@ -368,6 +438,11 @@ func (s *Sim) linkDown(li int32) error {
 	if err := s.r.Fail(li); err != nil {
 		return err
 	}
+	s.downLinks++
+	if s.downNames != "" {
+		s.downNames += ", "
+	}
+	s.downNames += fmt.Sprintf("%d (%s)", li, s.linkName(li))
 	for dir := int32(0); dir < 2; dir++ {
 		p := &s.ports[2*li+dir]
 		p.down = true
@@ -389,11 +464,14 @@ func (s *Sim) linkDown(li int32) error {
 		}
 		old := q.port
 		h := route.FlowHash(q.src, q.dst, s.flows.DAG.ID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
-		if err := s.setPath(int32(2*qi), q.src, q.dst, h, -1); err != nil {
-			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.DAG.ID(q.flow), li, err)
+		err := s.setPath(int32(2*qi), q.src, q.dst, h, -1)
+		if err == nil {
+			err = s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995, -1)
 		}
-		if err := s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995, -1); err != nil {
-			return fmt.Errorf("flow %d after link %d failed: %v", s.flows.DAG.ID(q.flow), li, err)
+		if err != nil {
+			s.failFlow(q.flow, fmt.Errorf("flow %d failed at %s: link %d (%s) went down and left it no path (%v)",
+				s.flows.DAG.ID(q.flow), des.Time(s.now), li, s.linkName(li), err))
+			continue
 		}
 		s.epoch[qi]++
 		q.sndNxt = q.sndUna
@@ -405,6 +483,22 @@ func (s *Sim) linkDown(li int32) error {
 		s.tryTx(q.port)
 	}
 	return nil
+}
+
+// noPath handles a transfer that cannot be routed when it starts: with
+// links down, it fails (and the run goes on); otherwise it is an error.
+func (s *Sim) noPath(i int32, err error) error {
+	if s.downLinks == 0 {
+		return fmt.Errorf("flow %d: %v", s.flows.DAG.ID(i), err)
+	}
+	s.failFlow(i, fmt.Errorf("flow %d failed at %s: link %s went down and left it no path (%v)", s.flows.DAG.ID(i), des.Time(s.now), s.downNames, err))
+	return nil
+}
+
+// linkName names a link by its two nodes.
+func (s *Sim) linkName(li int32) string {
+	l := &s.t.Links[li]
+	return fmt.Sprintf("%d-%d", l.A, l.B)
 }
 
 func (s *Sim) crosses(pid int32, li int32) bool {

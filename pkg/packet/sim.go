@@ -134,6 +134,10 @@ type Stats struct {
 	Pauses        uint64
 	CNPs          uint64 // ECN echoes returned to senders
 	SimPs         int64
+	// Failed transfers (LINK_DOWN left them no path) and the bytes they
+	// never delivered: neither sent nor dropped, so not in the sums above.
+	Failed      int
+	FailedBytes int64
 }
 
 // Sim is one packet-level simulation.
@@ -146,8 +150,13 @@ type Sim struct {
 
 	cfg Config
 	t   *topo.Topology
-	r   *route.Router
-	alg cc.Algorithm
+	// failure collects transfers failed links left without a path;
+	// downLinks and downNames are the links that have failed so far.
+	failure   *FlowsFailed
+	downLinks int
+	downNames string
+	r         *route.Router
+	alg       cc.Algorithm
 	// usesINT is alg.UsesINT(), read per data packet without an interface call.
 	usesINT bool
 	q       *des.Calendar
