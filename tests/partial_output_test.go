@@ -78,3 +78,32 @@ func TestPacketLinkDownNoPath(t *testing.T) {
 		t.Fatalf("%d rows for %d flows, %d failed", len(rows), len(d.flows), failed)
 	}
 }
+
+// A PFC deadlock (seed 003's dragonfly, a shift-8 permutation of 16 MiB
+// flows, 1 MB buffers) stops the run instead of refreshing PAUSE frames
+// for ever: exit 1 naming the paused cycle, and a trace of the flows that
+// finished.
+func TestPacketDeadlock(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "dragonfly", "--gpus", "72", "--gpus-per-server", "1",
+		"--routers-per-group", "4", "--terminals-per-router", "2", "--global-per-router", "2")
+	st := streamWithFlows(t, topoOut, nil, nil, func(emit func(*stream.Flow)) {
+		for i := int32(0); i < 72; i++ {
+			emit(&stream.Flow{ID: int64(i), Collective: -1, Src: i, Dst: (i + 8) % 72, Size: 16 << 20, ConnType: stream.ConnP2P})
+		}
+	})
+	out := filepath.Join(t.TempDir(), "run.parquet")
+	oneLineError(t, run(t, st, "flowsim-packet", "--set", "BUFFER_SIZE=1", "-o", out), 1, "PFC deadlock", "in a cycle switch", "flows finished")
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := readTrace(t, data)
+	if len(rows) == 0 || len(rows) >= 72 {
+		t.Fatalf("%d rows: want the flows that finished", len(rows))
+	}
+	for _, r := range rows {
+		if r.EndNs < r.StartNs || r.SizeBytes != 16<<20 || r.Status != "ok" {
+			t.Errorf("row %+v", r)
+		}
+	}
+}

@@ -163,7 +163,8 @@ func (c *command) run() error {
 	// Transfers a failed link cut off are in the trace with status failed,
 	// the rest of the run complete; then the run exits 1 naming them.
 	var failed *packet.FlowsFailed
-	if runErr != nil && !errors.As(runErr, &failed) {
+	var incomplete *packet.Incomplete
+	if runErr != nil && !errors.As(runErr, &failed) && !errors.As(runErr, &incomplete) {
 		return runErr
 	}
 	if err := c.writeTrace(set, flows, cfg); err != nil {
@@ -179,7 +180,10 @@ func (c *command) run() error {
 	if c.Surrogate != "" {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
 	}
-	if failed != nil { // the error is the one line said
+	switch { // the error is the one line said
+	case incomplete != nil:
+		return fmt.Errorf("%v; the trace holds the flows that finished", incomplete)
+	case failed != nil:
 		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
@@ -213,12 +217,14 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	}
 	meta := trace.Meta{Backend: "packet", Params: params,
 		Topology: set.TopologyMeta()}
-	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) trace.Row {
+	// A run that stopped early (SIMULATOR_STOP_TIME, a deadlock) writes
+	// the flows that finished.
+	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
 		r := set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
 		if fl.Failed != nil && fl.Failed[i] {
 			r.Status = trace.StatusFailed
 		}
-		return r
+		return r, fl.Start[i] >= 0 && fl.End[i] >= 0
 	})
 }
 
@@ -234,7 +240,7 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 	w := simaifct.NewWriter(bw)
 	for i := int32(0); i < int32(set.Flows()); i++ {
 		fr := set.Flow(i)
-		if fr.Kind != flowset.Transfer {
+		if fr.Kind != flowset.Transfer || fl.Start[i] < 0 || fl.End[i] < 0 { // not a transfer, or unfinished
 			continue
 		}
 		start := fl.Start[i] + sendLat

@@ -94,7 +94,9 @@ func (c *command) run() error {
 	for _, r := range res {
 		end = max(end, r.End)
 	}
-	if err := cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) trace.Row { return set.Row(i, res[i].Start, res[i].End, res[i].Ideal) }); err != nil {
+	if err := cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
+		return set.Row(i, res[i].Start, res[i].End, res[i].Ideal), true
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "phyrun: %d workers, %d flows, %s moved, took %s (calibrated %.2f Gbps, %d ns latency), wall %.2f s\n",

@@ -172,10 +172,11 @@ func SendLatency(flagPs int64) (int64, error) {
 	return int64(us * 1e6), nil
 }
 
-// WriteTrace writes n rows, row(i) each, to the trace destination (see
-// TraceWriter). On any error a file named by out is removed, so that no
-// partial trace with a valid footer is left looking complete.
-func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) trace.Row) (err error) {
+// WriteTrace writes the rows row(i) gives for i < n (those it reports ok)
+// to the trace destination (see TraceWriter). On any error a file named by
+// out is removed, so that no partial trace with a valid footer is left
+// looking complete.
+func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) (trace.Row, bool)) (err error) {
 	w, err := TraceWriter(out, meta)
 	if err != nil {
 		return err
@@ -186,7 +187,10 @@ func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) trace.Row)
 		}
 	}()
 	for i := int32(0); i < int32(n); i++ {
-		r := row(i)
+		r, ok := row(i)
+		if !ok {
+			continue
+		}
 		if err = w.Write(&r); err != nil {
 			w.Close()
 			return err

@@ -120,17 +120,25 @@ func (s *Sim) Run() error {
 				return err
 			}
 		}
+		if s.stalled != nil {
+			break
+		}
 		if s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
 			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), s.now)
 		}
 	}
 	s.Stats.SimPs = s.now
+	if s.stalled != nil {
+		s.stalled.Done, s.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
+		return s.stalled
+	}
 	if i, stuck := s.flows.DAG.Stuck(); stuck {
 		if s.failure != nil {
 			return s.failure
 		}
 		if stop > 0 && s.now >= stop {
-			return fmt.Errorf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i))
+			return &Incomplete{Reason: fmt.Sprintf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i)),
+				Done: s.flows.DAG.Done(), Flows: s.flows.DAG.Len()}
 		}
 		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
 			s.flows.DAG.ID(i), s.flows.DAG.Done(), s.flows.DAG.Len())
@@ -139,6 +147,18 @@ func (s *Sim) Run() error {
 		return s.failure
 	}
 	return nil
+}
+
+// Incomplete is what Run returns when it stopped before every flow was
+// done: at SIMULATOR_STOP_TIME, or on a PFC deadlock. The flows that
+// finished have their times; the others have Start or End -1.
+type Incomplete struct {
+	Reason      string
+	Done, Flows int
+}
+
+func (e *Incomplete) Error() string {
+	return fmt.Sprintf("%s (%d of %d flows finished)", e.Reason, e.Done, e.Flows)
 }
 
 // FlowsFailed is what Run returns when failed links left transfers

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
@@ -155,8 +157,12 @@ type Sim struct {
 	failure   *FlowsFailed
 	downLinks int
 	downNames string
-	r         *route.Router
-	alg       cc.Algorithm
+	// lastMove is when a data packet last went onto a link; a PAUSE still
+	// refreshed long after it means nothing can move again (deadlock).
+	lastMove int64
+	stalled  *Incomplete
+	r        *route.Router
+	alg      cc.Algorithm
 	// usesINT is alg.UsesINT(), read per data packet without an interface call.
 	usesINT bool
 	q       *des.Calendar
@@ -465,6 +471,9 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 		}
 	}
 	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
+	if pkt.kind == pktData {
+		s.lastMove = s.now
+	}
 	p.busyUntil = s.now + tx
 	p.txBytes += int64(pkt.wire)
 	if s.sur != nil && s.sur.active && pkt.hop == 0 && !pkt.zombie {
@@ -606,9 +615,83 @@ func (s *Sim) refreshPause(k int32) {
 	if !s.pausedUp[k] {
 		return
 	}
+	if s.now-s.lastMove > s.stallWindow() {
+		s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet PAUSE frames are still being refreshed: %s",
+			des.Time(s.lastMove), s.pausedCycle())}
+		return
+	}
 	dl := k / nQ
 	s.sendPFC(dl, int(k%nQ), true)
 	s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, k, 0)
+}
+
+// stallWindow is how long no data packet may move while a queue stays
+// paused before the run is called deadlocked: in congestion something
+// always drains, and only draining ends a PAUSE.
+func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, 1_000_000_000) }
+
+// pausedCycle names a cycle of paused egress ports (each node waits on the
+// next), or else counts the paused ports.
+func (s *Sim) pausedCycle() string {
+	next := map[int32][]int32{}
+	paused := 0
+	for pid := range s.ports {
+		p := &s.ports[pid]
+		if p.paused != [nQ]bool{} {
+			next[p.from] = append(next[p.from], p.to)
+			paused++
+		}
+	}
+	// Depth-first search from each node, in node order for a stable answer.
+	nodes := make([]int32, 0, len(next))
+	for v := range next {
+		nodes = append(nodes, v)
+	}
+	slices.Sort(nodes)
+	state := map[int32]uint8{} // 1 on the stack, 2 done
+	var stack []int32
+	var cycle []int32
+	var dfs func(v int32) bool
+	dfs = func(v int32) bool {
+		state[v] = 1
+		stack = append(stack, v)
+		for _, w := range next[v] {
+			switch state[w] {
+			case 1:
+				i := slices.Index(stack, w)
+				cycle = append(append(cycle, stack[i:]...), w)
+				return true
+			case 0:
+				if dfs(w) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		state[v] = 2
+		return false
+	}
+	for _, v := range nodes {
+		if state[v] == 0 && dfs(v) {
+			break
+		}
+	}
+	if cycle == nil {
+		return fmt.Sprintf("%d egress ports paused, in no cycle", paused)
+	}
+	names := make([]string, len(cycle))
+	for i, v := range cycle {
+		names[i] = s.nodeName(v)
+	}
+	return fmt.Sprintf("%d egress ports paused, in a cycle %s", paused, strings.Join(names, " -> "))
+}
+
+// nodeName is "GPU n" or "switch n".
+func (s *Sim) nodeName(v int32) string {
+	if s.t.Nodes[v].Kind == stream.NodeGPU {
+		return fmt.Sprintf("GPU %d", v)
+	}
+	return fmt.Sprintf("switch %d", v)
 }
 
 // leaveIngress releases a departing packet's buffer and resumes the
