@@ -77,6 +77,7 @@ func TestPacketLinkDownNoPath(t *testing.T) {
 	if len(rows) != len(d.flows) || failed == 0 {
 		t.Fatalf("%d rows for %d flows, %d failed", len(rows), len(d.flows), failed)
 	}
+	mustRun(t, nil, "fctstats", out) // every row consistent (end after start, sizes)
 }
 
 // A PFC deadlock (seed 003's dragonfly, a shift-8 permutation of 16 MiB

@@ -336,6 +336,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 				if s.downLinks == 0 {
 					return err
 				}
+				s.qps[qi].done = true // never opened: failFlow must not close it again
 				s.freeQP = append(s.freeQP, qi)
 				return s.noPath(i, err)
 			}
