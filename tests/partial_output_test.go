@@ -81,7 +81,7 @@ func TestPacketLinkDownNoPath(t *testing.T) {
 }
 
 // A PFC deadlock (seed 003's dragonfly, a shift-8 permutation of 16 MiB
-// flows, 1 MB buffers) stops the run instead of refreshing PAUSE frames
+// flows, 2 MB buffers) stops the run instead of refreshing PAUSE frames
 // for ever: exit 1 naming the paused cycle, and a trace of the flows that
 // finished.
 func TestPacketDeadlock(t *testing.T) {
@@ -93,7 +93,7 @@ func TestPacketDeadlock(t *testing.T) {
 		}
 	})
 	out := filepath.Join(t.TempDir(), "run.parquet")
-	oneLineError(t, run(t, st, "flowsim-packet", "--set", "BUFFER_SIZE=1", "-o", out), 1, "PFC deadlock", "in a cycle switch", "flows finished")
+	oneLineError(t, run(t, st, "flowsim-packet", "--set", "BUFFER_SIZE=2", "-o", out), 1, "PFC deadlock", "in a cycle switch", "flows finished")
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)

@@ -121,6 +121,9 @@ func (c *command) run() error {
 		return err
 	}
 	sim.SendLatPs = sendLat
+	for _, w := range sim.Warnings {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+	}
 	if c.Surrogate != "" {
 		sur, err := c.surrogate()
 		if err != nil {

@@ -10,14 +10,14 @@ import (
 )
 
 // Seed 003's 72-node dragonfly with a shift-8 permutation of 16 MiB flows
-// and 1 MB switch buffers deadlocks on PFC: a cycle of paused ports, no
+// and 2 MB switch buffers deadlocks on PFC: a cycle of paused ports, no
 // data moving, PAUSE frames refreshed for ever (formerly until
 // SIMULATOR_STOP_TIME, or without end). The run stops about 1 ms after
 // the last packet moved, names the cycle, and keeps what finished.
 func TestPFCDeadlockDetected(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.Dragonfly, GPUs: 72, GPUsPerServer: 1, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2})
 	cfg := DefaultConfig()
-	cfg.BufferBytes = 1 << 20
+	cfg.BufferBytes = 2 << 20
 	cfg.StopPs = 20e9 // 20 ms
 	var specs []flowSpec
 	for i := int32(0); i < 72; i++ {

@@ -561,3 +561,27 @@ func TestLinkDownNoPath(t *testing.T) {
 		t.Fatalf("sent %d, delivered %d, dropped %d, discarded %d, never delivered %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded, st.FailedBytes)
 	}
 }
+
+// A lone 4 MiB flow through switches whose 1-2 MB buffers are all taken
+// by their ports' reserves and PFC headroom: it completes with no PAUSE
+// and no loss, as a lone flow keeps at most a packet per queue and a
+// queue's reserve holds one whole packet (it was 4 KB against 9 KB
+// packets: 468 PAUSEs for 467 packets, or, lossy, no completion at all);
+// the configuration gets a warning.
+func TestLoneFlowSmallBuffer(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	for _, mb := range []int64{1, 2} {
+		for _, pfc := range []bool{true, false} {
+			cfg := DefaultConfig()
+			cfg.BufferBytes, cfg.EnablePFC, cfg.StopPs = mb<<20, pfc, 10e9
+			s, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 4 << 20, nil}})
+			if s.Stats.Pauses != 0 || s.Stats.Dropped != 0 || fl.End[0] <= 0 || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "no shared buffer") {
+				t.Errorf("%d MB, PFC %v: %d pauses, %d dropped, end %d, warnings %q", mb, pfc, s.Stats.Pauses, s.Stats.Dropped, fl.End[0], s.Warnings)
+			}
+		}
+	}
+	s, _ := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 1, nil}})
+	if len(s.Warnings) != 0 {
+		t.Errorf("32 MB: %q", s.Warnings)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 const nQ = 8 // priority queues per port; queue 0 carries ACK/NACK/CNP
@@ -161,6 +162,13 @@ type Sim struct {
 	// refreshed long after it means nothing can move again (deadlock).
 	lastMove int64
 	stalled  *Incomplete
+	// reserve is each ingress queue's guaranteed bytes: RESERVE per queue,
+	// but never less than one full packet, which cannot be split (4 KB
+	// against 9 KB packets sent every packet of a lone flow to the shared
+	// pool, and a small buffer's pool is empty: PAUSE or loss per packet).
+	reserve int64
+	// Warnings are configuration problems the run works around.
+	Warnings []string
 	r        *route.Router
 	alg      cc.Algorithm
 	// usesINT is alg.UsesINT(), read per data packet without an interface call.
@@ -238,6 +246,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
 		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows}
 	s.sameSrc = func(j int32) bool { return flows.Src[j] == s.sentSrc && flows.Size[j] > 0 }
+	s.reserve = max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes))
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.isSwitch = make([]bool, len(t.Nodes))
@@ -292,20 +301,32 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 					sh--
 				}
 				s.shift[dl] = uint8(sh)
-				s.rsrvHdrm[p.to] += cfg.ReservePerQ * nQ
+				s.rsrvHdrm[p.to] += s.reserve * nQ
 				if cfg.EnablePFC {
 					s.rsrvHdrm[p.to] += s.headroom[dl]
 				}
 			}
 		}
 	}
+	short, worst := 0, int32(-1)
 	for v := range t.Nodes {
 		if s.isSwitch[v] {
 			s.buffer[v] = cfg.BufferBytes
 			if t.Nodes[v].Kind == stream.NodeNVSwitch {
 				s.buffer[v] = math.MaxInt64 / 4 // credit-based NVLink: no loss
+			} else if s.rsrvHdrm[v] >= s.buffer[v] {
+				short++
+				if worst < 0 || s.rsrvHdrm[v] > s.rsrvHdrm[worst] {
+					worst = int32(v)
+				}
 			}
 		}
+	}
+	if short > 0 {
+		// No shared pool left: every packet past a queue's reserve pauses
+		// its sender (or, lossy, is dropped) however light the load.
+		s.Warnings = append(s.Warnings, fmt.Sprintf("BUFFER_SIZE %s leaves %d switches no shared buffer: their ports' reserves and PFC headroom (about one bandwidth-delay product each) need up to %s (switch %d); expect PAUSE or loss at any load",
+			units.HumanSize(cfg.BufferBytes), short, units.HumanSize(s.rsrvHdrm[worst]), worst))
 	}
 	for _, ld := range cfg.LinkDown {
 		li := -1
@@ -569,7 +590,7 @@ func (s *Sim) threshold(v int32, dl int32) int64 {
 }
 
 func (s *Sim) sharedUsed(k int) int64 {
-	return max(0, s.ingBytes[k]-s.cfg.ReservePerQ)
+	return max(0, s.ingBytes[k]-s.reserve)
 }
 
 // enterIngress admits a packet into switch v's buffer, accounting it to the
@@ -585,7 +606,7 @@ func (s *Sim) enterIngress(v int32, pkt *packet) bool {
 	thr := s.threshold(v, dl)
 	if !s.cfg.EnablePFC {
 		// Lossy: a packet that does not fit the queue's share is dropped.
-		if s.ingBytes[k]+size > s.cfg.ReservePerQ && s.sharedUsed(k)+size > thr {
+		if s.ingBytes[k]+size > s.reserve && s.sharedUsed(k)+size > thr {
 			return false
 		}
 	} else if size+s.hdrmBytes[k] > s.headroom[dl] && s.sharedUsed(k)+size > thr {
@@ -593,15 +614,17 @@ func (s *Sim) enterIngress(v int32, pkt *packet) bool {
 	}
 	newBytes := s.ingBytes[k] + size
 	switch {
-	case newBytes <= s.cfg.ReservePerQ:
+	case newBytes <= s.reserve:
 		s.ingBytes[k] = newBytes
-	case s.cfg.EnablePFC && newBytes-s.cfg.ReservePerQ > thr:
+	case s.cfg.EnablePFC && newBytes-s.reserve > thr:
 		s.hdrmBytes[k] += size
 	default:
 		s.ingBytes[k] = newBytes
-		s.shared[v] += min(size, newBytes-s.cfg.ReservePerQ)
+		s.shared[v] += min(size, newBytes-s.reserve)
 	}
-	if s.cfg.EnablePFC && !s.pausedUp[k] && (s.hdrmBytes[k] > 0 || s.sharedUsed(k) >= s.threshold(v, dl)) {
+	// A queue within its reserve never pauses its sender, even with the
+	// shared pool exhausted (threshold 0): the reserve is guaranteed.
+	if su := s.sharedUsed(k); s.cfg.EnablePFC && !s.pausedUp[k] && (s.hdrmBytes[k] > 0 || su > 0 && su >= s.threshold(v, dl)) {
 		s.pausedUp[k] = true
 		s.sendPFC(dl, int(pkt.q), true)
 		s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, int32(k), 0)
@@ -705,7 +728,7 @@ func (s *Sim) leaveIngress(pkt *packet) {
 	k := int(dl)*nQ + int(pkt.q)
 	size := int64(pkt.wire)
 	fromHdrm := min(s.hdrmBytes[k], size)
-	fromShared := min(size-fromHdrm, max(0, s.ingBytes[k]-s.cfg.ReservePerQ))
+	fromShared := min(size-fromHdrm, max(0, s.ingBytes[k]-s.reserve))
 	s.hdrmBytes[k] -= fromHdrm
 	s.ingBytes[k] -= size - fromHdrm
 	s.shared[v] -= fromShared
