@@ -1,6 +1,8 @@
 package packet
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/internal/fuzzflows"
@@ -11,7 +13,11 @@ import (
 
 // FuzzRun feeds arbitrary flows (ends that may not be GPUs, missing or
 // cyclic deps, delays and link latencies near the end of time) through the
-// shared reader into the packet backend: bad input is an error, never a
+// shared reader into the packet backend, under configurations the input's
+// last byte picks (PFC on or off, buffers from 32 MB down to 256 KB, PAUSE
+// times from 0.5 to 50 us, four congestion controls, one or three queue
+// pairs per connection): bad input is an error, never a hang (a run still
+// going after a simulated second fails; a detected PFC deadlock is fine), never a
 // panic, and a run that succeeds delivers every byte.
 func FuzzRun(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 9, 1, 0, 0, 0, 0, 9, 1, 2, 1, 1, 0, 0})
@@ -22,7 +28,9 @@ func FuzzRun(f *testing.F) {
 		gen(f, topo.Params{Family: topo.DCNDualToR, GPUs: 16}),
 		gen(f, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 2}),
 	}
-	alg := ccAlg(f, cc.ModeDCQCN)
+	algs := []cc.Algorithm{ccAlg(f, cc.ModeDCQCN), ccAlg(f, cc.ModeNone), ccAlg(f, cc.ModeHPCC), ccAlg(f, cc.ModeDCTCP)}
+	f.Add([]byte{0, 0, 1, 9, 1, 0, 0, 0, 0, 9, 1, 2, 1, 1, 0, 0, 0xff})
+	f.Add([]byte{2, 0, 17, 1, 1, 0, 0, 0, 0, 17, 1, 0, 4, 0, 0, 0, 0x36})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		set, err := fuzzflows.Set(tops, data, fuzzflows.Options{Sizes: []int64{0, 1, 4096, 1 << 20}, MaxFlows: 32, DelayNodesOnly: true})
 		if err != nil || set.RefuseColl("flowsim-packet") != nil { // flowsim-packet refuses collective granularity
@@ -34,11 +42,24 @@ func FuzzRun(f *testing.F) {
 		}
 		cfg := DefaultConfig()
 		cfg.StopPs = 1e12 // a simulated second bounds a degenerate run
+		alg := algs[0]
+		if n := len(data); n > 0 {
+			c := data[n-1]
+			cfg.EnablePFC = c&1 == 0
+			cfg.BufferBytes = [4]int64{32 << 20, 4 << 20, 1 << 20, 256 << 10}[c>>1&3]
+			cfg.PauseTimePs = [4]int64{5_000_000, 500_000, 50_000_000, 5_000_000}[c>>3&3]
+			alg = algs[c>>5&3]
+			cfg.QPsPerConn = 1 + 2*int(c>>7)
+		}
 		s, err := New(set.Topology, r, cfg, alg, FromSet(set), 3)
 		if err != nil {
 			return
 		}
 		if err := s.Run(); err != nil {
+			var inc *Incomplete
+			if errors.As(err, &inc) && !strings.HasPrefix(inc.Reason, "PFC deadlock") {
+				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, alg.Name(), cfg.QPsPerConn)
+			}
 			return
 		}
 		if s.Stats.Delivered+s.Stats.Local != set.TotalBytes() {
