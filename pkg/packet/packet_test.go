@@ -3,6 +3,7 @@ package packet
 import (
 	"errors"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -583,5 +584,24 @@ func TestLoneFlowSmallBuffer(t *testing.T) {
 	s, _ := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 1, nil}})
 	if len(s.Warnings) != 0 {
 		t.Errorf("32 MB: %q", s.Warnings)
+	}
+}
+
+// Flows run a second time (by a new Sim, as a sweep would) run as they did
+// the first time: the run state is the run's (it panicked: "dag: flow
+// released before it started").
+func TestRunTwice(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	s, fl := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}, {1, 9, 3 << 20, nil}})
+	end := append([]int64(nil), fl.End...)
+	s2, err := New(tp, s.r, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), fl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(end, fl.End) || s2.Stats.Delivered != s.Stats.Delivered {
+		t.Fatalf("second run ends %v, first %v", fl.End, end)
 	}
 }

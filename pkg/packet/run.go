@@ -48,10 +48,20 @@ func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
 func (s *Sim) Run() error {
-	for i := range s.flows.Start {
-		s.flows.Start[i] = -1
-		s.flows.End[i] = -1
+	// The flows' run state starts afresh, so a second simulation of the
+	// same flows (another Sim) runs as the first did.
+	f := s.flows
+	f.DAG.Reset()
+	for i := range f.Start {
+		f.Start[i], f.End[i] = -1, -1
 	}
+	clear(f.Ideal)
+	clear(f.RxDone)
+	clear(f.qpsLeft)
+	clear(f.rxLeft)
+	clear(f.txLeft)
+	clear(f.Sport)
+	f.Failed = nil
 	if s.mon != nil {
 		s.mon.start(s)
 	}
