@@ -172,6 +172,9 @@ func (c *Config) apply(key string, v []string) error {
 		if x < 0 || x > math.MaxInt64/1e6 {
 			return 0, fmt.Errorf("%g must be a non-negative number", x)
 		}
+		if x != math.Trunc(x) { // 1.5 read as 1 would be nonsense accepted
+			return 0, fmt.Errorf("%g is not a whole number", x)
+		}
 		return int64(x), nil
 	}
 	flag := func(dst *bool) error {
@@ -220,11 +223,19 @@ func (c *Config) apply(key string, v []string) error {
 		}
 		c.AckBytes = int(x)
 	case "BUFFER_SIZE":
-		if x, err = nonneg(); err == nil {
-			if x < 1024 {
-				x <<= 20 // SimAI.conf gives MB
+		// SimAI.conf gives MB (fractions allowed here); 1024 and up is bytes.
+		var f float64
+		if f, err = num(); err == nil {
+			switch {
+			case f <= 0 || f > 1<<40:
+				err = fmt.Errorf("%g: expected a positive size in MB (below 1024) or bytes", f)
+			case f < 1024:
+				c.BufferBytes = int64(math.Round(f * (1 << 20)))
+			case f != math.Trunc(f):
+				err = fmt.Errorf("%g bytes is not a whole number", f)
+			default:
+				c.BufferBytes = int64(f)
 			}
-			c.BufferBytes = x
 		}
 	case "PAUSE_TIME":
 		// µs, fractions allowed: the PFC refresh comes every half of it,

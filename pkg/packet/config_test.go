@@ -72,3 +72,21 @@ func TestPauseTime(t *testing.T) {
 		}
 	}
 }
+
+// Whole-number keys refuse fractions instead of truncating them; the
+// buffer size takes fractional MB.
+func TestConfigWholeNumbers(t *testing.T) {
+	for _, kv := range []string{"CC_MODE=1.5", "QPS_PER_CONNECTION=2.5", "PACKET_PAYLOAD_SIZE=1000.5", "BUFFER_SIZE=0", "BUFFER_SIZE=2048.5"} {
+		c := DefaultConfig()
+		if err := c.SetKV(kv); err == nil {
+			t.Errorf("%s accepted", kv)
+		}
+	}
+	c := DefaultConfig()
+	if err := c.SetKV("BUFFER_SIZE=1.5"); err != nil || c.BufferBytes != 3<<19 {
+		t.Errorf("BUFFER_SIZE=1.5: %v, %d bytes", err, c.BufferBytes)
+	}
+	if err := c.SetKV("BUFFER_SIZE=4096"); err != nil || c.BufferBytes != 4096 {
+		t.Errorf("BUFFER_SIZE=4096: %v, %d bytes", err, c.BufferBytes)
+	}
+}
