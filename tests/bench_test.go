@@ -4,8 +4,6 @@ import (
 	"io"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -84,21 +82,10 @@ func BenchmarkDecomposeAllToAll1024(b *testing.B) {
 // goes to stderr; run with -v to see it.
 func BenchmarkPacketMicro128(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		out := measure(b,
+		reportPacket(b, measure(b,
 			[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"},
 			[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"},
-			[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"})
-		// flowsim-packet's summary: "..., N events (X M/s), P data packets, ..., wall W s"
-		m := regexp.MustCompile(`(\d+) events \(([\d.]+) M/s\), (\d+) data packets.*wall ([\d.]+) s`).FindStringSubmatch(out)
-		if m == nil {
-			b.Fatalf("no summary line in %q", out)
-		}
-		pkts, _ := strconv.ParseFloat(m[3], 64)
-		secs, _ := strconv.ParseFloat(m[4], 64)
-		evs, _ := strconv.ParseFloat(m[2], 64)
-		b.ReportMetric(evs*1e6, "events/s")
-		b.ReportMetric(pkts, "data-packets")
-		b.ReportMetric(pkts/secs, "data-packets/s")
+			[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"}))
 	}
 }
 
