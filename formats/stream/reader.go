@@ -498,7 +498,49 @@ func (r *Reader) Topology() (*Topology, error) {
 		}
 		return err
 	})
+	if err == nil {
+		err = r.checkTopology(t)
+	}
 	return t, err
+}
+
+// checkTopology holds the record to what every consumer relies on: GPUs
+// first among the nodes and in whole servers, node ids their positions,
+// links between two distinct nodes with a positive, finite bandwidth. A
+// record that breaks it is refused here, once for every program.
+func (r *Reader) checkTopology(t *Topology) error {
+	switch {
+	case t.GPUs < 1 || t.GPUs > len(t.Nodes):
+		return r.errf("gpus", fmt.Errorf("%d GPUs in a topology of %d nodes", t.GPUs, len(t.Nodes)))
+	case t.GPUsPerServer < 1 || t.GPUs%t.GPUsPerServer != 0:
+		return r.errf("gpus_per_server", fmt.Errorf("%d GPUs per server do not divide the %d GPUs", t.GPUsPerServer, t.GPUs))
+	}
+	for i := range t.Nodes {
+		n := &t.Nodes[i]
+		if int(n.ID) != i {
+			return r.errf(fmt.Sprintf("nodes[%d].id", i), fmt.Errorf("id %d, want its position %d", n.ID, i))
+		}
+		if gpu := n.Kind == NodeGPU; gpu != (i < t.GPUs) {
+			return r.errf(fmt.Sprintf("nodes[%d].kind", i), fmt.Errorf("%q: nodes 0..%d are the GPUs, the others are not", n.Kind, t.GPUs-1))
+		}
+	}
+	for i := range t.Links {
+		l := &t.Links[i]
+		f := func(name string) string { return fmt.Sprintf("links[%d].%s", i, name) }
+		switch {
+		case l.A < 0 || int(l.A) >= len(t.Nodes):
+			return r.errf(f("a"), fmt.Errorf("node %d of %d", l.A, len(t.Nodes)))
+		case l.B < 0 || int(l.B) >= len(t.Nodes) || l.B == l.A:
+			return r.errf(f("b"), fmt.Errorf("node %d (a is %d, %d nodes)", l.B, l.A, len(t.Nodes)))
+		case !(l.BWbps > 0) || math.IsInf(l.BWbps, 0):
+			return r.errf(f("bw_bps"), fmt.Errorf("%g bit/s: want a positive, finite bandwidth", l.BWbps))
+		case l.LatencyPs < 0:
+			return r.errf(f("latency_ps"), fmt.Errorf("%d ps is negative", l.LatencyPs))
+		case !(l.ErrorRate >= 0 && l.ErrorRate < 1):
+			return r.errf(f("error_rate"), fmt.Errorf("%g: want 0 <= rate < 1", l.ErrorRate))
+		}
+	}
+	return nil
 }
 
 func (r *Reader) nodes(t *Topology) error {

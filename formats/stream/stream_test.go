@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -29,6 +30,9 @@ func sampleTopology() *Topology {
 		},
 	}
 }
+
+// oneGPU is the smallest valid topology record body: one GPU, no links.
+var oneGPU = map[string]any{"gpus": 1, "gpus_per_server": 1, "nodes": []any{[]any{0, "gpu", "gpu", 0, 0, 0, -1}}, "links": []any{}}
 
 func sampleFlows() []Flow {
 	return []Flow{
@@ -226,7 +230,7 @@ func TestBadInput(t *testing.T) {
 		{"data after trailer", append(rec(t, hdr, []any{"trailer", map[string]any{"counts": map[string]int{}}}), 0x01),
 			[]string{"data after the trailer"}},
 		{"record not a pair", rec(t, hdr, []any{"flow"}), []string{"record 1", "1 elements"}},
-		{"second topology", rec(t, hdr, []any{"topology", map[string]any{}}, []any{"group", map[string]any{}}, []any{"topology", map[string]any{}}),
+		{"second topology", rec(t, hdr, []any{"topology", oneGPU}, []any{"group", map[string]any{}}, []any{"topology", oneGPU}),
 			[]string{"in.fs: record 3 (topology)", "second topology record"}},
 	}
 	for _, c := range cases {
@@ -274,11 +278,51 @@ func TestDecodeRaw(t *testing.T) {
 	}{
 		{"bad field", bad, "in.fs: record 7 (topology), field links[0].bw_bps: expected a number, found a string"},
 		{"truncated", raw[:len(raw)-3], "in.fs: record 7 (topology), field links[3].kind: unexpected end of input"},
-		{"trailing data", append(rec(t, map[string]any{}), 0x01), "in.fs: record 7 (topology): data after the record body"},
+		{"trailing data", append(rec(t, oneGPU), 0x01), "in.fs: record 7 (topology): data after the record body"},
 	} {
 		_, err := DecodeRaw(KindTopology, c.raw, "in.fs", 7, (*Reader).Topology)
 		if err == nil || err.Error() != c.want {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A topology record every consumer would trip on is refused by the reader,
+// naming the field: GPU counts that do not fit the nodes (a -1 once
+// indexed out of range in simccl-decompose), GPUs not first, links to
+// nowhere, bandwidths that are not positive and finite.
+func TestTopologyChecks(t *testing.T) {
+	for _, c := range []struct {
+		field  string
+		mutate func(*Topology)
+	}{
+		{"field gpus:", func(t *Topology) { t.GPUs = -1 }},
+		{"field gpus:", func(t *Topology) { t.GPUs = 1 << 30 }},
+		{"field gpus_per_server:", func(t *Topology) { t.GPUsPerServer = 0 }},
+		{"field gpus_per_server:", func(t *Topology) { t.GPUsPerServer = 3 }},
+		{"field nodes[1].kind:", func(t *Topology) { t.Nodes[1].Kind = NodeSwitch }},
+		{"field nodes[2].id:", func(t *Topology) { t.Nodes[2].ID = 7 }},
+		{"field links[0].b:", func(t *Topology) { t.Links[0].B = 99 }},
+		{"field links[1].b:", func(t *Topology) { t.Links[1].B = t.Links[1].A }},
+		{"field links[2].bw_bps:", func(t *Topology) { t.Links[2].BWbps = math.NaN() }},
+		{"field links[2].bw_bps:", func(t *Topology) { t.Links[2].BWbps = 0 }},
+		{"field links[3].latency_ps:", func(t *Topology) { t.Links[3].LatencyPs = -1 }},
+		{"field links[3].error_rate:", func(t *Topology) { t.Links[3].ErrorRate = 1 }},
+	} {
+		top := sampleTopology()
+		c.mutate(top)
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, "test 0")
+		must(t, err)
+		must(t, w.Topology(top))
+		must(t, w.Close())
+		r, err := NewReader(&buf, "bad.stream")
+		must(t, err)
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Topology(); err == nil || !strings.Contains(err.Error(), "bad.stream: record 1 (topology), "+c.field) {
+			t.Errorf("%s: %v", c.field, err)
 		}
 	}
 }
