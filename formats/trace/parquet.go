@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -130,10 +131,33 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 	if err != nil {
 		return nil, Meta{}, err
 	}
+	// Schema walks call into parquet-go, which panics on some node types
+	// (a MAP column: "cannot call Kind on parquet MAP type"): recover them
+	// into an error, as every other call into the library.
+	type opened struct {
+		src *parquetSource
+		m   Meta
+	}
+	o, err := guard(func() (opened, error) {
+		src, err := checkParquetSchema(name, f, m)
+		return opened{src, m}, err
+	})
+	if err != nil {
+		if !strings.HasPrefix(err.Error(), name+": ") { // a recovered fault
+			err = fmt.Errorf("%s: %s", name, oneLine(err))
+		}
+		return nil, Meta{}, err
+	}
+	return o.src, o.m, nil
+}
+
+// checkParquetSchema checks every trace column's physical type and
+// repetition and the row groups' shape.
+func checkParquetSchema(name string, f *parquet.File, m Meta) (*parquetSource, error) {
 	fields := map[string]parquet.Field{}
 	for _, fl := range f.Schema().Fields() {
 		if _, dup := fields[fl.Name()]; dup {
-			return nil, Meta{}, fmt.Errorf("%s: duplicate column %q", name, fl.Name())
+			return nil, fmt.Errorf("%s: duplicate column %q", name, fl.Name())
 		}
 		fields[fl.Name()] = fl
 	}
@@ -141,23 +165,23 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 	for i, c := range columns[:src.ncols] {
 		fl, ok := fields[c.name]
 		if !ok {
-			return nil, Meta{}, fmt.Errorf("%s: missing column %q", name, c.name)
+			return nil, fmt.Errorf("%s: missing column %q", name, c.name)
 		}
 		if err := checkParquetColumn(fl, c); err != nil {
-			return nil, Meta{}, fmt.Errorf("%s: column %q %s", name, c.name, err)
+			return nil, fmt.Errorf("%s: column %q %s", name, c.name, err)
 		}
 		leaf, ok := f.Schema().Lookup(c.name)
 		if !ok {
-			return nil, Meta{}, fmt.Errorf("%s: missing column %q", name, c.name)
+			return nil, fmt.Errorf("%s: missing column %q", name, c.name)
 		}
 		src.leaf[i] = leaf.ColumnIndex
 	}
 	for _, rg := range src.rowGroups {
 		if len(rg.ColumnChunks()) != len(f.Schema().Columns()) || rg.NumRows() < 0 {
-			return nil, Meta{}, fmt.Errorf("%s: corrupt Parquet row group", name)
+			return nil, fmt.Errorf("%s: corrupt Parquet row group", name)
 		}
 	}
-	return src, m, nil
+	return src, nil
 }
 
 // checkParquetColumn accepts exactly the physical type of the contract, a

@@ -994,3 +994,63 @@ func TestWriteInteropSamples(t *testing.T) {
 		writeAll(t, w, rows)
 	}
 }
+
+// A Parquet file with a MAP column, extra or in a trace column's place, is
+// read or refused with an error naming the file, never a panic:
+// parquet-go panics walking such a schema ("cannot call Kind on parquet
+// MAP type"), so the schema checks run under the reader's recover.
+func TestParquetMapColumn(t *testing.T) {
+	for _, col := range []string{"extra", "conn_type", "flow_id"} {
+		fields := reflect.VisibleFields(reflect.TypeFor[Row]())
+		mapType := reflect.TypeFor[map[string]string]()
+		if col == "extra" {
+			fields = append(fields, reflect.StructField{Name: "Extra", Type: mapType, Tag: `parquet:"extra"`})
+		}
+		for i := range fields {
+			if strings.HasPrefix(string(fields[i].Tag), `parquet:"`+col) {
+				fields[i].Type, fields[i].Tag = mapType, reflect.StructTag(`parquet:"`+col+`"`)
+			}
+		}
+		var opts []parquet.WriterOption
+		for k, v := range goodKV() {
+			opts = append(opts, parquet.KeyValueMetadata(k, v))
+		}
+		row := reflect.New(reflect.StructOf(fields)).Elem()
+		var buf bytes.Buffer
+		w := parquet.NewWriter(&buf, append(opts, parquet.SchemaOf(row.Interface()))...)
+		for _, r := range genRows(2) {
+			rv := reflect.ValueOf(r)
+			for i, f := range fields {
+				if f.Type == mapType {
+					row.Field(i).Set(reflect.ValueOf(map[string]string{"a": "b"}))
+				} else if src := rv.FieldByName(f.Name); src.IsValid() {
+					row.Field(i).Set(src)
+				}
+			}
+			if err := w.Write(row.Interface()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("%s: panic %v", col, p)
+				}
+			}()
+			r, err := NewReader(bytes.NewReader(buf.Bytes()), "map.parquet")
+			var row Row
+			for err == nil {
+				err = r.Next(&row)
+			}
+			if err != io.EOF && (!strings.HasPrefix(err.Error(), "map.parquet: ") || strings.Contains(err.Error(), "\n")) {
+				t.Errorf("%s: error %q", col, err)
+			}
+			if col != "extra" && err == io.EOF {
+				t.Errorf("%s as a MAP accepted", col)
+			}
+		}()
+	}
+}
