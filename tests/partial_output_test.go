@@ -108,3 +108,12 @@ func TestPacketDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// A collective whose wire bytes or time would overflow 64-bit counters is
+// refused up front: 2^60 bytes once went through as "0B moved, simulated
+// 9.22e6 s".
+func TestCollectiveSizeLimit(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16")
+	oneLineError(t, run(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1152921504606846976", "--group", "dp", "--tp", "8"), 1, "1152921504606846976 bytes", "(1 TiB)")
+	mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1TiB", "--group", "dp", "--tp", "8", "--summary")
+}

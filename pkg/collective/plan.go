@@ -33,6 +33,11 @@ type Options struct {
 	LaunchLatency bool
 }
 
+// MaxCollectiveBytes bounds a collective's size: at 2^40 bytes, the wire
+// bytes of every rank together (at most twice the size per rank, 2^20
+// ranks) and the picoseconds it takes at 1 Gbit/s still fit an int64.
+const MaxCollectiveBytes = 1 << 40
+
 // Plan is how one collective runs.
 type Plan struct {
 	Algo        Algo
@@ -122,6 +127,9 @@ func (p *Planner) pxn() bool {
 func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
 	n := len(ranks)
 	pl := Plan{PXN: p.pxn()}
+	if size < 0 || size > MaxCollectiveBytes {
+		return pl, fmt.Errorf("%d bytes: a collective moves 0 to %d (1 TiB); the bytes its ranks put on the wire and the times they take must stay within 64-bit counters", size, int64(MaxCollectiveBytes))
+	}
 	if n < 2 || size == 0 {
 		pl.Algo, pl.Proto, pl.NoOp = AlgoRing, Simple, true
 		return pl, nil
