@@ -116,4 +116,11 @@ func TestCollectiveSizeLimit(t *testing.T) {
 	topoOut := mustRun(t, nil, "topogen", "--gpus", "16")
 	oneLineError(t, run(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1152921504606846976", "--group", "dp", "--tp", "8"), 1, "1152921504606846976 bytes", "(1 TiB)")
 	mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1TiB", "--group", "dp", "--tp", "8", "--summary")
+	// Flows written by other tools: a 2^63-1 byte flow was "-8EiB moved".
+	huge := streamWithFlows(t, topoOut, nil, nil, func(emit func(*stream.Flow)) {
+		emit(&stream.Flow{ID: 0, Collective: -1, Src: 0, Dst: 8, Size: 1<<63 - 1, ConnType: stream.ConnP2P})
+	})
+	for _, prog := range []string{"flowsim-analytical", "flowsim-packet", "phyrun"} {
+		oneLineError(t, run(t, huge, prog), 1, "<stdin>: record", "field size", "(1 TiB)")
+	}
 }

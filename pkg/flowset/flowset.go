@@ -459,6 +459,14 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 	return nil
 }
 
+// Bounds on a flow: 1 TiB (as a collective, pkg/collective) and 2^56 ps,
+// so that byte sums over a run and simulated times stay far inside int64
+// (a 2^63-1 byte flow was reported as "-8EiB moved").
+const (
+	MaxFlowBytes = 1 << 40
+	MaxDelayPs   = 1 << 56
+)
+
 // checkFlow classifies a flow and validates what the DAG does not: delay
 // nodes have size 0 as the stream contract says, and a transfer's ends are
 // GPUs or NVSwitches (NVLS flows run between a GPU and its NVSwitch).
@@ -466,6 +474,10 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 // value passes there. A transfer's delay_ps is its step latency.
 func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error) {
 	switch {
+	case f.Size > MaxFlowBytes:
+		return 0, r.Errorf("size", "flow %d: %d bytes, above the %d (1 TiB) whose sums and times every backend keeps in 64-bit counters", f.ID, f.Size, int64(MaxFlowBytes))
+	case f.DelayPs > MaxDelayPs:
+		return 0, r.Errorf("delay_ps", "flow %d: %d ps, above the %d (about 20 hours) a delay may take", f.ID, f.DelayPs, int64(MaxDelayPs))
 	case f.ConnType == stream.ConnColl:
 		if f.Src != f.Dst || f.Src < 0 || int(f.Src) >= t.GPUs {
 			return 0, r.Errorf("src", "flow %d: a COLL node sits on one GPU (src = dst, 0..%d), not %d -> %d", f.ID, t.GPUs-1, f.Src, f.Dst)
