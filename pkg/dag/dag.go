@@ -11,8 +11,9 @@ package dag
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/internal/grow"
 )
 
 // Error locates a problem in the DAG: the flow's id and its index (the
@@ -56,7 +57,7 @@ func (b *Builder) Add(id int64, deps []int64) error {
 	if b.ordered && id != int64(len(b.ids)) {
 		b.ordered = false
 	}
-	b.ids = appendDoubling(b.ids, id)
+	b.ids = grow.Append(b.ids, id)
 	for len(deps) > 0 {
 		last := len(b.depIDs) - 1
 		switch {
@@ -78,17 +79,8 @@ func (b *Builder) Add(id int64, deps []int64) error {
 		deps = deps[n:]
 		b.nDeps += n
 	}
-	b.depOff = appendDoubling(b.depOff, int32(b.nDeps))
+	b.depOff = grow.Append(b.depOff, int32(b.nDeps))
 	return nil
-}
-
-// appendDoubling appends, at least doubling capacity when it grows: append
-// grows large slices by 1.25x, which copies each element about four times.
-func appendDoubling[T any](s []T, v ...T) []T {
-	if len(s)+len(v) > cap(s) {
-		s = slices.Grow(s, max(len(v), cap(s)))
-	}
-	return append(s, v...)
 }
 
 // Len is the number of flows added.

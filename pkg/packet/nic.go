@@ -3,6 +3,7 @@ package packet
 import (
 	"fmt"
 
+	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -46,10 +47,10 @@ func (s *Sim) allocQP() int32 {
 		s.freeQP = s.freeQP[:n-1]
 		return i
 	}
-	s.qps = appendDoubling(s.qps, qp{})
-	s.epoch = appendDoubling(s.epoch, 0)
-	s.paths = appendDoubling(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
-	s.pathLen = appendDoubling(s.pathLen, 0, 0)
+	s.qps = grow.Append(s.qps, qp{})
+	s.epoch = grow.Append(s.epoch, 0)
+	s.paths = grow.Append(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
+	s.pathLen = grow.Append(s.pathLen, 0, 0)
 	return int32(len(s.qps) - 1)
 }
 

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -350,21 +351,8 @@ func (s *Sim) newPacket() int32 {
 		s.freePkts = s.freePkts[:n-1]
 		return i
 	}
-	s.pkts = appendDoubling(s.pkts, packet{})
+	s.pkts = grow.Append(s.pkts, packet{})
 	return int32(len(s.pkts) - 1)
-}
-
-// appendDoubling is append growing the array by doubling: Go grows large
-// slices by 1.25x, which copies each element about four times (a 1024-rank
-// AllToAll holds a million queue pairs of 600 bytes: a fifth of its run
-// went to those copies).
-func appendDoubling[T any](s []T, v ...T) []T {
-	if n := len(s) + len(v); n > cap(s) {
-		t := make([]T, len(s), max(2*cap(s), n, 64))
-		copy(t, s)
-		s = t
-	}
-	return append(s, v...)
 }
 
 func (s *Sim) freePacket(i int32) {
