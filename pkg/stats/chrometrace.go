@@ -18,7 +18,6 @@ import (
 var (
 	computeColors = [4]string{"thread_state_running", "thread_state_runnable", "olive", "generic_work"}
 	groupColors   = [6]string{"rail_load", "rail_animation", "thread_state_iowait", "rail_response", "terrible", "grey"}
-	waitColors    = [numSegKinds]string{SegBubble: "white"}
 )
 
 // WriteChromeTrace writes the iteration as a Chrome / Perfetto trace
@@ -92,7 +91,7 @@ func (it *Iteration) WriteChromeTrace(w io.Writer) error {
 			if s.Kind < SegExposedDP {
 				continue
 			}
-			col := waitColors[s.Kind]
+			col := "white" // bubble
 			if s.Kind != SegBubble {
 				col = groupColors[s.Kind-SegExposedDP]
 			}

@@ -112,7 +112,13 @@ type LayerRow struct {
 	IgAlgbw      Num    `json:"ig_algbw_gbps"`
 	IgBusbw      Num    `json:"ig_busbw_gbps"`
 
-	busBytes [3]float64 // bytes × busbw factor per phase
+	ph [3]phaseSums // fwd, ig, wg, gathered before the named fields are set
+}
+
+// phaseSums are one layer's figures for one phase.
+type phaseSums struct {
+	compute, exposed, comm, bytes int64
+	bus                           float64 // bytes × nccl-tests' busbw factor
 }
 
 // Iteration is the report of one trace.
@@ -376,7 +382,7 @@ func (a *iterAcc) finish() (*Iteration, error) {
 	it.CriticalRank = it.Critical.Rank
 	it.Mean = meanBreakdown(it.Ranks)
 	for _, l := range layerViews[it.CriticalRank] {
-		l.finishBandwidths()
+		l.finish()
 		it.Layers = append(it.Layers, *l)
 	}
 	slices.SortFunc(it.Layers, func(x, y LayerRow) int { return cmp.Or(cmp.Compare(x.Layer, y.Layer), cmp.Compare(x.Name, y.Name)) })
@@ -405,16 +411,7 @@ func (a *iterAcc) rank(r int32, comp []computeRow, spans []rankSpan) (RankBreakd
 			b.Stage = c.stage
 		}
 		if c.layer >= 0 && c.phase >= 0 {
-			l := layerOf(c.layer, c.name)
-			d := c.end - c.start
-			switch c.phase {
-			case 0:
-				l.FwdComputeNs += d
-			case 1:
-				l.IgComputeNs += d
-			case 2:
-				l.WgComputeNs += d
-			}
+			layerOf(c.layer, c.name).ph[c.phase].compute += c.end - c.start
 		}
 		if c.end <= c.start {
 			continue
@@ -442,22 +439,11 @@ func (a *iterAcc) rank(r int32, comp []computeRow, spans []rankSpan) (RankBreakd
 		if c.layer < 0 || ph < 0 {
 			continue
 		}
-		l := layerOf(c.layer, c.layerName)
-		d := s.end - s.start
-		bus := float64(c.size) * BusBwFactor(c.op, int(c.nranks))
-		switch ph {
-		case 0:
-			l.FwdCommNs += d
-			l.FwdBytes += c.size
-		case 1:
-			l.IgCommNs += d
-			l.IgBytes += c.size
-		case 2:
-			l.WgCommNs += d
-			l.WgBytes += c.size
-		}
-		if bus == bus { // not NaN: an op nccl-tests has a factor for
-			l.busBytes[ph] += bus
+		p := &layerOf(c.layer, c.layerName).ph[ph]
+		p.comm += s.end - s.start
+		p.bytes += c.size
+		if bus := float64(c.size) * BusBwFactor(c.op, int(c.nranks)); bus == bus { // not NaN: an op nccl-tests has a factor for
+			p.bus += bus
 		}
 	}
 	// Idle time: the complement of busy in the iteration, attributed.
@@ -494,15 +480,7 @@ func (a *iterAcc) rank(r int32, comp []computeRow, spans []rankSpan) (RankBreakd
 				exposed[c.gt] += until - from
 				kind = SegExposedDP + SegmentKind(c.gt)
 				if ph := phaseIndex(c.phase); ph >= 0 && c.layer >= 0 {
-					l := layerOf(c.layer, c.layerName)
-					switch ph {
-					case 0:
-						l.FwdExposedNs += until - from
-					case 1:
-						l.IgExposedNs += until - from
-					case 2:
-						l.WgExposedNs += until - from
-					}
+					layerOf(c.layer, c.layerName).ph[ph].exposed += until - from
 				}
 			} else {
 				b.BubbleNs += until - from
@@ -548,16 +526,22 @@ func appendSegment(segs []Segment, s Segment) []Segment {
 	return append(segs, s)
 }
 
-func (l *LayerRow) finishBandwidths() {
-	bw := func(bytes int64, bus float64, ns int64) (Num, Num) {
-		if ns <= 0 || bytes == 0 {
+// finish sets the named fields from the per-phase sums.
+func (l *LayerRow) finish() {
+	bw := func(p *phaseSums) (Num, Num) {
+		if p.comm <= 0 || p.bytes == 0 {
 			return Num(math.NaN()), Num(math.NaN())
 		}
-		return Num(Algbw(bytes, float64(ns))), Num(bus / float64(ns))
+		return Num(Algbw(p.bytes, float64(p.comm))), Num(p.bus / float64(p.comm))
 	}
-	l.FwdAlgbw, l.FwdBusbw = bw(l.FwdBytes, l.busBytes[0], l.FwdCommNs)
-	l.IgAlgbw, l.IgBusbw = bw(l.IgBytes, l.busBytes[1], l.IgCommNs)
-	l.WgAlgbw, l.WgBusbw = bw(l.WgBytes, l.busBytes[2], l.WgCommNs)
+	f, i, w := &l.ph[0], &l.ph[1], &l.ph[2]
+	l.FwdComputeNs, l.IgComputeNs, l.WgComputeNs = f.compute, i.compute, w.compute
+	l.FwdExposedNs, l.IgExposedNs, l.WgExposedNs = f.exposed, i.exposed, w.exposed
+	l.FwdCommNs, l.IgCommNs, l.WgCommNs = f.comm, i.comm, w.comm
+	l.FwdBytes, l.IgBytes, l.WgBytes = f.bytes, i.bytes, w.bytes
+	l.FwdAlgbw, l.FwdBusbw = bw(f)
+	l.IgAlgbw, l.IgBusbw = bw(i)
+	l.WgAlgbw, l.WgBusbw = bw(w)
 }
 
 func meanBreakdown(rs []RankBreakdown) MeanBreakdown {

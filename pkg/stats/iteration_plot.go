@@ -39,7 +39,7 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 	p.Y.Label.Text = "rank"
 	// Ranks are rows in order, labelled with their number (and stage):
 	// one rank per stage at collective granularity is 0, 768, 1536, ...
-	tl := &timeline{colors: segmentColors[:], minY: math.Inf(1), maxY: math.Inf(-1), scale: scale}
+	tl := &timeline{colors: segmentColors[:], minY: math.Inf(1), maxY: math.Inf(-1), scale: scale, shared: true}
 	used := [numSegKinds]bool{}
 	var ticks []plot.Tick
 	every := max(1, len(it.Ranks)/24)
@@ -74,11 +74,9 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 	if len(tl.lanes) == 0 {
 		return p
 	}
-	// One colour per row at a time: lanes of a rank never overlap, so
-	// the row is as thick as the timeline allows a single lane.
 	tl.rows = int(tl.maxY - tl.minY)
 	slices.SortFunc(tl.lanes, func(a, b lane) int { return a.conn - b.conn })
-	p.Add(&iterationRows{timeline: tl})
+	p.Add(tl)
 	p.X.Min = float64(it.StartNs) / scale
 	p.X.Max = float64(it.EndNs) / scale
 	// Room above the top rank for the legend (about 14 pt per entry).
@@ -93,22 +91,6 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 		p.Y.Max = tl.maxY + need*(tl.maxY-tl.minY)/(d-need)
 	}
 	return p
-}
-
-// iterationRows draws a timeline whose lanes share their rank's row.
-type iterationRows struct{ *timeline }
-
-func (t *iterationRows) Plot(c draw.Canvas, p *plot.Plot) {
-	trX, trY := p.Transforms(&c)
-	w := max(vg.Points(0.5), min(vg.Points(10), (c.Max.Y-c.Min.Y)/vg.Length(max(1, t.rows))*0.8))
-	for _, l := range t.lanes {
-		sty := draw.LineStyle{Color: t.colors[l.conn], Width: w}
-		y := trY(l.y)
-		for _, s := range l.spans {
-			x0, x1 := trX(float64(s[0])/t.scale), trX(float64(s[1])/t.scale)
-			c.StrokeLine2(sty, x0, y, x1, y)
-		}
-	}
 }
 
 // PlotHeight suits the iteration panel to its number of ranks.

@@ -236,19 +236,30 @@ type timeline struct {
 	minY, maxY float64
 	rows       int
 	scale      float64 // ns per x unit; 0 means µs (1e3)
+	// shared: a row's lanes never overlap in time (an iteration's
+	// segments), so each may be as thick as the row, and is drawn to scale.
+	shared bool
 }
 
 // Plot implements plot.Plotter.
 func (t *timeline) Plot(c draw.Canvas, p *plot.Plot) {
 	trX, trY := p.Transforms(&c)
+	scale := t.scale
+	if scale == 0 {
+		scale = 1e3
+	}
 	// Lanes share a rank's row; keep them thin enough not to overlap.
-	w := max(vg.Points(0.5), min(vg.Points(6), (c.Max.Y-c.Min.Y)/vg.Length(max(1, t.rows))/vg.Length(max(1, len(t.colors)))*0.8))
+	row := (c.Max.Y - c.Min.Y) / vg.Length(max(1, t.rows))
+	w := max(vg.Points(0.5), min(vg.Points(6), row/vg.Length(max(1, len(t.colors)))*0.8))
+	if t.shared {
+		w = max(vg.Points(0.5), min(vg.Points(10), row*0.8))
+	}
 	for _, l := range t.lanes {
 		sty := draw.LineStyle{Color: t.colors[l.conn], Width: w}
 		y := trY(l.y)
 		for _, s := range l.spans {
-			x0, x1 := trX(float64(s[0])/1e3), trX(float64(s[1])/1e3)
-			if x1-x0 < vg.Points(0.5) { // keep very short flows visible
+			x0, x1 := trX(float64(s[0])/scale), trX(float64(s[1])/scale)
+			if x1-x0 < vg.Points(0.5) && !t.shared { // keep very short flows visible
 				x1 = x0 + vg.Points(0.5)
 			}
 			c.StrokeLine2(sty, x0, y, x1, y)
