@@ -72,14 +72,7 @@ func TestCollectiveGranularitySimAIExample(t *testing.T) {
 // need flows refuse the collective stream.
 func TestCollectiveGranularityAgrees(t *testing.T) {
 	topo128 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
-	end := func(tr []byte) int64 {
-		rows, _ := readTrace(t, tr)
-		var first, last int64 = math.MaxInt64, 0
-		for _, r := range rows {
-			first, last = min(first, r.StartNs), max(last, r.EndNs)
-		}
-		return last - first
-	}
+	end := func(tr []byte) int64 { return span(t, tr) }
 	var ends [2]int64
 	for i, g := range []string{"flow", "collective"} {
 		st := mustRun(t, topo128, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16", "--granularity", g)
@@ -112,6 +105,73 @@ func TestCollectiveGranularityAgrees(t *testing.T) {
 	}
 }
 
+// span is a trace's makespan: first start to last end, in ns.
+func span(t *testing.T, tr []byte) int64 {
+	t.Helper()
+	rows, _ := readTrace(t, tr)
+	var first, last int64 = math.MaxInt64, 0
+	for _, r := range rows {
+		first, last = min(first, r.StartNs), max(last, r.EndNs)
+	}
+	return last - first
+}
+
+// At collective granularity the fabric beyond the NICs is priced from the
+// collective's traffic on every group of the stage, split over equal-cost
+// paths: what oversubscription adds is the closed form of the most loaded
+// uplink against the NICs, and the flow-level fluid model sees the same
+// slowdown.
+func TestCollectiveFabricPricing(t *testing.T) {
+	const S = 64 << 20
+	a2a := []string{"--op", "alltoall", "--size", "64MiB", "--group", "dp", "--algo", "direct"}
+	a2aSpan := func(topoArgs []string, gran string, extra ...string) int64 {
+		tp := mustRun(t, nil, "topogen", topoArgs...)
+		st := mustRun(t, tp, "simccl-decompose", append(append(append([]string{}, a2a...), extra...), "--granularity", gran)...)
+		return span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+	}
+	// Spectrum-X, 128 GPUs on 8 rail leaves of 16 GPUs: 64 spines give 1:1,
+	// 8 give 2:1 (3.2 Tbps up per leaf). A GPU sends S/128 to each of 127
+	// peers: 7 over NVLink, 15 on its rail (inside the leaf), 105 to
+	// other rails through the spines. Uplink: 16 x 105/128 x S over
+	// 3.2 Tbps; NIC: 120/128 x S over 400 Gbps.
+	nb := []string{"--family", "spectrum-x", "--gpus", "128", "--psw", "16"}
+	os2 := []string{"--family", "spectrum-x", "--gpus", "128", "--psw", "8"}
+	collNB, coll2 := a2aSpan(nb, "collective"), a2aSpan(os2, "collective")
+	want := (16*105.0/128*S*8/3.2e12 - 120.0/128*S*8/400e9) * 1e9
+	if got := float64(coll2 - collNB); math.Abs(got-want) > 1e-3*want {
+		t.Errorf("spectrum-x 2:1 adds %.0f ns to the AllToAll, closed form %.0f", got, want)
+	}
+	flowNB, flow2 := a2aSpan(nb, "flow"), a2aSpan(os2, "flow")
+	if rc, rf := float64(coll2)/float64(collNB), float64(flow2)/float64(flowNB); math.Abs(rc-rf) > 0.05*rf {
+		t.Errorf("2:1 slows the AllToAll %.3fx at collective granularity, %.3fx at flow granularity", rc, rf)
+	}
+	// A ring AllReduce whose groups stay on one rail never crosses a spine.
+	ar := []string{"--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--granularity", "collective"}
+	if a, b := span(t, mustRun(t, mustRun(t, mustRun(t, nil, "topogen", nb...), "simccl-decompose", ar...), "flowsim-analytical")),
+		span(t, mustRun(t, mustRun(t, mustRun(t, nil, "topogen", os2...), "simccl-decompose", ar...), "flowsim-analytical")); a != b {
+		t.Errorf("rail-local ring: %d ns at 1:1, %d ns at 2:1", a, b)
+	}
+	// Siblings must be groups of the same type and size.
+	tp16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	for _, c := range []struct {
+		sib  []int64
+		want string
+	}{{[]int64{9}, "no group 9"}, {[]int64{1}, "group 1 is TP of 2 ranks, not DP of 2"}} {
+		bad := streamWithFlows(t, tp16, []stream.Group{{ID: 0, Type: "DP", Ranks: []int32{0, 8}, Siblings: c.sib}, {ID: 1, Type: "TP", Ranks: []int32{0, 1}}}, nil, func(func(*stream.Flow)) {})
+		oneLineError(t, run(t, bad, "flowsim-analytical"), 1, "group 0: siblings[0]", c.want)
+	}
+	// Fat-tree, 256 GPUs, one server per edge switch (3.2 Tbps down,
+	// 1.6 Tbps up at 2:1). With tp 8 the AllToAll's groups are the eight
+	// local indices, each alone light on the uplink; together the eight
+	// groups of the stage send 8 x 31/32 x S out of every edge switch.
+	ft1 := []string{"--family", "fat-tree", "--gpus", "256", "--oversubscription", "1"}
+	ft2 := []string{"--family", "fat-tree", "--gpus", "256", "--oversubscription", "2"}
+	want = (8*31.0/32*S*8/1.6e12 - 31.0/32*S*8/400e9) * 1e9
+	if got := float64(a2aSpan(ft2, "collective", "--tp", "8") - a2aSpan(ft1, "collective", "--tp", "8")); math.Abs(got-want) > 1e-3*want {
+		t.Errorf("fat-tree 2:1 with tp 8 adds %.0f ns, closed form %.0f (all eight groups on the uplinks)", got, want)
+	}
+}
+
 // A stream larger than the memory a backend may use stops early, saying
 // how much it would take and what to do instead.
 func TestMemoryBudget(t *testing.T) {
@@ -125,30 +185,50 @@ func TestMemoryBudget(t *testing.T) {
 	oneLineError(t, run(t, st, "flowsim-analytical"), 1, `FABRICSIM_MEMORY="lots"`)
 }
 
-// The fluid model at collective granularity, by hand: two collectives
-// spanning servers start together on one stage's representative and share
-// its NICs equally: the 100 us one ends at 200 us (half speed), the 200 us
-// one at 300 us (half speed, then alone). A collective inside a server at
-// the same time holds NVLink, not the NICs: 150 us. busbw shares nothing.
+// The fluid model at collective granularity, by hand. On 16 Spectrum-X
+// GPUs a 2-rank ring AllReduce between GPUs 0 and 8 (one rail leaf) moves
+// its size each way over both NICs: 20 ps a byte at 400 Gbps. A (1 MiB)
+// and B (2 MiB) given exactly that time fill the NICs alone, so together
+// they run at half speed: A ends at 2 x 20.97 us, B then alone ends at
+// 62.91 us. C, inside a server over NVLink, barely loads its links and
+// keeps its 150 us. D (1 MiB in twice its wire time) holds half the NICs:
+// with A the links are shared at speed 1/1.5, A ends at 31.46 us and D,
+// alone after that, at 52.43 us. busbw shares nothing.
 func TestCollectiveFluidShares(t *testing.T) {
 	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
 	groups := []stream.Group{{ID: 0, Type: "DP", Ranks: []int32{0, 8}}, {ID: 1, Type: "TP", Ranks: []int32{0, 1}}}
-	colls := []stream.Collective{
-		{ID: 0, Op: "allreduce", Size: 1 << 20, Group: 0, Algorithm: "ring", PredictedPs: 100e6, Layer: -1, Microbatch: -1, Stage: 0},
-		{ID: 1, Op: "allreduce", Size: 2 << 20, Group: 0, Algorithm: "ring", PredictedPs: 200e6, Layer: -1, Microbatch: -1, Stage: 0},
-		{ID: 2, Op: "allreduce", Size: 1 << 20, Group: 1, Algorithm: "ring", PredictedPs: 150e6, Layer: -1, Microbatch: -1, Stage: 0},
+	const MiB = 1 << 20
+	wire := func(size int64) int64 { return size * 20 } // ps at 400 Gbps
+	coll := func(id, size, group, ps int64) stream.Collective {
+		return stream.Collective{ID: id, Op: "allreduce", Size: size, Group: group, Algorithm: "ring", PredictedPs: ps, Layer: -1, Microbatch: -1, Stage: 0}
 	}
-	st := streamWithFlows(t, topoOut, groups, colls, func(emit func(*stream.Flow)) {
-		for i, c := range colls {
-			emit(&stream.Flow{ID: int64(i), Collective: c.ID, Src: 0, Dst: 0, Size: c.Size, Channel: -1, ChunkCount: 1,
-				ConnType: stream.ConnColl, DelayPs: c.PredictedPs})
-		}
-	})
-	for model, want := range map[string][3]int64{"fluid": {200_000, 300_000, 150_000}, "busbw": {100_000, 200_000, 150_000}} {
-		rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", model))
-		for _, r := range rows {
-			if r.EndNs != want[r.FlowID] || r.IdealFctNs != colls[r.FlowID].PredictedPs/1000 || r.SizeBytes != colls[r.FlowID].Size {
-				t.Errorf("%s: collective %d ends at %d ns (ideal %d, %d bytes), want %d", model, r.FlowID, r.EndNs, r.IdealFctNs, r.SizeBytes, want[r.FlowID])
+	A, B, C, D := coll(0, MiB, 0, wire(MiB)), coll(1, 2*MiB, 0, wire(2*MiB)), coll(2, MiB, 1, 150e6), coll(1, MiB, 0, 2*wire(MiB))
+	a := float64(wire(MiB))
+	for _, c := range []struct {
+		name  string
+		colls []stream.Collective
+		fluid []float64 // end, ps
+	}{
+		{"A B C", []stream.Collective{A, B, C}, []float64{2 * a, 3 * a, 150e6}},
+		{"A D", []stream.Collective{A, D}, []float64{1.5 * a, 1.5*a + (2*a - 1.5*a/1.5)}},
+	} {
+		st := streamWithFlows(t, topoOut, groups, c.colls, func(emit func(*stream.Flow)) {
+			for i, co := range c.colls {
+				emit(&stream.Flow{ID: int64(i), Collective: co.ID, Src: 0, Dst: 0, Size: co.Size, Channel: -1, ChunkCount: 1,
+					ConnType: stream.ConnColl, DelayPs: co.PredictedPs})
+			}
+		})
+		for _, model := range []string{"fluid", "busbw"} {
+			rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", model))
+			for _, r := range rows {
+				co := c.colls[r.FlowID]
+				want := c.fluid[r.FlowID]
+				if model == "busbw" {
+					want = float64(co.PredictedPs)
+				}
+				if math.Abs(float64(r.EndNs)-want/1000) > 1 || r.IdealFctNs != int64(math.Round(float64(co.PredictedPs)/1000)) || r.SizeBytes != co.Size {
+					t.Errorf("%s %s: collective %d ends at %d ns (ideal %d, %d bytes), want %.0f", c.name, model, r.FlowID, r.EndNs, r.IdealFctNs, r.SizeBytes, want/1000)
+				}
 			}
 		}
 	}

@@ -31,8 +31,9 @@ flow when its deps are done, routes it over shortest paths (ECMP pinned by --see
 inside a server) and writes one trace row per flow (fabricsim.flows/v2): start, end, FCT and
 the ideal FCT (path latency + size over bottleneck bandwidth). A summary line goes to stderr.
 A collective-granularity stream (simccl-decompose --granularity collective) runs each COLL
-node for NCCL's model time; under fluid, collectives running at once on a stage share its
-NICs or its NVLink.
+node for NCCL's model time plus what the fabric beyond the NICs adds (its traffic on the
+stage's groups, split over equal-cost paths: oversubscribed uplinks, spines); under fluid,
+collectives in flight share the links they load.
 
 Examples:
   topogen --family spectrum-x --gpus 128 | simccl-decompose --op allreduce --size 64MiB | flowsim-analytical | fctstats
@@ -100,6 +101,9 @@ func (c *command) run() error {
 			os.Remove(c.Out)
 		}
 		return err
+	}
+	for _, m := range res.Warnings {
+		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: %s\n", m)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

@@ -398,6 +398,19 @@ func (r *Reader) Group() (*Group, error) {
 				}
 				g.Ranks = append(g.Ranks, v)
 			}
+		case "siblings":
+			var n int
+			if n, err = r.arrayLen(key); err != nil {
+				return err
+			}
+			g.Siblings = make([]int64, 0, min(n, 1<<12))
+			for i := 0; i < n; i++ {
+				v, err := r.int(fmt.Sprintf("siblings[%d]", i))
+				if err != nil {
+					return err
+				}
+				g.Siblings = append(g.Siblings, v)
+			}
 		default:
 			err = r.skip(key)
 		}
@@ -433,6 +446,8 @@ func (r *Reader) Collective() (*Collective, error) {
 			c.Channels = int(v)
 		case "predicted_ps":
 			c.PredictedPs, err = r.int(key)
+		case "pxn":
+			c.PXN, err = r.bool(key)
 		case "label":
 			c.Label, err = r.str(key)
 		case "layer_name":
@@ -674,6 +689,21 @@ func (r *Reader) float(field string) (float64, error) {
 	v, err := r.dec.DecodeFloat64()
 	if err != nil {
 		return 0, r.errf(field, err)
+	}
+	return v, nil
+}
+
+func (r *Reader) bool(field string) (bool, error) {
+	c, err := r.peek(field)
+	if err != nil {
+		return false, err
+	}
+	if c != msgpcode.True && c != msgpcode.False {
+		return false, r.errf(field, fmt.Errorf("expected a boolean, found %s", describe(c)))
+	}
+	v, err := r.dec.DecodeBool()
+	if err != nil {
+		return false, r.errf(field, err)
 	}
 	return v, nil
 }

@@ -83,6 +83,11 @@ type Group struct {
 	ID    int64   `msgpack:"id"`
 	Type  string  `msgpack:"type"` // TP, DP, PP, EP, DP_EP
 	Ranks []int32 `msgpack:"ranks"`
+	// Siblings (collective granularity): the ids of the identical groups
+	// of the other ranks of this group's pipeline stage, which run each
+	// of its collectives at the same time. Written only on the groups
+	// COLL flows name; a backend prices the fabric with all of them.
+	Siblings []int64 `msgpack:"siblings,omitempty"`
 }
 
 // Collective is one collective operation of one group.
@@ -95,7 +100,10 @@ type Collective struct {
 	Protocol    string `msgpack:"protocol"`
 	Channels    int    `msgpack:"channels"`
 	PredictedPs int64  `msgpack:"predicted_ps"`
-	Label       string `msgpack:"label"` // workload layer and phase, free text
+	// PXN: ring traffic between servers goes through the sender's GPU on
+	// the receiver's rail (NCCL's PXN); a model pricing the fabric needs it.
+	PXN   bool   `msgpack:"pxn,omitempty"`
+	Label string `msgpack:"label"` // workload layer and phase, free text
 
 	// Training-iteration position (stream version 3). Readers of older
 	// streams get Layer, Microbatch and Stage -1 and empty strings.

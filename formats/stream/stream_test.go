@@ -50,8 +50,8 @@ func writeSample(t testing.TB) []byte {
 		t.Fatal(err)
 	}
 	must(t, w.Topology(sampleTopology()))
-	must(t, w.Group(&Group{ID: 3, Type: "DP", Ranks: []int32{0, 1}}))
-	must(t, w.Collective(&Collective{ID: 7, Op: "allreduce", Size: 64 << 20, Group: 3, Algorithm: "ring", Protocol: "simple", Channels: 2, PredictedPs: 123}))
+	must(t, w.Group(&Group{ID: 3, Type: "DP", Ranks: []int32{0, 1}, Siblings: []int64{4, 1 << 40}}))
+	must(t, w.Collective(&Collective{ID: 7, Op: "allreduce", Size: 64 << 20, Group: 3, Algorithm: "ring", Protocol: "simple", Channels: 2, PXN: true, PredictedPs: 123}))
 	for _, f := range sampleFlows() {
 		f := f
 		must(t, w.Flow(&f))
@@ -94,13 +94,13 @@ func TestRoundTrip(t *testing.T) {
 		case KindGroup:
 			g, err := r.Group()
 			must(t, err)
-			if g.ID != 3 || g.Type != "DP" || !reflect.DeepEqual(g.Ranks, []int32{0, 1}) {
+			if g.ID != 3 || g.Type != "DP" || !reflect.DeepEqual(g.Ranks, []int32{0, 1}) || !reflect.DeepEqual(g.Siblings, []int64{4, 1 << 40}) {
 				t.Fatalf("group %+v", g)
 			}
 		case KindCollective:
 			c, err := r.Collective()
 			must(t, err)
-			if c.Size != 64<<20 || c.Algorithm != "ring" || c.Channels != 2 || c.PredictedPs != 123 {
+			if c.Size != 64<<20 || c.Algorithm != "ring" || c.Channels != 2 || c.PredictedPs != 123 || !c.PXN {
 				t.Fatalf("collective %+v", c)
 			}
 		case KindFlow:

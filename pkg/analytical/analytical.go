@@ -27,10 +27,11 @@
 // connection) start when its last byte has left; the others at its end. Uncontended, it ends max(step latency, path latency) + size /
 // bottleneck after release. A flow holds bandwidth on every link of its
 // path while it sends, not while it waits or during the trailing latency.
-// A COLL node (a whole collective, collective granularity) ends its
-// delay_ps, NCCL's model time, after release under busbw; under fluid the
-// collectives running at once on a stage share its NICs or its NVLink
-// (collshare.go), and its ideal_fct is that model time. Delay nodes end
+// A COLL node (a whole collective, collective granularity) ends, under
+// busbw, its delay_ps (NCCL's model time) plus what the fabric beyond the
+// NICs adds (collload.go) after release; under fluid the collectives in
+// flight share the links they load (collshare.go). Its ideal_fct is its
+// delay_ps. Delay nodes end
 // delay_ps after release; joins (DELAY flows of size 0
 // without delay_ps) as soon as they are released; other size-0 flows after
 // max(step latency, path latency); a flow from a GPU to itself is a local
@@ -120,6 +121,7 @@ type Result struct {
 	End        des.Time // when the last flow ended
 	Events     uint64   // events pushed on the queue
 	Recomputes uint64   // rate recomputations (one per instant with starts or finishes)
+	Warnings   []string // what the run could not model, once each
 }
 
 // Event kinds.
@@ -152,6 +154,7 @@ type engine struct {
 	sameSrc func(j int32) bool
 	sentSrc int32
 	share   *collShare // fluid at collective granularity
+	load    *collLoad  // the fabric's cost for COLL nodes
 }
 
 // maxLanes bounds the distinct delays that get a FIFO lane; events after
@@ -187,10 +190,13 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}}
 	e.sameSrc = func(j int32) bool { f := in.Flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
 	e.q = *des.NewQueue(1024)
+	if in.CollNodes > 0 {
+		e.load = newCollLoad(in, r, &e.res)
+	}
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, &e.q)
 		if in.CollNodes > 0 {
-			e.share = newCollShare()
+			e.share = newCollShare(e.load, r.DirLinks())
 		}
 	} else {
 		e.fl = newPrivateFluid(r, &e.q)
@@ -271,7 +277,7 @@ func (e *engine) release(i int32) error {
 			e.share.start(e, i)
 			return nil
 		}
-		e.after(f.Lat, evComplete, i, int64(f.Lat))
+		e.after(f.Lat+e.load.extra(f), evComplete, i, int64(f.Lat))
 		return nil
 	}
 	if e.opt.SendLat > 0 {

@@ -75,8 +75,36 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 		gs.nodes[i] = len(d.Fabric.nodesOf(g))
 		d.groups = append(d.groups, stream.Group{ID: gs.ids[i], Type: kind, Ranks: g})
 	}
+	if d.Collectives && kind != PP {
+		d.markSiblings(gs, len(d.groups)-len(ranks))
+	}
 	d.sets[kind] = gs
 	return gs, nil
+}
+
+// markSiblings writes, on each group holding a stage's representative (the
+// groups COLL flows name), the ids of the other groups of its type in that
+// stage: they run its collectives at the same time, and a backend pricing
+// the fabric loads the links with all of them. first is the index of the
+// type's first group in d.groups.
+func (d *Decomposer) markSiblings(gs *groupSet, first int) {
+	per := int32(d.Layout.TP * d.Layout.DP)
+	byStage := map[int][]int64{}
+	for i, g := range gs.ranks {
+		st := d.stageOf(g[0])
+		byStage[st] = append(byStage[st], gs.ids[i])
+	}
+	for i, g := range gs.ranks {
+		rep := slices.ContainsFunc(g, func(r int32) bool { return r%per == 0 })
+		if !rep {
+			continue
+		}
+		for _, id := range byStage[d.stageOf(g[0])] {
+			if id != gs.ids[i] {
+				d.groups[first+i].Siblings = append(d.groups[first+i].Siblings, id)
+			}
+		}
+	}
 }
 
 // Groups lists the groups the prepared workload uses.
@@ -192,7 +220,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			id := int64(len(out))
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
-					Protocol: pl.Proto.String(), Channels: pl.Channels, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label}, s),
+					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
 		}

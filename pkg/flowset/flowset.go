@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -288,6 +289,9 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 	if in.Topology == nil {
 		return nil, fmt.Errorf("%s: no topology record in the stream (pipe topogen's output in)", in.Name)
 	}
+	if err := in.checkSiblings(); err != nil {
+		return nil, err
+	}
 	d, err := b.Build()
 	if err != nil {
 		var de *dag.Error
@@ -299,6 +303,32 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 	in.DAG = d
 	in.assignPorts()
 	return in, nil
+}
+
+// checkSiblings refuses a group whose siblings are not groups of its type
+// and size: a backend pricing the fabric would otherwise load it with ranks
+// that do not run the collective.
+func (in *Set) checkSiblings() error {
+	ids := make([]int64, 0, len(in.Groups))
+	for id, g := range in.Groups {
+		if len(g.Siblings) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, gid := range ids {
+		g := in.Groups[gid]
+		for k, id := range g.Siblings {
+			s, ok := in.Groups[id]
+			switch {
+			case !ok:
+				return fmt.Errorf("%s: group %d: siblings[%d]: no group %d in the stream", in.Name, g.ID, k, id)
+			case s.Type != g.Type || len(s.Ranks) != len(g.Ranks):
+				return fmt.Errorf("%s: group %d: siblings[%d]: group %d is %s of %d ranks, not %s of %d", in.Name, g.ID, k, id, s.Type, len(s.Ranks), g.Type, len(g.Ranks))
+			}
+		}
+	}
+	return nil
 }
 
 // assignPorts numbers each source GPU's cross-server connections, a

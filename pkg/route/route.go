@@ -299,28 +299,9 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ 
 			return p, n > 1, nil
 		}
 	}
-	// First hop: the GPU's own links, towards dst itself or a switch.
-	att := r.attSets[r.gpuAtt[dst]]
-	best, nbest := unreachable+2, 0
-	r.firstD = r.firstD[:0]
-	for _, li := range r.links(src) {
-		o := topo.Other(t, li, src)
-		d := unreachable + 2
-		switch {
-		case o == dst:
-			d = 1
-		case o >= r.g:
-			d = 1 + r.switchDist(o, dst, att)
-		}
-		r.firstD = append(r.firstD, d)
-		if d < best {
-			best, nbest = d, 1
-		} else if d == best {
-			nbest++
-		}
-	}
-	if best > unreachable {
-		return buf, false, fmt.Errorf("no path from GPU %d to GPU %d through the switches", src, dst)
+	best, nbest, err := r.firstHops(src, dst)
+	if err != nil {
+		return buf, false, err
 	}
 	choice = nbest > 1
 	k := Pick(hash, src, nbest)
@@ -370,6 +351,36 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ 
 		v = h.next
 	}
 	return buf, choice, nil
+}
+
+// firstHops fills r.firstD with the distance to GPU dst through each of
+// GPU src's links (towards dst itself or a switch) and returns the best and
+// how many links reach it.
+func (r *Router) firstHops(src, dst int32) (best, nbest int, err error) {
+	t := r.t
+	att := r.attSets[r.gpuAtt[dst]]
+	best = unreachable + 2
+	r.firstD = r.firstD[:0]
+	for _, li := range r.links(src) {
+		o := topo.Other(t, li, src)
+		d := unreachable + 2
+		switch {
+		case o == dst:
+			d = 1
+		case o >= r.g:
+			d = 1 + r.switchDist(o, dst, att)
+		}
+		r.firstD = append(r.firstD, d)
+		if d < best {
+			best, nbest = d, 1
+		} else if d == best {
+			nbest++
+		}
+	}
+	if best > unreachable {
+		return 0, 0, fmt.Errorf("no path from GPU %d to GPU %d through the switches", src, dst)
+	}
+	return best, nbest, nil
 }
 
 // nvlinkPath routes between GPUs of one server over NVLink: GPU, one of the

@@ -1,0 +1,168 @@
+package route
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// mass is the share of a transfer standing at a node while it is spread.
+type mass struct {
+	node int32
+	m    float64
+}
+
+// Spread adds to add the bytes each directed link carries when a transfer
+// of bytes from src to dst is split evenly over the equal-cost choices at
+// every hop, as Path picks among them: the load that many hashed flows
+// (ECMP) put on each link on average. A model that prices a whole
+// collective needs that, not one flow's path. Either end may be a switch,
+// as for Path.
+func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64)) error {
+	if err := r.checkNode("src", src); err != nil {
+		return err
+	}
+	if err := r.checkNode("dst", dst); err != nil {
+		return err
+	}
+	if src == dst || bytes == 0 {
+		return nil
+	}
+	if src >= r.g || dst >= r.g {
+		return r.spreadAny(src, dst, bytes, add)
+	}
+	t := r.t
+	if ss := t.Nodes[src].Server; ss >= 0 && ss == t.Nodes[dst].Server && r.spreadNVLink(src, dst, bytes, add) {
+		return nil
+	}
+	best, nbest, err := r.firstHops(src, dst)
+	if err != nil {
+		return err
+	}
+	front := make([]mass, 0, nbest)
+	share := bytes / float64(nbest)
+	for j, li := range r.links(src) {
+		if r.firstD[j] == best {
+			add(Directed(t, li, src), share)
+			front = append(front, mass{topo.Other(t, li, src), share})
+		}
+	}
+	for dist := best - 1; dist >= 1; dist-- {
+		var next []mass
+		for _, fm := range front {
+			v := fm.node
+			if dist == 1 {
+				// Last hop: the switch's links to dst (parallel links share).
+				n := 0
+				for _, li := range r.links(dst) {
+					if topo.Other(t, li, dst) == v {
+						n++
+					}
+				}
+				for _, li := range r.links(dst) {
+					if topo.Other(t, li, dst) == v {
+						add(Directed(t, li, v), fm.m/float64(n))
+					}
+				}
+				continue
+			}
+			c := r.candidates(v, r.gpuAtt[dst], dist)
+			if len(c) == 0 {
+				return fmt.Errorf("internal: no next hop at node %d towards GPU %d", v, dst)
+			}
+			s := fm.m / float64(len(c))
+			for _, h := range c {
+				add(h.dl, s)
+				next = append(next, mass{h.next, s})
+			}
+		}
+		front = merge(next)
+	}
+	return nil
+}
+
+// merge sums the shares standing at the same node, so that a fabric's
+// many equal-cost paths cost one visit per switch and level.
+func merge(ms []mass) []mass {
+	slices.SortFunc(ms, func(a, b mass) int { return int(a.node) - int(b.node) })
+	out := ms[:0]
+	for _, x := range ms {
+		if n := len(out); n > 0 && out[n-1].node == x.node {
+			out[n-1].m += x.m
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// spreadNVLink splits a same-server transfer over the NVSwitch paths both
+// GPUs reach; false when there is none (the transfer takes the network).
+func (r *Router) spreadNVLink(src, dst int32, bytes float64, add func(DirLink, float64)) bool {
+	t := r.t
+	var pairs [][2]DirLink
+	for _, a := range r.links(src) {
+		w := topo.Other(t, a, src)
+		if t.Links[a].Kind != stream.LinkNVLink || w < r.g {
+			continue
+		}
+		for _, b := range r.links(dst) {
+			if t.Links[b].Kind == stream.LinkNVLink && topo.Other(t, b, dst) == w {
+				pairs = append(pairs, [2]DirLink{Directed(t, a, src), Directed(t, b, w)})
+			}
+		}
+	}
+	for _, p := range pairs {
+		add(p[0], bytes/float64(len(pairs)))
+		add(p[1], bytes/float64(len(pairs)))
+	}
+	return len(pairs) > 0
+}
+
+// spreadAny is Spread when an end is a switch: the direct links when the
+// ends are neighbours, else every shortest path towards dst.
+func (r *Router) spreadAny(src, dst int32, bytes float64, add func(DirLink, float64)) error {
+	t := r.t
+	var direct []int32
+	for _, li := range r.links(src) {
+		if topo.Other(t, li, src) == dst {
+			direct = append(direct, li)
+		}
+	}
+	for _, li := range direct {
+		add(Directed(t, li, src), bytes/float64(len(direct)))
+	}
+	if len(direct) > 0 {
+		return nil
+	}
+	dist := r.distToNode(dst)
+	if dist[src] == unreachable {
+		return fmt.Errorf("no path from node %d to node %d through the switches", src, dst)
+	}
+	front := []mass{{src, bytes}}
+	for len(front) > 0 {
+		var next []mass
+		for _, fm := range front {
+			v := fm.node
+			if v == dst {
+				continue
+			}
+			want := dist[v] - 1
+			var hops []int32
+			for _, li := range r.links(v) {
+				if o := topo.Other(t, li, v); (o == dst || o >= r.g) && dist[o] == want {
+					hops = append(hops, li)
+				}
+			}
+			s := fm.m / float64(len(hops))
+			for _, li := range hops {
+				add(Directed(t, li, v), s)
+				next = append(next, mass{topo.Other(t, li, v), s})
+			}
+		}
+		front = merge(next)
+	}
+	return nil
+}

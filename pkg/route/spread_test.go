@@ -1,0 +1,70 @@
+package route
+
+import (
+	"math"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+func spread(t *testing.T, r *Router, src, dst int32, bytes float64) map[DirLink]float64 {
+	t.Helper()
+	load := map[DirLink]float64{}
+	if err := r.Spread(src, dst, bytes, func(d DirLink, b float64) { load[d] += b }); err != nil {
+		t.Fatal(err)
+	}
+	return load
+}
+
+// On a k=4 fat-tree a transfer between pods has 4 shortest paths: half of
+// it on each of the source edge's two uplinks, a quarter on each core
+// link, and all of it on the end links.
+func TestSpreadFatTreeClosedForm(t *testing.T) {
+	r := router(t, gen(t, topo.Params{Family: "fat-tree", GPUs: 16, GPUsPerServer: 1, K: 4}))
+	load := spread(t, r, 0, 15, 1)
+	count := map[float64]int{}
+	total := 0.0
+	for _, b := range load {
+		count[b]++
+		total += b
+	}
+	if want := map[float64]int{1: 2, 0.5: 4, 0.25: 8}; len(count) != len(want) || count[1] != 2 || count[0.5] != 4 || count[0.25] != 8 {
+		t.Fatalf("link shares %v, want %v (ends, edge-agg, agg-core-agg)", count, want)
+	}
+	if total != 6 {
+		t.Fatalf("bytes x hops = %g, want 6 (every shortest path has 6 hops)", total)
+	}
+}
+
+// Spread is the mean of Path over hashes: on Spectrum-X (rail-optimized,
+// 64 spines) and a 2:1 fat-tree, the hash-averaged load of every link
+// matches the even split within sampling noise.
+func TestSpreadIsHashMean(t *testing.T) {
+	for _, p := range []topo.Params{
+		{Family: "spectrum-x", GPUs: 128},
+		{Family: "fat-tree", GPUs: 128, Oversub: 2},
+	} {
+		r := router(t, gen(t, p))
+		for _, pair := range [][2]int32{{0, 9}, {3, 120}, {0, 5}, {17, 64}} {
+			want := spread(t, r, pair[0], pair[1], 1)
+			const n = 1 << 14
+			got := map[DirLink]float64{}
+			for h := uint64(0); h < n; h++ {
+				for _, d := range path(t, r, pair[0], pair[1], FlowHash(pair[0], pair[1], int64(h), 1)) {
+					got[d] += 1.0 / n
+				}
+			}
+			for d, w := range want {
+				// Binomial noise of n samples: 5 sigma.
+				if tol := 5 * math.Sqrt(w*(1-w)/n); math.Abs(got[d]-w) > tol+1e-12 {
+					t.Errorf("%s %v link %d: hash mean %.4f, spread %.4f", p.Family, pair, d, got[d], w)
+				}
+			}
+			for d := range got {
+				if _, ok := want[d]; !ok {
+					t.Errorf("%s %v: paths use link %d, spread does not", p.Family, pair, d)
+				}
+			}
+		}
+	}
+}
