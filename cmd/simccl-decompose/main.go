@@ -42,11 +42,21 @@ type command struct {
 	MaxChunks   int    `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
 	NoLaunch    bool   `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
 	Granularity string `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
-	Summary     bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
-	Out         string `short:"o" help:"Write the stream to FILE instead of stdout."`
+
+	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
+	MsgSize   units.Size     `name:"msg-size" help:"Message size of --pattern (e.g. 1KiB)." group:"traffic"`
+	Rate      string         `default:"100%" help:"Offered load of --pattern: a share of the injection bandwidth, 1% to 100% (or 0.01 to 1)." group:"traffic"`
+	Duration  units.Duration `help:"How long --pattern injects (e.g. 10ms)." group:"traffic"`
+	FanIn     int            `name:"fan-in" help:"Senders of --pattern incast." group:"traffic"`
+	Seed      uint64         `default:"1" help:"Random seed of --pattern." group:"traffic"`
+	FromHtsim string         `name:"from-htsim" type:"existingfile" help:"An htsim connection matrix (.cm): host i is GPU i, start times in ps, triggers become dependencies." group:"traffic"`
+
+	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
+	Out     string `short:"o" help:"Write the stream to FILE instead of stdout."`
 }
 
-const description = `Decompose a workload into the flow DAG every fabricsim backend simulates.
+const description = `Decompose a workload, synthetic traffic or an htsim connection matrix into the flow DAG
+every fabricsim backend simulates.
 
 Reads the stream from topogen (and ncclpath) on stdin and adds groups, collectives and flows.
 
@@ -55,6 +65,8 @@ Examples:
   topogen --gpus 128 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 --summary
   topogen --gpus 9216 | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective | flowsim-analytical --model busbw | fctstats --iteration
   topogen --family spectrum-x --gpus 16 --gpu-type A100 | simccl-decompose --op allreduce --size 8MiB --group tp --tp 8 --msccl examples/msccl/ring_allreduce_8.xml
+  topogen --gpus 128 | simccl-decompose --pattern uniform --msg-size 4KiB --rate 50% --duration 100us | flowsim-packet | fctstats
+  topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
 
 Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
 AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE (as SimAI reads them).`
@@ -166,9 +178,19 @@ func (c *command) sweepSizes(l collective.Layout) (*collective.Workload, error) 
 }
 
 func (c *command) run() (err error) {
-	w, err := c.workload()
-	if err != nil {
-		return err
+	traffic := c.Pattern != "" || c.FromHtsim != ""
+	var w *collective.Workload
+	switch {
+	case c.Pattern != "" && c.FromHtsim != "":
+		return cli.Usagef("give either --pattern or --from-htsim, not both")
+	case traffic && (c.Workload != "" || c.Op != ""):
+		return cli.Usagef("--pattern and --from-htsim replace --workload and --op: give one input")
+	case traffic && c.Granularity == "collective":
+		return cli.Usagef("--granularity collective is for workloads: traffic inputs are flows")
+	case !traffic:
+		if w, err = c.workload(); err != nil {
+			return err
+		}
 	}
 	opt, err := c.options()
 	if err != nil {
@@ -181,10 +203,6 @@ func (c *command) run() (err error) {
 	defer in.Close()
 	// Read everything before the flows we add; keep it to forward.
 	var top *stream.Topology
-	type rec struct {
-		kind string
-		raw  []byte
-	}
 	var fwd []rec
 	var paths []*stream.Paths
 	for {
@@ -220,6 +238,13 @@ func (c *command) run() (err error) {
 	}
 	if top == nil {
 		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
+	}
+	if traffic {
+		msgs, err := c.messages(top)
+		if err != nil {
+			return err
+		}
+		return c.writeTraffic(top, fwd, msgs)
 	}
 	modelTopo := *top
 	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
@@ -295,43 +320,19 @@ func (c *command) run() (err error) {
 		}
 		return collective.WriteSummary(os.Stdout, colls)
 	}
-	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
+	return c.write(top, fwd, func(sw *stream.Writer) error {
+		for i := range d.Groups() {
+			if err := sw.Group(&d.Groups()[i]); err != nil {
+				return err
+			}
 		}
-	}()
-	sw, err := stream.NewWriter(out, cli.Producer("simccl-decompose"))
-	if err != nil {
-		return err
-	}
-	for _, f := range fwd {
-		if f.kind == stream.KindTopology {
-			err = sw.Topology(top)
-		} else {
-			err = sw.RawRecord(f.kind, f.raw)
+		for i := range colls {
+			if err := sw.Collective(&colls[i].Rec); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-	}
-	for i := range d.Groups() {
-		if err := sw.Group(&d.Groups()[i]); err != nil {
-			return err
-		}
-	}
-	for i := range colls {
-		if err := sw.Collective(&colls[i].Rec); err != nil {
-			return err
-		}
-	}
-	if err := d.Emit(w, colls, collective.NewEmitter(sw)); err != nil {
-		return err
-	}
-	return sw.Close()
+		return d.Emit(w, colls, collective.NewEmitter(sw))
+	})
 }
 
 // schedule rebuilds a SimAI/AICB workload's pipeline schedule for the
@@ -373,6 +374,44 @@ func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
 	}
 	w.Steps = steps
 	return nil
+}
+
+// rec is a record read from the input, forwarded as it is.
+type rec struct {
+	kind string
+	raw  []byte
+}
+
+// write writes the output stream: the input's records (the topology
+// re-encoded, the others as they came), then what body adds.
+func (c *command) write(top *stream.Topology, fwd []rec, body func(*stream.Writer) error) (err error) {
+	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+	}()
+	sw, err := stream.NewWriter(out, cli.Producer("simccl-decompose"))
+	if err != nil {
+		return err
+	}
+	for _, f := range fwd {
+		if f.kind == stream.KindTopology {
+			err = sw.Topology(top)
+		} else {
+			err = sw.RawRecord(f.kind, f.raw)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := body(sw); err != nil {
+		return err
+	}
+	return sw.Close()
 }
 
 type discard struct{}
