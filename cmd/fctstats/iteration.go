@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/stats"
@@ -206,8 +207,41 @@ func (c *command) joinTables(w io.Writer, n int, table func(i int) (*stats.DataT
 			dt.Append(t)
 		}
 	}
+	for _, p := range c.Param {
+		k, v, _ := strings.Cut(p, "=")
+		if err := dt.AddParam(k, v); err != nil {
+			return cli.Usagef("%v", err)
+		}
+	}
+	return c.writeTable(w, dt)
+}
+
+// writeTable writes a table as --format says (csv or parquet).
+func (c *command) writeTable(w io.Writer, dt *stats.DataTable) error {
 	if c.Format == "csv" {
 		return dt.WriteCSV(w)
 	}
 	return dt.WriteParquet(w)
+}
+
+// concat gathers sweep points' CSV tables into one table, and plots.
+func (c *command) concat() error {
+	dt, err := stats.ConcatCSV(c.Files, func(name string) (io.ReadCloser, error) { return os.Open(name) })
+	if err != nil {
+		return err
+	}
+	if c.Plot != "" {
+		plots, err := dt.SweepPlots(c.X, c.Y)
+		if err != nil {
+			return cli.Usagef("%v", err)
+		}
+		heights := make([]vg.Length, len(plots))
+		for i := range heights {
+			heights[i] = vg.Inch * 4
+		}
+		if err := c.writePlot(plots, heights); err != nil {
+			return err
+		}
+	}
+	return c.output(func(w io.Writer) error { return c.writeTable(w, dt) })
 }

@@ -31,6 +31,10 @@ type command struct {
 	Plot      string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
 	Timeline  bool     `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
 	MaxRows   int      `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
+	Param     []string `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
+	Concat    bool     `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
+	X         string   `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
+	Y         []string `help:"With --concat --plot: the columns to draw against --x, one panel each."`
 	Files     []string `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
 }
 
@@ -56,6 +60,8 @@ Examples:
   fctstats --iteration run.parquet --format simai-e2e > EndToEnd.csv
   fctstats --iteration --compare run.parquet simai/EndToEnd.csv
   fctstats run.parquet --format chrome-trace > iteration.json   (open in ui.perfetto.dev)
+  fctstats run.parquet --format csv --param chunk_bytes=8192 > point.csv   (a sweep point's table)
+  fctstats --concat points/*.csv --format parquet --out sweep.parquet --plot sweep.png --x chunk_bytes --y time_ns
   fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv`
 
 func main() {
@@ -72,6 +78,9 @@ func (c *command) run() error {
 	}
 	if err := c.check(); err != nil {
 		return err
+	}
+	if c.Concat {
+		return c.concat()
 	}
 	if c.Iteration {
 		return c.iteration()
@@ -181,6 +190,28 @@ func (c *command) check() error {
 	}
 	if c.Table == stats.TableFlows && (c.Format == "csv" || c.Format == "parquet") && c.Plot != "" {
 		return cli.Usagef("--table flows streams the rows and draws nothing: run --plot separately")
+	}
+	if len(c.Param) > 0 && (c.Table == stats.TableFlows || (c.Format != "csv" && c.Format != "parquet")) {
+		return cli.Usagef("--param adds columns to the csv and parquet tables other than flows")
+	}
+	for _, p := range c.Param {
+		if k, _, ok := strings.Cut(p, "="); !ok || k == "" {
+			return cli.Usagef("--param %q: want KEY=VALUE", p)
+		}
+	}
+	if c.Concat {
+		switch {
+		case c.Format != "csv" && c.Format != "parquet":
+			return cli.Usagef("--concat writes a csv or parquet table: give --format csv or parquet")
+		case len(c.Files) == 0:
+			return cli.Usagef("--concat needs the CSV tables to gather")
+		case c.Plot != "" && (c.X == "" || len(c.Y) == 0):
+			return cli.Usagef("--concat --plot draws --y columns against --x: give both")
+		case c.Compare || c.Iteration:
+			return cli.Usagef("--concat gathers tables; it does not take --compare or --iteration")
+		}
+	} else if c.X != "" || len(c.Y) > 0 {
+		return cli.Usagef("--x and --y are for --concat --plot")
 	}
 	if c.Timeline && c.Plot == "" {
 		return cli.Usagef("--timeline adds panels to --plot FILE.png|FILE.svg; give --plot")

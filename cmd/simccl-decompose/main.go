@@ -33,15 +33,16 @@ type command struct {
 	GA       int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload (default: the workload's ga, else 1)."`
 	VPP      int        `name:"vpp" help:"Model chunks per pipeline stage: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
-	Selector    string `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
-	Algo        string `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
-	Proto       string `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
-	PXN         string `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
-	Channels    int    `help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS)."`
-	MSCCL       string `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
-	MaxChunks   int    `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
-	NoLaunch    bool   `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
-	Granularity string `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
+	Selector    string     `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
+	Algo        string     `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
+	Proto       string     `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
+	PXN         string     `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
+	Channels    int        `help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS)."`
+	MSCCL       string     `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
+	MSCCLChunk  units.Size `name:"msccl-chunk" help:"Chunk size of --msccl (MSCCL's chunk size, the ns-3 MSCCL ThreadBlock's chunkSize): larger collectives run the algorithm in several loops of such chunks. Default: one loop of size / nchunksperloop."`
+	MaxChunks   int        `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
+	NoLaunch    bool       `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
+	Granularity string     `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
 	MsgSize   units.Size     `name:"msg-size" help:"Message size of --pattern (e.g. 1KiB)." group:"traffic"`
@@ -306,6 +307,9 @@ func (c *command) run() (err error) {
 		if err != nil {
 			return err
 		}
+		planner.MSCCL.ChunkBytes = int64(c.MSCCLChunk)
+	} else if c.MSCCLChunk != 0 {
+		return cli.Usagef("--msccl-chunk sets the chunk size of --msccl")
 	}
 	colls, err := d.Prepare(w)
 	if err != nil {

@@ -684,6 +684,47 @@ func TestMaxChunks(t *testing.T) {
 // MSCCL schedules replace the built-in algorithm: their sends become the
 // flows, their protocol labels the collective and sets the wire bytes, and
 // they start after the launch latency like any other collective.
+// With a chunk size, the algorithm's steps repeat per loop: 8 MiB on the
+// 8-GPU ring AllReduce (8 chunks a loop) in 256 KiB chunks is 4 loops of
+// its 112 sends, in 300 KiB chunks 3 full loops and one of the 7 MiB left
+// over; either way a GPU sends 2(n-1)/n x 8 MiB = 14 MiB.
+func TestMSCCLChunkLoops(t *testing.T) {
+	for _, c := range []struct {
+		chunk int64
+		flows int
+	}{{0, 112}, {256 << 10, 4 * 112}, {300 << 10, 4 * 112}, {8 << 20, 112}} {
+		f, err := os.Open("../../examples/msccl/ring_allreduce_8.xml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := ParseMSCCL(f, "ring")
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.ChunkBytes = c.chunk
+		s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
+		col, _ := s.run(t, Options{}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: 8 << 20, Group: TP}), func(d *Decomposer) { d.Planner.MSCCL = a })
+		n := 0
+		for _, fl := range col.flows {
+			if fl.ConnType == stream.ConnMSCCL {
+				n++
+				if c.chunk > 0 && fl.Size > c.chunk {
+					t.Errorf("chunk %d: a %d-byte flow", c.chunk, fl.Size)
+				}
+			}
+		}
+		if n != c.flows {
+			t.Errorf("chunk %d: %d flows, want %d", c.chunk, n, c.flows)
+		}
+		for r, b := range sentBy(col.flows) {
+			if b != 14<<20 {
+				t.Errorf("chunk %d: GPU %d sent %d, want 14 MiB", c.chunk, r, b)
+			}
+		}
+	}
+}
+
 func TestMSCCL(t *testing.T) {
 	for _, c := range []struct {
 		file, proto  string

@@ -20,6 +20,13 @@ type MSCCLAlgo struct {
 	Proto      Proto
 	GPUs       []mscclGPU
 	file       string
+
+	// ChunkBytes caps a chunk (MSCCL's chunk size, the ns-3 MSCCL
+	// ThreadBlock's chunkSize): a collective larger than ChunkBytes x
+	// nchunksperloop runs the algorithm's steps in several loops, each
+	// threadblock going through all its steps once per loop. 0 runs one
+	// loop of size / nchunksperloop chunks.
+	ChunkBytes int64
 }
 
 type mscclGPU struct {
@@ -253,8 +260,25 @@ func readInts(e *xmltree.Elem, attrs ...intAttr) error {
 // becomes a flow of cnt chunks; a step starts when the previous step of
 // its threadblock and its explicit dependency are done and, if it
 // receives, when the matching send (the k-th on that connection) arrived.
+//
+// With ChunkBytes set, the steps repeat once per loop: step v of a
+// threadblock is step v mod n of loop v / n (n its steps), a dependency
+// names the step of the same loop, and the k-th receive on a connection
+// still matches its k-th send.
 func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
-	chunk := (size + int64(a.ChunksLoop) - 1) / int64(a.ChunksLoop)
+	cl := int64(a.ChunksLoop)
+	per := (size + cl - 1) / cl // one loop's chunk
+	loops := int64(1)
+	if a.ChunkBytes > 0 && per > a.ChunkBytes {
+		per = a.ChunkBytes
+		loops = (size + per*cl - 1) / (per * cl)
+		if loops*int64(a.maxSteps()) > 1<<24 {
+			return fmt.Errorf("%s: %d loops of %d-byte chunks would be more than %d steps per threadblock: raise the chunk size", a.file, loops, per, 1<<24)
+		}
+	}
+	// chunk is loop k's chunk: full ones, then what is left.
+	chunk := func(k int64) int64 { return min(per, (size-k*per*cl+cl-1)/cl) }
+	L := int(loops)
 	type ref struct{ g, t, s int }
 	type conn struct{ src, dst, ch int }
 	done := map[ref][]int64{} // step -> flows whose completion completes it
@@ -263,8 +287,8 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 	sendOf := map[conn][]ref{}
 	for gi, g := range a.GPUs {
 		for ti, t := range g.TBs {
-			for si, s := range t.Steps {
-				if mscclTypes[s.Type][1] {
+			for si := range L * len(t.Steps) {
+				if mscclTypes[t.Steps[si%len(t.Steps)].Type][1] {
 					k := conn{gi, t.Send, t.Chan}
 					sendOf[k] = append(sendOf[k], ref{gi, ti, si})
 				}
@@ -275,8 +299,8 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 	matched := map[ref]ref{} // recv step -> send step
 	for gi, g := range a.GPUs {
 		for ti, t := range g.TBs {
-			for si, s := range t.Steps {
-				if mscclTypes[s.Type][0] {
+			for si := range L * len(t.Steps) {
+				if mscclTypes[t.Steps[si%len(t.Steps)].Type][0] {
 					k := conn{t.Recv, gi, t.Chan}
 					matched[ref{gi, ti, si}] = sendOf[k][recvIdx[k]]
 					recvIdx[k]++
@@ -291,16 +315,17 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 	for gi, g := range a.GPUs {
 		next[gi] = make([]int, len(g.TBs))
 		for _, t := range g.TBs {
-			remaining += len(t.Steps)
+			remaining += L * len(t.Steps)
 		}
 	}
 	for remaining > 0 {
 		progress := false
 		for gi, g := range a.GPUs {
 			for ti, t := range g.TBs {
-				for next[gi][ti] < len(t.Steps) {
+				for next[gi][ti] < L*len(t.Steps) {
 					si := next[gi][ti]
-					s := t.Steps[si]
+					s := t.Steps[si%len(t.Steps)]
+					loop := si / len(t.Steps)
 					kind := mscclTypes[s.Type]
 					var deps []int64
 					if si == 0 {
@@ -309,7 +334,7 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 						deps = append(deps, done[ref{gi, ti, si - 1}]...)
 					}
 					if s.DepTB >= 0 {
-						d, ok := done[ref{gi, s.DepTB, s.DepStep}]
+						d, ok := done[ref{gi, s.DepTB, loop*len(g.TBs[s.DepTB].Steps) + s.DepStep}]
 						if !ok {
 							break
 						}
@@ -330,7 +355,7 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 						if in >= 0 {
 							deps = union(deps, []int64{in})
 						}
-						id := c.e.Flow(c.id, c.ranks[gi], c.ranks[t.Send], wire(int64(s.Cnt)*chunk, a.Proto), c.hop(c.ranks[gi], c.ranks[t.Send]), deps, int32(t.Chan), int32(si), int32(len(t.Steps)), stream.ConnMSCCL)
+						id := c.e.Flow(c.id, c.ranks[gi], c.ranks[t.Send], wire(int64(s.Cnt)*chunk(int64(loop)), a.Proto), c.hop(c.ranks[gi], c.ranks[t.Send]), deps, int32(t.Chan), int32(si), int32(L*len(t.Steps)), stream.ConnMSCCL)
 						sendFlow[r] = id
 						done[r] = []int64{id}
 					case kind[0]:
@@ -347,8 +372,8 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 		if !progress {
 			for gi, g := range a.GPUs {
 				for ti, t := range g.TBs {
-					if si := next[gi][ti]; si < len(t.Steps) {
-						return fmt.Errorf("%s: line %d: gpu %d threadblock %d step %d waits in a dependency cycle", a.file, t.Steps[si].line, gi, ti, si)
+					if si := next[gi][ti]; si < L*len(t.Steps) {
+						return fmt.Errorf("%s: line %d: gpu %d threadblock %d step %d waits in a dependency cycle", a.file, t.Steps[si%len(t.Steps)].line, gi, ti, si%len(t.Steps))
 					}
 				}
 			}
@@ -357,9 +382,20 @@ func (a *MSCCLAlgo) Emit(c *cctx, size int64) error {
 	for gi, g := range a.GPUs {
 		for ti, t := range g.TBs {
 			if len(t.Steps) > 0 {
-				c.exit[gi] = union(c.exit[gi], done[ref{gi, ti, len(t.Steps) - 1}])
+				c.exit[gi] = union(c.exit[gi], done[ref{gi, ti, L*len(t.Steps) - 1}])
 			}
 		}
 	}
 	return nil
+}
+
+// maxSteps is the most steps a threadblock has.
+func (a *MSCCLAlgo) maxSteps() int {
+	n := 1
+	for _, g := range a.GPUs {
+		for _, t := range g.TBs {
+			n = max(n, len(t.Steps))
+		}
+	}
+	return n
 }
