@@ -6,7 +6,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 3s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit fuzz e2e bench demo interop lint clean nccl-tests
+.PHONY: all build test unit fuzz e2e bench demo interop slurm-check lint clean nccl-tests
 
 all: build
 
@@ -21,6 +21,7 @@ test: build
 	$(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory interop
+	@$(MAKE) --no-print-directory slurm-check
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tests/fuzz.sh
@@ -49,6 +50,14 @@ demo: build
 ## interop: readers fabricsim did not write read its traces (pipelines/interop.sh)
 interop: build
 	@GO=$(GO) ./pipelines/interop.sh
+
+## slurm-check: a 4-point sweep through a real single-node Slurm set up by
+## pipelines/slurm-setup.sh (root only; SLURM_CHECK=0 skips it)
+slurm-check: build
+	@mkdir -p out
+	@if [ "$${SLURM_CHECK:-1}" = 0 ]; then echo "slurm-check: skipped (SLURM_CHECK=0)"; \
+	else FABRICSIM_SLURM=1 $(GO) test -count=1 -v -run '^TestChunkSweepSlurm$$' ./tests/ >out/slurm-check.log 2>&1; rc=$$?; \
+	grep -E -- '--- (PASS|SKIP|FAIL)|sweep_test.go' out/slurm-check.log | sed 's/^/slurm-check: /'; exit $$rc; fi
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,12 +19,13 @@ type sweepRow struct {
 	WallS      float64 `parquet:"wall_s"`
 }
 
-// Seed 002's chunk sweep as a Makefile, points two at a time: one row per
-// chunk size in the gathered Parquet, the same bytes moved at every point,
-// and smaller chunks slower (each MSCCL step waits for the last).
-func TestChunkSweep(t *testing.T) {
-	out := t.TempDir()
-	cmd := exec.Command("make", "-s", "-C", "pipelines/chunk-sweep", "-j", "2", "OUT="+out, "BIN="+binDir, "LIMIT=32768", "SIZE=4MiB")
+// runSweep runs the chunk sweep (three or four points) and checks the
+// gathered Parquet: one row per chunk size, the same bytes moved at every
+// point, and smaller chunks slower (each MSCCL step waits for the last).
+func runSweep(t *testing.T, out string, points int, args ...string) {
+	t.Helper()
+	limit := strconv.Itoa(8192 << (points - 1))
+	cmd := exec.Command("make", append([]string{"-s", "-C", "pipelines/chunk-sweep", "OUT=" + out, "BIN=" + binDir, "LIMIT=" + limit, "SIZE=4MiB"}, args...)...)
 	cmd.Dir = ".."
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make: %v\n%s", err, b)
@@ -33,8 +35,8 @@ func TestChunkSweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.SortFunc(rows, func(a, b sweepRow) int { return int(a.ChunkBytes - b.ChunkBytes) })
-	if len(rows) != 3 || rows[0].ChunkBytes != 8192 || rows[2].ChunkBytes != 32768 {
-		t.Fatalf("rows %+v, want chunk sizes 8, 16 and 32 KiB", rows)
+	if len(rows) != points || rows[0].ChunkBytes != 8192 || rows[points-1].ChunkBytes != 8192<<(points-1) {
+		t.Fatalf("rows %+v, want %d chunk sizes from 8 KiB", rows, points)
 	}
 	for i, r := range rows {
 		// An 8-GPU ring AllReduce of 4 MiB sends 2 x 7/8 x 4 MiB per GPU.
@@ -45,10 +47,33 @@ func TestChunkSweep(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(out, "sweep.png")); err != nil || st.Size() == 0 {
 		t.Fatalf("no plot: %v", err)
 	}
-	// The same target again does nothing: every point is made.
+}
+
+// Seed 002's chunk sweep as a Makefile, points two at a time; made again,
+// it has nothing to do.
+func TestChunkSweep(t *testing.T) {
+	out := t.TempDir()
+	runSweep(t, out, 3, "-j", "2")
 	again := exec.Command("make", "-C", "pipelines/chunk-sweep", "OUT="+out, "BIN="+binDir, "LIMIT=32768", "SIZE=4MiB")
 	again.Dir = ".."
 	if b, err := again.CombinedOutput(); err != nil || !strings.Contains(string(b), "Nothing to be done") {
 		t.Errorf("second make: %v\n%s", err, b)
 	}
+}
+
+// The same sweep through a real single-node Slurm (make slurm-check, part
+// of make test): four points as a job array, then the gather job.
+func TestChunkSweepSlurm(t *testing.T) {
+	if os.Getenv("FABRICSIM_SLURM") != "1" {
+		t.Skip("make slurm-check runs it (FABRICSIM_SLURM=1)")
+	}
+	if os.Getuid() != 0 {
+		t.Skip("slurm check skipped: setting up Slurm needs root (apt, munged, slurmctld, slurmd)")
+	}
+	setup := exec.Command("./pipelines/slurm-setup.sh")
+	setup.Dir = ".."
+	if b, err := setup.CombinedOutput(); err != nil {
+		t.Fatalf("slurm-setup: %v\n%s", err, b)
+	}
+	runSweep(t, t.TempDir(), 4, "SLURM=1")
 }
