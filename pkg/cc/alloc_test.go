@@ -8,9 +8,10 @@ import (
 // third ACK marked, RTT wobbling around 12 µs, two INT hops whose counters
 // advance at about 80% of 100 Gb/s with a varying queue.
 type ackStream struct {
-	fb  Feedback
-	i   int64
-	now int64
+	fb   Feedback
+	hist HopHistory
+	i    int64
+	now  int64
 }
 
 func (a *ackStream) next() *Feedback {
@@ -18,6 +19,7 @@ func (a *ackStream) next() *Feedback {
 	a.now += 720_000 // one 9000-byte packet at 100 Gb/s
 	fb := &a.fb
 	fb.Now = a.now
+	fb.Prev = &a.hist
 	fb.Acked = 9000
 	fb.AckSeq = a.i * 9000
 	fb.SndNxt = fb.AckSeq + 125000

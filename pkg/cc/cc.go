@@ -27,6 +27,18 @@ type Feedback struct {
 	RTT    int64 // ps, from the echoed send time; 0 if unknown
 	NHops  int
 	Hops   [MaxHops]IntHop
+	// Prev is the queue pair's INT history, which HPCC and HPCC-PINT
+	// (UsesINT) read and update; the caller keeps one per queue pair,
+	// zeroed when the pair starts, and must set it for them. Kept out of
+	// State: it is 168 bytes that the other algorithms' queue pairs, 16.8 M
+	// of them in a 4096-GPU AllToAll, would carry for nothing.
+	Prev *HopHistory
+}
+
+// HopHistory is the previous INT record of each hop of a queue pair's path.
+type HopHistory struct {
+	Hops [MaxHops]IntHop
+	N    int // records kept
 }
 
 // State is a queue pair's congestion state. The simulator sets LineRate,
@@ -40,18 +52,16 @@ type State struct {
 	BaseWin  int64   // bytes: the bandwidth-delay product window
 
 	// Algorithm-private fields; each algorithm documents which it uses.
-	Target   float64
-	Alpha    float64
-	Stage    int
-	Flag     bool  // e.g. DCQCN: a CNP arrived in the current decrease period
-	T1, T2   int64 // timer deadlines (ps)
-	Idx      int64 // e.g. DCQCN: alpha-update interval index last applied
-	Bytes    int64
-	PrevRTT  int64
-	PrevHops [MaxHops]IntHop
-	NPrev    int
-	Ustar    float64
-	Cnt      int64
+	Target  float64
+	Alpha   float64
+	Stage   int
+	Flag    bool  // e.g. DCQCN: a CNP arrived in the current decrease period
+	T1, T2  int64 // timer deadlines (ps)
+	Idx     int64 // e.g. DCQCN: alpha-update interval index last applied
+	Bytes   int64
+	PrevRTT int64
+	Ustar   float64
+	Cnt     int64
 
 	// Added for the algorithms in this package (see each algorithm's doc).
 	Epoch   int64  // ps: origin of a periodic schedule (DCQCN: first CNP; -1 before it)

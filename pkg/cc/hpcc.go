@@ -39,7 +39,8 @@ package cc
 //	Ustar    U*, the EWMA utilization estimate (starts at 1, as in ns-3)
 //	Stage    consecutive additive updates
 //	Idx      last update sequence: ACKs with AckSeq > Idx commit (0 = none yet)
-//	PrevHops, NPrev  the previous INT record of each hop
+//
+// and Feedback.Prev, the previous INT record of each hop.
 type hpcc struct{ p Params }
 
 func (h *hpcc) Name() string  { return "hpcc" }
@@ -84,8 +85,8 @@ func nextRound(s *State, fb *Feedback, full bool) {
 // storeHops remembers an ACK's INT records as the reference for the next.
 func storeHops(s *State, fb *Feedback) {
 	n := min(fb.NHops, MaxHops)
-	copy(s.PrevHops[:n], fb.Hops[:n])
-	s.NPrev = max(s.NPrev, n)
+	copy(fb.Prev.Hops[:n], fb.Hops[:n])
+	fb.Prev.N = max(fb.Prev.N, n)
 }
 
 // hopUtil computes the largest per-hop utilization of an ACK against the
@@ -94,17 +95,18 @@ func storeHops(s *State, fb *Feedback) {
 // those keep their old record, as in ns-3.
 func hopUtil(s *State, fb *Feedback, skipIdle bool) (u float64, dt int64, ok bool) {
 	n := min(fb.NHops, MaxHops)
+	hist := fb.Prev
 	tBytes := float64(s.BaseWin)
 	for i := 0; i < n; i++ {
 		h := &fb.Hops[i]
 		if skipIdle && h.QLen == 0 {
 			continue
 		}
-		if i >= s.NPrev || h.LineRate <= 0 {
-			s.PrevHops[i] = *h
+		if i >= hist.N || h.LineRate <= 0 {
+			hist.Hops[i] = *h
 			continue
 		}
-		prev := &s.PrevHops[i]
+		prev := &hist.Hops[i]
 		tau := h.TimePs - prev.TimePs
 		db := h.TxBytes - prev.TxBytes
 		if tau > 0 && db >= 0 {
@@ -122,7 +124,7 @@ func hopUtil(s *State, fb *Feedback, skipIdle bool) (u float64, dt int64, ok boo
 		}
 		*prev = *h
 	}
-	s.NPrev = max(s.NPrev, n)
+	hist.N = max(hist.N, n)
 	return u, dt, ok
 }
 

@@ -11,6 +11,7 @@ import (
 type hpccPath struct {
 	alg     Algorithm
 	s       State
+	hist    HopHistory
 	now     int64
 	tx      int64 // the hop's cumulative tx bytes
 	ack, nx int64
@@ -41,7 +42,7 @@ func (h *hpccPath) feed(tau, txBytes, qlen int64, full bool) {
 	} else {
 		h.ack = h.nx - 1000 // below the sequence recorded at the last update
 	}
-	fb := Feedback{Now: h.now, AckSeq: h.ack, SndNxt: h.nx, NHops: 1}
+	fb := Feedback{Now: h.now, AckSeq: h.ack, SndNxt: h.nx, NHops: 1, Prev: &h.hist}
 	fb.Hops[0] = IntHop{TimePs: h.now, TxBytes: h.tx, QLen: qlen, LineRate: 100 * gbps}
 	h.alg.OnFeedback(&h.s, &fb)
 }
@@ -149,11 +150,12 @@ func TestHPCCMaxHopAndMinQueue(t *testing.T) {
 	a, _ := New(ModeHPCC, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000}
 	a.Init(&s)
-	fb := Feedback{Now: 0, AckSeq: 1, SndNxt: 125000, NHops: 2}
+	var hist HopHistory
+	fb := Feedback{Now: 0, AckSeq: 1, SndNxt: 125000, NHops: 2, Prev: &hist}
 	fb.Hops[0] = IntHop{TimePs: 0, LineRate: 100 * gbps}
 	fb.Hops[1] = IntHop{TimePs: 0, QLen: 200000, LineRate: 100 * gbps}
 	a.OnFeedback(&s, &fb)
-	fb = Feedback{Now: 10 * us, AckSeq: 125001, SndNxt: 250000, NHops: 2}
+	fb = Feedback{Now: 10 * us, AckSeq: 125001, SndNxt: 250000, NHops: 2, Prev: &hist}
 	fb.Hops[0] = IntHop{TimePs: 10 * us, TxBytes: 62500, LineRate: 100 * gbps}
 	fb.Hops[1] = IntHop{TimePs: 10 * us, TxBytes: 125000, QLen: 112500, LineRate: 100 * gbps}
 	a.OnFeedback(&s, &fb)
@@ -270,8 +272,9 @@ func TestNoINTKeepsLineRate(t *testing.T) {
 		}
 		s := State{LineRate: 100e9, Rate: 100e9, BaseRTT: 4_000_000, BaseWin: 50000}
 		a.Init(&s)
+		var hist HopHistory
 		for i := int64(1); i <= 1000; i++ {
-			fb := Feedback{Now: i * 1_000_000, Acked: 9000, AckSeq: i * 9000, SndNxt: i*9000 + 50000}
+			fb := Feedback{Now: i * 1_000_000, Acked: 9000, AckSeq: i * 9000, SndNxt: i*9000 + 50000, Prev: &hist}
 			a.OnFeedback(&s, &fb)
 		}
 		if s.Rate != 100e9 {

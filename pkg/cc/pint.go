@@ -25,8 +25,8 @@ import "math"
 // SplitMix64 state the simulator may seed before Init (Init keeps it), so
 // runs are deterministic and QPs do not share a random stream.
 //
-// State fields: as hpcc (Rate, Target = Rc, Ustar, Stage, Idx, PrevHops,
-// NPrev) plus Rng.
+// State fields: as hpcc (Rate, Target = Rc, Ustar, Stage, Idx; the INT
+// history in Feedback.Prev) plus Rng.
 type pint struct {
 	hpcc            // Init, OnTimer, UsesECN, UsesINT and the parameters
 	logBase float64 // ln(PintLogBase)
@@ -45,7 +45,7 @@ func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
 	if u, dt, ok := hopUtil(s, fb, false); ok {
 		s.Ustar = ewmaU(s, u, dt)
 	}
-	if s.NPrev == 0 {
+	if fb.Prev.N == 0 {
 		return 0 // no switch on the path reports: nothing to react to, as HPCC
 	}
 	if h.p.PintProb < 1 && uniform(&s.Rng) >= h.p.PintProb {

@@ -38,9 +38,27 @@ func (c *Calendar) Len() int { return c.inWheel + c.far.n }
 // Push schedules an event. Events must not be earlier than the last popped
 // one (a discrete-event simulation never schedules into its past).
 func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
-	e := Event{At: at, seq: c.seq, Kind: kind, Target: target, Arg: arg}
+	c.push(Event{At: at, seq: c.seq, Kind: kind, Target: target, Arg: arg})
 	c.seq++
-	b := int64(at) >> c.shift
+}
+
+// Reserve takes the insertion number the next Push would get, for an event
+// pushed later with PushSeq: a backend that keeps many future events in its
+// own compact lists (a million flows waiting out one delay) holds one of
+// them in the calendar at a time, and each still pops in its (At, push
+// order) place.
+func (c *Calendar) Reserve() uint64 {
+	c.seq++
+	return c.seq - 1
+}
+
+// PushSeq schedules an event with an insertion number from Reserve.
+func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg int64) {
+	c.push(Event{At: at, seq: seq, Kind: kind, Target: target, Arg: arg})
+}
+
+func (c *Calendar) push(e Event) {
+	b := int64(e.At) >> c.shift
 	if b < c.cur {
 		b = c.cur // not earlier than the cursor's bucket (equal-time pushes)
 	}

@@ -132,13 +132,13 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			}
 			fid := s.flows.DAG.ID(q.flow)
 			if m.Rate != nil {
-				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, RateBps: q.cc.Rate, WinB: q.cc.BaseWin})
+				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: s.flows.src(q.flow), Dst: s.flows.dst(q.flow), RateBps: q.cc.Rate, WinB: q.cc.BaseWin})
 			}
 			if m.OnRate != nil {
 				m.OnRate(s.now, fid, q.cc.Rate)
 			}
 			if m.CNP != nil && m.cnps[qi] > 0 {
-				m.CNP.Add(monitor.CNP{TimeNs: ns, FlowID: fid, Src: q.src, Dst: q.dst, CNPs: m.cnps[qi]})
+				m.CNP.Add(monitor.CNP{TimeNs: ns, FlowID: fid, Src: s.flows.src(q.flow), Dst: s.flows.dst(q.flow), CNPs: m.cnps[qi]})
 			}
 			m.cnps[qi] = 0
 		}

@@ -6,21 +6,20 @@ import (
 	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
-	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
 // qp is one RDMA queue pair: the sender's window and rate state and the
 // receiver's expected sequence number.
+//
+// A 4096-GPU AllToAll holds millions at once, so it keeps only what every
+// pair uses (272 bytes): its ends are its flow's, the surrogate's caches
+// and HPCC's INT history live in tables of their own.
 type qp struct {
-	flow      int32
-	src, dst  int32
-	port      int32 // first-hop port of the data path
 	size      int64
 	sndNxt    int64
 	sndUna    int64
 	maxSent   int64
 	nextAvail int64
-	rxDone    int64
 	lastProg  int64
 	ccWake    int64
 	ccGen     int64
@@ -29,16 +28,23 @@ type qp struct {
 	rcvNext   int64
 	nackAt    int64
 	nackSeq   int64
-	rcvCount  int32
-	predData  int64 // surrogate: predicted latency of data and of control packets
-	predCtl   int64
-	latData   int32 // surrogate: latency class of data and of control packets + 1, 0 before the first
-	latCtl    int32
+	flow      int32
+	port      int32 // first-hop port of the data path
 	slot      int32 // index in its port's round robin
+	rcvCount  int32
+	sport     uint16
+	rxDone    bool // the receiver has every byte
 	rcvECN    bool
 	done      bool
-	sport     uint16
 	cc        cc.State
+}
+
+// surQP is a queue pair's surrogate state.
+type surQP struct {
+	predData int64 // predicted latency of data and of control packets
+	predCtl  int64
+	latData  int32 // latency class of data and of control packets + 1, 0 before the first
+	latCtl   int32
 }
 
 func (s *Sim) allocQP() int32 {
@@ -48,29 +54,26 @@ func (s *Sim) allocQP() int32 {
 		return i
 	}
 	s.qps = grow.Append(s.qps, qp{})
+	if s.usesINT {
+		s.hist = grow.Append(s.hist, cc.HopHistory{})
+	}
+	if s.sur != nil {
+		s.surQPs = grow.Append(s.surQPs, surQP{})
+	}
 	s.epoch = grow.Append(s.epoch, 0)
-	s.paths = grow.Append(s.paths, [maxPath]route.DirLink{}, [maxPath]route.DirLink{})
+	for range 2 * s.pathW {
+		s.paths = grow.Append(s.paths, 0)
+	}
 	s.pathLen = grow.Append(s.pathLen, 0, 0)
 	return int32(len(s.qps) - 1)
 }
 
-// pending is an opened queue pair that has not sent yet: part j of
-// transfer flow.
-type pending struct{ flow, j int32 }
-
-// addPending puts a pending queue pair in its port's round robin.
+// addPending puts a pending queue pair, part j of transfer flow, in its
+// port's round robin as ^(flow<<pendShift | j): the slot itself says what
+// to open, so a pending pair costs its four bytes there and nothing more.
 func (s *Sim) addPending(pid int32, flow, j int32) {
-	var k int32
-	if n := len(s.freePend); n > 0 {
-		k = s.freePend[n-1]
-		s.freePend = s.freePend[:n-1]
-	} else {
-		k = int32(len(s.pend))
-		s.pend = append(s.pend, pending{})
-	}
-	s.pend[k] = pending{flow: flow, j: j}
 	p := &s.ports[pid]
-	p.qps = append(p.qps, ^k)
+	p.qps = append(p.qps, ^(flow<<s.pendShift | j))
 }
 
 // materialize gives the pending queue pair at slot i of port pid's round
@@ -78,10 +81,8 @@ func (s *Sim) addPending(pid int32, flow, j int32) {
 func (s *Sim) materialize(pid int32, i int) int32 {
 	p := &s.ports[pid]
 	k := ^p.qps[i]
-	pd := s.pend[k]
-	s.freePend = append(s.freePend, k)
 	qi := s.allocQP()
-	if err := s.initQP(qi, pd.flow, int64(pd.j)); err != nil {
+	if err := s.initQP(qi, k>>s.pendShift, int64(k&(1<<s.pendShift-1))); err != nil {
 		panic(fmt.Sprintf("packet: queue pair routed when opened fails later: %v", err)) // same inputs, same route
 	}
 	p.qps[i] = qi
@@ -234,8 +235,8 @@ func (s *Sim) deliver(pi int32) {
 		s.Stats.Delivered += int64(pkt.size)
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
-		if q.rcvNext >= q.size && q.rxDone == 0 {
-			q.rxDone = s.now // the receiver knows the message size: receive completion
+		if q.rcvNext >= q.size && !q.rxDone {
+			q.rxDone = true // the receiver knows the message size: receive completion
 			s.received(q.flow)
 		}
 		if int(q.rcvCount) >= s.cfg.AckInterval || q.rcvNext >= q.size {
@@ -270,9 +271,11 @@ func (s *Sim) received(f int32) {
 	if fl.rxLeft[f]--; fl.rxLeft[f] > 0 {
 		return
 	}
-	fl.RxDone[f] = s.now
-	dst := fl.Dst[f]
-	s.work = fl.DAG.ReleaseEarly(f, func(j int32) bool { return fl.Src[j] == dst }, s.work)
+	if fl.RxDone != nil {
+		fl.RxDone[f] = s.now
+	}
+	s.rcvDst = fl.dst(f)
+	s.work = fl.DAG.ReleaseEarly(f, s.fromDst, s.work)
 }
 
 // sent handles a queue pair putting its last byte on the wire: once all of
@@ -284,7 +287,7 @@ func (s *Sim) sent(f int32) {
 	if fl.txLeft[f]--; fl.txLeft[f] > 0 {
 		return
 	}
-	s.sentSrc = fl.Src[f]
+	s.sentSrc = fl.src(f)
 	s.work = fl.DAG.ReleaseEarly(f, s.sameSrc, s.work)
 }
 
@@ -322,6 +325,9 @@ func (s *Sim) onAck(pi int32) {
 	// One Feedback reused: passed through the interface it would escape.
 	fb := &s.fb
 	*fb = cc.Feedback{Now: s.now, Acked: acked, AckSeq: pkt.seq, SndNxt: q.sndNxt, ECN: pkt.ecn, RTT: s.now - pkt.sent}
+	if s.usesINT {
+		fb.Prev = &s.hist[qi]
+	}
 	if pkt.intI >= 0 {
 		fb.NHops = int(s.intN[pkt.intI])
 		fb.Hops = s.ints[pkt.intI]

@@ -89,7 +89,7 @@ func TestSingleFlowIdeal(t *testing.T) {
 		fct := fl.End[0] - fl.Start[0]
 		ideal := fl.Ideal[0]
 		q := &s.qps[0]
-		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(s.paths[0][:s.pathLen[0]]))
+		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(s.path(0)))
 		if fct < ideal-pktTime-q.cc.BaseRTT || fct > ideal+pktTime+q.cc.BaseRTT {
 			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.cc.BaseRTT)
 		}
@@ -365,9 +365,8 @@ func TestLinkDownNVLS(t *testing.T) {
 	}
 	for qi := range s.qps {
 		for dir := 0; dir < 2; dir++ {
-			pid := 2*qi + dir
-			for h := 0; h < int(s.pathLen[pid]); h++ {
-				if s.paths[pid][h].Link() == 0 {
+			for _, dl := range s.path(int32(2*qi + dir)) {
+				if dl.Link() == 0 {
 					t.Fatalf("queue pair %d still routed over the failed link", qi)
 				}
 			}

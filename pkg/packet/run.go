@@ -11,9 +11,13 @@ import (
 )
 
 // Flows is the DAG to run, by column, indexed like the DAG (which holds
-// the flow ids). The run fills Start, End and Ideal (ps).
+// the flow ids), or read in place from a loaded stream (FromSet). The run
+// fills Start, End and Ideal (ps).
 type Flows struct {
-	DAG   *dag.DAG
+	DAG *dag.DAG
+	// set, when not nil, holds what the input columns would (which are then
+	// nil): copying them cost 33 bytes a flow, 550 MB at 16.8 M flows.
+	set   *flowset.Set
 	Src   []int32
 	Dst   []int32
 	Size  []int64 // bytes; 0 for delay nodes and joins
@@ -26,24 +30,72 @@ type Flows struct {
 	Port []uint8
 
 	Start, End, Ideal []int64
-	RxDone            []int64 // ps the receiver got the last byte (0 for delays)
+	RxDone            []int64 // ps the receiver got the last byte (0 for delays); nil from FromSet (only tests read it)
 	// Failed marks transfers a failed link left without a path (nil when
 	// none did): they end when that is found, having delivered what they
 	// had, and their dependants go on.
-	Failed  []bool
-	qpsLeft []int32
-	rxLeft  []int32 // queue pairs still receiving
-	txLeft  []int32 // queue pairs still to put their last byte on the wire
+	Failed []bool
+	// Per flow counts of queue pairs (at most 64, QPS_PER_CONNECTION).
+	qpsLeft []uint8
+	rxLeft  []uint8 // queue pairs still receiving
+	txLeft  []uint8 // queue pairs still to put their last byte on the wire
 	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
 }
 
 // NewFlows sizes the result columns.
 func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
+	f := newFlows(d)
+	f.Src, f.Dst, f.Size, f.Delay = src, dst, size, delay
+	f.RxDone = make([]int64, d.Len())
+	return f
+}
+
+func newFlows(d *dag.DAG) *Flows {
 	n := d.Len()
-	return &Flows{DAG: d, Src: src, Dst: dst, Size: size, Delay: delay,
-		Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n), RxDone: make([]int64, n),
-		qpsLeft: make([]int32, n), rxLeft: make([]int32, n), txLeft: make([]int32, n), Sport: make([]uint16, n)}
+	return &Flows{DAG: d, Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n),
+		qpsLeft: make([]uint8, n), rxLeft: make([]uint8, n), txLeft: make([]uint8, n), Sport: make([]uint16, n)}
+}
+
+// The input columns, from the set or the slices. A set's delay node keeps
+// its delay in Size, a collective node its model time in Lat.
+
+func (f *Flows) src(i int32) int32 {
+	if f.set != nil {
+		return f.set.Flow(i).Src
+	}
+	return f.Src[i]
+}
+
+func (f *Flows) dst(i int32) int32 {
+	if f.set != nil {
+		return f.set.Flow(i).Dst
+	}
+	return f.Dst[i]
+}
+
+// size is a transfer's bytes, 0 for delay nodes and joins.
+func (f *Flows) size(i int32) int64 {
+	if f.set != nil {
+		if r := f.set.Flow(i); r.Kind == flowset.Transfer {
+			return r.Size
+		}
+		return 0
+	}
+	return f.Size[i]
+}
+
+func (f *Flows) delay(i int32) int64 {
+	if f.set != nil {
+		switch r := f.set.Flow(i); r.Kind {
+		case flowset.Delay:
+			return r.Size
+		case flowset.Coll: // flowsim-packet refuses these (RefuseColl); a caller that does not gets NCCL's model time
+			return int64(r.Lat)
+		}
+		return 0
+	}
+	return f.Delay[i]
 }
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
@@ -121,7 +173,7 @@ func (s *Sim) Run() error {
 				return err
 			}
 		case evStepLat:
-			if err := s.openQPs(ev.Target, true); err != nil {
+			if err := s.openQPs(s.popStepLat(ev.Target), true); err != nil {
 				return err
 			}
 		}
@@ -220,8 +272,8 @@ func (s *Sim) failFlow(i int32, why error) {
 		s.removeQP(q.port, int32(qi))
 		s.freeQP = append(s.freeQP, int32(qi))
 	}
-	s.Stats.FailedBytes += max(f.Size[i]-delivered, 0)
-	if f.RxDone[i] == 0 {
+	s.Stats.FailedBytes += max(f.size(i)-delivered, 0)
+	if f.RxDone != nil && f.RxDone[i] == 0 {
 		f.RxDone[i] = s.now
 	}
 	s.finishFlow(i)
@@ -249,18 +301,19 @@ func (s *Sim) drain() error {
 func (s *Sim) startFlow(i int32) error {
 	f := s.flows
 	f.Start[i] = s.now
-	switch {
-	case f.Delay[i] > 0:
-		if f.Delay[i] > maxTime-s.now {
+	size := f.size(i)
+	switch delay := f.delay(i); {
+	case delay > 0:
+		if delay > maxTime-s.now {
 			return fmt.Errorf("flow %d: delay node ends after the %d ps the simulator can represent", f.DAG.ID(i), int64(maxTime))
 		}
-		f.Ideal[i] = f.Delay[i]
-		s.q.Push(des.Time(s.now+f.Delay[i]), evDelayDone, i, 0)
+		f.Ideal[i] = delay
+		s.q.Push(des.Time(s.now+delay), evDelayDone, i, 0)
 		return nil
-	case f.Size[i] == 0 || f.Src[i] == f.Dst[i]:
+	case size == 0 || f.src(i) == f.dst(i):
 		// Joins, and a GPU "sending" to itself: a local copy, no network;
 		// it still takes its step latency.
-		s.Stats.Local += f.Size[i]
+		s.Stats.Local += size
 		if lat := f.lat(i); lat > 0 {
 			f.Ideal[i] = lat
 			s.q.Push(des.Time(s.now+lat), evDelayDone, i, 0)
@@ -277,8 +330,64 @@ func (s *Sim) startFlow(i int32) error {
 	return s.openQPs(i, false)
 }
 
+// stepLane holds the flows that wait out their step latency until one
+// time, in push order, each with the insertion number its own event would
+// have had. Only the head is in the calendar: the flows of a collective
+// released at once wait out a handful of distinct times, and an event each
+// (32 bytes, in a few calendar buckets grown to millions) was the largest
+// table of a 4096-GPU AllToAll.
+type stepLane struct {
+	at   int64
+	flow []int32
+	seq  []uint64
+	head int
+}
+
+// pushStepLat schedules flow f's evStepLat at time at.
+func (s *Sim) pushStepLat(at int64, f int32) {
+	seq := s.q.Reserve()
+	k, ok := s.laneAt[at]
+	if !ok {
+		if n := len(s.freeLanes); n > 0 {
+			k = s.freeLanes[n-1]
+			s.freeLanes = s.freeLanes[:n-1]
+		} else {
+			k = int32(len(s.lanes))
+			s.lanes = append(s.lanes, stepLane{})
+		}
+		s.lanes[k].at = at
+		s.laneAt[at] = k
+		s.q.PushSeq(des.Time(at), seq, evStepLat, k, 0)
+	}
+	l := &s.lanes[k]
+	l.flow = append(l.flow, f)
+	l.seq = append(l.seq, seq)
+}
+
+// popStepLat takes the next flow of lane k, whose event just popped, and
+// puts the lane's following flow in the calendar.
+func (s *Sim) popStepLat(k int32) int32 {
+	l := &s.lanes[k]
+	f := l.flow[l.head]
+	l.head++
+	if l.head < len(l.flow) {
+		s.q.PushSeq(des.Time(l.at), l.seq[l.head], evStepLat, k, 0)
+		return f
+	}
+	delete(s.laneAt, l.at)
+	if cap(l.flow) > 1<<12 { // a big lane's arrays go back to the heap
+		l.flow, l.seq = nil, nil
+	}
+	l.flow, l.seq, l.head = l.flow[:0], l.seq[:0], 0
+	s.freeLanes = append(s.freeLanes, k)
+	return f
+}
+
 // port is the NIC port index of queue pair j of flow i (-1: hash).
 func (f *Flows) port(i int32, j int) int {
+	if f.set != nil {
+		return int(f.set.Flow(i).Port) + j
+	}
 	if f.Port == nil {
 		return -1
 	}
@@ -286,6 +395,12 @@ func (f *Flows) port(i int32, j int) int {
 }
 
 func (f *Flows) lat(i int32) int64 {
+	if f.set != nil {
+		if r := f.set.Flow(i); r.Kind == flowset.Transfer {
+			return int64(r.Lat)
+		}
+		return 0
+	}
 	if f.Lat == nil {
 		return 0
 	}
@@ -297,8 +412,8 @@ func (f *Flows) lat(i int32) int64 {
 // Ideal[i] holds that wait meanwhile).
 func (s *Sim) openQPs(i int32, waited bool) error {
 	f := s.flows
-	src, dst := f.Src[i], f.Dst[i]
-	size := f.Size[i]
+	src, dst := f.src(i), f.dst(i)
+	size := f.size(i)
 	id := f.DAG.ID(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
@@ -308,7 +423,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		}
 		if wait := lat - int64(s.r.Latency(s.buf)); wait > 0 {
 			f.Ideal[i] = wait
-			s.q.Push(des.Time(s.now+wait), evStepLat, i, 0)
+			s.pushStepLat(s.now+wait, i)
 			return nil
 		}
 	}
@@ -354,7 +469,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
-				f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(s.paths[2*qi][:s.pathLen[2*qi]])+0.5)
+				f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(s.path(2*qi))+0.5)
 			}
 			s.addQP(port, qi)
 		}
@@ -374,7 +489,7 @@ func (s *Sim) sport(id, j int64) uint16 {
 // bytes, both paths, and its congestion control at line rate.
 func (s *Sim) initQP(qi, i int32, j int64) error {
 	f := s.flows
-	src, dst, size := f.Src[i], f.Dst[i], f.Size[i]
+	src, dst, size := f.src(i), f.dst(i), f.size(i)
 	id := f.DAG.ID(i)
 	pay := int64(s.cfg.PayloadSize)
 	pktsTotal := (size + pay - 1) / pay
@@ -385,7 +500,7 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	s.epoch[qi]++
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
-	*q = qp{flow: i, src: src, dst: dst, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
+	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
 	h := route.FlowHash(src, dst, id*64+j, s.seed)
 	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("flow %d: %v", id, err)
@@ -393,10 +508,16 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
 		return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
 	}
-	q.port = int32(s.paths[2*qi][0])
+	q.port = int32(s.paths[int(2*qi)*s.pathW])
 	lineRate := s.ports[q.port].bw
-	rtt, win := s.baseRTT(s.paths[2*qi][:s.pathLen[2*qi]], s.paths[2*qi+1][:s.pathLen[2*qi+1]], lineRate)
+	rtt, win := s.baseRTT(s.path(2*qi), s.path(2*qi+1), lineRate)
 	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Rng: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
+	if s.usesINT {
+		s.hist[qi] = cc.HopHistory{}
+	}
+	if s.sur != nil {
+		s.surQPs[qi] = surQP{}
+	}
 	s.alg.Init(&q.cc)
 	return nil
 }
@@ -421,7 +542,39 @@ func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64,
 // from its NVSwitch (NVLS) over their direct links, and knows which links
 // have failed.
 func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
-	return s.route(&s.paths[pid], &s.pathLen[pid], a, b, h, port)
+	var err error
+	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
+	if err != nil {
+		return err
+	}
+	if len(s.buf) > maxPath {
+		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
+	}
+	if len(s.buf) > s.pathW {
+		s.widenPaths(len(s.buf))
+	}
+	copy(s.paths[int(pid)*s.pathW:], s.buf)
+	s.pathLen[pid] = uint8(len(s.buf))
+	return nil
+}
+
+// path is path pid's hops.
+func (s *Sim) path(pid int32) []route.DirLink {
+	o := int(pid) * s.pathW
+	return s.paths[o : o+int(s.pathLen[pid])]
+}
+
+// widenPaths gives every path at least n slots. Paths start with 6 (the
+// families here need at most 6; 16 slots for each of a queue pair's two
+// paths were a fifth of its memory), and a longer route re-lays them all
+// once.
+func (s *Sim) widenPaths(n int) {
+	w := min(max(2*s.pathW, n), maxPath)
+	wide := make([]route.DirLink, len(s.pathLen)*w)
+	for pid := range s.pathLen {
+		copy(wide[pid*w:], s.paths[pid*s.pathW:(pid+1)*s.pathW])
+	}
+	s.paths, s.pathW = wide, w
 }
 
 // baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
@@ -479,7 +632,7 @@ func (s *Sim) linkDown(li int32) error {
 		p.down = true
 		for q := 0; q < nQ; q++ {
 			for p.q[q].len() > 0 {
-				pi := p.q[q].pop()
+				pi := p.pop(q)
 				p.qBytes[q] -= int64(s.pkts[pi].wire)
 				if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
 					s.leaveIngress(pkt)
@@ -494,10 +647,11 @@ func (s *Sim) linkDown(li int32) error {
 			continue
 		}
 		old := q.port
-		h := route.FlowHash(q.src, q.dst, s.flows.DAG.ID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
-		err := s.setPath(int32(2*qi), q.src, q.dst, h, -1)
+		src, dst := s.flows.src(q.flow), s.flows.dst(q.flow)
+		h := route.FlowHash(src, dst, s.flows.DAG.ID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
+		err := s.setPath(int32(2*qi), src, dst, h, -1)
 		if err == nil {
-			err = s.setPath(int32(2*qi+1), q.dst, q.src, h^0x5bd1e995, -1)
+			err = s.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)
 		}
 		if err != nil {
 			s.failFlow(q.flow, fmt.Errorf("flow %d failed at %s: link %d (%s) went down and left it no path (%v)",
@@ -506,7 +660,7 @@ func (s *Sim) linkDown(li int32) error {
 		}
 		s.epoch[qi]++
 		q.sndNxt = q.sndUna
-		q.port = int32(s.paths[2*qi][0])
+		q.port = int32(s.paths[int(2*qi)*s.pathW])
 		if q.port != old {
 			s.removeQP(old, int32(qi))
 			s.addQP(q.port, int32(qi))
@@ -533,8 +687,8 @@ func (s *Sim) linkName(li int32) string {
 }
 
 func (s *Sim) crosses(pid int32, li int32) bool {
-	for h := 0; h < int(s.pathLen[pid]); h++ {
-		if s.paths[pid][h].Link() == li {
+	for _, dl := range s.path(pid) {
+		if dl.Link() == li {
 			return true
 		}
 	}
@@ -542,25 +696,9 @@ func (s *Sim) crosses(pid int32, li int32) bool {
 }
 
 // FromSet takes a loaded stream's flows: transfers, delay nodes (their
-// delay) and joins (size 0).
+// delay) and joins (size 0), read in place.
 func FromSet(set *flowset.Set) *Flows {
-	n := set.DAG.Len()
-	src, dst := make([]int32, n), make([]int32, n)
-	size, delay, lat := make([]int64, n), make([]int64, n), make([]int64, n)
-	port := make([]uint8, n)
-	for i := int32(0); i < int32(n); i++ {
-		f := set.Flow(i)
-		src[i], dst[i] = f.Src, f.Dst
-		switch f.Kind {
-		case flowset.Transfer:
-			size[i], lat[i], port[i] = f.Size, int64(f.Lat), f.Port
-		case flowset.Delay:
-			delay[i] = f.Size
-		case flowset.Coll: // flowsim-packet refuses these (RefuseColl); a caller that does not gets NCCL's model time
-			delay[i] = int64(f.Lat)
-		}
-	}
-	fl := NewFlows(set.DAG, src, dst, size, delay)
-	fl.Lat, fl.Port = lat, port
-	return fl
+	f := newFlows(set.DAG)
+	f.set = set
+	return f
 }

@@ -41,7 +41,7 @@ const (
 	evSend                     // Target flow: its send latency is over, open its queue pairs
 	evSurrogate                // Arg 1: enter surrogate mode, 0: leave it
 	evBypass                   // Target packet: delivered by the surrogate predictor
-	evStepLat                  // Target flow: its step latency (less its path's) is over, open its queue pairs
+	evStepLat                  // Target: a stepLane; its head flow's step latency (less its path's) is over, open its queue pairs
 )
 
 const (
@@ -96,30 +96,49 @@ func (f *fifo) pop() int32 {
 // port is the egress of one directed link: eight priority FIFOs, PAUSE
 // state set by the downstream node, and, at endpoints, the queue pairs that
 // send through it.
+//
+// What every packet's hop reads comes first, so that it shares the first
+// cache lines (at 1024 GPUs the ports no longer stay in cache between two
+// packets through one port); full tells which queues hold packets without
+// reading their eight headers.
 type port struct {
-	bitPs     float64 // ps per byte
-	lat       int64
-	bw        float64
-	from, to  int32
-	busyUntil int64 // serializing until then
-	txDoneAt  int64 // time of the scheduled evTxDone, 0 when none
 	down      bool
 	marks     bool // RED/ECN marking on this port
 	inINT     bool
-	q         [nQ]fifo
+	qpTurn    bool  // alternate forwarded data and local QPs
+	rr        uint8 // last data queue served
+	full      uint8 // bit q: queue q is not empty
+	from, to  int32
+	bitPs     float64 // ps per byte
+	lat       int64
+	busyUntil int64 // serializing until then
+	txDoneAt  int64 // time of the scheduled evTxDone, 0 when none
+	lossProb  float64
+	qps       []int32
 	qBytes    [nQ]int64
 	paused    [nQ]bool
-	pauseTill [nQ]int64
-	rr        uint8
-	qpTurn    bool // alternate forwarded data and local QPs
-	qps       []int32
+	bw        float64
+	txBytes   int64
 	qpRR      int
 	wakeAt    int64
 	kmin      int64
 	kmax      int64
 	pmax      float64
-	lossProb  float64
-	txBytes   int64
+	pauseTill [nQ]int64
+	q         [nQ]fifo
+}
+
+func (p *port) push(q uint8, pi int32) {
+	p.q[q].push(pi)
+	p.full |= 1 << q
+}
+
+func (p *port) pop(q int) int32 {
+	pi := p.q[q].pop()
+	if p.q[q].len() == 0 {
+		p.full &^= 1 << q
+	}
+	return pi
 }
 
 // Stats counts what a run did.
@@ -151,6 +170,10 @@ type Sim struct {
 	// releasing them allocates nothing).
 	sameSrc func(j int32) bool
 	sentSrc int32
+	// fromDst likewise picks those from rcvDst that a receive completion
+	// releases.
+	fromDst func(j int32) bool
+	rcvDst  int32
 
 	cfg Config
 	t   *topo.Topology
@@ -196,25 +219,32 @@ type Sim struct {
 	intN     []uint8
 	freeINT  []int32
 
-	paths   [][maxPath]route.DirLink // path 2*qp is the QP's data path, 2*qp+1 its ACK path
+	paths   []route.DirLink // path 2*qp (the QP's data path) and 2*qp+1 (its ACK path), pathW slots each
+	pathW   int
 	pathLen []uint8
 
 	qps    []qp
-	epoch  []int32 // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
+	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
+	surQPs []surQP         // per QP slot, with a surrogate
+	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
 	freeQP []int32
 
 	// lazy: a queue pair takes a slot in qps (480 bytes and two paths)
 	// only when it sends its first packet; until then its port's round
-	// robin holds ^k, k indexing pend. A 4096-rank AllToAll opens 16.8 M
-	// queue pairs at once, of which a few per NIC are sending at any time.
-	// Monitors (which list every open pair) and LINK_DOWN (which walks
-	// them) keep every pair materialized.
-	lazy     bool
-	pend     []pending
-	freePend []int32
-	fwd, rev [maxPath]route.DirLink
-	fwdLen   uint8
-	revLen   uint8
+	// robin holds ^(flow<<pendShift | j) (addPending). A 4096-rank AllToAll
+	// opens 16.8 M queue pairs at once, of which a few per NIC are sending
+	// at any time. Monitors (which list every open pair) and LINK_DOWN
+	// (which walks them) keep every pair materialized.
+	lazy      bool
+	pendShift uint8 // bits of a queue pair's index within its flow
+	fwd, rev  [maxPath]route.DirLink
+	fwdLen    uint8
+	revLen    uint8
+
+	// Flows waiting out their step latency, by the time it ends.
+	lanes     []stepLane
+	laneAt    map[int64]int32
+	freeLanes []int32
 
 	flows *Flows
 	Stats Stats
@@ -245,8 +275,18 @@ const maxPath = 16
 // New prepares a simulation of flows over a topology.
 func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows *Flows, seed uint64) (*Sim, error) {
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
-		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows}
-	s.sameSrc = func(j int32) bool { return flows.Src[j] == s.sentSrc && flows.Size[j] > 0 }
+		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows, laneAt: map[int64]int32{}, pathW: 6}
+	s.sameSrc = func(j int32) bool { return flows.src(j) == s.sentSrc && flows.size(j) > 0 }
+	s.fromDst = func(j int32) bool { return flows.src(j) == s.rcvDst }
+	if cfg.QPsPerConn > 64 {
+		return nil, fmt.Errorf("QPS_PER_CONNECTION %d: at most 64", cfg.QPsPerConn) // per-flow counts are bytes
+	}
+	for 1<<s.pendShift < cfg.QPsPerConn {
+		s.pendShift++
+	}
+	if int64(flows.DAG.Len())<<s.pendShift > math.MaxInt32 {
+		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
+	}
 	s.reserve = max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes))
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
@@ -363,13 +403,13 @@ func (s *Sim) freePacket(i int32) {
 	s.freePkts = append(s.freePkts, i)
 }
 
-func (s *Sim) dl(pkt *packet) route.DirLink { return s.paths[pkt.path][pkt.hop] }
+func (s *Sim) dl(pkt *packet) route.DirLink { return s.paths[int(pkt.path)*s.pathW+int(pkt.hop)] }
 
 // enqueue puts a packet on a port's queue and starts the port if idle.
 func (s *Sim) enqueue(pi int32, dl route.DirLink) {
 	pkt := &s.pkts[pi]
 	p := &s.ports[dl]
-	p.q[pkt.q].push(pi)
+	p.push(pkt.q, pi)
 	p.qBytes[pkt.q] += int64(pkt.wire)
 	s.tryTx(int32(dl))
 }
@@ -406,14 +446,14 @@ func (s *Sim) tryTx(pid int32) {
 		}
 		return
 	}
-	if p.q[0].len() > 0 {
-		s.transmit(pid, p.q[0].pop(), 0)
+	if p.full&1 != 0 {
+		s.transmit(pid, p.pop(0), 0)
 		return
 	}
 	fwd := s.nextQueue(p)
 	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
 		p.qpTurn = true
-		s.transmit(pid, p.q[fwd].pop(), fwd)
+		s.transmit(pid, p.pop(fwd), fwd)
 		return
 	}
 	p.qpTurn = false
@@ -421,12 +461,12 @@ func (s *Sim) tryTx(pid int32) {
 		return
 	}
 	if fwd > 0 {
-		s.transmit(pid, p.q[fwd].pop(), fwd)
+		s.transmit(pid, p.pop(fwd), fwd)
 		return
 	}
 	// Nothing sendable now: wake up when a PAUSE expires.
 	for i := 1; i < nQ; i++ {
-		if p.paused[i] && (p.q[i].len() > 0 || len(p.qps) > 0) {
+		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
 			s.wake(pid, p.pauseTill[i])
 		}
 	}
@@ -435,9 +475,12 @@ func (s *Sim) tryTx(pid int32) {
 // nextQueue picks the data queue (1..7) to serve next, round robin over
 // the non-empty, unpaused ones; 0 when none can send.
 func (s *Sim) nextQueue(p *port) int {
+	if p.full&^1 == 0 {
+		return 0
+	}
 	for k := 0; k < nQ-1; k++ {
 		i := 1 + (int(p.rr)+k)%(nQ-1)
-		if p.q[i].len() > 0 && !s.isPaused(p, i) {
+		if p.full&(1<<i) != 0 && !s.isPaused(p, i) {
 			p.rr = uint8(i % (nQ - 1))
 			return i
 		}

@@ -66,11 +66,11 @@ func latKey(src, dst int32, ctl bool) uint64 {
 
 // ends are a packet's source and destination nodes.
 func (s *Sim) ends(pkt *packet) (int32, int32) {
-	q := &s.qps[pkt.qp]
+	f := s.qps[pkt.qp].flow
 	if pkt.kind == pktData {
-		return q.src, q.dst
+		return s.flows.src(f), s.flows.dst(f)
 	}
-	return q.dst, q.src
+	return s.flows.dst(f), s.flows.src(f)
 }
 
 // track records a delivered packet's one-way latency while tracking.
@@ -81,7 +81,7 @@ func (s *Sim) track(pkt *packet) {
 	}
 	// A pair's classes never change, so it keeps their indexes: no map
 	// lookup per packet.
-	q := &s.qps[pkt.qp]
+	q := &s.surQPs[pkt.qp]
 	c := &q.latData
 	if pkt.kind != pktData {
 		c = &q.latCtl
@@ -103,7 +103,7 @@ func (s *Sim) track(pkt *packet) {
 // predict is the latency a packet gets in surrogate mode. The table no
 // longer changes once the window opens, so each queue pair caches it.
 func (s *Sim) predict(pkt *packet) int64 {
-	q := &s.qps[pkt.qp]
+	q := &s.surQPs[pkt.qp]
 	cache := &q.predData
 	if pkt.kind != pktData {
 		cache = &q.predCtl
@@ -117,8 +117,8 @@ func (s *Sim) predict(pkt *packet) int64 {
 		st := s.sur.stats[c-1]
 		l = st.sum / st.n
 	} else {
-		for h := 0; h < int(s.pathLen[pkt.path]); h++ {
-			p := &s.ports[s.paths[pkt.path][h]]
+		for _, dl := range s.path(pkt.path) {
+			p := &s.ports[dl]
 			l += p.lat + int64(float64(pkt.wire)*p.bitPs+0.5)
 		}
 	}
@@ -180,7 +180,7 @@ func (s *Sim) surrogateSwitch(on bool) {
 				continue
 			}
 			for p.q[q].len() > 0 {
-				pi := p.q[q].pop()
+				pi := p.pop(q)
 				p.qBytes[q] -= int64(s.pkts[pi].wire)
 				inQueue[pi] = true
 				s.bypass(pi, 0)
