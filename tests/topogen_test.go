@@ -2,10 +2,14 @@ package tests
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -101,5 +105,69 @@ func TestTopogenErrors(t *testing.T) {
 	r := run(t, nil, "topogen", "--family", "dcn-single-tor", "--gpus", "1024", "--summary")
 	if r.code != 0 || !strings.Contains(string(r.stderr), "note:") || !strings.Contains(string(r.stdout), "16 asw") {
 		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+}
+
+// runBounded runs a program like run, killing it after limit. (Its peak
+// memory is not measured here: the kernel charges a child the test
+// process's own peak at exec; pkg/topo's tests bound the allocations.)
+func runBounded(t *testing.T, limit time.Duration, prog string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, prog), args...)
+	cmd.Dir = ".."
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %s: still running after %v", prog, strings.Join(args, " "), limit)
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", prog, err)
+	}
+	return result{out.Bytes(), errb.Bytes(), code}
+}
+
+// Fabrics beyond topogen's limits (131,072 GPUs, 16,384 network switches,
+// 2,097,152 links) are refused up front, naming what they would build;
+// before, each of these allocated without bound (--gpus 10000000 ran out
+// of memory in the diameter computation after 32 s).
+func TestTopogenSizeLimits(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--gpus", "10000000"}, []string{"--gpus 10000000", "limit of 131072 GPUs"}},
+		{[]string{"--family", "fat-tree", "--fat-tree-k", "100000"}, []string{"k=100000 fat-tree", "250000000000000 GPUs", "12500000000 network switches", "1e+15 links"}},
+		{[]string{"--family", "fat-tree", "--oversubscription", "1e9"}, []string{"1e+09:1", "16000000000 GPUs"}},
+		{[]string{"--family", "fat-tree", "--fat-tree-k", "8", "--oversubscription", "1e9"}, []string{"k=8 fat-tree at 1e+09:1", "128000000000 GPUs"}},
+		{[]string{"--family", "dragonfly", "--routers-per-group", "100000", "--terminals-per-router", "2", "--global-per-router", "2"},
+			[]string{"groups of 100000 routers", "200000 network switches"}},
+		{[]string{"--family", "dragonfly", "--gpus", "64", "--routers-per-group", "8", "--terminals-per-router", "4", "--global-per-router", "4", "--groups", "1000000000"},
+			[]string{"1000000000 groups", "8000000000 network switches"}},
+		{[]string{"--family", "dcn-single-tor", "--gpus", "131072", "--nics-per-asw", "1"}, []string{"131080 network switches"}},
+		{[]string{"--gpus", "131072", "--nvswitches-per-server", "16"}, []string{"262144 NVSwitches", "2359296 links"}},
+		{[]string{"--psw", "1000000"}, []string{"--psw 1000000", "limit of 16384 network switches"}},
+	}
+	for _, c := range cases {
+		r := runBounded(t, 10*time.Second, "topogen", append(c.args, "--summary")...)
+		oneLineError(t, r, 1, append([]string{"topogen:"}, c.want...)...)
+	}
+	// At the limit every family builds, and the summary's diameter and
+	// bisection stay within seconds (5.6 s and 700 MB before the diameter
+	// grouped GPUs by their leaves).
+	for _, fam := range []string{"spectrum-x", "fat-tree"} {
+		r := runBounded(t, 20*time.Second, "topogen", "--family", fam, "--gpus", "131072", "--summary")
+		if r.code != 0 {
+			t.Fatalf("%s at 131072 GPUs: exit %d: %s", fam, r.code, r.stderr)
+		}
+		want := map[string]string{"spectrum-x": "diameter      4 hops", "fat-tree": "diameter      6 hops"}[fam]
+		if !strings.Contains(string(r.stdout), want) {
+			t.Errorf("%s at 131072 GPUs: summary lacks %q:\n%s", fam, want, r.stdout)
+		}
 	}
 }

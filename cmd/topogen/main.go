@@ -15,7 +15,7 @@ import (
 
 type command struct {
 	Family              string          `default:"spectrum-x" help:"Fabric family: spectrum-x, hpn-single-plane, hpn-dual-plane, dcn-single-tor, dcn-dual-tor, fat-tree, dragonfly."`
-	GPUs                int             `name:"gpus" help:"Number of GPUs (default: the family's SimAI default: 4096 spectrum-x, 15360 hpn-*, 512 dcn-*; fat-tree fills k=8; dragonfly 72)."`
+	GPUs                int             `name:"gpus" help:"Number of GPUs (default: the family's SimAI default: 4096 spectrum-x, 15360 hpn-*, 512 dcn-*; fat-tree fills k=8; dragonfly 72). At most 131072; topogen also refuses fabrics of more than 16384 network switches or 2097152 links."`
 	GPUsPerServer       int             `name:"gpus-per-server" default:"8" help:"GPUs per server."`
 	NVSwitchesPerServer int             `name:"nvswitches-per-server" help:"NVSwitches per server (default 1; 0 when a server holds one GPU)."`
 	GPUType             string          `name:"gpu-type" default:"H100" help:"GPU type: A100, A800, H100, H800, H20, B200 (sets the default NVLink bandwidth)."`

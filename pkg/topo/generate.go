@@ -2,6 +2,7 @@ package topo
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,18 @@ const (
 
 // Families lists every generator in the order topogen documents them.
 var Families = []string{SpectrumX, HPNSinglePlane, HPNDualPlane, DCNSingleToR, DCNDualToR, FatTree, Dragonfly}
+
+// Limits of a generated fabric. Generate refuses, before building
+// anything, a fabric beyond any of them, naming what it would build. They
+// hold every family at 131,072 GPUs with SimAI's defaults (at most 11,004
+// network switches, for the balanced dragonfly, and 638,976 links, for
+// hpn-single-plane) with room for other shapes, and keep topogen under a
+// few seconds and a few hundred MB.
+const (
+	MaxGPUs     = 131072
+	MaxSwitches = 16384   // network switches (leaves, spines, cores, routers)
+	MaxLinks    = 1 << 21 // NVLinks, NIC links and fabric links
+)
 
 // Params configures a generator. Zero values take the family's default
 // (SimAI's gen_Topo_Template.py defaults for the five SimAI families).
@@ -178,7 +191,35 @@ func fillCommon(p *Params) error {
 	if p.GPUs < 0 {
 		return fmt.Errorf("--gpus %d must be positive", p.GPUs)
 	}
+	if p.GPUs > MaxGPUs {
+		return fmt.Errorf("--gpus %d is beyond topogen's limit of %d GPUs", p.GPUs, MaxGPUs)
+	}
+	if p.GPUsPerServer > MaxGPUs {
+		return fmt.Errorf("--gpus-per-server %d is beyond topogen's limit of %d GPUs", p.GPUsPerServer, MaxGPUs)
+	}
 	return nil
+}
+
+// checkSize refuses a fabric beyond the limits before it is built: what
+// says which fabric (its flags), the counts are what it would hold. Counts
+// are float64 so that absurd flags cannot overflow them.
+func (b *builder) checkSize(what string, gpus, switches, nicsPerGPU, fabricLinks float64) error {
+	p := &b.p
+	nvs := math.Floor(gpus/float64(p.GPUsPerServer)) * float64(p.NVSwitchesPerServer)
+	links := gpus*float64(p.NVSwitchesPerServer) + gpus*nicsPerGPU + fabricLinks
+	if gpus <= MaxGPUs && switches <= MaxSwitches && links <= MaxLinks {
+		return nil
+	}
+	return fmt.Errorf("%s would build %s nodes (%s GPUs, %s NVSwitches, %s network switches) and %s links, beyond topogen's limits of %d GPUs, %d network switches and %d links",
+		what, count(gpus+nvs+switches), count(gpus), count(nvs), count(switches), count(links), MaxGPUs, MaxSwitches, MaxLinks)
+}
+
+// count prints a node or link count: exact while it is, else 3 digits.
+func count(v float64) string {
+	if v < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 // builder appends nodes and links in SimAI's id order.
@@ -274,6 +315,14 @@ func (b *builder) simai(f family) ([]string, error) {
 	if p.NICsPerASW <= 0 || p.PSWs <= 0 || p.ASWPerPSW <= 0 {
 		return nil, fmt.Errorf("--nics-per-asw, --psw and --asw-per-psw must be positive")
 	}
+	switch {
+	case p.NICsPerASW > MaxGPUs:
+		return nil, fmt.Errorf("--nics-per-asw %d is beyond topogen's limit of %d GPUs", p.NICsPerASW, MaxGPUs)
+	case p.PSWs > MaxSwitches:
+		return nil, fmt.Errorf("--psw %d is beyond topogen's limit of %d network switches", p.PSWs, MaxSwitches)
+	case p.ASWPerPSW > MaxSwitches:
+		return nil, fmt.Errorf("--asw-per-psw %d is beyond topogen's limit of %d network switches", p.ASWPerPSW, MaxSwitches)
+	}
 	if f.dualPlane && p.PSWs%2 != 0 {
 		return nil, fmt.Errorf("--psw %d: a dual-plane fabric splits PSWs evenly over two planes", p.PSWs)
 	}
@@ -302,6 +351,14 @@ func (b *builder) simai(f family) ([]string, error) {
 		notes = append(notes, fmt.Sprintf("%d GPUs need %d segments of %d GPUs, beyond SimAI's default of %d ASWs per PSW (its generator stops here); using --asw-per-psw %d",
 			p.GPUs, segments, gpusPerSeg, p.ASWPerPSW, aswPerPSWNeeded))
 		p.ASWPerPSW = aswPerPSWNeeded
+	}
+	fabric := float64(segments*aswPerSeg) * float64(p.PSWs)
+	if f.dualPlane {
+		fabric /= 2
+	}
+	if err := b.checkSize(fmt.Sprintf("%s with %d GPUs, %d GPUs per segment and %d PSWs", p.Family, p.GPUs, gpusPerSeg, p.PSWs),
+		float64(p.GPUs), float64(segments*aswPerSeg+p.PSWs), float64(f.tors), fabric); err != nil {
+		return nil, err
 	}
 	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(g int) int32 { return int32(g / gpusPerSeg) })
 	if err != nil {
