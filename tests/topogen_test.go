@@ -171,3 +171,33 @@ func TestTopogenSizeLimits(t *testing.T) {
 		}
 	}
 }
+
+// Link bandwidths outside 10 Mbps to 1000 Tbps and latencies above 1 s are
+// refused on input, from flags and from SimAI files: --nic-bw 1e-30Gbps ran
+// to a trace with negative ideal FCTs, which fctstats then rejected. At the
+// ends of the range a cross-server AllReduce runs through to fctstats.
+func TestTopogenLinkRanges(t *testing.T) {
+	oneLineError(t, run(t, nil, "topogen", "--nic-bw", "1e-30Gbps"), 1, "topogen: --nic-bw: 1e-21 bit/s is outside 10Mbps to 1000Tbps")
+	oneLineError(t, run(t, nil, "topogen", "--switch-bw", "1e30Gbps"), 1, "--switch-bw: 1e+39 bit/s is outside")
+	oneLineError(t, run(t, nil, "topogen", "--nvlink-bw", "9Mbps"), 1, "--nvlink-bw: 9e+06 bit/s is outside")
+	oneLineError(t, run(t, nil, "topogen", "--nic-latency", "2s"), 1, "--nic-latency: 2s is outside 0 to 1s")
+	oneLineError(t, run(t, nil, "topogen", "--switch-latency", "1000000s"), 1, "--switch-latency: 1000000s is outside 0 to 1s")
+	bad := t.TempDir() + "/slow.topo"
+	os.WriteFile(bad, []byte("20 8 2 2 1 H100\n16 17 18 19 \n0 16 1e-30Gbps 0.000025ms 0\n"), 0o644)
+	oneLineError(t, run(t, nil, "topogen", "--from-simai", bad), 1, "slow.topo: line 3, field bandwidth: 1e-21 bit/s is outside")
+	os.WriteFile(bad, []byte("20 8 2 2 1 H100\n16 17 18 19 \n0 16 400Gbps 5000ms 0\n"), 0o644)
+	oneLineError(t, run(t, nil, "topogen", "--from-simai", bad), 1, "slow.topo: line 3, field latency: 5s is outside 0 to 1s")
+
+	for _, edge := range [][]string{{"--nic-bw", "10Mbps", "--nic-latency", "1s"}, {"--nic-bw", "1000Tbps", "--switch-bw", "1000Tbps", "--nic-latency", "0ns"}} {
+		topology := mustRun(t, nil, "topogen", append([]string{"--gpus", "16"}, edge...)...)
+		flows := mustRun(t, topology, "simccl-decompose", "--op", "allreduce", "--size", "1GiB", "--group", "dp", "--tp", "8")
+		tr := mustRun(t, flows, "flowsim-analytical")
+		rows, _ := readTrace(t, tr)
+		for _, r := range rows {
+			if r.IdealFctNs < 0 || r.FctNs < 0 || r.EndNs < r.StartNs {
+				t.Fatalf("%v: flow %d: fct %d ns, ideal %d ns, %d..%d", edge, r.FlowID, r.FctNs, r.IdealFctNs, r.StartNs, r.EndNs)
+			}
+		}
+		mustRun(t, tr, "fctstats")
+	}
+}

@@ -19,12 +19,12 @@ type command struct {
 	GPUsPerServer       int             `name:"gpus-per-server" default:"8" help:"GPUs per server."`
 	NVSwitchesPerServer int             `name:"nvswitches-per-server" help:"NVSwitches per server (default 1; 0 when a server holds one GPU)."`
 	GPUType             string          `name:"gpu-type" default:"H100" help:"GPU type: A100, A800, H100, H800, H20, B200 (sets the default NVLink bandwidth)."`
-	NICBW               units.Bandwidth `name:"nic-bw" help:"NIC to leaf bandwidth, e.g. 400Gbps (default per family: 400Gbps spectrum-x and dcn-single-tor, 200Gbps hpn-* and dcn-dual-tor, --switch-bw for fat-tree and dragonfly)."`
-	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth per direction (default: the GPU type's usable NVLink rate, NVLink links x NCCL's per-link figure: A100 1920Gbps (12x20GB/s), A800 1280Gbps (8x20), H100 and H20 2966.4Gbps (18x20.6), H800 1318.4Gbps (8x20.6), B200 5774.4Gbps (18x40.1); SimAI's generator uses 2400Gbps for A100/A800 and 2880Gbps otherwise)."`
-	NVLinkLatency       units.Duration  `name:"nvlink-latency" default:"25ns" help:"GPU to NVSwitch link latency."`
-	NICLatency          units.Duration  `name:"nic-latency" default:"500ns" help:"NIC to leaf link latency."`
-	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth)."`
-	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency."`
+	NICBW               units.Bandwidth `name:"nic-bw" help:"NIC to leaf bandwidth, e.g. 400Gbps (default per family: 400Gbps spectrum-x and dcn-single-tor, 200Gbps hpn-* and dcn-dual-tor, --switch-bw for fat-tree and dragonfly). Bandwidths: 10Mbps to 1000Tbps."`
+	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth per direction (default: the GPU type's usable NVLink rate, NVLink links x NCCL's per-link figure: A100 1920Gbps (12x20GB/s), A800 1280Gbps (8x20), H100 and H20 2966.4Gbps (18x20.6), H800 1318.4Gbps (8x20.6), B200 5774.4Gbps (18x40.1); SimAI's generator uses 2400Gbps for A100/A800 and 2880Gbps otherwise); 10Mbps to 1000Tbps."`
+	NVLinkLatency       units.Duration  `name:"nvlink-latency" default:"25ns" help:"GPU to NVSwitch link latency, 0 to 1s."`
+	NICLatency          units.Duration  `name:"nic-latency" default:"500ns" help:"NIC to leaf link latency, 0 to 1s."`
+	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth), 10Mbps to 1000Tbps."`
+	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency, 0 to 1s."`
 	ErrorRate           float64         `name:"error-rate" default:"0" help:"Packet error rate of every link, in [0,1)."`
 
 	NICsPerASW     int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW, SimAI -npa); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`

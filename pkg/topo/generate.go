@@ -36,6 +36,33 @@ const (
 	MaxLinks    = 1 << 21 // NVLinks, NIC links and fabric links
 )
 
+// Link ranges topogen accepts, from its flags and in SimAI files: every
+// bandwidth from 10 Mbps to 1 Pbps, every latency up to 1 s. A 1 TiB flow
+// (the largest a stream carries) then takes at most 9e17 ps, within the
+// simulators' int64 picoseconds; outside them a run overflowed its times
+// (--nic-bw 1e-30Gbps gave negative ideal FCTs).
+const (
+	MinLinkBps       = 1e7
+	MaxLinkBps       = 1e15
+	MaxLinkLatencyPs = 1e12
+)
+
+// CheckLinkBW says whether a link bandwidth in bit/s is within range.
+func CheckLinkBW(bps float64) error {
+	if !(bps >= MinLinkBps && bps <= MaxLinkBps) {
+		return fmt.Errorf("%.4g bit/s is outside %s to %s", bps, units.FormatBandwidth(MinLinkBps), units.FormatBandwidth(MaxLinkBps))
+	}
+	return nil
+}
+
+// CheckLinkLatency says whether a link latency in ps is within range.
+func CheckLinkLatency(ps int64) error {
+	if ps < 0 || ps > MaxLinkLatencyPs {
+		return fmt.Errorf("%s is outside 0 to %s", units.FormatDuration(ps), units.FormatDuration(MaxLinkLatencyPs))
+	}
+	return nil
+}
+
 // Params configures a generator. Zero values take the family's default
 // (SimAI's gen_Topo_Template.py defaults for the five SimAI families).
 type Params struct {
@@ -177,13 +204,24 @@ func fillCommon(p *Params) error {
 	if p.SwitchLatencyPs == 0 {
 		p.SwitchLatencyPs = 500_000
 	}
-	for name, v := range map[string]float64{"--nic-bw": p.NICBW, "--nvlink-bw": p.NVLinkBW, "--switch-bw": p.SwitchBW} {
-		if v < 0 {
-			return fmt.Errorf("%s %g must be positive", name, v)
+	for _, bw := range []struct {
+		name string
+		v    float64
+	}{{"--nic-bw", p.NICBW}, {"--nvlink-bw", p.NVLinkBW}, {"--switch-bw", p.SwitchBW}} {
+		if bw.v == 0 && bw.name == "--nic-bw" {
+			continue // the family's default
+		}
+		if err := CheckLinkBW(bw.v); err != nil {
+			return fmt.Errorf("%s: %v", bw.name, err)
 		}
 	}
-	if p.NVLinkLatencyPs < 0 || p.NICLatencyPs < 0 || p.SwitchLatencyPs < 0 {
-		return fmt.Errorf("latencies must not be negative")
+	for _, lat := range []struct {
+		name string
+		v    int64
+	}{{"--nvlink-latency", p.NVLinkLatencyPs}, {"--nic-latency", p.NICLatencyPs}, {"--switch-latency", p.SwitchLatencyPs}} {
+		if err := CheckLinkLatency(lat.v); err != nil {
+			return fmt.Errorf("%s: %v", lat.name, err)
+		}
 	}
 	if !(p.ErrorRate >= 0 && p.ErrorRate < 1) {
 		return fmt.Errorf("--error-rate %g must be in [0,1)", p.ErrorRate)
