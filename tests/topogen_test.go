@@ -201,3 +201,44 @@ func TestTopogenLinkRanges(t *testing.T) {
 		mustRun(t, tr, "fctstats")
 	}
 }
+
+// 0 never silently means "default": a count flag given as 0 is refused
+// (--gpus 0 built 4096 GPUs, --psw 0 64 spines, --oversubscription 0 a
+// non-blocking tree), while a 0ns latency builds links without latency
+// (--nic-latency 0ns built 500 ns links). A bandwidth needs its unit, as a
+// time does: --nic-bw 400 built 400 bit/s NICs.
+func TestTopogenZeroIsNotDefault(t *testing.T) {
+	for _, args := range [][]string{
+		{"--gpus", "0"}, {"--psw", "0"}, {"--nics-per-asw", "0"}, {"--asw-per-psw", "0"}, {"--gpus-per-segment", "0"},
+		{"--family", "fat-tree", "--fat-tree-k", "0"}, {"--family", "dragonfly", "--routers-per-group", "0"},
+		{"--family", "dragonfly", "--groups", "0"},
+	} {
+		oneLineError(t, run(t, nil, "topogen", args...), 1, "topogen: "+args[len(args)-2]+" "+args[len(args)-1]+" must be positive (leave it out for the default)")
+	}
+	oneLineError(t, run(t, nil, "topogen", "--gpus=-8"), 1, "--gpus -8 must be positive")
+	oneLineError(t, run(t, nil, "topogen", "--family", "fat-tree", "--oversubscription", "0"), 1, "--oversubscription 0 must be at least 1")
+	oneLineError(t, run(t, nil, "topogen", "--nvswitches-per-server", "0"), 1, "--nvswitches-per-server 0: the 8 GPUs of a server reach each other through an NVSwitch")
+	oneLineError(t, run(t, nil, "topogen", "--nic-bw", "400"), 1, `bad bandwidth "400": missing unit (400bps would be bit/s; use e.g. 400Gbps or 50GB/s)`)
+	oneLineError(t, run(t, nil, "topogen", "--switch-bw", "1e11"), 1, "missing unit")
+
+	// Latencies of 0ns are kept; left out, they are the documented defaults.
+	for _, c := range []struct {
+		args []string
+		want map[string]int64
+	}{
+		{nil, map[string]int64{stream.LinkNVLink: 25_000, stream.LinkNIC: 500_000, stream.LinkFabric: 500_000}},
+		{[]string{"--nic-latency", "0ns"}, map[string]int64{stream.LinkNVLink: 25_000, stream.LinkNIC: 0, stream.LinkFabric: 500_000}},
+		{[]string{"--nvlink-latency", "0ns", "--switch-latency", "0ns", "--nic-latency", "0ns"}, map[string]int64{stream.LinkNVLink: 0, stream.LinkNIC: 0, stream.LinkFabric: 0}},
+	} {
+		top := readTopology(t, mustRun(t, nil, "topogen", append([]string{"--gpus", "16"}, c.args...)...))
+		for _, l := range top.Links {
+			if l.LatencyPs != c.want[l.Kind] {
+				t.Fatalf("%v: %s link %d-%d has %d ps, want %d", c.args, l.Kind, l.A, l.B, l.LatencyPs, c.want[l.Kind])
+			}
+		}
+	}
+	// --nvswitches-per-server 0 is what a server of one GPU has.
+	if top := readTopology(t, mustRun(t, nil, "topogen", "--gpus", "16", "--gpus-per-server", "1", "--nvswitches-per-server", "0")); top.NVSwitchesPerServer != 0 {
+		t.Fatalf("one GPU per server: %d NVSwitches", top.NVSwitchesPerServer)
+	}
+}

@@ -63,6 +63,10 @@ func CheckLinkLatency(ps int64) error {
 	return nil
 }
 
+// ZeroLatency in a Params latency asks for links without latency: 0 takes
+// the default there, as every zero in Params does.
+const ZeroLatency = -1
+
 // Params configures a generator. Zero values take the family's default
 // (SimAI's gen_Topo_Template.py defaults for the five SimAI families).
 type Params struct {
@@ -73,10 +77,10 @@ type Params struct {
 	GPUType             string  // default H100
 	NICBW               float64 // bit/s; default per family
 	NVLinkBW            float64 // bit/s; default per GPU type
-	NVLinkLatencyPs     int64   // default 25 ns
-	NICLatencyPs        int64   // default 500 ns
+	NVLinkLatencyPs     int64   // default 25 ns; ZeroLatency for none
+	NICLatencyPs        int64   // default 500 ns; ZeroLatency for none
 	SwitchBW            float64 // switch-to-switch bit/s; default 400 Gbps
-	SwitchLatencyPs     int64   // default 500 ns
+	SwitchLatencyPs     int64   // default 500 ns; ZeroLatency for none
 	ErrorRate           float64 // per link
 
 	// SimAI families.
@@ -192,17 +196,19 @@ func fillCommon(p *Params) error {
 	if p.NVLinkBW == 0 {
 		p.NVLinkBW = spec.NVLinkBps()
 	}
-	if p.NVLinkLatencyPs == 0 {
-		p.NVLinkLatencyPs = 25_000
-	}
-	if p.NICLatencyPs == 0 {
-		p.NICLatencyPs = 500_000
+	for _, l := range []struct {
+		v   *int64
+		def int64
+	}{{&p.NVLinkLatencyPs, 25_000}, {&p.NICLatencyPs, 500_000}, {&p.SwitchLatencyPs, 500_000}} {
+		switch *l.v {
+		case 0:
+			*l.v = l.def
+		case ZeroLatency:
+			*l.v = 0
+		}
 	}
 	if p.SwitchBW == 0 {
 		p.SwitchBW = 400e9
-	}
-	if p.SwitchLatencyPs == 0 {
-		p.SwitchLatencyPs = 500_000
 	}
 	for _, bw := range []struct {
 		name string
