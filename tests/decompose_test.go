@@ -280,3 +280,31 @@ func TestDecomposeSweep(t *testing.T) {
 		t.Errorf("1-rank groups: exit %d, stderr %q", one.code, one.stderr)
 	}
 }
+
+// A size flag given as 0 (or less) is refused instead of silently taking
+// the default (--tp 0 ran as --tp 1, --channels 0 and -2 as no override);
+// left out, it still takes the default, and a real count is honoured.
+func TestDecomposeZeroCounts(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16")
+	base := []string{"--op", "allreduce", "--size", "1MiB"}
+	for _, flag := range []string{"--tp", "--dp", "--pp", "--ep", "--channels"} {
+		oneLineError(t, run(t, topoOut, "simccl-decompose", append(base, flag, "0")...), 1, "simccl-decompose: "+flag+" 0 must be at least 1 (leave it out for the default)")
+	}
+	oneLineError(t, run(t, topoOut, "simccl-decompose", append(base, "--channels=-2")...), 1, "--channels -2 must be at least 1")
+	w := []string{"--workload", "examples/workloads/pipeline_pp4_ga8.txt"}
+	oneLineError(t, run(t, topoOut, "simccl-decompose", append(w, "--ga", "0")...), 1, "--ga 0 must be at least 1")
+	oneLineError(t, run(t, topoOut, "simccl-decompose", append(w, "--vpp", "0")...), 1, "--vpp 0 must be at least 1")
+
+	// Left out: 16 GPUs as tp 1 x dp 16; given: each ring AllReduce takes
+	// exactly the channels asked for.
+	d := readDAG(t, mustRun(t, topoOut, "simccl-decompose", append(base, "--algo", "ring")...))
+	if len(d.colls) != 1 || len(d.groups) == 0 || len(d.groups[0].Ranks) != 16 {
+		t.Fatalf("defaults: %d collectives, groups %v", len(d.colls), d.groups)
+	}
+	for _, ch := range []int{1, 3} {
+		d := readDAG(t, mustRun(t, topoOut, "simccl-decompose", append(base, "--algo", "ring", "--channels", strconv.Itoa(ch))...))
+		if d.colls[0].Channels != ch {
+			t.Errorf("--channels %d: the collective has %d channels", ch, d.colls[0].Channels)
+		}
+	}
+}

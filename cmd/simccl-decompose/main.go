@@ -26,23 +26,23 @@ type command struct {
 	Sweep    string     `help:"nccl-tests' size sweep for --op instead of --size: MIN:MAX:FACTOR (-b -e -f), e.g. 8:16GiB:2. One collective per size, each after every rank has finished the previous one; allgather, reducescatter and alltoall sizes round down to a multiple of ranks x element size, as nccl-tests does."`
 	DType    string     `name:"dtype" default:"float" help:"Element type of --op (nccl-tests' -d): sizes must be multiples of its size. One of int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2."`
 	Group    string     `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
-	TP       int        `name:"tp" help:"Tensor-parallel size (default: the workload's, else 1)."`
-	DP       int        `name:"dp" help:"Data-parallel size (default: what the GPUs leave)."`
-	PP       int        `name:"pp" help:"Pipeline-parallel size (default: the workload's, else 1)."`
-	EP       int        `name:"ep" help:"Expert-parallel size (default: the workload's, else 1)."`
-	GA       int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload (default: the workload's ga, else 1)."`
-	VPP      int        `name:"vpp" help:"Model chunks per pipeline stage: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
+	TPFlag   *int       `name:"tp" help:"Tensor-parallel size, at least 1 (default: the workload's, else 1)."`
+	DPFlag   *int       `name:"dp" help:"Data-parallel size, at least 1 (default: what the GPUs leave)."`
+	PPFlag   *int       `name:"pp" help:"Pipeline-parallel size, at least 1 (default: the workload's, else 1)."`
+	EPFlag   *int       `name:"ep" help:"Expert-parallel size, at least 1 (default: the workload's, else 1)."`
+	GAFlag   *int       `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
+	VPPFlag  *int       `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
-	Selector    string     `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
-	Algo        string     `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
-	Proto       string     `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
-	PXN         string     `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
-	Channels    int        `help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS)."`
-	MSCCL       string     `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
-	MSCCLChunk  units.Size `name:"msccl-chunk" help:"Chunk size of --msccl (MSCCL's chunk size, the ns-3 MSCCL ThreadBlock's chunkSize): larger collectives run the algorithm in several loops of such chunks. Default: one loop of size / nchunksperloop."`
-	MaxChunks   int        `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
-	NoLaunch    bool       `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
-	Granularity string     `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
+	Selector     string     `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
+	Algo         string     `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
+	Proto        string     `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
+	PXN          string     `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
+	ChannelsFlag *int       `name:"channels" help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS), at least 1."`
+	MSCCL        string     `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
+	MSCCLChunk   units.Size `name:"msccl-chunk" help:"Chunk size of --msccl (MSCCL's chunk size, the ns-3 MSCCL ThreadBlock's chunkSize): larger collectives run the algorithm in several loops of such chunks. Default: one loop of size / nchunksperloop."`
+	MaxChunks    int        `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
+	NoLaunch     bool       `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
+	Granularity  string     `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
 	MsgSize   units.Size     `name:"msg-size" help:"Message size of --pattern (e.g. 1KiB)." group:"traffic"`
@@ -54,6 +54,29 @@ type command struct {
 
 	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
 	Out     string `short:"o" help:"Write the stream to FILE instead of stdout."`
+
+	// The flags above as numbers, 0 where a flag was left out.
+	TP, DP, PP, EP, GA, VPP, Channels int `kong:"-"`
+}
+
+// counts checks the size flags: one left out takes its default (0 here);
+// one given must be positive, so that 0 never silently means "default".
+func (c *command) counts() error {
+	for _, f := range []struct {
+		name string
+		v    *int
+		to   *int
+	}{{"tp", c.TPFlag, &c.TP}, {"dp", c.DPFlag, &c.DP}, {"pp", c.PPFlag, &c.PP}, {"ep", c.EPFlag, &c.EP},
+		{"ga", c.GAFlag, &c.GA}, {"vpp", c.VPPFlag, &c.VPP}, {"channels", c.ChannelsFlag, &c.Channels}} {
+		if f.v == nil {
+			continue
+		}
+		if *f.v <= 0 {
+			return fmt.Errorf("--%s %d must be at least 1 (leave it out for the default)", f.name, *f.v)
+		}
+		*f.to = *f.v
+	}
+	return nil
 }
 
 const description = `Decompose a workload, synthetic traffic or an htsim connection matrix into the flow DAG
@@ -179,6 +202,9 @@ func (c *command) sweepSizes(l collective.Layout) (*collective.Workload, error) 
 }
 
 func (c *command) run() (err error) {
+	if err := c.counts(); err != nil {
+		return err
+	}
 	traffic := c.Pattern != "" || c.FromHtsim != ""
 	var w *collective.Workload
 	switch {

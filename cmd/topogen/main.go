@@ -15,30 +15,30 @@ import (
 
 type command struct {
 	Family              string          `default:"spectrum-x" help:"Fabric family: spectrum-x, hpn-single-plane, hpn-dual-plane, dcn-single-tor, dcn-dual-tor, fat-tree, dragonfly."`
-	GPUs                int             `name:"gpus" help:"Number of GPUs (default: the family's SimAI default: 4096 spectrum-x, 15360 hpn-*, 512 dcn-*; fat-tree fills k=8; dragonfly 72)."`
+	GPUs                *int            `name:"gpus" help:"Number of GPUs (default: the family's SimAI default: 4096 spectrum-x, 15360 hpn-*, 512 dcn-*; fat-tree fills k=8; dragonfly 72). At most 131072; topogen also refuses fabrics of more than 16384 network switches or 2097152 links."`
 	GPUsPerServer       int             `name:"gpus-per-server" default:"8" help:"GPUs per server."`
-	NVSwitchesPerServer int             `name:"nvswitches-per-server" help:"NVSwitches per server (default 1; 0 when a server holds one GPU)."`
+	NVSwitchesPerServer *int            `name:"nvswitches-per-server" help:"NVSwitches per server (default 1; 0 when a server holds one GPU, the only case where 0 is accepted)."`
 	GPUType             string          `name:"gpu-type" default:"H100" help:"GPU type: A100, A800, H100, H800, H20, B200 (sets the default NVLink bandwidth)."`
-	NICBW               units.Bandwidth `name:"nic-bw" help:"NIC to leaf bandwidth, e.g. 400Gbps (default per family: 400Gbps spectrum-x and dcn-single-tor, 200Gbps hpn-* and dcn-dual-tor, --switch-bw for fat-tree and dragonfly)."`
-	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth per direction (default: the GPU type's usable NVLink rate, NVLink links x NCCL's per-link figure: A100 1920Gbps (12x20GB/s), A800 1280Gbps (8x20), H100 and H20 2966.4Gbps (18x20.6), H800 1318.4Gbps (8x20.6), B200 5774.4Gbps (18x40.1); SimAI's generator uses 2400Gbps for A100/A800 and 2880Gbps otherwise)."`
-	NVLinkLatency       units.Duration  `name:"nvlink-latency" default:"25ns" help:"GPU to NVSwitch link latency."`
-	NICLatency          units.Duration  `name:"nic-latency" default:"500ns" help:"NIC to leaf link latency."`
-	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth)."`
-	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency."`
+	NICBW               units.Bandwidth `name:"nic-bw" help:"NIC to leaf bandwidth, e.g. 400Gbps (default per family: 400Gbps spectrum-x and dcn-single-tor, 200Gbps hpn-* and dcn-dual-tor, --switch-bw for fat-tree and dragonfly). Bandwidths: 10Mbps to 1000Tbps."`
+	NVLinkBW            units.Bandwidth `name:"nvlink-bw" help:"GPU to NVSwitch bandwidth per direction (default: the GPU type's usable NVLink rate, NVLink links x NCCL's per-link figure: A100 1920Gbps (12x20GB/s), A800 1280Gbps (8x20), H100 and H20 2966.4Gbps (18x20.6), H800 1318.4Gbps (8x20.6), B200 5774.4Gbps (18x40.1); SimAI's generator uses 2400Gbps for A100/A800 and 2880Gbps otherwise); 10Mbps to 1000Tbps."`
+	NVLinkLatency       units.Duration  `name:"nvlink-latency" default:"25ns" help:"GPU to NVSwitch link latency, 0 to 1s (0ns is no latency)."`
+	NICLatency          units.Duration  `name:"nic-latency" default:"500ns" help:"NIC to leaf link latency, 0 to 1s (0ns is no latency)."`
+	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth), 10Mbps to 1000Tbps."`
+	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency, 0 to 1s (0ns is no latency)."`
 	ErrorRate           float64         `name:"error-rate" default:"0" help:"Packet error rate of every link, in [0,1)."`
 
-	NICsPerASW     int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW, SimAI -npa); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
-	GPUsPerSegment int `name:"gpus-per-segment" group:"SimAI families" help:"GPUs sharing one segment's leaves, instead of --nics-per-asw (rail-optimized: nics-per-asw x gpus-per-server; DCN+: nics-per-asw). The ASWs per segment follow from the family: one per rail and ToR side (rail-optimized) or one per ToR side (DCN+)."`
-	PSW            int `name:"psw" group:"SimAI families" help:"Number of spine (PSW) switches; default 64 spectrum-x, 120 hpn-*, 8 dcn-*."`
-	ASWPerPSW      int `name:"asw-per-psw" group:"SimAI families" help:"Leaf-facing ports per PSW; default 64 spectrum-x, 240 hpn-single-plane, 120 hpn-dual-plane, 8 dcn-*. Raised with a note when the GPUs need more."`
+	NICsPerASW     *int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW, SimAI -npa); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
+	GPUsPerSegment *int `name:"gpus-per-segment" group:"SimAI families" help:"GPUs sharing one segment's leaves, instead of --nics-per-asw (rail-optimized: nics-per-asw x gpus-per-server; DCN+: nics-per-asw). The ASWs per segment follow from the family: one per rail and ToR side (rail-optimized) or one per ToR side (DCN+)."`
+	PSW            *int `name:"psw" group:"SimAI families" help:"Number of spine (PSW) switches; default 64 spectrum-x, 120 hpn-*, 8 dcn-*."`
+	ASWPerPSW      *int `name:"asw-per-psw" group:"SimAI families" help:"Leaf-facing ports per PSW; default 64 spectrum-x, 240 hpn-single-plane, 120 hpn-dual-plane, 8 dcn-*. Raised with a note when the GPUs need more."`
 
-	K       int     `name:"fat-tree-k" group:"fat-tree" help:"Switch radix k (even); default the smallest that holds --gpus."`
-	Oversub float64 `name:"oversubscription" group:"fat-tree" default:"1" help:"Edge switch downlink:uplink ratio (1 = non-blocking)."`
+	K       *int    `name:"fat-tree-k" group:"fat-tree" help:"Switch radix k (even); default the smallest that holds --gpus."`
+	Oversub float64 `name:"oversubscription" group:"fat-tree" default:"1" help:"Edge switch downlink:uplink ratio, at least 1 (1 = non-blocking)."`
 
-	RoutersPerGroup    int `name:"routers-per-group" group:"dragonfly" help:"Routers per group (a)."`
-	TerminalsPerRouter int `name:"terminals-per-router" group:"dragonfly" help:"GPU NICs per router (p)."`
-	GlobalPerRouter    int `name:"global-per-router" group:"dragonfly" help:"Global channels per router (h)."`
-	Groups             int `name:"groups" group:"dragonfly" help:"Groups (default a*h+1, one global link per group pair)."`
+	RoutersPerGroup    *int `name:"routers-per-group" group:"dragonfly" help:"Routers per group (a); give a, p and h together, or none for a balanced dragonfly."`
+	TerminalsPerRouter *int `name:"terminals-per-router" group:"dragonfly" help:"GPU NICs per router (p)."`
+	GlobalPerRouter    *int `name:"global-per-router" group:"dragonfly" help:"Global channels per router (h)."`
+	Groups             *int `name:"groups" group:"dragonfly" help:"Groups (default a*h+1, one global link per group pair)."`
 
 	Format    string `default:"stream" enum:"stream,simai" help:"Output: the fabricsim stream (binary, for pipes) or SimAI's text topology."`
 	FromSimAI string `name:"from-simai" type:"existingfile" help:"Import a SimAI topology file instead of generating one."`
@@ -60,30 +60,79 @@ func main() {
 	cli.Main("topogen", description, &c, c.run)
 }
 
+// count reads a count flag: left out, 0 (the family's default); given, it
+// must be positive, so that 0 never silently means "default".
+func count(name string, v *int) (int, error) {
+	if v == nil {
+		return 0, nil
+	}
+	if *v <= 0 {
+		return 0, fmt.Errorf("--%s %d must be positive (leave it out for the default)", name, *v)
+	}
+	return *v, nil
+}
+
+// latency passes a latency flag on: 0ns is no latency, not the default.
+func latency(d units.Duration) int64 {
+	if d == 0 {
+		return topo.ZeroLatency
+	}
+	return int64(d)
+}
+
 func (c *command) params() (topo.Params, error) {
-	nics := c.NICsPerASW
-	if c.GPUsPerSegment > 0 {
-		if c.NICsPerASW > 0 {
-			return topo.Params{}, cli.Usagef("give --gpus-per-segment or --nics-per-asw, not both")
+	p := topo.Params{
+		Family: c.Family, GPUsPerServer: c.GPUsPerServer,
+		GPUType: c.GPUType, NICBW: float64(c.NICBW), NVLinkBW: float64(c.NVLinkBW),
+		NVLinkLatencyPs: latency(c.NVLinkLatency), NICLatencyPs: latency(c.NICLatency),
+		SwitchBW: float64(c.SwitchBW), SwitchLatencyPs: latency(c.SwitchLatency), ErrorRate: c.ErrorRate,
+		Oversub: c.Oversub,
+	}
+	if c.Oversub < 1 {
+		return p, fmt.Errorf("--oversubscription %g must be at least 1 (1 = non-blocking)", c.Oversub)
+	}
+	if v := c.NVSwitchesPerServer; v != nil {
+		switch {
+		case *v < 0:
+			return p, fmt.Errorf("--nvswitches-per-server %d must not be negative", *v)
+		case *v == 0 && c.GPUsPerServer > 1:
+			return p, fmt.Errorf("--nvswitches-per-server 0: the %d GPUs of a server reach each other through an NVSwitch; 0 is for servers of one GPU", c.GPUsPerServer)
+		}
+		p.NVSwitchesPerServer = *v
+	}
+	var err error
+	for _, f := range []struct {
+		name string
+		v    *int
+		to   *int
+	}{
+		{"gpus", c.GPUs, &p.GPUs}, {"nics-per-asw", c.NICsPerASW, &p.NICsPerASW}, {"psw", c.PSW, &p.PSWs},
+		{"asw-per-psw", c.ASWPerPSW, &p.ASWPerPSW}, {"fat-tree-k", c.K, &p.K},
+		{"routers-per-group", c.RoutersPerGroup, &p.RoutersPerGroup}, {"terminals-per-router", c.TerminalsPerRouter, &p.TerminalsPerRouter},
+		{"global-per-router", c.GlobalPerRouter, &p.GlobalPerRouter}, {"groups", c.Groups, &p.Groups},
+	} {
+		if *f.to, err = count(f.name, f.v); err != nil {
+			return p, err
+		}
+	}
+	segment, err := count("gpus-per-segment", c.GPUsPerSegment)
+	if err != nil {
+		return p, err
+	}
+	if segment > 0 {
+		if p.NICsPerASW > 0 {
+			return p, cli.Usagef("give --gpus-per-segment or --nics-per-asw, not both")
 		}
 		per := 1
 		if topo.RailOptimized(c.Family) {
 			per = c.GPUsPerServer
 		}
-		if per <= 0 || c.GPUsPerSegment%per != 0 {
-			return topo.Params{}, fmt.Errorf("--gpus-per-segment %d is not a whole number of servers of %d GPUs", c.GPUsPerSegment, per)
+		if per <= 0 || segment%per != 0 {
+			return p, fmt.Errorf("--gpus-per-segment %d is not a whole number of servers of %d GPUs", segment, per)
 		}
-		nics = c.GPUsPerSegment / per
+		p.NICsPerASW = segment / per
 	}
-	return topo.Params{
-		Family: c.Family, GPUs: c.GPUs, GPUsPerServer: c.GPUsPerServer, NVSwitchesPerServer: c.NVSwitchesPerServer,
-		GPUType: c.GPUType, NICBW: float64(c.NICBW), NVLinkBW: float64(c.NVLinkBW),
-		NVLinkLatencyPs: int64(c.NVLinkLatency), NICLatencyPs: int64(c.NICLatency),
-		SwitchBW: float64(c.SwitchBW), SwitchLatencyPs: int64(c.SwitchLatency), ErrorRate: c.ErrorRate,
-		NICsPerASW: nics, PSWs: c.PSW, ASWPerPSW: c.ASWPerPSW,
-		K: c.K, Oversub: c.Oversub,
-		RoutersPerGroup: c.RoutersPerGroup, TerminalsPerRouter: c.TerminalsPerRouter, GlobalPerRouter: c.GlobalPerRouter, Groups: c.Groups,
-	}, nil
+	return p, nil
 }
 
 func (c *command) run() (err error) {

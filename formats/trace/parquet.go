@@ -140,7 +140,10 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 	}
 	o, err := guard(func() (opened, error) {
 		src, err := checkParquetSchema(name, f, m)
-		return opened{src, m}, err
+		if err != nil {
+			return opened{}, err
+		}
+		return opened{src, m}, checkParquetPages(name, ra, size, f.Metadata(), src.leaf[:src.ncols])
 	})
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), name+": ") { // a recovered fault

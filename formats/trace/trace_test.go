@@ -959,6 +959,12 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		"junk-cont":     {0xff, 0xff, 0xff, 0xff, 0x10, 0, 0, 0, 1, 2, 3},
 		"junk-par1":     []byte("PAR1\x00\x00\x00\x00PAR1"),
 		"junk-arrow1":   []byte("ARROW1\x00\x00\x00\x00\x00\x00\x00\x00ARROW1"),
+		// a corrupt LZ4 page with a valid checksum (the LZ4 decoder doubled
+		// its buffer until memory ran out), a zstd page declaring 2^20 bytes
+		"lz4-corrupt": corruptPage(t, parquetWith(t, 200, parquet.Compression(&parquet.Lz4Raw))),
+		"zstd-declares-more": rewriteFirstPage(t, validBytes(t, Parquet, 200), func(h *format.PageHeader) {
+			h.UncompressedPageSize = maxSameLength(h.UncompressedPageSize)
+		}),
 	}
 	for name, data := range seeds {
 		body := fmt.Sprintf("go test fuzz v1\n[]byte(%q)\n", data)

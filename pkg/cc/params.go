@@ -251,10 +251,10 @@ type setter func(p *Params, v string) error
 var setters = map[string]setter{
 	"EWMA_GAIN":              key(parseFloat, func(p *Params) *float64 { return &p.EwmaGain }),
 	"DCTCP_GAIN":             key(parseFloat, func(p *Params) *float64 { return &p.DctcpGain }),
-	"RATE_AI":                key(units.ParseBandwidth, func(p *Params) *float64 { return &p.RateAI }),
-	"RATE_HAI":               key(units.ParseBandwidth, func(p *Params) *float64 { return &p.RateHAI }),
-	"MIN_RATE":               key(units.ParseBandwidth, func(p *Params) *float64 { return &p.MinRate }),
-	"DCTCP_RATE_AI":          key(units.ParseBandwidth, func(p *Params) *float64 { return &p.DctcpRateAI }),
+	"RATE_AI":                key(parseRate, func(p *Params) *float64 { return &p.RateAI }),
+	"RATE_HAI":               key(parseRate, func(p *Params) *float64 { return &p.RateHAI }),
+	"MIN_RATE":               key(parseRate, func(p *Params) *float64 { return &p.MinRate }),
+	"DCTCP_RATE_AI":          key(parseRate, func(p *Params) *float64 { return &p.DctcpRateAI }),
 	"RP_TIMER":               key(parseTime, func(p *Params) *int64 { return &p.RPTimer }),
 	"ALPHA_RESUME_INTERVAL":  key(parseTime, func(p *Params) *int64 { return &p.AlphaResumeInterval }),
 	"RATE_DECREASE_INTERVAL": key(parseTime, func(p *Params) *int64 { return &p.RateDecreaseInterval }),
@@ -314,6 +314,17 @@ func parseFlag(v string) (bool, error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("expected 0 or 1")
+}
+
+// parseRate reads a rate with a unit, or a plain number as ns-3's DataRate
+// reads it in SimAI.conf: bit/s. (On the command line a bandwidth needs its
+// unit; a configuration file keeps ns-3's convention, as it keeps SimAI's
+// plain microseconds for times.)
+func parseRate(v string) (float64, error) {
+	if x, err := strconv.ParseFloat(v, 64); err == nil {
+		v = strconv.FormatFloat(x, 'g', -1, 64) + "bps"
+	}
+	return units.ParseBandwidth(v)
 }
 
 // parseTime reads SimAI's plain microseconds, or a time with a unit.

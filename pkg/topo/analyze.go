@@ -1,9 +1,11 @@
 package topo
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -31,91 +33,212 @@ func CheckNICLinks(t *Topology, n int) error {
 	return nil
 }
 
+// DiameterMemory bounds the bitsets Diameter grows (two of them, one bit
+// per attachment class and network switch); beyond it Diameter refuses
+// rather than run the machine out of memory. Every family topogen builds
+// within its limits (MaxGPUs, MaxSwitches) needs far less.
+const DiameterMemory = 256 << 20
+
 // Diameter is the largest hop count of a shortest path between two GPUs,
 // where only switches (NVSwitches and network switches) forward: GPUs are
 // endpoints, as in a real fabric. It fails if some GPU cannot reach another.
 //
-// It grows, for every switch, the set of GPUs within d hops as a bitset, so
-// a 15360-GPU fabric costs a few bitset ORs per link and hop.
+// GPUs attached to the same set of network switches are equivalent beyond
+// their own server, so it grows, for every network switch, the set of such
+// attachment classes within d hops as a bitset: a rail-optimized fabric has
+// one class per leaf, so 131,072 GPUs cost a few thousand bits per switch.
+// A switch whose links all end at GPUs of one server (an NVSwitch) only
+// shortcuts pairs inside that server; a class pair whose every GPU pair is
+// such a shortcut (or a direct GPU link) is at most 2 hops apart.
 func Diameter(t *Topology) (int, error) {
 	G := t.GPUs
 	if G <= 1 {
 		return 0, nil
 	}
+	per := t.GPUsPerServer
+	if per <= 0 {
+		per = G
+	}
 	adj := BuildAdjacency(t)
-	words := (G + 63) / 64
-	nSw := len(t.Nodes) - G
-	cur := make([]uint64, nSw*words)
-	next := make([]uint64, nSw*words)
-	set := func(b []uint64, sw int) []uint64 { return b[sw*words : (sw+1)*words] }
-	// GPU g reaches within d+1 hops: g, its GPU neighbours, and what its
-	// switch neighbours reach within d hops.
+	n := len(t.Nodes)
+	neighbours := func(v int) []int32 { return adj.Links[adj.Start[v]:adj.Start[v+1]] }
+	// Network switches get dense indexes; local ones (links only to the
+	// GPUs of one server) stay -1.
+	netIdx := make([]int32, n)
+	nsw := 0
+	for v := 0; v < n; v++ {
+		netIdx[v] = -1
+		if v < G {
+			continue
+		}
+		server, local := -1, true
+		for _, li := range neighbours(v) {
+			o := int(Other(t, li, int32(v)))
+			if o >= G || (server >= 0 && o/per != server) {
+				local = false
+				break
+			}
+			server = o / per
+		}
+		if !local {
+			netIdx[v] = int32(nsw)
+			nsw++
+		}
+	}
+	// Attachment classes: GPUs with the same network switches.
+	classOf := make([]int32, G)
+	var classKey [][]int32 // network switch indexes
+	var classSize []int
+	var classGPU []int // one member, for messages
+	byKey := map[string]int32{}
+	var key []int32
+	var kb []byte
+	for g := 0; g < G; g++ {
+		key = key[:0]
+		for _, li := range neighbours(g) {
+			if s := netIdx[Other(t, li, int32(g))]; s >= 0 {
+				key = append(key, s)
+			}
+		}
+		slices.Sort(key)
+		key = slices.Compact(key)
+		kb = kb[:0]
+		for _, s := range key {
+			kb = binary.LittleEndian.AppendUint32(kb, uint32(s))
+		}
+		c, ok := byKey[string(kb)]
+		if !ok {
+			c = int32(len(classKey))
+			byKey[string(kb)] = c
+			classKey = append(classKey, slices.Clone(key))
+			classSize = append(classSize, 0)
+			classGPU = append(classGPU, g)
+		}
+		classOf[g] = c
+		classSize[c]++
+	}
+	C := len(classKey)
+	words := (C + 63) / 64
+	if need := 2 * int64(nsw) * int64(words) * 8; need > DiameterMemory {
+		return 0, fmt.Errorf("diameter: %d GPU attachment classes over %d network switches would take %d MiB, more than %d MiB",
+			C, nsw, need>>20, DiameterMemory>>20)
+	}
+	// Shortcut pairs: a direct GPU link (1 hop) or a shared local switch
+	// (2 hops), counted per class pair.
+	shortcuts := map[[2]int32]int{}
+	stamp := make([]int32, G)
+	for i := range stamp {
+		stamp[i] = -1
+	}
+	adjacentPairs := 0
+	for g := 0; g < G; g++ {
+		mark := func(o int32, direct bool) {
+			if int(o) <= g || stamp[o] == int32(g) {
+				return
+			}
+			stamp[o] = int32(g)
+			if direct {
+				adjacentPairs++
+			}
+			a, b := classOf[g], classOf[o]
+			if a > b {
+				a, b = b, a
+			}
+			shortcuts[[2]int32{a, b}]++
+		}
+		for _, li := range neighbours(g) { // direct links first, counted as such
+			if o := Other(t, li, int32(g)); int(o) < G {
+				mark(o, true)
+			}
+		}
+		for _, li := range neighbours(g) {
+			v := Other(t, li, int32(g))
+			if int(v) < G || netIdx[v] >= 0 {
+				continue
+			}
+			for _, lj := range neighbours(int(v)) {
+				mark(Other(t, lj, v), false)
+			}
+		}
+	}
+	if adjacentPairs == G*(G-1)/2 {
+		return 1, nil
+	}
+	// Class pairs every GPU pair of which is a shortcut need no switch path.
+	excused := make([][]int32, C)
+	for c := range C {
+		if classSize[c] == 1 { // no pair inside
+			excused[c] = append(excused[c], int32(c))
+		}
+	}
+	for cp, k := range shortcuts {
+		a, b := cp[0], cp[1]
+		pairs := classSize[a] * classSize[b]
+		if a == b {
+			pairs = classSize[a] * (classSize[a] - 1) / 2
+		}
+		if k == pairs {
+			excused[a] = append(excused[a], b)
+			if a != b {
+				excused[b] = append(excused[b], a)
+			}
+		}
+	}
+	// cur[s]: the classes attached to a network switch within d hops of s.
+	cur := make([]uint64, nsw*words)
+	next := make([]uint64, nsw*words)
+	set := func(b []uint64, s int32) []uint64 { return b[int(s)*words : (int(s)+1)*words] }
+	for c, k := range classKey {
+		for _, s := range k {
+			set(cur, s)[c/64] |= 1 << (c % 64)
+		}
+	}
 	reach := make([]uint64, words)
-	allGPUs := func(d int, sw []uint64) (bool, int) {
-		for g := 0; g < G; g++ {
+	covered := func() (bool, int) {
+		for c := range C {
 			clear(reach)
-			reach[g/64] |= 1 << (g % 64)
-			for _, li := range adj.Links[adj.Start[g]:adj.Start[g+1]] {
-				o := Other(t, li, int32(g))
-				if int(o) < G {
-					reach[o/64] |= 1 << (o % 64)
-				} else if sw != nil {
-					s := set(sw, int(o)-G)
-					for w := range reach {
-						reach[w] |= s[w]
-					}
+			for _, s := range classKey[c] {
+				for w, x := range set(cur, s) {
+					reach[w] |= x
 				}
 			}
-			n := 0
+			k := 0
 			for _, w := range reach {
-				n += bits.OnesCount64(w)
+				k += bits.OnesCount64(w)
 			}
-			if n < G {
-				return false, g
+			for _, o := range excused[c] {
+				if reach[o/64]&(1<<(o%64)) == 0 {
+					k++
+				}
+			}
+			if k < C {
+				return false, classGPU[c]
 			}
 		}
 		return true, -1
 	}
-	if ok, _ := allGPUs(1, nil); ok {
-		return 1, nil
-	}
-	// d = 1: a switch reaches its GPU neighbours.
-	for sw := 0; sw < nSw; sw++ {
-		v := int32(sw + G)
-		s := set(cur, sw)
-		for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
-			if o := Other(t, li, v); int(o) < G {
-				s[o/64] |= 1 << (o % 64)
-			}
-		}
-	}
-	for d := 1; d <= len(t.Nodes); d++ {
-		ok, bad := allGPUs(d+1, cur)
+	for d := 0; d <= nsw; d++ {
+		ok, bad := covered()
 		if ok {
-			return d + 1, nil
+			return d + 2, nil
 		}
 		changed := false
-		for sw := 0; sw < nSw; sw++ {
-			v := int32(sw + G)
-			dst := set(next, sw)
-			copy(dst, set(cur, sw))
-			for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
-				o := Other(t, li, v)
-				if int(o) < G {
-					continue
-				}
-				src := set(cur, int(o)-G)
-				for w := range dst {
-					dst[w] |= src[w]
-				}
+		for v := G; v < n; v++ {
+			s := netIdx[v]
+			if s < 0 {
+				continue
 			}
-			if !changed {
-				for w, x := range dst {
-					if x != cur[sw*words+w] {
-						changed = true
-						break
+			dst := set(next, s)
+			copy(dst, set(cur, s))
+			for _, li := range neighbours(v) {
+				if o := netIdx[Other(t, li, int32(v))]; o >= 0 {
+					for w, x := range set(cur, o) {
+						dst[w] |= x
 					}
 				}
+			}
+			if !changed && !slices.Equal(dst, set(cur, s)) {
+				changed = true
 			}
 		}
 		cur, next = next, cur

@@ -2,6 +2,7 @@ package topo
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -23,6 +24,49 @@ const (
 // Families lists every generator in the order topogen documents them.
 var Families = []string{SpectrumX, HPNSinglePlane, HPNDualPlane, DCNSingleToR, DCNDualToR, FatTree, Dragonfly}
 
+// Limits of a generated fabric. Generate refuses, before building
+// anything, a fabric beyond any of them, naming what it would build. They
+// hold every family at 131,072 GPUs with SimAI's defaults (at most 11,004
+// network switches, for the balanced dragonfly, and 638,976 links, for
+// hpn-single-plane) with room for other shapes, and keep topogen under a
+// few seconds and a few hundred MB.
+const (
+	MaxGPUs     = 131072
+	MaxSwitches = 16384   // network switches (leaves, spines, cores, routers)
+	MaxLinks    = 1 << 21 // NVLinks, NIC links and fabric links
+)
+
+// Link ranges topogen accepts, from its flags and in SimAI files: every
+// bandwidth from 10 Mbps to 1 Pbps, every latency up to 1 s. A 1 TiB flow
+// (the largest a stream carries) then takes at most 9e17 ps, within the
+// simulators' int64 picoseconds; outside them a run overflowed its times
+// (--nic-bw 1e-30Gbps gave negative ideal FCTs).
+const (
+	MinLinkBps       = 1e7
+	MaxLinkBps       = 1e15
+	MaxLinkLatencyPs = 1e12
+)
+
+// CheckLinkBW says whether a link bandwidth in bit/s is within range.
+func CheckLinkBW(bps float64) error {
+	if !(bps >= MinLinkBps && bps <= MaxLinkBps) {
+		return fmt.Errorf("%.4g bit/s is outside %s to %s", bps, units.FormatBandwidth(MinLinkBps), units.FormatBandwidth(MaxLinkBps))
+	}
+	return nil
+}
+
+// CheckLinkLatency says whether a link latency in ps is within range.
+func CheckLinkLatency(ps int64) error {
+	if ps < 0 || ps > MaxLinkLatencyPs {
+		return fmt.Errorf("%s is outside 0 to %s", units.FormatDuration(ps), units.FormatDuration(MaxLinkLatencyPs))
+	}
+	return nil
+}
+
+// ZeroLatency in a Params latency asks for links without latency: 0 takes
+// the default there, as every zero in Params does.
+const ZeroLatency = -1
+
 // Params configures a generator. Zero values take the family's default
 // (SimAI's gen_Topo_Template.py defaults for the five SimAI families).
 type Params struct {
@@ -33,10 +77,10 @@ type Params struct {
 	GPUType             string  // default H100
 	NICBW               float64 // bit/s; default per family
 	NVLinkBW            float64 // bit/s; default per GPU type
-	NVLinkLatencyPs     int64   // default 25 ns
-	NICLatencyPs        int64   // default 500 ns
+	NVLinkLatencyPs     int64   // default 25 ns; ZeroLatency for none
+	NICLatencyPs        int64   // default 500 ns; ZeroLatency for none
 	SwitchBW            float64 // switch-to-switch bit/s; default 400 Gbps
-	SwitchLatencyPs     int64   // default 500 ns
+	SwitchLatencyPs     int64   // default 500 ns; ZeroLatency for none
 	ErrorRate           float64 // per link
 
 	// SimAI families.
@@ -152,25 +196,38 @@ func fillCommon(p *Params) error {
 	if p.NVLinkBW == 0 {
 		p.NVLinkBW = spec.NVLinkBps()
 	}
-	if p.NVLinkLatencyPs == 0 {
-		p.NVLinkLatencyPs = 25_000
-	}
-	if p.NICLatencyPs == 0 {
-		p.NICLatencyPs = 500_000
+	for _, l := range []struct {
+		v   *int64
+		def int64
+	}{{&p.NVLinkLatencyPs, 25_000}, {&p.NICLatencyPs, 500_000}, {&p.SwitchLatencyPs, 500_000}} {
+		switch *l.v {
+		case 0:
+			*l.v = l.def
+		case ZeroLatency:
+			*l.v = 0
+		}
 	}
 	if p.SwitchBW == 0 {
 		p.SwitchBW = 400e9
 	}
-	if p.SwitchLatencyPs == 0 {
-		p.SwitchLatencyPs = 500_000
-	}
-	for name, v := range map[string]float64{"--nic-bw": p.NICBW, "--nvlink-bw": p.NVLinkBW, "--switch-bw": p.SwitchBW} {
-		if v < 0 {
-			return fmt.Errorf("%s %g must be positive", name, v)
+	for _, bw := range []struct {
+		name string
+		v    float64
+	}{{"--nic-bw", p.NICBW}, {"--nvlink-bw", p.NVLinkBW}, {"--switch-bw", p.SwitchBW}} {
+		if bw.v == 0 && bw.name == "--nic-bw" {
+			continue // the family's default
+		}
+		if err := CheckLinkBW(bw.v); err != nil {
+			return fmt.Errorf("%s: %v", bw.name, err)
 		}
 	}
-	if p.NVLinkLatencyPs < 0 || p.NICLatencyPs < 0 || p.SwitchLatencyPs < 0 {
-		return fmt.Errorf("latencies must not be negative")
+	for _, lat := range []struct {
+		name string
+		v    int64
+	}{{"--nvlink-latency", p.NVLinkLatencyPs}, {"--nic-latency", p.NICLatencyPs}, {"--switch-latency", p.SwitchLatencyPs}} {
+		if err := CheckLinkLatency(lat.v); err != nil {
+			return fmt.Errorf("%s: %v", lat.name, err)
+		}
 	}
 	if !(p.ErrorRate >= 0 && p.ErrorRate < 1) {
 		return fmt.Errorf("--error-rate %g must be in [0,1)", p.ErrorRate)
@@ -178,7 +235,35 @@ func fillCommon(p *Params) error {
 	if p.GPUs < 0 {
 		return fmt.Errorf("--gpus %d must be positive", p.GPUs)
 	}
+	if p.GPUs > MaxGPUs {
+		return fmt.Errorf("--gpus %d is beyond topogen's limit of %d GPUs", p.GPUs, MaxGPUs)
+	}
+	if p.GPUsPerServer > MaxGPUs {
+		return fmt.Errorf("--gpus-per-server %d is beyond topogen's limit of %d GPUs", p.GPUsPerServer, MaxGPUs)
+	}
 	return nil
+}
+
+// checkSize refuses a fabric beyond the limits before it is built: what
+// says which fabric (its flags), the counts are what it would hold. Counts
+// are float64 so that absurd flags cannot overflow them.
+func (b *builder) checkSize(what string, gpus, switches, nicsPerGPU, fabricLinks float64) error {
+	p := &b.p
+	nvs := math.Floor(gpus/float64(p.GPUsPerServer)) * float64(p.NVSwitchesPerServer)
+	links := gpus*float64(p.NVSwitchesPerServer) + gpus*nicsPerGPU + fabricLinks
+	if gpus <= MaxGPUs && switches <= MaxSwitches && links <= MaxLinks {
+		return nil
+	}
+	return fmt.Errorf("%s would build %s nodes (%s GPUs, %s NVSwitches, %s network switches) and %s links, beyond topogen's limits of %d GPUs, %d network switches and %d links",
+		what, count(gpus+nvs+switches), count(gpus), count(nvs), count(switches), count(links), MaxGPUs, MaxSwitches, MaxLinks)
+}
+
+// count prints a node or link count: exact while it is, else 3 digits.
+func count(v float64) string {
+	if v < 1e15 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64)
 }
 
 // builder appends nodes and links in SimAI's id order.
@@ -274,6 +359,14 @@ func (b *builder) simai(f family) ([]string, error) {
 	if p.NICsPerASW <= 0 || p.PSWs <= 0 || p.ASWPerPSW <= 0 {
 		return nil, fmt.Errorf("--nics-per-asw, --psw and --asw-per-psw must be positive")
 	}
+	switch {
+	case p.NICsPerASW > MaxGPUs:
+		return nil, fmt.Errorf("--nics-per-asw %d is beyond topogen's limit of %d GPUs", p.NICsPerASW, MaxGPUs)
+	case p.PSWs > MaxSwitches:
+		return nil, fmt.Errorf("--psw %d is beyond topogen's limit of %d network switches", p.PSWs, MaxSwitches)
+	case p.ASWPerPSW > MaxSwitches:
+		return nil, fmt.Errorf("--asw-per-psw %d is beyond topogen's limit of %d network switches", p.ASWPerPSW, MaxSwitches)
+	}
 	if f.dualPlane && p.PSWs%2 != 0 {
 		return nil, fmt.Errorf("--psw %d: a dual-plane fabric splits PSWs evenly over two planes", p.PSWs)
 	}
@@ -302,6 +395,14 @@ func (b *builder) simai(f family) ([]string, error) {
 		notes = append(notes, fmt.Sprintf("%d GPUs need %d segments of %d GPUs, beyond SimAI's default of %d ASWs per PSW (its generator stops here); using --asw-per-psw %d",
 			p.GPUs, segments, gpusPerSeg, p.ASWPerPSW, aswPerPSWNeeded))
 		p.ASWPerPSW = aswPerPSWNeeded
+	}
+	fabric := float64(segments*aswPerSeg) * float64(p.PSWs)
+	if f.dualPlane {
+		fabric /= 2
+	}
+	if err := b.checkSize(fmt.Sprintf("%s with %d GPUs, %d GPUs per segment and %d PSWs", p.Family, p.GPUs, gpusPerSeg, p.PSWs),
+		float64(p.GPUs), float64(segments*aswPerSeg+p.PSWs), float64(f.tors), fabric); err != nil {
+		return nil, err
 	}
 	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(g int) int32 { return int32(g / gpusPerSeg) })
 	if err != nil {

@@ -27,6 +27,27 @@ func (b *builder) fatTree() ([]string, error) {
 		p.NICBW = p.SwitchBW
 	}
 	perEdge := func(k int) int { return int(math.Round(p.Oversub * float64(k/2))) }
+	// A k-ary fat-tree has 5k²/4 switches, k³/2 fabric links and k³/4
+	// edge ports down, times the oversubscription: refuse absurd k and
+	// oversubscription before they overflow anything.
+	sizeOf := func(k int, gpus float64) error {
+		fk := float64(k)
+		return b.checkSize(fmt.Sprintf("a k=%d fat-tree at %g:1", k, p.Oversub), gpus, 5*fk*fk/4, 1, fk*fk*fk/2)
+	}
+	if p.K != 0 {
+		if p.K < 2 || p.K%2 != 0 {
+			return nil, fmt.Errorf("--fat-tree-k %d must be even and at least 2", p.K)
+		}
+		gpus := float64(p.GPUs)
+		if p.GPUs == 0 {
+			gpus = float64(p.K) * float64(p.K/2) * math.Round(p.Oversub*float64(p.K/2))
+		}
+		if err := sizeOf(p.K, gpus); err != nil {
+			return nil, err
+		}
+	} else if math.Round(p.Oversub*2) > MaxGPUs {
+		return nil, sizeOf(4, float64(4*2)*math.Round(p.Oversub*2))
+	}
 	if p.GPUs == 0 {
 		if p.K == 0 {
 			p.K = 8
@@ -46,6 +67,9 @@ func (b *builder) fatTree() ([]string, error) {
 	h := perEdge(k)
 	if cap := k * (k / 2) * h; p.GPUs > cap {
 		return nil, fmt.Errorf("--gpus %d exceeds a k=%d fat-tree's %d GPU ports", p.GPUs, k, cap)
+	}
+	if err := sizeOf(k, float64(p.GPUs)); err != nil {
+		return nil, err
 	}
 	edgeOf := func(g int) int { return g / h }
 	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(g int) int32 { return int32(edgeOf(g) / (k / 2)) })
@@ -120,6 +144,28 @@ func (b *builder) dragonfly() ([]string, error) {
 	if a <= 0 || t <= 0 || h <= 0 {
 		return nil, fmt.Errorf("--routers-per-group, --terminals-per-router and --global-per-router must all be positive (or all omitted)")
 	}
+	// g groups of a routers: a*g routers, g*a(a-1)/2 local and g*a*h/2
+	// global links. At least two groups; refuse absurd sizes before the
+	// group search below walks them.
+	sizeOf := func(g, gpus float64, least string) error {
+		fa, fh := float64(a), float64(h)
+		return b.checkSize(fmt.Sprintf("a dragonfly of %s%s groups of %d routers with %d terminals and %d global channels each", least, count(g), a, t, h),
+			gpus, fa*g, 1, g*fa*(fa-1)/2+g*fa*fh/2)
+	}
+	if p.Groups < 0 {
+		return nil, fmt.Errorf("--groups %d: a dragonfly needs at least 2 groups", p.Groups)
+	}
+	if g := float64(max(p.Groups, 2)); float64(a)*g > MaxSwitches || float64(t) > MaxGPUs || float64(h)*float64(a) > MaxLinks {
+		gpus := float64(p.GPUs)
+		if p.GPUs == 0 {
+			gpus = float64(a) * float64(t) * g
+		}
+		least := ""
+		if p.Groups == 0 {
+			least = "at least "
+		}
+		return nil, sizeOf(g, gpus, least)
+	}
 	if p.Groups == 0 {
 		p.Groups = a*h + 1
 		// Fewer GPUs than the maximum: the fewest groups that hold them and
@@ -140,11 +186,17 @@ func (b *builder) dragonfly() ([]string, error) {
 	if (a*h)%(g-1) != 0 {
 		return nil, fmt.Errorf("--groups %d: the %d global channels of a group must divide evenly over the %d other groups", g, a*h, g-1)
 	}
+	if err := sizeOf(float64(g), float64(a)*float64(t)*float64(g), ""); p.GPUs == 0 && err != nil {
+		return nil, err
+	}
 	if p.GPUs == 0 {
 		p.GPUs = a * t * g
 	}
 	if p.GPUs > a*t*g {
 		return nil, fmt.Errorf("--gpus %d exceeds the dragonfly's %d terminals", p.GPUs, a*t*g)
+	}
+	if err := sizeOf(float64(g), float64(p.GPUs), ""); err != nil {
+		return nil, err
 	}
 	routerOf := func(gpu int) int { return gpu / t }
 	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(gpu int) int32 { return int32(routerOf(gpu) / a) })

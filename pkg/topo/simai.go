@@ -178,10 +178,16 @@ func ReadSimAI(r io.Reader, name string) (*Topology, error) {
 			return nil, bad("dst", "link from node %d to itself", ends[0])
 		}
 		bwv, err := units.ParseBandwidth(f[2])
+		if err == nil {
+			err = CheckLinkBW(bwv)
+		}
 		if err != nil {
 			return nil, bad("bandwidth", "%v", err)
 		}
 		lat, err := units.ParseDuration(f[3])
+		if err == nil {
+			err = CheckLinkLatency(lat)
+		}
 		if err != nil {
 			return nil, bad("latency", "%v", err)
 		}

@@ -245,14 +245,17 @@ func TestUnreachableAndNICChecks(t *testing.T) {
 
 func TestInvalidParams(t *testing.T) {
 	cases := map[string]Params{
-		"not a multiple of":       {Family: SpectrumX, GPUs: 12},
-		"unknown family":          {Family: "torus"},
-		"unknown GPU type":        {Family: SpectrumX, GPUType: "V100"},
-		"must be positive":        {Family: SpectrumX, NICBW: -1},
-		"must be even":            {Family: FatTree, K: 5, GPUs: 16},
-		"divide evenly":           {Family: Dragonfly, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2, Groups: 8},
-		"exceeds":                 {Family: FatTree, K: 4, GPUs: 64},
-		"more than --asw-per-psw": {Family: DCNSingleToR, GPUs: 1024, ASWPerPSW: 8},
+		"not a multiple of": {Family: SpectrumX, GPUs: 12},
+		"unknown family":    {Family: "torus"},
+		"unknown GPU type":  {Family: SpectrumX, GPUType: "V100"},
+		"--nic-bw: -1 bit/s is outside 10Mbps to 1000Tbps":       {Family: SpectrumX, NICBW: -1},
+		"--switch-bw: 1e+30 bit/s is outside 10Mbps to 1000Tbps": {Family: FatTree, SwitchBW: 1e30},
+		"--nvlink-bw: 1e-21 bit/s is outside":                    {Family: SpectrumX, NVLinkBW: 1e-21},
+		"--nic-latency: 2s is outside 0 to 1s":                   {Family: SpectrumX, NICLatencyPs: 2e12},
+		"must be even":                                           {Family: FatTree, K: 5, GPUs: 16},
+		"divide evenly":                                          {Family: Dragonfly, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2, Groups: 8},
+		"exceeds":                                                {Family: FatTree, K: 4, GPUs: 64},
+		"more than --asw-per-psw":                                {Family: DCNSingleToR, GPUs: 1024, ASWPerPSW: 8},
 	}
 	for want, p := range cases {
 		if _, _, err := Generate(p); err == nil || !strings.Contains(err.Error(), want) {

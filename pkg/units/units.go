@@ -106,7 +106,8 @@ func HumanSize(n int64) string {
 }
 
 // Bandwidth is a rate in bit/s that parses from "400Gbps", "2880Gbps",
-// "50GB/s" (bytes per second), "100Mb/s" or a plain number of bit/s.
+// "50GB/s" (bytes per second) or "100Mb/s". A plain number is rejected, as
+// for times: "400" would be 400 bit/s, and the unit matters.
 type Bandwidth float64
 
 var bwUnits = map[string]float64{
@@ -119,6 +120,9 @@ var bwUnits = map[string]float64{
 // ParseBandwidth parses a bandwidth into bit/s.
 func ParseBandwidth(s string) (float64, error) {
 	v, err := parseWithUnits(s, func(u string) (float64, bool) { m, ok := bwUnits[u]; return m, ok })
+	if err == nil && !hasUnit(s) {
+		return 0, perr("bad bandwidth %q: missing unit (%sbps would be bit/s; use e.g. %sGbps or 50GB/s)", s, strings.TrimSpace(s), strings.TrimSpace(s))
+	}
 	if err != nil {
 		return 0, perr("bad bandwidth %q: %v (use e.g. 400Gbps or 50GB/s)", s, err)
 	}

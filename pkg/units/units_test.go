@@ -1,6 +1,9 @@
 package units
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParse(t *testing.T) {
 	sizes := map[string]int64{"64MiB": 64 << 20, "1GB": 1e9, "1048576": 1 << 20, "4KiB": 4096, "8M": 8 << 20, "1.5KiB": 1536, "0": 0}
@@ -9,7 +12,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
-	bws := map[string]float64{"400Gbps": 4e11, "2880Gbps": 2.88e12, "25GB/s": 2e11, "50Mb/s": 5e7, "1e9": 1e9}
+	bws := map[string]float64{"400Gbps": 4e11, "2880Gbps": 2.88e12, "25GB/s": 2e11, "50Mb/s": 5e7, "1e9bps": 1e9}
 	for s, want := range bws {
 		if got, err := ParseBandwidth(s); err != nil || got != want {
 			t.Errorf("ParseBandwidth(%q) = %g, %v; want %g", s, got, err, want)
@@ -21,10 +24,13 @@ func TestParse(t *testing.T) {
 			t.Errorf("ParseDuration(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "fast", "10Qbps", "-5Gbps", "0Gbps"} {
+	for _, bad := range []string{"", "fast", "10Qbps", "-5Gbps", "0Gbps", "400", "1e9", "2.5"} {
 		if _, err := ParseBandwidth(bad); err == nil {
 			t.Errorf("ParseBandwidth(%q) accepted", bad)
 		}
+	}
+	if _, err := ParseBandwidth("400"); err == nil || !strings.Contains(err.Error(), `bad bandwidth "400": missing unit (400bps would be bit/s; use e.g. 400Gbps or 50GB/s)`) {
+		t.Errorf("ParseBandwidth(\"400\"): %v", err)
 	}
 	for _, bad := range []string{"1.5", "-3KiB", "x"} {
 		if _, err := ParseSize(bad); err == nil {

@@ -1,0 +1,194 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
+)
+
+// zstdBlockMax is the most one zstd block decodes to (RFC 8878 3.1.1.2.3).
+const zstdBlockMax = 128 << 10
+
+// checkParquetPages reads, before parquet-go decodes anything, every page
+// header of the trace's column chunks, and refuses what would make the
+// decoders allocate more than the file can hold: a codec other than ZSTD or
+// UNCOMPRESSED (trace.md; LZ4 doubles its buffer until a corrupt page
+// fits), a chunk or page outside the file, an uncompressed page whose two
+// sizes differ, and a zstd page that declares more bytes than its blocks
+// can decode to (128 KiB per block at most; parquet-go allocates the
+// declared size before decoding) or whose frames declare content sizes that
+// do not add up to the page's.
+func checkParquetPages(name string, ra io.ReaderAt, size int64, md *format.FileMetaData, leaves []int) error {
+	for rg := range md.RowGroups {
+		cols := md.RowGroups[rg].Columns
+		for _, leaf := range leaves {
+			if leaf >= len(cols) {
+				return fmt.Errorf("%s: corrupt Parquet row group %d", name, rg)
+			}
+			cm := &cols[leaf].MetaData
+			col := fmt.Sprintf("column %q, row group %d", pathName(cm.PathInSchema), rg)
+			if cm.Codec != format.Uncompressed && cm.Codec != format.Zstd {
+				return fmt.Errorf("%s: %s: compression %s; a trace is ZSTD or UNCOMPRESSED (trace.md)", name, col, cm.Codec)
+			}
+			if c0 := md.RowGroups[0].Columns[leaf].MetaData.Codec; cm.Codec != c0 {
+				return fmt.Errorf("%s: %s: compression %s, row group 0 has %s", name, col, cm.Codec, c0)
+			}
+			off := cm.DataPageOffset
+			if cm.DictionaryPageOffset != 0 {
+				off = cm.DictionaryPageOffset
+			}
+			if off < 0 || cm.TotalCompressedSize < 0 || off > size || cm.TotalCompressedSize > size-off {
+				return fmt.Errorf("%s: %s: chunk at %d, %d bytes, outside the file's %d bytes", name, col, off, cm.TotalCompressedSize, size)
+			}
+			if err := checkPages(ra, off, cm.TotalCompressedSize, cm.Codec); err != nil {
+				return fmt.Errorf("%s: %s: %s", name, col, err)
+			}
+		}
+	}
+	return nil
+}
+
+func pathName(p []string) string { return strings.Join(p, ".") }
+
+// pageHeaderMax bounds a page header (its optional statistics included):
+// parquet-go allocates what a header's length fields announce.
+const pageHeaderMax = 1 << 20
+
+// checkPages walks the pages of one column chunk.
+func checkPages(ra io.ReaderAt, off, n int64, codec format.CompressionCodec) error {
+	var proto thrift.CompactProtocol
+	buf := make([]byte, 4096)
+	pos := int64(0)
+	for page := 0; pos < n; page++ {
+		var h format.PageHeader
+		var hlen int64
+		for window := int64(4096); ; window *= 16 {
+			w := min(window, n-pos, pageHeaderMax)
+			if int64(cap(buf)) < w {
+				buf = make([]byte, w)
+			}
+			k, _ := ra.ReadAt(buf[:w], off+pos)
+			h = format.PageHeader{}
+			rd := proto.NewReaderFromBytes(buf[:k])
+			err := thrift.NewDecoder(rd).Decode(&h)
+			if err == nil {
+				hlen = int64(rd.(interface{ BytesRead() int }).BytesRead())
+				break
+			}
+			if w == n-pos || w == pageHeaderMax || int64(k) < w {
+				return fmt.Errorf("page %d: unreadable page header at byte %d", page, off+pos)
+			}
+		}
+		pos += hlen
+		body := n - pos // bytes left in the chunk
+		switch {
+		case h.CompressedPageSize < 0 || int64(h.CompressedPageSize) > body:
+			return fmt.Errorf("page %d: compressed size %d, the chunk has %d bytes left", page, h.CompressedPageSize, body)
+		case h.UncompressedPageSize < 0:
+			return fmt.Errorf("page %d: uncompressed size %d", page, h.UncompressedPageSize)
+		}
+		levels := int64(0)
+		compressed := codec == format.Zstd
+		if v2 := h.DataPageHeaderV2; v2.Valid {
+			levels = int64(v2.V.RepetitionLevelsByteLength) + int64(v2.V.DefinitionLevelsByteLength)
+			if levels < 0 || levels > int64(h.CompressedPageSize) || levels > int64(h.UncompressedPageSize) {
+				return fmt.Errorf("page %d: %d bytes of levels in a page of %d", page, levels, h.CompressedPageSize)
+			}
+			if v2.V.IsCompressed.Valid && !v2.V.IsCompressed.V {
+				compressed = false
+			}
+		}
+		if !compressed {
+			if h.UncompressedPageSize != h.CompressedPageSize {
+				return fmt.Errorf("page %d: uncompressed page of %d bytes declares %d", page, h.CompressedPageSize, h.UncompressedPageSize)
+			}
+		} else {
+			data := io.NewSectionReader(ra, off+pos+levels, int64(h.CompressedPageSize)-levels)
+			if err := checkZstd(data, int64(h.UncompressedPageSize)-levels); err != nil {
+				return fmt.Errorf("page %d: %s", page, err)
+			}
+		}
+		pos += int64(h.CompressedPageSize)
+	}
+	return nil
+}
+
+// checkZstd walks the frames and block headers of a zstd page without
+// decoding it: the page must declare no more than its blocks can decode to,
+// and frames that declare their content size must declare the page's.
+func checkZstd(r *io.SectionReader, declared int64) error {
+	var most, stated int64 // what the blocks can hold, what the frames say
+	allStated := true
+	pos, end := int64(0), r.Size()
+	hdr := make([]byte, zstd.HeaderMaxSize)
+	for pos < end {
+		k, _ := r.ReadAt(hdr, pos)
+		var fh zstd.Header
+		if err := fh.Decode(hdr[:k]); err != nil {
+			return fmt.Errorf("zstd frame at byte %d: %v", pos, err)
+		}
+		if fh.Skippable {
+			pos += int64(fh.HeaderSize) + int64(fh.SkippableSize)
+			continue
+		}
+		pos += int64(fh.HeaderSize)
+		blockMax := int64(zstdBlockMax)
+		if fh.WindowSize > 0 && int64(fh.WindowSize) < blockMax {
+			blockMax = int64(fh.WindowSize)
+		}
+		var frameMost int64
+		for last := false; !last; {
+			var b [3]byte
+			if _, err := r.ReadAt(b[:], pos); err != nil {
+				return fmt.Errorf("zstd block header at byte %d: truncated", pos)
+			}
+			v := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16
+			last = v&1 == 1
+			bsize := int64(v >> 3)
+			pos += 3
+			switch (v >> 1) & 3 {
+			case 0: // raw
+				frameMost += bsize
+				pos += bsize
+			case 1: // RLE: one byte repeated
+				frameMost += bsize
+				pos++
+			case 2:
+				frameMost += blockMax
+				pos += bsize
+			default:
+				return fmt.Errorf("zstd block at byte %d: reserved block type", pos-3)
+			}
+			if pos > end {
+				return fmt.Errorf("zstd block at byte %d: %d bytes, past the page's end", pos-3, bsize)
+			}
+		}
+		if fh.HasCheckSum {
+			pos += 4
+		}
+		if fh.HasFCS {
+			if int64(fh.FrameContentSize) > frameMost || fh.FrameContentSize > 1<<40 {
+				return fmt.Errorf("zstd frame declares %d bytes, its blocks decode to at most %d", fh.FrameContentSize, frameMost)
+			}
+			stated += int64(fh.FrameContentSize)
+		} else {
+			allStated = false
+		}
+		most += frameMost
+	}
+	if pos > end {
+		return errors.New("zstd frame past the page's end")
+	}
+	if declared > most {
+		return fmt.Errorf("declares %d bytes uncompressed, its zstd blocks decode to at most %d", declared, most)
+	}
+	if allStated && stated != declared {
+		return fmt.Errorf("declares %d bytes uncompressed, its zstd frames %d", declared, stated)
+	}
+	return nil
+}
