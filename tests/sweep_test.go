@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,4 +77,51 @@ func TestChunkSweepSlurm(t *testing.T) {
 		t.Fatalf("slurm-setup: %v\n%s", err, b)
 	}
 	runSweep(t, t.TempDir(), 4, "SLURM=1")
+}
+
+type surrogateRow struct {
+	Mode        string  `parquet:"mode"`
+	FlowsA      int64   `parquet:"flows_a"`
+	Matched     int64   `parquet:"flows_matched"`
+	MSE         float64 `parquet:"mse_us2"`
+	BytesA      int64   `parquet:"flow_bytes_a"`
+	BytesB      int64   `parquet:"flow_bytes_b"`
+	WindowFrom  int64   `parquet:"window_from_ns"`
+	WallS       float64 `parquet:"wall_s"`
+	WindowWallS float64 `parquet:"window_wall_s"`
+}
+
+// Seed 003's experiment, shortened to 1 ms at 50% load: three modes, each
+// compared with high fidelity over the last 0.2 ms; high fidelity against
+// itself has no error, the surrogates move about the same bytes.
+func TestSurrogatePipeline(t *testing.T) {
+	out := t.TempDir()
+	cmd := exec.Command("make", "-s", "-C", "pipelines/surrogate", "-j", "2", "OUT="+out, "BIN="+binDir,
+		"END=1ms", "SURROGATE=300us:800us", "WINDOW=800us:1ms", "TRACK=100us", "RATE=50%")
+	cmd.Dir = ".."
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("make: %v\n%s", err, b)
+	}
+	if !strings.Contains(string(b), "surrogate speedup") {
+		t.Fatalf("no table:\n%s", b)
+	}
+	rows, err := parquet.ReadFile[surrogateRow](filepath.Join(out, "sweep.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := map[string]surrogateRow{}
+	for _, r := range rows {
+		modes[r.Mode] = r
+	}
+	hf := modes["hf"]
+	if len(rows) != 3 || hf.MSE != 0 || hf.Matched == 0 || hf.WindowFrom != 800000 {
+		t.Fatalf("rows %+v", rows)
+	}
+	for _, m := range []string{"lite", "hybrid"} {
+		r := modes[m]
+		if r.Matched == 0 || r.WallS <= 0 || r.WindowWallS <= 0 || math.Abs(float64(r.BytesB-hf.BytesB)) > 0.05*float64(hf.BytesB) {
+			t.Errorf("%s: %+v (hf moved %d bytes)", m, r, hf.BytesB)
+		}
+	}
 }

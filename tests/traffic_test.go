@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -110,5 +111,37 @@ func TestHtsimGenerator(t *testing.T) {
 		if !bytes.Equal(out, want) {
 			t.Errorf("gen_cm.py %v differs from %s", args, file)
 		}
+	}
+}
+
+// SIMULATOR_STOP_TIME is a horizon the user sets: the run ends there
+// (exit 0), says how many flows finished, and the trace holds exactly
+// those, every one ended by then. (It used to claim a failed link had cut
+// a path and write nothing.)
+func TestPacketStopTime(t *testing.T) {
+	tp := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	st := mustRun(t, tp, "simccl-decompose", "--pattern", "uniform", "--msg-size", "64KiB", "--duration", "50us")
+	r := run(t, st, "flowsim-packet", "--conf", "examples/conf/default.conf", "--set", "SIMULATOR_STOP_TIME=20000")
+	if r.code != 0 || !bytes.Contains(r.stderr, []byte("stopped at SIMULATOR_STOP_TIME (20us)")) {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	rows, _ := readTrace(t, r.stdout)
+	all, _ := readTrace(t, mustRun(t, st, "flowsim-packet", "--conf", "examples/conf/default.conf"))
+	if len(rows) == 0 || len(rows) >= len(all) {
+		t.Fatalf("%d rows stopped, %d in the full run", len(rows), len(all))
+	}
+	done := 0
+	for _, x := range all {
+		if x.EndNs <= 20000 {
+			done++
+		}
+	}
+	for _, x := range rows {
+		if x.EndNs > 20000 {
+			t.Errorf("flow %d ends at %d ns, after the stop time", x.FlowID, x.EndNs)
+		}
+	}
+	if want := fmt.Sprintf("%d of %d flows finished", done, len(all)); len(rows) != done || !bytes.Contains(r.stderr, []byte(want)) {
+		t.Errorf("%d rows; the full run has %d ending by 20 us; stderr %s", len(rows), done, r.stderr)
 	}
 }

@@ -26,7 +26,8 @@ type command struct {
 	Format    string   `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
 	DType     string   `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
 	Reference []string `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
-	Table     string   `default:"collectives" enum:"collectives,summary,buckets,flows,iteration,layers" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers). buckets and flows not with --compare."`
+	Table     string   `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers). buckets and flows not with --compare."`
+	Window    string   `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
 	Out       string   `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
 	Plot      string   `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
 	Timeline  bool     `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
@@ -104,7 +105,11 @@ func (c *command) run() error {
 	var cmp *stats.Comparison
 	if c.Compare {
 		var err error
-		if cmp, err = stats.Compare(runs[0], runs[1]); err != nil {
+		from, to, err := c.window()
+		if err != nil {
+			return err
+		}
+		if cmp, err = stats.CompareWindow(runs[0], runs[1], from, to); err != nil {
 			return err
 		}
 	}
@@ -212,6 +217,15 @@ func (c *command) check() error {
 		}
 	} else if c.X != "" || len(c.Y) > 0 {
 		return cli.Usagef("--x and --y are for --concat --plot")
+	}
+	if c.Window != "" && !c.Compare {
+		return cli.Usagef("--window restricts --compare's flow latencies: give --compare")
+	}
+	if c.Table == stats.TableTotals && !c.Compare {
+		return cli.Usagef("--table totals is a comparison's: give --compare")
+	}
+	if _, _, err := c.window(); err != nil {
+		return err
 	}
 	if c.Timeline && c.Plot == "" {
 		return cli.Usagef("--timeline adds panels to --plot FILE.png|FILE.svg; give --plot")
@@ -378,4 +392,26 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 		}
 	}
 	return c.writePlot(plots, heights)
+}
+
+// window reads --window FROM:TO into ns (0, 0 when not given).
+func (c *command) window() (from, to int64, err error) {
+	if c.Window == "" {
+		return 0, 0, nil
+	}
+	a, b, ok := strings.Cut(c.Window, ":")
+	if !ok {
+		return 0, 0, cli.Usagef("--window %q: expected FROM:TO, e.g. 8ms:10ms", c.Window)
+	}
+	fa, err := units.ParseDuration(a)
+	if err == nil {
+		to, err = units.ParseDuration(b)
+	}
+	if err != nil {
+		return 0, 0, cli.Usagef("--window %q: %v", c.Window, err)
+	}
+	if fa < 0 || to <= fa {
+		return 0, 0, cli.Usagef("--window %q: the end must come after the start", c.Window)
+	}
+	return fa / 1000, to / 1000, nil // ps to ns
 }

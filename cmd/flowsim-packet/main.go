@@ -216,6 +216,11 @@ func (c *command) run() error {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
 	}
 	switch { // the error is the one line said
+	case incomplete != nil && incomplete.StopTime:
+		// A horizon the user set (SimAI's stop time): the run ends there as
+		// asked, and says what it left unfinished.
+		fmt.Fprintf(os.Stderr, "flowsim-packet: note: stopped at SIMULATOR_STOP_TIME (%s): %d of %d flows finished; the trace holds those\n",
+			des.Time(cfg.StopPs), incomplete.Done, incomplete.Flows)
 	case incomplete != nil:
 		return fmt.Errorf("%v; the trace holds the flows that finished", incomplete)
 	case failed != nil:

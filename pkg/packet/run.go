@@ -126,6 +126,7 @@ func (s *Sim) Run() error {
 	for s.q.Len() > 0 {
 		ev := s.q.Pop()
 		if stop > 0 && int64(ev.At) > stop {
+			s.now = stop // the horizon was reached, not merely the last event
 			break
 		}
 		s.now = int64(ev.At)
@@ -200,7 +201,7 @@ func (s *Sim) Run() error {
 		}
 		if stop > 0 && s.now >= stop {
 			return &Incomplete{Reason: fmt.Sprintf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i)),
-				Done: s.flows.DAG.Done(), Flows: s.flows.DAG.Len()}
+				Done: s.flows.DAG.Done(), Flows: s.flows.DAG.Len(), StopTime: true}
 		}
 		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
 			s.flows.DAG.ID(i), s.flows.DAG.Done(), s.flows.DAG.Len())
@@ -217,6 +218,7 @@ func (s *Sim) Run() error {
 type Incomplete struct {
 	Reason      string
 	Done, Flows int
+	StopTime    bool // the configured horizon, not a deadlock
 }
 
 func (e *Incomplete) Error() string {

@@ -36,6 +36,14 @@ type Comparison struct {
 	RMSEus      Num    `json:"rmse_us"`          // its square root, µs
 	MeanErrUs   Num    `json:"mean_error_us"`    // mean of fct_B − fct_A, µs (bias)
 	MaxAbsErrNs int64  `json:"max_abs_error_ns"` // largest |fct_B − fct_A|
+	// The flows compared are those starting in [WindowFromNs, WindowToNs)
+	// on each side (CompareWindow); the whole run when not set.
+	WindowFromNs int64 `json:"window_from_ns,omitempty"`
+	WindowToNs   int64 `json:"window_to_ns,omitempty"`
+	// Whole runs, for throughput: bytes of their flows (delay nodes carry
+	// none) and their makespans.
+	BytesA int64 `json:"flow_bytes_a"`
+	BytesB int64 `json:"flow_bytes_b"`
 }
 
 // CollectiveRatio is one collective in both runs.
@@ -76,14 +84,26 @@ const (
 // The mean squared error of flow latencies is that of the hybrid-PDES
 // paper (Cruz-Camacho et al., SIGSIM-PADS '23): the mean over matched
 // flows of (fct_B − fct_A)², in µs², with A the reference.
-func Compare(a, b *Run) (*Comparison, error) {
+func Compare(a, b *Run) (*Comparison, error) { return CompareWindow(a, b, 0, 0) }
+
+// CompareWindow is Compare with the flow latencies compared only for flows
+// that start in [from, to) ns on each side (to 0: no window); collectives
+// and whole-run figures are not windowed. The hybrid-PDES paper measures
+// its error over the last 2 ms of a run, after the surrogate.
+func CompareWindow(a, b *Run, from, to int64) (*Comparison, error) {
 	if a.flows == nil && a.Totals.Rows > 0 || b.flows == nil && b.Totals.Rows > 0 {
 		return nil, fmt.Errorf("stats: Compare needs runs analyzed with KeepFlows")
 	}
 	c := &Comparison{A: a.Source, B: b.Source, Collectives: []CollectiveRatio{}, Summary: []SummaryRatio{}, MakespanANs: a.Totals.MakespanNs, MakespanBNs: b.Totals.MakespanNs,
 		MakespanRatio: ratio(float64(b.Totals.MakespanNs), float64(a.Totals.MakespanNs))}
 	c.compareCollectives(a, b)
-	fa, fb := netFlows(a.flows), netFlows(b.flows)
+	c.BytesA, c.BytesB = a.Totals.SumSizeBytes, b.Totals.SumSizeBytes
+	if to > 0 {
+		c.WindowFromNs, c.WindowToNs = from, to
+	} else {
+		from, to = math.MinInt64, math.MaxInt64
+	}
+	fa, fb := netFlows(a.flows, from, to), netFlows(b.flows, from, to)
 	c.FlowsA, c.FlowsB = len(fa), len(fb)
 	var pairs [][2]int64
 	if a.Input != string(KindSimAIFCT) && b.Input != string(KindSimAIFCT) {
@@ -118,10 +138,10 @@ func Compare(a, b *Run) (*Comparison, error) {
 }
 
 // netFlows drops delay nodes: they are not flows and fct.txt has none.
-func netFlows(fs []Flow) []Flow {
+func netFlows(fs []Flow, from, to int64) []Flow {
 	out := make([]Flow, 0, len(fs))
 	for _, f := range fs {
-		if f.ConnType != stream.ConnDelay {
+		if f.ConnType != stream.ConnDelay && f.StartNs >= from && f.StartNs < to {
 			out = append(out, f)
 		}
 	}

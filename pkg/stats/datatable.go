@@ -18,7 +18,8 @@ const (
 	TableCollectives = "collectives"
 	TableSummary     = "summary"
 	TableBuckets     = "buckets"
-	TableFlows       = "flows" // one row per flow, streamed (FlowTableWriter)
+	TableFlows       = "flows"  // one row per flow, streamed (FlowTableWriter)
+	TableTotals      = "totals" // a comparison's one row: flows matched, latency error, bytes
 )
 
 // DataTable is one table for machines (CSV, Parquet): a source column (the
@@ -110,8 +111,10 @@ func (c *Comparison) DataTable(name string) (*DataTable, error) {
 		return newDataTable(src, c.Collectives), nil
 	case TableSummary:
 		return newDataTable(src, c.Summary), nil
+	case TableTotals:
+		return newDataTable(src, []Comparison{*c}), nil
 	}
-	return nil, fmt.Errorf("a comparison has the tables collectives and summary, not %q", name)
+	return nil, fmt.Errorf("a comparison has the tables collectives, summary and totals, not %q", name)
 }
 
 // WriteCSV writes the table with a header row. NaN (no value) is an empty
