@@ -48,7 +48,7 @@ func main() {
 
 func (c *command) run() error {
 	if c.Worker {
-		return phy.RunWorker(c.Coord, c.WorkerID)
+		return phy.RunWorker(c.Coord, c.WorkerID, os.Getenv(phy.TokenEnv))
 	}
 	kind, n, ok := strings.Cut(c.Launch, ":")
 	workers, err := strconv.Atoi(n)

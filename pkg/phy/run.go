@@ -1,6 +1,9 @@
 package phy
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"net"
@@ -56,6 +59,14 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 		return nil, Calibration{}, err
 	}
 	defer ln.Close()
+	token, err := NewToken()
+	if err != nil {
+		return nil, Calibration{}, err
+	}
+	var seedBytes [8]byte
+	if _, err := rand.Read(seedBytes[:]); err != nil {
+		return nil, Calibration{}, err
+	}
 	events := make(chan event, 1024)
 	var procs []*exec.Cmd
 	defer func() {
@@ -69,6 +80,7 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 	for id := 0; id < opt.Workers; id++ {
 		cmd := exec.Command(opt.Exec, opt.WorkerArgs(ln.Addr().String(), id)...)
 		cmd.Stderr = os.Stderr
+		cmd.Env = append(os.Environ(), TokenEnv+"="+token)
 		if err := cmd.Start(); err != nil {
 			return nil, Calibration{}, fmt.Errorf("starting worker %d: %v", id, err)
 		}
@@ -77,35 +89,44 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 	deadline := time.Now().Add(opt.Timeout)
 	conns := make([]*ctlConn, opt.Workers)
 	addrs := make([]string, opt.Workers)
-	for range opt.Workers {
-		ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
+	// Connections without the run's token (any local process may connect)
+	// are closed and do not count; the workers have 30 s to say hello.
+	ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
+	for joined := 0; joined < opt.Workers; {
 		c, err := ln.Accept()
 		if err != nil {
-			return nil, Calibration{}, fmt.Errorf("waiting for the workers: %v", err)
+			return nil, Calibration{}, fmt.Errorf("waiting for the workers (%d of %d said hello): %v", joined, opt.Workers, err)
 		}
 		cc := newCtlConn(c)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
 		m, err := cc.recv()
-		if err != nil || m.T != "hello" || m.ID < 0 || m.ID >= opt.Workers || conns[m.ID] != nil {
-			return nil, Calibration{}, fmt.Errorf("bad hello from a worker: %v", err)
+		if err != nil || m.T != "hello" || subtle.ConstantTimeCompare([]byte(m.Token), []byte(token)) != 1 ||
+			m.ID < 0 || m.ID >= opt.Workers || conns[m.ID] != nil {
+			c.Close()
+			continue
 		}
+		c.SetReadDeadline(time.Time{})
 		conns[m.ID], addrs[m.ID] = cc, m.Addr
+		joined++
 	}
 	for _, c := range conns {
-		if err := c.send(&ctl{T: "peers", Peers: addrs}); err != nil {
+		if err := c.send(&ctl{T: "peers", Peers: addrs, Seed: binary.LittleEndian.Uint64(seedBytes[:]), Max: opt.StepSize}); err != nil {
 			return nil, Calibration{}, err
 		}
 	}
-	for _, c := range conns {
-		go func(c *ctlConn) {
+	for id, c := range conns {
+		go func(id int, c *ctlConn) {
 			for {
 				m, err := c.recv()
 				if err != nil {
-					events <- event{delay: -1, err: err}
+					// Name the worker and its process; its own last words,
+					// if any, are on stderr above.
+					events <- event{delay: -1, err: fmt.Errorf("worker %d (pid %d) disconnected: %v", id, procs[id].Process.Pid, err)}
 					return
 				}
 				events <- event{m: m, delay: -1}
 			}
-		}(c)
+		}(id, c)
 	}
 	defer func() {
 		for _, c := range conns {
@@ -149,7 +170,7 @@ func (r *runner) wait() (event, error) {
 	select {
 	case ev := <-r.events:
 		if ev.err != nil {
-			return ev, fmt.Errorf("a worker disconnected: %v", ev.err)
+			return ev, ev.err
 		}
 		if ev.m != nil && ev.m.T == "fail" {
 			return ev, fmt.Errorf("worker %d: %s", ev.m.ID, ev.m.Err)

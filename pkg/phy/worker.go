@@ -3,7 +3,10 @@ package phy
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"crypto/subtle"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -26,6 +30,9 @@ type ctl struct {
 	Step  int64    `msgpack:"step"`
 	At    int64    `msgpack:"at"` // wall clock, UnixNano: workers share the host's clock; send: no byte leaves before it
 	Err   string   `msgpack:"err"`
+	Token string   `msgpack:"token"` // hello: the run's secret, which the coordinator handed its workers
+	Seed  uint64   `msgpack:"seed"`  // peers: the run's pattern seed
+	Max   int64    `msgpack:"max"`   // peers: the largest step a frame may carry
 }
 
 // ctlConn sends and receives control messages on one connection.
@@ -67,28 +74,61 @@ const (
 	dataHeader  = 1 + 4 + 8 + 8 + 4 // kind, flow, total, offset, length
 )
 
-// pattern is the byte a flow carries at an offset, so receivers check
-// every byte that crosses the wire. It repeats every 256 bytes, so one
-// precomputed run of step+256 bytes serves any offset.
-func pattern(flow int32, off int64) byte { return byte(int64(flow)*131 + off) }
+// tokenLen is the length of the run's secret: a worker proves with it,
+// on every data connection, that the coordinator started it; any other
+// local process that connects is dropped before a frame is read.
+const tokenLen = 16
 
-// patternRun returns n+256 pattern bytes of a flow from offset 0; the
-// bytes at offset off are run[off%256:][:len].
-func patternRun(flow int32, n int) []byte {
-	b := make([]byte, n+256)
-	for k := range b {
-		b[k] = pattern(flow, int64(k))
+// handshake opens a data connection: a marker, the token, the sender.
+const handshakeLen = 1 + tokenLen + 4
+
+// NewToken makes a run's secret.
+func NewToken() (string, error) {
+	var b [tokenLen]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
 	}
-	return b
+	return hex.EncodeToString(b[:]), nil
+}
+
+// fillPattern writes the bytes a flow carries at offsets off..off+len(dst):
+// each 8-byte word a hash of the run's seed, the flow and the word's index,
+// so no two flows, offsets or runs share a pattern and a misplaced,
+// duplicated or stale step is caught on arrival.
+func fillPattern(dst []byte, seed uint64, flow int32, off int64) {
+	base := seed ^ uint64(uint32(flow))<<40
+	for i := 0; i < len(dst); {
+		o := off + int64(i)
+		w := mix64(base ^ uint64(o>>3))
+		j := int(o & 7)
+		if j == 0 && len(dst)-i >= 8 {
+			binary.LittleEndian.PutUint64(dst[i:], w)
+			i += 8
+			continue
+		}
+		dst[i] = byte(w >> (8 * j))
+		i++
+	}
+}
+
+// mix64 is splitmix64's finaliser.
+func mix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // Worker is one process of a physical run: it moves the flows whose
 // source ranks it hosts and receives those whose destination it hosts.
 type Worker struct {
-	id    int
-	ctl   *ctlConn
-	peers []string
-	ln    net.Listener
+	id      int
+	ctl     *ctlConn
+	peers   []string
+	ln      net.Listener
+	token   []byte
+	seed    uint64
+	maxStep int64
 
 	mu    sync.Mutex
 	out   map[int]*dataConn // by destination worker
@@ -105,26 +145,35 @@ type dataConn struct {
 	credits sync.Map // flow -> chan struct{}
 }
 
+// TokenEnv carries the run's secret from the coordinator to its workers:
+// the environment, unlike the command line, is not readable by other users.
+const TokenEnv = "FABRICSIM_PHY_TOKEN"
+
 // RunWorker connects to the coordinator at addr and serves until told to
-// quit. It is what `phyrun --worker` runs in each child process.
-func RunWorker(addr string, id int) error {
+// quit. It is what `phyrun --worker` runs in each child process; token is
+// the run's secret (TokenEnv).
+func RunWorker(addr string, id int, token string) error {
+	tok, err := hex.DecodeString(token)
+	if err != nil || len(tok) != tokenLen {
+		return fmt.Errorf("worker %d: no valid run token in %s (phyrun starts its workers itself)", id, TokenEnv)
+	}
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return fmt.Errorf("worker %d: coordinator %s: %v", id, addr, err)
 	}
-	w := &Worker{id: id, ctl: newCtlConn(c), out: map[int]*dataConn{}}
+	w := &Worker{id: id, ctl: newCtlConn(c), out: map[int]*dataConn{}, token: tok}
 	if w.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		return err
 	}
 	defer w.ln.Close()
-	if err := w.ctl.send(&ctl{T: "hello", ID: id, Addr: w.ln.Addr().String()}); err != nil {
+	if err := w.ctl.send(&ctl{T: "hello", ID: id, Addr: w.ln.Addr().String(), Token: token}); err != nil {
 		return err
 	}
 	m, err := w.ctl.recv()
 	if err != nil || m.T != "peers" {
 		return fmt.Errorf("worker %d: expected the peer list: %v", id, err)
 	}
-	w.peers = m.Peers
+	w.peers, w.seed, w.maxStep = m.Peers, m.Seed, m.Max
 	go w.accept()
 	for {
 		m, err := w.ctl.recv()
@@ -164,6 +213,14 @@ func (w *Worker) conn(dst int) (*dataConn, error) {
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+	}
+	var hs [handshakeLen]byte
+	hs[0] = 'H'
+	copy(hs[1:], w.token)
+	binary.LittleEndian.PutUint32(hs[1+tokenLen:], uint32(w.id))
+	if _, err := c.Write(hs[:]); err != nil {
+		c.Close()
+		return nil, err
 	}
 	d := &dataConn{w: bufio.NewWriterSize(c, 1<<16), c: c}
 	w.out[dst] = d
@@ -217,7 +274,6 @@ func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64) {
 		}
 	}()
 	buf := make([]byte, dataHeader+int(min(step, size)))
-	run := patternRun(flow, int(min(step, size)))
 	var off int64
 	acked := int64(0)
 	waitUntil(start)
@@ -231,7 +287,7 @@ func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64) {
 		binary.LittleEndian.PutUint64(buf[5:], uint64(size))
 		binary.LittleEndian.PutUint64(buf[13:], uint64(off))
 		binary.LittleEndian.PutUint32(buf[21:], uint32(n))
-		copy(buf[dataHeader:dataHeader+int(n)], run[off%256:])
+		fillPattern(buf[dataHeader:dataHeader+int(n)], w.seed, flow, off)
 		d.mu.Lock()
 		_, err := d.w.Write(buf[:dataHeader+int(n)])
 		if err == nil {
@@ -270,61 +326,69 @@ func (w *Worker) accept() {
 	}
 }
 
-// receive serves one incoming connection: it checks every byte, returns a
-// credit per step, and reports receive completion when a flow's last byte
-// is in (the size travels in every step's header, so the first tells it).
+// receive serves one incoming connection: it checks the handshake (a
+// connection without the run's token is closed unread), every frame's
+// bounds and every byte, returns a credit per step, and reports receive
+// completion when a flow's last byte is in (the size travels in every
+// step's header, so the first tells it).
 func (w *Worker) receive(c net.Conn) {
 	defer c.Close()
 	r := bufio.NewReaderSize(c, 1<<16)
+	var hs [handshakeLen]byte
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(r, hs[:]); err != nil || hs[0] != 'H' || subtle.ConstantTimeCompare(hs[1:1+tokenLen], w.token) != 1 {
+		return // not a worker of this run
+	}
+	from := int(binary.LittleEndian.Uint32(hs[1+tokenLen:]))
+	c.SetReadDeadline(time.Time{})
 	cw := bufio.NewWriter(c)
 	got := map[int32]int64{}
-	runs := map[int32][]byte{}
 	var hdr [dataHeader]byte
-	var payload []byte
+	var payload, want []byte
 	for {
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			if !errors.Is(err, io.EOF) {
-				w.fail(fmt.Errorf("receiving: %v", err))
+				w.fail(fmt.Errorf("receiving from worker %d: %v", from, err))
 			}
 			return
 		}
 		if hdr[0] != frameData {
-			w.fail(fmt.Errorf("receiving: unexpected frame %q", hdr[0]))
+			w.fail(fmt.Errorf("receiving from worker %d: unexpected frame %q", from, hdr[0]))
 			return
 		}
 		flow := int32(binary.LittleEndian.Uint32(hdr[1:]))
 		total := int64(binary.LittleEndian.Uint64(hdr[5:]))
 		off := int64(binary.LittleEndian.Uint64(hdr[13:]))
-		n := int(binary.LittleEndian.Uint32(hdr[21:]))
-		if cap(payload) < n {
-			payload = make([]byte, n)
+		n := int64(binary.LittleEndian.Uint32(hdr[21:]))
+		// Bounds before any allocation: a header is not trusted to size a buffer.
+		if n <= 0 || n > w.maxStep || total <= 0 || total > flowset.MaxFlowBytes || off < 0 || off > total-n {
+			w.fail(fmt.Errorf("flow %d from worker %d: a frame of %d bytes at offset %d of %d (steps are at most %d bytes)", flow, from, n, off, total, w.maxStep))
+			return
+		}
+		if int64(cap(payload)) < n {
+			payload, want = make([]byte, n), make([]byte, n)
 		}
 		p := payload[:n]
 		if _, err := io.ReadFull(r, p); err != nil {
-			w.fail(fmt.Errorf("flow %d: receiving: %v", flow, err))
+			w.fail(fmt.Errorf("flow %d: receiving from worker %d: %v", flow, from, err))
 			return
 		}
-		run := runs[flow]
-		if len(run) < n+256 {
-			run = patternRun(flow, n)
-			runs[flow] = run
-		}
-		if !bytes.Equal(p, run[off%256:off%256+int64(n)]) {
-			w.fail(fmt.Errorf("flow %d: bytes %d..%d arrived corrupted", flow, off, off+int64(n)))
+		fillPattern(want[:n], w.seed, flow, off)
+		if !bytes.Equal(p, want[:n]) {
+			w.fail(fmt.Errorf("flow %d from worker %d: bytes %d..%d arrived corrupted", flow, from, off, off+n))
 			return
 		}
-		got[flow] += int64(n)
+		got[flow] += n
 		var cr [5]byte
 		cr[0] = frameCredit
 		binary.LittleEndian.PutUint32(cr[1:], uint32(flow))
 		cw.Write(cr[:])
 		if err := cw.Flush(); err != nil {
-			w.fail(fmt.Errorf("flow %d: credit: %v", flow, err))
+			w.fail(fmt.Errorf("flow %d: credit to worker %d: %v", flow, from, err))
 			return
 		}
 		if got[flow] == total {
 			delete(got, flow)
-			delete(runs, flow)
 			w.ctl.send(&ctl{T: "recv", Flow: flow, At: time.Now().UnixNano()})
 		}
 	}
