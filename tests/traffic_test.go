@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
 // htsim's incast shape through the fluid model: 15 hosts send 1 MiB each
@@ -144,4 +146,27 @@ func TestPacketStopTime(t *testing.T) {
 	if want := fmt.Sprintf("%d of %d flows finished", done, len(all)); len(rows) != done || !bytes.Contains(r.stderr, []byte(want)) {
 		t.Errorf("%d rows; the full run has %d ending by 20 us; stderr %s", len(rows), done, r.stderr)
 	}
+}
+
+// Issue 13's nonsense, refused naming the record and field: an unknown
+// connection type, a channel below -1, AS_SEND_LAT=NaN.
+func TestStreamRefusesNonsense(t *testing.T) {
+	tp := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	for _, c := range []struct {
+		f    stream.Flow
+		want []string
+	}{
+		{stream.Flow{ID: 0, Collective: -1, Src: 0, Dst: 1, Size: 10, ConnType: "WORMHOLE", ChunkCount: 1}, []string{"field conn_type", `"WORMHOLE" is not a connection type`}},
+		{stream.Flow{ID: 0, Collective: -1, Src: 0, Dst: 1, Size: 10, ConnType: stream.ConnP2P, Channel: -2, ChunkCount: 1}, []string{"field channel", "channel -2"}},
+	} {
+		st := streamWithFlows(t, tp, nil, nil, func(emit func(*stream.Flow)) { f := c.f; emit(&f) })
+		for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
+			oneLineError(t, run(t, st, prog), 1, c.want...)
+		}
+	}
+	t.Setenv("AS_SEND_LAT", "NaN")
+	ok := streamWithFlows(t, tp, nil, nil, func(emit func(*stream.Flow)) {
+		emit(&stream.Flow{ID: 0, Collective: -1, Src: 0, Dst: 1, Size: 10, ConnType: stream.ConnP2P, ChunkCount: 1})
+	})
+	oneLineError(t, run(t, ok, "flowsim-analytical"), 1, `AS_SEND_LAT="NaN"`)
 }

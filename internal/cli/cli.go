@@ -166,8 +166,8 @@ func SendLatency(flagPs int64) (int64, error) {
 		return 0, nil
 	}
 	us, err := strconv.ParseFloat(v, 64)
-	if err != nil || us < 0 || us > 1e9 {
-		return 0, fmt.Errorf("environment AS_SEND_LAT=%q is not a latency in us", v)
+	if err != nil || !(us >= 0 && us <= 1e9) { // NaN fails both
+		return 0, fmt.Errorf("environment AS_SEND_LAT=%q is not a latency in us (0 to 1e9)", v)
 	}
 	return int64(us * 1e6), nil
 }

@@ -497,6 +497,12 @@ const (
 	MaxDelayPs   = 1 << 56
 )
 
+// connTypes are the stream's connection types (formats/stream.md); the
+// trace and its statistics group flows by them, so an unknown one is a
+// writer's error, not a new kind.
+var connTypes = []string{stream.ConnRing, stream.ConnTree, stream.ConnNVLS, stream.ConnPXNInit, stream.ConnNet,
+	stream.ConnPXNFinal, stream.ConnA2A, stream.ConnP2P, stream.ConnMSCCL, stream.ConnDelay, stream.ConnColl}
+
 // checkFlow classifies a flow and validates what the DAG does not: delay
 // nodes have size 0 as the stream contract says, and a transfer's ends are
 // GPUs or NVSwitches (NVLS flows run between a GPU and its NVSwitch).
@@ -508,6 +514,10 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 		return 0, r.Errorf("size", "flow %d: %d bytes, above the %d (1 TiB) whose sums and times every backend keeps in 64-bit counters", f.ID, f.Size, int64(MaxFlowBytes))
 	case f.DelayPs > MaxDelayPs:
 		return 0, r.Errorf("delay_ps", "flow %d: %d ps, above the %d (about 20 hours) a delay may take", f.ID, f.DelayPs, int64(MaxDelayPs))
+	case !slices.Contains(connTypes, f.ConnType):
+		return 0, r.Errorf("conn_type", "flow %d: %q is not a connection type (%s)", f.ID, f.ConnType, strings.Join(connTypes, ", "))
+	case f.Channel < -1:
+		return 0, r.Errorf("channel", "flow %d: channel %d (channels count from 0; -1 is none)", f.ID, f.Channel)
 	case f.ConnType == stream.ConnColl:
 		if f.Src != f.Dst || f.Src < 0 || int(f.Src) >= t.GPUs {
 			return 0, r.Errorf("src", "flow %d: a COLL node sits on one GPU (src = dst, 0..%d), not %d -> %d", f.ID, t.GPUs-1, f.Src, f.Dst)
