@@ -182,8 +182,12 @@ func (m *msgReader) Message() (*ipc.Message, error) {
 		}
 		length = binary.LittleEndian.Uint32(word[:])
 	}
-	if length == 0 {
-		return nil, io.EOF // end-of-stream marker
+	if length == 0 { // end-of-stream marker: the input must end here too
+		var b [1]byte
+		if n, _ := io.ReadFull(m.r, b[:]); n > 0 {
+			return nil, fmt.Errorf("bytes after the end-of-stream marker at byte %d: two traces run together, or a corrupt one", m.n)
+		}
+		return nil, io.EOF
 	}
 	if int64(length) > m.maxMeta {
 		return nil, fmt.Errorf("message metadata of %d bytes exceeds the input or the %d-byte limit", length, m.maxMeta)

@@ -732,6 +732,11 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 	}
+	// Bytes after an Arrow stream's end marker (two traces concatenated,
+	// or trailing garbage) are refused, not silently ignored.
+	one := validBytes(t, ArrowStream, 100)
+	wantIn(readErr(t, "twice.arrows", append(bytes.Clone(one), one...)), "after the end-of-stream marker")
+	wantIn(readErr(t, "tail.arrows", append(bytes.Clone(one), 'x')), "after the end-of-stream marker")
 	// A single flipped byte anywhere must not panic (errors are fine, and
 	// some flips land in data and read "successfully").
 	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
