@@ -127,10 +127,12 @@ func (c *command) run() error {
 		return err
 	}
 	// Measured peak RSS: the 4.2 M flows of a 2048-GPU AllToAll take
-	// 2.05 GB at GOGC 100 (490 bytes a flow, 610 before the flows were
-	// read in place and step latencies waited out in lanes); the 1.05 M of a
-	// 1024-GPU one, whose queue pairs all send at once, 0.92 GB.
-	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: 450, Limit: limit})
+	// 1.12 GB (273 bytes a flow; 323 before its timeouts moved to a FIFO
+	// and ordered ids and start times stopped being stored twice, 490 at
+	// GOGC 100); the 1.05 M of a 1024-GPU one, whose queue pairs all send at
+	// once, 0.92 GB at GOGC 100. The estimate lies between, lowered by the
+	// 50 bytes a flow those cuts saved.
+	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: 400, Limit: limit})
 	if err != nil {
 		return err
 	}
@@ -260,11 +262,11 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	// A run that stopped early (SIMULATOR_STOP_TIME, a deadlock) writes
 	// the flows that finished.
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		r := set.Row(i, fl.Start[i]/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
+		r := set.Row(i, fl.StartPs(i)/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
 		if fl.Failed != nil && fl.Failed[i] {
 			r.Status = trace.StatusFailed
 		}
-		return r, fl.Start[i] >= 0 && fl.End[i] >= 0
+		return r, fl.StartPs(i) >= 0 && fl.End[i] >= 0
 	})
 }
 
@@ -280,10 +282,10 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 	w := simaifct.NewWriter(bw)
 	for i := int32(0); i < int32(set.Flows()); i++ {
 		fr := set.Flow(i)
-		if fr.Kind != flowset.Transfer || fl.Start[i] < 0 || fl.End[i] < 0 { // not a transfer, or unfinished
+		if fr.Kind != flowset.Transfer || fl.StartPs(i) < 0 || fl.End[i] < 0 { // not a transfer, or unfinished
 			continue
 		}
-		start := fl.Start[i] + sendLat
+		start := fl.StartPs(i) + sendLat
 		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
 			StartNs: start / 1000, FctNs: (fl.End[i] - start) / 1000, StandaloneFctNs: fl.Ideal[i] / 1000}
 		if err := w.Write(&l); err != nil {

@@ -29,7 +29,10 @@ func (e *Error) Error() string { return fmt.Sprintf("flow %d: %s", e.FlowID, e.M
 
 // Builder collects flows one by one without keeping their dep slices.
 type Builder struct {
+	// ids is nil while they are 0, 1, 2, ... (ordered): the index is the
+	// id, and the stream's flows keep their ids anyway (8 bytes a flow).
 	ids     []int64
+	n       int
 	depOff  []int32   // deps of flow i are the depOff[i]..depOff[i+1]-th dep ids
 	depIDs  [][]int64 // in chunks of depChunk: growing never copies them
 	nDeps   int
@@ -45,19 +48,26 @@ func (b *Builder) depID(k int32) int64 { return b.depIDs[k/depChunk][k%depChunk]
 
 // NewBuilder returns a Builder with room for n flows.
 func NewBuilder(n int) *Builder {
-	return &Builder{ids: make([]int64, 0, n), depOff: append(make([]int32, 0, n+1), 0), ordered: true}
+	return &Builder{depOff: append(make([]int32, 0, n+1), 0), ordered: true}
 }
 
 // Add appends a flow; deps is copied. The flow's index is the number of
 // flows added before it.
 func (b *Builder) Add(id int64, deps []int64) error {
-	if len(b.ids) >= math.MaxInt32 || b.nDeps+len(deps) >= math.MaxInt32 {
-		return &Error{FlowID: id, Index: int32(len(b.ids)), Msg: "too many flows or deps (limit 2^31)"}
+	if b.n >= math.MaxInt32 || b.nDeps+len(deps) >= math.MaxInt32 {
+		return &Error{FlowID: id, Index: int32(b.n), Msg: "too many flows or deps (limit 2^31)"}
 	}
-	if b.ordered && id != int64(len(b.ids)) {
+	if b.ordered && id != int64(b.n) {
 		b.ordered = false
+		b.ids = make([]int64, b.n, max(2*b.n, 64))
+		for i := range b.ids {
+			b.ids[i] = int64(i)
+		}
 	}
-	b.ids = grow.Append(b.ids, id)
+	if !b.ordered {
+		b.ids = grow.Append(b.ids, id)
+	}
+	b.n++
 	for len(deps) > 0 {
 		last := len(b.depIDs) - 1
 		switch {
@@ -84,11 +94,12 @@ func (b *Builder) Add(id int64, deps []int64) error {
 }
 
 // Len is the number of flows added.
-func (b *Builder) Len() int { return len(b.ids) }
+func (b *Builder) Len() int { return b.n }
 
 // DAG is the resolved dependency graph and its execution state.
 type DAG struct {
-	ids     []int64
+	ids     []int64 // nil when flow i's id is i
+	n       int
 	lookup  idIndex
 	depOff  []int32
 	deps    []int32 // dep indexes, parallel to the input's dep lists
@@ -131,8 +142,8 @@ func (x *idIndex) get(id int64) (int32, bool) {
 // a dep naming no flow, and on a dependency cycle (naming a flow on it).
 // The Builder must not be used afterwards.
 func (b *Builder) Build() (*DAG, error) {
-	n := len(b.ids)
-	d := &DAG{ids: b.ids, depOff: b.depOff}
+	n := b.n
+	d := &DAG{ids: b.ids, n: n, depOff: b.depOff}
 	if err := d.index(b.ordered); err != nil {
 		return nil, err
 	}
@@ -144,7 +155,7 @@ func (b *Builder) Build() (*DAG, error) {
 			id := b.depID(k)
 			j, ok := d.lookup.get(id)
 			if !ok {
-				return nil, &Error{FlowID: d.ids[i], Index: int32(i), Field: "deps", Msg: fmt.Sprintf("dep %d names no flow in the stream", id)}
+				return nil, &Error{FlowID: d.ID(int32(i)), Index: int32(i), Field: "deps", Msg: fmt.Sprintf("dep %d names no flow in the stream", id)}
 			}
 			d.deps[k] = j
 			d.succOff[j+1]++
@@ -176,7 +187,7 @@ func (b *Builder) Build() (*DAG, error) {
 }
 
 func (d *DAG) index(ordered bool) error {
-	n := len(d.ids)
+	n := d.n
 	if ordered {
 		d.lookup = idIndex{kind: 0, base: int64(n)}
 		return nil
@@ -219,7 +230,7 @@ func (d *DAG) index(ordered bool) error {
 // (scratch has n entries). Flows left over wait on a cycle; it reports one
 // flow on the cycle with the cycle itself.
 func (d *DAG) checkAcyclic(scratch []int32) error {
-	n := len(d.ids)
+	n := d.n
 	wait := scratch
 	copy(wait, d.waiting)
 	queue := make([]int32, 0, n)
@@ -266,13 +277,13 @@ func (d *DAG) checkAcyclic(scratch []int32) error {
 			sb.WriteString("...")
 			break
 		}
-		fmt.Fprintf(&sb, "%d waits on ", d.ids[v])
+		fmt.Fprintf(&sb, "%d waits on ", d.ID(v))
 	}
 	first := walk[0]
 	if len(walk) <= 8 {
-		fmt.Fprint(&sb, d.ids[first])
+		fmt.Fprint(&sb, d.ID(first))
 	}
-	return &Error{FlowID: d.ids[first], Index: first, Field: "deps",
+	return &Error{FlowID: d.ID(first), Index: first, Field: "deps",
 		Msg: fmt.Sprintf("never becomes ready: dependency cycle %s (%d flows can never start)", sb.String(), n-len(queue))}
 }
 
@@ -286,10 +297,15 @@ func (d *DAG) Reset() {
 }
 
 // Len is the number of flows.
-func (d *DAG) Len() int { return len(d.ids) }
+func (d *DAG) Len() int { return d.n }
 
 // ID is flow i's id.
-func (d *DAG) ID(i int32) int64 { return d.ids[i] }
+func (d *DAG) ID(i int32) int64 {
+	if d.ids == nil {
+		return int64(i)
+	}
+	return d.ids[i]
+}
 
 // Index finds a flow by id.
 func (d *DAG) Index(id int64) (int32, bool) { return d.lookup.get(id) }
@@ -305,7 +321,7 @@ func (d *DAG) Ready() []int32 { return d.ready }
 // or one that was not ready panics: that is a backend bug, not bad input.
 func (d *DAG) Complete(i int32, out []int32) []int32 {
 	if d.waiting[i] != 0 {
-		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ids[i]))
+		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ID(i)))
 	}
 	d.waiting[i] = -1
 	d.nDone++
@@ -328,7 +344,7 @@ func (d *DAG) Complete(i int32, out []int32) []int32 {
 // sender's own next step waits for the last ACK.
 func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int32 {
 	if d.waiting[i] != 0 {
-		panic(fmt.Sprintf("dag: flow %d released before it started or after it completed", d.ids[i]))
+		panic(fmt.Sprintf("dag: flow %d released before it started or after it completed", d.ID(i)))
 	}
 	if d.early == nil {
 		d.early = make([]bool, len(d.succ))

@@ -177,3 +177,33 @@ func TestReleaseEarly(t *testing.T) {
 		t.Fatalf("after Reset, completing 0 released %v, want 1 and 2", got)
 	}
 }
+
+// Ids 0, 1, 2, ... are not stored; an id out of that order keeps them all.
+func TestOrderedIDs(t *testing.T) {
+	for _, last := range []int64{3, 100} {
+		b := NewBuilder(0)
+		for id := int64(0); id < 3; id++ {
+			if err := b.Add(id, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.Add(last, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		d, err := b.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (d.ids == nil) != (last == 3) || d.Len() != 4 {
+			t.Fatalf("last id %d: ids stored %v, %d flows", last, d.ids != nil, d.Len())
+		}
+		for i, want := range []int64{0, 1, 2, last} {
+			if d.ID(int32(i)) != want {
+				t.Fatalf("last id %d: ID(%d) = %d", last, i, d.ID(int32(i)))
+			}
+			if j, ok := d.Index(want); !ok || j != int32(i) {
+				t.Fatalf("last id %d: Index(%d) = %d, %v", last, want, j, ok)
+			}
+		}
+	}
+}

@@ -192,7 +192,83 @@ func (s *Sim) armRTO(qi int32) {
 	q := &s.qps[qi]
 	q.rtoGen++
 	q.rtoAt = s.now + s.cfg.RTOPs
-	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
+	s.pushRTO(q.rtoAt, qi, q.rtoGen)
+}
+
+// rtoEntry is a timeout waiting in the RTO FIFO: its time, the insertion
+// number its own event would have had, its queue pair and the low bits of
+// its generation (2^32 re-arms of one slot within one RTO would take
+// billions of events).
+type rtoEntry struct {
+	at  int64
+	seq uint64
+	qi  int32
+	gen uint32
+}
+
+// rtoChunk entries (96 KB) per block of the RTO FIFO.
+const rtoChunk = 4096
+
+// rtoFIFO holds the timeouts armed at now + RTO, which therefore come due
+// in push order; only the head is in the calendar. A pair that finishes
+// leaves its timeout behind until it is due (1 ms by default, against a
+// few microseconds of life), so millions wait at once: as heap events in
+// the calendar's far queue they took 32 bytes each and a doubling array.
+// Blocks spare the copies of growing and are reused as the head passes.
+type rtoFIFO struct {
+	blocks [][]rtoEntry
+	head   int // in blocks[0]
+	free   [][]rtoEntry
+}
+
+// pushRTO schedules qi's timeout gen at time at, which must not be before
+// any timeout already in the FIFO.
+func (s *Sim) pushRTO(at int64, qi int32, gen int64) {
+	f := &s.rto
+	seq := s.q.Reserve()
+	n := len(f.blocks)
+	if n == 0 || len(f.blocks[n-1]) == rtoChunk {
+		var b []rtoEntry
+		if k := len(f.free); k > 0 {
+			b, f.free = f.free[k-1], f.free[:k-1]
+		} else {
+			b = make([]rtoEntry, 0, rtoChunk)
+		}
+		f.blocks = append(f.blocks, b)
+		n++
+	}
+	f.blocks[n-1] = append(f.blocks[n-1], rtoEntry{at: at, seq: seq, qi: qi, gen: uint32(gen)})
+	if n == 1 && len(f.blocks[0]) == f.head+1 { // it is the head
+		s.q.PushSeq(des.Time(at), seq, evRTOFIFO, 0, 0)
+	}
+}
+
+// popRTO takes the FIFO's head, whose event just popped, puts the next
+// one in the calendar, and returns the head's pair and generation (-1
+// when the pair has been re-armed or reused since, as a stale heap event
+// would not have matched).
+func (s *Sim) popRTO() (int32, int64) {
+	f := &s.rto
+	e := f.blocks[0][f.head]
+	f.head++
+	if f.head == len(f.blocks[0]) {
+		if len(f.blocks) > 1 || f.head == rtoChunk {
+			f.free = append(f.free, f.blocks[0][:0])
+			f.blocks = f.blocks[:copy(f.blocks, f.blocks[1:])]
+		} else {
+			f.blocks[0] = f.blocks[0][:0]
+		}
+		f.head = 0
+	}
+	if len(f.blocks) > 0 && f.head < len(f.blocks[0]) {
+		next := &f.blocks[0][f.head]
+		s.q.PushSeq(des.Time(next.at), next.seq, evRTOFIFO, 0, 0)
+	}
+	gen := s.qps[e.qi].rtoGen
+	if uint32(gen) != e.gen {
+		gen = -1
+	}
+	return e.qi, gen
 }
 
 // onRTO goes back to the first unacknowledged byte when a queue pair made

@@ -29,6 +29,8 @@ type Flows struct {
 	// a dual-homed NIC sends queue pair j on port Port+j mod 2.
 	Port []uint8
 
+	// Start is nil from FromSet, whose flows have a start field of
+	// their own (8 bytes a flow): read it with StartPs.
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays); nil from FromSet (only tests read it)
 	// Failed marks transfers a failed link left without a path (nil when
@@ -47,14 +49,31 @@ type Flows struct {
 func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 	f := newFlows(d)
 	f.Src, f.Dst, f.Size, f.Delay = src, dst, size, delay
+	f.Start = make([]int64, d.Len())
 	f.RxDone = make([]int64, d.Len())
 	return f
 }
 
 func newFlows(d *dag.DAG) *Flows {
 	n := d.Len()
-	return &Flows{DAG: d, Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n),
+	return &Flows{DAG: d, End: make([]int64, n), Ideal: make([]int64, n),
 		qpsLeft: make([]uint8, n), rxLeft: make([]uint8, n), txLeft: make([]uint8, n), Sport: make([]uint16, n)}
+}
+
+// StartPs is when flow i was released (ps), -1 if it never was.
+func (f *Flows) StartPs(i int32) int64 {
+	if f.Start == nil {
+		return int64(f.set.Flow(i).Start)
+	}
+	return f.Start[i]
+}
+
+func (f *Flows) setStart(i int32, t int64) {
+	if f.Start == nil {
+		f.set.Flow(i).Start = des.Time(t)
+		return
+	}
+	f.Start[i] = t
 }
 
 // The input columns, from the set or the slices. A set's delay node keeps
@@ -104,8 +123,9 @@ func (s *Sim) Run() error {
 	// same flows (another Sim) runs as the first did.
 	f := s.flows
 	f.DAG.Reset()
-	for i := range f.Start {
-		f.Start[i], f.End[i] = -1, -1
+	for i := range f.End {
+		f.setStart(int32(i), -1)
+		f.End[i] = -1
 	}
 	clear(f.Ideal)
 	clear(f.RxDone)
@@ -155,6 +175,8 @@ func (s *Sim) Run() error {
 			s.onCCTimer(ev.Target, ev.Arg)
 		case evRTO:
 			s.onRTO(ev.Target, ev.Arg)
+		case evRTOFIFO:
+			s.onRTO(s.popRTO())
 		case evDelayDone:
 			s.finishFlow(ev.Target)
 		case evMonitor:
@@ -246,7 +268,7 @@ func (e *FlowsFailed) Error() string {
 func (s *Sim) failFlow(i int32, why error) {
 	f := s.flows
 	if f.Failed == nil {
-		f.Failed = make([]bool, len(f.Start))
+		f.Failed = make([]bool, len(f.End))
 	}
 	if f.Failed[i] {
 		return
@@ -302,7 +324,7 @@ func (s *Sim) drain() error {
 
 func (s *Sim) startFlow(i int32) error {
 	f := s.flows
-	f.Start[i] = s.now
+	f.setStart(i, s.now)
 	size := f.size(i)
 	switch delay := f.delay(i); {
 	case delay > 0:

@@ -42,6 +42,7 @@ const (
 	evSurrogate                // Arg 1: enter surrogate mode, 0: leave it
 	evBypass                   // Target packet: delivered by the surrogate predictor
 	evStepLat                  // Target: a stepLane; its head flow's step latency (less its path's) is over, open its queue pairs
+	evRTOFIFO                  // the RTO FIFO's head is due
 )
 
 const (
@@ -245,6 +246,8 @@ type Sim struct {
 	lanes     []stepLane
 	laneAt    map[int64]int32
 	freeLanes []int32
+
+	rto rtoFIFO
 
 	flows *Flows
 	Stats Stats
