@@ -1065,3 +1065,40 @@ func TestParquetMapColumn(t *testing.T) {
 		}()
 	}
 }
+
+// A trace file appears under its name only once complete: while rows are
+// being written (or after a kill) the name holds the previous file or
+// nothing, and no temporary file is left behind.
+func TestCreateRenamesWhenComplete(t *testing.T) {
+	for _, name := range []string{"run.arrows", "run.arrow", "run.parquet"} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, name)
+		w, err := Create(path, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range genRows(10) {
+			if err := w.Write(&r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := os.Stat(path); !os.IsNotExist(err) {
+			t.Fatalf("%s exists before Close: %v", name, err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, err := ReadAll(r)
+		r.Close()
+		if err != nil || len(rows) != 10 {
+			t.Fatalf("%s: %d rows, %v", name, len(rows), err)
+		}
+		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+			t.Fatalf("%s: %d files in the directory, want only the trace", name, len(ents))
+		}
+	}
+}

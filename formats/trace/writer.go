@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -41,8 +42,9 @@ func NewWriter(w io.Writer, c Container, m Meta) (Writer, error) {
 	return nil, fmt.Errorf("trace: unknown container %v", c)
 }
 
-// Create creates (or truncates) the file at path and starts a trace in the
-// container its extension names. Close also closes the file.
+// Create starts a trace for the file at path in the container its
+// extension names; Close completes it, closes the file and only then puts
+// it at path (replacing what was there).
 func Create(path string, m Meta) (Writer, error) {
 	c, err := ContainerForPath(path)
 	if err != nil {
@@ -51,27 +53,41 @@ func Create(path string, m Meta) (Writer, error) {
 	if _, _, err := encodeMeta(m); err != nil { // fail before touching the file system
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f, err := os.Create(path)
+	// The trace is written under a temporary name beside path and renamed
+	// when complete: a run killed mid-way leaves no file under path that
+	// other readers (which may not check the end marker) take as whole.
+	// A device or pipe (/dev/stdout, a FIFO) is written in place.
+	var f *os.File
+	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	} else if f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp"); err == nil {
+		f.Chmod(0o644) // what os.Create gives under the usual umask; CreateTemp makes 0600
+	}
 	if err != nil {
 		return nil, PathError(path, err)
 	}
 	w, err := NewWriter(f, c, m)
 	if err != nil {
 		f.Close()
+		if f.Name() != path {
+			os.Remove(f.Name())
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &fileWriter{Writer: w, f: f}, nil
+	return &fileWriter{Writer: w, f: f, path: path}, nil
 }
 
-// fileWriter closes the file Create opened after the trace is complete.
+// fileWriter closes the file Create opened after the trace is complete
+// and gives it its name.
 type fileWriter struct {
 	Writer
-	f *os.File
+	f    *os.File
+	path string
 }
 
 func (w *fileWriter) Write(r *Row) error {
 	if err := w.Writer.Write(r); err != nil {
-		return fmt.Errorf("%s: %w", w.f.Name(), err)
+		return fmt.Errorf("%s: %w", w.path, err)
 	}
 	return nil
 }
@@ -81,8 +97,18 @@ func (w *fileWriter) Close() error {
 	if cerr := w.f.Close(); err == nil && cerr != nil {
 		err = cerr
 	}
+	if w.f.Name() == w.path { // written in place
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.path, err)
+		}
+		return nil
+	}
+	if err == nil {
+		err = os.Rename(w.f.Name(), w.path)
+	}
 	if err != nil {
-		return fmt.Errorf("%s: %w", w.f.Name(), err)
+		os.Remove(w.f.Name())
+		return fmt.Errorf("%s: %w", w.path, err)
 	}
 	return nil
 }
