@@ -3,7 +3,8 @@
 # path: Debian's slurmctld, slurmd and munge, started without systemd, one
 # partition "local" holding this host with all its CPUs. Needs root (apt
 # and daemons); run it once, then `make -C pipelines/chunk-sweep SLURM=1`.
-# Idempotent: daemons already answering are left alone.
+# Idempotent: daemons already answering are left alone. Exits 2 when not
+# root and 3 when the packages cannot be installed (callers skip then).
 set -euo pipefail
 if [ "$(id -u)" != 0 ]; then
 	echo "slurm-setup: needs root (installs Debian's slurm-wlm and munge, starts their daemons)" >&2
@@ -11,7 +12,13 @@ if [ "$(id -u)" != 0 ]; then
 fi
 if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null || ! command -v sbatch >/dev/null; then
 	echo "slurm-setup: installing slurmctld, slurmd, slurm-client and munge (apt)"
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
+	pkgs="slurmctld slurmd slurm-client munge"
+	export DEBIAN_FRONTEND=noninteractive
+	if ! apt-get install -y -qq --no-install-recommends $pkgs >/dev/null 2>&1 &&
+		! { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq --no-install-recommends $pkgs >/dev/null 2>&1; }; then
+		echo "slurm-setup: apt-get install $pkgs failed (is the Debian archive reachable?)" >&2
+		exit 3
+	fi
 fi
 host=$(hostname -s)
 cpus=$(nproc)
