@@ -161,25 +161,18 @@ func compute(sys *ncclpath.System, top *stream.Topology, opt ncclpath.Options) (
 
 // filter is the pipeline mode: forward the stream, adding the paths record
 // after the topology.
-func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) (err error) {
+func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) error {
 	r, in, err := cli.OpenStream(c.Input, inputHint)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
-		}
-	}()
-	w, err := stream.NewWriter(out, cli.Producer("ncclpath"))
-	if err != nil {
-		return err
-	}
+	return cli.WriteStream(c.Out, "ncclpath", func(w *stream.Writer) error { return forward(r, w, sys, opt) })
+}
+
+// forward copies the stream from r to w, adding the paths record after
+// the topology (and dropping an earlier one).
+func forward(r *stream.Reader, w *stream.Writer, sys *ncclpath.System, opt ncclpath.Options) error {
 	var top *stream.Topology
 	for {
 		kind, err := r.Next()
@@ -223,7 +216,7 @@ func (c *command) filter(sys *ncclpath.System, opt ncclpath.Options) (err error)
 	if top == nil {
 		return fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
 	}
-	return w.Close()
+	return nil
 }
 
 // report prints the matrix or JSON of one server: the named one, or the

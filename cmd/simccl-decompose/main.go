@@ -414,34 +414,21 @@ type rec struct {
 
 // write writes the output stream: the input's records (the topology
 // re-encoded, the others as they came), then what body adds.
-func (c *command) write(top *stream.Topology, fwd []rec, body func(*stream.Writer) error) (err error) {
-	out, closeOut, err := cli.CreateOutput(c.Out, "stream")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
+func (c *command) write(top *stream.Topology, fwd []rec, body func(*stream.Writer) error) error {
+	return cli.WriteStream(c.Out, "simccl-decompose", func(sw *stream.Writer) error {
+		for _, f := range fwd {
+			var err error
+			if f.kind == stream.KindTopology {
+				err = sw.Topology(top)
+			} else {
+				err = sw.RawRecord(f.kind, f.raw)
+			}
+			if err != nil {
+				return err
+			}
 		}
-	}()
-	sw, err := stream.NewWriter(out, cli.Producer("simccl-decompose"))
-	if err != nil {
-		return err
-	}
-	for _, f := range fwd {
-		if f.kind == stream.KindTopology {
-			err = sw.Topology(top)
-		} else {
-			err = sw.RawRecord(f.kind, f.raw)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := body(sw); err != nil {
-		return err
-	}
-	return sw.Close()
+		return body(sw)
+	})
 }
 
 type discard struct{}

@@ -128,6 +128,29 @@ func CreateOutput(path, binary string) (w io.Writer, close func() error, err err
 	return os.Stdout, func() error { return nil }, nil
 }
 
+// WriteStream writes a fabricsim stream to path (stdout when empty, never
+// a terminal) as producer: body writes the records; the stream and the
+// file are closed after it, and the first error of the three is returned.
+func WriteStream(path, producer string, body func(*stream.Writer) error) (err error) {
+	out, closeOut, err := CreateOutput(path, "stream")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeOut(); err == nil {
+			err = cerr
+		}
+	}()
+	w, err := stream.NewWriter(out, Producer(producer))
+	if err != nil {
+		return err
+	}
+	if err := body(w); err != nil {
+		return err
+	}
+	return w.Close()
+}
+
 // CheckTraceOut validates a trace destination before any work: a known
 // extension for --out, or a stdout that is not a terminal.
 func CheckTraceOut(out string) error {
