@@ -56,12 +56,15 @@ func newCollLoad(in *flowset.Set, r *route.Router, res *Result) *collLoad {
 }
 
 // extra is the time the fabric adds to COLL node f's model time.
-func (c *collLoad) extra(f *flowset.Flow) des.Time {
-	d := c.demandOf(f)
+func (c *collLoad) extra(f *flowset.Flow) des.Time { return c.demandOf(f).extraFor(f.Size) }
+
+// extraFor is the time the fabric adds to a collective of size bytes; an
+// unpriced collective (nil) gets none.
+func (d *demand) extraFor(size int64) des.Time {
 	if d == nil {
 		return 0
 	}
-	return des.Time(d.extra * float64(f.Size))
+	return des.Time(d.extra * float64(size))
 }
 
 // demandOf returns COLL node f's per-byte demand, nil when it cannot be

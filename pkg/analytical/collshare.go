@@ -64,9 +64,10 @@ func (s *collShare) advance(now des.Time) {
 // start puts COLL node i in flight.
 func (s *collShare) start(e *engine, i int32) {
 	f := e.in.Flow(i)
-	alone := float64(f.Lat + s.load.extra(f))
+	d := s.load.demandOf(f)
+	alone := float64(f.Lat + d.extraFor(f.Size))
 	j := &shareJob{flow: i, left: alone, x: 1}
-	if d := s.load.demandOf(f); d != nil && alone > 0 {
+	if d != nil && alone > 0 {
 		j.links = d.links
 		j.u = make([]float64, len(d.links))
 		peak := 0.0

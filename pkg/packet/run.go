@@ -546,8 +546,9 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	return nil
 }
 
-// route computes a path from a to b into a fixed buffer.
-func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64, port int) error {
+// routeBuf computes the path from a to b into s.buf, refusing one longer
+// than a packet's route can hold.
+func (s *Sim) routeBuf(a, b int32, h uint64, port int) error {
 	var err error
 	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
 	if err != nil {
@@ -555,6 +556,14 @@ func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64,
 	}
 	if len(s.buf) > maxPath {
 		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
+	}
+	return nil
+}
+
+// route computes a path from a to b into a fixed buffer.
+func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64, port int) error {
+	if err := s.routeBuf(a, b, h, port); err != nil {
+		return err
 	}
 	copy(dst[:], s.buf)
 	*n = uint8(len(s.buf))
@@ -566,13 +575,8 @@ func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64,
 // from its NVSwitch (NVLS) over their direct links, and knows which links
 // have failed.
 func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
-	var err error
-	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
-	if err != nil {
+	if err := s.routeBuf(a, b, h, port); err != nil {
 		return err
-	}
-	if len(s.buf) > maxPath {
-		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
 	}
 	if len(s.buf) > s.pathW {
 		s.widenPaths(len(s.buf))

@@ -383,41 +383,42 @@ func (r *Router) firstHops(src, dst int32) (best, nbest int, err error) {
 	return best, nbest, nil
 }
 
+// nvlinkPairs calls fn with each NVLink pair joining GPUs src and dst
+// through an NVSwitch w both reach (link a from src, link b to dst), in
+// link order, until fn returns false.
+func (r *Router) nvlinkPairs(src, dst int32, fn func(a, b, w int32) bool) {
+	t := r.t
+	for _, a := range r.links(src) {
+		w := topo.Other(t, a, src)
+		if t.Links[a].Kind != stream.LinkNVLink || w < r.g {
+			continue
+		}
+		for _, b := range r.links(dst) {
+			if t.Links[b].Kind == stream.LinkNVLink && topo.Other(t, b, dst) == w && !fn(a, b, w) {
+				return
+			}
+		}
+	}
+}
+
 // nvlinkPath routes between GPUs of one server over NVLink: GPU, one of the
 // n NVSwitch paths both GPUs connect to, GPU. ok is false when there is
 // none (a server without NVSwitches), and the flow takes the network instead.
 func (r *Router) nvlinkPath(buf []DirLink, src, dst int32, hash uint64) (_ []DirLink, n int, ok bool) {
-	t := r.t
-	for pass := 0; pass < 2; pass++ {
-		k := 0
-		if pass == 1 {
-			if n == 0 {
-				return buf, 0, false
-			}
-			k = Pick(hash, src, n)
-		}
-		for _, a := range r.links(src) {
-			la := &t.Links[a]
-			w := topo.Other(t, a, src)
-			if la.Kind != stream.LinkNVLink || w < r.g {
-				continue
-			}
-			for _, b := range r.links(dst) {
-				if t.Links[b].Kind != stream.LinkNVLink || topo.Other(t, b, dst) != w {
-					continue
-				}
-				if pass == 0 {
-					n++
-					continue
-				}
-				if k == 0 {
-					return append(buf, Directed(t, a, src), Directed(t, b, w)), n, true
-				}
-				k--
-			}
-		}
+	r.nvlinkPairs(src, dst, func(_, _, _ int32) bool { n++; return true })
+	if n == 0 {
+		return buf, 0, false
 	}
-	return buf, 0, false
+	k := Pick(hash, src, n)
+	r.nvlinkPairs(src, dst, func(a, b, w int32) bool {
+		if k > 0 {
+			k--
+			return true
+		}
+		buf = append(buf, Directed(r.t, a, src), Directed(r.t, b, w))
+		return false
+	})
+	return buf, n, true
 }
 
 // switchDist is the hop count from switch w to GPU dst, whose network

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
@@ -101,24 +100,14 @@ func merge(ms []mass) []mass {
 // spreadNVLink splits a same-server transfer over the NVSwitch paths both
 // GPUs reach; false when there is none (the transfer takes the network).
 func (r *Router) spreadNVLink(src, dst int32, bytes float64, add func(DirLink, float64)) bool {
-	t := r.t
-	var pairs [][2]DirLink
-	for _, a := range r.links(src) {
-		w := topo.Other(t, a, src)
-		if t.Links[a].Kind != stream.LinkNVLink || w < r.g {
-			continue
-		}
-		for _, b := range r.links(dst) {
-			if t.Links[b].Kind == stream.LinkNVLink && topo.Other(t, b, dst) == w {
-				pairs = append(pairs, [2]DirLink{Directed(t, a, src), Directed(t, b, w)})
-			}
-		}
-	}
-	for _, p := range pairs {
-		add(p[0], bytes/float64(len(pairs)))
-		add(p[1], bytes/float64(len(pairs)))
-	}
-	return len(pairs) > 0
+	n := 0
+	r.nvlinkPairs(src, dst, func(_, _, _ int32) bool { n++; return true })
+	r.nvlinkPairs(src, dst, func(a, b, w int32) bool {
+		add(Directed(r.t, a, src), bytes/float64(n))
+		add(Directed(r.t, b, w), bytes/float64(n))
+		return true
+	})
+	return n > 0
 }
 
 // spreadAny is Spread when an end is a switch: the direct links when the
