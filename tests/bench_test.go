@@ -121,9 +121,9 @@ func BenchmarkIterationGPT13B(b *testing.B) {
 // Issue 11: SimAI's README example (9216 GPUs, tp 2, ep 16, pp 12, vpp 8,
 // ga 24, 1789 lines) at collective granularity through the busbw model
 // to the iteration report: at most 2 s and 300 MB. Measured with the fabric
-// priced (collload.go) on an otherwise idle 2-core machine: 2.7-3.0 s and
-// 122-133 MB (1.7 s before pricing; pricing takes 0.55 s of
-// flowsim-analytical's 1.4 s).
+// priced (collload.go) on an otherwise idle 2-core machine: 1.84-2.2 s and
+// 122 MB (2.7-3.0 s before the pricing reused its scratch and folded a
+// ring's repeating channels; 1.7 s without pricing).
 func BenchmarkSimAIExample9216Collective(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,

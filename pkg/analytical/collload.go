@@ -31,6 +31,7 @@ type collLoad struct {
 	fab   collective.Fabric
 	cache map[loadKey]*demand
 	load  []float64 // scratch, per directed link
+	pairs []pair    // scratch: one stage's traffic, pair by pair
 	warn  map[string]bool
 	res   *Result
 }
@@ -41,6 +42,11 @@ type loadKey struct {
 	proto    string
 	channels int
 	pxn      bool
+}
+
+type pair struct {
+	a, b int32
+	x    float64
 }
 
 // demand is one collective's load on the links per byte of its size.
@@ -106,24 +112,30 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	if n := int64(len(g.Ranks)); n*n*int64(len(groups)) > maxPricedPairs && (sp.Algo == collective.AlgoDirect || sp.Algo == collective.AlgoPXN) {
 		return nil, fmt.Errorf("%d groups of %d ranks are more than %d rank pairs", len(groups), n, maxPricedPairs)
 	}
-	type pair struct{ a, b int32 }
-	pairs := map[pair]float64{}
+	// The pairs are gathered in a slice and merged after a stable sort,
+	// cheaper than a map for the thousands a stage makes; the fixed order
+	// keeps the float sums, and so the run, deterministic.
+	pairs := c.pairs[:0]
 	for _, ranks := range groups {
-		if err := collective.Traffic(c.fab, sp, 1, ranks, func(a, b int32, x float64) { pairs[pair{a, b}] += x }); err != nil {
+		if err := collective.Traffic(c.fab, sp, 1, ranks, func(a, b int32, x float64) { pairs = append(pairs, pair{a, b, x}) }); err != nil {
 			return nil, err
 		}
 	}
-	keys := make([]pair, 0, len(pairs))
-	for p := range pairs {
-		keys = append(keys, p)
-	}
-	// A fixed order keeps the float sums, and so the run, deterministic.
-	slices.SortFunc(keys, func(x, y pair) int {
+	c.pairs = pairs // the scratch is kept for the next stage
+	slices.SortStableFunc(pairs, func(x, y pair) int {
 		if x.a != y.a {
 			return int(x.a - y.a)
 		}
 		return int(x.b - y.b)
 	})
+	merged := pairs[:0]
+	for _, p := range pairs {
+		if k := len(merged) - 1; k >= 0 && merged[k].a == p.a && merged[k].b == p.b {
+			merged[k].x += p.x
+		} else {
+			merged = append(merged, p)
+		}
+	}
 	var touched []route.DirLink
 	add := func(d route.DirLink, x float64) {
 		if c.load[d] == 0 {
@@ -131,8 +143,8 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		}
 		c.load[d] += x
 	}
-	for _, p := range keys {
-		if err := c.r.Spread(p.a, p.b, pairs[p], add); err != nil {
+	for _, p := range merged {
+		if err := c.r.Spread(p.a, p.b, p.x, add); err != nil {
 			return nil, err
 		}
 	}

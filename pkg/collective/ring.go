@@ -2,6 +2,7 @@ package collective
 
 import (
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"slices"
 )
 
 // Fabric is what decomposition needs to know of the cluster: which server
@@ -29,28 +30,56 @@ func (f Fabric) server(r int32) int { return int(r) / f.GPUsPerServer }
 // nodesOf splits a group into its servers, in order of first appearance,
 // each with its ranks in rank order (positions in the group).
 func (f Fabric) nodesOf(ranks []int32) [][]int {
-	idx := map[int]int{}
+	// Groups mostly list a server's ranks together, so the last server
+	// seen is tried before the index (built only when one is revisited).
+	var idx map[int]int
 	var out [][]int
+	servers := make([]int, 0, 8)
+	last := -1
 	for p, r := range ranks {
 		s := f.server(r)
-		i, ok := idx[s]
-		if !ok {
+		i := -1
+		switch {
+		case last >= 0 && servers[last] == s:
+			i = last
+		case idx != nil:
+			if j, ok := idx[s]; ok {
+				i = j
+			}
+		default:
+			i = slices.Index(servers, s)
+			if len(servers) > 16 {
+				idx = make(map[int]int, len(servers))
+				for j, x := range servers {
+					idx[x] = j
+				}
+			}
+		}
+		if i < 0 {
 			i = len(out)
-			idx[s] = i
+			servers = append(servers, s)
+			if idx != nil {
+				idx[s] = i
+			}
 			out = append(out, nil)
 		}
 		out[i] = append(out[i], p)
+		last = i
 	}
 	return out
 }
 
-// ringOrder is channel ch's ring as group positions. Inside a server the
-// ring follows GPU order (NCCL forces index order on NVSwitch systems);
-// across servers, servers chain in order, and channel ch enters each server
-// at local GPU ch mod ppn so that channels spread over the NICs (rails).
-func ringOrder(f Fabric, ranks []int32, ch int) []int {
-	nodes := f.nodesOf(ranks)
-	order := make([]int, 0, len(ranks))
+// ringOrder is channel ch's ring as group positions, for a group split
+// into its servers by nodesOf. Inside a server the ring follows GPU order
+// (NCCL forces index order on NVSwitch systems); across servers, servers
+// chain in order, and channel ch enters each server at local GPU ch mod ppn
+// so that channels spread over the NICs (rails).
+func ringOrder(nodes [][]int, ch int) []int {
+	n := 0
+	for _, local := range nodes {
+		n += len(local)
+	}
+	order := make([]int, 0, n)
 	if len(nodes) == 1 {
 		return append(order, nodes[0]...)
 	}
@@ -61,6 +90,21 @@ func ringOrder(f Fabric, ranks []int32, ch int) []int {
 		}
 	}
 	return order
+}
+
+// ringPeriod is how many channels it takes before ringOrder repeats: 1 in
+// one server, the servers' GPU count when all hold the same number, and
+// otherwise at most limit (no repeat assumed).
+func ringPeriod(nodes [][]int, limit int) int {
+	if len(nodes) == 1 {
+		return 1
+	}
+	for _, local := range nodes[1:] {
+		if len(local) != len(nodes[0]) {
+			return limit
+		}
+	}
+	return min(len(nodes[0]), limit)
 }
 
 // splitEven gives part i of total split into n nearly equal parts.
@@ -113,12 +157,13 @@ func ring(c *cctx, f Fabric, sp ringSpec) {
 	}
 	prev := make([]int64, n)
 	cur := make([]int64, n)
+	nodes := f.nodesOf(c.ranks)
 	for ch := 0; ch < sp.channels; ch++ {
 		data := splitEven(sp.size, sp.channels, ch)
 		if data == 0 {
 			continue
 		}
-		order := ringOrder(f, c.ranks, ch)
+		order := ringOrder(nodes, ch)
 		conn := newRingConns(c, f, order, sp.pxn)
 		loopBytes := int64(n) * sp.chunk
 		loops := int((data + loopBytes - 1) / loopBytes)
@@ -222,7 +267,7 @@ func chain(c *cctx, f Fabric, sp ringSpec) {
 	if n < 2 || sp.size == 0 {
 		return
 	}
-	order := ringOrder(f, c.ranks, 0) // root, root+1, ...
+	order := ringOrder(f.nodesOf(c.ranks), 0) // root, root+1, ...
 	if sp.op == Reduce {
 		order = append(order[1:], order[0]) // root+1, ..., root
 	}

@@ -91,7 +91,7 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 	case ringLike:
 		switch sp.Op {
 		case Broadcast, Reduce:
-			order := ringOrder(f, ranks, 0)
+			order := ringOrder(f.nodesOf(ranks), 0)
 			if sp.Op == Reduce {
 				order = append(order[1:], order[0])
 			}
@@ -103,10 +103,16 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 			if sp.Op == AllReduce {
 				steps *= 2
 			}
-			for c := 0; c < ch; c++ {
-				order := ringOrder(f, ranks, c)
+			// Channels whose rings coincide are added as one, weighted
+			// by how many there are: a 24-channel ring in one server
+			// is one ring's traffic.
+			nodes := f.nodesOf(ranks)
+			period := ringPeriod(nodes, ch)
+			for c := 0; c < period; c++ {
+				same := (ch - c + period - 1) / period
+				order := ringOrder(nodes, c)
 				for i := range order {
-					send(ranks[order[i]], ranks[order[(i+1)%n]], w*data*steps/float64(n))
+					send(ranks[order[i]], ranks[order[(i+1)%n]], float64(same)*w*data*steps/float64(n))
 				}
 			}
 		}

@@ -37,6 +37,10 @@ func TestTrafficMatchesDecomposition(t *testing.T) {
 		st   Step
 	}{
 		{"ring allreduce", Options{Algo: "ring", Proto: "simple", RingChannels: 4}, dp, Step{Op: AllReduce, Size: 48 << 20, Group: DP}},
+		// More channels than a server has GPUs: channels 0-3 and 8-11
+		// share rings, which Traffic adds once with weight 2.
+		{"ring allreduce 12 channels", Options{Algo: "ring", Proto: "simple", RingChannels: 12}, dp, Step{Op: AllReduce, Size: 48 << 20, Group: DP}},
+		{"ring in one server", Options{Algo: "ring", Proto: "simple", RingChannels: 24}, Layout{TP: 8, DP: 4, PP: 1, EP: 1}, Step{Op: ReduceScatter, Size: 48 << 20, Group: TP}},
 		{"ring pxn ll128", Options{Algo: "ring", Proto: "ll128", PXN: "on", RingChannels: 2}, dp, Step{Op: AllReduce, Size: 48 << 20, Group: DP}},
 		{"ring allgather ll", Options{Algo: "ring", Proto: "ll", RingChannels: 2}, dp, Step{Op: AllGather, Size: 3 << 20, Group: DP}},
 		{"ring broadcast", Options{Algo: "ring", Proto: "simple"}, dp, Step{Op: Broadcast, Size: 8 << 20, Group: DP}},

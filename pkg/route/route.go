@@ -100,6 +100,8 @@ type Router struct {
 	fixed    []fixedPath // direct-mapped cache of paths that involve no ECMP choice
 	toNode   map[int32][]uint8
 	firstD   []int // route's scratch: distance to dst through each of src's links
+	// Spread's scratch: the shares standing at one hop and the next
+	spreadA, spreadB []mass
 }
 
 // fixedPath caches a path that has a single candidate at every hop (NVLink

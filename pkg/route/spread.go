@@ -40,7 +40,10 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 	if err != nil {
 		return err
 	}
-	front := make([]mass, 0, nbest)
+	// front and next reuse the router's scratch: spreading a stage's
+	// thousands of pairs would otherwise allocate per hop.
+	front, next := r.spreadA[:0], r.spreadB[:0]
+	defer func() { r.spreadA, r.spreadB = front[:0], next[:0] }()
 	share := bytes / float64(nbest)
 	for j, li := range r.links(src) {
 		if r.firstD[j] == best {
@@ -49,7 +52,7 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 		}
 	}
 	for dist := best - 1; dist >= 1; dist-- {
-		var next []mass
+		next = next[:0]
 		for _, fm := range front {
 			v := fm.node
 			if dist == 1 {
@@ -77,7 +80,7 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 				next = append(next, mass{h.next, s})
 			}
 		}
-		front = merge(next)
+		front, next = merge(next), front
 	}
 	return nil
 }
