@@ -121,6 +121,18 @@ func (c *Calendar) popFar() Event {
 	return e
 }
 
+// PeekNear returns the kind and target of the event that will most likely
+// pop next (the head of the current bucket), cheaply and without scanning:
+// a simulator reads ahead of its memory with it. ok is false when the
+// current bucket is empty.
+func (c *Calendar) PeekNear() (kind uint16, target int32, ok bool) {
+	h := c.buckets[c.cur&c.mask]
+	if len(h) == 0 {
+		return 0, 0, false
+	}
+	return h[0].Kind, h[0].Target, true
+}
+
 // PeekTime is the time of the next event, or Never when empty.
 func (c *Calendar) PeekTime() Time {
 	t := Never

@@ -35,7 +35,14 @@ func TestCalendarMatchesQueue(t *testing.T) {
 			if q.PeekTime() != c.PeekTime() {
 				t.Fatalf("seed %d step %d: peek %d vs %d", seed, step, q.PeekTime(), c.PeekTime())
 			}
+			k, tg, ok := c.PeekNear()
+			farFirst := ok && c.far.n > 0 && less(&c.far.h[0], &c.buckets[c.cur&c.mask][0])
 			a, b := q.Pop(), c.Pop()
+			// The cursor's bucket holds the wheel's earliest events, so
+			// its head is next unless the far heap's is earlier.
+			if ok && !farFirst && (b.Kind != k || b.Target != tg) {
+				t.Fatalf("seed %d step %d: PeekNear said kind %d target %d, Pop gave %+v", seed, step, k, tg, b)
+			}
 			if a != b {
 				t.Fatalf("seed %d step %d: heap popped %+v, calendar %+v", seed, step, a, b)
 			}

@@ -1,7 +1,10 @@
 package packet
 
 import (
+	"unsafe"
+
 	"fmt"
+	"github.com/fabricsim/fabricsim/internal/prefetch"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
@@ -151,6 +154,17 @@ func (s *Sim) Run() error {
 		}
 		s.now = int64(ev.At)
 		s.Stats.Events++
+		// Touch the next arrival's packet now: at 1024 GPUs packets and
+		// ports are no longer in cache, and the load overlaps this
+		// event's work instead of stalling the next one.
+		if k, t, ok := s.q.PeekNear(); ok {
+			switch k {
+			case evArrive:
+				prefetch.Line(unsafe.Pointer(&s.pkts[t]))
+			case evTxDone:
+				prefetch.Line(unsafe.Pointer(&s.ports[t]))
+			}
+		}
 		if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
 			s.q.Push(ev.At+des.Time(s.sur.EndPs-s.sur.StartPs), ev.Kind, ev.Target, ev.Arg)
 			continue
