@@ -31,6 +31,7 @@ fuzz:
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
+	@rm -rf out/bench/routing && $(MAKE) --no-print-directory -C pipelines/routing -j 2 BIN=$(CURDIR)/bin OUT=$(CURDIR)/out/bench/routing
 	@./pipelines/nccl-tests.sh --gpu-type A100 --max 8GiB --out out/bench/nccl-tests-a100 \
 		--reference examples/reference/hpe-apollo6500-8xa100_allreduce_plateau_nccl-tests-149.csv
 	@./pipelines/nccl-tests.sh --gpu-type H100 --max 8GiB --out out/bench/nccl-tests-h100 \

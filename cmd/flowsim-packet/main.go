@@ -217,6 +217,10 @@ func (c *command) run() error {
 	if c.Surrogate != "" {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
 	}
+	if worst, mean, n := sim.UplinkImbalance(); n > 0 {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: routing %s: uplink max/mean load per leaf %.3f mean, %.3f worst (%d leaves); %d data packets placed out of order\n",
+			cfg.Routing, mean, worst, n, st.Reordered)
+	}
 	switch { // the error is the one line said
 	case incomplete != nil && incomplete.StopTime:
 		// A horizon the user set (SimAI's stop time): the run ends there as

@@ -42,6 +42,8 @@ type Config struct {
 	QPsPerConn    int     // QPS_PER_CONNECTION: QPs a flow is split over (default 1)
 	RTOPs         int64   // RTO_US (fabricsim): go-back-N after this long without progress (default 1000 us)
 	LinkDown      []LinkDown
+	Routing       Routing           // ROUTING (fabricsim): ecmp (default), spray, flowlet or adaptive; see routing.go
+	FlowletGapPs  int64             // FLOWLET_GAP_US (fabricsim): an idle gap that starts a new flowlet (default 5 us)
 	MonStartPs    int64             // MON_START us: monitors sample from here (default 0)
 	MonEndPs      int64             // MON_END us: and stop here (default 20000)
 	QPMonPs       int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
@@ -81,7 +83,7 @@ func DefaultConfig() Config {
 	c := Config{
 		CCMode: 1, EnableQCN: true, DynamicPFC: true, EnablePFC: true, PayloadSize: 9000, HeaderBytes: 48, AckBytes: 60,
 		BufferBytes: 32 << 20, PauseTimePs: 5_000_000, ResumeOffset: 3 << 10, ReservePerQ: 4 << 10, PFCAlphaShift: 3,
-		AckInterval: 1, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000,
+		AckInterval: 1, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000, FlowletGapPs: 5_000_000,
 		MonEndPs: 20_000 * 1e6, QPMonPs: 100 * 1e6, QLenMonPs: 10_000 * 1e6, BWMonPs: 10_000 * 1e6,
 		CC: cc.DefaultParams(), ccConf: map[string]string{},
 	}
@@ -298,6 +300,17 @@ func (c *Config) apply(key string, v []string) error {
 			err = fmt.Errorf("must be at least 1 us")
 		}
 		c.RTOPs = x * 1_000_000
+	case "ROUTING":
+		var name string
+		if name, err = one(); err == nil {
+			c.Routing, err = ParseRouting(name)
+		}
+	case "FLOWLET_GAP_US":
+		var f float64
+		if f, err = num(); err == nil && !(f >= 0.001 && f <= 1e6) {
+			err = fmt.Errorf("%g us: expected 0.001 to 1000000", f)
+		}
+		c.FlowletGapPs = int64(math.Round(f * 1e6))
 	case "LINK_DOWN":
 		if len(v) != 3 {
 			return fmt.Errorf("expected <time_ns> <node_a> <node_b>")
@@ -375,10 +388,18 @@ func parseRateMap(v []string) (rateMap, error) {
 
 // Describe lists the effective settings, for trace metadata.
 func (c *Config) Describe() map[string]any {
-	return map[string]any{
+	d := map[string]any{
 		"cc_mode": c.CCMode, "enable_qcn": c.EnableQCN, "enable_pfc": c.EnablePFC, "dynamic_pfc": c.DynamicPFC,
 		"payload_bytes": c.PayloadSize, "buffer_bytes": c.BufferBytes, "ack_interval": c.AckInterval,
 		"has_win": c.HasWin, "var_win": c.VarWin, "qps_per_connection": c.QPsPerConn, "error_rate": c.ErrorRate,
 		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.ccConf,
 	}
+	// Only when not the default, so that ECMP runs' traces stay as they were.
+	if c.Routing != RouteECMP {
+		d["routing"] = c.Routing.String()
+		if c.Routing == RouteFlowlet {
+			d["flowlet_gap"] = units.FormatDuration(c.FlowletGapPs)
+		}
+	}
+	return d
 }

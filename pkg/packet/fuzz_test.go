@@ -51,6 +51,9 @@ func FuzzRun(f *testing.F) {
 			alg = algs[c>>5&3]
 			cfg.QPsPerConn = 1 + 2*int(c>>7)
 		}
+		if n := len(data); n > 1 {
+			cfg.Routing = Routing(data[n-2] & 3)
+		}
 		s, err := New(set.Topology, r, cfg, alg, FromSet(set), 3)
 		if err != nil {
 			return
@@ -58,7 +61,7 @@ func FuzzRun(f *testing.F) {
 		if err := s.Run(); err != nil {
 			var inc *Incomplete
 			if errors.As(err, &inc) && !strings.HasPrefix(inc.Reason, "PFC deadlock") {
-				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, alg.Name(), cfg.QPsPerConn)
+				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs, routing %s)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, alg.Name(), cfg.QPsPerConn, cfg.Routing)
 			}
 			return
 		}

@@ -60,6 +60,9 @@ func (s *Sim) allocQP() int32 {
 	if s.sur != nil {
 		s.surQPs = grow.Append(s.surQPs, surQP{})
 	}
+	if s.cfg.Routing == RouteFlowlet {
+		s.flowlets = grow.Append(s.flowlets, flowlet{})
+	}
 	s.epoch = grow.Append(s.epoch, 0)
 	for range 2 * s.pathW {
 		s.paths = grow.Append(s.paths, 0)
@@ -152,6 +155,16 @@ func (s *Sim) sendData(pid int32, qi int32) {
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
 	if s.usesINT {
 		pkt.intI = s.newINT()
+	}
+	if s.perPacket {
+		pkt.link = pid
+		if s.flowlets != nil {
+			fl := &s.flowlets[qi]
+			if s.now-fl.last > s.cfg.FlowletGapPs {
+				fl.id++
+			}
+			fl.last, pkt.flowlet = s.now, fl.id
+		}
 	}
 	if q.sndNxt < q.maxSent {
 		s.Stats.Retransmitted += size
@@ -306,8 +319,28 @@ func (s *Sim) deliver(pi int32) {
 	}
 	q := &s.qps[pkt.qp]
 	switch {
+	case pkt.seq > q.rcvNext && s.ooo != nil:
+		// Per-packet routing: placed where it belongs, acknowledged
+		// cumulatively; a duplicate is thrown away and re-acknowledged.
+		if !s.ooo.add(pkt.qp, pkt.seq) {
+			s.Stats.Discarded += int64(pkt.size)
+			s.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
+			return
+		}
+		s.Stats.Delivered += int64(pkt.size)
+		s.Stats.Reordered++
+		q.rcvCount++
+		q.rcvECN = q.rcvECN || pkt.ecn
+		if int(q.rcvCount) >= s.cfg.AckInterval {
+			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
+			q.rcvCount, q.rcvECN = 0, false
+			return
+		}
 	case pkt.seq == q.rcvNext:
 		q.rcvNext += int64(pkt.size)
+		if s.ooo != nil {
+			q.rcvNext = s.ooo.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
+		}
 		s.Stats.Delivered += int64(pkt.size)
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
@@ -477,6 +510,9 @@ func (s *Sim) onCCTimer(qi int32, gen int64) {
 func (s *Sim) qpDone(qi int32) {
 	q := &s.qps[qi]
 	q.done = true
+	if s.ooo != nil {
+		s.ooo.clear(qi)
+	}
 	if s.mon != nil {
 		s.mon.qpDone(qi)
 	}

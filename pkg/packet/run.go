@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"slices"
 	"unsafe"
 
 	"fmt"
@@ -227,6 +228,12 @@ func (s *Sim) Run() error {
 		}
 	}
 	s.Stats.SimPs = s.now
+	if d := s.flows.DAG; s.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
+		// Every flow is done: the simulated time is the last one's end,
+		// not the last event's (a finished pair's timeout lingers for
+		// RTO_US after it, doing nothing).
+		s.Stats.SimPs = slices.Max(s.flows.End)
+	}
 	if s.stalled != nil {
 		s.stalled.Done, s.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
 		return s.stalled
@@ -536,6 +543,9 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	part := min(size-j*per*pay, per*pay)
 	q := &s.qps[qi]
 	s.epoch[qi]++
+	if s.ooo != nil {
+		s.ooo.clear(qi)
+	}
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}

@@ -62,10 +62,14 @@ type packet struct {
 	size int32 // payload bytes
 	wire int32 // bytes on the wire
 	intI int32 // INT record slot, -1 when none
-	hop  uint8 // index of the link being traversed
-	kind uint8
-	q    uint8
-	ecn  bool
+	// link being traversed, for a data packet under a per-packet routing
+	// (the others read it from their path)
+	link    int32
+	flowlet uint16 // its queue pair's flowlet when sent (ROUTING flowlet)
+	hop     uint8  // index of the link being traversed
+	kind    uint8
+	q       uint8
+	ecn     bool
 	// zombie: frozen in the fabric when surrogate mode began; it loads
 	// queues and links after the fabric resumes but is never delivered.
 	zombie bool
@@ -149,6 +153,7 @@ type Stats struct {
 	SentBytes     int64  // payload bytes of those packets
 	Delivered     int64  // payload bytes delivered in order to receivers
 	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
+	Reordered     uint64 // data packets placed out of order (per-packet routing)
 	Local         int64  // bytes of flows from a node to itself (no network)
 	Bypassed      uint64 // packets delivered by the surrogate predictor
 	Zombies       uint64 // packets frozen in the fabric by surrogate mode
@@ -157,7 +162,7 @@ type Stats struct {
 	Retransmitted int64 // payload bytes sent again after a NACK or timeout
 	Pauses        uint64
 	CNPs          uint64 // ECN echoes returned to senders
-	SimPs         int64
+	SimPs         int64  // when the last flow ended (when the run stopped, if some did not)
 	// Failed transfers (LINK_DOWN left them no path) and the bytes they
 	// never delivered: neither sent nor dropped, so not in the sums above.
 	Failed      int
@@ -224,6 +229,14 @@ type Sim struct {
 	pathW   int
 	pathLen []uint8
 
+	// Per-packet routing (ROUTING other than ecmp, routing.go): the
+	// receivers' out-of-order placements, the queue pairs' flowlets, and
+	// forward's scratch.
+	perPacket bool
+	ooo       *ooo
+	flowlets  []flowlet
+	hops      []route.DirLink
+
 	qps    []qp
 	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
 	surQPs []surQP         // per QP slot, with a surrogate
@@ -289,6 +302,10 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 	}
 	if int64(flows.DAG.Len())<<s.pendShift > math.MaxInt32 {
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
+	}
+	if cfg.Routing != RouteECMP {
+		s.perPacket = true
+		s.ooo = &ooo{of: map[int32][]int64{}}
 	}
 	s.reserve = max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes))
 	nd := 2 * len(t.Links)
@@ -562,6 +579,9 @@ func (s *Sim) arrive(pi int32) {
 		return
 	}
 	dl := s.dl(pkt)
+	if s.perPacket && pkt.kind == pktData {
+		dl = route.DirLink(pkt.link)
+	}
 	p := &s.ports[dl]
 	if p.down || (p.lossProb > 0 && s.rng.Float64() < p.lossProb) {
 		s.drop(pi)
@@ -586,7 +606,12 @@ func (s *Sim) arrive(pi int32) {
 		s.drop(pi)
 		return
 	}
-	s.enqueue(pi, s.dl(pkt))
+	next := s.dl(pkt)
+	if s.perPacket && pkt.kind == pktData {
+		next = s.forward(pkt, v)
+		pkt.link = int32(next)
+	}
+	s.enqueue(pi, next)
 }
 
 // stale discards a packet its queue pair no longer expects: one of a

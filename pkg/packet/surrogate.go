@@ -49,6 +49,11 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.EndPs > maxTime/2 {
 		return fmt.Errorf("surrogate window ends too late")
 	}
+	if s.perPacket {
+		// The predictor learns latencies per path, and frozen packets
+		// resume along their queue pair's path.
+		return fmt.Errorf("the surrogate needs ROUTING ecmp, not %s", s.cfg.Routing)
+	}
 	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}}
 	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
 	s.q.Push(des.Time(c.EndPs), evSurrogate, 0, 0)

@@ -158,3 +158,24 @@ func (r *Router) spreadAny(src, dst int32, bytes float64, add func(DirLink, floa
 	}
 	return nil
 }
+
+// NextHops appends to buf the links a packet standing at switch v may take
+// next towards GPU dst with dist links still to go: every one on a
+// shortest path, the choices Path picks among by hash. A forwarding policy
+// that decides per packet (spraying, flowlets, adaptive routing) chooses
+// among them. Failed links are not offered. dst must be a GPU.
+func (r *Router) NextHops(buf []DirLink, v, dst int32, dist int) []DirLink {
+	t := r.t
+	if dist == 1 {
+		for _, li := range r.links(dst) {
+			if topo.Other(t, li, dst) == v {
+				buf = append(buf, Directed(t, li, v))
+			}
+		}
+		return buf
+	}
+	for _, h := range r.candidates(v, r.gpuAtt[dst], dist) {
+		buf = append(buf, h.dl)
+	}
+	return buf
+}

@@ -68,3 +68,48 @@ func TestSpreadIsHashMean(t *testing.T) {
 		}
 	}
 }
+
+// NextHops offers, hop by hop, exactly the shortest paths: on a k=4
+// fat-tree between pods 2 aggregation uplinks at the edge, 2 core links at
+// the aggregation switch, then one way down; walking every choice reaches
+// the 4 paths, whose links are the ones Spread loads.
+func TestNextHopsFatTree(t *testing.T) {
+	tp := gen(t, topo.Params{Family: "fat-tree", GPUs: 16, GPUsPerServer: 1, K: 4})
+	r := router(t, tp)
+	first := path(t, r, 0, 15, 1)[0]
+	var counts []int
+	seen := map[DirLink]bool{first: true}
+	paths := 0
+	var walk func(v int32, dist int)
+	walk = func(v int32, dist int) {
+		next := r.NextHops(nil, v, 15, dist)
+		if len(counts) < 6-dist {
+			counts = append(counts, len(next))
+		}
+		for _, d := range next {
+			seen[d] = true
+			o := topo.Other(tp, d.Link(), v)
+			if dist == 1 {
+				if o != 15 {
+					t.Fatalf("last hop ends at node %d, not GPU 15", o)
+				}
+				paths++
+				continue
+			}
+			walk(o, dist-1)
+		}
+	}
+	walk(topo.Other(tp, first.Link(), 0), 5)
+	if paths != 4 || len(counts) != 5 || counts[0] != 2 || counts[1] != 2 || counts[2] != 1 || counts[3] != 1 || counts[4] != 1 {
+		t.Fatalf("%d paths, choices per hop %v; want 4 paths, [2 2 1 1 1]", paths, counts)
+	}
+	want := spread(t, r, 0, 15, 1)
+	if len(seen) != len(want) {
+		t.Fatalf("NextHops reaches %d links, Spread loads %d", len(seen), len(want))
+	}
+	for d := range want {
+		if !seen[d] {
+			t.Errorf("link %d carries Spread's load but NextHops never offers it", d)
+		}
+	}
+}

@@ -146,8 +146,13 @@ func (dt *DataTable) column(name string) ([]float64, error) {
 
 // SweepPlots draws each y column against column x, one panel per y
 // column, points joined in x order; x is on a log2 axis when it is
-// positive and spans a factor of 8 or more (chunk and message sizes).
+// positive and spans a factor of 8 or more (chunk and message sizes). A
+// text column x (a routing, a workload) gives bars instead, one per row in
+// table order, labelled with its value.
 func (dt *DataTable) SweepPlots(x string, ys []string) ([]*plot.Plot, error) {
+	if j := slices.Index(dt.Names, x); j >= 0 && dt.kinds[j] == reflect.String {
+		return dt.barPlots(j, ys)
+	}
 	xs, err := dt.column(x)
 	if err != nil {
 		return nil, fmt.Errorf("--x: %v", err)
@@ -185,6 +190,45 @@ func (dt *DataTable) SweepPlots(x string, ys []string) ([]*plot.Plot, error) {
 			sc.Shape = draw.CircleGlyph{}
 			sc.Radius = vg.Points(2.5)
 			p.Add(l, sc)
+		}
+		plots = append(plots, p)
+	}
+	return plots, nil
+}
+
+// barPlots draws each y column as bars over text column j, one per row.
+func (dt *DataTable) barPlots(j int, ys []string) ([]*plot.Plot, error) {
+	labels := make([]string, len(dt.rows))
+	for i, r := range dt.rows {
+		labels[i] = r[j].s
+	}
+	var plots []*plot.Plot
+	for i, y := range ys {
+		vs, err := dt.column(y)
+		if err != nil {
+			return nil, fmt.Errorf("--y: %v", err)
+		}
+		vals := make(plotter.Values, len(vs))
+		for k, v := range vs {
+			if !math.IsNaN(v) && !math.IsInf(v, 0) {
+				vals[k] = v
+			}
+		}
+		p := plot.New()
+		p.Title.Text = y + " by " + dt.Names[j]
+		p.X.Label.Text, p.Y.Label.Text = dt.Names[j], y
+		p.Add(plotter.NewGrid())
+		if len(vals) > 0 {
+			b, err := plotter.NewBarChart(vals, vg.Points(max(8, 240/float64(len(vals)))))
+			if err != nil {
+				return nil, fmt.Errorf("--y %s: %v", y, err)
+			}
+			b.Color = seriesColor(y, i)
+			b.LineStyle.Width = 0
+			p.Add(b)
+			p.NominalX(labels...)
+			p.X.Tick.Label.Rotation = math.Pi / 6
+			p.X.Tick.Label.XAlign = draw.XRight
 		}
 		plots = append(plots, p)
 	}

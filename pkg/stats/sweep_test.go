@@ -48,4 +48,19 @@ func TestConcatCSV(t *testing.T) {
 	if plots, err := dt.SweepPlots("chunk_bytes", []string{"time_ns", "rate"}); err != nil || len(plots) != 2 {
 		t.Fatalf("plots: %v", err)
 	}
+	// A text x gives bars, one per row, labelled with the row's value.
+	plots, err := dt.SweepPlots("label", []string{"time_ns"})
+	if err != nil || len(plots) != 1 {
+		t.Fatalf("bars: %v", err)
+	}
+	var labels []string
+	for _, tk := range plots[0].X.Tick.Marker.Ticks(0, 1) {
+		labels = append(labels, tk.Label)
+	}
+	if !reflect.DeepEqual(labels, []string{"ring", "3"}) {
+		t.Fatalf("bar labels %q, want the rows' labels in order", labels)
+	}
+	if _, err := dt.SweepPlots("label", []string{"source"}); err == nil {
+		t.Fatal("bars of a text column")
+	}
 }

@@ -1,0 +1,219 @@
+package packet
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/pkg/route"
+)
+
+// Routing is how switches forward data packets (the ROUTING key).
+// Acknowledgements always take their queue pair's hashed reverse path.
+//
+//   - ecmp (default, as SimAI and ns-3): a queue pair's packets all follow
+//     one path, chosen by hashing the flow over the equal-cost next hops.
+//   - spray: every packet takes its own path, hashed from the queue pair
+//     and its sequence number at every switch (a retransmission repeats its
+//     original's path).
+//   - flowlet: a queue pair's packets stay on one hashed path until it has
+//     been idle for FLOWLET_GAP_US (default 5 us, about 30 packet times at
+//     400 Gbit/s: longer than the path delay differences of a two-tier
+//     fabric), then pick a new one.
+//   - adaptive: as Spectrum-X switches do, each switch sends every packet to
+//     the eligible egress (a next hop on a shortest path) with the fewest
+//     bytes queued at the packet's priority or still on the wire, never a
+//     paused one unless all are; ties go to a per-queue-pair hashed choice.
+//
+// Under spray, flowlet and adaptive routing packets may arrive out of order.
+// The receiving NIC then places them directly (Spectrum-X's direct data
+// placement) and acknowledges cumulatively, never with a NACK, so a loss is
+// repaired only by the sender's timeout (RTO_US) going back to its first
+// unacknowledged byte: these modes are meant for lossless (PFC) fabrics.
+type Routing uint8
+
+// The routings.
+const (
+	RouteECMP Routing = iota
+	RouteSpray
+	RouteFlowlet
+	RouteAdaptive
+)
+
+var routingNames = [...]string{"ecmp", "spray", "flowlet", "adaptive"}
+
+func (r Routing) String() string { return routingNames[r] }
+
+// ParseRouting reads a ROUTING value.
+func ParseRouting(s string) (Routing, error) {
+	for i, n := range routingNames {
+		if s == n {
+			return Routing(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%q: expected ecmp, spray, flowlet or adaptive", s)
+}
+
+// flowlet is a queue pair's flowlet state (ROUTING flowlet only).
+type flowlet struct {
+	last int64  // when its last data packet left
+	id   uint16 // current flowlet, carried by its packets
+}
+
+// forward picks the egress of data packet pkt, standing at switch v, for
+// its hop pkt.hop under a per-packet routing. The hashed path's link is
+// the answer when the queue pair ends at a switch (NVLS), where no choice
+// is made.
+func (s *Sim) forward(pkt *packet, v int32) route.DirLink {
+	base := int(pkt.path) * s.pathW
+	n := int(s.pathLen[pkt.path])
+	dst := s.ports[s.paths[base+n-1]].to
+	if dst >= int32(s.t.GPUs) {
+		return s.paths[base+int(pkt.hop)]
+	}
+	s.hops = s.r.NextHops(s.hops[:0], v, dst, n-int(pkt.hop))
+	c := s.hops
+	switch len(c) {
+	case 0:
+		// The packet stands where no shortest path goes on: only a link
+		// that failed under it can do that; its hashed path's link drops it.
+		return s.paths[base+int(pkt.hop)]
+	case 1:
+		return c[0]
+	}
+	qpHash := uint64(uint32(pkt.qp))<<32 | uint64(uint32(s.epoch[pkt.qp]))
+	switch s.cfg.Routing {
+	case RouteSpray:
+		return c[route.Pick(qpHash^uint64(pkt.seq)*0x9e3779b97f4a7c15, v, len(c))]
+	case RouteFlowlet:
+		return c[route.Pick(qpHash^uint64(pkt.flowlet)*0x9e3779b97f4a7c15, v, len(c))]
+	}
+	// Adaptive: the least queued eligible egress, starting from a hashed
+	// one so that ties (an idle fabric) keep a queue pair on one path.
+	start := route.Pick(qpHash, v, len(c))
+	best, bestLoad := c[start], int64(-1)
+	for k := range c {
+		d := c[(start+k)%len(c)]
+		p := &s.ports[d]
+		load := p.qBytes[pkt.q]
+		if p.busyUntil > s.now { // the packet on the wire counts too
+			load += int64(float64(p.busyUntil-s.now) / p.bitPs)
+		}
+		if p.paused[pkt.q] && s.now < p.pauseTill[pkt.q] {
+			load = maxTime // paused: only if every egress is
+		}
+		if bestLoad < 0 || load < bestLoad {
+			best, bestLoad = d, load
+		}
+	}
+	return best
+}
+
+// ooo holds, per queue pair, the sequence numbers of data packets placed
+// beyond its next expected byte, sorted (per-packet routings only). The
+// lists are recycled: a pair's entry goes when its gap closes.
+type ooo struct {
+	of   map[int32][]int64
+	free [][]int64
+}
+
+// add records seq for queue pair qi; false when it was already there.
+func (o *ooo) add(qi int32, seq int64) bool {
+	l, ok := o.of[qi]
+	if !ok && len(o.free) > 0 {
+		l = o.free[len(o.free)-1]
+		o.free = o.free[:len(o.free)-1]
+	}
+	i, lo := len(l), 0
+	for lo < i { // binary search: first element >= seq
+		m := (lo + i) / 2
+		if l[m] < seq {
+			lo = m + 1
+		} else {
+			i = m
+		}
+	}
+	if i < len(l) && l[i] == seq {
+		return false
+	}
+	l = append(l, 0)
+	copy(l[i+1:], l[i:])
+	l[i] = seq
+	o.of[qi] = l
+	return true
+}
+
+// advance moves next over the packets placed contiguously after it (each
+// pay bytes, the last one up to size) and returns the new next.
+func (o *ooo) advance(qi int32, next, pay, size int64) int64 {
+	l, ok := o.of[qi]
+	if !ok {
+		return next
+	}
+	k := 0
+	for k < len(l) && l[k] <= next {
+		if l[k] == next {
+			next += min(pay, size-next)
+		}
+		k++
+	}
+	l = l[:copy(l, l[k:])]
+	if len(l) == 0 {
+		o.free = append(o.free, l)
+		delete(o.of, qi)
+	} else {
+		o.of[qi] = l
+	}
+	return next
+}
+
+// clear forgets queue pair qi's placed packets (the pair is done or reused).
+func (o *ooo) clear(qi int32) {
+	if l, ok := o.of[qi]; ok {
+		o.free = append(o.free, l[:0])
+		delete(o.of, qi)
+	}
+}
+
+// UplinkImbalance says how evenly the leaves spread their traffic over
+// their uplinks (ports from a first-tier switch to a higher one): for each
+// leaf whose uplinks carried any bytes, the busiest uplink's wire bytes
+// over its uplinks' mean; it returns the worst leaf's ratio (1 = perfectly
+// even, k = all on one of k) and the mean ratio over those leaves, and how
+// many leaves there were (0 on a fabric without such uplinks). Per leaf,
+// because a ring or an AllToAll loads leaves unequally whatever the
+// routing.
+func (s *Sim) UplinkImbalance() (worst, mean float64, leaves int) {
+	type acc struct {
+		sum, max float64
+		n        int
+	}
+	per := map[int32]*acc{}
+	for i := range s.ports {
+		p := &s.ports[i]
+		if s.t.Nodes[p.from].Tier != 2 || s.t.Nodes[p.to].Tier <= 2 {
+			continue
+		}
+		a := per[p.from]
+		if a == nil {
+			a = &acc{}
+			per[p.from] = a
+		}
+		b := float64(p.txBytes)
+		a.sum += b
+		a.max = max(a.max, b)
+		a.n++
+	}
+	var sum float64
+	for _, a := range per {
+		if a.sum == 0 {
+			continue
+		}
+		r := a.max / (a.sum / float64(a.n))
+		worst = max(worst, r)
+		sum += r
+		leaves++
+	}
+	if leaves == 0 {
+		return 0, 0, 0
+	}
+	return worst, sum / float64(leaves), leaves
+}
