@@ -42,15 +42,22 @@ type Config struct {
 	QPsPerConn    int     // QPS_PER_CONNECTION: QPs a flow is split over (default 1)
 	RTOPs         int64   // RTO_US (fabricsim): go-back-N after this long without progress (default 1000 us)
 	LinkDown      []LinkDown
-	Routing       Routing           // ROUTING (fabricsim): ecmp (default), spray, flowlet or adaptive; see routing.go
-	FlowletGapPs  int64             // FLOWLET_GAP_US (fabricsim): an idle gap that starts a new flowlet (default 5 us)
-	MonStartPs    int64             // MON_START us: monitors sample from here (default 0)
-	MonEndPs      int64             // MON_END us: and stop here (default 20000)
-	QPMonPs       int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
-	QLenMonPs     int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
-	BWMonPs       int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
-	CC            cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
-	ccConf        map[string]string // the CC keys given, as written, for the trace metadata
+	Routing       Routing // ROUTING (fabricsim): ecmp (default), spray, flowlet or adaptive; see routing.go
+	FlowletGapPs  int64   // FLOWLET_GAP_US (fabricsim): an idle gap that starts a new flowlet (default 5 us)
+	// PFC_MODE (fabricsim): priority (default: SimAI's per-queue PFC with
+	// dynamic thresholds and PAUSE refreshes) or port (pfcport.go: a whole
+	// ingress port paused above PFC_PORT_HIGH_KB and resumed below
+	// PFC_PORT_LOW_KB, no refresh, as htsim's lossless input queues do).
+	PortPFC    bool
+	PortHighKB float64           // PFC_PORT_HIGH_KB; 0 = 15 packets (htsim's default)
+	PortLowKB  float64           // PFC_PORT_LOW_KB; 0 = 12 packets
+	MonStartPs int64             // MON_START us: monitors sample from here (default 0)
+	MonEndPs   int64             // MON_END us: and stop here (default 20000)
+	QPMonPs    int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
+	QLenMonPs  int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
+	BWMonPs    int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
+	CC         cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
+	ccConf     map[string]string // the CC keys given, as written, for the trace metadata
 }
 
 // LinkDown fails the link between two nodes at a time (LINK_DOWN t a b, t in ns).
@@ -311,6 +318,26 @@ func (c *Config) apply(key string, v []string) error {
 			err = fmt.Errorf("%g us: expected 0.001 to 1000000", f)
 		}
 		c.FlowletGapPs = int64(math.Round(f * 1e6))
+	case "PFC_MODE":
+		var m string
+		if m, err = one(); err == nil {
+			switch m {
+			case "priority", "port":
+				c.PortPFC = m == "port"
+			default:
+				err = fmt.Errorf("%q: expected priority or port", m)
+			}
+		}
+	case "PFC_PORT_HIGH_KB", "PFC_PORT_LOW_KB":
+		var f float64
+		if f, err = num(); err == nil && !(f > 0 && f <= 1<<30) {
+			err = fmt.Errorf("%g KB: expected a positive size up to 2^30 KB", f)
+		}
+		if key == "PFC_PORT_HIGH_KB" {
+			c.PortHighKB = f
+		} else {
+			c.PortLowKB = f
+		}
 	case "LINK_DOWN":
 		if len(v) != 3 {
 			return fmt.Errorf("expected <time_ns> <node_a> <node_b>")
@@ -394,7 +421,11 @@ func (c *Config) Describe() map[string]any {
 		"has_win": c.HasWin, "var_win": c.VarWin, "qps_per_connection": c.QPsPerConn, "error_rate": c.ErrorRate,
 		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.ccConf,
 	}
-	// Only when not the default, so that ECMP runs' traces stay as they were.
+	// Only when not the default, so that default runs' traces stay as they were.
+	if c.PortPFC {
+		d["pfc_mode"] = "port"
+		d["pfc_port_high_bytes"], d["pfc_port_low_bytes"] = c.portThresholds()
+	}
 	if c.Routing != RouteECMP {
 		d["routing"] = c.Routing.String()
 		if c.Routing == RouteFlowlet {

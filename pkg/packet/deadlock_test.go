@@ -15,15 +15,9 @@ import (
 // SIMULATOR_STOP_TIME, or without end). The run stops about 1 ms after
 // the last packet moved, names the cycle, and keeps what finished.
 func TestPFCDeadlockDetected(t *testing.T) {
-	tp := gen(t, topo.Params{Family: topo.Dragonfly, GPUs: 72, GPUsPerServer: 1, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2})
 	cfg := DefaultConfig()
-	cfg.BufferBytes = 2 << 20
 	cfg.StopPs = 20e9 // 20 ms
-	var specs []flowSpec
-	for i := int32(0); i < 72; i++ {
-		specs = append(specs, flowSpec{i, (i + 8) % 72, 16 << 20, nil})
-	}
-	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), specs)
+	s, fl, specs := dragonflyShift8(t, cfg)
 	err := s.Run()
 	var inc *Incomplete
 	if !errors.As(err, &inc) || !strings.Contains(err.Error(), "PFC deadlock") || !strings.Contains(err.Error(), "in a cycle switch") {
@@ -44,4 +38,17 @@ func TestPFCDeadlockDetected(t *testing.T) {
 	if st := s.Stats; st.SentBytes < st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("sent %d < delivered %d + dropped %d + discarded %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)
 	}
+}
+
+// dragonflyShift8 prepares seed 003's 72-node dragonfly running a shift-8
+// permutation of 16 MiB flows with 2 MB switch buffers, under cfg.
+func dragonflyShift8(t *testing.T, cfg Config) (*Sim, *Flows, []flowSpec) {
+	tp := gen(t, topo.Params{Family: topo.Dragonfly, GPUs: 72, GPUsPerServer: 1, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2})
+	cfg.BufferBytes = 2 << 20
+	var specs []flowSpec
+	for i := int32(0); i < 72; i++ {
+		specs = append(specs, flowSpec{i, (i + 8) % 72, 16 << 20, nil})
+	}
+	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), specs)
+	return s, fl, specs
 }

@@ -289,7 +289,7 @@ func (s *Sim) popRTO() (int32, int64) {
 // trigger a NACK).
 func (s *Sim) onRTO(qi int32, gen int64) {
 	q := &s.qps[qi]
-	if gen != q.rtoGen || q.done {
+	if gen != q.rtoGen || q.done || s.portDeadlock() {
 		return
 	}
 	q.rtoAt = 0

@@ -24,6 +24,16 @@ type flowSpec struct {
 // newSim prepares a run of the specs (flow i has id i).
 func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
 	t.Helper()
+	s, fl, err := newSimErr(t, tp, cfg, alg, specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, fl
+}
+
+// newSimErr is newSim returning New's error.
+func newSimErr(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows, error) {
+	t.Helper()
 	r, err := route.New(tp)
 	if err != nil {
 		t.Fatal(err)
@@ -43,10 +53,7 @@ func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs
 	}
 	fl := NewFlows(d, src, dst, size, delay)
 	s, err := New(tp, r, cfg, alg, fl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, fl
+	return s, fl, err
 }
 
 // runFlows runs the specs and checks every byte arrived.

@@ -213,11 +213,16 @@ type Sim struct {
 	ingBytes  []int64
 	hdrmBytes []int64
 	pausedUp  []bool
-	headroom  []int64
-	shift     []uint8
-	shared    []int64 // per node: shared bytes in use
-	buffer    []int64 // per node: buffer size
-	rsrvHdrm  []int64 // per node: reserve + headroom set aside
+	// PFC_MODE port (pfcport.go): bytes in each ingress port, whether it
+	// has paused its sender, and the thresholds.
+	portIng           []int64
+	portPausedUp      []bool
+	portHigh, portLow int64
+	headroom          []int64
+	shift             []uint8
+	shared            []int64 // per node: shared bytes in use
+	buffer            []int64 // per node: buffer size
+	rsrvHdrm          []int64 // per node: reserve + headroom set aside
 
 	pkts     []packet
 	freePkts []int32
@@ -317,6 +322,17 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 	s.ingBytes = make([]int64, nd*nQ)
 	s.hdrmBytes = make([]int64, nd*nQ)
 	s.pausedUp = make([]bool, nd*nQ)
+	if cfg.PortPFC {
+		if !cfg.EnablePFC {
+			return nil, fmt.Errorf("PFC_MODE port needs ENABLE_PFC 1")
+		}
+		s.portHigh, s.portLow = cfg.portThresholds()
+		if s.portLow >= s.portHigh {
+			return nil, fmt.Errorf("PFC_PORT_LOW_KB (%d B) must be below PFC_PORT_HIGH_KB (%d B)", s.portLow, s.portHigh)
+		}
+		s.portIng = make([]int64, nd)
+		s.portPausedUp = make([]bool, nd)
+	}
 	s.headroom = make([]int64, nd)
 	s.shift = make([]uint8, nd)
 	s.shared = make([]int64, len(t.Nodes))
@@ -383,7 +399,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 			}
 		}
 	}
-	if short > 0 {
+	if short > 0 && !cfg.PortPFC {
 		// No shared pool left: every packet past a queue's reserve pauses
 		// its sender (or, lossy, is dropped) however light the load.
 		s.Warnings = append(s.Warnings, fmt.Sprintf("BUFFER_SIZE %s leaves %d switches no shared buffer: their ports' reserves and PFC headroom (about one bandwidth-delay product each) need up to %s (switch %d); expect PAUSE or loss at any load",
@@ -659,6 +675,9 @@ func (s *Sim) enterIngress(v int32, pkt *packet) bool {
 	if pkt.q == 0 {
 		return true
 	}
+	if s.portIng != nil {
+		return s.enterPort(v, pkt)
+	}
 	dl := pkt.inDL
 	k := int(dl)*nQ + int(pkt.q)
 	size := int64(pkt.wire)
@@ -782,6 +801,10 @@ func (s *Sim) leaveIngress(pkt *packet) {
 	if pkt.q == 0 {
 		return
 	}
+	if s.portIng != nil {
+		s.leavePort(pkt)
+		return
+	}
 	dl := pkt.inDL
 	v := s.ports[dl].to
 	k := int(dl)*nQ + int(pkt.q)
@@ -812,13 +835,21 @@ func (s *Sim) sendPFC(dl int32, q int, pause bool) {
 	}
 	s.q.Push(des.Time(s.now+s.ports[dl].lat), evPFC, dl, arg)
 	if s.mon != nil {
-		s.mon.pfc(s.now, s.ports[dl].to, s.ports[dl].from, q, pause)
+		mq := q
+		if q == portPFC {
+			mq = dataQ // a port-wide frame, logged on the data priority
+		}
+		s.mon.pfc(s.now, s.ports[dl].to, s.ports[dl].from, mq, pause)
 	}
 }
 
 func (s *Sim) onPFC(pid int32, arg int64) {
 	p := &s.ports[pid]
 	q := int(arg >> 1)
+	if q == portPFC {
+		s.onPortPFC(pid, arg&1 == 1)
+		return
+	}
 	if arg&1 == 1 {
 		p.paused[q] = true
 		p.pauseTill[q] = s.now + s.cfg.PauseTimePs

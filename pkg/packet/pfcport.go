@@ -1,0 +1,95 @@
+package packet
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fabricsim/fabricsim/pkg/des"
+)
+
+// PFC_MODE port: the switch accounts each ingress port as one queue, as
+// htsim's lossless input queues and many switches do. Above the high
+// threshold it sends one PAUSE for the whole port; the upstream egress
+// stops every data priority until a RESUME, which comes once the port has
+// drained below the low threshold. No refresh, no dynamic threshold, no
+// headroom: the gap between the buffer and the high threshold absorbs what
+// is in flight. Control frames (ACK, NACK, CNP) still pass, as they do
+// under priority PFC. A switch whose buffer is nevertheless full drops.
+
+// portPFC is the queue number a port-wide PAUSE or RESUME carries.
+const portPFC = -1
+
+// portThresholds returns the high and low thresholds in bytes, htsim's 15
+// and 12 packets unless configured.
+func (c *Config) portThresholds() (high, low int64) {
+	pkt := float64(c.PayloadSize + c.HeaderBytes)
+	kb := func(x, pkts float64) int64 {
+		if x == 0 {
+			return int64(pkts * pkt)
+		}
+		return int64(math.Round(x * 1024))
+	}
+	return kb(c.PortHighKB, 15), kb(c.PortLowKB, 12)
+}
+
+// enterPort admits a data packet into switch v under port PFC.
+func (s *Sim) enterPort(v int32, pkt *packet) bool {
+	dl := pkt.inDL
+	size := int64(pkt.wire)
+	if s.shared[v]+size > s.buffer[v] {
+		return false
+	}
+	s.shared[v] += size
+	s.ingBytes[int(dl)*nQ+int(pkt.q)] += size
+	s.portIng[dl] += size
+	if !s.portPausedUp[dl] && s.portIng[dl] > s.portHigh {
+		s.portPausedUp[dl] = true
+		s.sendPFC(dl, portPFC, true)
+	}
+	return true
+}
+
+// leavePort releases a departing data packet's bytes and resumes the
+// sender once the port is below the low threshold.
+func (s *Sim) leavePort(pkt *packet) {
+	dl := pkt.inDL
+	size := int64(pkt.wire)
+	s.shared[s.ports[dl].to] -= size
+	s.ingBytes[int(dl)*nQ+int(pkt.q)] -= size
+	s.portIng[dl] -= size
+	pkt.inDL = -1
+	if s.portPausedUp[dl] && s.portIng[dl] < s.portLow {
+		s.portPausedUp[dl] = false
+		s.sendPFC(dl, portPFC, false)
+	}
+}
+
+// onPortPFC pauses (until resumed) or resumes every data priority of
+// egress port pid.
+func (s *Sim) onPortPFC(pid int32, pause bool) {
+	p := &s.ports[pid]
+	for q := 1; q < nQ; q++ {
+		p.paused[q] = pause
+		p.pauseTill[q] = maxTime
+	}
+	if !pause {
+		s.tryTx(pid)
+	}
+}
+
+// portDeadlock stops the run when, under port PFC, nothing has moved for
+// the stall window while a port is still paused: without refreshes only a
+// retransmission timeout keeps such a run's clock going, for ever.
+func (s *Sim) portDeadlock() bool {
+	if s.portIng == nil || s.stalled != nil || s.now-s.lastMove <= s.stallWindow() {
+		return false
+	}
+	for _, up := range s.portPausedUp {
+		if up {
+			s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet ports are still paused: %s",
+				des.Time(s.lastMove), s.pausedCycle())}
+			return true
+		}
+	}
+	return false
+}
