@@ -151,7 +151,7 @@ type Stats struct {
 	Events        uint64
 	DataPackets   uint64 // data packets transmitted by senders (retransmissions included)
 	SentBytes     int64  // payload bytes of those packets
-	Delivered     int64  // payload bytes delivered in order to receivers
+	Delivered     int64  // payload bytes delivered to receivers (in order, or placed out of order under per-packet routing)
 	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
 	Reordered     uint64 // data packets placed out of order (per-packet routing)
 	Local         int64  // bytes of flows from a node to itself (no network)
