@@ -221,6 +221,10 @@ func (c *command) run() error {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: routing %s: uplink max/mean load per leaf %.3f mean, %.3f worst (%d leaves); %d data packets placed out of order\n",
 			cfg.Routing, mean, worst, n, st.Reordered)
 	}
+	if st.Retransmitted > 0 || cfg.Transport != packet.TransportRoCE {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: transport %s: %s retransmitted, %s discarded by receivers (duplicates%s)\n",
+			cfg.Transport, units.HumanSize(st.Retransmitted), units.HumanSize(st.Discarded), map[bool]string{true: "", false: " and out of order"}[cfg.Transport == packet.TransportSACK || cfg.Routing != packet.RouteECMP])
+	}
 	switch { // the error is the one line said
 	case incomplete != nil && incomplete.StopTime:
 		// A horizon the user set (SimAI's stop time): the run ends there as

@@ -51,6 +51,7 @@ type Config struct {
 	PortPFC    bool
 	PortHighKB float64           // PFC_PORT_HIGH_KB; 0 = 15 packets (htsim's default)
 	PortLowKB  float64           // PFC_PORT_LOW_KB; 0 = 12 packets
+	Transport  Transport         // TRANSPORT (fabricsim): roce (default, go-back-N) or sack; see transport.go
 	MonStartPs int64             // MON_START us: monitors sample from here (default 0)
 	MonEndPs   int64             // MON_END us: and stop here (default 20000)
 	QPMonPs    int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
@@ -310,7 +311,10 @@ func (c *Config) apply(key string, v []string) error {
 	case "ROUTING":
 		var name string
 		if name, err = one(); err == nil {
-			c.Routing, err = ParseRouting(name)
+			var r Routing
+			if r, err = ParseRouting(name); err == nil {
+				c.Routing = r
+			}
 		}
 	case "FLOWLET_GAP_US":
 		var f float64
@@ -318,6 +322,14 @@ func (c *Config) apply(key string, v []string) error {
 			err = fmt.Errorf("%g us: expected 0.001 to 1000000", f)
 		}
 		c.FlowletGapPs = int64(math.Round(f * 1e6))
+	case "TRANSPORT":
+		var name string
+		if name, err = one(); err == nil {
+			var t Transport
+			if t, err = ParseTransport(name); err == nil {
+				c.Transport = t
+			}
+		}
 	case "PFC_MODE":
 		var m string
 		if m, err = one(); err == nil {
@@ -422,6 +434,9 @@ func (c *Config) Describe() map[string]any {
 		"pause_time": units.FormatDuration(c.PauseTimePs), "rto": units.FormatDuration(c.RTOPs), "cc": c.ccConf,
 	}
 	// Only when not the default, so that default runs' traces stay as they were.
+	if c.Transport != TransportRoCE {
+		d["transport"] = c.Transport.String()
+	}
 	if c.PortPFC {
 		d["pfc_mode"] = "port"
 		d["pfc_port_high_bytes"], d["pfc_port_low_bytes"] = c.portThresholds()

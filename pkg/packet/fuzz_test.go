@@ -54,6 +54,7 @@ func FuzzRun(f *testing.F) {
 		if n := len(data); n > 1 {
 			cfg.Routing = Routing(data[n-2] & 3)
 			cfg.PortPFC = data[n-2]&4 != 0
+			cfg.Transport = Transport(data[n-2] >> 3 & 1)
 		}
 		s, err := New(set.Topology, r, cfg, alg, FromSet(set), 3)
 		if err != nil {
@@ -62,7 +63,7 @@ func FuzzRun(f *testing.F) {
 		if err := s.Run(); err != nil {
 			var inc *Incomplete
 			if errors.As(err, &inc) && !strings.HasPrefix(inc.Reason, "PFC deadlock") {
-				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs, routing %s, port PFC %v)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, alg.Name(), cfg.QPsPerConn, cfg.Routing, cfg.PortPFC)
+				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs, routing %s, port PFC %v, transport %s)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, alg.Name(), cfg.QPsPerConn, cfg.Routing, cfg.PortPFC, cfg.Transport)
 			}
 			return
 		}

@@ -63,6 +63,9 @@ func (s *Sim) allocQP() int32 {
 	if s.cfg.Routing == RouteFlowlet {
 		s.flowlets = grow.Append(s.flowlets, flowlet{})
 	}
+	if s.sacked != nil {
+		s.sackQPs = grow.Append(s.sackQPs, sackQP{})
+	}
 	s.epoch = grow.Append(s.epoch, 0)
 	for range 2 * s.pathW {
 		s.paths = grow.Append(s.paths, 0)
@@ -111,15 +114,22 @@ func (s *Sim) sendFromQP(pid int32) bool {
 			// Pending: nothing sent, so neither window nor pacing holds it.
 			qi = s.materialize(pid, p.qpRR)
 			p.qpRR++
-			s.sendData(pid, qi)
+			s.sendData(pid, qi, 0)
 			return true
 		}
 		q := &s.qps[qi]
 		p.qpRR++
-		if q.sndNxt >= q.size {
-			continue
+		// A selective retransmission goes first; the window, which it is
+		// inside, does not hold it back.
+		seq := int64(-1)
+		if s.sacked != nil {
+			seq = s.lostSeq(qi)
 		}
-		if s.cfg.HasWin {
+		switch {
+		case seq >= 0:
+		case q.sndNxt >= q.size:
+			continue
+		case s.cfg.HasWin:
 			win := q.cc.BaseWin
 			if s.cfg.VarWin {
 				win = int64(float64(win) * q.cc.Rate / q.cc.LineRate)
@@ -127,7 +137,14 @@ func (s *Sim) sendFromQP(pid int32) bool {
 					win = 1
 				}
 			}
-			if q.sndNxt-q.sndUna >= win {
+			inflight := q.sndNxt - q.sndUna
+			if s.sacked != nil {
+				// SACKed packets have left the network (RFC 6675's pipe):
+				// new data keeps flowing while a hole is repaired, and
+				// its SACKs tell whether a repair was lost again.
+				inflight -= int64(s.sackQPs[qi].sacked) * int64(s.cfg.PayloadSize)
+			}
+			if inflight >= win {
 				continue
 			}
 		}
@@ -137,7 +154,10 @@ func (s *Sim) sendFromQP(pid int32) bool {
 			}
 			continue
 		}
-		s.sendData(pid, qi)
+		if seq < 0 {
+			seq = q.sndNxt
+		}
+		s.sendData(pid, qi, seq)
 		return true
 	}
 	if earliest > 0 {
@@ -146,12 +166,14 @@ func (s *Sim) sendFromQP(pid int32) bool {
 	return false
 }
 
-func (s *Sim) sendData(pid int32, qi int32) {
+// sendData sends queue pair qi's packet starting at byte seq: its next new
+// one (seq = sndNxt), or a selective retransmission (TRANSPORT sack).
+func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	q := &s.qps[qi]
-	size := min(int64(s.cfg.PayloadSize), q.size-q.sndNxt)
+	size := min(int64(s.cfg.PayloadSize), q.size-seq)
 	pi := s.newPacket()
 	pkt := &s.pkts[pi]
-	*pkt = packet{seq: q.sndNxt, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
+	*pkt = packet{seq: seq, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
 	if s.usesINT {
 		pkt.intI = s.newINT()
@@ -166,27 +188,43 @@ func (s *Sim) sendData(pid int32, qi int32) {
 			fl.last, pkt.flowlet = s.now, fl.id
 		}
 	}
-	if q.sndNxt < q.maxSent {
+	if seq < q.maxSent {
 		s.Stats.Retransmitted += size
+	}
+	if seq != q.sndNxt {
+		s.sackQPs[qi].rtx = seq + size
+		s.resent(qi, seq)
+		s.Stats.SentBytes += size
+		s.Stats.DataPackets++
+		q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
+		if q.rtoAt == 0 {
+			s.armRTO(qi)
+		}
+		s.transmit(pid, pi, -1)
+		return
 	}
 	q.sndNxt += size
 	if q.maxSent < q.size && q.sndNxt >= q.size {
 		s.sent(q.flow)
 	}
 	q.maxSent = max(q.maxSent, q.sndNxt)
-	// RATE_BOUND 0 (ns-3's test switch) paces at line rate, leaving only the
-	// window to the algorithm.
-	rate := q.cc.Rate
-	if !s.cfg.CC.RateBound {
-		rate = q.cc.LineRate
-	}
-	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/rate)
+	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
 	if q.rtoAt == 0 {
 		s.armRTO(qi)
 	}
 	s.transmit(pid, pi, -1)
+}
+
+// paceRate is the rate a queue pair's packets leave at: its congestion
+// control's, or line rate under RATE_BOUND 0 (ns-3's test switch), which
+// leaves only the window to the algorithm.
+func (s *Sim) paceRate(q *qp) float64 {
+	if !s.cfg.CC.RateBound {
+		return q.cc.LineRate
+	}
+	return q.cc.Rate
 }
 
 func (s *Sim) newINT() int32 {
@@ -297,7 +335,12 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 		return
 	}
 	if s.now-q.lastProg >= s.cfg.RTOPs {
-		if q.sndNxt > q.sndUna {
+		if q.sndNxt > q.sndUna && s.sacked != nil {
+			// Selective: every unacknowledged packet not SACKed is lost.
+			s.sackQPs[qi] = sackQP{rtx: q.sndUna, all: true}
+			q.lastProg = s.now
+			s.tryTx(q.port)
+		} else if q.sndNxt > q.sndUna {
 			q.sndNxt = q.sndUna
 			q.lastProg = s.now
 			s.tryTx(q.port)
@@ -331,7 +374,7 @@ func (s *Sim) deliver(pi int32) {
 		s.Stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
-		if int(q.rcvCount) >= s.cfg.AckInterval {
+		if int(q.rcvCount) >= s.cfg.AckInterval || s.sacked != nil {
 			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return
@@ -405,6 +448,11 @@ func (s *Sim) sent(f int32) {
 func (s *Sim) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
+	if s.sacked != nil {
+		// The SACK: which packet this acknowledges besides the cumulative
+		// seq, as its index (the link field is free on a control frame).
+		pkt.link = int32(pkt.seq / int64(s.cfg.PayloadSize))
+	}
 	pkt.kind, pkt.seq, pkt.ecn, pkt.born = kind, seq, ecn, s.now
 	pkt.path, pkt.hop, pkt.q, pkt.inDL = 2*qi+1, 0, 0, -1
 	pkt.size, pkt.wire = 0, int32(s.cfg.AckBytes)
@@ -430,6 +478,9 @@ func (s *Sim) onAck(pi int32) {
 	}
 	if pkt.kind == pktNack && pkt.seq < q.sndNxt {
 		q.sndNxt = pkt.seq
+	}
+	if s.sacked != nil {
+		s.onSACK(qi, int64(pkt.link)*int64(s.cfg.PayloadSize), pkt.sent)
 	}
 	// One Feedback reused: passed through the interface it would escape.
 	fb := &s.fb
@@ -512,6 +563,9 @@ func (s *Sim) qpDone(qi int32) {
 	q.done = true
 	if s.ooo != nil {
 		s.ooo.clear(qi)
+	}
+	if s.sacked != nil {
+		s.sacked.clear(qi)
 	}
 	if s.mon != nil {
 		s.mon.qpDone(qi)

@@ -239,6 +239,11 @@ type Sim struct {
 	// forward's scratch.
 	perPacket bool
 	ooo       *ooo
+	// TRANSPORT sack (transport.go): the senders' SACK scoreboards and
+	// retransmission state; nil and empty under roce.
+	sacked    *ooo
+	sackQPs   []sackQP
+	dupThresh int // SACKs beyond a hole that make it a loss
 	flowlets  []flowlet
 	hops      []route.DirLink
 
@@ -310,7 +315,16 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 	}
 	if cfg.Routing != RouteECMP {
 		s.perPacket = true
+	}
+	if s.perPacket || cfg.Transport == TransportSACK {
 		s.ooo = &ooo{of: map[int32][]int64{}}
+	}
+	if cfg.Transport == TransportSACK {
+		s.sacked = &ooo{of: map[int32][]int64{}}
+		s.dupThresh = 1
+		if s.perPacket {
+			s.dupThresh = sackDupThresh
+		}
 	}
 	s.reserve = max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes))
 	nd := 2 * len(t.Links)

@@ -49,10 +49,10 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.EndPs > maxTime/2 {
 		return fmt.Errorf("surrogate window ends too late")
 	}
-	if s.perPacket {
+	if s.perPacket || s.sacked != nil {
 		// The predictor learns latencies per path, and frozen packets
 		// resume along their queue pair's path.
-		return fmt.Errorf("the surrogate needs ROUTING ecmp, not %s", s.cfg.Routing)
+		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
 	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}}
 	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
