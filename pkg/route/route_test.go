@@ -281,7 +281,7 @@ func TestLatencyBottleneck(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	// Two GPUs on two switches with nothing between them.
-	tp := &topo.Topology{GPUs: 2, GPUsPerServer: 1, Nodes: []stream.Node{
+	tp := &topo.Topology{GPUs: 2, GPUsPerServer: 1, GPUType: "H100", Nodes: []stream.Node{
 		{ID: 0, Kind: "gpu", Server: 0}, {ID: 1, Kind: "gpu", Server: 1},
 		{ID: 2, Kind: "switch", Server: -1}, {ID: 3, Kind: "switch", Server: -1},
 	}, Links: []stream.Link{

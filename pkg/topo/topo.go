@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 )
@@ -49,6 +50,10 @@ func Validate(t *Topology) error {
 	if len(t.Nodes) < t.GPUs {
 		return fmt.Errorf("nodes: %d nodes but %d GPUs", len(t.Nodes), t.GPUs)
 	}
+	if _, ok := GPUSpecs[t.GPUType]; !ok {
+		// Every model takes the GPU's rates and NCCL's tuning from it.
+		return fmt.Errorf("gpu_type: unknown GPU type %q (one of %s)", t.GPUType, strings.Join(GPUTypeNames(), ", "))
+	}
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		if int(n.ID) != i {
@@ -75,8 +80,9 @@ func Validate(t *Topology) error {
 			return fmt.Errorf("links[%d]: bandwidth %g bit/s, must be positive", i, l.BWbps)
 		case l.LatencyPs < 0:
 			return fmt.Errorf("links[%d]: negative latency %d ps", i, l.LatencyPs)
-		case !(l.ErrorRate >= 0 && l.ErrorRate <= 1):
-			return fmt.Errorf("links[%d]: error rate %g outside [0,1]", i, l.ErrorRate)
+		case !(l.ErrorRate >= 0 && l.ErrorRate < 1):
+			// 1 loses every packet: a transfer over it never completes.
+			return fmt.Errorf("links[%d]: error rate %g outside [0,1)", i, l.ErrorRate)
 		}
 		switch l.Kind {
 		case stream.LinkNVLink, stream.LinkPCIe, stream.LinkNIC, stream.LinkFabric:

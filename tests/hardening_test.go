@@ -1,0 +1,127 @@
+package tests
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
+
+// mutatedTopology is topogen's 16-GPU stream with its topology record
+// changed by mutate (and nothing else in the stream).
+func mutatedTopology(t *testing.T, mutate func(*stream.Topology)) []byte {
+	t.Helper()
+	r, err := stream.NewReader(bytes.NewReader(mustRun(t, nil, "topogen", "--gpus", "16")), "topogen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	w, err := stream.NewWriter(&buf, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kind != stream.KindTopology {
+			if err := w.Forward(r); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		tp, err := r.Topology()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mutate(tp)
+		if err := w.Topology(tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Issue 13's bad inputs, one row each: every program refuses them with one
+// line naming what is wrong (exit 1 for bad input, 2 for usage), no panic,
+// within 10 s. The cases that need files write them to a temporary
+// directory first.
+func TestBadInputsRefused(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	topo16 := mustRun(t, nil, "topogen", "--gpus", "16")
+	flows := mustRun(t, topo16, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "8")
+	trace := mustRun(t, flows, "flowsim-analytical")
+	badTopo := func(m func(*stream.Topology)) []byte { return mutatedTopology(t, m) }
+	decompose := []string{"simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "8"}
+	cases := []struct {
+		name  string
+		stdin []byte
+		args  []string
+		code  int
+		want  []string
+	}{
+		// Topology records every consumer gets checked by the shared reader.
+		{"gpus -1", badTopo(func(tp *stream.Topology) { tp.GPUs = -1 }), decompose, 1, []string{"gpus"}},
+		{"gpus 1e9", badTopo(func(tp *stream.Topology) { tp.GPUs = 1e9 }), decompose, 1, []string{"nodes"}},
+		{"NaN bandwidth", badTopo(func(tp *stream.Topology) { tp.Links[0].BWbps = math.NaN() }), decompose, 1, []string{"links[0]", "bandwidth"}},
+		{"zero bandwidth", badTopo(func(tp *stream.Topology) { tp.Links[3].BWbps = 0 }), []string{"ncclpath"}, 1, []string{"links[3]", "bandwidth"}},
+		{"link to a missing node", badTopo(func(tp *stream.Topology) { tp.Links[1].B = 9999 }), decompose, 1, []string{"links[1]"}},
+		{"unknown gpu_type", badTopo(func(tp *stream.Topology) { tp.GPUType = "V100" }), decompose, 1, []string{"GPU type", "V100"}},
+		{"unknown gpu_type (analytical)", badTopo(func(tp *stream.Topology) { tp.GPUType = "Z9" }), []string{"flowsim-analytical"}, 1, []string{"gpu_type"}},
+		{"link error rate 1", badTopo(func(tp *stream.Topology) { tp.Links[0].ErrorRate = 1 }), []string{"flowsim-packet"}, 1, []string{"links[0].error_rate"}},
+		// topogen sizes and flags.
+		{"topogen 10M GPUs", nil, []string{"topogen", "--gpus", "10000000"}, 1, []string{"GPUs"}},
+		{"topogen k 100000", nil, []string{"topogen", "--family", "fat-tree", "--fat-tree-k", "100000"}, 1, []string{"fat-tree"}},
+		{"topogen unitless bandwidth", nil, []string{"topogen", "--nic-bw", "400"}, 1, []string{"--nic-bw"}},
+		{"topogen zero GPUs", nil, []string{"topogen", "--gpus", "0"}, 1, []string{"--gpus"}},
+		{"topogen tiny NIC", nil, []string{"topogen", "--nic-bw", "1e-30Gbps"}, 1, []string{"--nic-bw"}},
+		// Decomposition sizes and counts.
+		{"size overflow", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "1152921504606846976", "--group", "tp", "--tp", "8"}, 1, []string{"1152921504606846976 bytes"}},
+		{"tp 0", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "0"}, 1, []string{"--tp"}},
+		// Backend configuration.
+		{"PAUSE_TIME 0", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0"}, 1, []string{"PAUSE_TIME"}},
+		{"ROUTING unknown", flows, []string{"flowsim-packet", "--set", "ROUTING=valiant"}, 1, []string{"ROUTING", "valiant"}},
+		{"TRANSPORT unknown", flows, []string{"flowsim-packet", "--set", "TRANSPORT=irn"}, 1, []string{"TRANSPORT"}},
+		{"PFC_MODE unknown", flows, []string{"flowsim-packet", "--set", "PFC_MODE=queue"}, 1, []string{"PFC_MODE"}},
+		{"port PFC thresholds crossed", flows, []string{"flowsim-packet", "--set", "PFC_MODE=port", "--set", "PFC_PORT_HIGH_KB=10", "--set", "PFC_PORT_LOW_KB=20"}, 1, []string{"PFC_PORT_LOW_KB"}},
+		{"unknown conf key", flows, []string{"flowsim-packet", "--conf", write("bad.conf", "CC_MODE 1\nNO_SUCH_KEY 3\n")}, 1, []string{"bad.conf", "line 2", "NO_SUCH_KEY"}},
+		// Traces and statistics.
+		{"trace with bytes after EOS", append(append([]byte{}, trace...), 1, 2, 3), []string{"fctstats"}, 1, []string{"after"}},
+		{"trace cut before EOS", trace[:len(trace)-8], []string{"fctstats"}, 1, []string{"end-of-stream"}},
+		{"not a trace", []byte("hello\n"), []string{"fctstats"}, 1, []string{"fctstats"}},
+		{"SimAI workload with a bad line", topo16, []string{"simccl-decompose", "--workload", write("w.txt", "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 16 checkpoints: 0 checkpoint_initiates: 0\n1\nlayer0 -1 x\n")}, 1, []string{"w.txt"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			r := run(t, c.stdin, c.args[0], c.args[1:]...)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("took %v", d)
+			}
+			oneLineError(t, r, c.code, c.want...)
+			if !strings.HasPrefix(string(r.stderr), c.args[0]+": ") {
+				t.Errorf("stderr does not start with the program's name: %s", r.stderr)
+			}
+		})
+	}
+}
