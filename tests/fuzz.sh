@@ -1,5 +1,7 @@
 #!/bin/sh
-# Runs every fuzz target of the module for FUZZTIME each (make fuzz). A
+# Runs every fuzz target of the module for FUZZTIME each (make fuzz),
+# printing how many inputs each executed (0 when a loaded machine spent
+# the whole time replaying the corpus). A
 # new failing input is minimized for at most 2 s (the default 60 s spent a
 # whole short run minimizing one input instead of fuzzing).
 #
@@ -17,6 +19,9 @@ for pkg in $($GO list ./...); do
     echo "fuzz $pkg $f ($FUZZTIME)"
     for try in 1 2; do
       if $GO test -run '^$' -fuzz "^$f\$" -fuzztime "$FUZZTIME" -fuzzminimizetime 2s "$pkg" >"$log" 2>&1; then
+        # The last progress line says how far the target got.
+        execs=$(grep -o 'execs: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+        echo "  ${execs:-0} execs"
         break
       fi
       if [ "$try" = 1 ] && grep -q 'context deadline exceeded' "$log" &&
