@@ -95,9 +95,18 @@ func TestBadInputsRefused(t *testing.T) {
 		{"topogen unitless bandwidth", nil, []string{"topogen", "--nic-bw", "400"}, 1, []string{"--nic-bw"}},
 		{"topogen zero GPUs", nil, []string{"topogen", "--gpus", "0"}, 1, []string{"--gpus"}},
 		{"topogen tiny NIC", nil, []string{"topogen", "--nic-bw", "1e-30Gbps"}, 1, []string{"--nic-bw"}},
+		// A flag of another family would be ignored: the fabric would not be the one asked for.
+		{"fat-tree flag on spectrum-x", nil, []string{"topogen", "--family", "spectrum-x", "--fat-tree-k", "4"}, 2, []string{"--fat-tree-k applies to fat-tree"}},
+		{"SimAI flag on a fat-tree", nil, []string{"topogen", "--family", "fat-tree", "--gpus", "16", "--psw", "4"}, 2, []string{"--psw applies to the SimAI families"}},
+		{"oversubscription on a dragonfly", nil, []string{"topogen", "--family", "dragonfly", "--oversubscription", "2"}, 2, []string{"--oversubscription applies to fat-tree"}},
+		{"dragonfly flag on hpn", nil, []string{"topogen", "--family", "hpn-single-plane", "--groups", "3"}, 2, []string{"--groups applies to dragonfly"}},
 		// Decomposition sizes and counts.
 		{"size overflow", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "1152921504606846976", "--group", "tp", "--tp", "8"}, 1, []string{"1152921504606846976 bytes"}},
 		{"tp 0", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "0"}, 1, []string{"--tp"}},
+		// A whole collective (collective granularity) is priced and reported by its record.
+		{"COLL flow without its collective record", streamWithFlows(t, topo16, nil, nil, func(emit func(*stream.Flow)) {
+			emit(&stream.Flow{ID: 0, Collective: 7, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
+		}), []string{"flowsim-analytical"}, 1, []string{"record 2", "collective", "no collective record"}},
 		// Backend configuration.
 		{"PAUSE_TIME 0", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0"}, 1, []string{"PAUSE_TIME"}},
 		{"ROUTING unknown", flows, []string{"flowsim-packet", "--set", "ROUTING=valiant"}, 1, []string{"ROUTING", "valiant"}},

@@ -80,6 +80,34 @@ func latency(d units.Duration) int64 {
 	return int64(d)
 }
 
+// checkFamilyFlags refuses a flag of another family than --family's: it
+// would be ignored, and the fabric would not be the one asked for.
+func (c *command) checkFamilyFlags() error {
+	simai := topo.SimAIFamily(c.Family)
+	for _, f := range []struct {
+		name   string
+		given  bool
+		ok     bool
+		family string
+	}{
+		{"--nics-per-asw", c.NICsPerASW != nil, simai, "the SimAI families"},
+		{"--gpus-per-segment", c.GPUsPerSegment != nil, simai, "the SimAI families"},
+		{"--psw", c.PSW != nil, simai, "the SimAI families"},
+		{"--asw-per-psw", c.ASWPerPSW != nil, simai, "the SimAI families"},
+		{"--fat-tree-k", c.K != nil, c.Family == topo.FatTree, "fat-tree"},
+		{"--oversubscription", c.Oversub != 1, c.Family == topo.FatTree, "fat-tree"},
+		{"--routers-per-group", c.RoutersPerGroup != nil, c.Family == topo.Dragonfly, "dragonfly"},
+		{"--terminals-per-router", c.TerminalsPerRouter != nil, c.Family == topo.Dragonfly, "dragonfly"},
+		{"--global-per-router", c.GlobalPerRouter != nil, c.Family == topo.Dragonfly, "dragonfly"},
+		{"--groups", c.Groups != nil, c.Family == topo.Dragonfly, "dragonfly"},
+	} {
+		if f.given && !f.ok {
+			return cli.Usagef("%s applies to %s, not --family %s", f.name, f.family, c.Family)
+		}
+	}
+	return nil
+}
+
 func (c *command) params() (topo.Params, error) {
 	p := topo.Params{
 		Family: c.Family, GPUsPerServer: c.GPUsPerServer,
@@ -90,6 +118,9 @@ func (c *command) params() (topo.Params, error) {
 	}
 	if c.Oversub < 1 {
 		return p, fmt.Errorf("--oversubscription %g must be at least 1 (1 = non-blocking)", c.Oversub)
+	}
+	if err := c.checkFamilyFlags(); err != nil {
+		return p, err
 	}
 	if v := c.NVSwitchesPerServer; v != nil {
 		switch {

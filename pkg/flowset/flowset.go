@@ -301,8 +301,27 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 		return nil, err
 	}
 	in.DAG = d
+	if err := in.checkCollRecords(); err != nil {
+		return nil, err
+	}
 	in.assignPorts()
 	return in, nil
+}
+
+// checkCollRecords refuses a COLL flow whose collective has no record: its
+// op, algorithm and group are what a backend prices the fabric with and
+// the reports name it by. (A transfer may name a collective without a
+// record: it is then reported without op or algorithm.)
+func (in *Set) checkCollRecords() error {
+	if in.CollNodes == 0 {
+		return nil
+	}
+	for i := int32(0); int(i) < in.Flows(); i++ {
+		if f := in.Flow(i); f.Kind == Coll && in.Collectives[f.Coll] == nil {
+			return in.FlowError(i, "collective", fmt.Errorf("COLL flow of collective %d, which has no collective record", f.Coll))
+		}
+	}
+	return nil
 }
 
 // checkSiblings refuses a group whose siblings are not groups of its type

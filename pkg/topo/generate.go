@@ -123,6 +123,13 @@ var simaiFamilies = map[string]family{
 // the leaf of rail i.
 func RailOptimized(familyName string) bool { return simaiFamilies[familyName].rail }
 
+// SimAIFamily reports whether a family is one of SimAI's five, the ones
+// --nics-per-asw, --psw and --asw-per-psw shape.
+func SimAIFamily(familyName string) bool {
+	_, ok := simaiFamilies[familyName]
+	return ok
+}
+
 // NICsPerGPU is the number of NIC links each GPU has in a family.
 func NICsPerGPU(familyName string) int {
 	if f, ok := simaiFamilies[familyName]; ok {
