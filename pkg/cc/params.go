@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -244,6 +245,16 @@ func (p *Params) Set(key, value string) error {
 		return fmt.Errorf("cc: %s %q: %v", key, value, err)
 	}
 	return nil
+}
+
+// Keys lists the configuration keys Set accepts, sorted.
+func Keys() []string {
+	keys := make([]string, 0, len(setters))
+	for k := range setters {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 type setter func(p *Params, v string) error

@@ -58,7 +58,7 @@ type Config struct {
 	QLenMonPs  int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
 	BWMonPs    int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
 	CC         cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
-	ccConf     map[string]string // the CC keys given, as written, for the trace metadata
+	ccConf     map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
 }
 
 // LinkDown fails the link between two nodes at a time (LINK_DOWN t a b, t in ns).
@@ -395,7 +395,16 @@ func (c *Config) apply(key string, v []string) error {
 			return fmt.Errorf("unknown key (examples/conf/default.conf lists the keys)")
 		}
 		if err == nil {
-			c.ccConf[key] = val
+			// The metadata lists the keys whose values differ from the
+			// defaults, however a file spells them: SimAI.conf and
+			// default.conf, which both write the defaults, give the same
+			// trace.
+			def := cc.DefaultParams()
+			if def.Set(key, val) == nil && def == cc.DefaultParams() {
+				delete(c.ccConf, key)
+			} else {
+				c.ccConf[key] = val
+			}
 		}
 	}
 	return err

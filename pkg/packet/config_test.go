@@ -1,9 +1,16 @@
 package packet
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/cc"
 )
 
 // The shipped configurations load; switches fabricsim does not model are
@@ -88,5 +95,51 @@ func TestConfigWholeNumbers(t *testing.T) {
 	}
 	if err := c.SetKV("BUFFER_SIZE=4096"); err != nil || c.BufferBytes != 4096 {
 		t.Errorf("BUFFER_SIZE=4096: %v, %d bytes", err, c.BufferBytes)
+	}
+}
+
+// examples/conf/default.conf documents every key the backend reads: each
+// key a case of Config.apply names (read from config.go's syntax tree, so
+// a new key cannot be added without this test seeing it) and each of
+// pkg/cc's, as a "KEY value" line or, for keys without a neutral value, a
+// commented "#   KEY value" example.
+func TestDefaultConfDocumentsEveryKey(t *testing.T) {
+	fs := token.NewFileSet()
+	f, err := parser.ParseFile(fs, "config.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := cc.Keys()
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "apply" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CaseClause); ok {
+				for _, e := range c.List {
+					if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						// Values matched in inner switches (PFC_MODE's
+						// "port") are lower case; keys are not.
+						if k, _ := strconv.Unquote(lit.Value); k == strings.ToUpper(k) {
+							keys = append(keys, k)
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	if len(keys) < len(cc.Keys())+30 {
+		t.Fatalf("found %d keys: config.go's apply no longer looks as this test expects", len(keys))
+	}
+	conf, err := os.ReadFile("../../examples/conf/default.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !regexp.MustCompile(`(?m)^(#\s+)?` + k + `\s`).Match(conf) {
+			t.Errorf("key %s is read but not documented in examples/conf/default.conf", k)
+		}
 	}
 }
