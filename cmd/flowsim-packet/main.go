@@ -270,7 +270,9 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	// A run that stopped early (SIMULATOR_STOP_TIME, a deadlock) writes
 	// the flows that finished.
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		r := set.Row(i, fl.StartPs(i)/1000, fl.End[i]/1000, fl.Ideal[i]/1000)
+		// The ps -> ns rule every backend uses (des.Time.Ns: to nearest).
+		ns := func(ps int64) int64 { return des.Time(ps).Ns() }
+		r := set.Row(i, ns(fl.StartPs(i)), ns(fl.End[i]), ns(fl.Ideal[i]))
 		if fl.Failed != nil && fl.Failed[i] {
 			r.Status = trace.StatusFailed
 		}
@@ -295,7 +297,7 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 		}
 		start := fl.StartPs(i) + sendLat
 		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
-			StartNs: start / 1000, FctNs: (fl.End[i] - start) / 1000, StandaloneFctNs: fl.Ideal[i] / 1000}
+			StartNs: des.Time(start).Ns(), FctNs: des.Time(fl.End[i]).Ns() - des.Time(start).Ns(), StandaloneFctNs: des.Time(fl.Ideal[i]).Ns()}
 		if err := w.Write(&l); err != nil {
 			f.Close()
 			return err

@@ -93,7 +93,7 @@ func (m *Monitors) start(s *Sim) {
 
 func (m *Monitors) sample(s *Sim, kind int64) {
 	c := &s.cfg
-	ns := s.now / 1000
+	ns := des.Time(s.now).Ns()
 	switch kind {
 	case monQLen:
 		for pid := range s.ports {
@@ -167,7 +167,7 @@ func (m *Monitors) pfc(now int64, sw, up int32, q int, pause bool) {
 	if pause {
 		ev = "pause"
 	}
-	m.PFC.Add(monitor.PFC{TimeNs: now / 1000, Switch: sw, Upstream: up, Queue: int32(q), Event: ev})
+	m.PFC.Add(monitor.PFC{TimeNs: des.Time(now).Ns(), Switch: sw, Upstream: up, Queue: int32(q), Event: ev})
 }
 
 func (m *Monitors) cnp(qi int32) {
