@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -309,13 +310,7 @@ func (c *Config) apply(key string, v []string) error {
 		}
 		c.RTOPs = x * 1_000_000
 	case "ROUTING":
-		var name string
-		if name, err = one(); err == nil {
-			var r Routing
-			if r, err = ParseRouting(name); err == nil {
-				c.Routing = r
-			}
-		}
+		err = setEnum(v, routingNames[:], &c.Routing)
 	case "FLOWLET_GAP_US":
 		var f float64
 		if f, err = num(); err == nil && !(f >= 0.001 && f <= 1e6) {
@@ -323,13 +318,7 @@ func (c *Config) apply(key string, v []string) error {
 		}
 		c.FlowletGapPs = int64(math.Round(f * 1e6))
 	case "TRANSPORT":
-		var name string
-		if name, err = one(); err == nil {
-			var t Transport
-			if t, err = ParseTransport(name); err == nil {
-				c.Transport = t
-			}
-		}
+		err = setEnum(v, transportNames[:], &c.Transport)
 	case "PFC_MODE":
 		var m string
 		if m, err = one(); err == nil {
@@ -406,6 +395,27 @@ func (c *Config) apply(key string, v []string) error {
 				c.ccConf[key] = val
 			}
 		}
+	}
+	return err
+}
+
+// parseEnum reads one of names as its index: "a or b", "a, b or c".
+func parseEnum[T ~uint8](s string, names []string) (T, error) {
+	if i := slices.Index(names, s); i >= 0 {
+		return T(i), nil
+	}
+	list := strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+	return 0, fmt.Errorf("%q: expected %s", s, list)
+}
+
+// setEnum sets *dst from a key's one value, leaving it as it was on error.
+func setEnum[T ~uint8](v []string, names []string, dst *T) error {
+	if len(v) != 1 {
+		return fmt.Errorf("expected one value, got %d", len(v))
+	}
+	x, err := parseEnum[T](v[0], names)
+	if err == nil {
+		*dst = x
 	}
 	return err
 }

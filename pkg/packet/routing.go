@@ -1,8 +1,6 @@
 package packet
 
 import (
-	"fmt"
-
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
@@ -43,14 +41,7 @@ var routingNames = [...]string{"ecmp", "spray", "flowlet", "adaptive"}
 func (r Routing) String() string { return routingNames[r] }
 
 // ParseRouting reads a ROUTING value.
-func ParseRouting(s string) (Routing, error) {
-	for i, n := range routingNames {
-		if s == n {
-			return Routing(i), nil
-		}
-	}
-	return 0, fmt.Errorf("%q: expected ecmp, spray, flowlet or adaptive", s)
-}
+func ParseRouting(s string) (Routing, error) { return parseEnum[Routing](s, routingNames[:]) }
 
 // flowlet is a queue pair's flowlet state (ROUTING flowlet only).
 type flowlet struct {

@@ -1,7 +1,5 @@
 package packet
 
-import "fmt"
-
 // Transport is how a NIC recovers lost packets (the TRANSPORT key).
 //
 //   - roce (default, as SimAI): the receiver accepts packets in order only
@@ -31,14 +29,7 @@ var transportNames = [...]string{"roce", "sack"}
 func (t Transport) String() string { return transportNames[t] }
 
 // ParseTransport reads a TRANSPORT value.
-func ParseTransport(s string) (Transport, error) {
-	for i, n := range transportNames {
-		if s == n {
-			return Transport(i), nil
-		}
-	}
-	return 0, fmt.Errorf("%q: expected roce or sack", s)
-}
+func ParseTransport(s string) (Transport, error) { return parseEnum[Transport](s, transportNames[:]) }
 
 // sackDupThresh is how many SACKed packets after a hole make it a loss
 // under per-packet routing, where packets overtake each other; on one
@@ -117,7 +108,7 @@ func (s *Sim) lostSeq(qi int32) int64 {
 	return -1
 }
 
-// trim drops queue pair qi's entries below seq.
+// trim drops queue pair qi's entries below the given sequence.
 func (o *ooo) trim(qi int32, below int64) {
 	l, ok := o.of[qi]
 	if !ok || l[0] >= below {
