@@ -222,8 +222,13 @@ func (c *command) run() error {
 			cfg.Routing, mean, worst, n, st.Reordered)
 	}
 	if st.Retransmitted > 0 || cfg.Transport != packet.TransportRoCE {
-		fmt.Fprintf(os.Stderr, "flowsim-packet: transport %s: %s retransmitted, %s discarded by receivers (duplicates%s)\n",
-			cfg.Transport, units.HumanSize(st.Retransmitted), units.HumanSize(st.Discarded), map[bool]string{true: "", false: " and out of order"}[cfg.Transport == packet.TransportSACK || cfg.Routing != packet.RouteECMP])
+		// Go-back-N receivers also discard what arrives past a gap.
+		what := "duplicates and out of order"
+		if cfg.Transport == packet.TransportSACK || cfg.Routing != packet.RouteECMP {
+			what = "duplicates"
+		}
+		fmt.Fprintf(os.Stderr, "flowsim-packet: transport %s: %s retransmitted, %s discarded by receivers (%s)\n",
+			cfg.Transport, units.HumanSize(st.Retransmitted), units.HumanSize(st.Discarded), what)
 	}
 	switch { // the error is the one line said
 	case incomplete != nil && incomplete.StopTime:

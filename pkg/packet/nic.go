@@ -191,23 +191,16 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	if seq < q.maxSent {
 		s.Stats.Retransmitted += size
 	}
-	if seq != q.sndNxt {
+	if seq == q.sndNxt {
+		q.sndNxt += size
+		if q.maxSent < q.size && q.sndNxt >= q.size {
+			s.sent(q.flow)
+		}
+		q.maxSent = max(q.maxSent, q.sndNxt)
+	} else { // a selective retransmission (TRANSPORT sack)
 		s.sackQPs[qi].rtx = seq + size
 		s.resent(qi, seq)
-		s.Stats.SentBytes += size
-		s.Stats.DataPackets++
-		q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
-		if q.rtoAt == 0 {
-			s.armRTO(qi)
-		}
-		s.transmit(pid, pi, -1)
-		return
 	}
-	q.sndNxt += size
-	if q.maxSent < q.size && q.sndNxt >= q.size {
-		s.sent(q.flow)
-	}
-	q.maxSent = max(q.maxSent, q.sndNxt)
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
@@ -362,10 +355,10 @@ func (s *Sim) deliver(pi int32) {
 	}
 	q := &s.qps[pkt.qp]
 	switch {
-	case pkt.seq > q.rcvNext && s.ooo != nil:
+	case pkt.seq > q.rcvNext && s.placed != nil:
 		// Per-packet routing: placed where it belongs, acknowledged
 		// cumulatively; a duplicate is thrown away and re-acknowledged.
-		if !s.ooo.add(pkt.qp, pkt.seq) {
+		if !s.placed.add(pkt.qp, pkt.seq) {
 			s.Stats.Discarded += int64(pkt.size)
 			s.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 			return
@@ -381,8 +374,8 @@ func (s *Sim) deliver(pi int32) {
 		}
 	case pkt.seq == q.rcvNext:
 		q.rcvNext += int64(pkt.size)
-		if s.ooo != nil {
-			q.rcvNext = s.ooo.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
+		if s.placed != nil {
+			q.rcvNext = s.placed.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
 		}
 		s.Stats.Delivered += int64(pkt.size)
 		q.rcvCount++
@@ -561,8 +554,8 @@ func (s *Sim) onCCTimer(qi int32, gen int64) {
 func (s *Sim) qpDone(qi int32) {
 	q := &s.qps[qi]
 	q.done = true
-	if s.ooo != nil {
-		s.ooo.clear(qi)
+	if s.placed != nil {
+		s.placed.clear(qi)
 	}
 	if s.sacked != nil {
 		s.sacked.clear(qi)

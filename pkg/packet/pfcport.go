@@ -39,9 +39,9 @@ func (s *Sim) enterPort(v int32, pkt *packet) bool {
 	if s.shared[v]+size > s.buffer[v] {
 		return false
 	}
-	s.shared[v] += size
-	s.ingBytes[int(dl)*nQ+int(pkt.q)] += size
+	s.shared[v] += size // the node's whole occupancy in this mode
 	s.portIng[dl] += size
+	s.Stats.PeakIngress = max(s.Stats.PeakIngress, s.portIng[dl])
 	if !s.portPausedUp[dl] && s.portIng[dl] > s.portHigh {
 		s.portPausedUp[dl] = true
 		s.sendPFC(dl, portPFC, true)
@@ -55,7 +55,6 @@ func (s *Sim) leavePort(pkt *packet) {
 	dl := pkt.inDL
 	size := int64(pkt.wire)
 	s.shared[s.ports[dl].to] -= size
-	s.ingBytes[int(dl)*nQ+int(pkt.q)] -= size
 	s.portIng[dl] -= size
 	pkt.inDL = -1
 	if s.portPausedUp[dl] && s.portIng[dl] < s.portLow {

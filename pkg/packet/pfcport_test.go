@@ -32,6 +32,19 @@ func TestPortPFCIncast(t *testing.T) {
 	if s.Stats.Dropped != 0 || s.Stats.Pauses == 0 {
 		t.Fatalf("%d dropped, %d PAUSE frames: want lossless, with pauses", s.Stats.Dropped, s.Stats.Pauses)
 	}
+	// A port stops growing once its PAUSE is in force: above the high
+	// threshold by at most what a round trip of the link carries plus the
+	// packets being serialized at either end.
+	high, _ := cfg.portThresholds()
+	pkt := int64(cfg.PayloadSize + cfg.HeaderBytes)
+	var lat int64
+	for _, l := range tp.Links {
+		lat = max(lat, l.LatencyPs)
+	}
+	bound := high + 2*int64(float64(lat)*100e9/8e12) + 2*pkt
+	if s.Stats.PeakIngress <= high || s.Stats.PeakIngress > bound {
+		t.Fatalf("an ingress port held %d B; want above the %d B threshold (it pauses there) and at most %d B", s.Stats.PeakIngress, high, bound)
+	}
 	for dl, up := range s.portPausedUp {
 		if up || s.portIng[dl] != 0 {
 			t.Fatalf("ingress %d: paused %v, %d bytes left at the end", dl, up, s.portIng[dl])

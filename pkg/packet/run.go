@@ -543,8 +543,8 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	part := min(size-j*per*pay, per*pay)
 	q := &s.qps[qi]
 	s.epoch[qi]++
-	if s.ooo != nil {
-		s.ooo.clear(qi)
+	if s.placed != nil {
+		s.placed.clear(qi)
 	}
 	if s.sacked != nil {
 		s.sacked.clear(qi)

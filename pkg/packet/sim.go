@@ -151,9 +151,9 @@ type Stats struct {
 	Events        uint64
 	DataPackets   uint64 // data packets transmitted by senders (retransmissions included)
 	SentBytes     int64  // payload bytes of those packets
-	Delivered     int64  // payload bytes delivered to receivers (in order, or placed out of order under per-packet routing)
+	Delivered     int64  // payload bytes delivered to receivers (in order, or placed out of order: per-packet routing, TRANSPORT sack)
 	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
-	Reordered     uint64 // data packets placed out of order (per-packet routing)
+	Reordered     uint64 // data packets placed out of order (per-packet routing, TRANSPORT sack)
 	Local         int64  // bytes of flows from a node to itself (no network)
 	Bypassed      uint64 // packets delivered by the surrogate predictor
 	Zombies       uint64 // packets frozen in the fabric by surrogate mode
@@ -161,6 +161,7 @@ type Stats struct {
 	DroppedBytes  int64
 	Retransmitted int64 // payload bytes sent again after a NACK or timeout
 	Pauses        uint64
+	PeakIngress   int64  // PFC_MODE port: the most bytes one ingress port held
 	CNPs          uint64 // ECN echoes returned to senders
 	SimPs         int64  // when the last flow ended (when the run stopped, if some did not)
 	// Failed transfers (LINK_DOWN left them no path) and the bytes they
@@ -213,16 +214,16 @@ type Sim struct {
 	ingBytes  []int64
 	hdrmBytes []int64
 	pausedUp  []bool
+	headroom  []int64
+	shift     []uint8
+	shared    []int64 // per node: shared bytes in use
+	buffer    []int64 // per node: buffer size
+	rsrvHdrm  []int64 // per node: reserve + headroom set aside
 	// PFC_MODE port (pfcport.go): bytes in each ingress port, whether it
 	// has paused its sender, and the thresholds.
 	portIng           []int64
 	portPausedUp      []bool
 	portHigh, portLow int64
-	headroom          []int64
-	shift             []uint8
-	shared            []int64 // per node: shared bytes in use
-	buffer            []int64 // per node: buffer size
-	rsrvHdrm          []int64 // per node: reserve + headroom set aside
 
 	pkts     []packet
 	freePkts []int32
@@ -234,18 +235,19 @@ type Sim struct {
 	pathW   int
 	pathLen []uint8
 
-	// Per-packet routing (ROUTING other than ecmp, routing.go): the
-	// receivers' out-of-order placements, the queue pairs' flowlets, and
-	// forward's scratch.
+	// Per-packet routing (ROUTING other than ecmp, routing.go): the queue
+	// pairs' flowlets and forward's scratch.
 	perPacket bool
-	ooo       *ooo
-	// TRANSPORT sack (transport.go): the senders' SACK scoreboards and
-	// retransmission state; nil and empty under roce.
-	sacked    *ooo
-	sackQPs   []sackQP
-	dupThresh int // SACKs beyond a hole that make it a loss
 	flowlets  []flowlet
 	hops      []route.DirLink
+	// The receivers' out-of-order placements (per-packet routing or
+	// TRANSPORT sack); nil while packets can only arrive in order.
+	placed *seqSet
+	// TRANSPORT sack (transport.go): the senders' SACK scoreboards and
+	// retransmission state; nil and empty under roce.
+	sacked    *seqSet
+	sackQPs   []sackQP
+	dupThresh int // SACKs beyond a hole that make it a loss
 
 	qps    []qp
 	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
@@ -317,10 +319,10 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 		s.perPacket = true
 	}
 	if s.perPacket || cfg.Transport == TransportSACK {
-		s.ooo = &ooo{of: map[int32][]int64{}}
+		s.placed = newSeqSet()
 	}
 	if cfg.Transport == TransportSACK {
-		s.sacked = &ooo{of: map[int32][]int64{}}
+		s.sacked = newSeqSet()
 		s.dupThresh = 1
 		if s.perPacket {
 			s.dupThresh = sackDupThresh

@@ -107,22 +107,3 @@ func (s *Sim) lostSeq(qi int32) int64 {
 	st.all = false // a timeout's round is over
 	return -1
 }
-
-// trim drops queue pair qi's entries below the given sequence.
-func (o *ooo) trim(qi int32, below int64) {
-	l, ok := o.of[qi]
-	if !ok || l[0] >= below {
-		return
-	}
-	k := 0
-	for k < len(l) && l[k] < below {
-		k++
-	}
-	l = l[:copy(l, l[k:])]
-	if len(l) == 0 {
-		o.free = append(o.free, l)
-		delete(o.of, qi)
-		return
-	}
-	o.of[qi] = l
-}

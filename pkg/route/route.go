@@ -102,6 +102,7 @@ type Router struct {
 	firstD   []int // route's scratch: distance to dst through each of src's links
 	// Spread's scratch: the shares standing at one hop and the next
 	spreadA, spreadB []mass
+	hopBuf           []DirLink // route's and Spread's scratch: NextHops' answer
 }
 
 // fixedPath caches a path that has a single candidate at every hop (NVLink
@@ -322,35 +323,15 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ 
 		}
 	}
 	for dist := best - 1; v != dst; dist-- {
-		if dist == 1 {
-			// Last hop: the switch's links to dst (parallel links share flows).
-			n := 0
-			for _, li := range r.links(dst) {
-				if topo.Other(t, li, dst) == v {
-					n++
-				}
-			}
-			choice = choice || n > 1
-			k := Pick(hash, v, n)
-			for _, li := range r.links(dst) {
-				if topo.Other(t, li, dst) == v {
-					if k == 0 {
-						buf = append(buf, Directed(t, li, v))
-						break
-					}
-					k--
-				}
-			}
-			break
-		}
-		c := r.candidates(v, r.gpuAtt[dst], dist)
+		c := r.NextHops(r.hopBuf[:0], v, dst, dist)
+		r.hopBuf = c
 		if len(c) == 0 {
 			return buf, false, fmt.Errorf("internal: no next hop at node %d towards GPU %d", v, dst)
 		}
 		choice = choice || len(c) > 1
-		h := c[Pick(hash, v, len(c))]
-		buf = append(buf, h.dl)
-		v = h.next
+		d := c[Pick(hash, v, len(c))]
+		buf = append(buf, d)
+		v = topo.Other(t, d.Link(), v)
 	}
 	return buf, choice, nil
 }

@@ -55,29 +55,17 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 		next = next[:0]
 		for _, fm := range front {
 			v := fm.node
-			if dist == 1 {
-				// Last hop: the switch's links to dst (parallel links share).
-				n := 0
-				for _, li := range r.links(dst) {
-					if topo.Other(t, li, dst) == v {
-						n++
-					}
-				}
-				for _, li := range r.links(dst) {
-					if topo.Other(t, li, dst) == v {
-						add(Directed(t, li, v), fm.m/float64(n))
-					}
-				}
-				continue
-			}
-			c := r.candidates(v, r.gpuAtt[dst], dist)
+			c := r.NextHops(r.hopBuf[:0], v, dst, dist)
+			r.hopBuf = c
 			if len(c) == 0 {
 				return fmt.Errorf("internal: no next hop at node %d towards GPU %d", v, dst)
 			}
 			s := fm.m / float64(len(c))
-			for _, h := range c {
-				add(h.dl, s)
-				next = append(next, mass{h.next, s})
+			for _, d := range c {
+				add(d, s)
+				if dist > 1 {
+					next = append(next, mass{topo.Other(t, d.Link(), v), s})
+				}
 			}
 		}
 		front, next = merge(next), front
