@@ -110,3 +110,33 @@ func TestCalendarReservedSeq(t *testing.T) {
 		}
 	}
 }
+
+// A wave of events moving through the wheel (each bucket fills with a
+// hundred events, then empties) must leave the calendar holding about the
+// pending events' worth of arrays, not each bucket's peak.
+func TestCalendarReleasesEmptiedBuckets(t *testing.T) {
+	const buckets, burst = 1024, 100
+	c := NewCalendar(4, 10)
+	peak := 0
+	for now := Time(0); now < 16*4*buckets; now += 16 {
+		for k := range burst {
+			c.Push(now+16*8, 1, int32(k), 0)
+		}
+		peak = max(peak, c.Len())
+		for c.Len() > 0 && c.PeekTime() <= now {
+			c.Pop()
+		}
+	}
+	held := 0
+	for _, b := range c.buckets {
+		held += cap(b)
+	}
+	for _, class := range c.spare {
+		for _, b := range class {
+			held += cap(b)
+		}
+	}
+	if bound := buckets*keepCap + 4*peak; held > bound {
+		t.Errorf("calendar holds arrays for %d events after a peak of %d pending; want at most %d", held, peak, bound)
+	}
+}
