@@ -6,33 +6,94 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
-// A backend that cannot finish writing its trace file (here: the file-size
-// limit, as a full disk would) exits 1 and leaves no partial file whose
-// footer makes it look complete.
-func TestNoPartialTrace(t *testing.T) {
-	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8")
-	for _, prog := range []string{"flowsim-analytical", "flowsim-packet", "phyrun"} {
-		out := filepath.Join(t.TempDir(), "run.parquet")
-		bin, err := filepath.Abs(filepath.Join(binDir, prog))
+// A program that cannot finish writing its output file (here: the
+// file-size limit, as a full disk would) exits 1 and leaves nothing under
+// the file's name: no partial trace whose footer makes it look complete,
+// no stream or text cut short.
+func TestNoPartialOutput(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--gpus", "16")
+	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8")
+	trace := mustRun(t, st, "flowsim-analytical")
+	for _, c := range []struct {
+		name  string
+		stdin []byte
+		args  []string // the output file is $OUT
+	}{
+		{"topogen stream", nil, []string{"topogen", "--gpus", "1024", "-o", "$OUT"}},
+		{"topogen simai", nil, []string{"topogen", "--gpus", "1024", "--format", "simai", "-o", "$OUT"}},
+		{"ncclpath", topo, []string{"ncclpath", "-o", "$OUT"}},
+		{"simccl-decompose", topo, []string{"simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8", "-o", "$OUT"}},
+		{"flowsim-analytical", st, []string{"flowsim-analytical", "-o", "$OUT.parquet"}},
+		{"flowsim-packet", st, []string{"flowsim-packet", "-o", "$OUT.parquet"}},
+		{"flowsim-packet --simai-fct", st, []string{"flowsim-packet", "--simai-fct", "$OUT"}},
+		{"phyrun", st, []string{"phyrun", "-o", "$OUT.parquet"}},
+		{"fctstats csv", trace, []string{"fctstats", "--table", "flows", "--format", "csv", "-o", "$OUT"}},
+		{"fctstats plot", trace, []string{"fctstats", "--plot", "$OUT.svg"}},
+	} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out")
+		bin, err := filepath.Abs(filepath.Join(binDir, c.args[0]))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command("bash", "-c", `ulimit -f 4; exec "$0" -o "$1"`, bin, out) // 4 KiB
+		args := make([]string, len(c.args)-1)
+		for i, a := range c.args[1:] {
+			args[i] = strings.ReplaceAll(a, "$OUT", out)
+		}
+		cmd := exec.Command("bash", append([]string{"-c", `ulimit -f 4; exec "$@"`, "bash", bin}, args...)...) // 4 KiB
 		cmd.Dir = ".."
-		cmd.Stdin = bytes.NewReader(st)
+		cmd.Stdin = bytes.NewReader(c.stdin)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		err = cmd.Run()
 		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !bytes.Contains(stderr.Bytes(), []byte("file too large")) {
-			t.Errorf("%s: %v, stderr %q", prog, err, stderr.String())
+			t.Errorf("%s: %v, stderr %q", c.name, err, stderr.String())
 		}
-		if _, err := os.Stat(out); !os.IsNotExist(err) {
-			t.Errorf("%s left %s behind (%v)", prog, out, err)
+		if left, _ := os.ReadDir(dir); len(left) > 0 {
+			t.Errorf("%s left %s behind", c.name, left[0].Name())
+		}
+	}
+}
+
+// A write that fails onto a device (a full disk's /dev/full) is an error,
+// and the program never removes the node: a failed write once deleted the
+// machine's /dev/full. The test makes its own full device.
+func TestFailedWriteKeepsTheDevice(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8")
+	trace := mustRun(t, st, "flowsim-analytical")
+	for _, c := range []struct {
+		stdin []byte
+		args  []string // the device is $DEV
+	}{
+		{st, []string{"flowsim-analytical", "-o", "$DEV.arrows"}},
+		{st, []string{"flowsim-packet", "-o", "$DEV.parquet"}},
+		{st, []string{"phyrun", "-o", "$DEV.arrow"}},
+		{trace, []string{"fctstats", "--table", "flows", "--format", "csv", "-o", "$DEV"}},
+		{trace, []string{"fctstats", "--plot", "$DEV.svg"}},
+		{nil, []string{"topogen", "--gpus", "16", "-o", "$DEV"}},
+	} {
+		dev := filepath.Join(t.TempDir(), "full")
+		args := make([]string, len(c.args)-1)
+		for i, a := range c.args[1:] {
+			args[i] = strings.ReplaceAll(a, "$DEV", dev)
+			if a != args[i] {
+				dev = args[i]
+			}
+		}
+		if err := syscall.Mknod(dev, syscall.S_IFCHR|0o666, 1<<8|7); err != nil { // /dev/full is char 1,7
+			t.Skip("cannot make a device node here (not root?):", err)
+		}
+		r := run(t, c.stdin, c.args[0], args...)
+		oneLineError(t, r, 1, c.args[0]+":", "no space left on device")
+		if st, err := os.Stat(dev); err != nil || st.Mode()&os.ModeCharDevice == 0 {
+			t.Errorf("%s removed the device it failed to write: %v", c.args[0], err)
 		}
 	}
 }

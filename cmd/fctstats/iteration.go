@@ -167,21 +167,14 @@ func analyzeIteration(path string, opt stats.IterationOptions) (*stats.Iteration
 	return stats.AnalyzeIteration(in, opt)
 }
 
-// output runs write on --out (or stdout), buffered; a failed write or
-// close removes --out.
+// output runs write on --out (or stdout), buffered; after a failed write
+// or close nothing is left at --out.
 func (c *command) output(write func(io.Writer) error) (err error) {
-	out, closeOut, err := cli.CreateOutput(c.Out, "")
+	out, done, err := cli.CreateOutput(c.Out, "")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
-		}
-		if err != nil && c.Out != "" {
-			os.Remove(c.Out)
-		}
-	}()
+	defer func() { err = done(err) }()
 	bw := bufio.NewWriterSize(out, 64<<10)
 	if err := write(bw); err != nil {
 		return err

@@ -9,11 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/pkg/stats"
 	"github.com/fabricsim/fabricsim/pkg/units"
 	"gonum.org/v1/plot"
@@ -158,19 +158,14 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 	return c.writePlot([]*plot.Plot{stats.BusbwPlot(title, series)}, []vg.Length{vg.Inch * 5.5})
 }
 
-// writePlot writes panels to --plot, removing the file on failure.
+// writePlot writes panels to --plot, which appears only when complete.
 func (c *command) writePlot(plots []*plot.Plot, heights []vg.Length) error {
 	format, _ := stats.PlotFormat(c.Plot)
-	f, err := os.Create(c.Plot)
+	f, err := outfile.Create(c.Plot)
 	if err != nil {
 		return err
 	}
-	err = stats.WritePlots(f, format, plots, heights)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(c.Plot)
+	if err := f.Finish(stats.WritePlots(f, format, plots, heights)); err != nil {
 		return fmt.Errorf("%s: %v", c.Plot, err)
 	}
 	return nil

@@ -93,13 +93,11 @@ func (c *command) run() error {
 	if opt.Progress != nil {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}
-	if cerr := aw.Close(); err == nil {
-		err = cerr
-	}
 	if err != nil {
-		if c.Out != "" {
-			os.Remove(c.Out)
-		}
+		trace.Abort(aw)
+		return err
+	}
+	if err := aw.Close(); err != nil {
 		return err
 	}
 	for _, m := range res.Warnings {

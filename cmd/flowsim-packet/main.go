@@ -18,6 +18,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/simaifct"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -288,11 +289,12 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 // writeSimAIFCT writes SimAI's fct.txt: one line per transfer, addressed by
 // node id as SimAI's IPs are. SimAI starts a transfer's clock after its
 // send latency (sendLat ps).
-func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int64) error {
-	f, err := os.Create(path)
+func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int64) (err error) {
+	f, err := outfile.Create(path)
 	if err != nil {
 		return err
 	}
+	defer func() { err = f.Finish(err) }()
 	bw := bufio.NewWriterSize(f, 1<<16)
 	w := simaifct.NewWriter(bw)
 	for i := int32(0); i < int32(set.Flows()); i++ {
@@ -304,19 +306,13 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
 			StartNs: des.Time(start).Ns(), FctNs: des.Time(fl.End[i]).Ns() - des.Time(start).Ns(), StandaloneFctNs: des.Time(fl.Ideal[i]).Ns()}
 		if err := w.Write(&l); err != nil {
-			f.Close()
 			return err
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
 		return err
 	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return bw.Flush()
 }
 
 func writeHeapProfile(path string) error {

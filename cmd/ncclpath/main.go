@@ -230,15 +230,11 @@ func (c *command) report(sys *ncclpath.System, opt ncclpath.Options) (err error)
 	if err != nil {
 		return err
 	}
-	out, closeOut, err := cli.CreateOutput(c.Out, "")
+	out, done, err := cli.CreateOutput(c.Out, "")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
-		}
-	}()
+	defer func() { err = done(err) }()
 	bw := bufio.NewWriter(out)
 	if c.JSON {
 		enc := json.NewEncoder(bw)

@@ -198,15 +198,11 @@ func (c *command) run() (err error) {
 	if c.Summary || c.Format == "simai" {
 		binary = "" // text
 	}
-	out, closeOut, err := cli.CreateOutput(c.Out, binary)
+	out, done, err := cli.CreateOutput(c.Out, binary)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
-		}
-	}()
+	defer func() { err = done(err) }()
 	switch {
 	case c.Summary:
 		s, err := topo.Summarize(t)

@@ -525,6 +525,17 @@ func (r *Reader) Topology() (*Topology, error) {
 // first among the nodes and in whole servers, node ids their positions,
 // links between two distinct nodes with a positive, finite bandwidth. A
 // record that breaks it is refused here, once for every program.
+// Link ranges of the stream contract: every bandwidth from 10 Mbps to
+// 1 Pbps, every latency up to 1 s. A 1 TiB flow (the largest a stream
+// carries) then takes at most 9e17 ps, within the simulators' int64
+// picoseconds; outside them a run overflowed its times (a link of 1 bit/s
+// reported 9.2e6 s, --nic-bw 1e-30Gbps negative ideal FCTs).
+const (
+	MinLinkBps       = 1e7
+	MaxLinkBps       = 1e15
+	MaxLinkLatencyPs = 1e12
+)
+
 func (r *Reader) checkTopology(t *Topology) error {
 	switch {
 	case t.GPUs < 1 || t.GPUs > len(t.Nodes):
@@ -549,10 +560,10 @@ func (r *Reader) checkTopology(t *Topology) error {
 			return r.errf(f("a"), fmt.Errorf("node %d of %d", l.A, len(t.Nodes)))
 		case l.B < 0 || int(l.B) >= len(t.Nodes) || l.B == l.A:
 			return r.errf(f("b"), fmt.Errorf("node %d (a is %d, %d nodes)", l.B, l.A, len(t.Nodes)))
-		case !(l.BWbps > 0) || math.IsInf(l.BWbps, 0):
-			return r.errf(f("bw_bps"), fmt.Errorf("%g bit/s: want a positive, finite bandwidth", l.BWbps))
-		case l.LatencyPs < 0:
-			return r.errf(f("latency_ps"), fmt.Errorf("%d ps is negative", l.LatencyPs))
+		case !(l.BWbps >= MinLinkBps && l.BWbps <= MaxLinkBps): // NaN fails too
+			return r.errf(f("bw_bps"), fmt.Errorf("%g bit/s: want a bandwidth from %g (10 Mbps) to %g (1 Pbps)", l.BWbps, MinLinkBps, MaxLinkBps))
+		case l.LatencyPs < 0 || l.LatencyPs > MaxLinkLatencyPs:
+			return r.errf(f("latency_ps"), fmt.Errorf("%d ps: want a latency from 0 to %d (1 s)", l.LatencyPs, int64(MaxLinkLatencyPs)))
 		case !(l.ErrorRate >= 0 && l.ErrorRate < 1):
 			return r.errf(f("error_rate"), fmt.Errorf("%g: want 0 <= rate < 1", l.ErrorRate))
 		}

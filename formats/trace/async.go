@@ -7,6 +7,9 @@ type asyncWriter struct {
 	full chan []Row
 	free chan []Row
 	done chan error
+	// aborted, set before full is closed, makes the encoder abort the
+	// trace instead of completing it.
+	aborted bool
 }
 
 const asyncBatchRows = 4096
@@ -34,7 +37,9 @@ func newAsyncWriter(w Writer) *asyncWriter {
 			}
 			a.free <- batch[:0]
 		}
-		if cerr := w.Close(); err == nil {
+		if a.aborted {
+			Abort(w)
+		} else if cerr := w.Close(); err == nil {
 			err = cerr
 		}
 		a.done <- err
@@ -59,4 +64,11 @@ func (a *asyncWriter) Close() error {
 	}
 	close(a.full)
 	return <-a.done
+}
+
+// abort drops what is queued and aborts the trace.
+func (a *asyncWriter) abort() {
+	a.aborted = true
+	close(a.full)
+	<-a.done
 }

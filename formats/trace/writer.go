@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/fabricsim/fabricsim/internal/outfile"
 )
 
 // Writer appends rows to a trace. Close flushes everything and writes the
@@ -56,61 +56,51 @@ func Create(path string, m Meta) (Writer, error) {
 	// The trace is written under a temporary name beside path and renamed
 	// when complete: a run killed mid-way leaves no file under path that
 	// other readers (which may not check the end marker) take as whole.
-	// A device or pipe (/dev/stdout, a FIFO) is written in place.
-	var f *os.File
-	if st, serr := os.Stat(path); serr == nil && !st.Mode().IsRegular() {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
-	} else if f, err = os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp"); err == nil {
-		f.Chmod(0o644) // what os.Create gives under the usual umask; CreateTemp makes 0600
-	}
+	f, err := outfile.Create(path)
 	if err != nil {
 		return nil, PathError(path, err)
 	}
 	w, err := NewWriter(f, c, m)
 	if err != nil {
-		f.Close()
-		if f.Name() != path {
-			os.Remove(f.Name())
-		}
+		f.Abort()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &fileWriter{Writer: w, f: f, path: path}, nil
+	return &fileWriter{Writer: w, f: f}, nil
 }
 
-// fileWriter closes the file Create opened after the trace is complete
-// and gives it its name.
+// fileWriter completes the file Create opened after the trace is complete.
 type fileWriter struct {
 	Writer
-	f    *os.File
-	path string
+	f *outfile.File
 }
 
 func (w *fileWriter) Write(r *Row) error {
 	if err := w.Writer.Write(r); err != nil {
-		return fmt.Errorf("%s: %w", w.path, err)
+		return fmt.Errorf("%s: %w", w.f.Path(), err)
 	}
 	return nil
 }
 
 func (w *fileWriter) Close() error {
-	err := w.Writer.Close()
-	if cerr := w.f.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
-	if w.f.Name() == w.path { // written in place
-		if err != nil {
-			return fmt.Errorf("%s: %w", w.path, err)
-		}
-		return nil
-	}
-	if err == nil {
-		err = os.Rename(w.f.Name(), w.path)
-	}
-	if err != nil {
-		os.Remove(w.f.Name())
-		return fmt.Errorf("%s: %w", w.path, err)
+	if err := w.f.Finish(w.Writer.Close()); err != nil {
+		return fmt.Errorf("%s: %w", w.f.Path(), err)
 	}
 	return nil
+}
+
+// Abort ends a trace that failed half-way: a file Create started is
+// removed, never put under its name (a device or pipe it writes in place
+// is left alone); other writers are closed.
+func Abort(w Writer) {
+	switch w := w.(type) {
+	case *fileWriter:
+		w.Writer.Close()
+		w.f.Abort()
+	case *asyncWriter:
+		w.abort()
+	default:
+		w.Close()
+	}
 }
 
 // arrowSchema builds the Arrow schema with the run's metadata.

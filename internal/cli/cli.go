@@ -14,6 +14,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/pkg/units"
 	"golang.org/x/term"
 )
@@ -110,37 +111,35 @@ func CheckBinaryStdout(what string) error {
 
 // CreateOutput opens a program's -o/--out destination: the file at path,
 // else stdout. binary names what is written when it is not text ("stream"),
-// and then a terminal stdout is refused. The caller must report close's
-// error: a file's last write may fail only there.
-func CreateOutput(path, binary string) (w io.Writer, close func() error, err error) {
+// and then a terminal stdout is refused. The caller ends with
+// err = done(err): on success the file is completed and put at path (its
+// last write may fail only there), on failure nothing is left at path and
+// a device written in place is left alone (outfile).
+func CreateOutput(path, binary string) (w io.Writer, done func(error) error, err error) {
 	if path != "" {
-		f, err := os.Create(path)
+		f, err := outfile.Create(path)
 		if err != nil {
 			return nil, nil, err
 		}
-		return f, f.Close, nil
+		return f, f.Finish, nil
 	}
 	if binary != "" {
 		if err := CheckBinaryStdout(binary); err != nil {
 			return nil, nil, err
 		}
 	}
-	return os.Stdout, func() error { return nil }, nil
+	return os.Stdout, func(err error) error { return err }, nil
 }
 
 // WriteStream writes a fabricsim stream to path (stdout when empty, never
 // a terminal) as producer: body writes the records; the stream and the
 // file are closed after it, and the first error of the three is returned.
 func WriteStream(path, producer string, body func(*stream.Writer) error) (err error) {
-	out, closeOut, err := CreateOutput(path, "stream")
+	out, done, err := CreateOutput(path, "stream")
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if cerr := closeOut(); err == nil {
-			err = cerr
-		}
-	}()
+	defer func() { err = done(err) }()
 	w, err := stream.NewWriter(out, Producer(producer))
 	if err != nil {
 		return err
@@ -196,26 +195,21 @@ func SendLatency(flagPs int64) (int64, error) {
 }
 
 // WriteTrace writes the rows row(i) gives for i < n (those it reports ok)
-// to the trace destination (see TraceWriter). On any error a file named by
-// out is removed, so that no partial trace with a valid footer is left
-// looking complete.
-func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) (trace.Row, bool)) (err error) {
+// to the trace destination (see TraceWriter). On any error the trace is
+// aborted, so that no partial trace with a valid footer is left looking
+// complete.
+func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) (trace.Row, bool)) error {
 	w, err := TraceWriter(out, meta)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil && out != "" {
-			os.Remove(out)
-		}
-	}()
 	for i := int32(0); i < int32(n); i++ {
 		r, ok := row(i)
 		if !ok {
 			continue
 		}
-		if err = w.Write(&r); err != nil {
-			w.Close()
+		if err := w.Write(&r); err != nil {
+			trace.Abort(w)
 			return err
 		}
 	}

@@ -11,25 +11,28 @@ import (
 // destination without one.
 func TestCreateOutput(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "out.bin")
-	w, closeOut, err := CreateOutput(path, "stream")
+	w, done, err := CreateOutput(path, "stream")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.WriteString(w, "data"); err != nil {
 		t.Fatal(err)
 	}
-	if err := closeOut(); err != nil {
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("the file is at its path before it is complete")
+	}
+	if err := done(nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(path); err != nil || string(b) != "data" {
 		t.Fatalf("file holds %q (%v)", b, err)
 	}
-	if err := closeOut(); err == nil {
+	if err := done(nil); err == nil {
 		t.Error("closing the file twice reports no error")
 	}
 
-	w, closeOut, err = CreateOutput("", "")
-	if err != nil || w != os.Stdout || closeOut() != nil {
+	w, done, err = CreateOutput("", "")
+	if err != nil || w != os.Stdout || done(nil) != nil {
 		t.Fatalf("stdout: %v %v", w, err)
 	}
 	if _, _, err := CreateOutput(filepath.Join(t.TempDir(), "no", "such", "dir"), ""); err == nil {

@@ -34,8 +34,7 @@
 // delay_ps. Delay nodes end
 // delay_ps after release; joins (DELAY flows of size 0
 // without delay_ps) as soon as they are released; other size-0 flows after
-// max(step latency, path latency); a flow from a GPU to itself is a local
-// copy that ends after its step latency. ideal_fct is that uncontended
+// max(step latency, path latency). ideal_fct is that uncontended
 // time, plus any send latency (for delay nodes and joins it is fct_ns, as
 // formats/trace.md specifies).
 //

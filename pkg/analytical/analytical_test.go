@@ -422,7 +422,11 @@ func TestFluidMatchesFullRecompute(t *testing.T) {
 			if id%3 == 0 {
 				size = MiB
 			}
-			f := flow(id, rng.Int32N(g), rng.Int32N(g), size)
+			src, dst := rng.Int32N(g), rng.Int32N(g-1)
+			if dst >= src { // never to itself
+				dst++
+			}
+			f := flow(id, src, dst, size)
 			for k := rng.IntN(3); k > 0 && id > 0; k-- {
 				f.Deps = append(f.Deps, rng.Int64N(id))
 			}
@@ -702,8 +706,11 @@ func TestStepLatency(t *testing.T) {
 			flows = append(flows, f)
 			want += max(lat, railLat) + 160
 		}
-		// A zero-byte transfer and a local copy with step latencies.
-		flows = append(flows, withLat(flow(6, 0, 8, 0, 5), 5_000_000), withLat(flow(7, 3, 3, MiB, 6), 2_000_000))
+		// A zero-byte transfer with a step latency, and a rank's local
+		// work (a DELAY node).
+		local := withLat(flow(7, 3, 3, 0, 6), 2_000_000)
+		local.ConnType = stream.ConnDelay
+		flows = append(flows, withLat(flow(6, 0, 8, 0, 5), 5_000_000), local)
 		want += 5*des.Microsecond + 2*des.Microsecond
 		_, res := simulate(t, mustRead(t, tp, flows), Options{Model: m})
 		within(t, m.String()+" chain", res.End, want, 0)

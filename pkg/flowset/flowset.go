@@ -557,6 +557,11 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 			return 0, r.Errorf(e.field, "flow %d: %d is not a GPU (0..%d) or an NVSwitch of the topology", f.ID, e.v, t.GPUs-1)
 		}
 	}
+	if f.Src == f.Dst {
+		// No collective sends to itself (a local copy is not a flow), and
+		// the backends would disagree on what it costs.
+		return 0, r.Errorf("dst", "flow %d: a %s transfer from %d to itself; a rank's local work is a DELAY node", f.ID, f.ConnType, f.Src)
+	}
 	return Transfer, nil
 }
 

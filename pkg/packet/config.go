@@ -62,6 +62,9 @@ type Config struct {
 	ccConf     map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
 }
 
+// maxLinkDownNs is the latest failure time LINK_DOWN takes: one day.
+const maxLinkDownNs = 86_400 * 1_000_000_000
+
 // LinkDown fails the link between two nodes at a time (LINK_DOWN t a b, t in ns).
 type LinkDown struct {
 	AtPs int64
@@ -249,13 +252,15 @@ func (c *Config) apply(key string, v []string) error {
 			}
 		}
 	case "PAUSE_TIME":
-		// µs, fractions allowed: the PFC refresh comes every half of it,
-		// so it must stay a positive number of picoseconds (truncating 0.5
-		// to 0 once made the refresh re-arm at the same instant forever).
+		// µs, fractions allowed: the PFC refresh comes every half of it
+		// (truncating 0.5 to 0 once made it re-arm at the same instant
+		// forever). Below 0.1 µs, less than one 1500-byte frame at
+		// 100 Gbps, refreshes outnumber the data: 0.00001 sent 31 M PAUSE
+		// frames for a 234-packet incast and ran 8 s instead of 0.1 s.
 		var f float64
 		if f, err = num(); err == nil {
-			if !(f >= 1e-5 && f <= 1e6) {
-				err = fmt.Errorf("%g us: expected 0.00001 to 1000000 (PAUSE holds this long without a refresh)", f)
+			if !(f >= 0.1 && f <= 1e6) {
+				err = fmt.Errorf("%g us: expected 0.1 to 1000000 (PAUSE holds this long without a refresh)", f)
 			}
 			c.PauseTimePs = int64(math.Round(f * 1e6))
 		}
@@ -343,10 +348,17 @@ func (c *Config) apply(key string, v []string) error {
 		if len(v) != 3 {
 			return fmt.Errorf("expected <time_ns> <node_a> <node_b>")
 		}
+		// The time must fit the simulator's picoseconds (a day at most)
+		// and the nodes an int32: past either they once wrapped around,
+		// onto another link or into the past.
 		var t, a, b int64
 		for i, dst := range []*int64{&t, &a, &b} {
-			if *dst, err = strconv.ParseInt(v[i], 10, 64); err != nil || *dst < 0 {
-				return fmt.Errorf("%q is not a non-negative integer", v[i])
+			limit := int64(math.MaxInt32)
+			if i == 0 {
+				limit = maxLinkDownNs
+			}
+			if *dst, err = strconv.ParseInt(v[i], 10, 64); err != nil || *dst < 0 || *dst > limit {
+				return fmt.Errorf("%q is not an integer from 0 to %d", v[i], limit)
 			}
 		}
 		if t == 0 && a == 0 && b == 0 {

@@ -67,13 +67,13 @@ func TestConfigKeys(t *testing.T) {
 
 // PAUSE_TIME is µs with fractions: 0.5 is 500 ns (it was truncated to 0,
 // and the PFC refresh at half of it re-armed at the same instant forever);
-// 0 and nonsense are refused.
+// 0, refresh storms below 0.1 µs and nonsense are refused.
 func TestPauseTime(t *testing.T) {
 	c := DefaultConfig()
 	if err := c.SetKV("PAUSE_TIME=0.5"); err != nil || c.PauseTimePs != 500_000 {
 		t.Fatalf("PAUSE_TIME=0.5: %v, %d ps", err, c.PauseTimePs)
 	}
-	for _, v := range []string{"0", "-1", "1e9", "NaN", "x"} {
+	for _, v := range []string{"0", "0.00001", "0.09", "-1", "1e9", "NaN", "x"} {
 		if err := c.SetKV("PAUSE_TIME=" + v); err == nil || !strings.Contains(err.Error(), "PAUSE_TIME") {
 			t.Errorf("PAUSE_TIME=%s: %v", v, err)
 		}
@@ -140,6 +140,21 @@ func TestDefaultConfDocumentsEveryKey(t *testing.T) {
 	for _, k := range keys {
 		if !regexp.MustCompile(`(?m)^(#\s+)?` + k + `\s`).Match(conf) {
 			t.Errorf("key %s is read but not documented in examples/conf/default.conf", k)
+		}
+	}
+}
+
+// LINK_DOWN's time and nodes must fit what the simulator keeps: past them
+// they wrapped around onto another link (node 2^32 + 18 was node 18) or
+// into the past (9.3e15 ns failed the link at 11.76 µs).
+func TestLinkDownRanges(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.SetKV("LINK_DOWN=20000 3 18"); err != nil || len(c.LinkDown) != 1 || c.LinkDown[0] != (LinkDown{AtPs: 20_000_000, A: 3, B: 18}) {
+		t.Fatalf("LINK_DOWN=20000 3 18: %v, %+v", err, c.LinkDown)
+	}
+	for _, v := range []string{"20000 4294967314 18", "20000 3 2147483648", "9300000000000000 0 18", "100000000000000000 0 18", "-1 0 18"} {
+		if err := c.SetKV("LINK_DOWN=" + v); err == nil || !strings.Contains(err.Error(), "LINK_DOWN") {
+			t.Errorf("LINK_DOWN=%s: %v", v, err)
 		}
 	}
 }

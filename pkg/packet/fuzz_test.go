@@ -47,7 +47,7 @@ func FuzzRun(f *testing.F) {
 			c := data[n-1]
 			cfg.EnablePFC = c&1 == 0
 			cfg.BufferBytes = [4]int64{32 << 20, 4 << 20, 1 << 20, 256 << 10}[c>>1&3]
-			cfg.PauseTimePs = [4]int64{5_000_000, 500_000, 50_000_000, 5_000_000}[c>>3&3]
+			cfg.PauseTimePs = [4]int64{5_000_000, 500_000, 50_000_000, 100_000}[c>>3&3]
 			alg = algs[c>>5&3]
 			cfg.QPsPerConn = 1 + 2*int(c>>7)
 		}
@@ -67,8 +67,8 @@ func FuzzRun(f *testing.F) {
 			}
 			return
 		}
-		if s.Stats.Delivered+s.Stats.Local != set.TotalBytes() {
-			t.Fatalf("delivered %d (+%d local) of %d bytes", s.Stats.Delivered, s.Stats.Local, set.TotalBytes())
+		if s.Stats.Delivered != set.TotalBytes() {
+			t.Fatalf("delivered %d of %d bytes", s.Stats.Delivered, set.TotalBytes())
 		}
 		if st := s.Stats; st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 			t.Fatalf("conservation: sent %d, delivered %d, dropped %d, discarded %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)

@@ -355,10 +355,10 @@ func (s *Sim) startFlow(i int32) error {
 		f.Ideal[i] = delay
 		s.q.Push(des.Time(s.now+delay), evDelayDone, i, 0)
 		return nil
-	case size == 0 || f.src(i) == f.dst(i):
-		// Joins, and a GPU "sending" to itself: a local copy, no network;
-		// it still takes its step latency.
-		s.Stats.Local += size
+	case size == 0:
+		// Joins and zero-byte transfers: no network; a transfer still
+		// takes its step latency. (The stream has no transfer from a
+		// node to itself.)
 		if lat := f.lat(i); lat > 0 {
 			f.Ideal[i] = lat
 			s.q.Push(des.Time(s.now+lat), evDelayDone, i, 0)

@@ -154,7 +154,6 @@ type Stats struct {
 	Delivered     int64  // payload bytes delivered to receivers (in order, or placed out of order: per-packet routing, TRANSPORT sack)
 	Discarded     int64  // payload bytes receivers threw away (out of order, duplicate)
 	Reordered     uint64 // data packets placed out of order (per-packet routing, TRANSPORT sack)
-	Local         int64  // bytes of flows from a node to itself (no network)
 	Bypassed      uint64 // packets delivered by the surrogate predictor
 	Zombies       uint64 // packets frozen in the fabric by surrogate mode
 	Dropped       uint64 // packets dropped (buffer overflow, link errors, failed links)

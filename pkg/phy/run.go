@@ -281,14 +281,10 @@ func (r *runner) drain() error {
 			ch, idx := r.events, i
 			time.AfterFunc(time.Duration(f.Size/1000), func() { ch <- event{delay: idx} })
 			continue
-		case f.Kind == flowset.Join || f.Src == f.Dst && f.Lat == 0: // done at once
+		case f.Kind == flowset.Join: // done at once
 			r.res[i].End = r.res[i].Start
 			release = r.set.DAG.Complete(i, release[:0])
 			r.work = append(r.work, release...)
-			continue
-		case f.Src == f.Dst: // a local copy: its step latency only
-			ch, idx := r.events, i
-			time.AfterFunc(time.Duration(f.Lat/1000), func() { ch <- event{delay: idx} })
 			continue
 		}
 		// The step latency includes the path's own, which the calibration

@@ -36,15 +36,12 @@ const (
 	MaxLinks    = 1 << 21 // NVLinks, NIC links and fabric links
 )
 
-// Link ranges topogen accepts, from its flags and in SimAI files: every
-// bandwidth from 10 Mbps to 1 Pbps, every latency up to 1 s. A 1 TiB flow
-// (the largest a stream carries) then takes at most 9e17 ps, within the
-// simulators' int64 picoseconds; outside them a run overflowed its times
-// (--nic-bw 1e-30Gbps gave negative ideal FCTs).
+// Link ranges topogen accepts, from its flags and in SimAI files: the
+// stream contract's (stream.MinLinkBps), which every reader checks.
 const (
-	MinLinkBps       = 1e7
-	MaxLinkBps       = 1e15
-	MaxLinkLatencyPs = 1e12
+	MinLinkBps       = stream.MinLinkBps
+	MaxLinkBps       = stream.MaxLinkBps
+	MaxLinkLatencyPs = stream.MaxLinkLatencyPs
 )
 
 // CheckLinkBW says whether a link bandwidth in bit/s is within range.
