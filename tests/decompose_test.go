@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -306,5 +307,16 @@ func TestDecomposeZeroCounts(t *testing.T) {
 		if d.colls[0].Channels != ch {
 			t.Errorf("--channels %d: the collective has %d channels", ch, d.colls[0].Channels)
 		}
+	}
+}
+
+// --summary honours -o: the table goes to the file, nothing to stdout (it
+// once went to stdout and -o was ignored).
+func TestDecomposeSummaryToFile(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "summary.txt")
+	stdout := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "8", "--summary", "-o", out)
+	b, err := os.ReadFile(out)
+	if err != nil || !bytes.Contains(b, []byte("2 collectives")) || len(stdout) != 0 {
+		t.Fatalf("file %q (%v), stdout %q", b, err, stdout)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,7 +58,7 @@ func mutatedTopology(t *testing.T, mutate func(*stream.Topology)) []byte {
 
 // Issue 13's bad inputs, one row each: every program refuses them with one
 // line naming what is wrong (exit 1 for bad input, 2 for usage), no panic,
-// within 10 s. The cases that need files write them to a temporary
+// within 10 s and 1 GB. The cases that need files write them to a temporary
 // directory first.
 func TestBadInputsRefused(t *testing.T) {
 	dir := t.TempDir()
@@ -86,7 +87,9 @@ func TestBadInputsRefused(t *testing.T) {
 		{"NaN bandwidth", badTopo(func(tp *stream.Topology) { tp.Links[0].BWbps = math.NaN() }), decompose, 1, []string{"links[0]", "bandwidth"}},
 		{"zero bandwidth", badTopo(func(tp *stream.Topology) { tp.Links[3].BWbps = 0 }), []string{"ncclpath"}, 1, []string{"links[3]", "bandwidth"}},
 		{"link to a missing node", badTopo(func(tp *stream.Topology) { tp.Links[1].B = 9999 }), decompose, 1, []string{"links[1]"}},
-		{"unknown gpu_type", badTopo(func(tp *stream.Topology) { tp.GPUType = "V100" }), decompose, 1, []string{"GPU type", "V100"}},
+		{"unknown gpu_type", badTopo(func(tp *stream.Topology) { tp.GPUType = "V100" }), decompose, 1, []string{"record 1 (topology)", "GPU type", "V100"}},
+		{"link at 1 bit/s", badTopo(func(tp *stream.Topology) { tp.Links[2].BWbps = 1 }), []string{"flowsim-analytical"}, 1, []string{"links[2].bw_bps", "10 Mbps"}},
+		{"link latency 2^62 ps", badTopo(func(tp *stream.Topology) { tp.Links[2].LatencyPs = 1 << 62 }), []string{"flowsim-packet"}, 1, []string{"links[2].latency_ps", "1 s"}},
 		{"unknown gpu_type (analytical)", badTopo(func(tp *stream.Topology) { tp.GPUType = "Z9" }), []string{"flowsim-analytical"}, 1, []string{"gpu_type"}},
 		{"link error rate 1", badTopo(func(tp *stream.Topology) { tp.Links[0].ErrorRate = 1 }), []string{"flowsim-packet"}, 1, []string{"links[0].error_rate"}},
 		// topogen sizes and flags.
@@ -102,6 +105,12 @@ func TestBadInputsRefused(t *testing.T) {
 		{"dragonfly flag on hpn", nil, []string{"topogen", "--family", "hpn-single-plane", "--groups", "3"}, 2, []string{"--groups applies to dragonfly"}},
 		// Decomposition sizes and counts.
 		{"size overflow", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "1152921504606846976", "--group", "tp", "--tp", "8"}, 1, []string{"1152921504606846976 bytes"}},
+		{"size 0", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "0", "--group", "tp", "--tp", "8"}, 2, []string{"--size 0"}},
+		{"size beyond int64", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "9223372036854775807", "--group", "tp", "--tp", "8"}, 1, []string{"--size", "above 4EiB"}},
+		{"AS_GPU_TYPE unknown", topo16, append([]string{"env", "AS_GPU_TYPE=V100"}, decompose...), 1, []string{"AS_GPU_TYPE", "V100"}},
+		{"transfer to itself", streamWithFlows(t, topo16, nil, nil, func(emit func(*stream.Flow)) {
+			emit(&stream.Flow{ID: 0, Collective: -1, Src: 3, Dst: 3, Size: 1 << 20, Channel: -1, ConnType: stream.ConnP2P})
+		}), []string{"phyrun"}, 1, []string{"record 2", "field dst", "to itself"}},
 		{"tp 0", topo16, []string{"simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "tp", "--tp", "0"}, 1, []string{"--tp"}},
 		// A whole collective (collective granularity) is priced and reported by its record.
 		{"COLL flow without its collective record", streamWithFlows(t, topo16, nil, nil, func(emit func(*stream.Flow)) {
@@ -109,6 +118,9 @@ func TestBadInputsRefused(t *testing.T) {
 		}), []string{"flowsim-analytical"}, 1, []string{"record 2", "collective", "no collective record"}},
 		// Backend configuration.
 		{"PAUSE_TIME 0", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0"}, 1, []string{"PAUSE_TIME"}},
+		{"PAUSE_TIME 10 ps", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0.00001"}, 1, []string{"PAUSE_TIME", "0.1 to"}},
+		{"LINK_DOWN node beyond int32", flows, []string{"flowsim-packet", "--set", "LINK_DOWN=20000 4294967314 18"}, 1, []string{"LINK_DOWN", "4294967314"}},
+		{"LINK_DOWN in 108 days", flows, []string{"flowsim-packet", "--set", "LINK_DOWN=9300000000000000 0 18"}, 1, []string{"LINK_DOWN", "9300000000000000"}},
 		{"ROUTING unknown", flows, []string{"flowsim-packet", "--set", "ROUTING=valiant"}, 1, []string{"ROUTING", "valiant"}},
 		{"TRANSPORT unknown", flows, []string{"flowsim-packet", "--set", "TRANSPORT=irn"}, 1, []string{"TRANSPORT"}},
 		{"PFC_MODE unknown", flows, []string{"flowsim-packet", "--set", "PFC_MODE=queue"}, 1, []string{"PFC_MODE"}},
@@ -122,13 +134,22 @@ func TestBadInputsRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			args, env := c.args, []string(nil)
+			for args[0] == "env" {
+				env, args = append(env, args[1]), args[2:]
+			}
 			start := time.Now()
-			r := run(t, c.stdin, c.args[0], c.args[1:]...)
+			r := runEnv(t, env, c.stdin, args[0], args[1:]...)
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("took %v", d)
 			}
+			var self syscall.Rusage
+			syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+			if r.maxRSSKB > 1<<20 && r.maxRSSKB > self.Maxrss {
+				t.Errorf("peaked at %d MB", r.maxRSSKB>>10)
+			}
 			oneLineError(t, r, c.code, c.want...)
-			if !strings.HasPrefix(string(r.stderr), c.args[0]+": ") {
+			if !strings.HasPrefix(string(r.stderr), args[0]+": ") {
 				t.Errorf("stderr does not start with the program's name: %s", r.stderr)
 			}
 		})

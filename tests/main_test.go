@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/trace"
@@ -39,13 +40,26 @@ func TestMain(m *testing.M) {
 type result struct {
 	stdout, stderr []byte
 	code           int
+	// maxRSSKB is the process's peak resident memory, or the test
+	// process's own peak when that was higher: the kernel charges a child
+	// its parent's peak at exec (Go execs from a vfork-shared memory).
+	maxRSSKB int64
 }
 
 // run executes one program with args and stdin.
 func run(t testing.TB, stdin []byte, prog string, args ...string) result {
 	t.Helper()
+	return runEnv(t, nil, stdin, prog, args...)
+}
+
+// runEnv is run with environment variables (KEY=VALUE) added to ours.
+func runEnv(t testing.TB, env []string, stdin []byte, prog string, args ...string) result {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, prog), args...)
 	cmd.Dir = ".."
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -58,7 +72,11 @@ func run(t testing.TB, stdin []byte, prog string, args ...string) result {
 	} else if err != nil {
 		t.Fatalf("%s: %v", prog, err)
 	}
-	return result{out.Bytes(), errb.Bytes(), code}
+	var rss int64
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		rss = int64(ru.Maxrss) // KB on Linux
+	}
+	return result{out.Bytes(), errb.Bytes(), code, rss}
 }
 
 // mustRun runs a program and fails the test unless it exits 0.

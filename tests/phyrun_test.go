@@ -91,3 +91,31 @@ func TestPhyrunStepLatency(t *testing.T) {
 		t.Errorf("six 2 ms steps took %d ns", last-first)
 	}
 }
+
+// A transfer between two servers crosses a socket even when one worker
+// hosts both (--launch local:1): it once became an in-process copy that
+// "moved" 64 MiB in 24 µs. No socket on this machine moves 64 MiB at
+// 50 GB/s, so the transfer must take at least 64 MiB / 50 GB/s = 1.34 ms.
+// A transfer inside one server stays a local copy.
+func TestPhyrunOneWorkerStillUsesSockets(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16")
+	const size = 64 << 20
+	in := streamWithFlows(t, topoOut, nil, nil, func(emit func(*stream.Flow)) {
+		emit(&stream.Flow{ID: 0, Collective: -1, Src: 0, Dst: 8, Size: size, Channel: -1, ConnType: stream.ConnP2P})
+		emit(&stream.Flow{ID: 1, Collective: -1, Src: 0, Dst: 1, Size: size, Channel: -1, ConnType: stream.ConnP2P})
+	})
+	rows, _ := readTrace(t, mustRun(t, in, "phyrun", "--launch", "local:1"))
+	for _, r := range rows {
+		fct := r.EndNs - r.StartNs
+		switch r.FlowID {
+		case 0:
+			if minNs := int64(size / 50); fct < minNs {
+				t.Errorf("GPU 0 -> GPU 8 (two servers, one worker): 64 MiB in %d ns, faster than %d ns at 50 GB/s", fct, minNs)
+			}
+		case 1:
+			if fct > 1_000_000 {
+				t.Errorf("GPU 0 -> GPU 1 (one server): %d ns, want a local copy", fct)
+			}
+		}
+	}
+}

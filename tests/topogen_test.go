@@ -129,7 +129,7 @@ func runBounded(t *testing.T, limit time.Duration, prog string, args ...string) 
 	} else if err != nil {
 		t.Fatalf("%s: %v", prog, err)
 	}
-	return result{out.Bytes(), errb.Bytes(), code}
+	return result{out.Bytes(), errb.Bytes(), code, 0}
 }
 
 // Fabrics beyond topogen's limits (131,072 GPUs, 16,384 network switches,

@@ -81,6 +81,7 @@ func (c *command) run() error {
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat)}
 	meta := analytical.Meta(in, opt)
+	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
 		return err

@@ -271,10 +271,16 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 		params["surrogate"] = c.Surrogate
 		params["surrogate_lite"] = c.Lite
 	}
-	meta := trace.Meta{Backend: "packet", Params: params,
-		Topology: set.TopologyMeta()}
 	// A run that stopped early (SIMULATOR_STOP_TIME, a deadlock) writes
 	// the flows that finished.
+	written := func(i int32) bool { return fl.StartPs(i) >= 0 && fl.End[i] >= 0 }
+	var rows int64
+	for i := int32(0); i < int32(set.Flows()); i++ {
+		if written(i) {
+			rows++
+		}
+	}
+	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows}
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
 		// The ps -> ns rule every backend uses (des.Time.Ns: to nearest).
 		ns := func(ps int64) int64 { return des.Time(ps).Ns() }
@@ -282,7 +288,7 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 		if fl.Failed != nil && fl.Failed[i] {
 			r.Status = trace.StatusFailed
 		}
-		return r, fl.StartPs(i) >= 0 && fl.End[i] >= 0
+		return r, written(i)
 	})
 }
 

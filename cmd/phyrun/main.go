@@ -32,8 +32,8 @@ type command struct {
 const description = `Run a flow stream's DAG as real transfers between processes and write the measured trace.
 
 Each transfer moves its bytes over TCP between the worker processes hosting its source and
-destination ranks (ranks of one server share a worker; transfers inside a worker are local
-copies), in steps through an NCCL_STEPS=8 slot FIFO with at most eight steps outstanding;
+destination ranks (ranks of one server share a worker; transfers inside a server are local
+copies, and transfers between servers cross a socket even when one worker hosts both), in steps through an NCCL_STEPS=8 slot FIFO with at most eight steps outstanding;
 every byte is checked on arrival. Delay nodes sleep for their delay. Times are wall-clock ns
 since the start; the ideal FCT comes from an idle 16 MiB transfer measured first.
 
@@ -89,7 +89,7 @@ func (c *command) run() error {
 	}
 	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
 		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
-		Topology: set.TopologyMeta()}
+		Topology: set.TopologyMeta(), Rows: int64(set.Flows())}
 	var end int64
 	for _, r := range res {
 		end = max(end, r.End)

@@ -19,19 +19,19 @@ import (
 )
 
 type command struct {
-	Input    string     `arg:"" optional:"" help:"Input stream (default: stdin)."`
-	Workload string     `type:"existingfile" help:"Workload: a SimAI/AICB workload file or fabricsim's micro format (<passes> <OP> <size> <GROUP> per line)."`
-	Op       string     `help:"A single collective instead of a workload: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv."`
-	Size     units.Size `help:"Size of --op in bytes (64MiB, 1GB ...): the full buffer for allgather/reducescatter, the per-rank send buffer for alltoall."`
-	Sweep    string     `help:"nccl-tests' size sweep for --op instead of --size: MIN:MAX:FACTOR (-b -e -f), e.g. 8:16GiB:2. One collective per size, each after every rank has finished the previous one; allgather, reducescatter and alltoall sizes round down to a multiple of ranks x element size, as nccl-tests does."`
-	DType    string     `name:"dtype" default:"float" help:"Element type of --op (nccl-tests' -d): sizes must be multiples of its size. One of int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2."`
-	Group    string     `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
-	TPFlag   *int       `name:"tp" help:"Tensor-parallel size, at least 1 (default: the workload's, else 1)."`
-	DPFlag   *int       `name:"dp" help:"Data-parallel size, at least 1 (default: what the GPUs leave)."`
-	PPFlag   *int       `name:"pp" help:"Pipeline-parallel size, at least 1 (default: the workload's, else 1)."`
-	EPFlag   *int       `name:"ep" help:"Expert-parallel size, at least 1 (default: the workload's, else 1)."`
-	GAFlag   *int       `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
-	VPPFlag  *int       `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
+	Input    string      `arg:"" optional:"" help:"Input stream (default: stdin)."`
+	Workload string      `type:"existingfile" help:"Workload: a SimAI/AICB workload file or fabricsim's micro format (<passes> <OP> <size> <GROUP> per line)."`
+	Op       string      `help:"A single collective instead of a workload: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv."`
+	Size     *units.Size `help:"Size of --op in bytes (64MiB, 1GB ...): the full buffer for allgather/reducescatter, the per-rank send buffer for alltoall."`
+	Sweep    string      `help:"nccl-tests' size sweep for --op instead of --size: MIN:MAX:FACTOR (-b -e -f), e.g. 8:16GiB:2. One collective per size, each after every rank has finished the previous one; allgather, reducescatter and alltoall sizes round down to a multiple of ranks x element size, as nccl-tests does."`
+	DType    string      `name:"dtype" default:"float" help:"Element type of --op (nccl-tests' -d): sizes must be multiples of its size. One of int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2."`
+	Group    string      `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
+	TPFlag   *int        `name:"tp" help:"Tensor-parallel size, at least 1 (default: the workload's, else 1)."`
+	DPFlag   *int        `name:"dp" help:"Data-parallel size, at least 1 (default: what the GPUs leave)."`
+	PPFlag   *int        `name:"pp" help:"Pipeline-parallel size, at least 1 (default: the workload's, else 1)."`
+	EPFlag   *int        `name:"ep" help:"Expert-parallel size, at least 1 (default: the workload's, else 1)."`
+	GAFlag   *int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
+	VPPFlag  *int        `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
 	Selector     string     `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
 	Algo         string     `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
@@ -53,7 +53,7 @@ type command struct {
 	FromHtsim string         `name:"from-htsim" type:"existingfile" help:"An htsim connection matrix (.cm): host i is GPU i, start times in ps, triggers become dependencies." group:"traffic"`
 
 	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
-	Out     string `short:"o" help:"Write the stream to FILE instead of stdout."`
+	Out     string `short:"o" help:"Write the stream (or --summary) to FILE instead of stdout."`
 
 	// The flags above as numbers, 0 where a flag was left out.
 	TP, DP, PP, EP, GA, VPP, Channels int `kong:"-"`
@@ -93,7 +93,8 @@ Examples:
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
 
 Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
-AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE (as SimAI reads them).`
+AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE (as SimAI reads them: a channel count of 0 means
+the model's own, as in SimAI; --channels 0 is refused).`
 
 func main() {
 	var c command
@@ -166,7 +167,7 @@ func (c *command) workload() (*collective.Workload, error) {
 		}
 		g := strings.ToUpper(c.Group)
 		switch {
-		case c.Sweep != "" && c.Size != 0:
+		case c.Sweep != "" && c.Size != nil:
 			return nil, cli.Usagef("give either --size or --sweep, not both")
 		case c.Sweep != "":
 			// Sizes depend on the group's size: sweepSizes fills them in
@@ -175,12 +176,14 @@ func (c *command) workload() (*collective.Workload, error) {
 				return nil, fmt.Errorf("--sweep %v", err)
 			}
 			return &collective.Workload{}, nil
-		case c.Size <= 0:
+		case c.Size == nil:
 			return nil, cli.Usagef("--op needs --size (or --sweep)")
-		case int64(c.Size)%elem != 0:
-			return nil, fmt.Errorf("--size %d is not a multiple of the %d-byte %s element (--dtype)", int64(c.Size), elem, c.DType)
+		case *c.Size <= 0:
+			return nil, cli.Usagef("--size 0: a collective moves at least one element")
+		case int64(*c.Size)%elem != 0:
+			return nil, fmt.Errorf("--size %d is not a multiple of the %d-byte %s element (--dtype)", int64(*c.Size), elem, c.DType)
 		}
-		return &collective.Workload{Steps: []collective.Step{{Op: op, Size: int64(c.Size), Group: g, Label: string(op)}}}, nil
+		return &collective.Workload{Steps: []collective.Step{{Op: op, Size: int64(*c.Size), Group: g, Label: string(op)}}}, nil
 	}
 	return nil, cli.Usagef("nothing to decompose: give --workload FILE or --op OP --size SIZE")
 }
@@ -245,6 +248,9 @@ func (c *command) run() (err error) {
 			if top, err = r.Topology(); err != nil {
 				return err
 			}
+			if err := topo.Validate(top); err != nil {
+				return r.Errorf("", "%v", err)
+			}
 			fwd = append(fwd, rec{kind: kind})
 		case stream.KindGroup, stream.KindCollective, stream.KindFlow:
 			return r.Errorf("", "the input already holds %s records: it was decomposed before", kind)
@@ -275,6 +281,9 @@ func (c *command) run() (err error) {
 	}
 	modelTopo := *top
 	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
+		if _, ok := topo.GPUSpecs[gt]; !ok {
+			return fmt.Errorf("environment AS_GPU_TYPE=%q is not a GPU type (one of %s)", gt, strings.Join(topo.GPUTypeNames(), ", "))
+		}
 		modelTopo.GPUType = gt // selection only; the topology passes on unchanged
 	}
 	// Prefer NCCL's own path computation (ncclpath) over the topology's
@@ -348,7 +357,11 @@ func (c *command) run() (err error) {
 		if err := d.Emit(w, colls, collective.NewEmitter(discard{})); err != nil {
 			return err
 		}
-		return collective.WriteSummary(os.Stdout, colls)
+		out, done, err := cli.CreateOutput(c.Out, "")
+		if err != nil {
+			return err
+		}
+		return done(collective.WriteSummary(out, colls))
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
 		for i := range d.Groups() {

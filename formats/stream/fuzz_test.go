@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"reflect"
 	"testing"
 
@@ -16,6 +17,28 @@ func FuzzReader(f *testing.F) {
 	f.Add(writeSample(f))
 	f.Add([]byte{})
 	f.Add([]byte{0x92, 0xa6, 'h', 'e', 'a', 'd', 'e', 'r', 0x80})
+	// Topologies that once went through unchecked: a negative or huge GPU
+	// count, bandwidths NaN, zero or 1 bit/s, a latency of 2^62 ps, a link
+	// to a missing node, an error rate of 1.
+	for _, mutate := range []func(*Topology){
+		func(t *Topology) { t.GPUs = -1 },
+		func(t *Topology) { t.GPUs = 1e9 },
+		func(t *Topology) { t.Links[0].BWbps = math.NaN() },
+		func(t *Topology) { t.Links[1].BWbps = 0 },
+		func(t *Topology) { t.Links[2].BWbps = 1 },
+		func(t *Topology) { t.Links[3].LatencyPs = 1 << 62 },
+		func(t *Topology) { t.Links[1].B = 9999 },
+		func(t *Topology) { t.Links[0].ErrorRate = 1 },
+	} {
+		tp := sampleTopology()
+		mutate(tp)
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, "fuzz seed")
+		must(f, err)
+		must(f, w.Topology(tp))
+		must(f, w.Close())
+		f.Add(buf.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if err := readAll(data); err != nil {
 			var se *Error

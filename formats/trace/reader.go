@@ -17,6 +17,7 @@ type Reader struct {
 	src       source
 	closer    io.Closer // the file Open opened
 	err       error     // sticky
+	rows      int64     // rows read so far
 }
 
 // source is one container's row decoder. Errors it returns do not carry
@@ -193,10 +194,16 @@ func (r *Reader) Next(row *Row) error {
 		return fmt.Errorf("%s: read after Close", r.name)
 	}
 	err := r.src.next(row)
-	if err != nil {
-		if err != io.EOF {
-			err = fmt.Errorf("%s: %s", r.name, oneLine(err))
+	switch {
+	case err == nil:
+		r.rows++
+	case err == io.EOF:
+		if r.meta.Rows > 0 && r.rows != r.meta.Rows {
+			err = fmt.Errorf("%s: %d rows, the metadata (%s) announces %d: the trace was cut short or is corrupt", r.name, r.rows, KeyRows, r.meta.Rows)
 		}
+		r.err = err
+	default:
+		err = fmt.Errorf("%s: %s", r.name, oneLine(err))
 		r.err = err
 	}
 	return err

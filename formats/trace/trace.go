@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -37,6 +38,7 @@ const (
 	KeyBackend  = "fabricsim.backend"
 	KeyParams   = "fabricsim.params"
 	KeyTopology = "fabricsim.topology"
+	KeyRows     = "fabricsim.rows"
 )
 
 // Backends allowed in Meta.Backend.
@@ -93,6 +95,11 @@ type Meta struct {
 	Backend  string
 	Params   map[string]any
 	Topology TopologyMeta
+	// Rows, when positive, is the number of rows the writer announces
+	// (fabricsim.rows): a stream is written before its end is known, so a
+	// reader that does not check the end-of-stream marker can still tell
+	// a trace cut at a batch boundary. Writers and our reader check it.
+	Rows int64
 }
 
 // TopologyMeta identifies the fabric a trace was produced on.
@@ -361,8 +368,14 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("trace: topology: %w", err)
 	}
-	return []string{KeySchema, KeyBackend, KeyParams, KeyTopology},
-		[]string{SchemaName, m.Backend, string(pj), string(tj)}, nil
+	keys, values = []string{KeySchema, KeyBackend, KeyParams, KeyTopology}, []string{SchemaName, m.Backend, string(pj), string(tj)}
+	if m.Rows < 0 {
+		return nil, nil, fmt.Errorf("trace: %d rows announced", m.Rows)
+	}
+	if m.Rows > 0 {
+		keys, values = append(keys, KeyRows), append(values, strconv.FormatInt(m.Rows, 10))
+	}
+	return keys, values, nil
 }
 
 func validBackend(b string) bool {
@@ -404,6 +417,13 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	}
 	if err := json.Unmarshal([]byte(t), &m.Topology); err != nil || !bytes.HasPrefix(bytes.TrimSpace([]byte(t)), []byte("{")) {
 		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, clip(t))
+	}
+	if v, ok := lookup(KeyRows); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return m, fmt.Errorf("%s: schema metadata %s is %q, want a positive row count", name, KeyRows, clip(v))
+		}
+		m.Rows = n
 	}
 	return m, nil
 }

@@ -917,6 +917,21 @@ func FuzzReader(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("PAR1"))
 	f.Add([]byte("ARROW1\x00\x00"))
+	// Inputs that once panicked or were accepted: a MAP column, and a
+	// trace with fewer rows than it announces.
+	f.Add(mapColumnParquet(f, "conn_type"))
+	short := testMeta()
+	short.Rows = 9
+	for _, c := range []Container{ArrowStream, Parquet} {
+		var buf bytes.Buffer
+		if w, err := NewWriter(&buf, c, short); err == nil {
+			rows := genRows(2)
+			w.Write(&rows[0])
+			w.Write(&rows[1])
+			w.Close() // refuses the count, after writing the whole container
+		}
+		f.Add(buf.Bytes())
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(err error) {
 			if err == nil || err == io.EOF {
@@ -1010,41 +1025,48 @@ func TestWriteInteropSamples(t *testing.T) {
 // read or refused with an error naming the file, never a panic:
 // parquet-go panics walking such a schema ("cannot call Kind on parquet
 // MAP type"), so the schema checks run under the reader's recover.
-func TestParquetMapColumn(t *testing.T) {
-	for _, col := range []string{"extra", "conn_type", "flow_id"} {
-		fields := reflect.VisibleFields(reflect.TypeFor[Row]())
-		mapType := reflect.TypeFor[map[string]string]()
-		if col == "extra" {
-			fields = append(fields, reflect.StructField{Name: "Extra", Type: mapType, Tag: `parquet:"extra"`})
+// mapColumnParquet is a two-row Parquet trace whose column col (or an
+// extra column "extra") is a MAP.
+func mapColumnParquet(t testing.TB, col string) []byte {
+	fields := reflect.VisibleFields(reflect.TypeFor[Row]())
+	mapType := reflect.TypeFor[map[string]string]()
+	if col == "extra" {
+		fields = append(fields, reflect.StructField{Name: "Extra", Type: mapType, Tag: `parquet:"extra"`})
+	}
+	for i := range fields {
+		if strings.HasPrefix(string(fields[i].Tag), `parquet:"`+col) {
+			fields[i].Type, fields[i].Tag = mapType, reflect.StructTag(`parquet:"`+col+`"`)
 		}
-		for i := range fields {
-			if strings.HasPrefix(string(fields[i].Tag), `parquet:"`+col) {
-				fields[i].Type, fields[i].Tag = mapType, reflect.StructTag(`parquet:"`+col+`"`)
+	}
+	var opts []parquet.WriterOption
+	for k, v := range goodKV() {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	row := reflect.New(reflect.StructOf(fields)).Elem()
+	var buf bytes.Buffer
+	w := parquet.NewWriter(&buf, append(opts, parquet.SchemaOf(row.Interface()))...)
+	for _, r := range genRows(2) {
+		rv := reflect.ValueOf(r)
+		for i, f := range fields {
+			if f.Type == mapType {
+				row.Field(i).Set(reflect.ValueOf(map[string]string{"a": "b"}))
+			} else if src := rv.FieldByName(f.Name); src.IsValid() {
+				row.Field(i).Set(src)
 			}
 		}
-		var opts []parquet.WriterOption
-		for k, v := range goodKV() {
-			opts = append(opts, parquet.KeyValueMetadata(k, v))
-		}
-		row := reflect.New(reflect.StructOf(fields)).Elem()
-		var buf bytes.Buffer
-		w := parquet.NewWriter(&buf, append(opts, parquet.SchemaOf(row.Interface()))...)
-		for _, r := range genRows(2) {
-			rv := reflect.ValueOf(r)
-			for i, f := range fields {
-				if f.Type == mapType {
-					row.Field(i).Set(reflect.ValueOf(map[string]string{"a": "b"}))
-				} else if src := rv.FieldByName(f.Name); src.IsValid() {
-					row.Field(i).Set(src)
-				}
-			}
-			if err := w.Write(row.Interface()); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := w.Close(); err != nil {
+		if err := w.Write(row.Interface()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestParquetMapColumn(t *testing.T) {
+	for _, col := range []string{"extra", "conn_type", "flow_id"} {
+		buf := bytes.NewBuffer(mapColumnParquet(t, col))
 		func() {
 			defer func() {
 				if p := recover(); p != nil {
@@ -1099,6 +1121,53 @@ func TestCreateRenamesWhenComplete(t *testing.T) {
 		}
 		if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 			t.Fatalf("%s: %d files in the directory, want only the trace", name, len(ents))
+		}
+	}
+}
+
+// A trace announces its row count (fabricsim.rows): the writer refuses to
+// complete one with other than that many rows, and the reader refuses a
+// trace that ends early, as a stream cut at a batch boundary with its end
+// marker does to a reader that ignores the marker.
+func TestAnnouncedRows(t *testing.T) {
+	rows := genRows(5)
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		m := testMeta()
+		m.Rows = 5
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows[:3] {
+			if err := w.Write(&rows[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err == nil || !strings.Contains(err.Error(), "3 rows written, the metadata announces 5") {
+			t.Errorf("%v: Close after 3 of 5 rows: %v", c, err)
+		}
+		r, err := NewReader(bytes.NewReader(buf.Bytes()), "short")
+		if err != nil {
+			t.Fatalf("%v: %v", c, err)
+		}
+		got, err := ReadAll(r)
+		if len(got) != 3 || err == nil || !strings.Contains(err.Error(), "short: 3 rows, the metadata (fabricsim.rows) announces 5") {
+			t.Errorf("%v: read %d rows, error %v", c, len(got), err)
+		}
+
+		// The full count reads back, with the count in Meta.
+		buf.Reset()
+		w, _ = NewWriter(&buf, c, m)
+		for i := range rows {
+			w.Write(&rows[i])
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, _ = NewReader(bytes.NewReader(buf.Bytes()), "whole")
+		if got, err := ReadAll(r); len(got) != 5 || err != nil || r.Meta().Rows != 5 {
+			t.Errorf("%v: %d rows, %v, meta rows %d", c, len(got), err, r.Meta().Rows)
 		}
 	}
 }

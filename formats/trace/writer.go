@@ -33,13 +33,41 @@ func NewWriter(w io.Writer, c Container, m Meta) (Writer, error) {
 	if err != nil {
 		return nil, err
 	}
+	var tw Writer
 	switch c {
 	case ArrowStream, ArrowFile:
-		return newArrowWriter(w, c, keys, values), nil
+		tw = newArrowWriter(w, c, keys, values)
 	case Parquet:
-		return newParquetWriter(w, keys, values)
+		if tw, err = newParquetWriter(w, keys, values); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("trace: unknown container %v", c)
 	}
-	return nil, fmt.Errorf("trace: unknown container %v", c)
+	if m.Rows > 0 {
+		tw = &countingWriter{Writer: tw, want: m.Rows}
+	}
+	return tw, nil
+}
+
+// countingWriter checks at Close that the rows written are the rows the
+// metadata announced.
+type countingWriter struct {
+	Writer
+	n, want int64
+}
+
+func (w *countingWriter) Write(r *Row) error {
+	w.n++
+	return w.Writer.Write(r)
+}
+
+func (w *countingWriter) Close() error {
+	err := w.Writer.Close()
+	if err == nil && w.n != w.want {
+		err = fmt.Errorf("trace: %d rows written, the metadata announces %d", w.n, w.want)
+	}
+	return err
 }
 
 // Create starts a trace for the file at path in the container its

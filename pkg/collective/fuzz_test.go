@@ -40,6 +40,16 @@ func FuzzParseMSCCL(f *testing.F) {
 		}
 	}
 	f.Add([]byte(`<algo name="x" coll="allreduce" ngpus="2" nchannels="1" nchunksperloop="2"><gpu id="0"><tb id="0" send="1" recv="1" chan="0"><step s="0" type="s" cnt="1" depid="-1" deps="-1"/></tb></gpu><gpu id="1"><tb id="0" send="0" recv="0" chan="0"><step s="0" type="r" cnt="1" depid="-1" deps="-1"/></tb></gpu></algo>`))
+	// Shapes that must be refused: no GPUs, no chunks, an unknown step
+	// type, a dependency on a step that does not exist.
+	for _, bad := range []string{
+		`<algo name="x" coll="allreduce" ngpus="-1" nchannels="1" nchunksperloop="2"></algo>`,
+		`<algo name="x" coll="allreduce" ngpus="2" nchannels="1" nchunksperloop="0"><gpu id="0"/><gpu id="1"/></algo>`,
+		`<algo name="x" coll="allreduce" ngpus="2" nchannels="1" nchunksperloop="2"><gpu id="0"><tb id="0" send="1" recv="-1" chan="0"><step s="0" type="warp" cnt="1" depid="-1" deps="-1"/></tb></gpu><gpu id="1"/></algo>`,
+		`<algo name="x" coll="allreduce" ngpus="2" nchannels="1" nchunksperloop="2"><gpu id="0"><tb id="0" send="1" recv="-1" chan="0"><step s="0" type="s" cnt="1" depid="7" deps="3"/></tb></gpu><gpu id="1"/></algo>`,
+	} {
+		f.Add([]byte(bad))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		a, err := ParseMSCCL(strings.NewReader(string(data)), "fuzz.xml")
 		if err != nil {

@@ -173,11 +173,32 @@ func (r *runner) wait() (event, error) {
 			return ev, ev.err
 		}
 		if ev.m != nil && ev.m.T == "fail" {
-			return ev, fmt.Errorf("worker %d: %s", ev.m.ID, ev.m.Err)
+			return ev, r.blame(fmt.Errorf("worker %d: %s", ev.m.ID, ev.m.Err))
 		}
 		return ev, nil
 	case <-time.After(time.Until(r.deadline)):
 		return event{}, fmt.Errorf("the run exceeded its timeout of %s", r.opt.Timeout)
+	}
+}
+
+// deadWorkerGrace is how long a worker's failure waits for news of a
+// worker that died: a peer that loses its connection often reports before
+// the coordinator sees the dead process's control connection close.
+const deadWorkerGrace = 250 * time.Millisecond
+
+// blame returns the error of a worker that disconnected within
+// deadWorkerGrace, naming the peer's report after it, else failure.
+func (r *runner) blame(failure error) error {
+	timeout := time.After(deadWorkerGrace)
+	for {
+		select {
+		case ev := <-r.events:
+			if ev.err != nil {
+				return fmt.Errorf("%v (%v)", ev.err, failure)
+			}
+		case <-timeout:
+			return failure
+		}
 	}
 }
 
@@ -294,7 +315,8 @@ func (r *runner) drain() error {
 		r.res[i].Ideal = wait + r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
 		src, dst := r.worker(f.Src), r.worker(f.Dst)
 		at := r.epoch + r.res[i].Start + wait
-		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize, At: at}); err != nil {
+		copy := r.set.Topology.Nodes[f.Src].Server == r.set.Topology.Nodes[f.Dst].Server && r.set.Topology.Nodes[f.Src].Server >= 0
+		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize, At: at, Copy: copy}); err != nil {
 			return fmt.Errorf("worker %d: %v", src, err)
 		}
 	}

@@ -33,6 +33,7 @@ type ctl struct {
 	Token string   `msgpack:"token"` // hello: the run's secret, which the coordinator handed its workers
 	Seed  uint64   `msgpack:"seed"`  // peers: the run's pattern seed
 	Max   int64    `msgpack:"max"`   // peers: the largest step a frame may carry
+	Copy  bool     `msgpack:"copy"`  // send: both ends are in one server, a local copy
 }
 
 // ctlConn sends and receives control messages on one connection.
@@ -184,7 +185,7 @@ func RunWorker(addr string, id int, token string) error {
 		case "quit":
 			return nil
 		case "send":
-			go w.sendFlow(m.Flow, m.Dst, m.Size, m.Step, m.At)
+			go w.sendFlow(m.Flow, m.Dst, m.Size, m.Step, m.At, m.Copy)
 		}
 	}
 }
@@ -246,9 +247,13 @@ func (d *dataConn) readCredits(w *Worker) {
 // each step to the receiver and frees its slot when the credit returns.
 // The first byte leaves at wall time start (the step latency after
 // release), not before.
-func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64) {
-	if dst == w.id {
-		// Both ends in this process: a local copy, as within one server.
+//
+// A transfer inside one server is a local copy (NVLink is not what this
+// backend measures); any other goes through a socket, to this worker
+// itself when it hosts both servers, so that every byte between servers
+// crosses TCP however the servers are spread.
+func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64, copy bool) {
+	if copy {
 		waitUntil(start)
 		now := time.Now().UnixNano()
 		w.ctl.send(&ctl{T: "recv", Flow: flow, At: now})

@@ -381,6 +381,20 @@ func FuzzReadSimAI(f *testing.F) {
 	}
 	f.Add([]byte("20 8 2 2 4 H100\n16 17 18 19 \n0 16 2880Gbps 0.000025ms 0\n8 17 2880Gbps 0.000025ms 0\n0 18 400Gbps 0.0005ms 0\n18 19 400Gbps 0.0005ms 0\n"))
 	f.Add([]byte("3 1 0 1 2 A100\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n"))
+	// Lines that must be refused: bandwidths out of range or NaN, a latency
+	// of 1e30 ms, an unknown GPU type, an error rate of 1, a duplicate of
+	// the switch list, a link count that does not match.
+	for _, bad := range []string{
+		"3 1 0 1 2 A100\n2\n0 2 1e-30Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+		"3 1 0 1 2 A100\n2\n0 2 NaNGbps 1us 0\n1 2 100Gbps 1us 0\n",
+		"3 1 0 1 2 A100\n2\n0 2 100Gbps 1e30ms 0\n1 2 100Gbps 1us 0\n",
+		"3 1 0 1 2 V100\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+		"3 1 0 1 2 A100\n2\n0 2 100Gbps 1us 1\n1 2 100Gbps 1us 0\n",
+		"3 1 0 1 2 A100\n2 2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+		"3 1 0 1 3 A100\n2\n0 2 100Gbps 1us 0\n1 2 100Gbps 1us 0\n",
+	} {
+		f.Add([]byte(bad))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		topo, err := ReadSimAI(bytes.NewReader(data), "fuzz")
 		if err != nil {

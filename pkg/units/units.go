@@ -48,8 +48,11 @@ func ParseSize(s string) (int64, error) {
 	if err != nil {
 		return 0, perr("bad size %q: %v (use e.g. 64MiB, 1GB or a byte count)", s, err)
 	}
-	if v < 0 || v != math.Trunc(v) || v > math.MaxInt64/2 {
+	if v < 0 || v != math.Trunc(v) {
 		return 0, perr("bad size %q: must be a whole, non-negative number of bytes", s)
+	}
+	if v > math.MaxInt64/2 {
+		return 0, perr("bad size %q: above 4EiB, beyond any 64-bit byte count fabricsim keeps", s)
 	}
 	return int64(v), nil
 }
