@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -11,6 +13,8 @@ import (
 	"github.com/fabricsim/fabricsim/formats/simaifct"
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	"github.com/parquet-go/parquet-go"
 )
 
@@ -194,6 +198,57 @@ func TestPacketSurrogate(t *testing.T) {
 		r := run(t, in, "flowsim-packet", bad...)
 		if r.code != 2 {
 			t.Fatalf("%v: exit %d: %s", bad, r.code, r.stderr)
+		}
+	}
+}
+
+// --surrogate auto on seed 003's dragonfly at half load, where the fabric
+// has a steady state: the surrogate opens after three steady windows of
+// 50 us, well before the traffic ends, and closes within two windows of
+// the moment the traffic stops (1 ms, as decomposed: the offered load
+// falls to nothing), saying why. Every flow finishes, the trace records
+// the switches, and the run takes fewer events than the packet-level one.
+func TestPacketSurrogateAuto(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "dragonfly", "--gpus", "72", "--gpus-per-server", "1", "--routers-per-group", "4",
+		"--terminals-per-router", "2", "--global-per-router", "2", "--switch-bw", "16Gbps", "--nic-bw", "16Gbps")
+	in := mustRun(t, topoOut, "simccl-decompose", "--pattern", "uniform", "--msg-size", "1KiB", "--rate", "50%", "--duration", "1ms", "--seed", "1")
+	conf := []string{"--conf", "examples/conf/default.conf", "--set", "PACKET_PAYLOAD_SIZE=4096"}
+	hf := run(t, in, "flowsim-packet", conf...)
+	r := run(t, in, "flowsim-packet", append(conf, "--surrogate", "auto", "--surrogate-window", "50us")...)
+	if r.code != 0 || hf.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	opened := regexp.MustCompile(`surrogate opened at ([0-9.]+us): steady for 3 windows of 50us`).FindSubmatch(r.stderr)
+	closed := regexp.MustCompile(`surrogate closed at ([0-9.]+(?:us|ms)): offered load -100%`).FindSubmatch(r.stderr)
+	if opened == nil || closed == nil {
+		t.Fatalf("no switches reported:\n%s", r.stderr)
+	}
+	on, _ := units.ParseDuration(string(opened[1]))
+	off, _ := units.ParseDuration(string(closed[1]))
+	if us := int64(des.Microsecond); on < 150*us || on > 500*us || off < 1000*us || off > 1100*us {
+		t.Errorf("opened at %s, closed at %s: want 150us-500us and 1ms-1.1ms", opened[1], closed[1])
+	}
+	rows, meta := readTrace(t, r.stdout)
+	if len(rows) != len(readDAG(t, in).flows) {
+		t.Errorf("%d rows for %d flows", len(rows), len(readDAG(t, in).flows))
+	}
+	if sw := meta.Params["surrogate_switches"]; sw != "on "+string(opened[1])+", off "+string(closed[1]) {
+		t.Errorf("metadata surrogate_switches %q", sw)
+	}
+	events := func(stderr []byte) int {
+		m := regexp.MustCompile(`(\d+) events`).FindSubmatch(stderr)
+		if m == nil {
+			t.Fatalf("no event count in %s", stderr)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	if a, b := events(r.stderr), events(hf.stderr); a >= b*2/3 {
+		t.Errorf("%d events with the surrogate, %d without: want a third fewer at least", a, b)
+	}
+	for _, bad := range [][]string{{"--surrogate-window", "50us"}, {"--surrogate", "auto", "--surrogate-track", "1ms"}, {"--surrogate", "1ms:2ms", "--surrogate-window", "50us"}} {
+		if r := run(t, in, "flowsim-packet", bad...); r.code != 2 {
+			t.Errorf("%v: exit %d: %s", bad, r.code, r.stderr)
 		}
 	}
 }

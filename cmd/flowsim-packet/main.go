@@ -35,9 +35,10 @@ type command struct {
 	SimAIFCT   string         `name:"simai-fct" placeholder:"FILE" help:"Also write SimAI's fct.txt lines (src_ip dst_ip sport dport size start_ns fct_ns standalone_fct_ns) to FILE."`
 	Seed       uint64         `default:"1" help:"Seed of ECMP hashing, RED marking and link errors."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each flow starts sending, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
-	Surrogate  string         `placeholder:"START:END" help:"Hybrid simulation: between these times (e.g. 2ms:8ms) packets skip the fabric and arrive after the average latency measured before START for their source, destination and kind; the fabric is suspended and resumes hot with its in-flight packets as zombies."`
+	Surrogate  string         `placeholder:"START:END|auto" help:"Hybrid simulation: between these times (e.g. 2ms:8ms) packets skip the fabric and arrive after the average latency measured before START for their source, destination and kind; the fabric is suspended and resumes hot with its in-flight packets as zombies. auto: open it once the fabric is steady (mean packet latency and packets in flight within 10% over 3 windows of --surrogate-window, predicting from those windows) and close it when the offered load moves by more than 20% (a new phase); it may open again. The switches are reported."`
 	Lite       bool           `name:"surrogate-lite" help:"With --surrogate: do not suspend the fabric (it drains during the window and restarts empty)."`
-	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate: record latencies only this long before START (default: from the beginning)."`
+	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate START:END: record latencies only this long before START (default: from the beginning)."`
+	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where time and bytes go at scale (go tool pprof).
 	CPUProfile string `name:"cpuprofile" hidden:"" placeholder:"FILE"`
@@ -161,8 +162,8 @@ func (c *command) run() error {
 		if err := sim.SetSurrogate(sur); err != nil {
 			return cli.Usagef("--surrogate: %v", err)
 		}
-	} else if c.Lite || c.Track > 0 {
-		return cli.Usagef("--surrogate-lite and --surrogate-track need --surrogate")
+	} else if c.Lite || c.Track > 0 || c.Window > 0 {
+		return cli.Usagef("--surrogate-lite, --surrogate-track and --surrogate-window need --surrogate")
 	}
 	var mon *packet.Monitors
 	if c.MonitorDir != "" {
@@ -205,7 +206,7 @@ func (c *command) run() error {
 	if runErr != nil && !errors.As(runErr, &failed) && !errors.As(runErr, &incomplete) {
 		return runErr
 	}
-	if err := c.writeTrace(set, flows, cfg); err != nil {
+	if err := c.writeTrace(set, flows, cfg, sim.SurrogateSwitches); err != nil {
 		return err
 	}
 	if c.SimAIFCT != "" {
@@ -216,6 +217,13 @@ func (c *command) run() error {
 	st := sim.Stats
 	secs := time.Since(wall).Seconds()
 	if c.Surrogate != "" {
+		for _, sw := range sim.SurrogateSwitches {
+			state := "closed"
+			if sw.On {
+				state = "opened"
+			}
+			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s at %s: %s\n", state, des.Time(sw.AtPs), sw.Why)
+		}
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
 	}
 	if worst, mean, n := sim.UplinkImbalance(); n > 0 {
@@ -249,9 +257,22 @@ func (c *command) run() error {
 }
 
 func (c *command) surrogate() (packet.Surrogate, error) {
+	if c.Surrogate == "auto" {
+		if c.Track > 0 {
+			return packet.Surrogate{}, cli.Usagef("--surrogate-track applies to a fixed window; auto tracks its steady windows")
+		}
+		w := int64(c.Window)
+		if w == 0 {
+			w = int64(100 * des.Microsecond)
+		}
+		return packet.Surrogate{AutoWindowPs: w, Lite: c.Lite}, nil
+	}
+	if c.Window > 0 {
+		return packet.Surrogate{}, cli.Usagef("--surrogate-window applies to --surrogate auto")
+	}
 	a, b, ok := strings.Cut(c.Surrogate, ":")
 	if !ok {
-		return packet.Surrogate{}, cli.Usagef("--surrogate %q: expected START:END, e.g. 2ms:8ms", c.Surrogate)
+		return packet.Surrogate{}, cli.Usagef("--surrogate %q: expected START:END, e.g. 2ms:8ms, or auto", c.Surrogate)
 	}
 	start, err := units.ParseDuration(a)
 	if err != nil {
@@ -264,12 +285,20 @@ func (c *command) surrogate() (packet.Surrogate, error) {
 	return packet.Surrogate{StartPs: start, EndPs: end, Lite: c.Lite, TrackPs: int64(c.Track)}, nil
 }
 
-func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Config) error {
+func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Config, switches []packet.SurrogateSwitch) error {
 	params := cfg.Describe()
 	params["seed"] = c.Seed
 	if c.Surrogate != "" {
 		params["surrogate"] = c.Surrogate
 		params["surrogate_lite"] = c.Lite
+	}
+	if c.Surrogate == "auto" {
+		// When the surrogate was open: "on 412us, off 2.01ms".
+		var when []string
+		for _, sw := range switches {
+			when = append(when, map[bool]string{true: "on ", false: "off "}[sw.On]+des.Time(sw.AtPs).String())
+		}
+		params["surrogate_switches"] = strings.Join(when, ", ")
 	}
 	// A run that stopped early (SIMULATOR_STOP_TIME, a deadlock) writes
 	// the flows that finished.

@@ -2,6 +2,7 @@ package packet
 
 import (
 	"errors"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
+	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
@@ -609,5 +611,94 @@ func TestRunTwice(t *testing.T) {
 	}
 	if !slices.Equal(end, fl.End) || s2.Stats.Delivered != s.Stats.Delivered {
 		t.Fatalf("second run ends %v, first %v", fl.End, end)
+	}
+}
+
+// --surrogate auto follows the workload's phases: two phases of steady
+// traffic (each host sends 4 KiB every 650 ns to random peers, half its
+// NIC's rate) with a silent gap between them open the surrogate twice and
+// close it twice, each close within a window of the load's change, and
+// every byte arrives.
+func TestSurrogateAutoPhases(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	const (
+		hosts, perPhase = 32, 300
+		interval        = 650_000     // ps between a host's messages
+		gap             = 200_000_000 // ps of silence between the phases
+		window          = 20_000_000  // ps
+	)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var specs []flowSpec
+	var delays []int64
+	add := func(f flowSpec, delay int64) int64 {
+		specs, delays = append(specs, f), append(delays, delay)
+		return int64(len(specs) - 1)
+	}
+	for h := int32(0); h < hosts; h++ {
+		var tick int64 = -1
+		for k := 0; k < 2*perPhase; k++ {
+			wait := int64(interval)
+			if k == perPhase {
+				wait = gap
+			}
+			var deps []int64
+			if tick >= 0 {
+				deps = []int64{tick}
+			}
+			tick = add(flowSpec{h, h, 0, deps}, wait)
+			dst := rng.Int32N(hosts - 1)
+			if dst >= h {
+				dst++
+			}
+			add(flowSpec{h, dst, 4096, []int64{tick}}, 0)
+		}
+	}
+	r, err := route.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := dag.NewBuilder(len(specs))
+	src, dst, size := make([]int32, len(specs)), make([]int32, len(specs)), make([]int64, len(specs))
+	for i, f := range specs {
+		src[i], dst[i], size[i] = f.src, f.dst, f.size
+		if err := b.Add(int64(i), f.deps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d, err := b.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(tp, r, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), NewFlows(d, src, dst, size, delays), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetSurrogate(Surrogate{AutoWindowPs: window}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(hosts * 2 * perPhase * 4096); s.Stats.Delivered != want {
+		t.Fatalf("delivered %d of %d bytes", s.Stats.Delivered, want)
+	}
+	sw := s.SurrogateSwitches
+	if len(sw) != 4 || !sw[0].On || sw[1].On || !sw[2].On || sw[3].On {
+		t.Fatalf("switches %+v: want on, off, on, off", sw)
+	}
+	phase1End := int64(perPhase * interval)
+	phase2Start := phase1End - interval + gap
+	for _, c := range []struct {
+		i        int
+		from, to int64
+	}{
+		{0, 3 * window, phase1End},                          // three steady windows into phase 1
+		{1, phase1End, phase1End + 2*window},                // phase 1 ends
+		{2, phase2Start + 3*window, phase2Start + 5*window}, // steady again
+		{3, phase2Start + phase1End, phase2Start + phase1End + 2*window},
+	} {
+		if at := sw[c.i].AtPs; at < c.from || at > c.to {
+			t.Errorf("switch %d (%+v) at %v, want %v to %v", c.i, sw[c.i], des.Time(at), des.Time(c.from), des.Time(c.to))
+		}
 	}
 }

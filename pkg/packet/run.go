@@ -167,7 +167,7 @@ func (s *Sim) Run() error {
 			}
 		}
 		if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
-			s.q.Push(ev.At+des.Time(s.sur.EndPs-s.sur.StartPs), ev.Kind, ev.Target, ev.Arg)
+			s.sur.held = append(s.sur.held, ev)
 			continue
 		}
 		switch ev.Kind {
@@ -206,6 +206,8 @@ func (s *Sim) Run() error {
 			s.surrogateSwitch(ev.Arg == 1)
 		case evBypass:
 			s.onBypass(ev.Target)
+		case evSurrogateSample:
+			s.surrogateSample()
 		case evSend:
 			if err := s.openQPs(ev.Target, false); err != nil {
 				return err
@@ -368,6 +370,9 @@ func (s *Sim) startFlow(i int32) error {
 		return nil
 	}
 	f.Ideal[i] = 0
+	if s.sur != nil {
+		s.sur.offered += size
+	}
 	if s.SendLatPs > 0 {
 		s.q.Push(des.Time(s.now+s.SendLatPs), evSend, i, 0)
 		return nil

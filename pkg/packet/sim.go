@@ -28,21 +28,22 @@ const nQ = 8 // priority queues per port; queue 0 carries ACK/NACK/CNP
 const dataQ = 3
 
 const (
-	evArrive     uint16 = iota // Target packet: it reaches the far end of its link
-	evTxDone                   // Target port: serialization finished
-	evWake                     // Target port: a pacing or PAUSE deadline passed
-	evPFC                      // Target port: a PFC frame arrives; Arg = queue<<1 | pause
-	evCCTimer                  // Target QP; Arg = timer generation
-	evRTO                      // Target QP; Arg = RTO generation
-	evDelayDone                // Target flow: a delay node's time is up
-	evMonitor                  // sample the monitors
-	evLinkDown                 // Target link index
-	evPFCRefresh               // Target ingress queue (link*8+queue): re-send PAUSE while still congested
-	evSend                     // Target flow: its send latency is over, open its queue pairs
-	evSurrogate                // Arg 1: enter surrogate mode, 0: leave it
-	evBypass                   // Target packet: delivered by the surrogate predictor
-	evStepLat                  // Target: a stepLane; its head flow's step latency (less its path's) is over, open its queue pairs
-	evRTOFIFO                  // the RTO FIFO's head is due
+	evArrive          uint16 = iota // Target packet: it reaches the far end of its link
+	evTxDone                        // Target port: serialization finished
+	evWake                          // Target port: a pacing or PAUSE deadline passed
+	evPFC                           // Target port: a PFC frame arrives; Arg = queue<<1 | pause
+	evCCTimer                       // Target QP; Arg = timer generation
+	evRTO                           // Target QP; Arg = RTO generation
+	evDelayDone                     // Target flow: a delay node's time is up
+	evMonitor                       // sample the monitors
+	evLinkDown                      // Target link index
+	evPFCRefresh                    // Target ingress queue (link*8+queue): re-send PAUSE while still congested
+	evSend                          // Target flow: its send latency is over, open its queue pairs
+	evSurrogate                     // Arg 1: enter surrogate mode, 0: leave it
+	evBypass                        // Target packet: delivered by the surrogate predictor
+	evSurrogateSample               // a window of the surrogate's steady-state detection ends
+	evStepLat                       // Target: a stepLane; its head flow's step latency (less its path's) is over, open its queue pairs
+	evRTOFIFO                       // the RTO FIFO's head is due
 )
 
 const (
@@ -199,8 +200,11 @@ type Sim struct {
 	reserve int64
 	// Warnings are configuration problems the run works around.
 	Warnings []string
-	r        *route.Router
-	alg      cc.Algorithm
+	// SurrogateSwitches are the surrogate's openings and closings, in
+	// order, with --surrogate auto.
+	SurrogateSwitches []SurrogateSwitch
+	r                 *route.Router
+	alg               cc.Algorithm
 	// usesINT is alg.UsesINT(), read per data packet without an interface call.
 	usesINT bool
 	q       *des.Calendar

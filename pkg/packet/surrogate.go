@@ -27,6 +27,43 @@ type Surrogate struct {
 	// TrackPs is how long before StartPs latencies are recorded (0: from
 	// the beginning of the run).
 	TrackPs int64
+	// AutoWindowPs, when positive, replaces StartPs..EndPs by steady-state
+	// detection over windows of this length: the surrogate opens once the
+	// fabric has been steady for autoWindows windows, predicting from the
+	// latencies measured over them, and closes when the offered load
+	// moves (a new phase of the workload); it may open again later.
+	AutoWindowPs int64
+}
+
+// Steady state, for AutoWindowPs. The surrogate predicts the latencies it
+// measured, which is only faithful while the fabric stays as it was
+// (seed 003 switches by hand after the warm-up); these thresholds decide
+// "as it was".
+const (
+	// autoWindows consecutive windows whose mean packet latency and
+	// packets in flight (averaged over the window) each stay within
+	// autoTolerance of the streak's first window open the surrogate.
+	autoWindows   = 3
+	autoTolerance = 0.1
+	// autoMinPackets packets must arrive in a window for its mean latency
+	// to mean anything; a quieter window breaks the streak.
+	autoMinPackets = 100
+	// autoLoadChange: a window whose offered load (bytes of transfers
+	// released in it) differs by more than this share from the streak's
+	// mean closes the surrogate.
+	autoLoadChange = 0.2
+)
+
+// SurrogateSwitch is one opening or closing of the surrogate, and why.
+type SurrogateSwitch struct {
+	AtPs int64
+	On   bool
+	Why  string
+}
+
+// autoSample is one window's view of the fabric.
+type autoSample struct {
+	latPs, inFlight, offered float64
 }
 
 type latStat struct {
@@ -39,11 +76,25 @@ type surrogate struct {
 	active bool
 	stats  []latStat        // per latency class
 	class  map[uint64]int32 // latKey -> index in stats + 1
+	onAt   int64            // when the surrogate last opened
+	// held are the suspended fabric's events that came due while the
+	// surrogate was open; they happen as much later as it stayed open.
+	held []des.Event
+	// Steady-state detection (AutoWindowPs): this window's latency sum
+	// and count and offered bytes, the current streak of steady windows,
+	// and the offered load the open surrogate was measured under.
+	winLat, winN, offered int64
+	streak                []autoSample
+	baseLoad              float64
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
 func (s *Sim) SetSurrogate(c Surrogate) error {
-	if c.StartPs < 0 || c.EndPs <= c.StartPs {
+	if c.AutoWindowPs > 0 {
+		if c.AutoWindowPs > maxTime/4 || c.TrackPs > 0 {
+			return fmt.Errorf("auto: a window of %d ps, and no tracking time (the steady windows are what it tracks)", c.AutoWindowPs)
+		}
+	} else if c.StartPs < 0 || c.EndPs <= c.StartPs {
 		return fmt.Errorf("surrogate window %d..%d ps: the end must come after the start", c.StartPs, c.EndPs)
 	}
 	if c.EndPs > maxTime/2 {
@@ -55,6 +106,10 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
 	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}}
+	if c.AutoWindowPs > 0 {
+		s.q.Push(des.Time(c.AutoWindowPs), evSurrogateSample, 0, 0)
+		return nil
+	}
 	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
 	s.q.Push(des.Time(c.EndPs), evSurrogate, 0, 0)
 	return nil
@@ -81,7 +136,15 @@ func (s *Sim) ends(pkt *packet) (int32, int32) {
 // track records a delivered packet's one-way latency while tracking.
 func (s *Sim) track(pkt *packet) {
 	sg := s.sur
-	if sg.active || s.now >= sg.StartPs || (sg.TrackPs > 0 && s.now < sg.StartPs-sg.TrackPs) {
+	switch {
+	case sg.active:
+		return
+	case sg.AutoWindowPs > 0:
+		if pkt.kind == pktData {
+			sg.winLat += s.now - pkt.born
+			sg.winN++
+		}
+	case s.now >= sg.StartPs || (sg.TrackPs > 0 && s.now < sg.StartPs-sg.TrackPs):
 		return
 	}
 	// A pair's classes never change, so it keeps their indexes: no map
@@ -158,6 +221,11 @@ func (s *Sim) surrogateSwitch(on bool) {
 	sg := s.sur
 	sg.active = on
 	if !on {
+		// The suspended fabric's events happen as much later as it slept.
+		for _, ev := range sg.held {
+			s.q.Push(ev.At+des.Time(s.now-sg.onAt), ev.Kind, ev.Target, ev.Arg)
+		}
+		sg.held = sg.held[:0]
 		for pid := range s.ports {
 			if !s.isSwitch[s.ports[pid].from] {
 				s.tryTx(int32(pid)) // hosts may have been paused by the frozen fabric
@@ -165,6 +233,7 @@ func (s *Sim) surrogateSwitch(on bool) {
 		}
 		return
 	}
+	sg.onAt = s.now
 	if sg.Lite {
 		return
 	}
@@ -209,7 +278,7 @@ func (s *Sim) surrogateSwitch(on bool) {
 }
 
 // frozen reports whether an event belongs to the suspended fabric: it then
-// happens EndPs - StartPs later, when the fabric resumes.
+// happens as much later as the surrogate stays open (held until it closes).
 func (s *Sim) frozen(kind uint16, target int32) bool {
 	sg := s.sur
 	if sg == nil || !sg.active || sg.Lite {
@@ -224,4 +293,71 @@ func (s *Sim) frozen(kind uint16, target int32) bool {
 		return true
 	}
 	return false
+}
+
+// surrogateSample closes one window of steady-state detection: it opens
+// the surrogate after autoWindows steady windows, closes it when the
+// offered load moves, and schedules the next window while the run goes on.
+func (s *Sim) surrogateSample() {
+	sg := s.sur
+	offered := float64(sg.offered)
+	sg.offered = 0
+	if sg.active {
+		if d := offered/sg.baseLoad - 1; d > autoLoadChange || d < -autoLoadChange {
+			s.surrogateSwitch(false)
+			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, Why: fmt.Sprintf("offered load %+.0f%%", 100*d)})
+			s.restartTracking()
+		}
+	} else {
+		// Packets in flight, averaged over the window (Little's law: the
+		// latencies summed over the window's length); a snapshot at the
+		// window's end swung by 30% on a steady 32-host fabric.
+		smp := autoSample{inFlight: float64(sg.winLat) / float64(sg.AutoWindowPs), offered: offered}
+		if sg.winN >= autoMinPackets {
+			smp.latPs = float64(sg.winLat) / float64(sg.winN)
+		}
+		switch {
+		case smp.latPs == 0 || (len(sg.streak) > 0 && !near(smp, sg.streak[0])):
+			s.restartTracking() // not steady: measure afresh from here
+		default:
+			sg.streak = append(sg.streak, smp)
+		}
+		if len(sg.streak) == autoWindows {
+			var lat, fly, load float64
+			for _, w := range sg.streak {
+				lat, fly, load = lat+w.latPs, fly+w.inFlight, load+w.offered
+			}
+			n := float64(len(sg.streak))
+			sg.baseLoad = max(load/n, 1)
+			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, On: true,
+				Why: fmt.Sprintf("steady for %d windows of %s: packet latency %s, %.0f packets in flight", autoWindows, des.Time(sg.AutoWindowPs), des.Time(lat/n), fly/n)})
+			s.surrogateSwitch(true)
+			sg.streak = sg.streak[:0]
+		}
+		sg.winLat, sg.winN = 0, 0
+	}
+	// Sample while anything else is going on: the windows alone must not
+	// keep a finished (or stuck) run alive.
+	if s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len() {
+		s.q.Push(des.Time(s.now+sg.AutoWindowPs), evSurrogateSample, 0, 0)
+	}
+}
+
+// near says whether window b is within autoTolerance of window a in mean
+// packet latency and packets in flight.
+func near(b, a autoSample) bool {
+	within := func(x, y float64) bool { return x <= y*(1+autoTolerance) && x >= y*(1-autoTolerance) }
+	return within(b.latPs, a.latPs) && within(b.inFlight, a.inFlight)
+}
+
+// restartTracking forgets the latencies measured so far (and the queue
+// pairs' cached predictions): the next surrogate predicts from the steady
+// windows before it only.
+func (s *Sim) restartTracking() {
+	sg := s.sur
+	sg.streak = sg.streak[:0]
+	sg.stats = sg.stats[:0]
+	clear(sg.class)
+	clear(s.surQPs)
+	sg.winLat, sg.winN = 0, 0
 }
