@@ -5,6 +5,8 @@
 // sender its pacing rate and window through State.
 package cc
 
+import "unsafe"
+
 // IntHop is one switch's in-band telemetry record (HPCC): the egress port's
 // cumulative transmitted bytes and queue length at the time the packet left.
 type IntHop struct {
@@ -42,32 +44,34 @@ type HopHistory struct {
 }
 
 // State is a queue pair's congestion state. The simulator sets LineRate,
-// BaseRTT and BaseWin and reads Rate (pacing, bit/s); its window is BaseWin,
-// scaled by Rate/LineRate under VAR_WIN. The remaining fields belong to the
-// algorithms.
+// BaseRTT, BaseWin and Seed and reads Rate (pacing, bit/s); its window is
+// BaseWin, scaled by Rate/LineRate under VAR_WIN.
+//
+// Each algorithm keeps its own state type (dcqcnState, hpccState, ...)
+// in priv, so no field means one thing to one algorithm and another to the
+// next, while a queue pair's whole state stays in one struct, in the cache
+// lines the simulator reads anyway (a table per algorithm would cost a
+// cache miss per ACK at scale).
 type State struct {
 	LineRate float64 // bit/s
 	Rate     float64 // bit/s
 	BaseRTT  int64   // ps
 	BaseWin  int64   // bytes: the bandwidth-delay product window
+	// Seed starts the queue pair's random stream, for algorithms that draw
+	// (HPCC-PINT), so runs are deterministic and pairs do not share one.
+	Seed uint64
 
-	// Algorithm-private fields; each algorithm documents which it uses.
-	Target  float64
-	Alpha   float64
-	Stage   int
-	Flag    bool  // e.g. DCQCN: a CNP arrived in the current decrease period
-	T1, T2  int64 // timer deadlines (ps)
-	Idx     int64 // e.g. DCQCN: alpha-update interval index last applied
-	Bytes   int64
-	PrevRTT int64
-	Ustar   float64
-	Cnt     int64
-
-	// Added for the algorithms in this package (see each algorithm's doc).
-	Epoch   int64  // ps: origin of a periodic schedule (DCQCN: first CNP; -1 before it)
-	HighSeq int64  // byte offset (DCTCP: snd_nxt at the last cut; ACKs past it end the CWR period)
-	Rng     uint64 // per-QP random state (HPCC-PINT); the simulator may seed it before Init
+	priv [privWords]uint64
 }
+
+// privWords bounds an algorithm's state type: 9 words, DCQCN's size. An
+// algorithm's file checks its type fits at compile time.
+const privWords = 9
+
+// privOf is s's private state as the algorithm's type T, which holds only
+// numbers and booleans (priv is scanned by no garbage collector) and fits
+// in privWords.
+func privOf[T any](s *State) *T { return (*T)(unsafe.Pointer(&s.priv)) }
 
 // Algorithm is a congestion-control algorithm. Methods return the time (ps)
 // at which the algorithm wants OnTimer called next, or 0 for no timer; the

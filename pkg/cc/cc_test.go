@@ -29,9 +29,13 @@ func TestNewModes(t *testing.T) {
 			t.Errorf("mode %d: %s ECN %v INT %v, want %s %v %v", c.mode, a.Name(), a.UsesECN(), a.UsesINT(), c.name, c.ecn, c.int)
 		}
 		// Every algorithm starts at line rate with the full window.
-		s := State{LineRate: 400 * gbps, BaseWin: 500000, BaseRTT: 10 * us, Ustar: 7, Cnt: 9}
+		// A reused State: Init clears what the last algorithm left.
+		s := State{LineRate: 400 * gbps, BaseWin: 500000, BaseRTT: 10 * us, Seed: 5}
+		for i := range s.priv {
+			s.priv[i] = 0xdead
+		}
 		a.Init(&s)
-		if s.Rate != 400*gbps || s.BaseWin != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Cnt != 0 {
+		if s.Rate != 400*gbps || s.BaseWin != 500000 || s.LineRate != 400*gbps || s.BaseRTT != 10*us || s.Seed != 5 || dctcpOf(&s).markedBytes != 0 {
 			t.Errorf("%s Init: %+v", c.name, s)
 		}
 	}

@@ -1,6 +1,9 @@
 package cc
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // dcqcn is CC_MODE 1, DCQCN as Mellanox NICs run it and SimAI's RDMA model
 // (rdma-hw.cc, the *Mlx functions) simulates it. A feedback with ECN set is
@@ -36,18 +39,25 @@ import "math"
 // to keep rate from creeping towards its target forever by halving a
 // sub-bit/s gap, a gap under 1 bit/s closes.
 //
-// State fields:
-//
-//	Rate    current rate (RC); Target target rate (RT)
-//	Alpha   alpha as of the Idx-th update after Epoch
-//	Idx     number of alpha updates applied (updates fall at Epoch + k·AlphaResumeInterval)
-//	Cnt     CNPs received since update Idx (> 0: the next update sees a CNP)
-//	Epoch   time of the first CNP (ps), -1 before it
-//	Flag    a CNP arrived since the last decrease check
-//	T1      next decrease check (valid while Flag)
-//	T2      next increase event, 0 if stopped
-//	Stage   increase rounds since the last cut
+// State.Rate is the current rate (RC); the rest is dcqcnState.
 type dcqcn struct{ p Params }
+
+// dcqcnState is a DCQCN queue pair's reaction-point state.
+type dcqcnState struct {
+	target     float64 // target rate (RT)
+	alpha      float64 // alpha as of the updates-th update after firstCNP
+	updates    int64   // alpha updates applied (they fall at firstCNP + k·AlphaResumeInterval)
+	cnps       int64   // CNPs received since update `updates` (> 0: the next update sees a CNP)
+	firstCNP   int64   // time of the first CNP (ps), -1 before it
+	checkAt    int64   // next decrease check (valid while cnpPending)
+	increaseAt int64   // next increase event, 0 if stopped
+	stage      int     // increase rounds since the last cut
+	cnpPending bool    // a CNP arrived since the last decrease check
+}
+
+var _ [privWords*8 - unsafe.Sizeof(dcqcnState{})]byte // fits in State.priv
+
+func dcqcnOf(s *State) *dcqcnState { return privOf[dcqcnState](s) }
 
 // dcqcnCheckOffset is ns-3's 1 ns delay of the decrease check behind the
 // alpha update it coincides with.
@@ -58,9 +68,11 @@ func (d *dcqcn) UsesECN() bool { return true }
 func (d *dcqcn) UsesINT() bool { return false }
 
 func (d *dcqcn) Init(s *State) {
+	x := dcqcnOf(s)
 	start(s)
-	s.Target = s.LineRate
-	s.Alpha = 1
+	x.target = s.LineRate
+	x.alpha = 1
+	x.firstCNP = -1
 }
 
 func (d *dcqcn) OnFeedback(s *State, fb *Feedback) int64 {
@@ -77,9 +89,10 @@ func (d *dcqcn) OnTimer(s *State, now int64) int64 {
 }
 
 func (d *dcqcn) wake(s *State) int64 {
-	w := s.T2
-	if s.Flag && (w == 0 || s.T1 < w) {
-		w = s.T1
+	x := dcqcnOf(s)
+	w := x.increaseAt
+	if x.cnpPending && (w == 0 || x.checkAt < w) {
+		w = x.checkAt
 	}
 	return w
 }
@@ -87,14 +100,15 @@ func (d *dcqcn) wake(s *State) int64 {
 // run performs, in time order, every increase and decrease event due at or
 // before now.
 func (d *dcqcn) run(s *State, now int64) {
+	x := dcqcnOf(s)
 	for {
-		inc := s.T2 != 0 && s.T2 <= now
-		dec := s.Flag && s.T1 <= now
+		inc := x.increaseAt != 0 && x.increaseAt <= now
+		dec := x.cnpPending && x.checkAt <= now
 		switch {
-		case inc && (!dec || s.T2 <= s.T1):
-			d.increase(s, s.T2)
+		case inc && (!dec || x.increaseAt <= x.checkAt):
+			d.increase(s, x.increaseAt)
 		case dec:
-			d.decrease(s, s.T1)
+			d.decrease(s, x.checkAt)
 		default:
 			return
 		}
@@ -102,81 +116,85 @@ func (d *dcqcn) run(s *State, now int64) {
 }
 
 func (d *dcqcn) cnp(s *State, now int64) {
-	if s.Epoch < 0 {
+	x := dcqcnOf(s)
+	if x.firstCNP < 0 {
 		// First CNP: alpha starts at 1 and its timer and the decrease
 		// check start here; this CNP is pending for the first check.
-		s.Epoch = now
-		s.Idx, s.Cnt = 0, 0
-		s.Alpha = 1
+		x.firstCNP = now
+		x.updates, x.cnps = 0, 0
+		x.alpha = 1
 		s.Rate = clampRate(s.Rate*d.p.RateOnFirstCNP, d.p.MinRate, s.LineRate)
-		s.Target = s.Rate
-		s.Flag = true
-		s.T1 = now + dcqcnCheckOffset + d.p.RateDecreaseInterval
+		x.target = s.Rate
+		x.cnpPending = true
+		x.checkAt = now + dcqcnCheckOffset + d.p.RateDecreaseInterval
 		return
 	}
 	d.alphaAt(s, now)
-	s.Cnt++
-	if !s.Flag {
-		s.Flag = true
+	x.cnps++
+	if !x.cnpPending {
+		x.cnpPending = true
 		// The first check strictly after now: one at exactly now has run.
-		x := now - s.Epoch - dcqcnCheckOffset
+		since := now - x.firstCNP - dcqcnCheckOffset
 		k := int64(1)
-		if x >= 0 {
-			k = x/d.p.RateDecreaseInterval + 1
+		if since >= 0 {
+			k = since/d.p.RateDecreaseInterval + 1
 		}
-		s.T1 = s.Epoch + dcqcnCheckOffset + k*d.p.RateDecreaseInterval
+		x.checkAt = x.firstCNP + dcqcnCheckOffset + k*d.p.RateDecreaseInterval
 	}
 }
 
 // alphaAt applies every alpha update at or before t.
 func (d *dcqcn) alphaAt(s *State, t int64) {
-	if s.Epoch < 0 || t < s.Epoch {
+	x := dcqcnOf(s)
+	if x.firstCNP < 0 || t < x.firstCNP {
 		return
 	}
-	k := (t - s.Epoch) / d.p.AlphaResumeInterval
-	n := k - s.Idx
+	k := (t - x.firstCNP) / d.p.AlphaResumeInterval
+	n := k - x.updates
 	if n <= 0 {
 		return
 	}
 	g := d.p.EwmaGain
-	a := (1 - g) * s.Alpha
-	if s.Cnt > 0 {
+	a := (1 - g) * x.alpha
+	if x.cnps > 0 {
 		a += g
 	}
 	if n > 1 {
 		a *= math.Pow(1-g, float64(n-1))
 	}
-	s.Alpha, s.Idx, s.Cnt = a, k, 0
+	x.alpha, x.updates, x.cnps = a, k, 0
 }
 
 func (d *dcqcn) decrease(s *State, t int64) {
+	x := dcqcnOf(s)
 	d.alphaAt(s, t)
-	if d.p.ClampTargetRate || s.Stage != 0 {
-		s.Target = s.Rate
+	if d.p.ClampTargetRate || x.stage != 0 {
+		x.target = s.Rate
 	}
-	s.Rate = clampRate(s.Rate*(1-s.Alpha/2), d.p.MinRate, s.LineRate)
-	s.Stage = 0
-	s.Flag = false
-	s.T1 = 0
-	s.T2 = t + d.p.RPTimer
+	s.Rate = clampRate(s.Rate*(1-x.alpha/2), d.p.MinRate, s.LineRate)
+	x.stage = 0
+	x.cnpPending = false
+	x.checkAt = 0
+	x.increaseAt = t + d.p.RPTimer
 }
 
 func (d *dcqcn) increase(s *State, t int64) {
+	x := dcqcnOf(s)
 	switch {
-	case s.Stage < d.p.FastRecoveryTimes:
-	case s.Stage == d.p.FastRecoveryTimes:
-		s.Target = math.Min(s.Target+d.p.RateAI, s.LineRate)
+	case x.stage < d.p.FastRecoveryTimes:
+	case x.stage == d.p.FastRecoveryTimes:
+		x.target = math.Min(x.target+d.p.RateAI, s.LineRate)
 	default:
-		s.Target = math.Min(s.Target+d.p.RateHAI, s.LineRate)
+		x.target = math.Min(x.target+d.p.RateHAI, s.LineRate)
 	}
-	s.Rate = (s.Rate + s.Target) / 2
-	if math.Abs(s.Target-s.Rate) < 1 {
-		s.Rate = s.Target
+	s.Rate = (s.Rate + x.target) / 2
+	if math.Abs(x.target-s.Rate) < 1 {
+		s.Rate = x.target
 	}
-	s.Stage++
-	if s.Rate == s.LineRate && s.Target == s.LineRate {
-		s.T2 = 0
+	x.stage++
+	if s.Rate == s.LineRate && x.target == s.LineRate {
+		x.increaseAt = 0
 		return
 	}
-	s.T2 = t + d.p.RPTimer
+	x.increaseAt = t + d.p.RPTimer
 }

@@ -38,7 +38,7 @@ func TestDCQCNFirstCNP(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps, BaseWin: 125000, BaseRTT: 10 * us}
 	d.Init(&s)
-	if s.Rate != 100*gbps || s.Target != 100*gbps || s.Alpha != 1 || s.BaseWin != 125000 {
+	if s.Rate != 100*gbps || dcqcnOf(&s).target != 100*gbps || dcqcnOf(&s).alpha != 1 || s.BaseWin != 125000 {
 		t.Fatalf("init: %+v", s)
 	}
 	wake := d.OnFeedback(&s, &Feedback{Now: 0, ECN: true})
@@ -52,8 +52,8 @@ func TestDCQCNFirstCNP(t *testing.T) {
 	if want := 50776684272.56867; !relClose(s.Rate, want, 1e-13) {
 		t.Fatalf("rate after first check %.6f, want %.6f", s.Rate, want)
 	}
-	if s.Target != 100*gbps {
-		t.Fatalf("target %g, want line rate", s.Target)
+	if dcqcnOf(&s).target != 100*gbps {
+		t.Fatalf("target %g, want line rate", dcqcnOf(&s).target)
 	}
 	if wake != 4*us+1*ns+900*us {
 		t.Fatalf("next wake %d, want the increase timer at %d", wake, 4*us+1*ns+900*us)
@@ -100,8 +100,8 @@ func TestDCQCNRecoveryFromFirstCNP(t *testing.T) {
 			t.Fatalf("round %d: wake %d, want %d", i+1, wake, at)
 		}
 		wake = d.OnTimer(&s, wake)
-		if !relClose(s.Rate, w, 1e-13) || s.Target != 100*gbps || s.Stage != i+1 {
-			t.Fatalf("round %d: rate %.5f target %g stage %d; want %.5f, 100e9, %d", i+1, s.Rate, s.Target, s.Stage, w, i+1)
+		if !relClose(s.Rate, w, 1e-13) || dcqcnOf(&s).target != 100*gbps || dcqcnOf(&s).stage != i+1 {
+			t.Fatalf("round %d: rate %.5f target %g stage %d; want %.5f, 100e9, %d", i+1, s.Rate, dcqcnOf(&s).target, dcqcnOf(&s).stage, w, i+1)
 		}
 	}
 	// The gap keeps halving until it is under 1 bit/s; then the timer stops.
@@ -126,8 +126,8 @@ func TestDCQCNIncreasePhases(t *testing.T) {
 	d := newDCQCN(t, DefaultParams())
 	s := State{LineRate: 100 * gbps}
 	d.Init(&s)
-	s.Epoch = 0
-	s.Rate, s.Target, s.Stage, s.T2 = 40*gbps, 60*gbps, 0, 900*us
+	dcqcnOf(&s).firstCNP = 0
+	s.Rate, dcqcnOf(&s).target, dcqcnOf(&s).stage, dcqcnOf(&s).increaseAt = 40*gbps, 60*gbps, 0, 900*us
 	table := []struct{ target, rate float64 }{
 		{60e9, 50e9},
 		{60.05e9, 55.025e9},
@@ -138,8 +138,8 @@ func TestDCQCNIncreasePhases(t *testing.T) {
 	wake := int64(900 * us)
 	for i, row := range table {
 		next := d.OnTimer(&s, wake)
-		if !relClose(s.Target, row.target, 1e-12) || !relClose(s.Rate, row.rate, 1e-12) {
-			t.Fatalf("round %d: target %.1f rate %.1f, want %.1f %.1f", i+1, s.Target, s.Rate, row.target, row.rate)
+		if !relClose(dcqcnOf(&s).target, row.target, 1e-12) || !relClose(s.Rate, row.rate, 1e-12) {
+			t.Fatalf("round %d: target %.1f rate %.1f, want %.1f %.1f", i+1, dcqcnOf(&s).target, s.Rate, row.target, row.rate)
 		}
 		if next != wake+900*us {
 			t.Fatalf("round %d: next wake %d, want %d", i+1, next, wake+900*us)
@@ -151,8 +151,8 @@ func TestDCQCNIncreasePhases(t *testing.T) {
 	// rounds at once gives the same as three on time.
 	s2 := State{LineRate: 100 * gbps}
 	d.Init(&s2)
-	s2.Epoch = 0
-	s2.Rate, s2.Target, s2.T2 = 40*gbps, 60*gbps, 900*us
+	dcqcnOf(&s2).firstCNP = 0
+	s2.Rate, dcqcnOf(&s2).target, dcqcnOf(&s2).increaseAt = 40*gbps, 60*gbps, 900*us
 	if w := d.OnTimer(&s2, 899*us); w != 900*us || s2.Rate != 40*gbps {
 		t.Fatalf("early (stale) OnTimer changed state or deadline: wake %d rate %g", w, s2.Rate)
 	}
@@ -348,10 +348,10 @@ func TestDCQCNLazyMatchesStepByStep(t *testing.T) {
 			ref.advance(at)
 			c := s
 			d.alphaAt(&c, at)
-			if !relClose(c.Rate, ref.rate, 1e-10) || !relClose(c.Target, ref.target, 1e-10) ||
-				!(relClose(c.Alpha, ref.alpha, 1e-10) || math.Abs(c.Alpha-ref.alpha) < 1e-300) {
+			if !relClose(c.Rate, ref.rate, 1e-10) || !relClose(dcqcnOf(&c).target, ref.target, 1e-10) ||
+				!(relClose(dcqcnOf(&c).alpha, ref.alpha, 1e-10) || math.Abs(dcqcnOf(&c).alpha-ref.alpha) < 1e-300) {
 				t.Fatalf("pattern %d (%+v) %s at %d ps:\n lazy rate %.3f target %.3f alpha %.17g\n ref  rate %.3f target %.3f alpha %.17g",
-					pat, p, what, at, c.Rate, c.Target, c.Alpha, ref.rate, ref.target, ref.alpha)
+					pat, p, what, at, c.Rate, dcqcnOf(&c).target, dcqcnOf(&c).alpha, ref.rate, ref.target, ref.alpha)
 			}
 		}
 
@@ -413,11 +413,11 @@ func TestDCQCNAlphaClosedForm(t *testing.T) {
 			k += n
 			at := k*p.AlphaResumeInterval + rng.Int64N(p.AlphaResumeInterval) // inside interval k+1
 			d.alphaAt(&s, at)
-			if !relClose(s.Alpha, alpha, 1e-10) && math.Abs(s.Alpha-alpha) > 1e-300 {
-				t.Fatalf("trial %d step %d: lazy %.17g step-by-step %.17g", trial, step, s.Alpha, alpha)
+			if !relClose(dcqcnOf(&s).alpha, alpha, 1e-10) && math.Abs(dcqcnOf(&s).alpha-alpha) > 1e-300 {
+				t.Fatalf("trial %d step %d: lazy %.17g step-by-step %.17g", trial, step, dcqcnOf(&s).alpha, alpha)
 			}
 			if rng.IntN(2) == 0 {
-				s.Cnt++ // a CNP in interval k+1
+				dcqcnOf(&s).cnps++ // a CNP in interval k+1
 				pending = true
 			}
 		}

@@ -1,5 +1,7 @@
 package cc
 
+import "unsafe"
+
 // dctcp is CC_MODE 8, DCTCP (Alizadeh et al., SIGCOMM 2010) in the
 // rate-based form SimAI's RDMA model uses (HandleAckDctcp). Feedback.ECN is
 // the echoed congestion mark.
@@ -23,16 +25,22 @@ package cc
 // (L2_ACK_INTERVAL) or packet size. As in ns-3 the ACK that closes an RTT
 // is counted in the RTT it closes.
 //
-// State fields:
-//
-//	Rate     current rate
-//	Alpha    alpha
-//	Idx      sequence that closes the current RTT (0 = not started)
-//	Cnt      marked bytes acknowledged in the current RTT
-//	Bytes    bytes acknowledged in the current RTT
-//	Flag     in a CWR period
-//	HighSeq  sequence whose acknowledgement ends the CWR period
+// State.Rate is the current rate; the rest is dctcpState.
 type dctcp struct{ p Params }
+
+// dctcpState is a DCTCP queue pair's state.
+type dctcpState struct {
+	alpha       float64
+	roundEnd    int64 // sequence that closes the current RTT (0 = not started)
+	markedBytes int64 // marked bytes acknowledged in the current RTT
+	ackedBytes  int64 // bytes acknowledged in the current RTT
+	cwrEnd      int64 // sequence whose acknowledgement ends the CWR period
+	inCWR       bool
+}
+
+var _ [privWords*8 - unsafe.Sizeof(dctcpState{})]byte // fits in State.priv
+
+func dctcpOf(s *State) *dctcpState { return privOf[dctcpState](s) }
 
 func (d *dctcp) Name() string                      { return "dctcp" }
 func (d *dctcp) UsesECN() bool                     { return true }
@@ -40,40 +48,42 @@ func (d *dctcp) UsesINT() bool                     { return false }
 func (d *dctcp) OnTimer(s *State, now int64) int64 { return 0 }
 
 func (d *dctcp) Init(s *State) {
+	x := dctcpOf(s)
 	start(s)
-	s.Alpha = 1
+	x.alpha = 1
 }
 
 func (d *dctcp) OnFeedback(s *State, fb *Feedback) int64 {
+	x := dctcpOf(s)
 	if fb.Acked > 0 {
-		s.Bytes += fb.Acked
+		x.ackedBytes += fb.Acked
 		if fb.ECN {
-			s.Cnt += fb.Acked
+			x.markedBytes += fb.Acked
 		}
 	}
 	newRTT := false
-	if fb.AckSeq > s.Idx {
+	if fb.AckSeq > x.roundEnd {
 		newRTT = true
-		if s.Idx != 0 {
+		if x.roundEnd != 0 {
 			f := 0.0
-			if s.Bytes > 0 {
-				f = float64(s.Cnt) / float64(s.Bytes)
+			if x.ackedBytes > 0 {
+				f = float64(x.markedBytes) / float64(x.ackedBytes)
 			}
 			g := d.p.dctcpGain()
-			s.Alpha = (1-g)*s.Alpha + g*f
+			x.alpha = (1-g)*x.alpha + g*f
 		}
-		s.Idx = fb.SndNxt
-		s.Cnt, s.Bytes = 0, 0
+		x.roundEnd = fb.SndNxt
+		x.markedBytes, x.ackedBytes = 0, 0
 	}
-	if s.Flag && fb.AckSeq > s.HighSeq {
-		s.Flag = false
+	if x.inCWR && fb.AckSeq > x.cwrEnd {
+		x.inCWR = false
 	}
-	if fb.ECN && !s.Flag {
-		s.Rate = clampRate(s.Rate*(1-s.Alpha/2), d.p.MinRate, s.LineRate)
-		s.Flag = true
-		s.HighSeq = fb.SndNxt
+	if fb.ECN && !x.inCWR {
+		s.Rate = clampRate(s.Rate*(1-x.alpha/2), d.p.MinRate, s.LineRate)
+		x.inCWR = true
+		x.cwrEnd = fb.SndNxt
 	}
-	if !s.Flag && newRTT {
+	if !x.inCWR && newRTT {
 		s.Rate = clampRate(s.Rate+d.p.DctcpRateAI, d.p.MinRate, s.LineRate)
 	}
 	return 0

@@ -16,13 +16,13 @@ func TestDCTCPAlphaConverges(t *testing.T) {
 	a, _ := New(ModeDCTCP, DefaultParams())
 	s := State{LineRate: 100 * gbps}
 	a.Init(&s)
-	if s.Alpha != 1 {
-		t.Fatalf("initial alpha %g, want 1 (ns-3)", s.Alpha)
+	if dctcpOf(&s).alpha != 1 {
+		t.Fatalf("initial alpha %g, want 1 (ns-3)", dctcpOf(&s).alpha)
 	}
 	// The first ACK only opens the first RTT, recording SndNxt = 9001; the
 	// ACKs 1001, 2001, … then close an RTT every tenth ACK (10001 > 9001,
 	// which records 19001; 20001 > 19001; …), the closing ACK included.
-	a.OnFeedback(&s, &Feedback{Acked: 1, AckSeq: 1, SndNxt: 9001}) // Idx = 9001
+	a.OnFeedback(&s, &Feedback{Acked: 1, AckSeq: 1, SndNxt: 9001}) // roundEnd = 9001
 	seq := int64(1)
 	const n = 3000
 	for rtt := 0; rtt < n; rtt++ {
@@ -33,8 +33,8 @@ func TestDCTCPAlphaConverges(t *testing.T) {
 		}
 	}
 	want := 0.3 + 0.7*math.Pow(255.0/256, n)
-	if !relClose(s.Alpha, want, 1e-9) || math.Abs(s.Alpha-0.3) > 1e-5 {
-		t.Fatalf("alpha %.12f, want %.12f (→ 0.3)", s.Alpha, want)
+	if !relClose(dctcpOf(&s).alpha, want, 1e-9) || math.Abs(dctcpOf(&s).alpha-0.3) > 1e-5 {
+		t.Fatalf("alpha %.12f, want %.12f (→ 0.3)", dctcpOf(&s).alpha, want)
 	}
 }
 
@@ -60,11 +60,11 @@ func TestDCTCPCutOncePerWindow(t *testing.T) {
 		t.Fatalf("after the window: rate %g, want 51e9", s.Rate)
 	}
 	// alpha = (255/256)·1 + (1/256)·(1000/100000)
-	if want := 255.0/256 + 0.01/256; !relClose(s.Alpha, want, 1e-12) {
-		t.Fatalf("alpha %.15f, want %.15f", s.Alpha, want)
+	if want := 255.0/256 + 0.01/256; !relClose(dctcpOf(&s).alpha, want, 1e-12) {
+		t.Fatalf("alpha %.15f, want %.15f", dctcpOf(&s).alpha, want)
 	}
 	a.OnFeedback(&s, &Feedback{Acked: 1000, AckSeq: 102000, SndNxt: 201000, ECN: true})
-	if want := 51e9 * (1 - s.Alpha/2); !relClose(s.Rate, want, 1e-12) {
+	if want := 51e9 * (1 - dctcpOf(&s).alpha/2); !relClose(s.Rate, want, 1e-12) {
 		t.Fatalf("next cut: rate %g, want %g", s.Rate, want)
 	}
 }
@@ -136,8 +136,8 @@ func TestTIMELYGradient(t *testing.T) {
 			t.Fatalf("sample %d: rate %.1f, want %.1f", i+1, r, w.rate)
 		}
 	}
-	if q.s.Alpha >= 0 || !relClose(q.s.Alpha, -8.4765625*float64(us), 1e-12) {
-		t.Fatalf("rtt diff %g ps, want -8.4765625 µs", q.s.Alpha)
+	if timelyOf(&q.s).rttDiff >= 0 || !relClose(timelyOf(&q.s).rttDiff, -8.4765625*float64(us), 1e-12) {
+		t.Fatalf("rtt diff %g ps, want -8.4765625 µs", timelyOf(&q.s).rttDiff)
 	}
 	// ACKs within the RTT (AckSeq not beyond the last update) are ignored.
 	before := q.s.Rate

@@ -1,5 +1,7 @@
 package cc
 
+import "unsafe"
+
 // hpcc is CC_MODE 3, HPCC (Li et al., SIGCOMM 2019) as SimAI's RDMA model
 // runs it with MULTI_RATE 0. Switches stamp each data packet with, per hop,
 // the egress port's time, cumulative transmitted bytes, queue length and
@@ -33,42 +35,50 @@ package cc
 // of a division by zero; k = 0 (an idle path under MI) jumps to line rate
 // where ns-3 divides by zero. With BaseWin = 0 (no window) T is BaseRTT.
 //
-// State fields:
-//
-//	Rate     current rate; Target reference rate Rc
-//	Ustar    U*, the EWMA utilization estimate (starts at 1, as in ns-3)
-//	Stage    consecutive additive updates
-//	Idx      last update sequence: ACKs with AckSeq > Idx commit (0 = none yet)
-//
-// and Feedback.Prev, the previous INT record of each hop.
+// State.Rate is the current rate; the rest is hpccState, and
+// Feedback.Prev, the previous INT record of each hop.
 type hpcc struct{ p Params }
+
+// hpccState is an HPCC queue pair's state.
+type hpccState struct {
+	refRate   float64 // the reference rate Rc
+	ustar     float64 // U*, the EWMA utilization estimate (starts at 1, as in ns-3)
+	commitSeq int64   // last update sequence: ACKs with AckSeq > commitSeq commit (0 = none yet)
+	stage     int     // consecutive additive updates
+}
+
+var _ [privWords*8 - unsafe.Sizeof(hpccState{})]byte // fits in State.priv
+
+func hpccOf(s *State) *hpccState { return privOf[hpccState](s) }
 
 func (h *hpcc) Name() string  { return "hpcc" }
 func (h *hpcc) UsesECN() bool { return false }
 func (h *hpcc) UsesINT() bool { return true }
 
 func (h *hpcc) Init(s *State) {
+	x := hpccOf(s)
 	start(s)
-	s.Target = s.LineRate
-	s.Ustar = 1
+	x.refRate = s.LineRate
+	x.ustar = 1
 }
 
 func (h *hpcc) OnTimer(s *State, now int64) int64 { return 0 }
 
 func (h *hpcc) OnFeedback(s *State, fb *Feedback) int64 {
-	full := fb.AckSeq > s.Idx
+	x := hpccOf(s)
+	full := fb.AckSeq > x.commitSeq
 	if !full && !h.p.FastReact {
 		return 0
 	}
-	if s.Idx == 0 {
+	if x.commitSeq == 0 {
 		// First feedback: only a reference point for the next one.
-		s.Idx = fb.SndNxt
+		x.commitSeq = fb.SndNxt
 		storeHops(s, fb)
 		return 0
 	}
 	if u, dt, ok := hopUtil(s, fb, h.p.SampleFeedback && !full); ok {
-		s.Ustar = ewmaU(s, u, dt)
-		hpccRate(s, &h.p, s.Ustar/h.p.UTarget, full)
+		x.ustar = ewmaU(s, u, dt)
+		hpccRate(s, &h.p, x.ustar/h.p.UTarget, full)
 	}
 	nextRound(s, fb, full)
 	return 0
@@ -77,8 +87,9 @@ func (h *hpcc) OnFeedback(s *State, fb *Feedback) int64 {
 // nextRound ends the update round on a full ACK: the next commit waits for
 // an ACK beyond what is next to send now.
 func nextRound(s *State, fb *Feedback, full bool) {
-	if full && fb.SndNxt > s.Idx {
-		s.Idx = fb.SndNxt
+	x := hpccOf(s)
+	if full && fb.SndNxt > x.commitSeq {
+		x.commitSeq = fb.SndNxt
 	}
 }
 
@@ -130,32 +141,34 @@ func hopUtil(s *State, fb *Feedback, skipIdle bool) (u float64, dt int64, ok boo
 
 // ewmaU folds a utilization sample spanning dt into U* over one base RTT.
 func ewmaU(s *State, u float64, dt int64) float64 {
+	x := hpccOf(s)
 	T := s.BaseRTT
 	if T <= 0 || dt >= T {
 		return u
 	}
-	return (s.Ustar*float64(T-dt) + u*float64(dt)) / float64(T)
+	return (x.ustar*float64(T-dt) + u*float64(dt)) / float64(T)
 }
 
 // hpccRate applies HPCC's rate rule for k = U/η; commit makes the result
 // the new reference rate and stage.
 func hpccRate(s *State, p *Params, k float64, commit bool) {
+	x := hpccOf(s)
 	var r float64
-	stage := s.Stage
+	stage := x.stage
 	if k >= 1 || stage >= p.MiThresh {
 		if k > 0 {
-			r = s.Target/k + p.RateAI
+			r = x.refRate/k + p.RateAI
 		} else {
 			r = s.LineRate
 		}
 		stage = 0
 	} else {
-		r = s.Target + p.RateAI
+		r = x.refRate + p.RateAI
 		stage++
 	}
 	s.Rate = clampRate(r, p.MinRate, s.LineRate)
 	if commit {
-		s.Target = s.Rate
-		s.Stage = stage
+		x.refRate = s.Rate
+		x.stage = stage
 	}
 }

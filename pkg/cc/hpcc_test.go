@@ -55,11 +55,11 @@ func (h *hpccPath) feed(tau, txBytes, qlen int64, full bool) {
 func TestHPCCHalvesAtTwiceTarget(t *testing.T) {
 	h := newHPCCPath(t, ModeHPCC, DefaultParams(), 112500)
 	h.feed(10*us, 125000, 112500, true)
-	if !relClose(h.s.Ustar, 1.9, 1e-12) {
-		t.Fatalf("U* %.15g, want 1.9", h.s.Ustar)
+	if !relClose(hpccOf(&h.s).ustar, 1.9, 1e-12) {
+		t.Fatalf("U* %.15g, want 1.9", hpccOf(&h.s).ustar)
 	}
-	if !relClose(h.s.Rate, 50.05e9, 1e-12) || h.s.Target != h.s.Rate {
-		t.Fatalf("rate %.3f ref %.3f, want 50.05e9 committed", h.s.Rate, h.s.Target)
+	if !relClose(h.s.Rate, 50.05e9, 1e-12) || hpccOf(&h.s).refRate != h.s.Rate {
+		t.Fatalf("rate %.3f ref %.3f, want 50.05e9 committed", h.s.Rate, hpccOf(&h.s).refRate)
 	}
 	if h.s.BaseWin != 125000 {
 		t.Fatalf("BaseWin %d: HPCC leaves the window to VAR_WIN scaling", h.s.BaseWin)
@@ -88,8 +88,8 @@ func TestHPCCAdditiveThenMultiplicative(t *testing.T) {
 	}
 	for i, w := range want {
 		h.feed(10*us, 62500, 0, true)
-		if !relClose(h.s.Rate, w.rate, 1e-12) || h.s.Stage != w.stage {
-			t.Fatalf("update %d: rate %.1f stage %d, want %.1f %d", i+1, h.s.Rate, h.s.Stage, w.rate, w.stage)
+		if !relClose(h.s.Rate, w.rate, 1e-12) || hpccOf(&h.s).stage != w.stage {
+			t.Fatalf("update %d: rate %.1f stage %d, want %.1f %d", i+1, h.s.Rate, hpccOf(&h.s).stage, w.rate, w.stage)
 		}
 	}
 }
@@ -112,8 +112,8 @@ func TestHPCCEWMA(t *testing.T) {
 	h := newHPCCPath(t, ModeHPCC, DefaultParams(), 112500)
 	// 62 500 bytes in 5 µs is line rate (1.0); 112 500 queued bytes 0.9.
 	h.feed(5*us, 62500, 112500, true)
-	if !relClose(h.s.Ustar, 1.45, 1e-12) || !relClose(h.s.Rate, 65567241379.31034, 1e-12) {
-		t.Fatalf("U* %.15g rate %.5f, want 1.45 and 65567241379.31034", h.s.Ustar, h.s.Rate)
+	if !relClose(hpccOf(&h.s).ustar, 1.45, 1e-12) || !relClose(h.s.Rate, 65567241379.31034, 1e-12) {
+		t.Fatalf("U* %.15g rate %.5f, want 1.45 and 65567241379.31034", hpccOf(&h.s).ustar, h.s.Rate)
 	}
 }
 
@@ -126,12 +126,12 @@ func TestHPCCFastReact(t *testing.T) {
 	h := newHPCCPath(t, ModeHPCC, DefaultParams(), 112500)
 	h.feed(10*us, 125000, 112500, true)
 	h.feed(10*us, 125000, 112500, false)
-	if !relClose(h.s.Rate, 25.075e9, 1e-12) || !relClose(h.s.Target, 50.05e9, 1e-12) {
-		t.Fatalf("fast react: rate %.1f ref %.1f, want 25.075e9 and 50.05e9", h.s.Rate, h.s.Target)
+	if !relClose(h.s.Rate, 25.075e9, 1e-12) || !relClose(hpccOf(&h.s).refRate, 50.05e9, 1e-12) {
+		t.Fatalf("fast react: rate %.1f ref %.1f, want 25.075e9 and 50.05e9", h.s.Rate, hpccOf(&h.s).refRate)
 	}
 	h.feed(10*us, 125000, 112500, true)
-	if !relClose(h.s.Rate, 25.075e9, 1e-12) || h.s.Target != h.s.Rate {
-		t.Fatalf("full update: rate %.1f ref %.1f, want 25.075e9 committed", h.s.Rate, h.s.Target)
+	if !relClose(h.s.Rate, 25.075e9, 1e-12) || hpccOf(&h.s).refRate != h.s.Rate {
+		t.Fatalf("full update: rate %.1f ref %.1f, want 25.075e9 committed", h.s.Rate, hpccOf(&h.s).refRate)
 	}
 
 	p := DefaultParams()
@@ -159,8 +159,8 @@ func TestHPCCMaxHopAndMinQueue(t *testing.T) {
 	fb.Hops[0] = IntHop{TimePs: 10 * us, TxBytes: 62500, LineRate: 100 * gbps}
 	fb.Hops[1] = IntHop{TimePs: 10 * us, TxBytes: 125000, QLen: 112500, LineRate: 100 * gbps}
 	a.OnFeedback(&s, &fb)
-	if !relClose(s.Ustar, 1.9, 1e-12) || !relClose(s.Rate, 50.05e9, 1e-12) {
-		t.Fatalf("U* %.15g rate %.1f, want 1.9 and 50.05e9", s.Ustar, s.Rate)
+	if !relClose(hpccOf(&s).ustar, 1.9, 1e-12) || !relClose(s.Rate, 50.05e9, 1e-12) {
+		t.Fatalf("U* %.15g rate %.1f, want 1.9 and 50.05e9", hpccOf(&s).ustar, s.Rate)
 	}
 }
 
@@ -168,7 +168,7 @@ func TestHPCCDegenerateINT(t *testing.T) {
 	h := newHPCCPath(t, ModeHPCC, DefaultParams(), 112500)
 	before := h.s
 	h.feed(0, 0, 5000, true) // same timestamp as the last record: no sample
-	if h.s.Rate != before.Rate || h.s.Ustar != before.Ustar || math.IsNaN(h.s.Rate) {
+	if h.s.Rate != before.Rate || hpccOf(&h.s).ustar != hpccOf(&before).ustar || math.IsNaN(h.s.Rate) {
 		t.Fatalf("τ = 0 changed the rate: %+v", h.s)
 	}
 }
@@ -201,10 +201,10 @@ func TestPintEncodingUnbiased(t *testing.T) {
 func TestPintHalvesAtTwiceTarget(t *testing.T) {
 	for seed := uint64(0); seed < 50; seed++ {
 		a, _ := New(ModePINT, DefaultParams())
-		h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000, Rng: seed}}
+		h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000, Seed: seed}}
 		a.Init(&h.s)
-		if h.s.Rng != seed {
-			t.Fatal("Init must keep the simulator's Rng seed")
+		if pintOf(&h.s).rng != seed {
+			t.Fatal("Init must start the random stream at the simulator's seed")
 		}
 		h.feed(0, 0, 112500, true)
 		h.feed(10*us, 125000, 112500, true)
@@ -232,7 +232,7 @@ func TestPintSampling(t *testing.T) {
 	h = newHPCCPath(t, ModePINT, p, 112500)
 	used, n := 0, 4000
 	for i := 0; i < n; i++ {
-		h.s.Target, h.s.Rate = 100*gbps, 100*gbps // undo, to see each decision
+		hpccOf(&h.s).refRate, h.s.Rate = 100*gbps, 100*gbps // undo, to see each decision
 		h.feed(10*us, 125000, 112500, true)
 		if h.s.Rate < 100*gbps {
 			used++
@@ -249,7 +249,7 @@ func TestPintDeterministic(t *testing.T) {
 		p := DefaultParams()
 		p.PintProb = 0.5
 		a, _ := New(ModePINT, p)
-		h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000, Rng: 7}}
+		h := &hpccPath{alg: a, s: State{LineRate: 100 * gbps, BaseRTT: 10 * us, BaseWin: 125000, Seed: 7}}
 		a.Init(&h.s)
 		h.feed(0, 0, 0, true)
 		for i := 0; i < 200; i++ {

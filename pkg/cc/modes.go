@@ -66,18 +66,11 @@ func knownModes() string {
 	return b.String()
 }
 
-// start puts a queue pair at line rate and clears every algorithm-private
-// field, so a State can be reused. Rng is kept: it is the simulator's
-// per-QP seed.
+// start puts a queue pair at line rate and clears the algorithm's state,
+// so a State can be reused.
 func start(s *State) {
-	*s = State{
-		LineRate: s.LineRate,
-		Rate:     s.LineRate,
-		BaseRTT:  s.BaseRTT,
-		BaseWin:  s.BaseWin,
-		Epoch:    -1,
-		Rng:      s.Rng,
-	}
+	s.Rate = s.LineRate
+	clear(s.priv[:])
 }
 
 // clampRate bounds a rate to [MinRate, LineRate]; line rate wins if the two

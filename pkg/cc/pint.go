@@ -1,6 +1,9 @@
 package cc
 
-import "math"
+import (
+	"math"
+	"unsafe"
+)
 
 // pint is CC_MODE 10, HPCC-PINT (Ben Basat et al., SIGCOMM 2020) as SimAI's
 // RDMA model runs it: instead of full per-hop INT, a packet carries one
@@ -21,15 +24,31 @@ import "math"
 // that PINT's maximum is taken after, not before, smoothing.
 // SampleFeedback does not apply.
 //
-// Randomness (encoding and sampling) comes from State.Rng, a per-QP
-// SplitMix64 state the simulator may seed before Init (Init keeps it), so
-// runs are deterministic and QPs do not share a random stream.
+// Randomness (encoding and sampling) comes from a per-QP SplitMix64
+// stream that Init starts at State.Seed, so runs are deterministic and QPs
+// do not share a random stream.
 //
-// State fields: as hpcc (Rate, Target = Rc, Ustar, Stage, Idx; the INT
-// history in Feedback.Prev) plus Rng.
+// State: pintState, HPCC's plus the random stream (and the INT history in
+// Feedback.Prev).
 type pint struct {
-	hpcc            // Init, OnTimer, UsesECN, UsesINT and the parameters
+	hpcc            // OnTimer, UsesECN, UsesINT and the parameters
 	logBase float64 // ln(PintLogBase)
+}
+
+// pintState is HPCC's state (first, so HPCC's code reads it as its own)
+// and the random stream.
+type pintState struct {
+	hpccState
+	rng uint64
+}
+
+var _ [privWords*8 - unsafe.Sizeof(pintState{})]byte // fits in State.priv
+
+func pintOf(s *State) *pintState { return privOf[pintState](s) }
+
+func (h *pint) Init(s *State) {
+	h.hpcc.Init(s)
+	pintOf(s).rng = s.Seed
 }
 
 // pintScale is ns-3's Pint::max_concurrent: utilization is scaled by it
@@ -41,22 +60,24 @@ func newPint(p Params) *pint { return &pint{hpcc: hpcc{p: p}, logBase: math.Log(
 func (h *pint) Name() string { return "hpcc-pint" }
 
 func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
+	x := hpccOf(s)
 	// The switches' estimate evolves with every packet, sampled or not.
 	if u, dt, ok := hopUtil(s, fb, false); ok {
-		s.Ustar = ewmaU(s, u, dt)
+		x.ustar = ewmaU(s, u, dt)
 	}
 	if fb.Prev.N == 0 {
 		return 0 // no switch on the path reports: nothing to react to, as HPCC
 	}
-	if h.p.PintProb < 1 && uniform(&s.Rng) >= h.p.PintProb {
+	rng := &pintOf(s).rng
+	if h.p.PintProb < 1 && uniform(rng) >= h.p.PintProb {
 		return 0
 	}
-	full := fb.AckSeq > s.Idx
-	if s.Idx == 0 {
-		s.Idx = fb.SndNxt
+	full := fb.AckSeq > x.commitSeq
+	if x.commitSeq == 0 {
+		x.commitSeq = fb.SndNxt
 		return 0
 	}
-	hpccRate(s, &h.p, h.quantize(s.Ustar, &s.Rng)/h.p.UTarget, full)
+	hpccRate(s, &h.p, h.quantize(x.ustar, rng)/h.p.UTarget, full)
 	nextRound(s, fb, full)
 	return 0
 }

@@ -1,5 +1,7 @@
 package cc
 
+import "unsafe"
+
 // timely is CC_MODE 7, TIMELY (Mittal et al., SIGCOMM 2015) as SimAI's RDMA
 // model runs it: rate-based, driven by RTT samples (Feedback.RTT), once per
 // RTT — on the first ACK beyond the sequence that was next to send at the
@@ -18,14 +20,20 @@ package cc
 // [MinRate, LineRate]. The first sample only seeds r'. Samples without an
 // RTT (0) are skipped.
 //
-// State fields:
-//
-//	Rate     current rate
-//	Stage    consecutive increases
-//	Alpha    diff, the smoothed RTT difference (ps)
-//	PrevRTT  r', the RTT at the last update (ps)
-//	Idx      last update sequence (0 = no sample yet)
+// State.Rate is the current rate; the rest is timelyState.
 type timely struct{ p Params }
+
+// timelyState is a TIMELY queue pair's state.
+type timelyState struct {
+	rttDiff  float64 // diff, the smoothed RTT difference (ps)
+	prevRTT  int64   // r', the RTT at the last update (ps)
+	roundEnd int64   // last update sequence (0 = no sample yet)
+	stage    int     // consecutive increases
+}
+
+var _ [privWords*8 - unsafe.Sizeof(timelyState{})]byte // fits in State.priv
+
+func timelyOf(s *State) *timelyState { return privOf[timelyState](s) }
 
 func (t *timely) Name() string                      { return "timely" }
 func (t *timely) UsesECN() bool                     { return false }
@@ -34,13 +42,14 @@ func (t *timely) Init(s *State)                     { start(s) }
 func (t *timely) OnTimer(s *State, now int64) int64 { return 0 }
 
 func (t *timely) OnFeedback(s *State, fb *Feedback) int64 {
-	if fb.RTT <= 0 || fb.AckSeq <= s.Idx {
+	x := timelyOf(s)
+	if fb.RTT <= 0 || fb.AckSeq <= x.roundEnd {
 		return 0
 	}
 	rtt := fb.RTT
-	if s.Idx != 0 {
+	if x.roundEnd != 0 {
 		p := &t.p
-		diff := (1-p.TimelyAlpha)*s.Alpha + p.TimelyAlpha*float64(rtt-s.PrevRTT)
+		diff := (1-p.TimelyAlpha)*x.rttDiff + p.TimelyAlpha*float64(rtt-x.prevRTT)
 		grad := diff / float64(p.TimelyMinRTT)
 		inc, c := false, 0.0
 		switch {
@@ -55,20 +64,20 @@ func (t *timely) OnFeedback(s *State, fb *Feedback) int64 {
 		}
 		if inc {
 			step := p.RateAI
-			if s.Stage >= p.TimelyHAIThresh {
+			if x.stage >= p.TimelyHAIThresh {
 				step = p.RateHAI
 			}
 			s.Rate = clampRate(s.Rate+step, p.MinRate, s.LineRate)
-			s.Stage++
+			x.stage++
 		} else {
 			s.Rate = clampRate(s.Rate*c, p.MinRate, s.LineRate)
-			s.Stage = 0
+			x.stage = 0
 		}
-		s.Alpha = diff
+		x.rttDiff = diff
 	}
-	if fb.SndNxt > s.Idx {
-		s.Idx = fb.SndNxt
-		s.PrevRTT = rtt
+	if fb.SndNxt > x.roundEnd {
+		x.roundEnd = fb.SndNxt
+		x.prevRTT = rtt
 	}
 	return 0
 }

@@ -12,7 +12,7 @@ import (
 // receiver's expected sequence number.
 //
 // A 4096-GPU AllToAll holds millions at once, so it keeps only what every
-// pair uses (272 bytes): its ends are its flow's, the surrogate's caches
+// pair uses (240 bytes): its ends are its flow's, the surrogate's caches
 // and HPCC's INT history live in tables of their own.
 type qp struct {
 	size      int64

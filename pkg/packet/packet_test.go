@@ -36,13 +36,20 @@ func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs
 // newSimErr is newSim returning New's error.
 func newSimErr(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows, error) {
 	t.Helper()
+	return newSimDelays(t, tp, cfg, alg, specs, make([]int64, len(specs)))
+}
+
+// newSimDelays is newSimErr with delay nodes: flow i waits delays[i] ps
+// when its size is 0.
+func newSimDelays(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec, delays []int64) (*Sim, *Flows, error) {
+	t.Helper()
 	r, err := route.New(tp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := dag.NewBuilder(len(specs))
 	n := len(specs)
-	src, dst, size, delay := make([]int32, n), make([]int32, n), make([]int64, n), make([]int64, n)
+	src, dst, size := make([]int32, n), make([]int32, n), make([]int64, n)
 	for i, f := range specs {
 		src[i], dst[i], size[i] = f.src, f.dst, f.size
 		if err := b.Add(int64(i), f.deps); err != nil {
@@ -53,7 +60,7 @@ func newSimErr(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, sp
 	if err != nil {
 		t.Fatal(err)
 	}
-	fl := NewFlows(d, src, dst, size, delay)
+	fl := NewFlows(d, src, dst, size, delays)
 	s, err := New(tp, r, cfg, alg, fl, 1)
 	return s, fl, err
 }
@@ -653,23 +660,7 @@ func TestSurrogateAutoPhases(t *testing.T) {
 			add(flowSpec{h, dst, 4096, []int64{tick}}, 0)
 		}
 	}
-	r, err := route.New(tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := dag.NewBuilder(len(specs))
-	src, dst, size := make([]int32, len(specs)), make([]int32, len(specs)), make([]int64, len(specs))
-	for i, f := range specs {
-		src[i], dst[i], size[i] = f.src, f.dst, f.size
-		if err := b.Add(int64(i), f.deps); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := b.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(tp, r, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), NewFlows(d, src, dst, size, delays), 1)
+	s, _, err := newSimDelays(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs, delays)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -568,7 +568,7 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	q.port = int32(s.paths[int(2*qi)*s.pathW])
 	lineRate := s.ports[q.port].bw
 	rtt, win := s.baseRTT(s.path(2*qi), s.path(2*qi+1), lineRate)
-	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Rng: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
+	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
 	if s.usesINT {
 		s.hist[qi] = cc.HopHistory{}
 	}
