@@ -105,17 +105,16 @@ func TestPhyrunOneWorkerStillUsesSockets(t *testing.T) {
 		emit(&stream.Flow{ID: 1, Collective: -1, Src: 0, Dst: 1, Size: size, Channel: -1, ConnType: stream.ConnP2P})
 	})
 	rows, _ := readTrace(t, mustRun(t, in, "phyrun", "--launch", "local:1"))
+	fct := map[int64]int64{}
 	for _, r := range rows {
-		fct := r.EndNs - r.StartNs
-		switch r.FlowID {
-		case 0:
-			if minNs := int64(size / 50); fct < minNs {
-				t.Errorf("GPU 0 -> GPU 8 (two servers, one worker): 64 MiB in %d ns, faster than %d ns at 50 GB/s", fct, minNs)
-			}
-		case 1:
-			if fct > 1_000_000 {
-				t.Errorf("GPU 0 -> GPU 1 (one server): %d ns, want a local copy", fct)
-			}
-		}
+		fct[r.FlowID] = r.EndNs - r.StartNs
+	}
+	if minNs := int64(size / 50); fct[0] < minNs {
+		t.Errorf("GPU 0 -> GPU 8 (two servers, one worker): 64 MiB in %d ns, faster than %d ns at 50 GB/s", fct[0], minNs)
+	}
+	// The copy moves nothing: it ends with the control messages' round
+	// trip, a small part of the socket transfer however loaded the machine.
+	if fct[1] > fct[0]/4 {
+		t.Errorf("GPU 0 -> GPU 1 (one server): %d ns against %d ns through the socket, want a local copy", fct[1], fct[0])
 	}
 }

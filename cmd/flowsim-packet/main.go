@@ -19,7 +19,6 @@ import (
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/outfile"
-	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/packet"
@@ -63,33 +62,29 @@ func main() {
 	cli.Main("flowsim-packet", description, &c, c.run)
 }
 
-func (c *command) config() (packet.Config, cc.Algorithm, error) {
+func (c *command) config() (packet.Config, error) {
 	cfg := packet.DefaultConfig()
 	if c.Conf != "" {
 		f, err := os.Open(c.Conf)
 		if err != nil {
-			return cfg, nil, err
+			return cfg, err
 		}
 		err = cfg.Read(f, c.Conf)
 		f.Close()
 		if err != nil {
-			return cfg, nil, err
+			return cfg, err
 		}
 	}
 	for _, kv := range c.Set {
 		if err := cfg.SetKV(kv); err != nil {
-			return cfg, nil, err
+			return cfg, err
 		}
 	}
-	alg, err := cc.New(cfg.CCMode, cfg.CC)
-	if err != nil {
-		return cfg, nil, fmt.Errorf("configuration: %v", err)
-	}
-	return cfg, alg, nil
+	return cfg, cfg.Validate()
 }
 
 func (c *command) run() error {
-	cfg, alg, err := c.config()
+	cfg, err := c.config()
 	if err != nil {
 		return err
 	}
@@ -146,7 +141,7 @@ func (c *command) run() error {
 		return err
 	}
 	flows := packet.FromSet(set)
-	sim, err := packet.New(set.Topology, r, cfg, alg, flows, c.Seed)
+	sim, err := packet.New(set.Topology, r, cfg, flows, c.Seed)
 	if err != nil {
 		return err
 	}
@@ -251,7 +246,7 @@ func (c *command) run() error {
 		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
-		alg.Name(), set.Flows(), units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
+		sim.Algorithm().Name(), set.Flows(), units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
 		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs)
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
-	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -73,13 +72,12 @@ func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
 // benchmark in process and reports events/s and data packets/s.
 func BenchmarkMicro128(b *testing.B) {
 	tp := gen(b, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICBW: 100e9})
-	alg := ccAlg(b, cc.ModeDCQCN)
 	for i := 0; i < b.N; i++ {
 		// Only Run is timed (and counted by -benchmem).
 		b.StopTimer()
 		fl := microFlows(b, tp, 8, 16)
 		r, _ := route.New(tp)
-		s, err := New(tp, r, DefaultConfig(), alg, fl, 1)
+		s, err := New(tp, r, DefaultConfig(), fl, 1)
 		if err != nil {
 			b.Fatal(err)
 		}

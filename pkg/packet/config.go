@@ -122,6 +122,27 @@ var ignoredKeys = map[string]string{
 	"L2_CHUNK_SIZE": "the go-back granularity of L2_BACK_TO_ZERO 1, which is not implemented",
 }
 
+// Validate checks what no single key can: that the keys agree with each
+// other and that CC_MODE and its keys make an algorithm. Read and SetKV
+// check each value as it comes; New validates again.
+func (c *Config) Validate() error {
+	if _, err := cc.New(c.CCMode, c.CC); err != nil {
+		return fmt.Errorf("configuration: %v", err)
+	}
+	if c.QPsPerConn > 64 {
+		return fmt.Errorf("QPS_PER_CONNECTION %d: at most 64", c.QPsPerConn) // per-flow counts are bytes
+	}
+	if c.PortPFC {
+		if !c.EnablePFC {
+			return fmt.Errorf("PFC_MODE port needs ENABLE_PFC 1")
+		}
+		if high, low := c.portThresholds(); low >= high {
+			return fmt.Errorf("PFC_PORT_LOW_KB (%d B) must be below PFC_PORT_HIGH_KB (%d B)", low, high)
+		}
+	}
+	return nil
+}
+
 // ReadConfig parses a SimAI.conf-style file onto c. Errors name the file,
 // line and key.
 func (c *Config) Read(r io.Reader, name string) error {

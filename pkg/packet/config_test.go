@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
 // The shipped configurations load; switches fabricsim does not model are
@@ -155,6 +156,36 @@ func TestLinkDownRanges(t *testing.T) {
 	for _, v := range []string{"20000 4294967314 18", "20000 3 2147483648", "9300000000000000 0 18", "100000000000000000 0 18", "-1 0 18"} {
 		if err := c.SetKV("LINK_DOWN=" + v); err == nil || !strings.Contains(err.Error(), "LINK_DOWN") {
 			t.Errorf("LINK_DOWN=%s: %v", v, err)
+		}
+	}
+}
+
+// Validate checks what no single key can, once for the command line (before
+// any input is read) and again in New: CC_MODE with its keys, and keys
+// that must agree with each other.
+func TestConfigValidate(t *testing.T) {
+	if cfg := DefaultConfig(); cfg.Validate() != nil {
+		t.Fatalf("defaults: %v", cfg.Validate())
+	}
+	for _, c := range []struct {
+		name, want string
+		mutate     func(*Config)
+	}{
+		{"unknown CC_MODE", "CC_MODE 2", func(c *Config) { c.CCMode = 2 }},
+		{"TMLY_THIGH below TMLY_TLOW", "TMLY_THIGH", func(c *Config) { c.CCMode = 7; c.CC.TimelyTHigh = c.CC.TimelyTLow }},
+		{"65 queue pairs", "QPS_PER_CONNECTION", func(c *Config) { c.QPsPerConn = 65 }},
+		{"port PFC on a lossy fabric", "ENABLE_PFC", func(c *Config) { c.PortPFC, c.EnablePFC = true, false }},
+		{"port thresholds crossed", "PFC_PORT_LOW_KB", func(c *Config) { c.PortPFC, c.PortHighKB, c.PortLowKB = true, 10, 20 }},
+	} {
+		cfg := DefaultConfig()
+		c.mutate(&cfg)
+		err := cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.want)
+		}
+		tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+		if _, _, err := newSimErr(t, tp, cfg, cfg.CCMode, []flowSpec{{0, 8, 1, nil}}); err == nil {
+			t.Errorf("%s: New accepted it", c.name)
 		}
 	}
 }

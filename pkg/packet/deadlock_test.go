@@ -49,6 +49,6 @@ func dragonflyShift8(t *testing.T, cfg Config) (*Sim, *Flows, []flowSpec) {
 	for i := int32(0); i < 72; i++ {
 		specs = append(specs, flowSpec{i, (i + 8) % 72, 16 << 20, nil})
 	}
-	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), specs)
+	s, fl := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
 	return s, fl, specs
 }

@@ -28,7 +28,7 @@ func FuzzRun(f *testing.F) {
 		gen(f, topo.Params{Family: topo.DCNDualToR, GPUs: 16}),
 		gen(f, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 2}),
 	}
-	algs := []cc.Algorithm{ccAlg(f, cc.ModeDCQCN), ccAlg(f, cc.ModeNone), ccAlg(f, cc.ModeHPCC), ccAlg(f, cc.ModeDCTCP)}
+	modes := []int{cc.ModeDCQCN, cc.ModeNone, cc.ModeHPCC, cc.ModeDCTCP}
 	f.Add([]byte{0, 0, 1, 9, 1, 0, 0, 0, 0, 9, 1, 2, 1, 1, 0, 0, 0xff})
 	f.Add([]byte{2, 0, 17, 1, 1, 0, 0, 0, 0, 17, 1, 0, 4, 0, 0, 0, 0x36})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -42,13 +42,13 @@ func FuzzRun(f *testing.F) {
 		}
 		cfg := DefaultConfig()
 		cfg.StopPs = 1e12 // a simulated second bounds a degenerate run
-		alg := algs[0]
+		cfg.CCMode = modes[0]
 		if n := len(data); n > 0 {
 			c := data[n-1]
 			cfg.EnablePFC = c&1 == 0
 			cfg.BufferBytes = [4]int64{32 << 20, 4 << 20, 1 << 20, 256 << 10}[c>>1&3]
 			cfg.PauseTimePs = [4]int64{5_000_000, 500_000, 50_000_000, 100_000}[c>>3&3]
-			alg = algs[c>>5&3]
+			cfg.CCMode = modes[c>>5&3]
 			cfg.QPsPerConn = 1 + 2*int(c>>7)
 		}
 		if n := len(data); n > 1 {
@@ -56,14 +56,14 @@ func FuzzRun(f *testing.F) {
 			cfg.PortPFC = data[n-2]&4 != 0
 			cfg.Transport = Transport(data[n-2] >> 3 & 1)
 		}
-		s, err := New(set.Topology, r, cfg, alg, FromSet(set), 3)
+		s, err := New(set.Topology, r, cfg, FromSet(set), 3)
 		if err != nil {
 			return
 		}
 		if err := s.Run(); err != nil {
 			var inc *Incomplete
 			if errors.As(err, &inc) && !strings.HasPrefix(inc.Reason, "PFC deadlock") {
-				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs, routing %s, port PFC %v, transport %s)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, alg.Name(), cfg.QPsPerConn, cfg.Routing, cfg.PortPFC, cfg.Transport)
+				t.Fatalf("%v (PFC %v, buffer %d, pause %d ps, %s, %d QPs, routing %s, port PFC %v, transport %s)", err, cfg.EnablePFC, cfg.BufferBytes, cfg.PauseTimePs, s.Algorithm().Name(), cfg.QPsPerConn, cfg.Routing, cfg.PortPFC, cfg.Transport)
 			}
 			return
 		}

@@ -32,7 +32,7 @@ func TestMonitorCNPsStayWithTheirFlow(t *testing.T) {
 	// 128 MiB at 100 Gbps: about 10.7 ms, alive at the 5 ms sample.
 	lone := int64(len(specs))
 	specs = append(specs, flowSpec{1, 9, 128 << 20, incast}) // across the ToR
-	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), specs)
+	s, fl := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
 	dir := t.TempDir()
 	m, err := OpenMonitors(dir)
 	if err != nil {

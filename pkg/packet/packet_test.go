@@ -23,10 +23,11 @@ type flowSpec struct {
 	deps     []int64
 }
 
-// newSim prepares a run of the specs (flow i has id i).
-func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+// newSim prepares a run of the specs (flow i has id i) under congestion
+// control ccMode with cfg's parameters.
+func newSim(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []flowSpec) (*Sim, *Flows) {
 	t.Helper()
-	s, fl, err := newSimErr(t, tp, cfg, alg, specs)
+	s, fl, err := newSimErr(t, tp, cfg, ccMode, specs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +35,16 @@ func newSim(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs
 }
 
 // newSimErr is newSim returning New's error.
-func newSimErr(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows, error) {
+func newSimErr(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []flowSpec) (*Sim, *Flows, error) {
 	t.Helper()
-	return newSimDelays(t, tp, cfg, alg, specs, make([]int64, len(specs)))
+	return newSimDelays(t, tp, cfg, ccMode, specs, make([]int64, len(specs)))
 }
 
 // newSimDelays is newSimErr with delay nodes: flow i waits delays[i] ps
 // when its size is 0.
-func newSimDelays(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec, delays []int64) (*Sim, *Flows, error) {
+func newSimDelays(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []flowSpec, delays []int64) (*Sim, *Flows, error) {
 	t.Helper()
+	cfg.CCMode = ccMode
 	r, err := route.New(tp)
 	if err != nil {
 		t.Fatal(err)
@@ -61,14 +63,14 @@ func newSimDelays(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm,
 		t.Fatal(err)
 	}
 	fl := NewFlows(d, src, dst, size, delays)
-	s, err := New(tp, r, cfg, alg, fl, 1)
+	s, err := New(tp, r, cfg, fl, 1)
 	return s, fl, err
 }
 
 // runFlows runs the specs and checks every byte arrived.
-func runFlows(t *testing.T, tp *topo.Topology, cfg Config, alg cc.Algorithm, specs []flowSpec) (*Sim, *Flows) {
+func runFlows(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []flowSpec) (*Sim, *Flows) {
 	t.Helper()
-	s, fl := newSim(t, tp, cfg, alg, specs)
+	s, fl := newSim(t, tp, cfg, ccMode, specs)
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +103,7 @@ func TestSingleFlowIdeal(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
 	cfg := DefaultConfig()
 	for _, f := range []flowSpec{{0, 9, 10 << 20, nil}, {0, 8, 1 << 20, nil}, {0, 1, 4 << 20, nil}} {
-		s, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{f})
+		s, fl := runFlows(t, tp, cfg, cc.ModeNone, []flowSpec{f})
 		fct := fl.End[0] - fl.Start[0]
 		ideal := fl.Ideal[0]
 		q := &s.qps[0]
@@ -121,7 +123,7 @@ func TestIncastPFCLossless(t *testing.T) {
 	for i := int32(8); i < 16; i++ {
 		specs = append(specs, flowSpec{i, 0, 8 << 20, nil})
 	}
-	s, _ := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), specs)
+	s, _ := runFlows(t, tp, cfg, cc.ModeNone, specs)
 	if s.Stats.Dropped != 0 {
 		t.Fatalf("%d packets dropped with PFC on", s.Stats.Dropped)
 	}
@@ -142,7 +144,7 @@ func TestIncastLossyRecovers(t *testing.T) {
 	for i := int32(8); i < 16; i++ {
 		specs = append(specs, flowSpec{i, 0, 4 << 20, nil})
 	}
-	s, _ := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), specs)
+	s, _ := runFlows(t, tp, cfg, cc.ModeNone, specs)
 	if s.Stats.Dropped == 0 || s.Stats.Retransmitted == 0 {
 		t.Fatalf("dropped %d, retransmitted %d: expected losses and repairs", s.Stats.Dropped, s.Stats.Retransmitted)
 	}
@@ -157,7 +159,7 @@ func TestIncastLossyRecovers(t *testing.T) {
 func TestDependencies(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
 	cfg := DefaultConfig()
-	_, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{
+	_, fl := runFlows(t, tp, cfg, cc.ModeNone, []flowSpec{
 		{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}, {0, 9, 1 << 20, []int64{0}}})
 	if fl.Start[1] != fl.RxDone[0] {
 		t.Fatalf("flow 1 (from the receiver) started at %d, receive completion was %d", fl.Start[1], fl.RxDone[0])
@@ -174,15 +176,6 @@ func TestDependencies(t *testing.T) {
 	}
 }
 
-// ccAlg is a CC_MODE's algorithm with SimAI.conf's parameters.
-func ccAlg(tb testing.TB, mode int) cc.Algorithm {
-	a, err := cc.New(mode, cc.DefaultParams())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return a
-}
-
 // Two flows into one port converge to fair shares under DCQCN: Jain's
 // index of their mean rates over the second half of the run is >= 0.95.
 func TestDCQCNFairness(t *testing.T) {
@@ -194,7 +187,7 @@ func TestDCQCNFairness(t *testing.T) {
 	// reaches the 400 KB marking threshold at all).
 	cfg.HasWin = false
 	const size = 64 << 20
-	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{8, 0, size, nil}, {9, 0, size, nil}})
+	s, fl := newSim(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{8, 0, size, nil}, {9, 0, size, nil}})
 	type sample struct {
 		t    int64
 		rate [2]float64
@@ -249,7 +242,7 @@ func TestECMPSpread(t *testing.T) {
 			specs = append(specs, flowSpec{a * 8, b*8 + 1, 1 << 20, nil})
 		}
 	}
-	s, _ := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+	s, _ := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	asw := int32(64 + 8) // after 64 GPUs and 8 NVSwitches
 	var per []int64
 	for pid := range s.ports {
@@ -282,8 +275,8 @@ func TestDeterminism(t *testing.T) {
 	for i := int32(1); i < 16; i++ {
 		specs = append(specs, flowSpec{i, 0, 2 << 20, nil}, flowSpec{0, i, 1 << 20, nil})
 	}
-	s1, f1 := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
-	s2, f2 := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+	s1, f1 := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
+	s2, f2 := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	if s1.Stats != s2.Stats {
 		t.Fatalf("stats differ: %+v vs %+v", s1.Stats, s2.Stats)
 	}
@@ -300,7 +293,7 @@ func TestLinkDownReroutes(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
 	cfg := DefaultConfig()
 	cfg.LinkDown = []LinkDown{{AtPs: 20_000_000, A: 0, B: 16}} // 20 us in; node 16 is server 0's NVSwitch
-	s, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 1, 64 << 20, nil}})
+	s, fl := runFlows(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{0, 1, 64 << 20, nil}})
 	// 64 MiB over 2400 Gbps NVLink takes 224 us. After 20 us on NVLink
 	// (about 6 MB) the rest crosses the 100 Gbps NIC: over 4.5 ms.
 	if fct := fl.End[0] - fl.Start[0]; fct < 4_500_000_000 {
@@ -325,13 +318,13 @@ func TestSurrogate(t *testing.T) {
 			}
 		}
 	}
-	full, ff := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+	full, ff := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	var end int64
 	for _, e := range ff.End {
 		end = max(end, e)
 	}
 	for _, lite := range []bool{false, true} {
-		s, fl := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+		s, fl := newSim(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 		if err := s.SetSurrogate(Surrogate{StartPs: end / 4, EndPs: end * 3 / 4, Lite: lite}); err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +365,7 @@ func TestLinkDownNVLS(t *testing.T) {
 	cfg.QPsPerConn = 8
 	cfg.StopPs = 1e9                                           // 1 ms: the flows need under 0.2 ms
 	cfg.LinkDown = []LinkDown{{AtPs: 10_000_000, A: 0, B: 16}} // 10 us in: link 0, the first between them
-	s, _ := runFlows(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{
+	s, _ := runFlows(t, tp, cfg, cc.ModeDCQCN, []flowSpec{
 		{0, 16, 16 << 20, nil}, {16, 0, 16 << 20, nil}, // moved mid-transfer
 		{0, 16, 16 << 20, []int64{0}}, {16, 0, 16 << 20, []int64{1}}, // routed after the failure
 	})
@@ -406,7 +399,7 @@ func TestRunAllocs(t *testing.T) {
 			specs = append(specs, f)
 		}
 	}
-	s, _ := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs)
+	s, _ := newSim(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	if err := s.Run(); err != nil {
@@ -430,7 +423,7 @@ func TestRateBound(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.HasWin = false
 		cfg.CC.RateBound = bound
-		return runFlows(t, tp, cfg, ccAlg(t, mode), specs)
+		return runFlows(t, tp, cfg, mode, specs)
 	}
 	_, none := run(cc.ModeNone, true)
 	sUnbound, unbound := run(cc.ModeDCQCN, false)
@@ -460,7 +453,7 @@ func TestStepLatency(t *testing.T) {
 	cfg := DefaultConfig()
 	const us = 1_000_000
 	base := func(lat int64) (*Sim, *Flows) {
-		s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{{0, 8, 1 << 20, nil}})
+		s, fl := newSim(t, tp, cfg, cc.ModeNone, []flowSpec{{0, 8, 1 << 20, nil}})
 		fl.Lat = []int64{lat}
 		if err := s.Run(); err != nil {
 			t.Fatal(err)
@@ -491,7 +484,7 @@ func TestStepLatency(t *testing.T) {
 		}
 		specs = append(specs, flowSpec{src, dst, 64, deps})
 	}
-	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeNone), specs)
+	s, fl := newSim(t, tp, cfg, cc.ModeNone, specs)
 	fl.Lat = []int64{5 * us, 5 * us, 5 * us, 5 * us, 5 * us, 5 * us}
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
@@ -519,7 +512,7 @@ func TestIdlePathClosedForm(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 100e9})
 	cfg := DefaultConfig()
 	for _, size := range []int64{1, 1000, 9000, 9001, 18001, 27001, 36001, 90000, 1 << 20, 3<<20 + 17} {
-		_, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeNone), []flowSpec{{0, 8, size, nil}})
+		_, fl := runFlows(t, tp, cfg, cc.ModeNone, []flowSpec{{0, 8, size, nil}})
 		const psPerByte, prop = 80, 500_000
 		payload, hdr := int64(cfg.PayloadSize), int64(cfg.HeaderBytes)
 		full, last := size/payload, size%payload
@@ -555,7 +548,7 @@ func TestLinkDownNoPath(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.LinkDown = []LinkDown{{AtPs: 20_000_000, A: tp.Links[nic].A, B: tp.Links[nic].B}}
 	specs := []flowSpec{{0, 8, 64 << 20, nil}, {1, 9, 1 << 20, nil}, {0, 9, 1 << 20, []int64{0}}, {1, 8, 1 << 20, []int64{0}}}
-	s, fl := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), specs)
+	s, fl := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
 	err := s.Run()
 	var ff *FlowsFailed
 	if !errors.As(err, &ff) || ff.Count != 2 || !strings.Contains(err.Error(), "flow 0 failed at 20us: link "+strconv.Itoa(nic)) {
@@ -590,13 +583,13 @@ func TestLoneFlowSmallBuffer(t *testing.T) {
 		for _, pfc := range []bool{true, false} {
 			cfg := DefaultConfig()
 			cfg.BufferBytes, cfg.EnablePFC, cfg.StopPs = mb<<20, pfc, 10e9
-			s, fl := runFlows(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 4 << 20, nil}})
+			s, fl := runFlows(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{0, 8, 4 << 20, nil}})
 			if s.Stats.Pauses != 0 || s.Stats.Dropped != 0 || fl.End[0] <= 0 || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "no shared buffer") {
 				t.Errorf("%d MB, PFC %v: %d pauses, %d dropped, end %d, warnings %q", mb, pfc, s.Stats.Pauses, s.Stats.Dropped, fl.End[0], s.Warnings)
 			}
 		}
 	}
-	s, _ := newSim(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 1, nil}})
+	s, _ := newSim(t, tp, DefaultConfig(), cc.ModeDCQCN, []flowSpec{{0, 8, 1, nil}})
 	if len(s.Warnings) != 0 {
 		t.Errorf("32 MB: %q", s.Warnings)
 	}
@@ -607,9 +600,9 @@ func TestLoneFlowSmallBuffer(t *testing.T) {
 // released before it started").
 func TestRunTwice(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
-	s, fl := runFlows(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), []flowSpec{{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}, {1, 9, 3 << 20, nil}})
+	s, fl := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, []flowSpec{{0, 8, 1 << 20, nil}, {8, 0, 1 << 20, []int64{0}}, {1, 9, 3 << 20, nil}})
 	end := append([]int64(nil), fl.End...)
-	s2, err := New(tp, s.r, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), fl, 1)
+	s2, err := New(tp, s.r, DefaultConfig(), fl, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -660,7 +653,7 @@ func TestSurrogateAutoPhases(t *testing.T) {
 			add(flowSpec{h, dst, 4096, []int64{tick}}, 0)
 		}
 	}
-	s, _, err := newSimDelays(t, tp, DefaultConfig(), ccAlg(t, cc.ModeDCQCN), specs, delays)
+	s, _, err := newSimDelays(t, tp, DefaultConfig(), cc.ModeDCQCN, specs, delays)
 	if err != nil {
 		t.Fatal(err)
 	}

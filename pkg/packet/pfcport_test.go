@@ -23,7 +23,7 @@ func TestPortPFCIncast(t *testing.T) {
 	for i := int32(1); i < 16; i++ {
 		specs = append(specs, flowSpec{src: i, dst: 0, size: size})
 	}
-	s, fl := runFlows(t, tp, cfg, ccAlg(t, 0), specs)
+	s, fl := runFlows(t, tp, cfg, 0, specs)
 	pkts := math.Ceil(float64(size) / float64(cfg.PayloadSize))
 	want := 15 * (float64(size) + pkts*float64(cfg.HeaderBytes)) * 8e12 / 100e9
 	if got := float64(s.Stats.SimPs); math.Abs(got-want) > 0.02*want {
@@ -77,7 +77,7 @@ func TestPortPFCConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, _, err := newSimErr(t, tp, cfg, ccAlg(t, 0), []flowSpec{{src: 1, dst: 0, size: 1}}); err == nil {
+		if _, _, err := newSimErr(t, tp, cfg, 0, []flowSpec{{src: 1, dst: 0, size: 1}}); err == nil {
 			t.Errorf("%v accepted", kv)
 		}
 	}

@@ -47,13 +47,9 @@ func TestRoutingOneFlowOverFourSpines(t *testing.T) {
 			if c.gapPs > 0 {
 				cfg.FlowletGapPs = c.gapPs
 			}
-			alg, err := cc.New(0, cfg.CC)
-			if err != nil {
-				t.Fatal(err)
-			}
 			// GPU 0 (server 0, rail 0) to GPU 9 (server 1, rail 1): the
 			// rails' leaves meet only at the spines.
-			s, fl := runFlows(t, tp, cfg, alg, []flowSpec{{src: 0, dst: 9, size: size}})
+			s, fl := runFlows(t, tp, cfg, cc.ModeNone, []flowSpec{{src: 0, dst: 9, size: size}})
 			fct := float64(fl.End[0])
 			want := wire(c.want)
 			if math.Abs(fct-want) > 0.05*want {
@@ -106,11 +102,7 @@ func TestRoutingRepairsLossByTimeout(t *testing.T) {
 		cfg.Routing = r
 		cfg.ErrorRate = 0.002
 		cfg.RTOPs = 20_000_000 // 20 us
-		alg, err := cc.New(1, cfg.CC)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, _ := runFlows(t, tp, cfg, alg, []flowSpec{{src: 0, dst: 9, size: 8 << 20}, {src: 1, dst: 12, size: 4 << 20}})
+		s, _ := runFlows(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 8 << 20}, {src: 1, dst: 12, size: 4 << 20}})
 		if s.Stats.Dropped == 0 || s.Stats.Retransmitted == 0 || s.Stats.Reordered == 0 {
 			t.Fatalf("%s: dropped %d packets, retransmitted %d B, placed %d out of order: expected losses, repairs and reordering", r, s.Stats.Dropped, s.Stats.Retransmitted, s.Stats.Reordered)
 		}
@@ -123,11 +115,7 @@ func TestRoutingRefusesSurrogate(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
 	cfg := DefaultConfig()
 	cfg.Routing = RouteAdaptive
-	alg, err := cc.New(1, cfg.CC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _ := newSim(t, tp, cfg, alg, []flowSpec{{src: 0, dst: 9, size: 1 << 20}})
+	s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 1 << 20}})
 	if err := s.SetSurrogate(Surrogate{StartPs: 1, EndPs: 2}); err == nil || !strings.Contains(err.Error(), "ROUTING ecmp") {
 		t.Fatalf("surrogate with adaptive routing: %v", err)
 	}

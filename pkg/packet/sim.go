@@ -303,15 +303,21 @@ const maxTime = 1 << 62
 // maxPath bounds a route's hops (the families here need at most 6).
 const maxPath = 16
 
-// New prepares a simulation of flows over a topology.
-func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows *Flows, seed uint64) (*Sim, error) {
+// Algorithm is the congestion control the simulation runs.
+func (s *Sim) Algorithm() cc.Algorithm { return s.alg }
+
+// New prepares a simulation of flows over a topology, with the congestion
+// control cfg names (CC_MODE and its keys).
+func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint64) (*Sim, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	// Validate built the algorithm once: it cannot fail here.
+	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 4 ns buckets, 67 us horizon
 		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows, laneAt: map[int64]int32{}, pathW: 6}
 	s.sameSrc = func(j int32) bool { return flows.src(j) == s.sentSrc && flows.size(j) > 0 }
 	s.fromDst = func(j int32) bool { return flows.src(j) == s.rcvDst }
-	if cfg.QPsPerConn > 64 {
-		return nil, fmt.Errorf("QPS_PER_CONNECTION %d: at most 64", cfg.QPsPerConn) // per-flow counts are bytes
-	}
 	for 1<<s.pendShift < cfg.QPsPerConn {
 		s.pendShift++
 	}
@@ -342,13 +348,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, alg cc.Algorithm, flows 
 	s.hdrmBytes = make([]int64, nd*nQ)
 	s.pausedUp = make([]bool, nd*nQ)
 	if cfg.PortPFC {
-		if !cfg.EnablePFC {
-			return nil, fmt.Errorf("PFC_MODE port needs ENABLE_PFC 1")
-		}
 		s.portHigh, s.portLow = cfg.portThresholds()
-		if s.portLow >= s.portHigh {
-			return nil, fmt.Errorf("PFC_PORT_LOW_KB (%d B) must be below PFC_PORT_HIGH_KB (%d B)", s.portLow, s.portHigh)
-		}
 		s.portIng = make([]int64, nd)
 		s.portPausedUp = make([]bool, nd)
 	}

@@ -91,8 +91,11 @@ type surrogate struct {
 // SetSurrogate turns hybrid simulation on; call before Run.
 func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.AutoWindowPs > 0 {
-		if c.AutoWindowPs > maxTime/4 || c.TrackPs > 0 {
-			return fmt.Errorf("auto: a window of %d ps, and no tracking time (the steady windows are what it tracks)", c.AutoWindowPs)
+		switch {
+		case c.AutoWindowPs > maxTime/4:
+			return fmt.Errorf("auto: a window of %d ps is too long", c.AutoWindowPs)
+		case c.TrackPs > 0:
+			return fmt.Errorf("auto: no tracking time; it tracks its steady windows")
 		}
 	} else if c.StartPs < 0 || c.EndPs <= c.StartPs {
 		return fmt.Errorf("surrogate window %d..%d ps: the end must come after the start", c.StartPs, c.EndPs)

@@ -18,7 +18,7 @@ func TestSACKResendsOnlyLostPackets(t *testing.T) {
 	run := func(tr Transport, r Routing) *Sim {
 		cfg := DefaultConfig()
 		cfg.Transport, cfg.Routing = tr, r
-		s, _ := newSim(t, tp, cfg, ccAlg(t, cc.ModeDCQCN), []flowSpec{{src: 0, dst: 9, size: 8 << 20}})
+		s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 8 << 20}})
 		for i := range s.ports {
 			if s.ports[i].to == 9 {
 				s.ports[i].lossProb = 0.02
@@ -67,7 +67,7 @@ func TestTransportConfig(t *testing.T) {
 		t.Fatal("TRANSPORT=irn accepted")
 	}
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
-	s, _ := newSim(t, tp, c, ccAlg(t, cc.ModeDCQCN), []flowSpec{{src: 0, dst: 9, size: 1 << 20}})
+	s, _ := newSim(t, tp, c, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 1 << 20}})
 	if err := s.SetSurrogate(Surrogate{StartPs: 1, EndPs: 2}); err == nil {
 		t.Fatal("surrogate with TRANSPORT sack accepted")
 	}
