@@ -44,6 +44,9 @@ type pintState struct {
 
 var _ [privWords*8 - unsafe.Sizeof(pintState{})]byte // fits in State.priv
 
+// HPCC's functions reach the state through hpccOf: it must come first.
+var _ = [1]struct{}{}[unsafe.Offsetof(pintState{}.hpccState)]
+
 func pintOf(s *State) *pintState { return privOf[pintState](s) }
 
 func (h *pint) Init(s *State) {
@@ -60,7 +63,8 @@ func newPint(p Params) *pint { return &pint{hpcc: hpcc{p: p}, logBase: math.Log(
 func (h *pint) Name() string { return "hpcc-pint" }
 
 func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
-	x := hpccOf(s)
+	ps := pintOf(s)
+	x := &ps.hpccState // what hpccOf(s) gives: it comes first
 	// The switches' estimate evolves with every packet, sampled or not.
 	if u, dt, ok := hopUtil(s, fb, false); ok {
 		x.ustar = ewmaU(s, u, dt)
@@ -68,7 +72,7 @@ func (h *pint) OnFeedback(s *State, fb *Feedback) int64 {
 	if fb.Prev.N == 0 {
 		return 0 // no switch on the path reports: nothing to react to, as HPCC
 	}
-	rng := &pintOf(s).rng
+	rng := &ps.rng
 	if h.p.PintProb < 1 && uniform(rng) >= h.p.PintProb {
 		return 0
 	}
