@@ -205,8 +205,8 @@ func TestPacketSurrogate(t *testing.T) {
 // --surrogate auto on seed 003's dragonfly at half load, where the fabric
 // has a steady state: the surrogate opens after three steady windows of
 // 50 us, well before the traffic ends, and closes within two windows of
-// the moment the traffic stops (1 ms, as decomposed: the offered load
-// falls to nothing), saying why. Every flow finishes, the trace records
+// the moment the traffic stops (1 ms, as decomposed: the transfers in
+// progress fall to none), saying why. Every flow finishes, the trace records
 // the switches, and the run takes fewer events than the packet-level one.
 func TestPacketSurrogateAuto(t *testing.T) {
 	topoOut := mustRun(t, nil, "topogen", "--family", "dragonfly", "--gpus", "72", "--gpus-per-server", "1", "--routers-per-group", "4",
@@ -219,7 +219,7 @@ func TestPacketSurrogateAuto(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	opened := regexp.MustCompile(`surrogate opened at ([0-9.]+us): steady for 3 windows of 50us`).FindSubmatch(r.stderr)
-	closed := regexp.MustCompile(`surrogate closed at ([0-9.]+(?:us|ms)): offered load -100%`).FindSubmatch(r.stderr)
+	closed := regexp.MustCompile(`surrogate closed at ([0-9.]+(?:us|ms)): transfers in progress -[0-9]+%`).FindSubmatch(r.stderr)
 	if opened == nil || closed == nil {
 		t.Fatalf("no switches reported:\n%s", r.stderr)
 	}

@@ -328,6 +328,9 @@ func (s *Sim) failFlow(i int32, why error) {
 
 // finishFlow marks a flow done and queues what it releases.
 func (s *Sim) finishFlow(i int32) {
+	if s.sur != nil && s.flows.size(i) > 0 {
+		s.transfersInProgress(-1)
+	}
 	s.flows.End[i] = s.now
 	s.work = s.flows.DAG.Complete(i, s.work)
 }
@@ -371,7 +374,7 @@ func (s *Sim) startFlow(i int32) error {
 	}
 	f.Ideal[i] = 0
 	if s.sur != nil {
-		s.sur.offered += size
+		s.transfersInProgress(1)
 	}
 	if s.SendLatPs > 0 {
 		s.q.Push(des.Time(s.now+s.SendLatPs), evSend, i, 0)

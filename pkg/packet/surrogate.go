@@ -30,8 +30,8 @@ type Surrogate struct {
 	// AutoWindowPs, when positive, replaces StartPs..EndPs by steady-state
 	// detection over windows of this length: the surrogate opens once the
 	// fabric has been steady for autoWindows windows, predicting from the
-	// latencies measured over them, and closes when the offered load
-	// moves (a new phase of the workload); it may open again later.
+	// latencies measured over them, and closes when the load moves (a
+	// new phase of the workload); it may open again later.
 	AutoWindowPs int64
 }
 
@@ -48,9 +48,11 @@ const (
 	// autoMinPackets packets must arrive in a window for its mean latency
 	// to mean anything; a quieter window breaks the streak.
 	autoMinPackets = 100
-	// autoLoadChange: a window whose offered load (bytes of transfers
-	// released in it) differs by more than this share from the streak's
-	// mean closes the surrogate.
+	// autoLoadChange: a window whose load (transfers in progress,
+	// averaged over the window) differs by more than this share from the
+	// steady windows' closes the surrogate. Bytes released per window
+	// were no measure: a collective releases its steps in bursts, and the
+	// surrogate closed at every quiet window.
 	autoLoadChange = 0.2
 )
 
@@ -63,7 +65,7 @@ type SurrogateSwitch struct {
 
 // autoSample is one window's view of the fabric.
 type autoSample struct {
-	latPs, inFlight, offered float64
+	latPs, inFlight, load float64
 }
 
 type latStat struct {
@@ -81,11 +83,13 @@ type surrogate struct {
 	// surrogate was open; they happen as much later as it stayed open.
 	held []des.Event
 	// Steady-state detection (AutoWindowPs): this window's latency sum
-	// and count and offered bytes, the current streak of steady windows,
-	// and the offered load the open surrogate was measured under.
-	winLat, winN, offered int64
-	streak                []autoSample
-	baseLoad              float64
+	// and count, the transfers in progress integrated over the window
+	// up to lastChange (inProgressPs), the current streak of steady
+	// windows, and the load the open surrogate was measured under.
+	winLat, winN                         int64
+	inProgress, inProgressPs, lastChange int64
+	streak                               []autoSample
+	baseLoad                             float64
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
@@ -303,19 +307,20 @@ func (s *Sim) frozen(kind uint16, target int32) bool {
 // offered load moves, and schedules the next window while the run goes on.
 func (s *Sim) surrogateSample() {
 	sg := s.sur
-	offered := float64(sg.offered)
-	sg.offered = 0
+	s.transfersInProgress(0)
+	load := float64(sg.inProgressPs) / float64(sg.AutoWindowPs)
+	sg.inProgressPs = 0
 	if sg.active {
-		if d := offered/sg.baseLoad - 1; d > autoLoadChange || d < -autoLoadChange {
+		if d := load/sg.baseLoad - 1; d > autoLoadChange || d < -autoLoadChange {
 			s.surrogateSwitch(false)
-			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, Why: fmt.Sprintf("offered load %+.0f%%", 100*d)})
+			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, Why: fmt.Sprintf("transfers in progress %+.0f%%", 100*d)})
 			s.restartTracking()
 		}
 	} else {
 		// Packets in flight, averaged over the window (Little's law: the
 		// latencies summed over the window's length); a snapshot at the
 		// window's end swung by 30% on a steady 32-host fabric.
-		smp := autoSample{inFlight: float64(sg.winLat) / float64(sg.AutoWindowPs), offered: offered}
+		smp := autoSample{inFlight: float64(sg.winLat) / float64(sg.AutoWindowPs), load: load}
 		if sg.winN >= autoMinPackets {
 			smp.latPs = float64(sg.winLat) / float64(sg.winN)
 		}
@@ -328,10 +333,10 @@ func (s *Sim) surrogateSample() {
 		if len(sg.streak) == autoWindows {
 			var lat, fly, load float64
 			for _, w := range sg.streak {
-				lat, fly, load = lat+w.latPs, fly+w.inFlight, load+w.offered
+				lat, fly, load = lat+w.latPs, fly+w.inFlight, load+w.load
 			}
 			n := float64(len(sg.streak))
-			sg.baseLoad = max(load/n, 1)
+			sg.baseLoad = max(load/n, 1e-9)
 			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, On: true,
 				Why: fmt.Sprintf("steady for %d windows of %s: packet latency %s, %.0f packets in flight", autoWindows, des.Time(sg.AutoWindowPs), des.Time(lat/n), fly/n)})
 			s.surrogateSwitch(true)
@@ -344,6 +349,15 @@ func (s *Sim) surrogateSample() {
 	if s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len() {
 		s.q.Push(des.Time(s.now+sg.AutoWindowPs), evSurrogateSample, 0, 0)
 	}
+}
+
+// transfersInProgress adds d to the transfers in progress, integrating
+// the count over time for the window's mean.
+func (s *Sim) transfersInProgress(d int64) {
+	sg := s.sur
+	sg.inProgressPs += sg.inProgress * (s.now - sg.lastChange)
+	sg.lastChange = s.now
+	sg.inProgress += d
 }
 
 // near says whether window b is within autoTolerance of window a in mean
