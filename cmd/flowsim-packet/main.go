@@ -179,7 +179,9 @@ func (c *command) run() error {
 			}
 		}
 	}
+	loop := time.Now()
 	runErr := sim.Run()
+	loopSecs := time.Since(loop).Seconds()
 	if c.MemProfile != "" {
 		// Written at the end of the run, when the simulation's tables are largest.
 		if err := writeHeapProfile(c.MemProfile); err != nil {
@@ -245,9 +247,9 @@ func (c *command) run() error {
 	case failed != nil:
 		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
 	}
-	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s\n",
+	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s (event loop %.2f s)\n",
 		sim.Algorithm().Name(), set.Flows(), units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
-		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs)
+		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs, loopSecs)
 	return nil
 }
 
