@@ -246,7 +246,8 @@ func TestPacketSurrogateAuto(t *testing.T) {
 	if a, b := events(r.stderr), events(hf.stderr); a >= b*2/3 {
 		t.Errorf("%d events with the surrogate, %d without: want a third fewer at least", a, b)
 	}
-	for _, bad := range [][]string{{"--surrogate-window", "50us"}, {"--surrogate", "auto", "--surrogate-track", "1ms"}, {"--surrogate", "1ms:2ms", "--surrogate-window", "50us"}} {
+	for _, bad := range [][]string{{"--surrogate-window", "50us"}, {"--surrogate", "auto", "--surrogate-track", "1ms"},
+		{"--surrogate", "1ms:2ms", "--surrogate-window", "50us"}, {"--surrogate", "auto", "--surrogate-window", "1ns"}} {
 		if r := run(t, in, "flowsim-packet", bad...); r.code != 2 {
 			t.Errorf("%v: exit %d: %s", bad, r.code, r.stderr)
 		}

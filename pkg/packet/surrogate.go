@@ -54,6 +54,9 @@ const (
 	// were no measure: a collective releases its steps in bursts, and the
 	// surrogate closed at every quiet window.
 	autoLoadChange = 0.2
+	// autoMinWindowPs is the shortest window: a sample event per window
+	// costs little only while windows are long against packet times.
+	autoMinWindowPs = 1_000_000
 )
 
 // SurrogateSwitch is one opening or closing of the surrogate, and why.
@@ -96,8 +99,8 @@ type surrogate struct {
 func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.AutoWindowPs > 0 {
 		switch {
-		case c.AutoWindowPs > maxTime/4:
-			return fmt.Errorf("auto: a window of %d ps is too long", c.AutoWindowPs)
+		case c.AutoWindowPs < autoMinWindowPs || c.AutoWindowPs > maxTime/4:
+			return fmt.Errorf("auto: a window of %s; want 1us or more (a window must see %d packets arrive)", des.Time(c.AutoWindowPs), autoMinPackets)
 		case c.TrackPs > 0:
 			return fmt.Errorf("auto: no tracking time; it tracks its steady windows")
 		}
