@@ -41,6 +41,10 @@ func NewCalendar(shift uint, logBuckets uint) *Calendar {
 	return c
 }
 
+// GrowFar makes room for n more events beyond the wheel's horizon (see
+// Queue.Grow).
+func (c *Calendar) GrowFar(n int) { c.far.Grow(n) }
+
 // Len is the number of pending events.
 func (c *Calendar) Len() int { return c.inWheel + c.far.n }
 

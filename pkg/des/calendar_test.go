@@ -140,3 +140,27 @@ func TestCalendarReleasesEmptiedBuckets(t *testing.T) {
 		t.Errorf("calendar holds arrays for %d events after a peak of %d pending; want at most %d", held, peak, bound)
 	}
 }
+
+// GrowFar makes room once: a million start times pushed beyond the
+// horizon afterwards never move the far heap's array (each growth copied
+// it, a quarter of a traffic pattern's event loop), and still pop in order.
+func TestCalendarGrowFar(t *testing.T) {
+	c := NewCalendar(10, 14)
+	const n = 1 << 20
+	c.GrowFar(n)
+	if cap(c.far.h) < n {
+		t.Fatalf("room for %d events after GrowFar(%d)", cap(c.far.h), n)
+	}
+	first := &c.far.h[:1][0]
+	for i := range n {
+		c.Push(Time(1e9+i*1000), 1, int32(i), 0) // 1 ms on: beyond the 16 us wheel
+	}
+	if &c.far.h[0] != first {
+		t.Fatal("the far heap was reallocated after GrowFar")
+	}
+	for i := range n {
+		if e := c.Pop(); e.Target != int32(i) {
+			t.Fatalf("pop %d: target %d", i, e.Target)
+		}
+	}
+}

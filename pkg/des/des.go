@@ -10,6 +10,7 @@ package des
 
 import (
 	"math"
+	"slices"
 	"strconv"
 )
 
@@ -156,6 +157,12 @@ func (q *Queue) Push(at Time, kind uint16, target int32, arg int64) {
 	q.pushEvent(Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg})
 	q.seq++
 }
+
+// Grow makes room for n more events without reallocating: a backend
+// that is about to push millions at once (a traffic pattern's start
+// times, all released at time 0) spares the heap's repeated growth, which
+// took a quarter of such a run's event loop.
+func (q *Queue) Grow(n int) { q.h = slices.Grow(q.h, n) }
 
 // pushEvent inserts an event whose seq is already set.
 func (q *Queue) pushEvent(e Event) {

@@ -143,6 +143,13 @@ func (s *Sim) Run() error {
 	}
 	s.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
 	s.work = append(s.work[:0], s.flows.DAG.Ready()...)
+	delays := 0
+	for _, i := range s.work {
+		if f.delay(i) > 0 {
+			delays++
+		}
+	}
+	s.q.GrowFar(delays) // most wait beyond the wheel: traffic patterns' start times
 	if err := s.drain(); err != nil {
 		return err
 	}
