@@ -233,8 +233,10 @@ func (c *command) run() error {
 		if cfg.Transport == packet.TransportSACK || cfg.Routing != packet.RouteECMP {
 			what = "duplicates"
 		}
-		fmt.Fprintf(os.Stderr, "flowsim-packet: transport %s: %s retransmitted, %s discarded by receivers (%s)\n",
-			cfg.Transport, units.HumanSize(st.Retransmitted), units.HumanSize(st.Discarded), what)
+		// Stale packets (their pair had finished or moved on) are
+		// discarded too, and are not losses: the summary's "dropped" are.
+		fmt.Fprintf(os.Stderr, "flowsim-packet: transport %s: %s retransmitted, %s discarded by receivers (%s; %d stale packets)\n",
+			cfg.Transport, units.HumanSize(st.Retransmitted), units.HumanSize(st.Discarded), what, st.Stale)
 	}
 	switch { // the error is the one line said
 	case incomplete != nil && incomplete.StopTime:
