@@ -295,7 +295,11 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 		// When the surrogate was open: "on 412us, off 2.01ms".
 		var when []string
 		for _, sw := range switches {
-			when = append(when, map[bool]string{true: "on ", false: "off "}[sw.On]+des.Time(sw.AtPs).String())
+			state := "off "
+			if sw.On {
+				state = "on "
+			}
+			when = append(when, state+des.Time(sw.AtPs).String())
 		}
 		params["surrogate_switches"] = strings.Join(when, ", ")
 	}

@@ -93,6 +93,7 @@ type surrogate struct {
 	inProgress, inProgressPs, lastChange int64
 	streak                               []autoSample
 	baseLoad                             float64
+	cached                               bool // a queue pair holds a prediction
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
@@ -201,6 +202,7 @@ func (s *Sim) predict(pkt *packet) int64 {
 		}
 	}
 	*cache = max(l, 1)
+	s.sur.cached = true
 	return *cache
 }
 
@@ -376,8 +378,15 @@ func near(b, a autoSample) bool {
 func (s *Sim) restartTracking() {
 	sg := s.sur
 	sg.streak = sg.streak[:0]
+	sg.winLat, sg.winN = 0, 0
+	if len(sg.stats) == 0 && !sg.cached {
+		return // nothing learned since the last restart: the pairs hold no class or prediction
+	}
+	// Clearing every pair's entry costs a pass over millions of them at
+	// scale: only when there is something to forget, not every unsteady
+	// window of a warm-up.
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
 	clear(s.surQPs)
-	sg.winLat, sg.winN = 0, 0
+	sg.cached = false
 }

@@ -315,8 +315,9 @@ func (r *runner) drain() error {
 		r.res[i].Ideal = wait + r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
 		src, dst := r.worker(f.Src), r.worker(f.Dst)
 		at := r.epoch + r.res[i].Start + wait
-		copy := r.set.Topology.Nodes[f.Src].Server == r.set.Topology.Nodes[f.Dst].Server && r.set.Topology.Nodes[f.Src].Server >= 0
-		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize, At: at, Copy: copy}); err != nil {
+		nodes := r.set.Topology.Nodes
+		local := nodes[f.Src].Server >= 0 && nodes[f.Src].Server == nodes[f.Dst].Server
+		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize, At: at, Copy: local}); err != nil {
 			return fmt.Errorf("worker %d: %v", src, err)
 		}
 	}

@@ -252,8 +252,8 @@ func (d *dataConn) readCredits(w *Worker) {
 // backend measures); any other goes through a socket, to this worker
 // itself when it hosts both servers, so that every byte between servers
 // crosses TCP however the servers are spread.
-func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64, copy bool) {
-	if copy {
+func (w *Worker) sendFlow(flow int32, dst int, size, step, start int64, local bool) {
+	if local {
 		waitUntil(start)
 		now := time.Now().UnixNano()
 		w.ctl.send(&ctl{T: "recv", Flow: flow, At: now})
