@@ -118,6 +118,21 @@ func BenchmarkIterationGPT13B(b *testing.B) {
 	}
 }
 
+// Issue 11: the same iteration on 1024 GPUs through the flow-level fluid
+// model, the collectives expanded into flows when released
+// (flowsim-analytical --expand): 120 M flows, held a few rows per channel
+// at a time. Target: 60 s and 2 GB.
+func BenchmarkIterationGPT13B1024Expanded(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "1024"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 11: SimAI's README example (9216 GPUs, tp 2, ep 16, pp 12, vpp 8,
 // ga 24, 1789 lines) at collective granularity through the busbw model
 // to the iteration report: at most 2 s and 300 MB. Measured with the fabric

@@ -2,9 +2,11 @@ package tests
 
 import (
 	"bufio"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -232,4 +234,73 @@ func TestCollectiveFluidShares(t *testing.T) {
 			}
 		}
 	}
+}
+
+// flowsim-analytical --expand runs each COLL node as the flows flow
+// granularity would have held: the same times (the SimAI micro benchmark's
+// three collectives in sequence, to 0.1%), AICB GPT-13B's iteration within
+// 1% while holding a fraction of its flows, the ring's closed form, and a
+// one-line refusal of a COLL whose record cannot be cut.
+func TestExpandedCollectives(t *testing.T) {
+	topo128 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
+	decomp := func(tp []byte, gran string, args ...string) []byte {
+		return mustRun(t, tp, "simccl-decompose", append(args, "--granularity", gran)...)
+	}
+	micro := []string{"--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"}
+	flowSt, collSt := decomp(topo128, "flow", micro...), decomp(topo128, "collective", micro...)
+	expanded := regexp.MustCompile(`expanded into (\d+) flows, at most (\d+) held`)
+	for _, model := range []string{"fluid", "busbw"} {
+		fr := run(t, flowSt, "flowsim-analytical", "--model", model)
+		want := span(t, fr.stdout)
+		n := regexp.MustCompile(`: (\d+) flows, `).FindSubmatch(fr.stderr)
+		r := run(t, collSt, "flowsim-analytical", "--model", model, "--expand")
+		tr := r.stdout
+		if m := expanded.FindSubmatch(r.stderr); n == nil || m == nil || string(m[1]) != string(n[1]) {
+			t.Errorf("micro %s: %q, want as many flows as flow granularity's %q", model, r.stderr, fr.stderr)
+		}
+		rows, meta := readTrace(t, tr)
+		if got := span(t, tr); math.Abs(float64(got-want)) > 1e-3*float64(want) {
+			t.Errorf("micro %s: expanded %d ns, flow granularity %d ns", model, got, want)
+		}
+		if len(rows) != 3 || fmt.Sprint(meta.Params["expand"]) != "true" {
+			t.Errorf("micro %s: %d rows (want the 3 COLL nodes), params %v", model, len(rows), meta.Params)
+		}
+	}
+
+	// GPT-13B (tp 8) on 16 GPUs: 1.8 M flows at flow granularity.
+	topo16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	gpt := []string{"--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"}
+	want := iterationReport(t, mustRun(t, decomp(topo16, "flow", gpt...), "flowsim-analytical")).IterationNs
+	r := run(t, decomp(topo16, "collective", gpt...), "flowsim-analytical", "--expand")
+	if r.code != 0 {
+		t.Fatalf("flowsim-analytical --expand: exit %d: %s", r.code, r.stderr)
+	}
+	if got := iterationReport(t, r.stdout).IterationNs; math.Abs(float64(got-want)) > 0.01*float64(want) {
+		t.Errorf("GPT-13B on 16 GPUs: iteration %d ns expanded, %d ns at flow granularity", got, want)
+	}
+	m := expanded.FindSubmatch(r.stderr)
+	if m == nil {
+		t.Fatalf("no expansion in the summary: %q", r.stderr)
+	}
+	total, _ := strconv.Atoi(string(m[1]))
+	held, _ := strconv.Atoi(string(m[2]))
+	if total < 1_000_000 || held*10 > total {
+		t.Errorf("GPT-13B expanded %d flows holding up to %d: memory should follow the collectives in flight", total, held)
+	}
+
+	// A 2-rank ring AllReduce per rail (tp 8 on two servers) sends its
+	// size once each way over each NIC: 64 MiB at 400 Gbps.
+	ring := decomp(topo16, "collective", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8", "--algo", "ring", "--proto", "simple", "--no-launch-latency")
+	closed := 64 << 20 * 8 / 400e9 * 1e9
+	if got := float64(span(t, mustRun(t, ring, "flowsim-analytical", "--expand"))); got < closed || got > 1.01*closed {
+		t.Errorf("2-rank ring AllReduce of 64 MiB expanded: %.0f ns, closed form %.0f ns", got, closed)
+	}
+
+	// A COLL whose record has no cut (an older stream, or a hand-made one).
+	bad := streamWithFlows(t, topo16, []stream.Group{{ID: 0, Type: "DP", Ranks: []int32{0, 8}}},
+		[]stream.Collective{{ID: 0, Op: "allreduce", Size: 1 << 20, Group: 0, Algorithm: "ring", Protocol: "simple", PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1}},
+		func(emit func(*stream.Flow)) {
+			emit(&stream.Flow{ID: 0, Collective: 0, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
+		})
+	oneLineError(t, run(t, bad, "flowsim-analytical", "--expand"), 1, "record", "field collective", "no cut record")
 }

@@ -20,8 +20,11 @@ type command struct {
 	Model   string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
 	Out     string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
 	Seed    uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
+	Expand  bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
 	SendLat units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
 	Input   string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+	// For finding where the time goes at scale (go tool pprof).
+	CPUProfile string `name:"cpuprofile" hidden:"" placeholder:"FILE"`
 }
 
 const description = `Simulate a flow stream on an analytical model of its fabric and write the flow trace.
@@ -53,6 +56,11 @@ func (c *command) run() error {
 	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
 	}
+	stop, err := cli.StartCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	wall := time.Now()
 	sr, rc, err := cli.OpenStream(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-analytical")
 	if err != nil {
@@ -79,7 +87,10 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat)}
+	if c.Expand && in.CollNodes == 0 {
+		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
+	}
+	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat), Expand: c.Expand}
 	meta := analytical.Meta(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)
@@ -104,8 +115,12 @@ func (c *command) run() error {
 	for _, m := range res.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: %s\n", m)
 	}
-	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows, %s, simulated %s, wall %.2f s\n",
-		model, res.Flows, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
+	expanded := ""
+	if res.Expanded > 0 {
+		expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once)", res.Expanded, res.PeakExpanded)
+	}
+	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
+		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
 	return nil
 }
 

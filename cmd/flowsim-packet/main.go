@@ -95,17 +95,11 @@ func (c *command) run() error {
 	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
 	}
-	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := cli.StartCPUProfile(c.CPUProfile)
+	if err != nil {
+		return err
 	}
+	defer stop()
 	if os.Getenv("GOGC") == "" {
 		// Nearly all of the heap is the run's tables, live to the end; at
 		// the default 100 the trace writer's garbage grew the heap to twice

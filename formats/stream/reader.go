@@ -456,6 +456,8 @@ func (r *Reader) Collective() (*Collective, error) {
 			c.LayerName, err = r.str(key)
 		case "phase":
 			c.Phase, err = r.str(key)
+		case "cut":
+			c.Cut, err = r.cut(key)
 		case "layer", "microbatch", "stage":
 			v, err = r.int(key)
 			if err == nil && (v < -1 || v > math.MaxInt32) {
@@ -472,6 +474,45 @@ func (r *Reader) Collective() (*Collective, error) {
 		default:
 			err = r.skip(key)
 		}
+		return err
+	})
+	return c, err
+}
+
+// Bounds of a cut's values: a chunk is at most a collective's 1 TiB, a
+// step latency at most a second.
+const (
+	maxCutChunk = 1 << 40
+	maxCutLatPs = 1e12
+)
+
+// cut decodes a collective's cut map: non-negative integers within their
+// bounds; unknown keys are skipped, as in every record.
+func (r *Reader) cut(key string) (*Cut, error) {
+	c := &Cut{}
+	err := r.eachKeyField(key, func(k string) error {
+		field := key + "." + k
+		var dst *int64
+		limit := int64(maxCutLatPs)
+		switch k {
+		case "chunk_bytes":
+			dst, limit = &c.ChunkBytes, maxCutChunk
+		case "max_chunks":
+			dst, limit = &c.MaxChunks, math.MaxInt32
+		case "base_lat_ps":
+			dst = &c.BaseLatPs
+		case "intra_lat_ps":
+			dst = &c.IntraLatPs
+		case "inter_lat_ps":
+			dst = &c.InterLatPs
+		default:
+			return r.skip(field)
+		}
+		v, err := r.int(field)
+		if err == nil && (v < 0 || v > limit) {
+			err = r.errf(field, fmt.Errorf("%d is out of range (0 to %d)", v, limit))
+		}
+		*dst = v
 		return err
 	})
 	return c, err

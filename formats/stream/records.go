@@ -112,6 +112,24 @@ type Collective struct {
 	Phase      string `msgpack:"phase"`      // fwd, ig, wg, pp, or ""
 	Microbatch int32  `msgpack:"microbatch"` // -1 for iteration-level work
 	Stage      int32  `msgpack:"stage"`      // pipeline stage, -1 if none
+
+	// Cut is how simccl-decompose cuts the collective into flows, written
+	// at collective granularity so that a backend can expand a COLL node
+	// into the flows flow granularity would have held; nil when absent.
+	Cut *Cut `msgpack:"cut,omitempty"`
+}
+
+// Cut is the part of a collective's plan its flows depend on beyond the
+// record's algorithm, protocol, channels and pxn.
+type Cut struct {
+	ChunkBytes int64 `msgpack:"chunk_bytes"` // NCCL's chunk for the plan (0: the algorithm has none)
+	MaxChunks  int64 `msgpack:"max_chunks"`  // simccl-decompose --max-chunks (0: no cap)
+	// Step latencies, all 0 without launch latency: NCCL's base latency
+	// on a delay node at each rank's entry, and each transfer's per-hop
+	// latency inside a server and between servers.
+	BaseLatPs  int64 `msgpack:"base_lat_ps"`
+	IntraLatPs int64 `msgpack:"intra_lat_ps"`
+	InterLatPs int64 `msgpack:"inter_lat_ps"`
 }
 
 // OpCompute is the op of the pseudo-collective a compute phase's delay

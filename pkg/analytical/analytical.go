@@ -100,6 +100,10 @@ type Options struct {
 	SendLat des.Time
 	// Progress, when set, is called every few thousand completed flows.
 	Progress func(done, total int, now des.Time)
+	// Expand runs each COLL node of a collective-granularity stream as
+	// the flows flow granularity would have held (expand.go) instead of
+	// its model time and the fabric's price.
+	Expand bool
 
 	verify func(*fluid) // tests: checks the solver after every update
 }
@@ -108,7 +112,7 @@ type Options struct {
 func Meta(in *flowset.Set, opt Options) trace.Meta {
 	return trace.Meta{
 		Backend:  opt.Model.Backend(),
-		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed},
+		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "expand": opt.Expand},
 		Topology: in.TopologyMeta(),
 	}
 }
@@ -120,7 +124,10 @@ type Result struct {
 	End        des.Time // when the last flow ended
 	Events     uint64   // events pushed on the queue
 	Recomputes uint64   // rate recomputations (one per instant with starts or finishes)
-	Warnings   []string // what the run could not model, once each
+	// Expanded COLL nodes (Options.Expand): the flows they ran, and the
+	// most held at once.
+	Expanded, PeakExpanded int64
+	Warnings               []string // what the run could not model, once each
 }
 
 // Event kinds.
@@ -152,8 +159,10 @@ type engine struct {
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
-	share   *collShare // fluid at collective granularity
-	load    *collLoad  // the fabric's cost for COLL nodes
+	share   *collShare  // fluid at collective granularity
+	load    *collLoad   // the fabric's cost for COLL nodes
+	ex      *expansions // COLL nodes run as their flows
+	n       int32       // the stream's flows; indexes from n on are ex's
 }
 
 // maxLanes bounds the distinct delays that get a FIFO lane; events after
@@ -186,15 +195,18 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	in.DAG.Reset()
 	n := in.DAG.Len()
-	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}}
-	e.sameSrc = func(j int32) bool { f := in.Flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
+	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}, n: int32(n)}
+	e.sameSrc = func(j int32) bool { f := e.flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
 	e.q = *des.NewQueue(1024)
-	if in.CollNodes > 0 {
+	switch {
+	case in.CollNodes > 0 && opt.Expand:
+		e.ex = newExpansions(in)
+	case in.CollNodes > 0:
 		e.load = newCollLoad(in, r, &e.res)
 	}
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, &e.q)
-		if in.CollNodes > 0 {
+		if e.load != nil {
 			e.share = newCollShare(e.load, r.DirLinks())
 		}
 	} else {
@@ -254,14 +266,47 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		return e.res, in.FlowError(i, "deps", fmt.Errorf("flow %d never became ready", in.DAG.ID(i)))
 	}
 	e.res.Flows = n
+	if e.ex != nil {
+		e.res.Expanded, e.res.PeakExpanded = e.ex.total, e.ex.peak
+	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
 	return e.res, nil
 }
 
+// flow is flow i, of the stream or expanded.
+func (e *engine) flow(i int32) *flowset.Flow {
+	if i >= e.n {
+		return &e.ex.flow(i).Flow
+	}
+	return e.in.Flow(i)
+}
+
+// flowError names flow i in an error: its stream record, or for an
+// expanded flow its COLL node's.
+func (e *engine) flowError(i int32, field string, err error) error {
+	if i >= e.n {
+		d := e.ex.flow(i)
+		coll := e.ex.sets[d.set].coll
+		return e.in.FlowError(coll, "collective", fmt.Errorf("expanded flow %d of COLL node %d: %v", d.ID&(1<<32-1), e.in.DAG.ID(coll), err))
+	}
+	return e.in.FlowError(i, field, err)
+}
+
 // release starts flow i now.
 func (e *engine) release(i int32) error {
-	f := e.in.Flow(i)
+	if i >= e.n {
+		ready, err := e.ex.started(i)
+		if err != nil {
+			return err
+		}
+		for _, j := range ready {
+			if err := e.release(j); err != nil {
+				return err
+			}
+		}
+	}
+	f := e.flow(i)
 	f.Start = e.now
 	size := f.Size
 	switch f.Kind {
@@ -272,6 +317,9 @@ func (e *engine) release(i int32) error {
 		e.after(0, evComplete, i, 0)
 		return nil
 	case flowset.Coll: // collective granularity: NCCL's model time, shared under fluid
+		if e.ex != nil {
+			return e.expand(i)
+		}
 		if e.share != nil {
 			e.share.start(e, i)
 			return nil
@@ -289,12 +337,12 @@ func (e *engine) release(i int32) error {
 // send puts a released transfer on its path, after its step latency less
 // the path's own (started: that wait is over).
 func (e *engine) send(i int32, started bool) error {
-	f := e.in.Flow(i)
+	f := e.flow(i)
 	size := f.Size
 	var err error
 	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, route.FlowHash(f.Src, f.Dst, f.ID, e.opt.Seed), int(f.Port))
 	if err != nil {
-		return e.in.FlowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
+		return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
 	lat := e.r.Latency(e.path)
 	if wait := f.Lat - lat; wait > 0 && !started {
@@ -319,8 +367,12 @@ func (e *engine) send(i int32, started bool) error {
 // from its source: the next chunk on a connection goes out back to back,
 // as NCCL posts a connection's steps, rather than after this one lands.
 func (e *engine) sent(i int32) error {
-	e.sentSrc = e.in.Flow(i).Src
-	e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
+	e.sentSrc = e.flow(i).Src
+	if i >= e.n {
+		e.ready = e.ex.releaseEarly(i, e.ready[:0])
+	} else {
+		e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
+	}
 	for _, j := range e.ready {
 		if err := e.release(j); err != nil {
 			return err
@@ -331,6 +383,9 @@ func (e *engine) sent(i int32) error {
 
 // complete ends flow i now: its trace row, then the flows it releases.
 func (e *engine) complete(i int32, ideal des.Time) error {
+	if i >= e.n {
+		return e.completeExpanded(i)
+	}
 	e.row = e.in.Row(i, e.in.Flow(i).Start.Ns(), e.now.Ns(), ideal.Ns())
 	if err := e.emit(&e.row); err != nil {
 		return err
@@ -347,4 +402,39 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 		}
 	}
 	return nil
+}
+
+// expand runs COLL node i as its flows; one that moves nothing ends now.
+func (e *engine) expand(i int32) error {
+	ready, err := e.ex.expand(i)
+	if err != nil {
+		return err
+	}
+	if len(ready) == 0 {
+		e.after(0, evComplete, i, int64(e.in.Flow(i).Lat))
+		return nil
+	}
+	for _, j := range ready {
+		if err := e.release(j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// completeExpanded ends expanded flow i now: the flows it releases, then
+// its COLL node if it was the last of its expansion (ideal: the node's
+// model time, as unexpanded).
+func (e *engine) completeExpanded(i int32) error {
+	var coll int32
+	e.ready, coll = e.ex.complete(i, e.ready[:0])
+	for _, j := range e.ready {
+		if err := e.release(j); err != nil {
+			return err
+		}
+	}
+	if coll < 0 {
+		return nil
+	}
+	return e.complete(coll, e.in.Flow(coll).Lat)
 }

@@ -220,7 +220,8 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			id := int64(len(out))
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
-					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label}, s),
+					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label,
+					Cut: d.cutRecord(pl)}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
 		}
@@ -250,6 +251,7 @@ func NoOps(colls []Coll) (noop, all int) {
 // receiver joins it where its program waits for the transfer's tag.
 func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	world := d.Fabric.GPUs
+	k := d.cut()
 	cursor := make([][]int64, world)
 	commCursor := map[string][][]int64{}
 	pending := map[string]map[int32][]int64{} // per tag, what each rank waits for
@@ -347,7 +349,7 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			if lat {
 				ctx.intra, ctx.inter = usToPs(c.Plan.Lat.Intra), usToPs(c.Plan.Lat.Inter)
 			}
-			if err := d.decompose(ctx, c); err != nil {
+			if err := decompose(ctx, c, k); err != nil {
 				return fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
 			}
 			exits := ctx.finish()
@@ -403,7 +405,51 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 // usToPs converts the model's microseconds to the stream's picoseconds.
 func usToPs(us float64) int64 { return int64(math.Round(us * 1e6)) }
 
-func (d *Decomposer) decompose(c *cctx, co *Coll) error {
+// cut is what cutting one collective into flows depends on beyond its
+// plan: the fabric, the --max-chunks cap, NVLS's share of NVLink rate and
+// a user's MSCCL schedule. simccl-decompose takes it from its planner, a
+// backend expanding a COLL node from the collective record (expand.go).
+type cut struct {
+	f         Fabric
+	maxChunks int
+	nvlsEff   float64
+	msccl     *MSCCLAlgo
+}
+
+// cut is the decomposer's own.
+func (d *Decomposer) cut() cut {
+	return cut{f: d.Fabric, maxChunks: d.Planner.Opt.MaxChunks, nvlsEff: nvlsEfficiency(d.Planner.M.CC), msccl: d.Planner.MSCCL}
+}
+
+// chunk is the bytes per channel and pipeline step of a plan that moves
+// unitsPerLoop chunks per loop, raised so that a channel takes at most the
+// cap's loops.
+func (co *Coll) chunk(unitsPerLoop int, k cut) int64 {
+	pl := co.Plan
+	channels := max(pl.Channels, 1)
+	c := pl.Chunk
+	m := int64(k.maxChunks)
+	if pl.Algo == AlgoNVLS || pl.Algo == AlgoNVLSTree {
+		// An NVLS chunk's phases (load-reduce, then multicast) follow
+		// each other on every GPU at once instead of pipelining across
+		// ranks as a ring's steps do, so filling and draining cost a
+		// whole chunk: four times the chunks keep that near 1.5%.
+		m *= 4
+	}
+	if m > 0 {
+		per := (co.Rec.Size + int64(channels) - 1) / int64(channels)
+		c = max(c, (per+int64(unitsPerLoop)*m-1)/(int64(unitsPerLoop)*m))
+	}
+	return c
+}
+
+// ringSpec is the collective as a ring runs it.
+func (co *Coll) ringSpec(k cut) ringSpec {
+	pl := co.Plan
+	return ringSpec{op: Op(co.Rec.Op), size: co.Rec.Size, channels: max(pl.Channels, 1), chunk: co.chunk(len(co.Ranks), k), proto: pl.Proto, pxn: pl.PXN}
+}
+
+func decompose(c *cctx, co *Coll, k cut) error {
 	pl := co.Plan
 	if pl.NoOp {
 		// Nothing moves; a join per rank keeps the collective in the trace.
@@ -414,25 +460,10 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	}
 	op := Op(co.Rec.Op)
 	size := co.Rec.Size
-	f := d.Fabric
+	f := k.f
 	channels := max(pl.Channels, 1)
-	chunk := func(unitsPerLoop int) int64 {
-		c := pl.Chunk
-		m := int64(d.Planner.Opt.MaxChunks)
-		if pl.Algo == AlgoNVLS || pl.Algo == AlgoNVLSTree {
-			// An NVLS chunk's phases (load-reduce, then multicast) follow
-			// each other on every GPU at once instead of pipelining across
-			// ranks as a ring's steps do, so filling and draining cost a
-			// whole chunk: four times the chunks keep that near 1.5%.
-			m *= 4
-		}
-		if m > 0 {
-			per := (size + int64(channels) - 1) / int64(channels)
-			c = max(c, (per+int64(unitsPerLoop)*m-1)/(int64(unitsPerLoop)*m))
-		}
-		return c
-	}
-	sp := ringSpec{op: op, size: size, channels: channels, chunk: chunk(len(co.Ranks)), proto: pl.Proto, pxn: pl.PXN}
+	chunk := func(unitsPerLoop int) int64 { return co.chunk(unitsPerLoop, k) }
+	sp := co.ringSpec(k)
 	switch pl.Algo {
 	case AlgoRing:
 		switch op {
@@ -454,7 +485,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 		}
 		treeAllReduce(c, f, size, channels, ck, pl.Proto)
 	case AlgoNVLS:
-		return nvls(c, f, op, size, channels, chunk(1), nvlsEfficiency(d.Planner.M.CC))
+		return nvls(c, f, op, size, channels, chunk(1), k.nvlsEff)
 	case AlgoNVLSTree:
 		if op != AllReduce {
 			// AllGather under SimAI's NVLS-Tree rule: NVLS inside servers is
@@ -462,7 +493,7 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 			ring(c, f, sp)
 			return nil
 		}
-		return nvlsTree(c, f, size, channels, chunk(1), nvlsEfficiency(d.Planner.M.CC))
+		return nvlsTree(c, f, size, channels, chunk(1), k.nvlsEff)
 	case AlgoDirect:
 		allToAllDirect(c, size)
 	case AlgoPXN:
@@ -470,7 +501,10 @@ func (d *Decomposer) decompose(c *cctx, co *Coll) error {
 	case AlgoP2P:
 		sendRecv(c, size)
 	case AlgoMSCCL:
-		return d.Planner.MSCCL.Emit(c, size)
+		if k.msccl == nil {
+			return fmt.Errorf("an MSCCL collective needs its schedule (simccl-decompose --msccl)")
+		}
+		return k.msccl.Emit(c, size)
 	default:
 		return fmt.Errorf("algorithm %s has no decomposition", pl.Algo)
 	}
@@ -499,4 +533,17 @@ func union(a, b []int64) []int64 {
 		}
 	}
 	return out
+}
+
+// cutRecord is a plan's cut for the collective record, written at
+// collective granularity only: at flow granularity the flows are there.
+func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
+	if !d.Collectives || pl.NoOp {
+		return nil
+	}
+	c := &stream.Cut{ChunkBytes: pl.Chunk, MaxChunks: int64(d.Planner.Opt.MaxChunks)}
+	if d.Planner.Opt.LaunchLatency {
+		c.BaseLatPs, c.IntraLatPs, c.InterLatPs = usToPs(pl.Lat.Base), usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
+	}
+	return c
 }

@@ -52,65 +52,112 @@ func nvlsShape(op Op, chunk int64, n int) (up, down int64) {
 // chunk + chunk/n each way. AllGather and ReduceScatter are one upload and
 // one download per chunk. Downloads wait for every upload of the chunk.
 func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64, eff float64) error {
-	n := len(c.ranks)
-	if size == 0 || n < 2 {
-		return nil
+	for ch := 0; ch < channels; ch++ {
+		g, err := newNVLSChannel(c, f, op, size, channels, ch, chunk, eff)
+		if err != nil {
+			return err
+		}
+		for g.row() {
+		}
+	}
+	return nil
+}
+
+// nvlsChannel is one channel of an NVLS collective, emitted a chunk (a
+// row) at a time: a chunk's uploads wait for the previous chunk's on
+// their connection and its other flows for its uploads, so, as with
+// ringChannel, every row's deps are in the row before it or in itself.
+type nvlsChannel struct {
+	c                             *cctx
+	op                            Op
+	eff                           float64
+	ch, n, k, chunks              int
+	sw                            int32
+	data, chunk                   int64
+	ups, mcs                      []int64
+	lastUp, lastRed, lastMc, last []int64 // last: downloads
+}
+
+func newNVLSChannel(c *cctx, f Fabric, op Op, size int64, channels, ch int, chunk int64, eff float64) (*nvlsChannel, error) {
+	g := &nvlsChannel{c: c, op: op, eff: eff, ch: ch, n: len(c.ranks), chunk: chunk}
+	if size == 0 || g.n < 2 {
+		return g, nil
 	}
 	server := f.server(c.ranks[0])
 	for _, r := range c.ranks {
 		if f.server(r) != server {
-			return fmt.Errorf("NVLS spans one server; this group spans several (use nvls-tree or ring)")
+			return nil, fmt.Errorf("NVLS spans one server; this group spans several (use nvls-tree or ring)")
 		}
 	}
-	ups := make([]int64, n)
-	mcs := make([]int64, n)
-	lastUp, lastRed, lastMc, lastDown := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
-	for ch := 0; ch < channels; ch++ {
-		data := splitEven(size, channels, ch)
-		if data == 0 {
-			continue
+	if g.data = splitEven(size, channels, ch); g.data == 0 {
+		return g, nil
+	}
+	var err error
+	if g.sw, err = f.nvswitch(server, ch); err != nil {
+		return nil, err
+	}
+	g.chunks = int((g.data + chunk - 1) / chunk)
+	n := g.n
+	g.ups, g.mcs = make([]int64, n), make([]int64, n)
+	g.lastUp, g.lastRed, g.lastMc, g.last = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	for i := 0; i < n; i++ {
+		g.lastUp[i], g.lastRed[i], g.lastMc[i], g.last[i] = -1, -1, -1, -1
+	}
+	return g, nil
+}
+
+// flows is how many flows the channel emits in all.
+func (g *nvlsChannel) flows() int64 {
+	per := 2 * int64(g.n)
+	if g.op == AllReduce {
+		per *= 2
+	}
+	return per * int64(g.chunks)
+}
+
+func (g *nvlsChannel) emitted() int32 { return int32(g.k) }
+func (g *nvlsChannel) more() bool     { return g.k < g.chunks }
+
+// row emits the next chunk and reports whether it did; after the last it
+// records the ranks' exits.
+func (g *nvlsChannel) row() bool {
+	if g.k == g.chunks {
+		return false
+	}
+	c, n, k, sw, eff := g.c, g.n, g.k, g.sw, g.eff
+	ch, chunks := int32(g.ch), int32(g.chunks)
+	b := min(g.chunk, g.data-int64(k)*g.chunk)
+	up, down := b, b
+	if g.op != AllReduce {
+		up, down = nvlsShape(g.op, b, n)
+	}
+	for p := 0; p < n; p++ {
+		deps := c.deps(nil)
+		if k == 0 {
+			deps = append(deps, c.entry[p]...)
 		}
-		sw, err := f.nvswitch(server, ch)
-		if err != nil {
-			return err
-		}
-		for i := range lastUp {
-			lastUp[i], lastRed[i], lastMc[i], lastDown[i] = -1, -1, -1, -1
-		}
-		chunks := int((data + chunk - 1) / chunk)
-		for k := 0; k < chunks; k++ {
-			b := min(chunk, data-int64(k)*chunk)
-			up, down := b, b
-			if op != AllReduce {
-				up, down = nvlsShape(op, b, n)
-			}
-			for p := 0; p < n; p++ {
-				deps := c.deps(nil)
-				if k == 0 {
-					deps = append(deps, c.entry[p]...)
-				}
-				ups[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), c.firstHop(k, c.ranks[p], sw), int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-			}
-			if op == AllReduce {
-				for p := 0; p < n; p++ {
-					shard := splitEven(b, n, p)
-					red := c.connFlow(&lastRed[p], c.deps(ups), sw, c.ranks[p], nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-					mcs[p] = c.connFlow(&lastMc[p], append(c.deps(nil), red), c.ranks[p], sw, nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-				}
-				copy(ups, mcs)
-			}
-			for p := 0; p < n; p++ {
-				c.connFlow(&lastDown[p], c.deps(ups), sw, c.ranks[p], nvlsWire(down, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
-			}
-		}
+		g.ups[p] = c.connFlow(&g.lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), c.firstHop(k, c.ranks[p], sw), ch, int32(k), chunks, stream.ConnNVLS)
+	}
+	if g.op == AllReduce {
 		for p := 0; p < n; p++ {
-			c.exit[p] = append(c.exit[p], lastUp[p], lastDown[p])
-			if lastMc[p] >= 0 {
-				c.exit[p] = append(c.exit[p], lastMc[p])
+			shard := splitEven(b, n, p)
+			red := c.connFlow(&g.lastRed[p], c.deps(g.ups), sw, c.ranks[p], nvlsWire(shard, eff), 0, ch, int32(k), chunks, stream.ConnNVLS)
+			g.mcs[p] = c.connFlow(&g.lastMc[p], append(c.deps(nil), red), c.ranks[p], sw, nvlsWire(shard, eff), 0, ch, int32(k), chunks, stream.ConnNVLS)
+		}
+		copy(g.ups, g.mcs)
+	}
+	for p := 0; p < n; p++ {
+		c.connFlow(&g.last[p], c.deps(g.ups), sw, c.ranks[p], nvlsWire(down, eff), 0, ch, int32(k), chunks, stream.ConnNVLS)
+	}
+	if g.k++; g.k == g.chunks {
+		for p := 0; p < n; p++ {
+			c.exit[p] = append(c.exit[p], g.lastUp[p], g.last[p])
+			if g.lastMc[p] >= 0 {
+				c.exit[p] = append(c.exit[p], g.lastMc[p])
 			}
 		}
 	}
-	return nil
+	return true
 }
 
 // nvlsTree is NCCL's NVLS-Tree AllReduce across servers: inside each

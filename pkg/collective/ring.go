@@ -147,46 +147,99 @@ type ringSpec struct {
 // their connection, or a slow hop's latency would add up along its own
 // connection as well (NCCL's FIFO keeps several steps in flight).
 func ring(c *cctx, f Fabric, sp ringSpec) {
-	n := len(c.ranks)
-	if n < 2 || sp.size == 0 {
-		return
-	}
-	steps := n - 1
-	if sp.op == AllReduce {
-		steps = 2 * (n - 1)
-	}
-	prev := make([]int64, n)
-	cur := make([]int64, n)
-	nodes := f.nodesOf(c.ranks)
 	for ch := 0; ch < sp.channels; ch++ {
-		data := splitEven(sp.size, sp.channels, ch)
-		if data == 0 {
-			continue
+		g := newRingChannel(c, f, sp, ch)
+		for g.row() {
 		}
-		order := ringOrder(nodes, ch)
-		conn := newRingConns(c, f, order, sp.pxn)
-		loopBytes := int64(n) * sp.chunk
-		loops := int((data + loopBytes - 1) / loopBytes)
-		for k := 0; k < loops; k++ {
-			b := min(loopBytes, data-int64(k)*loopBytes)
-			for s := 0; s < steps; s++ {
-				for i := 0; i < n; i++ {
-					slice := splitEven(b, n, ((i-s)%n+n)%n)
-					var dataDep int64 = -1
-					if s > 0 {
-						dataDep = prev[(i-1+n)%n]
-					}
-					var entry []int64
-					if k == 0 && s == 0 {
-						entry = c.entry[order[i]]
-					}
-					cur[i] = conn.send(i, wire(slice, sp.proto), dataDep, entry, k, int32(ch), int32(loops), k > 0 || s == 0)
-				}
-				prev, cur = cur, prev
-			}
-		}
-		conn.exits()
 	}
+}
+
+// ringChannel is one channel of a ring collective, emitted a row at a
+// time: row (k, s) is the n flows of step s of loop k (with their PXN
+// relays). Every dep of a row's flows is in the row before it or in the
+// same row, the first row's on the ranks' entry, so a backend expanding a
+// COLL node can make row r+1 once row r starts, and hold a few rows per
+// channel instead of the collective (expand.go).
+type ringChannel struct {
+	c                  *cctx
+	sp                 ringSpec
+	ch                 int
+	n, steps, loops    int
+	data, loopBytes, b int64
+	order              []int
+	conn               *ringConns
+	k, s               int
+	prev, cur          []int64
+}
+
+func newRingChannel(c *cctx, f Fabric, sp ringSpec, ch int) *ringChannel {
+	g := &ringChannel{c: c, sp: sp, ch: ch, n: len(c.ranks)}
+	if g.n < 2 || sp.size == 0 {
+		return g
+	}
+	if g.data = splitEven(sp.size, sp.channels, ch); g.data == 0 {
+		return g
+	}
+	g.steps = g.n - 1
+	if sp.op == AllReduce {
+		g.steps = 2 * (g.n - 1)
+	}
+	g.order = ringOrder(f.nodesOf(c.ranks), ch)
+	g.conn = newRingConns(c, f, g.order, sp.pxn)
+	g.loopBytes = int64(g.n) * sp.chunk
+	g.loops = int((g.data + g.loopBytes - 1) / g.loopBytes)
+	g.prev, g.cur = make([]int64, g.n), make([]int64, g.n)
+	return g
+}
+
+// flows is how many flows the channel emits in all: a row is n flows
+// and a PXN_INIT per relayed hop.
+func (g *ringChannel) flows() int64 {
+	if g.conn == nil {
+		return 0
+	}
+	per := int64(g.n)
+	for _, p := range g.conn.proxy {
+		if p >= 0 {
+			per++
+		}
+	}
+	return per * int64(g.loops) * int64(g.steps)
+}
+
+func (g *ringChannel) emitted() int32 { return int32(g.k*g.steps + g.s) }
+func (g *ringChannel) more() bool     { return g.conn != nil && g.k < g.loops }
+
+// row emits the next row and reports whether it did; after the last row
+// it records the connections' last flows as the ranks' exits.
+func (g *ringChannel) row() bool {
+	if g.conn == nil || g.k == g.loops {
+		return false
+	}
+	n, s, k := g.n, g.s, g.k
+	if s == 0 {
+		g.b = min(g.loopBytes, g.data-int64(k)*g.loopBytes)
+	}
+	for i := 0; i < n; i++ {
+		slice := splitEven(g.b, n, ((i-s)%n+n)%n)
+		var dataDep int64 = -1
+		if s > 0 {
+			dataDep = g.prev[(i-1+n)%n]
+		}
+		var entry []int64
+		if k == 0 && s == 0 {
+			entry = g.c.entry[g.order[i]]
+		}
+		g.cur[i] = g.conn.send(i, wire(slice, g.sp.proto), dataDep, entry, k, int32(g.ch), int32(g.loops), k > 0 || s == 0)
+	}
+	g.prev, g.cur = g.cur, g.prev
+	if g.s++; g.s == g.steps {
+		g.s, g.k = 0, k+1
+		if g.k == g.loops {
+			g.conn.exits()
+		}
+	}
+	return true
 }
 
 // ringConns tracks the connections of one channel's ring: ring index i

@@ -1,0 +1,287 @@
+package analytical
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+)
+
+// expansions runs COLL nodes as their flows (Options.Expand): when a COLL
+// node is released, its collective is cut into the flows flow granularity
+// would have held, on its group and every sibling group
+// (collective.Expander), and those flows run like any other; the node
+// completes with the last of them. A ring channel's flows are made a row
+// at a time, the next row when the first flow of the row before it
+// starts (every dep of a row is in the row before it), and a flow's slot
+// is freed when it completes, so memory follows the flows in flight, not
+// the workload.
+//
+// Expanded flows are indexed after the stream's: flow i >= base is slot
+// i - base. They write no trace rows; their COLL node's row spans them.
+type expansions struct {
+	x      *collective.Expander
+	in     *flowset.Set
+	base   int32
+	flows  []dynFlow
+	free   []int32
+	sets   []expSet
+	free2  []int32 // free sets
+	groups map[int64][][]int32
+	serial int64
+	ready  []int32 // scratch: made ready by the flows being made
+	more   []int32 // the same while a row is made (started)
+
+	inFlight, peak, total int64
+}
+
+type dynFlow struct {
+	flowset.Flow
+	waiting  int32 // deps not complete yet; -1 once done
+	set      int32 // its expansion
+	gen, row int32 // its ring channel (-1: none) and row there
+	// succ holds its dependants as slot<<1 | 1 when the dependant is a
+	// transfer from the same source (released early: sent), -1 once
+	// released early; deciding that once here saves a look at every
+	// dependant each time a flow's last byte leaves.
+	succ []int32
+}
+
+// expSet is one COLL node's expansion.
+type expSet struct {
+	coll   int32 // the COLL node's flow index
+	left   int32 // flows made and not complete
+	p      *collective.Expansion
+	idBase int64 // added to expansion ids: distinct ECMP hashes per node
+	key    int64 // private-link key of its first group (busbw)
+	ports  map[portKey]uint8
+	next   map[int32]uint8
+	// slots maps a flow's id in the expansion to its slot + 1 while it
+	// is made and unfinished, 0 otherwise: a dep at 0 has finished. An
+	// array, not a map: a 1024-GPU iteration looks up a billion deps.
+	slots []int32
+	emit  func(collective.Origin, *stream.Flow) error
+}
+
+type portKey struct{ src, dst, ch int32 }
+
+func newExpansions(in *flowset.Set) *expansions {
+	return &expansions{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()),
+		groups: map[int64][][]int32{}}
+}
+
+func (x *expansions) flow(i int32) *dynFlow { return &x.flows[i-x.base] }
+
+// groupsOf is a group's ranks, then its siblings'.
+func (x *expansions) groupsOf(id int64) ([][]int32, error) {
+	if g, ok := x.groups[id]; ok {
+		return g, nil
+	}
+	g := x.in.Groups[id]
+	if g == nil {
+		return nil, fmt.Errorf("no group %d", id)
+	}
+	out := [][]int32{g.Ranks}
+	for _, s := range g.Siblings {
+		out = append(out, x.in.Groups[s].Ranks) // the reader checked they exist
+	}
+	x.groups[id] = out
+	return out, nil
+}
+
+// expand starts COLL node i's expansion and returns the flows ready now
+// (a scratch slice, valid until the next call); none when the collective
+// moves nothing, which the caller completes at once.
+func (x *expansions) expand(i int32) ([]int32, error) {
+	f := x.in.Flow(i)
+	rec := x.in.Collectives[f.Coll] // the reader checked every COLL has one
+	groups, err := x.groupsOf(rec.Group)
+	if err != nil {
+		return nil, err
+	}
+	var s int32
+	if n := len(x.free2); n > 0 {
+		s, x.free2 = x.free2[n-1], x.free2[:n-1]
+	} else {
+		s = int32(len(x.sets))
+		x.sets = append(x.sets, expSet{ports: map[portKey]uint8{}, next: map[int32]uint8{}})
+		x.sets[s].emit = func(o collective.Origin, sf *stream.Flow) error { return x.made(s, o, sf) }
+	}
+	x.serial++
+	set := &x.sets[s]
+	set.coll, set.left, set.idBase, set.key = i, 0, x.in.DAG.ID(i)<<32, -2-(x.serial<<20)
+	clear(set.ports)
+	clear(set.next)
+	x.ready = x.ready[:0]
+	p, err := x.x.Start(rec, groups, set.emit)
+	if err != nil {
+		return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
+	}
+	x.sets[s].p = p
+	if x.sets[s].left == 0 {
+		x.free2 = append(x.free2, s)
+	}
+	return x.ready, nil
+}
+
+// made takes in flow sf of set s's expansion: a slot, its deps that have
+// not finished, its NIC port; ready ones go to x.ready.
+func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
+	slot, err := x.alloc()
+	if err != nil {
+		return err
+	}
+	set := &x.sets[s]
+	t := x.in.Topology
+	gpus := int32(t.GPUs)
+	d := &x.flows[slot]
+	d.Flow = flowset.Flow{ID: set.idBase + sf.ID, Coll: set.key - int64(o.Group), Size: sf.Size, Lat: des.Time(sf.DelayPs),
+		Src: sf.Src, Dst: sf.Dst, Chunk: sf.Chunk, Channel: sf.Channel, Kind: flowset.Transfer}
+	switch {
+	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
+		d.Kind, d.Size, d.Lat = flowset.Delay, sf.DelayPs, 0
+	case sf.ConnType == stream.ConnDelay:
+		d.Kind = flowset.Join
+	case sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server:
+		// The connection's index among its source's connections to
+		// other servers, as flowset numbers them at flow granularity.
+		k := portKey{sf.Src, sf.Dst, sf.Channel}
+		p, ok := set.ports[k]
+		if !ok {
+			p = set.next[sf.Src]
+			set.next[sf.Src]++
+			set.ports[k] = p
+		}
+		d.Port = p
+	}
+	d.waiting, d.set, d.gen, d.row, d.succ = 0, s, o.Gen, o.Row, d.succ[:0]
+	for _, dep := range sf.Deps {
+		if p := set.slots[dep] - 1; p >= 0 {
+			e := slot << 1
+			if d.Kind == flowset.Transfer && x.flows[p].Src == d.Src {
+				e |= 1
+			}
+			x.flows[p].succ = append(x.flows[p].succ, e)
+			d.waiting++
+		}
+	}
+	for int64(len(set.slots)) <= sf.ID {
+		set.slots = append(set.slots, 0)
+	}
+	set.slots[sf.ID] = slot + 1
+	if d.waiting == 0 && o.Gen >= 0 && o.Row > 0 {
+		// Its row came too late: it would start now, not when its deps
+		// finished. No cut makes such a row; refuse rather than mistime.
+		return fmt.Errorf("flow %d of channel row %d was made after its deps finished", sf.ID, o.Row)
+	}
+	if d.waiting == 0 {
+		x.ready = append(x.ready, slot+x.base)
+	}
+	set.left++
+	x.total++
+	x.inFlight++
+	x.peak = max(x.peak, x.inFlight)
+	return nil
+}
+
+// started makes, once expanded flow i starts, the next row of its ring
+// channel if that is not made yet: the row's flows wait on this row's.
+// It returns flows made ready (normally none) in a new slice.
+func (x *expansions) started(i int32) ([]int32, error) {
+	d := x.flow(i)
+	if d.gen < 0 {
+		return nil, nil
+	}
+	set := &x.sets[d.set]
+	gen, row := int(d.gen), d.row
+	// The caller may be walking x.ready (expand's result): rows made now
+	// collect theirs elsewhere.
+	outer := x.ready
+	x.ready = x.more[:0]
+	defer func() { x.more, x.ready = x.ready, outer }()
+	for set.p.Rows(gen) <= row+1 {
+		more, err := set.p.Row(gen)
+		if err != nil {
+			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
+		}
+		if !more {
+			break
+		}
+	}
+	if len(x.ready) == 0 {
+		return nil, nil
+	}
+	return append([]int32(nil), x.ready...), nil
+}
+
+// maxExpanded bounds the expanded flows held at once: their slots are
+// kept doubled in int32 dependant lists.
+const maxExpanded = 1 << 30
+
+func (x *expansions) alloc() (int32, error) {
+	if n := len(x.free); n > 0 {
+		s := x.free[n-1]
+		x.free = x.free[:n-1]
+		return s, nil
+	}
+	if limit := min(maxExpanded, math.MaxInt32-int64(x.base)); int64(len(x.flows)) >= limit {
+		return 0, fmt.Errorf("more than %d flows held at once", limit)
+	}
+	x.flows = append(x.flows, dynFlow{})
+	return int32(len(x.flows) - 1), nil
+}
+
+// complete marks expanded flow i done, appends the flows it releases to
+// out, frees its slot, and returns the COLL node whose expansion it
+// ended (-1 if none).
+func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
+	slot := i - x.base
+	d := &x.flows[slot]
+	if d.waiting != 0 {
+		panic(fmt.Sprintf("analytical: expanded flow %d completed twice or before its deps", d.ID))
+	}
+	d.waiting = -1
+	set := &x.sets[d.set]
+	set.slots[d.ID-set.idBase] = 0
+	for _, e := range d.succ {
+		if e < 0 {
+			continue // released early
+		}
+		s := e >> 1
+		w := &x.flows[s].waiting
+		if *w--; *w == 0 {
+			out = append(out, s+x.base)
+		}
+	}
+	x.free = append(x.free, slot)
+	x.inFlight--
+	if set.left--; set.left > 0 {
+		return out, -1
+	}
+	x.free2 = append(x.free2, d.set)
+	set.p, set.slots = nil, set.slots[:0] // all 0 again: every flow finished
+	return out, set.coll
+}
+
+// releaseEarly satisfies, before expanded flow i completes, its
+// dependants that send from its source (DAG.ReleaseEarly with the
+// engine's sameSrc rule, decided when they were made) and appends those
+// it makes ready to out.
+func (x *expansions) releaseEarly(i int32, out []int32) []int32 {
+	d := &x.flows[i-x.base]
+	for k, e := range d.succ {
+		if e < 0 || e&1 == 0 {
+			continue
+		}
+		d.succ[k] = -1
+		s := e >> 1
+		w := &x.flows[s].waiting
+		if *w--; *w == 0 {
+			out = append(out, s+x.base)
+		}
+	}
+	return out
+}

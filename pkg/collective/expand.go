@@ -1,0 +1,229 @@
+package collective
+
+import (
+	"fmt"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// Expander turns a collective-granularity COLL node back into the flows
+// simccl-decompose writes at flow granularity, for a backend that expands
+// collectives when they are released (flowsim-analytical --expand): its
+// memory then follows the collectives in flight, not the workload.
+//
+// Ring and NVLS collectives are expanded a row at a time per channel
+// (ringChannel, nvlsChannel): an NVLS AllReduce on the 128 TP groups of
+// 1024 GPUs is 4.2 M flows, of which a backend holds two rows per channel.
+type Expander struct {
+	f       Fabric
+	nvlsEff float64
+}
+
+// NewExpander expands collectives on topology t.
+func NewExpander(t *stream.Topology) *Expander {
+	return &Expander{f: FabricOf(t), nvlsEff: nvlsEfficiency(topo.GPUSpecs[t.GPUType].CC)}
+}
+
+// Origin is where an expanded flow comes from: its group's position in
+// the expansion, the ring channel that emits it a row at a time (Gen) and
+// its row there; Gen is -1 for a flow emitted all at once (entry
+// latencies, joins, other algorithms).
+type Origin struct {
+	Group, Gen, Row int32
+}
+
+// Expansion is one COLL node being expanded: Start emits what begins it,
+// Row each further row of a ring channel.
+type Expansion struct {
+	k      cut
+	co     Coll
+	fn     func(Origin, *stream.Flow) error
+	groups []expGroup
+	gens   []*expGen // pointers: each holds its emitter's sink
+}
+
+type expGroup struct {
+	c     *cctx
+	left  int     // channels not finished
+	joins Emitter // numbers the joins that end the ranks' parts
+}
+
+// rowGen is a channel emitted a row at a time (ringChannel,
+// nvlsChannel): every dep of a row's flows is in the row before it or in
+// the same row, the first row's on the ranks' entry.
+type rowGen interface {
+	row() bool      // emits the next row; false when there is none
+	emitted() int32 // rows emitted so far
+	more() bool     // rows left to emit
+	flows() int64   // flows in all
+}
+
+type expGen struct {
+	rows  rowGen
+	group int32
+	e     Emitter
+	sink  expSink
+}
+
+// expSink hands a flow on with its origin.
+type expSink struct {
+	x *Expansion
+	o Origin
+}
+
+func (s *expSink) Flow(f *stream.Flow) error { return s.x.fn(s.o, f) }
+
+// Start begins expanding collective rec on each of groups (the COLL
+// node's group, then its siblings): fn gets every flow it emits now. Ids
+// and fields are those flow granularity gives the collective's flows, ids
+// counting from 0 over the groups in order; deps name ids of the same
+// expansion. Ring channels then emit their further rows through Row; all
+// other flows come now. The flow passed to fn is reused.
+func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origin, *stream.Flow) error) (*Expansion, error) {
+	if rec.Cut == nil {
+		return nil, fmt.Errorf("collective %d has no cut record to expand it with (written by simccl-decompose --granularity collective since stream version 4's cut field)", rec.ID)
+	}
+	op, err := ParseOp(rec.Op)
+	if err != nil {
+		return nil, err
+	}
+	algo, err := ParseAlgo(rec.Algorithm)
+	if err != nil {
+		return nil, err
+	}
+	if algo == AlgoMSCCL {
+		return nil, fmt.Errorf("collective %d runs an MSCCL schedule, which the stream does not carry: decompose it with --granularity flow", rec.ID)
+	}
+	proto, err := ParseProto(rec.Protocol)
+	if err != nil {
+		return nil, err
+	}
+	p := &Expansion{k: cut{f: x.f, maxChunks: int(rec.Cut.MaxChunks), nvlsEff: x.nvlsEff}, fn: fn,
+		co: Coll{Rec: *rec, Plan: Plan{Algo: algo, Proto: proto, Channels: rec.Channels, Chunk: rec.Cut.ChunkBytes, PXN: rec.PXN}}}
+	p.co.Rec.Op = string(op)
+	ringRows := algo == AlgoRing && op != Broadcast && op != Reduce || algo == AlgoNVLSTree && op != AllReduce
+	rows := ringRows || algo == AlgoNVLS
+	var next int64 // first id of the next group
+	for gi, ranks := range groups {
+		start := &Emitter{next: next, sink: &expSink{x: p, o: Origin{Group: int32(gi), Gen: -1}}}
+		entry := make([][]int64, len(ranks))
+		if base := rec.Cut.BaseLatPs; base > 0 {
+			for q, r := range ranks {
+				entry[q] = []int64{start.Delay(rec.ID, r, base, nil)}
+			}
+		}
+		c := newCtx(start, x.f, rec.ID, ranks, entry)
+		c.intra, c.inter = rec.Cut.IntraLatPs, rec.Cut.InterLatPs
+		p.co.Ranks = ranks
+		if !rows {
+			if err := decompose(c, &p.co, p.k); err != nil {
+				return nil, fmt.Errorf("collective %d (%s): %v", rec.ID, rec.Label, err)
+			}
+			c.finish()
+			if err := start.Err(); err != nil {
+				return nil, err
+			}
+			next = start.next
+			continue
+		}
+		g := expGroup{c: c}
+		id := start.next
+		first := len(p.gens)
+		channels := max(p.co.Plan.Channels, 1)
+		for ch := 0; ch < channels; ch++ {
+			var r rowGen
+			if ringRows {
+				r = newRingChannel(c, x.f, p.co.ringSpec(p.k), ch)
+			} else if r, err = newNVLSChannel(c, x.f, op, rec.Size, channels, ch, p.co.chunk(1, p.k), x.nvlsEff); err != nil {
+				return nil, fmt.Errorf("collective %d (%s): %v", rec.ID, rec.Label, err)
+			}
+			n := r.flows()
+			if n == 0 {
+				continue
+			}
+			p.gens = append(p.gens, &expGen{rows: r, group: int32(gi), e: Emitter{next: id}})
+			id += n
+			g.left++
+		}
+		// Every rank of an active ring or NVLS channel ends on several
+		// flows (its last send and receive), so each gets a join.
+		g.joins.next, g.joins.sink = id, start.sink
+		next = id
+		if g.left > 0 {
+			next += int64(len(ranks))
+		}
+		p.groups = append(p.groups, g)
+		for k := first; k < len(p.gens); k++ {
+			gen := p.gens[k]
+			gen.sink = expSink{x: p, o: Origin{Group: int32(gi), Gen: int32(k)}}
+			gen.e.sink = &gen.sink
+			if _, err := p.Row(k); err != nil {
+				return nil, err
+			}
+		}
+		if err := start.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// Gens is the number of ring channels the expansion emits row by row.
+func (p *Expansion) Gens() int { return len(p.gens) }
+
+// Row emits ring channel gen's next row (and, after the group's last
+// row, the joins that end its ranks' parts); false once it has no more.
+func (p *Expansion) Row(gen int) (bool, error) {
+	g := p.gens[gen]
+	grp := &p.groups[g.group]
+	c := grp.c
+	c.e = &g.e
+	g.sink.o.Row = g.rows.emitted()
+	if !g.rows.row() {
+		return false, nil
+	}
+	if err := g.e.Err(); err != nil {
+		return false, err
+	}
+	if g.rows.more() {
+		return true, nil
+	}
+	if grp.left--; grp.left == 0 {
+		c.e = &grp.joins
+		want := grp.joins.next + int64(len(c.ranks))
+		c.finish()
+		if err := grp.joins.Err(); err != nil {
+			return false, err
+		}
+		if grp.joins.next != want {
+			return false, fmt.Errorf("collective %d: %d joins ended a ring group of %d ranks", p.co.Rec.ID, grp.joins.next-want+int64(len(c.ranks)), len(c.ranks))
+		}
+	}
+	return true, nil
+}
+
+// Expand emits every flow of the expansion at once (Start, then every
+// row), in id order per ring channel; it returns how many there were.
+func (x *Expander) Expand(rec *stream.Collective, groups [][]int32, fn func(*stream.Flow) error) (int64, error) {
+	var n int64
+	p, err := x.Start(rec, groups, func(_ Origin, f *stream.Flow) error { n++; return fn(f) })
+	if err != nil {
+		return n, err
+	}
+	for g := range p.gens {
+		for {
+			more, err := p.Row(g)
+			if err != nil {
+				return n, err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return n, nil
+}
+
+// Rows is how many rows ring channel gen has emitted.
+func (p *Expansion) Rows(gen int) int32 { return p.gens[gen].rows.emitted() }
