@@ -118,7 +118,7 @@ func TestBadInputsRefused(t *testing.T) {
 		}), []string{"flowsim-analytical"}, 1, []string{"record 2", "collective", "no collective record"}},
 		// Backend configuration.
 		{"PAUSE_TIME 0", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0"}, 1, []string{"PAUSE_TIME"}},
-		{"PAUSE_TIME 10 ps", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0.00001"}, 1, []string{"PAUSE_TIME", "0.1 to"}},
+		{"PAUSE_TIME 10 ps", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0.00001"}, 1, []string{"PAUSE_TIME", "outside [0.1,1e6]"}},
 		{"LINK_DOWN node beyond int32", flows, []string{"flowsim-packet", "--set", "LINK_DOWN=20000 4294967314 18"}, 1, []string{"LINK_DOWN", "4294967314"}},
 		{"LINK_DOWN in 108 days", flows, []string{"flowsim-packet", "--set", "LINK_DOWN=9300000000000000 0 18"}, 1, []string{"LINK_DOWN", "9300000000000000"}},
 		{"ROUTING unknown", flows, []string{"flowsim-packet", "--set", "ROUTING=valiant"}, 1, []string{"ROUTING", "valiant"}},

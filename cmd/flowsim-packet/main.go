@@ -18,6 +18,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/simaifct"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/confkey"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -38,6 +39,7 @@ type command struct {
 	Lite       bool           `name:"surrogate-lite" help:"With --surrogate: do not suspend the fabric (it drains during the window and restarts empty)."`
 	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate START:END: record latencies only this long before START (default: from the beginning)."`
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
+	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where time and bytes go at scale (go tool pprof).
 	CPUProfile string `name:"cpuprofile" hidden:"" placeholder:"FILE"`
@@ -84,6 +86,10 @@ func (c *command) config() (packet.Config, error) {
 }
 
 func (c *command) run() error {
+	if c.Keys {
+		_, err := fmt.Print(confkey.Table(packet.Schema()))
+		return err
+	}
 	cfg, err := c.config()
 	if err != nil {
 		return err

@@ -43,11 +43,16 @@ type dynFlow struct {
 	waiting  int32 // deps not complete yet; -1 once done
 	set      int32 // its expansion
 	gen, row int32 // its ring channel (-1: none) and row there
-	// succ holds its dependants as slot<<1 | 1 when the dependant is a
-	// transfer from the same source (released early: sent), -1 once
-	// released early; deciding that once here saves a look at every
-	// dependant each time a flow's last byte leaves.
-	succ []int32
+	// Dependants. Those that are transfers from the same source are
+	// released early (sent): the first is early (slot + 1, 0 for none),
+	// any other is in succ as slot<<1 | 1 (-1 once released), the rest
+	// as slot<<1. Deciding that once, and keeping the usual one (the next
+	// chunk on the connection) in the flow itself, spares the walk of the
+	// dependants each time a flow's last byte leaves: at 1024 GPUs those
+	// walks missed the cache.
+	early     int32
+	moreEarly bool
+	succ      []int32
 }
 
 // expSet is one COLL node's expansion.
@@ -157,15 +162,21 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		}
 		d.Port = p
 	}
-	d.waiting, d.set, d.gen, d.row, d.succ = 0, s, o.Gen, o.Row, d.succ[:0]
+	d.waiting, d.set, d.gen, d.row, d.succ, d.early, d.moreEarly = 0, s, o.Gen, o.Row, d.succ[:0], 0, false
 	for _, dep := range sf.Deps {
-		if p := set.slots[dep] - 1; p >= 0 {
-			e := slot << 1
-			if d.Kind == flowset.Transfer && x.flows[p].Src == d.Src {
-				e |= 1
-			}
-			x.flows[p].succ = append(x.flows[p].succ, e)
-			d.waiting++
+		p := set.slots[dep] - 1
+		if p < 0 {
+			continue
+		}
+		d.waiting++
+		q := &x.flows[p]
+		switch {
+		case d.Kind != flowset.Transfer || q.Src != d.Src:
+			q.succ = append(q.succ, slot<<1)
+		case q.early == 0:
+			q.early = slot + 1
+		default:
+			q.succ, q.moreEarly = append(q.succ, slot<<1|1), true
 		}
 	}
 	for int64(len(set.slots)) <= sf.ID {
@@ -246,15 +257,14 @@ func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
 	d.waiting = -1
 	set := &x.sets[d.set]
 	set.slots[d.ID-set.idBase] = 0
+	if d.early > 0 {
+		out = x.satisfy(d.early-1, out)
+	}
 	for _, e := range d.succ {
 		if e < 0 {
 			continue // released early
 		}
-		s := e >> 1
-		w := &x.flows[s].waiting
-		if *w--; *w == 0 {
-			out = append(out, s+x.base)
-		}
+		out = x.satisfy(e>>1, out)
 	}
 	x.free = append(x.free, slot)
 	x.inFlight--
@@ -272,16 +282,29 @@ func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
 // it makes ready to out.
 func (x *expansions) releaseEarly(i int32, out []int32) []int32 {
 	d := &x.flows[i-x.base]
+	if d.early > 0 {
+		out = x.satisfy(d.early-1, out)
+		d.early = 0
+	}
+	if !d.moreEarly {
+		return out
+	}
+	d.moreEarly = false
 	for k, e := range d.succ {
-		if e < 0 || e&1 == 0 {
-			continue
+		if e >= 0 && e&1 == 1 {
+			d.succ[k] = -1
+			out = x.satisfy(e>>1, out)
 		}
-		d.succ[k] = -1
-		s := e >> 1
-		w := &x.flows[s].waiting
-		if *w--; *w == 0 {
-			out = append(out, s+x.base)
-		}
+	}
+	return out
+}
+
+// satisfy counts one dep of the flow in slot s done; out gets it when it
+// was the last.
+func (x *expansions) satisfy(s int32, out []int32) []int32 {
+	w := &x.flows[s].waiting
+	if *w--; *w == 0 {
+		out = append(out, s+x.base)
 	}
 	return out
 }

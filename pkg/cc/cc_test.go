@@ -152,14 +152,47 @@ func TestParamsSet(t *testing.T) {
 			t.Errorf("Set(RATE_AI, %q) = %v, want one value", v, err)
 		}
 	}
-	// Set checks values one by one; the whole set is validated by New.
-	for _, kv := range [][2]string{{"PINT_PROB", "1.5"}, {"TMLY_THIGH", "10"}} {
+	// Set checks each value against its key's range; what depends on
+	// several keys (TIMELY's thresholds) waits for New.
+	for _, kv := range [][2]string{{"PINT_PROB", "1.5"}, {"EWMA_GAIN", "0"}, {"U_TARGET", "0"}, {"INT_MULTI", "0"}, {"TMLY_ALPHA", "1.01"}} {
 		p := DefaultParams()
-		if err := p.Set(kv[0], kv[1]); err != nil {
-			t.Fatal(err)
+		if err := p.Set(kv[0], kv[1]); err == nil || !strings.Contains(err.Error(), kv[0]) || !strings.Contains(err.Error(), "outside") {
+			t.Errorf("Set(%s, %s) = %v, want a range error naming the key", kv[0], kv[1], err)
 		}
-		if _, err := New(ModeDCQCN, p); err == nil || !strings.Contains(err.Error(), kv[0]) {
-			t.Errorf("%s %s must be refused: %v", kv[0], kv[1], err)
+	}
+	p = DefaultParams()
+	if err := p.Set("TMLY_THIGH", "10"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(ModeDCQCN, p); err == nil || !strings.Contains(err.Error(), "TMLY_THIGH") {
+		t.Errorf("TMLY_THIGH below TMLY_TLOW must be refused: %v", err)
+	}
+	// Validate holds every field to its key's range, however it was set.
+	p = DefaultParams()
+	p.PintProb = 2
+	if err := p.Validate(); err == nil || !strings.Contains(err.Error(), "PINT_PROB") {
+		t.Errorf("PintProb 2: %v", err)
+	}
+}
+
+// Every row of the key table parses: a range in interval notation, a
+// default inside it, a type Set knows, and no key twice.
+func TestSchema(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range Schema() {
+		if seen[k.Name] {
+			t.Errorf("%s twice", k.Name)
 		}
+		seen[k.Name] = true
+		p := DefaultParams()
+		if err := p.Set(k.Name, k.Default); err != nil {
+			t.Errorf("%s: default %q: %v", k.Name, k.Default, err)
+		}
+		if (k.Range == "") != (k.Type == "flag") {
+			t.Errorf("%s: a %s with range %q", k.Name, k.Type, k.Range)
+		}
+	}
+	if len(seen) != len(Keys()) || len(seen) < 27 {
+		t.Errorf("%d keys in the table, %d from Keys", len(seen), len(Keys()))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -90,36 +89,20 @@ func (m rateMap) At(bps float64) float64 {
 	return m.vals[i-1]
 }
 
-// DefaultConfig is SimAI.conf as SimAI ships it, plus fabricsim's keys.
+// DefaultConfig is SimAI.conf as SimAI ships it, plus fabricsim's keys:
+// every row's default of the key table (schema.go) applied.
 func DefaultConfig() Config {
-	c := Config{
-		CCMode: 1, EnableQCN: true, DynamicPFC: true, EnablePFC: true, PayloadSize: 9000, HeaderBytes: 48, AckBytes: 60,
-		BufferBytes: 32 << 20, PauseTimePs: 5_000_000, ResumeOffset: 3 << 10, ReservePerQ: 4 << 10, PFCAlphaShift: 3,
-		AckInterval: 1, HasWin: true, VarWin: true, QPsPerConn: 1, RTOPs: 1_000_000_000, FlowletGapPs: 5_000_000,
-		MonEndPs: 20_000 * 1e6, QPMonPs: 100 * 1e6, QLenMonPs: 10_000 * 1e6, BWMonPs: 10_000 * 1e6,
-		CC: cc.DefaultParams(), ccConf: map[string]string{},
-	}
-	for _, kv := range [][2]string{
-		{"KMAX_MAP", "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400"},
-		{"KMIN_MAP", "6 25000000000 100 50000000000 200 100000000000 400 200000000000 300 400000000000 800 1600000000000 600"},
-		{"PMAX_MAP", "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2"},
-	} {
-		if err := c.apply(kv[0], strings.Fields(kv[1])); err != nil {
-			panic(err)
+	c := Config{ResumeOffset: 3 << 10, ReservePerQ: 4 << 10, PFCAlphaShift: 3, CC: cc.DefaultParams(), ccConf: map[string]string{}}
+	for i := range confKeys {
+		k := &confKeys[i]
+		if k.Default == "" {
+			continue
+		}
+		if err := c.apply(k.Name, strings.Fields(k.Default)); err != nil {
+			panic(err) // the table is wrong; TestConfigSchema says which row
 		}
 	}
 	return c
-}
-
-// ignoredKeys name SimAI's own output files and switches that do not apply.
-var ignoredKeys = map[string]string{
-	"FLOW_FILE": "SimAI's flow input", "TRACE_FILE": "SimAI's trace node list", "TRACE_OUTPUT_FILE": "SimAI's packet trace",
-	"FCT_OUTPUT_FILE": "use --simai-fct", "PFC_OUTPUT_FILE": "use --monitor-dir", "QLEN_MON_FILE": "use --monitor-dir",
-	"BW_MON_FILE": "use --monitor-dir", "RATE_MON_FILE": "use --monitor-dir", "CNP_MON_FILE": "use --monitor-dir",
-	"ENABLE_TRACE": "packet traces are not written", "ACK_HIGH_PRIO": "ACK/NACK/CNP always use queue 0",
-	"L2_WAIT_FOR_ACK": "SimAI's stop-and-wait flag", "ECN_ENABLED": "see ENABLE_QCN",
-	"KMIN": "use KMIN_MAP", "KMAX": "use KMAX_MAP", "PMAX": "use PMAX_MAP",
-	"L2_CHUNK_SIZE": "the go-back granularity of L2_BACK_TO_ZERO 1, which is not implemented",
 }
 
 // Validate checks what no single key can: that the keys agree with each
@@ -181,252 +164,39 @@ func (c *Config) SetKV(kv string) error {
 	return nil
 }
 
+// apply sets one key from its values: the key's row (schema.go) parses
+// and range-checks them, then sets the field; keys it does not hold are
+// pkg/cc's.
 func (c *Config) apply(key string, v []string) error {
-	one := func() (string, error) {
-		if len(v) != 1 {
-			return "", fmt.Errorf("expected one value, got %d", len(v))
-		}
-		return v[0], nil
+	k := confKeyNamed(key)
+	if k == nil {
+		return c.applyCC(key, v)
 	}
-	num := func() (float64, error) {
-		s, err := one()
-		if err != nil {
-			return 0, err
-		}
-		x, err := strconv.ParseFloat(s, 64)
-		if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-			return 0, fmt.Errorf("%q is not a number", s)
-		}
-		return x, nil
+	x, err := k.parse(v)
+	if err != nil || k.set == nil {
+		return err
 	}
-	nonneg := func() (int64, error) {
-		x, err := num()
-		if err != nil {
-			return 0, err
-		}
-		if x < 0 || x > math.MaxInt64/1e6 {
-			return 0, fmt.Errorf("%g must be a non-negative number", x)
-		}
-		if x != math.Trunc(x) { // 1.5 read as 1 would be nonsense accepted
-			return 0, fmt.Errorf("%g is not a whole number", x)
-		}
-		return int64(x), nil
+	return k.set(c, x, v)
+}
+
+// applyCC sets a congestion-control key and remembers it for the trace
+// metadata.
+func (c *Config) applyCC(key string, v []string) error {
+	val := strings.Join(v, " ")
+	err := c.CC.Set(key, val)
+	if errors.Is(err, cc.ErrUnknownKey) {
+		return fmt.Errorf("unknown key (flowsim-packet --keys lists the keys)")
 	}
-	flag := func(dst *bool) error {
-		x, err := num()
-		if err != nil {
-			return err
-		}
-		if x != 0 && x != 1 {
-			return fmt.Errorf("%g: expected 0 or 1", x)
-		}
-		*dst = x == 1
-		return nil
-	}
-	// SimAI switches fabricsim does not model: 0 (as SimAI.conf ships) is
-	// accepted, 1 refused rather than silently ignored.
-	notImplemented := func(what string) error {
-		var on bool
-		if err := flag(&on); err != nil || !on {
-			return err
-		}
-		return fmt.Errorf("1 (%s) is not implemented; use 0 as SimAI.conf ships", what)
-	}
-	var err error
-	var x int64
-	switch key {
-	case "CC_MODE":
-		x, err = nonneg()
-		c.CCMode = int(x)
-	case "ENABLE_QCN":
-		err = flag(&c.EnableQCN)
-	case "USE_DYNAMIC_PFC_THRESHOLD":
-		err = flag(&c.DynamicPFC)
-	case "ENABLE_PFC":
-		err = flag(&c.EnablePFC)
-	case "PACKET_PAYLOAD_SIZE":
-		if x, err = nonneg(); err == nil && (x < 64 || x > 1<<20) {
-			err = fmt.Errorf("%d bytes: expected 64..1048576", x)
-		}
-		c.PayloadSize = int(x)
-	case "HEADER_SIZE":
-		x, err = nonneg()
-		c.HeaderBytes = int(x)
-	case "ACK_SIZE":
-		if x, err = nonneg(); err == nil && x < 1 {
-			err = fmt.Errorf("must be positive")
-		}
-		c.AckBytes = int(x)
-	case "BUFFER_SIZE":
-		// SimAI.conf gives MB (fractions allowed here); 1024 and up is bytes.
-		var f float64
-		if f, err = num(); err == nil {
-			switch {
-			case f <= 0 || f > 1<<40:
-				err = fmt.Errorf("%g: expected a positive size in MB (below 1024) or bytes", f)
-			case f < 1024:
-				c.BufferBytes = int64(math.Round(f * (1 << 20)))
-			case f != math.Trunc(f):
-				err = fmt.Errorf("%g bytes is not a whole number", f)
-			default:
-				c.BufferBytes = int64(f)
-			}
-		}
-	case "PAUSE_TIME":
-		// µs, fractions allowed: the PFC refresh comes every half of it
-		// (truncating 0.5 to 0 once made it re-arm at the same instant
-		// forever). Below 0.1 µs, less than one 1500-byte frame at
-		// 100 Gbps, refreshes outnumber the data: 0.00001 sent 31 M PAUSE
-		// frames for a 234-packet incast and ran 8 s instead of 0.1 s.
-		var f float64
-		if f, err = num(); err == nil {
-			if !(f >= 0.1 && f <= 1e6) {
-				err = fmt.Errorf("%g us: expected 0.1 to 1000000 (PAUSE holds this long without a refresh)", f)
-			}
-			c.PauseTimePs = int64(math.Round(f * 1e6))
-		}
-	case "L2_ACK_INTERVAL":
-		if x, err = nonneg(); err == nil && x < 1 {
-			x = 1
-		}
-		c.AckInterval = int(x)
-	case "L2_BACK_TO_ZERO":
-		err = notImplemented("on NACK, go back to an L2_CHUNK_SIZE boundary")
-	case "HAS_WIN":
-		err = flag(&c.HasWin)
-	case "VAR_WIN":
-		err = flag(&c.VarWin)
-	case "GLOBAL_T":
-		err = notImplemented("one window for every queue pair, from the largest base RTT")
-	case "ERROR_RATE_PER_LINK":
-		var f float64
-		if f, err = num(); err == nil && (f < 0 || f >= 1) {
-			err = fmt.Errorf("%g outside [0,1)", f)
-		}
-		c.ErrorRate = f
-	case "KMIN_MAP", "KMAX_MAP", "PMAX_MAP":
-		var m rateMap
-		if m, err = parseRateMap(v); err == nil {
-			switch key {
-			case "KMIN_MAP":
-				c.KMin = m
-			case "KMAX_MAP":
-				c.KMax = m
-			default:
-				c.PMax = m
-			}
-		}
-	case "SIMULATOR_STOP_TIME":
-		var f float64
-		if f, err = num(); err == nil && f < 0 {
-			err = fmt.Errorf("negative")
-		}
-		if f > 1e15 {
-			f = 0 // SimAI's "forever"
-		}
-		c.StopPs = int64(f * 1000)
-	case "QPS_PER_CONNECTION":
-		if x, err = nonneg(); err == nil && (x < 1 || x > 64) {
-			err = fmt.Errorf("%d: expected 1..64", x)
-		}
-		c.QPsPerConn = int(x)
-	case "RTO_US":
-		if x, err = nonneg(); err == nil && x < 1 {
-			err = fmt.Errorf("must be at least 1 us")
-		}
-		c.RTOPs = x * 1_000_000
-	case "ROUTING":
-		err = setEnum(v, routingNames[:], &c.Routing)
-	case "FLOWLET_GAP_US":
-		var f float64
-		if f, err = num(); err == nil && !(f >= 0.001 && f <= 1e6) {
-			err = fmt.Errorf("%g us: expected 0.001 to 1000000", f)
-		}
-		c.FlowletGapPs = int64(math.Round(f * 1e6))
-	case "TRANSPORT":
-		err = setEnum(v, transportNames[:], &c.Transport)
-	case "PFC_MODE":
-		var m string
-		if m, err = one(); err == nil {
-			switch m {
-			case "priority", "port":
-				c.PortPFC = m == "port"
-			default:
-				err = fmt.Errorf("%q: expected priority or port", m)
-			}
-		}
-	case "PFC_PORT_HIGH_KB", "PFC_PORT_LOW_KB":
-		var f float64
-		if f, err = num(); err == nil && !(f > 0 && f <= 1<<30) {
-			err = fmt.Errorf("%g KB: expected a positive size up to 2^30 KB", f)
-		}
-		if key == "PFC_PORT_HIGH_KB" {
-			c.PortHighKB = f
+	if err == nil {
+		// The metadata lists the keys whose values differ from the
+		// defaults, however a file spells them: SimAI.conf and
+		// default.conf, which both write the defaults, give the same
+		// trace.
+		def := cc.DefaultParams()
+		if def.Set(key, val) == nil && def == cc.DefaultParams() {
+			delete(c.ccConf, key)
 		} else {
-			c.PortLowKB = f
-		}
-	case "LINK_DOWN":
-		if len(v) != 3 {
-			return fmt.Errorf("expected <time_ns> <node_a> <node_b>")
-		}
-		// The time must fit the simulator's picoseconds (a day at most)
-		// and the nodes an int32: past either they once wrapped around,
-		// onto another link or into the past.
-		var t, a, b int64
-		for i, dst := range []*int64{&t, &a, &b} {
-			limit := int64(math.MaxInt32)
-			if i == 0 {
-				limit = maxLinkDownNs
-			}
-			if *dst, err = strconv.ParseInt(v[i], 10, 64); err != nil || *dst < 0 || *dst > limit {
-				return fmt.Errorf("%q is not an integer from 0 to %d", v[i], limit)
-			}
-		}
-		if t == 0 && a == 0 && b == 0 {
-			return nil // SimAI's "no failure"
-		}
-		c.LinkDown = append(c.LinkDown, LinkDown{AtPs: t * 1000, A: int32(a), B: int32(b)})
-	case "MON_START", "MON_END", "QP_MON_INTERVAL", "QLEN_MON_INTERVAL", "BW_MON_INTERVAL":
-		// Microseconds, as SimAI's monitors read them (QLEN 10000 = 10 ms).
-		var f float64
-		if f, err = num(); err == nil && (f < 0 || f > 1e12) {
-			err = fmt.Errorf("%g us out of range", f)
-		}
-		ps := int64(f * 1e6)
-		if err == nil && ps < 1000 && key != "MON_START" && key != "MON_END" {
-			err = fmt.Errorf("interval must be at least 0.001 us")
-		}
-		switch key {
-		case "MON_START":
-			c.MonStartPs = ps
-		case "MON_END":
-			c.MonEndPs = ps
-		case "QP_MON_INTERVAL":
-			c.QPMonPs = ps
-		case "QLEN_MON_INTERVAL":
-			c.QLenMonPs = ps
-		default:
-			c.BWMonPs = ps
-		}
-	default:
-		if ignoredKeys[key] != "" {
-			break
-		}
-		val := strings.Join(v, " ")
-		if err = c.CC.Set(key, val); errors.Is(err, cc.ErrUnknownKey) {
-			return fmt.Errorf("unknown key (examples/conf/default.conf lists the keys)")
-		}
-		if err == nil {
-			// The metadata lists the keys whose values differ from the
-			// defaults, however a file spells them: SimAI.conf and
-			// default.conf, which both write the defaults, give the same
-			// trace.
-			def := cc.DefaultParams()
-			if def.Set(key, val) == nil && def == cc.DefaultParams() {
-				delete(c.ccConf, key)
-			} else {
-				c.ccConf[key] = val
-			}
+			c.ccConf[key] = val
 		}
 	}
 	return err

@@ -1,12 +1,9 @@
 package packet
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
+	"reflect"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -99,49 +96,75 @@ func TestConfigWholeNumbers(t *testing.T) {
 	}
 }
 
-// examples/conf/default.conf documents every key the backend reads: each
-// key a case of Config.apply names (read from config.go's syntax tree, so
-// a new key cannot be added without this test seeing it) and each of
-// pkg/cc's, as a "KEY value" line or, for keys without a neutral value, a
-// commented "#   KEY value" example.
+// examples/conf/default.conf documents every key of the table (Schema,
+// pkg/cc's included) that is not ignored, as a "KEY value" line or, for a
+// key without a neutral value, a commented "#   KEY value" example; and
+// the values it writes are the table's defaults.
 func TestDefaultConfDocumentsEveryKey(t *testing.T) {
-	fs := token.NewFileSet()
-	f, err := parser.ParseFile(fs, "config.go", nil, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := cc.Keys()
-	for _, d := range f.Decls {
-		fn, ok := d.(*ast.FuncDecl)
-		if !ok || fn.Name.Name != "apply" {
-			continue
-		}
-		ast.Inspect(fn.Body, func(n ast.Node) bool {
-			if c, ok := n.(*ast.CaseClause); ok {
-				for _, e := range c.List {
-					if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						// Values matched in inner switches (PFC_MODE's
-						// "port") are lower case; keys are not.
-						if k, _ := strconv.Unquote(lit.Value); k == strings.ToUpper(k) {
-							keys = append(keys, k)
-						}
-					}
-				}
-			}
-			return true
-		})
-	}
-	if len(keys) < len(cc.Keys())+30 {
-		t.Fatalf("found %d keys: config.go's apply no longer looks as this test expects", len(keys))
-	}
 	conf, err := os.ReadFile("../../examples/conf/default.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
+	keys := Schema()
+	if len(keys) < len(cc.Keys())+45 {
+		t.Fatalf("%d keys in the schema", len(keys))
+	}
 	for _, k := range keys {
-		if !regexp.MustCompile(`(?m)^(#\s+)?` + k + `\s`).Match(conf) {
-			t.Errorf("key %s is read but not documented in examples/conf/default.conf", k)
+		if k.Type != "ignored" && !regexp.MustCompile(`(?m)^(#\s+)?`+k.Name+`\s`).Match(conf) {
+			t.Errorf("key %s is read but not documented in examples/conf/default.conf", k.Name)
 		}
+	}
+	c := DefaultConfig()
+	if err := c.Read(strings.NewReader(string(conf)), "default.conf"); err != nil {
+		t.Fatal(err)
+	}
+	if want := DefaultConfig(); !reflect.DeepEqual(c, want) {
+		t.Errorf("default.conf differs from the table's defaults:\n%+v\n%+v", c, want)
+	}
+}
+
+// The key table: every key once (pkg/cc's included), every default read
+// back by its own row, ranges where numbers are and nowhere else, and
+// SimAI's shipped SimAI.conf (../shared/refs/simai, copied into
+// examples/conf) giving exactly the defaults but for its 40,000 s stop
+// time, which SimAI means as "run to the end".
+func TestConfigSchema(t *testing.T) {
+	seen := map[string]bool{}
+	for _, k := range Schema() {
+		if seen[k.Name] {
+			t.Errorf("%s twice", k.Name)
+		}
+		seen[k.Name] = true
+		numeric := k.Type == "integer" || k.Type == "number" || k.Type == "rate" || k.Type == "time"
+		if numeric != (k.Range != "" && !strings.Contains(k.Range, "|")) || (k.Type == "choice") != strings.Contains(k.Range, "|") {
+			t.Errorf("%s: a %s with range %q", k.Name, k.Type, k.Range)
+		}
+		if k.Default != "" {
+			c := DefaultConfig()
+			if err := c.apply(k.Name, strings.Fields(k.Default)); err != nil {
+				t.Errorf("%s: default %q: %v", k.Name, k.Default, err)
+			}
+		}
+	}
+	c := DefaultConfig()
+	f, err := os.Open("../../examples/conf/SimAI.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := c.Read(f, "SimAI.conf"); err != nil {
+		t.Fatal(err)
+	}
+	if c.StopPs != 40_000_000_000_000_000 {
+		t.Errorf("SIMULATOR_STOP_TIME 40000000000000.00 ns read as %d ps", c.StopPs)
+	}
+	c.StopPs = 0
+	if want := DefaultConfig(); !reflect.DeepEqual(c, want) {
+		t.Errorf("SimAI.conf differs from the defaults:\n%+v\n%+v", c, want)
+	}
+	// A range error names the range and the unit.
+	if err := c.SetKV("PACKET_PAYLOAD_SIZE=32"); err == nil || !strings.Contains(err.Error(), "32 bytes is outside [64,1048576]") {
+		t.Errorf("PACKET_PAYLOAD_SIZE=32: %v", err)
 	}
 }
 

@@ -1,0 +1,229 @@
+package packet
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/fabricsim/fabricsim/internal/confkey"
+	"github.com/fabricsim/fabricsim/pkg/cc"
+)
+
+// confKeys is every SimAI.conf key flowsim-packet reads, except pkg/cc's
+// (cc.Schema), one row each: the value's type, unit and range, the default
+// as a file writes it, what it means, and the field it sets. Config.apply
+// parses and checks a value with its row; DefaultConfig applies every
+// default; Schema lists them (flowsim-packet --keys). Keys SimAI uses for
+// its own files are accepted and ignored; SimAI switches fabricsim does not
+// model are accepted at 0 and refused at 1.
+var confKeys = []confKey{
+	{Key: confkey.Key{Name: "CC_MODE", Type: "integer", Range: "[0,10]", Default: "1", Doc: "congestion control: 0 none, 1 DCQCN, 3 HPCC, 7 TIMELY, 8 DCTCP, 10 HPCC-PINT"},
+		set: func(c *Config, x float64, _ []string) error { c.CCMode = int(x); return nil }},
+	{Key: confkey.Key{Name: "ENABLE_QCN", Type: "flag", Default: "1", Doc: "switches mark ECN (RED per link rate: KMIN_MAP, KMAX_MAP, PMAX_MAP)"},
+		set: func(c *Config, x float64, _ []string) error { c.EnableQCN = x == 1; return nil }},
+	{Key: confkey.Key{Name: "USE_DYNAMIC_PFC_THRESHOLD", Type: "flag", Default: "1", Doc: "PFC threshold = free shared buffer / 8 instead of a fixed share"},
+		set: func(c *Config, x float64, _ []string) error { c.DynamicPFC = x == 1; return nil }},
+	{Key: confkey.Key{Name: "ENABLE_PFC", Type: "flag", Default: "1", Doc: "fabricsim: lossless PFC (0: overflow drops, go-back-N repairs)"},
+		set: func(c *Config, x float64, _ []string) error { c.EnablePFC = x == 1; return nil }},
+	{Key: confkey.Key{Name: "PAUSE_TIME", Type: "number", Unit: "us", Range: "[0.1,1e6]", Default: "5", Doc: "a PAUSE holds this long unless refreshed (refreshed every half)"},
+		// Fractions allowed: truncating 0.5 to 0 once made the refresh
+		// re-arm at the same instant forever. Below 0.1 µs, less than one
+		// 1500-byte frame at 100 Gbps, refreshes outnumber the data:
+		// 0.00001 sent 31 M PAUSE frames for a 234-packet incast.
+		set: func(c *Config, x float64, _ []string) error { c.PauseTimePs = int64(math.Round(x * 1e6)); return nil }},
+	{Key: confkey.Key{Name: "PFC_MODE", Type: "choice", Range: "priority|port", Default: "priority", Doc: "fabricsim: SimAI's per-queue PFC, or a whole ingress port paused above PFC_PORT_HIGH_KB and resumed below PFC_PORT_LOW_KB, no refresh (htsim's)"},
+		set: func(c *Config, x float64, _ []string) error { c.PortPFC = x == 1; return nil }},
+	{Key: confkey.Key{Name: "PFC_PORT_HIGH_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: pause threshold (unset: 15 packets)"},
+		set: func(c *Config, x float64, _ []string) error { c.PortHighKB = x; return nil }},
+	{Key: confkey.Key{Name: "PFC_PORT_LOW_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: resume threshold (unset: 12 packets)"},
+		set: func(c *Config, x float64, _ []string) error { c.PortLowKB = x; return nil }},
+	{Key: confkey.Key{Name: "PACKET_PAYLOAD_SIZE", Type: "integer", Unit: "bytes", Range: "[64,1048576]", Default: "9000", Doc: "payload per data packet"},
+		set: func(c *Config, x float64, _ []string) error { c.PayloadSize = int(x); return nil }},
+	{Key: confkey.Key{Name: "HEADER_SIZE", Type: "integer", Unit: "bytes", Range: "[0,1048576]", Default: "48", Doc: "fabricsim: Ethernet/IP/UDP/BTH header bytes per packet"},
+		set: func(c *Config, x float64, _ []string) error { c.HeaderBytes = int(x); return nil }},
+	{Key: confkey.Key{Name: "ACK_SIZE", Type: "integer", Unit: "bytes", Range: "[1,1048576]", Default: "60", Doc: "fabricsim: wire bytes of an ACK, NACK or CNP"},
+		set: func(c *Config, x float64, _ []string) error { c.AckBytes = int(x); return nil }},
+	{Key: confkey.Key{Name: "BUFFER_SIZE", Type: "number", Unit: "MB below 1024, else bytes", Range: "(0,1099511627776]", Default: "32", Doc: "switch shared buffer"},
+		set: func(c *Config, x float64, _ []string) error {
+			switch {
+			case x < 1024: // SimAI.conf's MB, fractions allowed
+				c.BufferBytes = int64(math.Round(x * (1 << 20)))
+			case x != math.Trunc(x):
+				return fmt.Errorf("%g bytes is not a whole number", x)
+			default:
+				c.BufferBytes = int64(x)
+			}
+			return nil
+		}},
+	{Key: confkey.Key{Name: "L2_ACK_INTERVAL", Type: "integer", Range: "[0,1048576]", Default: "1", Doc: "ACK every N data packets (0 is 1)"},
+		set: func(c *Config, x float64, _ []string) error { c.AckInterval = max(int(x), 1); return nil }},
+	{Key: confkey.Key{Name: "HAS_WIN", Type: "flag", Default: "1", Doc: "a BDP window limits each queue pair besides its rate"},
+		set: func(c *Config, x float64, _ []string) error { c.HasWin = x == 1; return nil }},
+	{Key: confkey.Key{Name: "VAR_WIN", Type: "flag", Default: "1", Doc: "the window scales with rate / line rate"},
+		set: func(c *Config, x float64, _ []string) error { c.VarWin = x == 1; return nil }},
+	{Key: confkey.Key{Name: "QPS_PER_CONNECTION", Type: "integer", Range: "[1,64]", Default: "1", Doc: "queue pairs a flow is split over"},
+		set: func(c *Config, x float64, _ []string) error { c.QPsPerConn = int(x); return nil }},
+	{Key: confkey.Key{Name: "RTO_US", Type: "integer", Unit: "us", Range: "[1,1e9]", Default: "1000", Doc: "fabricsim: go back N after this long without progress"},
+		set: func(c *Config, x float64, _ []string) error { c.RTOPs = int64(x) * 1_000_000; return nil }},
+	{Key: confkey.Key{Name: "TRANSPORT", Type: "choice", Range: strings.Join(transportNames[:], "|"), Default: "roce", Doc: "fabricsim: RoCE go-back-N, or selective acknowledgements (IRN/UEC family)"},
+		set: func(c *Config, x float64, _ []string) error { c.Transport = Transport(x); return nil }},
+	{Key: confkey.Key{Name: "ROUTING", Type: "choice", Range: strings.Join(routingNames[:], "|"), Default: "ecmp", Doc: "fabricsim: per-flow ECMP, per-packet spraying, flowlets, or Spectrum-X adaptive routing"},
+		set: func(c *Config, x float64, _ []string) error { c.Routing = Routing(x); return nil }},
+	{Key: confkey.Key{Name: "FLOWLET_GAP_US", Type: "number", Unit: "us", Range: "[0.001,1e6]", Default: "5", Doc: "fabricsim, ROUTING flowlet: an idle gap that starts a new flowlet"},
+		set: func(c *Config, x float64, _ []string) error { c.FlowletGapPs = int64(math.Round(x * 1e6)); return nil }},
+	{Key: confkey.Key{Name: "ERROR_RATE_PER_LINK", Type: "number", Range: "[0,1)", Default: "0", Doc: "packet loss probability on every link"},
+		set: func(c *Config, x float64, _ []string) error { c.ErrorRate = x; return nil }},
+	{Key: confkey.Key{Name: "KMAX_MAP", Type: "map", Unit: "KB by link rate", Default: "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400", Doc: "RED: mark every packet above this queue (n, then n pairs of rate_bps and value)"},
+		set: func(c *Config, _ float64, v []string) (err error) { c.KMax, err = parseRateMap(v); return err }},
+	{Key: confkey.Key{Name: "KMIN_MAP", Type: "map", Unit: "KB by link rate", Default: "6 25000000000 100 50000000000 200 100000000000 400 200000000000 300 400000000000 800 1600000000000 600", Doc: "RED: start marking above this queue"},
+		set: func(c *Config, _ float64, v []string) (err error) { c.KMin, err = parseRateMap(v); return err }},
+	{Key: confkey.Key{Name: "PMAX_MAP", Type: "map", Unit: "probability by link rate", Default: "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2", Doc: "RED: marking probability at KMAX"},
+		set: func(c *Config, _ float64, v []string) (err error) { c.PMax, err = parseRateMap(v); return err }},
+	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "number", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0, or above 1e15 as SimAI writes forever: run to the end)"},
+		set: func(c *Config, x float64, _ []string) error {
+			if x > 1e15 {
+				x = 0
+			}
+			c.StopPs = int64(x * 1000)
+			return nil
+		}},
+	{Key: confkey.Key{Name: "LINK_DOWN", Type: "list", Unit: "time_ns node_a node_b", Default: "0 0 0", Doc: "fail the link between two nodes at a time (0 0 0: none)"}, set: setLinkDown},
+	{Key: confkey.Key{Name: "MON_START", Type: "number", Unit: "us", Range: "[0,1e12]", Default: "0", Doc: "monitors (--monitor-dir) sample from here"},
+		set: func(c *Config, x float64, _ []string) error { c.MonStartPs = int64(x * 1e6); return nil }},
+	{Key: confkey.Key{Name: "MON_END", Type: "number", Unit: "us", Range: "[0,1e12]", Default: "20000", Doc: "and stop here"},
+		set: func(c *Config, x float64, _ []string) error { c.MonEndPs = int64(x * 1e6); return nil }},
+	{Key: confkey.Key{Name: "QP_MON_INTERVAL", Type: "number", Unit: "us", Range: "[0.001,1e12]", Default: "100", Doc: "rate and CNP monitor interval"},
+		set: func(c *Config, x float64, _ []string) error { c.QPMonPs = int64(x * 1e6); return nil }},
+	{Key: confkey.Key{Name: "QLEN_MON_INTERVAL", Type: "number", Unit: "us", Range: "[0.001,1e12]", Default: "10000", Doc: "queue length monitor interval"},
+		set: func(c *Config, x float64, _ []string) error { c.QLenMonPs = int64(x * 1e6); return nil }},
+	{Key: confkey.Key{Name: "BW_MON_INTERVAL", Type: "number", Unit: "us", Range: "[0.001,1e12]", Default: "10000", Doc: "host bandwidth monitor interval"},
+		set: func(c *Config, x float64, _ []string) error { c.BWMonPs = int64(x * 1e6); return nil }},
+	{Key: confkey.Key{Name: "L2_BACK_TO_ZERO", Type: "off", Default: "0", Doc: "on NACK, go back to an L2_CHUNK_SIZE boundary"}},
+	{Key: confkey.Key{Name: "GLOBAL_T", Type: "off", Default: "0", Doc: "one window for every queue pair, from the largest base RTT"}},
+	{Key: confkey.Key{Name: "FLOW_FILE", Type: "ignored", Doc: "SimAI's flow input"}},
+	{Key: confkey.Key{Name: "TRACE_FILE", Type: "ignored", Doc: "SimAI's trace node list"}},
+	{Key: confkey.Key{Name: "TRACE_OUTPUT_FILE", Type: "ignored", Doc: "SimAI's packet trace"}},
+	{Key: confkey.Key{Name: "FCT_OUTPUT_FILE", Type: "ignored", Doc: "use --simai-fct"}},
+	{Key: confkey.Key{Name: "PFC_OUTPUT_FILE", Type: "ignored", Doc: "use --monitor-dir"}},
+	{Key: confkey.Key{Name: "QLEN_MON_FILE", Type: "ignored", Doc: "use --monitor-dir"}},
+	{Key: confkey.Key{Name: "BW_MON_FILE", Type: "ignored", Doc: "use --monitor-dir"}},
+	{Key: confkey.Key{Name: "RATE_MON_FILE", Type: "ignored", Doc: "use --monitor-dir"}},
+	{Key: confkey.Key{Name: "CNP_MON_FILE", Type: "ignored", Doc: "use --monitor-dir"}},
+	{Key: confkey.Key{Name: "ENABLE_TRACE", Type: "ignored", Doc: "packet traces are not written"}},
+	{Key: confkey.Key{Name: "ACK_HIGH_PRIO", Type: "ignored", Doc: "ACK, NACK and CNP always use queue 0"}},
+	{Key: confkey.Key{Name: "L2_WAIT_FOR_ACK", Type: "ignored", Doc: "SimAI's stop-and-wait flag"}},
+	{Key: confkey.Key{Name: "ECN_ENABLED", Type: "ignored", Doc: "see ENABLE_QCN"}},
+	{Key: confkey.Key{Name: "KMIN", Type: "ignored", Doc: "use KMIN_MAP"}},
+	{Key: confkey.Key{Name: "KMAX", Type: "ignored", Doc: "use KMAX_MAP"}},
+	{Key: confkey.Key{Name: "PMAX", Type: "ignored", Doc: "use PMAX_MAP"}},
+	{Key: confkey.Key{Name: "L2_CHUNK_SIZE", Type: "ignored", Doc: "the go-back granularity of L2_BACK_TO_ZERO 1, which is not implemented"}},
+}
+
+// confKey is a row of the table: its documentation and what it sets from
+// the parsed value (x: the number, the flag as 0 or 1, the choice's
+// index) or the raw values (maps, lists).
+type confKey struct {
+	confkey.Key
+	rng confkey.Interval
+	set func(c *Config, x float64, v []string) error
+}
+
+func init() {
+	for i := range confKeys {
+		if k := &confKeys[i]; k.Type == "integer" || k.Type == "number" {
+			k.rng = confkey.ParseInterval(k.Range)
+		}
+	}
+}
+
+func confKeyNamed(name string) *confKey {
+	for i := range confKeys {
+		if confKeys[i].Name == name {
+			return &confKeys[i]
+		}
+	}
+	return nil
+}
+
+// Schema lists every key flowsim-packet reads, pkg/cc's after its own and
+// the ignored ones last.
+func Schema() []confkey.Key {
+	var out, ignored []confkey.Key
+	for _, k := range confKeys {
+		if k.Type == "ignored" {
+			ignored = append(ignored, k.Key)
+		} else {
+			out = append(out, k.Key)
+		}
+	}
+	return append(append(out, cc.Schema()...), ignored...)
+}
+
+// parse reads a key's values as its row says: one number in range (a
+// whole one for an integer), a flag 0 or 1, a choice by name; maps and
+// lists go to set as they are. A SimAI switch fabricsim does not model is
+// accepted at 0 and refused at 1 rather than silently ignored.
+func (k *confKey) parse(v []string) (float64, error) {
+	switch k.Type {
+	case "ignored":
+		return 0, nil
+	case "map", "list":
+		return 0, nil
+	}
+	if len(v) != 1 {
+		return 0, fmt.Errorf("expected one value, got %d", len(v))
+	}
+	if k.Type == "choice" {
+		names := strings.Split(k.Range, "|")
+		if i := slices.Index(names, v[0]); i >= 0 {
+			return float64(i), nil
+		}
+		return 0, fmt.Errorf("%q: expected %s or %s", v[0], strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+	}
+	x, err := strconv.ParseFloat(v[0], 64)
+	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, fmt.Errorf("%q is not a number", v[0])
+	}
+	switch k.Type {
+	case "flag", "off":
+		if x != 0 && x != 1 {
+			return 0, fmt.Errorf("%g: expected 0 or 1", x)
+		}
+		if k.Type == "off" && x == 1 {
+			return 0, fmt.Errorf("1 (%s) is not implemented; use 0 as SimAI.conf ships", k.Doc)
+		}
+		return x, nil
+	case "integer":
+		if x != math.Trunc(x) { // 1.5 read as 1 would be nonsense accepted
+			return 0, fmt.Errorf("%g is not a whole number", x)
+		}
+	}
+	return x, k.rng.Check(x, k.Unit)
+}
+
+// setLinkDown reads LINK_DOWN's time and nodes. They must fit what the
+// simulator keeps (a day in ps, an int32 node): past either they once
+// wrapped around, onto another link or into the past.
+func setLinkDown(c *Config, _ float64, v []string) error {
+	if len(v) != 3 {
+		return fmt.Errorf("expected <time_ns> <node_a> <node_b>")
+	}
+	var t, a, b int64
+	for i, dst := range []*int64{&t, &a, &b} {
+		limit := int64(math.MaxInt32)
+		if i == 0 {
+			limit = maxLinkDownNs
+		}
+		var err error
+		if *dst, err = strconv.ParseInt(v[i], 10, 64); err != nil || *dst < 0 || *dst > limit {
+			return fmt.Errorf("%q is not an integer from 0 to %d", v[i], limit)
+		}
+	}
+	if t == 0 && a == 0 && b == 0 {
+		return nil // SimAI's "no failure"
+	}
+	c.LinkDown = append(c.LinkDown, LinkDown{AtPs: t * 1000, A: int32(a), B: int32(b)})
+	return nil
+}
