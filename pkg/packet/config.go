@@ -211,18 +211,6 @@ func parseEnum[T ~uint8](s string, names []string) (T, error) {
 	return 0, fmt.Errorf("%q: expected %s", s, list)
 }
 
-// setEnum sets *dst from a key's one value, leaving it as it was on error.
-func setEnum[T ~uint8](v []string, names []string, dst *T) error {
-	if len(v) != 1 {
-		return fmt.Errorf("expected one value, got %d", len(v))
-	}
-	x, err := parseEnum[T](v[0], names)
-	if err == nil {
-		*dst = x
-	}
-	return err
-}
-
 func parseRateMap(v []string) (rateMap, error) {
 	if len(v) == 0 {
 		return rateMap{}, fmt.Errorf("empty map")

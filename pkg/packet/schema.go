@@ -3,7 +3,6 @@ package packet
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -176,11 +175,8 @@ func (k *confKey) parse(v []string) (float64, error) {
 		return 0, fmt.Errorf("expected one value, got %d", len(v))
 	}
 	if k.Type == "choice" {
-		names := strings.Split(k.Range, "|")
-		if i := slices.Index(names, v[0]); i >= 0 {
-			return float64(i), nil
-		}
-		return 0, fmt.Errorf("%q: expected %s or %s", v[0], strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+		i, err := parseEnum[uint8](v[0], strings.Split(k.Range, "|"))
+		return float64(i), err
 	}
 	x, err := strconv.ParseFloat(v[0], 64)
 	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
