@@ -35,30 +35,22 @@ func (c *Config) portThresholds() (high, low int64) {
 // enterPort admits a data packet into switch v under port PFC.
 func (s *Sim) enterPort(v int32, pkt *packet) bool {
 	dl := pkt.inDL
-	size := int64(pkt.wire)
-	if s.shared[v]+size > s.buffer[v] {
-		return false
+	ok, pause := s.mmu.admitPort(v, dl, int64(pkt.wire))
+	if ok {
+		s.Stats.PeakIngress = max(s.Stats.PeakIngress, s.mmu.portIng[dl])
 	}
-	s.shared[v] += size // the node's whole occupancy in this mode
-	s.portIng[dl] += size
-	s.Stats.PeakIngress = max(s.Stats.PeakIngress, s.portIng[dl])
-	if !s.portPausedUp[dl] && s.portIng[dl] > s.portHigh {
-		s.portPausedUp[dl] = true
+	if pause {
 		s.sendPFC(dl, portPFC, true)
 	}
-	return true
+	return ok
 }
 
 // leavePort releases a departing data packet's bytes and resumes the
 // sender once the port is below the low threshold.
 func (s *Sim) leavePort(pkt *packet) {
 	dl := pkt.inDL
-	size := int64(pkt.wire)
-	s.shared[s.ports[dl].to] -= size
-	s.portIng[dl] -= size
 	pkt.inDL = -1
-	if s.portPausedUp[dl] && s.portIng[dl] < s.portLow {
-		s.portPausedUp[dl] = false
+	if s.mmu.releasePort(s.ports[dl].to, dl, int64(pkt.wire)) {
 		s.sendPFC(dl, portPFC, false)
 	}
 }
@@ -80,15 +72,10 @@ func (s *Sim) onPortPFC(pid int32, pause bool) {
 // the stall window while a port is still paused: without refreshes only a
 // retransmission timeout keeps such a run's clock going, for ever.
 func (s *Sim) portDeadlock() bool {
-	if s.portIng == nil || s.stalled != nil || s.now-s.lastMove <= s.stallWindow() {
+	if s.mmu.portIng == nil || s.stalled != nil || s.now-s.lastMove <= s.stallWindow() || !s.mmu.anyPortPaused() {
 		return false
 	}
-	for _, up := range s.portPausedUp {
-		if up {
-			s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet ports are still paused: %s",
-				des.Time(s.lastMove), s.pausedCycle())}
-			return true
-		}
-	}
-	return false
+	s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet ports are still paused: %s",
+		des.Time(s.lastMove), s.pausedCycle())}
+	return true
 }

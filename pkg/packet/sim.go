@@ -194,11 +194,6 @@ type Sim struct {
 	// refreshed long after it means nothing can move again (deadlock).
 	lastMove int64
 	stalled  *Incomplete
-	// reserve is each ingress queue's guaranteed bytes: RESERVE per queue,
-	// but never less than one full packet, which cannot be split (4 KB
-	// against 9 KB packets sent every packet of a lone flow to the shared
-	// pool, and a small buffer's pool is empty: PAUSE or loss per packet).
-	reserve int64
 	// Warnings are configuration problems the run works around.
 	Warnings []string
 	// SurrogateSwitches are the surrogate's openings and closings, in
@@ -213,21 +208,9 @@ type Sim struct {
 	rng     *rand.Rand
 	seed    uint64
 	ports   []port
-	// switch MMU, per directed link into a switch and queue
-	isSwitch  []bool
-	ingBytes  []int64
-	hdrmBytes []int64
-	pausedUp  []bool
-	headroom  []int64
-	shift     []uint8
-	shared    []int64 // per node: shared bytes in use
-	buffer    []int64 // per node: buffer size
-	rsrvHdrm  []int64 // per node: reserve + headroom set aside
-	// PFC_MODE port (pfcport.go): bytes in each ingress port, whether it
-	// has paused its sender, and the thresholds.
-	portIng           []int64
-	portPausedUp      []bool
-	portHigh, portLow int64
+	// isSwitch: per node, a switch (network or NVSwitch), not a GPU.
+	isSwitch []bool
+	mmu      mmu // the switches' buffers and PFC decisions (mmu.go)
 
 	pkts     []packet
 	freePkts []int32
@@ -338,33 +321,14 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 			s.dupThresh = sackDupThresh
 		}
 	}
-	s.reserve = max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes))
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
 		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
 	}
-	s.ingBytes = make([]int64, nd*nQ)
-	s.hdrmBytes = make([]int64, nd*nQ)
-	s.pausedUp = make([]bool, nd*nQ)
-	if cfg.PortPFC {
-		s.portHigh, s.portLow = cfg.portThresholds()
-		s.portIng = make([]int64, nd)
-		s.portPausedUp = make([]bool, nd)
-	}
-	s.headroom = make([]int64, nd)
-	s.shift = make([]uint8, nd)
-	s.shared = make([]int64, len(t.Nodes))
-	s.buffer = make([]int64, len(t.Nodes))
-	s.rsrvHdrm = make([]int64, len(t.Nodes))
-	// The NIC rate: the fastest NIC link (PFC alpha is scaled against it).
-	nicRate := 0.0
-	for _, l := range t.Links {
-		if l.Kind == stream.LinkNIC && l.BWbps > nicRate {
-			nicRate = l.BWbps
-		}
-	}
+	m, short, worst := newMMU(t, &cfg)
+	s.mmu = *m
 	for li, l := range t.Links {
 		if l.LatencyPs > maxLinkLatency {
 			return nil, fmt.Errorf("links[%d]: latency %d ps is over the packet backend's limit of 1 s", li, l.LatencyPs)
@@ -387,43 +351,13 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 				p.pmax = cfg.PMax.At(l.BWbps)
 			}
 			p.inINT = s.usesINT && s.isSwitch[p.from] // NVSwitches report too
-			// Ingress state of the receiving switch for this link: headroom for
-			// what is in flight when it sends PAUSE (3 x bandwidth-delay, as
-			// SimAI sizes it), and the dynamic-threshold shift, lowered for
-			// links faster than a NIC so they may claim more buffer.
-			if s.isSwitch[p.to] {
-				s.headroom[dl] = int64(3*l.BWbps*float64(l.LatencyPs)/8e12) + int64(2*(cfg.PayloadSize+cfg.HeaderBytes))
-				sh := cfg.PFCAlphaShift
-				for rate := l.BWbps; nicRate > 0 && rate > nicRate && sh > 0; rate /= 2 {
-					sh--
-				}
-				s.shift[dl] = uint8(sh)
-				s.rsrvHdrm[p.to] += s.reserve * nQ
-				if cfg.EnablePFC {
-					s.rsrvHdrm[p.to] += s.headroom[dl]
-				}
-			}
-		}
-	}
-	short, worst := 0, int32(-1)
-	for v := range t.Nodes {
-		if s.isSwitch[v] {
-			s.buffer[v] = cfg.BufferBytes
-			if t.Nodes[v].Kind == stream.NodeNVSwitch {
-				s.buffer[v] = math.MaxInt64 / 4 // credit-based NVLink: no loss
-			} else if s.rsrvHdrm[v] >= s.buffer[v] {
-				short++
-				if worst < 0 || s.rsrvHdrm[v] > s.rsrvHdrm[worst] {
-					worst = int32(v)
-				}
-			}
 		}
 	}
 	if short > 0 && !cfg.PortPFC {
 		// No shared pool left: every packet past a queue's reserve pauses
 		// its sender (or, lossy, is dropped) however light the load.
 		s.Warnings = append(s.Warnings, fmt.Sprintf("BUFFER_SIZE %s leaves %d switches no shared buffer: their ports' reserves and PFC headroom (about one bandwidth-delay product each) need up to %s (switch %d); expect PAUSE or loss at any load",
-			units.HumanSize(cfg.BufferBytes), short, units.HumanSize(s.rsrvHdrm[worst]), worst))
+			units.HumanSize(cfg.BufferBytes), short, units.HumanSize(s.mmu.rsrvHdrm[worst]), worst))
 	}
 	for _, ld := range cfg.LinkDown {
 		li := -1
@@ -678,22 +612,7 @@ func (s *Sim) drop(pi int32) {
 	s.freePacket(pi)
 }
 
-// --- switch MMU (SimAI's SwitchMmu): reserve, shared pool, headroom ---
-
-func (s *Sim) threshold(v int32, dl int32) int64 {
-	free := s.buffer[v] - s.rsrvHdrm[v] - s.shared[v]
-	if !s.cfg.DynamicPFC {
-		free = s.buffer[v] - s.rsrvHdrm[v]
-	}
-	if free < 0 {
-		free = 0
-	}
-	return free >> s.shift[dl]
-}
-
-func (s *Sim) sharedUsed(k int) int64 {
-	return max(0, s.ingBytes[k]-s.reserve)
-}
+// --- switch ingress: the MMU decides (mmu.go), the Sim sends the frames ---
 
 // enterIngress admits a packet into switch v's buffer, accounting it to the
 // link it came in on, and sends PAUSE upstream when that queue is over its
@@ -702,45 +621,22 @@ func (s *Sim) enterIngress(v int32, pkt *packet) bool {
 	if pkt.q == 0 {
 		return true
 	}
-	if s.portIng != nil {
+	if s.mmu.portIng != nil {
 		return s.enterPort(v, pkt)
 	}
-	dl := pkt.inDL
-	k := int(dl)*nQ + int(pkt.q)
-	size := int64(pkt.wire)
-	thr := s.threshold(v, dl)
-	if !s.cfg.EnablePFC {
-		// Lossy: a packet that does not fit the queue's share is dropped.
-		if s.ingBytes[k]+size > s.reserve && s.sharedUsed(k)+size > thr {
-			return false
-		}
-	} else if size+s.hdrmBytes[k] > s.headroom[dl] && s.sharedUsed(k)+size > thr {
-		return false
+	ok, pause := s.mmu.admit(v, pkt.inDL, pkt.q, int64(pkt.wire))
+	if pause {
+		k := pkt.inDL*nQ + int32(pkt.q)
+		s.sendPFC(pkt.inDL, int(pkt.q), true)
+		s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, k, 0)
 	}
-	newBytes := s.ingBytes[k] + size
-	switch {
-	case newBytes <= s.reserve:
-		s.ingBytes[k] = newBytes
-	case s.cfg.EnablePFC && newBytes-s.reserve > thr:
-		s.hdrmBytes[k] += size
-	default:
-		s.ingBytes[k] = newBytes
-		s.shared[v] += min(size, newBytes-s.reserve)
-	}
-	// A queue within its reserve never pauses its sender, even with the
-	// shared pool exhausted (threshold 0): the reserve is guaranteed.
-	if su := s.sharedUsed(k); s.cfg.EnablePFC && !s.pausedUp[k] && (s.hdrmBytes[k] > 0 || su > 0 && su >= s.threshold(v, dl)) {
-		s.pausedUp[k] = true
-		s.sendPFC(dl, int(pkt.q), true)
-		s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, int32(k), 0)
-	}
-	return true
+	return ok
 }
 
 // refreshPause re-sends PAUSE before the previous one expires, for as long
 // as the ingress queue stays above its threshold.
 func (s *Sim) refreshPause(k int32) {
-	if !s.pausedUp[k] {
+	if !s.mmu.pausedUp[k] {
 		return
 	}
 	if s.now-s.lastMove > s.stallWindow() {
@@ -823,31 +719,19 @@ func (s *Sim) nodeName(v int32) string {
 }
 
 // leaveIngress releases a departing packet's buffer and resumes the
-// upstream queue once it is back under its threshold by the resume offset.
+// upstream queue once the MMU says it may go on.
 func (s *Sim) leaveIngress(pkt *packet) {
 	if pkt.q == 0 {
 		return
 	}
-	if s.portIng != nil {
+	if s.mmu.portIng != nil {
 		s.leavePort(pkt)
 		return
 	}
 	dl := pkt.inDL
-	v := s.ports[dl].to
-	k := int(dl)*nQ + int(pkt.q)
-	size := int64(pkt.wire)
-	fromHdrm := min(s.hdrmBytes[k], size)
-	fromShared := min(size-fromHdrm, max(0, s.ingBytes[k]-s.reserve))
-	s.hdrmBytes[k] -= fromHdrm
-	s.ingBytes[k] -= size - fromHdrm
-	s.shared[v] -= fromShared
 	pkt.inDL = -1
-	if s.pausedUp[k] && s.hdrmBytes[k] == 0 {
-		used := s.sharedUsed(k)
-		if used == 0 || used+s.cfg.ResumeOffset <= s.threshold(v, dl) {
-			s.pausedUp[k] = false
-			s.sendPFC(dl, int(pkt.q), false)
-		}
+	if s.mmu.release(s.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
+		s.sendPFC(dl, int(pkt.q), false)
 	}
 }
 
