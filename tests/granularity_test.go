@@ -238,8 +238,9 @@ func TestCollectiveFluidShares(t *testing.T) {
 
 // flowsim-analytical --expand runs each COLL node as the flows flow
 // granularity would have held: the same times (the SimAI micro benchmark's
-// three collectives in sequence, to 0.1%), AICB GPT-13B's iteration within
-// 1% while holding a fraction of its flows, the ring's closed form, and a
+// three collectives in sequence, to 0.1%), AICB GPT-13B's iteration (its
+// NVLS AllReduces waiting on hidden joins) to 0.1% while holding a fraction
+// of its flows, the ring's closed form, and a
 // one-line refusal of a COLL whose record cannot be cut.
 func TestExpandedCollectives(t *testing.T) {
 	topo128 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
@@ -275,7 +276,7 @@ func TestExpandedCollectives(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("flowsim-analytical --expand: exit %d: %s", r.code, r.stderr)
 	}
-	if got := iterationReport(t, r.stdout).IterationNs; math.Abs(float64(got-want)) > 0.01*float64(want) {
+	if got := iterationReport(t, r.stdout).IterationNs; math.Abs(float64(got-want)) > 1e-3*float64(want) {
 		t.Errorf("GPT-13B on 16 GPUs: iteration %d ns expanded, %d ns at flow granularity", got, want)
 	}
 	m := expanded.FindSubmatch(r.stderr)

@@ -3,6 +3,7 @@ package analytical
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/collective"
@@ -34,6 +35,10 @@ type expansions struct {
 	serial int64
 	ready  []int32 // scratch: made ready by the flows being made
 	more   []int32 // the same while a row is made (started)
+	// The run of equal dep lists being made (shared).
+	runSet  int32
+	runDeps []int64
+	runJoin int32
 
 	inFlight, peak, total int64
 }
@@ -52,6 +57,7 @@ type dynFlow struct {
 	// walks missed the cache.
 	early     int32
 	moreEarly bool
+	hidden    bool // a join of shared deps (shared), no flow of the stream's
 	succ      []int32
 }
 
@@ -75,7 +81,7 @@ type portKey struct{ src, dst, ch int32 }
 
 func newExpansions(in *flowset.Set) *expansions {
 	return &expansions{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()),
-		groups: map[int64][][]int32{}}
+		groups: map[int64][][]int32{}, runSet: -1}
 }
 
 func (x *expansions) flow(i int32) *dynFlow { return &x.flows[i-x.base] }
@@ -121,6 +127,7 @@ func (x *expansions) expand(i int32) ([]int32, error) {
 	clear(set.ports)
 	clear(set.next)
 	x.ready = x.ready[:0]
+	x.runSet = -1
 	p, err := x.x.Start(rec, groups, set.emit)
 	if err != nil {
 		return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
@@ -162,23 +169,18 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		}
 		d.Port = p
 	}
-	d.waiting, d.set, d.gen, d.row, d.succ, d.early, d.moreEarly = 0, s, o.Gen, o.Row, d.succ[:0], 0, false
-	for _, dep := range sf.Deps {
-		p := set.slots[dep] - 1
-		if p < 0 {
-			continue
-		}
-		d.waiting++
-		q := &x.flows[p]
-		switch {
-		case d.Kind != flowset.Transfer || q.Src != d.Src:
-			q.succ = append(q.succ, slot<<1)
-		case q.early == 0:
-			q.early = slot + 1
-		default:
-			q.succ, q.moreEarly = append(q.succ, slot<<1|1), true
+	d.waiting, d.set, d.gen, d.row, d.succ, d.early, d.moreEarly, d.hidden = 0, s, o.Gen, o.Row, d.succ[:0], 0, false, false
+	deps := sf.Deps
+	if j := x.shared(s, slot, deps); j >= 0 {
+		x.link(j, slot)
+		deps = deps[len(deps)-1:]
+	}
+	for _, dep := range deps {
+		if p := set.slots[dep] - 1; p >= 0 {
+			x.link(p, slot)
 		}
 	}
+	d = &x.flows[slot] // shared may have moved the flows
 	for int64(len(set.slots)) <= sf.ID {
 		set.slots = append(set.slots, 0)
 	}
@@ -198,6 +200,77 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	return nil
 }
 
+// link makes the flow in slot d wait for the one in slot p; a transfer
+// from p's source is released early (sent).
+func (x *expansions) link(p, d int32) {
+	f, q := &x.flows[d], &x.flows[p]
+	f.waiting++
+	switch {
+	case f.Kind != flowset.Transfer || q.Src != f.Src:
+		q.succ = append(q.succ, d<<1)
+	case q.early == 0:
+		q.early = d + 1
+	default:
+		q.succ, q.moreEarly = append(q.succ, d<<1|1), true
+	}
+}
+
+// minShared is the dep list length from which flows made one after the
+// other with the same deps but their last wait on a hidden join instead.
+const minShared = 5
+
+// shared returns the hidden join the flow in slot d (set s) should wait
+// on instead of all its deps but the last, or -1. An NVLS chunk's n
+// reductions each wait for all n uploads (and the previous chunk's
+// reduction on their connection, the last dep), and its n downloads for
+// all n multicasts: 2n^2 edges a chunk, which at 1024 GPUs were most of
+// the work of expanding. The first flow of a run of such dep lists keeps
+// its own edges; from the second on, they share a join of the common
+// deps (n + 2n edges). A join ends the instant its last dep does, and
+// releases its dependants in that same instant, so no time changes. A
+// flow with a dep it would start early from (a transfer from the same
+// source, engine.sent) keeps its own edges.
+func (x *expansions) shared(s, d int32, deps []int64) int32 {
+	if len(deps) < minShared {
+		return -1
+	}
+	set, f := &x.sets[s], &x.flows[d]
+	deps = deps[:len(deps)-1]
+	if s != x.runSet || !slices.Equal(deps, x.runDeps) {
+		x.runSet, x.runDeps, x.runJoin = s, append(x.runDeps[:0], deps...), -1
+		return -1
+	}
+	if f.Kind == flowset.Transfer {
+		for _, dep := range deps {
+			if p := set.slots[dep] - 1; p >= 0 && x.flows[p].Src == f.Src {
+				return -1
+			}
+		}
+	}
+	if x.runJoin < 0 {
+		j, err := x.alloc()
+		if err != nil {
+			return -1 // the flow keeps its own edges
+		}
+		f = &x.flows[d] // alloc may have moved the flows
+		jf := &x.flows[j]
+		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
+		jf.waiting, jf.set, jf.gen, jf.row, jf.succ, jf.early, jf.moreEarly, jf.hidden = 0, s, -1, f.row, jf.succ[:0], 0, false, true
+		for _, dep := range deps {
+			if p := set.slots[dep] - 1; p >= 0 {
+				x.link(p, j)
+			}
+		}
+		set.left++
+		x.inFlight++
+		if jf.waiting == 0 {
+			x.ready = append(x.ready, j+x.base)
+		}
+		x.runJoin = j
+	}
+	return x.runJoin
+}
+
 // started makes, once expanded flow i starts, the next row of its ring
 // channel if that is not made yet: the row's flows wait on this row's.
 // It returns flows made ready (normally none) in a new slice.
@@ -212,6 +285,7 @@ func (x *expansions) started(i int32) ([]int32, error) {
 	// collect theirs elsewhere.
 	outer := x.ready
 	x.ready = x.more[:0]
+	x.runSet = -1
 	defer func() { x.more, x.ready = x.ready, outer }()
 	for set.p.Rows(gen) <= row+1 {
 		more, err := set.p.Row(gen)
@@ -256,7 +330,9 @@ func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
 	}
 	d.waiting = -1
 	set := &x.sets[d.set]
-	set.slots[d.ID-set.idBase] = 0
+	if !d.hidden {
+		set.slots[d.ID-set.idBase] = 0
+	}
 	if d.early > 0 {
 		out = x.satisfy(d.early-1, out)
 	}
