@@ -76,77 +76,6 @@ type packet struct {
 	zombie bool
 }
 
-// fifo is a queue of packet indexes.
-type fifo struct {
-	buf  []int32
-	head int
-}
-
-func (f *fifo) len() int { return len(f.buf) - f.head }
-func (f *fifo) push(p int32) {
-	if f.head > 0 && f.head == len(f.buf) {
-		f.buf, f.head = f.buf[:0], 0
-	}
-	f.buf = append(f.buf, p)
-}
-func (f *fifo) pop() int32 {
-	p := f.buf[f.head]
-	f.head++
-	if f.head >= 4096 && f.head*2 >= len(f.buf) {
-		n := copy(f.buf, f.buf[f.head:])
-		f.buf, f.head = f.buf[:n], 0
-	}
-	return p
-}
-
-// port is the egress of one directed link: eight priority FIFOs, PAUSE
-// state set by the downstream node, and, at endpoints, the queue pairs that
-// send through it.
-//
-// What every packet's hop reads comes first, so that it shares the first
-// cache lines (at 1024 GPUs the ports no longer stay in cache between two
-// packets through one port); full tells which queues hold packets without
-// reading their eight headers.
-type port struct {
-	down      bool
-	marks     bool // RED/ECN marking on this port
-	inINT     bool
-	qpTurn    bool  // alternate forwarded data and local QPs
-	rr        uint8 // last data queue served
-	full      uint8 // bit q: queue q is not empty
-	from, to  int32
-	bitPs     float64 // ps per byte
-	lat       int64
-	busyUntil int64 // serializing until then
-	txDoneAt  int64 // time of the scheduled evTxDone, 0 when none
-	lossProb  float64
-	qps       []int32
-	qBytes    [nQ]int64
-	paused    [nQ]bool
-	bw        float64
-	txBytes   int64
-	qpRR      int
-	wakeAt    int64
-	kmin      int64
-	kmax      int64
-	pmax      float64
-	pauseTill [nQ]int64
-	q         [nQ]fifo
-}
-
-func (p *port) push(q uint8, pi int32) {
-	p.q[q].push(pi)
-	p.full |= 1 << q
-}
-
-func (p *port) pop(q int) int32 {
-	pi := p.q[q].pop()
-	if p.q[q].len() == 0 {
-		p.full &^= 1 << q
-	}
-	return pi
-}
-
 // Stats counts what a run did.
 type Stats struct {
 	Events        uint64
@@ -405,18 +334,12 @@ func (s *Sim) enqueue(pi int32, dl route.DirLink) {
 }
 
 func (s *Sim) isPaused(p *port, q int) bool {
-	if !p.paused[q] {
-		return false
-	}
-	if s.sur != nil && s.sur.active && !s.sur.Lite && !s.isSwitch[p.from] {
-		return false // a suspended fabric does not hold hosts back
-	}
-	if s.now >= p.pauseTill[q] { // PAUSE expired without a refresh
-		p.paused[q] = false
-		return false
-	}
-	return true
+	return p.pausedNow(q, s.now, s.hostsFree() && !s.isSwitch[p.from])
 }
+
+// hostsFree: a suspended fabric (--surrogate, not lite) does not hold
+// hosts back with PAUSE.
+func (s *Sim) hostsFree() bool { return s.sur != nil && s.sur.active && !s.sur.Lite }
 
 // tryTx starts the next transmission on an idle port: control frames first,
 // then forwarded data by priority and queue pairs of a local sender, taking
@@ -440,7 +363,7 @@ func (s *Sim) tryTx(pid int32) {
 		s.transmit(pid, p.pop(0), 0)
 		return
 	}
-	fwd := s.nextQueue(p)
+	fwd := p.nextQueue(s.now, s.hostsFree() && !s.isSwitch[p.from])
 	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
 		p.qpTurn = true
 		s.transmit(pid, p.pop(fwd), fwd)
@@ -460,22 +383,6 @@ func (s *Sim) tryTx(pid int32) {
 			s.wake(pid, p.pauseTill[i])
 		}
 	}
-}
-
-// nextQueue picks the data queue (1..7) to serve next, round robin over
-// the non-empty, unpaused ones; 0 when none can send.
-func (s *Sim) nextQueue(p *port) int {
-	if p.full&^1 == 0 {
-		return 0
-	}
-	for k := 0; k < nQ-1; k++ {
-		i := 1 + (int(p.rr)+k)%(nQ-1)
-		if p.full&(1<<i) != 0 && !s.isPaused(p, i) {
-			p.rr = uint8(i % (nQ - 1))
-			return i
-		}
-	}
-	return 0
 }
 
 // wake schedules a port re-check (the earliest pending one wins).
@@ -503,7 +410,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 		}
 	}
 	if pkt.kind == pktData && p.marks && !pkt.ecn {
-		pkt.ecn = s.red(p.qBytes[pkt.q], p)
+		pkt.ecn = p.red(p.qBytes[pkt.q], s.rng)
 	}
 	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
 		n := s.intN[pkt.intI]
@@ -527,18 +434,6 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 		p.txDoneAt = p.busyUntil
 		s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)
 	}
-}
-
-// red is SimAI's ShouldSendCN: mark above kmax, never below kmin, linearly
-// in between up to pmax.
-func (s *Sim) red(qlen int64, p *port) bool {
-	switch {
-	case qlen > p.kmax:
-		return true
-	case qlen > p.kmin:
-		return s.rng.Float64() < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
-	}
-	return false
 }
 
 // arrive handles a packet reaching the far end of its current link.

@@ -1,0 +1,122 @@
+package packet
+
+import "math/rand/v2"
+
+// The egress scheduler of every port: eight priority FIFOs of packet
+// indexes, the PAUSE state the downstream node sets, round robin over the
+// data priorities, and RED/ECN marking. The Sim decides when a port
+// transmits (tryTx) and what the packet does next; the port decides which
+// queue goes and whether a packet is marked.
+
+// fifo is a queue of packet indexes.
+type fifo struct {
+	buf  []int32
+	head int
+}
+
+func (f *fifo) len() int { return len(f.buf) - f.head }
+func (f *fifo) push(p int32) {
+	if f.head > 0 && f.head == len(f.buf) {
+		f.buf, f.head = f.buf[:0], 0
+	}
+	f.buf = append(f.buf, p)
+}
+func (f *fifo) pop() int32 {
+	p := f.buf[f.head]
+	f.head++
+	if f.head >= 4096 && f.head*2 >= len(f.buf) {
+		n := copy(f.buf, f.buf[f.head:])
+		f.buf, f.head = f.buf[:n], 0
+	}
+	return p
+}
+
+// port is the egress of one directed link: eight priority FIFOs, PAUSE
+// state set by the downstream node, and, at endpoints, the queue pairs that
+// send through it.
+//
+// What every packet's hop reads comes first, so that it shares the first
+// cache lines (at 1024 GPUs the ports no longer stay in cache between two
+// packets through one port); full tells which queues hold packets without
+// reading their eight headers.
+type port struct {
+	down      bool
+	marks     bool // RED/ECN marking on this port
+	inINT     bool
+	qpTurn    bool  // alternate forwarded data and local QPs
+	rr        uint8 // last data queue served
+	full      uint8 // bit q: queue q is not empty
+	from, to  int32
+	bitPs     float64 // ps per byte
+	lat       int64
+	busyUntil int64 // serializing until then
+	txDoneAt  int64 // time of the scheduled evTxDone, 0 when none
+	lossProb  float64
+	qps       []int32
+	qBytes    [nQ]int64
+	paused    [nQ]bool
+	bw        float64
+	txBytes   int64
+	qpRR      int
+	wakeAt    int64
+	kmin      int64
+	kmax      int64
+	pmax      float64
+	pauseTill [nQ]int64
+	q         [nQ]fifo
+}
+
+func (p *port) push(q uint8, pi int32) {
+	p.q[q].push(pi)
+	p.full |= 1 << q
+}
+
+func (p *port) pop(q int) int32 {
+	pi := p.q[q].pop()
+	if p.q[q].len() == 0 {
+		p.full &^= 1 << q
+	}
+	return pi
+}
+
+// pausedNow reports whether priority q is paused at now; a PAUSE that
+// expired without a refresh is cleared. hostFree: the port is a host's and
+// a suspended fabric (--surrogate) does not hold hosts back.
+func (p *port) pausedNow(q int, now int64, hostFree bool) bool {
+	if !p.paused[q] || hostFree {
+		return false
+	}
+	if now >= p.pauseTill[q] { // PAUSE expired without a refresh
+		p.paused[q] = false
+		return false
+	}
+	return true
+}
+
+// nextQueue picks the data queue (1..7) to serve next, round robin over
+// the non-empty, unpaused ones; 0 when none can send.
+func (p *port) nextQueue(now int64, hostFree bool) int {
+	if p.full&^1 == 0 {
+		return 0
+	}
+	for k := 0; k < nQ-1; k++ {
+		i := 1 + (int(p.rr)+k)%(nQ-1)
+		if p.full&(1<<i) != 0 && !p.pausedNow(i, now, hostFree) {
+			p.rr = uint8(i % (nQ - 1))
+			return i
+		}
+	}
+	return 0
+}
+
+// red is SimAI's ShouldSendCN: mark above kmax, never below kmin, linearly
+// in between up to pmax.
+func (p *port) red(qlen int64, rng *rand.Rand) bool {
+	switch {
+	case qlen > p.kmax:
+		return true
+	case qlen > p.kmin:
+		return rng.Float64() < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
+	}
+	return false
+}
