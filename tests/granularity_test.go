@@ -297,6 +297,11 @@ func TestExpandedCollectives(t *testing.T) {
 		t.Errorf("2-rank ring AllReduce of 64 MiB expanded: %.0f ns, closed form %.0f ns", got, closed)
 	}
 
+	// Expansions that would outgrow the memory budget stop with an
+	// estimate, naming the COLL node, before they are made.
+	oneLineError(t, runEnv(t, []string{"FABRICSIM_MEMORY=1MiB"}, collSt, "flowsim-analytical", "--expand"), 1,
+		"record", "COLL node 0", "expanded flows held at once", "beyond the 1MiB", "without --expand")
+
 	// A COLL whose record has no cut (an older stream, or a hand-made one).
 	bad := streamWithFlows(t, topo16, []stream.Group{{ID: 0, Type: "DP", Ranks: []int32{0, 8}}},
 		[]stream.Collective{{ID: 0, Op: "allreduce", Size: 1 << 20, Group: 0, Algorithm: "ring", Protocol: "simple", PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1}},

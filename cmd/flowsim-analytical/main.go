@@ -90,7 +90,7 @@ func (c *command) run() error {
 	if c.Expand && in.CollNodes == 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat), Expand: c.Expand}
+	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit}
 	meta := analytical.Meta(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)

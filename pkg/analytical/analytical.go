@@ -104,6 +104,9 @@ type Options struct {
 	// the flows flow granularity would have held (expand.go) instead of
 	// its model time and the fabric's price.
 	Expand bool
+	// MemoryLimit bounds the bytes expanded flows may hold (0: none): a
+	// run that would pass it stops with an estimate, not for want of memory.
+	MemoryLimit int64
 
 	verify func(*fluid) // tests: checks the solver after every update
 }
@@ -200,7 +203,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.q = *des.NewQueue(1024)
 	switch {
 	case in.CollNodes > 0 && opt.Expand:
-		e.ex = newExpansions(in)
+		e.ex = newExpansions(in, opt.MemoryLimit)
 	case in.CollNodes > 0:
 		e.load = newCollLoad(in, r, &e.res)
 	}

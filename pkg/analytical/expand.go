@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // expansions runs COLL nodes as their flows (Options.Expand): when a COLL
@@ -41,6 +43,7 @@ type expansions struct {
 	runJoin int32
 
 	inFlight, peak, total int64
+	limit, slotCap        int64 // the memory budget; slots' capacity in all sets
 }
 
 type dynFlow struct {
@@ -79,8 +82,8 @@ type expSet struct {
 
 type portKey struct{ src, dst, ch int32 }
 
-func newExpansions(in *flowset.Set) *expansions {
-	return &expansions{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()),
+func newExpansions(in *flowset.Set, limit int64) *expansions {
+	return &expansions{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()), limit: limit,
 		groups: map[int64][][]int32{}, runSet: -1}
 }
 
@@ -181,8 +184,15 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		}
 	}
 	d = &x.flows[slot] // shared may have moved the flows
-	for int64(len(set.slots)) <= sf.ID {
-		set.slots = append(set.slots, 0)
+	if n := int64(len(set.slots)); n <= sf.ID {
+		if c := int64(cap(set.slots)); c <= sf.ID {
+			if err := x.fits(max(sf.ID+1, 2*c) - c); err != nil {
+				return err
+			}
+		}
+		c0 := int64(cap(set.slots))
+		set.slots = append(set.slots, make([]int32, sf.ID+1-n)...)
+		x.slotCap += int64(cap(set.slots)) - c0
 	}
 	set.slots[sf.ID] = slot + 1
 	if d.waiting == 0 && o.Gen >= 0 && o.Row > 0 {
@@ -315,8 +325,30 @@ func (x *expansions) alloc() (int32, error) {
 	if limit := min(maxExpanded, math.MaxInt32-int64(x.base)); int64(len(x.flows)) >= limit {
 		return 0, fmt.Errorf("more than %d flows held at once", limit)
 	}
+	if err := x.fits(1); err != nil {
+		return 0, err
+	}
 	x.flows = append(x.flows, dynFlow{})
 	return int32(len(x.flows) - 1), nil
+}
+
+// heldFlowBytes is what a held expanded flow costs: its record, its
+// dependants (two or three) and its share of the fluid model's state.
+const heldFlowBytes = int64(unsafe.Sizeof(dynFlow{})) + 64
+
+// fits refuses, before it is made, the table growth that would take the
+// expansions past the run's memory budget (Options.MemoryLimit): the held
+// flows, and 4 bytes per flow of every collective in flight (slots).
+func (x *expansions) fits(newSlots int64) error {
+	if x.limit <= 0 {
+		return nil
+	}
+	held := int64(len(x.flows)+1) * heldFlowBytes
+	if need := held + 4*(x.slotCap+newSlots); need > x.limit {
+		return fmt.Errorf("the expanded flows held at once (%d) would take about %s, beyond the %s this run may use (FABRICSIM_MEMORY, or 90%% of the available memory); run without --expand (the collective-level model), on fewer GPUs, or decompose with a smaller --max-chunks (fewer, larger chunks)",
+			len(x.flows)+1, units.HumanSize(need), units.HumanSize(x.limit))
+	}
+	return nil
 }
 
 // complete marks expanded flow i done, appends the flows it releases to
