@@ -27,7 +27,7 @@ type setup struct {
 	m    ServerModel
 }
 
-func newSetup(t *testing.T, p topo.Params) setup {
+func newSetup(t testing.TB, p topo.Params) setup {
 	t.Helper()
 	tp, _, err := topo.Generate(p)
 	if err != nil {

@@ -25,6 +25,10 @@ func NewExpander(t *stream.Topology) *Expander {
 	return &Expander{f: FabricOf(t), nvlsEff: nvlsEfficiency(topo.GPUSpecs[t.GPUType].CC)}
 }
 
+// maxExpandChannels bounds a collective record's channels: NCCL's
+// MAXCHANNELS is 64; beyond a few hundred a record is corrupt, not a plan.
+const maxExpandChannels = 1024
+
 // Origin is where an expanded flow comes from: its group's position in
 // the expansion, the ring channel that emits it a row at a time (Gen) and
 // its row there; Gen is -1 for a flow emitted all at once (entry
@@ -99,9 +103,18 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	if err != nil {
 		return nil, err
 	}
+	switch {
+	case rec.Size < 0 || rec.Size > MaxCollectiveBytes:
+		return nil, fmt.Errorf("collective %d: size %d outside 0 to %d bytes", rec.ID, rec.Size, int64(MaxCollectiveBytes))
+	case rec.Channels > maxExpandChannels:
+		return nil, fmt.Errorf("collective %d: %d channels, more than the %d a collective is cut into", rec.ID, rec.Channels, maxExpandChannels)
+	}
 	p := &Expansion{k: cut{f: x.f, maxChunks: int(rec.Cut.MaxChunks), nvlsEff: x.nvlsEff}, fn: fn,
 		co: Coll{Rec: *rec, Plan: Plan{Algo: algo, Proto: proto, Channels: rec.Channels, Chunk: rec.Cut.ChunkBytes, PXN: rec.PXN}}}
 	p.co.Rec.Op = string(op)
+	if chunked := algo != AlgoDirect && algo != AlgoPXN && algo != AlgoP2P; chunked && rec.Size > 0 && p.co.chunk(1, p.k) < 1 {
+		return nil, fmt.Errorf("collective %d: cut.chunk_bytes 0 and cut.max_chunks 0 leave a %s collective no chunk size", rec.ID, algo)
+	}
 	ringRows := algo == AlgoRing && op != Broadcast && op != Reduce || algo == AlgoNVLSTree && op != AllReduce
 	rows := ringRows || algo == AlgoNVLS
 	var next int64 // first id of the next group

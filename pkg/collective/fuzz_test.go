@@ -2,8 +2,12 @@ package collective
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
 // FuzzReadWorkload: any input parses or fails with one located line.
@@ -68,5 +72,70 @@ func FuzzParseMSCCL(f *testing.F) {
 		}
 		c := newCtx(NewEmitter(&collect{}), Fabric{GPUs: a.NGPUs, GPUsPerServer: a.NGPUs}, 0, ranks, entry)
 		_ = a.Emit(c, 1<<20)
+	})
+}
+
+// FuzzExpand: any collective record either expands into a well-formed DAG
+// (ids dense from 0, every dep an earlier id, rows pulled in any order) or
+// is refused with an error; never a panic. Sizes stay small so that a run
+// is short; the memory of large ones is the backend's to bound.
+func FuzzExpand(f *testing.F) {
+	s := newSetup(f, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	x := NewExpander(s.topo)
+	f.Add(uint8(0), uint8(0), uint8(2), 2, int64(1<<16), int64(4096), int64(16), int64(1000), 2, true)
+	f.Add(uint8(0), uint8(2), uint8(2), 4, int64(1<<16), int64(0), int64(0), int64(0), 8, false)
+	f.Add(uint8(3), uint8(5), uint8(0), 1, int64(4096), int64(0), int64(0), int64(5), 16, false)
+	f.Fuzz(func(t *testing.T, opI, algoI, protoI uint8, channels int, size, chunk, maxChunks, lat int64, n int, two bool) {
+		ops := []Op{AllReduce, AllGather, ReduceScatter, AllToAll, Broadcast, Reduce, SendRecv}
+		algos := []Algo{AlgoRing, AlgoTree, AlgoNVLS, AlgoNVLSTree, AlgoPXN, AlgoDirect, AlgoP2P, AlgoMSCCL}
+		if size > 1<<16 || size < -1 || n < 1 || n > 16 || channels > 2000 || chunk < 0 || maxChunks < 0 || maxChunks > 64 || lat < 0 {
+			t.Skip()
+		}
+		rec := stream.Collective{ID: 1, Op: string(ops[int(opI)%len(ops)]), Algorithm: algos[int(algoI)%len(algos)].String(),
+			Protocol: Proto(int(protoI) % 3).String(), Channels: channels, Size: size,
+			Cut: &stream.Cut{ChunkBytes: chunk, MaxChunks: maxChunks, BaseLatPs: lat, IntraLatPs: lat, InterLatPs: 2 * lat}}
+		groups := [][]int32{make([]int32, n)}
+		for i := range groups[0] {
+			groups[0][i] = int32(i)
+		}
+		if two && n <= 8 {
+			g := make([]int32, n)
+			for i := range g {
+				g[i] = int32(8 + i)
+			}
+			groups = append(groups, g)
+		}
+		var ids []int64
+		deps := map[int64][]int64{}
+		p, err := x.Start(&rec, groups, func(_ Origin, fl *stream.Flow) error {
+			ids = append(ids, fl.ID)
+			deps[fl.ID] = append([]int64(nil), fl.Deps...)
+			return nil
+		})
+		if err != nil {
+			return
+		}
+		for g := p.Gens() - 1; g >= 0; g-- { // backwards: any order must do
+			for {
+				more, err := p.Row(g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !more {
+					break
+				}
+			}
+		}
+		slices.Sort(ids)
+		for i, id := range ids {
+			if id != int64(i) {
+				t.Fatalf("ids %v... not dense from 0 (%d at %d)", ids[:min(len(ids), 8)], id, i)
+			}
+			for _, d := range deps[id] {
+				if d < 0 || d >= id {
+					t.Fatalf("flow %d depends on %d", id, d)
+				}
+			}
+		}
 	})
 }
