@@ -17,9 +17,9 @@ import (
 // node is released, its collective is cut into the flows flow granularity
 // would have held, on its group and every sibling group
 // (collective.Expander), and those flows run like any other; the node
-// completes with the last of them. A ring channel's flows are made a row
-// at a time, the next row when the first flow of the row before it
-// starts (every dep of a row is in the row before it), and a flow's slot
+// completes with the last of them. A ring or NVLS channel's flows are
+// made a row at a time, the next row when the first flow of the row before
+// it starts (every dep of a row is in the row before it), and a flow's slot
 // is freed when it completes, so memory follows the flows in flight, not
 // the workload.
 //
@@ -114,7 +114,7 @@ func (x *expansions) expand(i int32) ([]int32, error) {
 	rec := x.in.Collectives[f.Coll] // the reader checked every COLL has one
 	groups, err := x.groupsOf(rec.Group)
 	if err != nil {
-		return nil, err
+		return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
 	}
 	var s int32
 	if n := len(x.free2); n > 0 {
@@ -258,6 +258,15 @@ func (x *expansions) shared(s, d int32, deps []int64) int32 {
 		}
 	}
 	if x.runJoin < 0 {
+		live := 0
+		for _, dep := range deps {
+			if set.slots[dep] > 0 {
+				live++
+			}
+		}
+		if live == 0 {
+			return -1 // nothing to wait for: the flow's own check decides
+		}
 		j, err := x.alloc()
 		if err != nil {
 			return -1 // the flow keeps its own edges
@@ -273,9 +282,6 @@ func (x *expansions) shared(s, d int32, deps []int64) int32 {
 		}
 		set.left++
 		x.inFlight++
-		if jf.waiting == 0 {
-			x.ready = append(x.ready, j+x.base)
-		}
 		x.runJoin = j
 	}
 	return x.runJoin
