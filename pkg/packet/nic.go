@@ -60,9 +60,7 @@ func (s *Sim) allocQP() int32 {
 	if s.sur != nil {
 		s.surQPs = grow.Append(s.surQPs, surQP{})
 	}
-	if s.cfg.Routing == RouteFlowlet {
-		s.flowlets = grow.Append(s.flowlets, flowlet{})
-	}
+	s.fwding.addQP()
 	if s.sacked != nil {
 		s.sackQPs = grow.Append(s.sackQPs, sackQP{})
 	}
@@ -179,14 +177,7 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 		pkt.intI = s.newINT()
 	}
 	if s.perPacket {
-		pkt.link = pid
-		if s.flowlets != nil {
-			fl := &s.flowlets[qi]
-			if s.now-fl.last > s.cfg.FlowletGapPs {
-				fl.id++
-			}
-			fl.last, pkt.flowlet = s.now, fl.id
-		}
+		pkt.link, pkt.flowlet = pid, s.fwding.sent(qi, s.now)
 	}
 	if seq < q.maxSent {
 		s.Stats.Retransmitted += size

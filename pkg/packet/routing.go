@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
@@ -49,10 +50,77 @@ type flowlet struct {
 	id   uint16 // current flowlet, carried by its packets
 }
 
+// forwarding is the switches' forwarding policy: which of the egresses on
+// a shortest path a data packet takes (ROUTING), and the per-queue-pair
+// flowlets it keeps. Under ecmp it is not consulted: a queue pair's hashed
+// path is its packets'.
+type forwarding struct {
+	mode     Routing
+	gapPs    int64     // FLOWLET_GAP_US
+	flowlets []flowlet // per queue pair slot (flowlet only)
+}
+
+// perPacket reports whether switches choose per packet (all but ecmp).
+func (f *forwarding) perPacket() bool { return f.mode != RouteECMP }
+
+// addQP makes room for a new queue pair slot.
+func (f *forwarding) addQP() {
+	if f.mode == RouteFlowlet {
+		f.flowlets = grow.Append(f.flowlets, flowlet{})
+	}
+}
+
+// sent stamps a data packet leaving queue pair qi at now with its flowlet:
+// a new one after an idle gap longer than FLOWLET_GAP_US.
+func (f *forwarding) sent(qi int32, now int64) uint16 {
+	if f.flowlets == nil {
+		return 0
+	}
+	fl := &f.flowlets[qi]
+	if now-fl.last > f.gapPs {
+		fl.id++
+	}
+	fl.last = now
+	return fl.id
+}
+
+// choose picks the egress among c (two or more next hops on shortest
+// paths from switch v) for data packet pkt of a queue pair hashing to
+// qpHash: hashed per packet (spray) or per flowlet, or, adaptive, the
+// least loaded at the packet's priority (queued bytes and what is still on
+// the wire; a paused egress only if all are), starting from a hashed one
+// so that ties (an idle fabric) keep a queue pair on one path.
+func (f *forwarding) choose(c []route.DirLink, qpHash uint64, pkt *packet, v int32, ports []port, now int64) route.DirLink {
+	switch f.mode {
+	case RouteSpray:
+		return c[route.Pick(qpHash^uint64(pkt.seq)*0x9e3779b97f4a7c15, v, len(c))]
+	case RouteFlowlet:
+		return c[route.Pick(qpHash^uint64(pkt.flowlet)*0x9e3779b97f4a7c15, v, len(c))]
+	}
+	start := route.Pick(qpHash, v, len(c))
+	best, bestLoad := c[start], int64(-1)
+	for k := range c {
+		d := c[(start+k)%len(c)]
+		p := &ports[d]
+		load := p.qBytes[pkt.q]
+		if p.busyUntil > now { // the packet on the wire counts too
+			load += int64(float64(p.busyUntil-now) / p.bitPs)
+		}
+		if p.paused[pkt.q] && now < p.pauseTill[pkt.q] {
+			load = maxTime // paused: only if every egress is
+		}
+		if bestLoad < 0 || load < bestLoad {
+			best, bestLoad = d, load
+		}
+	}
+	return best
+}
+
 // forward picks the egress of data packet pkt, standing at switch v, for
-// its hop pkt.hop under a per-packet routing. The hashed path's link is
-// the answer when the queue pair ends at a switch (NVLS), where no choice
-// is made.
+// its hop pkt.hop under a per-packet routing: the shortest-path next hops
+// from the router, the choice from the forwarding policy. The hashed
+// path's link is the answer when the queue pair ends at a switch (NVLS),
+// where no choice is made.
 func (s *Sim) forward(pkt *packet, v int32) route.DirLink {
 	base := int(pkt.path) * s.pathW
 	n := int(s.pathLen[pkt.path])
@@ -71,31 +139,7 @@ func (s *Sim) forward(pkt *packet, v int32) route.DirLink {
 		return c[0]
 	}
 	qpHash := uint64(uint32(pkt.qp))<<32 | uint64(uint32(s.epoch[pkt.qp]))
-	switch s.cfg.Routing {
-	case RouteSpray:
-		return c[route.Pick(qpHash^uint64(pkt.seq)*0x9e3779b97f4a7c15, v, len(c))]
-	case RouteFlowlet:
-		return c[route.Pick(qpHash^uint64(pkt.flowlet)*0x9e3779b97f4a7c15, v, len(c))]
-	}
-	// Adaptive: the least queued eligible egress, starting from a hashed
-	// one so that ties (an idle fabric) keep a queue pair on one path.
-	start := route.Pick(qpHash, v, len(c))
-	best, bestLoad := c[start], int64(-1)
-	for k := range c {
-		d := c[(start+k)%len(c)]
-		p := &s.ports[d]
-		load := p.qBytes[pkt.q]
-		if p.busyUntil > s.now { // the packet on the wire counts too
-			load += int64(float64(p.busyUntil-s.now) / p.bitPs)
-		}
-		if p.paused[pkt.q] && s.now < p.pauseTill[pkt.q] {
-			load = maxTime // paused: only if every egress is
-		}
-		if bestLoad < 0 || load < bestLoad {
-			best, bestLoad = d, load
-		}
-	}
-	return best
+	return s.fwding.choose(c, qpHash, pkt, v, s.ports, s.now)
 }
 
 // UplinkImbalance says how evenly the leaves spread their traffic over

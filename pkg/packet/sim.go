@@ -151,10 +151,10 @@ type Sim struct {
 	pathW   int
 	pathLen []uint8
 
-	// Per-packet routing (ROUTING other than ecmp, routing.go): the queue
-	// pairs' flowlets and forward's scratch.
+	// Per-packet routing (ROUTING other than ecmp, routing.go): the
+	// forwarding policy, whether it is consulted, and forward's scratch.
+	fwding    forwarding
 	perPacket bool
-	flowlets  []flowlet
 	hops      []route.DirLink
 	// The receivers' out-of-order placements (per-packet routing or
 	// TRANSPORT sack); nil while packets can only arrive in order.
@@ -237,9 +237,8 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	if int64(flows.DAG.Len())<<s.pendShift > math.MaxInt32 {
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
 	}
-	if cfg.Routing != RouteECMP {
-		s.perPacket = true
-	}
+	s.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
+	s.perPacket = s.fwding.perPacket()
 	if s.perPacket || cfg.Transport == TransportSACK {
 		s.placed = newSeqSet()
 	}
