@@ -26,17 +26,22 @@ import (
 // Expanded flows are indexed after the stream's: flow i >= base is slot
 // i - base. They write no trace rows; their COLL node's row spans them.
 type expansions struct {
-	x      *collective.Expander
-	in     *flowset.Set
-	base   int32
-	flows  []dynFlow
-	free   []int32
-	sets   []expSet
-	free2  []int32 // free sets
-	groups map[int64][][]int32
-	serial int64
-	ready  []int32 // scratch: made ready by the flows being made
-	more   []int32 // the same while a row is made (started)
+	x     *collective.Expander
+	in    *flowset.Set
+	base  int32
+	flows []dynFlow
+	// waiting is, per slot, the flow's deps not complete yet (-1 once
+	// done): apart from the flows, because completing a flow counts down
+	// its dependants', and 16 counters share a cache line where one
+	// dynFlow takes two.
+	waiting []int32
+	free    []int32
+	sets    []expSet
+	free2   []int32 // free sets
+	groups  map[int64][][]int32
+	serial  int64
+	ready   []int32 // scratch: made ready by the flows being made
+	more    []int32 // the same while a row is made (started)
 	// The run of equal dep lists being made (shared).
 	runSet  int32
 	runDeps []int64
@@ -48,7 +53,6 @@ type expansions struct {
 
 type dynFlow struct {
 	flowset.Flow
-	waiting  int32 // deps not complete yet; -1 once done
 	set      int32 // its expansion
 	gen, row int32 // its ring channel (-1: none) and row there
 	// Dependants. Those that are transfers from the same source are
@@ -172,7 +176,8 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		}
 		d.Port = p
 	}
-	d.waiting, d.set, d.gen, d.row, d.succ, d.early, d.moreEarly, d.hidden = 0, s, o.Gen, o.Row, d.succ[:0], 0, false, false
+	x.waiting[slot] = 0
+	d.set, d.gen, d.row, d.succ, d.early, d.moreEarly, d.hidden = s, o.Gen, o.Row, d.succ[:0], 0, false, false
 	deps := sf.Deps
 	if j := x.shared(s, slot, deps); j >= 0 {
 		x.link(j, slot)
@@ -195,12 +200,12 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		x.slotCap += int64(cap(set.slots)) - c0
 	}
 	set.slots[sf.ID] = slot + 1
-	if d.waiting == 0 && o.Gen >= 0 && o.Row > 0 {
+	if x.waiting[slot] == 0 && o.Gen >= 0 && o.Row > 0 {
 		// Its row came too late: it would start now, not when its deps
 		// finished. No cut makes such a row; refuse rather than mistime.
 		return fmt.Errorf("flow %d of channel row %d was made after its deps finished", sf.ID, o.Row)
 	}
-	if d.waiting == 0 {
+	if x.waiting[slot] == 0 {
 		x.ready = append(x.ready, slot+x.base)
 	}
 	set.left++
@@ -214,7 +219,7 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 // from p's source is released early (sent).
 func (x *expansions) link(p, d int32) {
 	f, q := &x.flows[d], &x.flows[p]
-	f.waiting++
+	x.waiting[d]++
 	switch {
 	case f.Kind != flowset.Transfer || q.Src != f.Src:
 		q.succ = append(q.succ, d<<1)
@@ -274,7 +279,8 @@ func (x *expansions) shared(s, d int32, deps []int64) int32 {
 		f = &x.flows[d] // alloc may have moved the flows
 		jf := &x.flows[j]
 		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
-		jf.waiting, jf.set, jf.gen, jf.row, jf.succ, jf.early, jf.moreEarly, jf.hidden = 0, s, -1, f.row, jf.succ[:0], 0, false, true
+		x.waiting[j] = 0
+		jf.set, jf.gen, jf.row, jf.succ, jf.early, jf.moreEarly, jf.hidden = s, -1, f.row, jf.succ[:0], 0, false, true
 		for _, dep := range deps {
 			if p := set.slots[dep] - 1; p >= 0 {
 				x.link(p, j)
@@ -335,12 +341,13 @@ func (x *expansions) alloc() (int32, error) {
 		return 0, err
 	}
 	x.flows = append(x.flows, dynFlow{})
+	x.waiting = append(x.waiting, 0)
 	return int32(len(x.flows) - 1), nil
 }
 
 // heldFlowBytes is what a held expanded flow costs: its record, its
 // dependants (two or three) and its share of the fluid model's state.
-const heldFlowBytes = int64(unsafe.Sizeof(dynFlow{})) + 64
+const heldFlowBytes = int64(unsafe.Sizeof(dynFlow{})) + 4 + 64
 
 // fits refuses, before it is made, the table growth that would take the
 // expansions past the run's memory budget (Options.MemoryLimit): the held
@@ -363,10 +370,10 @@ func (x *expansions) fits(newSlots int64) error {
 func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
 	slot := i - x.base
 	d := &x.flows[slot]
-	if d.waiting != 0 {
+	if x.waiting[slot] != 0 {
 		panic(fmt.Sprintf("analytical: expanded flow %d completed twice or before its deps", d.ID))
 	}
-	d.waiting = -1
+	x.waiting[slot] = -1
 	set := &x.sets[d.set]
 	if !d.hidden {
 		set.slots[d.ID-set.idBase] = 0
@@ -416,7 +423,7 @@ func (x *expansions) releaseEarly(i int32, out []int32) []int32 {
 // satisfy counts one dep of the flow in slot s done; out gets it when it
 // was the last.
 func (x *expansions) satisfy(s int32, out []int32) []int32 {
-	w := &x.flows[s].waiting
+	w := &x.waiting[s]
 	if *w--; *w == 0 {
 		out = append(out, s+x.base)
 	}
