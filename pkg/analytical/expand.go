@@ -188,7 +188,6 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 			x.link(p, slot)
 		}
 	}
-	d = &x.flows[slot] // shared may have moved the flows
 	if n := int64(len(set.slots)); n <= sf.ID {
 		if c := int64(cap(set.slots)); c <= sf.ID {
 			if err := x.fits(max(sf.ID+1, 2*c) - c); err != nil {
