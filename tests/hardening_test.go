@@ -116,7 +116,11 @@ func TestBadInputsRefused(t *testing.T) {
 		{"COLL flow without its collective record", streamWithFlows(t, topo16, nil, nil, func(emit func(*stream.Flow)) {
 			emit(&stream.Flow{ID: 0, Collective: 7, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
 		}), []string{"flowsim-analytical"}, 1, []string{"record 2", "collective", "no collective record"}},
+		// A COLL expanded into flows (flowsim-analytical --expand) needs a cut it can use.
+		{"cut with a negative chunk", collWithCut(t, topo16, &stream.Cut{ChunkBytes: -1}), []string{"flowsim-analytical", "--expand"}, 1, []string{"field cut.chunk_bytes", "out of range"}},
+		{"ring cut without a chunk size", collWithCut(t, topo16, &stream.Cut{}), []string{"flowsim-analytical", "--expand"}, 1, []string{"field collective", "no chunk size"}},
 		// Backend configuration.
+		{"CC key out of range", flows, []string{"flowsim-packet", "--set", "PINT_PROB=1.5"}, 1, []string{"PINT_PROB", "outside [0,1]"}},
 		{"PAUSE_TIME 0", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0"}, 1, []string{"PAUSE_TIME"}},
 		{"PAUSE_TIME 10 ps", flows, []string{"flowsim-packet", "--set", "PAUSE_TIME=0.00001"}, 1, []string{"PAUSE_TIME", "outside [0.1,1e6]"}},
 		{"LINK_DOWN node beyond int32", flows, []string{"flowsim-packet", "--set", "LINK_DOWN=20000 4294967314 18"}, 1, []string{"LINK_DOWN", "4294967314"}},
@@ -154,4 +158,15 @@ func TestBadInputsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// collWithCut is a one-COLL stream (a 2-rank ring AllReduce on GPUs 0 and
+// 8) whose collective record carries cut.
+func collWithCut(t *testing.T, topoStream []byte, cut *stream.Cut) []byte {
+	return streamWithFlows(t, topoStream, []stream.Group{{ID: 0, Type: "DP", Ranks: []int32{0, 8}}},
+		[]stream.Collective{{ID: 0, Op: "allreduce", Size: 1 << 20, Group: 0, Algorithm: "ring", Protocol: "simple", Channels: 2,
+			PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1, Cut: cut}},
+		func(emit func(*stream.Flow)) {
+			emit(&stream.Flow{ID: 0, Collective: 0, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
+		})
 }
