@@ -571,7 +571,7 @@ func (in *Set) RefuseColl(backend string) error {
 	if in.CollNodes == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-analytical", in.Name, in.CollNodes, backend)
+	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-analytical (--expand: the same flows, made as each collective starts)", in.Name, in.CollNodes, backend)
 }
 
 // Row is flow i's trace row for a backend's measured times (ns): ids,
