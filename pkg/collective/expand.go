@@ -30,15 +30,15 @@ func NewExpander(t *stream.Topology) *Expander {
 const maxExpandChannels = 1024
 
 // Origin is where an expanded flow comes from: its group's position in
-// the expansion, the ring channel that emits it a row at a time (Gen) and
-// its row there; Gen is -1 for a flow emitted all at once (entry
+// the expansion, the ring or NVLS channel that emits it a row at a time
+// (Gen) and its row there; Gen is -1 for a flow emitted all at once (entry
 // latencies, joins, other algorithms).
 type Origin struct {
 	Group, Gen, Row int32
 }
 
 // Expansion is one COLL node being expanded: Start emits what begins it,
-// Row each further row of a ring channel.
+// Row each further row of a ring or NVLS channel.
 type Expansion struct {
 	k      cut
 	co     Coll
@@ -82,11 +82,11 @@ func (s *expSink) Flow(f *stream.Flow) error { return s.x.fn(s.o, f) }
 // node's group, then its siblings): fn gets every flow it emits now. Ids
 // and fields are those flow granularity gives the collective's flows, ids
 // counting from 0 over the groups in order; deps name ids of the same
-// expansion. Ring channels then emit their further rows through Row; all
-// other flows come now. The flow passed to fn is reused.
+// expansion. Ring and NVLS channels then emit their further rows through
+// Row; all other flows come now. The flow passed to fn is reused.
 func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origin, *stream.Flow) error) (*Expansion, error) {
 	if rec.Cut == nil {
-		return nil, fmt.Errorf("collective %d has no cut record to expand it with (written by simccl-decompose --granularity collective since stream version 4's cut field)", rec.ID)
+		return nil, fmt.Errorf("collective %d has no cut record to expand it with (simccl-decompose --granularity collective writes one; streams from before the field lack it)", rec.ID)
 	}
 	op, err := ParseOp(rec.Op)
 	if err != nil {
@@ -182,10 +182,10 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	return p, nil
 }
 
-// Gens is the number of ring channels the expansion emits row by row.
+// Gens is the number of channels the expansion emits row by row.
 func (p *Expansion) Gens() int { return len(p.gens) }
 
-// Row emits ring channel gen's next row (and, after the group's last
+// Row emits channel gen's next row (and, after the group's last
 // row, the joins that end its ranks' parts); false once it has no more.
 func (p *Expansion) Row(gen int) (bool, error) {
 	g := p.gens[gen]
@@ -238,5 +238,5 @@ func (x *Expander) Expand(rec *stream.Collective, groups [][]int32, fn func(*str
 	return n, nil
 }
 
-// Rows is how many rows ring channel gen has emitted.
+// Rows is how many rows channel gen has emitted.
 func (p *Expansion) Rows(gen int) int32 { return p.gens[gen].rows.emitted() }
