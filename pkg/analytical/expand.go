@@ -54,7 +54,7 @@ type expansions struct {
 type dynFlow struct {
 	flowset.Flow
 	set      int32 // its expansion
-	gen, row int32 // its ring channel (-1: none) and row there
+	gen, row int32 // its ring or NVLS channel (-1: none) and row there
 	// Dependants. Those that are transfers from the same source are
 	// released early (sent): the first is early (slot + 1, 0 for none),
 	// any other is in succ as slot<<1 | 1 (-1 once released), the rest

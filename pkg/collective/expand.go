@@ -217,7 +217,7 @@ func (p *Expansion) Row(gen int) (bool, error) {
 }
 
 // Expand emits every flow of the expansion at once (Start, then every
-// row), in id order per ring channel; it returns how many there were.
+// row), in id order per channel; it returns how many there were.
 func (x *Expander) Expand(rec *stream.Collective, groups [][]int32, fn func(*stream.Flow) error) (int64, error) {
 	var n int64
 	p, err := x.Start(rec, groups, func(_ Origin, f *stream.Flow) error { n++; return fn(f) })
