@@ -41,7 +41,6 @@ type expansions struct {
 	groups  map[int64][][]int32
 	serial  int64
 	ready   []int32 // scratch: made ready by the flows being made
-	more    []int32 // the same while a row is made (started)
 	// The run of equal dep lists being made (shared).
 	runSet  int32
 	runDeps []int64
@@ -302,12 +301,11 @@ func (x *expansions) started(i int32) ([]int32, error) {
 	}
 	set := &x.sets[d.set]
 	gen, row := int(d.gen), d.row
-	// The caller may be walking x.ready (expand's result): rows made now
-	// collect theirs elsewhere.
-	outer := x.ready
-	x.ready = x.more[:0]
+	// The caller may be walking x.ready (expand's result): what rows made
+	// now make ready is appended past its end, copied out, and cut off.
+	mark := len(x.ready)
+	defer func() { x.ready = x.ready[:mark] }()
 	x.runSet = -1
-	defer func() { x.more, x.ready = x.ready, outer }()
 	for set.p.Rows(gen) <= row+1 {
 		more, err := set.p.Row(gen)
 		if err != nil {
@@ -317,10 +315,10 @@ func (x *expansions) started(i int32) ([]int32, error) {
 			break
 		}
 	}
-	if len(x.ready) == 0 {
+	if len(x.ready) == mark {
 		return nil, nil
 	}
-	return append([]int32(nil), x.ready...), nil
+	return append([]int32(nil), x.ready[mark:]...), nil
 }
 
 // maxExpanded bounds the expanded flows held at once: their slots are

@@ -462,19 +462,18 @@ func decompose(c *cctx, co *Coll, k cut) error {
 	size := co.Rec.Size
 	f := k.f
 	channels := max(pl.Channels, 1)
-	chunk := func(unitsPerLoop int) int64 { return co.chunk(unitsPerLoop, k) }
 	sp := co.ringSpec(k)
 	switch pl.Algo {
 	case AlgoRing:
 		switch op {
 		case Broadcast, Reduce:
-			sp.chunk = chunk(1)
+			sp.chunk = co.chunk(1, k)
 			chain(c, f, sp)
 		default:
 			ring(c, f, sp)
 		}
 	case AlgoTree:
-		ck := chunk(1)
+		ck := co.chunk(1, k)
 		if pl.Proto != Simple {
 			// LL and LL128 pass each line on as it lands, so a tree node
 			// forwards before a whole chunk has arrived; the DAG forwards
@@ -485,7 +484,7 @@ func decompose(c *cctx, co *Coll, k cut) error {
 		}
 		treeAllReduce(c, f, size, channels, ck, pl.Proto)
 	case AlgoNVLS:
-		return nvls(c, f, op, size, channels, chunk(1), k.nvlsEff)
+		return nvls(c, f, op, size, channels, co.chunk(1, k), k.nvlsEff)
 	case AlgoNVLSTree:
 		if op != AllReduce {
 			// AllGather under SimAI's NVLS-Tree rule: NVLS inside servers is
@@ -493,7 +492,7 @@ func decompose(c *cctx, co *Coll, k cut) error {
 			ring(c, f, sp)
 			return nil
 		}
-		return nvlsTree(c, f, size, channels, chunk(1), k.nvlsEff)
+		return nvlsTree(c, f, size, channels, co.chunk(1, k), k.nvlsEff)
 	case AlgoDirect:
 		allToAllDirect(c, size)
 	case AlgoPXN:

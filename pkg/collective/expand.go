@@ -216,27 +216,5 @@ func (p *Expansion) Row(gen int) (bool, error) {
 	return true, nil
 }
 
-// Expand emits every flow of the expansion at once (Start, then every
-// row), in id order per channel; it returns how many there were.
-func (x *Expander) Expand(rec *stream.Collective, groups [][]int32, fn func(*stream.Flow) error) (int64, error) {
-	var n int64
-	p, err := x.Start(rec, groups, func(_ Origin, f *stream.Flow) error { n++; return fn(f) })
-	if err != nil {
-		return n, err
-	}
-	for g := range p.gens {
-		for {
-			more, err := p.Row(g)
-			if err != nil {
-				return n, err
-			}
-			if !more {
-				break
-			}
-		}
-	}
-	return n, nil
-}
-
 // Rows is how many rows channel gen has emitted.
 func (p *Expansion) Rows(gen int) int32 { return p.gens[gen].rows.emitted() }

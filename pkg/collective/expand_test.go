@@ -126,7 +126,7 @@ func TestExpandRefuses(t *testing.T) {
 		{stream.Collective{ID: 3, Op: "allreduce", Algorithm: "msccl", Protocol: "simple", Size: 1 << 20, Cut: &stream.Cut{}}, "MSCCL"},
 		{stream.Collective{ID: 3, Op: "allsum", Algorithm: "ring", Protocol: "simple", Size: 1 << 20, Cut: &stream.Cut{}}, "allsum"},
 	} {
-		_, err := x.Expand(&c.rec, ranks, func(*stream.Flow) error { return nil })
+		_, err := x.Start(&c.rec, ranks, func(Origin, *stream.Flow) error { return nil })
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want one naming %q", c.rec, err, c.want)
 		}
