@@ -144,11 +144,12 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 		id := start.next
 		first := len(p.gens)
 		channels := max(p.co.Plan.Channels, 1)
+		sp, nvlsChunk, nodes := p.co.ringSpec(p.k), p.co.chunk(1, p.k), x.f.nodesOf(ranks)
 		for ch := 0; ch < channels; ch++ {
 			var r rowGen
 			if ringRows {
-				r = newRingChannel(c, x.f, p.co.ringSpec(p.k), ch)
-			} else if r, err = newNVLSChannel(c, x.f, op, rec.Size, channels, ch, p.co.chunk(1, p.k), x.nvlsEff); err != nil {
+				r = newRingChannel(c, x.f, nodes, sp, ch)
+			} else if r, err = newNVLSChannel(c, x.f, op, rec.Size, channels, ch, nvlsChunk, x.nvlsEff); err != nil {
 				return nil, fmt.Errorf("collective %d (%s): %v", rec.ID, rec.Label, err)
 			}
 			n := r.flows()

@@ -147,8 +147,9 @@ type ringSpec struct {
 // their connection, or a slow hop's latency would add up along its own
 // connection as well (NCCL's FIFO keeps several steps in flight).
 func ring(c *cctx, f Fabric, sp ringSpec) {
+	nodes := f.nodesOf(c.ranks)
 	for ch := 0; ch < sp.channels; ch++ {
-		g := newRingChannel(c, f, sp, ch)
+		g := newRingChannel(c, f, nodes, sp, ch)
 		for g.row() {
 		}
 	}
@@ -172,7 +173,9 @@ type ringChannel struct {
 	prev, cur          []int64
 }
 
-func newRingChannel(c *cctx, f Fabric, sp ringSpec, ch int) *ringChannel {
+// newRingChannel is channel ch of ring sp on c's ranks, grouped by
+// server in nodes (f.nodesOf).
+func newRingChannel(c *cctx, f Fabric, nodes [][]int, sp ringSpec, ch int) *ringChannel {
 	g := &ringChannel{c: c, sp: sp, ch: ch, n: len(c.ranks)}
 	if g.n < 2 || sp.size == 0 {
 		return g
@@ -184,7 +187,7 @@ func newRingChannel(c *cctx, f Fabric, sp ringSpec, ch int) *ringChannel {
 	if sp.op == AllReduce {
 		g.steps = 2 * (g.n - 1)
 	}
-	g.order = ringOrder(f.nodesOf(c.ranks), ch)
+	g.order = ringOrder(nodes, ch)
 	g.conn = newRingConns(c, f, g.order, sp.pxn)
 	g.loopBytes = int64(g.n) * sp.chunk
 	g.loops = int((g.data + g.loopBytes - 1) / g.loopBytes)
