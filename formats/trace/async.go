@@ -66,7 +66,8 @@ func (a *asyncWriter) Close() error {
 	return <-a.done
 }
 
-// abort drops what is queued and aborts the trace.
+// abort aborts the trace once the encoder has written the batches already
+// queued (at most two).
 func (a *asyncWriter) abort() {
 	a.aborted = true
 	close(a.full)

@@ -118,18 +118,22 @@ func (w *fileWriter) Close() error {
 
 // Abort ends a trace that failed half-way: a file Create started is
 // removed, never put under its name (a device or pipe it writes in place
-// is left alone); other writers are closed.
+// is left alone); writers that cannot abort are closed.
 func Abort(w Writer) {
-	switch w := w.(type) {
-	case *fileWriter:
-		w.Writer.Close()
-		w.f.Abort()
-	case *asyncWriter:
-		w.abort()
-	default:
-		w.Close()
+	if a, ok := w.(interface{ abort() }); ok {
+		a.abort()
+		return
 	}
+	w.Close()
 }
+
+func (w *fileWriter) abort() {
+	w.Writer.Close()
+	w.f.Abort()
+}
+
+// abort passes the abort on: the count no longer matters.
+func (w *countingWriter) abort() { Abort(w.Writer) }
 
 // arrowSchema builds the Arrow schema with the run's metadata.
 func arrowSchema(keys, values []string) *arrow.Schema {

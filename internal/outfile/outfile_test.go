@@ -2,6 +2,7 @@ package outfile
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -55,16 +56,16 @@ func TestAbortKeepsADevice(t *testing.T) {
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Skip("no FIFOs here:", err)
 	}
+	got := make(chan string, 1)
 	go func() { // a reader, so that opening the FIFO for writing returns
-		if r, err := os.Open(fifo); err == nil {
-			buf := make([]byte, 64)
-			for {
-				if _, err := r.Read(buf); err != nil {
-					break
-				}
-			}
-			r.Close()
+		r, err := os.Open(fifo)
+		if err != nil {
+			got <- err.Error()
+			return
 		}
+		b, _ := io.ReadAll(r)
+		r.Close()
+		got <- string(b)
 	}()
 	f, err := Create(fifo)
 	if err != nil {
@@ -74,6 +75,13 @@ func TestAbortKeepsADevice(t *testing.T) {
 	f.Abort()
 	if st, err := os.Stat(fifo); err != nil || st.Mode()&os.ModeNamedPipe == 0 {
 		t.Fatalf("the FIFO is gone after Abort: %v", err)
+	}
+	// Written in place, not into a temporary file beside it.
+	if s := <-got; s != "x" {
+		t.Fatalf("the FIFO's reader got %q, want the bytes written", s)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Fatalf("%d entries beside the FIFO after Abort, want only the FIFO", len(entries))
 	}
 }
 

@@ -335,8 +335,8 @@ func (s *Sim) failFlow(i int32, why error) {
 
 // finishFlow marks a flow done and queues what it releases.
 func (s *Sim) finishFlow(i int32) {
-	if s.sur != nil && s.flows.size(i) > 0 {
-		s.transfersInProgress(-1)
+	if s.sur != nil && s.sur.AutoWindowPs > 0 && s.flows.size(i) > 0 {
+		s.transfersInProgress(-1) // only --surrogate auto reads the load
 	}
 	s.flows.End[i] = s.now
 	s.work = s.flows.DAG.Complete(i, s.work)
@@ -380,7 +380,7 @@ func (s *Sim) startFlow(i int32) error {
 		return nil
 	}
 	f.Ideal[i] = 0
-	if s.sur != nil {
+	if s.sur != nil && s.sur.AutoWindowPs > 0 {
 		s.transfersInProgress(1)
 	}
 	if s.SendLatPs > 0 {

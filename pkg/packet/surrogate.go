@@ -15,8 +15,9 @@ import (
 // control and the DAG run as usual; only the fabric is skipped.
 //
 // In the default "hybrid" strategy the fabric is suspended: packets in
-// flight at StartPs are frozen where they are (their events move EndPs -
-// StartPs later), copies of them are delivered by the predictor, and at
+// flight at StartPs are frozen where they are (their events are held and
+// happen as much later as the surrogate stayed open), copies of them are
+// delivered by the predictor, and at
 // EndPs the frozen packets resume as zombies — they load queues and links
 // like any packet, so the network restarts hot, and are discarded on
 // arrival. "hybrid-lite" (Lite) does not suspend: in-flight packets drain
@@ -93,15 +94,16 @@ type surrogate struct {
 	inProgress, inProgressPs, lastChange int64
 	streak                               []autoSample
 	baseLoad                             float64
-	cached                               bool // a queue pair holds a prediction
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
 func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.AutoWindowPs > 0 {
 		switch {
-		case c.AutoWindowPs < autoMinWindowPs || c.AutoWindowPs > maxTime/4:
-			return fmt.Errorf("auto: a window of %s; want 1us or more (a window must see %d packets arrive)", des.Time(c.AutoWindowPs), autoMinPackets)
+		case c.AutoWindowPs < autoMinWindowPs:
+			return fmt.Errorf("auto: a window of %s; want %s or more (a window must see %d packets arrive)", des.Time(c.AutoWindowPs), des.Time(autoMinWindowPs), autoMinPackets)
+		case c.AutoWindowPs > maxTime/4:
+			return fmt.Errorf("auto: a window of %s; want at most %s", des.Time(c.AutoWindowPs), des.Time(maxTime/4))
 		case c.TrackPs > 0:
 			return fmt.Errorf("auto: no tracking time; it tracks its steady windows")
 		}
@@ -202,7 +204,6 @@ func (s *Sim) predict(pkt *packet) int64 {
 		}
 	}
 	*cache = max(l, 1)
-	s.sur.cached = true
 	return *cache
 }
 
@@ -324,7 +325,7 @@ func (s *Sim) surrogateSample() {
 	} else {
 		// Packets in flight, averaged over the window (Little's law: the
 		// latencies summed over the window's length); a snapshot at the
-		// window's end swung by 30% on a steady 32-host fabric.
+		// window's end swings with the packets of the moment.
 		smp := autoSample{inFlight: float64(sg.winLat) / float64(sg.AutoWindowPs), load: load}
 		if sg.winN >= autoMinPackets {
 			smp.latPs = float64(sg.winLat) / float64(sg.winN)
@@ -379,8 +380,12 @@ func (s *Sim) restartTracking() {
 	sg := s.sur
 	sg.streak = sg.streak[:0]
 	sg.winLat, sg.winN = 0, 0
-	if len(sg.stats) == 0 && !sg.cached {
-		return // nothing learned since the last restart: the pairs hold no class or prediction
+	if len(sg.stats) == 0 {
+		// Nothing learned since the last restart, so no pair holds a class
+		// or a prediction: predictions are made only while the surrogate
+		// is open, which it opens only from measured windows, and it
+		// restarts tracking as soon as it closes.
+		return
 	}
 	// Clearing every pair's entry costs a pass over millions of them at
 	// scale: only when there is something to forget, not every unsteady
@@ -388,5 +393,4 @@ func (s *Sim) restartTracking() {
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
 	clear(s.surQPs)
-	sg.cached = false
 }
