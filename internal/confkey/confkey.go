@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 )
 
 // Key documents one key. Range is an interval in the key's unit, as
@@ -69,21 +70,16 @@ func (r Interval) Check(x float64, unit string) error {
 // Table formats keys for people: one line each, the columns aligned.
 func Table(keys []Key) string {
 	var b strings.Builder
-	w := [4]int{len("KEY"), len("TYPE"), len("RANGE"), len("DEFAULT")}
-	for _, k := range keys {
-		w[0], w[1], w[2], w[3] = max(w[0], len(k.Name)), max(w[1], len(typeUnit(k))), max(w[2], len(k.Range)), max(w[3], len(short(k.Default)))
-	}
-	line := func(name, typ, rng, def, doc string) {
-		fmt.Fprintf(&b, "%-*s  %-*s  %-*s  %-*s  %s\n", w[0], name, w[1], typ, w[2], rng, w[3], def, doc)
-	}
-	line("KEY", "TYPE", "RANGE", "DEFAULT", "MEANING")
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tTYPE\tRANGE\tDEFAULT\tMEANING")
 	for _, k := range keys {
 		def := short(k.Default)
 		if def == "" {
 			def = "-"
 		}
-		line(k.Name, typeUnit(k), k.Range, def, k.Doc)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.Name, typeUnit(k), k.Range, def, k.Doc)
 	}
+	w.Flush()
 	return b.String()
 }
 

@@ -71,7 +71,7 @@ var defaults = func() Params {
 		k := &keys[i]
 		k.rng = confkey.ParseInterval(k.Range)
 		if err := p.Set(k.Name, k.Default); err != nil {
-			panic(err) // the table is wrong; TestSchema says which row
+			panic(err) // the table is wrong; the error names the key
 		}
 	}
 	return p

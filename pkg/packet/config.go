@@ -99,7 +99,7 @@ func DefaultConfig() Config {
 			continue
 		}
 		if err := c.apply(k.Name, strings.Fields(k.Default)); err != nil {
-			panic(err) // the table is wrong; TestConfigSchema says which row
+			panic(fmt.Sprintf("%s %q: %v", k.Name, k.Default, err)) // the table is wrong
 		}
 	}
 	return c

@@ -162,6 +162,18 @@ func TestConfigSchema(t *testing.T) {
 	if want := DefaultConfig(); !reflect.DeepEqual(c, want) {
 		t.Errorf("SimAI.conf differs from the defaults:\n%+v\n%+v", c, want)
 	}
+	// Rows that do more than store the value.
+	for kv, ok := range map[string]func(c *Config) bool{
+		"SIMULATOR_STOP_TIME=1e16": func(c *Config) bool { return c.StopPs == 0 }, // ps would overflow: run to the end
+		"L2_ACK_INTERVAL=0":        func(c *Config) bool { return c.AckInterval == 1 },
+		"RP_TIMER=8.2":             func(c *Config) bool { return c.CC.RPTimer == 8_200_000 },
+		"BUFFER_SIZE=1023.5":       func(c *Config) bool { return c.BufferBytes == 1_073_217_536 }, // MB below 1024
+	} {
+		c := DefaultConfig()
+		if err := c.SetKV(kv); err != nil || !ok(&c) {
+			t.Errorf("%s: %v, %+v", kv, err, c)
+		}
+	}
 	// A range error names the range and the unit.
 	if err := c.SetKV("PACKET_PAYLOAD_SIZE=32"); err == nil || !strings.Contains(err.Error(), "32 bytes is outside [64,1048576]") {
 		t.Errorf("PACKET_PAYLOAD_SIZE=32: %v", err)

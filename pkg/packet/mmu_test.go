@@ -45,6 +45,18 @@ func TestMMUByHand(t *testing.T) {
 		}
 	}
 
+	// Static thresholds: the share stays 90,000 / 8 = 11,250 B whatever is
+	// in use, so the 15th packet (10,904 B) still fits and the 16th
+	// (11,904 B) goes to headroom and pauses.
+	cfg.DynamicPFC = false
+	m, _, _ = newMMU(tp, &cfg)
+	for i := 1; i <= 16; i++ {
+		if ok, pause := m.admit(v, dl, q, 1000); !ok || pause != (i == 16) {
+			t.Fatalf("static threshold, packet %d: admitted %v, pause %v", i, ok, pause)
+		}
+	}
+	cfg.DynamicPFC = true
+
 	// Lossy, the 15th packet has no headroom to go to: it is dropped.
 	cfg.EnablePFC = false
 	cfg.BufferBytes = 2*(8*4096) + 90_000 // no headroom set aside without PFC

@@ -176,7 +176,7 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	if s.usesINT {
 		pkt.intI = s.newINT()
 	}
-	if s.perPacket {
+	if s.fwding.perPacket() {
 		pkt.link, pkt.flowlet = pid, s.fwding.sent(qi, s.now)
 	}
 	if seq < q.maxSent {

@@ -80,7 +80,7 @@ var confKeys = []confKey{
 		set: func(c *Config, _ float64, v []string) (err error) { c.KMin, err = parseRateMap(v); return err }},
 	{Key: confkey.Key{Name: "PMAX_MAP", Type: "map", Unit: "probability by link rate", Default: "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2", Doc: "RED: marking probability at KMAX"},
 		set: func(c *Config, _ float64, v []string) (err error) { c.PMax, err = parseRateMap(v); return err }},
-	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "number", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0, or above 1e15 as SimAI writes forever: run to the end)"},
+	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "number", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0: run to the end; above 1e15, which ps would overflow, too)"},
 		set: func(c *Config, x float64, _ []string) error {
 			if x > 1e15 {
 				x = 0

@@ -152,10 +152,9 @@ type Sim struct {
 	pathLen []uint8
 
 	// Per-packet routing (ROUTING other than ecmp, routing.go): the
-	// forwarding policy, whether it is consulted, and forward's scratch.
-	fwding    forwarding
-	perPacket bool
-	hops      []route.DirLink
+	// forwarding policy and forward's scratch.
+	fwding forwarding
+	hops   []route.DirLink
 	// The receivers' out-of-order placements (per-packet routing or
 	// TRANSPORT sack); nil while packets can only arrive in order.
 	placed *seqSet
@@ -171,7 +170,7 @@ type Sim struct {
 	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
 	freeQP []int32
 
-	// lazy: a queue pair takes a slot in qps (480 bytes and two paths)
+	// lazy: a queue pair takes a slot in qps (240 bytes and two paths)
 	// only when it sends its first packet; until then its port's round
 	// robin holds ^(flow<<pendShift | j) (addPending). A 4096-rank AllToAll
 	// opens 16.8 M queue pairs at once, of which a few per NIC are sending
@@ -238,14 +237,13 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
 	}
 	s.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
-	s.perPacket = s.fwding.perPacket()
-	if s.perPacket || cfg.Transport == TransportSACK {
+	if s.fwding.perPacket() || cfg.Transport == TransportSACK {
 		s.placed = newSeqSet()
 	}
 	if cfg.Transport == TransportSACK {
 		s.sacked = newSeqSet()
 		s.dupThresh = 1
-		if s.perPacket {
+		if s.fwding.perPacket() {
 			s.dupThresh = sackDupThresh
 		}
 	}
@@ -443,7 +441,7 @@ func (s *Sim) arrive(pi int32) {
 		return
 	}
 	dl := s.dl(pkt)
-	if s.perPacket && pkt.kind == pktData {
+	if s.fwding.perPacket() && pkt.kind == pktData {
 		dl = route.DirLink(pkt.link)
 	}
 	p := &s.ports[dl]
@@ -471,7 +469,7 @@ func (s *Sim) arrive(pi int32) {
 		return
 	}
 	next := s.dl(pkt)
-	if s.perPacket && pkt.kind == pktData {
+	if s.fwding.perPacket() && pkt.kind == pktData {
 		next = s.forward(pkt, v)
 		pkt.link = int32(next)
 	}
