@@ -76,7 +76,7 @@ func (c *command) run() error {
 		return err
 	}
 	// Measured: 1.82 M flows (AICB GPT-13B, 16 GPUs) take 347 MB.
-	in, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-analytical", PerFlow: 200, Limit: limit})
+	in, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-analytical", PerFlow: 200, Limit: limit, Expands: true})
 	if tty {
 		fmt.Fprint(os.Stderr, "\r\033[K")
 	}

@@ -39,6 +39,7 @@ type command struct {
 	Lite       bool           `name:"surrogate-lite" help:"With --surrogate: do not suspend the fabric (it drains during the window and restarts empty)."`
 	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate START:END: record latencies only this long before START (default: from the beginning)."`
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
+	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where time and bytes go at scale (go tool pprof).
@@ -129,18 +130,26 @@ func (c *command) run() error {
 	// GOGC 100); the 1.05 M of a 1024-GPU one, whose queue pairs all send at
 	// once, 0.92 GB at GOGC 100. The estimate lies between, lowered by the
 	// 50 bytes a flow those cuts saved.
-	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: 400, Limit: limit})
+	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: 400, Limit: limit, Expands: true})
 	if err != nil {
 		return err
 	}
-	if err := set.RefuseColl("flowsim-packet"); err != nil {
-		return err
+	switch {
+	case c.Expand && set.CollNodes == 0:
+		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
+	case !c.Expand:
+		if err := set.RefuseColl("flowsim-packet"); err != nil {
+			return err
+		}
 	}
 	r, err := route.New(set.Topology)
 	if err != nil {
 		return err
 	}
 	flows := packet.FromSet(set)
+	if c.Expand {
+		flows.Expand(limit)
+	}
 	sim, err := packet.New(set.Topology, r, cfg, flows, c.Seed)
 	if err != nil {
 		return err
@@ -249,8 +258,12 @@ func (c *command) run() error {
 	case failed != nil:
 		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
 	}
-	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s (event loop %.2f s)\n",
-		sim.Algorithm().Name(), set.Flows(), units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
+	expanded := ""
+	if made, peak, bytes := flows.Expanded(); made > 0 {
+		expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows of %s, at most %d held at once)", made, units.HumanSize(bytes), peak)
+	}
+	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows%s, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s (event loop %.2f s)\n",
+		sim.Algorithm().Name(), set.Flows(), expanded, units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,
 		float64(st.Events)/secs/1e6, st.DataPackets, st.Dropped, st.Pauses, st.CNPs, secs, loopSecs)
 	return nil
 }
@@ -287,6 +300,7 @@ func (c *command) surrogate() (packet.Surrogate, error) {
 func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Config, switches []packet.SurrogateSwitch) error {
 	params := cfg.Describe()
 	params["seed"] = c.Seed
+	params["expand"] = c.Expand
 	if c.Surrogate != "" {
 		params["surrogate"] = c.Surrogate
 		params["surrogate_lite"] = c.Lite

@@ -57,6 +57,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/expand"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -162,10 +163,10 @@ type engine struct {
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
-	share   *collShare  // fluid at collective granularity
-	load    *collLoad   // the fabric's cost for COLL nodes
-	ex      *expansions // COLL nodes run as their flows
-	n       int32       // the stream's flows; indexes from n on are ex's
+	share   *collShare    // fluid at collective granularity
+	load    *collLoad     // the fabric's cost for COLL nodes
+	ex      *expand.Store // COLL nodes run as their flows
+	n       int32         // the stream's flows; indexes from n on are ex's
 }
 
 // maxLanes bounds the distinct delays that get a FIFO lane; events after
@@ -203,7 +204,12 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.q = *des.NewQueue(1024)
 	switch {
 	case in.CollNodes > 0 && opt.Expand:
-		e.ex = newExpansions(in, opt.MemoryLimit)
+		e.ex = expand.New(in, opt.MemoryLimit, func(dep, d *flowset.Flow) expand.Early {
+			if d.Kind == flowset.Transfer && d.Src == dep.Src {
+				return expand.OnSent // as sameSrc
+			}
+			return expand.AtCompletion
+		})
 	case in.CollNodes > 0:
 		e.load = newCollLoad(in, r, &e.res)
 	}
@@ -270,7 +276,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	e.res.Flows = n
 	if e.ex != nil {
-		e.res.Expanded, e.res.PeakExpanded = e.ex.total, e.ex.peak
+		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
@@ -280,7 +286,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 // flow is flow i, of the stream or expanded.
 func (e *engine) flow(i int32) *flowset.Flow {
 	if i >= e.n {
-		return &e.ex.flow(i).Flow
+		return e.ex.Flow(i)
 	}
 	return e.in.Flow(i)
 }
@@ -289,9 +295,7 @@ func (e *engine) flow(i int32) *flowset.Flow {
 // expanded flow its COLL node's.
 func (e *engine) flowError(i int32, field string, err error) error {
 	if i >= e.n {
-		d := e.ex.flow(i)
-		coll := e.ex.sets[d.set].coll
-		return e.in.FlowError(coll, "collective", fmt.Errorf("expanded flow %d of COLL node %d: %v", d.ID&(1<<32-1), e.in.DAG.ID(coll), err))
+		return e.ex.Error(i, err)
 	}
 	return e.in.FlowError(i, field, err)
 }
@@ -299,7 +303,7 @@ func (e *engine) flowError(i int32, field string, err error) error {
 // release starts flow i now.
 func (e *engine) release(i int32) error {
 	if i >= e.n {
-		ready, err := e.ex.started(i)
+		ready, err := e.ex.Started(i)
 		if err != nil {
 			return err
 		}
@@ -372,7 +376,7 @@ func (e *engine) send(i int32, started bool) error {
 func (e *engine) sent(i int32) error {
 	e.sentSrc = e.flow(i).Src
 	if i >= e.n {
-		e.ready = e.ex.releaseEarly(i, e.ready[:0])
+		e.ready = e.ex.Release(i, expand.OnSent, e.ready[:0])
 	} else {
 		e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
 	}
@@ -409,7 +413,7 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 
 // expand runs COLL node i as its flows; one that moves nothing ends now.
 func (e *engine) expand(i int32) error {
-	ready, err := e.ex.expand(i)
+	ready, err := e.ex.Expand(i)
 	if err != nil {
 		return err
 	}
@@ -430,7 +434,7 @@ func (e *engine) expand(i int32) error {
 // model time, as unexpanded).
 func (e *engine) completeExpanded(i int32) error {
 	var coll int32
-	e.ready, coll = e.ex.complete(i, e.ready[:0])
+	e.ready, coll = e.ex.Complete(i, e.ready[:0])
 	for _, j := range e.ready {
 		if err := e.release(j); err != nil {
 			return err

@@ -215,6 +215,14 @@ type Budget struct {
 	Backend string
 	PerFlow int64
 	Limit   int64
+	Expands bool // the backend has --expand (else the hint names those that do)
+}
+
+func (b Budget) expandHint() string {
+	if b.Expands {
+		return b.Backend + " --expand"
+	}
+	return "flowsim-packet or flowsim-analytical with --expand"
 }
 
 // ReadBudget is Read that stops, with an estimate, once the flows read so
@@ -265,8 +273,8 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 			}
 			lastConn, lastName = ci, f.conn
 			if budget.Limit > 0 && idx%batchFlows == 0 && int64(idx)*budget.PerFlow > budget.Limit {
-				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run flowsim-analytical, or simulate fewer GPUs",
-					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit)))
+				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run %s (flows made as each collective starts), or simulate fewer GPUs",
+					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit), budget.expandHint()))
 				break
 			}
 			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
@@ -571,7 +579,7 @@ func (in *Set) RefuseColl(backend string) error {
 	if in.CollNodes == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-analytical (--expand: the same flows, made as each collective starts)", in.Name, in.CollNodes, backend)
+	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-packet or flowsim-analytical with --expand (the same flows, made as each collective starts)", in.Name, in.CollNodes, backend)
 }
 
 // Row is flow i's trace row for a backend's measured times (ns): ids,

@@ -130,7 +130,7 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			if q.done || q.size == 0 {
 				continue
 			}
-			fid := s.flows.DAG.ID(q.flow)
+			fid := s.flows.id(q.flow)
 			if m.Rate != nil {
 				m.Rate.Add(monitor.Rate{TimeNs: ns, FlowID: fid, Src: s.flows.src(q.flow), Dst: s.flows.dst(q.flow), RateBps: q.cc.Rate, WinB: q.cc.BaseWin})
 			}

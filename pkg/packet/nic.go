@@ -6,6 +6,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/expand"
 )
 
 // qp is one RDMA queue pair: the sender's window and rate state and the
@@ -459,6 +460,10 @@ func (s *Sim) received(f int32) {
 	if fl.RxDone != nil {
 		fl.RxDone[f] = s.now
 	}
+	if f >= fl.n {
+		s.work = fl.ex.Release(f, expand.OnReceived, s.work)
+		return
+	}
 	s.rcvDst = fl.dst(f)
 	s.work = fl.DAG.ReleaseEarly(f, s.fromDst, s.work)
 }
@@ -470,6 +475,10 @@ func (s *Sim) received(f int32) {
 func (s *Sim) sent(f int32) {
 	fl := s.flows
 	if fl.txLeft[f]--; fl.txLeft[f] > 0 {
+		return
+	}
+	if f >= fl.n {
+		s.work = fl.ex.Release(f, expand.OnSent, s.work)
 		return
 	}
 	s.sentSrc = fl.src(f)

@@ -1,15 +1,17 @@
 package packet
 
 import (
+	"fmt"
+	"math"
 	"slices"
 	"unsafe"
 
-	"fmt"
 	"github.com/fabricsim/fabricsim/internal/prefetch"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/expand"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -47,6 +49,87 @@ type Flows struct {
 	txLeft  []uint8 // queue pairs still to put their last byte on the wire
 	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
+
+	// ex, when not nil, runs COLL nodes as their flows (Expand); indexes
+	// from n on are its flows, and the run columns above grow to cover
+	// them. n is the stream's flow count, or MaxInt32 without ex.
+	ex      *expand.Store
+	n       int32
+	exLimit int64 // Expand's memory limit
+}
+
+// Expand runs the set's COLL nodes as the flows flow granularity would
+// hold, made when each is released and freed as they finish
+// (expand.Store); limit bounds their memory (0: none). Each COLL node's
+// row spans its flows, and its ideal time is NCCL's model time.
+func (f *Flows) Expand(limit int64) {
+	if f.set == nil || f.set.CollNodes == 0 {
+		return
+	}
+	f.exLimit, f.n = limit, int32(f.DAG.Len())
+	f.newStore(math.MaxInt32)
+}
+
+// newStore starts the expansions afresh, with flow indexes below maxIndex.
+func (f *Flows) newStore(maxIndex int64) {
+	f.ex = expand.New(f.set, f.exLimit, func(dep, d *flowset.Flow) expand.Early {
+		switch { // as sameSrc and fromDst decide for the stream's flows
+		case d.Src == dep.Src && d.Kind == flowset.Transfer && d.Size > 0:
+			return expand.OnSent
+		case d.Src == dep.Dst:
+			return expand.OnReceived
+		}
+		return expand.AtCompletion
+	})
+	f.ex.LimitIndex(maxIndex)
+}
+
+// Expanded is the number of flows COLL nodes were expanded into, the
+// most held at once (hidden joins included), and the bytes they carried.
+func (f *Flows) Expanded() (made, peak, bytes int64) {
+	if f.ex == nil {
+		return 0, 0, 0
+	}
+	return f.ex.Made(), f.ex.Peak(), f.ex.Bytes()
+}
+
+// cover grows the run columns over the expanded flows' slots.
+func (f *Flows) cover() {
+	n := int(f.n) + f.ex.Slots()
+	if len(f.End) >= n {
+		return
+	}
+	k := n - len(f.End)
+	f.End = append(f.End, make([]int64, k)...)
+	f.Ideal = append(f.Ideal, make([]int64, k)...)
+	f.qpsLeft = append(f.qpsLeft, make([]uint8, k)...)
+	f.rxLeft = append(f.rxLeft, make([]uint8, k)...)
+	f.txLeft = append(f.txLeft, make([]uint8, k)...)
+	f.Sport = append(f.Sport, make([]uint16, k)...)
+}
+
+// rec is flow i's record, of the set or expanded.
+func (f *Flows) rec(i int32) *flowset.Flow {
+	if i >= f.n {
+		return f.ex.Flow(i)
+	}
+	return f.set.Flow(i)
+}
+
+// id is flow i's id (expanded: its COLL node's << 32 plus its own).
+func (f *Flows) id(i int32) int64 {
+	if i >= f.n {
+		return f.ex.Flow(i).ID
+	}
+	return f.DAG.ID(i)
+}
+
+// name names flow i in a message.
+func (f *Flows) name(i int32) string {
+	if i >= f.n {
+		return fmt.Sprintf("flow %d of COLL node %d (expanded)", f.ex.Flow(i).ID&(1<<32-1), f.DAG.ID(f.ex.Coll(i)))
+	}
+	return fmt.Sprintf("flow %d", f.DAG.ID(i))
 }
 
 // NewFlows sizes the result columns.
@@ -60,21 +143,21 @@ func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 
 func newFlows(d *dag.DAG) *Flows {
 	n := d.Len()
-	return &Flows{DAG: d, End: make([]int64, n), Ideal: make([]int64, n),
+	return &Flows{DAG: d, n: math.MaxInt32, End: make([]int64, n), Ideal: make([]int64, n),
 		qpsLeft: make([]uint8, n), rxLeft: make([]uint8, n), txLeft: make([]uint8, n), Sport: make([]uint16, n)}
 }
 
 // StartPs is when flow i was released (ps), -1 if it never was.
 func (f *Flows) StartPs(i int32) int64 {
 	if f.Start == nil {
-		return int64(f.set.Flow(i).Start)
+		return int64(f.rec(i).Start)
 	}
 	return f.Start[i]
 }
 
 func (f *Flows) setStart(i int32, t int64) {
 	if f.Start == nil {
-		f.set.Flow(i).Start = des.Time(t)
+		f.rec(i).Start = des.Time(t)
 		return
 	}
 	f.Start[i] = t
@@ -85,14 +168,14 @@ func (f *Flows) setStart(i int32, t int64) {
 
 func (f *Flows) src(i int32) int32 {
 	if f.set != nil {
-		return f.set.Flow(i).Src
+		return f.rec(i).Src
 	}
 	return f.Src[i]
 }
 
 func (f *Flows) dst(i int32) int32 {
 	if f.set != nil {
-		return f.set.Flow(i).Dst
+		return f.rec(i).Dst
 	}
 	return f.Dst[i]
 }
@@ -100,7 +183,7 @@ func (f *Flows) dst(i int32) int32 {
 // size is a transfer's bytes, 0 for delay nodes and joins.
 func (f *Flows) size(i int32) int64 {
 	if f.set != nil {
-		if r := f.set.Flow(i); r.Kind == flowset.Transfer {
+		if r := f.rec(i); r.Kind == flowset.Transfer {
 			return r.Size
 		}
 		return 0
@@ -110,10 +193,10 @@ func (f *Flows) size(i int32) int64 {
 
 func (f *Flows) delay(i int32) int64 {
 	if f.set != nil {
-		switch r := f.set.Flow(i); r.Kind {
+		switch r := f.rec(i); r.Kind {
 		case flowset.Delay:
 			return r.Size
-		case flowset.Coll: // flowsim-packet refuses these (RefuseColl); a caller that does not gets NCCL's model time
+		case flowset.Coll: // expanded (startFlow), refused (RefuseColl), or else NCCL's model time
 			return int64(r.Lat)
 		}
 		return 0
@@ -127,6 +210,12 @@ func (s *Sim) Run() error {
 	// same flows (another Sim) runs as the first did.
 	f := s.flows
 	f.DAG.Reset()
+	if f.ex != nil {
+		// Queue pair j of flow i is numbered i<<pendShift | j.
+		f.newStore(math.MaxInt32 >> s.pendShift)
+		n := f.n
+		f.End, f.Ideal, f.qpsLeft, f.rxLeft, f.txLeft, f.Sport = f.End[:n], f.Ideal[:n], f.qpsLeft[:n], f.rxLeft[:n], f.txLeft[:n], f.Sport[:n]
+	}
 	for i := range f.End {
 		f.setStart(int32(i), -1)
 		f.End[i] = -1
@@ -241,7 +330,7 @@ func (s *Sim) Run() error {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
-		s.Stats.SimPs = slices.Max(s.flows.End)
+		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
 	if s.stalled != nil {
 		s.stalled.Done, s.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
@@ -298,12 +387,15 @@ func (e *FlowsFailed) Error() string {
 func (s *Sim) failFlow(i int32, why error) {
 	f := s.flows
 	if f.Failed == nil {
-		f.Failed = make([]bool, len(f.End))
+		f.Failed = make([]bool, f.DAG.Len())
 	}
-	if f.Failed[i] {
+	row := i // an expanded flow's failure is its COLL node's
+	if i >= f.n {
+		row = f.ex.Coll(i)
+	} else if f.Failed[i] {
 		return
 	}
-	f.Failed[i] = true
+	f.Failed[row] = true
 	if s.failure == nil {
 		s.failure = &FlowsFailed{First: why}
 	}
@@ -333,13 +425,22 @@ func (s *Sim) failFlow(i int32, why error) {
 	s.finishFlow(i)
 }
 
-// finishFlow marks a flow done and queues what it releases.
+// finishFlow marks a flow done and queues what it releases; the last
+// flow of a COLL node's expansion ends the node too.
 func (s *Sim) finishFlow(i int32) {
 	if s.sur != nil && s.sur.AutoWindowPs > 0 && s.flows.size(i) > 0 {
 		s.transfersInProgress(-1) // only --surrogate auto reads the load
 	}
 	s.flows.End[i] = s.now
-	s.work = s.flows.DAG.Complete(i, s.work)
+	if i < s.flows.n {
+		s.work = s.flows.DAG.Complete(i, s.work)
+		return
+	}
+	var coll int32
+	s.work, coll = s.flows.ex.Complete(i, s.work)
+	if coll >= 0 {
+		s.finishFlow(coll)
+	}
 }
 
 // drain starts every flow released at this instant, in release order.
@@ -357,12 +458,23 @@ func (s *Sim) drain() error {
 
 func (s *Sim) startFlow(i int32) error {
 	f := s.flows
+	if i >= f.n {
+		// Its channel's next row waits on its row: make it now.
+		ready, err := f.ex.Started(i)
+		if err != nil {
+			return err
+		}
+		f.cover()
+		s.work = append(s.work, ready...)
+	} else if f.ex != nil && f.set.Flow(i).Kind == flowset.Coll {
+		return s.expand(i)
+	}
 	f.setStart(i, s.now)
 	size := f.size(i)
 	switch delay := f.delay(i); {
 	case delay > 0:
 		if delay > maxTime-s.now {
-			return fmt.Errorf("flow %d: delay node ends after the %d ps the simulator can represent", f.DAG.ID(i), int64(maxTime))
+			return fmt.Errorf("%s: delay node ends after the %d ps the simulator can represent", f.name(i), int64(maxTime))
 		}
 		f.Ideal[i] = delay
 		s.q.Push(des.Time(s.now+delay), evDelayDone, i, 0)
@@ -388,6 +500,25 @@ func (s *Sim) startFlow(i int32) error {
 		return nil
 	}
 	return s.openQPs(i, false)
+}
+
+// expand runs COLL node i as its flows; one that moves nothing ends now.
+// Its ideal time is NCCL's model time, as at collective granularity.
+func (s *Sim) expand(i int32) error {
+	f := s.flows
+	f.setStart(i, s.now)
+	f.Ideal[i] = int64(f.set.Flow(i).Lat)
+	ready, err := f.ex.Expand(i)
+	if err != nil {
+		return err
+	}
+	f.cover()
+	if len(ready) == 0 {
+		s.finishFlow(i)
+		return nil
+	}
+	s.work = append(s.work, ready...)
+	return nil
 }
 
 // stepLane holds the flows that wait out their step latency until one
@@ -446,7 +577,7 @@ func (s *Sim) popStepLat(k int32) int32 {
 // port is the NIC port index of queue pair j of flow i (-1: hash).
 func (f *Flows) port(i int32, j int) int {
 	if f.set != nil {
-		return int(f.set.Flow(i).Port) + j
+		return int(f.rec(i).Port) + j
 	}
 	if f.Port == nil {
 		return -1
@@ -456,7 +587,7 @@ func (f *Flows) port(i int32, j int) int {
 
 func (f *Flows) lat(i int32) int64 {
 	if f.set != nil {
-		if r := f.set.Flow(i); r.Kind == flowset.Transfer {
+		if r := f.rec(i); r.Kind == flowset.Transfer {
 			return int64(r.Lat)
 		}
 		return 0
@@ -474,7 +605,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	f := s.flows
 	src, dst := f.src(i), f.dst(i)
 	size := f.size(i)
-	id := f.DAG.ID(i)
+	id := f.id(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
 		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.FlowHash(src, dst, id*64, s.seed), f.port(i, 0))
@@ -501,10 +632,10 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			// here as they always did), keep only the flow and j.
 			h := route.FlowHash(src, dst, id*64+j, s.seed)
 			if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
-				return fmt.Errorf("flow %d: %v", id, err)
+				return fmt.Errorf("%s: %v", f.name(i), err)
 			}
 			if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
-				return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
+				return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
 			}
 			port = int32(s.fwd[0])
 			if j == 0 {
@@ -550,7 +681,7 @@ func (s *Sim) sport(id, j int64) uint16 {
 func (s *Sim) initQP(qi, i int32, j int64) error {
 	f := s.flows
 	src, dst, size := f.src(i), f.dst(i), f.size(i)
-	id := f.DAG.ID(i)
+	id := f.id(i)
 	pay := int64(s.cfg.PayloadSize)
 	pktsTotal := (size + pay - 1) / pay
 	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
@@ -570,10 +701,10 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
 	h := route.FlowHash(src, dst, id*64+j, s.seed)
 	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
-		return fmt.Errorf("flow %d: %v", id, err)
+		return fmt.Errorf("%s: %v", f.name(i), err)
 	}
 	if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
-		return fmt.Errorf("flow %d (acknowledgements): %v", id, err)
+		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
 	}
 	q.port = int32(s.paths[int(2*qi)*s.pathW])
 	lineRate := s.ports[q.port].bw
@@ -719,14 +850,14 @@ func (s *Sim) linkDown(li int32) error {
 		}
 		old := q.port
 		src, dst := s.flows.src(q.flow), s.flows.dst(q.flow)
-		h := route.FlowHash(src, dst, s.flows.DAG.ID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
+		h := route.FlowHash(src, dst, s.flows.id(q.flow)*64+int64(q.sport), s.seed^0xfa11)
 		err := s.setPath(int32(2*qi), src, dst, h, -1)
 		if err == nil {
 			err = s.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)
 		}
 		if err != nil {
-			s.failFlow(q.flow, fmt.Errorf("flow %d failed at %s: link %d (%s) went down and left it no path (%v)",
-				s.flows.DAG.ID(q.flow), des.Time(s.now), li, s.linkName(li), err))
+			s.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
+				s.flows.name(q.flow), des.Time(s.now), li, s.linkName(li), err))
 			continue
 		}
 		s.epoch[qi]++
@@ -745,9 +876,9 @@ func (s *Sim) linkDown(li int32) error {
 // links down, it fails (and the run goes on); otherwise it is an error.
 func (s *Sim) noPath(i int32, err error) error {
 	if s.downLinks == 0 {
-		return fmt.Errorf("flow %d: %v", s.flows.DAG.ID(i), err)
+		return fmt.Errorf("%s: %v", s.flows.name(i), err)
 	}
-	s.failFlow(i, fmt.Errorf("flow %d failed at %s: link %s went down and left it no path (%v)", s.flows.DAG.ID(i), des.Time(s.now), s.downNames, err))
+	s.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
 	return nil
 }
 

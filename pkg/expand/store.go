@@ -1,4 +1,16 @@
-package analytical
+// Package expand runs a collective-granularity stream's COLL nodes as
+// their flows: when a COLL node is released, its collective is cut into
+// the flows flow granularity would have held, on its group and every
+// sibling group (collective.Expander), and a backend runs those like any
+// other; the node completes with the last of them. A ring or NVLS
+// channel's flows are made a row at a time, the next row when the first
+// flow of the row before it starts (every dep of a row is in the row
+// before it), and a flow's slot is freed when it completes, so memory
+// follows the flows in flight, not the workload.
+//
+// Expanded flows are indexed after the stream's: flow i >= Base() is slot
+// i - Base(). They write no trace rows; their COLL node's row spans them.
+package expand
 
 import (
 	"fmt"
@@ -13,20 +25,26 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
-// expansions runs COLL nodes as their flows (Options.Expand): when a COLL
-// node is released, its collective is cut into the flows flow granularity
-// would have held, on its group and every sibling group
-// (collective.Expander), and those flows run like any other; the node
-// completes with the last of them. A ring or NVLS channel's flows are
-// made a row at a time, the next row when the first flow of the row before
-// it starts (every dep of a row is in the row before it), and a flow's slot
-// is freed when it completes, so memory follows the flows in flight, not
-// the workload.
-//
-// Expanded flows are indexed after the stream's: flow i >= base is slot
-// i - base. They write no trace rows; their COLL node's row spans them.
-type expansions struct {
+// Early says when a flow's dependant may start, before the flow completes.
+type Early uint8
+
+const (
+	AtCompletion Early = iota
+	// OnSent: once the flow's last byte has left its source (the next
+	// chunk on a connection, posted back to back as NCCL does).
+	OnSent
+	// OnReceived: once the flow's last byte has landed (a receiver
+	// forwarding what just arrived).
+	OnReceived
+)
+
+// Rule is a backend's: when flow d, which waits on dep, may start.
+type Rule func(dep, d *flowset.Flow) Early
+
+// Store holds the expanded flows in flight.
+type Store struct {
 	x     *collective.Expander
+	rule  Rule
 	in    *flowset.Set
 	base  int32
 	flows []dynFlow
@@ -47,24 +65,26 @@ type expansions struct {
 	runJoin int32
 
 	inFlight, peak, total int64
+	bytes                 int64 // the transfers' made so far
 	limit, slotCap        int64 // the memory budget; slots' capacity in all sets
+	maxIndex              int64 // bound on flow indexes (LimitIndex)
 }
 
 type dynFlow struct {
 	flowset.Flow
 	set      int32 // its expansion
 	gen, row int32 // its ring or NVLS channel (-1: none) and row there
-	// Dependants. Those that are transfers from the same source are
-	// released early (sent): the first is early (slot + 1, 0 for none),
-	// any other is in succ as slot<<1 | 1 (-1 once released), the rest
-	// as slot<<1. Deciding that once, and keeping the usual one (the next
-	// chunk on the connection) in the flow itself, spares the walk of the
-	// dependants each time a flow's last byte leaves: at 1024 GPUs those
+	// Dependants, with when each may start (the Rule's Early, decided
+	// when it was made). The first of each early kind is in early (slot
+	// + 1, 0 for none), any other in succ as slot<<2 | kind (-1 once
+	// released). Keeping the usual one (the next chunk on a connection,
+	// the next ring step at the receiver) in the flow itself spares the
+	// walk of the dependants at each early release: at 1024 GPUs those
 	// walks missed the cache.
-	early     int32
-	moreEarly bool
-	hidden    bool // a join of shared deps (shared), no flow of the stream's
-	succ      []int32
+	early  [2]int32
+	more   [2]bool // succ holds dependants of that early kind
+	hidden bool    // a join of shared deps (shared), no flow of the stream's
+	succ   []int32
 }
 
 // expSet is one COLL node's expansion.
@@ -85,15 +105,51 @@ type expSet struct {
 
 type portKey struct{ src, dst, ch int32 }
 
-func newExpansions(in *flowset.Set, limit int64) *expansions {
-	return &expansions{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()), limit: limit,
-		groups: map[int64][][]int32{}, runSet: -1}
+// New returns a Store for in's COLL nodes. limit is the memory the held
+// flows may take (0: no limit); rule decides early releases.
+func New(in *flowset.Set, limit int64, rule Rule) *Store {
+	return &Store{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()), limit: limit,
+		rule: rule, groups: map[int64][][]int32{}, runSet: -1, maxIndex: math.MaxInt32}
 }
 
-func (x *expansions) flow(i int32) *dynFlow { return &x.flows[i-x.base] }
+// LimitIndex keeps expanded flow indexes below n: a backend that packs
+// more than the index into an int32 refuses, with an error, the flows
+// past it.
+func (x *Store) LimitIndex(n int64) { x.maxIndex = min(n, math.MaxInt32) }
+
+// Base is the index of slot 0: the stream's flow count.
+func (x *Store) Base() int32 { return x.base }
+
+// Slots is the number of slots so far: expanded flow indexes are below
+// Base() + Slots().
+func (x *Store) Slots() int { return len(x.flows) }
+
+// Made is the number of flows expanded so far (hidden joins not counted);
+// Peak the most held at once (hidden joins counted); Bytes what the
+// transfers among them carry.
+func (x *Store) Made() int64  { return x.total }
+func (x *Store) Bytes() int64 { return x.bytes }
+func (x *Store) Peak() int64  { return x.peak }
+
+func (x *Store) flow(i int32) *dynFlow { return &x.flows[i-x.base] }
+
+// Flow is expanded flow i. Its ID is its COLL node's id << 32 plus its
+// id in the expansion (distinct ECMP hashes per node).
+func (x *Store) Flow(i int32) *flowset.Flow { return &x.flows[i-x.base].Flow }
+
+// Coll is the COLL node expanded flow i belongs to.
+func (x *Store) Coll(i int32) int32 { return x.sets[x.flow(i).set].coll }
+
+// Error names expanded flow i in an error, located at its COLL node's
+// record.
+func (x *Store) Error(i int32, err error) error {
+	d := x.flow(i)
+	coll := x.sets[d.set].coll
+	return x.in.FlowError(coll, "collective", fmt.Errorf("expanded flow %d of COLL node %d: %v", d.ID&(1<<32-1), x.in.DAG.ID(coll), err))
+}
 
 // groupsOf is a group's ranks, then its siblings'.
-func (x *expansions) groupsOf(id int64) ([][]int32, error) {
+func (x *Store) groupsOf(id int64) ([][]int32, error) {
 	if g, ok := x.groups[id]; ok {
 		return g, nil
 	}
@@ -109,10 +165,10 @@ func (x *expansions) groupsOf(id int64) ([][]int32, error) {
 	return out, nil
 }
 
-// expand starts COLL node i's expansion and returns the flows ready now
+// Expand starts COLL node i's expansion and returns the flows ready now
 // (a scratch slice, valid until the next call); none when the collective
 // moves nothing, which the caller completes at once.
-func (x *expansions) expand(i int32) ([]int32, error) {
+func (x *Store) Expand(i int32) ([]int32, error) {
 	f := x.in.Flow(i)
 	rec := x.in.Collectives[f.Coll] // the reader checked every COLL has one
 	groups, err := x.groupsOf(rec.Group)
@@ -147,7 +203,7 @@ func (x *expansions) expand(i int32) ([]int32, error) {
 
 // made takes in flow sf of set s's expansion: a slot, its deps that have
 // not finished, its NIC port; ready ones go to x.ready.
-func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
+func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	slot, err := x.alloc()
 	if err != nil {
 		return err
@@ -176,15 +232,15 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		d.Port = p
 	}
 	x.waiting[slot] = 0
-	d.set, d.gen, d.row, d.succ, d.early, d.moreEarly, d.hidden = s, o.Gen, o.Row, d.succ[:0], 0, false, false
+	d.set, d.gen, d.row, d.succ, d.early, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [2]int32{}, [2]bool{}, false
 	deps := sf.Deps
 	if j := x.shared(s, slot, deps); j >= 0 {
-		x.link(j, slot)
+		x.link(j, slot, AtCompletion)
 		deps = deps[len(deps)-1:]
 	}
 	for _, dep := range deps {
 		if p := set.slots[dep] - 1; p >= 0 {
-			x.link(p, slot)
+			x.link(p, slot, x.rule(&x.flows[p].Flow, &d.Flow))
 		}
 	}
 	if n := int64(len(set.slots)); n <= sf.ID {
@@ -208,23 +264,26 @@ func (x *expansions) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	set.left++
 	x.total++
+	if d.Kind == flowset.Transfer {
+		x.bytes += d.Size
+	}
 	x.inFlight++
 	x.peak = max(x.peak, x.inFlight)
 	return nil
 }
 
-// link makes the flow in slot d wait for the one in slot p; a transfer
-// from p's source is released early (sent).
-func (x *expansions) link(p, d int32) {
-	f, q := &x.flows[d], &x.flows[p]
+// link makes the flow in slot d wait for the one in slot p, released
+// when says.
+func (x *Store) link(p, d int32, when Early) {
+	q := &x.flows[p]
 	x.waiting[d]++
 	switch {
-	case f.Kind != flowset.Transfer || q.Src != f.Src:
-		q.succ = append(q.succ, d<<1)
-	case q.early == 0:
-		q.early = d + 1
+	case when == AtCompletion:
+		q.succ = append(q.succ, d<<2)
+	case q.early[when-1] == 0:
+		q.early[when-1] = d + 1
 	default:
-		q.succ, q.moreEarly = append(q.succ, d<<1|1), true
+		q.succ, q.more[when-1] = append(q.succ, d<<2|int32(when)), true
 	}
 }
 
@@ -241,9 +300,9 @@ const minShared = 5
 // its own edges; from the second on, they share a join of the common
 // deps (n + 2n edges). A join ends the instant its last dep does, and
 // releases its dependants in that same instant, so no time changes. A
-// flow with a dep it would start early from (a transfer from the same
-// source, engine.sent) keeps its own edges.
-func (x *expansions) shared(s, d int32, deps []int64) int32 {
+// flow with a dep it would start early from (the Rule) keeps its own
+// edges: the join would hold it to that dep's completion.
+func (x *Store) shared(s, d int32, deps []int64) int32 {
 	if len(deps) < minShared {
 		return -1
 	}
@@ -253,11 +312,9 @@ func (x *expansions) shared(s, d int32, deps []int64) int32 {
 		x.runSet, x.runDeps, x.runJoin = s, append(x.runDeps[:0], deps...), -1
 		return -1
 	}
-	if f.Kind == flowset.Transfer {
-		for _, dep := range deps {
-			if p := set.slots[dep] - 1; p >= 0 && x.flows[p].Src == f.Src {
-				return -1
-			}
+	for _, dep := range deps {
+		if p := set.slots[dep] - 1; p >= 0 && x.rule(&x.flows[p].Flow, &f.Flow) != AtCompletion {
+			return -1
 		}
 	}
 	if x.runJoin < 0 {
@@ -278,10 +335,10 @@ func (x *expansions) shared(s, d int32, deps []int64) int32 {
 		jf := &x.flows[j]
 		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
 		x.waiting[j] = 0
-		jf.set, jf.gen, jf.row, jf.succ, jf.early, jf.moreEarly, jf.hidden = s, -1, f.row, jf.succ[:0], 0, false, true
+		jf.set, jf.gen, jf.row, jf.succ, jf.early, jf.more, jf.hidden = s, -1, f.row, jf.succ[:0], [2]int32{}, [2]bool{}, true
 		for _, dep := range deps {
 			if p := set.slots[dep] - 1; p >= 0 {
-				x.link(p, j)
+				x.link(p, j, AtCompletion)
 			}
 		}
 		set.left++
@@ -291,10 +348,10 @@ func (x *expansions) shared(s, d int32, deps []int64) int32 {
 	return x.runJoin
 }
 
-// started makes, once expanded flow i starts, the next row of its ring
+// Started makes, once expanded flow i starts, the next row of its ring
 // channel if that is not made yet: the row's flows wait on this row's.
 // It returns flows made ready (normally none) in a new slice.
-func (x *expansions) started(i int32) ([]int32, error) {
+func (x *Store) Started(i int32) ([]int32, error) {
 	d := x.flow(i)
 	if d.gen < 0 {
 		return nil, nil
@@ -322,16 +379,16 @@ func (x *expansions) started(i int32) ([]int32, error) {
 }
 
 // maxExpanded bounds the expanded flows held at once: their slots are
-// kept doubled in int32 dependant lists.
-const maxExpanded = 1 << 30
+// kept times four in int32 dependant lists.
+const maxExpanded = 1 << 29
 
-func (x *expansions) alloc() (int32, error) {
+func (x *Store) alloc() (int32, error) {
 	if n := len(x.free); n > 0 {
 		s := x.free[n-1]
 		x.free = x.free[:n-1]
 		return s, nil
 	}
-	if limit := min(maxExpanded, math.MaxInt32-int64(x.base)); int64(len(x.flows)) >= limit {
+	if limit := min(maxExpanded, x.maxIndex-int64(x.base)); int64(len(x.flows)) >= limit {
 		return 0, fmt.Errorf("more than %d flows held at once", limit)
 	}
 	if err := x.fits(1); err != nil {
@@ -343,46 +400,50 @@ func (x *expansions) alloc() (int32, error) {
 }
 
 // heldFlowBytes is what a held expanded flow costs: its record, its
-// dependants (two or three) and its share of the fluid model's state.
+// dependants (two or three) and a backend's state for it (the fluid
+// model's share; the packet backend's run columns, 21 bytes, and its
+// queue pairs while they send).
 const heldFlowBytes = int64(unsafe.Sizeof(dynFlow{})) + 4 + 64
 
 // fits refuses, before it is made, the table growth that would take the
 // expansions past the run's memory budget (Options.MemoryLimit): the held
 // flows, and 4 bytes per flow of every collective in flight (slots).
-func (x *expansions) fits(newSlots int64) error {
+func (x *Store) fits(newSlots int64) error {
 	if x.limit <= 0 {
 		return nil
 	}
 	held := int64(len(x.flows)+1) * heldFlowBytes
 	if need := held + 4*(x.slotCap+newSlots); need > x.limit {
-		return fmt.Errorf("the expanded flows held at once (%d) would take about %s, beyond the %s this run may use (FABRICSIM_MEMORY, or 90%% of the available memory); run without --expand (the collective-level model), on fewer GPUs, or decompose with a smaller --max-chunks (fewer, larger chunks)",
+		return fmt.Errorf("the expanded flows held at once (%d) would take about %s, beyond the %s this run may use (FABRICSIM_MEMORY, or 90%% of the available memory); decompose with a smaller --max-chunks (fewer, larger chunks), simulate fewer GPUs, or run flowsim-analytical without --expand (the collective-level model)",
 			len(x.flows)+1, units.HumanSize(need), units.HumanSize(x.limit))
 	}
 	return nil
 }
 
-// complete marks expanded flow i done, appends the flows it releases to
+// Complete marks expanded flow i done, appends the flows it releases to
 // out, frees its slot, and returns the COLL node whose expansion it
 // ended (-1 if none).
-func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
+func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 	slot := i - x.base
 	d := &x.flows[slot]
 	if x.waiting[slot] != 0 {
-		panic(fmt.Sprintf("analytical: expanded flow %d completed twice or before its deps", d.ID))
+		panic(fmt.Sprintf("expand: flow %d completed twice or before its deps", d.ID))
 	}
 	x.waiting[slot] = -1
 	set := &x.sets[d.set]
 	if !d.hidden {
 		set.slots[d.ID-set.idBase] = 0
 	}
-	if d.early > 0 {
-		out = x.satisfy(d.early-1, out)
+	for _, e := range d.early {
+		if e > 0 {
+			out = x.satisfy(e-1, out)
+		}
 	}
 	for _, e := range d.succ {
 		if e < 0 {
 			continue // released early
 		}
-		out = x.satisfy(e>>1, out)
+		out = x.satisfy(e>>2, out)
 	}
 	x.free = append(x.free, slot)
 	x.inFlight--
@@ -394,24 +455,24 @@ func (x *expansions) complete(i int32, out []int32) ([]int32, int32) {
 	return out, set.coll
 }
 
-// releaseEarly satisfies, before expanded flow i completes, its
-// dependants that send from its source (DAG.ReleaseEarly with the
-// engine's sameSrc rule, decided when they were made) and appends those
-// it makes ready to out.
-func (x *expansions) releaseEarly(i int32, out []int32) []int32 {
+// Release satisfies, before expanded flow i completes, its dependants
+// the Rule let start when (OnSent or OnReceived), as DAG.ReleaseEarly
+// does for the stream's flows, and appends those it makes ready to out.
+func (x *Store) Release(i int32, when Early, out []int32) []int32 {
 	d := &x.flows[i-x.base]
-	if d.early > 0 {
-		out = x.satisfy(d.early-1, out)
-		d.early = 0
+	k := when - 1
+	if e := d.early[k]; e > 0 {
+		out = x.satisfy(e-1, out)
+		d.early[k] = 0
 	}
-	if !d.moreEarly {
+	if !d.more[k] {
 		return out
 	}
-	d.moreEarly = false
-	for k, e := range d.succ {
-		if e >= 0 && e&1 == 1 {
-			d.succ[k] = -1
-			out = x.satisfy(e>>1, out)
+	d.more[k] = false
+	for j, e := range d.succ {
+		if e >= 0 && Early(e&3) == when {
+			d.succ[j] = -1
+			out = x.satisfy(e>>2, out)
 		}
 	}
 	return out
@@ -419,7 +480,7 @@ func (x *expansions) releaseEarly(i int32, out []int32) []int32 {
 
 // satisfy counts one dep of the flow in slot s done; out gets it when it
 // was the last.
-func (x *expansions) satisfy(s int32, out []int32) []int32 {
+func (x *Store) satisfy(s int32, out []int32) []int32 {
 	w := &x.waiting[s]
 	if *w--; *w == 0 {
 		out = append(out, s+x.base)
