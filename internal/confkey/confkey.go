@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Key documents one key. Range is an interval in the key's unit, as
@@ -66,6 +68,64 @@ func (r Interval) Check(x float64, unit string) error {
 	}
 	return nil
 }
+
+// timeUnits are the units a time row may be kept in, in ps.
+var timeUnits = map[string]float64{"ns": 1e3, "us": 1e6}
+
+// Value reads one value of a flag, integer, number, time or rate row, in
+// the row's unit, and checks it against the row's range: every table
+// reads a spelling the same way. A flag is 0 or 1; an integer a whole
+// number; a time a plain number in the row's unit (SimAI's µs) or one
+// with a unit ("5us", "1ms"); a rate a plain number of bit/s (ns-3's
+// DataRate) or one with a unit ("50Mb/s"). Other types are not values.
+func (k *Key) Value(v string) (float64, error) {
+	var x float64
+	var err error
+	switch k.Type {
+	case "time":
+		x, err = k.time(v)
+	case "rate":
+		x, err = strconv.ParseFloat(v, 64)
+		if err != nil {
+			x, err = units.ParseBandwidth(v)
+		}
+	case "flag", "integer", "number":
+		x, err = strconv.ParseFloat(v, 64)
+		if err != nil {
+			err = fmt.Errorf("%q is not a number", v)
+		}
+	default:
+		panic(fmt.Sprintf("confkey: %s: a %s row has no value", k.Name, k.Type))
+	}
+	switch {
+	case err != nil:
+		return 0, err
+	case math.IsNaN(x) || math.IsInf(x, 0):
+		return 0, fmt.Errorf("%q is not a number", v)
+	case k.Type == "flag" && x != 0 && x != 1:
+		return 0, fmt.Errorf("%q: expected 0 or 1", v)
+	case k.Type == "integer" && x != math.Trunc(x): // 1.5 read as 1 would be nonsense accepted
+		return 0, fmt.Errorf("%g is not a whole number", x)
+	}
+	return x, ParseInterval(k.Range).Check(x, k.Unit)
+}
+
+// time reads a time row's value in its unit.
+func (k *Key) time(v string) (float64, error) {
+	per, ok := timeUnits[k.Unit]
+	if !ok {
+		panic(fmt.Sprintf("confkey: %s: time unit %q", k.Name, k.Unit))
+	}
+	if x, err := strconv.ParseFloat(v, 64); err == nil {
+		return x, nil
+	}
+	ps, err := units.ParseDuration(v)
+	return float64(ps) / per, err
+}
+
+// PsOf is a time in unit ("us" or "ns") in ps, to the nearest: the one
+// rounding rule of every time key. Rows' ranges keep it within int64.
+func PsOf(x float64, unit string) int64 { return int64(math.Round(x * timeUnits[unit])) }
 
 // Table formats keys for people: one line each, the columns aligned.
 func Table(keys []Key) string {

@@ -167,10 +167,7 @@ func (p *Params) Set(key, value string) error {
 	if v == "" || strings.ContainsAny(v, " \t") {
 		return fmt.Errorf("cc: %s %q: expected one value", key, value)
 	}
-	x, err := k.parse(v)
-	if err == nil {
-		err = k.check(x)
-	}
+	x, err := k.Value(v) // parsed and range-checked as every table's values are
 	if err != nil {
 		return fmt.Errorf("cc: %s %q: %v", key, value, err)
 	}

@@ -1,12 +1,7 @@
 package cc
 
 import (
-	"fmt"
-	"math"
-	"strconv"
-
 	"github.com/fabricsim/fabricsim/internal/confkey"
-	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // The congestion-control keys of SimAI.conf, one row each: its type, unit,
@@ -22,9 +17,9 @@ var keys = []ccKey{
 	{Key: confkey.Key{Name: "RATE_HAI", Type: "rate", Unit: "bit/s", Range: "[0,inf)", Default: "100Mb/s", Doc: "hyper-additive increase (DCQCN, TIMELY)"}, f64: func(p *Params) *float64 { return &p.RateHAI }},
 	{Key: confkey.Key{Name: "MIN_RATE", Type: "rate", Unit: "bit/s", Range: "(0,inf)", Default: "100Mb/s", Doc: "no algorithm paces a queue pair below this"}, f64: func(p *Params) *float64 { return &p.MinRate }},
 	{Key: confkey.Key{Name: "DCTCP_RATE_AI", Type: "rate", Unit: "bit/s", Range: "[0,inf)", Default: "1000Mb/s", Doc: "DCTCP additive increase per RTT"}, f64: func(p *Params) *float64 { return &p.DctcpRateAI }},
-	{Key: confkey.Key{Name: "RP_TIMER", Type: "time", Unit: "us", Range: "(0,inf)", Default: "900", Doc: "DCQCN rate-increase period"}, ps: func(p *Params) *int64 { return &p.RPTimer }},
-	{Key: confkey.Key{Name: "ALPHA_RESUME_INTERVAL", Type: "time", Unit: "us", Range: "(0,inf)", Default: "1", Doc: "DCQCN alpha update period"}, ps: func(p *Params) *int64 { return &p.AlphaResumeInterval }},
-	{Key: confkey.Key{Name: "RATE_DECREASE_INTERVAL", Type: "time", Unit: "us", Range: "(0,inf)", Default: "4", Doc: "DCQCN: how often a CNP cuts the rate"}, ps: func(p *Params) *int64 { return &p.RateDecreaseInterval }},
+	{Key: confkey.Key{Name: "RP_TIMER", Type: "time", Unit: "us", Range: "(0,1e9]", Default: "900", Doc: "DCQCN rate-increase period"}, ps: func(p *Params) *int64 { return &p.RPTimer }},
+	{Key: confkey.Key{Name: "ALPHA_RESUME_INTERVAL", Type: "time", Unit: "us", Range: "(0,1e9]", Default: "1", Doc: "DCQCN alpha update period"}, ps: func(p *Params) *int64 { return &p.AlphaResumeInterval }},
+	{Key: confkey.Key{Name: "RATE_DECREASE_INTERVAL", Type: "time", Unit: "us", Range: "(0,1e9]", Default: "4", Doc: "DCQCN: how often a CNP cuts the rate"}, ps: func(p *Params) *int64 { return &p.RateDecreaseInterval }},
 	{Key: confkey.Key{Name: "FAST_RECOVERY_TIMES", Type: "integer", Range: "[0,inf)", Default: "1", Doc: "DCQCN rounds that halve the gap to the target after a cut"}, n: func(p *Params) *int { return &p.FastRecoveryTimes }},
 	{Key: confkey.Key{Name: "CLAMP_TARGET_RATE", Type: "flag", Default: "0", Doc: "DCQCN: every cut sets target = rate"}, b: func(p *Params) *bool { return &p.ClampTargetRate }},
 	{Key: confkey.Key{Name: "RATE_ON_FIRST_CNP", Type: "number", Range: "(0,1]", Default: "1", Doc: "share of the rate kept on a pair's first CNP"}, f64: func(p *Params) *float64 { return &p.RateOnFirstCNP }},
@@ -38,9 +33,9 @@ var keys = []ccKey{
 	{Key: confkey.Key{Name: "PINT_PROB", Type: "number", Range: "[0,1]", Default: "1", Doc: "HPCC-PINT: share of ACKs whose value is used"}, f64: func(p *Params) *float64 { return &p.PintProb }},
 	{Key: confkey.Key{Name: "TMLY_ALPHA", Type: "number", Range: "(0,1]", Default: "0.875", Doc: "TIMELY RTT-difference EWMA weight"}, f64: func(p *Params) *float64 { return &p.TimelyAlpha }},
 	{Key: confkey.Key{Name: "TMLY_BETA", Type: "number", Range: "(0,inf)", Default: "0.8", Doc: "TIMELY multiplicative decrease"}, f64: func(p *Params) *float64 { return &p.TimelyBeta }},
-	{Key: confkey.Key{Name: "TMLY_TLOW", Type: "time", Unit: "us", Range: "[0,inf)", Default: "50", Doc: "TIMELY: below this RTT the rate grows"}, ps: func(p *Params) *int64 { return &p.TimelyTLow }},
-	{Key: confkey.Key{Name: "TMLY_THIGH", Type: "time", Unit: "us", Range: "(0,inf)", Default: "500", Doc: "TIMELY: above this RTT the rate falls (above TMLY_TLOW)"}, ps: func(p *Params) *int64 { return &p.TimelyTHigh }},
-	{Key: confkey.Key{Name: "TMLY_MINRTT", Type: "time", Unit: "us", Range: "(0,inf)", Default: "20", Doc: "TIMELY gradient normalization"}, ps: func(p *Params) *int64 { return &p.TimelyMinRTT }},
+	{Key: confkey.Key{Name: "TMLY_TLOW", Type: "time", Unit: "us", Range: "[0,1e9]", Default: "50", Doc: "TIMELY: below this RTT the rate grows"}, ps: func(p *Params) *int64 { return &p.TimelyTLow }},
+	{Key: confkey.Key{Name: "TMLY_THIGH", Type: "time", Unit: "us", Range: "(0,1e9]", Default: "500", Doc: "TIMELY: above this RTT the rate falls (above TMLY_TLOW)"}, ps: func(p *Params) *int64 { return &p.TimelyTHigh }},
+	{Key: confkey.Key{Name: "TMLY_MINRTT", Type: "time", Unit: "us", Range: "(0,1e9]", Default: "20", Doc: "TIMELY gradient normalization"}, ps: func(p *Params) *int64 { return &p.TimelyMinRTT }},
 	{Key: confkey.Key{Name: "TMLY_HAI_THRESH", Type: "integer", Range: "[0,inf)", Default: "5", Doc: "TIMELY increases in a row before RATE_HAI"}, n: func(p *Params) *int { return &p.TimelyHAIThresh }},
 	{Key: confkey.Key{Name: "RATE_BOUND", Type: "flag", Default: "1", Doc: "pace at the CC rate (0: line rate)"}, b: func(p *Params) *bool { return &p.RateBound }},
 }
@@ -86,37 +81,6 @@ func keyNamed(name string) *ccKey {
 	return nil
 }
 
-// parse reads a value as the file writes it, in the row's unit (µs for
-// a time, bit/s for a rate, 0 or 1 for a flag).
-func (k *ccKey) parse(v string) (float64, error) {
-	switch k.Type {
-	case "rate":
-		return parseRate(v)
-	case "time":
-		t, err := parseTime(v)
-		return float64(t) / float64(us), err
-	case "flag":
-		switch v {
-		case "0":
-			return 0, nil
-		case "1":
-			return 1, nil
-		}
-		return 0, fmt.Errorf("expected 0 or 1")
-	case "integer":
-		x, err := strconv.Atoi(v)
-		if err != nil {
-			return 0, fmt.Errorf("not an integer")
-		}
-		return float64(x), nil
-	}
-	x, err := strconv.ParseFloat(v, 64)
-	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0, fmt.Errorf("not a number")
-	}
-	return x, nil
-}
-
 func (k *ccKey) check(x float64) error { return k.rng.Check(x, k.Unit) }
 
 // put stores x (the row's unit) in the field.
@@ -125,7 +89,7 @@ func (k *ccKey) put(p *Params, x float64) {
 	case k.f64 != nil:
 		*k.f64(p) = x
 	case k.ps != nil:
-		*k.ps(p) = int64(math.Round(x * float64(us)))
+		*k.ps(p) = confkey.PsOf(x, k.Unit)
 	case k.n != nil:
 		*k.n(p) = int(x)
 	default:
@@ -147,26 +111,4 @@ func (k *ccKey) get(p *Params) float64 {
 		return 1
 	}
 	return 0
-}
-
-// parseRate reads a rate with a unit, or a plain number as ns-3's DataRate
-// reads it in SimAI.conf: bit/s. (On the command line a bandwidth needs its
-// unit; a configuration file keeps ns-3's convention, as it keeps SimAI's
-// plain microseconds for times.)
-func parseRate(v string) (float64, error) {
-	if x, err := strconv.ParseFloat(v, 64); err == nil {
-		v = strconv.FormatFloat(x, 'g', -1, 64) + "bps"
-	}
-	return units.ParseBandwidth(v)
-}
-
-// parseTime reads SimAI's plain microseconds, or a time with a unit.
-func parseTime(v string) (int64, error) {
-	if x, err := strconv.ParseFloat(v, 64); err == nil {
-		if math.IsNaN(x) || x < 0 || x > float64(math.MaxInt64/2)/float64(us) {
-			return 0, fmt.Errorf("out of range")
-		}
-		return int64(math.Round(x * float64(us))), nil
-	}
-	return units.ParseDuration(v)
 }

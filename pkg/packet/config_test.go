@@ -224,3 +224,52 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// flowsim-packet's keys and pkg/cc's read a spelling the same way: a flag
+// written 1.0, a time with a unit, a whole number in exponent form; times
+// round to the nearest ps. (Each table once had its own reader: FAST_REACT
+// refused 1.0 that ENABLE_QCN took, PAUSE_TIME refused 5us that RP_TIMER
+// took, and the monitor intervals truncated where PAUSE_TIME rounded.)
+func TestOneValueReader(t *testing.T) {
+	for kv, ok := range map[string]func(c *Config) bool{
+		"ENABLE_QCN=1.0":                func(c *Config) bool { return c.EnableQCN },
+		"FAST_REACT=0.0":                func(c *Config) bool { return !c.CC.FastReact },
+		"PAUSE_TIME=2us":                func(c *Config) bool { return c.PauseTimePs == 2_000_000 },
+		"RP_TIMER=2us":                  func(c *Config) bool { return c.CC.RPTimer == 2_000_000 },
+		"FLOWLET_GAP_US=500ns":          func(c *Config) bool { return c.FlowletGapPs == 500_000 },
+		"RTO_US=2ms":                    func(c *Config) bool { return c.RTOPs == 2_000_000_000 },
+		"SIMULATOR_STOP_TIME=3ms":       func(c *Config) bool { return c.StopPs == 3_000_000_000 },
+		"QP_MON_INTERVAL=0.0012345678":  func(c *Config) bool { return c.QPMonPs == 1235 }, // 1234.5678 ps
+		"TMLY_MINRTT=0.0012345678":      func(c *Config) bool { return c.CC.TimelyMinRTT == 1235 },
+		"QPS_PER_CONNECTION=4.0":        func(c *Config) bool { return c.QPsPerConn == 4 },
+		"FAST_RECOVERY_TIMES=2e0":       func(c *Config) bool { return c.CC.FastRecoveryTimes == 2 },
+		"PACKET_PAYLOAD_SIZE=1e3":       func(c *Config) bool { return c.PayloadSize == 1000 },
+		"RATE_AI=1Gbps":                 func(c *Config) bool { return c.CC.RateAI == 1e9 },
+		"RATE_AI=1000000000":            func(c *Config) bool { return c.CC.RateAI == 1e9 }, // ns-3's bit/s
+		"MON_END=1s":                    func(c *Config) bool { return c.MonEndPs == 1e12 },
+		"SIMULATOR_STOP_TIME=1000000.4": func(c *Config) bool { return c.StopPs == 1_000_000_400 },
+	} {
+		c := DefaultConfig()
+		if err := c.SetKV(kv); err != nil || !ok(&c) {
+			t.Errorf("%s: %v", kv, err)
+		}
+	}
+	for kv, want := range map[string]string{
+		"FAST_REACT=2":          `"2": expected 0 or 1`,
+		"ENABLE_QCN=2":          `"2": expected 0 or 1`,
+		"MI_THRESH=1.5":         "1.5 is not a whole number",
+		"CC_MODE=1.5":           "1.5 is not a whole number",
+		"PAUSE_TIME=5 parsecs":  "expected one value",
+		"RP_TIMER=5parsecs":     "bad time",
+		"PAUSE_TIME=5parsecs":   "bad time",
+		"RP_TIMER=1e300":        "is outside (0,1e9]",
+		"TMLY_TLOW=-1us":        "must be non-negative",
+		"TMLY_TLOW=-1":          "-1 us is outside [0,1e9]",
+		"QP_MON_INTERVAL=0.1ns": "0.0001 us is outside [0.001,1e12]",
+	} {
+		c := DefaultConfig()
+		if err := c.SetKV(kv); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", kv, err, want)
+		}
+	}
+}

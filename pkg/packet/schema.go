@@ -26,12 +26,12 @@ var confKeys = []confKey{
 		set: func(c *Config, x float64, _ []string) error { c.DynamicPFC = x == 1; return nil }},
 	{Key: confkey.Key{Name: "ENABLE_PFC", Type: "flag", Default: "1", Doc: "fabricsim: lossless PFC (0: overflow drops, go-back-N repairs)"},
 		set: func(c *Config, x float64, _ []string) error { c.EnablePFC = x == 1; return nil }},
-	{Key: confkey.Key{Name: "PAUSE_TIME", Type: "number", Unit: "us", Range: "[0.1,1e6]", Default: "5", Doc: "a PAUSE holds this long unless refreshed (refreshed every half)"},
+	{Key: confkey.Key{Name: "PAUSE_TIME", Type: "time", Unit: "us", Range: "[0.1,1e6]", Default: "5", Doc: "a PAUSE holds this long unless refreshed (refreshed every half)"},
 		// Fractions allowed: truncating 0.5 to 0 once made the refresh
 		// re-arm at the same instant forever. Below 0.1 µs, less than one
 		// 1500-byte frame at 100 Gbps, refreshes outnumber the data:
 		// 0.00001 sent 31 M PAUSE frames for a 234-packet incast.
-		set: func(c *Config, x float64, _ []string) error { c.PauseTimePs = int64(math.Round(x * 1e6)); return nil }},
+		set: func(c *Config, x float64, _ []string) error { c.PauseTimePs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "PFC_MODE", Type: "choice", Range: "priority|port", Default: "priority", Doc: "fabricsim: SimAI's per-queue PFC, or a whole ingress port paused above PFC_PORT_HIGH_KB and resumed below PFC_PORT_LOW_KB, no refresh (htsim's)"},
 		set: func(c *Config, x float64, _ []string) error { c.PortPFC = x == 1; return nil }},
 	{Key: confkey.Key{Name: "PFC_PORT_HIGH_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: pause threshold (unset: 15 packets)"},
@@ -64,14 +64,14 @@ var confKeys = []confKey{
 		set: func(c *Config, x float64, _ []string) error { c.VarWin = x == 1; return nil }},
 	{Key: confkey.Key{Name: "QPS_PER_CONNECTION", Type: "integer", Range: "[1,64]", Default: "1", Doc: "queue pairs a flow is split over"},
 		set: func(c *Config, x float64, _ []string) error { c.QPsPerConn = int(x); return nil }},
-	{Key: confkey.Key{Name: "RTO_US", Type: "integer", Unit: "us", Range: "[1,1e9]", Default: "1000", Doc: "fabricsim: go back N after this long without progress"},
-		set: func(c *Config, x float64, _ []string) error { c.RTOPs = int64(x) * 1_000_000; return nil }},
+	{Key: confkey.Key{Name: "RTO_US", Type: "time", Unit: "us", Range: "[1,1e9]", Default: "1000", Doc: "fabricsim: go back N after this long without progress"},
+		set: func(c *Config, x float64, _ []string) error { c.RTOPs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "TRANSPORT", Type: "choice", Range: strings.Join(transportNames[:], "|"), Default: "roce", Doc: "fabricsim: RoCE go-back-N, or selective acknowledgements (IRN/UEC family)"},
 		set: func(c *Config, x float64, _ []string) error { c.Transport = Transport(x); return nil }},
 	{Key: confkey.Key{Name: "ROUTING", Type: "choice", Range: strings.Join(routingNames[:], "|"), Default: "ecmp", Doc: "fabricsim: per-flow ECMP, per-packet spraying, flowlets, or Spectrum-X adaptive routing"},
 		set: func(c *Config, x float64, _ []string) error { c.Routing = Routing(x); return nil }},
-	{Key: confkey.Key{Name: "FLOWLET_GAP_US", Type: "number", Unit: "us", Range: "[0.001,1e6]", Default: "5", Doc: "fabricsim, ROUTING flowlet: an idle gap that starts a new flowlet"},
-		set: func(c *Config, x float64, _ []string) error { c.FlowletGapPs = int64(math.Round(x * 1e6)); return nil }},
+	{Key: confkey.Key{Name: "FLOWLET_GAP_US", Type: "time", Unit: "us", Range: "[0.001,1e6]", Default: "5", Doc: "fabricsim, ROUTING flowlet: an idle gap that starts a new flowlet"},
+		set: func(c *Config, x float64, _ []string) error { c.FlowletGapPs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "ERROR_RATE_PER_LINK", Type: "number", Range: "[0,1)", Default: "0", Doc: "packet loss probability on every link"},
 		set: func(c *Config, x float64, _ []string) error { c.ErrorRate = x; return nil }},
 	{Key: confkey.Key{Name: "KMAX_MAP", Type: "map", Unit: "KB by link rate", Default: "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400", Doc: "RED: mark every packet above this queue (n, then n pairs of rate_bps and value)"},
@@ -80,25 +80,25 @@ var confKeys = []confKey{
 		set: func(c *Config, _ float64, v []string) (err error) { c.KMin, err = parseRateMap(v); return err }},
 	{Key: confkey.Key{Name: "PMAX_MAP", Type: "map", Unit: "probability by link rate", Default: "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2", Doc: "RED: marking probability at KMAX"},
 		set: func(c *Config, _ float64, v []string) (err error) { c.PMax, err = parseRateMap(v); return err }},
-	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "number", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0: run to the end; above 1e15, which ps would overflow, too)"},
+	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "time", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0: run to the end; above 1e15, which ps would overflow, too)"},
 		set: func(c *Config, x float64, _ []string) error {
 			if x > 1e15 {
 				x = 0
 			}
-			c.StopPs = int64(x * 1000)
+			c.StopPs = confkey.PsOf(x, "ns")
 			return nil
 		}},
 	{Key: confkey.Key{Name: "LINK_DOWN", Type: "list", Unit: "time_ns node_a node_b", Default: "0 0 0", Doc: "fail the link between two nodes at a time (0 0 0: none)"}, set: setLinkDown},
-	{Key: confkey.Key{Name: "MON_START", Type: "number", Unit: "us", Range: "[0,1e12]", Default: "0", Doc: "monitors (--monitor-dir) sample from here"},
-		set: func(c *Config, x float64, _ []string) error { c.MonStartPs = int64(x * 1e6); return nil }},
-	{Key: confkey.Key{Name: "MON_END", Type: "number", Unit: "us", Range: "[0,1e12]", Default: "20000", Doc: "and stop here"},
-		set: func(c *Config, x float64, _ []string) error { c.MonEndPs = int64(x * 1e6); return nil }},
-	{Key: confkey.Key{Name: "QP_MON_INTERVAL", Type: "number", Unit: "us", Range: "[0.001,1e12]", Default: "100", Doc: "rate and CNP monitor interval"},
-		set: func(c *Config, x float64, _ []string) error { c.QPMonPs = int64(x * 1e6); return nil }},
-	{Key: confkey.Key{Name: "QLEN_MON_INTERVAL", Type: "number", Unit: "us", Range: "[0.001,1e12]", Default: "10000", Doc: "queue length monitor interval"},
-		set: func(c *Config, x float64, _ []string) error { c.QLenMonPs = int64(x * 1e6); return nil }},
-	{Key: confkey.Key{Name: "BW_MON_INTERVAL", Type: "number", Unit: "us", Range: "[0.001,1e12]", Default: "10000", Doc: "host bandwidth monitor interval"},
-		set: func(c *Config, x float64, _ []string) error { c.BWMonPs = int64(x * 1e6); return nil }},
+	{Key: confkey.Key{Name: "MON_START", Type: "time", Unit: "us", Range: "[0,1e12]", Default: "0", Doc: "monitors (--monitor-dir) sample from here"},
+		set: func(c *Config, x float64, _ []string) error { c.MonStartPs = confkey.PsOf(x, "us"); return nil }},
+	{Key: confkey.Key{Name: "MON_END", Type: "time", Unit: "us", Range: "[0,1e12]", Default: "20000", Doc: "and stop here"},
+		set: func(c *Config, x float64, _ []string) error { c.MonEndPs = confkey.PsOf(x, "us"); return nil }},
+	{Key: confkey.Key{Name: "QP_MON_INTERVAL", Type: "time", Unit: "us", Range: "[0.001,1e12]", Default: "100", Doc: "rate and CNP monitor interval"},
+		set: func(c *Config, x float64, _ []string) error { c.QPMonPs = confkey.PsOf(x, "us"); return nil }},
+	{Key: confkey.Key{Name: "QLEN_MON_INTERVAL", Type: "time", Unit: "us", Range: "[0.001,1e12]", Default: "10000", Doc: "queue length monitor interval"},
+		set: func(c *Config, x float64, _ []string) error { c.QLenMonPs = confkey.PsOf(x, "us"); return nil }},
+	{Key: confkey.Key{Name: "BW_MON_INTERVAL", Type: "time", Unit: "us", Range: "[0.001,1e12]", Default: "10000", Doc: "host bandwidth monitor interval"},
+		set: func(c *Config, x float64, _ []string) error { c.BWMonPs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "L2_BACK_TO_ZERO", Type: "off", Default: "0", Doc: "on NACK, go back to an L2_CHUNK_SIZE boundary"}},
 	{Key: confkey.Key{Name: "GLOBAL_T", Type: "off", Default: "0", Doc: "one window for every queue pair, from the largest base RTT"}},
 	{Key: confkey.Key{Name: "FLOW_FILE", Type: "ignored", Doc: "SimAI's flow input"}},
@@ -125,16 +125,7 @@ var confKeys = []confKey{
 // index) or the raw values (maps, lists).
 type confKey struct {
 	confkey.Key
-	rng confkey.Interval
 	set func(c *Config, x float64, v []string) error
-}
-
-func init() {
-	for i := range confKeys {
-		if k := &confKeys[i]; k.Type == "integer" || k.Type == "number" {
-			k.rng = confkey.ParseInterval(k.Range)
-		}
-	}
 }
 
 func confKeyNamed(name string) *confKey {
@@ -174,29 +165,19 @@ func (k *confKey) parse(v []string) (float64, error) {
 	if len(v) != 1 {
 		return 0, fmt.Errorf("expected one value, got %d", len(v))
 	}
-	if k.Type == "choice" {
+	switch k.Type {
+	case "choice":
 		i, err := parseEnum[uint8](v[0], strings.Split(k.Range, "|"))
 		return float64(i), err
-	}
-	x, err := strconv.ParseFloat(v[0], 64)
-	if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-		return 0, fmt.Errorf("%q is not a number", v[0])
-	}
-	switch k.Type {
-	case "flag", "off":
-		if x != 0 && x != 1 {
-			return 0, fmt.Errorf("%g: expected 0 or 1", x)
-		}
-		if k.Type == "off" && x == 1 {
+	case "off":
+		flag := confkey.Key{Name: k.Name, Type: "flag"}
+		x, err := flag.Value(v[0])
+		if err == nil && x == 1 {
 			return 0, fmt.Errorf("1 (%s) is not implemented; use 0 as SimAI.conf ships", k.Doc)
 		}
-		return x, nil
-	case "integer":
-		if x != math.Trunc(x) { // 1.5 read as 1 would be nonsense accepted
-			return 0, fmt.Errorf("%g is not a whole number", x)
-		}
+		return x, err
 	}
-	return x, k.rng.Check(x, k.Unit)
+	return k.Value(v[0]) // as every table reads a value
 }
 
 // setLinkDown reads LINK_DOWN's time and nodes. They must fit what the
