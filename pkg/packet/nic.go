@@ -62,9 +62,7 @@ func (s *Sim) allocQP() int32 {
 		s.surQPs = grow.Append(s.surQPs, surQP{})
 	}
 	s.fwding.addQP()
-	if s.sacked != nil {
-		s.sackQPs = grow.Append(s.sackQPs, sackQP{})
-	}
+	s.tp.addQP()
 	s.epoch = grow.Append(s.epoch, 0)
 	for range 2 * s.pathW {
 		s.paths = grow.Append(s.paths, 0)
@@ -120,10 +118,7 @@ func (s *Sim) sendFromQP(pid int32) bool {
 		p.qpRR++
 		// A selective retransmission goes first; the window, which it is
 		// inside, does not hold it back.
-		seq := int64(-1)
-		if s.sacked != nil {
-			seq = s.lostSeq(qi)
-		}
+		seq := s.tp.retransmit(q, qi)
 		switch {
 		case seq >= 0:
 		case q.sndNxt >= q.size:
@@ -136,13 +131,10 @@ func (s *Sim) sendFromQP(pid int32) bool {
 					win = 1
 				}
 			}
-			inflight := q.sndNxt - q.sndUna
-			if s.sacked != nil {
-				// SACKed packets have left the network (RFC 6675's pipe):
-				// new data keeps flowing while a hole is repaired, and
-				// its SACKs tell whether a repair was lost again.
-				inflight -= int64(s.sackQPs[qi].sacked) * int64(s.cfg.PayloadSize)
-			}
+			// SACKed packets have left the network (RFC 6675's pipe):
+			// new data keeps flowing while a hole is repaired, and its
+			// SACKs tell whether a repair was lost again.
+			inflight := q.sndNxt - q.sndUna - s.tp.sackedBytes(qi)
 			if inflight >= win {
 				continue
 			}
@@ -190,8 +182,7 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 		}
 		q.maxSent = max(q.maxSent, q.sndNxt)
 	} else { // a selective retransmission (TRANSPORT sack)
-		s.sackQPs[qi].rtx = seq + size
-		s.resent(qi, seq)
+		s.tp.resent(q, qi, seq, size)
 	}
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
 	s.Stats.DataPackets++
@@ -369,13 +360,8 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 		return
 	}
 	if s.now-q.lastProg >= s.cfg.RTOPs {
-		if q.sndNxt > q.sndUna && s.sacked != nil {
-			// Selective: every unacknowledged packet not SACKed is lost.
-			s.sackQPs[qi] = sackQP{rtx: q.sndUna, all: true}
-			q.lastProg = s.now
-			s.tryTx(q.port)
-		} else if q.sndNxt > q.sndUna {
-			q.sndNxt = q.sndUna
+		if q.sndNxt > q.sndUna {
+			s.tp.timeout(q, qi)
 			q.lastProg = s.now
 			s.tryTx(q.port)
 		}
@@ -408,7 +394,7 @@ func (s *Sim) deliver(pi int32) {
 		s.Stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
-		if int(q.rcvCount) >= s.cfg.AckInterval || s.sacked != nil {
+		if int(q.rcvCount) >= s.cfg.AckInterval || s.tp.ackEach() {
 			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return
@@ -431,11 +417,7 @@ func (s *Sim) deliver(pi int32) {
 			return
 		}
 	case pkt.seq > q.rcvNext:
-		s.Stats.Discarded += int64(pkt.size)
-		// A gap: ask for a go-back-N, once per expected sequence and RTT.
-		if q.nackSeq != q.rcvNext || s.now-q.nackAt > q.cc.BaseRTT {
-			q.nackSeq, q.nackAt = q.rcvNext, s.now
-			s.sendCtl(pi, pktNack, q.rcvNext, pkt.ecn)
+		if s.tp.gap(pi, q) {
 			return
 		}
 	default:
@@ -490,11 +472,7 @@ func (s *Sim) sent(f int32) {
 func (s *Sim) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
-	if s.sacked != nil {
-		// The SACK: which packet this acknowledges besides the cumulative
-		// seq, as its index (the link field is free on a control frame).
-		pkt.link = int32(pkt.seq / int64(s.cfg.PayloadSize))
-	}
+	s.tp.tag(pkt)
 	pkt.kind, pkt.seq, pkt.ecn, pkt.born = kind, seq, ecn, s.now
 	pkt.path, pkt.hop, pkt.q, pkt.inDL = 2*qi+1, 0, 0, -1
 	pkt.size, pkt.wire = 0, int32(s.cfg.AckBytes)
@@ -518,12 +496,7 @@ func (s *Sim) onAck(pi int32) {
 			q.sndNxt = q.sndUna
 		}
 	}
-	if pkt.kind == pktNack && pkt.seq < q.sndNxt {
-		q.sndNxt = pkt.seq
-	}
-	if s.sacked != nil {
-		s.onSACK(qi, int64(pkt.link)*int64(s.cfg.PayloadSize), pkt.sent)
-	}
+	s.tp.acked(q, qi, pkt)
 	// One Feedback reused: passed through the interface it would escape.
 	fb := &s.fb
 	*fb = cc.Feedback{Now: s.now, Acked: acked, AckSeq: pkt.seq, SndNxt: q.sndNxt, ECN: pkt.ecn, RTT: s.now - pkt.sent}
@@ -606,9 +579,7 @@ func (s *Sim) qpDone(qi int32) {
 	if s.placed != nil {
 		s.placed.clear(qi)
 	}
-	if s.sacked != nil {
-		s.sacked.clear(qi)
-	}
+	s.tp.close(qi)
 	if s.mon != nil {
 		s.mon.qpDone(qi)
 	}

@@ -692,10 +692,7 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	if s.placed != nil {
 		s.placed.clear(qi)
 	}
-	if s.sacked != nil {
-		s.sacked.clear(qi)
-		s.sackQPs[qi] = sackQP{}
-	}
+	s.tp.open(qi)
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}

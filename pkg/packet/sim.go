@@ -158,11 +158,8 @@ type Sim struct {
 	// The receivers' out-of-order placements (per-packet routing or
 	// TRANSPORT sack); nil while packets can only arrive in order.
 	placed *seqSet
-	// TRANSPORT sack (transport.go): the senders' SACK scoreboards and
-	// retransmission state; nil and empty under roce.
-	sacked    *seqSet
-	sackQPs   []sackQP
-	dupThresh int // SACKs beyond a hole that make it a loss
+	// The NICs' loss recovery (TRANSPORT, transport.go).
+	tp transport
 
 	qps    []qp
 	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
@@ -240,13 +237,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	if s.fwding.perPacket() || cfg.Transport == TransportSACK {
 		s.placed = newSeqSet()
 	}
-	if cfg.Transport == TransportSACK {
-		s.sacked = newSeqSet()
-		s.dupThresh = 1
-		if s.fwding.perPacket() {
-			s.dupThresh = sackDupThresh
-		}
-	}
+	s.tp = newTransport(s)
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.isSwitch = make([]bool, len(t.Nodes))

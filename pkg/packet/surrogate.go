@@ -113,7 +113,7 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.EndPs > maxTime/2 {
 		return fmt.Errorf("surrogate window ends too late")
 	}
-	if s.fwding.perPacket() || s.sacked != nil {
+	if s.fwding.perPacket() || s.cfg.Transport != TransportRoCE {
 		// The predictor learns latencies per path, and frozen packets
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)

@@ -31,79 +31,34 @@ func (t Transport) String() string { return transportNames[t] }
 // ParseTransport reads a TRANSPORT value.
 func ParseTransport(s string) (Transport, error) { return parseEnum[Transport](s, transportNames[:]) }
 
-// sackDupThresh is how many SACKed packets after a hole make it a loss
-// under per-packet routing, where packets overtake each other; on one
-// path (ECMP) any hole is a loss.
-const sackDupThresh = 3
-
-// sackQP is a queue pair's selective-retransmission state.
-type sackQP struct {
-	rtx    int64 // retransmissions look from here on (past the last one sent)
-	headAt int64 // when the first unacknowledged packet was last resent, 0 if not
-	una    int64 // the first unacknowledged byte headAt and later refer to
-	sacked int32 // entries on its scoreboard: 0 spares the lookup per scan
-	later  int32 // SACKs since then of packets sent after that resend
-	all    bool  // after a timeout: every packet not SACKed below sndNxt is lost
+// transport is a NIC's loss recovery, one implementation per TRANSPORT
+// (gobackn.go, sack.go): what a sender resends before new data, what of
+// its window has left the network, how it reacts to an acknowledgement
+// and to a timeout, and what a receiver does with a packet past a gap it
+// does not place. The Sim keeps the queue pairs, their windows, pacing
+// and congestion control, and the receivers' placement of out-of-order
+// packets (which per-packet routing needs under either transport).
+type transport interface {
+	addQP()                           // a new queue pair slot
+	open(qi int32)                    // slot qi holds a new pair
+	close(qi int32)                   // pair qi is done
+	retransmit(q *qp, qi int32) int64 // the packet to resend before new data, or -1
+	// sackedBytes is what of pair qi's window has left the network past
+	// its first unacknowledged byte (RFC 6675's pipe).
+	sackedBytes(qi int32) int64
+	resent(q *qp, qi int32, seq, size int64) // seq, below sndNxt, was sent again
+	acked(q *qp, qi int32, pkt *packet)      // an ACK or NACK arrived, sndUna updated
+	timeout(q *qp, qi int32)                 // RTO_US without progress, bytes in flight
+	ackEach() bool                           // acknowledge every out-of-order placement
+	// gap handles data packet pi arriving past receiver q's next byte when
+	// it is not placed; true when pi became a control frame.
+	gap(pi int32, q *qp) bool
+	tag(pkt *packet) // marks a data packet turning into its acknowledgement
 }
 
-// onSACK records that queue pair qi's receiver holds the packet at seq,
-// sent at time sent, and forgets what the cumulative acknowledgement now
-// covers. A resent first packet still missing while packets sent after
-// it arrive (dupThresh of them) was lost again: it is resent once more,
-// rather than waiting for the timeout.
-func (s *Sim) onSACK(qi int32, seq, sent int64) {
-	q := &s.qps[qi]
-	st := &s.sackQPs[qi]
-	if seq >= q.sndUna && seq < q.sndNxt {
-		s.sacked.add(qi, seq)
+func newTransport(s *Sim) transport {
+	if s.cfg.Transport == TransportSACK {
+		return newSelective(s)
 	}
-	s.sacked.trim(qi, q.sndUna)
-	st.sacked = int32(len(s.sacked.of[qi]))
-	switch {
-	case st.headAt == 0:
-	case st.una != q.sndUna:
-		st.headAt, st.later = 0, 0 // it arrived
-	case sent > st.headAt && seq > q.sndUna:
-		if st.later++; int(st.later) >= s.dupThresh {
-			st.rtx, st.headAt, st.later = q.sndUna, 0, 0
-		}
-	}
-}
-
-// resent notes a retransmission of the packet at seq.
-func (s *Sim) resent(qi int32, seq int64) {
-	st := &s.sackQPs[qi]
-	if seq == s.qps[qi].sndUna {
-		st.headAt, st.una, st.later = s.now, seq, 0
-	}
-}
-
-// lostSeq returns the first packet of queue pair qi to retransmit, or -1.
-func (s *Sim) lostSeq(qi int32) int64 {
-	st := &s.sackQPs[qi]
-	if st.sacked == 0 && !st.all {
-		return -1
-	}
-	q := &s.qps[qi]
-	l := s.sacked.of[qi]
-	pay := int64(s.cfg.PayloadSize)
-	k := 0
-	for seq := max(st.rtx, q.sndUna); seq < q.sndNxt; seq += pay {
-		for k < len(l) && l[k] < seq {
-			k++
-		}
-		if k < len(l) && l[k] == seq {
-			continue
-		}
-		beyond := len(l) - k
-		// The tail: every packet after the hole up to the last one is
-		// SACKed, so no further SACK will come to make it a loss.
-		tail := q.sndNxt >= q.size && int64(beyond) == (q.sndNxt-seq-1)/pay && beyond > 0
-		if st.all || beyond >= s.dupThresh || tail {
-			return seq
-		}
-		return -1 // too few SACKs beyond it, and beyond any later hole
-	}
-	st.all = false // a timeout's round is over
-	return -1
+	return goBackN{s}
 }
