@@ -362,6 +362,9 @@ func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 	return out
 }
 
+// Dependants is the number of flows that wait on flow i.
+func (d *DAG) Dependants(i int32) int { return int(d.succOff[i+1] - d.succOff[i]) }
+
 // Done is the number of flows completed.
 func (d *DAG) Done() int { return d.nDone }
 

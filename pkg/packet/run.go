@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -238,10 +239,16 @@ func (s *Sim) Run() error {
 			delays++
 		}
 	}
-	s.q.GrowFar(delays) // most wait beyond the wheel: traffic patterns' start times
-	if err := s.drain(); err != nil {
+	if cap(s.starts) < delays {
+		s.starts = make([]start, 0, delays)
+	}
+	s.starts, s.startHead, s.collectStarts = s.starts[:0], 0, true
+	err := s.drain()
+	s.collectStarts = false
+	if err != nil {
 		return err
 	}
+	s.queueStarts()
 	stop := s.cfg.StopPs
 	for s.q.Len() > 0 {
 		ev := s.q.Pop()
@@ -290,6 +297,8 @@ func (s *Sim) Run() error {
 			s.onRTO(s.popRTO())
 		case evDelayDone:
 			s.finishFlow(ev.Target)
+		case evStart:
+			s.finishFlow(s.popStart())
 		case evMonitor:
 			s.mon.sample(s, ev.Arg)
 		case evLinkDown:
@@ -302,6 +311,10 @@ func (s *Sim) Run() error {
 			s.surrogateSwitch(ev.Arg == 1)
 		case evBypass:
 			s.onBypass(ev.Target)
+		case evFlowSent:
+			s.sent(ev.Target)
+		case evFlowRecv:
+			s.received(ev.Target)
 		case evSurrogateSample:
 			s.surrogateSample()
 		case evSend:
@@ -477,6 +490,10 @@ func (s *Sim) startFlow(i int32) error {
 			return fmt.Errorf("%s: delay node ends after the %d ps the simulator can represent", f.name(i), int64(maxTime))
 		}
 		f.Ideal[i] = delay
+		if s.collectStarts {
+			s.starts = append(s.starts, start{at: s.now + delay, seq: s.q.Reserve(), flow: i})
+			return nil
+		}
 		s.q.Push(des.Time(s.now+delay), evDelayDone, i, 0)
 		return nil
 	case size == 0:
@@ -519,6 +536,41 @@ func (s *Sim) expand(i int32) error {
 	}
 	s.work = append(s.work, ready...)
 	return nil
+}
+
+// start is a delay node released with the run (a traffic pattern's start
+// time): when it ends, and the insertion number its event would have had.
+type start struct {
+	at   int64
+	seq  uint64
+	flow int32
+}
+
+// queueStarts sorts the delay nodes released with the run by end and puts
+// the first in the calendar: a traffic pattern's million start times were
+// a million events in the calendar's far heap, each push and pop a walk
+// down it; in a sorted list only the head waits there. The insertion
+// numbers keep the order the heap gave.
+func (s *Sim) queueStarts() {
+	slices.SortStableFunc(s.starts, func(a, b start) int { return cmp.Compare(a.at, b.at) })
+	if len(s.starts) > 0 {
+		h := &s.starts[0]
+		s.q.PushSeq(des.Time(h.at), h.seq, evStart, 0, 0)
+	}
+}
+
+// popStart takes the head delay node, whose event just popped, and puts
+// the next one in the calendar.
+func (s *Sim) popStart() int32 {
+	i := s.starts[s.startHead].flow
+	s.startHead++
+	if s.startHead < len(s.starts) {
+		h := &s.starts[s.startHead]
+		s.q.PushSeq(des.Time(h.at), h.seq, evStart, 0, 0)
+	} else {
+		s.starts, s.startHead = s.starts[:0], 0
+	}
+	return i
 }
 
 // stepLane holds the flows that wait out their step latency until one
@@ -617,6 +669,9 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			s.pushStepLat(s.now+wait, i)
 			return nil
 		}
+	}
+	if s.sur != nil && s.sur.active {
+		return s.bypassFlow(i)
 	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
 	// ports, hence distinct ECMP hashes.

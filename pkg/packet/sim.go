@@ -44,6 +44,9 @@ const (
 	evSurrogateSample               // a window of the surrogate's steady-state detection ends
 	evStepLat                       // Target: a stepLane; its head flow's step latency (less its path's) is over, open its queue pairs
 	evRTOFIFO                       // the RTO FIFO's head is due
+	evFlowSent                      // Target flow: a bypassed transfer's last byte left its NIC
+	evFlowRecv                      // Target flow: a bypassed transfer's last byte arrived
+	evStart                         // the head of the delay nodes released with the run ends (queueStarts)
 )
 
 const (
@@ -160,6 +163,11 @@ type Sim struct {
 	placed *seqSet
 	// The NICs' loss recovery (TRANSPORT, transport.go).
 	tp transport
+	// The delay nodes released with the run, by end (queueStarts), while
+	// collectStarts gathers them.
+	starts        []start
+	startHead     int
+	collectStarts bool
 
 	qps    []qp
 	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT

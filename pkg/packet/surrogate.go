@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
 // Surrogate configures hybrid simulation after Cruz-Camacho et al.
@@ -11,8 +12,12 @@ import (
 // fabric and reach their destination after a predicted latency — the
 // average one-way latency measured for the same (source, destination, kind)
 // before StartPs, or the path's unloaded latency when nothing was measured.
-// Senders keep their windows, rates and NIC serialization, so congestion
-// control and the DAG run as usual; only the fabric is skipped.
+// Queue pairs open when the window opens keep their windows, rates and
+// NIC serialization, so their congestion control runs as usual; only the
+// fabric is skipped. A transfer opened inside the window has no queue
+// pairs (bypassFlow): its bytes leave its NIC at line rate, arrive the
+// predicted latency later, and its acknowledgement the predicted latency
+// after that, so the DAG runs as usual with one event per message.
 //
 // In the default "hybrid" strategy the fabric is suspended: packets in
 // flight at StartPs are frozen where they are (their events are held and
@@ -94,6 +99,26 @@ type surrogate struct {
 	inProgress, inProgressPs, lastChange int64
 	streak                               []autoSample
 	baseLoad                             float64
+	// Transfers opened while the surrogate is open skip their queue pairs
+	// (bypassFlow): each pair's prediction, and when each NIC port has
+	// sent what was bypassed through it.
+	pairs   map[pairKey]pairPrediction
+	nicFree map[int32]int64
+}
+
+// pairKey is a transfer's source, destination and NIC port choice (-1:
+// hashed).
+type pairKey struct{ src, dst, port int32 }
+
+// pairPrediction is what a bypassed transfer between two nodes takes: the
+// first hop's port, the predicted latency of a data packet and of its
+// acknowledgement, and the unloaded round trip and bottleneck for its
+// ideal time.
+type pairPrediction struct {
+	port      int32
+	data, ack int64
+	rtt       int64
+	bottle    float64
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
@@ -118,7 +143,7 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}}
+	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[pairKey]pairPrediction{}, nicFree: map[int32]int64{}}
 	if c.AutoWindowPs > 0 {
 		s.q.Push(des.Time(c.AutoWindowPs), evSurrogateSample, 0, 0)
 		return nil
@@ -217,6 +242,88 @@ func (s *Sim) bypass(pi int32, tx int64) {
 		at = s.now + tx
 	}
 	s.q.Push(des.Time(at), evBypass, pi, 0)
+}
+
+// bypassFlow runs transfer i, opened while the surrogate is open, without
+// queue pairs or packets: its bytes leave its NIC port back to back after
+// what the port already has to send, at line rate; its last packet
+// arrives the predicted data latency after it left, and the sender learns
+// of it the predicted acknowledgement latency later. The releases happen
+// then, as for a transfer with queue pairs (sent, received, finishFlow).
+// Per-message host work (queue pair, packets, acknowledgements, congestion
+// control) would otherwise run through the surrogate: with one event per
+// packet and hop gone, it was most of what remained.
+func (s *Sim) bypassFlow(i int32) error {
+	f, sg := s.flows, s.sur
+	src, dst, size := f.src(i), f.dst(i), f.size(i)
+	pp, err := s.pairPrediction(i, src, dst)
+	if err != nil {
+		return err
+	}
+	p := &s.ports[pp.port]
+	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
+	n := (size + pay - 1) / pay
+	last := size - (n-1)*pay
+	start := max(s.now, p.busyUntil, sg.nicFree[pp.port])
+	sent := start + int64(float64(size+n*hdr)*p.bitPs+0.5)
+	sg.nicFree[pp.port] = sent
+	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
+	f.Sport[i] = s.sport(f.id(i), 0)
+	f.Ideal[i] += s.SendLatPs + pp.rtt + int64(float64(size)*8e12/pp.bottle+0.5)
+	f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 1, 1, 1
+	s.Stats.DataPackets += uint64(n)
+	s.Stats.Bypassed += uint64(n)
+	s.Stats.SentBytes += size
+	s.Stats.Delivered += size
+	if i >= f.n || f.DAG.Dependants(i) > 0 || f.RxDone != nil {
+		// Only what a release or a receive time needs: a message of a
+		// traffic pattern releases nothing, and costs one event.
+		s.q.Push(des.Time(sent), evFlowSent, i, 0)
+		s.q.Push(des.Time(rx), evFlowRecv, i, 0)
+	}
+	s.q.Push(des.Time(rx+pp.ack), evDelayDone, i, 0)
+	return nil
+}
+
+// pairPrediction is transfer i's (src to dst) prediction, made once per
+// pair and NIC port choice: the latencies measured for the pair's data
+// and acknowledgement classes, or the unloaded path's where none was.
+func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
+	sg := s.sur
+	k := pairKey{src, dst, int32(s.flows.port(i, 0))}
+	if pp, ok := sg.pairs[k]; ok {
+		return pp, nil
+	}
+	h := route.FlowHash(src, dst, s.flows.id(i)*64, s.seed)
+	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, int(k.port)); err != nil {
+		return pairPrediction{}, fmt.Errorf("%s: %v", s.flows.name(i), err)
+	}
+	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
+		return pairPrediction{}, fmt.Errorf("%s (acknowledgements): %v", s.flows.name(i), err)
+	}
+	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
+	pp := pairPrediction{port: int32(fwd[0]), bottle: s.bottleneck(fwd)}
+	pp.rtt, _ = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
+	unloaded := func(path []route.DirLink, wire int) (l int64) {
+		for _, dl := range path {
+			p := &s.ports[dl]
+			l += p.lat + int64(float64(wire)*p.bitPs+0.5)
+		}
+		return l
+	}
+	pp.data = s.measured(latKey(src, dst, false), unloaded(fwd, s.cfg.PayloadSize+s.cfg.HeaderBytes))
+	pp.ack = s.measured(latKey(dst, src, true), unloaded(rev, s.cfg.AckBytes))
+	sg.pairs[k] = pp
+	return pp, nil
+}
+
+// measured is latency class k's mean, or def when nothing was measured.
+func (s *Sim) measured(k uint64, def int64) int64 {
+	if c := s.sur.class[k]; c > 0 {
+		st := s.sur.stats[c-1]
+		return max(st.sum/st.n, 1)
+	}
+	return max(def, 1)
 }
 
 // onBypass delivers a packet that skipped the fabric.
@@ -393,4 +500,5 @@ func (s *Sim) restartTracking() {
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
 	clear(s.surQPs)
+	clear(sg.pairs)
 }
