@@ -139,6 +139,19 @@ func BenchmarkIterationGPT13B1024Expanded(b *testing.B) {
 	}
 }
 
+// Issue 11: the same iteration packet by packet (flowsim-packet --expand)
+// on 16 GPUs: 1.8 M flows made as their collectives start. The 128-GPU
+// one (14.7 M flows, 402 M data packets) took 257 s and 38 MB by hand.
+func BenchmarkPacketIterationGPT13B16Expanded(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		reportPacket(b, measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "16"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-packet", "--expand"}))
+	}
+}
+
 // Issue 11: SimAI's README example (9216 GPUs, tp 2, ep 16, pp 12, vpp 8,
 // ga 24, 1789 lines) at collective granularity through the busbw model
 // to the iteration report: at most 2 s and 300 MB. Measured with the fabric
