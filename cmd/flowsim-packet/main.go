@@ -40,6 +40,7 @@ type command struct {
 	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate START:END: record latencies only this long before START (default: from the beginning)."`
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
+	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where time and bytes go at scale (go tool pprof).
@@ -179,6 +180,13 @@ func (c *command) run() error {
 		}
 		sim.SetMonitors(mon)
 	}
+	if c.LoopWindow != "" {
+		start, end, err := parseWindow(c.LoopWindow)
+		if err != nil {
+			return cli.Usagef("--loop-window: %v", err)
+		}
+		sim.Loop = packet.NewLoopWindow(start, end)
+	}
 	if cli.IsTerminal(os.Stderr) {
 		last := time.Now()
 		sim.Progress = func(done, total int, nowPs int64) {
@@ -232,6 +240,9 @@ func (c *command) run() error {
 		}
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
 	}
+	if w := sim.Loop; w != nil {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: event loop from %s to %s: %.3f s, %d events\n", des.Time(w.StartPs), des.Time(w.EndPs), w.Secs, w.Events)
+	}
 	if worst, mean, n := sim.UplinkImbalance(); n > 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: routing %s: uplink max/mean load per leaf %.3f mean, %.3f worst (%d leaves); %d data packets placed out of order\n",
 			cfg.Routing, mean, worst, n, st.Reordered)
@@ -282,19 +293,29 @@ func (c *command) surrogate() (packet.Surrogate, error) {
 	if c.Window > 0 {
 		return packet.Surrogate{}, cli.Usagef("--surrogate-window applies to --surrogate auto")
 	}
-	a, b, ok := strings.Cut(c.Surrogate, ":")
-	if !ok {
-		return packet.Surrogate{}, cli.Usagef("--surrogate %q: expected START:END, e.g. 2ms:8ms, or auto", c.Surrogate)
-	}
-	start, err := units.ParseDuration(a)
+	start, end, err := parseWindow(c.Surrogate)
 	if err != nil {
-		return packet.Surrogate{}, cli.Usagef("--surrogate start: %v", err)
-	}
-	end, err := units.ParseDuration(b)
-	if err != nil {
-		return packet.Surrogate{}, cli.Usagef("--surrogate end: %v", err)
+		return packet.Surrogate{}, cli.Usagef("--surrogate: %v (or auto)", err)
 	}
 	return packet.Surrogate{StartPs: start, EndPs: end, Lite: c.Lite, TrackPs: int64(c.Track)}, nil
+}
+
+// parseWindow reads START:END, two times with units.
+func parseWindow(s string) (start, end int64, err error) {
+	a, b, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: expected START:END, e.g. 2ms:8ms", s)
+	}
+	if start, err = units.ParseDuration(a); err != nil {
+		return 0, 0, fmt.Errorf("start: %v", err)
+	}
+	if end, err = units.ParseDuration(b); err != nil {
+		return 0, 0, fmt.Errorf("end: %v", err)
+	}
+	if end <= start {
+		return 0, 0, fmt.Errorf("%q: the end must come after the start", s)
+	}
+	return start, end, nil
 }
 
 func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Config, switches []packet.SurrogateSwitch) error {

@@ -208,6 +208,9 @@ type Sim struct {
 	SendLatPs int64
 	// Progress, if set, is called every million events.
 	Progress func(done, total int, nowPs int64)
+	// Loop, when set before Run, measures the event loop while the
+	// simulated time is within its window.
+	Loop *LoopWindow
 }
 
 // maxLinkLatency keeps every time sum far from int64's end (1 s of

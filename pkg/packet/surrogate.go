@@ -102,22 +102,27 @@ type surrogate struct {
 	// Transfers opened while the surrogate is open skip their queue pairs
 	// (bypassFlow): each pair's prediction, and when each NIC port has
 	// sent what was bypassed through it.
-	pairs   map[pairKey]pairPrediction
-	nicFree map[int32]int64
+	pairs   map[uint64]pairPrediction // by pairKey
+	nicFree []int64                   // by port
 }
 
-// pairKey is a transfer's source, destination and NIC port choice (-1:
-// hashed).
-type pairKey struct{ src, dst, port int32 }
+// pairKey names a transfer's source, destination (below maxSurrogateNodes)
+// and NIC port choice (-1: hashed) as one word: the map's fast path.
+func pairKey(src, dst int32, port int) uint64 {
+	return uint64(uint32(src))<<40 | uint64(uint32(dst))<<16 | uint64(uint16(port+1))
+}
+
+// maxSurrogateNodes bounds the nodes pairKey names.
+const maxSurrogateNodes = 1 << 24
 
 // pairPrediction is what a bypassed transfer between two nodes takes: the
 // first hop's port, the predicted latency of a data packet and of its
 // acknowledgement, and the unloaded round trip and bottleneck for its
 // ideal time.
 type pairPrediction struct {
-	port      int32
+	port      int32 // the first hop's
 	data, ack int64
-	rtt       int64
+	rtt, win  int64 // unloaded round trip (ps) and the window on it (bytes)
 	bottle    float64
 }
 
@@ -138,12 +143,15 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if c.EndPs > maxTime/2 {
 		return fmt.Errorf("surrogate window ends too late")
 	}
+	if len(s.t.Nodes) >= maxSurrogateNodes {
+		return fmt.Errorf("the surrogate predicts per pair of nodes, up to %d nodes; the topology has %d", maxSurrogateNodes, len(s.t.Nodes))
+	}
 	if s.fwding.perPacket() || s.cfg.Transport != TransportRoCE {
 		// The predictor learns latencies per path, and frozen packets
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[pairKey]pairPrediction{}, nicFree: map[int32]int64{}}
+	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[uint64]pairPrediction{}, nicFree: make([]int64, len(s.ports))}
 	if c.AutoWindowPs > 0 {
 		s.q.Push(des.Time(c.AutoWindowPs), evSurrogateSample, 0, 0)
 		return nil
@@ -264,9 +272,19 @@ func (s *Sim) bypassFlow(i int32) error {
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
 	n := (size + pay - 1) / pay
 	last := size - (n-1)*pay
+	// The NIC serializes the bytes after what it already has to send; a
+	// transfer longer than its window (HAS_WIN) waits out the predicted
+	// round trip for each further window, as its queue pair would: the
+	// measured latencies hold the fabric's queueing, so a congested
+	// fabric slows it as it slows queue pairs.
+	wire := size + n*hdr
 	start := max(s.now, p.busyUntil, sg.nicFree[pp.port])
-	sent := start + int64(float64(size+n*hdr)*p.bitPs+0.5)
+	sent := start + int64(float64(wire)*p.bitPs+0.5)
 	sg.nicFree[pp.port] = sent
+	if s.cfg.HasWin && wire > pp.win {
+		rounds := (wire - 1) / pp.win
+		sent += rounds * max(pp.data+pp.ack-int64(float64(pp.win)*p.bitPs+0.5), 0)
+	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.sport(f.id(i), 0)
 	f.Ideal[i] += s.SendLatPs + pp.rtt + int64(float64(size)*8e12/pp.bottle+0.5)
@@ -275,14 +293,44 @@ func (s *Sim) bypassFlow(i int32) error {
 	s.Stats.Bypassed += uint64(n)
 	s.Stats.SentBytes += size
 	s.Stats.Delivered += size
-	if i >= f.n || f.DAG.Dependants(i) > 0 || f.RxDone != nil {
-		// Only what a release or a receive time needs: a message of a
-		// traffic pattern releases nothing, and costs one event.
-		s.q.Push(des.Time(sent), evFlowSent, i, 0)
-		s.q.Push(des.Time(rx), evFlowRecv, i, 0)
+	end := rx + pp.ack
+	if i < f.n && f.DAG.Dependants(i) == 0 && f.RxDone == nil && sg.AutoWindowPs == 0 && (s.cfg.StopPs == 0 || end <= s.cfg.StopPs) {
+		// Nothing waits on it (a message of a traffic pattern) and nothing
+		// counts transfers in progress: it is done, its end known, with no
+		// event at all.
+		s.work = f.DAG.Complete(i, s.work)
+		f.End[i] = end
+		return nil
 	}
-	s.q.Push(des.Time(rx+pp.ack), evDelayDone, i, 0)
+	s.q.Push(des.Time(sent), evFlowSent, i, 0)
+	s.q.Push(des.Time(rx), evFlowRecv, i, 0)
+	s.q.Push(des.Time(end), evDelayDone, i, 0)
 	return nil
+}
+
+// nicBacklogs starts each NIC port's bypass clock where the port will
+// have sent what its queue pairs still hold: those keep sending through
+// the NIC, and a bypassed transfer waits its turn behind them rather than
+// adding a second line rate to the port.
+func (s *Sim) nicBacklogs() {
+	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
+	for pid := range s.ports {
+		p := &s.ports[pid]
+		var bytes int64
+		for _, qi := range p.qps {
+			left := int64(0)
+			if qi >= 0 {
+				left = s.qps[qi].size - s.qps[qi].sndNxt
+			} else { // pending: its whole part
+				k := ^qi
+				left = s.partSize(k>>s.pendShift, int64(k&(1<<s.pendShift-1)))
+			}
+			bytes += left + (left+pay-1)/pay*hdr
+		}
+		if bytes > 0 {
+			s.sur.nicFree[pid] = max(s.now, p.busyUntil) + int64(float64(bytes)*p.bitPs+0.5)
+		}
+	}
 }
 
 // pairPrediction is transfer i's (src to dst) prediction, made once per
@@ -290,12 +338,13 @@ func (s *Sim) bypassFlow(i int32) error {
 // and acknowledgement classes, or the unloaded path's where none was.
 func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	sg := s.sur
-	k := pairKey{src, dst, int32(s.flows.port(i, 0))}
+	port := s.flows.port(i, 0)
+	k := pairKey(src, dst, port)
 	if pp, ok := sg.pairs[k]; ok {
 		return pp, nil
 	}
 	h := route.FlowHash(src, dst, s.flows.id(i)*64, s.seed)
-	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, int(k.port)); err != nil {
+	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, port); err != nil {
 		return pairPrediction{}, fmt.Errorf("%s: %v", s.flows.name(i), err)
 	}
 	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
@@ -303,7 +352,7 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	}
 	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
 	pp := pairPrediction{port: int32(fwd[0]), bottle: s.bottleneck(fwd)}
-	pp.rtt, _ = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
+	pp.rtt, pp.win = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
 	unloaded := func(path []route.DirLink, wire int) (l int64) {
 		for _, dl := range path {
 			p := &s.ports[dl]
@@ -354,6 +403,7 @@ func (s *Sim) surrogateSwitch(on bool) {
 		return
 	}
 	sg.onAt = s.now
+	s.nicBacklogs()
 	if sg.Lite {
 		return
 	}
