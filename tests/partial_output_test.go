@@ -139,6 +139,19 @@ func TestPacketLinkDownNoPath(t *testing.T) {
 		t.Fatalf("%d rows for %d flows, %d failed", len(rows), len(d.flows), failed)
 	}
 	mustRun(t, nil, "fctstats", out) // every row consistent (end after start, sizes)
+
+	// Expanded from a collective-granularity stream, the failed flows are
+	// the COLL node's: its one row is failed, the error names the flow
+	// within it.
+	coll := mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8", "--granularity", "collective")
+	r = run(t, coll, "flowsim-packet", "--expand", "--set", "LINK_DOWN=20000 0 "+strconv.Itoa(int(leaf)), "-o", out)
+	oneLineError(t, r, 1, "of COLL node 0 (expanded) failed", "went down and left it no path", "status failed")
+	if data, err = os.ReadFile(out); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := readTrace(t, data); len(rows) != 1 || rows[0].Status != "failed" {
+		t.Errorf("expanded: rows %+v, want the COLL node's, failed", rows)
+	}
 }
 
 // A PFC deadlock (seed 003's dragonfly, a shift-8 permutation of 16 MiB

@@ -14,10 +14,11 @@ import (
 // before StartPs, or the path's unloaded latency when nothing was measured.
 // Queue pairs open when the window opens keep their windows, rates and
 // NIC serialization, so their congestion control runs as usual; only the
-// fabric is skipped. A transfer opened inside the window has no queue
-// pairs (bypassFlow): its bytes leave its NIC at line rate, arrive the
-// predicted latency later, and its acknowledgement the predicted latency
-// after that, so the DAG runs as usual with one event per message.
+// fabric is skipped. A transfer opened inside the window that fits in one
+// packet, or that nothing waits on, has no queue pair (bypassFlow): its
+// bytes leave its NIC at line rate, arrive the predicted latency later,
+// and its acknowledgement the predicted latency after that, so the DAG
+// runs as usual with an event or none per message.
 //
 // In the default "hybrid" strategy the fabric is suspended: packets in
 // flight at StartPs are frozen where they are (their events are held and
@@ -226,18 +227,23 @@ func (s *Sim) predict(pkt *packet) int64 {
 		return *cache
 	}
 	src, dst := s.ends(pkt)
-	l := int64(0)
-	if c := s.sur.class[latKey(src, dst, pkt.kind != pktData)]; c > 0 {
-		st := s.sur.stats[c-1]
-		l = st.sum / st.n
-	} else {
-		for _, dl := range s.path(pkt.path) {
-			p := &s.ports[dl]
-			l += p.lat + int64(float64(pkt.wire)*p.bitPs+0.5)
-		}
-	}
-	*cache = max(l, 1)
+	*cache = s.measured(latKey(src, dst, pkt.kind != pktData), s.path(pkt.path), int64(pkt.wire))
 	return *cache
+}
+
+// measured is latency class k's mean, or when nothing was measured the
+// unloaded latency of a packet of wire bytes along path.
+func (s *Sim) measured(k uint64, path []route.DirLink, wire int64) int64 {
+	if c := s.sur.class[k]; c > 0 {
+		st := s.sur.stats[c-1]
+		return max(st.sum/st.n, 1)
+	}
+	l := int64(0)
+	for _, dl := range path {
+		p := &s.ports[dl]
+		l += p.lat + int64(float64(wire)*p.bitPs+0.5)
+	}
+	return max(l, 1)
 }
 
 // bypass sends a packet leaving its source straight to its destination
@@ -254,7 +260,8 @@ func (s *Sim) bypass(pi int32, tx int64) {
 
 // bypassFlow runs transfer i, opened while the surrogate is open, without
 // queue pairs or packets: its bytes leave its NIC port back to back after
-// what the port already has to send, at line rate; its last packet
+// what the port already has to send, at line rate (held by its window
+// over the predicted round trip when longer than it); its last packet
 // arrives the predicted data latency after it left, and the sender learns
 // of it the predicted acknowledgement latency later. The releases happen
 // then, as for a transfer with queue pairs (sent, received, finishFlow).
@@ -353,26 +360,10 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
 	pp := pairPrediction{port: int32(fwd[0]), bottle: s.bottleneck(fwd)}
 	pp.rtt, pp.win = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
-	unloaded := func(path []route.DirLink, wire int) (l int64) {
-		for _, dl := range path {
-			p := &s.ports[dl]
-			l += p.lat + int64(float64(wire)*p.bitPs+0.5)
-		}
-		return l
-	}
-	pp.data = s.measured(latKey(src, dst, false), unloaded(fwd, s.cfg.PayloadSize+s.cfg.HeaderBytes))
-	pp.ack = s.measured(latKey(dst, src, true), unloaded(rev, s.cfg.AckBytes))
+	pp.data = s.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
+	pp.ack = s.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
 	sg.pairs[k] = pp
 	return pp, nil
-}
-
-// measured is latency class k's mean, or def when nothing was measured.
-func (s *Sim) measured(k uint64, def int64) int64 {
-	if c := s.sur.class[k]; c > 0 {
-		st := s.sur.stats[c-1]
-		return max(st.sum/st.n, 1)
-	}
-	return max(def, 1)
 }
 
 // onBypass delivers a packet that skipped the fabric.
