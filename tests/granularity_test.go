@@ -358,4 +358,17 @@ func TestPacketExpandMatchesFlowGranularity(t *testing.T) {
 			t.Errorf("%v: expanded ends at %d ns, flow granularity at %d ns", c, got, want)
 		}
 	}
+	// Under a surrogate window, expanded flows that skip their queue pairs
+	// free slots that later flows with queue pairs reuse: the ring still
+	// ends (it once waited for ever on counts left in the slots), near the
+	// packet-level time.
+	args := []string{"--op", "allreduce", "--size", "64KiB", "--algo", "ring", "--group", "dp", "--tp", "1", "--granularity"}
+	fr := mustRun(t, mustRun(t, topo32, "simccl-decompose", append(args, "flow")...), "flowsim-packet")
+	r := run(t, mustRun(t, topo32, "simccl-decompose", append(args, "collective")...), "flowsim-packet", "--expand", "--surrogate", "5us:8us")
+	if r.code != 0 {
+		t.Fatalf("expanded under a surrogate: exit %d: %s", r.code, r.stderr)
+	}
+	if got, want := span(t, r.stdout), span(t, fr); math.Abs(float64(got-want)) > 0.01*float64(want) {
+		t.Errorf("expanded under a surrogate: ends at %d ns, packet level at %d ns", got, want)
+	}
 }

@@ -143,14 +143,18 @@ func TestPacketLinkDownNoPath(t *testing.T) {
 	// Expanded from a collective-granularity stream, the failed flows are
 	// the COLL node's: its one row is failed, the error names the flow
 	// within it.
+	// A flow's slot is reused by later flows: at 200 us the failed
+	// flows' slots once left the next ones waiting for ever.
 	coll := mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8", "--granularity", "collective")
-	r = run(t, coll, "flowsim-packet", "--expand", "--set", "LINK_DOWN=20000 0 "+strconv.Itoa(int(leaf)), "-o", out)
-	oneLineError(t, r, 1, "of COLL node 0 (expanded) failed", "went down and left it no path", "status failed")
-	if data, err = os.ReadFile(out); err != nil {
-		t.Fatal(err)
-	}
-	if rows, _ := readTrace(t, data); len(rows) != 1 || rows[0].Status != "failed" {
-		t.Errorf("expanded: rows %+v, want the COLL node's, failed", rows)
+	for _, at := range []string{"20000", "200000"} {
+		r = run(t, coll, "flowsim-packet", "--expand", "--set", "LINK_DOWN="+at+" 0 "+strconv.Itoa(int(leaf)), "-o", out)
+		oneLineError(t, r, 1, "of COLL node 0 (expanded) failed", "went down and left it no path", "marks 1 failed flows")
+		if data, err = os.ReadFile(out); err != nil {
+			t.Fatal(err)
+		}
+		if rows, _ := readTrace(t, data); len(rows) != 1 || rows[0].Status != "failed" {
+			t.Errorf("expanded, link down at %s ns: rows %+v, want the COLL node's, failed", at, rows)
+		}
 	}
 }
 

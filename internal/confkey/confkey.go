@@ -125,7 +125,13 @@ func (k *Key) time(v string) (float64, error) {
 
 // PsOf is a time in unit ("us" or "ns") in ps, to the nearest: the one
 // rounding rule of every time key. Rows' ranges keep it within int64.
-func PsOf(x float64, unit string) int64 { return int64(math.Round(x * timeUnits[unit])) }
+func PsOf(x float64, unit string) int64 {
+	per, ok := timeUnits[unit]
+	if !ok {
+		panic(fmt.Sprintf("confkey: time unit %q", unit))
+	}
+	return int64(math.Round(x * per))
+}
 
 // Table formats keys for people: one line each, the columns aligned.
 func Table(keys []Key) string {

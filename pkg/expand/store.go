@@ -456,8 +456,9 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 }
 
 // Release satisfies, before expanded flow i completes, its dependants
-// the Rule let start when (OnSent or OnReceived), as DAG.ReleaseEarly
-// does for the stream's flows, and appends those it makes ready to out.
+// the Rule let start when (OnSent or OnReceived; never AtCompletion), as
+// DAG.ReleaseEarly does for the stream's flows, and appends those it
+// makes ready to out.
 func (x *Store) Release(i int32, when Early, out []int32) []int32 {
 	d := &x.flows[i-x.base]
 	k := when - 1

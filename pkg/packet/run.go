@@ -442,12 +442,14 @@ func (s *Sim) failFlow(i int32, why error) {
 	} else if f.Failed[i] {
 		return
 	}
-	f.Failed[row] = true
 	if s.failure == nil {
 		s.failure = &FlowsFailed{First: why}
 	}
-	s.failure.Count++
-	s.Stats.Failed++
+	if !f.Failed[row] { // failed rows of the trace are counted, not expanded flows
+		f.Failed[row] = true
+		s.failure.Count++
+		s.Stats.Failed++
+	}
 	delivered := int64(0)
 	for qi := range s.qps {
 		q := &s.qps[qi]
@@ -543,6 +545,9 @@ func (s *Sim) startFlow(i int32) error {
 		return nil
 	}
 	f.Ideal[i] = 0
+	// An expanded flow's slot may have held a flow that ended without its
+	// queue pairs counting down (bypassed, or failed).
+	f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 0, 0, 0
 	if s.sur != nil && s.sur.AutoWindowPs > 0 {
 		s.transfersInProgress(1)
 	}
@@ -920,6 +925,9 @@ func (s *Sim) bottleneck(path []route.DirLink) float64 {
 func (s *Sim) linkDown(li int32) error {
 	if err := s.r.Fail(li); err != nil {
 		return err
+	}
+	if s.sur != nil {
+		clear(s.sur.pairs) // their routes may cross the link
 	}
 	s.downLinks++
 	if s.downNames != "" {

@@ -273,7 +273,7 @@ func (s *Sim) bypassFlow(i int32) error {
 	src, dst, size := f.src(i), f.dst(i), f.size(i)
 	pp, err := s.pairPrediction(i, src, dst)
 	if err != nil {
-		return err
+		return s.noPath(i, err)
 	}
 	p := &s.ports[pp.port]
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
@@ -295,7 +295,7 @@ func (s *Sim) bypassFlow(i int32) error {
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.sport(f.id(i), 0)
 	f.Ideal[i] += s.SendLatPs + pp.rtt + int64(float64(size)*8e12/pp.bottle+0.5)
-	f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 1, 1, 1
+	f.rxLeft[i], f.txLeft[i] = 1, 1 // counted down by evFlowRecv and evFlowSent
 	s.Stats.DataPackets += uint64(n)
 	s.Stats.Bypassed += uint64(n)
 	s.Stats.SentBytes += size
@@ -341,7 +341,8 @@ func (s *Sim) nicBacklogs() {
 }
 
 // pairPrediction is transfer i's (src to dst) prediction, made once per
-// pair and NIC port choice: the latencies measured for the pair's data
+// pair and NIC port choice (a hashed port is the pair's first transfer's;
+// a failed link clears them): the latencies measured for the pair's data
 // and acknowledgement classes, or the unloaded path's where none was.
 func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	sg := s.sur
@@ -352,10 +353,10 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	}
 	h := route.FlowHash(src, dst, s.flows.id(i)*64, s.seed)
 	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, port); err != nil {
-		return pairPrediction{}, fmt.Errorf("%s: %v", s.flows.name(i), err)
+		return pairPrediction{}, err
 	}
 	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
-		return pairPrediction{}, fmt.Errorf("%s (acknowledgements): %v", s.flows.name(i), err)
+		return pairPrediction{}, fmt.Errorf("acknowledgements: %v", err)
 	}
 	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
 	pp := pairPrediction{port: int32(fwd[0]), bottle: s.bottleneck(fwd)}
