@@ -141,7 +141,8 @@ func BenchmarkIterationGPT13B1024Expanded(b *testing.B) {
 
 // Issue 11: the same iteration packet by packet (flowsim-packet --expand)
 // on 16 GPUs: 1.8 M flows made as their collectives start. The 128-GPU
-// one (14.7 M flows, 402 M data packets) took 257 s and 38 MB by hand.
+// one (14.7 M flows, 402 M data packets) took 186 s and 38 MB by hand on
+// the idle machine.
 func BenchmarkPacketIterationGPT13B16Expanded(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		reportPacket(b, measure(b,
