@@ -238,6 +238,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		x.link(j, slot, AtCompletion)
 		deps = deps[len(deps)-1:]
 	}
+	d = &x.flows[slot] // shared may have moved the flows
 	for _, dep := range deps {
 		if p := set.slots[dep] - 1; p >= 0 {
 			x.link(p, slot, x.rule(&x.flows[p].Flow, &d.Flow))

@@ -79,13 +79,19 @@ func (s *Sim) addPending(pid int32, flow, j int32) {
 	p.qps = append(p.qps, ^(flow<<s.pendShift | j))
 }
 
+// pending is the transfer and part a pending slot addPending made stands for.
+func (s *Sim) pending(slot int32) (flow int32, j int64) {
+	k := ^slot
+	return k >> s.pendShift, int64(k & (1<<s.pendShift - 1))
+}
+
 // materialize gives the pending queue pair at slot i of port pid's round
 // robin its state, as opening it would have.
 func (s *Sim) materialize(pid int32, i int) int32 {
 	p := &s.ports[pid]
-	k := ^p.qps[i]
+	flow, j := s.pending(p.qps[i])
 	qi := s.allocQP()
-	if err := s.initQP(qi, k>>s.pendShift, int64(k&(1<<s.pendShift-1))); err != nil {
+	if err := s.initQP(qi, flow, j); err != nil {
 		panic(fmt.Sprintf("packet: queue pair routed when opened fails later: %v", err)) // same inputs, same route
 	}
 	p.qps[i] = qi

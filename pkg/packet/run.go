@@ -52,9 +52,9 @@ type Flows struct {
 	// The first queue pair's source port, for SimAI's fct.txt.
 	Sport []uint16
 
-	// ex, when not nil, runs COLL nodes as their flows (Expand); indexes
-	// from n on are its flows, and the run columns above grow to cover
-	// them. n is the stream's flow count, or MaxInt32 without ex.
+	// ex runs COLL nodes as their flows (Expand; Run makes it afresh);
+	// indexes from n on are its flows, and the run columns above grow to
+	// cover them. n is the stream's flow count under Expand, else MaxInt32.
 	ex      *expand.Store
 	n       int32
 	exLimit int64 // Expand's memory limit
@@ -69,8 +69,10 @@ func (f *Flows) Expand(limit int64) {
 		return
 	}
 	f.exLimit, f.n = limit, int32(f.DAG.Len())
-	f.newStore(math.MaxInt32)
 }
+
+// expanding reports whether COLL nodes run as their flows (Expand).
+func (f *Flows) expanding() bool { return f.n < math.MaxInt32 }
 
 // newStore starts the expansions afresh, with flow indexes below maxIndex.
 func (f *Flows) newStore(maxIndex int64) {
@@ -212,7 +214,7 @@ func (s *Sim) Run() error {
 	// same flows (another Sim) runs as the first did.
 	f := s.flows
 	f.DAG.Reset()
-	if f.ex != nil {
+	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
 		f.newStore(math.MaxInt32 >> s.pendShift)
 		n := f.n
@@ -515,7 +517,7 @@ func (s *Sim) startFlow(i int32) error {
 		}
 		f.cover()
 		s.work = append(s.work, ready...)
-	} else if f.ex != nil && f.set.Flow(i).Kind == flowset.Coll {
+	} else if f.expanding() && f.set.Flow(i).Kind == flowset.Coll {
 		return s.expand(i)
 	}
 	f.setStart(i, s.now)
@@ -709,13 +711,15 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			return nil
 		}
 	}
-	if s.sur != nil && s.sur.active && (size <= int64(s.cfg.PayloadSize) || (i < f.n && f.DAG.Dependants(i) == 0)) {
+	if s.sur != nil && s.sur.active {
 		// One packet, or nothing waits on it: no queue pair (bypassFlow).
 		// A longer transfer others wait on keeps its queue pair: a NIC
 		// serves its pairs round robin, and serving whole transfers in
 		// turn instead let a collective's next steps start early (5%
 		// short on SimAI's micro benchmark).
-		return s.bypassFlow(i)
+		if alone := i < f.n && f.DAG.Dependants(i) == 0; alone || size <= int64(s.cfg.PayloadSize) {
+			return s.bypassFlow(i, alone)
+		}
 	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
 	// ports, hence distinct ECMP hashes.
@@ -742,7 +746,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 				lineRate := s.ports[port].bw
 				rtt, _ := s.baseRTT(fwd, rev, lineRate)
 				f.Sport[i] = s.sport(id, j)
-				f.Ideal[i] += s.SendLatPs + rtt + int64(float64(size)*8e12/s.bottleneck(fwd)+0.5)
+				f.Ideal[i] += s.idealFCT(size, rtt, s.bottleneck(fwd))
 			}
 			s.addPending(port, i, int32(j))
 		} else {
@@ -759,7 +763,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
-				f.Ideal[i] += s.SendLatPs + q.cc.BaseRTT + int64(float64(size)*8e12/s.bottleneck(s.path(2*qi))+0.5)
+				f.Ideal[i] += s.idealFCT(size, q.cc.BaseRTT, s.bottleneck(s.path(2*qi)))
 			}
 			s.addQP(port, qi)
 		}
@@ -769,6 +773,13 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		s.tryTx(port)
 	}
 	return nil
+}
+
+// idealFCT is a transfer's time alone on the fabric, as SimAI's
+// standalone FCT: send latency, the unloaded round trip, and its bytes at
+// the path's bottleneck.
+func (s *Sim) idealFCT(size, rtt int64, bottleneck float64) int64 {
+	return s.SendLatPs + rtt + int64(float64(size)*8e12/bottleneck+0.5)
 }
 
 func (s *Sim) sport(id, j int64) uint16 {

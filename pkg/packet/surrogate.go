@@ -268,7 +268,10 @@ func (s *Sim) bypass(pi int32, tx int64) {
 // Per-message host work (queue pair, packets, acknowledgements, congestion
 // control) would otherwise run through the surrogate: with one event per
 // packet and hop gone, it was most of what remained.
-func (s *Sim) bypassFlow(i int32) error {
+//
+// alone: nothing waits on it, so without a stop time or load tracking
+// to honour it ends with no event at all.
+func (s *Sim) bypassFlow(i int32, alone bool) error {
 	f, sg := s.flows, s.sur
 	src, dst, size := f.src(i), f.dst(i), f.size(i)
 	pp, err := s.pairPrediction(i, src, dst)
@@ -294,21 +297,20 @@ func (s *Sim) bypassFlow(i int32) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.sport(f.id(i), 0)
-	f.Ideal[i] += s.SendLatPs + pp.rtt + int64(float64(size)*8e12/pp.bottle+0.5)
-	f.rxLeft[i], f.txLeft[i] = 1, 1 // counted down by evFlowRecv and evFlowSent
+	f.Ideal[i] += s.idealFCT(size, pp.rtt, pp.bottle)
 	s.Stats.DataPackets += uint64(n)
 	s.Stats.Bypassed += uint64(n)
 	s.Stats.SentBytes += size
 	s.Stats.Delivered += size
 	end := rx + pp.ack
-	if i < f.n && f.DAG.Dependants(i) == 0 && f.RxDone == nil && sg.AutoWindowPs == 0 && (s.cfg.StopPs == 0 || end <= s.cfg.StopPs) {
-		// Nothing waits on it (a message of a traffic pattern) and nothing
-		// counts transfers in progress: it is done, its end known, with no
-		// event at all.
+	if alone && f.RxDone == nil && sg.AutoWindowPs == 0 && (s.cfg.StopPs == 0 || end <= s.cfg.StopPs) {
+		// A message of a traffic pattern, and nothing counts transfers in
+		// progress: it is done, its end known.
 		s.work = f.DAG.Complete(i, s.work)
 		f.End[i] = end
 		return nil
 	}
+	f.rxLeft[i], f.txLeft[i] = 1, 1 // counted down by evFlowRecv and evFlowSent
 	s.q.Push(des.Time(sent), evFlowSent, i, 0)
 	s.q.Push(des.Time(rx), evFlowRecv, i, 0)
 	s.q.Push(des.Time(end), evDelayDone, i, 0)
@@ -329,8 +331,7 @@ func (s *Sim) nicBacklogs() {
 			if qi >= 0 {
 				left = s.qps[qi].size - s.qps[qi].sndNxt
 			} else { // pending: its whole part
-				k := ^qi
-				left = s.partSize(k>>s.pendShift, int64(k&(1<<s.pendShift-1)))
+				left = s.partSize(s.pending(qi))
 			}
 			bytes += left + (left+pay-1)/pay*hdr
 		}
