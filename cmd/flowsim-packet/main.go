@@ -239,6 +239,9 @@ func (c *command) run() error {
 			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s at %s: %s\n", state, des.Time(sw.AtPs), sw.Why)
 		}
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
+		if n, got, line, deferred := sim.SaturatedPorts(); n > 0 {
+			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d NIC ports the fabric saturated while tracking send through it at the rate it delivered their data then: %.1f Gb/s of %.1f Gb/s line rate in all; %d transfers they reached only after it closed went through the fabric\n", n, got/1e9, line/1e9, deferred)
+		}
 	}
 	if w := sim.Loop; w != nil {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: event loop from %s to %s: %.3f s, %d events\n", des.Time(w.StartPs), des.Time(w.EndPs), w.Secs, w.Events)

@@ -193,6 +193,9 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
+	if s.sur != nil {
+		s.sur.sent[pid] += int64(pkt.wire)
+	}
 	if q.rtoAt == 0 {
 		s.armRTO(qi)
 	}

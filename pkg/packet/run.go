@@ -314,7 +314,9 @@ func (s *Sim) Run() error {
 		case evPFCRefresh:
 			s.refreshPause(ev.Target)
 		case evSurrogate:
-			s.surrogateSwitch(ev.Arg == 1)
+			if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
+				return err
+			}
 		case evBypass:
 			s.onBypass(ev.Target)
 		case evFlowSent:
@@ -322,7 +324,11 @@ func (s *Sim) Run() error {
 		case evFlowRecv:
 			s.received(ev.Target)
 		case evSurrogateSample:
-			s.surrogateSample()
+			if err := s.surrogateSample(); err != nil {
+				return err
+			}
+		case evBacklogSample:
+			s.backlogSample(ev.Arg)
 		case evSend:
 			if err := s.openQPs(ev.Target, false); err != nil {
 				return err

@@ -47,6 +47,7 @@ const (
 	evFlowSent                      // Target flow: a bypassed transfer's last byte left its NIC
 	evFlowRecv                      // Target flow: a bypassed transfer's last byte arrived
 	evStart                         // the head of the delay nodes released with the run ends (queueStarts)
+	evBacklogSample                 // Arg the sampling generation: count the host ports with data waiting (surrogate service rates)
 )
 
 const (
@@ -422,13 +423,19 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	if pkt.kind == pktData {
 		s.lastMove = s.now
 	}
-	p.busyUntil = s.now + tx
-	p.txBytes += int64(pkt.wire)
 	if s.sur != nil && s.sur.active && pkt.hop == 0 && !pkt.zombie {
-		s.bypass(pi, tx) // leaves its NIC at line rate, skips the fabric
+		// Leaves its NIC (at the port's measured rate when the fabric
+		// saturated it), skips the fabric.
+		if pkt.kind == pktData {
+			tx = s.sur.nicTime(pid, int64(pkt.wire), tx)
+		}
+		p.busyUntil = s.now + tx
+		s.bypass(pi, tx)
 	} else {
+		p.busyUntil = s.now + tx
 		s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
 	}
+	p.txBytes += int64(pkt.wire)
 	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
 		p.txDoneAt = p.busyUntil
 		s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)

@@ -20,6 +20,17 @@ import (
 // and its acknowledgement the predicted latency after that, so the DAG
 // runs as usual with an event or none per message.
 //
+// A NIC port that could not keep up while latencies were tracked (it had
+// bytes waiting to be sent at nearly every sample: PFC held it or its
+// congestion control cut its rate, as at saturation) sends through the
+// surrogate at the rate the fabric delivered its data then, not at line
+// rate; so does one whose data the fabric delivered markedly less of than
+// it sent (the switches' buffers were filling). The predicted
+// latencies carry the fabric's queueing but not its limit on throughput,
+// and at line rate a saturated fabric's surrogate delivered a third more
+// than the fabric did. What a port has scheduled through the surrogate
+// keeps it busy after the window closes.
+//
 // In the default "hybrid" strategy the fabric is suspended: packets in
 // flight at StartPs are frozen where they are (their events are held and
 // happen as much later as the surrogate stayed open), copies of them are
@@ -105,7 +116,43 @@ type surrogate struct {
 	// sent what was bypassed through it.
 	pairs   map[uint64]pairPrediction // by pairKey
 	nicFree []int64                   // by port
+	// bypassEnd is, per port, when the last bypassed transfer's bytes
+	// leave it: the port stays busy that long after the window.
+	bypassEnd []int64
+	// deferred are the transfers whose NIC would start them only after
+	// a fixed window closes: they open queue pairs when it does.
+	deferred      []int32
+	deferredTotal int
+	// Service rates (see Surrogate): per host port, the data wire bytes
+	// sent through it that reached their destination while tracking
+	// (delivered; base, at the first sample), the samples
+	// that found bytes waiting (backlogged) out of samples since trackFrom,
+	// and while open the measured picoseconds per byte (0: line rate).
+	hostPorts          []int32
+	delivered, base    []int64
+	sent, sentBase     []int64 // data wire bytes the port sent
+	backlogged         []int32
+	samples            int32
+	trackFrom          int64
+	sampleGen          int64
+	psPerByte          []float64
+	saturated          int     // ports sending at their measured rate
+	saturatedBps, line float64 // their measured and line rates summed
 }
+
+// Backlog sampling, for the service rates: backlogSamples samples over a
+// fixed tracking time (backlogSamplesAuto per window in auto mode); a
+// port is saturated when all but backlogSlack of them found it with bytes
+// waiting (a port that keeps up has idle moments between messages even at
+// 90% of line rate; one the fabric holds back never empties), or when it
+// sent more than 1 + backlogSlack times what the fabric delivered of it
+// (the switches' buffers were filling: sources send at line rate into
+// megabytes of buffer long before PFC holds them).
+const (
+	backlogSamples     = 64
+	backlogSamplesAuto = 16
+	backlogSlack       = 0.1
+)
 
 // pairKey names a transfer's source, destination (below maxSurrogateNodes)
 // and NIC port choice (-1: hashed) as one word: the map's fast path.
@@ -152,11 +199,21 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	s.sur = &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[uint64]pairPrediction{}, nicFree: make([]int64, len(s.ports))}
+	n := len(s.ports)
+	sg := &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[uint64]pairPrediction{}, nicFree: make([]int64, n), bypassEnd: make([]int64, n),
+		delivered: make([]int64, n), base: make([]int64, n), sent: make([]int64, n), sentBase: make([]int64, n), backlogged: make([]int32, n), psPerByte: make([]float64, n)}
+	for pid := range s.ports {
+		if !s.isSwitch[s.ports[pid].from] {
+			sg.hostPorts = append(sg.hostPorts, int32(pid))
+		}
+	}
+	s.sur = sg
 	if c.AutoWindowPs > 0 {
 		s.q.Push(des.Time(c.AutoWindowPs), evSurrogateSample, 0, 0)
+		s.q.Push(0, evBacklogSample, 0, 0)
 		return nil
 	}
+	s.q.Push(des.Time(sg.trackStart()), evBacklogSample, 0, 0)
 	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
 	s.q.Push(des.Time(c.EndPs), evSurrogate, 0, 0)
 	return nil
@@ -213,6 +270,9 @@ func (s *Sim) track(pkt *packet) {
 	st := &sg.stats[*c-1]
 	st.sum += s.now - pkt.born
 	st.n++
+	if pkt.kind == pktData {
+		sg.delivered[s.paths[int(pkt.path)*s.pathW]] += int64(pkt.wire)
+	}
 }
 
 // predict is the latency a packet gets in surrogate mode. The table no
@@ -289,8 +349,15 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 	// fabric slows it as it slows queue pairs.
 	wire := size + n*hdr
 	start := max(s.now, p.busyUntil, sg.nicFree[pp.port])
-	sent := start + int64(float64(wire)*p.bitPs+0.5)
-	sg.nicFree[pp.port] = sent
+	if sg.AutoWindowPs == 0 && start >= sg.EndPs {
+		// Its NIC gets to it only after the window: the full model sends
+		// it then, into the fabric, as it would the backlog it builds.
+		sg.deferred = append(sg.deferred, i)
+		sg.deferredTotal++
+		return nil
+	}
+	sent := start + sg.nicTime(pp.port, wire, int64(float64(wire)*p.bitPs+0.5))
+	sg.nicFree[pp.port], sg.bypassEnd[pp.port] = sent, sent
 	if s.cfg.HasWin && wire > pp.win {
 		rounds := (wire - 1) / pp.win
 		sent += rounds * max(pp.data+pp.ack-int64(float64(pp.win)*p.bitPs+0.5), 0)
@@ -317,6 +384,113 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 	return nil
 }
 
+// trackStart is when a fixed window's tracking starts.
+func (sg *surrogate) trackStart() int64 {
+	if sg.TrackPs > 0 {
+		return max(sg.StartPs-sg.TrackPs, 0)
+	}
+	return 0
+}
+
+// nicTime is how long host port pid takes to send wire bytes through the
+// open surrogate: lineTime, or at its measured rate when it was saturated.
+func (sg *surrogate) nicTime(pid int32, wire, lineTime int64) int64 {
+	if r := sg.psPerByte[pid]; r > 0 {
+		return int64(float64(wire)*r + 0.5)
+	}
+	return lineTime
+}
+
+// backlogSample counts the host ports with data waiting to be sent, while
+// latencies are tracked, and schedules the next sample.
+func (s *Sim) backlogSample(gen int64) {
+	sg := s.sur
+	if gen != sg.sampleGen || sg.active {
+		return
+	}
+	if sg.samples == 0 {
+		sg.trackFrom = s.now
+		copy(sg.base, sg.delivered)
+		copy(sg.sentBase, sg.sent)
+		clear(sg.backlogged)
+	}
+	for _, pid := range sg.hostPorts {
+		if s.waitingData(pid) {
+			sg.backlogged[pid]++
+		}
+	}
+	sg.samples++
+	if sg.AutoWindowPs > 0 {
+		if s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len() {
+			s.q.Push(des.Time(s.now+max(sg.AutoWindowPs/backlogSamplesAuto, 1)), evBacklogSample, 0, gen)
+		}
+		return
+	}
+	if next := s.now + max((sg.StartPs-sg.trackStart())/backlogSamples, 1); next < sg.StartPs {
+		s.q.Push(des.Time(next), evBacklogSample, 0, gen)
+	}
+}
+
+// waitingData says whether a queue pair of host port pid has data not yet
+// sent (a pending pair has all of it).
+func (s *Sim) waitingData(pid int32) bool {
+	for _, qi := range s.ports[pid].qps {
+		if qi < 0 || s.qps[qi].sndNxt < s.qps[qi].size {
+			return true
+		}
+	}
+	return false
+}
+
+// serviceRates sets, as the surrogate opens, the rate of each host port
+// that was saturated while tracking: what the fabric delivered of its data
+// over that time. Not what it sent: the switches' buffers (tens of MB in
+// SimAI's configurations) take in more than the fabric delivers for
+// milliseconds, and the fabric's rate is what lasts.
+func (s *Sim) serviceRates() {
+	sg := s.sur
+	clear(sg.psPerByte)
+	sg.saturated, sg.saturatedBps, sg.line = 0, 0, 0
+	dur := s.now - sg.trackFrom
+	if sg.samples == 0 || dur <= 0 {
+		return
+	}
+	for _, pid := range sg.hostPorts {
+		wire := sg.delivered[pid] - sg.base[pid]
+		sent := sg.sent[pid] - sg.sentBase[pid]
+		p := &s.ports[pid]
+		backlogged := float64(sg.backlogged[pid]) >= (1-backlogSlack)*float64(sg.samples)
+		if wire <= 0 || !backlogged && float64(sent) <= (1+backlogSlack)*float64(wire) {
+			continue
+		}
+		if r := float64(dur) / float64(wire); r > p.bitPs {
+			sg.psPerByte[pid] = r
+			sg.saturated++
+			sg.saturatedBps += 8e12 / r
+			sg.line += p.bw
+		}
+	}
+}
+
+// SaturatedPorts are, at the surrogate's last opening, the host ports that
+// send at their measured rate, with those rates and their line rates
+// summed (bit/s); deferred counts the transfers their NICs would have
+// started only after a fixed window closed, which the fabric ran then.
+func (s *Sim) SaturatedPorts() (n int, measuredBps, lineBps float64, deferred int) {
+	if s.sur == nil {
+		return 0, 0, 0, 0
+	}
+	return s.sur.saturated, s.sur.saturatedBps, s.sur.line, s.sur.deferredTotal
+}
+
+// restartSampling starts counting backlogs afresh from now.
+func (s *Sim) restartSampling() {
+	sg := s.sur
+	sg.samples = 0
+	sg.sampleGen++
+	s.q.Push(des.Time(s.now), evBacklogSample, 0, sg.sampleGen)
+}
+
 // nicBacklogs starts each NIC port's bypass clock where the port will
 // have sent what its queue pairs still hold: those keep sending through
 // the NIC, and a bypassed transfer waits its turn behind them rather than
@@ -336,7 +510,7 @@ func (s *Sim) nicBacklogs() {
 			bytes += left + (left+pay-1)/pay*hdr
 		}
 		if bytes > 0 {
-			s.sur.nicFree[pid] = max(s.now, p.busyUntil) + int64(float64(bytes)*p.bitPs+0.5)
+			s.sur.nicFree[pid] = max(s.now, p.busyUntil) + s.sur.nicTime(int32(pid), bytes, int64(float64(bytes)*p.bitPs+0.5))
 		}
 	}
 }
@@ -379,7 +553,7 @@ func (s *Sim) onBypass(pi int32) {
 }
 
 // surrogateSwitch enters (on) or leaves surrogate mode.
-func (s *Sim) surrogateSwitch(on bool) {
+func (s *Sim) surrogateSwitch(on bool) error {
 	sg := s.sur
 	sg.active = on
 	if !on {
@@ -388,17 +562,26 @@ func (s *Sim) surrogateSwitch(on bool) {
 			s.q.Push(ev.At+des.Time(s.now-sg.onAt), ev.Kind, ev.Target, ev.Arg)
 		}
 		sg.held = sg.held[:0]
-		for pid := range s.ports {
-			if !s.isSwitch[s.ports[pid].from] {
-				s.tryTx(int32(pid)) // hosts may have been paused by the frozen fabric
+		for _, pid := range sg.hostPorts {
+			// The transfers a port sent around its queue pairs keep it
+			// busy; hosts may have been paused by the frozen fabric.
+			p := &s.ports[pid]
+			p.busyUntil = max(p.busyUntil, sg.bypassEnd[pid])
+			s.tryTx(pid)
+		}
+		for _, i := range sg.deferred {
+			if err := s.openQPs(i, true); err != nil {
+				return err
 			}
 		}
-		return
+		sg.deferred = sg.deferred[:0]
+		return nil
 	}
 	sg.onAt = s.now
+	s.serviceRates()
 	s.nicBacklogs()
 	if sg.Lite {
-		return
+		return nil
 	}
 	// Suspend: what waits in a host's NIC leaves through the predictor; what
 	// is in the fabric freezes and a copy goes through the predictor.
@@ -438,6 +621,7 @@ func (s *Sim) surrogateSwitch(on bool) {
 		s.Stats.Zombies++
 		s.bypass(cp, 0)
 	}
+	return nil
 }
 
 // frozen reports whether an event belongs to the suspended fabric: it then
@@ -461,14 +645,16 @@ func (s *Sim) frozen(kind uint16, target int32) bool {
 // surrogateSample closes one window of steady-state detection: it opens
 // the surrogate after autoWindows steady windows, closes it when the
 // offered load moves, and schedules the next window while the run goes on.
-func (s *Sim) surrogateSample() {
+func (s *Sim) surrogateSample() error {
 	sg := s.sur
 	s.transfersInProgress(0)
 	load := float64(sg.inProgressPs) / float64(sg.AutoWindowPs)
 	sg.inProgressPs = 0
 	if sg.active {
 		if d := load/sg.baseLoad - 1; d > autoLoadChange || d < -autoLoadChange {
-			s.surrogateSwitch(false)
+			if err := s.surrogateSwitch(false); err != nil {
+				return err
+			}
 			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, Why: fmt.Sprintf("transfers in progress %+.0f%%", 100*d)})
 			s.restartTracking()
 		}
@@ -495,7 +681,9 @@ func (s *Sim) surrogateSample() {
 			sg.baseLoad = max(load/n, 1e-9)
 			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, On: true,
 				Why: fmt.Sprintf("steady for %d windows of %s: packet latency %s, %.0f packets in flight", autoWindows, des.Time(sg.AutoWindowPs), des.Time(lat/n), fly/n)})
-			s.surrogateSwitch(true)
+			if err := s.surrogateSwitch(true); err != nil {
+				return err
+			}
 			sg.streak = sg.streak[:0]
 		}
 		sg.winLat, sg.winN = 0, 0
@@ -505,6 +693,7 @@ func (s *Sim) surrogateSample() {
 	if s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len() {
 		s.q.Push(des.Time(s.now+sg.AutoWindowPs), evSurrogateSample, 0, 0)
 	}
+	return nil
 }
 
 // transfersInProgress adds d to the transfers in progress, integrating
@@ -528,6 +717,7 @@ func near(b, a autoSample) bool {
 // windows before it only.
 func (s *Sim) restartTracking() {
 	sg := s.sur
+	s.restartSampling()
 	sg.streak = sg.streak[:0]
 	sg.winLat, sg.winN = 0, 0
 	if len(sg.stats) == 0 {
