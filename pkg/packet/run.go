@@ -718,12 +718,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		}
 	}
 	if s.sur != nil && s.sur.active {
-		// One packet, or nothing waits on it: no queue pair (bypassFlow).
-		// A longer transfer others wait on keeps its queue pair: a NIC
-		// serves its pairs round robin, and serving whole transfers in
-		// turn instead let a collective's next steps start early (5%
-		// short on SimAI's micro benchmark).
-		if alone := i < f.n && f.DAG.Dependants(i) == 0; alone || size <= int64(s.cfg.PayloadSize) {
+		if alone, ok := s.bypasses(i); ok {
 			return s.bypassFlow(i, alone)
 		}
 	}
@@ -739,20 +734,13 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		if s.lazy {
 			// Route now (the first hop names the port; errors surface
 			// here as they always did), keep only the flow and j.
-			h := route.FlowHash(src, dst, id*64+j, s.seed)
-			if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
-				return fmt.Errorf("%s: %v", f.name(i), err)
-			}
-			if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
-				return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
+			if err := s.routePart(i, j); err != nil {
+				return err
 			}
 			port = int32(s.fwd[0])
 			if j == 0 {
-				fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
-				lineRate := s.ports[port].bw
-				rtt, _ := s.baseRTT(fwd, rev, lineRate)
 				f.Sport[i] = s.sport(id, j)
-				f.Ideal[i] += s.idealFCT(size, rtt, s.bottleneck(fwd))
+				f.Ideal[i] += s.routedIdeal(size)
 			}
 			s.addPending(port, i, int32(j))
 		} else {
@@ -779,6 +767,29 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		s.tryTx(port)
 	}
 	return nil
+}
+
+// routePart routes part j of transfer i into s.fwd and s.rev, as its
+// queue pair will be.
+func (s *Sim) routePart(i int32, j int64) error {
+	f := s.flows
+	src, dst := f.src(i), f.dst(i)
+	h := route.FlowHash(src, dst, f.id(i)*64+j, s.seed)
+	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
+		return fmt.Errorf("%s: %v", f.name(i), err)
+	}
+	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
+		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
+	}
+	return nil
+}
+
+// routedIdeal is the ideal FCT of size bytes over the paths routePart
+// left in s.fwd and s.rev.
+func (s *Sim) routedIdeal(size int64) int64 {
+	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
+	rtt, _ := s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
+	return s.idealFCT(size, rtt, s.bottleneck(fwd))
 }
 
 // idealFCT is a transfer's time alone on the fabric, as SimAI's
