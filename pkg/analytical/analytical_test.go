@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
@@ -357,6 +358,15 @@ func TestFluidEqualsBusbwWithoutSharing(t *testing.T) {
 
 // referenceRates solves max-min fairness from scratch over every sending
 // flow, for checking the incremental solver.
+// pathLinks is slot id's path.
+func pathLinks(f *fluid, id int32) []route.DirLink {
+	var p []route.DirLink
+	for _, h := range f.path(id) {
+		p = append(p, h.link)
+	}
+	return p
+}
+
 func referenceRates(f *fluid) map[int32]float64 {
 	rem := map[route.DirLink]float64{}
 	cnt := map[route.DirLink]int{}
@@ -367,7 +377,7 @@ func referenceRates(f *fluid) map[int32]float64 {
 			continue
 		}
 		open[int32(id)] = true
-		for _, l := range s.path {
+		for _, l := range pathLinks(f, int32(id)) {
 			rem[l] = f.cap[l]
 			cnt[l]++
 		}
@@ -382,9 +392,8 @@ func referenceRates(f *fluid) map[int32]float64 {
 			}
 		}
 		for id := range open {
-			s := &f.slots[id]
 			on := false
-			for _, l := range s.path {
+			for _, l := range pathLinks(f, id) {
 				on = on || l == best
 			}
 			if !on {
@@ -392,7 +401,7 @@ func referenceRates(f *fluid) map[int32]float64 {
 			}
 			rates[id] = share
 			delete(open, id)
-			for _, l := range s.path {
+			for _, l := range pathLinks(f, id) {
 				rem[l] -= share
 				cnt[l]--
 			}
@@ -784,7 +793,7 @@ func TestNoLinkOverCapacity(t *testing.T) {
 			load := map[route.DirLink]float64{}
 			for i := range f.slots {
 				if s := &f.slots[i]; s.live {
-					for _, l := range s.path {
+					for _, l := range pathLinks(f, int32(i)) {
 						load[l] += s.rate
 					}
 				}
@@ -810,5 +819,12 @@ func TestNoLinkOverCapacity(t *testing.T) {
 		if busbw > nvlink*(1+1e-6) {
 			t.Errorf("%s: ring busbw %.1f GB/s beyond the %.0f GB/s NVLink", m, busbw/1e9, nvlink/1e9)
 		}
+	}
+}
+
+// A sending flow's solver state is one cache line.
+func TestSlotIsOneCacheLine(t *testing.T) {
+	if n := unsafe.Sizeof(slot{}); n != 64 {
+		t.Errorf("slot takes %d bytes, want 64", n)
 	}
 }

@@ -75,16 +75,19 @@ type dynFlow struct {
 	set      int32 // its expansion
 	gen, row int32 // its ring or NVLS channel (-1: none) and row there
 	// Dependants, with when each may start (the Rule's Early, decided
-	// when it was made). The first of each early kind is in early (slot
-	// + 1, 0 for none), any other in succ as slot<<2 | kind (-1 once
-	// released). Keeping the usual one (the next chunk on a connection,
-	// the next ring step at the receiver) in the flow itself spares the
-	// walk of the dependants at each early release: at 1024 GPUs those
-	// walks missed the cache.
-	early  [2]int32
-	more   [2]bool // succ holds dependants of that early kind
-	hidden bool    // a join of shared deps (shared), no flow of the stream's
+	// when it was made). The first of each kind is in first (slot + 1, 0
+	// for none), any other in succ as slot<<2 | kind (-1 once released
+	// early). Keeping the usual ones (the next ring step, the next chunk
+	// on a connection) in the flow itself spares a walk of succ at each
+	// completion and early release: at 1024 GPUs those walks missed the
+	// cache.
+	first  [3]int32 // by Early
+	more   [3]bool  // succ holds dependants of that kind
+	hidden bool     // a join of shared deps (shared), no flow of the stream's
 	succ   []int32
+	// 128 bytes in all, two whole cache lines: at 112 a flow straddled
+	// three lines as often as not.
+	_ [8]byte
 }
 
 // expSet is one COLL node's expansion.
@@ -232,7 +235,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		d.Port = p
 	}
 	x.waiting[slot] = 0
-	d.set, d.gen, d.row, d.succ, d.early, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [2]int32{}, [2]bool{}, false
+	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false
 	deps := sf.Deps
 	if j := x.shared(s, slot, deps); j >= 0 {
 		x.link(j, slot, AtCompletion)
@@ -278,13 +281,10 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 func (x *Store) link(p, d int32, when Early) {
 	q := &x.flows[p]
 	x.waiting[d]++
-	switch {
-	case when == AtCompletion:
-		q.succ = append(q.succ, d<<2)
-	case q.early[when-1] == 0:
-		q.early[when-1] = d + 1
-	default:
-		q.succ, q.more[when-1] = append(q.succ, d<<2|int32(when)), true
+	if q.first[when] == 0 {
+		q.first[when] = d + 1
+	} else {
+		q.succ, q.more[when] = append(q.succ, d<<2|int32(when)), true
 	}
 }
 
@@ -336,7 +336,7 @@ func (x *Store) shared(s, d int32, deps []int64) int32 {
 		jf := &x.flows[j]
 		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
 		x.waiting[j] = 0
-		jf.set, jf.gen, jf.row, jf.succ, jf.early, jf.more, jf.hidden = s, -1, f.row, jf.succ[:0], [2]int32{}, [2]bool{}, true
+		jf.set, jf.gen, jf.row, jf.succ, jf.first, jf.more, jf.hidden = s, -1, f.row, jf.succ[:0], [3]int32{}, [3]bool{}, true
 		for _, dep := range deps {
 			if p := set.slots[dep] - 1; p >= 0 {
 				x.link(p, j, AtCompletion)
@@ -435,16 +435,18 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 	if !d.hidden {
 		set.slots[d.ID-set.idBase] = 0
 	}
-	for _, e := range d.early {
+	for _, e := range d.first {
 		if e > 0 {
 			out = x.satisfy(e-1, out)
 		}
 	}
-	for _, e := range d.succ {
-		if e < 0 {
-			continue // released early
+	if d.more != [3]bool{} {
+		for _, e := range d.succ {
+			if e < 0 {
+				continue // released early
+			}
+			out = x.satisfy(e>>2, out)
 		}
-		out = x.satisfy(e>>2, out)
 	}
 	x.free = append(x.free, slot)
 	x.inFlight--
@@ -462,15 +464,14 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 // makes ready to out.
 func (x *Store) Release(i int32, when Early, out []int32) []int32 {
 	d := &x.flows[i-x.base]
-	k := when - 1
-	if e := d.early[k]; e > 0 {
+	if e := d.first[when]; e > 0 {
 		out = x.satisfy(e-1, out)
-		d.early[k] = 0
+		d.first[when] = 0
 	}
-	if !d.more[k] {
+	if !d.more[when] {
 		return out
 	}
-	d.more[k] = false
+	d.more[when] = false
 	for j, e := range d.succ {
 		if e >= 0 && Early(e&3) == when {
 			d.succ[j] = -1
