@@ -239,8 +239,9 @@ func (c *command) run() error {
 			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s at %s: %s\n", state, des.Time(sw.AtPs), sw.Why)
 		}
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
-		if n, got, line, deferred := sim.SaturatedPorts(); n > 0 {
-			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d NIC ports the fabric saturated while tracking send through it at the rate it delivered their data then: %.1f Gb/s of %.1f Gb/s line rate in all; %d transfers they reached only after it closed went through the fabric\n", n, got/1e9, line/1e9, deferred)
+		if l := sim.SurrogateLoad(); l.Saturated > 0 || l.Backlog > 0 {
+			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d NIC ports the fabric saturated while tracking sent through it at the rate it delivered their data then (%.1f of %.1f Gb/s line rate in all); %d transfers waiting at NICs when it opened skipped their queue pairs, %d their NICs reached only after it closed went through the fabric\n",
+				l.Saturated, l.MeasuredBps/1e9, l.LineBps/1e9, l.Backlog, l.Deferred)
 		}
 	}
 	if w := sim.Loop; w != nil {

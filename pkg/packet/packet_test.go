@@ -2,6 +2,7 @@ package packet
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -342,6 +343,11 @@ func TestSurrogate(t *testing.T) {
 		}
 		if st.Events >= full.Stats.Events {
 			t.Fatalf("lite=%v: %d events, packet-level run had %d", lite, st.Events, full.Stats.Events)
+		}
+		// The NICs are the bottleneck (each sends at line rate to 24
+		// others): busy all the time, yet not held back by the fabric.
+		if l := s.SurrogateLoad(); l.Saturated != 0 {
+			t.Errorf("lite=%v: %d ports taken for saturated (%.4g of %.4g bit/s)", lite, l.Saturated, l.MeasuredBps, l.LineBps)
 		}
 		var e2 int64
 		for _, e := range fl.End {
@@ -796,15 +802,24 @@ func TestSurrogateBypassesFlows(t *testing.T) {
 
 // A saturated fabric limits what its surrogate delivers: four hosts send
 // one-packet messages to a fifth at line rate each, four times what its
-// link carries. While latencies are tracked the hosts stay backlogged and
-// the fabric delivers one link's worth; the surrogate then delivers at that
+// link carries. While latencies are tracked the fabric delivers one link's
+// worth, the rest filling the switch's buffer (32 MB) or, in a 1 MB
+// buffer, waiting at the hosts that PFC holds; the surrogate delivers at that
 // rate too (at line rate it delivered four links' worth), and what the
 // senders could not send before the window closed goes through the fabric
-// afterwards. Every message is delivered once.
+// afterwards. Every message is delivered once, and every message's ideal
+// time is the same whichever way it went.
 func TestSurrogateKeepsSaturatedThroughput(t *testing.T) {
+	for _, buffer := range []int64{32 << 20, 1 << 20} {
+		t.Run(fmt.Sprintf("buffer %d MB", buffer>>20), func(t *testing.T) { saturatedSurrogate(t, buffer) })
+	}
+}
+
+func saturatedSurrogate(t *testing.T, buffer int64) {
 	const bw = 25e9
 	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: bw})
 	cfg := DefaultConfig()
+	cfg.BufferBytes = buffer
 	const msg, until = 1024, 1_200_000_000 // ps
 	gap := int64(float64(msg+cfg.HeaderBytes) * 8e12 / bw)
 	var specs []flowSpec
@@ -850,10 +865,16 @@ func TestSurrogateKeepsSaturatedThroughput(t *testing.T) {
 	link := bw * msg / float64(msg+cfg.HeaderBytes) // host 0's link, payload
 	_, hf := run(false)
 	s, sg := run(true)
-	n, got, _, deferred := s.SaturatedPorts()
-	if n != len(srcs) || got > 1.1*bw || got < 0.8*bw {
-		t.Errorf("%d saturated ports sending %.4g bit/s in all; want %d and about %.4g", n, got, len(srcs), bw)
+	load := s.SurrogateLoad()
+	if load.Saturated != len(srcs) || load.MeasuredBps > 1.1*bw || load.MeasuredBps < 0.8*bw {
+		t.Errorf("%d saturated ports sending %.4g bit/s in all; want %d and about %.4g", load.Saturated, load.MeasuredBps, len(srcs), bw)
 	}
+	// PFC holds the senders in the small buffer: messages wait at them
+	// when the window opens.
+	if (load.Backlog > 0) != (buffer < 32<<20) {
+		t.Errorf("%d transfers taken from the NICs' backlog", load.Backlog)
+	}
+	deferred := load.Deferred
 	// The backlog the window built (the senders offer four times what is
 	// delivered) went through the fabric after it, with the messages
 	// released after it.
@@ -875,6 +896,14 @@ func TestSurrogateKeepsSaturatedThroughput(t *testing.T) {
 	}
 	if after := delivered(sg, off, until); after > 1.01*link {
 		t.Errorf("after the window %.4g bit/s reach host 0, more than its link carries (%.4g)", after, link)
+	}
+	// Every message's ideal time is the same whichever way it went (queue
+	// pair, bypassed when opened, bypassed from the NIC's backlog when the
+	// window opened, or deferred past it): the same bytes on equal paths.
+	for i := 3; i < len(specs); i += 2 {
+		if sg.Ideal[i] != sg.Ideal[1] || hf.Ideal[i] != sg.Ideal[1] {
+			t.Fatalf("message %d: ideal %d ps (%d without the surrogate), message 0's %d", i/2, sg.Ideal[i], hf.Ideal[i], sg.Ideal[1])
+		}
 	}
 	if st := s.Stats; st.Delivered != st.SentBytes-st.Retransmitted || st.Delivered != int64(len(specs)/2)*msg {
 		t.Errorf("sent %d (%d again), delivered %d bytes of %d", st.SentBytes, st.Retransmitted, st.Delivered, int64(len(specs)/2)*msg)
