@@ -126,8 +126,11 @@ func BenchmarkIterationGPT13B(b *testing.B) {
 // once), 348 s and 179 MB row by row, 263 s and 228 MB with the same-
 // source dependant kept in the flow, deps in an array instead of a map
 // and NVLS's shared deps behind hidden joins; 256 s with the dependants'
-// counters in their own array (this benchmark: 251.4 s, 216 MB peak). What is left is memory latency: completing
-// a flow touches its dependants, spread over the 226 k flows held.
+// counters in their own array (this benchmark: 251.4 s, 216 MB peak); 207-210 s
+// with the event loop prefetching what its next event reads (240-254 s
+// without, alternating runs of the two binaries). What is left is memory
+// latency: completing a flow touches its dependants, spread over the 226 k
+// flows held.
 func BenchmarkIterationGPT13B1024Expanded(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,

@@ -54,8 +54,10 @@ package analytical
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/expand"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -237,6 +239,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		// a ring step or an incast releases many flows at the same time.
 		for e.q.Len() > 0 && e.q.PeekTime() == e.now {
 			ev := e.q.Pop()
+			e.readAhead()
 			switch ev.Kind {
 			case evComplete:
 				if err := e.complete(ev.Target, des.Time(ev.Arg)); err != nil {
@@ -281,6 +284,20 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
 	return e.res, nil
+}
+
+// readAhead starts loading what the next event reads first: at 1024 GPUs
+// the held flows and the solver's slots are no longer in cache, and the
+// load overlaps this event's work instead of stalling the next one.
+func (e *engine) readAhead() {
+	k, t, ok := e.q.PeekNext()
+	switch {
+	case !ok:
+	case k == evDrained:
+		prefetch.Line(unsafe.Pointer(&e.fl.slots[t]))
+	case e.ex != nil && t >= e.n:
+		e.ex.Prefetch(t)
+	}
 }
 
 // flow is flow i, of the stream or expanded.

@@ -215,6 +215,16 @@ func (q *Queue) next() (*Event, int) {
 	return best, ln
 }
 
+// PeekNext returns the kind and target of the event Pop returns next (ok
+// false when the queue is empty): a simulator reads ahead of its memory
+// with it.
+func (q *Queue) PeekNext() (kind uint16, target int32, ok bool) {
+	if e, _ := q.next(); e != nil {
+		return e.Kind, e.Target, true
+	}
+	return 0, 0, false
+}
+
 // PeekTime is the time of the next event, or Never when the queue is empty.
 func (q *Queue) PeekTime() Time {
 	if e, _ := q.next(); e != nil {

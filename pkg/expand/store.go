@@ -19,6 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -136,6 +137,16 @@ func (x *Store) flow(i int32) *dynFlow { return &x.flows[i-x.base] }
 // Flow is expanded flow i. Its ID is its COLL node's id << 32 plus its
 // id in the expansion (distinct ECMP hashes per node).
 func (x *Store) Flow(i int32) *flowset.Flow { return &x.flows[i-x.base].Flow }
+
+// Prefetch starts loading what completing or starting expanded flow i
+// reads first (its record and its dep counter), for a backend reading
+// ahead of its next event.
+func (x *Store) Prefetch(i int32) {
+	if slot := i - x.base; slot >= 0 && int(slot) < len(x.flows) {
+		prefetch.Line(unsafe.Pointer(&x.flows[slot]))
+		prefetch.Line(unsafe.Pointer(&x.waiting[slot]))
+	}
+}
 
 // Coll is the COLL node expanded flow i belongs to.
 func (x *Store) Coll(i int32) int32 { return x.sets[x.flow(i).set].coll }
