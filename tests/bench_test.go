@@ -126,11 +126,13 @@ func BenchmarkIterationGPT13B(b *testing.B) {
 // once), 348 s and 179 MB row by row, 263 s and 228 MB with the same-
 // source dependant kept in the flow, deps in an array instead of a map
 // and NVLS's shared deps behind hidden joins; 256 s with the dependants'
-// counters in their own array (this benchmark: 251.4 s, 216 MB peak); 207-210 s
-// with the event loop prefetching what its next event reads (240-254 s
-// without, alternating runs of the two binaries). What is left is memory
-// latency: completing a flow touches its dependants, spread over the 226 k
-// flows held.
+// counters in their own array (this benchmark: 251.4 s, 216 MB peak); by
+// hand, 240-254 s before prefetching, 207-210 s with the event loop loading
+// its next event's flow, 185-195 s also loading a released flow, the next
+// free slot and a flow's deps together, 171 s also the drained flow's
+// record and the solver's next free slot (alternating runs of successive
+// binaries). What is left is memory latency: completing a flow touches its
+// dependants, spread over the 226 k flows held.
 func BenchmarkIterationGPT13B1024Expanded(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,

@@ -264,6 +264,9 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 					s := &f.slots[ev.Target]
 					e.after(s.lat, evComplete, s.flow, int64(s.ideal))
 					flow := s.flow
+					if flow >= e.n {
+						e.ex.Prefetch(flow) // sent reads it: load it while remove works
+					}
 					f.remove(ev.Target)
 					if err := e.sent(flow); err != nil {
 						return e.res, err

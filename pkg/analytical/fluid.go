@@ -3,7 +3,9 @@ package analytical
 import (
 	"math"
 	"slices"
+	"unsafe"
 
+	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -164,6 +166,11 @@ func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now d
 	if n := len(f.free); n > 0 {
 		id = f.free[n-1]
 		f.free = f.free[:n-1]
+		if n > 1 { // the next flow added takes that one: start loading it
+			next := &f.slots[f.free[n-2]]
+			prefetch.Line(unsafe.Pointer(next))
+			prefetch.Line(unsafe.Add(unsafe.Pointer(next), unsafe.Sizeof(*next)-1))
+		}
 	} else {
 		id = int32(len(f.slots))
 		f.slots = append(f.slots, slot{})

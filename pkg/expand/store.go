@@ -250,6 +250,12 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		deps = deps[len(deps)-1:]
 	}
 	d = &x.flows[slot] // shared may have moved the flows
+	// The rule reads the deps: start loading them all before the first.
+	for _, dep := range deps {
+		if p := set.slots[dep] - 1; p >= 0 {
+			prefetch.Line(unsafe.Pointer(&x.flows[p]))
+		}
+	}
 	for _, dep := range deps {
 		if p := set.slots[dep] - 1; p >= 0 {
 			x.link(p, slot, x.rule(&x.flows[p].Flow, &d.Flow))
@@ -395,6 +401,11 @@ func (x *Store) alloc() (int32, error) {
 	if n := len(x.free); n > 0 {
 		s := x.free[n-1]
 		x.free = x.free[:n-1]
+		if n > 1 { // the next flow made takes that one: start loading it
+			next := &x.flows[x.free[n-2]]
+			prefetch.Line(unsafe.Pointer(next))
+			prefetch.Line(unsafe.Add(unsafe.Pointer(next), unsafe.Sizeof(*next)-1))
+		}
 		return s, nil
 	}
 	if limit := min(maxExpanded, x.maxIndex-int64(x.base)); int64(len(x.flows)) >= limit {
@@ -495,6 +506,7 @@ func (x *Store) satisfy(s int32, out []int32) []int32 {
 	w := &x.waiting[s]
 	if *w--; *w == 0 {
 		out = append(out, s+x.base)
+		prefetch.Line(unsafe.Pointer(&x.flows[s])) // its start reads it
 	}
 	return out
 }
