@@ -197,3 +197,24 @@ func BenchmarkLane(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 }
+
+// PeekNext names the event Pop returns next, whether it waits in the heap
+// or on a lane, and reports an empty queue.
+func TestPeekNext(t *testing.T) {
+	q := NewQueue(0)
+	if _, _, ok := q.PeekNext(); ok {
+		t.Fatal("PeekNext on an empty queue")
+	}
+	ln := q.NewLane()
+	q.Push(30, 1, 3, 0)
+	q.PushLane(ln, 10, 2, 1, 0)
+	q.Push(10, 1, 2, 0) // pushed after the lane's event at the same time
+	q.PushLane(ln, 40, 2, 4, 0)
+	for q.Len() > 0 {
+		k, tg, ok := q.PeekNext()
+		e := q.Pop()
+		if !ok || k != e.Kind || tg != e.Target {
+			t.Fatalf("PeekNext said kind %d target %d (%v), Pop gave %d %d", k, tg, ok, e.Kind, e.Target)
+		}
+	}
+}
