@@ -194,7 +194,7 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
 	if s.sur != nil {
-		s.sur.sent[pid] += int64(pkt.wire)
+		s.sur.nic[pid].sent += int64(pkt.wire)
 	}
 	if q.rtoAt == 0 {
 		s.armRTO(qi)

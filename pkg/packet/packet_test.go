@@ -727,11 +727,10 @@ func TestSpuriousTimeoutIsNotLoss(t *testing.T) {
 // unloaded path's latency later (nothing was measured for the pair: the
 // latencies a surrogate learns hold the fabric's queueing, the links into
 // receivers' included), and the acknowledgement's latency after that the
-// flow ends. A dependant sending
-// from the destination starts when the bytes arrive. Computed here from
-// the links: 1 MiB from host 0 to host 8 released at 2 us; 1 MiB from 0
-// to 9 released at 10 us, queued behind it at the NIC; 4 KiB from 16 to 8
-// released at 20 us; 4 KiB from 8 to 17
+// flow ends. A dependant sending from the destination starts when the
+// bytes arrive. Computed here from the links: 1 MiB from host 0 to host 8
+// released at 2 us; 1 MiB from 0 to 9 released at 10 us, queued behind it
+// at the NIC; 4 KiB from 16 to 8 released at 20 us; 4 KiB from 8 to 17
 // released by its arrival; and 64 KiB from 1 to 2, which another transfer
 // waits on, sent by a queue pair as usual.
 func TestSurrogateBypassesFlows(t *testing.T) {

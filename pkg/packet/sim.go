@@ -423,19 +423,19 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	if pkt.kind == pktData {
 		s.lastMove = s.now
 	}
-	if s.sur != nil && s.sur.active && pkt.hop == 0 && !pkt.zombie {
-		// Leaves its NIC (at the port's measured rate when the fabric
-		// saturated it), skips the fabric.
-		if pkt.kind == pktData {
-			tx = s.sur.nicTime(pid, int64(pkt.wire), tx)
-		}
-		p.busyUntil = s.now + tx
+	// Under the surrogate it leaves its NIC (a data packet at the port's
+	// measured rate when the fabric saturated it) and skips the fabric.
+	bypass := s.sur != nil && s.sur.active && pkt.hop == 0 && !pkt.zombie
+	if bypass && pkt.kind == pktData {
+		tx = s.nicTime(pid, int64(pkt.wire))
+	}
+	p.busyUntil = s.now + tx
+	p.txBytes += int64(pkt.wire)
+	if bypass {
 		s.bypass(pi, tx)
 	} else {
-		p.busyUntil = s.now + tx
 		s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
 	}
-	p.txBytes += int64(pkt.wire)
 	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
 		p.txDoneAt = p.busyUntil
 		s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)

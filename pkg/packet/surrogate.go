@@ -114,29 +114,34 @@ type surrogate struct {
 	// Transfers opened while the surrogate is open skip their queue pairs
 	// (bypassFlow): each pair's prediction, and when each NIC port has
 	// sent what was bypassed through it.
-	pairs   map[uint64]pairPrediction // by pairKey
-	nicFree []int64                   // by port
-	// bypassEnd is, per port, when the last bypassed transfer's bytes
-	// leave it: the port stays busy that long after the window.
-	bypassEnd []int64
+	pairs map[uint64]pairPrediction // by pairKey
+	nic   []surNIC                  // by port; only host ports' are used
 	// deferred are the transfers whose NIC would start them only after
 	// a fixed window closes: they open queue pairs when it does.
 	deferred []int32
 	conv     []int32 // scratch of bypassPending
 	load     SurrogateLoad
-	// Service rates (see Surrogate): per host port, the data wire bytes
-	// sent through it that reached their destination while tracking
-	// (delivered; base, at the first sample), the samples
-	// that found bytes waiting (backlogged) out of samples since trackFrom,
-	// and while open the measured picoseconds per byte (0: line rate).
-	hostPorts       []int32
-	delivered, base []int64
-	sent, sentBase  []int64 // data wire bytes the port sent
-	backlogged      []int32
-	samples         int32
-	trackFrom       int64
-	sampleGen       int64
-	psPerByte       []float64
+	// Service rates (see Surrogate): the host ports, and the backlog
+	// samples taken since trackFrom.
+	hostPorts []int32
+	samples   int32
+	trackFrom int64
+	sampleGen int64
+}
+
+// surNIC is a host port under the surrogate.
+type surNIC struct {
+	// free is when the port will have sent what was bypassed through it
+	// (and what its queue pairs held when the window opened); bypassEnd
+	// when the last bypassed transfer's bytes leave it, the port staying
+	// busy that long after the window.
+	free, bypassEnd int64
+	// While tracking: data wire bytes sent, and of them delivered, since
+	// the first sample, and the samples that found bytes waiting.
+	sent, delivered int64
+	backlogged      int32
+	// While open: the measured picoseconds per byte (0: line rate).
+	psPerByte float64
 }
 
 // Backlog sampling, for the service rates: backlogSamples samples over a
@@ -199,9 +204,7 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	n := len(s.ports)
-	sg := &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[uint64]pairPrediction{}, nicFree: make([]int64, n), bypassEnd: make([]int64, n),
-		delivered: make([]int64, n), base: make([]int64, n), sent: make([]int64, n), sentBase: make([]int64, n), backlogged: make([]int32, n), psPerByte: make([]float64, n)}
+	sg := &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[uint64]pairPrediction{}, nic: make([]surNIC, len(s.ports))}
 	for pid := range s.ports {
 		if !s.isSwitch[s.ports[pid].from] {
 			sg.hostPorts = append(sg.hostPorts, int32(pid))
@@ -271,7 +274,7 @@ func (s *Sim) track(pkt *packet) {
 	st.sum += s.now - pkt.born
 	st.n++
 	if pkt.kind == pktData {
-		sg.delivered[s.paths[int(pkt.path)*s.pathW]] += int64(pkt.wire)
+		sg.nic[s.paths[int(pkt.path)*s.pathW]].delivered += int64(pkt.wire)
 	}
 }
 
@@ -348,7 +351,8 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 	// measured latencies hold the fabric's queueing, so a congested
 	// fabric slows it as it slows queue pairs.
 	wire := size + n*hdr
-	start := max(s.now, p.busyUntil, sg.nicFree[pp.port])
+	nic := &sg.nic[pp.port]
+	start := max(s.now, p.busyUntil, nic.free)
 	if sg.AutoWindowPs == 0 && start >= sg.EndPs {
 		// Its NIC gets to it only after the window: the full model sends
 		// it then, into the fabric, as it would the backlog it builds.
@@ -356,8 +360,8 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 		sg.load.Deferred++
 		return nil
 	}
-	sent := start + sg.nicTime(pp.port, wire, int64(float64(wire)*p.bitPs+0.5))
-	sg.nicFree[pp.port], sg.bypassEnd[pp.port] = sent, sent
+	sent := start + s.nicTime(pp.port, wire)
+	nic.free, nic.bypassEnd = sent, sent
 	if s.cfg.HasWin && wire > pp.win {
 		rounds := (wire - 1) / pp.win
 		sent += rounds * max(pp.data+pp.ack-int64(float64(pp.win)*p.bitPs+0.5), 0)
@@ -393,12 +397,14 @@ func (sg *surrogate) trackStart() int64 {
 }
 
 // nicTime is how long host port pid takes to send wire bytes through the
-// open surrogate: lineTime, or at its measured rate when it was saturated.
-func (sg *surrogate) nicTime(pid int32, wire, lineTime int64) int64 {
-	if r := sg.psPerByte[pid]; r > 0 {
-		return int64(float64(wire)*r + 0.5)
+// open surrogate: at line rate, or at its measured rate when the fabric
+// saturated it.
+func (s *Sim) nicTime(pid int32, wire int64) int64 {
+	r := s.sur.nic[pid].psPerByte
+	if r == 0 {
+		r = s.ports[pid].bitPs
 	}
-	return lineTime
+	return int64(float64(wire)*r + 0.5)
 }
 
 // backlogSample counts the host ports with data waiting to be sent, while
@@ -408,20 +414,21 @@ func (s *Sim) backlogSample(gen int64) {
 	if gen != sg.sampleGen || sg.active {
 		return
 	}
+	for _, pid := range sg.hostPorts {
+		nic := &sg.nic[pid]
+		if sg.samples == 0 {
+			nic.sent, nic.delivered, nic.backlogged = 0, 0, 0
+		}
+		if s.waitingData(pid) {
+			nic.backlogged++
+		}
+	}
 	if sg.samples == 0 {
 		sg.trackFrom = s.now
-		copy(sg.base, sg.delivered)
-		copy(sg.sentBase, sg.sent)
-		clear(sg.backlogged)
-	}
-	for _, pid := range sg.hostPorts {
-		if s.waitingData(pid) {
-			sg.backlogged[pid]++
-		}
 	}
 	sg.samples++
 	if sg.AutoWindowPs > 0 {
-		if s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len() {
+		if s.runGoesOn() {
 			s.q.Push(des.Time(s.now+max(sg.AutoWindowPs/backlogSamplesAuto, 1)), evBacklogSample, 0, gen)
 		}
 		return
@@ -449,18 +456,19 @@ func (s *Sim) waitingData(pid int32) bool {
 // milliseconds, and the fabric's rate is what lasts.
 func (s *Sim) serviceRates() {
 	sg := s.sur
-	clear(sg.psPerByte)
+	for _, pid := range sg.hostPorts {
+		sg.nic[pid].psPerByte = 0
+	}
 	sg.load.Saturated, sg.load.MeasuredBps, sg.load.LineBps = 0, 0, 0
 	dur := s.now - sg.trackFrom
 	if sg.samples == 0 || dur <= 0 {
 		return
 	}
 	for _, pid := range sg.hostPorts {
-		wire := sg.delivered[pid] - sg.base[pid]
-		sent := sg.sent[pid] - sg.sentBase[pid]
-		p := &s.ports[pid]
-		backlogged := float64(sg.backlogged[pid]) >= (1-backlogSlack)*float64(sg.samples)
-		if wire <= 0 || !backlogged && float64(sent) <= (1+backlogSlack)*float64(wire) {
+		nic, p := &sg.nic[pid], &s.ports[pid]
+		wire := nic.delivered
+		backlogged := float64(nic.backlogged) >= (1-backlogSlack)*float64(sg.samples)
+		if wire <= 0 || !backlogged && float64(nic.sent) <= (1+backlogSlack)*float64(wire) {
 			continue
 		}
 		// Within backlogSlack of line rate the NIC itself is the limit
@@ -469,7 +477,7 @@ func (s *Sim) serviceRates() {
 		// tracking time, and holding such a port to it slowed SimAI's
 		// micro benchmark by 1.2%.
 		if r := float64(dur) / float64(wire); r > p.bitPs*(1+backlogSlack) {
-			sg.psPerByte[pid] = r
+			nic.psPerByte = r
 			sg.load.Saturated++
 			sg.load.MeasuredBps += 8e12 / r
 			sg.load.LineBps += p.bw
@@ -578,7 +586,7 @@ func (s *Sim) bypassPending() error {
 // adding a second line rate to the port.
 func (s *Sim) nicBacklogs() {
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
-	for pid := range s.ports {
+	for _, pid := range s.sur.hostPorts { // a switch has no queue pairs
 		p := &s.ports[pid]
 		var bytes int64
 		for _, qi := range p.qps {
@@ -591,7 +599,7 @@ func (s *Sim) nicBacklogs() {
 			bytes += left + (left+pay-1)/pay*hdr
 		}
 		if bytes > 0 {
-			s.sur.nicFree[pid] = max(s.now, p.busyUntil) + s.sur.nicTime(int32(pid), bytes, int64(float64(bytes)*p.bitPs+0.5))
+			s.sur.nic[pid].free = max(s.now, p.busyUntil) + s.nicTime(pid, bytes)
 		}
 	}
 }
@@ -647,7 +655,7 @@ func (s *Sim) surrogateSwitch(on bool) error {
 			// The transfers a port sent around its queue pairs keep it
 			// busy; hosts may have been paused by the frozen fabric.
 			p := &s.ports[pid]
-			p.busyUntil = max(p.busyUntil, sg.bypassEnd[pid])
+			p.busyUntil = max(p.busyUntil, sg.nic[pid].bypassEnd)
 			s.tryTx(pid)
 		}
 		for _, i := range sg.deferred {
@@ -771,12 +779,17 @@ func (s *Sim) surrogateSample() error {
 		}
 		sg.winLat, sg.winN = 0, 0
 	}
-	// Sample while anything else is going on: the windows alone must not
-	// keep a finished (or stuck) run alive.
-	if s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len() {
+	if s.runGoesOn() {
 		s.q.Push(des.Time(s.now+sg.AutoWindowPs), evSurrogateSample, 0, 0)
 	}
 	return nil
+}
+
+// runGoesOn says whether anything but the surrogate's own sampling is
+// left to happen: the samples alone must not keep a finished (or stuck)
+// run alive.
+func (s *Sim) runGoesOn() bool {
+	return s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len()
 }
 
 // transfersInProgress adds d to the transfers in progress, integrating
