@@ -291,12 +291,35 @@ func (s *Sim) pushRTO(at int64, qi int32, gen int64) {
 }
 
 // popRTO takes the FIFO's head, whose event just popped, puts the next
-// one in the calendar, and returns the head's pair and generation (-1
+// live one in the calendar, and returns the head's pair and generation (-1
 // when the pair has been re-armed or reused since, as a stale heap event
 // would not have matched).
+//
+// Timeouts that died while waiting (their pair was re-armed, finished or
+// recycled: nearly all of them) are dropped here rather than each popped
+// as an event that does nothing, 8% of a saturated fabric's events.
 func (s *Sim) popRTO() (int32, int64) {
 	f := &s.rto
 	e := f.blocks[0][f.head]
+	s.advanceRTO()
+	for f.n > 0 {
+		next := &f.blocks[0][f.head]
+		if uint32(s.qps[next.qi].rtoGen) == next.gen {
+			s.q.PushSeq(des.Time(next.at), next.seq, evRTOFIFO, 0, 0)
+			break
+		}
+		s.advanceRTO()
+	}
+	gen := s.qps[e.qi].rtoGen
+	if uint32(gen) != e.gen {
+		gen = -1
+	}
+	return e.qi, gen
+}
+
+// advanceRTO drops the FIFO's head entry.
+func (s *Sim) advanceRTO() {
+	f := &s.rto
 	f.head++
 	f.n--
 	if f.head == len(f.blocks[0]) {
@@ -308,20 +331,8 @@ func (s *Sim) popRTO() (int32, int64) {
 		}
 		f.head = 0
 	}
-	if len(f.blocks) > 0 && f.head < len(f.blocks[0]) {
-		next := &f.blocks[0][f.head]
-		s.q.PushSeq(des.Time(next.at), next.seq, evRTOFIFO, 0, 0)
-	}
-	gen := s.qps[e.qi].rtoGen
-	if uint32(gen) != e.gen {
-		gen = -1
-	}
-	return e.qi, gen
 }
 
-// compactRTO drops the RTO FIFO's dead entries (their pair re-armed,
-// finished or was reused since), keeping the order of the rest. The head
-// stays whatever it is: its event is in the calendar.
 func (s *Sim) compactRTO() {
 	f := &s.rto
 	wb, wi := 0, f.head+1 // write position, just after the head

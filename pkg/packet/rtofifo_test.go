@@ -10,7 +10,7 @@ import (
 // Pairs re-armed over and over leave dead timeouts behind; compaction must
 // keep the FIFO within twice the pairs and still pop every live timeout,
 // once, in time order: those of pairs armed once, between the others, and
-// the last of each re-armed pair.
+// the last of each re-armed pair; a dead timeout costs no event.
 func TestRTOFIFOCompaction(t *testing.T) {
 	const cycling, every = 100, 257
 	pushes := 3*rtoChunk + 17
@@ -38,8 +38,10 @@ func TestRTOFIFOCompaction(t *testing.T) {
 	slices.Sort(want)
 	var got []int64
 	last := des.Time(-1)
+	events := 0
 	for s.q.Len() > 0 {
 		ev := s.q.Pop()
+		events++
 		if ev.Kind != evRTOFIFO || ev.At < last {
 			t.Fatalf("event %+v out of order (after %v)", ev, last)
 		}
@@ -54,5 +56,10 @@ func TestRTOFIFOCompaction(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("live timeouts popped at pushes %v,\nwant %v", got, want)
+	}
+	// Every pair's timeout died or came due before the first pop: only the
+	// live ones cost an event.
+	if events != len(want) {
+		t.Errorf("%d timeout events for %d live timeouts", events, len(want))
 	}
 }
