@@ -87,6 +87,8 @@ type surrogateRow struct {
 	FlowsA      int64   `parquet:"flows_a"`
 	Matched     int64   `parquet:"flows_matched"`
 	MSE         float64 `parquet:"mse_us2"`
+	CurveBins   int64   `parquet:"curve_bins"`
+	CurveMSE    float64 `parquet:"curve_mse_us2"`
 	BytesA      int64   `parquet:"flow_bytes_a"`
 	BytesB      int64   `parquet:"flow_bytes_b"`
 	WindowFrom  int64   `parquet:"window_from_ns"`
@@ -95,8 +97,8 @@ type surrogateRow struct {
 }
 
 // Seed 003's experiment, shortened to 1 ms at 50% load: three modes, each
-// compared with high fidelity over the last 0.2 ms; high fidelity against
-// itself has no error, the surrogates move about the same bytes. (At 1 ms
+// compared with high fidelity over the last 0.2 ms (two bins of the
+// latency curves); high fidelity against itself has no error, the surrogates move about the same bytes. (At 1 ms
 // the window wall times are process start-up noise, not checked.)
 func TestSurrogatePipeline(t *testing.T) {
 	out := t.TempDir()
@@ -119,12 +121,13 @@ func TestSurrogatePipeline(t *testing.T) {
 		modes[r.Mode] = r
 	}
 	hf := modes["hf"]
-	if len(rows) != 3 || hf.MSE != 0 || hf.Matched == 0 || hf.WindowFrom != 800000 {
+	// The window's 200 us are two of the latency curves' 100 us bins.
+	if len(rows) != 3 || hf.MSE != 0 || hf.Matched == 0 || hf.WindowFrom != 800000 || hf.CurveBins != 2 || hf.CurveMSE != 0 {
 		t.Fatalf("rows %+v", rows)
 	}
 	for _, m := range []string{"lite", "hybrid"} {
 		r := modes[m]
-		if r.Matched == 0 || r.WallS <= 0 || math.IsNaN(r.WindowWallS) || math.Abs(float64(r.BytesB-hf.BytesB)) > 0.05*float64(hf.BytesB) {
+		if r.Matched == 0 || r.CurveBins != 2 || math.IsNaN(r.CurveMSE) || r.WallS <= 0 || math.IsNaN(r.WindowWallS) || math.Abs(float64(r.BytesB-hf.BytesB)) > 0.05*float64(hf.BytesB) {
 			t.Errorf("%s: %+v (hf moved %d bytes)", m, r, hf.BytesB)
 		}
 	}

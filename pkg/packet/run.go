@@ -318,7 +318,7 @@ func (s *Sim) Run() error {
 				return err
 			}
 		case evBypass:
-			s.onBypass(ev.Target)
+			s.onBypass(ev.Target, ev.Arg == 1)
 		case evFlowSent:
 			s.sent(ev.Target)
 		case evFlowRecv:

@@ -78,7 +78,17 @@ type packet struct {
 	// zombie: frozen in the fabric when surrogate mode began; it loads
 	// queues and links after the fabric resumes but is never delivered.
 	zombie bool
+	// copyDue: a zombie whose copy the predictor has yet to deliver
+	// (copyPending, with its ECN mark when frozen in copyECN); copyGone
+	// once it left the fabric, its slot freed when the copy is made.
+	copyDue uint8
 }
+
+const (
+	copyPending uint8 = 1 << iota
+	copyECN
+	copyGone
+)
 
 // Stats counts what a run did.
 type Stats struct {
@@ -460,7 +470,7 @@ func (s *Sim) arrive(pi int32) {
 	}
 	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
 		if pkt.zombie {
-			s.freePacket(pi) // its copy was delivered by the predictor
+			s.freeZombie(pi) // its copy goes through the predictor
 			return
 		}
 		if s.sur != nil {
@@ -496,16 +506,18 @@ func (s *Sim) stale(pi int32) {
 	if pkt.inDL >= 0 {
 		s.leaveIngress(pkt)
 	}
-	if !pkt.zombie { // a zombie's copy was delivered by the predictor
-		s.Stats.Stale++
-		s.Stats.Discarded += int64(pkt.size)
+	if pkt.zombie { // its copy goes through the predictor
+		s.freeZombie(pi)
+		return
 	}
+	s.Stats.Stale++
+	s.Stats.Discarded += int64(pkt.size)
 	s.freePacket(pi)
 }
 
 func (s *Sim) drop(pi int32) {
 	if s.pkts[pi].zombie {
-		s.freePacket(pi) // a duplicate of a packet the predictor delivered
+		s.freeZombie(pi) // a duplicate of a packet the predictor delivers
 		return
 	}
 	s.Stats.Dropped++

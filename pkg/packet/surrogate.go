@@ -318,7 +318,11 @@ func (s *Sim) bypass(pi int32, tx int64) {
 	if at < s.now+tx {
 		at = s.now + tx
 	}
-	s.q.Push(des.Time(at), evBypass, pi, 0)
+	var copyOf int64 // a zombie's copy is made when delivered (onBypass)
+	if pkt.zombie {
+		copyOf = 1
+	}
+	s.q.Push(des.Time(at), evBypass, pi, copyOf)
 }
 
 // bypassFlow runs transfer i, opened while the surrogate is open, without
@@ -631,8 +635,12 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	return pp, nil
 }
 
-// onBypass delivers a packet that skipped the fabric.
-func (s *Sim) onBypass(pi int32) {
+// onBypass delivers a packet that skipped the fabric; with zombie set, a
+// copy of frozen packet pi, made now.
+func (s *Sim) onBypass(pi int32, zombie bool) {
+	if zombie {
+		pi = s.zombieCopy(pi)
+	}
 	pkt := &s.pkts[pi]
 	if pkt.ep != s.epoch[pkt.qp] {
 		s.stale(pi)
@@ -704,15 +712,45 @@ func (s *Sim) surrogateSwitch(on bool) error {
 			continue
 		}
 		// In the fabric (on a wire or in a switch queue): freeze it as a
-		// zombie, deliver a copy.
-		cp := s.newPacket()
-		s.pkts[cp] = s.pkts[pi]
-		s.pkts[cp].inDL, s.pkts[cp].intI = -1, -1
-		s.pkts[pi].zombie = true
+		// zombie, deliver a copy. The copy is made when the predictor
+		// delivers it: made here, tens of thousands at once grew the
+		// packet pool by doubling, a third of a saturated window's time.
+		z := &s.pkts[pi]
+		z.zombie = true
+		z.copyDue = copyPending
+		if z.ecn {
+			z.copyDue |= copyECN // it may be marked again before its copy is due
+		}
 		s.Stats.Zombies++
-		s.bypass(cp, 0)
+		s.bypass(int32(pi), 0)
 	}
 	return nil
+}
+
+// zombieCopy makes the copy of zombie pi the predictor delivers now: the
+// packet as it was frozen, and frees pi if it has left the fabric since.
+func (s *Sim) zombieCopy(pi int32) int32 {
+	cp := s.newPacket()
+	z := &s.pkts[pi]
+	c := &s.pkts[cp]
+	*c = *z
+	c.zombie, c.copyDue, c.ecn, c.inDL, c.intI = false, 0, z.copyDue&copyECN != 0, -1, -1
+	gone := z.copyDue&copyGone != 0
+	z.copyDue = 0
+	if gone {
+		s.freePacket(pi)
+	}
+	return cp
+}
+
+// freeZombie frees a zombie leaving the fabric, or marks it gone while its
+// copy is still due.
+func (s *Sim) freeZombie(pi int32) {
+	if z := &s.pkts[pi]; z.copyDue&copyPending != 0 {
+		z.copyDue |= copyGone
+		return
+	}
+	s.freePacket(pi)
 }
 
 // frozen reports whether an event belongs to the suspended fabric: it then

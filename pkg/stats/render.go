@@ -234,6 +234,8 @@ func (c *Comparison) headlines() []string {
 		fmt.Sprintf("makespan: A %s us, B %s us, B / A %s", us(c.MakespanANs), us(c.MakespanBNs), factor(c.MakespanRatio)),
 		fmt.Sprintf("flow latencies: %d of %d (A) and %d (B) flows matched by %s (%d only in A, %d only in B): MSE %s us^2, RMSE %s us, mean error %s us, max |error| %s us",
 			c.Matched, c.FlowsA, c.FlowsB, c.MatchedBy, c.OnlyA, c.OnlyB, numf(c.MSEus2, 3), numf(c.RMSEus, 3), numf(c.MeanErrUs, 3), us(c.MaxAbsErrNs)),
+		fmt.Sprintf("latency curves (mean latency of the flows ending in each %s us): %d bins in both runs (%d only in A, %d only in B): MSE %s us^2, mean error %s us",
+			us(c.CurveBinNs), c.CurveBins, c.CurveOnlyA, c.CurveOnlyB, numf(c.CurveMSEus2, 3), numf(c.CurveMeanErrUs, 3)),
 	}
 	if c.CollectivesOnlyA+c.CollectivesOnlyB > 0 {
 		l = append(l, fmt.Sprintf("collectives: %d only in A, %d only in B", c.CollectivesOnlyA, c.CollectivesOnlyB))

@@ -475,3 +475,42 @@ func TestReadTraceV1(t *testing.T) {
 		t.Errorf("first row %+v, %v", r, err)
 	}
 }
+
+// Latency curves bin flows by when they end and compare the bins' mean
+// latencies: computed by hand for a whole run and for a window.
+func TestCompareCurves(t *testing.T) {
+	mk := func(id, start, end int64, conn string) trace.Row {
+		return trace.Row{FlowID: id, CollectiveID: 0, Op: "allreduce", NRanks: 2, ConnType: conn, Src: 0, Dst: 1, SizeBytes: 10,
+			StartNs: start, EndNs: end, FctNs: end - start, IdealFctNs: 1}
+	}
+	// A: bin [0, 1 µs) holds 500 and 900 ns (mean 700), [1, 2) 500, [2, 3)
+	// 600 (A only). B: [0, 1) 990, [1, 2) 700 and 100 (mean 400), [3, 4) 100
+	// (B only); its delay node ends in [0, 1) and does not count.
+	a := []trace.Row{mk(1, 0, 500, "RING"), mk(2, 0, 900, "RING"), mk(3, 1000, 1500, "RING"), mk(4, 2000, 2600, "RING")}
+	b := []trace.Row{mk(1, 0, 990, "RING"), mk(2, 500, 1200, "RING"), mk(3, 1000, 1100, "RING"), mk(5, 3000, 3100, "RING"), mk(9, 0, 999, stream.ConnDelay)}
+	ra := analyzeBytes(t, encode(t, a, trace.ArrowStream), "a", true)
+	rb := analyzeBytes(t, encode(t, b, trace.ArrowStream), "b", true)
+	c, err := CompareWindow(ra, rb, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Errors +0.29 and -0.1 µs.
+	if c.CurveBinNs != 1000 || c.CurveBins != 2 || c.CurveOnlyA != 1 || c.CurveOnlyB != 1 ||
+		!near(float64(c.CurveMSEus2), (0.29*0.29+0.1*0.1)/2) || !near(float64(c.CurveMeanErrUs), (0.29-0.1)/2) {
+		t.Errorf("curves %d bins (%d A only, %d B only), MSE %v, mean error %v; want 2 (1, 1), MSE %v, mean error %v",
+			c.CurveBins, c.CurveOnlyA, c.CurveOnlyB, c.CurveMSEus2, c.CurveMeanErrUs, (0.29*0.29+0.1*0.1)/2, (0.29-0.1)/2)
+	}
+	// Window [1, 3) µs: bins from its start; [1, 2) in both (500 against
+	// 400), [2, 3) in A only; B's flow ending at 3.1 µs is outside.
+	c, err = CompareWindow(ra, rb, 1000, 3000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CurveBins != 1 || c.CurveOnlyA != 1 || c.CurveOnlyB != 0 || !near(float64(c.CurveMSEus2), 0.01) || !near(float64(c.CurveMeanErrUs), -0.1) {
+		t.Errorf("window [1, 3) us: %d bins (%d A only, %d B only), MSE %v, mean error %v; want 1 (1, 0), MSE 0.01, mean error -0.1",
+			c.CurveBins, c.CurveOnlyA, c.CurveOnlyB, c.CurveMSEus2, c.CurveMeanErrUs)
+	}
+	if _, err := CompareWindow(ra, rb, 0, 0, 0); err == nil {
+		t.Error("a bin of 0 ns was accepted")
+	}
+}
