@@ -239,9 +239,13 @@ func (c *command) run() error {
 			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s at %s: %s\n", state, des.Time(sw.AtPs), sw.Why)
 		}
 		fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate %s: %d packets delivered by the predictor, %d frozen as zombies\n", c.Surrogate, st.Bypassed, st.Zombies)
-		if l := sim.SurrogateLoad(); l.Saturated > 0 || l.Backlog > 0 {
-			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d NIC ports the fabric saturated while tracking sent through it at the rate it delivered their data then (%.1f of %.1f Gb/s line rate in all); %d transfers waiting at NICs when it opened skipped their queue pairs, %d their NICs reached only after it closed went through the fabric\n",
-				l.Saturated, l.MeasuredBps/1e9, l.LineBps/1e9, l.Backlog, l.Deferred)
+		l := sim.SurrogateLoad()
+		if l.Saturated > 0 {
+			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d NIC ports the fabric saturated while tracking sent through it at the rate it delivered their data then (%.1f of %.1f Gb/s line rate in all); %d transfers their NICs reached only after it closed went through the fabric\n",
+				l.Saturated, l.MeasuredBps/1e9, l.LineBps/1e9, l.Deferred)
+		}
+		if l.Backlog > 0 {
+			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d transfers waiting at NICs when it opened skipped their queue pairs\n", l.Backlog)
 		}
 	}
 	if w := sim.Loop; w != nil {
