@@ -83,18 +83,18 @@ func TestChunkSweepSlurm(t *testing.T) {
 }
 
 type surrogateRow struct {
-	Mode        string  `parquet:"mode"`
-	FlowsA      int64   `parquet:"flows_a"`
-	Matched     int64   `parquet:"flows_matched"`
-	MSE         float64 `parquet:"mse_us2"`
-	CurveBins   int64   `parquet:"curve_bins"`
-	CurveMSE    float64 `parquet:"curve_mse_us2"`
-	BytesA      int64   `parquet:"flow_bytes_a"`
-	BytesB      int64   `parquet:"flow_bytes_b"`
-	WindowFrom  int64   `parquet:"window_from_ns"`
-	WallS       float64 `parquet:"wall_s"`
-	LoopS       float64 `parquet:"window_loop_s"`
-	Events      int64   `parquet:"window_events"`
+	Mode       string  `parquet:"mode"`
+	FlowsA     int64   `parquet:"flows_a"`
+	Matched    int64   `parquet:"flows_matched"`
+	MSE        float64 `parquet:"mse_us2"`
+	CurveBins  int64   `parquet:"curve_bins"`
+	CurveMSE   float64 `parquet:"curve_mse_us2"`
+	BytesA     int64   `parquet:"flow_bytes_a"`
+	BytesB     int64   `parquet:"flow_bytes_b"`
+	WindowFrom int64   `parquet:"window_from_ns"`
+	WallS      float64 `parquet:"wall_s"`
+	LoopS      float64 `parquet:"window_loop_s"`
+	Events     int64   `parquet:"window_events"`
 }
 
 // Seed 003's experiment, shortened to 1 ms at 50% load: three modes, each

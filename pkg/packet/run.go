@@ -955,7 +955,7 @@ func (s *Sim) linkDown(li int32) error {
 		return err
 	}
 	if s.sur != nil {
-		clear(s.sur.pairs) // their routes may cross the link
+		s.sur.pairs.reset() // their routes may cross the link
 	}
 	s.downLinks++
 	if s.downNames != "" {

@@ -114,8 +114,8 @@ type surrogate struct {
 	// Transfers opened while the surrogate is open skip their queue pairs
 	// (bypassFlow): each pair's prediction, and when each NIC port has
 	// sent what was bypassed through it.
-	pairs map[uint64]pairPrediction // by pairKey
-	nic   []surNIC                  // by port; only host ports' are used
+	pairs pairTable
+	nic   []surNIC // by port; only host ports' are used
 	// deferred are the transfers whose NIC would start them only after
 	// a fixed window closes: they open queue pairs when it does.
 	deferred []int32
@@ -204,7 +204,7 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	sg := &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: map[uint64]pairPrediction{}, nic: make([]surNIC, len(s.ports))}
+	sg := &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.ports))}
 	for pid := range s.ports {
 		if !s.isSwitch[s.ports[pid].from] {
 			sg.hostPorts = append(sg.hostPorts, int32(pid))
@@ -615,8 +615,7 @@ func (s *Sim) nicBacklogs() {
 func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	sg := s.sur
 	port := s.flows.port(i, 0)
-	k := pairKey(src, dst, port)
-	if pp, ok := sg.pairs[k]; ok {
+	if pp, ok := sg.pairs.get(src, dst, port); ok {
 		return pp, nil
 	}
 	h := route.FlowHash(src, dst, s.flows.id(i)*64, s.seed)
@@ -631,7 +630,7 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	pp.rtt, pp.win = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
 	pp.data = s.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 	pp.ack = s.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
-	sg.pairs[k] = pp
+	sg.pairs.put(src, dst, port, pp)
 	return pp, nil
 }
 
@@ -867,5 +866,5 @@ func (s *Sim) restartTracking() {
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
 	clear(s.surQPs)
-	clear(sg.pairs)
+	sg.pairs.reset()
 }
