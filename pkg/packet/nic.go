@@ -296,8 +296,8 @@ func (s *Sim) pushRTO(at int64, qi int32, gen int64) {
 // would not have matched).
 //
 // Timeouts that died while waiting (their pair was re-armed, finished or
-// recycled: nearly all of them) are dropped here rather than each popped
-// as an event that does nothing, 8% of a saturated fabric's events.
+// recycled: most of them) are dropped here rather than each popped as an
+// event that does nothing (5% of seed 003's events at 100% load).
 func (s *Sim) popRTO() (int32, int64) {
 	f := &s.rto
 	e := f.blocks[0][f.head]
@@ -333,6 +333,9 @@ func (s *Sim) advanceRTO() {
 	}
 }
 
+// compactRTO drops the RTO FIFO's dead entries (their pair re-armed,
+// finished or was reused since), keeping the order of the rest. The head
+// stays whatever it is: its event is in the calendar.
 func (s *Sim) compactRTO() {
 	f := &s.rto
 	wb, wi := 0, f.head+1 // write position, just after the head

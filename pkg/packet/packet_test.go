@@ -311,16 +311,23 @@ func TestLinkDownReroutes(t *testing.T) {
 // congested all-to-all delivers every byte with fewer events; the hybrid
 // strategy freezes packets as zombies, hybrid-lite does not; the makespan
 // stays close to the packet-level one.
-func TestSurrogate(t *testing.T) {
-	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+// crossServerAllToAll is a flow of size bytes from each of 32 GPUs (8 per
+// server) to each GPU of the other servers.
+func crossServerAllToAll(size int64) []flowSpec {
 	var specs []flowSpec
 	for a := int32(0); a < 32; a++ {
 		for b := int32(0); b < 32; b++ {
 			if a/8 != b/8 {
-				specs = append(specs, flowSpec{a, b, 1 << 20, nil})
+				specs = append(specs, flowSpec{a, b, size, nil})
 			}
 		}
 	}
+	return specs
+}
+
+func TestSurrogate(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	specs := crossServerAllToAll(1 << 20)
 	full, ff := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	var end int64
 	for _, e := range ff.End {
@@ -915,14 +922,7 @@ func saturatedSurrogate(t *testing.T, buffer int64) {
 // the pool (a zombie gone before its copy is freed when the copy is made).
 func TestSurrogateZombiesOutliveWindow(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 32, GPUType: "A100", NICBW: 100e9})
-	var specs []flowSpec
-	for a := int32(0); a < 32; a++ {
-		for b := int32(0); b < 32; b++ {
-			if a/8 != b/8 {
-				specs = append(specs, flowSpec{a, b, 256 << 10, nil})
-			}
-		}
-	}
+	specs := crossServerAllToAll(256 << 10)
 	s, _ := newSim(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	if err := s.SetSurrogate(Surrogate{StartPs: 200e6, EndPs: 200e6 + 500e3}); err != nil {
 		t.Fatal(err)

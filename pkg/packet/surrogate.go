@@ -712,8 +712,8 @@ func (s *Sim) surrogateSwitch(on bool) error {
 		}
 		// In the fabric (on a wire or in a switch queue): freeze it as a
 		// zombie, deliver a copy. The copy is made when the predictor
-		// delivers it: made here, tens of thousands at once grew the
-		// packet pool by doubling, a third of a saturated window's time.
+		// delivers it: made here, seed 003's 69 k at once doubled the
+		// packet pool in one step, half of the 95 ms the switch took.
 		z := &s.pkts[pi]
 		z.zombie = true
 		z.copyDue = copyPending
