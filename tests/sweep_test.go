@@ -114,6 +114,9 @@ func TestSurrogatePipeline(t *testing.T) {
 	if !strings.Contains(string(b), "surrogate speedup") {
 		t.Fatalf("no table:\n%s", b)
 	}
+	if st, err := os.Stat(filepath.Join(out, "latency.png")); err != nil || st.Size() == 0 {
+		t.Errorf("no latency curves plot: %v", err)
+	}
 	rows, err := parquet.ReadFile[surrogateRow](filepath.Join(out, "sweep.parquet"))
 	if err != nil {
 		t.Fatal(err)

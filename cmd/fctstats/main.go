@@ -32,6 +32,7 @@ type command struct {
 	Out       string         `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
 	Plot      string         `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
 	Timeline  bool           `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
+	Curves    bool           `name:"latency-curves" help:"With --plot: draw instead each input's latency curve, the mean latency of the flows delivered in each --curve-bin against time, one line per input, as the hybrid-PDES paper's Figure 3 compares its runs."`
 	MaxRows   int            `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
 	Param     []string       `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
 	Concat    bool           `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
@@ -55,6 +56,7 @@ Examples:
   fctstats run.parquet --plot run.png --timeline
   fctstats --compare fluid.parquet packet.parquet
   fctstats --compare packet.parquet simai/fct.txt --format json
+  fctstats --latency-curves --plot curves.png hf.parquet hybrid.parquet   (mean latency per 100 us against time)
   fctstats run.parquet --format csv --table summary > summary.csv
   fctstats run.parquet --format csv --table flows > flows.csv        (one row per flow)
   fctstats run.parquet --format parquet --out collectives.parquet
@@ -94,12 +96,19 @@ func (c *command) run() error {
 	if len(files) == 0 {
 		files = []string{"-"}
 	}
-	keep := c.Compare || c.Timeline
+	keep := c.Compare || c.Timeline || c.Curves
 	runs := make([]*stats.Run, 0, len(files))
+	var curves []stats.Curve
 	for _, f := range files {
 		run, err := analyze(f, keep)
 		if err != nil {
 			return err
+		}
+		if c.Curves {
+			curves = append(curves, run.LatencyCurve(int64(c.CurveBin)/1000))
+			if !c.Compare {
+				run.DropFlows() // one run's rows at a time, not every input's
+			}
 		}
 		runs = append(runs, run)
 	}
@@ -118,8 +127,11 @@ func (c *command) run() error {
 		return err
 	}
 	if c.Plot != "" {
-		if c.Format == "nccl-tests" {
+		switch {
+		case c.Format == "nccl-tests":
 			return c.busbwPlot(runs)
+		case c.Curves:
+			return c.writePlot([]*plot.Plot{stats.LatencyCurvePlot("Latency curves", curves)}, []vg.Length{vg.Inch * 4.5})
 		}
 		return c.plot(runs, cmp)
 	}
@@ -225,6 +237,9 @@ func (c *command) check() error {
 	}
 	if c.CurveBin < 1000 {
 		return cli.Usagef("--curve-bin %s: must be at least 1ns", units.FormatDuration(int64(c.CurveBin)))
+	}
+	if c.Curves && (c.Plot == "" || c.Timeline || c.Iteration || c.Format == "nccl-tests") {
+		return cli.Usagef("--latency-curves draws --plot FILE.png|FILE.svg by itself: give --plot, without --timeline, --iteration or --format nccl-tests")
 	}
 	if c.Timeline && c.Plot == "" {
 		return cli.Usagef("--timeline adds panels to --plot FILE.png|FILE.svg; give --plot")

@@ -163,39 +163,28 @@ func CompareWindow(a, b *Run, from, to, binNs int64) (*Comparison, error) {
 // window's start (from 0 without one) by when flows end.
 func (c *Comparison) compareCurves(a, b []Flow, from, to, binNs int64) {
 	c.CurveBinNs = binNs
-	origin := max(from, 0)
-	type bin struct{ sum, n [2]int64 }
-	bins := map[int64]*bin{}
-	for side, fs := range [2][]Flow{a, b} {
-		for _, f := range fs {
-			if f.ConnType == stream.ConnDelay || f.EndNs < from || f.EndNs >= to || f.EndNs < origin {
-				continue
-			}
-			k := (f.EndNs - origin) / binNs
-			x := bins[k]
-			if x == nil {
-				x = &bin{}
-				bins[k] = x
-			}
-			x.sum[side] += f.FctNs
-			x.n[side]++
-		}
-	}
-	keys := make([]int64, 0, len(bins))
-	for k := range bins {
+	ba, bb := curveBins(a, from, to, binNs), curveBins(b, from, to, binNs)
+	keys := make([]int64, 0, len(ba)+len(bb))
+	for k := range ba {
 		keys = append(keys, k)
+	}
+	for k := range bb {
+		if _, ok := ba[k]; !ok {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys) // a fixed order of summing, for identical output
 	var sum, sq float64
 	for _, k := range keys {
-		x := bins[k]
+		x, inA := ba[k]
+		y, inB := bb[k]
 		switch {
-		case x.n[0] == 0:
+		case !inA:
 			c.CurveOnlyB++
-		case x.n[1] == 0:
+		case !inB:
 			c.CurveOnlyA++
 		default:
-			d := (float64(x.sum[1])/float64(x.n[1]) - float64(x.sum[0])/float64(x.n[0])) / 1e3 // µs
+			d := (y.mean() - x.mean()) / 1e3 // µs
 			sum += d
 			sq += d * d
 			c.CurveBins++
@@ -206,6 +195,58 @@ func (c *Comparison) compareCurves(a, b []Flow, from, to, binNs int64) {
 		c.CurveMSEus2, c.CurveMeanErrUs = Num(sq/float64(c.CurveBins)), Num(sum/float64(c.CurveBins))
 	}
 }
+
+// latencyBin sums the latencies (ns) of the flows ending in one bin.
+type latencyBin struct{ sum, n int64 }
+
+func (b latencyBin) mean() float64 { return float64(b.sum) / float64(b.n) }
+
+// curveBins bins the flows (delay nodes excluded) that end in [from, to)
+// by their end, binNs wide from max(from, 0).
+func curveBins(fs []Flow, from, to, binNs int64) map[int64]latencyBin {
+	origin := max(from, 0)
+	bins := map[int64]latencyBin{}
+	for _, f := range fs {
+		if f.ConnType == stream.ConnDelay || f.EndNs < from || f.EndNs >= to || f.EndNs < origin {
+			continue
+		}
+		k := (f.EndNs - origin) / binNs
+		b := bins[k]
+		b.sum += f.FctNs
+		b.n++
+		bins[k] = b
+	}
+	return bins
+}
+
+// Curve is a run's latency curve: the mean latency (fct) of the flows
+// ending in each bin, at the bin's middle, for the bins that have flows.
+type Curve struct {
+	Name   string
+	BinNs  int64
+	Ms, Us []float64 // bin middles (ms) and mean latencies (µs)
+}
+
+// LatencyCurve is the run's latency curve in bins of binNs from time 0.
+// The run must have been analyzed with Options.KeepFlows.
+func (run *Run) LatencyCurve(binNs int64) Curve {
+	bins := curveBins(run.flows, math.MinInt64, math.MaxInt64, binNs)
+	keys := make([]int64, 0, len(bins))
+	for k := range bins {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	c := Curve{Name: run.Source, BinNs: binNs}
+	for _, k := range keys {
+		c.Ms = append(c.Ms, (float64(k)+0.5)*float64(binNs)/1e6)
+		c.Us = append(c.Us, bins[k].mean()/1e3)
+	}
+	return c
+}
+
+// DropFlows frees the copy of every row that Options.KeepFlows kept, once
+// what needed them is done (a 28 M-flow trace keeps 1.8 GB).
+func (run *Run) DropFlows() { run.flows = nil }
 
 // netFlows drops delay nodes: they are not flows and fct.txt has none.
 func netFlows(fs []Flow, from, to int64) []Flow {

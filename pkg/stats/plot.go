@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -321,4 +322,33 @@ func (run *Run) TimelineHeight() vg.Length {
 		ranks[f.Src] = true
 	}
 	return vg.Inch * vg.Length(min(24, max(3.5, 2+0.12*float64(len(ranks)))))
+}
+
+// LatencyCurvePlot draws latency curves (Run.LatencyCurve), one line per
+// run, against time, as the hybrid-PDES paper's Figure 3 draws its runs.
+func LatencyCurvePlot(title string, curves []Curve) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = "mean latency of the flows delivered (us)"
+	p.X.Label.Text = "time (ms)"
+	if len(curves) > 0 {
+		p.X.Label.Text = fmt.Sprintf("time (ms), bins of %s us", strconv.FormatFloat(float64(curves[0].BinNs)/1e3, 'g', -1, 64))
+	}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top, p.Legend.Left = true, true
+	for i, c := range curves {
+		pts := make(plotter.XYs, len(c.Ms))
+		for j := range c.Ms {
+			pts[j] = plotter.XY{X: c.Ms[j], Y: c.Us[j]}
+		}
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			continue // latencies are finite
+		}
+		l.Color = plotutil.Color(i)
+		l.Width = vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(c.Name, l)
+	}
+	return p
 }

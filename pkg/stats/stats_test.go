@@ -513,4 +513,11 @@ func TestCompareCurves(t *testing.T) {
 	if _, err := CompareWindow(ra, rb, 0, 0, 0); err == nil {
 		t.Error("a bin of 0 ns was accepted")
 	}
+	// A's curve by itself: bins at 0.5, 1.5 and 2.5 us of means 700, 500
+	// and 600 ns.
+	cv := ra.LatencyCurve(1000)
+	ms, us := cv.Ms, cv.Us
+	if len(ms) != 3 || !near(ms[0], 0.0005) || !near(ms[2], 0.0025) || !near(us[0], 0.7) || !near(us[1], 0.5) || !near(us[2], 0.6) {
+		t.Errorf("A's latency curve %v ms, %v us; want 0.0005, 0.0015, 0.0025 ms and 0.7, 0.5, 0.6 us", ms, us)
+	}
 }
