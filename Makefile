@@ -32,6 +32,9 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
 	@rm -rf out/bench/routing && $(MAKE) --no-print-directory -C pipelines/routing -j 2 BIN=$(CURDIR)/bin OUT=$(CURDIR)/out/bench/routing
+	@rm -rf out/bench/surrogate && start=$$(date +%s) && \
+		$(MAKE) --no-print-directory -C pipelines/surrogate -j 1 BIN=$(CURDIR)/bin OUT=$(CURDIR)/out/bench/surrogate && \
+		echo "seed-003 table (issue 14: under 5 minutes, surrogate speedup 15x): $$(( $$(date +%s) - start )) s"
 	@./pipelines/nccl-tests.sh --gpu-type A100 --max 8GiB --out out/bench/nccl-tests-a100 \
 		--reference examples/reference/hpe-apollo6500-8xa100_allreduce_plateau_nccl-tests-149.csv
 	@./pipelines/nccl-tests.sh --gpu-type H100 --max 8GiB --out out/bench/nccl-tests-h100 \
