@@ -3,6 +3,7 @@ package stats
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -164,10 +165,7 @@ func CompareWindow(a, b *Run, from, to, binNs int64) (*Comparison, error) {
 func (c *Comparison) compareCurves(a, b []Flow, from, to, binNs int64) {
 	c.CurveBinNs = binNs
 	ba, bb := curveBins(a, from, to, binNs), curveBins(b, from, to, binNs)
-	keys := make([]int64, 0, len(ba)+len(bb))
-	for k := range ba {
-		keys = append(keys, k)
-	}
+	keys := slices.Collect(maps.Keys(ba))
 	for k := range bb {
 		if _, ok := ba[k]; !ok {
 			keys = append(keys, k)
@@ -231,13 +229,8 @@ type Curve struct {
 // The run must have been analyzed with Options.KeepFlows.
 func (run *Run) LatencyCurve(binNs int64) Curve {
 	bins := curveBins(run.flows, math.MinInt64, math.MaxInt64, binNs)
-	keys := make([]int64, 0, len(bins))
-	for k := range bins {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
 	c := Curve{Name: run.Source, BinNs: binNs}
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(bins)) {
 		c.Ms = append(c.Ms, (float64(k)+0.5)*float64(binNs)/1e6)
 		c.Us = append(c.Us, bins[k].mean()/1e3)
 	}
