@@ -9,3 +9,10 @@ import "unsafe"
 // Line starts loading the cache line holding p; it never faults and has no
 // effect on the program's results.
 func Line(p unsafe.Pointer) { line(p) }
+
+// Value starts loading the cache lines holding the first and the last
+// byte of *p: all of a record of up to two lines, wherever it is aligned.
+func Value[T any](p *T) {
+	line(unsafe.Pointer(p))
+	line(unsafe.Add(unsafe.Pointer(p), unsafe.Sizeof(*p)-1))
+}

@@ -3,7 +3,6 @@ package analytical
 import (
 	"math"
 	"slices"
-	"unsafe"
 
 	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -167,9 +166,7 @@ func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now d
 		id = f.free[n-1]
 		f.free = f.free[:n-1]
 		if n > 1 { // the next flow added takes that one: start loading it
-			next := &f.slots[f.free[n-2]]
-			prefetch.Line(unsafe.Pointer(next))
-			prefetch.Line(unsafe.Add(unsafe.Pointer(next), unsafe.Sizeof(*next)-1))
+			prefetch.Value(&f.slots[f.free[n-2]])
 		}
 	} else {
 		id = int32(len(f.slots))

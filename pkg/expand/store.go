@@ -402,9 +402,7 @@ func (x *Store) alloc() (int32, error) {
 		s := x.free[n-1]
 		x.free = x.free[:n-1]
 		if n > 1 { // the next flow made takes that one: start loading it
-			next := &x.flows[x.free[n-2]]
-			prefetch.Line(unsafe.Pointer(next))
-			prefetch.Line(unsafe.Add(unsafe.Pointer(next), unsafe.Sizeof(*next)-1))
+			prefetch.Value(&x.flows[x.free[n-2]])
 		}
 		return s, nil
 	}

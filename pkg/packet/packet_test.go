@@ -307,10 +307,6 @@ func TestLinkDownReroutes(t *testing.T) {
 	}
 }
 
-// Hybrid simulation (seed 003): a surrogate window in the middle of a
-// congested all-to-all delivers every byte with fewer events; the hybrid
-// strategy freezes packets as zombies, hybrid-lite does not; the makespan
-// stays close to the packet-level one.
 // crossServerAllToAll is a flow of size bytes from each of 32 GPUs (8 per
 // server) to each GPU of the other servers.
 func crossServerAllToAll(size int64) []flowSpec {
@@ -325,6 +321,10 @@ func crossServerAllToAll(size int64) []flowSpec {
 	return specs
 }
 
+// Hybrid simulation (seed 003): a surrogate window in the middle of a
+// congested all-to-all delivers every byte with fewer events; the hybrid
+// strategy freezes packets as zombies, hybrid-lite does not; the makespan
+// stays close to the packet-level one.
 func TestSurrogate(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 32, GPUType: "A100", NICBW: 100e9})
 	specs := crossServerAllToAll(1 << 20)

@@ -75,17 +75,18 @@ type packet struct {
 	kind    uint8
 	q       uint8
 	ecn     bool
-	// zombie: frozen in the fabric when surrogate mode began; it loads
-	// queues and links after the fabric resumes but is never delivered.
-	zombie bool
-	// copyDue: a zombie whose copy the predictor has yet to deliver
-	// (copyPending, with its ECN mark when frozen in copyECN); copyGone
-	// once it left the fabric, its slot freed when the copy is made.
-	copyDue uint8
+	// zombie, when not 0: frozen in the fabric when surrogate mode began
+	// (zombieFrozen); it loads queues and links after the fabric resumes
+	// but is never delivered. Until the predictor delivers its copy (made
+	// then, zombieCopy) it also has copyPending, with its ECN mark as
+	// frozen in copyECN, and copyGone once it left the fabric: its slot is
+	// freed when the copy is made.
+	zombie uint8
 }
 
 const (
-	copyPending uint8 = 1 << iota
+	zombieFrozen uint8 = 1 << iota
+	copyPending
 	copyECN
 	copyGone
 )
@@ -435,7 +436,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	}
 	// Under the surrogate it leaves its NIC (a data packet at the port's
 	// measured rate when the fabric saturated it) and skips the fabric.
-	bypass := s.sur != nil && s.sur.active && pkt.hop == 0 && !pkt.zombie
+	bypass := s.sur != nil && s.sur.active && pkt.hop == 0 && pkt.zombie == 0
 	if bypass && pkt.kind == pktData {
 		tx = s.nicTime(pid, int64(pkt.wire))
 	}
@@ -469,7 +470,7 @@ func (s *Sim) arrive(pi int32) {
 		return
 	}
 	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
-		if pkt.zombie {
+		if pkt.zombie != 0 {
 			s.freeZombie(pi) // its copy goes through the predictor
 			return
 		}
@@ -506,7 +507,7 @@ func (s *Sim) stale(pi int32) {
 	if pkt.inDL >= 0 {
 		s.leaveIngress(pkt)
 	}
-	if pkt.zombie { // its copy goes through the predictor
+	if pkt.zombie != 0 { // its copy goes through the predictor
 		s.freeZombie(pi)
 		return
 	}
@@ -516,7 +517,7 @@ func (s *Sim) stale(pi int32) {
 }
 
 func (s *Sim) drop(pi int32) {
-	if s.pkts[pi].zombie {
+	if s.pkts[pi].zombie != 0 {
 		s.freeZombie(pi) // a duplicate of a packet the predictor delivers
 		return
 	}

@@ -319,7 +319,7 @@ func (s *Sim) bypass(pi int32, tx int64) {
 		at = s.now + tx
 	}
 	var copyOf int64 // a zombie's copy is made when delivered (onBypass)
-	if pkt.zombie {
+	if pkt.zombie != 0 {
 		copyOf = 1
 	}
 	s.q.Push(des.Time(at), evBypass, pi, copyOf)
@@ -707,7 +707,7 @@ func (s *Sim) surrogateSwitch(on bool) error {
 	}
 	n := len(s.pkts)
 	for pi := 0; pi < n; pi++ {
-		if free[pi] || s.pkts[pi].zombie || (inQueue[pi] && !s.isSwitch[s.ports[s.dl(&s.pkts[pi])].from]) {
+		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.isSwitch[s.ports[s.dl(&s.pkts[pi])].from]) {
 			continue
 		}
 		// In the fabric (on a wire or in a switch queue): freeze it as a
@@ -715,10 +715,9 @@ func (s *Sim) surrogateSwitch(on bool) error {
 		// delivers it: made here, seed 003's 69 k at once doubled the
 		// packet pool in one step, half of the 95 ms the switch took.
 		z := &s.pkts[pi]
-		z.zombie = true
-		z.copyDue = copyPending
+		z.zombie = zombieFrozen | copyPending
 		if z.ecn {
-			z.copyDue |= copyECN // it may be marked again before its copy is due
+			z.zombie |= copyECN // it may be marked again before its copy is due
 		}
 		s.Stats.Zombies++
 		s.bypass(int32(pi), 0)
@@ -733,9 +732,9 @@ func (s *Sim) zombieCopy(pi int32) int32 {
 	z := &s.pkts[pi]
 	c := &s.pkts[cp]
 	*c = *z
-	c.zombie, c.copyDue, c.ecn, c.inDL, c.intI = false, 0, z.copyDue&copyECN != 0, -1, -1
-	gone := z.copyDue&copyGone != 0
-	z.copyDue = 0
+	c.zombie, c.ecn, c.inDL, c.intI = 0, z.zombie&copyECN != 0, -1, -1
+	gone := z.zombie&copyGone != 0
+	z.zombie = zombieFrozen
 	if gone {
 		s.freePacket(pi)
 	}
@@ -745,8 +744,8 @@ func (s *Sim) zombieCopy(pi int32) int32 {
 // freeZombie frees a zombie leaving the fabric, or marks it gone while its
 // copy is still due.
 func (s *Sim) freeZombie(pi int32) {
-	if z := &s.pkts[pi]; z.copyDue&copyPending != 0 {
-		z.copyDue |= copyGone
+	if z := &s.pkts[pi]; z.zombie&copyPending != 0 {
+		z.zombie |= copyGone
 		return
 	}
 	s.freePacket(pi)
@@ -761,7 +760,7 @@ func (s *Sim) frozen(kind uint16, target int32) bool {
 	}
 	switch kind {
 	case evArrive:
-		return s.pkts[target].zombie
+		return s.pkts[target].zombie != 0
 	case evTxDone, evWake:
 		return s.isSwitch[s.ports[target].from]
 	case evPFC, evPFCRefresh:

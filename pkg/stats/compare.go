@@ -205,7 +205,7 @@ func curveBins(fs []Flow, from, to, binNs int64) map[int64]latencyBin {
 	origin := max(from, 0)
 	bins := map[int64]latencyBin{}
 	for _, f := range fs {
-		if f.ConnType == stream.ConnDelay || f.EndNs < from || f.EndNs >= to || f.EndNs < origin {
+		if f.ConnType == stream.ConnDelay || f.EndNs < from || f.EndNs >= to {
 			continue
 		}
 		k := (f.EndNs - origin) / binNs
