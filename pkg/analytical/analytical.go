@@ -152,7 +152,7 @@ type engine struct {
 	in    *flowset.Set
 	opt   Options
 	r     *route.Router
-	q     des.Queue
+	q     *des.Calendar
 	now   des.Time
 	emit  func(*trace.Row) error
 	row   trace.Row
@@ -160,7 +160,6 @@ type engine struct {
 	path  []route.DirLink
 	fl    *fluid
 	res   Result
-	lanes map[des.Time]int // FIFO lane of each fixed delay
 	// sameSrc picks the transfers sending from sentSrc (built once: no
 	// allocation per release).
 	sameSrc func(j int32) bool
@@ -171,24 +170,16 @@ type engine struct {
 	n       int32         // the stream's flows; indexes from n on are ex's
 }
 
-// maxLanes bounds the distinct delays that get a FIFO lane; events after
-// other delays go on the heap.
-const maxLanes = 64
+// The event calendar's geometry: 16.4 ns buckets, a 268 us horizon. At
+// 1024 GPUs the model handles about one event per simulated ns, mostly
+// a chunk's drain or completion some microseconds ahead: a push is an
+// append, where the heap it replaced (226 k pending) cost a fifth of the
+// run in sifting.
+const calShift, calLog = 14, 14
 
-// after schedules an event d after now. Each distinct d has a FIFO lane in
-// the queue: completions one path latency after a drain, or a delay node's
-// delay after release, then cost O(1) instead of a heap push and pop.
+// after schedules an event d after now.
 func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
-	ln, ok := e.lanes[d]
-	if !ok {
-		if len(e.lanes) >= maxLanes {
-			e.q.Push(e.now.Add(d), kind, target, arg)
-			return
-		}
-		ln = e.q.NewLane()
-		e.lanes[d] = ln
-	}
-	e.q.PushLane(ln, e.now.Add(d), kind, target, arg)
+	e.q.Push(e.now.Add(d), kind, target, arg)
 }
 
 // Run simulates the input and calls emit once per flow, in completion
@@ -201,9 +192,9 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	in.DAG.Reset()
 	n := in.DAG.Len()
-	e := &engine{in: in, opt: opt, r: r, emit: emit, lanes: map[des.Time]int{}, n: int32(n)}
+	e := &engine{in: in, opt: opt, r: r, emit: emit, n: int32(n)}
 	e.sameSrc = func(j int32) bool { f := e.flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
-	e.q = *des.NewQueue(1024)
+	e.q = des.NewCalendar(calShift, calLog)
 	switch {
 	case in.CollNodes > 0 && opt.Expand:
 		e.ex = expand.New(in, opt.MemoryLimit, func(dep, d *flowset.Flow) expand.Early {
@@ -216,12 +207,12 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		e.load = newCollLoad(in, r, &e.res)
 	}
 	if opt.Model == Fluid {
-		e.fl = newFluid(r, &e.q)
+		e.fl = newFluid(r, e.q)
 		if e.load != nil {
 			e.share = newCollShare(e.load, r.DirLinks())
 		}
 	} else {
-		e.fl = newPrivateFluid(r, &e.q)
+		e.fl = newPrivateFluid(r, e.q)
 	}
 	if opt.verify != nil {
 		fl := e.fl
@@ -293,7 +284,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 // the held flows and the solver's slots are no longer in cache, and the
 // load overlaps this event's work instead of stalling the next one.
 func (e *engine) readAhead() {
-	k, t, ok := e.q.PeekNext()
+	k, t, ok := e.q.PeekNear()
 	switch {
 	case !ok:
 	case k == evDrained:

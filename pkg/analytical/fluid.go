@@ -33,7 +33,7 @@ import (
 // busbw time. A changed rate bumps the slot's generation, which turns the
 // old drain event stale.
 type fluid struct {
-	q     *des.Queue
+	q     *des.Calendar
 	slots []slot
 	free  []int32
 	flows [][]int32 // per directed link: the slots sending over it
@@ -94,7 +94,7 @@ type slot struct {
 	live  bool
 }
 
-func newFluid(r *route.Router, q *des.Queue) *fluid {
+func newFluid(r *route.Router, q *des.Calendar) *fluid {
 	n := r.DirLinks()
 	f := &fluid{q: q, flows: make([][]int32, n), cap: make([]float64, n),
 		linkMark: make([]uint64, n), local: make([]int32, n), theta: math.Inf(1)}
@@ -106,7 +106,7 @@ func newFluid(r *route.Router, q *des.Queue) *fluid {
 
 // newPrivateFluid is the solver of the busbw model: the same max-min
 // sharing, over per-collective copies of the links.
-func newPrivateFluid(r *route.Router, q *des.Queue) *fluid {
+func newPrivateFluid(r *route.Router, q *des.Calendar) *fluid {
 	f := newFluid(r, q)
 	f.private, f.realCap, f.copies = true, f.cap, map[linkCopy]route.DirLink{}
 	f.flows, f.cap, f.linkMark, f.local = nil, nil, nil, nil

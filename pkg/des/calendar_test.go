@@ -36,7 +36,7 @@ func TestCalendarMatchesQueue(t *testing.T) {
 				t.Fatalf("seed %d step %d: peek %d vs %d", seed, step, q.PeekTime(), c.PeekTime())
 			}
 			k, tg, ok := c.PeekNear()
-			farFirst := ok && c.far.n > 0 && less(&c.far.h[0], &c.buckets[c.cur&c.mask][0])
+			farFirst := ok && c.far.n > 0 && less(&c.far.h[0], c.first(c.active))
 			a, b := q.Pop(), c.Pop()
 			// The cursor's bucket holds the wheel's earliest events, so
 			// its head is next unless the far heap's is earlier.
@@ -162,5 +162,81 @@ func TestCalendarGrowFar(t *testing.T) {
 		if e := c.Pop(); e.Target != int32(i) {
 			t.Fatalf("pop %d: target %d", i, e.Target)
 		}
+	}
+}
+
+// A bucket is sorted when the cursor reaches it (or PeekTime looks at
+// it); events pushed into it afterwards, and into an earlier bucket after
+// PeekTime sorted a later one, still pop in (At, push order). A bucket of
+// 100k equal times with equal-time pushes while it drains is the backend
+// shape that an insertion into the sorted bucket would make quadratic.
+func TestCalendarSortedBucket(t *testing.T) {
+	c := NewCalendar(4, 6)
+	var q Queue
+	push := func(at Time, tg int32) { c.Push(at, 1, tg, 0); q.Push(at, 1, tg, 0) }
+	const n = 100_000
+	for i := range n {
+		push(Time(100+i%3), int32(i))
+	}
+	push(600, -1)
+	if c.PeekTime() != 100 {
+		t.Fatalf("PeekTime %d, want 100", c.PeekTime())
+	}
+	for i := 0; q.Len() > 0; i++ {
+		if i%2 == 0 && i < n {
+			push(c.PeekTime(), int32(n+i)) // into the sorted bucket
+		}
+		a, b := q.Pop(), c.Pop()
+		if a != b {
+			t.Fatalf("pop %d: heap %+v, calendar %+v", i, a, b)
+		}
+	}
+	// PeekTime sorts the bucket at 600; then an earlier bucket fills and
+	// the one at 600 gets a late event: both still pop in order.
+	push(600, 1)
+	push(600, 2)
+	if c.PeekTime() != 600 {
+		t.Fatal("PeekTime")
+	}
+	push(600, 3)
+	push(500, 4)
+	push(600, 5)
+	for q.Len() > 0 {
+		if a, b := q.Pop(), c.Pop(); a != b {
+			t.Fatalf("heap %+v, calendar %+v", a, b)
+		}
+	}
+	if c.Len() != 0 || len(c.late) != 0 {
+		t.Fatalf("%d events (%d late) left", c.Len(), len(c.late))
+	}
+}
+
+// In steady state the calendar allocates nothing per event: buckets grow
+// past keepCap and empty again, and their arrays go round the spares.
+func TestCalendarZeroAllocs(t *testing.T) {
+	c := NewCalendar(10, 10) // 1024 buckets of 1.024 ns
+	rng := rand.New(rand.NewPCG(7, 8))
+	now := Time(0)
+	step := func() {
+		e := c.Pop()
+		now = e.At
+		c.Push(now+Time(rng.IntN(1_000_000)), 0, 0, 0) // within the wheel
+		if rng.IntN(4) == 0 {
+			c.Push(now, 0, 0, 0) // into the bucket being popped
+			c.Pop()
+		}
+	}
+	for i := 0; i < 20000; i++ { // about 20 a bucket, often past keepCap
+		c.Push(Time(rng.IntN(1_000_000)), 0, 0, 0)
+	}
+	for range 200_000 {
+		step()
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		for range 1000 {
+			step()
+		}
+	}); allocs != 0 {
+		t.Fatalf("%v allocations per 1000 steps, want 0", allocs)
 	}
 }

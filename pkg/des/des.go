@@ -2,8 +2,9 @@
 // simulated time in integer picoseconds and an event queue with
 // deterministic tie-breaking.
 //
-// Events are small value types kept in a 4-ary heap on one slice, so Push and
-// Pop allocate nothing once the slice has grown to the peak queue length.
+// Events are small value types kept in a calendar (a timing wheel of
+// buckets, a 4-ary heap beyond its horizon), so Push and Pop allocate
+// nothing once the arrays have grown to the peak queue length.
 // Backends dispatch on Event.Kind in a switch: no interfaces or closures in
 // the inner loop.
 package des
@@ -114,29 +115,13 @@ type Event struct {
 func (e *Event) Seq() uint64 { return e.seq }
 
 // Queue is a priority queue of events ordered by (At, insertion order), so
-// a run is deterministic whatever the heap's internal layout.
-//
-// Besides the heap it has FIFO lanes for events scheduled a fixed delay
-// after the current time (a path's latency, a link's propagation delay):
-// such events arrive in time order, so a lane keeps them in a ring buffer
-// and only lane heads compete in a small heap. The pop order is exactly
-// the one Push would give. The zero value is ready to use.
+// a run is deterministic whatever the heap's internal layout. The zero
+// value is ready to use. (Backends use Calendar, which keeps one for its
+// events beyond the horizon.)
 type Queue struct {
-	h     []Event
-	seq   uint64
-	n     int // pending events, heap and lanes
-	lanes []lane
-	// lh is the heap of non-empty lanes keyed by their head event: each
-	// entry copies the head's At and seq (so comparisons do not chase the
-	// lane) and holds the lane number in Target.
-	lh []Event
-}
-
-type lane struct {
-	buf    []Event
-	head   int
-	last   Time
-	active bool // in lh
+	h   []Event
+	seq uint64
+	n   int
 }
 
 // NewQueue returns a queue with room for capacity events before it grows.
@@ -170,65 +155,10 @@ func (q *Queue) pushEvent(e Event) {
 	q.h = heapPush(q.h, e)
 }
 
-// NewLane adds a FIFO lane and returns its number.
-func (q *Queue) NewLane() int {
-	q.lanes = append(q.lanes, lane{})
-	return len(q.lanes) - 1
-}
-
-// PushLane schedules an event on a lane. Events of one lane must come in
-// nondecreasing time, as they do when each is a constant delay after the
-// current time; an earlier one panics (a backend bug).
-func (q *Queue) PushLane(ln int, at Time, kind uint16, target int32, arg int64) {
-	l := &q.lanes[ln]
-	if at < l.last && l.active {
-		panic("des: lane events must be pushed in time order")
-	}
-	l.last = at
-	if l.head > 1024 && l.head*2 > len(l.buf) {
-		l.buf = l.buf[:copy(l.buf, l.buf[l.head:])]
-		l.head = 0
-	}
-	l.buf = append(l.buf, Event{At: at, seq: q.seq, Kind: kind, Target: target, Arg: arg})
-	q.seq++
-	q.n++
-	if !l.active {
-		l.active = true
-		q.lh = heapPush(q.lh, Event{At: at, seq: q.seq - 1, Target: int32(ln)})
-	}
-}
-
-// next returns the earliest pending event and the lane holding it (-1:
-// the heap).
-func (q *Queue) next() (*Event, int) {
-	var best *Event
-	ln := -1
-	if len(q.h) > 0 {
-		best = &q.h[0]
-	}
-	if len(q.lh) > 0 {
-		if k := &q.lh[0]; best == nil || less(k, best) {
-			l := &q.lanes[k.Target]
-			best, ln = &l.buf[l.head], int(k.Target)
-		}
-	}
-	return best, ln
-}
-
-// PeekNext returns the kind and target of the event Pop returns next (ok
-// false when the queue is empty): a simulator reads ahead of its memory
-// with it.
-func (q *Queue) PeekNext() (kind uint16, target int32, ok bool) {
-	if e, _ := q.next(); e != nil {
-		return e.Kind, e.Target, true
-	}
-	return 0, 0, false
-}
-
 // PeekTime is the time of the next event, or Never when the queue is empty.
 func (q *Queue) PeekTime() Time {
-	if e, _ := q.next(); e != nil {
-		return e.At
+	if q.n > 0 {
+		return q.h[0].At
 	}
 	return Never
 }
@@ -236,29 +166,14 @@ func (q *Queue) PeekTime() Time {
 // Pop removes and returns the earliest event (the first pushed among equal
 // times). It panics on an empty queue: callers check Len or PeekTime.
 func (q *Queue) Pop() Event {
-	p, ln := q.next()
-	top := *p
+	top := q.h[0]
 	q.n--
-	if ln >= 0 {
-		l := &q.lanes[ln]
-		l.head++
-		if l.head == len(l.buf) {
-			l.buf, l.head, l.active = l.buf[:0], 0, false
-			q.lh = heapPop(q.lh)
-		} else {
-			// The lane's next event becomes its key, in the root's place.
-			e := &l.buf[l.head]
-			k := Event{At: e.At, seq: e.seq, Target: int32(ln)}
-			heapDown(q.lh, &k)
-		}
-		return top
-	}
 	q.h = heapPop(q.h)
 	return top
 }
 
-// --- 4-ary min-heap of events by (At, seq), shared by the queue's heap,
-// its lane heap and the calendar's buckets. Sifting moves a hole instead
+// --- 4-ary min-heap of events by (At, seq), shared by the queue and the
+// calendar's late events. Sifting moves a hole instead
 // of swapping. ---
 
 // heapPush adds e to heap h.
@@ -288,7 +203,7 @@ func heapPop(h []Event) []Event {
 
 // heapDown replaces the root of the non-empty heap h by *e and sifts it
 // down; e must not point into h. (By pointer: with the event passed by
-// value BenchmarkLane took 27 ns/op instead of 23.)
+// value a pop took a sixth longer in a benchmark.)
 func heapDown(h []Event, e *Event) {
 	n := len(h)
 	i := 0

@@ -60,49 +60,6 @@ func TestRandomAgainstSort(t *testing.T) {
 	}
 }
 
-// Lanes pop in exactly the order plain Push would give: a simulation-like
-// run where each popped event schedules lane events a fixed delay later
-// (ties included) and heap events at random times, mirrored into a queue
-// that only uses Push.
-func TestLanesMatchHeap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(11, 12))
-	var q, ref Queue
-	delays := []Time{0, 5, 5, 17, 100}
-	for range delays {
-		q.NewLane()
-	}
-	push := func(now Time) {
-		for k := rng.IntN(4); k > 0; k-- {
-			ln := rng.IntN(len(delays) + 1)
-			id := int32(rng.IntN(1000))
-			if ln == len(delays) {
-				at := now + Time(rng.IntN(50))
-				q.Push(at, 1, id, 0)
-				ref.Push(at, 1, id, 0)
-			} else {
-				q.PushLane(ln, now+delays[ln], 2, id, int64(ln))
-				ref.Push(now+delays[ln], 2, id, int64(ln))
-			}
-		}
-	}
-	push(0)
-	for steps := 0; steps < 20000 && ref.Len() > 0; steps++ {
-		if q.Len() != ref.Len() || q.PeekTime() != ref.PeekTime() {
-			t.Fatalf("step %d: len %d/%d peek %d/%d", steps, q.Len(), ref.Len(), q.PeekTime(), ref.PeekTime())
-		}
-		a, b := q.Pop(), ref.Pop()
-		if a != b {
-			t.Fatalf("step %d: lanes pop %+v, heap pops %+v", steps, a, b)
-		}
-		if ref.Len() < 3000 {
-			push(a.At)
-		}
-	}
-	if q.Len() != 0 && ref.Len() == 0 {
-		t.Fatal("lanes hold extra events")
-	}
-}
-
 func TestZeroAllocs(t *testing.T) {
 	q := NewQueue(0)
 	for i := 0; i < 4096; i++ { // warm up to the peak length
@@ -111,25 +68,17 @@ func TestZeroAllocs(t *testing.T) {
 	for q.Len() > 0 {
 		q.Pop()
 	}
-	ln := q.NewLane()
-	for i := 0; i < 4096; i++ {
-		q.PushLane(ln, Time(i), 0, 0, 0)
-	}
-	for q.Len() > 0 {
-		q.Pop()
-	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	allocs := testing.AllocsPerRun(100, func() {
 		for i := 0; i < 1000; i++ {
 			q.Push(Time(rng.IntN(1e6)), 1, int32(i), 0)
-			q.PushLane(ln, Time(i), 1, int32(i), 0)
 		}
 		for q.Len() > 0 {
 			q.Pop()
 		}
 	})
 	if allocs != 0 {
-		t.Fatalf("%v allocations per 2000 push/pop, want 0", allocs)
+		t.Fatalf("%v allocations per 1000 push/pop, want 0", allocs)
 	}
 }
 
@@ -174,47 +123,4 @@ func BenchmarkQueue(b *testing.B) {
 		q.Push(e.At+Time(rng.IntN(1e6)), e.Kind, e.Target, e.Arg)
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
-}
-
-// BenchmarkLane: the same steady state with every event on one of 8 lanes
-// (fixed delays), the way path latencies are scheduled.
-func BenchmarkLane(b *testing.B) {
-	q := NewQueue(1 << 14)
-	delays := []Time{50e3, 1e6, 2e6, 25e3, 3e6, 4e6, 5e6, 6e6}
-	for range delays {
-		q.NewLane()
-	}
-	for i := 0; i < 10000; i++ {
-		ln := i % len(delays)
-		q.PushLane(ln, delays[ln], 0, int32(i), int64(ln))
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for i := 0; i < b.N; i++ {
-		e := q.Pop()
-		q.PushLane(int(e.Arg), e.At+delays[e.Arg], e.Kind, e.Target, e.Arg)
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
-}
-
-// PeekNext names the event Pop returns next, whether it waits in the heap
-// or on a lane, and reports an empty queue.
-func TestPeekNext(t *testing.T) {
-	q := NewQueue(0)
-	if _, _, ok := q.PeekNext(); ok {
-		t.Fatal("PeekNext on an empty queue")
-	}
-	ln := q.NewLane()
-	q.Push(30, 1, 3, 0)
-	q.PushLane(ln, 10, 2, 1, 0)
-	q.Push(10, 1, 2, 0) // pushed after the lane's event at the same time
-	q.PushLane(ln, 40, 2, 4, 0)
-	for q.Len() > 0 {
-		k, tg, ok := q.PeekNext()
-		e := q.Pop()
-		if !ok || k != e.Kind || tg != e.Target {
-			t.Fatalf("PeekNext said kind %d target %d (%v), Pop gave %d %d", k, tg, ok, e.Kind, e.Target)
-		}
-	}
 }
