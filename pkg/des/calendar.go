@@ -257,9 +257,9 @@ func (c *Calendar) popFar() Event {
 }
 
 // PeekNear returns the kind and target of the event that will most likely
-// pop next (the head of the current bucket), cheaply and without scanning:
-// a simulator reads ahead of its memory with it. ok is false when the
-// current bucket is empty.
+// pop next (the head of the sorted bucket being popped), cheaply and
+// without scanning: a simulator reads ahead of its memory with it. ok is
+// false when no bucket is being popped (the last pop emptied one).
 func (c *Calendar) PeekNear() (kind uint16, target int32, ok bool) {
 	if c.active < 0 {
 		return 0, 0, false
