@@ -36,7 +36,7 @@ func TestCalendarMatchesQueue(t *testing.T) {
 				t.Fatalf("seed %d step %d: peek %d vs %d", seed, step, q.PeekTime(), c.PeekTime())
 			}
 			k, tg, ok := c.PeekNear()
-			farFirst := ok && c.far.n > 0 && less(&c.far.h[0], c.first(c.active))
+			farFirst := ok && c.far.Len() > 0 && less(&c.far.h[0], c.first(c.active))
 			a, b := q.Pop(), c.Pop()
 			// The cursor's bucket holds the wheel's earliest events, so
 			// its head is next unless the far heap's is earlier.
@@ -168,8 +168,9 @@ func TestCalendarGrowFar(t *testing.T) {
 // A bucket is sorted when the cursor reaches it (or PeekTime looks at
 // it); events pushed into it afterwards, and into an earlier bucket after
 // PeekTime sorted a later one, still pop in (At, push order). A bucket of
-// 100k equal times with equal-time pushes while it drains is the backend
-// shape that an insertion into the sorted bucket would make quadratic.
+// 100k events at three times with equal-time pushes while it drains is
+// the backend shape that an insertion into the sorted bucket would make
+// quadratic: such pushes wait beside it (checked).
 func TestCalendarSortedBucket(t *testing.T) {
 	c := NewCalendar(4, 6)
 	var q Queue
@@ -185,6 +186,10 @@ func TestCalendarSortedBucket(t *testing.T) {
 	for i := 0; q.Len() > 0; i++ {
 		if i%2 == 0 && i < n {
 			push(c.PeekTime(), int32(n+i)) // into the sorted bucket
+			if i == 0 && (len(c.late) != 1 || len(c.buckets[c.active&c.mask]) != n) {
+				// Not beside it: an insertion moves the bucket's tail.
+				t.Fatalf("a push into the sorted bucket went into it (%d late, %d in the bucket)", len(c.late), len(c.buckets[c.active&c.mask]))
+			}
 		}
 		a, b := q.Pop(), c.Pop()
 		if a != b {
