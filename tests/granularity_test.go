@@ -303,6 +303,34 @@ func TestExpandedCollectives(t *testing.T) {
 	if total < 1_000_000 || held*10 > total {
 		t.Errorf("GPT-13B expanded %d flows holding up to %d: memory should follow the collectives in flight", total, held)
 	}
+	// Its TP collectives run server 0's group only, which stands for
+	// server 1's: every row as when both groups run, to the ns. With two
+	// NVSwitches a pair's NVLinks depend on its hash, and both groups run.
+	notRun := regexp.MustCompile(`; (\d+) of them not run: in (\d+) COLL nodes`)
+	if m := notRun.FindSubmatch(r.stderr); m == nil {
+		t.Errorf("GPT-13B on 16 GPUs: no group stood for its sibling: %q", r.stderr)
+	} else if n, _ := strconv.Atoi(string(m[1])); n < total/3 || 2*n > total {
+		// Server 1's TP flows, as many as server 0's, are most of them.
+		t.Errorf("GPT-13B on 16 GPUs: %d of %d flows not run", n, total)
+	}
+	all := run(t, decomp(topo16, "collective", gpt...), "flowsim-analytical", "--expand", "--no-symmetry")
+	sym, meta := readTrace(t, r.stdout)
+	every, metaAll := readTrace(t, all.stdout)
+	if fmt.Sprint(meta.Params["symmetry"], metaAll.Params["symmetry"]) != "true false" || notRun.Match(all.stderr) {
+		t.Errorf("symmetry params %v and %v; --no-symmetry: %q", meta.Params, metaAll.Params, all.stderr)
+	}
+	if len(sym) != len(every) {
+		t.Fatalf("%d rows with symmetry, %d without", len(sym), len(every))
+	}
+	for i := range sym {
+		if a, b := sym[i], every[i]; a.FlowID != b.FlowID || a.StartNs != b.StartNs || a.EndNs != b.EndNs {
+			t.Fatalf("row %d: flow %d %d-%d ns with symmetry, flow %d %d-%d ns without", i, a.FlowID, a.StartNs, a.EndNs, b.FlowID, b.StartNs, b.EndNs)
+		}
+	}
+	two := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--nvswitches-per-server", "2")
+	if r := run(t, decomp(two, "collective", gpt...), "flowsim-analytical", "--expand"); r.code != 0 || notRun.Match(r.stderr) {
+		t.Errorf("two NVSwitches per server: exit %d: %q", r.code, r.stderr)
+	}
 
 	// A 2-rank ring AllReduce per rail (tp 8 on two servers) sends its
 	// size once each way over each NIC: 64 MiB at 400 Gbps.
@@ -313,10 +341,11 @@ func TestExpandedCollectives(t *testing.T) {
 	}
 
 	// Expansions that would outgrow the memory budget stop with an
-	// estimate, naming the COLL node, before they are made.
-	for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
-		oneLineError(t, runEnv(t, []string{"FABRICSIM_MEMORY=1MiB"}, collSt, prog, "--expand"), 1,
-			"record", "COLL node 0", "expanded flows held at once", "beyond the 1MiB", "without --expand")
+	// estimate, naming the COLL node, before they are made (the fluid
+	// model holds a sixteenth of the flows: one TP group of 16 runs).
+	for prog, budget := range map[string]string{"flowsim-analytical": "64KiB", "flowsim-packet": "1MiB"} {
+		oneLineError(t, runEnv(t, []string{"FABRICSIM_MEMORY=" + budget}, collSt, prog, "--expand"), 1,
+			"record", "COLL node 0", "expanded flows held at once", "beyond the "+budget, "without --expand")
 	}
 
 	// A COLL whose record has no cut (an older stream, or a hand-made one).

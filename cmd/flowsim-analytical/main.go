@@ -17,12 +17,13 @@ import (
 )
 
 type command struct {
-	Model   string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
-	Out     string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
-	Seed    uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
-	Expand  bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
-	SendLat units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
-	Input   string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+	Model    string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
+	Out      string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
+	Seed     uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
+	Expand   bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
+	Symmetry bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit alone on their own server's NVLinks (TP groups, one per server) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	SendLat  units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
+	Input    string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where the time goes at scale (go tool pprof).
 	CPUProfile string `name:"cpuprofile" hidden:"" placeholder:"FILE"`
 }
@@ -90,7 +91,7 @@ func (c *command) run() error {
 	if c.Expand && in.CollNodes == 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit}
+	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry}
 	meta := analytical.Meta(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)
@@ -118,6 +119,10 @@ func (c *command) run() error {
 	expanded := ""
 	if res.Expanded > 0 {
 		expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once)", res.Expanded, res.PeakExpanded)
+		if res.Mirrored > 0 {
+			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once; %d of them not run: in %d COLL nodes the first group, alone on its server's NVLinks, stood for its siblings)",
+				res.Expanded, res.PeakExpanded, res.Mirrored, res.SymmetricNodes)
+		}
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

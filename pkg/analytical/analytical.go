@@ -110,6 +110,10 @@ type Options struct {
 	// MemoryLimit bounds the bytes expanded flows may hold (0: none): a
 	// run that would pass it stops with an estimate, not for want of memory.
 	MemoryLimit int64
+	// NoSymmetry expands every sibling group of a COLL node under the
+	// fluid model, even those that would run exactly as the first
+	// (expand.FindSymmetry).
+	NoSymmetry bool
 
 	verify func(*fluid) // tests: checks the solver after every update
 }
@@ -118,7 +122,7 @@ type Options struct {
 func Meta(in *flowset.Set, opt Options) trace.Meta {
 	return trace.Meta{
 		Backend:  opt.Model.Backend(),
-		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "expand": opt.Expand},
+		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
 		Topology: in.TopologyMeta(),
 	}
 }
@@ -133,7 +137,11 @@ type Result struct {
 	// Expanded COLL nodes (Options.Expand): the flows they ran, and the
 	// most held at once.
 	Expanded, PeakExpanded int64
-	Warnings               []string // what the run could not model, once each
+	// Of those, the flows sibling groups ran as their first group did,
+	// in SymmetricNodes COLL nodes: only the first group's were made.
+	Mirrored       int64
+	SymmetricNodes int
+	Warnings       []string // what the run could not model, once each
 }
 
 // Event kinds.
@@ -203,6 +211,16 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			}
 			return expand.AtCompletion
 		})
+		if opt.Model == Fluid && !opt.NoSymmetry {
+			// Max-min rates on one group's links depend only on the
+			// flows over them: a group alone on its links runs as its
+			// siblings do.
+			sym := expand.FindSymmetry(in, r)
+			e.ex.UseSymmetry(sym)
+			if sym != nil {
+				e.res.SymmetricNodes = sym.Nodes
+			}
+		}
 	case in.CollNodes > 0:
 		e.load = newCollLoad(in, r, &e.res)
 	}
@@ -273,7 +291,8 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	e.res.Flows = n
 	if e.ex != nil {
-		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
+		e.res.Mirrored = e.ex.Mirrored()
+		e.res.Expanded, e.res.PeakExpanded = e.ex.Made()+e.res.Mirrored, e.ex.Peak()
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes

@@ -66,6 +66,8 @@ type Store struct {
 	runJoin int32
 
 	inFlight, peak, total int64
+	mirrored              int64 // flows stood for by a first group's (sym)
+	sym                   *Symmetry
 	bytes                 int64 // the transfers' made so far
 	limit, slotCap        int64 // the memory budget; slots' capacity in all sets
 	maxIndex              int64 // bound on flow indexes (LimitIndex)
@@ -102,6 +104,10 @@ type expSet struct {
 	// array, not a map: a 1024-GPU iteration looks up a billion deps.
 	slots []int32
 	emit  func(collective.Origin, *stream.Flow) error
+	// copies: sibling groups the first one stands for (Symmetry), whose
+	// flows all stay in server.
+	copies int32
+	server int32
 }
 
 type portKey struct{ src, dst, ch int32 }
@@ -124,6 +130,15 @@ func (x *Store) Base() int32 { return x.base }
 // Slots is the number of slots so far: expanded flow indexes are below
 // Base() + Slots().
 func (x *Store) Slots() int { return len(x.flows) }
+
+// UseSymmetry makes the COLL nodes s marks expand their first group only,
+// which stands for its siblings (see FindSymmetry). Only a model in which
+// flows on disjoint links do not interact may use it.
+func (x *Store) UseSymmetry(s *Symmetry) { x.sym = s }
+
+// Mirrored is the number of flows that groups standing for their siblings
+// made on the siblings' behalf (not made, not counted in Made).
+func (x *Store) Mirrored() int64 { return x.mirrored }
 
 // Made is the number of flows expanded so far (hidden joins not counted);
 // Peak the most held at once (hidden joins counted); Bytes what the
@@ -197,6 +212,11 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	x.serial++
 	set := &x.sets[s]
 	set.coll, set.left, set.idBase, set.key = i, 0, x.in.DAG.ID(i)<<32, -2-(x.serial<<20)
+	set.copies = 0
+	if x.sym.Alone(i) {
+		set.copies, set.server = int32(len(groups)-1), x.in.Topology.Nodes[groups[0][0]].Server
+		groups = groups[:1]
+	}
 	clear(set.ports)
 	clear(set.next)
 	x.ready = x.ready[:0]
@@ -221,6 +241,12 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	set := &x.sets[s]
 	t := x.in.Topology
+	if set.copies > 0 {
+		if t.Nodes[sf.Src].Server != set.server || t.Nodes[sf.Dst].Server != set.server {
+			return fmt.Errorf("flow %d leaves the server of the group standing for its siblings (an internal error: --no-symmetry expands every group)", sf.ID)
+		}
+		x.mirrored += int64(set.copies)
+	}
 	gpus := int32(t.GPUs)
 	d := &x.flows[slot]
 	d.Flow = flowset.Flow{ID: set.idBase + sf.ID, Coll: set.key - int64(o.Group), Size: sf.Size, Lat: des.Time(sf.DelayPs),

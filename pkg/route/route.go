@@ -290,6 +290,23 @@ func (r *Router) AppendPathPort(buf []DirLink, src, dst int32, hash uint64, port
 	return buf, err
 }
 
+// OnlyPath appends the path from src to dst when routing leaves no choice
+// at any hop (it then does not depend on a flow's hash); ok is false when
+// some hop has several candidates.
+func (r *Router) OnlyPath(buf []DirLink, src, dst int32) (_ []DirLink, ok bool, err error) {
+	if err := r.checkNode("src", src); err != nil {
+		return buf, false, err
+	}
+	if err := r.checkNode("dst", dst); err != nil {
+		return buf, false, err
+	}
+	if src == dst {
+		return buf, true, nil
+	}
+	buf, choice, err := r.route(buf, src, dst, 0, -1)
+	return buf, !choice && err == nil, err
+}
+
 // route computes a path; choice reports whether any hop had more than one
 // candidate (then the path depends on the hash).
 func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ []DirLink, choice bool, err error) {
