@@ -341,11 +341,11 @@ func TestExpandedCollectives(t *testing.T) {
 	}
 
 	// Expansions that would outgrow the memory budget stop with an
-	// estimate, naming the COLL node, before they are made (the fluid
-	// model holds a sixteenth of the flows: one TP group of 16 runs).
-	for prog, budget := range map[string]string{"flowsim-analytical": "64KiB", "flowsim-packet": "1MiB"} {
-		oneLineError(t, runEnv(t, []string{"FABRICSIM_MEMORY=" + budget}, collSt, prog, "--expand"), 1,
-			"record", "COLL node 0", "expanded flows held at once", "beyond the "+budget, "without --expand")
+	// estimate, naming the COLL node, before they are made (the TP
+	// AllReduce holds 284 flows: one TP group of 16 runs).
+	for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
+		oneLineError(t, runEnv(t, []string{"FABRICSIM_MEMORY=32KiB"}, collSt, prog, "--expand"), 1,
+			"record", "COLL node 0", "expanded flows held at once", "beyond the 32KiB", "without --expand")
 	}
 
 	// A COLL whose record has no cut (an older stream, or a hand-made one).
@@ -355,6 +355,32 @@ func TestExpandedCollectives(t *testing.T) {
 			emit(&stream.Flow{ID: 0, Collective: 0, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
 		})
 	oneLineError(t, run(t, bad, "flowsim-analytical", "--expand"), 1, "record", "field collective", "no cut record")
+}
+
+// flowsim-packet --expand lets a TP collective's first group stand for its
+// sibling when each sits alone in its server: the same rows to the ns as
+// running both, on SimAI's micro benchmark and on AICB GPT-13B (its TP
+// collectives beside its DP ones), on 16 GPUs.
+func TestPacketExpandSymmetry(t *testing.T) {
+	tp16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	notRun := regexp.MustCompile(`; (\d+) of them, [^,]*, not run`)
+	for _, w := range []string{"examples/workloads/micro_allreduce.txt", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"} {
+		st := mustRun(t, tp16, "simccl-decompose", "--workload", w, "--tp", "8", "--granularity", "collective")
+		sym, all := run(t, st, "flowsim-packet", "--expand"), run(t, st, "flowsim-packet", "--expand", "--no-symmetry")
+		if sym.code != 0 || all.code != 0 || !notRun.Match(sym.stderr) || notRun.Match(all.stderr) {
+			t.Fatalf("%s: exit %d, %q; --no-symmetry: exit %d, %q", w, sym.code, sym.stderr, all.code, all.stderr)
+		}
+		a, _ := readTrace(t, sym.stdout)
+		b, _ := readTrace(t, all.stdout)
+		if len(a) != len(b) {
+			t.Fatalf("%s: %d rows, %d with --no-symmetry", w, len(a), len(b))
+		}
+		for i := range a {
+			if a[i].FlowID != b[i].FlowID || a[i].StartNs != b[i].StartNs || a[i].EndNs != b[i].EndNs {
+				t.Fatalf("%s: row %d: flow %d %d-%d ns, with --no-symmetry flow %d %d-%d ns", w, i, a[i].FlowID, a[i].StartNs, a[i].EndNs, b[i].FlowID, b[i].StartNs, b[i].EndNs)
+			}
+		}
+	}
 }
 
 // flowsim-packet --expand runs exactly the flows flow granularity holds,

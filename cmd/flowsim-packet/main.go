@@ -40,6 +40,7 @@ type command struct {
 	Track      units.Duration `name:"surrogate-track" placeholder:"TIME" help:"With --surrogate START:END: record latencies only this long before START (default: from the beginning)."`
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
+	Symmetry   bool           `default:"true" negatable:"" help:"With --expand, a COLL node whose sibling groups each sit alone in their own server (TP groups, one per server), on NVLink routes that leave no choice, runs its first group only, which ends when they all would: exact (the same events, group for group), and most of a TP-heavy iteration's packets. Off with monitors, --surrogate, LINK_DOWN, per-packet routing or loss on NVLink. --no-symmetry runs every group."`
 	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
@@ -156,6 +157,7 @@ func (c *command) run() error {
 		return err
 	}
 	sim.SendLatPs = sendLat
+	sim.NoSymmetry = !c.Symmetry
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
@@ -278,8 +280,12 @@ func (c *command) run() error {
 		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
 	}
 	expanded := ""
-	if made, peak, bytes := flows.Expanded(); made > 0 {
+	if made, peak, bytes, mirrored, mirroredBytes := flows.Expanded(); made > 0 {
 		expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows of %s, at most %d held at once)", made, units.HumanSize(bytes), peak)
+		if mirrored > 0 {
+			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows of %s, at most %d held at once; %d of them, %s, not run: their groups ran as the first group, alone on its server's NVLinks, did)",
+				made, units.HumanSize(bytes), peak, mirrored, units.HumanSize(mirroredBytes))
+		}
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-packet: %s: %d flows%s, %s, simulated %s, %d events (%.2f M/s), %d data packets, %d dropped, %d PFC pauses, %d CNPs, wall %.2f s (event loop %.2f s)\n",
 		sim.Algorithm().Name(), set.Flows(), expanded, units.HumanSize(set.TotalBytes()), des.Time(st.SimPs), st.Events,

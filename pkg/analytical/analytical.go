@@ -215,7 +215,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			// Max-min rates on one group's links depend only on the
 			// flows over them: a group alone on its links runs as its
 			// siblings do.
-			sym := expand.FindSymmetry(in, r)
+			sym := expand.FindSymmetry(in, r, expand.SymmetryRules{})
 			e.ex.UseSymmetry(sym)
 			if sym != nil {
 				e.res.SymmetricNodes = sym.Nodes
@@ -291,7 +291,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	e.res.Flows = n
 	if e.ex != nil {
-		e.res.Mirrored = e.ex.Mirrored()
+		e.res.Mirrored, _ = e.ex.Mirrored()
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made()+e.res.Mirrored, e.ex.Peak()
 	}
 	e.res.Events = e.q.Pushed()

@@ -66,7 +66,7 @@ type Store struct {
 	runJoin int32
 
 	inFlight, peak, total int64
-	mirrored              int64 // flows stood for by a first group's (sym)
+	mirrored, mirroredB   int64 // flows (and their bytes) stood for by a first group's (sym)
 	sym                   *Symmetry
 	bytes                 int64 // the transfers' made so far
 	limit, slotCap        int64 // the memory budget; slots' capacity in all sets
@@ -136,9 +136,10 @@ func (x *Store) Slots() int { return len(x.flows) }
 // flows on disjoint links do not interact may use it.
 func (x *Store) UseSymmetry(s *Symmetry) { x.sym = s }
 
-// Mirrored is the number of flows that groups standing for their siblings
-// made on the siblings' behalf (not made, not counted in Made).
-func (x *Store) Mirrored() int64 { return x.mirrored }
+// Mirrored is the number of flows, and their bytes, that groups standing
+// for their siblings made on the siblings' behalf (not made: neither in
+// Made nor in Bytes).
+func (x *Store) Mirrored() (flows, bytes int64) { return x.mirrored, x.mirroredB }
 
 // Made is the number of flows expanded so far (hidden joins not counted);
 // Peak the most held at once (hidden joins counted); Bytes what the
@@ -310,6 +311,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	x.total++
 	if d.Kind == flowset.Transfer {
 		x.bytes += d.Size
+		x.mirroredB += int64(set.copies) * d.Size
 	}
 	x.inFlight++
 	x.peak = max(x.peak, x.inFlight)

@@ -35,6 +35,18 @@ const maxSymmetryBits = 1 << 28
 // nodes' groups.
 const maxSymmetryRanks = 1 << 27
 
+// SymmetryRules are what a model needs, beyond equal links, for a group to
+// stand for its siblings.
+type SymmetryRules struct {
+	// WholeServers: no two groups in one server (a switch's shared
+	// buffer couples the flows crossing it).
+	WholeServers bool
+	// LinkOK, when set, must hold for every directed link a group's flows
+	// may cross (say, no random loss or marking there: draws from one
+	// generator couple the groups).
+	LinkOK func(route.DirLink) bool
+}
+
 // Symmetry marks the COLL nodes whose first group may stand for all.
 type Symmetry struct {
 	alone []bool // by stream flow index
@@ -45,8 +57,9 @@ type Symmetry struct {
 func (s *Symmetry) Alone(i int32) bool { return s != nil && int(i) < len(s.alone) && s.alone[i] }
 
 // FindSymmetry marks the COLL nodes of in whose sibling groups would run
-// exactly as their first group (see above); nil when there are none.
-func FindSymmetry(in *flowset.Set, r *route.Router) *Symmetry {
+// exactly as their first group (see above) under rules; nil when there
+// are none.
+func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmetry {
 	t := in.Topology
 	n := in.DAG.Len()
 	if in.CollNodes == 0 {
@@ -59,7 +72,7 @@ func FindSymmetry(in *flowset.Set, r *route.Router) *Symmetry {
 	if servers < 2 {
 		return nil
 	}
-	a := symAnalysis{in: in, r: r, closed: make([]bool, servers), switches: make([][]int32, servers),
+	a := symAnalysis{in: in, r: r, rules: rules, closed: make([]bool, servers), switches: make([][]int32, servers),
 		geom: map[int64]bool{}, mark: make([]int32, len(t.Nodes)), owner: make([]int32, r.DirLinks())}
 	for i := range a.closed {
 		a.closed[i] = true
@@ -202,6 +215,7 @@ func touched(t *stream.Topology, groups [][]int32, nvls bool, count []int32) []i
 type symAnalysis struct {
 	in       *flowset.Set
 	r        *route.Router
+	rules    SymmetryRules
 	closed   []bool    // per server: its NVSwitches link only inside it
 	switches [][]int32 // per server: its NVSwitches
 	geom     map[int64]bool
@@ -253,14 +267,17 @@ func (a *symAnalysis) check(groups [][]int32) bool {
 	var first [][]hopKind // group 0's hops, by pair
 	clear(a.mark)
 	clear(a.owner)
+	used := map[int32]bool{}
 	for gi, g := range groups {
 		if len(g) != m {
 			return false
 		}
 		s := t.Nodes[g[0]].Server
-		if s < 0 || !a.closed[s] || len(a.switches[s]) != len(a.switches[t.Nodes[groups[0][0]].Server]) {
+		if s < 0 || !a.closed[s] || len(a.switches[s]) != len(a.switches[t.Nodes[groups[0][0]].Server]) ||
+			(a.rules.WholeServers && used[s]) {
 			return false
 		}
+		used[s] = true
 		for _, rank := range g {
 			if int(rank) >= t.GPUs || t.Nodes[rank].Server != s || a.mark[rank] != 0 {
 				return false
@@ -290,7 +307,7 @@ func (a *symAnalysis) check(groups [][]int32) bool {
 						(a.mark[l.A] != int32(gi+1) && a.mark[l.B] != int32(gi+1)) {
 						return false // leaves the server, or touches no GPU of the group
 					}
-					if o := a.owner[dl]; o != 0 && o != int32(gi+1) {
+					if o := a.owner[dl]; (o != 0 && o != int32(gi+1)) || (a.rules.LinkOK != nil && !a.rules.LinkOK(dl)) {
 						return false
 					}
 					a.owner[dl] = int32(gi + 1)

@@ -59,13 +59,13 @@ func symSet(t *testing.T, tp *topo.Topology, tpGroups [][]int32, colls []symColl
 	return in
 }
 
-func marks(t *testing.T, in *flowset.Set) []bool {
+func marks(t *testing.T, in *flowset.Set, rules ...SymmetryRules) []bool {
 	t.Helper()
 	r, err := route.New(in.Topology)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := FindSymmetry(in, r)
+	s := FindSymmetry(in, r, append(rules, SymmetryRules{})[0])
 	out := make([]bool, in.DAG.Len())
 	n := 0
 	for i := range out {
@@ -133,5 +133,23 @@ func TestFindSymmetry(t *testing.T) {
 	}
 	if got := marks(t, symSet(t, slow, servers, ordered)); got[0] || got[1] || got[3] {
 		t.Errorf("unequal servers: marks %v", got)
+	}
+
+	// A model's own rules: a link it cannot mirror (one with random loss,
+	// say), and two groups sharing a server's NVSwitch when it models the
+	// switch's buffer.
+	if tp.Links[0].Kind != stream.LinkNVLink || tp.Nodes[tp.Links[0].A].Server != 0 {
+		t.Fatalf("link 0 is %s, not an NVLink of server 0", tp.Links[0].Kind)
+	}
+	lossy := route.Directed(tp, 0, tp.Links[0].A)
+	if got := marks(t, symSet(t, tp, servers, ordered), SymmetryRules{LinkOK: func(d route.DirLink) bool { return d != lossy }}); got[0] || got[1] || got[3] {
+		t.Errorf("a lossy NVLink: marks %v", got)
+	}
+	halves := [][]int32{{0, 1, 2, 3}, {4, 5, 6, 7}}
+	if got := marks(t, symSet(t, tp, halves, ordered)); !got[0] {
+		t.Errorf("two groups in server 0, their own NVLinks: marks %v", got)
+	}
+	if got := marks(t, symSet(t, tp, halves, ordered), SymmetryRules{WholeServers: true}); got[0] || got[1] || got[3] {
+		t.Errorf("two groups in server 0 sharing its NVSwitch: marks %v", got)
 	}
 }

@@ -89,12 +89,26 @@ func (f *Flows) newStore(maxIndex int64) {
 }
 
 // Expanded is the number of flows COLL nodes were expanded into, the
-// most held at once (hidden joins included), and the bytes they carried.
-func (f *Flows) Expanded() (made, peak, bytes int64) {
+// most held at once (hidden joins included), and the bytes they carried;
+// of those, the flows and bytes groups standing for their siblings did not
+// run (Sim.NoSymmetry).
+func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 	if f.ex == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0, 0
 	}
-	return f.ex.Made(), f.ex.Peak(), f.ex.Bytes()
+	mirrored, mirroredBytes = f.ex.Mirrored()
+	return f.ex.Made() + mirrored, f.ex.Peak(), f.ex.Bytes() + mirroredBytes, mirrored, mirroredBytes
+}
+
+// symmetric reports whether this run may let a COLL node's first group
+// stand for its siblings (expand.FindSymmetry): a group alone on its
+// server's NVLinks and NVSwitch runs as its siblings do, event for event,
+// unless something couples the groups: a random draw on their links (loss,
+// ECN marking; FindSymmetry checks the links), or a run-wide mechanism
+// (monitors list every queue pair, the surrogate measures the whole
+// fabric, a failed link reroutes, per-packet routing).
+func (s *Sim) symmetric() bool {
+	return !s.NoSymmetry && s.mon == nil && s.sur == nil && len(s.cfg.LinkDown) == 0 && !s.fwding.perPacket()
 }
 
 // cover grows the run columns over the expanded flows' slots.
@@ -217,6 +231,12 @@ func (s *Sim) Run() error {
 	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
 		f.newStore(math.MaxInt32 >> s.pendShift)
+		if s.symmetric() {
+			f.ex.UseSymmetry(expand.FindSymmetry(f.set, s.r, expand.SymmetryRules{WholeServers: true, LinkOK: func(dl route.DirLink) bool {
+				p := &s.ports[dl]
+				return p.lossProb == 0 && !p.marks
+			}}))
+		}
 		n := f.n
 		f.End, f.Ideal, f.qpsLeft, f.rxLeft, f.txLeft, f.Sport = f.End[:n], f.Ideal[:n], f.qpsLeft[:n], f.rxLeft[:n], f.txLeft[:n], f.Sport[:n]
 	}

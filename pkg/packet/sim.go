@@ -218,6 +218,9 @@ type Sim struct {
 
 	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
 	SendLatPs int64
+	// NoSymmetry expands every sibling group of a COLL node, even those
+	// that would run exactly as the first (symmetric).
+	NoSymmetry bool
 	// Progress, if set, is called every million events.
 	Progress func(done, total int, nowPs int64)
 	// Loop, when set before Run, measures the event loop while the
