@@ -6,7 +6,9 @@
 // channel's flows are made a row at a time, the next row when the first
 // flow of the row before it starts (every dep of a row is in the row
 // before it), and a flow's slot is freed when it completes, so memory
-// follows the flows in flight, not the workload.
+// follows the flows in flight, not the workload. A COLL node whose
+// sibling groups would run exactly as its first (symmetry.go) may make the
+// first group's flows only.
 //
 // Expanded flows are indexed after the stream's: flow i >= Base() is slot
 // i - Base(). They write no trace rows; their COLL node's row spans them.

@@ -22,9 +22,11 @@ import (
 // ranks' numbers), released at the same instant (the node's), over links
 // of the same bandwidth and latency on unique routes (checked pair by
 // pair). They end together, and the first group's flows alone time the
-// node. A model whose rates on one group's links depend only on the flows
-// over them (the fluid model) may run only those: in AICB's GPT-13B on
-// 1024 GPUs, 116 M of the 120 M flows are in TP collectives of 128 groups.
+// node. A model in which nothing else couples the groups may run only
+// those: the fluid model (max-min rates on a group's links depend only on
+// the flows over them), the packet model under SymmetryRules. In AICB's
+// GPT-13B on 1024 GPUs, 116 M of the 120 M flows are in TP collectives of
+// 128 groups.
 
 // maxSymmetryBits bounds the ancestor sets FindSymmetry keeps (stream nodes
 // times nodes that move bytes inside a server, in bits); a larger stream
