@@ -196,12 +196,12 @@ func touched(t *stream.Topology, groups [][]int32, nvls bool, count []int32) []i
 	var out []int32
 	for _, g := range groups {
 		for _, rank := range g {
-			if s := t.Nodes[rank].Server; s >= 0 {
+			if s := server(t, rank); s >= 0 {
 				count[s]++
 			}
 		}
 		for _, rank := range g {
-			s := t.Nodes[rank].Server
+			s := server(t, rank)
 			if s >= 0 && count[s] > 0 {
 				if count[s] >= 2 || nvls {
 					out = append(out, s)
@@ -212,6 +212,15 @@ func touched(t *stream.Topology, groups [][]int32, nvls bool, count []int32) []i
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// server is GPU rank's server, -1 for no GPU of t (the expansion refuses
+// such a rank with an error).
+func server(t *stream.Topology, rank int32) int32 {
+	if rank < 0 || int(rank) >= t.GPUs {
+		return -1
+	}
+	return t.Nodes[rank].Server
 }
 
 type symAnalysis struct {
@@ -274,14 +283,14 @@ func (a *symAnalysis) check(groups [][]int32) bool {
 		if len(g) != m {
 			return false
 		}
-		s := t.Nodes[g[0]].Server
-		if s < 0 || !a.closed[s] || len(a.switches[s]) != len(a.switches[t.Nodes[groups[0][0]].Server]) ||
+		s := server(t, g[0])
+		if s < 0 || !a.closed[s] || len(a.switches[s]) != len(a.switches[server(t, groups[0][0])]) ||
 			(a.rules.WholeServers && used[s]) {
 			return false
 		}
 		used[s] = true
 		for _, rank := range g {
-			if int(rank) >= t.GPUs || t.Nodes[rank].Server != s || a.mark[rank] != 0 {
+			if server(t, rank) != s || a.mark[rank] != 0 {
 				return false
 			}
 			a.mark[rank] = int32(gi + 1)
