@@ -355,17 +355,17 @@ func TestExpandedCollectives(t *testing.T) {
 			emit(&stream.Flow{ID: 0, Collective: 0, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
 		})
 	oneLineError(t, run(t, bad, "flowsim-analytical", "--expand"), 1, "record", "field collective", "no cut record")
-	// Ranks that are no GPU of the topology, in a group with a sibling:
-	// the symmetry analysis, which reads them first, passes them on to
-	// the error rather than indexing the topology with them.
-	for _, ranks := range [][]int32{{0, 999}, {-1, 1}, {0, 16}} {
+	// Ranks that are no GPU of the topology (16 is an NVSwitch), or twice
+	// in a group: refused by the reader, before any model or analysis
+	// would route to them (the pricing used to warn and run on).
+	for _, ranks := range [][]int32{{0, 999}, {-1, 1}, {0, 16}, {3, 3}} {
 		bad := streamWithFlows(t, topo16, []stream.Group{{ID: 0, Type: "TP", Ranks: ranks, Siblings: []int64{1}}, {ID: 1, Type: "TP", Ranks: []int32{8, 9}}},
 			[]stream.Collective{{ID: 0, Op: "allreduce", Size: 1 << 20, Group: 0, Algorithm: "ring", Protocol: "simple", PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1}},
 			func(emit func(*stream.Flow)) {
 				emit(&stream.Flow{ID: 0, Collective: 0, Src: 0, Dst: 0, Size: 1 << 20, Channel: -1, ChunkCount: 1, ConnType: stream.ConnColl, DelayPs: 1e6})
 			})
-		for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
-			oneLineError(t, run(t, bad, prog, "--expand"), 1, "record", "field collective")
+		for _, args := range [][]string{{"flowsim-analytical", "--expand"}, {"flowsim-packet", "--expand"}, {"flowsim-analytical", "--model", "busbw"}} {
+			oneLineError(t, run(t, bad, args[0], args[1:]...), 1, "<stdin>: group 0: ranks[")
 		}
 	}
 }

@@ -297,7 +297,7 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 	if in.Topology == nil {
 		return nil, fmt.Errorf("%s: no topology record in the stream (pipe topogen's output in)", in.Name)
 	}
-	if err := in.checkSiblings(); err != nil {
+	if err := in.checkGroups(); err != nil {
 		return nil, err
 	}
 	d, err := b.Build()
@@ -332,19 +332,29 @@ func (in *Set) checkCollRecords() error {
 	return nil
 }
 
-// checkSiblings refuses a group whose siblings are not groups of its type
-// and size: a backend pricing the fabric would otherwise load it with ranks
-// that do not run the collective.
-func (in *Set) checkSiblings() error {
+// checkGroups refuses a group with a rank that is no GPU of the topology,
+// or twice in it (a backend would route to a switch or nowhere), or whose
+// siblings are not groups of its type and size (a backend pricing the
+// fabric would load it with ranks that do not run the collective).
+func (in *Set) checkGroups() error {
 	ids := make([]int64, 0, len(in.Groups))
-	for id, g := range in.Groups {
-		if len(g.Siblings) > 0 {
-			ids = append(ids, id)
-		}
+	for id := range in.Groups {
+		ids = append(ids, id)
 	}
 	slices.Sort(ids)
+	seen := map[int32]bool{}
 	for _, gid := range ids {
 		g := in.Groups[gid]
+		clear(seen)
+		for k, r := range g.Ranks {
+			switch {
+			case r < 0 || int(r) >= in.Topology.GPUs:
+				return fmt.Errorf("%s: group %d: ranks[%d]: %d is not a GPU of the topology (GPUs are 0..%d)", in.Name, g.ID, k, r, in.Topology.GPUs-1)
+			case seen[r]:
+				return fmt.Errorf("%s: group %d: ranks[%d]: rank %d is in the group twice", in.Name, g.ID, k, r)
+			}
+			seen[r] = true
+		}
 		for k, id := range g.Siblings {
 			s, ok := in.Groups[id]
 			switch {
