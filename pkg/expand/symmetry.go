@@ -125,7 +125,11 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 			if ranks > maxSymmetryRanks {
 				return nil
 			}
-			s = touched(t, groups, strings.Contains(strings.ToLower(rec.Algorithm), "nvls"), count)
+			// NVLS sends to the NVSwitch, PXN relays through another
+			// GPU of the sender's server: either may move bytes inside
+			// a server where the group has one rank.
+			algo := strings.ToLower(rec.Algorithm)
+			s = touched(t, groups, rec.PXN || strings.Contains(algo, "nvls") || strings.Contains(algo, "pxn"), count)
 		}
 		if len(s) > 0 {
 			u = append(u, i)
@@ -190,9 +194,9 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 
 // touched lists the servers in which a collective over groups may move
 // bytes between two of the server's nodes: those holding two ranks of a
-// group, or with NVLS one (its flows go to the NVSwitch). count is
-// scratch, a zero per server, left zero.
-func touched(t *stream.Topology, groups [][]int32, nvls bool, count []int32) []int32 {
+// group, or, when it relays (NVLS, PXN), every server of its ranks. count
+// is scratch, a zero per server, left zero.
+func touched(t *stream.Topology, groups [][]int32, relays bool, count []int32) []int32 {
 	var out []int32
 	for _, g := range groups {
 		for _, rank := range g {
@@ -203,7 +207,7 @@ func touched(t *stream.Topology, groups [][]int32, nvls bool, count []int32) []i
 		for _, rank := range g {
 			s := server(t, rank)
 			if s >= 0 && count[s] > 0 {
-				if count[s] >= 2 || nvls {
+				if count[s] >= 2 || relays {
 					out = append(out, s)
 				}
 				count[s] = 0

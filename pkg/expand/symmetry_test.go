@@ -17,6 +17,7 @@ type symColl struct {
 	group int64
 	algo  string
 	deps  []int64
+	pxn   bool
 }
 
 func symSet(t *testing.T, tp *topo.Topology, tpGroups [][]int32, colls []symColl) *flowset.Set {
@@ -39,7 +40,7 @@ func symSet(t *testing.T, tp *topo.Topology, tpGroups [][]int32, colls []symColl
 	}
 	for i, c := range colls {
 		w.Collective(&stream.Collective{ID: int64(i), Op: "allreduce", Size: 1 << 20, Group: c.group, Algorithm: c.algo,
-			Protocol: "simple", PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1})
+			Protocol: "simple", PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1, PXN: c.pxn})
 	}
 	for i, c := range colls {
 		w.Flow(&stream.Flow{ID: int64(i), Collective: int64(i), Src: 0, Dst: 0, Size: 1 << 20, Deps: c.deps, Channel: -1,
@@ -93,7 +94,7 @@ func TestFindSymmetry(t *testing.T) {
 	// TP, then TP and a DP AllReduce side by side, then TP after both:
 	// the DP one moves nothing inside a server, so the TP ones stay in
 	// order on every server.
-	ordered := []symColl{{0, "nvls", nil}, {0, "ring", []int64{0}}, {2, "ring", []int64{0}}, {0, "nvls", []int64{1, 2}}}
+	ordered := []symColl{{0, "nvls", nil, false}, {0, "ring", []int64{0}, false}, {2, "ring", []int64{0}, false}, {0, "nvls", []int64{1, 2}, false}}
 	for _, c := range []struct {
 		what   string
 		tp     *topo.Topology
@@ -104,7 +105,12 @@ func TestFindSymmetry(t *testing.T) {
 		{"TP groups in order", tp, servers, ordered, []bool{true, true, false, true}},
 		// The last TP node does not wait on the one before: they could
 		// overlap on the NVLinks, and no node of those servers is marked.
-		{"TP groups overlapping", tp, servers, []symColl{{0, "nvls", nil}, {0, "ring", []int64{0}}, {0, "ring", []int64{0}}}, []bool{false, false, false}},
+		{"TP groups overlapping", tp, servers, []symColl{{0, "nvls", nil, false}, {0, "ring", []int64{0}, false}, {0, "ring", []int64{0}, false}}, []bool{false, false, false}},
+		// The DP ring beside the second TP node relays through other GPUs
+		// of its servers (PXN), or its algorithm does: they could share
+		// the TP groups' NVLinks.
+		{"PXN beside TP", tp, servers, []symColl{{0, "nvls", nil, false}, {0, "ring", []int64{0}, false}, {2, "ring", []int64{0}, true}, {0, "nvls", []int64{1, 2}, false}}, make([]bool, 4)},
+		{"PXN AllToAll beside TP", tp, servers, []symColl{{0, "nvls", nil, false}, {0, "ring", []int64{0}, false}, {2, "pxn", []int64{0}, false}, {0, "nvls", []int64{1, 2}, false}}, make([]bool, 4)},
 		// Two NVSwitches: a pair's route depends on its flow's hash.
 		{"two NVSwitches", gen(topo.Params{Family: topo.SpectrumX, GPUs: 16, NVSwitchesPerServer: 2}), servers, ordered, make([]bool, 4)},
 		// A group across both servers (its pairs leave their server).
