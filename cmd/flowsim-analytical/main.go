@@ -21,7 +21,7 @@ type command struct {
 	Out      string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
 	Seed     uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
 	Expand   bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
-	Symmetry bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit alone on their own server's NVLinks (TP groups, one per server) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	Symmetry bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
 	SendLat  units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
 	Input    string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where the time goes at scale (go tool pprof).

@@ -134,8 +134,8 @@ type Result struct {
 	End        des.Time // when the last flow ended
 	Events     uint64   // events pushed on the queue
 	Recomputes uint64   // rate recomputations (one per instant with starts or finishes)
-	// Expanded COLL nodes (Options.Expand): the flows they ran, and the
-	// most held at once.
+	// Expanded COLL nodes (Options.Expand): the flows they were cut into,
+	// and the most held at once.
 	Expanded, PeakExpanded int64
 	// Of those, the flows sibling groups ran as their first group did,
 	// in SymmetricNodes COLL nodes: only the first group's were made.
@@ -292,7 +292,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.res.Flows = n
 	if e.ex != nil {
 		e.res.Mirrored, _ = e.ex.Mirrored()
-		e.res.Expanded, e.res.PeakExpanded = e.ex.Made()+e.res.Mirrored, e.ex.Peak()
+		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes

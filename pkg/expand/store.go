@@ -138,14 +138,13 @@ func (x *Store) Slots() int { return len(x.flows) }
 // flows on disjoint links do not interact may use it.
 func (x *Store) UseSymmetry(s *Symmetry) { x.sym = s }
 
-// Mirrored is the number of flows, and their bytes, that groups standing
-// for their siblings made on the siblings' behalf (not made: neither in
-// Made nor in Bytes).
+// Mirrored is the part of Made and Bytes that groups standing for their
+// siblings counted on the siblings' behalf, without making those flows.
 func (x *Store) Mirrored() (flows, bytes int64) { return x.mirrored, x.mirroredB }
 
-// Made is the number of flows expanded so far (hidden joins not counted);
-// Peak the most held at once (hidden joins counted); Bytes what the
-// transfers among them carry.
+// Made is the number of flows expanded so far (hidden joins not counted,
+// Mirrored counted); Peak the most held at once (hidden joins counted);
+// Bytes what the transfers among them carry.
 func (x *Store) Made() int64  { return x.total }
 func (x *Store) Bytes() int64 { return x.bytes }
 func (x *Store) Peak() int64  { return x.peak }
@@ -177,20 +176,28 @@ func (x *Store) Error(i int32, err error) error {
 	return x.in.FlowError(coll, "collective", fmt.Errorf("expanded flow %d of COLL node %d: %v", d.ID&(1<<32-1), x.in.DAG.ID(coll), err))
 }
 
-// groupsOf is a group's ranks, then its siblings'.
+// groupsOf is groupRanks, kept per group.
 func (x *Store) groupsOf(id int64) ([][]int32, error) {
 	if g, ok := x.groups[id]; ok {
 		return g, nil
 	}
-	g := x.in.Groups[id]
+	g, err := groupRanks(x.in, id)
+	if err == nil {
+		x.groups[id] = g
+	}
+	return g, err
+}
+
+// groupRanks is a group's ranks, then its siblings'.
+func groupRanks(in *flowset.Set, id int64) ([][]int32, error) {
+	g := in.Groups[id]
 	if g == nil {
 		return nil, fmt.Errorf("no group %d", id)
 	}
 	out := [][]int32{g.Ranks}
 	for _, s := range g.Siblings {
-		out = append(out, x.in.Groups[s].Ranks) // the reader checked they exist
+		out = append(out, in.Groups[s].Ranks) // the reader checked they exist
 	}
-	x.groups[id] = out
 	return out, nil
 }
 
@@ -248,7 +255,6 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		if t.Nodes[sf.Src].Server != set.server || t.Nodes[sf.Dst].Server != set.server {
 			return fmt.Errorf("flow %d leaves the server of the group standing for its siblings (an internal error: --no-symmetry expands every group)", sf.ID)
 		}
-		x.mirrored += int64(set.copies)
 	}
 	gpus := int32(t.GPUs)
 	d := &x.flows[slot]
@@ -310,10 +316,12 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		x.ready = append(x.ready, slot+x.base)
 	}
 	set.left++
-	x.total++
+	copies := int64(set.copies)
+	x.total += 1 + copies
+	x.mirrored += copies
 	if d.Kind == flowset.Transfer {
-		x.bytes += d.Size
-		x.mirroredB += int64(set.copies) * d.Size
+		x.bytes += (1 + copies) * d.Size
+		x.mirroredB += copies * d.Size
 	}
 	x.inFlight++
 	x.peak = max(x.peak, x.inFlight)

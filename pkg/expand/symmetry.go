@@ -118,7 +118,7 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 			}
 		case flowset.Coll:
 			rec := in.Collectives[f.Coll]
-			groups := a.groups(rec.Group)
+			groups, _ := groupRanks(in, rec.Group) // none: the expansion's error
 			for _, g := range groups {
 				ranks += len(g)
 			}
@@ -239,21 +239,6 @@ type symAnalysis struct {
 	buf      []route.DirLink
 }
 
-// groups is a group's ranks, then its siblings'.
-func (a *symAnalysis) groups(id int64) [][]int32 {
-	g := a.in.Groups[id]
-	if g == nil {
-		return nil
-	}
-	out := [][]int32{g.Ranks}
-	for _, s := range g.Siblings {
-		if sg := a.in.Groups[s]; sg != nil {
-			out = append(out, sg.Ranks)
-		}
-	}
-	return out
-}
-
 type hopKind struct {
 	bw  float64
 	lat int64
@@ -268,7 +253,8 @@ func (a *symAnalysis) alike(id int64) bool {
 	if ok, done := a.geom[id]; done {
 		return ok
 	}
-	ok := a.check(a.groups(id))
+	groups, _ := groupRanks(a.in, id)
+	ok := a.check(groups)
 	a.geom[id] = ok
 	return ok
 }

@@ -115,8 +115,8 @@ func TestFindSymmetry(t *testing.T) {
 		{"two NVSwitches", gen(topo.Params{Family: topo.SpectrumX, GPUs: 16, NVSwitchesPerServer: 2}), servers, ordered, make([]bool, 4)},
 		// A group across both servers (its pairs leave their server).
 		{"groups across servers", tp, [][]int32{{0, 1, 2, 3, 8, 9, 10, 11}, {4, 5, 6, 7, 12, 13, 14, 15}}, ordered, make([]bool, 4)},
-		// Unequal groups' sizes within a server is not one server each,
-		// but ranks listed in another order is the same group.
+		// Ranks listed in another order: the same links, position by
+		// position.
 		{"ranks reordered", tp, [][]int32{{0, 1, 2, 3, 4, 5, 6, 7}, {15, 14, 13, 12, 11, 10, 9, 8}}, ordered, []bool{true, true, false, true}},
 	} {
 		got := marks(t, symSet(t, c.tp, c.groups, c.colls))

@@ -97,7 +97,7 @@ func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 		return 0, 0, 0, 0, 0
 	}
 	mirrored, mirroredBytes = f.ex.Mirrored()
-	return f.ex.Made() + mirrored, f.ex.Peak(), f.ex.Bytes() + mirroredBytes, mirrored, mirroredBytes
+	return f.ex.Made(), f.ex.Peak(), f.ex.Bytes(), mirrored, mirroredBytes
 }
 
 // symmetric reports whether this run may let a COLL node's first group
