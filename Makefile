@@ -6,7 +6,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 3s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit fuzz e2e bench demo interop slurm-check lint clean nccl-tests
+.PHONY: all build test unit race fuzz e2e bench demo interop slurm-check lint clean nccl-tests
 
 all: build
 
@@ -19,9 +19,16 @@ build:
 test: build
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory interop
 	@$(MAKE) --no-print-directory slurm-check
+
+## race: the partitioned packet loop's tests under the race detector
+## (its parts share the flows' columns and the DAG across goroutines)
+race:
+	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ]; then $(GO) test -count=1 -race -run 'Partition' ./pkg/packet/; \
+	else echo "race: skipped: the race detector needs cgo (CGO_ENABLED=0)"; fi
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tests/fuzz.sh

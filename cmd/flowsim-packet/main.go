@@ -41,6 +41,8 @@ type command struct {
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand, a COLL node whose sibling groups each sit alone in their own server (TP groups, one per server), on NVLink routes that leave no choice, runs its first group only, which ends when they all would: exact (the same events, group for group), and most of a TP-heavy iteration's packets. Off with monitors, --surrogate, LINK_DOWN, per-packet routing or loss on NVLink. --no-symmetry runs every group."`
+	Partitions int            `placeholder:"N" help:"Cut the fabric into N parts along whole servers, each with its own event loop, run in windows as long as the shortest link between two parts (a conservative parallel simulation). Default: --threads. Ties between simultaneous events and the random streams are per part, so the trace depends on N, and never on --threads: --partitions 2 --threads 1 runs the same schedule on one core. Flow-level streams under TRANSPORT roce and ECMP, without --expand, monitors, --surrogate, LINK_DOWN or HPCC; every dependency must be released where its dependant starts (rings are)."`
+	Threads    int            `default:"1" placeholder:"N" help:"Goroutines running the parts of --partitions at once (at most one per part)."`
 	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
@@ -158,6 +160,19 @@ func (c *command) run() error {
 	}
 	sim.SendLatPs = sendLat
 	sim.NoSymmetry = !c.Symmetry
+	if c.Threads < 1 {
+		return cli.Usagef("--threads %d: at least 1", c.Threads)
+	}
+	if c.Partitions == 0 {
+		c.Partitions = c.Threads
+	}
+	if c.Partitions < 1 {
+		return cli.Usagef("--partitions %d: at least 1", c.Partitions)
+	}
+	if c.Threads > c.Partitions {
+		return cli.Usagef("--threads %d: more than the %d parts of --partitions", c.Threads, c.Partitions)
+	}
+	sim.Partitions, sim.Threads = c.Partitions, c.Threads
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
@@ -336,6 +351,9 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	params := cfg.Describe()
 	params["seed"] = c.Seed
 	params["expand"] = c.Expand
+	if c.Partitions > 1 {
+		params["partitions"] = c.Partitions
+	}
 	if c.Surrogate != "" {
 		params["surrogate"] = c.Surrogate
 		params["surrogate_lite"] = c.Lite

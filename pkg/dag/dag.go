@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 
 	"github.com/fabricsim/fabricsim/internal/grow"
 )
@@ -108,7 +109,9 @@ type DAG struct {
 	waiting []int32 // deps not yet done, per flow; -1 once the flow is done
 	ready   []int32 // initial ready set
 	early   []bool  // per successor edge: released by ReleaseEarly
-	nDone   int
+	// nDone is atomic: a partitioned simulation completes flows from
+	// several goroutines (each flow's own state is touched by one at a time).
+	nDone atomic.Int64
 }
 
 // idIndex maps ids to indexes: identity when ids are 0..N-1 in order, a
@@ -292,8 +295,17 @@ func (d *DAG) Reset() {
 	for i := range d.waiting {
 		d.waiting[i] = d.depOff[i+1] - d.depOff[i]
 	}
-	d.nDone = 0
+	d.nDone.Store(0)
 	clear(d.early)
+}
+
+// PrepareEarly allocates ReleaseEarly's per-edge state now, so that
+// goroutines releasing different flows' dependants never allocate it at
+// once.
+func (d *DAG) PrepareEarly() {
+	if d.early == nil {
+		d.early = make([]bool, len(d.succ))
+	}
 }
 
 // Len is the number of flows.
@@ -324,7 +336,7 @@ func (d *DAG) Complete(i int32, out []int32) []int32 {
 		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ID(i)))
 	}
 	d.waiting[i] = -1
-	d.nDone++
+	d.nDone.Add(1)
 	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
 		if d.early != nil && d.early[k] {
 			continue // released already by ReleaseEarly
@@ -346,9 +358,7 @@ func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 	if d.waiting[i] != 0 {
 		panic(fmt.Sprintf("dag: flow %d released before it started or after it completed", d.ID(i)))
 	}
-	if d.early == nil {
-		d.early = make([]bool, len(d.succ))
-	}
+	d.PrepareEarly()
 	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
 		s := d.succ[k]
 		if d.early[k] || !keep(s) {
@@ -366,7 +376,7 @@ func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 func (d *DAG) Dependants(i int32) int { return int(d.succOff[i+1] - d.succOff[i]) }
 
 // Done is the number of flows completed.
-func (d *DAG) Done() int { return d.nDone }
+func (d *DAG) Done() int { return int(d.nDone.Load()) }
 
 // IsDone reports whether flow i completed.
 func (d *DAG) IsDone(i int32) bool { return d.waiting[i] < 0 }

@@ -223,29 +223,60 @@ func (c *Calendar) Pop() Event {
 				return c.popFar()
 			}
 		}
-		e := *top
-		c.cur = b
-		c.inWheel--
-		i := b & c.mask
-		h := c.buckets[i]
-		if c.head < len(h) && top == &h[c.head] {
-			c.head++
-		} else {
-			c.late = heapPop(c.late)
-		}
-		if c.head == len(h) && len(c.late) == 0 {
-			c.bits[i>>6] &^= 1 << (i & 63)
-			if cap(h) > keepCap {
-				c.release(h)
-				c.buckets[i] = nil
-			} else {
-				c.buckets[i] = h[:0]
-			}
-			c.active = -1
-		}
-		return e
+		return c.take(b, top)
 	}
 	return c.popFar()
+}
+
+// PopBefore removes and returns the earliest event if it is before end;
+// ok is false when there is none (a window of a partitioned simulation
+// is over).
+func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
+	if c.inWheel > 0 {
+		b := c.nextBucket()
+		top := c.first(b)
+		if c.far.Len() > 0 {
+			if f := &c.far.h[0]; less(f, top) {
+				if f.At >= end {
+					return Event{}, false
+				}
+				return c.popFar(), true
+			}
+		}
+		if top.At >= end {
+			return Event{}, false
+		}
+		return c.take(b, top), true
+	}
+	if c.far.Len() == 0 || c.far.h[0].At >= end {
+		return Event{}, false
+	}
+	return c.popFar(), true
+}
+
+// take pops top, the next event of the wheel, in bucket b.
+func (c *Calendar) take(b int64, top *Event) Event {
+	e := *top
+	c.cur = b
+	c.inWheel--
+	i := b & c.mask
+	h := c.buckets[i]
+	if c.head < len(h) && top == &h[c.head] {
+		c.head++
+	} else {
+		c.late = heapPop(c.late)
+	}
+	if c.head == len(h) && len(c.late) == 0 {
+		c.bits[i>>6] &^= 1 << (i & 63)
+		if cap(h) > keepCap {
+			c.release(h)
+			c.buckets[i] = nil
+		} else {
+			c.buckets[i] = h[:0]
+		}
+		c.active = -1
+	}
+	return e
 }
 
 func (c *Calendar) popFar() Event {

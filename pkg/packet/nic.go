@@ -64,6 +64,9 @@ func (s *Sim) allocQP() int32 {
 	s.fwding.addQP()
 	s.tp.addQP()
 	s.epoch = grow.Append(s.epoch, 0)
+	if s.part != nil {
+		s.shadowOf = append(s.shadowOf, qpKey{qp: -1})
+	}
 	for range 2 * s.pathW {
 		s.paths = grow.Append(s.paths, 0)
 	}

@@ -224,8 +224,44 @@ func (f *Flows) delay(i int32) int64 {
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
 func (s *Sim) Run() error {
-	// The flows' run state starts afresh, so a second simulation of the
-	// same flows (another Sim) runs as the first did.
+	if s.Partitions > 1 {
+		return s.runPartitioned()
+	}
+	s.prepare()
+	if err := s.begin(); err != nil {
+		return err
+	}
+	stop := s.cfg.StopPs
+	for s.q.Len() > 0 {
+		ev := s.q.Pop()
+		if stop > 0 && int64(ev.At) > stop {
+			s.now = stop // the horizon was reached, not merely the last event
+			break
+		}
+		s.now = int64(ev.At)
+		if s.Loop != nil && s.now >= s.Loop.next {
+			s.Loop.cross(s.now, s.Stats.Events)
+		}
+		s.Stats.Events++
+		if err := s.handle(ev); err != nil {
+			return err
+		}
+		if s.stalled != nil {
+			break
+		}
+		if s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
+			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), s.now)
+		}
+	}
+	if s.Loop != nil {
+		s.Loop.cross(maxTime, s.Stats.Events) // a run that ends inside the window
+	}
+	return s.finish()
+}
+
+// prepare starts the flows' run state afresh, so that a second
+// simulation of the same flows (another Sim) runs as the first did.
+func (s *Sim) prepare() {
 	f := s.flows
 	f.DAG.Reset()
 	if f.expanding() {
@@ -251,14 +287,25 @@ func (s *Sim) Run() error {
 	clear(f.txLeft)
 	clear(f.Sport)
 	f.Failed = nil
+}
+
+// begin starts the flows ready at time 0 (under partitions, those whose
+// source is this partition's) and puts the delay nodes among them in the
+// calendar.
+func (s *Sim) begin() error {
 	if s.mon != nil {
 		s.mon.start(s)
 	}
 	s.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
-	s.work = append(s.work[:0], s.flows.DAG.Ready()...)
+	s.work = s.work[:0]
+	for _, i := range s.flows.DAG.Ready() {
+		if s.part == nil || s.home(i) == s.me {
+			s.work = append(s.work, i)
+		}
+	}
 	delays := 0
 	for _, i := range s.work {
-		if f.delay(i) > 0 {
+		if s.flows.delay(i) > 0 {
 			delays++
 		}
 	}
@@ -272,107 +319,94 @@ func (s *Sim) Run() error {
 		return err
 	}
 	s.queueStarts()
-	stop := s.cfg.StopPs
-	for s.q.Len() > 0 {
-		ev := s.q.Pop()
-		if stop > 0 && int64(ev.At) > stop {
-			s.now = stop // the horizon was reached, not merely the last event
-			break
-		}
-		s.now = int64(ev.At)
-		if s.Loop != nil && s.now >= s.Loop.next {
-			s.Loop.cross(s.now, s.Stats.Events)
-		}
-		s.Stats.Events++
-		// Touch the next arrival's packet now: at 1024 GPUs packets and
-		// ports are no longer in cache, and the load overlaps this
-		// event's work instead of stalling the next one.
-		if k, t, ok := s.q.PeekNear(); ok {
-			switch k {
-			case evArrive:
-				prefetch.Line(unsafe.Pointer(&s.pkts[t]))
-			case evTxDone:
-				prefetch.Line(unsafe.Pointer(&s.ports[t]))
-			}
-		}
-		if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
-			s.sur.held = append(s.sur.held, ev)
-			continue
-		}
-		switch ev.Kind {
+	return nil
+}
+
+// handle runs one event, then the flows it released.
+func (s *Sim) handle(ev des.Event) error {
+	// Touch the next arrival's packet now: at 1024 GPUs packets and
+	// ports are no longer in cache, and the load overlaps this event's
+	// work instead of stalling the next one.
+	if k, t, ok := s.q.PeekNear(); ok {
+		switch k {
 		case evArrive:
-			s.arrive(ev.Target)
+			prefetch.Line(unsafe.Pointer(&s.pkts[t]))
 		case evTxDone:
-			if p := &s.ports[ev.Target]; p.txDoneAt == s.now {
-				p.txDoneAt = 0
-				s.tryTx(ev.Target)
-			}
-		case evWake:
-			p := &s.ports[ev.Target]
-			if p.wakeAt == s.now {
-				p.wakeAt = 0
-			}
+			prefetch.Line(unsafe.Pointer(&s.ports[t]))
+		}
+	}
+	if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
+		s.sur.held = append(s.sur.held, ev)
+		return nil
+	}
+	switch ev.Kind {
+	case evArrive:
+		s.arrive(ev.Target)
+	case evTxDone:
+		if p := &s.ports[ev.Target]; p.txDoneAt == s.now {
+			p.txDoneAt = 0
 			s.tryTx(ev.Target)
-		case evPFC:
-			s.onPFC(ev.Target, ev.Arg)
-		case evCCTimer:
-			s.onCCTimer(ev.Target, ev.Arg)
-		case evRTO:
-			s.onRTO(ev.Target, ev.Arg)
-		case evRTOFIFO:
-			s.onRTO(s.popRTO())
-		case evDelayDone:
-			s.finishFlow(ev.Target)
-		case evStart:
-			s.finishFlow(s.popStart())
-		case evMonitor:
-			s.mon.sample(s, ev.Arg)
-		case evLinkDown:
-			if err := s.linkDown(ev.Target); err != nil {
-				return err
-			}
-		case evPFCRefresh:
-			s.refreshPause(ev.Target)
-		case evSurrogate:
-			if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
-				return err
-			}
-		case evBypass:
-			s.onBypass(ev.Target, ev.Arg == 1)
-		case evFlowSent:
-			s.sent(ev.Target)
-		case evFlowRecv:
-			s.received(ev.Target)
-		case evSurrogateSample:
-			if err := s.surrogateSample(); err != nil {
-				return err
-			}
-		case evBacklogSample:
-			s.backlogSample(ev.Arg)
-		case evSend:
-			if err := s.openQPs(ev.Target, false); err != nil {
-				return err
-			}
-		case evStepLat:
-			if err := s.openQPs(s.popStepLat(ev.Target), true); err != nil {
-				return err
-			}
 		}
-		if len(s.work) > 0 {
-			if err := s.drain(); err != nil {
-				return err
-			}
+	case evWake:
+		p := &s.ports[ev.Target]
+		if p.wakeAt == s.now {
+			p.wakeAt = 0
 		}
-		if s.stalled != nil {
-			break
+		s.tryTx(ev.Target)
+	case evPFC:
+		s.onPFC(ev.Target, ev.Arg)
+	case evCCTimer:
+		s.onCCTimer(ev.Target, ev.Arg)
+	case evRTO:
+		s.onRTO(ev.Target, ev.Arg)
+	case evRTOFIFO:
+		s.onRTO(s.popRTO())
+	case evDelayDone:
+		s.finishFlow(ev.Target)
+	case evStart:
+		s.finishFlow(s.popStart())
+	case evMonitor:
+		s.mon.sample(s, ev.Arg)
+	case evLinkDown:
+		if err := s.linkDown(ev.Target); err != nil {
+			return err
 		}
-		if s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
-			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), s.now)
+	case evPFCRefresh:
+		s.refreshPause(ev.Target)
+	case evSurrogate:
+		if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
+			return err
+		}
+	case evBypass:
+		s.onBypass(ev.Target, ev.Arg == 1)
+	case evFlowSent:
+		s.sent(ev.Target)
+	case evFlowRecv:
+		s.received(ev.Target)
+	case evSurrogateSample:
+		if err := s.surrogateSample(); err != nil {
+			return err
+		}
+	case evBacklogSample:
+		s.backlogSample(ev.Arg)
+	case evSend:
+		if err := s.openQPs(ev.Target, false); err != nil {
+			return err
+		}
+	case evStepLat:
+		if err := s.openQPs(s.popStepLat(ev.Target), true); err != nil {
+			return err
 		}
 	}
-	if s.Loop != nil {
-		s.Loop.cross(maxTime, s.Stats.Events) // a run that ends inside the window
+	if len(s.work) > 0 {
+		return s.drain()
 	}
+	return nil
+}
+
+// finish ends a run: the simulated time, and what stopped it early.
+func (s *Sim) finish() error {
+	stop := s.cfg.StopPs
 	s.Stats.SimPs = s.now
 	if d := s.flows.DAG; s.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,

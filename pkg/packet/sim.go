@@ -138,6 +138,8 @@ type Sim struct {
 	// refreshed long after it means nothing can move again (deadlock).
 	lastMove int64
 	stalled  *Incomplete
+	// err is what stopped this part's window (partition.go).
+	err error
 	// Warnings are configuration problems the run works around.
 	Warnings []string
 	// SurrogateSwitches are the surrogate's openings and closings, in
@@ -226,6 +228,29 @@ type Sim struct {
 	// Loop, when set before Run, measures the event loop while the
 	// simulated time is within its window.
 	Loop *LoopWindow
+
+	// Partitions, when over 1, splits the fabric into that many parts,
+	// each with its own event loop, run in step windows as long as the
+	// shortest link between two parts (partition.go); Threads of them run
+	// at once. The trace depends on Partitions, never on Threads.
+	Partitions, Threads int
+	// Under partitions: which part each node is in, this Sim's, and the
+	// others (partition.go).
+	part  *partitioning
+	me    uint8
+	peers []*Sim
+	// What this part sends each other part, in the window of parity par
+	// (read by the receiver in the next window, while this one fills the
+	// other), and the earliest of it.
+	out     [2][][]crossing
+	par     int
+	sentMin int64
+	// The queue pairs of other parts whose packets cross this one: their
+	// shadow slots by key, the latest by part and slot there, and each
+	// slot's key (qp -1: a pair of this part's).
+	shadows  map[qpKey]int32
+	latest   [][]shadowRef
+	shadowOf []qpKey
 }
 
 // maxLinkLatency keeps every time sum far from int64's end (1 s of
@@ -445,9 +470,12 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	}
 	p.busyUntil = s.now + tx
 	p.txBytes += int64(pkt.wire)
-	if bypass {
+	switch {
+	case bypass:
 		s.bypass(pi, tx)
-	} else {
+	case s.part != nil && s.part.of[p.to] != s.me:
+		s.sendAway(pi, s.now+tx+p.lat, p.to)
+	default:
 		s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
 	}
 	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
@@ -661,7 +689,11 @@ func (s *Sim) sendPFC(dl int32, q int, pause bool) {
 		arg |= 1
 		s.Stats.Pauses++
 	}
-	s.q.Push(des.Time(s.now+s.ports[dl].lat), evPFC, dl, arg)
+	if up := s.ports[dl].from; s.part != nil && s.part.of[up] != s.me {
+		s.post(up, crossing{at: s.now + s.ports[dl].lat, kind: evPFC, target: dl, arg: arg})
+	} else {
+		s.q.Push(des.Time(s.now+s.ports[dl].lat), evPFC, dl, arg)
+	}
 	if s.mon != nil {
 		mq := q
 		if q == portPFC {

@@ -1,0 +1,538 @@
+package packet
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// The partitioned event loop (Sim.Partitions > 1): a conservative
+// parallel simulation. The fabric is cut into parts along whole servers;
+// each part is a Sim of its own with its own calendar, packet pool, queue
+// pairs and random stream, and owns the ports leaving its nodes, its
+// switches' buffers and the flows whose source is one of its GPUs. A packet
+// put on a link into another part, or a PFC frame sent up one, reaches it
+// no sooner than that link's latency later, so every part may run a window
+// as long as the shortest link between two parts (the lookahead) without
+// hearing from the others; between windows the parts swap what crossed, in
+// a fixed order. Neither the windows nor that order depend on how many
+// goroutines run the parts (Threads), so neither do the results.
+//
+// A queue pair lives in its source's part. Its packets, once in another
+// part, refer there to a shadow slot: a copy of the pair's paths, size,
+// flow and base RTT, which the receiver's state (the next byte expected,
+// NACK pacing) lives in when the receiver is in that part. A packet
+// entering its pair's own part is its pair's again, checked against the
+// slot's epoch as every packet is at every hop.
+//
+// Dependencies must be released where their dependants start (checked
+// before the run): a ring's next step starts at the GPU that received the
+// previous one, which is where the receive completion happens; a flow
+// waiting on another GPU's send would need a message with no lookahead.
+
+// partitioning assigns every node to a part.
+type partitioning struct {
+	of        []uint8 // part of each node
+	n         int
+	lookahead int64 // ps: the shortest link between two parts
+}
+
+// maxPartitions bounds Partitions (a part is a uint8).
+const maxPartitions = 64
+
+// newPartitioning cuts t into n parts: servers in n contiguous blocks (a
+// server's GPUs and NVSwitches stay together, so the cut never crosses
+// an NVLink), then each network switch, tier by tier, into the part most
+// of its already placed neighbours are in; a switch whose neighbours
+// spread evenly (a spine) goes to the part with the fewest switches of
+// its tier so far.
+func newPartitioning(t *topo.Topology, n int) (*partitioning, error) {
+	if n < 2 || n > maxPartitions {
+		return nil, fmt.Errorf("partitions: %d is outside 2 to %d", n, maxPartitions)
+	}
+	servers := int32(0)
+	for _, v := range t.Nodes {
+		servers = max(servers, v.Server+1)
+	}
+	if int(servers) < n {
+		return nil, fmt.Errorf("partitions: %d parts but the topology has %d servers (a part holds whole servers)", n, servers)
+	}
+	pt := &partitioning{of: make([]uint8, len(t.Nodes)), n: n}
+	placed := make([]bool, len(t.Nodes))
+	var switches []int32
+	for i, v := range t.Nodes {
+		if v.Server >= 0 {
+			pt.of[i] = uint8(int64(v.Server) * int64(n) / int64(servers))
+			placed[i] = true
+		} else {
+			switches = append(switches, int32(i))
+		}
+	}
+	slices.SortStableFunc(switches, func(a, b int32) int { return int(t.Nodes[a].Tier) - int(t.Nodes[b].Tier) })
+	adj := topo.BuildAdjacency(t)
+	perTier := map[int8][]int{}
+	for _, v := range switches {
+		count := make([]int, n)
+		for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
+			l := &t.Links[li]
+			w := l.A
+			if w == v {
+				w = l.B
+			}
+			if placed[w] {
+				count[pt.of[w]]++
+			}
+		}
+		tier := t.Nodes[v].Tier
+		if perTier[tier] == nil {
+			perTier[tier] = make([]int, n)
+		}
+		seen := perTier[tier]
+		best := 0
+		for k := 1; k < n; k++ {
+			if count[k] > count[best] || (count[k] == count[best] && seen[k] < seen[best]) {
+				best = k
+			}
+		}
+		pt.of[v], placed[v] = uint8(best), true
+		seen[best]++
+	}
+	pt.lookahead = maxTime
+	for li, l := range t.Links {
+		if pt.of[l.A] == pt.of[l.B] {
+			continue
+		}
+		if l.LatencyPs <= 0 {
+			return nil, fmt.Errorf("partitions: links[%d] (%d-%d) joins two parts with no latency: a part could not run ahead of the other at all", li, l.A, l.B)
+		}
+		pt.lookahead = min(pt.lookahead, l.LatencyPs)
+	}
+	return pt, nil
+}
+
+// qpKey names a queue pair across parts: its source's part, its slot
+// there and the slot's epoch when the pair was opened.
+type qpKey struct {
+	part uint8
+	qp   int32
+	ep   int32
+}
+
+// crossing is a packet (evArrive) or a PFC frame (evPFC) for another
+// part, at its arrival time there. A packet carries what the receiving
+// part needs to make its pair's shadow slot.
+type crossing struct {
+	at     int64
+	arg    int64 // evPFC's
+	size   int64 // the pair's bytes
+	rtt    int64 // the pair's base RTT (go-back-N's NACK pacing)
+	target int32 // evPFC's port
+	flow   int32
+	kind   uint16
+	home   qpKey
+	pkt    packet
+	fwdLen uint8
+	revLen uint8
+	fwd    [maxPath]route.DirLink
+	rev    [maxPath]route.DirLink
+}
+
+// home is the part a flow starts in: its source's (a join without one:
+// the first part).
+func (s *Sim) home(i int32) uint8 {
+	if v := s.flows.src(i); v >= 0 && int(v) < len(s.part.of) {
+		return s.part.of[v]
+	}
+	return 0
+}
+
+// post queues c for the part node v is in.
+func (s *Sim) post(v int32, c crossing) {
+	box := &s.out[s.par][s.part.of[v]]
+	*box = append(*box, c)
+	s.sentMin = min(s.sentMin, c.at)
+}
+
+// sendAway hands packet pi, put on a link to node v of another part, to
+// that part, arriving at time at.
+func (s *Sim) sendAway(pi int32, at int64, v int32) {
+	pkt := &s.pkts[pi]
+	qi := pkt.qp
+	home := s.shadowOf[qi]
+	if home.qp < 0 {
+		if pkt.ep != s.epoch[qi] {
+			// Its pair finished and the slot was reused while it waited
+			// in a queue: it is stale, as the next hop would find.
+			s.stale(pi)
+			return
+		}
+		home = qpKey{part: s.me, qp: qi, ep: pkt.ep}
+	}
+	box := &s.out[s.par][s.part.of[v]]
+	if len(*box) < cap(*box) {
+		*box = (*box)[:len(*box)+1]
+	} else {
+		*box = append(*box, crossing{})
+	}
+	c := &(*box)[len(*box)-1]
+	q := &s.qps[qi]
+	c.at, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
+	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
+	c.revLen = uint8(copy(c.rev[:], s.path(2*qi+1)))
+	s.sentMin = min(s.sentMin, at)
+	s.freePacket(pi)
+}
+
+// takeIn puts what another part sent in this part's calendar.
+func (s *Sim) takeIn(c *crossing) {
+	if c.kind == evPFC {
+		s.q.Push(des.Time(c.at), evPFC, c.target, c.arg)
+		return
+	}
+	pi := s.newPacket()
+	pkt := &s.pkts[pi]
+	*pkt = c.pkt
+	dir := c.pkt.path & 1
+	if c.home.part == s.me {
+		pkt.qp, pkt.ep = c.home.qp, c.home.ep
+	} else {
+		sh := s.shadow(c)
+		pkt.qp, pkt.ep = sh, s.epoch[sh]
+	}
+	pkt.path = 2*pkt.qp + dir
+	s.q.Push(des.Time(c.at), evArrive, pi, 0)
+}
+
+// shadowRef is the shadow slot of the latest queue pair of a slot of
+// another part, plus one (0: none yet).
+type shadowRef struct {
+	ep, sh int32
+}
+
+// shadow is the slot standing for c's queue pair in this part, made on
+// its first packet here. Shadows stay: a late duplicate may still come.
+// The latest pair of each slot of another part is found by index; older
+// ones, rarer, through the map.
+func (s *Sim) shadow(c *crossing) int32 {
+	k := c.home
+	refs := s.latest[k.part]
+	if int(k.qp) < len(refs) {
+		if r := refs[k.qp]; r.sh > 0 && r.ep == k.ep {
+			return r.sh - 1
+		}
+	} else {
+		refs = append(refs, make([]shadowRef, int(k.qp)+1-len(refs))...)
+		refs = refs[:cap(refs)]
+		s.latest[k.part] = refs
+	}
+	sh, ok := s.shadows[k]
+	if !ok {
+		sh = s.newShadow(c)
+	}
+	if r := &refs[k.qp]; r.sh == 0 || k.ep > r.ep {
+		*r = shadowRef{ep: k.ep, sh: sh + 1}
+	}
+	return sh
+}
+
+// newShadow makes c's queue pair's shadow slot.
+func (s *Sim) newShadow(c *crossing) int32 {
+	sh := s.allocQP()
+	s.epoch[sh]++
+	s.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
+	s.qps[sh].cc.BaseRTT = c.rtt
+	for d, p := range [2][]route.DirLink{c.fwd[:c.fwdLen], c.rev[:c.revLen]} {
+		if len(p) > s.pathW {
+			s.widenPaths(len(p))
+		}
+		copy(s.paths[int(2*sh+int32(d))*s.pathW:], p)
+		s.pathLen[2*sh+int32(d)] = uint8(len(p))
+	}
+	s.shadows[c.home] = sh
+	s.shadowOf[sh] = c.home
+	return sh
+}
+
+// partitionable says why this run cannot be partitioned, if it cannot.
+func (s *Sim) partitionable() error {
+	var why []string
+	if s.flows.expanding() {
+		why = append(why, "--expand")
+	}
+	if s.mon != nil {
+		why = append(why, "monitors")
+	}
+	if s.sur != nil {
+		why = append(why, "--surrogate")
+	}
+	if s.Loop != nil {
+		why = append(why, "--loop-window")
+	}
+	if len(s.cfg.LinkDown) > 0 {
+		why = append(why, "LINK_DOWN")
+	}
+	if s.fwding.perPacket() {
+		why = append(why, "ROUTING "+s.cfg.Routing.String())
+	}
+	if s.cfg.Transport != TransportRoCE {
+		why = append(why, "TRANSPORT "+s.cfg.Transport.String())
+	}
+	if s.usesINT {
+		why = append(why, "INT-based congestion control ("+s.alg.Name()+")")
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("partitions: not supported with %s; run with one partition", strings.Join(why, ", "))
+	}
+	return nil
+}
+
+// releasedIn is the part where flow p releases its dependant c: the
+// sender's when c sends from p's source (sent) or waits for p to complete
+// (its last ACK, or a delay's end), the receiver's when c sends from p's
+// destination (received), as sameSrc and fromDst decide.
+func (s *Sim) releasedIn(p, c int32) uint8 {
+	f := s.flows
+	if f.size(p) == 0 {
+		return s.home(p)
+	}
+	if f.src(c) == f.dst(p) {
+		return s.part.of[f.dst(p)]
+	}
+	return s.part.of[f.src(p)]
+}
+
+// checkReleases refuses a DAG with a dependency released in another part
+// than its dependant's: the release would reach it with no lookahead.
+func (s *Sim) checkReleases() error {
+	d := s.flows.DAG
+	for i := int32(0); int(i) < d.Len(); i++ {
+		for _, p := range d.Deps(i) {
+			if r, h := s.releasedIn(p, i), s.home(i); r != h {
+				return fmt.Errorf("partitions: flow %d (from node %d, part %d) waits on flow %d, which releases it in part %d (%d -> %d): a partitioned run needs every dependency released where its dependant starts; run with one partition",
+					d.ID(i), s.flows.src(i), h, d.ID(p), r, s.flows.src(p), s.flows.dst(p))
+			}
+		}
+	}
+	return nil
+}
+
+// runPartitioned is Run with Partitions parts (see the top of this file).
+func (s *Sim) runPartitioned() error {
+	if err := s.partitionable(); err != nil {
+		return err
+	}
+	pt, err := newPartitioning(s.t, s.Partitions)
+	if err != nil {
+		return err
+	}
+	sims := make([]*Sim, pt.n)
+	for k := range sims {
+		c := s
+		if k > 0 {
+			r, err := route.New(s.t)
+			if err != nil {
+				return err
+			}
+			if c, err = New(s.t, r, s.cfg, s.flows, s.seed); err != nil {
+				return err
+			}
+			c.SendLatPs = s.SendLatPs
+		}
+		c.part, c.me, c.peers = pt, uint8(k), sims
+		c.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
+		c.shadows, c.latest = map[qpKey]int32{}, make([][]shadowRef, pt.n)
+		c.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.qps))
+		// One random stream per part (RED marking, link errors).
+		c.rng = rand.New(rand.NewPCG(s.seed, 0x5eed5eed+uint64(k)))
+		sims[k] = c
+	}
+	if err := s.checkReleases(); err != nil {
+		return err
+	}
+	s.prepare()
+	s.flows.DAG.PrepareEarly()
+	for _, c := range sims {
+		if err := c.begin(); err != nil {
+			return err
+		}
+	}
+	crew := newCrew(sims, min(max(s.Threads, 1), pt.n))
+	defer crew.stop()
+	stop := s.cfg.StopPs
+	var events uint64
+	for w := 0; ; w++ {
+		// The next window starts at the earliest event anywhere, pending
+		// or sent in the last window.
+		next := int64(maxTime)
+		for _, c := range sims {
+			next = min(next, c.sentMin)
+			if c.q.Len() > 0 {
+				next = min(next, int64(c.q.PeekTime()))
+			}
+		}
+		if next == maxTime {
+			break
+		}
+		if stop > 0 && next > stop {
+			for _, c := range sims {
+				c.now = stop
+			}
+			break
+		}
+		end := next + pt.lookahead
+		if stop > 0 {
+			end = min(end, stop+1)
+		}
+		crew.run(end, w&1)
+		var total uint64
+		stalled := false
+		for _, c := range sims {
+			if c.err != nil {
+				return c.err // the first part's: the same whatever the threads
+			}
+			stalled = stalled || c.stalled != nil
+			total += c.Stats.Events
+		}
+		if stalled {
+			break
+		}
+		if s.Progress != nil && total>>20 != events>>20 {
+			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), next)
+		}
+		events = total
+	}
+	s.merge(sims)
+	return s.finish()
+}
+
+// runWindow takes in what the other parts sent in the last window (in
+// part order), then runs this part's events before end, sending in window
+// parity par.
+func (s *Sim) runWindow(end int64, par int) {
+	for _, src := range s.peers {
+		box := src.out[1-par][s.me]
+		for i := range box {
+			s.takeIn(&box[i])
+		}
+		src.out[1-par][s.me] = box[:0]
+	}
+	s.par, s.sentMin = par, maxTime
+	for {
+		ev, ok := s.q.PopBefore(des.Time(end))
+		if !ok {
+			return
+		}
+		s.now = int64(ev.At)
+		s.Stats.Events++
+		if s.err = s.handle(ev); s.err != nil || s.stalled != nil {
+			return
+		}
+	}
+}
+
+// crew runs the parts' windows on its threads: the caller's goroutine
+// runs parts 0, n, 2n..., each of the others its own share. Between
+// windows they spin on a counter rather than sleep: a window is tens of
+// microseconds, about what waking a sleeping thread takes.
+type crew struct {
+	sims    []*Sim
+	n       int
+	gen     atomic.Int64 // window number + 1, -1 to stop
+	done    atomic.Int64 // threads finished with the current window
+	end     int64
+	par     int
+	stopped sync.WaitGroup
+}
+
+func newCrew(sims []*Sim, threads int) *crew {
+	c := &crew{sims: sims, n: threads}
+	for t := 1; t < threads; t++ {
+		c.stopped.Add(1)
+		go c.work(t)
+	}
+	return c
+}
+
+func (c *crew) work(t int) {
+	defer c.stopped.Done()
+	seen := int64(0)
+	for {
+		g := spin(func() bool { return c.gen.Load() != seen }, &c.gen)
+		if g < 0 {
+			return
+		}
+		seen = g
+		c.share(t)
+		c.done.Add(1)
+	}
+}
+
+// spin waits until ready, yielding the processor now and then (the
+// garbage collector may need it), and returns v's value.
+func spin(ready func() bool, v *atomic.Int64) int64 {
+	for i := 0; !ready(); i++ {
+		if i&63 == 63 {
+			runtime.Gosched()
+		}
+	}
+	return v.Load()
+}
+
+func (c *crew) share(t int) {
+	for k := t; k < len(c.sims); k += c.n {
+		c.sims[k].runWindow(c.end, c.par)
+	}
+}
+
+// run runs one window on every part.
+func (c *crew) run(end int64, par int) {
+	c.end, c.par = end, par
+	c.done.Store(0)
+	c.gen.Add(1)
+	c.share(0)
+	want := int64(c.n - 1)
+	spin(func() bool { return c.done.Load() == want }, &c.done)
+}
+
+func (c *crew) stop() {
+	c.gen.Store(-1)
+	c.stopped.Wait()
+}
+
+// merge gathers the parts' counts, their ports' bytes (for the routing
+// summary), the latest time and the first stall into s.
+func (s *Sim) merge(sims []*Sim) {
+	for _, c := range sims[1:] {
+		a, b := &s.Stats, &c.Stats
+		a.Events += b.Events
+		a.DataPackets += b.DataPackets
+		a.SentBytes += b.SentBytes
+		a.Delivered += b.Delivered
+		a.Discarded += b.Discarded
+		a.Reordered += b.Reordered
+		a.Dropped += b.Dropped
+		a.Stale += b.Stale
+		a.DroppedBytes += b.DroppedBytes
+		a.Retransmitted += b.Retransmitted
+		a.Pauses += b.Pauses
+		a.PeakIngress = max(a.PeakIngress, b.PeakIngress)
+		a.CNPs += b.CNPs
+		s.now = max(s.now, c.now)
+		if s.stalled == nil {
+			s.stalled = c.stalled
+		}
+	}
+	for i := range s.ports {
+		if k := s.part.of[s.ports[i].from]; k != 0 {
+			s.ports[i].txBytes = sims[k].ports[i].txBytes
+		}
+	}
+}

@@ -1,0 +1,186 @@
+package packet
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// Parts hold whole servers in contiguous blocks; a switch goes where most
+// of its neighbours are, spines (neighbours in every part alike) spread
+// evenly; the lookahead is the shortest link between parts.
+func TestPartitioning(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9, PSWs: 4})
+	adj := topo.BuildAdjacency(tp)
+	for _, n := range []int{2, 3, 8} {
+		pt, err := newPartitioning(tp, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		perTier := map[int8][]int{}
+		for v, node := range tp.Nodes {
+			if node.Server >= 0 {
+				if want := uint8(int(node.Server) * n / 8); pt.of[v] != want {
+					t.Fatalf("%d parts: node %d of server %d in part %d, want %d", n, v, node.Server, pt.of[v], want)
+				}
+				continue
+			}
+			count := make([]int, n)
+			for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
+				l := tp.Links[li]
+				w := l.A
+				if w == int32(v) {
+					w = l.B
+				}
+				if tp.Nodes[w].Tier < node.Tier {
+					count[pt.of[w]]++
+				}
+			}
+			if count[pt.of[v]] != slices.Max(count) {
+				t.Fatalf("%d parts: switch %d in part %d, its lower neighbours by part %v", n, v, pt.of[v], count)
+			}
+			if perTier[node.Tier] == nil {
+				perTier[node.Tier] = make([]int, n)
+			}
+			perTier[node.Tier][pt.of[v]]++
+		}
+		if n == 2 {
+			// 8 rail switches with 4 servers each side, 4 spines: even.
+			for tier, c := range perTier {
+				if c[0] != c[1] {
+					t.Fatalf("tier %d: %v switches per part", tier, c)
+				}
+			}
+		}
+		if pt.lookahead != 500_000 {
+			t.Fatalf("%d parts: lookahead %d ps, want the 500 ns of NIC and switch links", n, pt.lookahead)
+		}
+	}
+	if _, err := newPartitioning(tp, 9); err == nil || !strings.Contains(err.Error(), "8 servers") {
+		t.Fatalf("9 parts of 8 servers: %v", err)
+	}
+	flat := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9, NICLatencyPs: topo.ZeroLatency})
+	if _, err := newPartitioning(flat, 2); err == nil || !strings.Contains(err.Error(), "no latency") {
+		t.Fatalf("zero-latency NIC links between parts: %v", err)
+	}
+}
+
+// runParts runs the specs with partitions parts on threads threads,
+// checking that every byte arrived and that bytes are conserved.
+func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []flowSpec, parts, threads int) (*Sim, *Flows) {
+	t.Helper()
+	s, fl := newSim(t, tp, cfg, ccMode, specs)
+	s.Partitions, s.Threads = parts, threads
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, f := range specs {
+		total += f.size
+	}
+	if st := s.Stats; st.Delivered != total || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
+		t.Fatalf("%d parts: delivered %d of %d bytes; sent %d = delivered + dropped %d + discarded %d?", parts, st.Delivered, total, st.SentBytes, st.DroppedBytes, st.Discarded)
+	}
+	return s, fl
+}
+
+// The trace depends on the parts, not on the threads running them: one
+// thread and two give the same run, event for event; and a partitioned
+// run stays close to the single loop (only ties between simultaneous
+// events and the random streams of RED marking differ).
+func TestPartitionedThreadsIdentical(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	specs := crossServerAllToAll(256 << 10)
+	// A second round after each flow's receive: dependants released
+	// where they start.
+	for i, n := 0, len(specs); i < n; i++ {
+		f := specs[i]
+		specs = append(specs, flowSpec{f.dst, f.src, 128 << 10, []int64{int64(i)}})
+	}
+	// And an 8:1 incast from the other part by senders without a window:
+	// queues past RED thresholds, PFC pauses.
+	for src := int32(16); src < 32; src += 2 {
+		specs = append(specs, flowSpec{src, 1, 2 << 20, nil})
+	}
+	cfg := DefaultConfig()
+	cfg.HasWin, cfg.BufferBytes = false, 2<<20
+	one, _ := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
+	for _, parts := range []int{2, 3} {
+		s1, f1 := runParts(t, tp, cfg, cc.ModeDCQCN, specs, parts, 1)
+		s2, f2 := runParts(t, tp, cfg, cc.ModeDCQCN, specs, parts, 2)
+		if s1.Stats != s2.Stats {
+			t.Fatalf("%d parts: stats differ with two threads: %+v vs %+v", parts, s1.Stats, s2.Stats)
+		}
+		if !slices.Equal(f1.End, f2.End) || !slices.Equal(f1.Start, f2.Start) {
+			t.Fatalf("%d parts: flow times differ with two threads", parts)
+		}
+		if s1.Stats.CNPs == 0 || s1.Stats.Pauses == 0 {
+			t.Fatalf("%d parts: %d CNPs, %d pauses: marking and PFC were not exercised", parts, s1.Stats.CNPs, s1.Stats.Pauses)
+		}
+		t.Logf("%d parts: makespan %d ps (single loop %d ps), %d CNPs, %d pauses", parts, s1.Stats.SimPs, one.Stats.SimPs, s1.Stats.CNPs, s1.Stats.Pauses)
+		if d := float64(s1.Stats.SimPs-one.Stats.SimPs) / float64(one.Stats.SimPs); d > 0.03 || d < -0.03 {
+			t.Fatalf("%d parts: makespan %d ps, single loop %d ps", parts, s1.Stats.SimPs, one.Stats.SimPs)
+		}
+	}
+}
+
+// An incast across parts under PFC, congestion control off: no packet is
+// lost (the PAUSE frames cross parts too), and the receiver's NIC, the
+// bottleneck, is busy from the first byte to the last: the makespan is the
+// bytes at its rate, plus about one round trip.
+func TestPartitionedIncastClosedForm(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9})
+	var specs []flowSpec
+	var total int64
+	for server := int32(4); server < 8; server++ {
+		for rail := int32(0); rail < 2; rail++ {
+			specs = append(specs, flowSpec{server*8 + rail, 0, 4 << 20, nil})
+			total += 4 << 20
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.HasWin, cfg.BufferBytes = false, 1<<20
+	s, _ := runParts(t, tp, cfg, cc.ModeNone, specs, 2, 2)
+	if s.Stats.Dropped != 0 || s.Stats.Pauses == 0 {
+		t.Fatalf("%d dropped, %d pauses: want a lossless incast held back by PAUSE", s.Stats.Dropped, s.Stats.Pauses)
+	}
+	wire := float64(total) * float64(cfg.PayloadSize+cfg.HeaderBytes) / float64(cfg.PayloadSize)
+	ideal := int64(wire * 8e12 / 100e9)
+	if got := s.Stats.SimPs; got < ideal || got > ideal+20_000_000 {
+		t.Fatalf("makespan %d ps: want the %d ps the receiver's 100 Gb/s takes, plus at most 20 us", got, ideal)
+	}
+}
+
+// What the partitioned loop cannot do is refused, naming why.
+func TestPartitionedRefusals(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9})
+	cross := []flowSpec{{0, 63, 1 << 20, nil}}
+	cfg := DefaultConfig()
+	cfg.LinkDown = []LinkDown{{AtPs: 1000, A: 0, B: 64}}
+	sack := DefaultConfig()
+	sack.Transport = TransportSACK
+	for _, c := range []struct {
+		cfg   Config
+		cc    int
+		specs []flowSpec
+		want  string
+	}{
+		{cfg, cc.ModeDCQCN, cross, "LINK_DOWN"},
+		{sack, cc.ModeDCQCN, cross, "TRANSPORT sack"},
+		{DefaultConfig(), cc.ModeHPCC, cross, "INT-based"},
+		// GPU 40's flow waits on 0 -> 63, whose completion (its last ACK)
+		// happens at GPU 0, in the other part.
+		{DefaultConfig(), cc.ModeDCQCN, append(cross, flowSpec{40, 41, 1 << 20, []int64{0}}), "waits on flow 0"},
+	} {
+		s, _ := newSim(t, tp, c.cfg, c.cc, c.specs)
+		s.Partitions = 2
+		if err := s.Run(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("want an error naming %q, got %v", c.want, err)
+		}
+	}
+	// The receiver's next step, released where it starts, runs.
+	runParts(t, tp, DefaultConfig(), cc.ModeDCQCN, append(cross, flowSpec{63, 40, 1 << 20, []int64{0}}), 2, 2)
+}
