@@ -183,6 +183,10 @@ func TestMemoryBudget(t *testing.T) {
 	for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
 		oneLineError(t, run(t, st, prog), 1, "<stdin>: record", prog+" needs about", "beyond the 4MiB", "--granularity collective", "--expand")
 	}
+	// --threads keeps every queue pair's slot: 76k flows need more than
+	// 50 MiB with it (1040 B a flow), less without (400 B).
+	t.Setenv("FABRICSIM_MEMORY", "50MiB")
+	oneLineError(t, run(t, st, "flowsim-packet", "--threads", "2"), 1, "needs about", "(1040 B per flow)", "or run on one thread")
 	t.Setenv("FABRICSIM_MEMORY", "lots")
 	oneLineError(t, run(t, st, "flowsim-analytical"), 1, `FABRICSIM_MEMORY="lots"`)
 }

@@ -41,8 +41,8 @@ type command struct {
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand, a COLL node whose sibling groups each sit alone in their own server (TP groups, one per server), on NVLink routes that leave no choice, runs its first group only, which ends when they all would: exact (the same events, group for group), and most of a TP-heavy iteration's packets. Off with monitors, --surrogate, LINK_DOWN, per-packet routing or loss on NVLink. --no-symmetry runs every group."`
-	Partitions int            `placeholder:"N" help:"Cut the fabric into N parts along whole servers, each with its own event loop, run in windows as long as the shortest link between two parts (a conservative parallel simulation). Default: --threads. Ties between simultaneous events and the random streams are per part, so the trace depends on N, and never on --threads: --partitions 2 --threads 1 runs the same schedule on one core. Flow-level streams under TRANSPORT roce and ECMP, without --expand, monitors, --surrogate, LINK_DOWN or HPCC; every dependency must be released where its dependant starts (rings are)."`
-	Threads    int            `default:"1" placeholder:"N" help:"Goroutines running the parts of --partitions at once (at most one per part)."`
+	Threads    int            `default:"1" placeholder:"N" help:"Run the simulation on N goroutines: the fabric cut into --partitions parts along whole servers, each with its own event loop, run in windows as long as the shortest link between parts (a conservative parallel simulation). The trace is the single loop's, byte for byte. Flow-level streams under TRANSPORT roce, ECMP and PFC_MODE priority, without --expand, monitors, --surrogate, LINK_DOWN or HPCC; every dependency must be released where its dependant starts (NCCL's rings and trees are)."`
+	Partitions int            `placeholder:"N" help:"Parts for --threads (default: as many as threads; at least as many). The trace does not depend on it."`
 	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
@@ -134,7 +134,14 @@ func (c *command) run() error {
 	// GOGC 100); the 1.05 M of a 1024-GPU one, whose queue pairs all send at
 	// once, 0.92 GB at GOGC 100. The estimate lies between, lowered by the
 	// 50 bytes a flow those cuts saved.
-	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: 400, Limit: limit, Expands: true})
+	perFlow, also := int64(400), ""
+	if c.Threads > 1 || c.Partitions > 1 {
+		also = "run on one thread (400 B per flow)"
+		// Parts keep every queue pair's slot, and shadows of those whose
+		// packets cross them (measured: 630 bytes a flow more at 1024 GPUs).
+		perFlow += packet.PartitionedSlotBytes * int64(cfg.QPsPerConn)
+	}
+	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: perFlow, Limit: limit, Expands: true, Also: also})
 	if err != nil {
 		return err
 	}
@@ -351,9 +358,6 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	params := cfg.Describe()
 	params["seed"] = c.Seed
 	params["expand"] = c.Expand
-	if c.Partitions > 1 {
-		params["partitions"] = c.Partitions
-	}
 	if c.Surrogate != "" {
 		params["surrogate"] = c.Surrogate
 		params["surrogate_lite"] = c.Lite

@@ -215,7 +215,8 @@ type Budget struct {
 	Backend string
 	PerFlow int64
 	Limit   int64
-	Expands bool // the backend has --expand (else the hint names those that do)
+	Expands bool   // the backend has --expand (else the hint names those that do)
+	Also    string // one more way out, for the hint (a flag that costs memory)
 }
 
 func (b Budget) expandHint() string {
@@ -273,8 +274,12 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 			}
 			lastConn, lastName = ci, f.conn
 			if budget.Limit > 0 && idx%batchFlows == 0 && int64(idx)*budget.PerFlow > budget.Limit {
-				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run %s (flows made as each collective starts), or simulate fewer GPUs",
-					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit), budget.expandHint()))
+				also := ""
+				if budget.Also != "" {
+					also = ", or " + budget.Also
+				}
+				err = in.FlowError(idx, "", fmt.Errorf("after %d flows %s needs about %s (%d B per flow), beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective and run %s (flows made as each collective starts), or simulate fewer GPUs%s",
+					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit), budget.expandHint(), also))
 				break
 			}
 			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}

@@ -64,6 +64,9 @@ type port struct {
 	pmax      float64
 	pauseTill [nQ]int64
 	q         [nQ]fifo
+	// The port's random streams: RED marking as it transmits, link errors
+	// as packets arrive over it.
+	markRNG, lossRNG rand.PCG
 }
 
 func (p *port) push(q uint8, pi int32) {
@@ -111,12 +114,15 @@ func (p *port) nextQueue(now int64, hostFree bool) int {
 
 // red is SimAI's ShouldSendCN: mark above kmax, never below kmin, linearly
 // in between up to pmax.
-func (p *port) red(qlen int64, rng *rand.Rand) bool {
+func (p *port) red(qlen int64) bool {
 	switch {
 	case qlen > p.kmax:
 		return true
 	case qlen > p.kmin:
-		return rng.Float64() < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
+		return unit(&p.markRNG) < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
 	}
 	return false
 }
+
+// unit is a uniform draw from [0, 1), as rand.Rand's Float64 makes it.
+func unit(r *rand.PCG) float64 { return float64(r.Uint64()<<11>>11) / (1 << 53) }

@@ -2,7 +2,6 @@ package packet
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -58,7 +57,7 @@ func TestEgressRoundRobin(t *testing.T) {
 // and in between with probability pmax (q - kmin) / (kmax - kmin).
 func TestRED(t *testing.T) {
 	p := port{kmin: 100_000, kmax: 400_000, pmax: 0.2}
-	rng := rand.New(rand.NewPCG(1, 2))
+	p.markRNG.Seed(1, 2)
 	for _, c := range []struct {
 		qlen int64
 		want float64
@@ -66,7 +65,7 @@ func TestRED(t *testing.T) {
 		const n = 200_000
 		marked := 0
 		for range n {
-			if p.red(c.qlen, rng) {
+			if p.red(c.qlen) {
 				marked++
 			}
 		}

@@ -81,13 +81,13 @@ func (m *Monitors) start(s *Sim) {
 	m.tx = make([]int64, s.t.GPUs)
 	c := &s.cfg
 	if m.QLen != nil {
-		s.q.Push(des.Time(c.MonStartPs), evMonitor, 0, monQLen)
+		s.push(c.MonStartPs, evMonitor, 0, monQLen)
 	}
 	if m.BW != nil {
-		s.q.Push(des.Time(c.MonStartPs+c.BWMonPs), evMonitor, 0, monBW)
+		s.push(c.MonStartPs+c.BWMonPs, evMonitor, 0, monBW)
 	}
 	if m.Rate != nil || m.CNP != nil || m.OnRate != nil {
-		s.q.Push(des.Time(c.MonStartPs), evMonitor, 0, monQP)
+		s.push(c.MonStartPs, evMonitor, 0, monQP)
 	}
 }
 
@@ -155,7 +155,7 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 		iv = c.BWMonPs
 	}
 	if next := s.now + iv; next <= c.MonEndPs {
-		s.q.Push(des.Time(next), evMonitor, 0, kind)
+		s.push(next, evMonitor, 0, kind)
 	}
 }
 

@@ -37,6 +37,7 @@ type qp struct {
 	rxDone    bool // the receiver has every byte
 	rcvECN    bool
 	done      bool
+	parked    bool // done, its slot waiting for its last packets (recycle)
 	cc        cc.State
 }
 
@@ -64,6 +65,7 @@ func (s *Sim) allocQP() int32 {
 	s.fwding.addQP()
 	s.tp.addQP()
 	s.epoch = grow.Append(s.epoch, 0)
+	s.live = grow.Append(s.live, 0)
 	if s.part != nil {
 		s.shadowOf = append(s.shadowOf, qpKey{qp: -1})
 	}
@@ -172,6 +174,7 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	q := &s.qps[qi]
 	size := min(int64(s.cfg.PayloadSize), q.size-seq)
 	pi := s.newPacket()
+	s.live[qi]++
 	pkt := &s.pkts[pi]
 	*pkt = packet{seq: seq, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
@@ -274,7 +277,7 @@ func (s *Sim) pushRTO(at int64, qi int32, gen int64) {
 	if f.n > 2*len(s.qps)+rtoChunk {
 		s.compactRTO()
 	}
-	seq := s.q.Reserve()
+	seq := s.lateSeq()
 	n := len(f.blocks)
 	if n == 0 || len(f.blocks[n-1]) == rtoChunk {
 		var b []rtoEntry
@@ -396,7 +399,7 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 	}
 	q.rtoGen++
 	q.rtoAt = q.lastProg + s.cfg.RTOPs
-	s.q.Push(des.Time(q.rtoAt), evRTO, qi, q.rtoGen)
+	s.push(q.rtoAt, evRTO, qi, q.rtoGen)
 }
 
 // deliver hands a packet to the endpoint at the end of its path.
@@ -593,7 +596,7 @@ func (s *Sim) ccSchedule(qi int32, wake int64) {
 	}
 	q.ccGen++
 	q.ccWake = wake
-	s.q.Push(des.Time(wake), evCCTimer, qi, q.ccGen)
+	s.push(wake, evCCTimer, qi, q.ccGen)
 }
 
 func (s *Sim) onCCTimer(qi int32, gen int64) {
@@ -625,5 +628,23 @@ func (s *Sim) qpDone(qi int32) {
 	if s.flows.qpsLeft[f] == 0 {
 		s.finishFlow(f)
 	}
-	s.freeQP = append(s.freeQP, qi)
+	s.recycle(qi)
 }
+
+// recycle lets slot qi serve another queue pair once no packet of its
+// pair is left (live), so that a packet outliving its pair (a duplicate
+// after a spurious timeout) reaches its end as that pair's, never as
+// another's. A partitioned run never reuses a slot: its packets may be
+// in another part.
+func (s *Sim) recycle(qi int32) {
+	switch {
+	case s.part != nil:
+	case s.live[qi] > 0:
+		s.qps[qi].parked = true
+	default:
+		s.freeQP = append(s.freeQP, qi)
+	}
+}
+
+// qpNode is the node queue pair qi sends from.
+func (s *Sim) qpNode(qi int32) int32 { return s.ports[s.qps[qi].port].from }

@@ -72,10 +72,10 @@ func (s *Sim) onPortPFC(pid int32, pause bool) {
 // the stall window while a port is still paused: without refreshes only a
 // retransmission timeout keeps such a run's clock going, for ever.
 func (s *Sim) portDeadlock() bool {
-	if s.mmu.portIng == nil || s.stalled != nil || s.now-s.lastMove <= s.stallWindow() || !s.mmu.anyPortPaused() {
+	if s.mmu.portIng == nil || s.stalled != nil || s.now-s.lastMoveAny <= s.stallWindow() || !s.mmu.anyPortPaused() {
 		return false
 	}
 	s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet ports are still paused: %s",
-		des.Time(s.lastMove), s.pausedCycle())}
+		des.Time(s.lastMoveAny), s.pausedCycle())}
 	return true
 }

@@ -339,12 +339,16 @@ func (s *Sim) handle(ev des.Event) error {
 		s.sur.held = append(s.sur.held, ev)
 		return nil
 	}
+	// The node this event happens at makes the events it leads to (arrive
+	// sets it once it knows the link).
+	s.curSeq, s.cur = ev.Seq(), int32(len(s.t.Nodes))
 	switch ev.Kind {
 	case evArrive:
 		s.arrive(ev.Target)
 	case evTxDone:
 		if p := &s.ports[ev.Target]; p.txDoneAt == s.now {
 			p.txDoneAt = 0
+			s.cur = p.from
 			s.tryTx(ev.Target)
 		}
 	case evWake:
@@ -352,19 +356,28 @@ func (s *Sim) handle(ev des.Event) error {
 		if p.wakeAt == s.now {
 			p.wakeAt = 0
 		}
+		s.cur = p.from
 		s.tryTx(ev.Target)
 	case evPFC:
+		s.cur = s.ports[ev.Target].from
 		s.onPFC(ev.Target, ev.Arg)
 	case evCCTimer:
+		s.cur = s.qpNode(ev.Target)
 		s.onCCTimer(ev.Target, ev.Arg)
 	case evRTO:
+		s.cur = s.qpNode(ev.Target)
 		s.onRTO(ev.Target, ev.Arg)
 	case evRTOFIFO:
-		s.onRTO(s.popRTO())
+		qi, gen := s.popRTO()
+		s.cur = s.qpNode(qi)
+		s.onRTO(qi, gen)
 	case evDelayDone:
+		s.cur = s.flowNode(ev.Target)
 		s.finishFlow(ev.Target)
 	case evStart:
-		s.finishFlow(s.popStart())
+		i := s.popStart()
+		s.cur = s.flowNode(i)
+		s.finishFlow(i)
 	case evMonitor:
 		s.mon.sample(s, ev.Arg)
 	case evLinkDown:
@@ -372,6 +385,7 @@ func (s *Sim) handle(ev des.Event) error {
 			return err
 		}
 	case evPFCRefresh:
+		s.cur = s.ports[ev.Target/nQ].to
 		s.refreshPause(ev.Target)
 	case evSurrogate:
 		if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
@@ -390,11 +404,14 @@ func (s *Sim) handle(ev des.Event) error {
 	case evBacklogSample:
 		s.backlogSample(ev.Arg)
 	case evSend:
+		s.cur = s.flowNode(ev.Target)
 		if err := s.openQPs(ev.Target, false); err != nil {
 			return err
 		}
 	case evStepLat:
-		if err := s.openQPs(s.popStepLat(ev.Target), true); err != nil {
+		i := s.popStepLat(ev.Target)
+		s.cur = s.flowNode(i)
+		if err := s.openQPs(i, true); err != nil {
 			return err
 		}
 	}
@@ -527,7 +544,7 @@ func (s *Sim) failFlow(i int32, why error) {
 			s.mon.qpDone(int32(qi))
 		}
 		s.removeQP(q.port, int32(qi))
-		s.freeQP = append(s.freeQP, int32(qi))
+		s.recycle(int32(qi))
 	}
 	s.Stats.FailedBytes += max(f.size(i)-delivered, 0)
 	if f.RxDone != nil && f.RxDone[i] == 0 {
@@ -569,6 +586,7 @@ func (s *Sim) drain() error {
 
 func (s *Sim) startFlow(i int32) error {
 	f := s.flows
+	s.cur = s.flowNode(i) // what starting it makes, its node makes
 	if i >= f.n {
 		// Its channel's next row waits on its row: make it now.
 		ready, err := f.ex.Started(i)
@@ -589,10 +607,10 @@ func (s *Sim) startFlow(i int32) error {
 		}
 		f.Ideal[i] = delay
 		if s.collectStarts {
-			s.starts = append(s.starts, start{at: s.now + delay, seq: s.q.Reserve(), flow: i})
+			s.starts = append(s.starts, start{at: s.now + delay, seq: s.seq(), flow: i})
 			return nil
 		}
-		s.q.Push(des.Time(s.now+delay), evDelayDone, i, 0)
+		s.push(s.now+delay, evDelayDone, i, 0)
 		return nil
 	case size == 0:
 		// Joins and zero-byte transfers: no network; a transfer still
@@ -600,7 +618,7 @@ func (s *Sim) startFlow(i int32) error {
 		// node to itself.)
 		if lat := f.lat(i); lat > 0 {
 			f.Ideal[i] = lat
-			s.q.Push(des.Time(s.now+lat), evDelayDone, i, 0)
+			s.push(s.now+lat, evDelayDone, i, 0)
 			return nil
 		}
 		s.finishFlow(i)
@@ -614,7 +632,7 @@ func (s *Sim) startFlow(i int32) error {
 		s.transfersInProgress(1)
 	}
 	if s.SendLatPs > 0 {
-		s.q.Push(des.Time(s.now+s.SendLatPs), evSend, i, 0)
+		s.push(s.now+s.SendLatPs, evSend, i, 0)
 		return nil
 	}
 	return s.openQPs(i, false)
@@ -650,10 +668,10 @@ type start struct {
 // queueStarts sorts the delay nodes released with the run by end and puts
 // the first in the calendar: a traffic pattern's million start times were
 // a million events in the calendar's far heap, each push and pop a walk
-// down it; in a sorted list only the head waits there. The insertion
-// numbers keep the order the heap gave.
+// down it; in a list sorted as the calendar would pop them (by end, then
+// number) only the head waits there.
 func (s *Sim) queueStarts() {
-	slices.SortStableFunc(s.starts, func(a, b start) int { return cmp.Compare(a.at, b.at) })
+	slices.SortFunc(s.starts, func(a, b start) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) })
 	if len(s.starts) > 0 {
 		h := &s.starts[0]
 		s.q.PushSeq(des.Time(h.at), h.seq, evStart, 0, 0)
@@ -680,17 +698,28 @@ func (s *Sim) popStart() int32 {
 // released at once wait out a handful of distinct times, and an event each
 // (32 bytes, in a few calendar buckets grown to millions) was the largest
 // table of a 4096-GPU AllToAll.
+//
+// A lane holds one node's flows (its events' numbers are that node's, so
+// push order is their order).
 type stepLane struct {
 	at   int64
+	node int32
 	flow []int32
 	seq  []uint64
 	head int
 }
 
+// laneKey finds a lane: its time and node.
+type laneKey struct {
+	at   int64
+	node int32
+}
+
 // pushStepLat schedules flow f's evStepLat at time at.
 func (s *Sim) pushStepLat(at int64, f int32) {
-	seq := s.q.Reserve()
-	k, ok := s.laneAt[at]
+	seq := s.seq()
+	key := laneKey{at, s.cur}
+	k, ok := s.laneAt[key]
 	if !ok {
 		if n := len(s.freeLanes); n > 0 {
 			k = s.freeLanes[n-1]
@@ -699,8 +728,8 @@ func (s *Sim) pushStepLat(at int64, f int32) {
 			k = int32(len(s.lanes))
 			s.lanes = append(s.lanes, stepLane{})
 		}
-		s.lanes[k].at = at
-		s.laneAt[at] = k
+		s.lanes[k].at, s.lanes[k].node = at, s.cur
+		s.laneAt[key] = k
 		s.q.PushSeq(des.Time(at), seq, evStepLat, k, 0)
 	}
 	l := &s.lanes[k]
@@ -718,7 +747,7 @@ func (s *Sim) popStepLat(k int32) int32 {
 		s.q.PushSeq(des.Time(l.at), l.seq[l.head], evStepLat, k, 0)
 		return f
 	}
-	delete(s.laneAt, l.at)
+	delete(s.laneAt, laneKey{l.at, l.node})
 	if cap(l.flow) > 1<<12 { // a big lane's arrays go back to the heap
 		l.flow, l.seq = nil, nil
 	}
@@ -804,7 +833,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 					return err
 				}
 				s.qps[qi].done = true // never opened: failFlow must not close it again
-				s.freeQP = append(s.freeQP, qi)
+				s.recycle(qi)
 				return s.noPath(i, err)
 			}
 			q := &s.qps[qi]

@@ -9,7 +9,6 @@ package packet
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -134,10 +133,13 @@ type Sim struct {
 	failure   *FlowsFailed
 	downLinks int
 	downNames string
-	// lastMove is when a data packet last went onto a link; a PAUSE still
-	// refreshed long after it means nothing can move again (deadlock).
-	lastMove int64
-	stalled  *Incomplete
+	// lastMove is, per node, when a data packet last left it; a switch
+	// still refreshing PAUSE long after means nothing can move (deadlock).
+	// A node's own record, so that the verdict is the same whichever part
+	// of a partitioned run the node is in.
+	lastMove    []int64
+	lastMoveAny int64 // the latest of them (PFC_MODE port's check)
+	stalled     *Incomplete
 	// err is what stopped this part's window (partition.go).
 	err error
 	// Warnings are configuration problems the run works around.
@@ -151,9 +153,17 @@ type Sim struct {
 	usesINT bool
 	q       *des.Calendar
 	now     int64
-	rng     *rand.Rand
-	seed    uint64
-	ports   []port
+	// Events are ordered by time, then by who made them: cur is the node
+	// the current event happens at (or a flow being started comes from;
+	// len(Nodes) for the run-wide ones), made[n] how many events node n
+	// has made, and curSeq the current event's number. An event's number
+	// is its maker's and that count, not the order it was pushed in, so
+	// that a partitioned run orders simultaneous events as one loop does.
+	cur    int32
+	made   []uint64
+	curSeq uint64
+	seed   uint64
+	ports  []port
 	// isSwitch: per node, a switch (network or NVSwitch), not a GPU.
 	isSwitch []bool
 	mmu      mmu // the switches' buffers and PFC decisions (mmu.go)
@@ -187,6 +197,7 @@ type Sim struct {
 	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
 	surQPs []surQP         // per QP slot, with a surrogate
 	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
+	live   []int32         // per QP slot, its pair's packets not yet freed (recycle)
 	freeQP []int32
 
 	// lazy: a queue pair takes a slot in qps (240 bytes and two paths)
@@ -203,7 +214,7 @@ type Sim struct {
 
 	// Flows waiting out their step latency, by the time it ends.
 	lanes     []stepLane
-	laneAt    map[int64]int32
+	laneAt    map[laneKey]int32
 	freeLanes []int32
 
 	rto rtoFIFO
@@ -275,7 +286,13 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	// Validate built the algorithm once: it cannot fail here.
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
-		rng: rand.New(rand.NewPCG(seed, 0x5eed5eed)), flows: flows, laneAt: map[int64]int32{}, pathW: 6}
+		flows: flows, laneAt: map[laneKey]int32{}, pathW: 6}
+	if len(t.Nodes) >= 1<<23 {
+		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
+	}
+	s.made = make([]uint64, len(t.Nodes)+1)
+	s.cur = int32(len(t.Nodes))
+	s.lastMove = make([]int64, len(t.Nodes))
 	s.sameSrc = func(j int32) bool { return flows.src(j) == s.sentSrc && flows.size(j) > 0 }
 	s.fromDst = func(j int32) bool { return flows.src(j) == s.rcvDst }
 	for 1<<s.pendShift < cfg.QPsPerConn {
@@ -309,6 +326,11 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 				p.from, p.to = l.B, l.A
 			}
 			p.bw, p.lat, p.bitPs = l.BWbps, l.LatencyPs, 8e12/l.BWbps
+			// Each port draws from streams of its own: whichever part of
+			// a partitioned run it is in, and whatever happens elsewhere,
+			// its draws are the same.
+			p.markRNG.Seed(seed, uint64(2*dl))
+			p.lossRNG.Seed(seed, uint64(2*dl+1))
 			p.lossProb = 1 - (1-l.ErrorRate)*(1-cfg.ErrorRate)
 			// ECN marking at network switches only: the NVLink fabric is
 			// credit-based and never marks.
@@ -338,9 +360,38 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		if li < 0 {
 			return nil, fmt.Errorf("LINK_DOWN %d %d: no link between these nodes", ld.A, ld.B)
 		}
-		s.q.Push(des.Time(ld.AtPs), evLinkDown, int32(li), 0)
+		s.push(ld.AtPs, evLinkDown, int32(li), 0)
 	}
 	return s, nil
+}
+
+// seq numbers an event made now: by its maker, then the maker's count.
+// 23 bits of node and 40 of count (a trillion events per node); the top
+// bit is lateSeq's.
+func (s *Sim) seq() uint64 {
+	n := s.made[s.cur]
+	s.made[s.cur] = n + 1
+	return uint64(s.cur)<<40 | n
+}
+
+// push schedules an event made by the current node.
+func (s *Sim) push(at int64, kind uint16, target int32, arg int64) {
+	s.q.PushSeq(des.Time(at), s.seq(), kind, target, arg)
+}
+
+// lateSeq numbers an entry of a list only whose head waits in the
+// calendar (the RTO FIFO): after every event of its time, then by the
+// event that made it, so that entries of equal time stand in the order
+// they were pushed, which is the order of their makers.
+func (s *Sim) lateSeq() uint64 { return 1<<63 | s.curSeq>>1 }
+
+// flowNode is the node flow i starts at (the run-wide maker for one
+// without a source).
+func (s *Sim) flowNode(i int32) int32 {
+	if v := s.flows.src(i); v >= 0 && int(v) < len(s.t.Nodes) {
+		return v
+	}
+	return int32(len(s.t.Nodes))
 }
 
 func (s *Sim) newPacket() int32 {
@@ -354,9 +405,14 @@ func (s *Sim) newPacket() int32 {
 }
 
 func (s *Sim) freePacket(i int32) {
-	if p := &s.pkts[i]; p.intI >= 0 {
+	p := &s.pkts[i]
+	if p.intI >= 0 {
 		s.freeINT = append(s.freeINT, p.intI)
 		p.intI = -1
+	}
+	if s.live[p.qp]--; s.live[p.qp] == 0 && s.qps[p.qp].parked {
+		s.qps[p.qp].parked = false
+		s.freeQP = append(s.freeQP, p.qp)
 	}
 	s.freePkts = append(s.freePkts, i)
 }
@@ -394,7 +450,7 @@ func (s *Sim) tryTx(pid int32) {
 	if s.now < p.busyUntil {
 		if p.txDoneAt != p.busyUntil {
 			p.txDoneAt = p.busyUntil
-			s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)
+			s.push(p.busyUntil, evTxDone, pid, 0)
 		}
 		return
 	}
@@ -434,7 +490,7 @@ func (s *Sim) wake(pid int32, at int64) {
 		return
 	}
 	p.wakeAt = at
-	s.q.Push(des.Time(at), evWake, pid, 0)
+	s.push(at, evWake, pid, 0)
 }
 
 // transmit serializes a packet taken from queue q, or built by a local
@@ -449,7 +505,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 		}
 	}
 	if pkt.kind == pktData && p.marks && !pkt.ecn {
-		pkt.ecn = p.red(p.qBytes[pkt.q], s.rng)
+		pkt.ecn = p.red(p.qBytes[pkt.q])
 	}
 	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
 		n := s.intN[pkt.intI]
@@ -460,7 +516,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	}
 	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
 	if pkt.kind == pktData {
-		s.lastMove = s.now
+		s.lastMove[p.from], s.lastMoveAny = s.now, s.now
 	}
 	// Under the surrogate it leaves its NIC (a data packet at the port's
 	// measured rate when the fabric saturated it) and skips the fabric.
@@ -476,11 +532,11 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	case s.part != nil && s.part.of[p.to] != s.me:
 		s.sendAway(pi, s.now+tx+p.lat, p.to)
 	default:
-		s.q.Push(des.Time(s.now+tx+p.lat), evArrive, pi, 0)
+		s.push(s.now+tx+p.lat, evArrive, pi, 0)
 	}
 	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
 		p.txDoneAt = p.busyUntil
-		s.q.Push(des.Time(p.busyUntil), evTxDone, pid, 0)
+		s.push(p.busyUntil, evTxDone, pid, 0)
 	}
 }
 
@@ -496,7 +552,8 @@ func (s *Sim) arrive(pi int32) {
 		dl = route.DirLink(pkt.link)
 	}
 	p := &s.ports[dl]
-	if p.down || (p.lossProb > 0 && s.rng.Float64() < p.lossProb) {
+	s.cur = p.to
+	if p.down || (p.lossProb > 0 && unit(&p.lossRNG) < p.lossProb) {
 		s.drop(pi)
 		return
 	}
@@ -573,7 +630,7 @@ func (s *Sim) enterIngress(v int32, pkt *packet) bool {
 	if pause {
 		k := pkt.inDL*nQ + int32(pkt.q)
 		s.sendPFC(pkt.inDL, int(pkt.q), true)
-		s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, k, 0)
+		s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
 	}
 	return ok
 }
@@ -584,19 +641,19 @@ func (s *Sim) refreshPause(k int32) {
 	if !s.mmu.pausedUp[k] {
 		return
 	}
-	if s.now-s.lastMove > s.stallWindow() {
-		s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet PAUSE frames are still being refreshed: %s",
-			des.Time(s.lastMove), s.pausedCycle())}
+	if v := s.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
+		s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %s has sent no data packet since %s, yet still refreshes PAUSE upstream: %s",
+			s.nodeName(v), des.Time(s.lastMove[v]), s.pausedCycle())}
 		return
 	}
 	dl := k / nQ
 	s.sendPFC(dl, int(k%nQ), true)
-	s.q.Push(des.Time(s.now+s.cfg.PauseTimePs/2), evPFCRefresh, k, 0)
+	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
 }
 
-// stallWindow is how long no data packet may move while a queue stays
-// paused before the run is called deadlocked: in congestion something
-// always drains, and only draining ends a PAUSE.
+// stallWindow is how long a congested switch may send no data packet
+// while it still pauses its upstream before the run is called deadlocked:
+// in congestion something always drains, and only draining ends a PAUSE.
 func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, 1_000_000_000) }
 
 // pausedCycle names a cycle of paused egress ports (each node waits on the
@@ -690,9 +747,9 @@ func (s *Sim) sendPFC(dl int32, q int, pause bool) {
 		s.Stats.Pauses++
 	}
 	if up := s.ports[dl].from; s.part != nil && s.part.of[up] != s.me {
-		s.post(up, crossing{at: s.now + s.ports[dl].lat, kind: evPFC, target: dl, arg: arg})
+		s.post(up, crossing{at: s.now + s.ports[dl].lat, seq: s.seq(), kind: evPFC, target: dl, arg: arg})
 	} else {
-		s.q.Push(des.Time(s.now+s.ports[dl].lat), evPFC, dl, arg)
+		s.push(s.now+s.ports[dl].lat, evPFC, dl, arg)
 	}
 	if s.mon != nil {
 		mq := q

@@ -212,13 +212,13 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	}
 	s.sur = sg
 	if c.AutoWindowPs > 0 {
-		s.q.Push(des.Time(c.AutoWindowPs), evSurrogateSample, 0, 0)
-		s.q.Push(0, evBacklogSample, 0, 0)
+		s.push(c.AutoWindowPs, evSurrogateSample, 0, 0)
+		s.push(0, evBacklogSample, 0, 0)
 		return nil
 	}
-	s.q.Push(des.Time(sg.trackStart()), evBacklogSample, 0, 0)
-	s.q.Push(des.Time(c.StartPs), evSurrogate, 0, 1)
-	s.q.Push(des.Time(c.EndPs), evSurrogate, 0, 0)
+	s.push(sg.trackStart(), evBacklogSample, 0, 0)
+	s.push(c.StartPs, evSurrogate, 0, 1)
+	s.push(c.EndPs, evSurrogate, 0, 0)
 	return nil
 }
 
@@ -322,7 +322,7 @@ func (s *Sim) bypass(pi int32, tx int64) {
 	if pkt.zombie != 0 {
 		copyOf = 1
 	}
-	s.q.Push(des.Time(at), evBypass, pi, copyOf)
+	s.push(at, evBypass, pi, copyOf)
 }
 
 // bypassFlow runs transfer i, opened while the surrogate is open, without
@@ -386,9 +386,9 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 		return nil
 	}
 	f.rxLeft[i], f.txLeft[i] = 1, 1 // counted down by evFlowRecv and evFlowSent
-	s.q.Push(des.Time(sent), evFlowSent, i, 0)
-	s.q.Push(des.Time(rx), evFlowRecv, i, 0)
-	s.q.Push(des.Time(end), evDelayDone, i, 0)
+	s.push(sent, evFlowSent, i, 0)
+	s.push(rx, evFlowRecv, i, 0)
+	s.push(end, evDelayDone, i, 0)
 	return nil
 }
 
@@ -433,12 +433,12 @@ func (s *Sim) backlogSample(gen int64) {
 	sg.samples++
 	if sg.AutoWindowPs > 0 {
 		if s.runGoesOn() {
-			s.q.Push(des.Time(s.now+max(sg.AutoWindowPs/backlogSamplesAuto, 1)), evBacklogSample, 0, gen)
+			s.push(s.now+max(sg.AutoWindowPs/backlogSamplesAuto, 1), evBacklogSample, 0, gen)
 		}
 		return
 	}
 	if next := s.now + max((sg.StartPs-sg.trackStart())/backlogSamples, 1); next < sg.StartPs {
-		s.q.Push(des.Time(next), evBacklogSample, 0, gen)
+		s.push(next, evBacklogSample, 0, gen)
 	}
 }
 
@@ -517,7 +517,7 @@ func (s *Sim) restartSampling() {
 	sg := s.sur
 	sg.samples = 0
 	sg.sampleGen++
-	s.q.Push(des.Time(s.now), evBacklogSample, 0, sg.sampleGen)
+	s.push(s.now, evBacklogSample, 0, sg.sampleGen)
 }
 
 // bypasses says whether transfer i, opened while the surrogate is open,
@@ -655,7 +655,7 @@ func (s *Sim) surrogateSwitch(on bool) error {
 	if !on {
 		// The suspended fabric's events happen as much later as it slept.
 		for _, ev := range sg.held {
-			s.q.Push(ev.At+des.Time(s.now-sg.onAt), ev.Kind, ev.Target, ev.Arg)
+			s.q.PushSeq(ev.At+des.Time(s.now-sg.onAt), ev.Seq(), ev.Kind, ev.Target, ev.Arg)
 		}
 		sg.held = sg.held[:0]
 		for _, pid := range sg.hostPorts {
@@ -732,6 +732,7 @@ func (s *Sim) zombieCopy(pi int32) int32 {
 	z := &s.pkts[pi]
 	c := &s.pkts[cp]
 	*c = *z
+	s.live[c.qp]++
 	c.zombie, c.ecn, c.inDL, c.intI = 0, z.zombie&copyECN != 0, -1, -1
 	gone := z.zombie&copyGone != 0
 	z.zombie = zombieFrozen
@@ -816,7 +817,7 @@ func (s *Sim) surrogateSample() error {
 		sg.winLat, sg.winN = 0, 0
 	}
 	if s.runGoesOn() {
-		s.q.Push(des.Time(s.now+sg.AutoWindowPs), evSurrogateSample, 0, 0)
+		s.push(s.now+sg.AutoWindowPs, evSurrogateSample, 0, 0)
 	}
 	return nil
 }
