@@ -192,7 +192,7 @@ func (s *Sim) sendAway(pi int32, at int64, v int32) {
 	}
 	c := &(*box)[len(*box)-1]
 	q := &s.qps[qi]
-	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
+	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(at), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
 	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
 	c.revLen = uint8(copy(c.rev[:], s.path(2*qi+1)))
 	s.sentMin = min(s.sentMin, at)

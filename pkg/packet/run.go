@@ -607,7 +607,7 @@ func (s *Sim) startFlow(i int32) error {
 		}
 		f.Ideal[i] = delay
 		if s.collectStarts {
-			s.starts = append(s.starts, start{at: s.now + delay, seq: s.seq(), flow: i})
+			s.starts = append(s.starts, start{at: s.now + delay, seq: s.seq(s.now + delay), flow: i})
 			return nil
 		}
 		s.push(s.now+delay, evDelayDone, i, 0)
@@ -717,7 +717,7 @@ type laneKey struct {
 
 // pushStepLat schedules flow f's evStepLat at time at.
 func (s *Sim) pushStepLat(at int64, f int32) {
-	seq := s.seq()
+	seq := s.seq(at)
 	key := laneKey{at, s.cur}
 	k, ok := s.laneAt[key]
 	if !ok {
