@@ -223,7 +223,27 @@ func (c *Calendar) Pop() Event {
 				return c.popFar()
 			}
 		}
-		return c.take(b, top)
+		e := *top
+		c.cur = b
+		c.inWheel--
+		i := b & c.mask
+		h := c.buckets[i]
+		if c.head < len(h) && top == &h[c.head] {
+			c.head++
+		} else {
+			c.late = heapPop(c.late)
+		}
+		if c.head == len(h) && len(c.late) == 0 {
+			c.bits[i>>6] &^= 1 << (i & 63)
+			if cap(h) > keepCap {
+				c.release(h)
+				c.buckets[i] = nil
+			} else {
+				c.buckets[i] = h[:0]
+			}
+			c.active = -1
+		}
+		return e
 	}
 	return c.popFar()
 }
@@ -232,51 +252,10 @@ func (c *Calendar) Pop() Event {
 // ok is false when there is none (a window of a partitioned simulation
 // is over).
 func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
-	if c.inWheel > 0 {
-		b := c.nextBucket()
-		top := c.first(b)
-		if c.far.Len() > 0 {
-			if f := &c.far.h[0]; less(f, top) {
-				if f.At >= end {
-					return Event{}, false
-				}
-				return c.popFar(), true
-			}
-		}
-		if top.At >= end {
-			return Event{}, false
-		}
-		return c.take(b, top), true
-	}
-	if c.far.Len() == 0 || c.far.h[0].At >= end {
+	if c.Len() == 0 || c.PeekTime() >= end {
 		return Event{}, false
 	}
-	return c.popFar(), true
-}
-
-// take pops top, the next event of the wheel, in bucket b.
-func (c *Calendar) take(b int64, top *Event) Event {
-	e := *top
-	c.cur = b
-	c.inWheel--
-	i := b & c.mask
-	h := c.buckets[i]
-	if c.head < len(h) && top == &h[c.head] {
-		c.head++
-	} else {
-		c.late = heapPop(c.late)
-	}
-	if c.head == len(h) && len(c.late) == 0 {
-		c.bits[i>>6] &^= 1 << (i & 63)
-		if cap(h) > keepCap {
-			c.release(h)
-			c.buckets[i] = nil
-		} else {
-			c.buckets[i] = h[:0]
-		}
-		c.active = -1
-	}
-	return e
+	return c.Pop(), true
 }
 
 func (c *Calendar) popFar() Event {

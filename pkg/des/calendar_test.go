@@ -245,3 +245,32 @@ func TestCalendarZeroAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per 1000 steps, want 0", allocs)
 	}
 }
+
+// PopBefore pops what Pop would while it is before the end, from the
+// wheel and from beyond its horizon, and leaves the rest.
+func TestCalendarPopBefore(t *testing.T) {
+	c := NewCalendar(4, 6) // 16 ps buckets, a 1 ns horizon
+	for _, at := range []Time{5, 40, 40, 3000, 90} {
+		c.Push(at, 0, int32(at), 0)
+	}
+	var got []Time
+	for {
+		e, ok := c.PopBefore(1000)
+		if !ok {
+			break
+		}
+		got = append(got, e.At)
+	}
+	if len(got) != 4 || got[0] != 5 || got[1] != 40 || got[2] != 40 || got[3] != 90 || c.Len() != 1 {
+		t.Fatalf("popped %v before 1000 ps, %d left", got, c.Len())
+	}
+	if _, ok := c.PopBefore(3000); ok {
+		t.Fatal("popped the event at 3000 ps before 3000 ps")
+	}
+	if e, ok := c.PopBefore(3001); !ok || e.At != 3000 || c.Len() != 0 {
+		t.Fatalf("PopBefore(3001): %v %v", e.At, ok)
+	}
+	if _, ok := c.PopBefore(Never); ok {
+		t.Fatal("popped from an empty calendar")
+	}
+}

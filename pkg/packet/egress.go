@@ -64,9 +64,6 @@ type port struct {
 	pmax      float64
 	pauseTill [nQ]int64
 	q         [nQ]fifo
-	// The port's random streams: RED marking as it transmits, link errors
-	// as packets arrive over it.
-	markRNG, lossRNG rand.PCG
 }
 
 func (p *port) push(q uint8, pi int32) {
@@ -114,12 +111,12 @@ func (p *port) nextQueue(now int64, hostFree bool) int {
 
 // red is SimAI's ShouldSendCN: mark above kmax, never below kmin, linearly
 // in between up to pmax.
-func (p *port) red(qlen int64) bool {
+func (p *port) red(qlen int64, rng *rand.PCG) bool {
 	switch {
 	case qlen > p.kmax:
 		return true
 	case qlen > p.kmin:
-		return unit(&p.markRNG) < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
+		return unit(rng) < p.pmax*float64(qlen-p.kmin)/float64(p.kmax-p.kmin)
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package packet
 
 import (
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -57,7 +58,8 @@ func TestEgressRoundRobin(t *testing.T) {
 // and in between with probability pmax (q - kmin) / (kmax - kmin).
 func TestRED(t *testing.T) {
 	p := port{kmin: 100_000, kmax: 400_000, pmax: 0.2}
-	p.markRNG.Seed(1, 2)
+	var rng rand.PCG
+	rng.Seed(1, 2)
 	for _, c := range []struct {
 		qlen int64
 		want float64
@@ -65,7 +67,7 @@ func TestRED(t *testing.T) {
 		const n = 200_000
 		marked := 0
 		for range n {
-			if p.red(c.qlen) {
+			if p.red(c.qlen, &rng) {
 				marked++
 			}
 		}

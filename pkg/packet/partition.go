@@ -435,17 +435,7 @@ func (s *Sim) runWindow(end int64, par int) {
 		src.out[1-par][s.me] = box[:0]
 	}
 	s.par, s.sentMin = par, maxTime
-	for {
-		ev, ok := s.q.PopBefore(des.Time(end))
-		if !ok {
-			return
-		}
-		s.now = int64(ev.At)
-		s.Stats.Events++
-		if s.err = s.handle(ev); s.err != nil || s.stalled != nil {
-			return
-		}
-	}
+	s.err = s.loop(end, true)
 }
 
 // crew runs the parts' windows on its threads: the caller's goroutine

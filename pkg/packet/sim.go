@@ -9,6 +9,7 @@ package packet
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -164,6 +165,12 @@ type Sim struct {
 	curSeq uint64
 	seed   uint64
 	ports  []port
+	// Each port's random streams, 2*port for RED marking as it transmits
+	// and 2*port+1 for link errors as packets arrive over it: whichever
+	// part of a partitioned run the port is in, and whatever happens
+	// elsewhere, its draws are the same. (Kept out of port: its hot fields
+	// share fewer cache lines so.)
+	rngs []rand.PCG
 	// isSwitch: per node, a switch (network or NVSwitch), not a GPU.
 	isSwitch []bool
 	mmu      mmu // the switches' buffers and PFC decisions (mmu.go)
@@ -308,6 +315,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	s.tp = newTransport(s)
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
+	s.rngs = make([]rand.PCG, 2*nd)
 	s.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
 		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
@@ -326,11 +334,8 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 				p.from, p.to = l.B, l.A
 			}
 			p.bw, p.lat, p.bitPs = l.BWbps, l.LatencyPs, 8e12/l.BWbps
-			// Each port draws from streams of its own: whichever part of
-			// a partitioned run it is in, and whatever happens elsewhere,
-			// its draws are the same.
-			p.markRNG.Seed(seed, uint64(2*dl))
-			p.lossRNG.Seed(seed, uint64(2*dl+1))
+			s.rngs[2*dl].Seed(seed, uint64(2*dl))
+			s.rngs[2*dl+1].Seed(seed, uint64(2*dl+1))
 			p.lossProb = 1 - (1-l.ErrorRate)*(1-cfg.ErrorRate)
 			// ECN marking at network switches only: the NVLink fabric is
 			// credit-based and never marks.
@@ -516,7 +521,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 		}
 	}
 	if pkt.kind == pktData && p.marks && !pkt.ecn {
-		pkt.ecn = p.red(p.qBytes[pkt.q])
+		pkt.ecn = p.red(p.qBytes[pkt.q], &s.rngs[2*pid])
 	}
 	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
 		n := s.intN[pkt.intI]
@@ -564,7 +569,7 @@ func (s *Sim) arrive(pi int32) {
 	}
 	p := &s.ports[dl]
 	s.cur = p.to
-	if p.down || (p.lossProb > 0 && unit(&p.lossRNG) < p.lossProb) {
+	if p.down || (p.lossProb > 0 && unit(&s.rngs[2*dl+1]) < p.lossProb) {
 		s.drop(pi)
 		return
 	}
