@@ -227,6 +227,9 @@ func (s *Sim) Run() error {
 	if s.Partitions > 1 {
 		return s.runPartitioned()
 	}
+	if s.Threads > 1 {
+		return fmt.Errorf("partitions: %d threads need as many parts", s.Threads)
+	}
 	s.prepare()
 	if err := s.begin(); err != nil {
 		return err
@@ -599,7 +602,14 @@ func (s *Sim) drain() error {
 
 func (s *Sim) startFlow(i int32) error {
 	f := s.flows
-	s.cur = s.flowNode(i) // what starting it makes, its node makes
+	if s.collectStarts {
+		// Released with the run: what starting it makes, its node makes.
+		// Later, the node whose event released it does, so that the flows
+		// one event releases number their events in release order (a
+		// collective's ranks started at once, each numbering by its own
+		// node, left the calendar thousands of ties to sort).
+		s.cur = s.flowNode(i)
+	}
 	if i >= f.n {
 		// Its channel's next row waits on its row: make it now.
 		ready, err := f.ex.Started(i)
