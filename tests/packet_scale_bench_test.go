@@ -53,10 +53,11 @@ func BenchmarkPacketScaleAllReduce1024(b *testing.B) {
 // byte for byte (--partitions 1: ties between simultaneous events ordered
 // by the node that made them, as parts order them). The target is 1.6x
 // faster with two threads than one core on an idle 2-core machine. First
-// measured: two threads 9.9 s (192 MB: parts keep every queue pair's
-// slot); --partitions 1 about 8% slower than the default single loop,
-// whose ties in push order sort faster (15.7 s on a busy moment; 14.1 s
-// quiet).
+// measured, twice: two threads 8.23 and 7.61 s (174 MB: parts keep every
+// queue pair's slot), --partitions 1 13.28 and 12.57 s, the default single
+// loop (ties in push order, which its calendar sorts faster) 12.19 and
+// 12.24 s (92 MB): 1.48x and 1.61x against the default, 1.61x and 1.65x
+// against the same trace on one core.
 func BenchmarkPacketScaleAllReduce1024Threads2(b *testing.B) {
 	benchAllReduce1024Parts(b, "--threads", "2")
 }
