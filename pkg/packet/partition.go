@@ -221,36 +221,28 @@ func (s *Sim) takeIn(c *crossing) {
 	s.q.PushSeq(des.Time(c.at), c.seq, evArrive, pi, 0)
 }
 
-// shadowRef is the shadow slot of the latest queue pair of a slot of
-// another part, plus one (0: none yet).
+// shadowRef is the shadow slot of a queue pair of another part, by that
+// part and slot, plus one (0: none yet), with the pair's epoch.
 type shadowRef struct {
 	ep, sh int32
 }
 
 // shadow is the slot standing for c's queue pair in this part, made on
 // its first packet here. Shadows stay: a late duplicate may still come.
-// The latest pair of each slot of another part is found by index; older
-// ones, rarer, through the map.
+// (Parts never reuse a slot, so a slot of another part is one pair.)
 func (s *Sim) shadow(c *crossing) int32 {
 	k := c.home
-	refs := s.latest[k.part]
-	if int(k.qp) < len(refs) {
-		if r := refs[k.qp]; r.sh > 0 && r.ep == k.ep {
-			return r.sh - 1
-		}
-	} else {
+	refs := s.shadows[k.part]
+	if int(k.qp) >= len(refs) {
 		refs = append(refs, make([]shadowRef, int(k.qp)+1-len(refs))...)
 		refs = refs[:cap(refs)]
-		s.latest[k.part] = refs
+		s.shadows[k.part] = refs
 	}
-	sh, ok := s.shadows[k]
-	if !ok {
-		sh = s.newShadow(c)
+	r := &refs[k.qp]
+	if r.sh == 0 || r.ep != k.ep {
+		*r = shadowRef{ep: k.ep, sh: s.newShadow(c) + 1}
 	}
-	if r := &refs[k.qp]; r.sh == 0 || k.ep > r.ep {
-		*r = shadowRef{ep: k.ep, sh: sh + 1}
-	}
-	return sh
+	return r.sh - 1
 }
 
 // newShadow makes c's queue pair's shadow slot.
@@ -266,7 +258,6 @@ func (s *Sim) newShadow(c *crossing) int32 {
 		copy(s.paths[int(2*sh+int32(d))*s.pathW:], p)
 		s.pathLen[2*sh+int32(d)] = uint8(len(p))
 	}
-	s.shadows[c.home] = sh
 	s.shadowOf[sh] = c.home
 	return sh
 }
@@ -361,7 +352,7 @@ func (s *Sim) runPartitioned() error {
 		}
 		c.part, c.me, c.peers = pt, uint8(k), sims
 		c.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
-		c.shadows, c.latest = map[qpKey]int32{}, make([][]shadowRef, pt.n)
+		c.shadows = make([][]shadowRef, pt.n)
 		c.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.qps))
 		sims[k] = c
 	}

@@ -270,10 +270,9 @@ type Sim struct {
 	par     int
 	sentMin int64
 	// The queue pairs of other parts whose packets cross this one: their
-	// shadow slots by key, the latest by part and slot there, and each
-	// slot's key (qp -1: a pair of this part's).
-	shadows  map[qpKey]int32
-	latest   [][]shadowRef
+	// shadow slots by part and slot there, and each slot's key (qp -1: a
+	// pair of this part's).
+	shadows  [][]shadowRef
 	shadowOf []qpKey
 }
 
