@@ -362,6 +362,9 @@ func (s *Sim) runPartitioned() error {
 	s.prepare()
 	s.flows.DAG.PrepareEarly()
 	for _, c := range sims {
+		// What the flows released with the run send is read in the first
+		// window (parity 0 reads parity 1), and counts for its start.
+		c.par, c.sentMin = 1, maxTime
 		if err := c.begin(); err != nil {
 			return err
 		}
@@ -392,6 +395,9 @@ func (s *Sim) runPartitioned() error {
 		end := next + pt.lookahead
 		if stop > 0 {
 			end = min(end, stop+1)
+		}
+		for _, c := range sims {
+			c.sentMin = maxTime
 		}
 		crew.run(end, w&1)
 		var total uint64
@@ -426,7 +432,7 @@ func (s *Sim) runWindow(end int64, par int) {
 		}
 		src.out[1-par][s.me] = box[:0]
 	}
-	s.par, s.sentMin = par, maxTime
+	s.par = par
 	s.err = s.loop(end, true)
 }
 
