@@ -61,8 +61,7 @@ func NewCalendar(shift uint, logBuckets uint) *Calendar {
 // Queue.Grow).
 func (c *Calendar) GrowFar(n int) { c.far.Grow(n) }
 
-// Pushed is the number of events pushed (and insertion numbers reserved)
-// so far.
+// Pushed is the number of events pushed with Push so far.
 func (c *Calendar) Pushed() uint64 { return c.seq }
 
 // Len is the number of pending events.
@@ -75,17 +74,12 @@ func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
 	c.seq++
 }
 
-// Reserve takes the insertion number the next Push would get, for an event
-// pushed later with PushSeq: a backend that keeps many future events in its
-// own compact lists (a million flows waiting out one delay) holds one of
-// them in the calendar at a time, and each still pops in its (At, push
-// order) place.
-func (c *Calendar) Reserve() uint64 {
-	c.seq++
-	return c.seq - 1
-}
-
-// PushSeq schedules an event with an insertion number from Reserve.
+// PushSeq schedules an event with a number of the caller's, in place of
+// the push order among events of one time: a backend that numbers its
+// events itself (so that it can hold many future ones in compact lists of
+// its own, one of each in the calendar at a time, or order ties in a way
+// that does not depend on push order) pops them by (At, number). It does
+// not mix with Push, whose numbers are the push count.
 func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg int64) {
 	c.push(Event{At: at, seq: seq, Kind: kind, Target: target, Arg: arg})
 }

@@ -75,9 +75,9 @@ func BenchmarkCalendar(b *testing.B) {
 	}
 }
 
-// An event pushed late with a reserved insertion number pops where a Push
-// at reservation time would have put it: a heap given every event at once
-// is the reference.
+// An event pushed late with its own number pops where it would have had
+// it been pushed at once: a heap given every event at once is the
+// reference.
 func TestCalendarReservedSeq(t *testing.T) {
 	for seed := uint64(0); seed < 10; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 2))
@@ -92,9 +92,9 @@ func TestCalendarReservedSeq(t *testing.T) {
 		for i := 0; i < 3000; i++ {
 			at := Time(rng.IntN(8)) * 100 // few distinct times: many ties
 			if rng.IntN(2) == 0 {
-				c.Push(at, 1, int32(i), 0)
+				c.PushSeq(at, uint64(i), 1, int32(i), 0)
 			} else {
-				later = append(later, held{at, c.Reserve(), int32(i)})
+				later = append(later, held{at, uint64(i), int32(i)})
 			}
 			q.Push(at, 1, int32(i), 0)
 		}

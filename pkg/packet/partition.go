@@ -163,7 +163,7 @@ type crossing struct {
 // home is the part a flow starts in: its source's (a join without one:
 // the first part).
 func (s *Sim) home(i int32) uint8 {
-	if v := s.flows.src(i); v >= 0 && int(v) < len(s.part.of) {
+	if v := s.flowNode(i); int(v) < len(s.part.of) {
 		return s.part.of[v]
 	}
 	return 0

@@ -84,6 +84,21 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 	if st := s.Stats; st.Delivered != total || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("%d parts: delivered %d of %d bytes; sent %d = delivered + dropped %d + discarded %d?", parts, st.Delivered, total, st.SentBytes, st.DroppedBytes, st.Discarded)
 	}
+	if parts > 1 {
+		// The run was cut, and packets crossed parts (each crossing pair
+		// has a shadow slot in the part it entered).
+		shadows := 0
+		for _, p := range s.peers {
+			for _, k := range p.shadowOf {
+				if k.qp >= 0 {
+					shadows++
+				}
+			}
+		}
+		if s.part == nil || s.part.n != parts || shadows == 0 {
+			t.Fatalf("%d parts: the run was not partitioned, or no packet crossed parts (%d shadow slots)", parts, shadows)
+		}
+	}
 	return s, fl
 }
 

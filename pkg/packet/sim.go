@@ -154,16 +154,16 @@ type Sim struct {
 	usesINT bool
 	q       *des.Calendar
 	now     int64
-	// Events are ordered by time, then by who made them: cur is the node
-	// the current event happens at (or a flow being started comes from;
-	// len(Nodes) for the run-wide ones), made[n] how many events node n
-	// has made, and curSeq the current event's number. An event's number
-	// is its maker's and that count, not the order it was pushed in, so
-	// that a partitioned run orders simultaneous events as one loop does.
+	// Events of one time are ordered by their numbers (seq): cur is the
+	// node making events now (where the current event happens; a flow's
+	// own node while the run's first flows start; len(Nodes) for the
+	// run-wide ones), made[n] how many events node n has made, curSeq the
+	// current event's number, pushed the events pushed (the numbers when
+	// Partitions is 0).
 	cur    int32
 	made   []uint64
 	curSeq uint64
-	pushed uint64 // events pushed, the order of ties when Partitions is 0
+	pushed uint64
 	seed   uint64
 	ports  []port
 	// Each port's random streams, 2*port for RED marking as it transmits
@@ -769,10 +769,11 @@ func (s *Sim) sendPFC(dl int32, q int, pause bool) {
 		arg |= 1
 		s.Stats.Pauses++
 	}
+	at := s.now + s.ports[dl].lat
 	if up := s.ports[dl].from; s.part != nil && s.part.of[up] != s.me {
-		s.post(up, crossing{at: s.now + s.ports[dl].lat, seq: s.seq(s.now + s.ports[dl].lat), kind: evPFC, target: dl, arg: arg})
+		s.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
 	} else {
-		s.push(s.now+s.ports[dl].lat, evPFC, dl, arg)
+		s.push(at, evPFC, dl, arg)
 	}
 	if s.mon != nil {
 		mq := q
