@@ -42,7 +42,7 @@ type command struct {
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand, a COLL node whose sibling groups each sit alone in their own server (TP groups, one per server), on NVLink routes that leave no choice, runs its first group only, which ends when they all would: exact (the same events, group for group), and most of a TP-heavy iteration's packets. Off with monitors, --surrogate, LINK_DOWN, per-packet routing or loss on NVLink. --no-symmetry runs every group."`
 	Threads    int            `default:"1" placeholder:"N" help:"Run the simulation on N goroutines: the fabric cut into --partitions parts along whole servers, each with its own event loop, run in windows as long as the shortest link between parts (a conservative parallel simulation). Flow-level streams under TRANSPORT roce, ECMP and PFC_MODE priority, without --expand, monitors, --surrogate, LINK_DOWN or HPCC; every dependency must be released where its dependant starts (NCCL's rings and trees are)."`
-	Partitions *int           `placeholder:"N" help:"Parts for --threads (default: as many as threads; at least as many). Every N gives the same trace, byte for byte: events at one instant are ordered by the node that made them. --partitions 1 runs the single loop so, the reference for --threads; without --threads or --partitions the single loop orders them as they were pushed, which sorts faster in symmetric fabrics (a GPT-13B iteration 35 s instead of 53 s) and differs only in the order of exact ties."`
+	Partitions *int           `placeholder:"N" help:"Parts for --threads (default: as many as threads; at least as many). Every N gives the single loop's trace, byte for byte: events at one instant are ordered by the node that made them, not by when they were pushed. --partitions 1 is the single loop."`
 	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
@@ -170,7 +170,7 @@ func (c *command) run() error {
 	if c.Threads < 1 {
 		return cli.Usagef("--threads %d: at least 1", c.Threads)
 	}
-	parts := 0 // the single loop, ties as pushed
+	parts := 0 // the single loop
 	switch {
 	case c.Partitions != nil:
 		if parts = *c.Partitions; parts < 1 {

@@ -1,7 +1,9 @@
 package des
 
 import (
+	"cmp"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -272,5 +274,44 @@ func TestCalendarPopBefore(t *testing.T) {
 	}
 	if _, ok := c.PopBefore(Never); ok {
 		t.Fatal("popped from an empty calendar")
+	}
+}
+
+// Buckets numbered by the caller pop in (At, number) order however their
+// events arrive: sorted, reversed runs (as makers' runs of simultaneous
+// events arrive), random, or nearly sorted, for sizes either side of
+// sortEvents' run length and its insertion budget.
+func TestCalendarSortsNumberedBuckets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, n := range []int{1, 2, 15, 16, 17, 31, 32, 33, 64, 100, 255, 256, 600, 5000} {
+		for shape := range 4 {
+			c := NewCalendar(10, 8) // one bucket holds times 1024 to 2047
+			var want []Event
+			for i := range n {
+				var seq uint64
+				switch shape {
+				case 0:
+					seq = uint64(i)
+				case 1: // runs of 16, the runs in reverse
+					seq = uint64((n/16-i/16)<<8 | i%16)
+				case 2:
+					seq = rng.Uint64()
+				default: // sorted but for neighbours swapped
+					seq = uint64(i ^ rng.IntN(2))
+				}
+				at := Time(1024 + rng.IntN(3)) // mostly exact ties
+				seq = seq<<8 | uint64(i&0xff)  // unique
+				c.PushSeq(at, seq, 1, int32(i), 0)
+				want = append(want, Event{At: at, seq: seq, Kind: 1, Target: int32(i)})
+			}
+			slices.SortFunc(want, func(a, b Event) int {
+				return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.seq, b.seq))
+			})
+			for i, w := range want {
+				if e := c.Pop(); e != w {
+					t.Fatalf("%d events, shape %d: pop %d is %+v, want %+v", n, shape, i, e, w)
+				}
+			}
+		}
 	}
 }

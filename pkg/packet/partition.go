@@ -23,10 +23,9 @@ import (
 // shortest link between two parts (the lookahead) without hearing from the
 // others; between windows the parts swap what crossed.
 //
-// The run is the single loop's with Partitions 1, event for event at
-// every node, whatever the parts and threads: an event is numbered by the
-// node that made it and that node's count (Sim.seq), not by when it was
-// pushed (the default single loop's order, Partitions 0); each port
+// The run is the single loop's, event for event at every node, whatever
+// the parts and threads: an event is numbered by the node that made it and
+// that node's count (Sim.seq), not by when it was pushed; each port
 // draws from random streams of its own; a queue pair's slot is never taken
 // by another pair while a packet of it is out (Sim.recycle); and a switch
 // judges a PFC deadlock by its own last move. Each part pops its events

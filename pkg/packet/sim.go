@@ -158,12 +158,10 @@ type Sim struct {
 	// node making events now (where the current event happens; a flow's
 	// own node while the run's first flows start; len(Nodes) for the
 	// run-wide ones), made[n] how many events node n has made, curSeq the
-	// current event's number, pushed the events pushed (the numbers when
-	// Partitions is 0).
+	// current event's number.
 	cur    int32
 	made   []uint64
 	curSeq uint64
-	pushed uint64
 	seed   uint64
 	ports  []port
 	// Each port's random streams, 2*port for RED marking as it transmits
@@ -251,12 +249,9 @@ type Sim struct {
 	// Partitions, when over 1, splits the fabric into that many parts,
 	// each with its own event loop, run in step windows as long as the
 	// shortest link between two parts (partition.go); Threads of them run
-	// at once. Any Partitions from 1 up gives the same trace: events
-	// simultaneous at a node are ordered by who made them (seq). Left at 0,
-	// the single loop orders them as they were pushed instead, which the
-	// calendar sorts faster (a fully symmetric fabric makes thousands of
-	// exact ties a bucket: 45% of a GPT-13B iteration's time went to
-	// sorting them by maker).
+	// at once. Every Partitions gives the same trace as the single loop
+	// (0 or 1): events simultaneous at a node are ordered by who made
+	// them (seq), not by when they were pushed.
 	Partitions, Threads int
 	// Under partitions: which part each node is in, this Sim's, and the
 	// others (partition.go).
@@ -375,21 +370,22 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	return s, nil
 }
 
-// seq numbers an event made now for time at. With Partitions 0, in push
-// order. Otherwise by what does not depend on the order events were
-// pushed in, so that a partitioned run orders simultaneous events as the
-// single loop does: after those of its time made earlier (by its delay,
-// in 32 ps steps up to 2 us), then by its maker, then by the maker's
-// count. The makers' order is shuffled at every instant (their ids XOR a
-// hash of the time): a fixed one would let the same node win every tie at
-// a switch, for ever. Bits: 16 of inverted delay, 23 of node, 24 of count
-// (which wraps: two events of one node and time 16 M events apart are not
-// expected); the top bit is lateSeq's.
+// seq numbers an event made now for time at, by what does not depend on
+// the order events were pushed in, so that a partitioned run orders
+// simultaneous events as the single loop does: after those of its time
+// made earlier (by its delay, in 32 ps steps up to 2 us), then by its
+// maker, then by the maker's count. The makers' order is shuffled at every
+// instant (their ids XOR a hash of the time): a fixed one would let the
+// same node win every tie at a switch, for ever. Bits: 16 of inverted
+// delay, 23 of node, 24 of count (which wraps: two events of one node and
+// time 16 M events apart are not expected); the top bit is lateSeq's.
+//
+// Numbered in push order instead, the single loop ran a GPT-13B iteration
+// on 128 GPUs (--expand) in 32 s rather than 38 s, as the calendar sorts
+// the ties of a symmetric fabric faster so (des.Calendar.sortEvents), but
+// its trace then differed from a partitioned run's in the order of exact
+// ties (a 1024-GPU AllReduce ended 1.5% later).
 func (s *Sim) seq(at int64) uint64 {
-	if s.Partitions == 0 {
-		s.pushed++
-		return s.pushed
-	}
 	n := s.made[s.cur]
 	s.made[s.cur] = n + 1
 	d := uint64(min((at-s.now)>>5, 1<<16-1))
