@@ -311,21 +311,19 @@ func (s *Sim) begin() error {
 // a call per event cost the single loop 4%.
 func (s *Sim) loop(end int64, window bool) error {
 	stop := s.cfg.StopPs
+	if !window {
+		end = int64(des.Never)
+		if stop > 0 && stop < end {
+			end = stop + 1 // events at the horizon run
+		}
+	}
 	for {
-		var ev des.Event
-		if window {
-			var ok bool
-			if ev, ok = s.q.PopBefore(des.Time(end)); !ok {
-				return nil
-			}
-		} else {
-			if s.q.Len() == 0 {
-				return nil
-			}
-			if ev = s.q.Pop(); stop > 0 && int64(ev.At) > stop {
+		ev, ok := s.q.PopBefore(des.Time(end))
+		if !ok {
+			if !window && s.q.Len() > 0 {
 				s.now = stop // the horizon was reached, not merely the last event
-				return nil
 			}
+			return nil
 		}
 		s.now = int64(ev.At)
 		if s.Loop != nil && s.now >= s.Loop.next {
