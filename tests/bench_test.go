@@ -155,7 +155,10 @@ func BenchmarkIterationGPT13B1024Expanded(b *testing.B) {
 // on 128 GPUs: 14.7 M flows made as their collectives start, 106 M data
 // packets, the TP collectives' first groups standing for the other 15.
 // By hand on the idle machine: 41.5 s and 31 MB; 176-186 s and 38 MB for
-// all 402 M packets (--no-symmetry), the same trace rows.
+// all 402 M packets (--no-symmetry), the same trace rows. With simultaneous
+// events ordered by maker (as --threads orders them), 47 s while the
+// calendar sorted them by insertion alone, 38-40 s with merges (push
+// order: 32 s); --no-symmetry 146 s beside another run, the same bytes.
 func BenchmarkPacketIterationGPT13B128Expanded(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		reportPacket(b, measure(b,
