@@ -256,8 +256,8 @@ func TestPacketSurrogateAuto(t *testing.T) {
 
 // --threads: the fabric cut into parts run in parallel windows writes the
 // very bytes the single event loop writes, with two parts or three, on one
-// thread or two; what the partitioned loop cannot run is refused in one
-// line.
+// thread or two, under DCQCN and HPCC; what the partitioned loop cannot
+// run is refused in one line.
 func TestPacketThreads(t *testing.T) {
 	tp := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32")
 	st := mustRun(t, tp, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8")
@@ -266,6 +266,11 @@ func TestPacketThreads(t *testing.T) {
 		if out := mustRun(t, st, "flowsim-packet", args...); !bytes.Equal(out, single) {
 			t.Fatalf("%v wrote another trace than the single loop", args)
 		}
+	}
+	// HPCC, whose INT records cross parts with their packets.
+	hpcc := mustRun(t, st, "flowsim-packet", "--set", "CC_MODE=3")
+	if out := mustRun(t, st, "flowsim-packet", "--set", "CC_MODE=3", "--threads", "2"); !bytes.Equal(out, hpcc) {
+		t.Fatal("HPCC: --threads 2 wrote another trace than the single loop")
 	}
 	for _, c := range []struct {
 		args []string

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -157,6 +158,10 @@ type crossing struct {
 	revLen uint8
 	fwd    [maxPath]route.DirLink
 	rev    [maxPath]route.DirLink
+	// The packet's INT record (HPCC), copied: its slot was the sending
+	// part's.
+	nHops uint8
+	hops  [cc.MaxHops]cc.IntHop
 }
 
 // home is the part a flow starts in: its source's (a join without one:
@@ -195,6 +200,9 @@ func (s *Sim) sendAway(pi int32, at int64, v int32) {
 	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(at), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
 	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
 	c.revLen = uint8(copy(c.rev[:], s.path(2*qi+1)))
+	if pkt.intI >= 0 {
+		c.nHops, c.hops = s.intN[pkt.intI], s.ints[pkt.intI]
+	}
 	s.sentMin = min(s.sentMin, at)
 	s.freePacket(pi)
 }
@@ -208,6 +216,10 @@ func (s *Sim) takeIn(c *crossing) {
 	pi := s.newPacket()
 	pkt := &s.pkts[pi]
 	*pkt = c.pkt
+	if pkt.intI >= 0 {
+		pkt.intI = s.newINT()
+		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, c.hops
+	}
 	dir := c.pkt.path & 1
 	if c.home.part == s.me {
 		pkt.qp, pkt.ep = c.home.qp, c.home.ep
@@ -287,9 +299,6 @@ func (s *Sim) partitionable() error {
 	}
 	if s.cfg.Transport != TransportRoCE {
 		why = append(why, "TRANSPORT "+s.cfg.Transport.String())
-	}
-	if s.usesINT {
-		why = append(why, "INT-based congestion control ("+s.alg.Name()+")")
 	}
 	if len(why) > 0 {
 		return fmt.Errorf("partitions: not supported with %s; run with one partition", strings.Join(why, ", "))

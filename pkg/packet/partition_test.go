@@ -104,7 +104,8 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 
 // A partitioned run is the single loop's, flow for flow, whatever the
 // parts and threads: simultaneous events are ordered by the node that made
-// them, and each port draws RED marks from a stream of its own.
+// them, and each port draws RED marks from a stream of its own. Under
+// HPCC, the INT records of packets that cross parts go with them.
 func TestPartitionedThreadsIdentical(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
 	specs := crossServerAllToAll(256 << 10)
@@ -121,33 +122,33 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.HasWin, cfg.BufferBytes = false, 2<<20
-	one, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
-	for _, parts := range []int{2, 3} {
-		s1, f1 := runParts(t, tp, cfg, cc.ModeDCQCN, specs, parts, 1)
-		s2, f2 := runParts(t, tp, cfg, cc.ModeDCQCN, specs, parts, 2)
-		if s1.Stats != s2.Stats {
-			t.Fatalf("%d parts: stats differ with two threads: %+v vs %+v", parts, s1.Stats, s2.Stats)
-		}
-		if !slices.Equal(f1.End, f2.End) || !slices.Equal(f1.Start, f2.Start) {
-			t.Fatalf("%d parts: flow times differ with two threads", parts)
-		}
-		if s1.Stats.CNPs == 0 || s1.Stats.Pauses == 0 {
-			t.Fatalf("%d parts: %d CNPs, %d pauses: marking and PFC were not exercised", parts, s1.Stats.CNPs, s1.Stats.Pauses)
-		}
-		t.Logf("%d parts: makespan %d ps (single loop %d ps), %d CNPs, %d pauses", parts, s1.Stats.SimPs, one.Stats.SimPs, s1.Stats.CNPs, s1.Stats.Pauses)
-		// The same run as the single loop's, flow for flow; only the count
-		// of timeouts that came due after their pair was done may differ.
-		if !slices.Equal(f1.End, f0.End) || !slices.Equal(f1.Start, f0.Start) {
+	for _, mode := range []int{cc.ModeDCQCN, cc.ModeHPCC} {
+		one, f0 := runFlows(t, tp, cfg, mode, specs)
+		name := one.Algorithm().Name()
+		for _, parts := range []int{2, 3} {
+			s1, f1 := runParts(t, tp, cfg, mode, specs, parts, 1)
+			s2, f2 := runParts(t, tp, cfg, mode, specs, parts, 2)
+			if s1.Stats != s2.Stats {
+				t.Fatalf("%s, %d parts: stats differ with two threads: %+v vs %+v", name, parts, s1.Stats, s2.Stats)
+			}
+			if !slices.Equal(f1.End, f2.End) || !slices.Equal(f1.Start, f2.Start) {
+				t.Fatalf("%s, %d parts: flow times differ with two threads", name, parts)
+			}
+			if (mode == cc.ModeDCQCN && s1.Stats.CNPs == 0) || s1.Stats.Pauses == 0 {
+				t.Fatalf("%s, %d parts: %d CNPs, %d pauses: marking and PFC were not exercised", name, parts, s1.Stats.CNPs, s1.Stats.Pauses)
+			}
+			t.Logf("%s, %d parts: makespan %d ps (single loop %d ps), %d CNPs, %d pauses", name, parts, s1.Stats.SimPs, one.Stats.SimPs, s1.Stats.CNPs, s1.Stats.Pauses)
 			for i := range f0.End {
 				if f1.End[i] != f0.End[i] || f1.Start[i] != f0.Start[i] {
-					t.Fatalf("%d parts: flow %d ran %d-%d ps, in the single loop %d-%d ps", parts, i, f1.Start[i], f1.End[i], f0.Start[i], f0.End[i])
+					t.Fatalf("%s, %d parts: flow %d ran %d-%d ps, in the single loop %d-%d ps", name, parts, i, f1.Start[i], f1.End[i], f0.Start[i], f0.End[i])
 				}
 			}
-		}
-		a, b := s1.Stats, one.Stats
-		a.Events, b.Events = 0, 0
-		if a != b {
-			t.Fatalf("%d parts: stats %+v, single loop %+v", parts, a, b)
+			// All stats but the events (a part counts its window ends).
+			a, b := s1.Stats, one.Stats
+			a.Events, b.Events = 0, 0
+			if a != b {
+				t.Fatalf("%s, %d parts: stats %+v, single loop %+v", name, parts, a, b)
+			}
 		}
 	}
 }
@@ -195,7 +196,6 @@ func TestPartitionedRefusals(t *testing.T) {
 	}{
 		{cfg, cc.ModeDCQCN, cross, "LINK_DOWN"},
 		{sack, cc.ModeDCQCN, cross, "TRANSPORT sack"},
-		{DefaultConfig(), cc.ModeHPCC, cross, "INT-based"},
 		// GPU 40's flow waits on 0 -> 63, whose completion (its last ACK)
 		// happens at GPU 0, in the other part.
 		{DefaultConfig(), cc.ModeDCQCN, append(cross, flowSpec{40, 41, 1 << 20, []int64{0}}), "waits on flow 0"},
