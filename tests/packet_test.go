@@ -256,8 +256,8 @@ func TestPacketSurrogateAuto(t *testing.T) {
 
 // --threads: the fabric cut into parts run in parallel windows writes the
 // very bytes the single event loop writes, with two parts or three, on one
-// thread or two, under DCQCN and HPCC; what the partitioned loop cannot
-// run is refused in one line.
+// thread or two, under DCQCN and HPCC, with ECMP and per-packet routing;
+// what the partitioned loop cannot run is refused in one line.
 func TestPacketThreads(t *testing.T) {
 	tp := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32")
 	st := mustRun(t, tp, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8")
@@ -267,10 +267,13 @@ func TestPacketThreads(t *testing.T) {
 			t.Fatalf("%v wrote another trace than the single loop", args)
 		}
 	}
-	// HPCC, whose INT records cross parts with their packets.
-	hpcc := mustRun(t, st, "flowsim-packet", "--set", "CC_MODE=3")
-	if out := mustRun(t, st, "flowsim-packet", "--set", "CC_MODE=3", "--threads", "2"); !bytes.Equal(out, hpcc) {
-		t.Fatal("HPCC: --threads 2 wrote another trace than the single loop")
+	// HPCC, whose INT records cross parts with their packets, and the
+	// per-packet routings, whose switches choose in every part.
+	for _, set := range []string{"CC_MODE=3", "ROUTING=spray", "ROUTING=adaptive"} {
+		one := mustRun(t, st, "flowsim-packet", "--set", set)
+		if out := mustRun(t, st, "flowsim-packet", "--set", set, "--threads", "2"); !bytes.Equal(out, one) {
+			t.Fatalf("%s: --threads 2 wrote another trace than the single loop", set)
+		}
 	}
 	for _, c := range []struct {
 		args []string

@@ -149,6 +149,7 @@ type crossing struct {
 	arg    int64  // evPFC's
 	size   int64  // the pair's bytes
 	rtt    int64  // the pair's base RTT (go-back-N's NACK pacing)
+	hash   uint64 // the pair's ECMP hash (per-packet routings' seed)
 	target int32  // evPFC's port
 	flow   int32
 	kind   uint16
@@ -198,6 +199,7 @@ func (s *Sim) sendAway(pi int32, at int64, v int32) {
 	c := &(*box)[len(*box)-1]
 	q := &s.qps[qi]
 	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(at), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
+	c.hash = s.fwding.hash(qi)
 	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
 	c.revLen = uint8(copy(c.rev[:], s.path(2*qi+1)))
 	if pkt.intI >= 0 {
@@ -262,6 +264,7 @@ func (s *Sim) newShadow(c *crossing) int32 {
 	s.epoch[sh]++
 	s.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
 	s.qps[sh].cc.BaseRTT = c.rtt
+	s.fwding.open(sh, c.hash)
 	for d, p := range [2][]route.DirLink{c.fwd[:c.fwdLen], c.rev[:c.revLen]} {
 		if len(p) > s.pathW {
 			s.widenPaths(len(p))
@@ -290,9 +293,6 @@ func (s *Sim) partitionable() error {
 	}
 	if len(s.cfg.LinkDown) > 0 {
 		why = append(why, "LINK_DOWN")
-	}
-	if s.fwding.perPacket() {
-		why = append(why, "ROUTING "+s.cfg.Routing.String())
 	}
 	if s.cfg.PortPFC {
 		why = append(why, "PFC_MODE port")

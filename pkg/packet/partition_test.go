@@ -105,7 +105,9 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 // A partitioned run is the single loop's, flow for flow, whatever the
 // parts and threads: simultaneous events are ordered by the node that made
 // them, and each port draws RED marks from a stream of its own. Under
-// HPCC, the INT records of packets that cross parts go with them.
+// HPCC, the INT records of packets that cross parts go with them; under
+// per-packet routings, every part's switches choose from the pair's hash
+// and flowlet as the single loop's do.
 func TestPartitionedThreadsIdentical(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
 	specs := crossServerAllToAll(256 << 10)
@@ -120,11 +122,18 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 	for src := int32(16); src < 32; src += 2 {
 		specs = append(specs, flowSpec{src, 1, 2 << 20, nil})
 	}
-	cfg := DefaultConfig()
-	cfg.HasWin, cfg.BufferBytes = false, 2<<20
-	for _, mode := range []int{cc.ModeDCQCN, cc.ModeHPCC} {
+	for _, c := range []struct {
+		mode    int
+		routing Routing
+	}{{cc.ModeDCQCN, RouteECMP}, {cc.ModeHPCC, RouteECMP}, {cc.ModeDCQCN, RouteSpray}, {cc.ModeDCQCN, RouteFlowlet}, {cc.ModeDCQCN, RouteAdaptive}} {
+		cfg := DefaultConfig()
+		cfg.HasWin, cfg.BufferBytes, cfg.Routing = false, 2<<20, c.routing
+		mode := c.mode
 		one, f0 := runFlows(t, tp, cfg, mode, specs)
-		name := one.Algorithm().Name()
+		name := one.Algorithm().Name() + " " + c.routing.String()
+		if c.routing != RouteECMP && one.Stats.Reordered == 0 {
+			t.Fatalf("%s: no packet arrived out of order", name)
+		}
 		for _, parts := range []int{2, 3} {
 			s1, f1 := runParts(t, tp, cfg, mode, specs, parts, 1)
 			s2, f2 := runParts(t, tp, cfg, mode, specs, parts, 2)

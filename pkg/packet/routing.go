@@ -58,6 +58,11 @@ type forwarding struct {
 	mode     Routing
 	gapPs    int64     // FLOWLET_GAP_US
 	flowlets []flowlet // per queue pair slot (flowlet only)
+	// hashes is each queue pair slot's ECMP hash (all but ecmp), which
+	// seeds its per-packet choices: the pair's, not its slot's, so a
+	// partitioned run (whose slots are numbered otherwise, and whose
+	// packets use shadow slots abroad) chooses as the single loop does.
+	hashes []uint64
 }
 
 // perPacket reports whether switches choose per packet (all but ecmp).
@@ -68,6 +73,28 @@ func (f *forwarding) addQP() {
 	if f.mode == RouteFlowlet {
 		f.flowlets = grow.Append(f.flowlets, flowlet{})
 	}
+	if f.perPacket() {
+		f.hashes = grow.Append(f.hashes, 0)
+	}
+}
+
+// open starts queue pair slot qi afresh for a pair with ECMP hash h: a
+// slot's next pair starts a flowlet of its own, as in a slot never used.
+func (f *forwarding) open(qi int32, h uint64) {
+	if f.hashes != nil {
+		f.hashes[qi] = h
+	}
+	if f.flowlets != nil {
+		f.flowlets[qi] = flowlet{}
+	}
+}
+
+// hash is queue pair slot qi's ECMP hash (0 under ecmp).
+func (f *forwarding) hash(qi int32) uint64 {
+	if f.hashes == nil {
+		return 0
+	}
+	return f.hashes[qi]
 }
 
 // sent stamps a data packet leaving queue pair qi at now with its flowlet:
@@ -138,8 +165,7 @@ func (s *Sim) forward(pkt *packet, v int32) route.DirLink {
 	case 1:
 		return c[0]
 	}
-	qpHash := uint64(uint32(pkt.qp))<<32 | uint64(uint32(s.epoch[pkt.qp]))
-	return s.fwding.choose(c, qpHash, pkt, v, s.ports, s.now)
+	return s.fwding.choose(c, s.fwding.hashes[pkt.qp], pkt, v, s.ports, s.now)
 }
 
 // UplinkImbalance says how evenly the leaves spread their traffic over

@@ -924,6 +924,7 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
 	h := route.FlowHash(src, dst, id*64+j, s.seed)
+	s.fwding.open(qi, h)
 	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)
 	}

@@ -8,51 +8,70 @@ import (
 )
 
 // One 8 MiB flow whose last hop loses 2% of the data packets (the ACKs'
-// direction loses none). Go-back-N resends every packet after each loss:
-// the receiver discards what it already had. SACK resends exactly the lost
-// packets (retransmitted bytes = dropped bytes, nothing discarded) and
-// finishes sooner; with per-packet routing the reordering is not taken
+// direction loses none), over eight seeds: which packets are lost, and so
+// whether a retransmission is lost too and a timeout ends the flow, is one
+// draw per seed, so the claims are over their sums. Go-back-N resends every
+// packet after each loss: the receiver discards what it already had. SACK
+// resends the lost packets (retransmitted bytes = dropped bytes + what the
+// receiver discards, and that is little: a timeout's resend), and finishes
+// sooner on average; with per-packet routing the reordering is seldom taken
 // for loss either.
 func TestSACKResendsOnlyLostPackets(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100", NICBW: 200e9, SwitchBW: 100e9, PSWs: 4})
-	run := func(tr Transport, r Routing) *Sim {
+	const seeds = 8
+	run := func(tr Transport, r Routing) (sum Stats) {
 		cfg := DefaultConfig()
-		cfg.Transport, cfg.Routing = tr, r
-		s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 8 << 20}})
-		for i := range s.ports {
-			if s.ports[i].to == 9 {
-				s.ports[i].lossProb = 0.02
+		cfg.Transport, cfg.Routing, cfg.CCMode = tr, r, cc.ModeDCQCN
+		for seed := uint64(1); seed <= seeds; seed++ {
+			first, fl := newSim(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 8 << 20}})
+			s, err := New(tp, first.r, cfg, fl, seed)
+			if err != nil {
+				t.Fatal(err)
 			}
+			for i := range s.ports {
+				if s.ports[i].to == 9 {
+					s.ports[i].lossProb = 0.02
+				}
+			}
+			if err := s.Run(); err != nil {
+				t.Fatal(err)
+			}
+			st := s.Stats
+			if st.Delivered != 8<<20 || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
+				t.Fatalf("%s/%s seed %d: delivered %d, sent %d = delivered + dropped %d + discarded %d does not hold", tr, r, seed, st.Delivered, st.SentBytes, st.DroppedBytes, st.Discarded)
+			}
+			if tr == TransportSACK && st.Retransmitted != st.DroppedBytes+st.Discarded {
+				t.Fatalf("sack/%s seed %d: %d B retransmitted, %d B dropped, %d B discarded", r, seed, st.Retransmitted, st.DroppedBytes, st.Discarded)
+			}
+			sum.Dropped += st.Dropped
+			sum.DroppedBytes += st.DroppedBytes
+			sum.Discarded += st.Discarded
+			sum.Retransmitted += st.Retransmitted
+			sum.SimPs += st.SimPs
 		}
-		if err := s.Run(); err != nil {
-			t.Fatal(err)
-		}
-		if st := s.Stats; st.Delivered != 8<<20 || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
-			t.Fatalf("%s/%s: delivered %d, sent %d = delivered + dropped %d + discarded %d does not hold", tr, r, st.Delivered, st.SentBytes, st.DroppedBytes, st.Discarded)
-		}
-		return s
+		return sum
 	}
 	gbn := run(TransportRoCE, RouteECMP)
-	if gbn.Stats.Dropped == 0 || gbn.Stats.Discarded == 0 {
-		t.Fatalf("go-back-N: %d dropped, %d B discarded: expected losses and resent packets the receiver had", gbn.Stats.Dropped, gbn.Stats.Discarded)
+	if gbn.Dropped == 0 || gbn.Discarded < 2*gbn.DroppedBytes {
+		t.Fatalf("go-back-N: %d dropped (%d B), %d B discarded: expected every loss to resend packets the receiver had", gbn.Dropped, gbn.DroppedBytes, gbn.Discarded)
 	}
 	for _, r := range []Routing{RouteECMP, RouteSpray} {
-		sack := run(TransportSACK, r)
-		st := sack.Stats
+		st := run(TransportSACK, r)
+		t.Logf("sack/%s: %d dropped (%d B), %d B discarded, mean %d ps; go-back-N %d B discarded, mean %d ps", r, st.Dropped, st.DroppedBytes, st.Discarded, st.SimPs/seeds, gbn.Discarded, gbn.SimPs/seeds)
 		// Under spraying a packet overtaken by three others is taken for
 		// lost now and then: a few spurious resends, not a window's worth.
-		spurious := int64(0)
+		spurious := st.DroppedBytes / 10
 		if r == RouteSpray {
-			spurious = st.DroppedBytes / 2
+			spurious = st.DroppedBytes
 		}
-		if st.Dropped == 0 || st.Discarded > spurious || st.Retransmitted != st.DroppedBytes+st.Discarded {
-			t.Fatalf("sack/%s: %d dropped (%d B), %d B retransmitted, %d B discarded; want the lost bytes resent (and at most %d B more)", r, st.Dropped, st.DroppedBytes, st.Retransmitted, st.Discarded, spurious)
+		if st.Dropped == 0 || st.Discarded > spurious {
+			t.Fatalf("sack/%s: %d dropped (%d B), %d B discarded; want at most %d B resent beyond the lost bytes", r, st.Dropped, st.DroppedBytes, st.Discarded, spurious)
 		}
-		if st.Discarded*4 > gbn.Stats.Discarded {
-			t.Fatalf("sack/%s discarded %d B, go-back-N %d B", r, st.Discarded, gbn.Stats.Discarded)
+		if st.Discarded*4 > gbn.Discarded {
+			t.Fatalf("sack/%s discarded %d B, go-back-N %d B", r, st.Discarded, gbn.Discarded)
 		}
-		if st.SimPs >= gbn.Stats.SimPs {
-			t.Fatalf("sack/%s took %d ps, go-back-N %d ps", r, st.SimPs, gbn.Stats.SimPs)
+		if st.SimPs >= gbn.SimPs {
+			t.Fatalf("sack/%s took %d ps on average, go-back-N %d ps", r, st.SimPs/seeds, gbn.SimPs/seeds)
 		}
 	}
 }
