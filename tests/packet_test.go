@@ -281,7 +281,7 @@ func TestPacketThreads(t *testing.T) {
 	}{
 		{[]string{"--threads", "3", "--partitions", "2"}, "more than the 2 parts"},
 		{[]string{"--threads", "0"}, "--threads 0"},
-		{[]string{"--threads", "2", "--set", "TRANSPORT=sack"}, "TRANSPORT sack"},
+		{[]string{"--threads", "2", "--set", "PFC_MODE=port"}, "PFC_MODE port"},
 		{[]string{"--partitions", "5"}, "4 servers"},
 		{[]string{"--partitions", "0"}, "--partitions 0"},
 	} {

@@ -297,9 +297,6 @@ func (s *Sim) partitionable() error {
 	if s.cfg.PortPFC {
 		why = append(why, "PFC_MODE port")
 	}
-	if s.cfg.Transport != TransportRoCE {
-		why = append(why, "TRANSPORT "+s.cfg.Transport.String())
-	}
 	if len(why) > 0 {
 		return fmt.Errorf("partitions: not supported with %s; run with one partition", strings.Join(why, ", "))
 	}

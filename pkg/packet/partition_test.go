@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -107,7 +108,8 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 // them, and each port draws RED marks from a stream of its own. Under
 // HPCC, the INT records of packets that cross parts go with them; under
 // per-packet routings, every part's switches choose from the pair's hash
-// and flowlet as the single loop's do.
+// and flowlet as the single loop's do; lost packets are resent alike,
+// going back (go-back-N) or selectively (SACK).
 func TestPartitionedThreadsIdentical(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
 	specs := crossServerAllToAll(256 << 10)
@@ -123,16 +125,25 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 		specs = append(specs, flowSpec{src, 1, 2 << 20, nil})
 	}
 	for _, c := range []struct {
-		mode    int
-		routing Routing
-	}{{cc.ModeDCQCN, RouteECMP}, {cc.ModeHPCC, RouteECMP}, {cc.ModeDCQCN, RouteSpray}, {cc.ModeDCQCN, RouteFlowlet}, {cc.ModeDCQCN, RouteAdaptive}} {
+		mode      int
+		routing   Routing
+		transport Transport
+		loss      float64
+	}{
+		{cc.ModeDCQCN, RouteECMP, TransportRoCE, 0}, {cc.ModeHPCC, RouteECMP, TransportRoCE, 0},
+		{cc.ModeDCQCN, RouteSpray, TransportRoCE, 0}, {cc.ModeDCQCN, RouteFlowlet, TransportRoCE, 0}, {cc.ModeDCQCN, RouteAdaptive, TransportRoCE, 0},
+		{cc.ModeDCQCN, RouteECMP, TransportRoCE, 0.002}, {cc.ModeDCQCN, RouteECMP, TransportSACK, 0.002}, {cc.ModeDCQCN, RouteSpray, TransportSACK, 0.002},
+	} {
 		cfg := DefaultConfig()
-		cfg.HasWin, cfg.BufferBytes, cfg.Routing = false, 2<<20, c.routing
+		cfg.HasWin, cfg.BufferBytes, cfg.Routing, cfg.Transport, cfg.ErrorRate = false, 2<<20, c.routing, c.transport, c.loss
 		mode := c.mode
 		one, f0 := runFlows(t, tp, cfg, mode, specs)
-		name := one.Algorithm().Name() + " " + c.routing.String()
+		name := fmt.Sprintf("%s %s %s loss %g", one.Algorithm().Name(), c.routing, c.transport, c.loss)
 		if c.routing != RouteECMP && one.Stats.Reordered == 0 {
 			t.Fatalf("%s: no packet arrived out of order", name)
+		}
+		if c.loss > 0 && one.Stats.Retransmitted == 0 {
+			t.Fatalf("%s: nothing was resent", name)
 		}
 		for _, parts := range []int{2, 3} {
 			s1, f1 := runParts(t, tp, cfg, mode, specs, parts, 1)
@@ -195,8 +206,8 @@ func TestPartitionedRefusals(t *testing.T) {
 	cross := []flowSpec{{0, 63, 1 << 20, nil}}
 	cfg := DefaultConfig()
 	cfg.LinkDown = []LinkDown{{AtPs: 1000, A: 0, B: 64}}
-	sack := DefaultConfig()
-	sack.Transport = TransportSACK
+	portPFC := DefaultConfig()
+	portPFC.PortPFC = true
 	for _, c := range []struct {
 		cfg   Config
 		cc    int
@@ -204,7 +215,7 @@ func TestPartitionedRefusals(t *testing.T) {
 		want  string
 	}{
 		{cfg, cc.ModeDCQCN, cross, "LINK_DOWN"},
-		{sack, cc.ModeDCQCN, cross, "TRANSPORT sack"},
+		{portPFC, cc.ModeDCQCN, cross, "PFC_MODE port"},
 		// GPU 40's flow waits on 0 -> 63, whose completion (its last ACK)
 		// happens at GPU 0, in the other part.
 		{DefaultConfig(), cc.ModeDCQCN, append(cross, flowSpec{40, 41, 1 << 20, []int64{0}}), "waits on flow 0"},
