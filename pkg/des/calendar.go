@@ -277,18 +277,12 @@ func (c *Calendar) Pop() Event {
 // popping scanned for the bucket twice, a tenth of a partitioned run.
 func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 	if c.inWheel == 0 {
-		if c.far.Len() == 0 || c.far.h[0].At >= end {
-			return Event{}, false
-		}
-		return c.popFar(), true
+		return c.popFarBefore(end)
 	}
 	b := c.nextBucket()
 	top := c.first(b)
 	if c.far.Len() > 0 && less(&c.far.h[0], top) {
-		if c.far.h[0].At >= end {
-			return Event{}, false
-		}
-		return c.popFar(), true
+		return c.popFarBefore(end)
 	}
 	if top.At >= end {
 		return Event{}, false
@@ -314,6 +308,14 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 		c.active = -1
 	}
 	return e, true
+}
+
+// popFarBefore pops the far heap's head if there is one before end.
+func (c *Calendar) popFarBefore(end Time) (Event, bool) {
+	if c.far.Len() == 0 || c.far.h[0].At >= end {
+		return Event{}, false
+	}
+	return c.popFar(), true
 }
 
 func (c *Calendar) popFar() Event {

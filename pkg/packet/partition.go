@@ -165,6 +165,10 @@ type crossing struct {
 	hops  [cc.MaxHops]cc.IntHop
 }
 
+// abroad reports whether node v is in another part than this Sim's (never
+// in the single loop).
+func (s *Sim) abroad(v int32) bool { return s.part != nil && s.part.of[v] != s.me }
+
 // home is the part a flow starts in: its source's (a join without one:
 // the first part).
 func (s *Sim) home(i int32) uint8 {
@@ -383,10 +387,7 @@ func (s *Sim) runPartitioned() error {
 		// or sent in the last window.
 		next := int64(maxTime)
 		for _, c := range sims {
-			next = min(next, c.sentMin)
-			if c.q.Len() > 0 {
-				next = min(next, int64(c.q.PeekTime()))
-			}
+			next = min(next, c.sentMin, int64(c.q.PeekTime())) // Never when empty
 		}
 		if next == maxTime {
 			break

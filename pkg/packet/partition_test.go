@@ -136,8 +136,7 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 	} {
 		cfg := DefaultConfig()
 		cfg.HasWin, cfg.BufferBytes, cfg.Routing, cfg.Transport, cfg.ErrorRate = false, 2<<20, c.routing, c.transport, c.loss
-		mode := c.mode
-		one, f0 := runFlows(t, tp, cfg, mode, specs)
+		one, f0 := runFlows(t, tp, cfg, c.mode, specs)
 		name := fmt.Sprintf("%s %s %s loss %g", one.Algorithm().Name(), c.routing, c.transport, c.loss)
 		if c.routing != RouteECMP && one.Stats.Reordered == 0 {
 			t.Fatalf("%s: no packet arrived out of order", name)
@@ -146,15 +145,15 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 			t.Fatalf("%s: nothing was resent", name)
 		}
 		for _, parts := range []int{2, 3} {
-			s1, f1 := runParts(t, tp, cfg, mode, specs, parts, 1)
-			s2, f2 := runParts(t, tp, cfg, mode, specs, parts, 2)
+			s1, f1 := runParts(t, tp, cfg, c.mode, specs, parts, 1)
+			s2, f2 := runParts(t, tp, cfg, c.mode, specs, parts, 2)
 			if s1.Stats != s2.Stats {
 				t.Fatalf("%s, %d parts: stats differ with two threads: %+v vs %+v", name, parts, s1.Stats, s2.Stats)
 			}
 			if !slices.Equal(f1.End, f2.End) || !slices.Equal(f1.Start, f2.Start) {
 				t.Fatalf("%s, %d parts: flow times differ with two threads", name, parts)
 			}
-			if (mode == cc.ModeDCQCN && s1.Stats.CNPs == 0) || s1.Stats.Pauses == 0 {
+			if (c.mode == cc.ModeDCQCN && s1.Stats.CNPs == 0) || s1.Stats.Pauses == 0 {
 				t.Fatalf("%s, %d parts: %d CNPs, %d pauses: marking and PFC were not exercised", name, parts, s1.Stats.CNPs, s1.Stats.Pauses)
 			}
 			t.Logf("%s, %d parts: makespan %d ps (single loop %d ps), %d CNPs, %d pauses", name, parts, s1.Stats.SimPs, one.Stats.SimPs, s1.Stats.CNPs, s1.Stats.Pauses)

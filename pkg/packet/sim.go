@@ -138,8 +138,10 @@ type Sim struct {
 	// still refreshing PAUSE long after means nothing can move (deadlock).
 	// A node's own record, so that the verdict is the same whichever part
 	// of a partitioned run the node is in.
-	lastMove    []int64
-	lastMoveAny int64 // the latest of them (PFC_MODE port's check)
+	lastMove []int64
+	// lastMoveAny is the latest of them, for PFC_MODE port's check: kept,
+	// not taken as their maximum, as that check runs at every live timeout.
+	lastMoveAny int64
 	stalled     *Incomplete
 	// err is what stopped this part's window (partition.go).
 	err error
@@ -548,7 +550,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	switch {
 	case bypass:
 		s.bypass(pi, tx)
-	case s.part != nil && s.part.of[p.to] != s.me:
+	case s.abroad(p.to):
 		s.sendAway(pi, s.now+tx+p.lat, p.to)
 	default:
 		s.push(s.now+tx+p.lat, evArrive, pi, 0)
@@ -766,7 +768,7 @@ func (s *Sim) sendPFC(dl int32, q int, pause bool) {
 		s.Stats.Pauses++
 	}
 	at := s.now + s.ports[dl].lat
-	if up := s.ports[dl].from; s.part != nil && s.part.of[up] != s.me {
+	if up := s.ports[dl].from; s.abroad(up) {
 		s.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
 	} else {
 		s.push(at, evPFC, dl, arg)
