@@ -242,3 +242,44 @@ func TestTopogenZeroIsNotDefault(t *testing.T) {
 		t.Fatalf("one GPU per server: %d NVSwitches", top.NVSwitchesPerServer)
 	}
 }
+
+// --oversubscribe-by uplinks keeps k/2 GPU NICs per edge switch and thins
+// its uplinks, so 1:1 and 4:1 compare like for like; hosts, the default,
+// builds what topogen always built. Bad modes and other families are
+// refused as the other fat-tree flags are.
+func TestTopogenOversubscribeBy(t *testing.T) {
+	ft := []string{"--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "1024", "--oversubscription", "4"}
+	top := readTopology(t, mustRun(t, nil, "topogen", append(ft, "--oversubscribe-by", "uplinks")...))
+	fabric := 0
+	for _, l := range top.Links {
+		if l.Kind == stream.LinkFabric {
+			fabric++
+		}
+	}
+	// 128 edges x 2 uplinks + 128 aggs x 8 cores.
+	if fabric != 128*2+128*8 || top.Params["oversubscribe_by"] != "uplinks" || top.Params["uplinks_per_edge"] != "2" || top.Params["gpus_per_edge"] != "8" {
+		t.Fatalf("%d fabric links, params %v", fabric, top.Params)
+	}
+	sum := string(mustRun(t, nil, "topogen", append(ft, "--oversubscribe-by", "uplinks", "--summary")...))
+	for _, want := range []string{"fat-tree      k=16, 4:1 asked, oversubscribed by uplinks: 8 GPU NICs and 2 uplinks per edge switch",
+		"tier edge     128 switches, 409.6 Tbps down, 102.4 Tbps up, oversub 4:1\n  per switch  8 GPU NICs, 2 up\n", "tier agg      128 switches (32 with GPUs)", "bisection     51.2 Tbps"} {
+		if !strings.Contains(sum, want) {
+			t.Errorf("summary lacks %q:\n%s", want, sum)
+		}
+	}
+	sum = string(mustRun(t, nil, "topogen", append(ft, "--summary")...))
+	if !strings.Contains(sum, "oversubscribed by hosts: 32 GPU NICs and 8 uplinks") || !strings.Contains(sum, "tier edge     128 switches (32 with GPUs), 409.6 Tbps down, 102.4 Tbps up, oversub 4:1") {
+		t.Errorf("hosts summary:\n%s", sum)
+	}
+	if a, b := mustRun(t, nil, "topogen", ft...), mustRun(t, nil, "topogen", append(ft, "--oversubscribe-by", "hosts")...); !bytes.Equal(a, b) {
+		t.Error("--oversubscribe-by hosts differs from the default")
+	}
+	r := run(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--oversubscription", "3", "--oversubscribe-by", "uplinks", "--summary")
+	if r.code != 0 || !strings.Contains(string(r.stderr), "note: --oversubscription 3 by uplinks: each edge switch of the k=16 fat-tree keeps 8 GPU NICs and gets 3 uplinks (round(8/3), at least 1), a real ratio of 2.67:1") {
+		t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	oneLineError(t, run(t, nil, "topogen", "--family", "fat-tree", "--oversubscribe-by", "links"), 1, `topogen: --oversubscribe-by "links" must be hosts or uplinks`)
+	oneLineError(t, run(t, nil, "topogen", "--family", "fat-tree", "--oversubscribe-by", ""), 1, `--oversubscribe-by "" must be hosts or uplinks`)
+	oneLineError(t, run(t, nil, "topogen", "--family", "spectrum-x", "--oversubscribe-by", "uplinks"), 2, "topogen: --oversubscribe-by applies to fat-tree, not --family spectrum-x")
+	oneLineError(t, run(t, nil, "topogen", "--family", "dragonfly", "--oversubscribe-by", "hosts"), 2, "--oversubscribe-by applies to fat-tree, not --family dragonfly")
+}

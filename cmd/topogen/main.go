@@ -6,6 +6,8 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/cli"
@@ -32,8 +34,9 @@ type command struct {
 	PSW            *int `name:"psw" group:"SimAI families" help:"Number of spine (PSW) switches; default 64 spectrum-x, 120 hpn-*, 8 dcn-*."`
 	ASWPerPSW      *int `name:"asw-per-psw" group:"SimAI families" help:"Leaf-facing ports per PSW; default 64 spectrum-x, 240 hpn-single-plane, 120 hpn-dual-plane, 8 dcn-*. Raised with a note when the GPUs need more."`
 
-	K       *int    `name:"fat-tree-k" group:"fat-tree" help:"Switch radix k (even); default the smallest that holds --gpus."`
-	Oversub float64 `name:"oversubscription" group:"fat-tree" default:"1" help:"Edge switch downlink:uplink ratio, at least 1 (1 = non-blocking)."`
+	K         *int    `name:"fat-tree-k" group:"fat-tree" help:"Switch radix k (even); default the smallest that holds --gpus."`
+	Oversub   float64 `name:"oversubscription" group:"fat-tree" default:"1" help:"Edge switch downlink:uplink ratio, at least 1 (1 = non-blocking)."`
+	OversubBy *string `name:"oversubscribe-by" group:"fat-tree" placeholder:"hosts|uplinks" help:"How --oversubscription is made. hosts (default): each edge switch gets ratio x k/2 GPU NICs and keeps k/2 uplinks, so a higher ratio puts more servers under each edge. uplinks: each edge switch keeps k/2 GPU NICs and gets round((k/2)/ratio) uplinks (at least 1; a note gives the real ratio when rounding changes it), to aggregation switches 0..uplinks-1 of its pod, so 1:1 and 4:1 compare like for like; a k-ary tree then holds k x (k/2)^2 GPUs whatever the ratio."`
 
 	RoutersPerGroup    *int `name:"routers-per-group" group:"dragonfly" help:"Routers per group (a); give a, p and h together, or none for a balanced dragonfly."`
 	TerminalsPerRouter *int `name:"terminals-per-router" group:"dragonfly" help:"GPU NICs per router (p)."`
@@ -42,7 +45,7 @@ type command struct {
 
 	Format    string `default:"stream" enum:"stream,simai" help:"Output: the fabricsim stream (binary, for pipes) or SimAI's text topology."`
 	FromSimAI string `name:"from-simai" type:"existingfile" help:"Import a SimAI topology file instead of generating one."`
-	Summary   bool   `help:"Print a readable summary (nodes, links, oversubscription, bisection, diameter) instead of the topology."`
+	Summary   bool   `help:"Print a readable summary instead of the topology: nodes, links, per tier the switches with GPUs below them (empty ones are counted apart), their links per switch and downlink:uplink ratio, a fat-tree's oversubscription mode, bisection bandwidth, diameter."`
 	Out       string `short:"o" help:"Write to FILE instead of stdout."`
 }
 
@@ -51,6 +54,7 @@ const description = `Generate a GPU cluster fabric and write it as a fabricsim s
 Examples:
   topogen --family spectrum-x --gpus 128 --gpu-type A100 --nic-bw 100Gbps | ncclpath | ...
   topogen --family hpn-dual-plane --gpus 1024 --summary
+  topogen --family fat-tree --fat-tree-k 16 --oversubscription 4 --oversubscribe-by uplinks --summary
   topogen --family dragonfly --gpus 72 --gpus-per-server 1 --routers-per-group 4 --terminals-per-router 2 --global-per-router 2 --summary
   topogen --family spectrum-x --gpus 16 --format simai > Spectrum-X_16g_8gps_400Gbps_H100
   topogen --from-simai Spectrum-X_16g_8gps_400Gbps_H100 | ncclpath | ...`
@@ -96,6 +100,7 @@ func (c *command) checkFamilyFlags() error {
 		{"--asw-per-psw", c.ASWPerPSW != nil, simai, "the SimAI families"},
 		{"--fat-tree-k", c.K != nil, c.Family == topo.FatTree, "fat-tree"},
 		{"--oversubscription", c.Oversub != 1, c.Family == topo.FatTree, "fat-tree"},
+		{"--oversubscribe-by", c.OversubBy != nil, c.Family == topo.FatTree, "fat-tree"},
 		{"--routers-per-group", c.RoutersPerGroup != nil, c.Family == topo.Dragonfly, "dragonfly"},
 		{"--terminals-per-router", c.TerminalsPerRouter != nil, c.Family == topo.Dragonfly, "dragonfly"},
 		{"--global-per-router", c.GlobalPerRouter != nil, c.Family == topo.Dragonfly, "dragonfly"},
@@ -121,6 +126,12 @@ func (c *command) params() (topo.Params, error) {
 	}
 	if err := c.checkFamilyFlags(); err != nil {
 		return p, err
+	}
+	if c.OversubBy != nil {
+		if !slices.Contains(topo.OversubModes, *c.OversubBy) {
+			return p, fmt.Errorf("--oversubscribe-by %q must be %s", *c.OversubBy, strings.Join(topo.OversubModes, " or "))
+		}
+		p.OversubBy = *c.OversubBy
 	}
 	if v := c.NVSwitchesPerServer; v != nil {
 		switch {

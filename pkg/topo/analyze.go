@@ -249,14 +249,25 @@ func Diameter(t *Topology) (int, error) {
 	return 0, fmt.Errorf("diameter search did not converge")
 }
 
-// TierStat summarises one network tier for --summary.
+// TierStat summarises one network tier for --summary. Only its populated
+// switches, those with a GPU below them (reached going down the tiers),
+// carry traffic towards GPUs: the bandwidths and per-switch link counts are
+// theirs, and their down links count only when they lead to a GPU or a
+// populated switch. An edge switch no GPU hangs off, and the aggregation
+// switches above only such edges, would otherwise pull the averages down
+// (a k=16 fat-tree with 128 GPUs read 0.125:1 at its edge, where the 16
+// edges that hold GPUs are 1:1).
 type TierStat struct {
-	Role     string
-	Tier     int8
-	Switches int
-	DownBps  float64 // towards GPUs
-	UpBps    float64 // towards higher tiers
-	LevelBps float64 // to switches of the same tier (dragonfly local/global)
+	Role      string
+	Tier      int8
+	Switches  int     // all switches of the role
+	Populated int     // those with GPUs below them
+	DownBps   float64 // towards GPUs
+	UpBps     float64 // towards higher tiers
+	LevelBps  float64 // to switches of the same tier (dragonfly local/global)
+	// Links per populated switch, the fewest and the most: GPU NICs (links
+	// to GPUs), down (to GPUs and populated lower switches), up and level.
+	GPUNICs, Down, Up, Level [2]int
 }
 
 // Oversubscription is down:up, or down:level when a tier has no uplinks
@@ -271,12 +282,41 @@ func (s TierStat) Oversubscription() float64 {
 	return 0
 }
 
-// Tiers reports the bandwidth of each network switch role, down and up.
+// Tiers reports the bandwidth of each network switch role, down and up,
+// over its populated switches (see TierStat).
 func Tiers(t *Topology) []TierStat {
-	byRole := map[string]*TierStat{}
+	adj := BuildAdjacency(t)
 	tierOf := func(v int32) int8 { return t.Nodes[v].Tier }
-	for i := range t.Nodes {
-		n := &t.Nodes[i]
+	// populated[v]: a GPU lies below v. Lower tiers first, so that a
+	// switch's lower neighbours are settled before it.
+	order := make([]int32, 0, len(t.Nodes)-t.GPUs)
+	for v := t.GPUs; v < len(t.Nodes); v++ {
+		order = append(order, int32(v))
+	}
+	sort.SliceStable(order, func(i, j int) bool { return tierOf(order[i]) < tierOf(order[j]) })
+	populated := make([]bool, len(t.Nodes))
+	for v := 0; v < t.GPUs; v++ {
+		populated[v] = true
+	}
+	for _, v := range order {
+		for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
+			if o := Other(t, li, v); tierOf(o) < tierOf(v) && populated[o] {
+				populated[v] = true
+				break
+			}
+		}
+	}
+	byRole := map[string]*TierStat{}
+	span := func(r *[2]int, n int, first bool) {
+		if first || n < r[0] {
+			r[0] = n
+		}
+		if first || n > r[1] {
+			r[1] = n
+		}
+	}
+	for _, v := range order {
+		n := &t.Nodes[v]
 		if n.Kind != stream.NodeSwitch {
 			continue
 		}
@@ -286,24 +326,36 @@ func Tiers(t *Topology) []TierStat {
 			byRole[n.Role] = s
 		}
 		s.Switches++
-	}
-	for i := range t.Links {
-		l := &t.Links[i]
-		for _, end := range [2][2]int32{{l.A, l.B}, {l.B, l.A}} {
-			v, o := end[0], end[1]
-			if t.Nodes[v].Kind != stream.NodeSwitch {
-				continue
-			}
-			s := byRole[t.Nodes[v].Role]
+		if !populated[v] {
+			continue
+		}
+		var gpus, down, up, level int
+		for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
+			o, bw := Other(t, li, v), t.Links[li].BWbps
 			switch {
 			case tierOf(o) < tierOf(v):
-				s.DownBps += l.BWbps
+				if !populated[o] {
+					continue // towards no GPU
+				}
+				if int(o) < t.GPUs {
+					gpus++
+				}
+				down++
+				s.DownBps += bw
 			case tierOf(o) > tierOf(v):
-				s.UpBps += l.BWbps
+				up++
+				s.UpBps += bw
 			default:
-				s.LevelBps += l.BWbps
+				level++
+				s.LevelBps += bw
 			}
 		}
+		first := s.Populated == 0
+		s.Populated++
+		span(&s.GPUNICs, gpus, first)
+		span(&s.Down, down, first)
+		span(&s.Up, up, first)
+		span(&s.Level, level, first)
 	}
 	out := make([]TierStat, 0, len(byRole))
 	for _, s := range byRole {

@@ -63,6 +63,7 @@ func TestDiameterAgainstBFS(t *testing.T) {
 		{Family: DCNSingleToR, GPUs: 16, NICsPerASW: 1},
 		{Family: FatTree, GPUs: 16, GPUsPerServer: 1},
 		{Family: FatTree, GPUs: 64, GPUsPerServer: 2, K: 6, Oversub: 2},
+		{Family: FatTree, GPUs: 48, GPUsPerServer: 2, K: 6, Oversub: 2, OversubBy: OversubUplinks}, // aggs 2 of each pod idle
 		{Family: Dragonfly, GPUs: 72, GPUsPerServer: 1, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2},
 		{Family: Dragonfly, GPUs: 40, GPUsPerServer: 2},
 	}

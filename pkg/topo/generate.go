@@ -21,6 +21,20 @@ const (
 	Dragonfly      = "dragonfly"
 )
 
+// Ways a fat-tree is oversubscribed (topogen --oversubscribe-by).
+const (
+	// OversubHosts puts Oversub*k/2 GPU NICs on each edge switch, which
+	// keeps its k/2 uplinks: more servers share an edge as the ratio rises.
+	OversubHosts = "hosts"
+	// OversubUplinks keeps k/2 GPU NICs on each edge switch and thins its
+	// uplinks to round((k/2)/Oversub), at least 1: hosts per edge stay fixed,
+	// so fabrics of different ratios compare like for like.
+	OversubUplinks = "uplinks"
+)
+
+// OversubModes lists the fat-tree oversubscription modes, default first.
+var OversubModes = []string{OversubHosts, OversubUplinks}
+
 // Families lists every generator in the order topogen documents them.
 var Families = []string{SpectrumX, HPNSinglePlane, HPNDualPlane, DCNSingleToR, DCNDualToR, FatTree, Dragonfly}
 
@@ -86,8 +100,9 @@ type Params struct {
 	ASWPerPSW  int // ASW-facing ports of a PSW (SimAI -app): 64, 240 (120 dual plane), 8
 
 	// Fat-tree.
-	K       int     // switch radix (even); default: smallest that fits the GPUs
-	Oversub float64 // edge downlink:uplink ratio; default 1
+	K         int     // switch radix (even); default: smallest that fits the GPUs
+	Oversub   float64 // edge downlink:uplink ratio; default 1
+	OversubBy string  // how Oversub is made: OversubHosts (default, "" too) or OversubUplinks
 
 	// Dragonfly (1D, as CODES models it).
 	RoutersPerGroup    int // a

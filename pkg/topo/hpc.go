@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/units"
@@ -11,9 +12,28 @@ import (
 
 // fatTree builds a 3-tier k-ary fat-tree (Al-Fares et al.): k pods of k/2
 // edge and k/2 aggregation switches, (k/2)^2 cores; aggregation switch j of
-// every pod connects to cores j*k/2 .. j*k/2+k/2-1. Oversubscription puts
-// Oversub*k/2 GPU NICs on each edge switch instead of k/2; GPUs fill edge
-// switches in id order, so a server's GPUs share an edge switch.
+// every pod connects to cores j*k/2 .. j*k/2+k/2-1. GPUs fill edge switches
+// in id order, so a server's GPUs share an edge switch.
+//
+// Oversubscription R is made one of two ways (Params.OversubBy):
+//   - hosts (the default): each edge switch holds round(R*k/2) GPU NICs and
+//     keeps k/2 uplinks, one to each aggregation switch of its pod; a higher
+//     ratio puts more servers under each edge switch.
+//   - uplinks: each edge switch keeps k/2 GPU NICs and gets
+//     u = round((k/2)/R) uplinks (at least 1), so the tree holds k*(k/2)^2
+//     GPUs whatever R, and 1:1 and R:1 differ only in the uplinks. Every
+//     edge switch of a pod connects to the pod's aggregation switches
+//     0..u-1; the aggregation and core tiers (and every node id) stay those
+//     of the k-ary tree, so aggregation switches u..k/2-1 of each pod and
+//     the cores above them carry no traffic (--summary counts them empty).
+//     Spreading the uplinks evenly instead (edge e to aggs (e*u+j) mod k/2)
+//     would cut the fabric apart: aggregation switch j reaches only core
+//     group j, so two edge switches with no aggregation index in common
+//     could reach each other only through a third edge switch, and with one
+//     uplink not at all. When the rounding changes the ratio, a note gives
+//     the real one.
+//
+// At 1:1 both ways build the same fabric.
 func (b *builder) fatTree() ([]string, error) {
 	p := &b.p
 	var notes []string
@@ -23,16 +43,47 @@ func (b *builder) fatTree() ([]string, error) {
 	if p.Oversub < 1 || math.IsInf(p.Oversub, 0) || math.IsNaN(p.Oversub) {
 		return nil, fmt.Errorf("--oversubscription %g must be at least 1", p.Oversub)
 	}
+	byUplinks := false
+	switch p.OversubBy {
+	case "", OversubHosts:
+	case OversubUplinks:
+		byUplinks = true
+	default:
+		return nil, fmt.Errorf("--oversubscribe-by %q must be %s", p.OversubBy, strings.Join(OversubModes, " or "))
+	}
 	if p.NICBW == 0 {
 		p.NICBW = p.SwitchBW
 	}
-	perEdge := func(k int) int { return int(math.Round(p.Oversub * float64(k/2))) }
-	// A k-ary fat-tree has 5k²/4 switches, k³/2 fabric links and k³/4
-	// edge ports down, times the oversubscription: refuse absurd k and
+	// GPU NICs and uplinks of each edge switch of a k-ary tree. perEdgeF is
+	// perEdge in float64, for size checks before the count is known to fit.
+	perEdgeF := func(k int) float64 {
+		if byUplinks {
+			return float64(k / 2)
+		}
+		return math.Round(p.Oversub * float64(k/2))
+	}
+	perEdge := func(k int) int { return int(perEdgeF(k)) }
+	uplinks := func(k int) int {
+		if byUplinks {
+			return max(1, int(math.Round(float64(k/2)/p.Oversub)))
+		}
+		return k / 2
+	}
+	how := fmt.Sprintf("%g:1", p.Oversub)
+	if byUplinks {
+		how += " by uplinks"
+	}
+	// A k-ary fat-tree has 5k²/4 switches, k³/2 fabric links (fewer when
+	// the uplinks are thinned) and k³/4 edge ports down, times the
+	// oversubscription when it is made by hosts: refuse absurd k and
 	// oversubscription before they overflow anything.
 	sizeOf := func(k int, gpus float64) error {
 		fk := float64(k)
-		return b.checkSize(fmt.Sprintf("a k=%d fat-tree at %g:1", k, p.Oversub), gpus, 5*fk*fk/4, 1, fk*fk*fk/2)
+		fabric := fk * fk * fk / 2
+		if byUplinks {
+			fabric = fk*(fk/2)*float64(uplinks(k)) + fk*fk*fk/4
+		}
+		return b.checkSize(fmt.Sprintf("a k=%d fat-tree at %s", k, how), gpus, 5*fk*fk/4, 1, fabric)
 	}
 	if p.K != 0 {
 		if p.K < 2 || p.K%2 != 0 {
@@ -40,12 +91,12 @@ func (b *builder) fatTree() ([]string, error) {
 		}
 		gpus := float64(p.GPUs)
 		if p.GPUs == 0 {
-			gpus = float64(p.K) * float64(p.K/2) * math.Round(p.Oversub*float64(p.K/2))
+			gpus = float64(p.K) * float64(p.K/2) * perEdgeF(p.K)
 		}
 		if err := sizeOf(p.K, gpus); err != nil {
 			return nil, err
 		}
-	} else if math.Round(p.Oversub*2) > MaxGPUs {
+	} else if !byUplinks && math.Round(p.Oversub*2) > MaxGPUs {
 		return nil, sizeOf(4, float64(4*2)*math.Round(p.Oversub*2))
 	}
 	if p.GPUs == 0 {
@@ -58,7 +109,7 @@ func (b *builder) fatTree() ([]string, error) {
 	if p.K == 0 {
 		for p.K = 4; p.K*(p.K/2)*perEdge(p.K) < p.GPUs; p.K += 2 {
 		}
-		notes = append(notes, fmt.Sprintf("fat-tree radix k=%d (smallest even k holding %d GPUs at %g:1)", p.K, p.GPUs, p.Oversub))
+		notes = append(notes, fmt.Sprintf("fat-tree radix k=%d (smallest even k holding %d GPUs at %s)", p.K, p.GPUs, how))
 	}
 	k := p.K
 	if k < 2 || k%2 != 0 {
@@ -71,12 +122,17 @@ func (b *builder) fatTree() ([]string, error) {
 	if err := sizeOf(k, float64(p.GPUs)); err != nil {
 		return nil, err
 	}
+	half := k / 2
+	u := uplinks(k)
+	if ratio := float64(h) / float64(u); byUplinks && math.Abs(ratio-p.Oversub) > 1e-9*p.Oversub {
+		notes = append(notes, fmt.Sprintf("--oversubscription %g by uplinks: each edge switch of the k=%d fat-tree keeps %d GPU NICs and gets %s (round(%d/%g), at least 1), a real ratio of %.3g:1",
+			p.Oversub, k, h, plural(u, "uplink"), half, p.Oversub, ratio))
+	}
 	edgeOf := func(g int) int { return g / h }
 	firstNVS, err := b.gpusAndNVSwitches(p.GPUs, func(g int) int32 { return int32(edgeOf(g) / (k / 2)) })
 	if err != nil {
 		return nil, err
 	}
-	half := k / 2
 	firstEdge := int32(len(b.t.Nodes))
 	for e := 0; e < k*half; e++ {
 		b.node(stream.NodeSwitch, RoleEdge, -1, int32(e/half), -1)
@@ -95,7 +151,7 @@ func (b *builder) fatTree() ([]string, error) {
 	}
 	for pod := 0; pod < k; pod++ {
 		for e := 0; e < half; e++ {
-			for a := 0; a < half; a++ {
+			for a := 0; a < u; a++ {
 				b.link(firstEdge+int32(pod*half+e), firstAgg+int32(pod*half+a), p.SwitchBW, p.SwitchLatencyPs, stream.LinkFabric)
 			}
 		}
@@ -111,6 +167,12 @@ func (b *builder) fatTree() ([]string, error) {
 	b.t.Params["k"] = strconv.Itoa(k)
 	b.t.Params["gpus_per_edge"] = strconv.Itoa(h)
 	b.t.Params["oversubscription"] = strconv.FormatFloat(p.Oversub, 'g', -1, 64)
+	if byUplinks {
+		// Left out by hosts, so that its streams stay as they were: no
+		// oversubscribe_by means hosts, with k/2 uplinks per edge.
+		b.t.Params["oversubscribe_by"] = OversubUplinks
+		b.t.Params["uplinks_per_edge"] = strconv.Itoa(u)
+	}
 	return notes, nil
 }
 
@@ -236,4 +298,12 @@ func (b *builder) dragonfly() ([]string, error) {
 	b.t.Params["global_per_router"] = strconv.Itoa(h)
 	b.t.Params["groups"] = strconv.Itoa(g)
 	return notes, nil
+}
+
+// plural counts: "1 uplink", "2 uplinks".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return strconv.Itoa(n) + " " + what + "s"
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -25,6 +26,15 @@ type Summary struct {
 	Tiers        []TierStat
 	BisectionBps float64
 	Diameter     int
+
+	// Fat-trees generated here: radix, the oversubscription asked for and
+	// how it was made (OversubHosts or OversubUplinks), and what each edge
+	// switch got. K is 0 for other fabrics.
+	K              int
+	OversubAsked   float64
+	OversubBy      string
+	GPUsPerEdge    int
+	UplinksPerEdge int
 }
 
 // Summarize computes the summary; it fails if some GPU cannot reach another.
@@ -50,7 +60,31 @@ func Summarize(t *Topology) (*Summary, error) {
 		return nil, err
 	}
 	s.Diameter = d
+	if t.Family == FatTree {
+		s.fatTree(t.Params)
+	}
 	return s, nil
+}
+
+// fatTree reads a generated fat-tree's parameters; a stream without them
+// (written by hand, say) leaves K 0 and the summary without its line.
+func (s *Summary) fatTree(p map[string]string) {
+	k, err1 := strconv.Atoi(p["k"])
+	asked, err2 := strconv.ParseFloat(p["oversubscription"], 64)
+	perEdge, err3 := strconv.Atoi(p["gpus_per_edge"])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return
+	}
+	// Streams of hosts-made trees predate the mode and carry neither it
+	// nor the uplinks: hosts, with k/2 uplinks per edge switch.
+	by, up := p["oversubscribe_by"], k/2
+	if by == "" {
+		by = OversubHosts
+	}
+	if v, err := strconv.Atoi(p["uplinks_per_edge"]); err == nil {
+		up = v
+	}
+	s.K, s.OversubAsked, s.OversubBy, s.GPUsPerEdge, s.UplinksPerEdge = k, asked, by, perEdge, up
 }
 
 // Write prints the summary as an aligned table.
@@ -61,7 +95,19 @@ func (s *Summary) Write(w io.Writer) error {
 	fmt.Fprintf(tw, "nodes\t%s\n", counts(s.NodesByRole, []string{RoleGPU, RoleNVSwitch, RoleASW, RoleEdge, RoleRouter, RolePSW, RoleAgg, RoleDSW, RoleCore}))
 	fmt.Fprintf(tw, "links\t%s\n", counts(s.LinksByKind, []string{stream.LinkNVLink, stream.LinkPCIe, stream.LinkNIC, stream.LinkFabric}))
 	fmt.Fprintf(tw, "NICs per GPU\t%g\n", s.NICsPerGPU)
+	if s.K > 0 {
+		fmt.Fprintf(tw, "fat-tree\tk=%d, %g:1 asked, oversubscribed by %s: %s and %s per edge switch\n",
+			s.K, s.OversubAsked, s.OversubBy, plural(s.GPUsPerEdge, "GPU NIC"), plural(s.UplinksPerEdge, "uplink"))
+	}
 	for _, ts := range s.Tiers {
+		switches := fmt.Sprintf("%d switches", ts.Switches)
+		if ts.Populated < ts.Switches {
+			switches += fmt.Sprintf(" (%d with GPUs)", ts.Populated)
+		}
+		if ts.Populated == 0 {
+			fmt.Fprintf(tw, "tier %s\t%s\n", ts.Role, switches)
+			continue
+		}
 		up := units.HumanBandwidth(ts.UpBps) + " up"
 		if ts.UpBps == 0 && ts.LevelBps > 0 {
 			up = units.HumanBandwidth(ts.LevelBps) + " lateral"
@@ -73,13 +119,39 @@ func (s *Summary) Write(w io.Writer) error {
 		if ts.UpBps == 0 && ts.LevelBps == 0 {
 			up = "-"
 		}
-		fmt.Fprintf(tw, "tier %s\t%d switches, %s down, %s, %s\n", ts.Role, ts.Switches, units.HumanBandwidth(ts.DownBps), up, ratio)
+		fmt.Fprintf(tw, "tier %s\t%s, %s down, %s, %s\n", ts.Role, switches, units.HumanBandwidth(ts.DownBps), up, ratio)
+		fmt.Fprintf(tw, "  per switch\t%s\n", ts.perSwitch())
 	}
 	if s.Servers >= 2 {
 		fmt.Fprintf(tw, "bisection\t%s (servers 0-%d to %d-%d)\n", units.HumanBandwidth(s.BisectionBps), s.Servers/2-1, s.Servers/2, s.Servers-1)
 	}
 	fmt.Fprintf(tw, "diameter\t%d hops GPU to GPU\n", s.Diameter)
 	return tw.Flush()
+}
+
+// perSwitch describes the links of a populated switch of the tier, as a
+// range when they differ: "8 GPU NICs, 2 up", "2 down, 8 up".
+func (ts TierStat) perSwitch() string {
+	n := func(r [2]int) string {
+		if r[0] == r[1] {
+			return strconv.Itoa(r[0])
+		}
+		return fmt.Sprintf("%d-%d", r[0], r[1])
+	}
+	var parts []string
+	if ts.GPUNICs[1] > 0 {
+		parts = append(parts, n(ts.GPUNICs)+" GPU NICs")
+	}
+	if ts.GPUNICs != ts.Down {
+		parts = append(parts, n(ts.Down)+" down")
+	}
+	if ts.Up[1] > 0 {
+		parts = append(parts, n(ts.Up)+" up")
+	}
+	if ts.Level[1] > 0 {
+		parts = append(parts, n(ts.Level)+" lateral")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func counts(m map[string]int, order []string) string {
