@@ -13,13 +13,15 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/analytical"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 type command struct {
 	Model    string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
 	Out      string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
-	Seed     uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths; the only randomness of a run."`
+	Seed     uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
+	Routing  string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive takes the least loaded next hop (sending flows per bit/s) when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
 	Expand   bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
 	Symmetry bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
 	SendLat  units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
@@ -31,13 +33,13 @@ type command struct {
 const description = `Simulate a flow stream on an analytical model of its fabric and write the flow trace.
 
 Reads the fabricsim stream (topology, optional groups and collectives, flows), releases each
-flow when its deps are done, routes it over shortest paths (ECMP pinned by --seed, NVLink
-inside a server) and writes one trace row per flow (fabricsim.flows/v2): start, end, FCT and
+flow when its deps are done, routes it over shortest paths (--routing: ECMP pinned by
+--seed by default, NVLink inside a server) and writes one trace row per flow (fabricsim.flows/v2): start, end, FCT and
 the ideal FCT (path latency + size over bottleneck bandwidth). A summary line goes to stderr.
 A collective-granularity stream (simccl-decompose --granularity collective) runs each COLL
 node for NCCL's model time plus what the fabric beyond the NICs adds (its traffic on the
-stage's groups, split over equal-cost paths: oversubscribed uplinks, spines); under fluid,
-collectives in flight share the links they load.
+stage's groups over the equal-cost paths as --routing takes them: oversubscribed uplinks,
+spines, ECMP collisions); under fluid, collectives in flight share the links they load.
 
 Examples:
   topogen --family spectrum-x --gpus 128 | simccl-decompose --op allreduce --size 64MiB | flowsim-analytical | fctstats
@@ -53,6 +55,10 @@ func (c *command) run() error {
 	model, err := analytical.ParseModel(c.Model)
 	if err != nil {
 		return cli.Usagef("%v", err)
+	}
+	routing, err := route.ParsePolicy(c.Routing)
+	if err != nil {
+		return cli.Usagef("--routing %v", err)
 	}
 	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
@@ -91,7 +97,7 @@ func (c *command) run() error {
 	if c.Expand && in.CollNodes == 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry}
+	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry}
 	meta := analytical.Meta(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)

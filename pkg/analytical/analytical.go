@@ -54,6 +54,8 @@ package analytical
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/trace"
@@ -61,6 +63,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/expand"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/linkload"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
@@ -98,6 +101,13 @@ func (m Model) Backend() string { return "analytical-" + m.String() }
 type Options struct {
 	Model Model
 	Seed  uint64 // enters only the ECMP hash
+	// Routing is how flows take the equal-cost paths (route.Policy; the
+	// packet backend's ROUTING): ecmp and flowlet pin a flow to its hashed
+	// path, spray splits its bytes evenly over them, adaptive takes the
+	// least loaded at each hop when it starts. At collective granularity
+	// ecmp and flowlet price the expected hash collisions, spray and
+	// adaptive the even split (collload.go).
+	Routing route.Policy
 	// SendLat delays every transfer's start (SimAI's AS_SEND_LAT): the
 	// flow is released at its time but moves data SendLat later.
 	SendLat des.Time
@@ -114,6 +124,10 @@ type Options struct {
 	// fluid model, even those that would run exactly as the first
 	// (expand.FindSymmetry).
 	NoSymmetry bool
+	// LinkLoads sums the bytes every directed link carries, by group type
+	// and op, into Result.Loads: a flow's over its path (or its sprayed
+	// links' shares), a COLL node's from its traffic matrix as priced.
+	LinkLoads bool
 
 	verify func(*fluid) // tests: checks the solver after every update
 }
@@ -122,7 +136,7 @@ type Options struct {
 func Meta(in *flowset.Set, opt Options) trace.Meta {
 	return trace.Meta{
 		Backend:  opt.Model.Backend(),
-		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
+		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "routing": opt.Routing.String(), "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
 		Topology: in.TopologyMeta(),
 	}
 }
@@ -141,7 +155,8 @@ type Result struct {
 	// in SymmetricNodes COLL nodes: only the first group's were made.
 	Mirrored       int64
 	SymmetricNodes int
-	Warnings       []string // what the run could not model, once each
+	Warnings       []string      // what the run could not model, once each
+	Loads          *linkload.Acc // with Options.LinkLoads
 }
 
 // Event kinds.
@@ -166,15 +181,23 @@ type engine struct {
 	row   trace.Row
 	ready []int32
 	path  []route.DirLink
-	fl    *fluid
-	res   Result
+	// a sprayed flow's links and the share of its bytes on each
+	spread  []route.DirLink
+	weights []float32
+	spreadW map[route.DirLink]float64
+	load    func(route.DirLink) float64 // adaptive routing's view of the links
+	coll    int64                       // the collective send is routing (busbw's private links)
+	fl      *fluid
+	res     Result
 	// sameSrc picks the transfers sending from sentSrc (built once: no
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
 	share   *collShare    // fluid at collective granularity
-	load    *collLoad     // the fabric's cost for COLL nodes
+	price   *collLoad     // the fabric's cost for COLL nodes
 	ex      *expand.Store // COLL nodes run as their flows
+	sym     *expand.Symmetry
+	links   *linkload.Acc // Options.LinkLoads
 	n       int32         // the stream's flows; indexes from n on are ex's
 }
 
@@ -220,17 +243,35 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			if sym != nil {
 				e.res.SymmetricNodes = sym.Nodes
 			}
+			e.sym = sym
 		}
 	case in.CollNodes > 0:
-		e.load = newCollLoad(in, r, &e.res)
+		e.price = newCollLoad(in, r, opt.Routing, opt.Seed, &e.res)
+	}
+	if opt.LinkLoads {
+		e.links = linkload.New(in, r.DirLinks())
+		e.res.Loads = e.links
+		if e.price == nil && in.CollNodes > 0 {
+			e.price = newCollLoad(in, r, opt.Routing, opt.Seed, &e.res) // the siblings a symmetric expansion did not run
+		}
 	}
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, e.q)
-		if e.load != nil {
-			e.share = newCollShare(e.load, r.DirLinks())
+		if e.price != nil && e.ex == nil {
+			e.share = newCollShare(e.price, r.DirLinks())
 		}
 	} else {
 		e.fl = newPrivateFluid(r, e.q)
+	}
+	e.load = func(l route.DirLink) float64 {
+		if e.fl.private {
+			c, ok := e.fl.copies[linkCopy{e.coll, l}]
+			if !ok {
+				return 0
+			}
+			l = c
+		}
+		return e.fl.load(l)
 	}
 	if opt.verify != nil {
 		fl := e.fl
@@ -355,13 +396,21 @@ func (e *engine) release(i int32) error {
 		return nil
 	case flowset.Coll: // collective granularity: NCCL's model time, shared under fluid
 		if e.ex != nil {
+			if e.links != nil && e.sym.Alone(i) {
+				if err := e.price.addSiblings(e.links, f); err != nil {
+					return e.flowError(i, "collective", err)
+				}
+			}
 			return e.expand(i)
+		}
+		if e.links != nil {
+			e.price.addLoads(e.links, f)
 		}
 		if e.share != nil {
 			e.share.start(e, i)
 			return nil
 		}
-		e.after(f.Lat+e.load.extra(f), evComplete, i, int64(f.Lat))
+		e.after(f.Lat+e.price.extra(f), evComplete, i, int64(f.Lat))
 		return nil
 	}
 	if e.opt.SendLat > 0 {
@@ -377,7 +426,10 @@ func (e *engine) send(i int32, started bool) error {
 	f := e.flow(i)
 	size := f.Size
 	var err error
-	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, route.FlowHash(f.Src, f.Dst, f.ID, e.opt.Seed), int(f.Port))
+	// Every backend hashes a transfer as the packet backend's first queue
+	// pair, so a seed routes it the same way in each.
+	hash := route.QPHash(f.Src, f.Dst, f.ID, 0, e.opt.Seed)
+	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
 	if err != nil {
 		return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
@@ -386,18 +438,67 @@ func (e *engine) send(i int32, started bool) error {
 		e.after(wait, evStart, i, 0)
 		return nil
 	}
-	ideal := lat.Add(des.TransferTime(size, e.r.Bottleneck(e.path)))
+	path, w := e.path, []float32(nil)
+	bottleneck := e.r.Bottleneck(path)
+	if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
+		if path, w, err = e.sprayed(f); err != nil {
+			return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
+		}
+		if w != nil {
+			bottleneck = math.Inf(1)
+			for k, l := range path {
+				bottleneck = min(bottleneck, e.r.Bandwidth(l)/float64(w[k]))
+			}
+		}
+	}
+	ideal := lat.Add(des.TransferTime(size, bottleneck))
 	idealFCT := ideal.Add(e.now - f.Start) // send and step latency count in the flow's time
-	if size == 0 || len(e.path) == 0 {
+	if size == 0 || len(path) == 0 {
 		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
 	}
-	path := e.path
+	if e.links != nil {
+		e.links.AddPath(f.Coll, path, w, size)
+	}
 	if e.fl.private {
 		path = e.fl.privatePath(f.Coll, path)
 	}
-	e.fl.add(i, path, size, lat, idealFCT, e.now)
+	e.fl.add(i, path, w, size, lat, idealFCT, e.now)
 	return nil
+}
+
+// sprayed is transfer f's bytes split evenly over its equal-cost paths
+// (spray), or over the least loaded of them at each hop (adaptive): every
+// link they cross with its share. A flow without a choice keeps its one
+// path (w nil), as cheap as under ecmp.
+func (e *engine) sprayed(f *flowset.Flow) (path []route.DirLink, w []float32, err error) {
+	if e.spreadW == nil {
+		e.spreadW = map[route.DirLink]float64{}
+	}
+	clear(e.spreadW)
+	e.spread = e.spread[:0]
+	var load func(route.DirLink) float64
+	if e.opt.Routing == route.Adaptive {
+		e.coll, load = f.Coll, e.load
+	}
+	err = e.r.SpreadLeast(f.Src, f.Dst, int(f.Port), 1, load, func(l route.DirLink, x float64) {
+		if _, ok := e.spreadW[l]; !ok {
+			e.spread = append(e.spread, l)
+		}
+		e.spreadW[l] += x
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(e.spread) == len(e.path) {
+		return e.path, nil, nil
+	}
+	slices.Sort(e.spread)
+	e.weights = e.weights[:0]
+	for _, l := range e.spread {
+		e.weights = append(e.weights, float32(min(e.spreadW[l], 1)))
+	}
+	return e.spread, e.weights, nil
 }
 
 // sent starts, once flow i's last byte has left, the dependants that send

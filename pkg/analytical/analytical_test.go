@@ -14,6 +14,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/fuzzflows"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/linkload"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
@@ -356,10 +357,12 @@ func TestFluidEqualsBusbwWithoutSharing(t *testing.T) {
 }
 
 // referenceRates solves max-min fairness from scratch over every sending
-// flow, for checking the incremental solver.
+// flow, for checking the incremental solver: a flow at rate r takes r*w of
+// each link, w its share of the bytes there (1 unless sprayed).
 func referenceRates(f *fluid) map[int32]float64 {
 	rem := map[route.DirLink]float64{}
 	cnt := map[route.DirLink]int{}
+	wsum := map[route.DirLink]float64{}
 	open := map[int32]bool{}
 	for id := range f.slots {
 		s := &f.slots[id]
@@ -367,9 +370,10 @@ func referenceRates(f *fluid) map[int32]float64 {
 			continue
 		}
 		open[int32(id)] = true
-		for _, l := range s.path {
+		for k, l := range s.path {
 			rem[l] = f.cap[l]
 			cnt[l]++
+			wsum[l] += float64(s.weight(k))
 		}
 	}
 	rates := map[int32]float64{}
@@ -377,8 +381,8 @@ func referenceRates(f *fluid) map[int32]float64 {
 		var best route.DirLink
 		share := math.Inf(1)
 		for l, n := range cnt {
-			if n > 0 && rem[l]/float64(n) < share {
-				best, share = l, rem[l]/float64(n)
+			if n > 0 && rem[l]/wsum[l] < share {
+				best, share = l, rem[l]/wsum[l]
 			}
 		}
 		for id := range open {
@@ -392,8 +396,9 @@ func referenceRates(f *fluid) map[int32]float64 {
 			}
 			rates[id] = share
 			delete(open, id)
-			for _, l := range s.path {
-				rem[l] -= share
+			for k, l := range s.path {
+				rem[l] -= share * float64(s.weight(k))
+				wsum[l] -= float64(s.weight(k))
 				cnt[l]--
 			}
 		}
@@ -406,8 +411,15 @@ func referenceRates(f *fluid) map[int32]float64 {
 // different times) through fabrics where links are shared unevenly: a
 // Spectrum-X with only 2 spines (ECMP collides, uplinks oversubscribed
 // 8:2), a 2:1 oversubscribed fat-tree, and a DCN+ dual-ToR fabric. Some
-// flows have equal sizes so that rates tie.
+// flows have equal sizes so that rates tie. Under each routing: spray and
+// adaptive flows weigh their links by their share of the bytes.
 func TestFluidMatchesFullRecompute(t *testing.T) {
+	for _, routing := range []route.Policy{route.ECMP, route.Spray, route.Adaptive} {
+		testFluidMatchesFullRecompute(t, routing)
+	}
+}
+
+func testFluidMatchesFullRecompute(t *testing.T, routing route.Policy) {
 	for _, p := range []topo.Params{
 		{Family: topo.SpectrumX, GPUs: 64, PSWs: 2, NICsPerASW: 4},
 		{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 1},
@@ -442,12 +454,12 @@ func TestFluidMatchesFullRecompute(t *testing.T) {
 				}
 			}
 		}
-		simulate(t, mustRead(t, tp, flows), Options{Model: Fluid, verify: verify})
+		simulate(t, mustRead(t, tp, flows), Options{Model: Fluid, Routing: routing, verify: verify})
 		if worst > 1e-9 {
-			t.Errorf("%s: incremental rates differ from a full recompute by %.3g (relative) over %d updates", p.Family, worst, checks)
+			t.Errorf("%s, %s: incremental rates differ from a full recompute by %.3g (relative) over %d updates", p.Family, routing, worst, checks)
 		}
 		if checks < 100 {
-			t.Errorf("%s: only %d updates checked", p.Family, checks)
+			t.Errorf("%s, %s: only %d updates checked", p.Family, routing, checks)
 		}
 	}
 }
@@ -814,6 +826,72 @@ func TestNoLinkOverCapacity(t *testing.T) {
 		busbw := 2 * 7.0 / 8 * size / (float64(end) * 1e-9)
 		if busbw > nvlink*(1+1e-6) {
 			t.Errorf("%s: ring busbw %.1f GB/s beyond the %.0f GB/s NVLink", m, busbw/1e9, nvlink/1e9)
+		}
+	}
+}
+
+// Link loads conserve bytes: whatever the routing, a flow leaves as many
+// bytes on each tier of the fabric as it has bytes, because every equal-cost
+// path crosses the same tiers. The per-tier totals are summed by hand from
+// each flow's path (route.Path) and compared with the run's; under spray and
+// adaptive the bytes are spread over many links, yet the tiers' totals hold.
+func TestLinkLoadsConserveBytes(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 1})
+	g := int32(tp.GPUs)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var flows []stream.Flow
+	for id := int64(0); id < 200; id++ {
+		src, dst := rng.Int32N(g), rng.Int32N(g-1)
+		if dst >= src {
+			dst++
+		}
+		flows = append(flows, flow(id, src, dst, 1+rng.Int64N(4*MiB)))
+	}
+	r, err := route.New(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier := func(l route.DirLink) string {
+		return tp.Nodes[r.From(l)].Role + "-" + tp.Nodes[r.To(l)].Role
+	}
+	want := map[string]float64{}
+	for _, f := range flows {
+		p, err := r.Path(f.Src, f.Dst, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range p {
+			want[tier(l)] += float64(f.Size)
+		}
+	}
+	for _, routing := range []route.Policy{route.ECMP, route.Spray, route.Adaptive} {
+		for _, m := range []Model{Fluid, Busbw} {
+			_, res := simulate(t, mustRead(t, tp, flows), Options{Model: m, Routing: routing, LinkLoads: true})
+			got := map[string]float64{}
+			up := map[int32][]float64{} // per edge switch: its uplinks' bytes
+			res.Loads.Each(func(_ linkload.Class, l route.DirLink, b float64) {
+				got[tier(l)] += b
+				if tier(l) == topo.RoleEdge+"-"+topo.RoleAgg {
+					up[r.From(l)] = append(up[r.From(l)], b)
+				}
+			})
+			for k, w := range want {
+				if math.Abs(got[k]-w) > 1e-6*w {
+					t.Errorf("%s %s: tier %s carries %.0f bytes, the flows' paths %.0f", routing, m, k, got[k], w)
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("%s %s: tiers %v, want %v", routing, m, got, want)
+			}
+			// k = 4: an edge switch has two uplinks, and spraying puts half
+			// of every flow leaving it on each.
+			if routing == route.Spray {
+				for e, b := range up {
+					if len(b) != 2 || math.Abs(b[0]-b[1]) > 1e-9*b[0] {
+						t.Errorf("spray %s: edge switch %d's uplinks carry %v bytes", m, e, b)
+					}
+				}
+			}
 		}
 	}
 }

@@ -2,12 +2,14 @@ package analytical
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/linkload"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
@@ -20,20 +22,35 @@ const maxPricedPairs = 1 << 22
 // NCCL's model time, a COLL's delay_ps, assumes the network beyond the
 // NICs never limits a collective. collLoad loads the links with the
 // collective's traffic matrix on its group and every sibling group
-// (collective.Traffic, split over equal-cost paths by route.Spread) and
-// adds the time by which the most loaded fabric link is slower than the
-// most loaded NIC link: zero on a non-blocking fat-tree, the uplinks'
-// extra time on an oversubscribed one. The loads scale with the size, so
-// they are computed once per group and plan, per byte.
+// (collective.Traffic) and adds the time by which the most loaded fabric
+// link is slower than the most loaded NIC link: zero on a non-blocking
+// fat-tree under an even split, the uplinks' extra time on an
+// oversubscribed one. How the traffic takes the equal-cost paths follows
+// the routing policy, as the flows would:
+//
+//   - spray, adaptive: split evenly over them (route.Spread), the load
+//     many sprayed packets or a balancing switch put on each link.
+//   - ecmp, flowlet: each connection (a rank pair on one channel) is one
+//     flow pinned to a hashed path, and at flow granularity every chunk is
+//     hashed anew. So the price is the mean, over draws of those hashes,
+//     of each draw's bottleneck: the collisions a chunk row meets on
+//     average. Draws go on until the mean is known to 1% (at least
+//     minDraws, at most maxDraws). A link's load, for sharing under fluid,
+//     is its mean over the draws.
+//
+// The loads scale with the size, so they are computed once per group and
+// plan, per byte.
 type collLoad struct {
-	in    *flowset.Set
-	r     *route.Router
-	fab   collective.Fabric
-	cache map[loadKey]*demand
-	load  []float64 // scratch, per directed link
-	pairs []pair    // scratch: one stage's traffic, pair by pair
-	warn  map[string]bool
-	res   *Result
+	in     *flowset.Set
+	r      *route.Router
+	policy route.Policy
+	seed   uint64
+	fab    collective.Fabric
+	cache  map[loadKey]*demand
+	load   []float64 // scratch, per directed link
+	pairs  []pair    // scratch: one stage's traffic, pair by pair
+	warn   map[string]bool
+	res    *Result
 }
 
 type loadKey struct {
@@ -45,9 +62,13 @@ type loadKey struct {
 }
 
 type pair struct {
-	a, b int32
-	x    float64
+	a, b  int32
+	x     float64
+	conns int // connections (flows) the bytes go over
 }
+
+// The draws of ECMP hashes per collective (ecmp, flowlet).
+const minDraws, maxDraws = 4, 32
 
 // demand is one collective's load on the links per byte of its size.
 type demand struct {
@@ -56,8 +77,8 @@ type demand struct {
 	extra float64   // ps per byte the fabric adds to NCCL's model time
 }
 
-func newCollLoad(in *flowset.Set, r *route.Router, res *Result) *collLoad {
-	return &collLoad{in: in, r: r, fab: collective.FabricOf(in.Topology), cache: map[loadKey]*demand{},
+func newCollLoad(in *flowset.Set, r *route.Router, policy route.Policy, seed uint64, res *Result) *collLoad {
+	return &collLoad{in: in, r: r, policy: policy, seed: seed, fab: collective.FabricOf(in.Topology), cache: map[loadKey]*demand{},
 		load: make([]float64, r.DirLinks()), warn: map[string]bool{}, res: res}
 }
 
@@ -117,7 +138,7 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	// keeps the float sums, and so the run, deterministic.
 	pairs := c.pairs[:0]
 	for _, ranks := range groups {
-		if err := collective.Traffic(c.fab, sp, 1, ranks, func(a, b int32, x float64) { pairs = append(pairs, pair{a, b, x}) }); err != nil {
+		if err := collective.TrafficConns(c.fab, sp, 1, ranks, func(a, b int32, x float64, conns int) { pairs = append(pairs, pair{a, b, x, conns}) }); err != nil {
 			return nil, err
 		}
 	}
@@ -132,6 +153,7 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	for _, p := range pairs {
 		if k := len(merged) - 1; k >= 0 && merged[k].a == p.a && merged[k].b == p.b {
 			merged[k].x += p.x
+			merged[k].conns += p.conns
 		} else {
 			merged = append(merged, p)
 		}
@@ -151,17 +173,163 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	slices.Sort(touched)
 	d := &demand{links: touched, ps: make([]float64, len(touched))}
 	var fabric, nic float64
-	t := c.in.Topology
 	for i, l := range touched {
 		d.ps[i] = c.load[l] * 8e12 / c.r.Bandwidth(l)
 		c.load[l] = 0
-		switch t.Links[l.Link()].Kind {
+		switch c.kind(l) {
 		case stream.LinkFabric:
 			fabric = max(fabric, d.ps[i])
 		case stream.LinkNIC, stream.LinkPCIe:
 			nic = max(nic, d.ps[i])
 		}
 	}
+	if c.policy.Hashed() {
+		pipelined := sp.Algo != collective.AlgoDirect && sp.Algo != collective.AlgoPXN && sp.Algo != collective.AlgoP2P
+		if err := c.hashed(d, merged, nic, pipelined); err != nil {
+			return nil, err
+		}
+		return d, nil
+	}
 	d.extra = max(0, fabric-nic)
 	return d, nil
+}
+
+// addLoads counts in acc the bytes COLL node f puts on each link, as
+// priced (under ecmp, the mean over the draws).
+func (c *collLoad) addLoads(acc *linkload.Acc, f *flowset.Flow) {
+	d := c.demandOf(f)
+	if d == nil {
+		return
+	}
+	k := acc.ClassOf(f.Coll)
+	for i, l := range d.links {
+		acc.Add(k, l, d.ps[i]*c.r.Bandwidth(l)/8e12*float64(f.Size))
+	}
+}
+
+// addSiblings counts in acc the bytes the sibling groups of COLL node f
+// (all but its first) send, split as Spread splits them: the groups a
+// symmetric expansion stands for without running them, which cross only
+// links without a choice.
+func (c *collLoad) addSiblings(acc *linkload.Acc, f *flowset.Flow) error {
+	co := c.in.Collectives[f.Coll]
+	g := c.in.Groups[co.Group]
+	sp, err := collective.SpecOf(co, c.in.Topology.GPUType)
+	if err != nil {
+		return err
+	}
+	k := acc.ClassOf(f.Coll)
+	add := func(l route.DirLink, x float64) { acc.Add(k, l, x) }
+	var spreadErr error
+	for _, id := range g.Siblings {
+		if err := collective.Traffic(c.fab, sp, float64(f.Size), c.in.Groups[id].Ranks, func(a, b int32, x float64) {
+			if spreadErr == nil {
+				spreadErr = c.r.Spread(a, b, x, add)
+			}
+		}); err != nil {
+			return err
+		}
+	}
+	return spreadErr
+}
+
+func (c *collLoad) kind(l route.DirLink) string { return c.in.Topology.Links[l.Link()].Kind }
+
+// hashed prices d under ECMP: draws of the connections' hashed paths,
+// until the mean cost is known to 1%. In a draw a connection is paced by
+// the most loaded link of its path, and costs the time that link needs
+// beyond nic (the even split's NIC bottleneck: bonded NICs put a GPU's
+// connections on its ports in turn, so the NICs load as evenly as that).
+// A collective of one transfer per connection (AllToAll, SendRecv) ends
+// with its slowest connection: a draw costs its worst connection. A
+// pipelined one (rings, trees) sends each connection's chunks and steps
+// one after another, each hashed anew, and a connection's time is the sum
+// of theirs: a draw costs its connections' mean, weighted by their bytes.
+// The links' loads become their means over the draws.
+func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) error {
+	clear(d.ps)
+	pos := make(map[route.DirLink]int, len(d.links))
+	for i, l := range d.links {
+		pos[l] = i
+	}
+	var touched []route.DirLink
+	var paths []route.DirLink // every connection's path, back to back
+	var ends []int32          // where each connection's path ends in paths
+	var sum, sum2 float64
+	n := 0
+	for ; n < maxDraws; n++ {
+		touched, paths, ends = touched[:0], paths[:0], ends[:0]
+		for _, p := range pairs {
+			conns := max(p.conns, 1)
+			x := p.x / float64(conns)
+			for k := 0; k < conns; k++ {
+				h := route.FlowHash(p.a, p.b, int64(n)<<32|int64(k), c.seed)
+				start := len(paths)
+				var err error
+				if paths, err = c.r.AppendPathPort(paths, p.a, p.b, h, k); err != nil {
+					return err
+				}
+				ends = append(ends, int32(len(paths)))
+				for _, l := range paths[start:] {
+					if c.load[l] == 0 {
+						touched = append(touched, l)
+					}
+					c.load[l] += x
+				}
+			}
+		}
+		// The loads as ps per byte, kept in c.load until the draw is costed.
+		for _, l := range touched {
+			ps := c.load[l] * 8e12 / c.r.Bandwidth(l)
+			i, ok := pos[l]
+			if !ok { // a hashed path off the even split's links cannot be
+				return fmt.Errorf("internal: hashed path crosses link %d, which the even split does not", l.Link())
+			}
+			d.ps[i] += ps
+			c.load[l] = ps
+		}
+		var cost, bytes float64
+		conn, start := 0, int32(0)
+		for _, p := range pairs {
+			conns := max(p.conns, 1)
+			x := p.x / float64(conns)
+			for k := 0; k < conns; k++ {
+				var pace float64
+				for _, l := range paths[start:ends[conn]] {
+					if c.kind(l) == stream.LinkFabric {
+						pace = max(pace, c.load[l])
+					}
+				}
+				start = ends[conn]
+				conn++
+				if b := max(0, pace-nic); pipelined {
+					cost += b * x
+					bytes += x
+				} else {
+					cost = max(cost, b)
+				}
+			}
+		}
+		if pipelined && bytes > 0 {
+			cost /= bytes
+		}
+		for _, l := range touched {
+			c.load[l] = 0
+		}
+		sum += cost
+		sum2 += cost * cost
+		if m := sum / float64(n+1); n+1 >= minDraws {
+			// Standard error of the mean under 1% of it (or no cost at all).
+			v := max(0, sum2/float64(n+1)-m*m)
+			if m == 0 || math.Sqrt(v/float64(n+1)) <= 0.01*m {
+				n++
+				break
+			}
+		}
+	}
+	for i := range d.ps {
+		d.ps[i] /= float64(n)
+	}
+	d.extra = sum / float64(n)
+	return nil
 }

@@ -32,12 +32,22 @@ import (
 // flow alone on its path drains at exactly start + size*8/bottleneck, the
 // busbw time. A changed rate bumps the slot's generation, which turns the
 // old drain event stale.
+//
+// A sprayed flow (route.Spray) crosses many links, each with the share w
+// of its bytes that the even split puts there: at rate r it uses r*w of
+// that link. Progressive filling then weighs each flow's claim on a link by
+// its w, so the link saturates at level resid/sum(w), and the bound above
+// becomes capacity / sum(w) >= capacity / flows. Unsprayed flows have w 1
+// everywhere and cost nothing extra: the per-entry weights (wts) exist only
+// once a sprayed flow has been added.
 type fluid struct {
 	q     *des.Calendar
 	slots []slot
 	free  []int32
 	flows [][]int32 // per directed link: the slots sending over it
 	cap   []float64 // per directed link, bit/s
+	// wts, once a sprayed flow came, parallels flows: each entry's weight.
+	wts [][]float32
 
 	// pending changes of this instant
 	seeds []route.DirLink // links whose set of flows changed
@@ -50,7 +60,8 @@ type fluid struct {
 	local    []int32  // per directed link: its position in links
 	links    []route.DirLink
 	resid    []float64
-	count    []int32
+	count    []int32   // unfrozen flows on the link
+	weight   []float64 // their weights' sum (count when none is sprayed)
 	share    []float64
 	heap     []int32
 	hpos     []int32
@@ -84,10 +95,11 @@ type slot struct {
 	gen   int64 // bumped at every reschedule and at removal; never reset
 	mark  uint64
 	path  []route.DirLink
-	pos   []int32 // index of this slot in flows[path[k]]
-	rate  float64 // bit/s; 0 until the first update after add
-	next  float64 // rate found by the current update
-	bits  float64 // bits left to send at time at
+	pos   []int32   // index of this slot in flows[path[k]]
+	w     []float32 // share of the bytes on path[k] (sprayed), nil: all 1
+	rate  float64   // bit/s; 0 until the first update after add
+	next  float64   // rate found by the current update
+	bits  float64   // bits left to send at time at
 	at    des.Time
 	lat   des.Time
 	ideal des.Time
@@ -128,6 +140,9 @@ func (f *fluid) privatePath(coll int64, path []route.DirLink) []route.DirLink {
 			} else {
 				c = route.DirLink(len(f.cap))
 				f.flows = append(f.flows, nil)
+				if f.wts != nil {
+					f.wts = append(f.wts, nil)
+				}
 				f.cap = append(f.cap, 0)
 				f.linkMark = append(f.linkMark, 0)
 				f.local = append(f.local, 0)
@@ -159,8 +174,9 @@ func (f *fluid) recycle() {
 	f.emptied = f.emptied[:0]
 }
 
-// add starts sending flow i over path (copied) now.
-func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now des.Time) {
+// add starts sending flow i over path (copied) now; w, when not nil, is
+// the share of its bytes each link of path carries (a sprayed flow).
+func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat, ideal, now des.Time) {
 	var id int32
 	if n := len(f.free); n > 0 {
 		id = f.free[n-1]
@@ -175,12 +191,61 @@ func (f *fluid) add(i int32, path []route.DirLink, size int64, lat, ideal, now d
 	s := &f.slots[id]
 	s.flow, s.rate, s.bits, s.at, s.lat, s.ideal, s.live = i, 0, float64(size)*8, now, lat, ideal, true
 	s.path = append(s.path[:0], path...)
+	s.w = s.w[:0]
+	if w != nil {
+		s.w = append(s.w, w...)
+		if f.wts == nil {
+			f.weigh()
+		}
+	}
 	s.pos = s.pos[:0]
-	for _, l := range path {
+	for k, l := range path {
 		s.pos = append(s.pos, int32(len(f.flows[l])))
 		f.flows[l] = append(f.flows[l], id)
+		if f.wts != nil {
+			f.wts[l] = append(f.wts[l], s.weight(k))
+		}
 	}
 	f.added = append(f.added, id)
+}
+
+// weigh starts keeping the entries' weights (the first sprayed flow).
+func (f *fluid) weigh() {
+	f.wts = make([][]float32, len(f.flows))
+	for l, list := range f.flows {
+		for range list {
+			f.wts[l] = append(f.wts[l], 1)
+		}
+	}
+}
+
+// weight is the slot's share of its bytes on path[k].
+func (s *slot) weight(k int) float32 {
+	if len(s.w) == 0 {
+		return 1
+	}
+	return s.w[k]
+}
+
+// entryWeight is the weight of entry p of link l's flows.
+func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
+	if f.wts == nil {
+		return 1
+	}
+	return float64(f.wts[l][p])
+}
+
+// load is how many flows, weighted, send over link l per bit/s of it: what
+// adaptive routing steers away from.
+func (f *fluid) load(l route.DirLink) float64 {
+	if f.wts == nil {
+		return float64(len(f.flows[l])) / f.cap[l]
+	}
+	var w float64
+	for _, x := range f.wts[l] {
+		w += float64(x)
+	}
+	return w / f.cap[l]
 }
 
 // remove stops slot id (its bits are sent) and frees it.
@@ -193,6 +258,11 @@ func (f *fluid) remove(id int32) {
 		last := list[len(list)-1]
 		list[p] = last
 		f.flows[l] = list[:len(list)-1]
+		if f.wts != nil {
+			ws := f.wts[l]
+			ws[p] = ws[len(ws)-1]
+			f.wts[l] = ws[:len(ws)-1]
+		}
 		if f.private && len(list) == 1 {
 			f.emptied = append(f.emptied, l)
 		}
@@ -238,7 +308,7 @@ func (f *fluid) update(now des.Time) {
 	f.epoch += 2 // epoch: in the sub-problem; epoch+1: rate fixed
 	in, frozen := f.epoch, f.epoch+1
 	f.members, f.links = f.members[:0], f.links[:0]
-	f.resid, f.count = f.resid[:0], f.count[:0]
+	f.resid, f.count, f.weight = f.resid[:0], f.count[:0], f.weight[:0]
 	f.stack = append(f.stack[:0], f.seeds...)
 	for len(f.stack) > 0 {
 		if f.private && len(f.added) == 0 && len(f.members) > crowdedSolve {
@@ -258,27 +328,30 @@ func (f *fluid) update(now des.Time) {
 		f.linkMark[l] = in
 		f.local[l] = int32(len(f.links))
 		f.links = append(f.links, l)
-		resid, n := f.cap[l], int32(0)
-		for _, id := range f.flows[l] {
+		resid, n, wsum := f.cap[l], int32(0), 0.0
+		for p, id := range f.flows[l] {
 			s := &f.slots[id]
 			switch {
 			case s.mark == in:
 				n++
+				wsum += f.entryWeight(l, p)
 			case s.rate == 0 || s.rate >= thr:
 				s.mark = in
 				f.members = append(f.members, id)
 				n++
+				wsum += f.entryWeight(l, p)
 				for _, l2 := range s.path {
 					if f.linkMark[l2] != in {
 						f.stack = append(f.stack, l2)
 					}
 				}
 			default:
-				resid -= s.rate
+				resid -= s.rate * f.entryWeight(l, p)
 			}
 		}
 		f.resid = append(f.resid, resid)
 		f.count = append(f.count, n)
+		f.weight = append(f.weight, wsum)
 	}
 	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
 
@@ -292,7 +365,7 @@ func (f *fluid) update(now des.Time) {
 			f.hpos[j] = -1
 			continue
 		}
-		f.share[j] = f.resid[j] / float64(f.count[j])
+		f.share[j] = f.resid[j] / f.weight[j]
 		f.hpos[j] = int32(len(f.heap))
 		f.heap = append(f.heap, int32(j))
 	}
@@ -315,17 +388,19 @@ func (f *fluid) update(now des.Time) {
 			}
 			s.mark = frozen
 			s.next = level
-			for _, l2 := range s.path {
+			for k2, l2 := range s.path {
 				if l2 == l {
 					continue
 				}
 				k := f.local[l2]
-				f.resid[k] -= level
+				w := float64(s.weight(k2))
+				f.resid[k] -= level * w
+				f.weight[k] -= w
 				f.count[k]--
 				if f.count[k] == 0 {
 					f.share[k] = math.Inf(1)
 				} else {
-					f.share[k] = f.resid[k] / float64(f.count[k])
+					f.share[k] = f.resid[k] / f.weight[k]
 				}
 				if p := f.hpos[k]; p >= 0 {
 					f.fix(int(p))
@@ -372,11 +447,11 @@ func (f *fluid) alone() bool {
 		id := f.added[0]
 		s := &f.slots[id]
 		r := math.Inf(1)
-		for _, l := range s.path {
+		for k, l := range s.path {
 			if len(f.flows[l]) > 1 {
 				return false
 			}
-			r = min(r, f.cap[l])
+			r = min(r, f.cap[l]/float64(s.weight(k)))
 		}
 		s.rate = r
 		s.gen++

@@ -61,7 +61,17 @@ func wireShare(p Proto) float64 {
 // for a whole collective (flowsim-analytical at collective granularity)
 // loads the links with it.
 func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src, dst int32, bytes float64)) error {
+	return TrafficConns(f, sp, size, ranks, func(src, dst int32, bytes float64, _ int) { add(src, dst, bytes) })
+}
+
+// TrafficConns is Traffic that also says over how many connections (NCCL
+// channels whose rings coincide, each a flow of its own with its own ECMP
+// hash) the bytes of each call go: what a model of hash collisions needs.
+// Bytes that join another call's connection (PXN's relayed shares) come
+// with 0; summed over a pair's calls, conns counts its flows.
+func TrafficConns(f Fabric, sp TrafficSpec, size float64, ranks []int32, addConns func(src, dst int32, bytes float64, conns int)) error {
 	n := len(ranks)
+	add := func(src, dst int32, bytes float64) { addConns(src, dst, bytes, 1) }
 	if n < 2 || size == 0 {
 		return nil
 	}
@@ -78,14 +88,14 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 	relay := (sp.PXN && ringLike) || sp.Algo == AlgoPXN
 	// send moves b from src to dst, through the sender's GPU on the
 	// receiver's rail when PXN relays it.
-	send := func(src, dst int32, b float64) {
+	send := func(src, dst int32, b float64, conns int) {
 		if relay && f.server(src) != f.server(dst) {
 			if px := int32(f.server(src)*f.GPUsPerServer) + dst%int32(f.GPUsPerServer); px != src {
-				add(src, px, b)
+				addConns(src, px, b, conns)
 				src = px
 			}
 		}
-		add(src, dst, b)
+		addConns(src, dst, b, conns)
 	}
 	switch {
 	case ringLike:
@@ -96,7 +106,7 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 				order = append(order[1:], order[0])
 			}
 			for i := 0; i+1 < n; i++ {
-				send(ranks[order[i]], ranks[order[i+1]], w*size)
+				send(ranks[order[i]], ranks[order[i+1]], w*size, ch)
 			}
 		default:
 			steps := float64(n - 1)
@@ -112,7 +122,7 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 				same := (ch - c + period - 1) / period
 				order := ringOrder(nodes, c)
 				for i := range order {
-					send(ranks[order[i]], ranks[order[(i+1)%n]], float64(same)*w*data*steps/float64(n))
+					send(ranks[order[i]], ranks[order[(i+1)%n]], float64(same)*w*data*steps/float64(n), same)
 				}
 			}
 		}
@@ -181,9 +191,19 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 		per := size / float64(n)
 		for _, a := range ranks {
 			for _, b := range ranks {
-				if a != b {
-					send(a, b, per)
+				if a == b {
+					continue
 				}
+				if relay && f.server(a) != f.server(b) {
+					// PXN: every GPU of a's server hands b's share to the
+					// proxy on b's rail, which sends it all as one flow.
+					if px := int32(f.server(a)*f.GPUsPerServer) + b%int32(f.GPUsPerServer); px != a {
+						addConns(a, px, per, 1)
+						addConns(px, b, per, 0) // joins the proxy's own flow to b
+						continue
+					}
+				}
+				addConns(a, b, per, 1)
 			}
 		}
 	case sp.Algo == AlgoP2P:

@@ -5,8 +5,9 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
-// Routing is how switches forward data packets (the ROUTING key).
-// Acknowledgements always take their queue pair's hashed reverse path.
+// Routing is how switches forward data packets (the ROUTING key): the
+// policy every backend shares (route.Policy). Acknowledgements always take
+// their queue pair's hashed reverse path.
 //
 //   - ecmp (default, as SimAI and ns-3): a queue pair's packets all follow
 //     one path, chosen by hashing the flow over the equal-cost next hops.
@@ -27,19 +28,17 @@ import (
 // placement) and acknowledges cumulatively, never with a NACK, so a loss is
 // repaired only by the sender's timeout (RTO_US) going back to its first
 // unacknowledged byte: these modes are meant for lossless (PFC) fabrics.
-type Routing uint8
+type Routing = route.Policy
 
 // The routings.
 const (
-	RouteECMP Routing = iota
-	RouteSpray
-	RouteFlowlet
-	RouteAdaptive
+	RouteECMP     = route.ECMP
+	RouteSpray    = route.Spray
+	RouteFlowlet  = route.Flowlet
+	RouteAdaptive = route.Adaptive
 )
 
-var routingNames = [...]string{"ecmp", "spray", "flowlet", "adaptive"}
-
-func (r Routing) String() string { return routingNames[r] }
+var routingNames = route.PolicyNames
 
 // ParseRouting reads a ROUTING value.
 func ParseRouting(s string) (Routing, error) { return parseEnum[Routing](s, routingNames[:]) }

@@ -811,7 +811,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	id := f.id(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
-		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.FlowHash(src, dst, id*64, s.seed), f.port(i, 0))
+		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
 		if err != nil {
 			return s.noPath(i, err)
 		}
@@ -878,7 +878,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 func (s *Sim) routePart(i int32, j int64) error {
 	f := s.flows
 	src, dst := f.src(i), f.dst(i)
-	h := route.FlowHash(src, dst, f.id(i)*64+j, s.seed)
+	h := route.QPHash(src, dst, f.id(i), j, s.seed)
 	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)
 	}
@@ -923,7 +923,7 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
-	h := route.FlowHash(src, dst, id*64+j, s.seed)
+	h := route.QPHash(src, dst, id, j, s.seed)
 	s.fwding.open(qi, h)
 	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)

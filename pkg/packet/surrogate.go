@@ -618,7 +618,7 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	if pp, ok := sg.pairs.get(src, dst, port); ok {
 		return pp, nil
 	}
-	h := route.FlowHash(src, dst, s.flows.id(i)*64, s.seed)
+	h := route.QPHash(src, dst, s.flows.id(i), 0, s.seed)
 	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, port); err != nil {
 		return pairPrediction{}, err
 	}

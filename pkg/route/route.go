@@ -103,6 +103,7 @@ type Router struct {
 	// Spread's scratch: the shares standing at one hop and the next
 	spreadA, spreadB []mass
 	hopBuf           []DirLink // route's and Spread's scratch: NextHops' answer
+	firstBuf         []DirLink // Spread's scratch: the first hops
 }
 
 // fixedPath caches a path that has a single candidate at every hop (NVLink

@@ -20,6 +20,22 @@ type mass struct {
 // collective needs that, not one flow's path. Either end may be a switch,
 // as for Path.
 func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64)) error {
+	return r.SpreadPort(src, dst, -1, bytes, add)
+}
+
+// SpreadPort is Spread with the first hop fixed as AppendPathPort fixes it
+// when port is not negative: a bonded NIC's queue pair stays on its port
+// while the switches beyond split it.
+func (r *Router) SpreadPort(src, dst int32, port int, bytes float64, add func(DirLink, float64)) error {
+	return r.SpreadLeast(src, dst, port, bytes, nil, add)
+}
+
+// SpreadLeast is SpreadPort over the least loaded candidates only: at
+// every hop the share standing at a node is split evenly over the
+// equal-cost next hops whose load is the least (within a part in 10^9),
+// as adaptive routing steers away from loaded egresses while spreading
+// over the equally idle ones. A nil load is SpreadPort.
+func (r *Router) SpreadLeast(src, dst int32, port int, bytes float64, load func(DirLink) float64, add func(DirLink, float64)) error {
 	if err := r.checkNode("src", src); err != nil {
 		return err
 	}
@@ -44,12 +60,22 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 	// thousands of pairs would otherwise allocate per hop.
 	front, next := r.spreadA[:0], r.spreadB[:0]
 	defer func() { r.spreadA, r.spreadB = front[:0], next[:0] }()
-	share := bytes / float64(nbest)
+	first := r.firstBuf[:0]
 	for j, li := range r.links(src) {
 		if r.firstD[j] == best {
-			add(Directed(t, li, src), share)
-			front = append(front, mass{topo.Other(t, li, src), share})
+			first = append(first, Directed(t, li, src))
 		}
+	}
+	r.firstBuf = first
+	if port >= 0 && nbest > 1 {
+		first = first[port%nbest : port%nbest+1]
+	} else {
+		first = least(first, load)
+	}
+	share := bytes / float64(len(first))
+	for _, d := range first {
+		add(d, share)
+		front = append(front, mass{topo.Other(t, d.Link(), src), share})
 	}
 	for dist := best - 1; dist >= 1; dist-- {
 		next = next[:0]
@@ -60,6 +86,7 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 			if len(c) == 0 {
 				return fmt.Errorf("internal: no next hop at node %d towards GPU %d", v, dst)
 			}
+			c = least(c, load)
 			s := fm.m / float64(len(c))
 			for _, d := range c {
 				add(d, s)
@@ -71,6 +98,24 @@ func (r *Router) Spread(src, dst int32, bytes float64, add func(DirLink, float64
 		front, next = merge(next), front
 	}
 	return nil
+}
+
+// least keeps, in place, the candidates of least load (all with no load).
+func least(c []DirLink, load func(DirLink) float64) []DirLink {
+	if load == nil || len(c) < 2 {
+		return c
+	}
+	lo := load(c[0])
+	for _, d := range c[1:] {
+		lo = min(lo, load(d))
+	}
+	out := c[:0]
+	for _, d := range c {
+		if load(d) <= lo*(1+1e-9) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // merge sums the shares standing at the same node, so that a fabric's

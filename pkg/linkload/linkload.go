@@ -1,0 +1,94 @@
+// Package linkload sums the bytes each directed link of the fabric carries
+// over a run, by the group type and op of the collective that sent them:
+// which tier a workload loads, and with what (formats/links.md).
+package linkload
+
+import (
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/route"
+)
+
+// None names the group type and op of traffic outside any collective
+// (synthetic patterns, htsim matrices).
+const None = "none"
+
+// Class is what sent some bytes: a group type and an op.
+type Class struct{ GroupType, Op string }
+
+// Acc accumulates bytes per class and directed link. Not safe for
+// concurrent use.
+type Acc struct {
+	in      *flowset.Set
+	links   int
+	classes []Class
+	index   map[Class]int32
+	bytes   [][]float64 // per class, per directed link
+	last    int64       // the collective looked up last, and its class
+	lastCls int32
+}
+
+// New accumulates over a fabric of dirLinks directed links, naming the
+// collectives of in.
+func New(in *flowset.Set, dirLinks int) *Acc {
+	return &Acc{in: in, links: dirLinks, index: map[Class]int32{}, last: -1 << 62}
+}
+
+// ClassOf is the class of collective coll's traffic.
+func (a *Acc) ClassOf(coll int64) int32 {
+	if coll == a.last {
+		return a.lastCls
+	}
+	c := Class{None, None}
+	if op, _, _, gt, _, ok := a.in.Collective(coll); ok {
+		c = Class{gt, op}
+		if c.GroupType == "" {
+			c.GroupType = None
+		}
+	}
+	k, ok := a.index[c]
+	if !ok {
+		k = int32(len(a.classes))
+		a.classes = append(a.classes, c)
+		a.index[c] = k
+		a.bytes = append(a.bytes, make([]float64, a.links))
+	}
+	a.last, a.lastCls = coll, k
+	return k
+}
+
+// Add counts b bytes of class c over directed link l.
+func (a *Acc) Add(c int32, l route.DirLink, b float64) { a.bytes[c][l] += b }
+
+// AddPath counts size bytes of collective coll over every link of path,
+// each carrying share w[k] of them (all when w is nil).
+func (a *Acc) AddPath(coll int64, path []route.DirLink, w []float32, size int64) {
+	c := a.ClassOf(coll)
+	for k, l := range path {
+		b := float64(size)
+		if w != nil {
+			b *= float64(w[k])
+		}
+		a.bytes[c][l] += b
+	}
+}
+
+// Each calls fn with every class and directed link that carried bytes,
+// classes in the order they were first seen, links in order.
+func (a *Acc) Each(fn func(c Class, l route.DirLink, bytes float64)) {
+	for k, c := range a.classes {
+		for l, b := range a.bytes[k] {
+			if b > 0 {
+				fn(c, route.DirLink(l), b)
+			}
+		}
+	}
+}
+
+// Total is the bytes all classes put on directed link l.
+func (a *Acc) Total(l route.DirLink) float64 {
+	var s float64
+	for _, b := range a.bytes {
+		s += b[l]
+	}
+	return s
+}
