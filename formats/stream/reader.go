@@ -486,6 +486,10 @@ const (
 	maxCutLatPs = 1e12
 )
 
+// MaxFirstFlow bounds a cut's first_flow: expanded flows' ids, first_flow
+// plus their index in the expansion, then stay far from overflowing.
+const MaxFirstFlow = 1 << 56
+
 // cut decodes a collective's cut map: non-negative integers within their
 // bounds; unknown keys are skipped, as in every record.
 func (r *Reader) cut(key string) (*Cut, error) {
@@ -505,6 +509,9 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.IntraLatPs
 		case "inter_lat_ps":
 			dst = &c.InterLatPs
+		case "first_flow":
+			c.FirstFlow = new(int64)
+			dst, limit = c.FirstFlow, MaxFirstFlow
 		default:
 			return r.skip(field)
 		}

@@ -130,6 +130,12 @@ type Cut struct {
 	BaseLatPs  int64 `msgpack:"base_lat_ps"`
 	IntraLatPs int64 `msgpack:"intra_lat_ps"`
 	InterLatPs int64 `msgpack:"inter_lat_ps"`
+	// FirstFlow is the id flow granularity gives the collective's first
+	// flow (its group's, then its siblings' follow): an expanded flow's id
+	// is FirstFlow plus its index in the expansion, so that ECMP, which
+	// hashes ids, puts it on the path flow granularity's would take. nil
+	// in streams written before the field.
+	FirstFlow *int64 `msgpack:"first_flow,omitempty"`
 }
 
 // OpCompute is the op of the pseudo-collective a compute phase's delay

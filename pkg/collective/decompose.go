@@ -156,27 +156,34 @@ func record(rec stream.Collective, s Step) stream.Collective {
 
 // Prepare plans every collective of the workload, in emission order. Each
 // compute step becomes a pseudo-collective (op compute, group -1) whose
-// delay nodes the trace ties to its layer, phase and microbatch.
+// delay nodes the trace ties to its layer, phase and microbatch. At
+// collective granularity it also numbers the flows flow granularity would
+// write (numbering), to give each collective's cut the id of its first.
 func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	out := make([]Coll, 0, len(w.Steps))
-	type key struct {
-		op       Op
-		size     int64
-		kind     string
-		n, nodes int
-	}
-	cache := map[key]Plan{}
+	n := numbering{steps: map[stepKey][2]int64{}}
+	cache := map[planKey]Plan{}
 	for si, s := range w.Steps {
 		if s.Staged && (s.Stage < 0 || s.Stage >= d.Layout.PP || (s.Group == PP && (s.Peer < 0 || s.Peer >= d.Layout.PP))) {
 			return nil, fmt.Errorf("step %q runs on pipeline stage %d of %d", s.Label, s.Stage, d.Layout.PP)
 		}
 		switch {
-		case s.Wait != "" || s.Barrier:
+		case s.Barrier:
+			if n.next > 0 {
+				n.next++ // Emit's join of every rank's last flows
+			}
+			continue
+		case s.Wait != "":
 			continue
 		case s.ComputePs > 0:
 			id := int64(len(out))
 			out = append(out, Coll{Rec: record(stream.Collective{ID: id, Op: stream.OpCompute, Group: -1, Label: s.Label}, s),
 				Ranks: d.stageRanks(s), Step: si, Plan: Plan{NoOp: true}, Compute: true})
+			ranks := d.Fabric.GPUs // a delay node per rank of the stage (or of all)
+			if s.Staged {
+				ranks = d.Layout.TP * d.Layout.DP
+			}
+			n.next += int64(ranks)
 			continue
 		}
 		gs, err := d.groupsOf(s.Group)
@@ -185,6 +192,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 		}
 		groups := gs.ranks
 		lo := 0
+		first := int64(-1) // the id of the first flow of the group planned here
 		if d.Collectives {
 			// Only the group of the stage's representative.
 			rep := d.stageRanks(s)[0]
@@ -193,40 +201,142 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			}
 			gi, ok := gs.of[rep]
 			if !ok {
+				gi = -1
+			}
+			if first, err = d.number(&n, s, gs, gi, cache); err != nil {
+				return nil, err
+			}
+			if !ok {
 				continue
 			}
 			groups, lo = gs.ranks[gi:gi+1], gi
 		}
 		for k, ranks := range groups {
 			gi := lo + k
-			if s.Staged {
-				if s.Group == PP {
-					ranks = []int32{ranks[s.Stage], ranks[s.Peer]}
-				} else if d.stageOf(ranks[0]) != s.Stage {
-					continue
-				}
+			if ranks = d.stepRanks(s, gs, gi); ranks == nil {
+				continue
 			}
-			k := key{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi]}
-			if s.Group == PP && s.Staged {
-				k.nodes = len(d.Fabric.nodesOf(ranks))
+			pl, err := d.plan(cache, s, gs, gi, ranks)
+			if err != nil {
+				return nil, err
 			}
-			pl, ok := cache[k]
-			if !ok {
-				if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
-					return nil, fmt.Errorf("%s %s of %d bytes on %s: %v", s.Label, s.Op, s.Size, s.Group, err)
-				}
-				cache[k] = pl
+			cut := d.cutRecord(pl)
+			if cut != nil && first >= 0 {
+				cut.FirstFlow = &first
 			}
 			id := int64(len(out))
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
 					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label,
-					Cut: d.cutRecord(pl)}, s),
+					Cut: cut}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
 		}
 	}
 	return out, nil
+}
+
+// planKey is what a collective's plan depends on.
+type planKey struct {
+	op       Op
+	size     int64
+	kind     string
+	n, nodes int
+}
+
+// stepRanks is the ranks step s runs on in group gi of gs, nil if the
+// group has no part in it: a PP transfer's sender and receiver, or a
+// staged step's group when it is in the step's stage.
+func (d *Decomposer) stepRanks(s Step, gs *groupSet, gi int) []int32 {
+	ranks := gs.ranks[gi]
+	if s.Staged {
+		if s.Group == PP {
+			return []int32{ranks[s.Stage], ranks[s.Peer]}
+		} else if d.stageOf(ranks[0]) != s.Stage {
+			return nil
+		}
+	}
+	return ranks
+}
+
+// plan is step s's plan on group gi (ranks, from stepRanks), planned once
+// per shape.
+func (d *Decomposer) plan(cache map[planKey]Plan, s Step, gs *groupSet, gi int, ranks []int32) (Plan, error) {
+	k := planKey{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi]}
+	if s.Group == PP && s.Staged {
+		k.nodes = len(d.Fabric.nodesOf(ranks))
+	}
+	pl, ok := cache[k]
+	if !ok {
+		var err error
+		if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
+			return Plan{}, fmt.Errorf("%s %s of %d bytes on %s: %v", s.Label, s.Op, s.Size, s.Group, err)
+		}
+		cache[k] = pl
+	}
+	return pl, nil
+}
+
+// numbering follows, at collective granularity, the ids Emit gives flows
+// at flow granularity: next is the next one.
+type numbering struct {
+	next int64
+	// steps: by step shape and the group asked for, the step's ids in all
+	// (on every group Emit would cut it on) and the offset of that group's
+	// first (-1: it takes no part).
+	steps map[stepKey][2]int64
+}
+
+// stepKey is what a collective step's numbering depends on.
+type stepKey struct {
+	op          Op
+	size        int64
+	kind        string
+	staged      bool
+	stage, peer int
+	gi          int
+}
+
+// number takes the ids collective step s would get at flow granularity
+// (entry latency nodes, flows and joins on every group Emit cuts it on,
+// in Emit's order) and returns the id of group gi's first (-1 if gi takes
+// no part). Ring and NVLS channels are counted, not cut.
+func (d *Decomposer) number(n *numbering, s Step, gs *groupSet, gi int, cache map[planKey]Plan) (int64, error) {
+	key := stepKey{op: s.Op, size: s.Size, kind: s.Group, staged: s.Staged, gi: gi}
+	if s.Staged {
+		key.stage, key.peer = s.Stage, s.Peer
+	}
+	v, ok := n.steps[key]
+	if !ok {
+		v[1] = -1
+		transfer := s.Group == PP && s.Staged
+		for g := range gs.ranks {
+			ranks := d.stepRanks(s, gs, g)
+			if ranks == nil {
+				continue
+			}
+			pl, err := d.plan(cache, s, gs, g, ranks)
+			if err != nil {
+				return 0, err
+			}
+			if g == gi {
+				v[1] = v[0]
+			}
+			e := NewEmitter(nowhere{})
+			c := &Coll{Rec: stream.Collective{Op: string(s.Op), Size: s.Size, Label: s.Label}, Ranks: ranks, Plan: pl}
+			if _, err := d.emitGroup(e, c, d.cut(), transfer, true, func(int32) []int64 { return nil }); err != nil {
+				return 0, err
+			}
+			v[0] += e.next
+		}
+		n.steps[key] = v
+	}
+	first := int64(-1)
+	if v[1] >= 0 {
+		first = n.next + v[1]
+	}
+	n.next += v[0]
+	return first, nil
 }
 
 // NoOps counts the collectives that move nothing (1-rank groups, 0 bytes)
@@ -327,32 +437,16 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 				d.emitColl(e, c, d.stageRanks(s)[0], cursor, cc, s.Async, pend)
 				continue
 			}
-			entry := make([][]int64, len(c.Ranks))
-			lat := d.Planner.Opt.LaunchLatency
-			for p, r := range c.Ranks {
-				if transfer && p == 1 {
-					if c.Plan.NoOp {
-						entry[p] = entry[0] // nothing moves: the receiver still waits for the sender
-					}
-					continue // the receiver's side starts when the data arrives
-				}
-				entry[p] = cursor[r]
-				if cc != nil {
-					entry[p] = union(entry[p], cc[r])
-				}
-				if lat && c.Plan.Lat.Base > 0 {
-					entry[p] = []int64{e.Delay(c.Rec.ID, r, usToPs(c.Plan.Lat.Base), entry[p])}
-				}
-			}
 			f0, b0 := e.Flows, e.WireBytes
-			ctx := newCtx(e, d.Fabric, c.Rec.ID, c.Ranks, entry)
-			if lat {
-				ctx.intra, ctx.inter = usToPs(c.Plan.Lat.Intra), usToPs(c.Plan.Lat.Inter)
+			exits, err := d.emitGroup(e, c, k, transfer, false, func(r int32) []int64 {
+				if cc != nil {
+					return union(cursor[r], cc[r])
+				}
+				return cursor[r]
+			})
+			if err != nil {
+				return err
 			}
-			if err := decompose(ctx, c, k); err != nil {
-				return fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
-			}
-			exits := ctx.finish()
 			c.Flows, c.WireBytes = e.Flows-f0, e.WireBytes-b0
 			for p, r := range c.Ranks {
 				switch {
@@ -374,6 +468,39 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 		}
 	}
 	return e.Err()
+}
+
+// emitGroup writes collective c on its group at flow granularity: each
+// rank's entry (what wait returns for it, then NCCL's base latency on a
+// delay node), the flows, and the joins that end the ranks' parts; it
+// returns what each rank's next operation waits for. A PP transfer's
+// receiver (transfer, position 1) starts when the data arrives. count
+// only numbers the flows: ring and NVLS channels advance the ids by
+// their flow count without making the flows (cctx.count).
+func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool, wait func(r int32) []int64) ([][]int64, error) {
+	entry := make([][]int64, len(c.Ranks))
+	lat := d.Planner.Opt.LaunchLatency
+	for p, r := range c.Ranks {
+		if transfer && p == 1 {
+			if c.Plan.NoOp {
+				entry[p] = entry[0] // nothing moves: the receiver still waits for the sender
+			}
+			continue // the receiver's side starts when the data arrives
+		}
+		entry[p] = wait(r)
+		if lat && c.Plan.Lat.Base > 0 {
+			entry[p] = []int64{e.Delay(c.Rec.ID, r, usToPs(c.Plan.Lat.Base), entry[p])}
+		}
+	}
+	ctx := newCtx(e, d.Fabric, c.Rec.ID, c.Ranks, entry)
+	ctx.count = count
+	if lat {
+		ctx.intra, ctx.inter = usToPs(c.Plan.Lat.Intra), usToPs(c.Plan.Lat.Inter)
+	}
+	if err := decompose(ctx, c, k); err != nil {
+		return nil, fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
+	}
+	return ctx.finish(), nil
 }
 
 // emitColl writes collective c at collective granularity: one COLL node

@@ -25,6 +25,11 @@ type Emitter struct {
 	WireBytes int64
 }
 
+// nowhere is a sink that drops every flow (an Emitter that only numbers).
+type nowhere struct{}
+
+func (nowhere) Flow(*stream.Flow) error { return nil }
+
 // NewEmitter writes to sink.
 func NewEmitter(sink Sink) *Emitter { return &Emitter{sink: sink} }
 
@@ -90,6 +95,10 @@ type cctx struct {
 	buf   []int64 // scratch for deps
 	// step latencies (ps) of a hop inside a server and between servers
 	intra, inter int64
+	// count: ring and NVLS channels are counted (skip), not made, for a
+	// decomposer numbering flow granularity's flows at collective
+	// granularity (Decomposer.flowIDs).
+	count bool
 }
 
 func newCtx(e *Emitter, f Fabric, id int64, ranks []int32, entry [][]int64) *cctx {
@@ -140,6 +149,22 @@ func (c *cctx) connFlow(last *int64, deps []int64, src, dst int32, size, lat int
 	*last = c.e.Flow(c.id, src, dst, size, lat, deps, ch, chunk, chunks, conn)
 	c.buf = deps
 	return *last
+}
+
+// skip lets the n flows of a ring or NVLS channel (cctx.count) go by
+// unmade: their ids are taken, and, as after an active channel, where
+// every rank ends on its last send and receive, each rank's part ends on
+// a join (finish). The exits are placeholders, never a flow's id.
+func (c *cctx) skip(n int64) {
+	if n == 0 {
+		return
+	}
+	c.e.next += n
+	for p := range c.exit {
+		if len(c.exit[p]) < 2 {
+			c.exit[p] = append(c.exit[p], -1, -1)
+		}
+	}
 }
 
 // finish joins each rank's exit flows into one node and returns, per

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -130,5 +131,122 @@ func TestExpandRefuses(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: error %v, want one naming %q", c.rec, err, c.want)
 		}
+	}
+}
+
+// firstFlows records the id of each collective's first flow.
+type firstFlows struct {
+	first map[int64]int64
+	n     int64
+}
+
+func (c *firstFlows) Flow(f *stream.Flow) error {
+	if _, ok := c.first[f.Collective]; !ok {
+		c.first[f.Collective] = f.ID
+	}
+	c.n++
+	return nil
+}
+
+// At collective granularity each collective's cut names the id flow
+// granularity gives its first flow (the representative's group's), which
+// expanded flows count their ids from: compute phases, barriers, PP
+// transfers, latency nodes and the other stages' and groups' flows all
+// taken into account, with or without launch latency.
+func TestFirstFlowIsFlowGranularitys(t *testing.T) {
+	file := func(path string) *Workload {
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		w, err := ReadWorkload(f, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	// SimAI's MoE example cut to its first 16 lines, on 2 stages of 16
+	// GPUs (tp 2, ep 4), two microbatches.
+	simai, err := os.ReadFile("../../examples/workloads/simai_workload_analytical.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitN(string(simai), "\n", 19)[2:18]
+	moe, err := ReadWorkload(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 4 pp: 2 vpp: 1 ga: 2 all_gpus: 32 pp_comm 1048576\n16\n"+strings.Join(lines, "\n")), "moe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep := &Workload{Steps: []Step{{Op: AllToAll, Size: 4 << 20, Group: EP}, {Barrier: true}, {Op: AllReduce, Size: 16 << 20, Group: DP},
+		{Barrier: true}, {Op: AllGather, Size: 1 << 20, Group: TP}, {Op: AllToAll, Size: 4 << 20, Group: EP}}}
+	lat := Options{LaunchLatency: true, MaxChunks: 16}
+	with := func(o Options, f func(*Options)) Options { f(&o); return o }
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100"})
+	for _, c := range []struct {
+		name string
+		opt  Options
+		l    Layout
+		w    *Workload
+	}{
+		{"moe, 2 stages", lat, Layout{TP: 2, DP: 8, PP: 2, EP: 4}, moe},
+		{"moe, no latency", Options{MaxChunks: 16}, Layout{TP: 2, DP: 8, PP: 2, EP: 4}, moe},
+		{"pipeline pp4 ga8", lat, Layout{TP: 1, DP: 8, PP: 4, EP: 1}, file("../../examples/workloads/pipeline_pp4_ga8.txt")},
+		{"gpt-13b", lat, Layout{TP: 8, DP: 4, PP: 1, EP: 1}, file("../../examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt")},
+		{"barriers", lat, Layout{TP: 8, DP: 4, PP: 1, EP: 2}, sweep},
+		{"micro", lat, Layout{TP: 8, DP: 4, PP: 1, EP: 2}, file("../../examples/workloads/micro_allreduce.txt")},
+		{"tree", with(lat, func(o *Options) { o.Algo = "tree" }), Layout{TP: 8, DP: 4, PP: 1, EP: 1}, &Workload{Steps: []Step{
+			{Op: AllReduce, Size: 1 << 20, Group: TP}, {Op: AllReduce, Size: 16 << 20, Group: DP}, {Op: AllReduce, Size: 1 << 20, Group: TP}}}},
+		{"nvls", with(lat, func(o *Options) { o.Algo = "nvls" }), Layout{TP: 8, DP: 4, PP: 1, EP: 1}, &Workload{Steps: []Step{
+			{Op: AllReduce, Size: 16 << 20, Group: TP}, {Op: ReduceScatter, Size: 16 << 20, Group: TP}, {Op: AllReduce, Size: 16 << 20, Group: TP}}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prep := func(coll bool) (*Decomposer, []Coll) {
+				pl, err := NewPlanner(s.m, s.fab, c.opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d, err := NewDecomposer(s.fab, c.l, pl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Collectives = coll
+				colls, err := d.Prepare(c.w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d, colls
+			}
+			d, flow := prep(false)
+			ff := &firstFlows{first: map[int64]int64{}}
+			if err := d.Emit(c.w, flow, NewEmitter(ff)); err != nil {
+				t.Fatal(err)
+			}
+			type at struct {
+				step  int
+				group int64
+			}
+			want := map[at]int64{}
+			for _, co := range flow {
+				if first, ok := ff.first[co.Rec.ID]; ok && !co.Compute {
+					want[at{co.Step, co.Rec.Group}] = first
+				}
+			}
+			_, coll := prep(true)
+			checked := 0
+			for _, co := range coll {
+				if co.Compute || co.Plan.NoOp {
+					continue
+				}
+				w, ok := want[at{co.Step, co.Rec.Group}]
+				if co.Rec.Cut == nil || co.Rec.Cut.FirstFlow == nil || !ok || *co.Rec.Cut.FirstFlow != w {
+					t.Fatalf("step %d (%s %s on group %d): cut %+v, first flow at flow granularity %d (%v)", co.Step, co.Rec.Label, co.Rec.Op, co.Rec.Group, co.Rec.Cut, w, ok)
+				}
+				checked++
+			}
+			if checked < 3 {
+				t.Fatalf("%d collectives checked", checked)
+			}
+			t.Logf("%d collectives, %d flows at flow granularity", checked, ff.n)
+		})
 	}
 }

@@ -57,6 +57,10 @@ func nvls(c *cctx, f Fabric, op Op, size int64, channels int, chunk int64, eff f
 		if err != nil {
 			return err
 		}
+		if c.count {
+			c.skip(g.flows())
+			continue
+		}
 		for g.row() {
 		}
 	}

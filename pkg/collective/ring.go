@@ -150,6 +150,10 @@ func ring(c *cctx, f Fabric, sp ringSpec) {
 	nodes := f.nodesOf(c.ranks)
 	for ch := 0; ch < sp.channels; ch++ {
 		g := newRingChannel(c, f, nodes, sp, ch)
+		if c.count {
+			c.skip(g.flows())
+			continue
+		}
 		for g.row() {
 		}
 	}

@@ -94,10 +94,14 @@ type dynFlow struct {
 
 // expSet is one COLL node's expansion.
 type expSet struct {
-	coll   int32 // the COLL node's flow index
-	left   int32 // flows made and not complete
-	p      *collective.Expansion
-	idBase int64 // added to expansion ids: distinct ECMP hashes per node
+	coll int32 // the COLL node's flow index
+	left int32 // flows made and not complete
+	p    *collective.Expansion
+	// idBase is added to expansion ids: the id flow granularity gives the
+	// collective's first flow (cut.first_flow), so ECMP hashes expanded
+	// flows onto its flows' paths; in streams without it, the COLL node's
+	// id << 32 (distinct hashes per node).
+	idBase int64
 	key    int64 // private-link key of its first group (busbw)
 	ports  map[portKey]uint8
 	next   map[int32]uint8
@@ -151,9 +155,17 @@ func (x *Store) Peak() int64  { return x.peak }
 
 func (x *Store) flow(i int32) *dynFlow { return &x.flows[i-x.base] }
 
-// Flow is expanded flow i. Its ID is its COLL node's id << 32 plus its
-// id in the expansion (distinct ECMP hashes per node).
+// Flow is expanded flow i. Its ID is its id in the expansion plus the id
+// flow granularity gives the collective's first flow (the collective's
+// cut.first_flow; in streams without it, the COLL node's id << 32): the id
+// the flow has at flow granularity, which ECMP hashes.
 func (x *Store) Flow(i int32) *flowset.Flow { return &x.flows[i-x.base].Flow }
+
+// Index is expanded flow i's id in its expansion (from 0).
+func (x *Store) Index(i int32) int64 {
+	d := x.flow(i)
+	return d.ID - x.sets[d.set].idBase
+}
 
 // Prefetch starts loading what completing or starting expanded flow i
 // reads first (its record and its dep counter), for a backend reading
@@ -173,7 +185,7 @@ func (x *Store) Coll(i int32) int32 { return x.sets[x.flow(i).set].coll }
 func (x *Store) Error(i int32, err error) error {
 	d := x.flow(i)
 	coll := x.sets[d.set].coll
-	return x.in.FlowError(coll, "collective", fmt.Errorf("expanded flow %d of COLL node %d: %v", d.ID&(1<<32-1), x.in.DAG.ID(coll), err))
+	return x.in.FlowError(coll, "collective", fmt.Errorf("expanded flow %d of COLL node %d: %v", x.Index(i), x.in.DAG.ID(coll), err))
 }
 
 // groupsOf is groupRanks, kept per group.
@@ -222,6 +234,9 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	x.serial++
 	set := &x.sets[s]
 	set.coll, set.left, set.idBase, set.key = i, 0, x.in.DAG.ID(i)<<32, -2-(x.serial<<20)
+	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
+		set.idBase = *rec.Cut.FirstFlow
+	}
 	set.copies = 0
 	if x.sym.Alone(i) {
 		set.copies, set.server = int32(len(groups)-1), x.in.Topology.Nodes[groups[0][0]].Server

@@ -134,7 +134,7 @@ func (f *Flows) rec(i int32) *flowset.Flow {
 	return f.set.Flow(i)
 }
 
-// id is flow i's id (expanded: its COLL node's << 32 plus its own).
+// id is flow i's id (expanded: as at flow granularity, expand.Store.Flow).
 func (f *Flows) id(i int32) int64 {
 	if i >= f.n {
 		return f.ex.Flow(i).ID
@@ -145,7 +145,7 @@ func (f *Flows) id(i int32) int64 {
 // name names flow i in a message.
 func (f *Flows) name(i int32) string {
 	if i >= f.n {
-		return fmt.Sprintf("flow %d of COLL node %d (expanded)", f.ex.Flow(i).ID&(1<<32-1), f.DAG.ID(f.ex.Coll(i)))
+		return fmt.Sprintf("flow %d of COLL node %d (expanded)", f.ex.Index(i), f.DAG.ID(f.ex.Coll(i)))
 	}
 	return fmt.Sprintf("flow %d", f.DAG.ID(i))
 }
