@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding"
@@ -122,6 +123,9 @@ type pqCursor struct {
 // column's physical type and repetition before any row is decoded.
 func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta, error) {
 	f, err := guard(func() (*parquet.File, error) {
+		if err := pqcheck.Footer(ra, size); err != nil {
+			return nil, err
+		}
 		return parquet.OpenFile(ra, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	})
 	if err != nil {
@@ -143,7 +147,7 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 		if err != nil {
 			return opened{}, err
 		}
-		return opened{src, m}, checkParquetPages(name, ra, size, f.Metadata(), src.leaf[:src.ncols])
+		return opened{src, m}, pqcheck.Pages(name, ra, size, f.Metadata(), src.leaf[:src.ncols], "a trace is ZSTD or UNCOMPRESSED (trace.md)")
 	})
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), name+": ") { // a recovered fault

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
@@ -100,7 +101,7 @@ func TestParquetDeclaredSizes(t *testing.T) {
 	h.CompressedPageSize = int32(len(frame))
 	enc, _ := thrift.Marshal(new(thrift.CompactProtocol), &h)
 	chunk := append(enc, frame...)
-	err := checkPages(bytes.NewReader(chunk), 0, int64(len(chunk)), format.Zstd)
+	err := pqcheck.Chunk(bytes.NewReader(chunk), 0, int64(len(chunk)), format.Zstd)
 	if err == nil || !strings.Contains(err.Error(), "declares 2147483647 bytes uncompressed, its zstd blocks decode to at most 1") {
 		t.Errorf("2 GiB page of one byte: %v", err)
 	}
@@ -188,4 +189,19 @@ func allocs(f func()) uint64 {
 	f()
 	runtime.ReadMemStats(&b)
 	return b.TotalAlloc - a.TotalAlloc
+}
+
+// A footer length past the file's start is refused before parquet-go
+// allocates it (it took the declared length, up to 4 GiB, first).
+func TestParquetFooterLength(t *testing.T) {
+	valid := parquetWith(t, 10)
+	data := bytes.Clone(valid)
+	binary.LittleEndian.PutUint32(data[len(data)-8:], 0xfffffff0)
+	var err error
+	if n := allocs(func() { err = readErr(t, "footer.parquet", data) }); n > 64<<20 {
+		t.Errorf("refusing a 4 GiB footer allocated %d MB", n>>20)
+	}
+	if err == nil || !strings.Contains(err.Error(), "footer.parquet: not a readable Parquet file: its footer declares 4294967280 bytes in a file of") {
+		t.Errorf("4 GiB footer: %v", err)
+	}
 }

@@ -1,6 +1,12 @@
-package trace
+// Package pqcheck checks a Parquet file's column chunks before parquet-go
+// decodes them, for the readers of formats/trace and formats/links: a
+// corrupt or hostile page must not make a decoder allocate more than the
+// file's bytes can expand to. It also holds Guard, which turns a fault
+// inside parquet-go into an error.
+package pqcheck
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,16 +20,38 @@ import (
 // zstdBlockMax is the most one zstd block decodes to (RFC 8878 3.1.1.2.3).
 const zstdBlockMax = 128 << 10
 
-// checkParquetPages reads, before parquet-go decodes anything, every page
-// header of the trace's column chunks, and refuses what would make the
-// decoders allocate more than the file can hold: a codec other than ZSTD or
-// UNCOMPRESSED (trace.md; LZ4 doubles its buffer until a corrupt page
-// fits), a chunk or page outside the file, an uncompressed page whose two
-// sizes differ, and a zstd page that declares more bytes than its blocks
-// can decode to (128 KiB per block at most; parquet-go allocates the
-// declared size before decoding) or whose frames declare content sizes that
-// do not add up to the page's.
-func checkParquetPages(name string, ra io.ReaderAt, size int64, md *format.FileMetaData, leaves []int) error {
+// Footer checks a Parquet file's last 8 bytes before parquet-go opens it:
+// the PAR1 magic (PARE, an encrypted footer, is refused too) and a footer
+// length that fits in the file. parquet-go allocates the declared length,
+// up to 4 GiB, before it reads the footer.
+func Footer(ra io.ReaderAt, size int64) error {
+	if size < 12 {
+		return fmt.Errorf("%d bytes, too short for Parquet", size)
+	}
+	var b [8]byte
+	if _, err := ra.ReadAt(b[:], size-8); err != nil {
+		return fmt.Errorf("reading the footer: %v", err)
+	}
+	if string(b[4:]) != "PAR1" {
+		return fmt.Errorf("the file ends in %q, not the PAR1 magic", b[4:])
+	}
+	if n := int64(binary.LittleEndian.Uint32(b[:4])); n > size-12 {
+		return fmt.Errorf("its footer declares %d bytes in a file of %d", n, size)
+	}
+	return nil
+}
+
+// Pages reads, before parquet-go decodes anything, every page header of
+// the column chunks of the given leaf columns, and refuses what would make
+// the decoders allocate more than the file can hold: a codec other than
+// ZSTD or UNCOMPRESSED (LZ4 doubles its buffer until a corrupt page fits),
+// a chunk or page outside the file, an uncompressed page whose two sizes
+// differ, and a zstd page that declares more bytes than its blocks can
+// decode to (128 KiB per block at most; parquet-go allocates the declared
+// size before decoding) or whose frames declare content sizes that do not
+// add up to the page's. Errors start with name; rule ends the codec error
+// ("a trace is ZSTD or UNCOMPRESSED (trace.md)").
+func Pages(name string, ra io.ReaderAt, size int64, md *format.FileMetaData, leaves []int, rule string) error {
 	for rg := range md.RowGroups {
 		cols := md.RowGroups[rg].Columns
 		for _, leaf := range leaves {
@@ -33,7 +61,7 @@ func checkParquetPages(name string, ra io.ReaderAt, size int64, md *format.FileM
 			cm := &cols[leaf].MetaData
 			col := fmt.Sprintf("column %q, row group %d", pathName(cm.PathInSchema), rg)
 			if cm.Codec != format.Uncompressed && cm.Codec != format.Zstd {
-				return fmt.Errorf("%s: %s: compression %s; a trace is ZSTD or UNCOMPRESSED (trace.md)", name, col, cm.Codec)
+				return fmt.Errorf("%s: %s: compression %s; %s", name, col, cm.Codec, rule)
 			}
 			if c0 := md.RowGroups[0].Columns[leaf].MetaData.Codec; cm.Codec != c0 {
 				return fmt.Errorf("%s: %s: compression %s, row group 0 has %s", name, col, cm.Codec, c0)
@@ -45,7 +73,7 @@ func checkParquetPages(name string, ra io.ReaderAt, size int64, md *format.FileM
 			if off < 0 || cm.TotalCompressedSize < 0 || off > size || cm.TotalCompressedSize > size-off {
 				return fmt.Errorf("%s: %s: chunk at %d, %d bytes, outside the file's %d bytes", name, col, off, cm.TotalCompressedSize, size)
 			}
-			if err := checkPages(ra, off, cm.TotalCompressedSize, cm.Codec); err != nil {
+			if err := Chunk(ra, off, cm.TotalCompressedSize, cm.Codec); err != nil {
 				return fmt.Errorf("%s: %s: %s", name, col, err)
 			}
 		}
@@ -59,8 +87,8 @@ func pathName(p []string) string { return strings.Join(p, ".") }
 // parquet-go allocates what a header's length fields announce.
 const pageHeaderMax = 1 << 20
 
-// checkPages walks the pages of one column chunk.
-func checkPages(ra io.ReaderAt, off, n int64, codec format.CompressionCodec) error {
+// Chunk walks the pages of one column chunk, n bytes at off.
+func Chunk(ra io.ReaderAt, off, n int64, codec format.CompressionCodec) error {
 	var proto thrift.CompactProtocol
 	buf := make([]byte, 4096)
 	pos := int64(0)
@@ -191,4 +219,18 @@ func checkZstd(r *io.SectionReader, declared int64) error {
 		return fmt.Errorf("declares %d bytes uncompressed, its zstd frames %d", declared, stated)
 	}
 	return nil
+}
+
+// Guard runs one call into parquet-go and turns a panic into an error.
+// parquet-go validates most of its input, but not every corrupt encoding
+// (page headers, RLE runs) is checked before use, and a decoding library's
+// panic must not take down a command-line tool.
+func Guard[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			var zero T
+			v, err = zero, fmt.Errorf("corrupt input (decoder fault: %v)", p)
+		}
+	}()
+	return f()
 }
