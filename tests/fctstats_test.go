@@ -245,3 +245,49 @@ func TestFctstatsErrors(t *testing.T) {
 	oneLineError(t, run(t, data, "fctstats", "--plot", filepath.Join(dir, "x.pdf")), 2, ".png or .svg")
 	oneLineError(t, run(t, nil, "fctstats", "--compare", bad, bad, "--format", "csv", "--table", "flows"), 2, "--table flows")
 }
+
+// fctstats --links reads a per-link load file (formats/links.md): the
+// checked-in fixture of formats/links, a 2-tier fabric's DP and EP loads.
+func TestFctstatsLinks(t *testing.T) {
+	const loads = "formats/links/testdata/loads.parquet"
+	dir := t.TempDir()
+	text := string(mustRun(t, nil, "fctstats", "--links", loads, "--top", "3"))
+	for _, s := range []string{"link loads of analytical-fluid, ecmp routing, flow granularity, fat-tree 4 GPUs: makespan 1.00 ms, 12 directed links carried 176 MiB (24 rows)",
+		"  gpu-edge  nic     all         4  54.0 MiB               28.31       31.46\n",
+		"Hottest directed links (3 of 12)", "gpu 3 -> edge 5   400 Gbps  15.0 MiB   31.46  DP allreduce 73%, EP alltoall 27%"} {
+		if !strings.Contains(text, s) {
+			t.Errorf("table lacks %q:\n%s", s, text)
+		}
+	}
+	// csv: the tiers table (4 tiers, each with its total and group types);
+	// the same from stdin.
+	out := mustRun(t, nil, "fctstats", "--links", loads, "--format", "csv")
+	recs, err := csv.NewReader(bytes.NewReader(out)).ReadAll()
+	if err != nil || len(recs) != 1+12 || recs[0][1] != "tier" || recs[1][1] != "gpu-edge" || recs[1][5] != "all" {
+		t.Errorf("tiers csv (%v):\n%s", err, out)
+	}
+	data, _ := os.ReadFile(filepath.Join("..", loads))
+	if in := mustRun(t, data, "fctstats", "--links", "-", "--format", "csv"); !bytes.Equal(bytes.ReplaceAll(out, []byte(loads), []byte("<stdin>")), in) {
+		t.Errorf("from stdin:\n%s", in)
+	}
+	var js struct {
+		Links int   `json:"links"`
+		Bytes int64 `json:"bytes"`
+		Top   []struct {
+			Src, Dst int32
+		} `json:"top"`
+	}
+	if err := json.Unmarshal(mustRun(t, nil, "fctstats", "--links", loads, "--format", "json", "--top", "0"), &js); err != nil ||
+		js.Links != 12 || js.Bytes != 176<<20 || len(js.Top) != 12 || js.Top[0].Src != 3 || js.Top[0].Dst != 5 {
+		t.Errorf("json: %+v %v", js, err)
+	}
+	png := filepath.Join(dir, "loads.png")
+	mustRun(t, nil, "fctstats", "--links", loads, "--plot", png)
+	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("plot: %v", err)
+	}
+	oneLineError(t, run(t, nil, "fctstats", "--links", "formats/trace/testdata/flows-v1.parquet"), 1,
+		`flows-v1.parquet: metadata fabricsim.schema is "fabricsim.flows/v1", want "fabricsim.links/v1"`)
+	oneLineError(t, run(t, nil, "fctstats", "--links", loads, "x.parquet"), 2, "--links FILE reads one links file")
+	oneLineError(t, run(t, nil, "fctstats", "--table", "top", "x.parquet"), 2, "--table top is a table of the link-load report")
+}

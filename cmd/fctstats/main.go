@@ -26,7 +26,7 @@ type command struct {
 	Format    string         `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
 	DType     string         `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
 	Reference []string       `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
-	Table     string         `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers). buckets and flows not with --compare."`
+	Table     string         `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
 	Window    string         `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
 	CurveBin  units.Duration `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
 	Out       string         `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
@@ -38,6 +38,8 @@ type command struct {
 	Concat    bool           `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
 	X         string         `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
 	Y         []string       `help:"With --concat --plot: the columns to draw against --x, one panel each."`
+	Links     string         `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
+	Top       int            `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
 	Files     []string       `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
 }
 
@@ -66,7 +68,8 @@ Examples:
   fctstats run.parquet --format chrome-trace > iteration.json   (open in ui.perfetto.dev)
   fctstats run.parquet --format csv --param chunk_bytes=8192 > point.csv   (a sweep point's table)
   fctstats --concat points/*.csv --format parquet --out sweep.parquet --plot sweep.png --x chunk_bytes --y time_ns
-  fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv`
+  fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv
+  fctstats --links loads.parquet --plot loads.png   (which tier is hot, and for which group type)`
 
 func main() {
 	var c command
@@ -80,8 +83,14 @@ func (c *command) run() error {
 	if c.Iteration && c.Table == stats.TableCollectives {
 		c.Table = stats.TableIteration
 	}
+	if c.Links != "" && c.Table == stats.TableCollectives {
+		c.Table = stats.TableTiers
+	}
 	if err := c.check(); err != nil {
 		return err
+	}
+	if c.Links != "" {
+		return c.linkLoads()
 	}
 	if c.Concat {
 		return c.concat()
@@ -256,6 +265,9 @@ func (c *command) check() error {
 		return cli.Usagef("--reference adds curves to the bus bandwidth plot: give --format nccl-tests and --plot")
 	}
 	if err := c.checkIteration(); err != nil {
+		return err
+	}
+	if err := c.checkLinks(); err != nil {
 		return err
 	}
 	if c.Format == "nccl-tests" && (c.Compare || c.Timeline) {

@@ -37,6 +37,13 @@ var roleTier = map[string]int8{
 	RolePSW: 3, RoleAgg: 3, RoleDSW: 4, RoleCore: 4,
 }
 
+// RoleTier returns the tier of a node role (0 GPU, 1 NVSwitch, 2.. network
+// tiers from the edge up) and whether topo knows the role.
+func RoleTier(role string) (int, bool) {
+	t, ok := roleTier[role]
+	return int(t), ok
+}
+
 // Validate checks the invariants every program relies on: dense ids with
 // GPUs first, known kinds, links between existing nodes with positive
 // bandwidth. Errors name the node or link index.
