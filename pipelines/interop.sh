@@ -7,7 +7,12 @@
 #   - Arrow JS (npm apache-arrow) reads the Arrow IPC stream and file,
 #   - Debian's pandas (/usr/bin/python3, python3-pandas) reads fctstats' CSV,
 # and each checks rows, column names, sums and collective times against
-# fctstats --format json. The Node packages are pinned in
+# fctstats --format json. A per-link load file (formats/links.md) is read
+# the same way: DuckDB reads the Parquet file and pandas fctstats --links'
+# CSV, each checked against fctstats --links --format json. The file is
+# formats/links/testdata/loads.parquet (a 2-tier fabric's DP and EP loads,
+# written by formats/links' tests) until flowsim-analytical --link-loads
+# writes one of the demo run. The Node packages are pinned in
 # tests/interop/package-lock.json and installed with npm ci only when the
 # lock file changed since the last install.
 #
@@ -34,6 +39,9 @@ quiet bin/flowsim-analytical "$dir/demo.stream" >"$dir/demo.arrows"
 bin/fctstats --format json out/demo.parquet >"$dir/parquet.json"
 bin/fctstats --format json <"$dir/demo.arrows" >"$dir/arrows.json" # Arrow on stdin
 bin/fctstats --format csv out/demo.parquet >"$dir/collectives.csv"
+links=formats/links/testdata/loads.parquet
+bin/fctstats --links "$links" --format json --top 0 >"$dir/links.json"
+bin/fctstats --links "$links" --format csv >"$dir/links-tiers.csv"
 failed=0
 
 # Node: DuckDB and Arrow JS.
@@ -51,6 +59,7 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
 	(cd tests/interop && node check.mjs parquet ../../out/demo.parquet "../../$dir/parquet.json") || failed=1
 	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrows" "../../$dir/arrows.json") || failed=1
 	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrow" "../../$dir/parquet.json") || failed=1
+	(cd tests/interop && node check.mjs links "../../$links" "../../$dir/links.json") || failed=1
 else
 	echo "interop: SKIP DuckDB and Arrow JS checks: node and npm are not installed"
 fi
@@ -71,6 +80,7 @@ if [ -x "$py" ] && ! "$py" -c 'import pandas' 2>/dev/null; then
 fi
 if [ -x "$py" ] && "$py" -c 'import pandas' 2>/dev/null; then
 	"$py" tests/interop/check_csv.py "$dir/collectives.csv" "$dir/parquet.json" || failed=1
+	"$py" tests/interop/check_links_csv.py "$dir/links-tiers.csv" "$dir/links.json" || failed=1
 else
 	echo "interop: SKIP pandas check: $why"
 fi

@@ -3,20 +3,25 @@
 //
 //   node check.mjs parquet TRACE.parquet FCTSTATS.json   DuckDB (@duckdb/node-api)
 //   node check.mjs arrow   TRACE.arrows|.arrow FCTSTATS.json   Arrow JS (apache-arrow)
+//   node check.mjs links   LOADS.parquet LINKS.json   DuckDB, a per-link load file
 //
 // Row count, column names (the 25 of fabricsim.flows/v2, formats/trace.md),
 // sum(size_bytes), sum(fct_ns), the schema metadata, every row's status
-// and every collective's completion time must agree. Prints one
+// and every collective's completion time must agree. For a links file
+// (formats/links.md) against fctstats --links FILE --format json --top 0:
+// rows, columns and their types, the metadata, and per tier and group type
+// the directed links, bytes and mean and max utilization. Prints one
 // "ok" line, or the differences and exits 1.
 import { readFileSync } from 'node:fs';
 
 const [kind, file, jsonFile] = process.argv.slice(2);
 if (!kind || !file || !jsonFile) {
-  console.error('usage: node check.mjs parquet|arrow TRACE FCTSTATS.json');
+  console.error('usage: node check.mjs parquet|arrow|links FILE FCTSTATS.json');
   process.exit(2);
 }
 const want = JSON.parse(readFileSync(jsonFile, 'utf8'));
 const problems = [];
+let reader;
 const expect = (what, got, exp) => {
   const g = typeof got === 'bigint' ? got.toString() : JSON.stringify(got);
   const e = typeof exp === 'bigint' ? exp.toString() : JSON.stringify(exp);
@@ -27,6 +32,66 @@ const big = (n) => {
   if (!Number.isSafeInteger(n)) throw new Error(`fctstats JSON number ${n} is not an exact integer`);
   return BigInt(n);
 };
+// Sums of utilizations in another order: equal to a few ulps.
+const expectNear = (what, got, exp) => {
+  if (!(Math.abs(got - exp) <= 1e-12 * Math.max(1, Math.abs(exp)))) problems.push(`${what}: ${reader} says ${got}, fctstats says ${exp}`);
+};
+
+if (kind === 'links') {
+  reader = 'DuckDB';
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const db = await DuckDBInstance.create(':memory:');
+  const con = await db.connect();
+  const quoted = `'${file.replaceAll("'", "''")}'`;
+  const src = `read_parquet(${quoted})`;
+  const rows = async (sql) => (await con.runAndReadAll(sql)).getRowObjects();
+  // formats/links.md, in order, with the types DuckDB gives them.
+  const columns = [
+    ['link', 'INTEGER'], ['src', 'INTEGER'], ['dst', 'INTEGER'], ['src_role', 'VARCHAR'], ['dst_role', 'VARCHAR'],
+    ['tier', 'VARCHAR'], ['kind', 'VARCHAR'], ['bw_bps', 'DOUBLE'], ['group_type', 'VARCHAR'], ['op', 'VARCHAR'],
+    ['bytes', 'BIGINT'], ['busy_ns', 'BIGINT'], ['utilization', 'DOUBLE'],
+  ];
+  const cols = await rows(`DESCRIBE SELECT * FROM ${src}`);
+  expect('columns', cols.map((c) => [c.column_name, c.column_type]), columns);
+  const meta = Object.fromEntries((await rows(`SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata(${quoted})`)).map((m) => [m.k, m.v]));
+  expect('fabricsim.schema', meta['fabricsim.schema'], 'fabricsim.links/v1');
+  expect('fabricsim.backend', meta['fabricsim.backend'], want.backend);
+  expect('fabricsim.routing', meta['fabricsim.routing'], want.routing);
+  expect('fabricsim.granularity', meta['fabricsim.granularity'], want.granularity);
+  expect('fabricsim.makespan_ns', meta['fabricsim.makespan_ns'], String(want.makespan_ns));
+  expect('fabricsim.topology', JSON.parse(meta['fabricsim.topology'] ?? 'null'), want.topology);
+  const [t] = await rows(`SELECT count(*)::BIGINT AS n, sum(bytes)::BIGINT AS bytes, count(DISTINCT (link, src))::BIGINT AS links FROM ${src}`);
+  expect('rows', t.n, big(want.rows));
+  expect('sum(bytes)', t.bytes, big(want.bytes));
+  expect('directed links', t.links, big(want.links));
+  // Per tier: every group type together ("all"), then each on its own,
+  // over the directed links that carried its bytes.
+  const per = async (groupBy) => rows(`
+    WITH d AS (SELECT tier, ${groupBy} AS g, link, src, sum(bytes) AS b, sum(utilization) AS u FROM ${src} GROUP BY ALL)
+    SELECT tier, g, count(*)::BIGINT AS links, sum(b)::BIGINT AS bytes, avg(u) AS mean, max(u) AS max FROM d GROUP BY ALL`);
+  const got = new Map([...await per(`'all'`), ...await per('group_type')].map((r) => [`${r.tier} ${r.g}`, r]));
+  expect('tier and group type rows', got.size, want.tiers.length);
+  for (const w of want.tiers) {
+    const g = got.get(`${w.tier} ${w.group_type}`);
+    const what = `tier ${w.tier}, group ${w.group_type}`;
+    if (!g) {
+      problems.push(`${what}: missing in ${reader}'s sums`);
+      continue;
+    }
+    expect(`${what}: links`, g.links, big(w.links));
+    expect(`${what}: bytes`, g.bytes, big(w.bytes));
+    expectNear(`${what}: mean utilization`, g.mean, w.util_mean);
+    expectNear(`${what}: max utilization`, g.max, w.util_max);
+  }
+  con.closeSync?.();
+  if (problems.length) {
+    for (const p of problems) console.error(`interop: ${file}: ${p}`);
+    process.exit(1);
+  }
+  console.log(`interop: ${reader} read ${file}: ${want.rows} rows, ${columns.length} columns, ${want.links} directed links, ` +
+    `sum(bytes) ${want.bytes}, ${want.tiers.length} tier and group type sums: as fctstats --links says`);
+  process.exit(0);
+}
 // formats/trace.md, in order; fctstats must list the same.
 const schema = 'fabricsim.flows/v2';
 const columns = [
@@ -40,7 +105,6 @@ if (JSON.stringify(want.columns) !== JSON.stringify(columns)) {
 }
 const wantTimes = new Map(want.collectives.map((c) => [String(c.collective_id), big(c.time_ns)]));
 
-let reader;
 if (kind === 'parquet') {
   reader = 'DuckDB';
   const { DuckDBInstance } = await import('@duckdb/node-api');
