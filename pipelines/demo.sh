@@ -35,14 +35,16 @@ echo "lines), one rank per pipeline stage standing for the stage, collectives at
 echo
 echo "  topogen --family spectrum-x --gpus 9216 \\"
 echo "    | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective \\"
-echo "    | flowsim-analytical --out out/demo-iteration.parquet"
+echo "    | flowsim-analytical --out out/demo-iteration.parquet --link-loads out/demo-iteration-links.parquet"
 echo "  fctstats --iteration out/demo-iteration.parquet --plot out/demo-iteration.png"
 echo
 bin/topogen --family spectrum-x --gpus 9216 2>/dev/null |
 	bin/simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective 2>/dev/null |
-	bin/flowsim-analytical --out out/demo-iteration.parquet
+	bin/flowsim-analytical --out out/demo-iteration.parquet --link-loads out/demo-iteration-links.parquet
 bin/fctstats --iteration out/demo-iteration.parquet --plot out/demo-iteration.png >out/demo-iteration.txt
 awk '/^Layers on rank/ { exit } { print }' out/demo-iteration.txt
 echo "Wrote out/demo-iteration.txt (with each layer), out/demo-iteration.parquet and out/demo-iteration.png (each stage's iteration: compute,"
 echo "exposed communication per group type, bubble); fctstats --iteration --format simai-e2e writes"
 echo "SimAI's EndToEnd.csv, --format chrome-trace a trace for ui.perfetto.dev."
+echo "out/demo-iteration-links.parquet holds the bytes every link carried, by group type and op:"
+echo "fctstats --links out/demo-iteration-links.parquet --plot links.png shows which tier is hot."

@@ -9,10 +9,8 @@
 # and each checks rows, column names, sums and collective times against
 # fctstats --format json. A per-link load file (formats/links.md) is read
 # the same way: DuckDB reads the Parquet file and pandas fctstats --links'
-# CSV, each checked against fctstats --links --format json. The file is
-# formats/links/testdata/loads.parquet (a 2-tier fabric's DP and EP loads,
-# written by formats/links' tests) until flowsim-analytical --link-loads
-# writes one of the demo run. The Node packages are pinned in
+# CSV, each checked against fctstats --links --format json; the file is the
+# demo run's (flowsim-analytical --link-loads). The Node packages are pinned in
 # tests/interop/package-lock.json and installed with npm ci only when the
 # lock file changed since the last install.
 #
@@ -33,13 +31,13 @@ bin/topogen --family spectrum-x --gpus 16 | bin/ncclpath |
 	bin/simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 2 >"$dir/demo.stream"
 # quiet runs the simulator without its summary line, but shows errors.
 quiet() { "$@" 2>"$dir/stderr" || { cat "$dir/stderr" >&2; exit 1; }; }
-quiet bin/flowsim-analytical --out out/demo.parquet "$dir/demo.stream"
+quiet bin/flowsim-analytical --out out/demo.parquet --link-loads "$dir/demo-links.parquet" "$dir/demo.stream"
 quiet bin/flowsim-analytical --out "$dir/demo.arrow" "$dir/demo.stream"
 quiet bin/flowsim-analytical "$dir/demo.stream" >"$dir/demo.arrows"
 bin/fctstats --format json out/demo.parquet >"$dir/parquet.json"
 bin/fctstats --format json <"$dir/demo.arrows" >"$dir/arrows.json" # Arrow on stdin
 bin/fctstats --format csv out/demo.parquet >"$dir/collectives.csv"
-links=formats/links/testdata/loads.parquet
+links=$dir/demo-links.parquet
 bin/fctstats --links "$links" --format json --top 0 >"$dir/links.json"
 bin/fctstats --links "$links" --format csv >"$dir/links-tiers.csv"
 failed=0

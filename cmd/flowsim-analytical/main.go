@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/analytical"
@@ -24,6 +25,7 @@ type command struct {
 	Routing  string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive takes the least loaded next hop (sending flows per bit/s) when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
 	Expand   bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
 	Symmetry bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	Links    string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
 	SendLat  units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency before each transfer starts moving data, like SimAI's AS_SEND_LAT (which is read, in us, when this flag is absent)."`
 	Input    string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where the time goes at scale (go tool pprof).
@@ -63,6 +65,11 @@ func (c *command) run() error {
 	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
 	}
+	if c.Links != "" {
+		if _, err := links.Format(c.Links); err != nil {
+			return cli.Usagef("--link-loads: %v", err)
+		}
+	}
 	stop, err := cli.StartCPUProfile(c.CPUProfile)
 	if err != nil {
 		return err
@@ -97,7 +104,8 @@ func (c *command) run() error {
 	if c.Expand && in.CollNodes == 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry}
+	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry,
+		LinkLoads: c.Links != ""}
 	meta := analytical.Meta(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)
@@ -118,6 +126,19 @@ func (c *command) run() error {
 	}
 	if err := aw.Close(); err != nil {
 		return err
+	}
+	if c.Links != "" {
+		gran := "flow"
+		switch {
+		case in.CollNodes > 0 && c.Expand:
+			gran = "expanded"
+		case in.CollNodes > 0:
+			gran = "collective"
+		}
+		m := links.Meta{Backend: model.Backend(), Routing: routing.String(), MakespanNs: res.End.Ns(), Granularity: gran, Topology: in.TopologyMeta()}
+		if err := links.Write(c.Links, m, res.Loads.Rows(in.Topology, m.MakespanNs)); err != nil {
+			return err
+		}
 	}
 	for _, m := range res.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: %s\n", m)

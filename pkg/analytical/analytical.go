@@ -54,6 +54,7 @@ package analytical
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"unsafe"
@@ -197,6 +198,7 @@ type engine struct {
 	price   *collLoad     // the fabric's cost for COLL nodes
 	ex      *expand.Store // COLL nodes run as their flows
 	sym     *expand.Symmetry
+	steps   steps         // busbw: the collective records run as one workload step
 	links   *linkload.Acc // Options.LinkLoads
 	n       int32         // the stream's flows; indexes from n on are ex's
 }
@@ -262,6 +264,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		}
 	} else {
 		e.fl = newPrivateFluid(r, e.q)
+		e.steps = stepsOf(in)
 	}
 	e.load = func(l route.DirLink) float64 {
 		if e.fl.private {
@@ -338,6 +341,50 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
 	return e.res, nil
+}
+
+// steps maps each collective record to the first record of its workload
+// step. At flow granularity every group running a step has a record of
+// its own (the DP AllReduce of a layer on each of a stage's DP groups),
+// yet they run at once as one collective, as a COLL node stands for them
+// all; busbw, which keeps collectives apart, shares links within a step.
+type steps map[int64]int64
+
+// stepKey is what makes records one step.
+type stepKey struct {
+	label, op, phase, groupType string
+	size                        int64
+	layer, microbatch, stage    int32
+}
+
+func stepsOf(in *flowset.Set) steps {
+	first := map[stepKey]int64{}
+	s := steps{}
+	ids := slices.Sorted(maps.Keys(in.Collectives))
+	for _, id := range ids {
+		c := in.Collectives[id]
+		k := stepKey{label: c.Label, op: c.Op, phase: c.Phase, size: c.Size, layer: c.Layer, microbatch: c.Microbatch, stage: c.Stage}
+		if g := in.Groups[c.Group]; g != nil {
+			k.groupType = g.Type
+		}
+		f, ok := first[k]
+		if !ok {
+			f = id
+			first[k] = id
+		}
+		if f != id {
+			s[id] = f
+		}
+	}
+	return s
+}
+
+// of is collective id's step (its first record).
+func (s steps) of(id int64) int64 {
+	if f, ok := s[id]; ok {
+		return f
+	}
+	return id
 }
 
 // readAhead starts loading what the next event reads first: at 1024 GPUs
@@ -457,11 +504,20 @@ func (e *engine) send(i int32, started bool) error {
 		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
 	}
+	coll := f.Coll
+	if i >= e.n { // an expanded flow's Coll keys its group's private links
+		coll = e.in.Flow(e.ex.Coll(i)).Coll
+	}
 	if e.links != nil {
-		e.links.AddPath(f.Coll, path, w, size)
+		e.links.AddPath(coll, path, w, size)
+		if i < e.n && e.price != nil { // a stage's first rank stands for the others
+			if err := e.price.addFlowSiblings(e.links, f); err != nil {
+				return e.flowError(i, "src", err)
+			}
+		}
 	}
 	if e.fl.private {
-		path = e.fl.privatePath(f.Coll, path)
+		path = e.fl.privatePath(e.steps.of(coll), path)
 	}
 	e.fl.add(i, path, w, size, lat, idealFCT, e.now)
 	return nil

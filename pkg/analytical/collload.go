@@ -49,6 +49,7 @@ type collLoad struct {
 	cache  map[loadKey]*demand
 	load   []float64 // scratch, per directed link
 	pairs  []pair    // scratch: one stage's traffic, pair by pair
+	path   []route.DirLink
 	warn   map[string]bool
 	res    *Result
 }
@@ -231,6 +232,46 @@ func (c *collLoad) addSiblings(acc *linkload.Acc, f *flowset.Flow) error {
 		}
 	}
 	return spreadErr
+}
+
+// addFlowSiblings counts in acc what transfer f stands for at collective
+// granularity: the same transfer between the ranks at its ends' places in
+// each sibling group of its collective's group (the pipeline transfers of
+// every rank of a stage, of which the stream holds the first's), routed as
+// the policy routes a flow (hashed as its own id would be, or spread).
+func (c *collLoad) addFlowSiblings(acc *linkload.Acc, f *flowset.Flow) error {
+	co := c.in.Collectives[f.Coll]
+	if co == nil {
+		return nil
+	}
+	g := c.in.Groups[co.Group]
+	if g == nil || len(g.Siblings) == 0 {
+		return nil
+	}
+	a, b := slices.Index(g.Ranks, f.Src), slices.Index(g.Ranks, f.Dst)
+	if a < 0 || b < 0 {
+		return nil
+	}
+	k := acc.ClassOf(f.Coll)
+	add := func(l route.DirLink, x float64) { acc.Add(k, l, x) }
+	for _, id := range g.Siblings {
+		r := c.in.Groups[id].Ranks
+		src, dst := r[a], r[b]
+		if !c.policy.Hashed() {
+			if err := c.r.SpreadPort(src, dst, int(f.Port), float64(f.Size), add); err != nil {
+				return err
+			}
+			continue
+		}
+		var err error
+		if c.path, err = c.r.AppendPathPort(c.path[:0], src, dst, route.QPHash(src, dst, f.ID, 0, c.seed), int(f.Port)); err != nil {
+			return err
+		}
+		for _, l := range c.path {
+			add(l, float64(f.Size))
+		}
+	}
+	return nil
 }
 
 func (c *collLoad) kind(l route.DirLink) string { return c.in.Topology.Links[l.Link()].Kind }

@@ -75,7 +75,9 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 		gs.nodes[i] = len(d.Fabric.nodesOf(g))
 		d.groups = append(d.groups, stream.Group{ID: gs.ids[i], Type: kind, Ranks: g})
 	}
-	if d.Collectives && kind != PP {
+	if d.Collectives {
+		// PP groups too: the representatives' group (one rank per stage)
+		// stands for every other in the pipeline transfers the stream holds.
 		d.markSiblings(gs, len(d.groups)-len(ranks))
 	}
 	d.sets[kind] = gs
@@ -85,7 +87,8 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 // markSiblings writes, on each group holding a stage's representative (the
 // groups COLL flows name), the ids of the other groups of its type in that
 // stage: they run its collectives at the same time, and a backend pricing
-// the fabric loads the links with all of them. first is the index of the
+// the fabric loads the links with all of them (a PP group, whose first rank
+// is in stage 0, lists every other PP group). first is the index of the
 // type's first group in d.groups.
 func (d *Decomposer) markSiblings(gs *groupSet, first int) {
 	per := int32(d.Layout.TP * d.Layout.DP)

@@ -4,13 +4,17 @@
 package linkload
 
 import (
+	"math"
+
+	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
 // None names the group type and op of traffic outside any collective
 // (synthetic patterns, htsim matrices).
-const None = "none"
+const None = links.None
 
 // Class is what sent some bytes: a group type and an op.
 type Class struct{ GroupType, Op string }
@@ -91,4 +95,30 @@ func (a *Acc) Total(l route.DirLink) float64 {
 		s += b[l]
 	}
 	return s
+}
+
+// Rows turns the sums into the per-link load file's rows (formats/links):
+// each directed link of t, named by its ends' roles, with its bytes, busy
+// time and utilization over a run of makespan ns.
+func (a *Acc) Rows(t *topo.Topology, makespanNs int64) []links.Row {
+	var rows []links.Row
+	a.Each(func(c Class, l route.DirLink, b float64) {
+		li := t.Links[l.Link()]
+		src, dst := li.A, li.B
+		if l&1 == 1 {
+			src, dst = dst, src
+		}
+		bytes := int64(math.Round(b))
+		if bytes <= 0 {
+			return
+		}
+		row := links.Row{Link: l.Link(), Src: src, Dst: dst, SrcRole: t.Nodes[src].Role, DstRole: t.Nodes[dst].Role,
+			Kind: li.Kind, BWbps: li.BWbps, GroupType: c.GroupType, Op: c.Op, Bytes: bytes, BusyNs: links.BusyNs(bytes, li.BWbps)}
+		row.Tier = links.Tier(row.SrcRole, row.DstRole)
+		if makespanNs > 0 {
+			row.Utilization = float64(row.BusyNs) / float64(makespanNs)
+		}
+		rows = append(rows, row)
+	})
+	return rows
 }

@@ -36,9 +36,10 @@ for col in ("links", "bytes", "busy_ns"):
 for col in ("share", "util_mean", "util_max", "util_tier_mean"):
     expect(f"{col} dtype", str(df[col].dtype), "float64")
     # The CSV carries shortest round-trip decimals; pandas' default parser
-    # (no float_precision="round_trip") may land an ulp away.
+    # (no float_precision="round_trip") may land several ulps away (7e-15
+    # relative seen on 0.006141937061240344).
     got, exp = list(df[col]), [t[col] for t in tiers]
-    if len(got) != len(exp) or not all(math.isclose(g, e, rel_tol=1e-15, abs_tol=1e-300) for g, e in zip(got, exp)):
+    if len(got) != len(exp) or not all(math.isclose(g, e, rel_tol=1e-12, abs_tol=1e-300) for g, e in zip(got, exp)):
         problems.append(f"{col}: pandas reads {got!r}, fctstats says {exp!r}")
 # The "all" rows total their tier: the file's bytes.
 expect("sum(bytes) of the all rows", int(df[df["group_type"] == "all"]["bytes"].sum()), want["bytes"])
