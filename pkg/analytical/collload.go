@@ -66,6 +66,7 @@ type pair struct {
 	a, b  int32
 	x     float64
 	conns int // connections (flows) the bytes go over
+	port  int // the first one's NIC port index; the others follow it
 }
 
 // The draws of ECMP hashes per collective (ecmp, flowlet).
@@ -139,7 +140,7 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	// keeps the float sums, and so the run, deterministic.
 	pairs := c.pairs[:0]
 	for _, ranks := range groups {
-		if err := collective.TrafficConns(c.fab, sp, 1, ranks, func(a, b int32, x float64, conns int) { pairs = append(pairs, pair{a, b, x, conns}) }); err != nil {
+		if err := collective.TrafficConns(c.fab, sp, 1, ranks, func(a, b int32, x float64, conns int) { pairs = append(pairs, pair{a: a, b: b, x: x, conns: conns}) }); err != nil {
 			return nil, err
 		}
 	}
@@ -159,6 +160,18 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 			merged = append(merged, p)
 		}
 	}
+	// A GPU's connections to other servers take its NIC ports in turn, as
+	// the expansion numbers them (a bonded NIC pins each queue pair to a
+	// port): connections, not bytes, are balanced over the ports.
+	next := map[int32]int{}
+	t := c.in.Topology
+	for i := range merged {
+		p := &merged[i]
+		if p.a < int32(t.GPUs) && p.b < int32(t.GPUs) && t.Nodes[p.a].Server != t.Nodes[p.b].Server {
+			p.port = next[p.a]
+			next[p.a] += max(p.conns, 1)
+		}
+	}
 	var touched []route.DirLink
 	add := func(d route.DirLink, x float64) {
 		if c.load[d] == 0 {
@@ -173,27 +186,61 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	}
 	slices.Sort(touched)
 	d := &demand{links: touched, ps: make([]float64, len(touched))}
-	var fabric, nic float64
+	// NCCL's model time spreads a GPU's bytes over its NIC ports: the
+	// most loaded NIC link of that even split is what the fabric is
+	// measured against.
+	var nic float64
 	for i, l := range touched {
 		d.ps[i] = c.load[l] * 8e12 / c.r.Bandwidth(l)
 		c.load[l] = 0
-		switch c.kind(l) {
-		case stream.LinkFabric:
-			fabric = max(fabric, d.ps[i])
-		case stream.LinkNIC, stream.LinkPCIe:
+		if k := c.kind(l); k == stream.LinkNIC || k == stream.LinkPCIe {
 			nic = max(nic, d.ps[i])
 		}
 	}
 	if c.policy.Hashed() {
 		pipelined := sp.Algo != collective.AlgoDirect && sp.Algo != collective.AlgoPXN && sp.Algo != collective.AlgoP2P
+		if sp.Algo == collective.AlgoPXN && co.Cut != nil {
+			// PXN's transfers go in pieces, each hashed anew, when a
+			// server's ranks hand them off (collective.PXNPieces).
+			local := 0
+			for _, r := range g.Ranks {
+				if t.Nodes[r].Server == t.Nodes[g.Ranks[0]].Server {
+					local++
+				}
+			}
+			pipelined = collective.PXNPieces(co.Size/int64(len(g.Ranks)), local, co.Cut.ChunkBytes, int(co.Cut.MaxChunks)) > 1
+		}
 		if err := c.hashed(d, merged, nic, pipelined); err != nil {
 			return nil, err
 		}
 		return d, nil
 	}
-	d.extra = max(0, fabric-nic)
+	// Split evenly beyond each connection's port: the NIC links' and the
+	// fabric's most loaded against that.
+	for _, p := range merged {
+		conns := max(p.conns, 1)
+		for k := 0; k < conns; k++ {
+			if err := c.r.SpreadPort(p.a, p.b, p.port+k, p.x/float64(conns), func(l route.DirLink, x float64) { c.load[l] += x }); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var peak float64
+	for i, l := range touched {
+		d.ps[i] = c.load[l] * 8e12 / c.r.Bandwidth(l)
+		c.load[l] = 0
+		if pinned(c.kind(l)) {
+			peak = max(peak, d.ps[i])
+		}
+	}
+	d.extra = max(0, peak-nic)
 	return d, nil
 }
+
+// pinned reports whether a link kind's load counts against NCCL's model
+// time: the fabric's, and the NIC links' once each connection keeps to its
+// port (NVLink and PCIe inside a server are the model's own).
+func pinned(kind string) bool { return kind == stream.LinkFabric || kind == stream.LinkNIC }
 
 // addLoads counts in acc the bytes COLL node f puts on each link, as
 // priced (under ecmp, the mean over the draws).
@@ -283,9 +330,12 @@ func (c *collLoad) kind(l route.DirLink) string { return c.in.Topology.Links[l.L
 // connections on its ports in turn, so the NICs load as evenly as that).
 // A collective of one transfer per connection (AllToAll, SendRecv) ends
 // with its slowest connection: a draw costs its worst connection. A
-// pipelined one (rings, trees) sends each connection's chunks and steps
-// one after another, each hashed anew, and a connection's time is the sum
-// of theirs: a draw costs its connections' mean, weighted by their bytes.
+// pipelined one (rings, trees, PXN's pieces) sends each connection's
+// chunks and steps one after another, each hashed anew, and a
+// connection's time is the sum of theirs: a draw costs the mean of the
+// connections that leave their server, weighted by their bytes, or, if
+// more, its busiest NIC port's time beyond nic (a connection keeps its
+// port, and the connections there are slow throughout).
 // The links' loads become their means over the draws.
 func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) error {
 	clear(d.ps)
@@ -307,7 +357,7 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) 
 				h := route.FlowHash(p.a, p.b, int64(n)<<32|int64(k), c.seed)
 				start := len(paths)
 				var err error
-				if paths, err = c.r.AppendPathPort(paths, p.a, p.b, h, k); err != nil {
+				if paths, err = c.r.AppendPathPort(paths, p.a, p.b, h, p.port+k); err != nil {
 					return err
 				}
 				ends = append(ends, int32(len(paths)))
@@ -329,30 +379,37 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) 
 			d.ps[i] += ps
 			c.load[l] = ps
 		}
-		var cost, bytes float64
+		var cost, bytes, ports float64
 		conn, start := 0, int32(0)
 		for _, p := range pairs {
 			conns := max(p.conns, 1)
 			x := p.x / float64(conns)
 			for k := 0; k < conns; k++ {
 				var pace float64
+				crosses := false // leaves its server: a NIC or the fabric
 				for _, l := range paths[start:ends[conn]] {
-					if c.kind(l) == stream.LinkFabric {
-						pace = max(pace, c.load[l])
+					switch c.kind(l) {
+					case stream.LinkFabric:
+						pace, crosses = max(pace, c.load[l]), true
+					case stream.LinkNIC:
+						// A connection keeps its NIC port from piece to
+						// piece: a busier port slows it throughout.
+						pace, crosses = max(pace, c.load[l]), true
+						ports = max(ports, c.load[l])
 					}
 				}
 				start = ends[conn]
 				conn++
-				if b := max(0, pace-nic); pipelined {
+				if b := max(0, pace-nic); !pipelined {
+					cost = max(cost, b)
+				} else if crosses { // NVLink hops are NCCL's model's own
 					cost += b * x
 					bytes += x
-				} else {
-					cost = max(cost, b)
 				}
 			}
 		}
 		if pipelined && bytes > 0 {
-			cost /= bytes
+			cost = max(cost/bytes, ports-nic)
 		}
 		for _, l := range touched {
 			c.load[l] = 0

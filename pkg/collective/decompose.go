@@ -626,7 +626,7 @@ func decompose(c *cctx, co *Coll, k cut) error {
 	case AlgoDirect:
 		allToAllDirect(c, size)
 	case AlgoPXN:
-		allToAllPXN(c, f, size)
+		allToAllPXN(c, f, size, pl.Chunk, k.maxChunks)
 	case AlgoP2P:
 		sendRecv(c, size)
 	case AlgoMSCCL:

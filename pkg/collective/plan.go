@@ -150,6 +150,7 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		if pl.PXN && nNodes > 1 {
 			pl.Algo = AlgoPXN
 		}
+		pl.Chunk = p2pNetChunk // PXN's proxies forward in steps of this
 		if p.Opt.Algo != "" {
 			a, _ := ParseAlgo(p.Opt.Algo)
 			if a != AlgoDirect && a != AlgoPXN {
