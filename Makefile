@@ -33,8 +33,10 @@ race:
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tests/fuzz.sh
 
-## bench: Go benchmarks (records/s, rows/s ...), end-to-end speed checks and
-## the nccl-tests sweep tables of one DGX A100 and one DGX H100 per backend
+## bench: Go benchmarks (records/s, rows/s ...), end-to-end speed checks, the
+## fabric tables (pipelines/fabric.sh: one workload through every model and
+## routing on 128 to 9216 GPUs) and the nccl-tests sweep tables of one DGX
+## A100 and one DGX H100 per backend
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
@@ -42,6 +44,7 @@ bench: build
 	@rm -rf out/bench/surrogate && start=$$(date +%s) && \
 		$(MAKE) --no-print-directory -C pipelines/surrogate -j 1 BIN=$(CURDIR)/bin OUT=$(CURDIR)/out/bench/surrogate && \
 		echo "seed-003 table (issue 14: under 5 minutes, surrogate speedup 15x): $$(( $$(date +%s) - start )) s"
+	@./pipelines/fabric.sh --out out/bench/fabric
 	@./pipelines/nccl-tests.sh --gpu-type A100 --max 8GiB --out out/bench/nccl-tests-a100 \
 		--reference examples/reference/hpe-apollo6500-8xa100_allreduce_plateau_nccl-tests-149.csv
 	@./pipelines/nccl-tests.sh --gpu-type H100 --max 8GiB --out out/bench/nccl-tests-h100 \

@@ -102,8 +102,8 @@ type expSet struct {
 	// flows onto its flows' paths; in streams without it, the COLL node's
 	// id << 32 (distinct hashes per node).
 	idBase int64
-	key    int64 // private-link key of its first group (busbw)
-	ports  map[portKey]uint8
+	key    int64            // private-link key of its first group (busbw)
+	ports  map[uint64]uint8 // by portKey
 	next   map[int32]uint8
 	// slots maps a flow's id in the expansion to its slot + 1 while it
 	// is made and unfinished, 0 otherwise: a dep at 0 has finished. An
@@ -116,7 +116,12 @@ type expSet struct {
 	server int32
 }
 
-type portKey struct{ src, dst, ch int32 }
+// portKey packs a connection (source, destination, channel) into a map
+// key: Go's maps hash a uint64 key faster than a struct one. GPUs stay
+// under 2^21, channels under 2^22 (maxExpandChannels is 1024).
+func portKey(src, dst, ch int32) uint64 {
+	return uint64(uint32(src))<<43 | uint64(uint32(dst))<<22 | uint64(uint32(ch))&(1<<22-1)
+}
 
 // New returns a Store for in's COLL nodes. limit is the memory the held
 // flows may take (0: no limit); rule decides early releases.
@@ -228,7 +233,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		s, x.free2 = x.free2[n-1], x.free2[:n-1]
 	} else {
 		s = int32(len(x.sets))
-		x.sets = append(x.sets, expSet{ports: map[portKey]uint8{}, next: map[int32]uint8{}})
+		x.sets = append(x.sets, expSet{ports: map[uint64]uint8{}, next: map[int32]uint8{}})
 		x.sets[s].emit = func(o collective.Origin, sf *stream.Flow) error { return x.made(s, o, sf) }
 	}
 	x.serial++
@@ -283,7 +288,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	case sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server:
 		// The connection's index among its source's connections to
 		// other servers, as flowset numbers them at flow granularity.
-		k := portKey{sf.Src, sf.Dst, sf.Channel}
+		k := portKey(sf.Src, sf.Dst, sf.Channel)
 		p, ok := set.ports[k]
 		if !ok {
 			p = set.next[sf.Src]
