@@ -50,6 +50,8 @@ type collLoad struct {
 	load   []float64 // scratch, per directed link
 	pairs  []pair    // scratch: one stage's traffic, pair by pair
 	path   []route.DirLink
+	// hashed's scratch: per path length, cost and bytes of a draw
+	classCost, classBytes []float64
 	warn   map[string]bool
 	res    *Result
 }
@@ -332,10 +334,11 @@ func (c *collLoad) kind(l route.DirLink) string { return c.in.Topology.Links[l.L
 // with its slowest connection: a draw costs its worst connection. A
 // pipelined one (rings, trees, PXN's pieces) sends each connection's
 // chunks and steps one after another, each hashed anew, and a
-// connection's time is the sum of theirs: a draw costs the mean of the
-// connections that leave their server, weighted by their bytes, or, if
-// more, its busiest NIC port's time beyond nic (a connection keeps its
-// port, and the connections there are slow throughout).
+// connection's time is the sum of theirs: a draw costs the most of its
+// classes' means, a class being the connections that leave their server
+// over paths of one length, weighted by their bytes, or, if more, its
+// busiest NIC port's time beyond nic (a connection keeps its port, and the
+// connections there are slow throughout).
 // The links' loads become their means over the draws.
 func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) error {
 	clear(d.ps)
@@ -379,7 +382,13 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) 
 			d.ps[i] += ps
 			c.load[l] = ps
 		}
-		var cost, bytes, ports float64
+		// Pipelined, connections of one path length (hops) are alike on a
+		// symmetric fabric: each class's byte-weighted mean is its
+		// connections' long-run pace, and the slowest class paces the
+		// collective (an intra-switch hop never waits for the uplinks).
+		var cost, ports float64
+		clear(c.classCost)
+		clear(c.classBytes)
 		conn, start := 0, int32(0)
 		for _, p := range pairs {
 			conns := max(p.conns, 1)
@@ -398,18 +407,28 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) 
 						ports = max(ports, c.load[l])
 					}
 				}
+				hops := int(ends[conn] - start)
 				start = ends[conn]
 				conn++
 				if b := max(0, pace-nic); !pipelined {
 					cost = max(cost, b)
 				} else if crosses { // NVLink hops are NCCL's model's own
-					cost += b * x
-					bytes += x
+					for len(c.classCost) <= hops {
+						c.classCost, c.classBytes = append(c.classCost, 0), append(c.classBytes, 0)
+					}
+					c.classCost[hops] += b * x
+					c.classBytes[hops] += x
 				}
 			}
 		}
-		if pipelined && bytes > 0 {
-			cost = max(cost/bytes, ports-nic)
+		if pipelined {
+			cost = ports - nic
+			for h, b := range c.classBytes {
+				if b > 0 {
+					cost = max(cost, c.classCost[h]/b)
+				}
+			}
+			cost = max(cost, 0)
 		}
 		for _, l := range touched {
 			c.load[l] = 0
