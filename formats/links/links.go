@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
@@ -125,7 +126,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 		return m, fmt.Errorf("%s: not a %s file: the Parquet metadata has no %q key", name, SchemaName, KeySchema)
 	}
 	if s != SchemaName {
-		return m, fmt.Errorf("%s: metadata %s is %q, want %q", name, KeySchema, clip(s), SchemaName)
+		return m, fmt.Errorf("%s: metadata %s is %q, want %q", name, KeySchema, errtext.Clip(s), SchemaName)
 	}
 	get := func(key string, dst *string) error {
 		v, ok := lookup(key)
@@ -133,7 +134,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 			return fmt.Errorf("%s: the metadata has no %q key", name, key)
 		}
 		if v == "" || strings.ContainsAny(v, "\r\n") {
-			return fmt.Errorf("%s: metadata %s is %q, want a name", name, key, clip(v))
+			return fmt.Errorf("%s: metadata %s is %q, want a name", name, key, errtext.Clip(v))
 		}
 		*dst = v
 		return nil
@@ -152,7 +153,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 0 {
-		return m, fmt.Errorf("%s: metadata %s is %q, want a non-negative integer (ns)", name, KeyMakespanNs, clip(v))
+		return m, fmt.Errorf("%s: metadata %s is %q, want a non-negative integer (ns)", name, KeyMakespanNs, errtext.Clip(v))
 	}
 	m.MakespanNs = n
 	t, ok := lookup(KeyTopology)
@@ -160,7 +161,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 		return m, fmt.Errorf("%s: the metadata has no %q key", name, KeyTopology)
 	}
 	if err := json.Unmarshal([]byte(t), &m.Topology); err != nil || !strings.HasPrefix(strings.TrimSpace(t), "{") {
-		return m, fmt.Errorf("%s: metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, clip(t))
+		return m, fmt.Errorf("%s: metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, errtext.Clip(t))
 	}
 	return m, nil
 }
@@ -185,24 +186,6 @@ func check(r *Row) error {
 		return fmt.Errorf("column %q is %v; a utilization is a finite number from 0", "utilization", r.Utilization)
 	}
 	return nil
-}
-
-// clip shortens a found value for an error message.
-func clip(s string) string {
-	const max = 80
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
-}
-
-// oneLine flattens a third-party error so that our errors stay single-line.
-func oneLine(err error) string {
-	s := err.Error()
-	if strings.ContainsAny(s, "\r\n") {
-		s = strings.Join(strings.Fields(strings.NewReplacer("\r", " ", "\n", "; ").Replace(s)), " ")
-	}
-	return s
 }
 
 // Format picks the container from a file name's extension: "parquet" for

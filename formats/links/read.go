@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
@@ -41,7 +42,7 @@ func Read(path string) (Meta, []Row, error) {
 	if !st.Mode().IsRegular() { // a pipe or device: Parquet needs random access
 		data, err := io.ReadAll(f)
 		if err != nil {
-			return Meta{}, nil, fmt.Errorf("%s: %s", path, oneLine(err))
+			return Meta{}, nil, fmt.Errorf("%s: %s", path, errtext.OneLine(err))
 		}
 		return Decode(path, bytes.NewReader(data), int64(len(data)))
 	}
@@ -53,7 +54,7 @@ func Read(path string) (Meta, []Row, error) {
 func ReadFrom(name string, r io.Reader) (Meta, []Row, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return Meta{}, nil, fmt.Errorf("%s: %s", name, oneLine(err))
+		return Meta{}, nil, fmt.Errorf("%s: %s", name, errtext.OneLine(err))
 	}
 	return Decode(name, bytes.NewReader(data), int64(len(data)))
 }
@@ -71,7 +72,7 @@ func Decode(name string, ra io.ReaderAt, size int64) (Meta, []Row, error) {
 		return parquet.OpenFile(ra, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	})
 	if err != nil {
-		return Meta{}, nil, fmt.Errorf("%s: not a readable Parquet file: %s", name, oneLine(err))
+		return Meta{}, nil, fmt.Errorf("%s: not a readable Parquet file: %s", name, errtext.OneLine(err))
 	}
 	m, err := decodeMeta(name, f.Lookup)
 	if err != nil {
@@ -80,7 +81,7 @@ func Decode(name string, ra io.ReaderAt, size int64) (Meta, []Row, error) {
 	rows, err := pqcheck.Guard(func() ([]Row, error) { return readRows(name, ra, size, f) })
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), name+": ") { // a recovered fault
-			err = fmt.Errorf("%s: %s", name, oneLine(err))
+			err = fmt.Errorf("%s: %s", name, errtext.OneLine(err))
 		}
 		return Meta{}, nil, err
 	}
@@ -150,7 +151,7 @@ func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File) ([]Row, 
 			}
 			if err != nil {
 				r.Close()
-				return nil, fmt.Errorf("%s: row group %d: %s", name, g, oneLine(err))
+				return nil, fmt.Errorf("%s: row group %d: %s", name, g, errtext.OneLine(err))
 			}
 			if got > announced {
 				break

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -55,7 +56,7 @@ func Write(path string, m Meta, rows []Row) error {
 		err = writeParquet(f, keys, values, rows)
 	}
 	if err = f.Finish(err); err != nil {
-		return fmt.Errorf("%s: %s", path, oneLine(err))
+		return fmt.Errorf("%s: %s", path, errtext.OneLine(err))
 	}
 	return nil
 }

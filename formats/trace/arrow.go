@@ -13,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 )
 
 // maxMetaBytes caps one IPC message's metadata when the input's size is
@@ -37,12 +38,12 @@ func sizeLimits(size int64) []ipc.Option {
 
 func openArrowFile(name string, r ipc.ReadAtSeeker, size int64) (*Reader, error) {
 	if err := verifyArrowFile(r, size); err != nil {
-		return nil, fmt.Errorf("%s: not a readable Arrow IPC file: %s", name, oneLine(err))
+		return nil, fmt.Errorf("%s: not a readable Arrow IPC file: %s", name, errtext.OneLine(err))
 	}
 	opts := append(sizeLimits(size), ipc.WithAllocator(memory.DefaultAllocator))
 	fr, err := guard(func() (*ipc.FileReader, error) { return ipc.NewFileReader(r, opts...) })
 	if err != nil {
-		return nil, fmt.Errorf("%s: not a readable Arrow IPC file: %s", name, oneLine(err))
+		return nil, fmt.Errorf("%s: not a readable Arrow IPC file: %s", name, errtext.OneLine(err))
 	}
 	src := &arrowSource{
 		read: func() (arrow.RecordBatch, error) {
@@ -119,7 +120,7 @@ func openArrowStream(name string, r io.Reader, size int64) (*Reader, error) {
 		if mr.n == 0 {
 			return nil, fmt.Errorf("%s: empty input, not an Arrow or Parquet trace", name)
 		}
-		return nil, fmt.Errorf("%s: not an Arrow IPC stream, Arrow file or Parquet file: %s", name, oneLine(err))
+		return nil, fmt.Errorf("%s: not an Arrow IPC stream, Arrow file or Parquet file: %s", name, errtext.OneLine(err))
 	}
 	src := &arrowSource{
 		read: func() (arrow.RecordBatch, error) {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
@@ -64,7 +65,7 @@ func (w *parquetWriter) flush() error {
 	n := w.n
 	w.n = 0
 	if _, err := w.pw.Write(w.buf[:n]); err != nil {
-		return fmt.Errorf("trace: parquet: %s", oneLine(err))
+		return fmt.Errorf("trace: parquet: %s", errtext.OneLine(err))
 	}
 	clear(w.buf[:n]) // drop string references
 	return nil
@@ -82,7 +83,7 @@ func (w *parquetWriter) Close() error {
 		return w.err
 	}
 	if err := w.pw.Close(); err != nil {
-		w.err = fmt.Errorf("trace: parquet: %s", oneLine(err))
+		w.err = fmt.Errorf("trace: parquet: %s", errtext.OneLine(err))
 	}
 	return w.err
 }
@@ -129,7 +130,7 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 		return parquet.OpenFile(ra, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	})
 	if err != nil {
-		return nil, Meta{}, fmt.Errorf("%s: not a readable Parquet file: %s", name, oneLine(err))
+		return nil, Meta{}, fmt.Errorf("%s: not a readable Parquet file: %s", name, errtext.OneLine(err))
 	}
 	m, err := decodeMeta(name, f.Lookup)
 	if err != nil {
@@ -151,7 +152,7 @@ func openParquet(name string, ra io.ReaderAt, size int64) (*parquetSource, Meta,
 	})
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), name+": ") { // a recovered fault
-			err = fmt.Errorf("%s: %s", name, oneLine(err))
+			err = fmt.Errorf("%s: %s", name, errtext.OneLine(err))
 		}
 		return nil, Meta{}, err
 	}
@@ -339,7 +340,7 @@ func (c *pqCursor) nextPage(col column) error {
 			if err == io.EOF {
 				return io.EOF
 			}
-			return fmt.Errorf("column %q: %s", col.name, oneLine(err))
+			return fmt.Errorf("column %q: %s", col.name, errtext.OneLine(err))
 		}
 		c.page = page
 		if err := c.load(page, col); err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 )
 
 // Reader reads a trace row by row; rows are decoded a batch at a time.
@@ -62,11 +64,11 @@ func Open(path string) (*Reader, error) {
 	n, err := io.ReadFull(f, head[:])
 	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
 		f.Close()
-		return nil, fmt.Errorf("%s: %s", path, oneLine(err))
+		return nil, fmt.Errorf("%s: %s", path, errtext.OneLine(err))
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("%s: %s", path, oneLine(err))
+		return nil, fmt.Errorf("%s: %s", path, errtext.OneLine(err))
 	}
 	var r *Reader
 	switch Detect(head[:n]) {
@@ -94,7 +96,7 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 	br := bufio.NewReaderSize(r, bufSize(size))
 	head, err := br.Peek(8)
 	if err != nil && err != io.EOF {
-		return nil, fmt.Errorf("%s: %s", name, oneLine(err))
+		return nil, fmt.Errorf("%s: %s", name, errtext.OneLine(err))
 	}
 	switch c := Detect(head); c {
 	case ArrowFile, Parquet:
@@ -103,7 +105,7 @@ func NewReader(r io.Reader, name string) (*Reader, error) {
 			b.Grow(int(size) + bytes.MinRead) // one allocation when the size is known
 		}
 		if _, err := b.ReadFrom(br); err != nil {
-			return nil, fmt.Errorf("%s: %s", name, oneLine(err))
+			return nil, fmt.Errorf("%s: %s", name, errtext.OneLine(err))
 		}
 		data := b.Bytes()
 		if c == ArrowFile {
@@ -203,7 +205,7 @@ func (r *Reader) Next(row *Row) error {
 		}
 		r.err = err
 	default:
-		err = fmt.Errorf("%s: %s", r.name, oneLine(err))
+		err = fmt.Errorf("%s: %s", r.name, errtext.OneLine(err))
 		r.err = err
 	}
 	return err

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 )
 
 // SchemaName is the value of the fabricsim.schema metadata key that
@@ -396,7 +398,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 		return m, fmt.Errorf("%s: not a %s trace: schema metadata has no %q key", name, SchemaName, KeySchema)
 	}
 	if s != SchemaName && s != SchemaV1 {
-		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q or %q", name, KeySchema, clip(s), SchemaName, SchemaV1)
+		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q or %q", name, KeySchema, errtext.Clip(s), SchemaName, SchemaV1)
 	}
 	m.Schema = s
 	if m.Backend, ok = lookup(KeyBackend); !ok {
@@ -409,39 +411,21 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	dec := json.NewDecoder(strings.NewReader(p))
 	dec.UseNumber()
 	if err := dec.Decode(&m.Params); err != nil || dec.More() || m.Params == nil {
-		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object: %q", name, KeyParams, clip(p))
+		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object: %q", name, KeyParams, errtext.Clip(p))
 	}
 	t, ok := lookup(KeyTopology)
 	if !ok {
 		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyTopology)
 	}
 	if err := json.Unmarshal([]byte(t), &m.Topology); err != nil || !bytes.HasPrefix(bytes.TrimSpace([]byte(t)), []byte("{")) {
-		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, clip(t))
+		return m, fmt.Errorf("%s: schema metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, errtext.Clip(t))
 	}
 	if v, ok := lookup(KeyRows); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
-			return m, fmt.Errorf("%s: schema metadata %s is %q, want a positive row count", name, KeyRows, clip(v))
+			return m, fmt.Errorf("%s: schema metadata %s is %q, want a positive row count", name, KeyRows, errtext.Clip(v))
 		}
 		m.Rows = n
 	}
 	return m, nil
-}
-
-// clip shortens a found value for an error message.
-func clip(s string) string {
-	const max = 80
-	if len(s) > max {
-		return s[:max] + "..."
-	}
-	return s
-}
-
-// oneLine flattens a third-party error so that our errors stay single-line.
-func oneLine(err error) string {
-	s := err.Error()
-	if strings.ContainsAny(s, "\r\n") {
-		s = strings.Join(strings.Fields(strings.NewReplacer("\r", " ", "\n", "; ").Replace(s)), " ")
-	}
-	return s
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 )
 
@@ -319,7 +319,7 @@ func (w *arrowWriter) writeRecord(rw recordWriter, b *colBatch) error {
 	}
 	defer rec.Release()
 	if err := rw.Write(rec); err != nil {
-		return fmt.Errorf("trace: %s", oneLine(err))
+		return fmt.Errorf("trace: %s", errtext.OneLine(err))
 	}
 	return nil
 }
@@ -362,14 +362,14 @@ func (w *arrowWriter) finish() error {
 			}
 		}
 		if err := w.sw.Close(); err != nil {
-			return fmt.Errorf("trace: %s", oneLine(err))
+			return fmt.Errorf("trace: %s", errtext.OneLine(err))
 		}
 		return nil
 	}
 
 	fw, err := ipc.NewFileWriter(w.bw, ipc.WithSchema(w.schema), ipc.WithAllocator(w.mem))
 	if err != nil {
-		return fmt.Errorf("trace: %s", oneLine(err))
+		return fmt.Errorf("trace: %s", errtext.OneLine(err))
 	}
 	if w.spool != nil {
 		defer w.spool.close()
@@ -397,7 +397,7 @@ func (w *arrowWriter) finish() error {
 		}
 	}
 	if err := fw.Close(); err != nil {
-		return fmt.Errorf("trace: %s", oneLine(err))
+		return fmt.Errorf("trace: %s", errtext.OneLine(err))
 	}
 	return nil
 }

@@ -52,8 +52,8 @@ type collLoad struct {
 	path   []route.DirLink
 	// hashed's scratch: per path length, cost and bytes of a draw
 	classCost, classBytes []float64
-	warn   map[string]bool
-	res    *Result
+	warn                  map[string]bool
+	res                   *Result
 }
 
 type loadKey struct {

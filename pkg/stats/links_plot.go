@@ -111,17 +111,11 @@ func (ll *LinkLoads) tierPlot() *plot.Plot {
 				}
 			}
 		}
-		b, err := plotter.NewBarChart(vals, width)
+		b, err := stackBar(p, vals, width, colors[g], below, false)
 		if err != nil {
 			continue // values are finite: the reader refuses NaN and Inf
 		}
-		b.Color = colors[g]
-		b.LineStyle.Width = 0
-		if below != nil {
-			b.StackOn(below)
-		}
 		below = b
-		p.Add(b)
 		legend = append(legend, legendEntry{groupLabel(g) + " (mean)", b})
 	}
 	addLegend(p, legend)
@@ -219,18 +213,11 @@ func (ll *LinkLoads) topPlot() *plot.Plot {
 		if !used {
 			continue
 		}
-		b, err := plotter.NewBarChart(vals, width)
+		b, err := stackBar(p, vals, width, colors[g], below, true)
 		if err != nil {
 			continue
 		}
-		b.Horizontal = true
-		b.Color = colors[g]
-		b.LineStyle.Width = 0
-		if below != nil {
-			b.StackOn(below)
-		}
 		below = b
-		p.Add(b)
 		p.Legend.Add(groupLabel(g), b) // left to right as stacked
 	}
 	for i := range ll.Top {
@@ -247,4 +234,21 @@ func (ll *LinkLoads) topPlot() *plot.Plot {
 // topHeight suits panel 2 to its number of links.
 func (ll *LinkLoads) topHeight() vg.Length {
 	return vg.Inch * vg.Length(min(24, max(3, 1.2+0.25*float64(len(ll.Top)))))
+}
+
+// stackBar adds to p a borderless bar chart of vals in c, on top of below
+// (nil: the first of a stack).
+func stackBar(p *plot.Plot, vals plotter.Values, width vg.Length, c color.Color, below *plotter.BarChart, horizontal bool) (*plotter.BarChart, error) {
+	b, err := plotter.NewBarChart(vals, width)
+	if err != nil {
+		return nil, err
+	}
+	b.Horizontal = horizontal
+	b.Color = c
+	b.LineStyle.Width = 0
+	if below != nil {
+		b.StackOn(below)
+	}
+	p.Add(b)
+	return b, nil
 }
