@@ -104,8 +104,8 @@ type Options struct {
 	Seed  uint64 // enters only the ECMP hash
 	// Routing is how flows take the equal-cost paths (route.Policy; the
 	// packet backend's ROUTING): ecmp and flowlet pin a flow to its hashed
-	// path, spray splits its bytes evenly over them, adaptive takes the
-	// least loaded at each hop when it starts. At collective granularity
+	// path, spray splits its bytes evenly over them, adaptive over the
+	// least loaded next hops at each hop when it starts. At collective granularity
 	// ecmp and flowlet price the expected hash collisions, spray and
 	// adaptive the even split (collload.go).
 	Routing route.Policy
@@ -183,13 +183,14 @@ type engine struct {
 	ready []int32
 	path  []route.DirLink
 	// a sprayed flow's links and the share of its bytes on each
-	spread  []route.DirLink
-	weights []float32
-	spreadW map[route.DirLink]float64
-	load    func(route.DirLink) float64 // adaptive routing's view of the links
-	coll    int64                       // the collective send is routing (busbw's private links)
-	fl      *fluid
-	res     Result
+	// (spreadAt: per directed link, while sprayed sums them)
+	spread   []route.DirLink
+	weights  []float32
+	spreadAt []float64
+	load     func(route.DirLink) float64 // adaptive routing's view of the links
+	key      int64                       // busbw: the private links adaptive routing looks at
+	fl       *fluid
+	res      Result
 	// sameSrc picks the transfers sending from sentSrc (built once: no
 	// allocation per release).
 	sameSrc func(j int32) bool
@@ -268,7 +269,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	e.load = func(l route.DirLink) float64 {
 		if e.fl.private {
-			c, ok := e.fl.copies[linkCopy{e.coll, l}]
+			c, ok := e.fl.copies[linkCopy{e.key, l}]
 			if !ok {
 				return 0
 			}
@@ -487,7 +488,9 @@ func (e *engine) send(i int32, started bool) error {
 	}
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
+	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
 	if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
+		e.key = key
 		if path, w, err = e.sprayed(f); err != nil {
 			return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 		}
@@ -504,12 +507,8 @@ func (e *engine) send(i int32, started bool) error {
 		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
 	}
-	coll := f.Coll
-	if i >= e.n { // an expanded flow's Coll keys its group's private links
-		coll = e.in.Flow(e.ex.Coll(i)).Coll
-	}
 	if e.links != nil {
-		e.links.AddPath(coll, path, w, size)
+		e.links.AddPath(f.Coll, path, w, size)
 		if i < e.n && e.price != nil { // a stage's first rank stands for the others
 			if err := e.price.addFlowSiblings(e.links, f); err != nil {
 				return e.flowError(i, "src", err)
@@ -517,7 +516,7 @@ func (e *engine) send(i int32, started bool) error {
 		}
 	}
 	if e.fl.private {
-		path = e.fl.privatePath(e.steps.of(coll), path)
+		path = e.fl.privatePath(key, path)
 	}
 	e.fl.add(i, path, w, size, lat, idealFCT, e.now)
 	return nil
@@ -528,31 +527,31 @@ func (e *engine) send(i int32, started bool) error {
 // link they cross with its share. A flow without a choice keeps its one
 // path (w nil), as cheap as under ecmp.
 func (e *engine) sprayed(f *flowset.Flow) (path []route.DirLink, w []float32, err error) {
-	if e.spreadW == nil {
-		e.spreadW = map[route.DirLink]float64{}
+	if e.spreadAt == nil {
+		e.spreadAt = make([]float64, e.r.DirLinks())
 	}
-	clear(e.spreadW)
 	e.spread = e.spread[:0]
 	var load func(route.DirLink) float64
 	if e.opt.Routing == route.Adaptive {
-		e.coll, load = f.Coll, e.load
+		load = e.load
 	}
 	err = e.r.SpreadLeast(f.Src, f.Dst, int(f.Port), 1, load, func(l route.DirLink, x float64) {
-		if _, ok := e.spreadW[l]; !ok {
+		if e.spreadAt[l] == 0 {
 			e.spread = append(e.spread, l)
 		}
-		e.spreadW[l] += x
+		e.spreadAt[l] += x
 	})
+	slices.Sort(e.spread)
+	e.weights = e.weights[:0]
+	for _, l := range e.spread { // the weights, and the scratch cleared
+		e.weights = append(e.weights, float32(min(e.spreadAt[l], 1)))
+		e.spreadAt[l] = 0
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(e.spread) == len(e.path) {
 		return e.path, nil, nil
-	}
-	slices.Sort(e.spread)
-	e.weights = e.weights[:0]
-	for _, l := range e.spread {
-		e.weights = append(e.weights, float32(min(e.spreadW[l], 1)))
 	}
 	return e.spread, e.weights, nil
 }

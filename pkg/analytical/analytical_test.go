@@ -895,3 +895,46 @@ func TestLinkLoadsConserveBytes(t *testing.T) {
 		}
 	}
 }
+
+// Adaptive routing steers a flow from the links its own collective loads
+// per bit/s, under busbw too, where each workload step has private copies
+// of the links. On a k=4 fat-tree whose GPU 0 edge switch has one uplink at
+// half rate, flow A (GPU 0 to 2) starts on idle links and splits evenly;
+// flow B (GPU 1 to 3), released once a tiny transfer has landed, finds A's
+// half on the slow uplink twice as heavy per bit/s and sends all its bytes
+// over the fast one. So the slow uplink carries A's half only.
+func TestAdaptiveAvoidsLoadedLinks(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, GPUsPerServer: 1})
+	var edge int32 = -1
+	for _, l := range tp.Links {
+		if l.Kind == stream.LinkNIC && (l.A == 0 || l.B == 0) {
+			edge = l.A + l.B // the other end of GPU 0's NIC link
+		}
+	}
+	slow := -1
+	for i, l := range tp.Links {
+		if l.Kind == stream.LinkFabric && (l.A == edge || l.B == edge) {
+			tp.Links[i].BWbps /= 2
+			slow = i
+			break
+		}
+	}
+	if edge < 0 || slow < 0 {
+		t.Fatal("no edge switch uplink found for GPU 0")
+	}
+	up := route.Directed(tp, int32(slow), edge)
+	const size = 64 * MiB
+	flows := []stream.Flow{flow(0, 0, 2, size), flow(1, 0, 1, 1024), flow(2, 1, 3, size, 1)}
+	for _, m := range []Model{Fluid, Busbw} {
+		_, res := simulate(t, mustRead(t, tp, flows), Options{Model: m, Routing: route.Adaptive, LinkLoads: true})
+		var got float64
+		res.Loads.Each(func(_ linkload.Class, l route.DirLink, b float64) {
+			if l == up {
+				got += b
+			}
+		})
+		if math.Abs(got-size/2) > 1 {
+			t.Errorf("%s: the slow uplink carries %.0f bytes, want A's half, %d", m, got, size/2)
+		}
+	}
+}

@@ -52,7 +52,7 @@ type collLoad struct {
 	path   []route.DirLink
 	// hashed's scratch: per path length, cost and bytes of a draw
 	classCost, classBytes []float64
-	kinds                 []uint8 // per directed link: kindFabric, kindNIC or kindOther
+	kinds                 []uint8 // per directed link: its kind (kindFabric ...)
 	pos                   []int32 // per directed link: its index in the demand's links + 1
 	warn                  map[string]bool
 	res                   *Result
@@ -84,9 +84,34 @@ type demand struct {
 }
 
 func newCollLoad(in *flowset.Set, r *route.Router, policy route.Policy, seed uint64, res *Result) *collLoad {
-	return &collLoad{in: in, r: r, policy: policy, seed: seed, fab: collective.FabricOf(in.Topology), cache: map[loadKey]*demand{},
-		load: make([]float64, r.DirLinks()), warn: map[string]bool{}, res: res}
+	c := &collLoad{in: in, r: r, policy: policy, seed: seed, fab: collective.FabricOf(in.Topology), cache: map[loadKey]*demand{},
+		load: make([]float64, r.DirLinks()), kinds: make([]uint8, r.DirLinks()), pos: make([]int32, r.DirLinks()),
+		warn: map[string]bool{}, res: res}
+	for l := range c.kinds {
+		switch in.Topology.Links[route.DirLink(l).Link()].Kind {
+		case stream.LinkFabric:
+			c.kinds[l] = kindFabric
+		case stream.LinkNIC:
+			c.kinds[l] = kindNIC
+		case stream.LinkPCIe:
+			c.kinds[l] = kindPCIe
+		}
+	}
+	return c
 }
+
+// Link kinds, per directed link (collLoad.kinds).
+const (
+	kindOther uint8 = iota // NVLink
+	kindFabric
+	kindNIC
+	kindPCIe
+)
+
+// pinned reports whether a link kind's load counts against NCCL's model
+// time: the fabric's, and the NIC links' once each connection keeps to its
+// port (NVLink and PCIe inside a server are the model's own).
+func pinned(kind uint8) bool { return kind == kindFabric || kind == kindNIC }
 
 // extra is the time the fabric adds to COLL node f's model time.
 func (c *collLoad) extra(f *flowset.Flow) des.Time { return c.demandOf(f).extraFor(f.Size) }
@@ -197,7 +222,7 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	for i, l := range touched {
 		d.ps[i] = c.load[l] * 8e12 / c.r.Bandwidth(l)
 		c.load[l] = 0
-		if k := c.kind(l); k == stream.LinkNIC || k == stream.LinkPCIe {
+		if k := c.kinds[l]; k == kindNIC || k == kindPCIe {
 			nic = max(nic, d.ps[i])
 		}
 	}
@@ -233,18 +258,13 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	for i, l := range touched {
 		d.ps[i] = c.load[l] * 8e12 / c.r.Bandwidth(l)
 		c.load[l] = 0
-		if pinned(c.kind(l)) {
+		if pinned(c.kinds[l]) {
 			peak = max(peak, d.ps[i])
 		}
 	}
 	d.extra = max(0, peak-nic)
 	return d, nil
 }
-
-// pinned reports whether a link kind's load counts against NCCL's model
-// time: the fabric's, and the NIC links' once each connection keeps to its
-// port (NVLink and PCIe inside a server are the model's own).
-func pinned(kind string) bool { return kind == stream.LinkFabric || kind == stream.LinkNIC }
 
 // addLoads counts in acc the bytes COLL node f puts on each link, as
 // priced (under ecmp, the mean over the draws).
@@ -325,15 +345,6 @@ func (c *collLoad) addFlowSiblings(acc *linkload.Acc, f *flowset.Flow) error {
 	return nil
 }
 
-func (c *collLoad) kind(l route.DirLink) string { return c.in.Topology.Links[l.Link()].Kind }
-
-// Link kinds as hashed tests them, per directed link (kinds).
-const (
-	kindOther uint8 = iota
-	kindFabric
-	kindNIC
-)
-
 // hashed prices d under ECMP: draws of the connections' hashed paths,
 // until the mean cost is known to 2%. In a draw a connection is paced by
 // the most loaded link of its path, and costs the time that link needs
@@ -351,17 +362,6 @@ const (
 // The links' loads become their means over the draws.
 func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined bool) error {
 	clear(d.ps)
-	if c.kinds == nil {
-		c.kinds, c.pos = make([]uint8, c.r.DirLinks()), make([]int32, c.r.DirLinks())
-		for l := range c.kinds {
-			switch c.kind(route.DirLink(l)) {
-			case stream.LinkFabric:
-				c.kinds[l] = kindFabric
-			case stream.LinkNIC:
-				c.kinds[l] = kindNIC
-			}
-		}
-	}
 	for i, l := range d.links {
 		c.pos[l] = int32(i) + 1
 	}

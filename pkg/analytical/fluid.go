@@ -33,7 +33,7 @@ import (
 // busbw time. A changed rate bumps the slot's generation, which turns the
 // old drain event stale.
 //
-// A sprayed flow (route.Spray) crosses many links, each with the share w
+// A sprayed flow (route.Spray, route.Adaptive) crosses many links, each with the share w
 // of its bytes that the even split puts there: at rate r it uses r*w of
 // that link. Progressive filling then weighs each flow's claim on a link by
 // its w, so the link saturates at level resid/sum(w), and the bound above
@@ -46,8 +46,10 @@ type fluid struct {
 	free  []int32
 	flows [][]int32 // per directed link: the slots sending over it
 	cap   []float64 // per directed link, bit/s
-	// wts, once a sprayed flow came, parallels flows: each entry's weight.
-	wts [][]float32
+	// wts, once a sprayed flow came, parallels flows: each entry's weight;
+	// wsum is each link's sum of them (adaptive routing reads it per hop).
+	wts  [][]float32
+	wsum []float64
 
 	// pending changes of this instant
 	seeds []route.DirLink // links whose set of flows changed
@@ -142,6 +144,7 @@ func (f *fluid) privatePath(coll int64, path []route.DirLink) []route.DirLink {
 				f.flows = append(f.flows, nil)
 				if f.wts != nil {
 					f.wts = append(f.wts, nil)
+					f.wsum = append(f.wsum, 0)
 				}
 				f.cap = append(f.cap, 0)
 				f.linkMark = append(f.linkMark, 0)
@@ -204,6 +207,7 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 		f.flows[l] = append(f.flows[l], id)
 		if f.wts != nil {
 			f.wts[l] = append(f.wts[l], s.weight(k))
+			f.wsum[l] += float64(s.weight(k))
 		}
 	}
 	f.added = append(f.added, id)
@@ -211,11 +215,12 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 
 // weigh starts keeping the entries' weights (the first sprayed flow).
 func (f *fluid) weigh() {
-	f.wts = make([][]float32, len(f.flows))
+	f.wts, f.wsum = make([][]float32, len(f.flows)), make([]float64, len(f.flows))
 	for l, list := range f.flows {
 		for range list {
 			f.wts[l] = append(f.wts[l], 1)
 		}
+		f.wsum[l] = float64(len(list))
 	}
 }
 
@@ -241,11 +246,7 @@ func (f *fluid) load(l route.DirLink) float64 {
 	if f.wts == nil {
 		return float64(len(f.flows[l])) / f.cap[l]
 	}
-	var w float64
-	for _, x := range f.wts[l] {
-		w += float64(x)
-	}
-	return w / f.cap[l]
+	return f.wsum[l] / f.cap[l]
 }
 
 // remove stops slot id (its bits are sent) and frees it.
@@ -260,6 +261,10 @@ func (f *fluid) remove(id int32) {
 		f.flows[l] = list[:len(list)-1]
 		if f.wts != nil {
 			ws := f.wts[l]
+			f.wsum[l] -= float64(ws[p])
+			if len(ws) == 1 {
+				f.wsum[l] = 0 // no drift left on an idle link
+			}
 			ws[p] = ws[len(ws)-1]
 			f.wts[l] = ws[:len(ws)-1]
 		}

@@ -46,7 +46,8 @@ func allToAllPXN(c *cctx, f Fabric, size, chunk int64, maxChunks int) {
 		}
 	}
 	per := func(dst int) int64 { return splitEven(size, n, dst) }
-	var handoff []int64 // per local source: its last hand-off piece
+	var handoff []int64  // per local source: its last hand-off piece
+	var gathered []int64 // a NET piece's dependencies
 	for a, la := range nodes {
 		// Inside the server: direct.
 		for _, i := range la {
@@ -80,7 +81,7 @@ func allToAllPXN(c *cctx, f Fabric, size, chunk int64, maxChunks int) {
 					piece := splitEven(share, pieces, k)
 					// The NET piece waits for the proxy, every hand-off's
 					// piece k, and its own piece k-1 (its connection's order).
-					gathered := append([]int64(nil), c.entry[proxy]...)
+					gathered = append(gathered[:0], c.entry[proxy]...)
 					for q, src := range la {
 						if src == proxy {
 							continue
@@ -95,9 +96,13 @@ func allToAllPXN(c *cctx, f Fabric, size, chunk int64, maxChunks int) {
 					if k == 0 {
 						lat = c.inter
 					}
-					id := c.connFlow(&net, gathered, c.ranks[proxy], c.ranks[dst], piece*int64(len(la)), lat, 0, int32(dst), int32(n), stream.ConnNet)
-					c.exit[proxy] = append(c.exit[proxy], id)
-					c.exit[dst] = append(c.exit[dst], id)
+					// Not connFlow: it would alias gathered, this loop's scratch.
+					if net >= 0 {
+						gathered = append(gathered, net)
+					}
+					net = c.e.Flow(c.id, c.ranks[proxy], c.ranks[dst], piece*int64(len(la)), lat, gathered, 0, int32(dst), int32(n), stream.ConnNet)
+					c.exit[proxy] = append(c.exit[proxy], net)
+					c.exit[dst] = append(c.exit[dst], net)
 				}
 			}
 		}

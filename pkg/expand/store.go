@@ -61,7 +61,6 @@ type Store struct {
 	sets    []expSet
 	free2   []int32 // free sets
 	groups  map[int64][][]int32
-	serial  int64
 	ready   []int32 // scratch: made ready by the flows being made
 	// The run of equal dep lists being made (shared).
 	runSet  int32
@@ -104,7 +103,6 @@ type expSet struct {
 	// flows onto its flows' paths; in streams without it, the COLL node's
 	// id << 32 (distinct hashes per node).
 	idBase int64
-	key    int64            // private-link key of its first group (busbw)
 	ports  map[uint64]uint8 // by portKey
 	next   map[int32]uint8
 	// slots maps a flow's id in the expansion to its slot + 1 while it
@@ -257,9 +255,8 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		x.sets = append(x.sets, expSet{ports: map[uint64]uint8{}, next: map[int32]uint8{}})
 		x.sets[s].emit = func(o collective.Origin, sf *stream.Flow) error { return x.made(s, o, sf) }
 	}
-	x.serial++
 	set := &x.sets[s]
-	set.coll, set.left, set.idBase, set.key = i, 0, x.in.DAG.ID(i)<<32, -2-(x.serial<<20)
+	set.coll, set.left, set.idBase = i, 0, x.in.DAG.ID(i)<<32
 	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
 		set.idBase = *rec.Cut.FirstFlow
 	}
@@ -299,7 +296,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	gpus := int32(t.GPUs)
 	d := &x.flows[slot]
-	d.Flow = flowset.Flow{ID: set.idBase + sf.ID, Coll: set.key - int64(o.Group), Size: sf.Size, Lat: des.Time(sf.DelayPs),
+	d.Flow = flowset.Flow{ID: set.idBase + sf.ID, Coll: x.in.Flow(set.coll).Coll, Size: sf.Size, Lat: des.Time(sf.DelayPs),
 		Src: sf.Src, Dst: sf.Dst, Chunk: sf.Chunk, Channel: sf.Channel, Kind: flowset.Transfer}
 	switch {
 	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:

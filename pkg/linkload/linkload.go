@@ -12,10 +12,6 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
-// None names the group type and op of traffic outside any collective
-// (synthetic patterns, htsim matrices).
-const None = links.None
-
 // Class is what sent some bytes: a group type and an op.
 type Class struct{ GroupType, Op string }
 
@@ -42,11 +38,11 @@ func (a *Acc) ClassOf(coll int64) int32 {
 	if coll == a.last {
 		return a.lastCls
 	}
-	c := Class{None, None}
+	c := Class{links.None, links.None}
 	if op, _, _, gt, _, ok := a.in.Collective(coll); ok {
 		c = Class{gt, op}
 		if c.GroupType == "" {
-			c.GroupType = None
+			c.GroupType = links.None
 		}
 	}
 	k, ok := a.index[c]
@@ -86,15 +82,6 @@ func (a *Acc) Each(fn func(c Class, l route.DirLink, bytes float64)) {
 			}
 		}
 	}
-}
-
-// Total is the bytes all classes put on directed link l.
-func (a *Acc) Total(l route.DirLink) float64 {
-	var s float64
-	for _, b := range a.bytes {
-		s += b[l]
-	}
-	return s
 }
 
 // Rows turns the sums into the per-link load file's rows (formats/links):

@@ -65,7 +65,7 @@ type forwarding struct {
 }
 
 // perPacket reports whether switches choose per packet (all but ecmp).
-func (f *forwarding) perPacket() bool { return f.mode != RouteECMP }
+func (f *forwarding) perPacket() bool { return f.mode.PerPacket() }
 
 // addQP makes room for a new queue pair slot.
 func (f *forwarding) addQP() {

@@ -13,9 +13,9 @@ import (
 // own level of detail:
 //
 //   - ecmp (default, as SimAI and ns-3): a flow's bytes follow one path,
-//     hashed from the flow (FlowHash: the packet backend's first queue
-//     pair and the fluid model hash the same values, so with the same
-//     seed they take the same paths). At collective granularity, the
+//     hashed from the flow (QPHash: the packet backend's first queue pair
+//     and the fluid model hash the same values, so with the same seed they
+//     take the same paths). At collective granularity, the
 //     expected bottleneck over draws of the collective's connections'
 //     hashes.
 //   - spray: every packet hashed on its own; in the fluid models the flow's
@@ -24,9 +24,9 @@ import (
 //   - flowlet: a flow re-picks its hashed path after an idle gap. Fluid
 //     flows never idle, so there it is ecmp.
 //   - adaptive: switches send each packet to the least loaded eligible
-//     egress (Spectrum-X). In the fluid models a flow takes, hop by hop,
-//     the next hop whose sending flows per bit/s are fewest when it starts
-//     (ties by hash); at collective granularity, the even split.
+//     egress (Spectrum-X). In the fluid models a flow's bytes are split, hop
+//     by hop, evenly over the least loaded next hops when it starts
+//     (SpreadLeast); at collective granularity, the even split.
 type Policy uint8
 
 // The policies.
