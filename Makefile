@@ -6,7 +6,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 3s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test unit race fuzz e2e bench demo interop slurm-check lint clean nccl-tests
+.PHONY: all build test test-long unit race fuzz e2e bench demo interop slurm-check lint clean nccl-tests
 
 all: build
 
@@ -18,11 +18,16 @@ build:
 ## then the interop checks (DuckDB, Arrow JS, pandas; INTEROP=0 skips them)
 test: build
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -short ./...
 	@$(MAKE) --no-print-directory race
 	@$(MAKE) --no-print-directory fuzz
 	@$(MAKE) --no-print-directory interop
 	@$(MAKE) --no-print-directory slurm-check
+
+## test-long: every test at full size, the slow ones too (they skip
+## themselves under -short, which make test passes)
+test-long: build
+	$(GO) test -count=1 -timeout 60m ./...
 
 ## race: the partitioned packet loop's tests under the race detector
 ## (its parts share the flows' columns and the DAG across goroutines)
