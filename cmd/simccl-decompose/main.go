@@ -33,16 +33,17 @@ type command struct {
 	GAFlag   *int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
 	VPPFlag  *int        `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
-	Selector     string     `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
-	Algo         string     `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
-	Proto        string     `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
-	PXN          string     `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
-	ChannelsFlag *int       `name:"channels" help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS), at least 1."`
-	MSCCL        string     `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
-	MSCCLChunk   units.Size `name:"msccl-chunk" help:"Chunk size of --msccl (MSCCL's chunk size, the ns-3 MSCCL ThreadBlock's chunkSize): larger collectives run the algorithm in several loops of such chunks. Default: one loop of size / nchunksperloop."`
-	MaxChunks    int        `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
-	NoLaunch     bool       `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
-	Granularity  string     `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
+	Selector     string         `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
+	Algo         string         `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
+	Proto        string         `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
+	PXN          string         `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
+	ChannelsFlag *int           `name:"channels" help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS), at least 1."`
+	MSCCL        string         `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
+	MSCCLChunk   units.Size     `name:"msccl-chunk" help:"Chunk size of --msccl (MSCCL's chunk size, the ns-3 MSCCL ThreadBlock's chunkSize): larger collectives run the algorithm in several loops of such chunks. Default: one loop of size / nchunksperloop."`
+	MaxChunks    int            `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
+	NoLaunch     bool           `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
+	SendLat      units.Duration `name:"send-lat" placeholder:"TIME" help:"SimAI replay: every transfer starts this long after what it waits for, in place of NCCL's base and per-step latencies, as SimAI's ns-3 SendFlow does with AS_SEND_LAT (read, in us, when this flag is absent); predicted times count it once per algorithm step."`
+	Granularity  string         `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
 	MsgSize   units.Size     `name:"msg-size" help:"Message size of --pattern (e.g. 1KiB)." group:"traffic"`
@@ -93,8 +94,9 @@ Examples:
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
 
 Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
-AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE (as SimAI reads them: a channel count of 0 means
-the model's own, as in SimAI; --channels 0 is refused).`
+AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE, AS_SEND_LAT (as SimAI reads them: a channel count
+of 0 means the model's own, as in SimAI; --channels 0 is refused; AS_SEND_LAT is SimAI replay,
+see --send-lat).`
 
 func main() {
 	var c command
@@ -116,6 +118,10 @@ func envInt(name string) (int, error) {
 func (c *command) options() (collective.Options, error) {
 	opt := collective.Options{Selector: c.Selector, Algo: c.Algo, Proto: c.Proto,
 		AlgoList: os.Getenv("NCCL_ALGO"), ProtoList: os.Getenv("NCCL_PROTO"), LaunchLatency: !c.NoLaunch, MaxChunks: c.MaxChunks}
+	var err error
+	if opt.SendLatPs, err = cli.SendLatency(int64(c.SendLat)); err != nil {
+		return opt, err
+	}
 	nvls, err := envInt("AS_NVLS_ENABLE")
 	if err != nil {
 		return opt, err

@@ -458,6 +458,11 @@ func (r *Reader) Collective() (*Collective, error) {
 			c.Phase, err = r.str(key)
 		case "cut":
 			c.Cut, err = r.cut(key)
+		case "send_lat_ps":
+			c.SendLatPs, err = r.int(key)
+			if err == nil && (c.SendLatPs < 0 || c.SendLatPs > maxCutLatPs) {
+				err = r.errf(key, fmt.Errorf("%d is out of range (0 to %d)", c.SendLatPs, int64(maxCutLatPs)))
+			}
 		case "layer", "microbatch", "stage":
 			v, err = r.int(key)
 			if err == nil && (v < -1 || v > math.MaxInt32) {

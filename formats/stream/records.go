@@ -104,6 +104,10 @@ type Collective struct {
 	// the receiver's rail (NCCL's PXN); a model pricing the fabric needs it.
 	PXN   bool   `msgpack:"pxn,omitempty"`
 	Label string `msgpack:"label"` // workload layer and phase, free text
+	// SendLatPs: SimAI replay (simccl-decompose --send-lat / AS_SEND_LAT):
+	// every transfer of the collective starts this long after its
+	// dependencies, in place of NCCL's latencies; 0 when off.
+	SendLatPs int64 `msgpack:"send_lat_ps,omitempty"`
 
 	// Training-iteration position (stream version 3). Readers of older
 	// streams get Layer, Microbatch and Stage -1 and empty strings.

@@ -194,6 +194,44 @@ func SendLatency(flagPs int64) (int64, error) {
 	return int64(us * 1e6), nil
 }
 
+// BackendSendLatency is the latency (ps) a backend adds before every
+// transfer of a stream whose collectives are colls: --send-lat (flagPs)
+// when given, always on top of the stream's step latencies; else
+// AS_SEND_LAT, unless simccl-decompose applied it already (SimAI replay:
+// the collectives carry send_lat_ps and the flows' step latencies are
+// it), in which case nothing is added. On a stream decomposed without it,
+// AS_SEND_LAT still adds, with a warning that SimAI's meaning (in place
+// of NCCL's latencies) comes from setting it for simccl-decompose.
+func BackendSendLatency(prog string, flagPs int64, colls map[int64]*stream.Collective) (int64, error) {
+	if flagPs > 0 {
+		return flagPs, nil
+	}
+	env, err := SendLatency(0)
+	if err != nil || env == 0 {
+		return 0, err
+	}
+	replayed, latencies := false, false
+	for _, c := range colls {
+		switch {
+		case c.SendLatPs > 0 && c.SendLatPs != env:
+			return 0, fmt.Errorf("environment AS_SEND_LAT=%s us, but collective %d was decomposed with send_lat_ps %d (%s us): set the same value for simccl-decompose and %s, or leave it out here",
+				os.Getenv("AS_SEND_LAT"), c.ID, c.SendLatPs, strconv.FormatFloat(float64(c.SendLatPs)/1e6, 'g', -1, 64), prog)
+		case c.SendLatPs > 0:
+			replayed = true
+		case c.Op != stream.OpCompute:
+			latencies = true
+		}
+	}
+	if replayed {
+		return 0, nil
+	}
+	if latencies {
+		fmt.Fprintf(os.Stderr, "%s: warning: AS_SEND_LAT adds %s us before every transfer, on top of the stream's NCCL step latencies; for SimAI's meaning (in their place) set it for simccl-decompose\n",
+			prog, os.Getenv("AS_SEND_LAT"))
+	}
+	return env, nil
+}
+
 // WriteTrace writes the rows row(i) gives for i < n (those it reports ok)
 // to the trace destination (see TraceWriter). On any error the trace is
 // aborted, so that no partial trace with a valid footer is left looking

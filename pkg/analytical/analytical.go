@@ -173,15 +173,16 @@ const (
 const progressEvery = 1 << 14
 
 type engine struct {
-	in    *flowset.Set
-	opt   Options
-	r     *route.Router
-	q     *des.Calendar
-	now   des.Time
-	emit  func(*trace.Row) error
-	row   trace.Row
-	ready []int32
-	path  []route.DirLink
+	replayed map[int64]bool // SimAI replay's collectives (flowset.Set.Replayed)
+	in       *flowset.Set
+	opt      Options
+	r        *route.Router
+	q        *des.Calendar
+	now      des.Time
+	emit     func(*trace.Row) error
+	row      trace.Row
+	ready    []int32
+	path     []route.DirLink
 	// a sprayed flow's links and the share of its bytes on each
 	// (spreadAt: per directed link, while sprayed sums them)
 	spread   []route.DirLink
@@ -226,7 +227,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	in.DAG.Reset()
 	n := in.DAG.Len()
-	e := &engine{in: in, opt: opt, r: r, emit: emit, n: int32(n)}
+	e := &engine{in: in, opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
 	e.sameSrc = func(j int32) bool { f := e.flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
 	e.q = des.NewCalendar(calShift, calLog)
 	switch {
@@ -482,7 +483,11 @@ func (e *engine) send(i int32, started bool) error {
 		return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
 	lat := e.r.Latency(e.path)
-	if wait := f.Lat - lat; wait > 0 && !started {
+	wait := f.Lat - lat
+	if e.replayed != nil && e.replayed[f.Coll] {
+		wait = f.Lat
+	}
+	if wait > 0 && !started {
 		e.after(wait, evStart, i, 0)
 		return nil
 	}

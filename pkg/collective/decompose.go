@@ -231,7 +231,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
 					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label,
-					Cut: cut}, s),
+					Cut: cut, SendLatPs: d.sendLat(pl)}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
 		}
@@ -363,6 +363,7 @@ func NoOps(colls []Coll) (noop, all int) {
 // starts when its sender is ready; the sender waits for its delivery, the
 // receiver joins it where its program waits for the transfer's tag.
 func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
+	e.sendLat = d.Planner.Opt.SendLatPs
 	world := d.Fabric.GPUs
 	k := d.cut()
 	cursor := make([][]int64, world)
@@ -662,6 +663,15 @@ func union(a, b []int64) []int64 {
 		}
 	}
 	return out
+}
+
+// sendLat is the collective record's send_lat_ps: SimAI replay's send
+// latency on a collective that moves data.
+func (d *Decomposer) sendLat(pl Plan) int64 {
+	if pl.NoOp {
+		return 0
+	}
+	return d.Planner.Opt.SendLatPs
 }
 
 // cutRecord is a plan's cut for the collective record, written at

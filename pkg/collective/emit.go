@@ -23,6 +23,9 @@ type Emitter struct {
 	// attributes the differences to each collective.
 	Flows     int64
 	WireBytes int64
+	// sendLat replaces every transfer's step latency (SimAI replay,
+	// Options.SendLatPs): SimAI delays each flow's send by it alone.
+	sendLat int64
 }
 
 // nowhere is a sink that drops every flow (an Emitter that only numbers).
@@ -43,6 +46,9 @@ func (e *Emitter) Next() int64 { return e.next }
 func (e *Emitter) Flow(coll int64, src, dst int32, size, lat int64, deps []int64, ch, chunk, chunkCount int32, conn string) int64 {
 	id := e.next
 	e.next++
+	if e.sendLat > 0 {
+		lat = e.sendLat
+	}
 	f := &e.f
 	*f = stream.Flow{ID: id, Collective: coll, Src: src, Dst: dst, Size: size, Deps: deps,
 		Channel: ch, Chunk: chunk, ChunkCount: chunkCount, ConnType: conn, DelayPs: lat}

@@ -119,7 +119,7 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	rows := ringRows || algo == AlgoNVLS
 	var next int64 // first id of the next group
 	for gi, ranks := range groups {
-		start := &Emitter{next: next, sink: &expSink{x: p, o: Origin{Group: int32(gi), Gen: -1}}}
+		start := &Emitter{next: next, sink: &expSink{x: p, o: Origin{Group: int32(gi), Gen: -1}}, sendLat: rec.SendLatPs}
 		entry := make([][]int64, len(ranks))
 		if base := rec.Cut.BaseLatPs; base > 0 {
 			for q, r := range ranks {

@@ -31,6 +31,12 @@ type Options struct {
 	// delay node per rank at the start of each collective and the per-step
 	// hardware latency on every transfer (false: bandwidth terms only).
 	LaunchLatency bool
+	// SendLatPs is SimAI replay (its AS_SEND_LAT, in ps; 0: off): SimAI's
+	// ns-3 SendFlow delays every flow's send by that much and adds no
+	// other software latency, so every transfer's step latency becomes
+	// this, in place of NCCL's base and per-step latencies, and the model
+	// time counts it once per step of the algorithm (replayLatency).
+	SendLatPs int64
 }
 
 // MaxCollectiveBytes bounds a collective's size: at 2^40 bytes, the wire
@@ -125,6 +131,22 @@ func (p *Planner) pxn() bool {
 // Plan chooses the algorithm, protocol, channels and chunking for op on a
 // group of ranks.
 func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
+	pl, err := p.plan(op, size, groupType, ranks)
+	if err != nil || pl.NoOp || p.Opt.SendLatPs <= 0 {
+		return pl, err
+	}
+	// SimAI replay: the choice stands; its latency terms become the send
+	// latency, on every transfer.
+	t := p.tuner(len(ranks), len(p.F.nodesOf(ranks)))
+	send := float64(p.Opt.SendLatPs) / 1e6
+	if pl.PredictedUs > 0 {
+		pl.PredictedUs += t.replayLatency(op, pl.Algo, send) - pl.Lat.Total
+	}
+	pl.Lat = LatTerms{Intra: send, Inter: send, Total: t.replayLatency(op, pl.Algo, send)}
+	return pl, nil
+}
+
+func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
 	n := len(ranks)
 	pl := Plan{PXN: p.pxn()}
 	if size < 0 || size > MaxCollectiveBytes {

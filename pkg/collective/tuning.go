@@ -677,3 +677,28 @@ func ChunkBytes(op Op, a Algo, p Proto, nNodes, nRanks, nc int, nBytes int64) in
 	}
 	return 512 << 10
 }
+
+// replayLatency is SimAI replay's latency in microseconds (Options.SendLatPs):
+// NCCL's latency formula with no base and every step, inside a server or
+// across, costing the send latency, and without the ring plateau factor
+// or the proxy overhead, which SimAI does not model; PXN's AllToAll pays
+// it on the NVLink hand-off and on the network send.
+func (t *Tuner) replayLatency(op Op, a Algo, send float64) float64 {
+	nNodes, ppn := t.NNodes, t.ppn()
+	switch a {
+	case AlgoTree:
+		return 2 * float64(ppn-1+log2i(nNodes)) * send
+	case AlgoNVLS:
+		if nNodes > 1 {
+			return 2 * send
+		}
+		return send
+	case AlgoNVLSTree:
+		return float64(1+2*log2i(nNodes)) * send
+	case AlgoDirect, AlgoP2P:
+		return send
+	case AlgoPXN:
+		return 2 * send
+	}
+	return float64(nSteps(op, t.NRanks)) * send
+}

@@ -171,6 +171,24 @@ func (in *Set) TopologyMeta() trace.TopologyMeta {
 }
 
 // Flows is the number of flows (delay nodes included).
+// Replayed is the set of collectives decomposed in SimAI replay (their
+// send_lat_ps), nil when there are none: a transfer of theirs waits its
+// step latency on top of its path's propagation, as SimAI sends a flow
+// after its send latency and ns-3 then carries it; NCCL's step latencies
+// elsewhere are end to end and include the propagation.
+func (in *Set) Replayed() map[int64]bool {
+	var m map[int64]bool
+	for id, c := range in.Collectives {
+		if c.SendLatPs > 0 {
+			if m == nil {
+				m = map[int64]bool{}
+			}
+			m[id] = true
+		}
+	}
+	return m
+}
+
 func (in *Set) Flows() int { return in.DAG.Len() }
 
 // TotalBytes is the sum of the flows' sizes.

@@ -33,6 +33,9 @@ type Flows struct {
 	// Lat is each transfer's step latency in ps (nil: none): its queue
 	// pairs open Lat less the path's propagation after release.
 	Lat []int64
+	// replayed: SimAI replay's collectives (flowset.Set.Replayed), whose
+	// transfers open their whole step latency after release.
+	replayed map[int64]bool
 	// Port is each transfer's connection index at its source (nil: none):
 	// a dual-homed NIC sends queue pair j on port Port+j mod 2.
 	Port []uint8
@@ -815,7 +818,11 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		if err != nil {
 			return s.noPath(i, err)
 		}
-		if wait := lat - int64(s.r.Latency(s.buf)); wait > 0 {
+		wait := lat - int64(s.r.Latency(s.buf))
+		if f.replayed != nil && f.replayed[f.rec(i).Coll] {
+			wait = lat // SimAI replay: a send latency, before the propagation
+		}
+		if wait > 0 {
 			f.Ideal[i] = wait
 			s.pushStepLat(s.now+wait, i)
 			return nil
@@ -1140,5 +1147,6 @@ func (s *Sim) crosses(pid int32, li int32) bool {
 func FromSet(set *flowset.Set) *Flows {
 	f := newFlows(set.DAG)
 	f.set = set
+	f.replayed = set.Replayed()
 	return f
 }
