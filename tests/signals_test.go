@@ -20,15 +20,15 @@ func TestSignalRemovesTemporaryOutput(t *testing.T) {
 	dir := t.TempDir()
 	topo := filepath.Join(dir, "topo.stream")
 	mustRun(t, nil, "topogen", "--gpus", "128", "-o", topo)
-	// About 300k messages: seconds of fluid simulation.
+	// About 150k messages: seconds of fluid simulation.
 	flows := filepath.Join(dir, "flows.stream")
-	mustRun(t, nil, "simccl-decompose", "--pattern", "uniform", "--msg-size", "4KiB", "--rate", "50%", "--duration", "200us", topo, "-o", flows)
+	mustRun(t, nil, "simccl-decompose", "--pattern", "uniform", "--msg-size", "4KiB", "--rate", "50%", "--duration", "100us", topo, "-o", flows)
 	progs := []struct {
 		name string
 		args []string // the output is $OUT
 	}{
-		// --duration 1s is refused only above 5e7 messages; this is 1.6e7,
-		// written for far longer than the test waits.
+		// About 1.6e6 messages (under the 5e7 refused): written for far
+		// longer than the test waits.
 		{"simccl-decompose", []string{"simccl-decompose", "--pattern", "uniform", "--msg-size", "4KiB", "--rate", "50%", "--duration", "2ms", topo, "-o", "$OUT"}},
 		{"flowsim-analytical", []string{"flowsim-analytical", flows, "-o", "$OUT.parquet"}},
 	}
