@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/fabricsim/fabricsim/internal/outfile"
 )
 
 // spoolMemLimit is how much the Arrow file writer keeps in memory before it
@@ -26,13 +27,14 @@ type spool struct {
 
 func (s *spool) write(p []byte) error {
 	if s.f == nil && s.mem.Len()+len(p) > spoolMemLimit {
-		f, err := os.CreateTemp("", "fabricsim-trace-*.spool")
+		f, err := outfile.TempFile("", "fabricsim-trace-*.spool")
 		if err != nil {
 			return fmt.Errorf("trace: spool for Arrow file: %w", err)
 		}
 		s.f, s.name = f, f.Name()
-		// Unlink now where the OS allows it, so a crash leaves nothing behind.
-		if os.Remove(s.name) == nil {
+		// Unlink now where the OS allows it, so a crash leaves nothing
+		// behind; until then a stopping signal removes it (outfile).
+		if outfile.Remove(s.name) == nil {
 			s.name = ""
 		}
 		s.fw = bufio.NewWriterSize(f, 1<<20)
@@ -133,7 +135,7 @@ func (s *spool) close() {
 		s.f = nil
 	}
 	if s.name != "" {
-		os.Remove(s.name)
+		outfile.Remove(s.name)
 		s.name = ""
 	}
 	s.mem = bytes.Buffer{}

@@ -1,7 +1,8 @@
 // Package outfile writes a program's output file so that it appears under
 // its name only when complete: a run that fails or is killed half-way
 // leaves no file there that another program takes as whole, and never
-// removes what it did not create.
+// removes what it did not create. A temporary file is removed too when
+// SIGTERM, SIGINT or SIGHUP stops the process (signal.go).
 package outfile
 
 import (
@@ -31,7 +32,7 @@ func Create(path string) (*File, error) {
 		}
 		return &File{File: f, path: path, inPlace: true}, nil
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	f, err := TempFile(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
 	if err != nil {
 		return nil, &os.PathError{Op: "create", Path: path, Err: unwrapPath(err)}
 	}
@@ -59,13 +60,11 @@ func (f *File) Commit() error {
 	if f.inPlace {
 		return err
 	}
-	if err == nil {
-		err = os.Rename(f.File.Name(), f.path)
-	}
 	if err != nil {
-		os.Remove(f.File.Name())
+		Remove(f.File.Name())
+		return err
 	}
-	return err
+	return rename(f.File.Name(), f.path)
 }
 
 // Abort closes the file and removes what Create made; a device or pipe
@@ -73,7 +72,7 @@ func (f *File) Commit() error {
 func (f *File) Abort() {
 	f.File.Close()
 	if !f.inPlace {
-		os.Remove(f.File.Name())
+		Remove(f.File.Name())
 	}
 }
 

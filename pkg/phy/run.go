@@ -2,7 +2,6 @@ package phy
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -87,27 +86,9 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 		procs = append(procs, cmd)
 	}
 	deadline := time.Now().Add(opt.Timeout)
-	conns := make([]*ctlConn, opt.Workers)
-	addrs := make([]string, opt.Workers)
-	// Connections without the run's token (any local process may connect)
-	// are closed and do not count; the workers have 30 s to say hello.
-	ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
-	for joined := 0; joined < opt.Workers; {
-		c, err := ln.Accept()
-		if err != nil {
-			return nil, Calibration{}, fmt.Errorf("waiting for the workers (%d of %d said hello): %v", joined, opt.Workers, err)
-		}
-		cc := newCtlConn(c)
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		m, err := cc.recv()
-		if err != nil || m.T != "hello" || subtle.ConstantTimeCompare([]byte(m.Token), []byte(token)) != 1 ||
-			m.ID < 0 || m.ID >= opt.Workers || conns[m.ID] != nil {
-			c.Close()
-			continue
-		}
-		c.SetReadDeadline(time.Time{})
-		conns[m.ID], addrs[m.ID] = cc, m.Addr
-		joined++
+	conns, addrs, err := gather(ln, opt.Workers, token, joinTimeout)
+	if err != nil {
+		return nil, Calibration{}, err
 	}
 	for _, c := range conns {
 		if err := c.send(&ctl{T: "peers", Peers: addrs, Seed: binary.LittleEndian.Uint64(seedBytes[:]), Max: opt.StepSize}); err != nil {

@@ -45,9 +45,12 @@ type ctlConn struct {
 	c   net.Conn
 }
 
-func newCtlConn(c net.Conn) *ctlConn {
+func newCtlConn(c net.Conn) *ctlConn { return newCtlConnReader(c, c) }
+
+// newCtlConnReader is newCtlConn reading through r (a limit on c).
+func newCtlConnReader(c net.Conn, r io.Reader) *ctlConn {
 	bw := bufio.NewWriter(c)
-	return &ctlConn{bw: bw, enc: msgpack.NewEncoder(bw), dec: msgpack.NewDecoder(bufio.NewReader(c)), c: c}
+	return &ctlConn{bw: bw, enc: msgpack.NewEncoder(bw), dec: msgpack.NewDecoder(bufio.NewReader(r)), c: c}
 }
 
 func (c *ctlConn) send(m *ctl) error {
