@@ -1,0 +1,195 @@
+package stats
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
+)
+
+// analyzeErr analyzes data as a trace and returns the error.
+func analyzeErr(data []byte, name string) error {
+	in, err := NewInput(bytes.NewReader(data), name)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_, err = Analyze(in, Options{KeepFlows: true})
+	return err
+}
+
+// A trace that repeats a flow id (here every row written twice) is refused
+// naming the file, the row and the id, not reported as twice the flows.
+func TestDuplicateFlowID(t *testing.T) {
+	rows := handTrace()
+	twice := append(append([]trace.Row(nil), rows...), rows...)
+	err := analyzeErr(encode(t, twice, trace.Parquet), "dup.parquet")
+	want := "dup.parquet: row 26, field flow_id: 100 is a duplicate"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	// Ids far apart (outside the bitset) are told apart too.
+	big := []trace.Row{rows[1], rows[1], rows[1]}
+	big[0].FlowID, big[1].FlowID, big[2].FlowID = -5, 1<<40, -5
+	if err := analyzeErr(encode(t, big, trace.ArrowStream), "big"); err == nil || !strings.Contains(err.Error(), "row 2, field flow_id: -5 is a duplicate") {
+		t.Errorf("sparse ids: %v", err)
+	}
+	big[2].FlowID = 1<<40 + 1
+	if err := analyzeErr(encode(t, big, trace.ArrowStream), "big"); err != nil {
+		t.Errorf("distinct sparse ids refused: %v", err)
+	}
+}
+
+// A collective with a failed flow did not complete: status failed, no
+// bandwidth, left out of its summary line and the nccl-tests average.
+func TestFailedCollective(t *testing.T) {
+	rows := handTrace()
+	for i := range rows {
+		if rows[i].CollectiveID == 2 && rows[i].FlowID == 40 {
+			rows[i].Status = trace.StatusFailed
+		}
+	}
+	run := analyzeBytes(t, encode(t, rows, trace.Parquet), "failed.parquet", false)
+	c := run.Collectives[2]
+	if c.Status != trace.StatusFailed || c.FailedFlows != 1 || c.AlgbwGBps.Valid() || c.BusbwGBps.Valid() {
+		t.Errorf("collective 2: %+v, want failed with no bandwidth", c)
+	}
+	if ok := run.Collectives[1]; ok.Status != trace.StatusOK || !ok.BusbwGBps.Valid() {
+		t.Errorf("collective 1: %+v, want ok", ok)
+	}
+	if run.Totals.FailedFlows != 1 || run.Totals.FailedCollectives != 1 {
+		t.Errorf("totals %+v", run.Totals)
+	}
+	// The two AllGathers share a summary line: only collective 1 (2000 ns,
+	// 4e6 B: algbw 2000 GB/s) is timed.
+	var s Summary
+	for _, x := range run.Summary {
+		if x.Op == "allgather" {
+			s = x
+		}
+	}
+	if s.Count != 1 || s.Failed != 1 || float64(s.TimeMeanNs) != 2000 || float64(s.AlgbwGBps) != 2000 {
+		t.Errorf("summary %+v, want 1 timed at 2000 ns and 1 failed", s)
+	}
+	var text bytes.Buffer
+	run.WriteText(&text, 0)
+	if !strings.Contains(text.String(), "FAILED (1 flows)") || !strings.Contains(text.String(), "FAILED: 1 flows were not delivered") {
+		t.Errorf("text report does not say FAILED:\n%s", text.String())
+	}
+	nr, err := run.NCCLTests("float", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nt bytes.Buffer
+	if err := run.WriteNCCLTests(&nt, nr); err != nil {
+		t.Fatal(err)
+	}
+	// Average over the two completed rows: busbw 1500 (allreduce) and
+	// 1500 (allgather 1): 1500, not pulled down or up by the failed one.
+	out := nt.String()
+	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "# Avg bus bandwidth    : 1500 ") {
+		t.Errorf("nccl-tests output:\n%s", out)
+	}
+	if !math.IsNaN(nr[2].BusbwGBps) || nr[2].FailedFlows != 1 {
+		t.Errorf("nccl-tests row %+v", nr[2])
+	}
+	// In a comparison it has no ratio.
+	a := analyzeBytes(t, encode(t, handTrace(), trace.Parquet), "a", true)
+	b := analyzeBytes(t, encode(t, rows, trace.Parquet), "b", true)
+	cmp, err := Compare(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cmp.Collectives[2]; r.Status != "failed in B" || r.Ratio.Valid() {
+		t.Errorf("comparison of the failed collective: %+v", r)
+	}
+}
+
+// --compare refuses runs of different workloads, saying where they first
+// differ; a partial run may miss collectives.
+func TestCompareWorkloads(t *testing.T) {
+	a := analyzeBytes(t, encode(t, handTrace(), trace.Parquet), "a.parquet", true)
+	edit := func(fn func(r *trace.Row)) *Run {
+		rows := handTrace()
+		for i := range rows {
+			fn(&rows[i])
+		}
+		return analyzeBytes(t, encode(t, rows, trace.Parquet), "b.parquet", true)
+	}
+	for _, tc := range []struct {
+		name string
+		b    *Run
+		want string
+	}{
+		{"op", edit(func(r *trace.Row) {
+			if r.CollectiveID == 1 {
+				r.Op, r.CollSizeBytes = "sendrecv", 1024
+			}
+		}), "collective 1 is allgather 4MB on 4 ranks in A, sendrecv 1KiB on 4 ranks in B"},
+		{"size", edit(func(r *trace.Row) {
+			if r.CollectiveID == 2 {
+				r.CollSizeBytes++
+			}
+		}), "collective 2 is allgather"},
+		{"onlyA", edit(func(r *trace.Row) {
+			if r.CollectiveID == 2 {
+				r.CollectiveID = -1
+			}
+		}), "collective 2 (allgather 4MB on 4 ranks) is in A only"},
+		{"onlyB", edit(func(r *trace.Row) {
+			if r.FlowID == 50 { // the compute phase becomes a collective
+				r.CollectiveID, r.Op, r.CollSizeBytes, r.NRanks = 9, "broadcast", 8, 4
+			}
+		}), "collective 9 (broadcast 8B on 4 ranks) is in B only"},
+	} {
+		_, err := Compare(a, tc.b)
+		if err == nil || !strings.Contains(err.Error(), "a.parquet and b.parquet are not runs of the same workload: "+tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+		if _, err := Compare(tc.b, a); err == nil {
+			t.Errorf("%s: B against A compared", tc.name)
+		}
+	}
+	// A partial B missing collective 2 compares (with --allow-partial).
+	rows := handTrace()
+	var kept []trace.Row
+	for _, r := range rows {
+		if r.CollectiveID != 2 {
+			kept = append(kept, r)
+		}
+	}
+	m := testMeta
+	m.Unfinished = 2
+	var buf bytes.Buffer
+	w, _ := trace.NewWriter(&buf, trace.Parquet, m)
+	for i := range kept {
+		w.Write(&kept[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := analyzeBytes(t, buf.Bytes(), "partial.parquet", true)
+	if !b.Partial || b.UnfinishedFlows != 2 {
+		t.Fatalf("partial run read as %v, %d", b.Partial, b.UnfinishedFlows)
+	}
+	cmp, err := Compare(a, b)
+	if err != nil || cmp.CollectivesOnlyA != 1 || cmp.UnfinishedFlowsB != 2 {
+		t.Fatalf("partial comparison: %v %+v", err, cmp)
+	}
+	var text bytes.Buffer
+	cmp.WriteText(&text, 0)
+	if !strings.HasPrefix(text.String(), "PARTIAL") {
+		t.Errorf("comparison text does not start with PARTIAL:\n%s", text.String())
+	}
+	text.Reset()
+	b.WriteText(&text, 0)
+	if !strings.HasPrefix(text.String(), "PARTIAL") {
+		t.Errorf("run text does not start with PARTIAL:\n%s", text.String())
+	}
+	in, _ := NewInput(bytes.NewReader(buf.Bytes()), "partial.parquet")
+	if err := in.CheckWhole(); err == nil || err.Error() != "partial.parquet: partial trace: the run stopped early and 2 flows never finished (fabricsim.complete=false); --allow-partial reports what finished, marked PARTIAL" {
+		t.Errorf("CheckWhole: %v", err)
+	}
+}
