@@ -221,3 +221,107 @@ func TestReadSimAIE2ENonsense(t *testing.T) {
 		t.Errorf("a good file: %v", err)
 	}
 }
+
+// fuzzRows turns bytes into trace rows, 5 bytes a row: flow id, collective
+// id, op and size, start and duration, status. Small ranges make
+// duplicates and shared collectives common.
+func fuzzRows(data []byte) []trace.Row {
+	ops := []string{"allreduce", "allgather", "alltoall", "sendrecv"}
+	var rows []trace.Row
+	for ; len(data) >= 5; data = data[5:] {
+		c := int64(data[1]%6) - 1 // -1: no collective
+		// A collective's record repeats on its rows: op and size follow its id.
+		r := trace.Row{FlowID: int64(data[0] % 32), CollectiveID: c, Src: int32(data[2] % 4), Dst: int32(data[2] / 4 % 4),
+			SizeBytes: int64(data[2]) * 100, StartNs: int64(data[3]), ConnType: "NET", Op: ops[(c+1)%4],
+			CollSizeBytes: (c + 2) * 1000, NRanks: 4, Status: trace.StatusOK, Layer: -1, Microbatch: -1, Stage: -1}
+		r.EndNs = r.StartNs + int64(data[4]%64)
+		r.FctNs, r.IdealFctNs = r.EndNs-r.StartNs, int64(data[4]%8)
+		if data[4] >= 250 {
+			r.Status = trace.StatusFailed
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// FuzzTraceInputs: fctstats never panics on trace rows; it refuses a
+// trace that repeats a flow id, and only then; a run compares with itself,
+// and --compare refuses a run whose collective differs in op or size.
+func FuzzTraceInputs(f *testing.F) {
+	f.Add([]byte("\x01\x01\x10\x00\x20\x02\x01\x11\x05\x30\x03\x02\x12\x09\x10"), uint8(0), false)
+	f.Add([]byte("\x01\x01\x10\x00\x20\x01\x01\x11\x05\x30"), uint8(1), true)
+	f.Add([]byte("\x00\x00\x00\x00\xff\x05\x04\x40\x10\x00"), uint8(2), true)
+	f.Fuzz(func(t *testing.T, data []byte, pick uint8, changeOp bool) {
+		rows := fuzzRows(data)
+		if len(rows) == 0 || len(rows) > 200 {
+			return
+		}
+		dup := false
+		seen := map[int64]bool{}
+		for _, r := range rows {
+			dup = dup || seen[r.FlowID]
+			seen[r.FlowID] = true
+		}
+		enc := func(rows []trace.Row) []byte {
+			var b bytes.Buffer
+			w, err := trace.NewWriter(&b, trace.ArrowStream, testMeta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range rows {
+				if err := w.Write(&rows[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}
+		analyze := func(rows []trace.Row, name string) (*Run, error) {
+			in, err := NewInput(bytes.NewReader(enc(rows)), name)
+			if err != nil {
+				return nil, err
+			}
+			defer in.Close()
+			return Analyze(in, Options{KeepFlows: true})
+		}
+		a, err := analyze(rows, "a")
+		if dup {
+			if err == nil || !strings.Contains(err.Error(), "field flow_id") || !strings.Contains(err.Error(), "is a duplicate") {
+				t.Fatalf("duplicate flow id not refused: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("valid rows refused: %v", err)
+		}
+		if _, err := Compare(a, a); err != nil {
+			t.Fatalf("a run against itself: %v", err)
+		}
+		var text bytes.Buffer
+		a.WriteText(&text, 0)
+		// Change one collective of B (the pick-th one) in op or size.
+		if len(a.Collectives) == 0 {
+			return
+		}
+		id := a.Collectives[int(pick)%len(a.Collectives)].ID
+		other := append([]trace.Row(nil), rows...)
+		for i := range other {
+			if other[i].CollectiveID == id {
+				if changeOp {
+					other[i].Op = "broadcast"
+				} else {
+					other[i].CollSizeBytes++
+				}
+			}
+		}
+		b, err := analyze(other, "b")
+		if err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		if _, err := Compare(a, b); err == nil || !strings.Contains(err.Error(), "not runs of the same workload") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("collective %d changed, compare error %v", id, err)
+		}
+	})
+}
