@@ -315,7 +315,13 @@ func (c *command) openInput(path string) (*stats.Input, error) {
 	if !c.AllowPartial {
 		err = in.CheckWhole()
 	} else if in.Partial() > 0 && c.Iteration && (c.Compare || c.Format == "simai-e2e" || c.Format == "chrome-trace") {
-		err = fmt.Errorf("%s: partial trace (%d flows never finished): --iteration %s has no place to mark it PARTIAL; use --format table, markdown, json or csv", in.Name, in.Partial(), map[bool]string{true: "--compare", false: "--format " + c.Format}[c.Compare])
+		// SimAI's layout, the Chrome trace and the E2E comparison have no
+		// field that could say PARTIAL.
+		what := "--format " + c.Format
+		if c.Compare {
+			what = "--compare"
+		}
+		err = fmt.Errorf("%s: partial trace (%d flows never finished): --iteration %s has no place to mark it PARTIAL; use --format table, markdown, json or csv", in.Name, in.Partial(), what)
 	}
 	if err != nil {
 		in.Close()

@@ -3,6 +3,7 @@ package stats
 import (
 	"bytes"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -324,4 +325,30 @@ func FuzzTraceInputs(f *testing.F) {
 			t.Fatalf("collective %d changed, compare error %v", id, err)
 		}
 	})
+}
+
+// An iteration with a failed flow did not complete: --iteration refuses
+// to give it an iteration time.
+func TestIterationRefusesFailedFlows(t *testing.T) {
+	rows := handIterationRows()
+	in, err := NewInput(bytes.NewReader(encode(t, rows, trace.Parquet)), "it.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AnalyzeIteration(in, IterationOptions{}); err != nil {
+		t.Fatalf("whole iteration: %v", err)
+	}
+	for i := range rows {
+		if rows[i].ConnType != "DELAY" && rows[i].SizeBytes > 0 {
+			rows[i].Status = trace.StatusFailed
+			in, _ = NewInput(bytes.NewReader(encode(t, rows, trace.Parquet)), "it.parquet")
+			_, err = AnalyzeIteration(in, IterationOptions{})
+			want := "it.parquet: 1 flows failed (status failed, first flow_id " + strconv.FormatInt(rows[i].FlowID, 10) + "): the iteration did not complete"
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %v, want %q", err, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no flow in the hand iteration")
 }
