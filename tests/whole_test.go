@@ -69,6 +69,11 @@ func TestPartialTraceNotWhole(t *testing.T) {
 			t.Errorf("--allow-partial %v: output lacks %q:\n%.600s", c.args, c.want, out)
 		}
 	}
+	svg := filepath.Join(dir, "cdf.svg")
+	mustRun(t, nil, "fctstats", "--allow-partial", path, "--plot", svg)
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("PARTIAL (a run stopped early)")) {
+		t.Errorf("plot title does not say PARTIAL: %v", err)
+	}
 	// A whole trace reads as before, and is not marked.
 	if out := mustRun(t, nil, "fctstats", "--allow-partial", "--format", "json", whole); bytes.Contains(out, []byte(`"partial"`)) {
 		t.Errorf("a whole trace is marked partial")

@@ -40,8 +40,10 @@ type command struct {
 	Y            []string       `help:"With --concat --plot: the columns to draw against --x, one panel each."`
 	Links        string         `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
 	Top          int            `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
-	AllowPartial bool           `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
+	AllowPartial bool           `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
 	Files        []string       `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
+
+	partial bool // an input was a partial trace (with --allow-partial): plots say so
 }
 
 const description = `Report collective completion times, bandwidths and flow completion statistics of simulated runs.
@@ -183,6 +185,11 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 
 // writePlot writes panels to --plot, which appears only when complete.
 func (c *command) writePlot(plots []*plot.Plot, heights []vg.Length) error {
+	if c.partial {
+		for _, p := range plots {
+			p.Title.Text = "PARTIAL (a run stopped early): " + p.Title.Text
+		}
+	}
 	format, _ := stats.PlotFormat(c.Plot)
 	f, err := outfile.Create(c.Plot)
 	if err != nil {
@@ -312,6 +319,7 @@ func (c *command) openInput(path string) (*stats.Input, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.partial = c.partial || in.Partial() > 0
 	if !c.AllowPartial {
 		err = in.CheckWhole()
 	} else if in.Partial() > 0 && c.Iteration && (c.Compare || c.Format == "simai-e2e" || c.Format == "chrome-trace") {
