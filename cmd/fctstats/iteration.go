@@ -48,7 +48,7 @@ func (c *command) iteration() error {
 	}
 	its := make([]*stats.Iteration, 0, len(files))
 	for _, f := range files {
-		it, err := analyzeIteration(f, opt)
+		it, err := c.analyzeIteration(f, opt)
 		if err != nil {
 			return err
 		}
@@ -79,7 +79,9 @@ func (c *command) iteration() error {
 		case "chrome-trace":
 			return its[0].WriteChromeTrace(w)
 		}
-		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) { return its[i].DataTable(c.Table) })
+		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) {
+			return c.markPartial(its[i].DataTable(c.Table))(its[i].UnfinishedFlows)
+		})
 	})
 	if err != nil || c.Plot == "" {
 		return err
@@ -108,7 +110,7 @@ func (c *command) compareIteration(files []string, opt stats.IterationOptions) e
 			sides[i], simai[i] = e, true
 			continue
 		}
-		it, err := analyzeIteration(f, opt)
+		it, err := c.analyzeIteration(f, opt)
 		if err != nil {
 			return err
 		}
@@ -158,8 +160,8 @@ func readE2E(path string) (*stats.E2E, error) {
 	return stats.ReadSimAIE2E(br, path)
 }
 
-func analyzeIteration(path string, opt stats.IterationOptions) (*stats.Iteration, error) {
-	in, err := openInput(path)
+func (c *command) analyzeIteration(path string, opt stats.IterationOptions) (*stats.Iteration, error) {
+	in, err := c.openInput(path)
 	if err != nil {
 		return nil, err
 	}

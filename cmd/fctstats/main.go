@@ -21,26 +21,29 @@ import (
 )
 
 type command struct {
-	Compare   bool           `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order; and that of their latency curves (see --curve-bin)."`
-	Iteration bool           `help:"Report a training iteration (a trace of simccl-decompose --workload): per rank, compute, exposed communication per group type (DP, DP_EP, TP, EP, PP) and bubble, which add up to the iteration; the critical rank, the mean, and the critical rank's layers. With --compare, FILES are a trace and a SimAI EndToEnd.csv (or two traces): ratios fabricsim / SimAI (B / A for two traces)."`
-	Format    string         `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
-	DType     string         `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
-	Reference []string       `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
-	Table     string         `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
-	Window    string         `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
-	CurveBin  units.Duration `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
-	Out       string         `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
-	Plot      string         `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
-	Timeline  bool           `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
-	Curves    bool           `name:"latency-curves" help:"With --plot: draw instead each input's latency curve, the mean latency of the flows delivered in each --curve-bin against time, one line per input, as the hybrid-PDES paper's Figure 3 compares its runs."`
-	MaxRows   int            `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
-	Param     []string       `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
-	Concat    bool           `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
-	X         string         `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
-	Y         []string       `help:"With --concat --plot: the columns to draw against --x, one panel each."`
-	Links     string         `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
-	Top       int            `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
-	Files     []string       `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
+	Compare      bool           `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order; and that of their latency curves (see --curve-bin)."`
+	Iteration    bool           `help:"Report a training iteration (a trace of simccl-decompose --workload): per rank, compute, exposed communication per group type (DP, DP_EP, TP, EP, PP) and bubble, which add up to the iteration; the critical rank, the mean, and the critical rank's layers. With --compare, FILES are a trace and a SimAI EndToEnd.csv (or two traces): ratios fabricsim / SimAI (B / A for two traces)."`
+	Format       string         `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
+	DType        string         `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
+	Reference    []string       `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
+	Table        string         `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
+	Window       string         `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
+	CurveBin     units.Duration `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
+	Out          string         `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
+	Plot         string         `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
+	Timeline     bool           `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
+	Curves       bool           `name:"latency-curves" help:"With --plot: draw instead each input's latency curve, the mean latency of the flows delivered in each --curve-bin against time, one line per input, as the hybrid-PDES paper's Figure 3 compares its runs."`
+	MaxRows      int            `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
+	Param        []string       `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
+	Concat       bool           `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
+	X            string         `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
+	Y            []string       `help:"With --concat --plot: the columns to draw against --x, one panel each."`
+	Links        string         `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
+	Top          int            `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
+	AllowPartial bool           `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
+	Files        []string       `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
+
+	partial bool // an input was a partial trace (with --allow-partial): plots say so
 }
 
 const description = `Report collective completion times, bandwidths and flow completion statistics of simulated runs.
@@ -109,7 +112,7 @@ func (c *command) run() error {
 	runs := make([]*stats.Run, 0, len(files))
 	var curves []stats.Curve
 	for _, f := range files {
-		run, err := analyze(f, keep)
+		run, err := c.analyze(f, keep)
 		if err != nil {
 			return err
 		}
@@ -182,6 +185,11 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 
 // writePlot writes panels to --plot, which appears only when complete.
 func (c *command) writePlot(plots []*plot.Plot, heights []vg.Length) error {
+	if c.partial {
+		for _, p := range plots {
+			p.Title.Text = "PARTIAL (a run stopped early): " + p.Title.Text
+		}
+	}
 	format, _ := stats.PlotFormat(c.Plot)
 	f, err := outfile.Create(c.Plot)
 	if err != nil {
@@ -285,8 +293,8 @@ func (c *command) check() error {
 }
 
 // analyze reads one input completely.
-func analyze(path string, keepFlows bool) (*stats.Run, error) {
-	in, err := openInput(path)
+func (c *command) analyze(path string, keepFlows bool) (*stats.Run, error) {
+	in, err := c.openInput(path)
 	if err != nil {
 		return nil, err
 	}
@@ -294,16 +302,40 @@ func analyze(path string, keepFlows bool) (*stats.Run, error) {
 	return stats.Analyze(in, stats.Options{KeepFlows: keepFlows})
 }
 
-// openInput opens a trace or fct.txt; "-" is stdin.
-func openInput(path string) (*stats.Input, error) {
+// openInput opens a trace or fct.txt; "-" is stdin. A partial trace is
+// refused unless --allow-partial.
+func (c *command) openInput(path string) (*stats.Input, error) {
+	var in *stats.Input
+	var err error
 	if path != "-" {
-		return stats.Open(path)
+		in, err = stats.Open(path)
+	} else {
+		rc, name, oerr := cli.OpenInput("", "pipe a trace in (flowsim-analytical | fctstats) or name files: fctstats run.parquet")
+		if oerr != nil {
+			return nil, oerr
+		}
+		in, err = stats.NewInput(rc, name)
 	}
-	rc, name, err := cli.OpenInput("", "pipe a trace in (flowsim-analytical | fctstats) or name files: fctstats run.parquet")
 	if err != nil {
 		return nil, err
 	}
-	return stats.NewInput(rc, name)
+	c.partial = c.partial || in.Partial() > 0
+	if !c.AllowPartial {
+		err = in.CheckWhole()
+	} else if in.Partial() > 0 && c.Iteration && (c.Compare || c.Format == "simai-e2e" || c.Format == "chrome-trace") {
+		// SimAI's layout, the Chrome trace and the E2E comparison have no
+		// field that could say PARTIAL.
+		what := "--format " + c.Format
+		if c.Compare {
+			what = "--compare"
+		}
+		err = fmt.Errorf("%s: partial trace (%d flows never finished): --iteration %s has no place to mark it PARTIAL; use --format table, markdown, json or csv", in.Name, in.Partial(), what)
+	}
+	if err != nil {
+		in.Close()
+		return nil, err
+	}
+	return in, nil
 }
 
 func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) error {
@@ -357,9 +389,13 @@ func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) error {
 		}
 		// csv, parquet: one table, rows of every input together.
 		if cmp != nil {
-			return c.joinTables(bw, 1, func(int) (*stats.DataTable, error) { return cmp.DataTable(c.Table) })
+			return c.joinTables(bw, 1, func(int) (*stats.DataTable, error) {
+				return c.markPartial(cmp.DataTable(c.Table))(cmp.UnfinishedFlowsA + cmp.UnfinishedFlowsB)
+			})
 		}
-		return c.joinTables(bw, len(runs), func(i int) (*stats.DataTable, error) { return runs[i].DataTable(c.Table) })
+		return c.joinTables(bw, len(runs), func(i int) (*stats.DataTable, error) {
+			return c.markPartial(runs[i].DataTable(c.Table))(runs[i].UnfinishedFlows)
+		})
 	})
 }
 
@@ -372,7 +408,7 @@ func (c *command) flowTable() error {
 	return c.output(func(w io.Writer) error {
 		t := stats.NewFlowTableWriter(w, c.Format)
 		for _, f := range files {
-			in, err := openInput(f)
+			in, err := c.openInput(f)
 			if err != nil {
 				return err
 			}
@@ -418,6 +454,22 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 		}
 	}
 	return c.writePlot(plots, heights)
+}
+
+// markPartial adds, with --allow-partial, the columns partial (true or
+// false) and unfinished_flows to a table of inputs that had n unfinished
+// flows: every table of the run gets them, so tables of whole and partial
+// runs still join.
+func (c *command) markPartial(dt *stats.DataTable, err error) func(n int64) (*stats.DataTable, error) {
+	return func(n int64) (*stats.DataTable, error) {
+		if err != nil || !c.AllowPartial {
+			return dt, err
+		}
+		if err := dt.AddParam("partial", fmt.Sprint(n > 0)); err != nil {
+			return nil, err
+		}
+		return dt, dt.AddParam("unfinished_flows", fmt.Sprint(n))
+	}
 }
 
 // window reads --window FROM:TO into ns (0, 0 when not given).

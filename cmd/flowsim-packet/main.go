@@ -392,7 +392,10 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 			rows++
 		}
 	}
-	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows}
+	// The flows without a row make the trace partial in its metadata, so
+	// that no reader takes what finished for the whole run.
+	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
+		Unfinished: int64(set.Flows()) - rows}
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
 		// The ps -> ns rule every backend uses (des.Time.Ns: to nearest).
 		ns := func(ps int64) int64 { return des.Time(ps).Ns() }

@@ -41,6 +41,10 @@ const (
 	KeyParams   = "fabricsim.params"
 	KeyTopology = "fabricsim.topology"
 	KeyRows     = "fabricsim.rows"
+	// A run that stopped before every flow finished says so: complete
+	// "false" and the count of flows that have no row.
+	KeyComplete   = "fabricsim.complete"
+	KeyUnfinished = "fabricsim.unfinished_flows"
 )
 
 // Backends allowed in Meta.Backend.
@@ -102,7 +106,15 @@ type Meta struct {
 	// reader that does not check the end-of-stream marker can still tell
 	// a trace cut at a batch boundary. Writers and our reader check it.
 	Rows int64
+	// Unfinished, when positive, is the number of flows of the workload
+	// that never finished (and have no row): the run stopped early, and
+	// the trace is partial (fabricsim.complete=false). 0 is a whole run,
+	// as is a trace written before these keys existed.
+	Unfinished int64
 }
+
+// Partial reports whether the trace is of a run that stopped early.
+func (m Meta) Partial() bool { return m.Unfinished > 0 }
 
 // TopologyMeta identifies the fabric a trace was produced on.
 type TopologyMeta struct {
@@ -377,6 +389,13 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 	if m.Rows > 0 {
 		keys, values = append(keys, KeyRows), append(values, strconv.FormatInt(m.Rows, 10))
 	}
+	if m.Unfinished < 0 {
+		return nil, nil, fmt.Errorf("trace: %d unfinished flows", m.Unfinished)
+	}
+	if m.Unfinished > 0 {
+		keys = append(keys, KeyComplete, KeyUnfinished)
+		values = append(values, "false", strconv.FormatInt(m.Unfinished, 10))
+	}
 	return keys, values, nil
 }
 
@@ -404,6 +423,10 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	if m.Backend, ok = lookup(KeyBackend); !ok {
 		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyBackend)
 	}
+	if !validBackend(m.Backend) {
+		// Readers report per backend; an unknown name is a foreign or corrupt file.
+		return m, fmt.Errorf("%s: schema metadata %s is %q, want one of %s", name, KeyBackend, errtext.Clip(m.Backend), strings.Join(Backends, ", "))
+	}
 	p, ok := lookup(KeyParams)
 	if !ok {
 		return m, fmt.Errorf("%s: schema metadata has no %q key", name, KeyParams)
@@ -427,5 +450,31 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 		}
 		m.Rows = n
 	}
-	return m, nil
+	return m, decodeComplete(name, lookup, &m)
+}
+
+// decodeComplete reads fabricsim.complete and fabricsim.unfinished_flows:
+// both absent (a whole run, or a trace older than the keys), complete
+// "true" alone, or complete "false" with a positive count.
+func decodeComplete(name string, lookup func(string) (string, bool), m *Meta) error {
+	c, hasC := lookup(KeyComplete)
+	u, hasU := lookup(KeyUnfinished)
+	switch {
+	case !hasC && !hasU:
+		return nil
+	case hasC && c == "true" && !hasU:
+		return nil
+	case hasC && c != "true" && c != "false":
+		return fmt.Errorf("%s: schema metadata %s is %q, want \"true\" or \"false\"", name, KeyComplete, errtext.Clip(c))
+	case !hasC || c == "true":
+		return fmt.Errorf("%s: schema metadata %s is %q without %s=false", name, KeyUnfinished, errtext.Clip(u), KeyComplete)
+	case !hasU:
+		return fmt.Errorf("%s: schema metadata %s=false without %s", name, KeyComplete, KeyUnfinished)
+	}
+	n, err := strconv.ParseInt(u, 10, 64)
+	if err != nil || n < 1 {
+		return fmt.Errorf("%s: schema metadata %s is %q, want a positive count of flows", name, KeyUnfinished, errtext.Clip(u))
+	}
+	m.Unfinished = n
+	return nil
 }

@@ -1171,3 +1171,60 @@ func TestAnnouncedRows(t *testing.T) {
 		}
 	}
 }
+
+// A partial run's count of unfinished flows round-trips in every
+// container; contradictory or malformed completeness keys and an unknown
+// backend are refused, naming the key.
+func TestPartialMeta(t *testing.T) {
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		m := testMeta()
+		m.Unfinished = 122
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, genRows(5))
+		r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
+		got, _ := readBack(t, r, err)
+		if got.Unfinished != 122 || !got.Partial() {
+			t.Errorf("%v: read back %d unfinished flows, want 122", c, got.Unfinished)
+		}
+		// Without the keys (a whole run, or an older file) the trace is whole.
+		r, err = NewReader(bytes.NewReader(validBytes(t, c, 5)), "whole")
+		if got, _ := readBack(t, r, err); got.Partial() {
+			t.Errorf("%v: a trace without the keys reads as partial", c)
+		}
+	}
+	three := genRows(3)
+	for _, tc := range []struct {
+		name string
+		edit func(map[string]string)
+		want string
+	}{
+		{"backend", func(m map[string]string) { m[KeyBackend] = "magic" }, `fabricsim.backend is "magic"`},
+		{"complete", func(m map[string]string) { m[KeyComplete] = "maybe" }, `fabricsim.complete is "maybe"`},
+		{"nocount", func(m map[string]string) { m[KeyComplete] = "false" }, "without fabricsim.unfinished_flows"},
+		{"count0", func(m map[string]string) { m[KeyComplete], m[KeyUnfinished] = "false", "0" }, `fabricsim.unfinished_flows is "0"`},
+		{"countx", func(m map[string]string) { m[KeyComplete], m[KeyUnfinished] = "false", "x" }, `fabricsim.unfinished_flows is "x"`},
+		{"contradict", func(m map[string]string) { m[KeyComplete], m[KeyUnfinished] = "true", "3" }, "without fabricsim.complete=false"},
+		{"alone", func(m map[string]string) { m[KeyUnfinished] = "3" }, "without fabricsim.complete=false"},
+	} {
+		kv := goodKV()
+		tc.edit(kv)
+		for _, data := range [][]byte{
+			arrowStreamOf(t, schemaVariant(same, tc.edit), 3),
+			parquetVariant(t, pqPlainReordered, three, kv),
+		} {
+			if err := readErr(t, tc.name, data); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s: error %v, want it to say %q", tc.name, err, tc.want)
+			}
+		}
+	}
+	// complete=true alone is a whole run.
+	kv := goodKV()
+	kv[KeyComplete] = "true"
+	if r, err := NewReader(bytes.NewReader(parquetVariant(t, pqPlainReordered, three, kv)), "t"); err != nil || r.Meta().Partial() {
+		t.Errorf("complete=true: %v", err)
+	}
+}

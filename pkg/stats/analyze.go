@@ -41,7 +41,12 @@ type Run struct {
 	Topology *trace.TopologyMeta `json:"topology,omitempty"`
 	Params   map[string]any      `json:"params,omitempty"`
 	Columns  []string            `json:"columns"`
-	Totals   Totals              `json:"totals"`
+	// Partial: the trace says its run stopped early with UnfinishedFlows
+	// flows never finished (formats/trace.md); only read when the caller
+	// allowed it, and every output then says PARTIAL.
+	Partial         bool   `json:"partial,omitempty"`
+	UnfinishedFlows int64  `json:"unfinished_flows,omitempty"`
+	Totals          Totals `json:"totals"`
 	// Collectives lists every collective by id; Summary aggregates
 	// identical ones (same op, size, group type, ranks and algorithm).
 	Collectives []Collective `json:"collectives"`
@@ -69,6 +74,10 @@ type Totals struct {
 	StartNs      int64 `json:"start_ns"`    // earliest start
 	EndNs        int64 `json:"end_ns"`      // latest end
 	MakespanNs   int64 `json:"makespan_ns"` // end − start
+	// Rows whose status is not ok (a failed link cut them off), and the
+	// collectives they belong to, which did not complete.
+	FailedFlows       int64 `json:"failed_flows"`
+	FailedCollectives int   `json:"failed_collectives"`
 }
 
 // CollKey is what makes collectives identical: Summary and SummaryRatio
@@ -82,25 +91,32 @@ type CollKey struct {
 	NRanks    int32  `json:"nranks"`
 }
 
-// Collective is one collective_id.
+// Collective is one collective_id. A collective with a failed flow
+// (status other than ok) did not complete: Status is "failed", TimeNs is
+// only the span of its rows, and it has no algbw or busbw.
 type Collective struct {
 	ID int64 `json:"collective_id"`
 	CollKey
-	Flows     int   `json:"flows"`      // rows that are not delay nodes
-	Bytes     int64 `json:"flow_bytes"` // bytes its flows carried
-	StartNs   int64 `json:"start_ns"`
-	EndNs     int64 `json:"end_ns"`
-	TimeNs    int64 `json:"time_ns"`
-	AlgbwGBps Num   `json:"algbw_gbps"`
-	BusbwGBps Num   `json:"busbw_gbps"`
+	Status      string `json:"status"` // StatusOK or StatusFailed
+	FailedFlows int    `json:"failed_flows"`
+	Flows       int    `json:"flows"`      // rows that are not delay nodes
+	Bytes       int64  `json:"flow_bytes"` // bytes its flows carried
+	StartNs     int64  `json:"start_ns"`
+	EndNs       int64  `json:"end_ns"`
+	TimeNs      int64  `json:"time_ns"`
+	AlgbwGBps   Num    `json:"algbw_gbps"`
+	BusbwGBps   Num    `json:"busbw_gbps"`
 }
 
 // Summary aggregates identical collectives. Like nccl-tests, which
 // averages the time over iterations before dividing, algbw is
-// coll_size_bytes / mean time.
+// coll_size_bytes / mean time. Failed collectives are counted apart and
+// left out of the times.
 type Summary struct {
 	CollKey
-	Count      int   `json:"count"`
+	Count  int `json:"count"`  // completed
+	Failed int `json:"failed"` // with a failed flow
+
 	TimeMeanNs Num   `json:"time_mean_ns"`
 	TimeMinNs  int64 `json:"time_min_ns"`
 	TimeMaxNs  int64 `json:"time_max_ns"`
@@ -194,6 +210,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	run := &Run{Source: in.Name, Input: in.Container, Columns: in.Columns()}
 	if m := in.Meta; m != nil {
 		run.Backend, run.Params = m.Backend, m.Params
+		run.Partial, run.UnfinishedFlows = m.Partial(), m.Unfinished
 		t := m.Topology
 		run.Topology = &t
 	}
@@ -245,6 +262,12 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 				c.Flows++
 				c.Bytes += row.SizeBytes
 			}
+			if failedRow(row) {
+				c.FailedFlows++
+			}
+		}
+		if failedRow(row) {
+			tot.FailedFlows++
 		}
 		if delay {
 			return nil
@@ -273,6 +296,10 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	run.finishFlows(buckets)
 	return run, nil
 }
+
+// failedRow reports whether a row's status says it was not delivered
+// (v1 traces and fct.txt rows read as ok).
+func failedRow(r *trace.Row) bool { return r.Status != trace.StatusOK && r.Status != "" }
 
 // checkRow rejects rows whose numbers contradict each other, which would
 // make every statistic wrong rather than fail; the trace reader checks
@@ -307,8 +334,15 @@ func (run *Run) finishCollectives(colls map[int64]*Collective) {
 	for _, p := range colls {
 		c := *p
 		c.TimeNs = c.EndNs - c.StartNs
+		c.Status = trace.StatusOK
 		c.AlgbwGBps = Num(Algbw(c.SizeBytes, float64(c.TimeNs)))
 		c.BusbwGBps = Num(float64(c.AlgbwGBps) * BusBwFactor(c.Op, int(c.NRanks)))
+		if c.FailedFlows > 0 {
+			// It never completed: no bandwidth as if it had.
+			c.Status = trace.StatusFailed
+			c.AlgbwGBps, c.BusbwGBps = Num(math.NaN()), Num(math.NaN())
+			run.Totals.FailedCollectives++
+		}
 		run.Collectives = append(run.Collectives, c)
 	}
 	slices.SortFunc(run.Collectives, func(a, b Collective) int { return cmp.Compare(a.ID, b.ID) })
@@ -327,18 +361,27 @@ func Summarize(cs []Collective) []Summary {
 		if !ok {
 			i = len(out)
 			idx[c.CollKey] = i
-			out = append(out, Summary{CollKey: c.CollKey, TimeMinNs: c.TimeNs, TimeMaxNs: c.TimeNs})
+			out = append(out, Summary{CollKey: c.CollKey})
 			sums = append(sums, 0)
 		}
 		s := &out[i]
+		if c.Status == trace.StatusFailed {
+			s.Failed++
+			continue
+		}
+		if s.Count == 0 || c.TimeNs < s.TimeMinNs {
+			s.TimeMinNs = c.TimeNs
+		}
 		s.Count++
 		sums[i] += c.TimeNs
-		s.TimeMinNs = min(s.TimeMinNs, c.TimeNs)
 		s.TimeMaxNs = max(s.TimeMaxNs, c.TimeNs)
 	}
 	for i := range out {
 		s := &out[i]
-		mean := float64(sums[i]) / float64(s.Count)
+		mean := math.NaN() // every one failed
+		if s.Count > 0 {
+			mean = float64(sums[i]) / float64(s.Count)
+		}
 		s.TimeMeanNs = Num(mean)
 		s.AlgbwGBps = Num(Algbw(s.SizeBytes, mean))
 		s.BusbwGBps = Num(float64(s.AlgbwGBps) * BusBwFactor(s.Op, int(s.NRanks)))

@@ -8,12 +8,18 @@ import (
 	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Comparison of run B against run A (the reference).
 type Comparison struct {
 	A string `json:"a"`
 	B string `json:"b"`
+	// Flows that never finished in a partial run (only with
+	// --allow-partial; the comparison is then PARTIAL).
+	UnfinishedFlowsA int64 `json:"unfinished_flows_a,omitempty"`
+	UnfinishedFlowsB int64 `json:"unfinished_flows_b,omitempty"`
 	// Makespans (last end − first start over all rows) and B / A.
 	MakespanANs   int64 `json:"makespan_a_ns"`
 	MakespanBNs   int64 `json:"makespan_b_ns"`
@@ -66,7 +72,10 @@ type CollectiveRatio struct {
 	CollKey
 	TimeANs int64 `json:"time_a_ns"`
 	TimeBNs int64 `json:"time_b_ns"`
-	Ratio   Num   `json:"ratio"`
+	Ratio   Num   `json:"ratio"` // NaN unless both completed
+	// Status is ok, or says which run it failed in ("failed in A",
+	// "failed in B", "failed in both"): left out of Summary.
+	Status string `json:"status"`
 }
 
 // SummaryRatio aggregates matched collectives that are identical in run A
@@ -116,8 +125,12 @@ func CompareWindow(a, b *Run, from, to, binNs int64) (*Comparison, error) {
 	if a.flows == nil && a.Totals.Rows > 0 || b.flows == nil && b.Totals.Rows > 0 {
 		return nil, fmt.Errorf("stats: Compare needs runs analyzed with KeepFlows")
 	}
+	if err := SameWorkload(a, b); err != nil {
+		return nil, err
+	}
 	c := &Comparison{A: a.Source, B: b.Source, Collectives: []CollectiveRatio{}, Summary: []SummaryRatio{}, MakespanANs: a.Totals.MakespanNs, MakespanBNs: b.Totals.MakespanNs,
-		MakespanRatio: ratio(float64(b.Totals.MakespanNs), float64(a.Totals.MakespanNs))}
+		MakespanRatio:    ratio(float64(b.Totals.MakespanNs), float64(a.Totals.MakespanNs)),
+		UnfinishedFlowsA: a.UnfinishedFlows, UnfinishedFlowsB: b.UnfinishedFlows}
 	c.compareCollectives(a, b)
 	c.BytesA, c.BytesB = a.Totals.SumSizeBytes, b.Totals.SumSizeBytes
 	if to > 0 {
@@ -291,8 +304,17 @@ func (c *Comparison) compareCollectives(a, b *Run) {
 			continue
 		}
 		matched++
-		c.Collectives = append(c.Collectives, CollectiveRatio{ID: ca.ID, CollKey: ca.CollKey, TimeANs: ca.TimeNs, TimeBNs: cb.TimeNs,
-			Ratio: ratio(float64(cb.TimeNs), float64(ca.TimeNs))})
+		cr := CollectiveRatio{ID: ca.ID, CollKey: ca.CollKey, TimeANs: ca.TimeNs, TimeBNs: cb.TimeNs,
+			Ratio: ratio(float64(cb.TimeNs), float64(ca.TimeNs)), Status: "ok"}
+		fa, fb := ca.Status == trace.StatusFailed, cb.Status == trace.StatusFailed
+		if fa || fb {
+			// A time until a failure is no completion time to compare.
+			cr.Ratio = Num(math.NaN())
+			cr.Status = map[[2]bool]string{{true, false}: "failed in A", {false, true}: "failed in B", {true, true}: "failed in both"}[[2]bool{fa, fb}]
+			c.Collectives = append(c.Collectives, cr)
+			continue
+		}
+		c.Collectives = append(c.Collectives, cr)
 		i, ok := idx[ca.CollKey]
 		if !ok {
 			i = len(c.Summary)
@@ -312,6 +334,44 @@ func (c *Comparison) compareCollectives(a, b *Run) {
 		s.TimeMeanBNs = Num(float64(sums[i].sb) / n)
 		s.Ratio = ratio(float64(s.TimeMeanBNs), float64(s.TimeMeanANs))
 	}
+}
+
+// SameWorkload refuses to compare two traces of different workloads:
+// matching collectives by id alone would set one run's AllReduce against
+// another's SendRecv. The collectives must agree on id, op, size and ranks
+// (the algorithm may differ: that is a thing to compare). A partial run may
+// lack collectives whose flows never finished; a whole one may not. SimAI
+// fct.txt files have no collectives and are not checked.
+func SameWorkload(a, b *Run) error {
+	if a.Input == string(KindSimAIFCT) || b.Input == string(KindSimAIFCT) {
+		return nil
+	}
+	bi := make(map[int64]*Collective, len(b.Collectives))
+	for i := range b.Collectives {
+		bi[b.Collectives[i].ID] = &b.Collectives[i]
+	}
+	what := func(c *Collective) string {
+		return fmt.Sprintf("%s %s on %d ranks", cmpStr(c.Op, "(no op)"), units.HumanSize(c.SizeBytes), c.NRanks)
+	}
+	differ := func(format string, args ...any) error {
+		return fmt.Errorf("--compare: %s and %s are not runs of the same workload: %s", a.Source, b.Source, fmt.Sprintf(format, args...))
+	}
+	for i := range a.Collectives {
+		ca := &a.Collectives[i]
+		cb, ok := bi[ca.ID]
+		switch {
+		case !ok && !b.Partial:
+			return differ("collective %d (%s) is in A only", ca.ID, what(ca))
+		case ok && (ca.Op != cb.Op || ca.SizeBytes != cb.SizeBytes || ca.NRanks != cb.NRanks):
+			return differ("collective %d is %s in A, %s in B", ca.ID, what(ca), what(cb))
+		}
+		delete(bi, ca.ID)
+	}
+	if len(bi) > 0 && !a.Partial {
+		first := slices.Min(slices.Collect(maps.Keys(bi)))
+		return differ("collective %d (%s) is in B only", first, what(bi[first]))
+	}
+	return nil
 }
 
 // ratio is b / a, NaN when a is 0 (two instantaneous collectives have no

@@ -74,7 +74,12 @@ func Slowdown(r *trace.Row) float64 {
 
 // Add writes every row of in.
 func (t *FlowTableWriter) Add(in *Input) error {
-	return in.Each(func(r *trace.Row) error { return t.write(in.Name, r) })
+	source := in.Name
+	if n := in.Partial(); n > 0 {
+		// Every row of a partial trace says so (--allow-partial).
+		source = fmt.Sprintf("%s [PARTIAL: %d flows never finished]", in.Name, n)
+	}
+	return in.Each(func(r *trace.Row) error { return t.write(source, r) })
 }
 
 func (t *FlowTableWriter) write(source string, r *trace.Row) error {

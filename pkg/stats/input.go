@@ -34,6 +34,7 @@ type Input struct {
 	line      simaifct.Line
 	n         int64
 	closer    io.Closer
+	ids       idSet
 }
 
 // Open opens a trace file or a SimAI fct.txt, telling them apart by their
@@ -125,6 +126,24 @@ func isText(head []byte) bool {
 	return true
 }
 
+// Partial reports how many flows of the run never finished when the
+// trace says the run stopped early (formats/trace.md), else 0.
+func (in *Input) Partial() int64 {
+	if in.Meta == nil {
+		return 0
+	}
+	return in.Meta.Unfinished
+}
+
+// CheckWhole refuses a partial trace: a report of the flows that finished
+// would read as the run's.
+func (in *Input) CheckWhole() error {
+	if n := in.Partial(); n > 0 {
+		return fmt.Errorf("%s: partial trace: the run stopped early and %d flows never finished (fabricsim.complete=false); --allow-partial reports what finished, marked PARTIAL", in.Name, n)
+	}
+	return nil
+}
+
 // Columns names the columns or fields the input provides.
 func (in *Input) Columns() []string {
 	if in.Kind == KindSimAIFCT {
@@ -164,6 +183,9 @@ func (in *Input) Each(fn func(r *trace.Row) error) error {
 		}
 		if err := checkRow(in, i, &row); err != nil {
 			return err
+		}
+		if !in.ids.add(row.FlowID) {
+			return fmt.Errorf("%s: row %d, field flow_id: %d is a duplicate (an earlier row has it; flow ids are unique within a run)", in.Name, i, row.FlowID)
 		}
 		if err := fn(&row); err != nil {
 			return err

@@ -123,16 +123,20 @@ type phaseSums struct {
 
 // Iteration is the report of one trace.
 type Iteration struct {
-	Source       string          `json:"source"`
-	Backend      string          `json:"backend,omitempty"`
-	StartNs      int64           `json:"start_ns"`
-	EndNs        int64           `json:"end_ns"`
-	IterationNs  int64           `json:"iteration_ns"`
-	CriticalRank int32           `json:"critical_rank"`
-	Critical     RankBreakdown   `json:"critical"`
-	Mean         MeanBreakdown   `json:"mean"`
-	Ranks        []RankBreakdown `json:"ranks"`
-	Layers       []LayerRow      `json:"layers"`
+	Source  string `json:"source"`
+	Backend string `json:"backend,omitempty"`
+	// A partial trace's (only with --allow-partial): the report covers
+	// the flows that finished.
+	Partial         bool            `json:"partial,omitempty"`
+	UnfinishedFlows int64           `json:"unfinished_flows,omitempty"`
+	StartNs         int64           `json:"start_ns"`
+	EndNs           int64           `json:"end_ns"`
+	IterationNs     int64           `json:"iteration_ns"`
+	CriticalRank    int32           `json:"critical_rank"`
+	Critical        RankBreakdown   `json:"critical"`
+	Mean            MeanBreakdown   `json:"mean"`
+	Ranks           []RankBreakdown `json:"ranks"`
+	Layers          []LayerRow      `json:"layers"`
 	// PerStage: a collective-granularity trace, in which each rank stands
 	// for every rank of its pipeline stage.
 	PerStage bool `json:"one_rank_per_stage"`
@@ -323,8 +327,23 @@ func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
 			in.Name, trace.SchemaV1, trace.SchemaName)
 	}
 	a := newIterAcc(in.Name, opt)
-	if err := in.Each(func(r *trace.Row) error { a.add(r); return nil }); err != nil {
+	var failed, first int64 = 0, -1
+	if err := in.Each(func(r *trace.Row) error {
+		if failedRow(r) {
+			if failed == 0 {
+				first = r.FlowID
+			}
+			failed++
+		}
+		a.add(r)
+		return nil
+	}); err != nil {
 		return nil, err
+	}
+	if failed > 0 {
+		// Its collectives did not complete, so neither did the iteration.
+		return nil, fmt.Errorf("%s: %d flows failed (status failed, first flow_id %d): the iteration did not complete and has no iteration time; fctstats without --iteration reports which collectives failed",
+			in.Name, failed, first)
 	}
 	it, err := a.finish()
 	if err != nil {
@@ -332,6 +351,7 @@ func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
 	}
 	if in.Meta != nil {
 		it.Backend = in.Meta.Backend
+		it.Partial, it.UnfinishedFlows = in.Meta.Partial(), in.Meta.Unfinished
 	}
 	return it, nil
 }

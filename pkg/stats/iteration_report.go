@@ -89,6 +89,9 @@ func (it *Iteration) tables() []*textTable {
 
 func (it *Iteration) headline() string {
 	h := "Iteration report of " + it.Source
+	if it.Partial {
+		h = fmt.Sprintf("PARTIAL (the run stopped early; %d flows never finished and are not in these figures) ", it.UnfinishedFlows) + h
+	}
 	if it.Backend != "" {
 		h += " (" + it.Backend + ")"
 	}

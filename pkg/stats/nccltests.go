@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/trace"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -29,6 +30,9 @@ type NCCLTestsRow struct {
 	TimeUs       float64
 	AlgbwGBps    float64 // 0 for a 0-time row
 	BusbwGBps    float64
+	// FailedFlows > 0: the collective did not complete (a failed link cut
+	// these flows off); its time and bandwidths are NaN, printed N/A.
+	FailedFlows int
 }
 
 // ncclTestsOp gives nccl-tests' redop and root columns for an operation:
@@ -64,7 +68,10 @@ func (run *Run) NCCLTests(dtype string, elem int64) ([]NCCLTestsRow, error) {
 		case "allgather", "reducescatter", "alltoall", "alltoallv":
 			r.Count /= int64(max(c.NRanks, 1))
 		}
-		if c.TimeNs > 0 {
+		if c.Status == trace.StatusFailed {
+			r.FailedFlows = c.FailedFlows
+			r.TimeUs, r.AlgbwGBps, r.BusbwGBps = math.NaN(), math.NaN(), math.NaN()
+		} else if c.TimeNs > 0 {
 			r.AlgbwGBps = Algbw(c.SizeBytes, float64(c.TimeNs))
 			if f := BusBwFactor(c.Op, int(c.NRanks)); !math.IsNaN(f) {
 				r.BusbwGBps = r.AlgbwGBps * f
@@ -98,6 +105,9 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 		fmt.Fprintf(bw, ", %s, %d GPUs", t.Family, t.GPUs)
 	}
 	fmt.Fprintf(bw, ", %d collectives\n", len(rows))
+	if run.Partial {
+		fmt.Fprintf(bw, "# PARTIAL: the run stopped early; %d flows never finished and are not in these rows\n", run.UnfinishedFlows)
+	}
 	ops := map[string]bool{}
 	for _, c := range run.Collectives {
 		ops[fmt.Sprintf("%s on %d ranks of %s (%s)", c.Op, c.NRanks, orStr(c.GroupType, "?"), c.Algorithm)] = true
@@ -109,8 +119,15 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	fmt.Fprintf(bw, "# %10s  %12s  %8s  %6s  %6s           out-of-place\n", "", "", "", "", "")
 	fmt.Fprintf(bw, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
 	fmt.Fprintf(bw, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
-	sum, zero := 0.0, 0
+	sum, zero, failed := 0.0, 0, 0
 	for _, r := range rows {
+		if r.FailedFlows > 0 {
+			// nccl-tests' #wrong column counts what went wrong: here the flows.
+			fmt.Fprintf(bw, "%12d  %12d  %8s  %6s  %6d  %7s  %6s  %6s  %5d\n", r.SizeBytes, r.Count, r.Type, r.RedOp, r.Root,
+				"FAILED", "N/A", "N/A", r.FailedFlows)
+			failed++
+			continue
+		}
 		fmt.Fprintf(bw, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s\n", r.SizeBytes, r.Count, r.Type, r.RedOp, r.Root,
 			ncclTestsTime(r.TimeUs), r.AlgbwGBps, r.BusbwGBps, "N/A")
 		sum += r.BusbwGBps
@@ -121,9 +138,12 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	if zero > 0 {
 		fmt.Fprintf(bw, "# moved nothing (0 bytes or 1 rank), printed with time and bandwidth 0: %d of the rows\n", zero)
 	}
+	if failed > 0 {
+		fmt.Fprintf(bw, "# FAILED: %d of the collectives had flows a failed link cut off (status failed; #wrong counts them): no time or bandwidth, left out of the average\n", failed)
+	}
 	avg := 0.0
-	if len(rows) > 0 {
-		avg = sum / float64(len(rows))
+	if len(rows) > failed {
+		avg = sum / float64(len(rows)-failed)
 	}
 	fmt.Fprintf(bw, "# Out of bounds values : 0 OK\n")
 	fmt.Fprintf(bw, "# Avg bus bandwidth    : %s \n", strconv.FormatFloat(avg, 'g', 6, 64)) // C's %g: 6 digits
@@ -263,7 +283,9 @@ func BusbwPlot(title string, series []BusbwSeries) *plot.Plot {
 	}
 	for _, s := range series {
 		for _, r := range s.Rows {
-			p.Y.Max = max(p.Y.Max, r.BusbwGBps)
+			if !math.IsNaN(r.BusbwGBps) { // a failed collective's
+				p.Y.Max = max(p.Y.Max, r.BusbwGBps)
+			}
 		}
 	}
 	p.Y.Max *= 1.05 + 0.06*float64(len(series)) // room for the legend above the plateau

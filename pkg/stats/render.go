@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -102,6 +103,14 @@ func numf(v Num, prec int) string {
 	return s
 }
 
+// minMax is a summary's min or max time, "-" when every one failed.
+func minMax(s Summary, ns int64) string {
+	if s.Count == 0 {
+		return "-"
+	}
+	return us(ns)
+}
+
 // keyCells are the op, size, group, algo and ranks columns of a
 // collective's row.
 func keyCells(k CollKey) []string {
@@ -126,7 +135,10 @@ func (run *Run) tables(maxRows int) []*textTable {
 		}
 		for _, s := range run.Summary {
 			t.rows = append(t.rows, append(keyCells(s.CollKey),
-				count(s.Count), usf(s.TimeMeanNs), us(s.TimeMinNs), us(s.TimeMaxNs), gbps(s.AlgbwGBps), gbps(s.BusbwGBps)))
+				count(s.Count), usf(s.TimeMeanNs), minMax(s, s.TimeMinNs), minMax(s, s.TimeMaxNs), gbps(s.AlgbwGBps), gbps(s.BusbwGBps)))
+		}
+		if n := run.Totals.FailedCollectives; n > 0 {
+			t.after = fmt.Sprintf("FAILED: %d collectives had flows a failed link cut off (status failed); they are not counted or timed here", n)
 		}
 		out = append(out, t)
 		t = &textTable{
@@ -139,8 +151,12 @@ func (run *Run) tables(maxRows int) []*textTable {
 				t.after = fmt.Sprintf("... %d more collectives (--max-rows 0 lists all; --format csv gives every one)", len(run.Collectives)-maxRows)
 				break
 			}
+			time := us(c.TimeNs)
+			if c.Status == trace.StatusFailed {
+				time = fmt.Sprintf("FAILED (%d flows)", c.FailedFlows)
+			}
 			t.rows = append(t.rows, append(append([]string{count(c.ID)}, keyCells(c.CollKey)...),
-				count(c.Flows), us(c.StartNs), us(c.TimeNs), gbps(c.AlgbwGBps), gbps(c.BusbwGBps)))
+				count(c.Flows), us(c.StartNs), time, gbps(c.AlgbwGBps), gbps(c.BusbwGBps)))
 		}
 		out = append(out, t)
 	}
@@ -162,6 +178,9 @@ func (run *Run) tables(maxRows int) []*textTable {
 func (run *Run) headline() string {
 	tot := run.Totals
 	var b strings.Builder
+	if run.Partial {
+		fmt.Fprintf(&b, "PARTIAL (the run stopped early; %d flows never finished and are not in these figures) ", run.UnfinishedFlows)
+	}
 	b.WriteString(run.Source + ": ")
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString("SimAI fct.txt")
@@ -175,6 +194,9 @@ func (run *Run) headline() string {
 		tot.Rows, tot.Flows, tot.DelayRows, units.HumanSize(tot.SumSizeBytes), tot.Collectives, us(tot.MakespanNs))
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString(" (fct.txt has no collective ids)")
+	}
+	if tot.FailedFlows > 0 {
+		fmt.Fprintf(&b, "; FAILED: %d flows were not delivered (status failed), %d collectives did not complete", tot.FailedFlows, tot.FailedCollectives)
 	}
 	return b.String()
 }
@@ -220,8 +242,12 @@ func (c *Comparison) tables(maxRows int) []*textTable {
 				t.after = fmt.Sprintf("... %d more collectives (--max-rows 0 lists all; --format csv gives every one)", len(c.Collectives)-maxRows)
 				break
 			}
+			ratio := factor(r.Ratio)
+			if r.Status != "ok" {
+				ratio = strings.ToUpper(r.Status)
+			}
 			t.rows = append(t.rows, append(append([]string{count(r.ID)}, keyCells(r.CollKey)...),
-				us(r.TimeANs), us(r.TimeBNs), factor(r.Ratio)))
+				us(r.TimeANs), us(r.TimeBNs), ratio))
 		}
 		out = append(out, t)
 	}
@@ -229,13 +255,25 @@ func (c *Comparison) tables(maxRows int) []*textTable {
 }
 
 func (c *Comparison) headlines() []string {
-	l := []string{
+	var l []string
+	if c.UnfinishedFlowsA+c.UnfinishedFlowsB > 0 {
+		l = append(l, fmt.Sprintf("PARTIAL: a run stopped early; flows that never finished: %d in A, %d in B (not in these figures)", c.UnfinishedFlowsA, c.UnfinishedFlowsB))
+	}
+	l = append(l,
 		fmt.Sprintf("A = %s, B = %s; ratios are B / A (above 1: B slower)", c.A, c.B),
 		fmt.Sprintf("makespan: A %s us, B %s us, B / A %s", us(c.MakespanANs), us(c.MakespanBNs), factor(c.MakespanRatio)),
 		fmt.Sprintf("flow latencies: %d of %d (A) and %d (B) flows matched by %s (%d only in A, %d only in B): MSE %s us^2, RMSE %s us, mean error %s us, max |error| %s us",
 			c.Matched, c.FlowsA, c.FlowsB, c.MatchedBy, c.OnlyA, c.OnlyB, numf(c.MSEus2, 3), numf(c.RMSEus, 3), numf(c.MeanErrUs, 3), us(c.MaxAbsErrNs)),
 		fmt.Sprintf("latency curves (mean latency of the flows ending in each %s us): %d bins in both runs (%d only in A, %d only in B): MSE %s us^2, mean error %s us",
-			us(c.CurveBinNs), c.CurveBins, c.CurveOnlyA, c.CurveOnlyB, numf(c.CurveMSEus2, 3), numf(c.CurveMeanErrUs, 3)),
+			us(c.CurveBinNs), c.CurveBins, c.CurveOnlyA, c.CurveOnlyB, numf(c.CurveMSEus2, 3), numf(c.CurveMeanErrUs, 3)))
+	failed := 0
+	for _, r := range c.Collectives {
+		if r.Status != "ok" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		l = append(l, fmt.Sprintf("FAILED: %d collectives had flows a failed link cut off in A or B: no ratio, left out of the means", failed))
 	}
 	if c.CollectivesOnlyA+c.CollectivesOnlyB > 0 {
 		l = append(l, fmt.Sprintf("collectives: %d only in A, %d only in B", c.CollectivesOnlyA, c.CollectivesOnlyB))

@@ -62,7 +62,12 @@ func ReadSimAIE2E(r io.Reader, name string) (*E2E, error) {
 	}
 	num := func(field, s string) (float64, error) {
 		s = strings.TrimSpace(s)
-		if v, _, ok := strings.Cut(s, " ("); ok { // "123 (4.56%)"
+		if v, pct, ok := strings.Cut(s, " ("); ok { // "123 (4.56%)"
+			// The share must be a number too: "(abc%)" is no SimAI output.
+			p, okp := strings.CutSuffix(pct, "%)")
+			if x, err := strconv.ParseFloat(p, 64); !okp || err != nil || math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
+				return 0, fail(field, "%q: the share in parentheses is not a percentage", clip(s))
+			}
 			s = v
 		}
 		if s == "NaN or Inf" || s == "nan" || s == "-nan" { // what SimAI prints for no value
@@ -70,9 +75,19 @@ func ReadSimAIE2E(r io.Reader, name string) (*E2E, error) {
 		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) || f < 0 {
-			return 0, fail(field, "%q is not a non-negative number", s)
+			return 0, fail(field, "%q is not a non-negative number", clip(s))
+		}
+		if f > maxE2EValue {
+			return 0, fail(field, "%q is beyond %g (µs: more than int64 nanoseconds hold)", clip(s), maxE2EValue)
 		}
 		return f, nil
+	}
+	// Total time divides every ratio: zero is no iteration.
+	total := func(field string, v float64) error {
+		if v == 0 {
+			return fail(field, "0: an iteration takes time")
+		}
+		return nil
 	}
 	var summaryNext, inLayers, sawHeader bool
 	for sc.Scan() {
@@ -92,6 +107,11 @@ func ReadSimAIE2E(r io.Reader, name string) (*E2E, error) {
 				v, err := num(E2ESummaryNames[i], f[i+1])
 				if err != nil {
 					return nil, err
+				}
+				if i == len(e.Summary)-1 {
+					if err := total(E2ESummaryNames[i], v); err != nil {
+						return nil, err
+					}
 				}
 				e.Summary[i] = v
 			}
@@ -123,6 +143,11 @@ func ReadSimAIE2E(r io.Reader, name string) (*E2E, error) {
 				v, err := num(f[2*i], f[2*i+1])
 				if err != nil {
 					return nil, err
+				}
+				if at == 8 {
+					if err := total(f[2*i], v); err != nil {
+						return nil, err
+					}
 				}
 				if math.IsNaN(e.Summary[at]) {
 					e.Summary[at] = v
@@ -163,6 +188,11 @@ func ReadSimAIE2E(r io.Reader, name string) (*E2E, error) {
 	}
 	return e, nil
 }
+
+// maxE2EValue bounds EndToEnd.csv's values (µs, GB/s): the longest time
+// int64 nanoseconds hold. 1e308 is no measurement, and overflows to
+// infinity on the way to nanoseconds.
+const maxE2EValue = math.MaxInt64 / 1e3
 
 func clip(s string) string {
 	if len(s) > 60 {

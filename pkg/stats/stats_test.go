@@ -367,8 +367,8 @@ func TestDataTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 4 || lines[0] != "source,collective_id,op,algorithm,group_type,coll_size_bytes,nranks,flows,flow_bytes,start_ns,end_ns,time_ns,algbw_gbps,busbw_gbps" ||
-		lines[1] != "hand.parquet,0,allreduce,ring,DP,8000000,4,21,1068576,1000,9000,8000,1000,1500" {
+	if len(lines) != 4 || lines[0] != "source,collective_id,op,algorithm,group_type,coll_size_bytes,nranks,status,failed_flows,flows,flow_bytes,start_ns,end_ns,time_ns,algbw_gbps,busbw_gbps" ||
+		lines[1] != "hand.parquet,0,allreduce,ring,DP,8000000,4,ok,0,21,1068576,1000,9000,8000,1000,1500" {
 		t.Errorf("csv:\n%s", b.String())
 	}
 	// JSON and CSV name columns alike.

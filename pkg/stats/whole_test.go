@@ -1,0 +1,354 @@
+package stats
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
+)
+
+// analyzeErr analyzes data as a trace and returns the error.
+func analyzeErr(data []byte, name string) error {
+	in, err := NewInput(bytes.NewReader(data), name)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	_, err = Analyze(in, Options{KeepFlows: true})
+	return err
+}
+
+// A trace that repeats a flow id (here every row written twice) is refused
+// naming the file, the row and the id, not reported as twice the flows.
+func TestDuplicateFlowID(t *testing.T) {
+	rows := handTrace()
+	twice := append(append([]trace.Row(nil), rows...), rows...)
+	err := analyzeErr(encode(t, twice, trace.Parquet), "dup.parquet")
+	want := "dup.parquet: row 26, field flow_id: 100 is a duplicate"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want %q", err, want)
+	}
+	// Ids far apart (outside the bitset) are told apart too.
+	big := []trace.Row{rows[1], rows[1], rows[1]}
+	big[0].FlowID, big[1].FlowID, big[2].FlowID = -5, 1<<40, -5
+	if err := analyzeErr(encode(t, big, trace.ArrowStream), "big"); err == nil || !strings.Contains(err.Error(), "row 2, field flow_id: -5 is a duplicate") {
+		t.Errorf("sparse ids: %v", err)
+	}
+	big[2].FlowID = 1<<40 + 1
+	if err := analyzeErr(encode(t, big, trace.ArrowStream), "big"); err != nil {
+		t.Errorf("distinct sparse ids refused: %v", err)
+	}
+}
+
+// A collective with a failed flow did not complete: status failed, no
+// bandwidth, left out of its summary line and the nccl-tests average.
+func TestFailedCollective(t *testing.T) {
+	rows := handTrace()
+	for i := range rows {
+		if rows[i].CollectiveID == 2 && rows[i].FlowID == 40 {
+			rows[i].Status = trace.StatusFailed
+		}
+	}
+	run := analyzeBytes(t, encode(t, rows, trace.Parquet), "failed.parquet", false)
+	c := run.Collectives[2]
+	if c.Status != trace.StatusFailed || c.FailedFlows != 1 || c.AlgbwGBps.Valid() || c.BusbwGBps.Valid() {
+		t.Errorf("collective 2: %+v, want failed with no bandwidth", c)
+	}
+	if ok := run.Collectives[1]; ok.Status != trace.StatusOK || !ok.BusbwGBps.Valid() {
+		t.Errorf("collective 1: %+v, want ok", ok)
+	}
+	if run.Totals.FailedFlows != 1 || run.Totals.FailedCollectives != 1 {
+		t.Errorf("totals %+v", run.Totals)
+	}
+	// The two AllGathers share a summary line: only collective 1 (2000 ns,
+	// 4e6 B: algbw 2000 GB/s) is timed.
+	var s Summary
+	for _, x := range run.Summary {
+		if x.Op == "allgather" {
+			s = x
+		}
+	}
+	if s.Count != 1 || s.Failed != 1 || float64(s.TimeMeanNs) != 2000 || float64(s.AlgbwGBps) != 2000 {
+		t.Errorf("summary %+v, want 1 timed at 2000 ns and 1 failed", s)
+	}
+	var text bytes.Buffer
+	run.WriteText(&text, 0)
+	if !strings.Contains(text.String(), "FAILED (1 flows)") || !strings.Contains(text.String(), "FAILED: 1 flows were not delivered") {
+		t.Errorf("text report does not say FAILED:\n%s", text.String())
+	}
+	nr, err := run.NCCLTests("float", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nt bytes.Buffer
+	if err := run.WriteNCCLTests(&nt, nr); err != nil {
+		t.Fatal(err)
+	}
+	// Average over the two completed rows: busbw 1500 (allreduce) and
+	// 1500 (allgather 1): 1500, not pulled down or up by the failed one.
+	out := nt.String()
+	if !strings.Contains(out, "FAILED") || !strings.Contains(out, "# Avg bus bandwidth    : 1500 ") {
+		t.Errorf("nccl-tests output:\n%s", out)
+	}
+	if !math.IsNaN(nr[2].BusbwGBps) || nr[2].FailedFlows != 1 {
+		t.Errorf("nccl-tests row %+v", nr[2])
+	}
+	// In a comparison it has no ratio.
+	a := analyzeBytes(t, encode(t, handTrace(), trace.Parquet), "a", true)
+	b := analyzeBytes(t, encode(t, rows, trace.Parquet), "b", true)
+	cmp, err := Compare(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := cmp.Collectives[2]; r.Status != "failed in B" || r.Ratio.Valid() {
+		t.Errorf("comparison of the failed collective: %+v", r)
+	}
+}
+
+// --compare refuses runs of different workloads, saying where they first
+// differ; a partial run may miss collectives.
+func TestCompareWorkloads(t *testing.T) {
+	a := analyzeBytes(t, encode(t, handTrace(), trace.Parquet), "a.parquet", true)
+	edit := func(fn func(r *trace.Row)) *Run {
+		rows := handTrace()
+		for i := range rows {
+			fn(&rows[i])
+		}
+		return analyzeBytes(t, encode(t, rows, trace.Parquet), "b.parquet", true)
+	}
+	for _, tc := range []struct {
+		name string
+		b    *Run
+		want string
+	}{
+		{"op", edit(func(r *trace.Row) {
+			if r.CollectiveID == 1 {
+				r.Op, r.CollSizeBytes = "sendrecv", 1024
+			}
+		}), "collective 1 is allgather 4MB on 4 ranks in A, sendrecv 1KiB on 4 ranks in B"},
+		{"size", edit(func(r *trace.Row) {
+			if r.CollectiveID == 2 {
+				r.CollSizeBytes++
+			}
+		}), "collective 2 is allgather"},
+		{"onlyA", edit(func(r *trace.Row) {
+			if r.CollectiveID == 2 {
+				r.CollectiveID = -1
+			}
+		}), "collective 2 (allgather 4MB on 4 ranks) is in A only"},
+		{"onlyB", edit(func(r *trace.Row) {
+			if r.FlowID == 50 { // the compute phase becomes a collective
+				r.CollectiveID, r.Op, r.CollSizeBytes, r.NRanks = 9, "broadcast", 8, 4
+			}
+		}), "collective 9 (broadcast 8B on 4 ranks) is in B only"},
+	} {
+		_, err := Compare(a, tc.b)
+		if err == nil || !strings.Contains(err.Error(), "a.parquet and b.parquet are not runs of the same workload: "+tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.name, err, tc.want)
+		}
+		if _, err := Compare(tc.b, a); err == nil {
+			t.Errorf("%s: B against A compared", tc.name)
+		}
+	}
+	// A partial B missing collective 2 compares (with --allow-partial).
+	rows := handTrace()
+	var kept []trace.Row
+	for _, r := range rows {
+		if r.CollectiveID != 2 {
+			kept = append(kept, r)
+		}
+	}
+	m := testMeta
+	m.Unfinished = 2
+	var buf bytes.Buffer
+	w, _ := trace.NewWriter(&buf, trace.Parquet, m)
+	for i := range kept {
+		w.Write(&kept[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := analyzeBytes(t, buf.Bytes(), "partial.parquet", true)
+	if !b.Partial || b.UnfinishedFlows != 2 {
+		t.Fatalf("partial run read as %v, %d", b.Partial, b.UnfinishedFlows)
+	}
+	cmp, err := Compare(a, b)
+	if err != nil || cmp.CollectivesOnlyA != 1 || cmp.UnfinishedFlowsB != 2 {
+		t.Fatalf("partial comparison: %v %+v", err, cmp)
+	}
+	var text bytes.Buffer
+	cmp.WriteText(&text, 0)
+	if !strings.HasPrefix(text.String(), "PARTIAL") {
+		t.Errorf("comparison text does not start with PARTIAL:\n%s", text.String())
+	}
+	text.Reset()
+	b.WriteText(&text, 0)
+	if !strings.HasPrefix(text.String(), "PARTIAL") {
+		t.Errorf("run text does not start with PARTIAL:\n%s", text.String())
+	}
+	in, _ := NewInput(bytes.NewReader(buf.Bytes()), "partial.parquet")
+	if err := in.CheckWhole(); err == nil || err.Error() != "partial.parquet: partial trace: the run stopped early and 2 flows never finished (fabricsim.complete=false); --allow-partial reports what finished, marked PARTIAL" {
+		t.Errorf("CheckWhole: %v", err)
+	}
+}
+
+// EndToEnd.csv values that no SimAI run prints are refused with the line
+// and field: an absurd magnitude, a zero total time, a share that is no
+// percentage.
+func TestReadSimAIE2ENonsense(t *testing.T) {
+	row := func(total, tp string) string {
+		return E2EKeys + "\nrun, 1 (1.00%), 2, " + tp + ", 4, 5, 6, 7, 8, " + total + "\n"
+	}
+	packet := func(total string) string {
+		return "layer_name,run,fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw\n" +
+			"total exposed comm,1,total comp,2,total time," + total + "\n"
+	}
+	for _, bad := range []struct{ in, want string }{
+		{row("1e308", "3"), `line 2, field Total time: "1e308" is beyond`},
+		{row("0", "3"), "line 2, field Total time: 0: an iteration takes time"},
+		{row("10", "3 (abc%)"), `line 2, field Expose TP comm: "3 (abc%)": the share in parentheses is not a percentage`},
+		{row("10", "(abc%)"), `line 2, field Expose TP comm: "(abc%)" is not a non-negative number`},
+		{packet("0"), "line 2, field total time: 0: an iteration takes time"},
+		{packet("1e308"), `line 2, field total time: "1e308" is beyond`},
+	} {
+		if _, err := ReadSimAIE2E(strings.NewReader(bad.in), "e2e.csv"); err == nil || !strings.Contains(err.Error(), "e2e.csv: "+bad.want) {
+			t.Errorf("%q: %v, want %q", bad.in, err, bad.want)
+		}
+	}
+	if e, err := ReadSimAIE2E(strings.NewReader(row("10 (100.00%)", "3 (30.00%)")), "e2e.csv"); err != nil || e.Summary[8] != 10 {
+		t.Errorf("a good file: %v", err)
+	}
+}
+
+// fuzzRows turns bytes into trace rows, 5 bytes a row: flow id, collective
+// id, op and size, start and duration, status. Small ranges make
+// duplicates and shared collectives common.
+func fuzzRows(data []byte) []trace.Row {
+	ops := []string{"allreduce", "allgather", "alltoall", "sendrecv"}
+	var rows []trace.Row
+	for ; len(data) >= 5; data = data[5:] {
+		c := int64(data[1]%6) - 1 // -1: no collective
+		// A collective's record repeats on its rows: op and size follow its id.
+		r := trace.Row{FlowID: int64(data[0] % 32), CollectiveID: c, Src: int32(data[2] % 4), Dst: int32(data[2] / 4 % 4),
+			SizeBytes: int64(data[2]) * 100, StartNs: int64(data[3]), ConnType: "NET", Op: ops[(c+1)%4],
+			CollSizeBytes: (c + 2) * 1000, NRanks: 4, Status: trace.StatusOK, Layer: -1, Microbatch: -1, Stage: -1}
+		r.EndNs = r.StartNs + int64(data[4]%64)
+		r.FctNs, r.IdealFctNs = r.EndNs-r.StartNs, int64(data[4]%8)
+		if data[4] >= 250 {
+			r.Status = trace.StatusFailed
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// FuzzTraceInputs: fctstats never panics on trace rows; it refuses a
+// trace that repeats a flow id, and only then; a run compares with itself,
+// and --compare refuses a run whose collective differs in op or size.
+func FuzzTraceInputs(f *testing.F) {
+	f.Add([]byte("\x01\x01\x10\x00\x20\x02\x01\x11\x05\x30\x03\x02\x12\x09\x10"), uint8(0), false)
+	f.Add([]byte("\x01\x01\x10\x00\x20\x01\x01\x11\x05\x30"), uint8(1), true)
+	f.Add([]byte("\x00\x00\x00\x00\xff\x05\x04\x40\x10\x00"), uint8(2), true)
+	f.Fuzz(func(t *testing.T, data []byte, pick uint8, changeOp bool) {
+		rows := fuzzRows(data)
+		if len(rows) == 0 || len(rows) > 200 {
+			return
+		}
+		dup := false
+		seen := map[int64]bool{}
+		for _, r := range rows {
+			dup = dup || seen[r.FlowID]
+			seen[r.FlowID] = true
+		}
+		enc := func(rows []trace.Row) []byte {
+			var b bytes.Buffer
+			w, err := trace.NewWriter(&b, trace.ArrowStream, testMeta)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range rows {
+				if err := w.Write(&rows[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}
+		analyze := func(rows []trace.Row, name string) (*Run, error) {
+			in, err := NewInput(bytes.NewReader(enc(rows)), name)
+			if err != nil {
+				return nil, err
+			}
+			defer in.Close()
+			return Analyze(in, Options{KeepFlows: true})
+		}
+		a, err := analyze(rows, "a")
+		if dup {
+			if err == nil || !strings.Contains(err.Error(), "field flow_id") || !strings.Contains(err.Error(), "is a duplicate") {
+				t.Fatalf("duplicate flow id not refused: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("valid rows refused: %v", err)
+		}
+		if _, err := Compare(a, a); err != nil {
+			t.Fatalf("a run against itself: %v", err)
+		}
+		var text bytes.Buffer
+		a.WriteText(&text, 0)
+		// Change one collective of B (the pick-th one) in op or size.
+		if len(a.Collectives) == 0 {
+			return
+		}
+		id := a.Collectives[int(pick)%len(a.Collectives)].ID
+		other := append([]trace.Row(nil), rows...)
+		for i := range other {
+			if other[i].CollectiveID == id {
+				if changeOp {
+					other[i].Op = "broadcast"
+				} else {
+					other[i].CollSizeBytes++
+				}
+			}
+		}
+		b, err := analyze(other, "b")
+		if err != nil {
+			t.Fatalf("B: %v", err)
+		}
+		if _, err := Compare(a, b); err == nil || !strings.Contains(err.Error(), "not runs of the same workload") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("collective %d changed, compare error %v", id, err)
+		}
+	})
+}
+
+// An iteration with a failed flow did not complete: --iteration refuses
+// to give it an iteration time.
+func TestIterationRefusesFailedFlows(t *testing.T) {
+	rows := handIterationRows()
+	in, err := NewInput(bytes.NewReader(encode(t, rows, trace.Parquet)), "it.parquet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := AnalyzeIteration(in, IterationOptions{}); err != nil {
+		t.Fatalf("whole iteration: %v", err)
+	}
+	for i := range rows {
+		if rows[i].ConnType != "DELAY" && rows[i].SizeBytes > 0 {
+			rows[i].Status = trace.StatusFailed
+			in, _ = NewInput(bytes.NewReader(encode(t, rows, trace.Parquet)), "it.parquet")
+			_, err = AnalyzeIteration(in, IterationOptions{})
+			want := "it.parquet: 1 flows failed (status failed, first flow_id " + strconv.FormatInt(rows[i].FlowID, 10) + "): the iteration did not complete"
+			if err == nil || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("error %v, want %q", err, want)
+			}
+			return
+		}
+	}
+	t.Fatal("no flow in the hand iteration")
+}

@@ -1,0 +1,195 @@
+package tests
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
+)
+
+// A run stopped early (here at SIMULATOR_STOP_TIME) leaves a trace that
+// says it is partial, with the count of flows that never finished; every
+// fctstats mode refuses it by default in one line, and --allow-partial
+// marks every output PARTIAL.
+func TestPartialTraceNotWhole(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "stopped.parquet")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=300000", "-o", path)
+	whole := filepath.Join(dir, "whole.parquet")
+	mustRun(t, st, "flowsim-packet", "-o", whole)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, meta := readTrace(t, data)
+	wdata, _ := os.ReadFile(whole)
+	wrows, wmeta := readTrace(t, wdata)
+	if wmeta.Partial() {
+		t.Fatalf("the whole run's trace says partial")
+	}
+	unfinished := int64(len(wrows) - len(rows))
+	if len(rows) == 0 || unfinished <= 0 || meta.Unfinished != unfinished {
+		t.Fatalf("stopped run: %d rows of %d, metadata says %d unfinished", len(rows), len(wrows), meta.Unfinished)
+	}
+	n := strconv.FormatInt(unfinished, 10)
+	for _, args := range [][]string{
+		{path}, {"--format", "json", path}, {"--format", "csv", path}, {"--format", "markdown", path},
+		{"--format", "nccl-tests", path}, {"--table", "flows", "--format", "csv", path},
+		{"--compare", whole, path}, {"--compare", path, whole}, {"--iteration", path},
+	} {
+		r := run(t, nil, "fctstats", args...)
+		oneLineError(t, r, 1, "fctstats: "+path+": partial trace", n+" flows never finished", "--allow-partial")
+	}
+	// From a pipe too.
+	oneLineError(t, run(t, data, "fctstats"), 1, "partial trace", n+" flows never finished")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{path}, "PARTIAL (the run stopped early; " + n + " flows never finished"},
+		{[]string{"--format", "markdown", path}, "## PARTIAL (the run stopped early; " + n},
+		{[]string{"--format", "nccl-tests", path}, "# PARTIAL: the run stopped early; " + n},
+		{[]string{"--format", "json", path}, `"partial":true,"unfinished_flows":` + n},
+		{[]string{"--format", "csv", path}, ",partial,unfinished_flows\n"},
+		{[]string{"--format", "csv", "--table", "summary", path}, ",true," + n + "\n"},
+		{[]string{"--table", "flows", "--format", "csv", path}, path + " [PARTIAL: " + n + " flows never finished]"},
+		{[]string{"--compare", whole, path}, "PARTIAL: a run stopped early; flows that never finished: 0 in A, " + n + " in B"},
+		{[]string{"--compare", "--format", "json", whole, path}, `"unfinished_flows_b":` + n},
+	} {
+		out := mustRun(t, nil, "fctstats", append([]string{"--allow-partial"}, c.args...)...)
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("--allow-partial %v: output lacks %q:\n%.600s", c.args, c.want, out)
+		}
+	}
+	svg := filepath.Join(dir, "cdf.svg")
+	mustRun(t, nil, "fctstats", "--allow-partial", path, "--plot", svg)
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("PARTIAL (a run stopped early)")) {
+		t.Errorf("plot title does not say PARTIAL: %v", err)
+	}
+	// A whole trace reads as before, and is not marked.
+	if out := mustRun(t, nil, "fctstats", "--allow-partial", "--format", "json", whole); bytes.Contains(out, []byte(`"partial"`)) {
+		t.Errorf("a whole trace is marked partial")
+	}
+}
+
+// A failed NIC link (LINK_DOWN) cuts off some AllToAll flows: the
+// collective is reported failed, without a time and bandwidth as if it
+// completed, in every format.
+func TestFailedCollectiveReported(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
+	leaf := int32(-1)
+	for _, l := range readTopology(t, topoOut).Links {
+		if l.Kind == stream.LinkNIC && (l.A == 0 || l.B == 0) {
+			leaf = l.A + l.B // the end that is not GPU 0
+		}
+	}
+	st := mustRun(t, topoOut, "simccl-decompose", "--op", "alltoall", "--size", "64MiB", "--group", "dp", "--tp", "1")
+	path := filepath.Join(t.TempDir(), "down.parquet")
+	oneLineError(t, run(t, st, "flowsim-packet", "--set", "LINK_DOWN=20000 0 "+strconv.Itoa(int(leaf)), "-o", path), 1, "status failed")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := readTrace(t, data)
+	failedIn := map[int64]int{}
+	for _, r := range rows {
+		if r.Status == trace.StatusFailed {
+			failedIn[r.CollectiveID]++
+		}
+	}
+	if len(failedIn) == 0 {
+		t.Fatal("no failed flow in the trace")
+	}
+	var rep struct {
+		Totals struct {
+			FailedFlows int64 `json:"failed_flows"`
+		} `json:"totals"`
+		Collectives []struct {
+			ID          int64    `json:"collective_id"`
+			Status      string   `json:"status"`
+			FailedFlows int      `json:"failed_flows"`
+			Busbw       *float64 `json:"busbw_gbps"`
+		} `json:"collectives"`
+	}
+	if err := json.Unmarshal(mustRun(t, nil, "fctstats", "--format", "json", path), &rep); err != nil {
+		t.Fatal(err)
+	}
+	failedColls := 0
+	for _, c := range rep.Collectives {
+		want := failedIn[c.ID]
+		if c.FailedFlows != want || (want > 0) != (c.Status == "failed") || (want > 0) != (c.Busbw == nil) {
+			t.Errorf("collective %d: %+v, %d failed flows in the trace", c.ID, c, want)
+		}
+		if want > 0 {
+			failedColls++
+		}
+	}
+	if failedColls != len(failedIn) {
+		t.Errorf("%d collectives reported failed, %d in the trace", failedColls, len(failedIn))
+	}
+	text := string(mustRun(t, nil, "fctstats", path))
+	if !strings.Contains(text, "FAILED (") || !strings.Contains(text, "collectives did not complete") {
+		t.Errorf("table:\n%s", text)
+	}
+	nt := string(mustRun(t, nil, "fctstats", "--format", "nccl-tests", path))
+	if !strings.Contains(nt, "FAILED     N/A     N/A") || !strings.Contains(nt, "# FAILED: ") {
+		t.Errorf("nccl-tests:\n%s", nt)
+	}
+	csv := string(mustRun(t, nil, "fctstats", "--format", "csv", path))
+	if !strings.Contains(csv, ",failed,") {
+		t.Errorf("csv:\n%s", csv)
+	}
+}
+
+// fctstats refuses nonsense: a trace with its rows written twice, a
+// --compare of two different workloads, an EndToEnd.csv total of 1e308.
+func TestFctstatsRefusesNonsense(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--gpus", "16")
+	dir := t.TempDir()
+	ar := filepath.Join(dir, "allreduce.parquet")
+	mustRun(t, mustRun(t, topoOut, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8"), "flowsim-analytical", "-o", ar)
+	sr := filepath.Join(dir, "other.parquet")
+	mustRun(t, mustRun(t, topoOut, "simccl-decompose", "--op", "allgather", "--size", "1MiB", "--group", "dp", "--tp", "8"), "flowsim-analytical", "-o", sr)
+
+	data, _ := os.ReadFile(ar)
+	rows, meta := readTrace(t, data)
+	dup := filepath.Join(dir, "dup.parquet")
+	w, err := trace.Create(dup, trace.Meta{Backend: meta.Backend, Params: meta.Params, Topology: meta.Topology})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range [][]trace.Row{rows, rows} {
+		for i := range rs {
+			w.Write(&rs[i])
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{dup}, {"--format", "csv", "--table", "flows", dup}, {"--compare", ar, dup}} {
+		oneLineError(t, run(t, nil, "fctstats", args...), 1, dup+": row "+strconv.Itoa(len(rows))+", field flow_id: "+strconv.FormatInt(rows[0].FlowID, 10)+" is a duplicate")
+	}
+	oneLineError(t, run(t, nil, "fctstats", "--compare", ar, sr), 1, "are not runs of the same workload: collective 0 is allreduce 1MiB", "in A, allgather")
+	mustRun(t, nil, "fctstats", "--compare", ar, ar)
+
+	wl := filepath.Join(dir, "w.txt")
+	line := "attention_layer\t-1\t2000000\tALLREDUCE\t1048576\t2000000\tALLREDUCE\t1048576\t2000000\tALLREDUCE\t16777216\t100\n"
+	os.WriteFile(wl, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 pp: 2 ga: 4 vpp: 1 pp_comm: 1048576\n2\n"+strings.Repeat(line, 2)), 0o644)
+	it := filepath.Join(dir, "it.parquet")
+	mustRun(t, mustRun(t, topoOut, "simccl-decompose", "--workload", wl), "flowsim-analytical", "-o", it)
+	e2e := string(mustRun(t, nil, "fctstats", "--iteration", it, "--format", "simai-e2e"))
+	lines := strings.SplitN(e2e, "\n", 3)
+	f := strings.Split(lines[1], ",")
+	f[len(f)-1] = "1e308"
+	bad := filepath.Join(dir, "EndToEnd.csv")
+	os.WriteFile(bad, []byte(lines[0]+"\n"+strings.Join(f, ",")+"\n"+lines[2]), 0o644)
+	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--compare", it, bad), 1, bad+": line 2, field Total time", "1e308")
+}
