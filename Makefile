@@ -32,7 +32,8 @@ test-long: build
 ## race: the partitioned packet loop's tests under the race detector
 ## (its parts share the flows' columns and the DAG across goroutines)
 race:
-	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ]; then $(GO) test -count=1 -race -run 'Partition' ./pkg/packet/; \
+	@echo "race: the partitioned packet loop's tests under the race detector"
+	@if [ "$$($(GO) env CGO_ENABLED)" = 1 ]; then $(GO) test -count=1 -short -race -run 'Partition' ./pkg/packet/; \
 	else echo "race: skipped: the race detector needs cgo (CGO_ENABLED=0)"; fi
 
 fuzz:

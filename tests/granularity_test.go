@@ -430,7 +430,11 @@ func TestExpandedSweepRoutesAsFlowGranularity(t *testing.T) {
 func TestPacketExpandSymmetry(t *testing.T) {
 	tp16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
 	notRun := regexp.MustCompile(`; (\d+) of them, [^,]*, not run`)
-	for _, w := range []string{"examples/workloads/micro_allreduce.txt", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"} {
+	workloads := []string{"examples/workloads/micro_allreduce.txt", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"}
+	if testing.Short() {
+		workloads = workloads[:1] // GPT-13B (about 90 s) in make test-long
+	}
+	for _, w := range workloads {
 		st := mustRun(t, tp16, "simccl-decompose", "--workload", w, "--tp", "8", "--granularity", "collective")
 		sym, all := run(t, st, "flowsim-packet", "--expand"), run(t, st, "flowsim-packet", "--expand", "--no-symmetry")
 		if sym.code != 0 || all.code != 0 || !notRun.Match(sym.stderr) || notRun.Match(all.stderr) {

@@ -124,16 +124,25 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 	for src := int32(16); src < 32; src += 2 {
 		specs = append(specs, flowSpec{src, 1, 2 << 20, nil})
 	}
-	for _, c := range []struct {
+	type runCase struct {
 		mode      int
 		routing   Routing
 		transport Transport
 		loss      float64
-	}{
-		{cc.ModeDCQCN, RouteECMP, TransportRoCE, 0}, {cc.ModeHPCC, RouteECMP, TransportRoCE, 0},
-		{cc.ModeDCQCN, RouteSpray, TransportRoCE, 0}, {cc.ModeDCQCN, RouteFlowlet, TransportRoCE, 0}, {cc.ModeDCQCN, RouteAdaptive, TransportRoCE, 0},
-		{cc.ModeDCQCN, RouteECMP, TransportRoCE, 0.002}, {cc.ModeDCQCN, RouteECMP, TransportSACK, 0.002}, {cc.ModeDCQCN, RouteSpray, TransportSACK, 0.002},
+		short     bool // one of make test's (-short) cases
+	}
+	partCounts := []int{2, 3}
+	if testing.Short() {
+		partCounts = []int{3} // uneven parts; make test-long runs 2 too
+	}
+	for _, c := range []runCase{
+		{cc.ModeDCQCN, RouteECMP, TransportRoCE, 0, true}, {cc.ModeHPCC, RouteECMP, TransportRoCE, 0, true},
+		{cc.ModeDCQCN, RouteSpray, TransportRoCE, 0, false}, {cc.ModeDCQCN, RouteFlowlet, TransportRoCE, 0, true}, {cc.ModeDCQCN, RouteAdaptive, TransportRoCE, 0, false},
+		{cc.ModeDCQCN, RouteECMP, TransportRoCE, 0.002, false}, {cc.ModeDCQCN, RouteECMP, TransportSACK, 0.002, false}, {cc.ModeDCQCN, RouteSpray, TransportSACK, 0.002, true},
 	} {
+		if testing.Short() && !c.short {
+			continue
+		}
 		cfg := DefaultConfig()
 		cfg.HasWin, cfg.BufferBytes, cfg.Routing, cfg.Transport, cfg.ErrorRate = false, 2<<20, c.routing, c.transport, c.loss
 		one, f0 := runFlows(t, tp, cfg, c.mode, specs)
@@ -144,7 +153,7 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 		if c.loss > 0 && one.Stats.Retransmitted == 0 {
 			t.Fatalf("%s: nothing was resent", name)
 		}
-		for _, parts := range []int{2, 3} {
+		for _, parts := range partCounts {
 			s1, f1 := runParts(t, tp, cfg, c.mode, specs, parts, 1)
 			s2, f2 := runParts(t, tp, cfg, c.mode, specs, parts, 2)
 			if s1.Stats != s2.Stats {
