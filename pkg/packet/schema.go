@@ -78,11 +78,20 @@ var confKeys = []confKey{
 	{Key: confkey.Key{Name: "ERROR_RATE_PER_LINK", Type: "number", Range: "[0,1)", Default: "0", Doc: "packet loss probability on every link"},
 		set: func(c *Config, x float64, _ []string) error { c.ErrorRate = x; return nil }},
 	{Key: confkey.Key{Name: "KMAX_MAP", Type: "map", Unit: "KB by link rate", Range: "[0,1073741824]", Default: "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400", Doc: "RED: mark every packet above this queue (n, then n pairs of rate_bps and value)"},
-		set: func(c *Config, _ float64, v []string) (err error) { c.KMax, err = parseRateMap(v, "[0,1073741824]", "KB"); return err }},
+		set: func(c *Config, _ float64, v []string) (err error) {
+			c.KMax, err = parseRateMap(v, "[0,1073741824]", "KB")
+			return err
+		}},
 	{Key: confkey.Key{Name: "KMIN_MAP", Type: "map", Unit: "KB by link rate", Range: "[0,1073741824]", Default: "6 25000000000 100 50000000000 200 100000000000 400 200000000000 300 400000000000 800 1600000000000 600", Doc: "RED: start marking above this queue (at most KMAX_MAP at every rate)"},
-		set: func(c *Config, _ float64, v []string) (err error) { c.KMin, err = parseRateMap(v, "[0,1073741824]", "KB"); return err }},
+		set: func(c *Config, _ float64, v []string) (err error) {
+			c.KMin, err = parseRateMap(v, "[0,1073741824]", "KB")
+			return err
+		}},
 	{Key: confkey.Key{Name: "PMAX_MAP", Type: "map", Unit: "probability by link rate", Range: "[0,1]", Default: "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2", Doc: "RED: marking probability at KMAX"},
-		set: func(c *Config, _ float64, v []string) (err error) { c.PMax, err = parseRateMap(v, "[0,1]", ""); return err }},
+		set: func(c *Config, _ float64, v []string) (err error) {
+			c.PMax, err = parseRateMap(v, "[0,1]", "")
+			return err
+		}},
 	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "time", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0: run to the end; above 1e15, which ps would overflow, too)"},
 		set: func(c *Config, x float64, _ []string) error {
 			if x > 1e15 {
