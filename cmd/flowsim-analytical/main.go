@@ -97,6 +97,9 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
+	if err := in.RefuseEmpty("flowsim-analytical"); err != nil {
+		return err
+	}
 	sendLat, err := cli.SendLatency(int64(c.SendLat))
 	if err != nil {
 		return err

@@ -155,6 +155,9 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
+	if err := set.RefuseEmpty("flowsim-packet"); err != nil {
+		return err
+	}
 	switch {
 	case c.Expand && set.CollNodes == 0:
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
