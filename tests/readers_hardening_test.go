@@ -3,8 +3,10 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Issue 31, "nonsense accepted by the config and workload readers": each
@@ -71,5 +73,65 @@ func TestPortKeysWarnUnderPriority(t *testing.T) {
 	r := run(t, flows, "flowsim-packet", "--set", "PFC_PORT_HIGH_KB=200", "--set", "PFC_PORT_LOW_KB=100", "--out", filepath.Join(t.TempDir(), "x.parquet"))
 	if r.code != 0 || strings.Count(string(r.stderr), "ignored under PFC_MODE priority") != 1 {
 		t.Errorf("exit %d, stderr %s", r.code, r.stderr)
+	}
+}
+
+// simccl-decompose once died with Go's "fatal error: out of memory" and
+// a goroutine dump on workloads it accepted. Under a memory budget
+// (FABRICSIM_MEMORY, as the backends take it) they are now refused in
+// seconds with one line giving the estimate, the budget and the way out,
+// while a big workload that fits still runs.
+func TestDecomposeMemoryGuard(t *testing.T) {
+	topo16 := mustRun(t, nil, "topogen", "--gpus", "16")
+	dir := t.TempDir()
+	layers := func(name string, n int, line string) string {
+		var b strings.Builder
+		b.WriteString("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 16\n")
+		b.WriteString(strconv.Itoa(n) + "\n")
+		for i := 0; i < n; i++ {
+			b.WriteString(line)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	budget := []string{"FABRICSIM_MEMORY=1GiB"}
+	timed := func(name string, code int, args []string, want ...string) {
+		t.Run(name, func(t *testing.T) {
+			start := time.Now()
+			env := budget
+			if name == "50k layers of two AllReduces" {
+				env = []string{"FABRICSIM_MEMORY=256MiB"}
+			}
+			r := runEnv(t, env, topo16, "simccl-decompose", args...)
+			oneLineError(t, r, code, want...)
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("refused after %v", d)
+			}
+		})
+	}
+	timed("ga 100000", 2, []string{"--workload", "examples/workloads/pipeline_pp4_ga8.txt", "--ga", "100000"},
+		"--ga:", "6000000 steps", "beyond the 1GiB", "FABRICSIM_MEMORY", "lower --ga")
+	// The schedule fits; its 650,000 Colls (one per TP and DP group of
+	// each AllReduce) do not.
+	const arLine = "l -1 100 ALLREDUCE 1048576 100 NONE 0 100 ALLREDUCE 1048576 100\n"
+	timed("50k layers of two AllReduces", 1, []string{"--workload", layers("ar50k.txt", 50_000, arLine)},
+		"650000 collectives", "beyond the 256MiB", "FABRICSIM_MEMORY", "--granularity collective")
+	if !testing.Short() {
+		timed("200k layers of two AllReduces", 1, []string{"--workload", layers("ar200k.txt", 200_000, arLine)},
+			"2600000 collectives", "beyond the 1GiB", "FABRICSIM_MEMORY", "--granularity collective")
+		compute := layers("compute2m.txt", 2_000_000, "l -1 100 NONE 0 100 NONE 0 100 NONE 0 100\n")
+		timed("2M compute-only layers", 1, []string{"--workload", compute},
+			"compute2m.txt: line 2, field layers", "6000000 steps", "beyond the 1GiB", "simulate fewer layers")
+	}
+
+	// SimAI's 9216-GPU example at collective granularity holds about
+	// 160 MB: well within the same budget, it runs.
+	topo9216 := mustRun(t, nil, "topogen", "--gpus", "9216")
+	r := runEnv(t, budget, topo9216, "simccl-decompose", "--workload", "examples/workloads/simai_workload_analytical.txt", "--granularity", "collective")
+	if r.code != 0 || len(r.stdout) < 1<<20 {
+		t.Fatalf("9216-GPU example: exit %d, %d bytes: %s", r.code, len(r.stdout), r.stderr)
 	}
 }

@@ -57,6 +57,12 @@ type Workload struct {
 // format ("passes OP size GROUP" per line), telling them apart by the
 // first line.
 func ReadWorkload(r io.Reader, name string) (*Workload, error) {
+	return ReadWorkloadLimit(r, name, 0)
+}
+
+// ReadWorkloadLimit is ReadWorkload whose SimAI/AICB schedule is bounded
+// by limit bytes (ScheduleLimit).
+func ReadWorkloadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<24)
 	type line struct {
@@ -95,7 +101,7 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 	for i, l := range lines {
 		simai[i], nums[i] = l.f, l.n
 	}
-	return readSimAI(name, simai, nums)
+	return readSimAI(name, simai, nums, limit)
 }
 
 func (w *Workload) microLine(file string, ln int, f []string) error {
@@ -136,7 +142,7 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // forward and input-gradient columns and on DP in the weight-gradient
 // column; suffixes _EP, _DP_EP, _DP and _TP pick the group. The schedule
 // (Steps) is built from the header's pp, ga and vpp (see Model.Schedule).
-func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
+func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
 		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
@@ -267,9 +273,12 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 			return nil, err
 		}
 	}
-	steps, err := m.Schedule(m.PP, m.GA, m.VPP)
+	steps, err := m.ScheduleLimit(m.PP, m.GA, m.VPP, limit)
 	if err != nil {
 		var fe *FieldError
+		if errors.As(err, &fe) && fe.Field == "layers" {
+			return nil, bad(1, fe.Field, fe.Err)
+		}
 		if errors.As(err, &fe) {
 			return nil, bad(0, fe.Field, fe.Err)
 		}

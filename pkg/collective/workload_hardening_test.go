@@ -63,3 +63,56 @@ func TestShippedWorkloadsLoad(t *testing.T) {
 		}
 	}
 }
+
+// The memory guard counts a schedule without building it; the count must
+// be what building makes, or its estimate is of something else.
+func TestScheduleCountIsBuilt(t *testing.T) {
+	for _, c := range []struct {
+		file        string
+		pp, ga, vpp int
+	}{
+		{"../../examples/workloads/pipeline_pp4_ga8.txt", 4, 8, 1},
+		{"../../examples/workloads/pipeline_pp4_ga8.txt", 2, 6, 2},
+		{"../../examples/workloads/simai_workload_analytical.txt", 12, 24, 8},
+		{"../../examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", 1, 3, 1},
+	} {
+		f, err := os.Open(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := ReadWorkload(f, c.file)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := w.Model.Schedule(c.pp, c.ga, c.vpp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n, err := w.Model.build(c.pp, c.ga, c.vpp, true); err != nil || n != int64(len(steps)) {
+			t.Errorf("%s pp %d ga %d vpp %d: counted %d steps, built %d (%v)", c.file, c.pp, c.ga, c.vpp, n, len(steps), err)
+		}
+	}
+}
+
+// A schedule past the limit is refused before it is built, with the
+// estimate; one within it is built.
+func TestScheduleLimit(t *testing.T) {
+	f, err := os.Open("../../examples/workloads/pipeline_pp4_ga8.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ReadWorkload(f, "p.txt")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100,000 microbatches: 6 M steps, 4.2 GB at StepBytes.
+	_, err = w.Model.ScheduleLimit(4, 100000, 1, 1<<30)
+	if err == nil || !strings.Contains(err.Error(), "6000000 steps") || !strings.Contains(err.Error(), "beyond the 1GiB") || !strings.Contains(err.Error(), "FABRICSIM_MEMORY") {
+		t.Errorf("ga 100000 within 1 GiB: %v", err)
+	}
+	if steps, err := w.Model.ScheduleLimit(4, 8, 1, 1<<30); err != nil || len(steps) != 480 {
+		t.Errorf("ga 8 within 1 GiB: %d steps, %v", len(steps), err)
+	}
+}
