@@ -97,6 +97,9 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
+	if err := in.RefuseEmpty("flowsim-analytical"); err != nil {
+		return err
+	}
 	sendLat, err := cli.BackendSendLatency("flowsim-analytical", int64(c.SendLat), in.Collectives)
 	if err != nil {
 		return err

@@ -83,17 +83,21 @@ func (c *command) config() (packet.Config, error) {
 			return cfg, err
 		}
 	}
-	for _, kv := range c.Set {
-		if err := cfg.SetKV(kv); err != nil {
-			return cfg, err
-		}
+	if err := cfg.SetKVs(c.Set); err != nil {
+		return cfg, err
 	}
 	if c.Routing != "" {
 		if err := cfg.SetKV("ROUTING=" + c.Routing); err != nil {
 			return cfg, err
 		}
 	}
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+	}
+	return cfg, nil
 }
 
 func (c *command) run() error {
@@ -145,6 +149,9 @@ func (c *command) run() error {
 	}
 	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: perFlow, Limit: limit, Expands: true, Also: also})
 	if err != nil {
+		return err
+	}
+	if err := set.RefuseEmpty("flowsim-packet"); err != nil {
 		return err
 	}
 	switch {

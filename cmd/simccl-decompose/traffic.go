@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -17,7 +16,7 @@ import (
 func parseRate(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	pct := strings.HasSuffix(t, "%")
-	v, err := strconv.ParseFloat(strings.TrimSuffix(t, "%"), 64)
+	v, err := units.ParseNumber(strings.TrimSuffix(t, "%"))
 	if err == nil && pct {
 		v /= 100
 	}

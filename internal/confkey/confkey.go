@@ -85,15 +85,13 @@ func (k *Key) Value(v string) (float64, error) {
 	case "time":
 		x, err = k.time(v)
 	case "rate":
-		x, err = strconv.ParseFloat(v, 64)
+		x, err = units.ParseNumber(v)
 		if err != nil {
 			x, err = units.ParseBandwidth(v)
 		}
 	case "flag", "integer", "number":
-		x, err = strconv.ParseFloat(v, 64)
-		if err != nil {
-			err = fmt.Errorf("%q is not a number", v)
-		}
+		x, err = units.ParseNumber(v) // strictly: "1_0" is not 10 here
+
 	default:
 		panic(fmt.Sprintf("confkey: %s: a %s row has no value", k.Name, k.Type))
 	}
@@ -116,7 +114,7 @@ func (k *Key) time(v string) (float64, error) {
 	if !ok {
 		panic(fmt.Sprintf("confkey: %s: time unit %q", k.Name, k.Unit))
 	}
-	if x, err := strconv.ParseFloat(v, 64); err == nil {
+	if x, err := units.ParseNumber(v); err == nil {
 		return x, nil
 	}
 	ps, err := units.ParseDuration(v)

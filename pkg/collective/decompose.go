@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Coll is one planned collective: its record, its group and its plan.
@@ -32,6 +33,9 @@ type Decomposer struct {
 	// collectives are planned and written; every group is still listed
 	// (formats/stream.md).
 	Collectives bool
+	// MemoryLimit bounds what Prepare's Colls and the steps may hold
+	// (0: no bound); see checkMemory.
+	MemoryLimit int64
 
 	sets   map[string]*groupSet // by group type
 	groups []stream.Group
@@ -163,7 +167,11 @@ func record(rec stream.Collective, s Step) stream.Collective {
 // collective granularity it also numbers the flows flow granularity would
 // write (numbering), to give each collective's cut the id of its first.
 func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
-	out := make([]Coll, 0, len(w.Steps))
+	colls, err := d.checkMemory(w)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Coll, 0, colls)
 	n := numbering{steps: map[stepKey][2]int64{}}
 	cache := map[planKey]Plan{}
 	for si, s := range w.Steps {
@@ -237,6 +245,59 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 		}
 	}
 	return out, nil
+}
+
+// CollBytes is what a Coll holds (measured live: 375 B, its record's
+// strings included); StepBytes counts the one of a compute step.
+const CollBytes = 350
+
+// checkMemory counts the Colls Prepare will make, one per compute step
+// and, at flow granularity, one per group a collective step runs on (a
+// TP AllReduce on 9216 GPUs at TP 2 is 4608), and refuses a workload
+// whose steps and Colls would hold more than MemoryLimit. Counting holds
+// nothing: the group counts are per group type and stage.
+func (d *Decomposer) checkMemory(w *Workload) (int, error) {
+	type key struct {
+		group string
+		stage int // -1: every group
+	}
+	per := map[key]int{}
+	colls := 0
+	for _, s := range w.Steps {
+		switch {
+		case s.Barrier || s.Wait != "":
+			continue
+		case s.ComputePs > 0 || d.Collectives:
+			colls++
+			continue
+		}
+		k := key{s.Group, -1}
+		if s.Staged && s.Group != PP {
+			k.stage = s.Stage
+		}
+		n, ok := per[k]
+		if !ok {
+			gs, err := d.groupsOf(s.Group)
+			if err != nil {
+				return 0, nil // Prepare says what is wrong with the step
+			}
+			for _, ranks := range gs.ranks {
+				if k.stage < 0 || d.stageOf(ranks[0]) == k.stage {
+					n++
+				}
+			}
+			per[k] = n
+		}
+		colls += n
+	}
+	if d.MemoryLimit <= 0 {
+		return colls, nil
+	}
+	if need := int64(len(w.Steps))*(StepBytes-CollBytes) + int64(colls)*CollBytes; need > d.MemoryLimit {
+		return 0, fmt.Errorf("the workload's %d steps make %d collectives on %d GPUs (one per group at flow granularity), about %s in memory, beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective, or lower --ga or the layers",
+			len(w.Steps), colls, d.Fabric.GPUs, units.HumanSize(need), units.HumanSize(d.MemoryLimit))
+	}
+	return colls, nil
 }
 
 // planKey is what a collective's plan depends on.

@@ -3,6 +3,8 @@ package collective
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Layer is one line of a SimAI/AICB workload: compute times (ps) and
@@ -162,6 +164,23 @@ func pipelineOrder(s, p, m, v int) []unit {
 // backward compute that follows them, and joined at the iteration's end;
 // the bubble is what the dependencies leave idle.
 func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
+	return m.ScheduleLimit(pp, ga, vpp, 0)
+}
+
+// StepBytes is what a scheduled step holds until its flows are written:
+// the step and its label, its Coll and the merge's copy. Measured as live
+// heap over steps of simccl-decompose on 16 GPUs: 712 B for 200,000
+// compute-only lines, 915 B for a 4-stage pipeline at --ga 10000, 1.08 KB
+// for 2,000 lines of two AllReduces at flow granularity; the least of
+// them, since a guard that stops a run that fits is worse than none.
+// (Peak RSS is higher by the collector's slack, which simccl-decompose
+// bounds with the memory limit it gives the runtime.)
+const StepBytes = 700
+
+// ScheduleLimit is Schedule that counts the steps first, holding nothing,
+// and refuses a schedule past limit bytes (0: no bound) in a moment
+// instead of dying for want of memory once built.
+func (m *Model) ScheduleLimit(pp, ga, vpp int, limit int64) ([]Step, error) {
 	if m.Policy == "MICRO" {
 		// SimAI's micro benchmark issues each layer's weight-gradient collective.
 		var steps []Step
@@ -192,10 +211,34 @@ func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
 	if steps := int64(pp) * int64(ga) * int64(max(len(m.Layers), 1)) * 6; steps > maxScheduleSteps {
 		return nil, &FieldError{"ga", fmt.Errorf("%d microbatches on %d stages of %d lines make about %d steps, beyond the %d this program schedules", ga, pp, len(m.Layers), steps, maxScheduleSteps)}
 	}
+	if limit > 0 {
+		_, n, err := m.build(pp, ga, vpp, true)
+		if err != nil {
+			return nil, err
+		}
+		if need := n * StepBytes; need > limit {
+			field, what := "ga", "lower --ga"
+			if ga == 1 {
+				field, what = "layers", "simulate fewer layers"
+			}
+			return nil, &FieldError{field, fmt.Errorf("%d microbatches on %d stages of %d lines make %d steps, about %s in memory (%d B a step), beyond the %s this machine has (FABRICSIM_MEMORY sets it): %s",
+				ga, pp, len(m.Layers), n, units.HumanSize(need), StepBytes, units.HumanSize(limit), what)}
+		}
+	}
+	progs, _, err := m.build(pp, ga, vpp, false)
+	if err != nil {
+		return nil, err
+	}
+	return mergePrograms(progs)
+}
+
+// build writes every stage's program, or with count only counts the
+// steps (the total, held or not).
+func (m *Model) build(pp, ga, vpp int, count bool) ([][]Step, int64, error) {
 	pre, post, blocks := m.split(ga)
 	starts := m.layerStarts(blocks[0][0], blocks[0][1])
 	if len(starts) < vpp || len(starts)%vpp != 0 {
-		return nil, &FieldError{"vpp", fmt.Errorf("%d model chunks do not divide the %d layers each stage runs per microbatch", vpp, len(starts))}
+		return nil, 0, &FieldError{"vpp", fmt.Errorf("%d model chunks do not divide the %d layers each stage runs per microbatch", vpp, len(starts))}
 	}
 	// chunk c of a block spans these line offsets from the block's start.
 	bounds := make([]int, vpp+1)
@@ -203,12 +246,15 @@ func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
 		bounds[c] = starts[c*len(starts)/vpp] - blocks[0][0]
 	}
 	bounds[vpp] = blocks[0][1] - blocks[0][0]
-	b := &scheduler{m: m, pp: pp, ga: ga, vpp: vpp}
+	b := &scheduler{m: m, pp: pp, ga: ga, vpp: vpp, count: count}
 	progs := make([][]Step, pp)
 	hint := 6 * len(m.Layers) // a stage's steps: few per line (stages are alike: then the last one's)
 	for s := 0; s < pp; s++ {
 		if s > 0 {
 			hint = len(progs[s-1])
+		}
+		if count {
+			hint = 0
 		}
 		b.prog, b.stage, b.wg = make([]Step, 0, hint), s, nil
 		for k := pre[0]; k < pre[1]; k++ {
@@ -254,12 +300,14 @@ func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
 		}
 		progs[s] = b.prog
 	}
-	return mergePrograms(progs)
+	return progs, b.n, nil // every stage's
 }
 
 // scheduler writes one stage's program.
 type scheduler struct {
 	m           *Model
+	count       bool  // only count the steps (n), keep none
+	n           int64 // steps, counted or kept
 	pp, ga, vpp int
 	stage       int
 	prog        []Step
@@ -267,6 +315,9 @@ type scheduler struct {
 }
 
 func (b *scheduler) add(s Step) {
+	if b.n++; b.count {
+		return
+	}
 	s.Staged, s.Stage = true, b.stage
 	b.prog = append(b.prog, s)
 }
@@ -280,6 +331,9 @@ func (b *scheduler) label(k int, phase string, mb int) string {
 }
 
 func (b *scheduler) at(s Step, k int, phase string, mb int) Step {
+	if b.count {
+		return s // counted, not kept: no label to format
+	}
 	s.Layer, s.LayerName, s.Phase, s.Microbatch = int32(k), b.m.Layers[k].Name, phase, int32(mb)
 	s.Label = b.label(k, phase, mb)
 	return s

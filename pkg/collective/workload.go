@@ -57,6 +57,12 @@ type Workload struct {
 // format ("passes OP size GROUP" per line), telling them apart by the
 // first line.
 func ReadWorkload(r io.Reader, name string) (*Workload, error) {
+	return ReadWorkloadLimit(r, name, 0)
+}
+
+// ReadWorkloadLimit is ReadWorkload whose SimAI/AICB schedule is bounded
+// by limit bytes (ScheduleLimit).
+func ReadWorkloadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<24)
 	type line struct {
@@ -95,7 +101,7 @@ func ReadWorkload(r io.Reader, name string) (*Workload, error) {
 	for i, l := range lines {
 		simai[i], nums[i] = l.f, l.n
 	}
-	return readSimAI(name, simai, nums)
+	return readSimAI(name, simai, nums, limit)
 }
 
 func (w *Workload) microLine(file string, ln int, f []string) error {
@@ -136,18 +142,24 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // forward and input-gradient columns and on DP in the weight-gradient
 // column; suffixes _EP, _DP_EP, _DP and _TP pick the group. The schedule
 // (Steps) is built from the header's pp, ga and vpp (see Model.Schedule).
-func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
+func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
 		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
 	m := &Model{File: file, HeaderLine: nums[0], Policy: lines[0][0], TP: 1, PP: 1, EP: 1, GA: 1, VPP: 1}
 	h := lines[0]
+	seen := map[string]string{}
 	for i := 1; i+1 < len(h); i += 2 {
 		key := strings.TrimSuffix(h[i], ":")
 		v, err := strconv.ParseInt(h[i+1], 10, 64)
 		if err != nil || v < 0 {
 			return nil, bad(0, key, fmt.Errorf("%q is not a non-negative integer", h[i+1]))
 		}
+		// A key given twice once kept the last silently.
+		if prev, dup := seen[key]; dup {
+			return nil, bad(0, key, fmt.Errorf("given twice in the header (%s then %s %s)", prev, h[i], h[i+1]))
+		}
+		seen[key] = h[i] + " " + h[i+1]
 		const maxPar = 1 << 24
 		switch key {
 		case "model_parallel_NPU_group", "ep", "pp", "vpp", "ga", "all_gpus":
@@ -156,18 +168,23 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 			}
 		}
 		switch key {
-		case "model_parallel_NPU_group":
-			m.TP = int(max(v, 1))
-		case "ep":
-			m.EP = int(max(v, 1))
-		case "pp":
-			m.PP = int(max(v, 1))
-		case "vpp":
-			m.VPP = int(max(v, 1))
-		case "ga":
+		case "model_parallel_NPU_group", "ep", "pp", "vpp", "ga":
+			// A group of 0 once ran as 1, a schedule the file did not
+			// ask for; --tp 0 and the like are refused the same way.
 			if v == 0 {
-				return nil, bad(0, key, fmt.Errorf("0 microbatches: gradient accumulation needs at least 1"))
+				return nil, bad(0, key, fmt.Errorf("0: a parallel size is at least 1"))
 			}
+		}
+		switch key {
+		case "model_parallel_NPU_group":
+			m.TP = int(v)
+		case "ep":
+			m.EP = int(v)
+		case "pp":
+			m.PP = int(v)
+		case "vpp":
+			m.VPP = int(v)
+		case "ga":
 			m.GA = int(v)
 		case "all_gpus":
 			m.AllGPUs = int(v)
@@ -219,8 +236,8 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 		return Step{Op: op, Size: sz, Group: g}, true, nil
 	}
 	ns := func(i int, field, v string) (int64, error) {
-		x, err := strconv.ParseFloat(v, 64)
-		if err != nil || x < 0 || x > 1e15 {
+		x, err := units.ParseNumber(v) // strictly: NaN passed the range check
+		if err != nil || !(x >= 0 && x <= 1e15) {
 			return 0, bad(i, field, fmt.Errorf("%q is not a compute time in ns", v))
 		}
 		return int64(x * 1000), nil
@@ -256,9 +273,12 @@ func readSimAI(file string, lines [][]string, nums []int) (*Workload, error) {
 			return nil, err
 		}
 	}
-	steps, err := m.Schedule(m.PP, m.GA, m.VPP)
+	steps, err := m.ScheduleLimit(m.PP, m.GA, m.VPP, limit)
 	if err != nil {
 		var fe *FieldError
+		if errors.As(err, &fe) && fe.Field == "layers" {
+			return nil, bad(1, fe.Field, fe.Err)
+		}
 		if errors.As(err, &fe) {
 			return nil, bad(0, fe.Field, fe.Err)
 		}

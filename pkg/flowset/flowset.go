@@ -615,6 +615,16 @@ func (in *Set) RefuseColl(backend string) error {
 	return fmt.Errorf("%s: a collective-granularity stream (%d COLL nodes, simccl-decompose --granularity collective): %s needs flows; decompose with --granularity flow, or run flowsim-packet or flowsim-analytical with --expand (the same flows, made as each collective starts)", in.Name, in.CollNodes, backend)
 }
 
+// RefuseEmpty refuses a stream without a single flow, such as topogen's
+// output alone: a run of nothing once printed "0 flows ... simulated 0ps"
+// and exited 0, a result that looks whole.
+func (in *Set) RefuseEmpty(backend string) error {
+	if in.Flows() > 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: no flows, only a topology: %s has nothing to simulate; pipe the topology through simccl-decompose first, e.g. topogen --gpus 16 | simccl-decompose --workload examples/workloads/micro_allreduce.txt | %s", in.Name, backend, backend)
+}
+
 // Row is flow i's trace row for a backend's measured times (ns): ids,
 // ends, size (transfers only), connection and the collective's columns,
 // its training-iteration position and NCCL model (flows/v2), status "ok".

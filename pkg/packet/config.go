@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/internal/confkey"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
@@ -109,6 +110,9 @@ func DefaultConfig() Config {
 // other and that CC_MODE and its keys make an algorithm. Read and SetKV
 // check each value as it comes; New validates again.
 func (c *Config) Validate() error {
+	if err := c.checkRED(); err != nil {
+		return err
+	}
 	if _, err := cc.New(c.CCMode, c.CC); err != nil {
 		return fmt.Errorf("configuration: %v", err)
 	}
@@ -126,11 +130,22 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// ReadConfig parses a SimAI.conf-style file onto c. Errors name the file,
-// line and key.
+// Warnings lists settings that are valid but have no effect, for the
+// command to print once: PFC_PORT_* keys only act under PFC_MODE port.
+func (c *Config) Warnings() []string {
+	if c.PortPFC || (c.PortHighKB == 0 && c.PortLowKB == 0) {
+		return nil
+	}
+	return []string{"PFC_PORT_HIGH_KB and PFC_PORT_LOW_KB are ignored under PFC_MODE priority (set PFC_MODE port to use them)"}
+}
+
+// Read parses a SimAI.conf-style file onto c. Errors name the file,
+// line and key. A key given twice is refused naming both lines: keeping
+// the last silently hid typos, and SimAI's own files repeat none.
 func (c *Config) Read(r io.Reader, name string) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	seen := map[string]int{}
 	n := 0
 	for sc.Scan() {
 		n++
@@ -142,6 +157,11 @@ func (c *Config) Read(r io.Reader, name string) error {
 		if len(f) == 0 {
 			continue
 		}
+		if prev, dup := seen[dupKey(f[0])]; dup {
+			return fmt.Errorf("%s: line %d, key %s: given again (first on line %d)", name, n, f[0], prev)
+		} else if once(f[0]) {
+			seen[dupKey(f[0])] = n
+		}
 		if err := c.apply(f[0], f[1:]); err != nil {
 			return fmt.Errorf("%s: line %d, key %s: %v", name, n, f[0], err)
 		}
@@ -152,6 +172,17 @@ func (c *Config) Read(r io.Reader, name string) error {
 	return nil
 }
 
+// dupKey is the spelling two settings of one key share (pkg/cc takes
+// its keys in any case).
+func dupKey(key string) string { return strings.ToUpper(key) }
+
+// once says whether a key may appear once only: list keys
+// (LINK_DOWN, one failure a line) add up instead of replacing.
+func once(key string) bool {
+	k := confKeyNamed(key)
+	return k == nil || k.Type != "list"
+}
+
 // SetKV applies one KEY=VALUE override (--set).
 func (c *Config) SetKV(kv string) error {
 	k, v, ok := strings.Cut(kv, "=")
@@ -160,6 +191,25 @@ func (c *Config) SetKV(kv string) error {
 	}
 	if err := c.apply(strings.TrimSpace(k), strings.Fields(v)); err != nil {
 		return fmt.Errorf("--set %s: %v", k, err)
+	}
+	return nil
+}
+
+// SetKVs applies the --set overrides in order, refusing a key set twice
+// (naming both), as Read does for a file; they override the file's keys.
+func (c *Config) SetKVs(kvs []string) error {
+	seen := map[string]string{}
+	for _, kv := range kvs {
+		k, _, _ := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if prev, dup := seen[dupKey(k)]; dup && k != "" {
+			return fmt.Errorf("--set %s: given twice (--set %s and --set %s)", k, prev, kv)
+		} else if k != "" && once(k) {
+			seen[dupKey(k)] = kv
+		}
+		if err := c.SetKV(kv); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -211,7 +261,10 @@ func parseEnum[T ~uint8](s string, names []string) (T, error) {
 	return 0, fmt.Errorf("%q: expected %s", s, list)
 }
 
-func parseRateMap(v []string) (rateMap, error) {
+// parseRateMap reads a RED map; each value must lie in vals (its unit
+// unit): a NaN threshold or a probability above 1 once ran as marking
+// every packet. Numbers are read strictly (units.ParseNumber).
+func parseRateMap(v []string, vals, unit string) (rateMap, error) {
 	if len(v) == 0 {
 		return rateMap{}, fmt.Errorf("empty map")
 	}
@@ -219,12 +272,16 @@ func parseRateMap(v []string) (rateMap, error) {
 	if err != nil || n < 1 || len(v) != 1+2*n {
 		return rateMap{}, fmt.Errorf("expected <n> then n pairs of <rate_bps> <value>")
 	}
+	rng := confkey.ParseInterval(vals)
 	var m rateMap
 	for i := 0; i < n; i++ {
-		r, err1 := strconv.ParseFloat(v[1+2*i], 64)
-		x, err2 := strconv.ParseFloat(v[2+2*i], 64)
-		if err1 != nil || err2 != nil || r <= 0 || x < 0 {
+		r, err1 := units.ParseNumber(v[1+2*i])
+		x, err2 := units.ParseNumber(v[2+2*i])
+		if err1 != nil || err2 != nil || r <= 0 {
 			return rateMap{}, fmt.Errorf("pair %d (%s %s) is not a positive rate and a value", i+1, v[1+2*i], v[2+2*i])
+		}
+		if err := rng.Check(x, unit); err != nil {
+			return rateMap{}, fmt.Errorf("pair %d (%s %s): %v", i+1, v[1+2*i], v[2+2*i], err)
 		}
 		if i > 0 && r <= m.rates[i-1] {
 			return rateMap{}, fmt.Errorf("rates must increase")
@@ -233,6 +290,18 @@ func parseRateMap(v []string) (rateMap, error) {
 		m.vals = append(m.vals, x)
 	}
 	return m, nil
+}
+
+// checkRED refuses a KMIN above KMAX at any link rate either map names:
+// RED marks nothing between them then, or everything, depending on the
+// order of the checks.
+func (c *Config) checkRED() error {
+	for _, r := range slices.Concat(c.KMin.rates, c.KMax.rates) {
+		if lo, hi := c.KMin.At(r), c.KMax.At(r); lo > hi {
+			return fmt.Errorf("KMIN_MAP (%g KB) is above KMAX_MAP (%g KB) at %g bit/s", lo, hi, r)
+		}
+	}
+	return nil
 }
 
 // Describe lists the effective settings, for trace metadata.

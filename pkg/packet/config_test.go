@@ -135,7 +135,7 @@ func TestConfigSchema(t *testing.T) {
 			t.Errorf("%s twice", k.Name)
 		}
 		seen[k.Name] = true
-		numeric := k.Type == "integer" || k.Type == "number" || k.Type == "rate" || k.Type == "time"
+		numeric := k.Type == "integer" || k.Type == "number" || k.Type == "rate" || k.Type == "time" || k.Type == "map" // a map's range bounds its values
 		if numeric != (k.Range != "" && !strings.Contains(k.Range, "|")) || (k.Type == "choice") != strings.Contains(k.Range, "|") {
 			t.Errorf("%s: a %s with range %q", k.Name, k.Type, k.Range)
 		}

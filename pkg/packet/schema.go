@@ -35,9 +35,9 @@ var confKeys = []confKey{
 	{Key: confkey.Key{Name: "PFC_MODE", Type: "choice", Range: "priority|port", Default: "priority", Doc: "fabricsim: SimAI's per-queue PFC, or a whole ingress port paused above PFC_PORT_HIGH_KB and resumed below PFC_PORT_LOW_KB, no refresh (htsim's)"},
 		set: func(c *Config, x float64, _ []string) error { c.PortPFC = x == 1; return nil }},
 	{Key: confkey.Key{Name: "PFC_PORT_HIGH_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: pause threshold (unset: 15 packets)"},
-		set: func(c *Config, x float64, _ []string) error { c.PortHighKB = x; return nil }},
+		set: func(c *Config, x float64, _ []string) error { c.PortHighKB = x; return positiveBytes(x) }},
 	{Key: confkey.Key{Name: "PFC_PORT_LOW_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: resume threshold (unset: 12 packets)"},
-		set: func(c *Config, x float64, _ []string) error { c.PortLowKB = x; return nil }},
+		set: func(c *Config, x float64, _ []string) error { c.PortLowKB = x; return positiveBytes(x) }},
 	{Key: confkey.Key{Name: "PACKET_PAYLOAD_SIZE", Type: "integer", Unit: "bytes", Range: "[64,1048576]", Default: "9000", Doc: "payload per data packet"},
 		set: func(c *Config, x float64, _ []string) error { c.PayloadSize = int(x); return nil }},
 	{Key: confkey.Key{Name: "HEADER_SIZE", Type: "integer", Unit: "bytes", Range: "[0,1048576]", Default: "48", Doc: "fabricsim: Ethernet/IP/UDP/BTH header bytes per packet"},
@@ -49,6 +49,9 @@ var confKeys = []confKey{
 			switch {
 			case x < 1024: // SimAI.conf's MB, fractions allowed
 				c.BufferBytes = int64(math.Round(x * (1 << 20)))
+				if c.BufferBytes < 1 { // 1e-320 ran with no buffer at all
+					return fmt.Errorf("%g MB rounds to 0 bytes", x)
+				}
 			case x != math.Trunc(x):
 				return fmt.Errorf("%g bytes is not a whole number", x)
 			default:
@@ -74,12 +77,21 @@ var confKeys = []confKey{
 		set: func(c *Config, x float64, _ []string) error { c.FlowletGapPs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "ERROR_RATE_PER_LINK", Type: "number", Range: "[0,1)", Default: "0", Doc: "packet loss probability on every link"},
 		set: func(c *Config, x float64, _ []string) error { c.ErrorRate = x; return nil }},
-	{Key: confkey.Key{Name: "KMAX_MAP", Type: "map", Unit: "KB by link rate", Default: "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400", Doc: "RED: mark every packet above this queue (n, then n pairs of rate_bps and value)"},
-		set: func(c *Config, _ float64, v []string) (err error) { c.KMax, err = parseRateMap(v); return err }},
-	{Key: confkey.Key{Name: "KMIN_MAP", Type: "map", Unit: "KB by link rate", Default: "6 25000000000 100 50000000000 200 100000000000 400 200000000000 300 400000000000 800 1600000000000 600", Doc: "RED: start marking above this queue"},
-		set: func(c *Config, _ float64, v []string) (err error) { c.KMin, err = parseRateMap(v); return err }},
-	{Key: confkey.Key{Name: "PMAX_MAP", Type: "map", Unit: "probability by link rate", Default: "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2", Doc: "RED: marking probability at KMAX"},
-		set: func(c *Config, _ float64, v []string) (err error) { c.PMax, err = parseRateMap(v); return err }},
+	{Key: confkey.Key{Name: "KMAX_MAP", Type: "map", Unit: "KB by link rate", Range: "[0,1073741824]", Default: "6 25000000000 400 50000000000 800 100000000000 1600 200000000000 1200 400000000000 3200 1600000000000 2400", Doc: "RED: mark every packet above this queue (n, then n pairs of rate_bps and value)"},
+		set: func(c *Config, _ float64, v []string) (err error) {
+			c.KMax, err = parseRateMap(v, "[0,1073741824]", "KB")
+			return err
+		}},
+	{Key: confkey.Key{Name: "KMIN_MAP", Type: "map", Unit: "KB by link rate", Range: "[0,1073741824]", Default: "6 25000000000 100 50000000000 200 100000000000 400 200000000000 300 400000000000 800 1600000000000 600", Doc: "RED: start marking above this queue (at most KMAX_MAP at every rate)"},
+		set: func(c *Config, _ float64, v []string) (err error) {
+			c.KMin, err = parseRateMap(v, "[0,1073741824]", "KB")
+			return err
+		}},
+	{Key: confkey.Key{Name: "PMAX_MAP", Type: "map", Unit: "probability by link rate", Range: "[0,1]", Default: "6 25000000000 0.2 50000000000 0.2 100000000000 0.2 200000000000 0.8 400000000000 0.2 1600000000000 0.2", Doc: "RED: marking probability at KMAX"},
+		set: func(c *Config, _ float64, v []string) (err error) {
+			c.PMax, err = parseRateMap(v, "[0,1]", "")
+			return err
+		}},
 	{Key: confkey.Key{Name: "SIMULATOR_STOP_TIME", Type: "time", Unit: "ns", Range: "[0,inf)", Default: "0", Doc: "stop the run here (0: run to the end; above 1e15, which ps would overflow, too)"},
 		set: func(c *Config, x float64, _ []string) error {
 			if x > 1e15 {
@@ -178,6 +190,15 @@ func (k *confKey) parse(v []string) (float64, error) {
 		return x, err
 	}
 	return k.Value(v[0]) // as every table reads a value
+}
+
+// positiveBytes refuses a KB value that rounds to 0 bytes, as
+// portThresholds rounds it: a threshold of nothing is nonsense accepted.
+func positiveBytes(kb float64) error {
+	if math.Round(kb*1024) < 1 {
+		return fmt.Errorf("%g KB rounds to 0 bytes", kb)
+	}
+	return nil
 }
 
 // setLinkDown reads LINK_DOWN's time and nodes. They must fit what the

@@ -185,6 +185,9 @@ func ReadHtsim(r io.Reader, file string, gpus int) (*Matrix, error) {
 		}
 		return nil, lineErr(headerLine["Connections"], "Connections", "%d announced, %d in the file", want, len(conns))
 	}
+	if len(conns) == 0 { // an empty stream would read as a run of nothing
+		return nil, lineErr(headerLine["Connections"], "Connections", "0 connections: the matrix sends nothing")
+	}
 	declared := 0
 	for _, t := range trigs {
 		if t.line != 0 {

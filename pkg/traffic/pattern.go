@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Patterns, as CODES' synthetic workloads and htsim's generators name them.
@@ -152,6 +154,12 @@ func (p Pattern) Generate(gpus int, injectBps []float64) ([]Message, error) {
 			}
 			all = append(all, arrival{int64(math.Round(t)), s, k})
 		}
+	}
+	if len(all) == 0 {
+		// An empty stream reads downstream as a run of nothing, not as
+		// a pattern too short or too thin to send.
+		return nil, fmt.Errorf("--duration %s at --rate %.3g%% of --msg-size %s messages generates no message (%.3g expected): lengthen --duration, raise --rate or lower --msg-size",
+			units.FormatDuration(p.DurationPs), p.Rate*100, units.FormatSize(p.MsgSize), expect)
 	}
 	slices.SortFunc(all, func(a, b arrival) int {
 		if c := cmp.Compare(a.at, b.at); c != 0 {

@@ -253,3 +253,51 @@ var DTypes = map[string]int64{
 
 // DTypeNames lists DTypes, sorted.
 func DTypeNames() []string { return slices.Sorted(maps.Keys(DTypes)) }
+
+// ParseNumber reads a plain decimal number as config files write it:
+// digits with an optional sign, point and exponent, nothing else. Go's
+// ParseFloat also takes "1_0" (10), hex floats, "Inf" and "NaN", which no
+// config file means; a value that overflows float64 is refused too.
+func ParseNumber(s string) (float64, error) {
+	if !isDecimal(s) {
+		return 0, fmt.Errorf("%q is not a number", s)
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil || math.IsInf(x, 0) {
+		return 0, fmt.Errorf("%q is not a number in range", s)
+	}
+	return x, nil
+}
+
+// isDecimal: [+-]? (digits [. digits?] | . digits) ([eE] [+-]? digits)?
+func isDecimal(s string) bool {
+	i := 0
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	n := digits()
+	if i < len(s) && s[i] == '.' {
+		i++
+		n += digits()
+	}
+	if n == 0 {
+		return false
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(s)
+}

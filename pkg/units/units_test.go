@@ -56,3 +56,18 @@ func TestHumanSize(t *testing.T) {
 		}
 	}
 }
+
+// TestParseNumber: config numbers are plain decimals; Go's own spellings
+// (underscores, hex floats, Inf, NaN) are refused.
+func TestParseNumber(t *testing.T) {
+	for s, want := range map[string]float64{"10": 10, "+5": 5, "-2.5": -2.5, ".5": 0.5, "5.": 5, "1e3": 1000, "2.5E-1": 0.25, "0": 0} {
+		if x, err := ParseNumber(s); err != nil || x != want {
+			t.Errorf("ParseNumber(%q) = %g, %v; want %g", s, x, err, want)
+		}
+	}
+	for _, s := range []string{"1_0", "1_000", "0x10", "0x1p4", "Inf", "-inf", "NaN", "nan", "1e999", "", ".", "e5", "1e", "1e+", "1.2.3", " 1", "1 ", "--1", "1k"} {
+		if x, err := ParseNumber(s); err == nil {
+			t.Errorf("ParseNumber(%q) = %g, want an error", s, x)
+		}
+	}
+}

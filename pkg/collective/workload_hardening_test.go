@@ -1,0 +1,118 @@
+package collective
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Workload headers that once ran as something else (issue 31): a
+// parallel size of 0 became 1, a key given twice kept the last, a NaN
+// compute time passed the range check.
+func TestWorkloadHeaderRefusesNonsense(t *testing.T) {
+	const layer = "1\nl -1 5 ALLREDUCE 1024 1 NONE 0 1 ALLREDUCE 2048 1\n"
+	for _, c := range []struct{ header, want string }{
+		{"model_parallel_NPU_group: 0", "line 1, field model_parallel_NPU_group: 0: a parallel size is at least 1"},
+		{"model_parallel_NPU_group: 2 ep: 0", "line 1, field ep: 0"},
+		{"pp: 0 ga: 2", "line 1, field pp: 0"},
+		{"vpp: 0", "line 1, field vpp: 0"},
+		{"ga: 0", "line 1, field ga: 0"},
+		{"pp: -2", "line 1, field pp"},
+		{"ga: 4 pp: 1 ga: 8", `line 1, field ga: given twice in the header (ga: 4 then ga: 8)`},
+		{"model_parallel_NPU_group: 2 model_parallel_NPU_group: 4", "line 1, field model_parallel_NPU_group: given twice"},
+		{"pp_comm: 1024 pp_comm: 2048", "line 1, field pp_comm: given twice"},
+	} {
+		text := "HYBRID_TRANSFORMER_FWD_IN_BCKWD " + c.header + "\n" + layer
+		if _, err := ReadWorkload(strings.NewReader(text), "w.txt"); err == nil || !strings.Contains(err.Error(), "w.txt: "+c.want) {
+			t.Errorf("%q: %v, want %q", c.header, err, c.want)
+		}
+	}
+	for _, compute := range []string{"NaN", "1_0", "0x10p0", "Inf"} {
+		text := "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1\n1\nl -1 " + compute + " ALLREDUCE 1024 1 NONE 0 1 NONE 0 1\n"
+		if _, err := ReadWorkload(strings.NewReader(text), "w.txt"); err == nil || !strings.Contains(err.Error(), "w.txt: line 3, field fwd_compute") {
+			t.Errorf("fwd_compute %s: %v", compute, err)
+		}
+	}
+	// What a valid header sets is still read as written.
+	w, err := ReadWorkload(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 3 checkpoints: 0\n"+layer), "w.txt")
+	if err != nil || w.TP != 2 || w.Model.GA != 3 {
+		t.Errorf("valid header: %v %+v", err, w)
+	}
+}
+
+// Every workload the project ships or refers to still loads.
+func TestShippedWorkloadsLoad(t *testing.T) {
+	var files []string
+	for _, g := range []string{"../../examples/workloads/*.txt", "../../../shared/refs/simai/*.txt", "../../../shared/refs/aicb/*.txt"} {
+		m, _ := filepath.Glob(g)
+		files = append(files, m...)
+	}
+	if len(files) < 8 {
+		t.Fatalf("only %d workload files", len(files))
+	}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = ReadWorkload(f, name)
+		f.Close()
+		if err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+}
+
+// The memory guard counts a schedule without building it; the count must
+// be what building makes, or its estimate is of something else.
+func TestScheduleCountIsBuilt(t *testing.T) {
+	for _, c := range []struct {
+		file        string
+		pp, ga, vpp int
+	}{
+		{"../../examples/workloads/pipeline_pp4_ga8.txt", 4, 8, 1},
+		{"../../examples/workloads/pipeline_pp4_ga8.txt", 2, 6, 2},
+		{"../../examples/workloads/simai_workload_analytical.txt", 12, 24, 8},
+		{"../../examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", 1, 3, 1},
+	} {
+		f, err := os.Open(c.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := ReadWorkload(f, c.file)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps, err := w.Model.Schedule(c.pp, c.ga, c.vpp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, n, err := w.Model.build(c.pp, c.ga, c.vpp, true); err != nil || n != int64(len(steps)) {
+			t.Errorf("%s pp %d ga %d vpp %d: counted %d steps, built %d (%v)", c.file, c.pp, c.ga, c.vpp, n, len(steps), err)
+		}
+	}
+}
+
+// A schedule past the limit is refused before it is built, with the
+// estimate; one within it is built.
+func TestScheduleLimit(t *testing.T) {
+	f, err := os.Open("../../examples/workloads/pipeline_pp4_ga8.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ReadWorkload(f, "p.txt")
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100,000 microbatches: 6 M steps, 4.2 GB at StepBytes.
+	_, err = w.Model.ScheduleLimit(4, 100000, 1, 1<<30)
+	if err == nil || !strings.Contains(err.Error(), "6000000 steps") || !strings.Contains(err.Error(), "beyond the 1GiB") || !strings.Contains(err.Error(), "FABRICSIM_MEMORY") {
+		t.Errorf("ga 100000 within 1 GiB: %v", err)
+	}
+	if steps, err := w.Model.ScheduleLimit(4, 8, 1, 1<<30); err != nil || len(steps) != 480 {
+		t.Errorf("ga 8 within 1 GiB: %d steps, %v", len(steps), err)
+	}
+}
