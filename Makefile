@@ -72,12 +72,15 @@ interop: build
 	@GO=$(GO) ./pipelines/interop.sh
 
 ## slurm-check: a 4-point sweep through a real single-node Slurm set up by
-## pipelines/slurm-setup.sh (root only; SLURM_CHECK=0 skips it)
+## pipelines/slurm-setup.sh (root only; SLURM=0 or SLURM_CHECK=0 skips it);
+## the daemons it started are stopped afterwards
 slurm-check: build
 	@mkdir -p out
-	@if [ "$${SLURM_CHECK:-1}" = 0 ]; then echo "slurm-check: skipped (SLURM_CHECK=0)"; \
-	else FABRICSIM_SLURM=1 $(GO) test -count=1 -v -run '^TestChunkSweepSlurm$$' ./tests/ >out/slurm-check.log 2>&1; rc=$$?; \
-	grep -E -- '--- (PASS|SKIP|FAIL)|sweep_test.go' out/slurm-check.log | sed 's/^/slurm-check: /'; exit $$rc; fi
+	@if [ "$${SLURM:-1}" = 0 ] || [ "$${SLURM_CHECK:-1}" = 0 ]; then echo "slurm-check: skipped (SLURM=0)"; \
+	else echo "slurm-check: a sweep through a single-node Slurm (as root: installs slurm-wlm and munge, starts their daemons, stops them after)"; \
+	FABRICSIM_SLURM=1 $(GO) test -count=1 -v -run '^TestChunkSweepSlurm$$' ./tests/ >out/slurm-check.log 2>&1; rc=$$?; \
+	grep -E -- '--- (PASS|SKIP|FAIL)|sweep_test.go' out/slurm-check.log | sed 's/^/slurm-check: /'; \
+	if [ "$$(id -u)" = 0 ]; then ./pipelines/slurm-setup.sh stop | sed 's/^/slurm-check: /'; fi; exit $$rc; fi
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

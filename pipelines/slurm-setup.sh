@@ -5,7 +5,23 @@
 # and daemons); run it once, then `make -C pipelines/chunk-sweep SLURM=1`.
 # Idempotent: daemons already answering are left alone. Exits 2 when not
 # root and 3 when the packages cannot be installed (callers skip then).
+#
+# `slurm-setup.sh stop` stops the daemons an earlier run started (listed in
+# $state), and only those: a Slurm that was running before is left alone.
 set -euo pipefail
+state=${FABRICSIM_SLURM_STATE:-/run/fabricsim-slurm.started}
+if [ "${1:-}" = stop ]; then
+	[ -f "$state" ] || exit 0
+	# slurmd before slurmctld, munge last: each stops while what it talks to still answers.
+	for d in slurmd slurmctld munged; do
+		if grep -qx "$d" "$state" && pkill -x "$d"; then
+			for _ in $(seq 1 50); do pgrep -x "$d" >/dev/null || break; sleep 0.1; done
+			echo "slurm-setup: stopped $d"
+		fi
+	done
+	rm -f "$state"
+	exit 0
+fi
 if [ "$(id -u)" != 0 ]; then
 	echo "slurm-setup: needs root (installs Debian's slurm-wlm and munge, starts their daemons)" >&2
 	exit 2
@@ -56,13 +72,13 @@ NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=local Nodes=$host Default=YES MaxTime=INFINITE State=UP
 CONF
 if ! pgrep -x munged >/dev/null; then
-	runuser -u munge -- /usr/sbin/munged --force
+	runuser -u munge -- /usr/sbin/munged --force && echo munged >>"$state"
 fi
 if ! pgrep -x slurmctld >/dev/null; then
-	/usr/sbin/slurmctld
+	/usr/sbin/slurmctld && echo slurmctld >>"$state"
 fi
 if ! pgrep -x slurmd >/dev/null; then
-	/usr/sbin/slurmd
+	/usr/sbin/slurmd && echo slurmd >>"$state"
 fi
 for _ in $(seq 1 30); do
 	if sinfo -h -o '%T' 2>/dev/null | grep -qE '^(idle|mixed|allocated)'; then
