@@ -415,6 +415,17 @@ func (s *Sim) runPartitioned() error {
 			stalled = stalled || c.stalled != nil
 			total += c.Stats.Events
 		}
+		if !stalled {
+			// Every part is between windows: the deadlock detector may read
+			// them all (a cycle can cross parts).
+			for _, c := range sims {
+				if c.watch.suspect {
+					c.watch.suspect = false
+					s.lookForDeadlock(sims, end-1, c.watch.v, c.watch.k)
+				}
+			}
+			stalled = s.stalled != nil
+		}
 		if stalled {
 			break
 		}
