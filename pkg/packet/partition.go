@@ -357,7 +357,7 @@ func (s *Sim) runPartitioned() error {
 			if c, err = New(s.t, r, s.cfg, s.flows, s.seed); err != nil {
 				return err
 			}
-			c.SendLatPs, c.Partitions = s.SendLatPs, s.Partitions
+			c.SendLatPs, c.Partitions, c.stallFloorPs = s.SendLatPs, s.Partitions, s.stallFloorPs
 		}
 		c.part, c.me, c.peers = pt, uint8(k), sims
 		c.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}

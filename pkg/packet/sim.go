@@ -144,7 +144,10 @@ type Sim struct {
 	// deadlocked cycle is one none of whose ports sends (waitfor.go).
 	portMove []int64
 	watch    waitWatch
-	stalled  *Incomplete
+	// stallFloorPs is the stall window's floor, 1 ms; tests lower it so
+	// that a run of microseconds puts the detector to work.
+	stallFloorPs int64
+	stalled      *Incomplete
 	// err is what stopped this part's window (partition.go).
 	err error
 	// Warnings are configuration problems the run works around, and
@@ -324,6 +327,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	s.ports = make([]port, nd)
 	s.rngs = make([]rand.PCG, 2*nd)
 	s.portMove = make([]int64, nd)
+	s.stallFloorPs = 1_000_000_000
 	s.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
 		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
@@ -683,7 +687,7 @@ func (s *Sim) refreshPause(k int32) {
 // stallWindow is how long a congested switch may send no data packet
 // while it still pauses its upstream before the run looks for a deadlock:
 // 20 PAUSE lifetimes and at least 1 ms.
-func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, 1_000_000_000) }
+func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, s.stallFloorPs) }
 
 // nodeName is "GPU n" or "switch n".
 func (s *Sim) nodeName(v int32) string {
