@@ -154,38 +154,42 @@ func TestIncastFamilyCompletes(t *testing.T) {
 }
 
 // The dragonfly's genuine deadlock (TestPFCDeadlockDetected) is named as
-// the cycle it is: every switch in the message is one hop from the next
-// (the last back to the first), and the run stopped within the stall and
-// persistence windows of the last data packet.
+// the cycle it is: every switch in the message is linked to the next (the
+// last back to the first), and the run stopped within the stall and
+// persistence windows (plus a look's spacing) of the last data packet; in
+// the single loop and in two parts, whose coordinator looks across them.
 func TestPFCDeadlockNamesItsCycle(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.StopPs = 20e9
-	s, _, _ := dragonflyShift8(t, cfg)
-	err := s.Run()
-	var inc *Incomplete
-	if !errors.As(err, &inc) {
-		t.Fatalf("Run: %v", err)
-	}
-	m := regexp.MustCompile(`in a cycle ((?:switch \d+ -> )+switch \d+),`).FindStringSubmatch(inc.Reason)
-	if m == nil {
-		t.Fatalf("no cycle in %q", inc.Reason)
-	}
-	names := strings.Split(m[1], " -> ")
-	if len(names) < 3 || names[0] != names[len(names)-1] {
-		t.Fatalf("not a closed cycle: %q", m[1])
-	}
-	linked := map[[2]int32]bool{}
-	for _, l := range s.t.Links {
-		linked[[2]int32{l.A, l.B}], linked[[2]int32{l.B, l.A}] = true, true
-	}
-	for i := 0; i+1 < len(names); i++ {
-		a, _ := strconv.Atoi(strings.TrimPrefix(names[i], "switch "))
-		b, _ := strconv.Atoi(strings.TrimPrefix(names[i+1], "switch "))
-		if !linked[[2]int32{int32(a), int32(b)}] || !s.isSwitch[a] {
-			t.Fatalf("%s -> %s: no link in cycle %q", names[i], names[i+1], m[1])
+	for _, parts := range []int{0, 2} {
+		cfg := DefaultConfig()
+		cfg.StopPs = 20e9
+		s, _, _ := dragonflyShift8(t, cfg)
+		s.Partitions, s.Threads = parts, 1
+		err := s.Run()
+		var inc *Incomplete
+		if !errors.As(err, &inc) {
+			t.Fatalf("%d parts: Run: %v", parts, err)
 		}
-	}
-	if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()+s.persistWindow()/2 {
-		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
+		m := regexp.MustCompile(`in a cycle ((?:switch \d+ -> )+switch \d+),`).FindStringSubmatch(inc.Reason)
+		if m == nil {
+			t.Fatalf("%d parts: no cycle in %q", parts, inc.Reason)
+		}
+		names := strings.Split(m[1], " -> ")
+		if len(names) < 3 || names[0] != names[len(names)-1] {
+			t.Fatalf("%d parts: not a closed cycle: %q", parts, m[1])
+		}
+		linked := map[[2]int32]bool{}
+		for _, l := range s.t.Links {
+			linked[[2]int32{l.A, l.B}], linked[[2]int32{l.B, l.A}] = true, true
+		}
+		for i := 0; i+1 < len(names); i++ {
+			a, _ := strconv.Atoi(strings.TrimPrefix(names[i], "switch "))
+			b, _ := strconv.Atoi(strings.TrimPrefix(names[i+1], "switch "))
+			if !linked[[2]int32{int32(a), int32(b)}] || !s.isSwitch[a] {
+				t.Fatalf("%d parts: %s -> %s: no link in cycle %q", parts, names[i], names[i+1], m[1])
+			}
+		}
+		if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()*5/4 {
+			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
+		}
 	}
 }
