@@ -68,15 +68,9 @@ func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 	cycle, paused := s.waitCycle(sims, now)
 	if cycle == nil {
 		w.cycle = nil
-		if !w.warned && v >= 0 {
+		if !w.warned {
 			w.warned = true
-			last := sims[s.partOf(v)].lastMove[v]
-			what := "its upstream"
-			if k >= 0 {
-				what = s.nodeName(s.ports[k/nQ].from)
-			}
-			s.warn(fmt.Sprintf("PFC starvation, not a deadlock: %s has sent no data packet for %s (since %s) while pausing %s; %d egress ports paused, in no cycle; the run goes on",
-				s.nodeName(v), des.Time(now-last), des.Time(last), what, paused))
+			s.warn(s.starvation(sims, now, v, k, paused))
 		}
 		return
 	}
@@ -103,6 +97,26 @@ func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 	names = append(names, names[0])
 	s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %d egress ports paused, in a cycle %s, none of which has sent a data packet since %s",
 		paused, strings.Join(names, " -> "), des.Time(w.since))}
+}
+
+// starvation describes a stall without a cycle: switch v's, pausing the
+// sender of ingress k, or (v -1, PFC_MODE port) the whole fabric's.
+func (s *Sim) starvation(sims []*Sim, now int64, v, k int32, paused int) string {
+	if v < 0 {
+		var last int64
+		for _, c := range sims {
+			last = max(last, c.lastMoveAny)
+		}
+		return fmt.Sprintf("PFC starvation, not a deadlock: no data packet has moved for %s (since %s) while ports are paused; %d egress ports paused, in no cycle; the run goes on",
+			des.Time(now-last), des.Time(last), paused)
+	}
+	last := sims[s.partOf(v)].lastMove[v]
+	what := "its upstream"
+	if k >= 0 {
+		what = s.nodeName(s.ports[k/nQ].from)
+	}
+	return fmt.Sprintf("PFC starvation, not a deadlock: %s has sent no data packet for %s (since %s) while pausing %s; %d egress ports paused, in no cycle; the run goes on",
+		s.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
 }
 
 // partOf is the part node v is in (0 without partitions).
