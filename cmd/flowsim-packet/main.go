@@ -199,6 +199,7 @@ func (c *command) run() error {
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
+	sim.OnWarning = func(w string) { fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w) }
 	if c.Surrogate != "" {
 		sur, err := c.surrogate()
 		if err != nil {

@@ -357,7 +357,7 @@ func (s *Sim) runPartitioned() error {
 			if c, err = New(s.t, r, s.cfg, s.flows, s.seed); err != nil {
 				return err
 			}
-			c.SendLatPs, c.Partitions = s.SendLatPs, s.Partitions
+			c.SendLatPs, c.Partitions, c.stallFloorPs = s.SendLatPs, s.Partitions, s.stallFloorPs
 		}
 		c.part, c.me, c.peers = pt, uint8(k), sims
 		c.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
@@ -414,6 +414,17 @@ func (s *Sim) runPartitioned() error {
 			}
 			stalled = stalled || c.stalled != nil
 			total += c.Stats.Events
+		}
+		if !stalled {
+			// Every part is between windows: the deadlock detector may read
+			// them all (a cycle can cross parts).
+			for _, c := range sims {
+				if c.watch.suspect {
+					c.watch.suspect = false
+					s.lookForDeadlock(sims, end-1, c.watch.v, c.watch.k)
+				}
+			}
+			stalled = s.stalled != nil
 		}
 		if stalled {
 			break

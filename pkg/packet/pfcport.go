@@ -1,11 +1,6 @@
 package packet
 
-import (
-	"fmt"
-	"math"
-
-	"github.com/fabricsim/fabricsim/pkg/des"
-)
+import "math"
 
 // PFC_MODE port: the switch accounts each ingress port as one queue, as
 // htsim's lossless input queues and many switches do. Above the high
@@ -68,14 +63,18 @@ func (s *Sim) onPortPFC(pid int32, pause bool) {
 	}
 }
 
-// portDeadlock stops the run when, under port PFC, nothing has moved for
-// the stall window while a port is still paused: without refreshes only a
-// retransmission timeout keeps such a run's clock going, for ever.
+// portDeadlock looks for a deadlock (waitfor.go) when, under port PFC,
+// nothing has moved for the stall window while a port is still paused:
+// without refreshes only a retransmission timeout keeps such a run's
+// clock going. It reports whether the run stops.
 func (s *Sim) portDeadlock() bool {
 	if s.mmu.portIng == nil || s.stalled != nil || s.now-s.lastMoveAny <= s.stallWindow() || !s.mmu.anyPortPaused() {
+		return s.stalled != nil
+	}
+	if s.part != nil {
+		s.watch.suspect, s.watch.v, s.watch.k = true, -1, -1
 		return false
 	}
-	s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: no data packet has moved since %s, yet ports are still paused: %s",
-		des.Time(s.lastMoveAny), s.pausedCycle())}
-	return true
+	s.lookForDeadlock([]*Sim{s}, s.now, -1, -1)
+	return s.stalled != nil
 }

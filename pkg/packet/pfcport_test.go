@@ -89,8 +89,10 @@ func TestPortPFCConfig(t *testing.T) {
 
 // Port PFC on seed 003's deadlocking dragonfly (as TestPFCDeadlockDetected):
 // a cycle of paused ports forms there too, and without refreshes only
-// retransmission timeouts keep the clock going; the run stops about a
-// stall window after the last move, names the cycle, keeps what finished.
+// retransmission timeouts keep the clock going, and the detector looks at
+// them: the run stops within a stall window, a persistence window and a
+// timeout (plus a look's spacing) of the last move, names the cycle, keeps
+// what finished.
 func TestPortPFCDeadlockStops(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.PortPFC = true
@@ -100,7 +102,7 @@ func TestPortPFCDeadlockStops(t *testing.T) {
 	if !errors.As(err, &inc) || !strings.Contains(err.Error(), "PFC deadlock") || !strings.Contains(err.Error(), "in a cycle switch") || inc.Done == 0 {
 		t.Fatalf("Run: %v", err)
 	}
-	if s.Stats.SimPs > s.lastMoveAny+2*s.stallWindow() {
+	if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()*5/4+s.cfg.RTOPs {
 		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
 	}
 }

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"slices"
-	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/grow"
@@ -142,11 +140,21 @@ type Sim struct {
 	// lastMoveAny is the latest of them, for PFC_MODE port's check: kept,
 	// not taken as their maximum, as that check runs at every live timeout.
 	lastMoveAny int64
-	stalled     *Incomplete
+	// portMove is, per egress port, when a data packet last left it: a
+	// deadlocked cycle is one none of whose ports sends (waitfor.go).
+	portMove []int64
+	watch    waitWatch
+	// stallFloorPs is the stall window's floor, 1 ms; tests lower it so
+	// that a run of microseconds puts the detector to work.
+	stallFloorPs int64
+	stalled      *Incomplete
 	// err is what stopped this part's window (partition.go).
 	err error
-	// Warnings are configuration problems the run works around.
+	// Warnings are configuration problems the run works around, and
+	// what the run found worth telling (PFC starvation) as it went.
 	Warnings []string
+	// OnWarning, if set, is told each warning the run finds as it goes.
+	OnWarning func(string)
 	// SurrogateSwitches are the surrogate's openings and closings, in
 	// order, with --surrogate auto.
 	SurrogateSwitches []SurrogateSwitch
@@ -318,6 +326,8 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.rngs = make([]rand.PCG, 2*nd)
+	s.portMove = make([]int64, nd)
+	s.stallFloorPs = 1_000_000_000
 	s.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
 		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
@@ -479,7 +489,8 @@ func (s *Sim) tryTx(pid int32) {
 		s.transmit(pid, p.pop(0), 0)
 		return
 	}
-	fwd := p.nextQueue(s.now, s.hostsFree() && !s.isSwitch[p.from])
+	hostFree := s.hostsFree() && !s.isSwitch[p.from]
+	fwd := p.nextQueue(s.now, hostFree)
 	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
 		p.qpTurn = true
 		s.transmit(pid, p.pop(fwd), fwd)
@@ -493,7 +504,13 @@ func (s *Sim) tryTx(pid int32) {
 		s.transmit(pid, p.pop(fwd), fwd)
 		return
 	}
-	// Nothing sendable now: wake up when a PAUSE expires.
+	// Nothing sendable now: wake up when a PAUSE expires. A host the
+	// surrogate frees is not held by PAUSE (one left from before it opened
+	// has expired unrefreshed): waking for it spun every picosecond, a
+	// million events per 0.2 us of a 127-to-1 incast under --surrogate.
+	if hostFree {
+		return
+	}
 	for i := 1; i < nQ; i++ {
 		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
 			s.wake(pid, p.pauseTill[i])
@@ -537,7 +554,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	}
 	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
 	if pkt.kind == pktData {
-		s.lastMove[p.from], s.lastMoveAny = s.now, s.now
+		s.lastMove[p.from], s.lastMoveAny, s.portMove[pid] = s.now, s.now, s.now
 	}
 	// Under the surrogate it leaves its NIC (a data packet at the port's
 	// measured rate when the fabric saturated it) and skips the fabric.
@@ -657,15 +674,17 @@ func (s *Sim) enterIngress(v int32, pkt *packet) bool {
 }
 
 // refreshPause re-sends PAUSE before the previous one expires, for as long
-// as the ingress queue stays above its threshold.
+// as the ingress queue stays above its threshold. A switch that has sent
+// nothing for the stall window meanwhile has the run look for a deadlock
+// (waitfor.go).
 func (s *Sim) refreshPause(k int32) {
 	if !s.mmu.pausedUp[k] {
 		return
 	}
 	if v := s.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
-		s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %s has sent no data packet since %s, yet still refreshes PAUSE upstream: %s",
-			s.nodeName(v), des.Time(s.lastMove[v]), s.pausedCycle())}
-		return
+		if s.stalledSwitch(v, k); s.stalled != nil {
+			return
+		}
 	}
 	dl := k / nQ
 	s.sendPFC(dl, int(k%nQ), true)
@@ -673,65 +692,9 @@ func (s *Sim) refreshPause(k int32) {
 }
 
 // stallWindow is how long a congested switch may send no data packet
-// while it still pauses its upstream before the run is called deadlocked:
-// in congestion something always drains, and only draining ends a PAUSE.
-func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, 1_000_000_000) }
-
-// pausedCycle names a cycle of paused egress ports (each node waits on the
-// next), or else counts the paused ports.
-func (s *Sim) pausedCycle() string {
-	next := map[int32][]int32{}
-	paused := 0
-	for pid := range s.ports {
-		p := &s.ports[pid]
-		if p.paused != [nQ]bool{} {
-			next[p.from] = append(next[p.from], p.to)
-			paused++
-		}
-	}
-	// Depth-first search from each node, in node order for a stable answer.
-	nodes := make([]int32, 0, len(next))
-	for v := range next {
-		nodes = append(nodes, v)
-	}
-	slices.Sort(nodes)
-	state := map[int32]uint8{} // 1 on the stack, 2 done
-	var stack []int32
-	var cycle []int32
-	var dfs func(v int32) bool
-	dfs = func(v int32) bool {
-		state[v] = 1
-		stack = append(stack, v)
-		for _, w := range next[v] {
-			switch state[w] {
-			case 1:
-				i := slices.Index(stack, w)
-				cycle = append(append(cycle, stack[i:]...), w)
-				return true
-			case 0:
-				if dfs(w) {
-					return true
-				}
-			}
-		}
-		stack = stack[:len(stack)-1]
-		state[v] = 2
-		return false
-	}
-	for _, v := range nodes {
-		if state[v] == 0 && dfs(v) {
-			break
-		}
-	}
-	if cycle == nil {
-		return fmt.Sprintf("%d egress ports paused, in no cycle", paused)
-	}
-	names := make([]string, len(cycle))
-	for i, v := range cycle {
-		names[i] = s.nodeName(v)
-	}
-	return fmt.Sprintf("%d egress ports paused, in a cycle %s", paused, strings.Join(names, " -> "))
-}
+// while it still pauses its upstream before the run looks for a deadlock:
+// 20 PAUSE lifetimes and at least 1 ms.
+func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, s.stallFloorPs) }
 
 // nodeName is "GPU n" or "switch n".
 func (s *Sim) nodeName(v int32) string {

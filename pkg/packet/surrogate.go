@@ -658,6 +658,18 @@ func (s *Sim) surrogateSwitch(on bool) error {
 			s.q.PushSeq(ev.At+des.Time(s.now-sg.onAt), ev.Seq(), ev.Kind, ev.Target, ev.Arg)
 		}
 		sg.held = sg.held[:0]
+		if !sg.Lite {
+			// So did the fabric's record of its last moves: a switch that
+			// sent a packet just before it slept has not starved since.
+			slept := s.now - sg.onAt
+			for v := range s.lastMove {
+				s.lastMove[v] += slept
+			}
+			for pid := range s.portMove {
+				s.portMove[pid] += slept
+			}
+			s.lastMoveAny += slept
+		}
 		for _, pid := range sg.hostPorts {
 			// The transfers a port sent around its queue pairs keep it
 			// busy; hosts may have been paused by the frozen fabric.
