@@ -16,13 +16,20 @@ build:
 
 ## test: vet, unit and end-to-end tests, a short run of every fuzz target,
 ## then the interop checks (DuckDB, Arrow JS, pandas; INTEROP=0 skips them)
-test: build
-	$(GO) vet ./...
+test:
+	@mkdir -p out && date +%s >out/.test-start
+	@$(MAKE) --no-print-directory build
+	@echo "vet: go vet ./..."
+	@$(GO) vet ./...
+	@echo "unit and end-to-end tests: go test -short ./... (the slow checks at full size: make test-long)"
 	$(GO) test -count=1 -short ./...
 	@$(MAKE) --no-print-directory race
+	@echo "fuzz: every fuzz target for $(FUZZTIME)"
 	@$(MAKE) --no-print-directory fuzz
+	@echo "interop: readers fabricsim did not write (INTEROP=0 skips)"
 	@$(MAKE) --no-print-directory interop
 	@$(MAKE) --no-print-directory slurm-check
+	@echo "make test: passed in $$(( $$(date +%s) - $$(cat out/.test-start) )) s"
 
 ## test-long: every test at full size, the slow ones too (they skip
 ## themselves under -short, which make test passes)

@@ -30,6 +30,7 @@ type backendRun struct {
 // flow and collective granularity, and the packet backend, each under ecmp
 // and adaptive routing.
 func TestOversubscriptionNeverFaster(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	work := map[string][]string{
 		"DP AllReduce": {"--op", "allreduce", "--size", "8MiB", "--group", "dp", "--tp", "8"},
 		"AllToAll":     {"--op", "alltoall", "--size", "4MiB", "--group", "ep", "--ep", "128"},
@@ -112,6 +113,7 @@ func exposedByGroup(t *testing.T, tr []byte) (map[string]float64, float64) {
 // within 5%. Group types exposed under 2% of the iteration are left out
 // (a few hundred µs of latency terms).
 func TestGranularitiesAgreeOnFabrics(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	dir := t.TempDir()
 	moe, err := os.ReadFile("../examples/workloads/simai_moe_128gpus.txt")
 	if err != nil {

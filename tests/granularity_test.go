@@ -45,6 +45,7 @@ func fileCompute(t *testing.T, path string) int64 {
 // pipeline stage (12), each computing exactly the file's total compute, as
 // SimAI reports it; the pipeline and the report run in seconds.
 func TestCollectiveGranularitySimAIExample(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	const wl = "examples/workloads/simai_workload_analytical.txt"
 	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "9216"), "simccl-decompose", "--workload", wl, "--granularity", "collective")
 	it := iterationReport(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw"))
@@ -73,6 +74,7 @@ func TestCollectiveGranularitySimAIExample(t *testing.T) {
 // GPUs within 5%, the pipeline's closed form within 1%, and backends that
 // need flows refuse the collective stream.
 func TestCollectiveGranularityAgrees(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	topo128 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
 	end := func(tr []byte) int64 { return span(t, tr) }
 	var ends [2]int64
@@ -124,6 +126,7 @@ func span(t *testing.T, tr []byte) int64 {
 // closed form of the most loaded uplink against the NICs; under either
 // routing the flow-level fluid model sees the same slowdown.
 func TestCollectiveFabricPricing(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	const S = 64 << 20
 	a2a := []string{"--op", "alltoall", "--size", "64MiB", "--group", "dp", "--algo", "direct"}
 	routing := "spray"
@@ -252,6 +255,7 @@ func TestCollectiveFluidShares(t *testing.T) {
 // of its flows, the ring's closed form, and a
 // one-line refusal of a COLL whose record cannot be cut.
 func TestExpandedCollectives(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	topo128 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
 	decomp := func(tp []byte, gran string, args ...string) []byte {
 		return mustRun(t, tp, "simccl-decompose", append(args, "--granularity", gran)...)
@@ -381,6 +385,7 @@ func TestExpandedCollectives(t *testing.T) {
 // AllToAlls ended 84 us early and 336 us late (5.7%), the 8 and 16 MiB
 // AllReduces 18 and 23 us late.
 func TestExpandedSweepRoutesAsFlowGranularity(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	ft := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128", "--oversubscription", "2")
 	type span struct{ start, end int64 }
 	spans := func(tr []byte) map[string]span {
@@ -467,6 +472,7 @@ func sameRows(t *testing.T, what string, sym, all []byte) {
 // collectives' paths leave ECMP no choice, every algorithm ends when it
 // does at flow granularity.
 func TestPacketExpandMatchesFlowGranularity(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	topo32 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32")
 	count := regexp.MustCompile(`: (\d+) flows, ([^,]+),`)
 	expanded := regexp.MustCompile(`expanded into (\d+) flows of ([^,]+),`)

@@ -32,6 +32,7 @@ func tierBytes(t *testing.T, path string) (links.Meta, map[[2]string]float64) {
 // and spray; no link is busier than the run is long. Expanded, the TP
 // collectives' mirrored groups are counted from their traffic too.
 func TestLinkLoadsAgreeAcrossGranularities(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	dir := t.TempDir()
 	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "8", "--gpus", "128")
 	streams := map[string][]byte{}

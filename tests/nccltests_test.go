@@ -76,6 +76,7 @@ func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want
 // latency overlaps another's transfer, and finishes up to a quarter sooner
 // than fluid and NCCL's additive model: logged, not asserted.)
 func TestNCCLTestsSweep(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	type backend struct {
 		name string
 		args []string
@@ -192,6 +193,7 @@ func TestTreeAcrossServers(t *testing.T) {
 // one GPU per server reaches 90% of the two 200 Gbit/s ports together
 // (45 GB/s bus bandwidth) on HPN and DCN+ dual-ToR fabrics.
 func TestDualToRRing(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	for _, fam := range []string{"hpn-single-plane", "dcn-dual-tor"} {
 		in := mustRun(t, mustRun(t, nil, "topogen", "--family", fam, "--gpus", "64", "--gpu-type", "H100", "--nic-bw", "200Gbps"),
 			"simccl-decompose", "--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--algo", "ring")
@@ -214,6 +216,7 @@ func TestDualToRRing(t *testing.T) {
 // fits that GPU's NVLink. Checked on one server (ring, NVLS) and on 16
 // servers (tree and ring through the NICs), for every simulator.
 func TestNoBackendBeyondLinks(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	for _, c := range []struct{ topo, decomp []string }{
 		{[]string{"--gpus", "8", "--gpu-type", "H100"}, []string{"--op", "allreduce", "--group", "tp", "--tp", "8", "--sweep", "1MiB:1GiB:32"}},
 		{[]string{"--gpus", "8", "--gpu-type", "A100"}, []string{"--op", "allgather", "--group", "tp", "--tp", "8", "--sweep", "1MiB:1GiB:32"}},

@@ -259,6 +259,7 @@ func TestPacketSurrogateAuto(t *testing.T) {
 // thread or two, under DCQCN and HPCC, with ECMP and per-packet routing;
 // what the partitioned loop cannot run is refused in one line.
 func TestPacketThreads(t *testing.T) {
+	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	tp := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32")
 	st := mustRun(t, tp, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8")
 	single := mustRun(t, st, "flowsim-packet")
