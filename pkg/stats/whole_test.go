@@ -263,22 +263,7 @@ func FuzzTraceInputs(f *testing.F) {
 			dup = dup || seen[r.FlowID]
 			seen[r.FlowID] = true
 		}
-		enc := func(rows []trace.Row) []byte {
-			var b bytes.Buffer
-			w, err := trace.NewWriter(&b, trace.ArrowStream, testMeta)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range rows {
-				if err := w.Write(&rows[i]); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := w.Close(); err != nil {
-				t.Fatal(err)
-			}
-			return b.Bytes()
-		}
+		enc := func(rows []trace.Row) []byte { return encode(t, rows, trace.ArrowStream) }
 		analyze := func(rows []trace.Row, name string) (*Run, error) {
 			in, err := NewInput(bytes.NewReader(enc(rows)), name)
 			if err != nil {
