@@ -27,10 +27,26 @@ type Quiet struct {
 	Quiet bool `help:"Draw no progress on stderr (drawn only when stderr is a terminal and the run takes over 2 s); summary lines and warnings stay."`
 }
 
-// Meter returns the meter for program name: on only when stderr is a
-// terminal and --quiet is not given, else nil (off).
+// Env asks for progress where stderr is not a terminal (a log file, a
+// test): FABRICSIM_PROGRESS=2s draws after that delay (0s: at once).
+// --quiet still wins.
+const Env = "FABRICSIM_PROGRESS"
+
+// Meter returns the meter for program name: on when stderr is a terminal
+// or Env asks for it, and --quiet is not given; else nil (off).
 func (q Quiet) Meter(name string) *Meter {
-	if q.Quiet || !term.IsTerminal(int(os.Stderr.Fd())) {
+	if q.Quiet {
+		return nil
+	}
+	if v, ok := os.LookupEnv(Env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			fmt.Fprintf(os.Stderr, "%s: warning: environment %s=%q is not a delay such as 2s or 0s: no progress drawn\n", name, Env, v)
+			return nil
+		}
+		return Start(os.Stderr, name, d)
+	}
+	if !term.IsTerminal(int(os.Stderr.Fd())) {
 		return nil
 	}
 	return Start(os.Stderr, name, Delay)
@@ -84,7 +100,7 @@ func (m *Meter) Unit(unit string) {
 	m.mu.Unlock()
 }
 
-// Set reports done of total (total <= 0: unknown, drawn as a spinner with
+// Set reports done of total (total <= 0, stored as -1: unknown, drawn as a spinner with
 // the count) and a detail such as "simulated 1.2ms".
 func (m *Meter) Set(done, total int64, detail string) {
 	if m == nil {
@@ -92,8 +108,13 @@ func (m *Meter) Set(done, total int64, detail string) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if total <= 0 {
+		total = -1
+	}
 	m.done, m.total, m.detail = done, total, detail
-	if m.drawing && !m.stopped && time.Since(m.last) >= m.throttle {
+	// A new stage (its total changed) is drawn at once, its updates at
+	// most every throttle.
+	if m.drawing && !m.stopped && (m.bar == nil || m.barTotal != total || time.Since(m.last) >= m.throttle) {
 		m.draw()
 	}
 }
@@ -143,9 +164,6 @@ func (m *Meter) end() {
 func (m *Meter) draw() {
 	m.last = time.Now()
 	total := m.total
-	if total <= 0 {
-		total = -1
-	}
 	if m.bar != nil && m.barTotal != total {
 		m.end()
 	}
