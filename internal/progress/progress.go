@@ -64,6 +64,7 @@ type Meter struct {
 	stopped  bool
 	bar      *progressbar.ProgressBar
 	barTotal int64     // the total bar was made for (-1: a spinner)
+	barCount bool      // the bar shows a count (a Phase's spinner does not)
 	last     time.Time // of the last drawing
 
 	unit        string
@@ -114,7 +115,7 @@ func (m *Meter) Set(done, total int64, detail string) {
 	m.done, m.total, m.detail = done, total, detail
 	// A new stage (its total changed) is drawn at once, its updates at
 	// most every throttle.
-	if m.drawing && !m.stopped && (m.bar == nil || m.barTotal != total || time.Since(m.last) >= m.throttle) {
+	if m.drawing && !m.stopped && (m.bar == nil || m.barTotal != total || m.barCount != m.counting() || time.Since(m.last) >= m.throttle) {
 		m.draw()
 	}
 }
@@ -163,8 +164,8 @@ func (m *Meter) end() {
 // the count drawn right after a new description.
 func (m *Meter) draw() {
 	m.last = time.Now()
-	total := m.total
-	if m.bar != nil && m.barTotal != total {
+	total, count := m.total, m.counting()
+	if m.bar != nil && (m.barTotal != total || m.barCount != count) {
 		m.end()
 	}
 	desc := m.name + ":"
@@ -172,18 +173,23 @@ func (m *Meter) draw() {
 		desc += " " + m.detail
 	}
 	if m.bar == nil {
-		m.barTotal = total
-		m.bar = progressbar.NewOptions64(total,
+		m.barTotal, m.barCount = total, count
+		opts := []progressbar.Option{
 			progressbar.OptionSetWriter(m.w),
 			progressbar.OptionSetDescription(desc),
 			progressbar.OptionSetItsString(m.unit),
-			progressbar.OptionShowCount(),
 			progressbar.OptionSetWidth(20),
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionUseANSICodes(true),
 			progressbar.OptionClearOnFinish(),
 			progressbar.OptionSpinnerType(14),
-		)
+			// Drawn at once: a phase's spinner has no count to set.
+			progressbar.OptionSetRenderBlankState(true),
+		}
+		if count {
+			opts = append(opts, progressbar.OptionShowCount())
+		}
+		m.bar = progressbar.NewOptions64(total, opts...)
 	} else {
 		m.bar.Describe(desc)
 	}
@@ -195,6 +201,9 @@ func (m *Meter) draw() {
 	}
 	_ = m.bar.Set64(done)
 }
+
+// counting is whether there is a count to show: not in a Phase.
+func (m *Meter) counting() bool { return m.total > 0 || m.done > 0 }
 
 // Flows is the detail of a simulator: simulated time reached and, when
 // counted (events > 0), events per second of wall time since start.

@@ -63,6 +63,10 @@ func TestUnknownTotalThenKnown(t *testing.T) {
 	m := Start(&s, "fctstats", 0)
 	m.throttle = 0
 	m.Unit("rows")
+	m.Phase("opening run.parquet")
+	if out := s.String(); !strings.Contains(out, "fctstats: opening run.parquet") || strings.Contains(out, "(0") {
+		t.Errorf("phase: %q", out)
+	}
 	m.Set(70000, 0, "reading run.parquet")
 	if out := s.String(); !strings.Contains(out, "reading run.parquet") || !strings.Contains(out, "70000") {
 		t.Errorf("spinner: %q", out)
