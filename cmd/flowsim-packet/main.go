@@ -239,12 +239,14 @@ func (c *command) run() error {
 	}
 	loop := time.Now()
 	if meter != nil {
-		// Called every 2^20 events (at least that many in --threads
-		// windows): the count of calls is the events run.
+		// Called every 2^20 events of the single loop, whose count is
+		// then exact; under --threads after windows that crossed a
+		// multiple of 2^20, so that the calls give a lower bound.
 		var calls uint64
 		sim.Progress = func(done, total int, nowPs int64) {
 			calls++
-			meter.Set(int64(done), int64(total), progress.Flows(des.Time(nowPs), calls<<20, loop))
+			events := max(sim.Stats.Events, calls<<20)
+			meter.Set(int64(done), int64(total), progress.Flows(des.Time(nowPs), events, loop))
 		}
 	}
 	runErr := sim.Run()
