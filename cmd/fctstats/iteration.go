@@ -172,6 +172,11 @@ func (c *command) analyzeIteration(path string, opt stats.IterationOptions) (*st
 // output runs write on --out (or stdout), buffered; after a failed write
 // or close nothing is left at --out.
 func (c *command) output(write func(io.Writer) error) (err error) {
+	// The report may go to the terminal the progress is drawn on.
+	if c.Out == "" && cli.IsTerminal(os.Stdout) {
+		c.meter.Stop()
+	}
+	c.meter.Hide()
 	out, done, err := cli.CreateOutput(c.Out, "")
 	if err != nil {
 		return err

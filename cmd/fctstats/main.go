@@ -14,6 +14,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/outfile"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/stats"
 	"github.com/fabricsim/fabricsim/pkg/units"
 	"gonum.org/v1/plot"
@@ -21,27 +22,29 @@ import (
 )
 
 type command struct {
-	Compare      bool           `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order; and that of their latency curves (see --curve-bin)."`
-	Iteration    bool           `help:"Report a training iteration (a trace of simccl-decompose --workload): per rank, compute, exposed communication per group type (DP, DP_EP, TP, EP, PP) and bubble, which add up to the iteration; the critical rank, the mean, and the critical rank's layers. With --compare, FILES are a trace and a SimAI EndToEnd.csv (or two traces): ratios fabricsim / SimAI (B / A for two traces)."`
-	Format       string         `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
-	DType        string         `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
-	Reference    []string       `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
-	Table        string         `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
-	Window       string         `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
-	CurveBin     units.Duration `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
-	Out          string         `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
-	Plot         string         `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
-	Timeline     bool           `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
-	Curves       bool           `name:"latency-curves" help:"With --plot: draw instead each input's latency curve, the mean latency of the flows delivered in each --curve-bin against time, one line per input, as the hybrid-PDES paper's Figure 3 compares its runs."`
-	MaxRows      int            `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
-	Param        []string       `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
-	Concat       bool           `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
-	X            string         `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
-	Y            []string       `help:"With --concat --plot: the columns to draw against --x, one panel each."`
-	Links        string         `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
-	Top          int            `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
-	AllowPartial bool           `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
-	Files        []string       `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
+	progress.Quiet
+	meter        *progress.Meter `kong:"-"`
+	Compare      bool            `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order; and that of their latency curves (see --curve-bin)."`
+	Iteration    bool            `help:"Report a training iteration (a trace of simccl-decompose --workload): per rank, compute, exposed communication per group type (DP, DP_EP, TP, EP, PP) and bubble, which add up to the iteration; the critical rank, the mean, and the critical rank's layers. With --compare, FILES are a trace and a SimAI EndToEnd.csv (or two traces): ratios fabricsim / SimAI (B / A for two traces)."`
+	Format       string          `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
+	DType        string          `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
+	Reference    []string        `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
+	Table        string          `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
+	Window       string          `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
+	CurveBin     units.Duration  `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
+	Out          string          `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
+	Plot         string          `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
+	Timeline     bool            `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
+	Curves       bool            `name:"latency-curves" help:"With --plot: draw instead each input's latency curve, the mean latency of the flows delivered in each --curve-bin against time, one line per input, as the hybrid-PDES paper's Figure 3 compares its runs."`
+	MaxRows      int             `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
+	Param        []string        `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
+	Concat       bool            `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
+	X            string          `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
+	Y            []string        `help:"With --concat --plot: the columns to draw against --x, one panel each."`
+	Links        string          `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
+	Top          int             `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
+	AllowPartial bool            `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
+	Files        []string        `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
 
 	partial bool // an input was a partial trace (with --allow-partial): plots say so
 }
@@ -92,6 +95,9 @@ func (c *command) run() error {
 	if err := c.check(); err != nil {
 		return err
 	}
+	c.meter = c.Meter("fctstats")
+	c.meter.Unit("rows")
+	defer c.meter.Stop()
 	if c.Links != "" {
 		return c.linkLoads()
 	}
@@ -320,6 +326,14 @@ func (c *command) openInput(path string) (*stats.Input, error) {
 		return nil, err
 	}
 	c.partial = c.partial || in.Partial() > 0
+	if c.meter != nil {
+		var total int64
+		if in.Meta != nil {
+			total = in.Meta.Rows // 0: not announced, a spinner
+		}
+		detail := "reading " + in.Name
+		in.OnRows = func(read int64) { c.meter.Set(read, total, detail) }
+	}
 	if !c.AllowPartial {
 		err = in.CheckWhole()
 	} else if in.Partial() > 0 && c.Iteration && (c.Compare || c.Format == "simai-e2e" || c.Format == "chrome-trace") {

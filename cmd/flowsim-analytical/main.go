@@ -11,6 +11,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/analytical"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -19,6 +20,7 @@ import (
 )
 
 type command struct {
+	progress.Quiet
 	Model    string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
 	Out      string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
 	Seed     uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
@@ -81,19 +83,16 @@ func (c *command) run() error {
 		return err
 	}
 	defer rc.Close()
-	tty := cli.IsTerminal(os.Stderr)
-	if tty {
-		fmt.Fprintf(os.Stderr, "flowsim-analytical: reading %s", sr.Name())
-	}
+	meter := c.Meter("flowsim-analytical")
+	defer meter.Stop()
+	meter.Phase("reading " + sr.Name())
 	limit, err := cli.MemoryBudget()
 	if err != nil {
 		return err
 	}
 	// Measured: 1.82 M flows (AICB GPT-13B, 16 GPUs) take 347 MB.
 	in, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-analytical", PerFlow: 200, Limit: limit, Expands: true})
-	if tty {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	meter.Hide() // for the warnings below
 	if err != nil {
 		return err
 	}
@@ -115,14 +114,14 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
-	if tty {
-		opt.Progress = progress(in.Flows())
+	if meter != nil {
+		opt.Progress = func(done, total int, now des.Time) {
+			meter.Set(int64(done), int64(total), progress.Flows(now, 0, wall))
+		}
 	}
 	aw := trace.Async(w)
 	res, err := analytical.Run(in, opt, aw.Write)
-	if opt.Progress != nil {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	meter.Stop()
 	if err != nil {
 		trace.Abort(aw)
 		return err
@@ -157,15 +156,4 @@ func (c *command) run() error {
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
 	return nil
-}
-
-// progress prints a status line at most five times a second.
-func progress(total int) func(done, total int, now des.Time) {
-	last := time.Now()
-	return func(done, _ int, now des.Time) {
-		if t := time.Now(); t.Sub(last) >= 200*time.Millisecond {
-			last = t
-			fmt.Fprintf(os.Stderr, "\r\033[Kflowsim-analytical: %d/%d flows (%.0f%%), simulated %s", done, total, 100*float64(done)/float64(total), now)
-		}
-	}
 }

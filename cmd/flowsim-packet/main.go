@@ -20,6 +20,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/confkey"
 	"github.com/fabricsim/fabricsim/internal/outfile"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/packet"
@@ -28,6 +29,7 @@ import (
 )
 
 type command struct {
+	progress.Quiet
 	Conf       string         `type:"existingfile" placeholder:"FILE" help:"SimAI.conf-style configuration (KEY value per line); SimAI's shipped SimAI.conf is accepted as is. Default: SimAI.conf's values."`
 	Set        []string       `placeholder:"KEY=VALUE" help:"Override one configuration key, e.g. --set CC_MODE=8 --set BUFFER_SIZE=16 (repeatable)."`
 	Out        string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE (.parquet, .arrow, .arrows). Default: Arrow IPC stream on stdout."`
@@ -130,6 +132,9 @@ func (c *command) run() error {
 		return err
 	}
 	defer rc.Close()
+	meter := c.Meter("flowsim-packet")
+	defer meter.Stop()
+	meter.Phase("reading " + sr.Name())
 	limit, err := cli.MemoryBudget()
 	if err != nil {
 		return err
@@ -148,6 +153,7 @@ func (c *command) run() error {
 		perFlow += packet.PartitionedSlotBytes * int64(cfg.QPsPerConn)
 	}
 	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: perFlow, Limit: limit, Expands: true, Also: also})
+	meter.Hide() // for the warnings below
 	if err != nil {
 		return err
 	}
@@ -199,7 +205,10 @@ func (c *command) run() error {
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
-	sim.OnWarning = func(w string) { fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w) }
+	sim.OnWarning = func(w string) {
+		meter.Hide()
+		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+	}
 	if c.Surrogate != "" {
 		sur, err := c.surrogate()
 		if err != nil {
@@ -228,16 +237,18 @@ func (c *command) run() error {
 		}
 		sim.Loop = packet.NewLoopWindow(start, end)
 	}
-	if cli.IsTerminal(os.Stderr) {
-		last := time.Now()
+	loop := time.Now()
+	if meter != nil {
+		// Called every 2^20 events of the single loop, whose count is
+		// then exact; under --threads after windows that crossed a
+		// multiple of 2^20, so that the calls give a lower bound.
+		var calls uint64
 		sim.Progress = func(done, total int, nowPs int64) {
-			if t := time.Now(); t.Sub(last) >= 200*time.Millisecond {
-				last = t
-				fmt.Fprintf(os.Stderr, "\r\033[Kflowsim-packet: %d/%d flows, simulated %s", done, total, des.Time(nowPs))
-			}
+			calls++
+			events := max(sim.Stats.Events, calls<<20)
+			meter.Set(int64(done), int64(total), progress.Flows(des.Time(nowPs), events, loop))
 		}
 	}
-	loop := time.Now()
 	runErr := sim.Run()
 	loopSecs := time.Since(loop).Seconds()
 	if c.MemProfile != "" {
@@ -246,9 +257,7 @@ func (c *command) run() error {
 			return err
 		}
 	}
-	if sim.Progress != nil {
-		fmt.Fprint(os.Stderr, "\r\033[K")
-	}
+	meter.Stop()
 	if mon != nil {
 		if err := mon.Close(); err != nil && runErr == nil {
 			runErr = err

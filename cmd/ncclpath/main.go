@@ -13,10 +13,14 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/ncclpath"
 )
 
 type command struct {
+	// Accepted as every program accepts it; this one ends well within
+	// the two seconds before progress would be drawn.
+	progress.Quiet
 	Input     string `arg:"" optional:"" help:"Input stream (default: stdin)."`
 	Server    string `help:"Server template for every server: dgx-a100, hgx-a800, dgx-h100, hgx-h800, dgx-b200, pcie-2s (default: chosen by the topology's GPU type)."`
 	ServerXML string `name:"server-xml" help:"NCCL topology XML of the server (what NCCL_TOPO_DUMP_FILE writes on a real machine) instead of a template."`

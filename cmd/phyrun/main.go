@@ -12,12 +12,14 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/phy"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 type command struct {
+	progress.Quiet
 	Launch  string         `default:"local:2" help:"Where to run: local:N starts N worker processes on this machine; ranks are spread over them by server."`
 	Out     string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE (.parquet, .arrow, .arrows). Default: Arrow IPC stream on stdout."`
 	Step    units.Size     `default:"512KiB" help:"Bytes per FIFO step (NCCL Simple's step is 512 KiB)."`
@@ -82,8 +84,15 @@ func (c *command) run() error {
 		return err
 	}
 	wall := time.Now()
-	res, cal, err := phy.Run(set, phy.Options{Workers: workers, StepSize: int64(c.Step), Exec: self,
-		Timeout: time.Duration(c.Timeout / 1000), WorkerArgs: phy.WorkerArgs})
+	meter := c.Meter("phyrun")
+	defer meter.Stop()
+	opt := phy.Options{Workers: workers, StepSize: int64(c.Step), Exec: self,
+		Timeout: time.Duration(c.Timeout / 1000), WorkerArgs: phy.WorkerArgs}
+	if meter != nil {
+		opt.Progress = func(done, total int) { meter.Set(int64(done), int64(total), "") }
+	}
+	res, cal, err := phy.Run(set, opt)
+	meter.Stop()
 	if err != nil {
 		return err
 	}

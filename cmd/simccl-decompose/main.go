@@ -14,26 +14,29 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 type command struct {
-	budget   *int64      `kong:"-"` // memory(): the budget, read once
-	Input    string      `arg:"" optional:"" help:"Input stream (default: stdin)."`
-	Workload string      `type:"existingfile" help:"Workload: a SimAI/AICB workload file or fabricsim's micro format (<passes> <OP> <size> <GROUP> per line)."`
-	Op       string      `help:"A single collective instead of a workload: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv."`
-	Size     *units.Size `help:"Size of --op in bytes (64MiB, 1GB ...): the full buffer for allgather/reducescatter, the per-rank send buffer for alltoall."`
-	Sweep    string      `help:"nccl-tests' size sweep for --op instead of --size: MIN:MAX:FACTOR (-b -e -f), e.g. 8:16GiB:2. One collective per size, each after every rank has finished the previous one; allgather, reducescatter and alltoall sizes round down to a multiple of ranks x element size, as nccl-tests does."`
-	DType    string      `name:"dtype" default:"float" help:"Element type of --op (nccl-tests' -d): sizes must be multiples of its size. One of int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2."`
-	Group    string      `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
-	TPFlag   *int        `name:"tp" help:"Tensor-parallel size, at least 1 (default: the workload's, else 1)."`
-	DPFlag   *int        `name:"dp" help:"Data-parallel size, at least 1 (default: what the GPUs leave)."`
-	PPFlag   *int        `name:"pp" help:"Pipeline-parallel size, at least 1 (default: the workload's, else 1)."`
-	EPFlag   *int        `name:"ep" help:"Expert-parallel size, at least 1 (default: the workload's, else 1)."`
-	GAFlag   *int        `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
-	VPPFlag  *int        `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
+	progress.Quiet
+	budget   *int64          `kong:"-"` // memory(): the budget, read once
+	meter    *progress.Meter `kong:"-"`
+	Input    string          `arg:"" optional:"" help:"Input stream (default: stdin)."`
+	Workload string          `type:"existingfile" help:"Workload: a SimAI/AICB workload file or fabricsim's micro format (<passes> <OP> <size> <GROUP> per line)."`
+	Op       string          `help:"A single collective instead of a workload: allreduce, allgather, reducescatter, alltoall, broadcast, reduce, sendrecv."`
+	Size     *units.Size     `help:"Size of --op in bytes (64MiB, 1GB ...): the full buffer for allgather/reducescatter, the per-rank send buffer for alltoall."`
+	Sweep    string          `help:"nccl-tests' size sweep for --op instead of --size: MIN:MAX:FACTOR (-b -e -f), e.g. 8:16GiB:2. One collective per size, each after every rank has finished the previous one; allgather, reducescatter and alltoall sizes round down to a multiple of ranks x element size, as nccl-tests does."`
+	DType    string          `name:"dtype" default:"float" help:"Element type of --op (nccl-tests' -d): sizes must be multiples of its size. One of int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2."`
+	Group    string          `default:"dp" help:"Group type --op runs on: tp, dp, pp, ep, dp_ep."`
+	TPFlag   *int            `name:"tp" help:"Tensor-parallel size, at least 1 (default: the workload's, else 1)."`
+	DPFlag   *int            `name:"dp" help:"Data-parallel size, at least 1 (default: what the GPUs leave)."`
+	PPFlag   *int            `name:"pp" help:"Pipeline-parallel size, at least 1 (default: the workload's, else 1)."`
+	EPFlag   *int            `name:"ep" help:"Expert-parallel size, at least 1 (default: the workload's, else 1)."`
+	GAFlag   *int            `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
+	VPPFlag  *int            `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
 	Selector     string         `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`
 	Algo         string         `help:"Force an algorithm: ring, tree, nvls, nvls-tree (collectives), direct, pxn (alltoall). NCCL_ALGO restricts the choice NCCL's way."`
@@ -243,6 +246,9 @@ func (c *command) run() (err error) {
 		return err
 	}
 	defer in.Close()
+	c.meter = c.Meter("simccl-decompose")
+	defer c.meter.Stop()
+	c.meter.Phase("reading " + r.Name())
 	// Read everything before the flows we add; keep it to forward.
 	var top *stream.Topology
 	var fwd []rec
@@ -361,7 +367,9 @@ func (c *command) run() (err error) {
 	} else if c.MSCCLChunk != 0 {
 		return cli.Usagef("--msccl-chunk sets the chunk size of --msccl")
 	}
+	c.meter.Phase(fmt.Sprintf("scheduling %d steps", len(w.Steps)))
 	colls, err := d.Prepare(w)
+	c.meter.Hide() // for the note below
 	if err != nil {
 		return err
 	}
@@ -369,7 +377,9 @@ func (c *command) run() (err error) {
 		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d of %d collectives move nothing (a 1-rank group or 0 bytes): zero time, one join per rank and no transfer\n", n, all)
 	}
 	if c.Summary {
-		if err := d.Emit(w, colls, collective.NewEmitter(discard{})); err != nil {
+		err := d.Emit(w, colls, collective.NewEmitter(meteredSink(discard{}, c.meter, colls)))
+		c.meter.Stop() // before the table, which may go to the same terminal
+		if err != nil {
 			return err
 		}
 		out, done, err := cli.CreateOutput(c.Out, "")
@@ -389,7 +399,7 @@ func (c *command) run() (err error) {
 				return err
 			}
 		}
-		return d.Emit(w, colls, collective.NewEmitter(sw))
+		return d.Emit(w, colls, collective.NewEmitter(meteredSink(sw, c.meter, colls)))
 	})
 }
 

@@ -78,6 +78,7 @@ func (c *command) messages(top *stream.Topology) ([]traffic.Message, error) {
 // writeTraffic writes the stream of a traffic input, or its summary.
 func (c *command) writeTraffic(top *stream.Topology, fwd []rec, msgs []traffic.Message) error {
 	if c.Summary {
+		c.meter.Stop()
 		var bytes, last int64
 		for _, m := range msgs {
 			bytes += m.Size
@@ -87,6 +88,6 @@ func (c *command) writeTraffic(top *stream.Topology, fwd []rec, msgs []traffic.M
 		return nil
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
-		return traffic.Emit(collective.NewEmitter(sw), msgs)
+		return traffic.Emit(collective.NewEmitter(meteredSink(sw, c.meter, nil)), msgs)
 	})
 }

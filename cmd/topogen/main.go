@@ -11,11 +11,15 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 type command struct {
+	// Accepted as every program accepts it; this one ends well within
+	// the two seconds before progress would be drawn.
+	progress.Quiet
 	Family              string          `default:"spectrum-x" help:"Fabric family: spectrum-x, hpn-single-plane, hpn-dual-plane, dcn-single-tor, dcn-dual-tor, fat-tree, dragonfly."`
 	GPUs                *int            `name:"gpus" help:"Number of GPUs (default: the family's SimAI default: 4096 spectrum-x, 15360 hpn-*, 512 dcn-*; fat-tree fills k=8; dragonfly 72). At most 131072; topogen also refuses fabrics of more than 16384 network switches or 2097152 links."`
 	GPUsPerServer       int             `name:"gpus-per-server" default:"8" help:"GPUs per server."`

@@ -23,6 +23,9 @@ type Options struct {
 	// WorkerArgs builds a worker's command line from the coordinator's
 	// address and the worker id.
 	WorkerArgs func(addr string, id int) []string
+	// Progress, when set, is called as flows finish with the DAG's nodes
+	// done of total (a few thousand events a second: no sampling needed).
+	Progress func(done, total int)
 }
 
 // Result is one flow's measured timing, in ns since the run started, and
@@ -265,6 +268,9 @@ func (r *runner) run() error {
 		}
 		if err := r.drain(); err != nil {
 			return err
+		}
+		if r.opt.Progress != nil {
+			r.opt.Progress(d.Done(), d.Len())
 		}
 	}
 	return nil

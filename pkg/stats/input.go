@@ -35,6 +35,10 @@ type Input struct {
 	n         int64
 	closer    io.Closer
 	ids       idSet
+
+	// OnRows, when set, is told the rows read so far every 16384 rows
+	// (a progress meter: nothing per row).
+	OnRows func(read int64)
 }
 
 // Open opens a trace file or a SimAI fct.txt, telling them apart by their
@@ -189,6 +193,9 @@ func (in *Input) Each(fn func(r *trace.Row) error) error {
 		}
 		if err := fn(&row); err != nil {
 			return err
+		}
+		if in.OnRows != nil && (i+1)&(1<<14-1) == 0 {
+			in.OnRows(i + 1)
 		}
 	}
 }
