@@ -88,8 +88,8 @@ func (c *command) iteration() error {
 	}
 	plots := make([]*plot.Plot, 0, len(its))
 	heights := make([]vg.Length, 0, len(its))
-	for _, it := range its {
-		plots = append(plots, it.IterationPlot("Iteration per rank: "+it.Source))
+	for i, it := range its {
+		plots = append(plots, it.IterationPlot("Iteration per rank: "+c.label(i, it.Source)))
 		heights = append(heights, it.PlotHeight())
 	}
 	return c.writePlot(plots, heights)

@@ -301,3 +301,60 @@ func isDecimal(s string) bool {
 	}
 	return i == len(s)
 }
+
+// HumanDuration writes picoseconds for people in the unit the value
+// calls for (ps, ns, us, ms, s) with four significant digits, as
+// ParseDuration reads it back: "11.4s", "392.8us".
+func HumanDuration(ps int64) string {
+	s := TimeScale(float64(ps) / 1e3)
+	return trimFloat(float64(ps)/1e3/s.Div) + s.Unit
+}
+
+// Scale is the unit a range of values is shown in: a value v reads as
+// v/Div followed by Unit.
+type Scale struct {
+	Div  float64
+	Unit string
+}
+
+// TimeScale picks ns, us, ms or s for times of nanoseconds up to maxNs,
+// so that the largest reads between 1 and 1000 (below 1 ns: ps).
+func TimeScale(maxNs float64) Scale {
+	m := math.Abs(maxNs)
+	switch {
+	case m >= 1e9:
+		return Scale{1e9, "s"}
+	case m >= 1e6:
+		return Scale{1e6, "ms"}
+	case m >= 1e3:
+		return Scale{1e3, "us"}
+	case m >= 1 || m == 0:
+		return Scale{1, "ns"}
+	}
+	return Scale{1e-3, "ps"}
+}
+
+// SizeScale picks B, KiB, MiB, GiB, TiB or PiB for sizes up to maxBytes.
+func SizeScale(maxBytes float64) Scale {
+	s := Scale{1, "B"}
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		if math.Abs(maxBytes) < s.Div*1024 {
+			break
+		}
+		s = Scale{s.Div * 1024, u}
+	}
+	return s
+}
+
+// trimFloat writes v with four significant digits, none after the point
+// from 1000 on, without trailing zeros.
+func trimFloat(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	s := strconv.FormatFloat(v, 'f', max(0, 3-int(math.Floor(math.Log10(math.Max(math.Abs(v), 1))))), 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
