@@ -232,7 +232,7 @@ func (c *command) concat() error {
 		}
 		heights := make([]vg.Length, len(plots))
 		for i := range heights {
-			heights[i] = vg.Inch * 4
+			heights[i] = vg.Inch * vg.Length(max(3, 4-0.25*float64(len(plots)))) // one panel per y (and group)
 		}
 		if err := c.writePlot(plots, heights); err != nil {
 			return err

@@ -16,8 +16,9 @@ import (
 
 // humanTicks are gonum's default ticks computed on the scaled values, so
 // they fall on round numbers of the unit, labelled without trailing
-// zeros; when gonum labels fewer than four, its minor ticks are labelled
-// too (a plateau axis with three numbers cannot be read).
+// zeros. gonum aims at three labels, which leaves a plateau axis hard to
+// read, and takes no count: with fewer than four, ticks at a round step
+// for about five labels are used instead.
 type humanTicks struct{ div float64 }
 
 // Ticks implements plot.Ticker.
@@ -33,12 +34,41 @@ func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 			labelled++
 		}
 	}
-	all := labelled < 4 && len(t) <= 12
+	if labelled < 4 {
+		t = roundTicks(lo/div, hi/div, 5)
+	}
 	for i := range t {
-		if t[i].Label != "" || all {
+		if t[i].Label != "" {
 			t[i].Label = tickLabel(t[i].Value)
 		}
 		t[i].Value *= div
+	}
+	return t
+}
+
+// roundTicks labels multiples of the step of 1, 2, 2.5 or 5 times a power
+// of ten that gives at least want of them over [lo, hi], with a minor
+// tick between each two.
+func roundTicks(lo, hi float64, want int) []plot.Tick {
+	if !(hi > lo) {
+		return nil
+	}
+	mag := math.Pow(10, math.Floor(math.Log10((hi-lo)/float64(want))))
+	step := 10 * mag
+	for _, m := range []float64{5, 2.5, 2, 1} {
+		if math.Floor(hi/(m*mag))-math.Ceil(lo/(m*mag))+1 >= float64(want) {
+			step = m * mag
+			break
+		}
+	}
+	var t []plot.Tick
+	for k := math.Ceil(lo/step*2) / 2; k*step <= hi; k += 0.5 {
+		v := k * step
+		if k == math.Trunc(k) {
+			t = append(t, plot.Tick{Value: v, Label: "x"}) // labelled by the caller
+		} else {
+			t = append(t, plot.Tick{Value: v})
+		}
 	}
 	return t
 }
@@ -100,16 +130,20 @@ func fitAxis(ax *plot.Axis, lo, hi float64) (fromZero bool) {
 // okabeItoAt is the i-th Okabe-Ito colour, round the palette.
 func okabeItoAt(i int) color.Color { return okabeIto[i%len(okabeIto)] }
 
-// intTicks are humanTicks on whole numbers only (ranks, nodes).
+// intTicks label whole numbers only (ranks, nodes): multiples of 1, 2 or
+// 5 times a power of ten, at most eight of them labelled; gonum's ticks
+// fall on halves when the range ends on them.
 type intTicks struct{}
 
 // Ticks implements plot.Ticker.
 func (intTicks) Ticks(lo, hi float64) []plot.Tick {
-	var out []plot.Tick
-	for _, t := range (humanTicks{1}).Ticks(lo, hi) {
-		if t.Value == math.Trunc(t.Value) {
-			out = append(out, t)
-		}
+	step := 1.0
+	for i := 0; (hi-lo)/step > 8; i++ {
+		step *= []float64{2, 2.5, 2}[i%3] // 1, 2, 5, 10, 20, 50, ...
 	}
-	return out
+	var t []plot.Tick
+	for v := math.Ceil(lo/step)*step + 0; v <= hi; v += step { // + 0: not "-0"
+		t = append(t, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+	}
+	return t
 }

@@ -359,47 +359,53 @@ func (run *Run) TimelineHeight() vg.Length {
 
 // LatencyCurvePlot draws latency curves (Run.LatencyCurve), one line per
 // run named by its curve's Name, against time, as the hybrid-PDES paper's
-// Figure 3 draws its runs. A window (toNs > fromNs) is shaded: the span
-// the runs are compared over (a surrogate's, in the surrogate pipeline).
-func LatencyCurvePlot(title string, curves []Curve, fromNs, toNs int64) *plot.Plot {
+// Figure 3 draws its runs. A window (toNs > fromNs) is shaded and named
+// windowName in the legend (the surrogate pipeline marks its surrogate's).
+func LatencyCurvePlot(title string, curves []Curve, fromNs, toNs int64, windowName string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
-	maxX, maxY := float64(toNs), 0.0
+	maxX, lo, hi := float64(toNs), math.Inf(1), math.Inf(-1)
 	var lines []*plotter.Line
+	var names []string
 	for i, c := range curves {
 		pts := make(plotter.XYs, len(c.Ms))
 		for j := range c.Ms {
 			pts[j] = plotter.XY{X: c.Ms[j] * 1e6, Y: c.Us[j] * 1e3} // ns, the axes' unit
-			maxX, maxY = max(maxX, pts[j].X), max(maxY, pts[j].Y)
+			maxX, lo, hi = max(maxX, pts[j].X), min(lo, pts[j].Y), max(hi, pts[j].Y)
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
 			continue // latencies are finite
 		}
+		// Colour and dash both differ: runs that agree lie on one
+		// another, and the dashes let the one below show through.
 		l.Color = okabeItoAt(i)
 		l.Width = vg.Points(1.5)
+		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}[i%3]
 		lines = append(lines, l)
-		p.Legend.Add(c.Name, l)
+		names = append(names, c.Name)
 	}
-	if toNs > fromNs {
-		win, err := plotter.NewPolygon(plotter.XYs{{X: float64(fromNs), Y: 0}, {X: float64(toNs), Y: 0}, {X: float64(toNs), Y: maxY * 1.05}, {X: float64(fromNs), Y: maxY * 1.05}})
-		if err == nil {
-			win.Color = color.Gray{Y: 225}
-			win.LineStyle.Width = 0
-			p.Add(win) // under the curves
-			p.Legend.Add("compared window", win)
-		}
-	}
-	for _, l := range lines {
-		p.Add(l)
-	}
-	timeAxis(&p.Y, "mean latency of the flows delivered", maxY)
+	timeAxis(&p.Y, "mean latency of the flows delivered", hi)
+	fitAxis(&p.Y, lo, hi)
 	timeAxis(&p.X, "time", maxX)
 	if len(curves) > 0 {
 		p.X.Label.Text += ", bins of " + units.HumanDuration(curves[0].BinNs*1000)
 	}
-	p.Y.Min = 0
+	if toNs > fromNs && len(lines) > 0 {
+		a, b := float64(fromNs), float64(toNs)
+		win, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: p.Y.Min}, {X: b, Y: p.Y.Min}, {X: b, Y: p.Y.Max}, {X: a, Y: p.Y.Max}})
+		if err == nil {
+			win.Color = color.Gray{Y: 230}
+			win.LineStyle.Width = 0
+			p.Add(win) // under the curves
+			p.Legend.Add(windowName, win)
+		}
+	}
+	for i, l := range lines {
+		p.Add(l)
+		p.Legend.Add(names[i], l)
+	}
+	p.Legend.Top = true // beside the panel (WritePlots)
 	return p
 }
