@@ -416,6 +416,7 @@ func TestText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"hand.parquet: analytical-busbw trace (parquet) of test, 4 GPUs: 26 rows = 24 flows + 2 delay nodes",
+		"1.019MiB, 3 collectives, makespan 30us", // the unit from the value
 		"allgather  4MB   DP     ring      4      2    4.000   2.000   6.000     1000.00      750.00",
 		"... 1 more collectives",
 		"[512B,1KiB)  NET      20",

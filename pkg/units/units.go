@@ -78,12 +78,42 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10) + "B"
 }
 
-// HumanSize writes a size for people: exact in binary units when it is a
-// whole number of them ("64MiB"), else exact in decimal ones ("8MB" for
-// 8e6, as workloads often give sizes), else binary to three decimals
-// ("1.177MiB"). Unlike FormatSize it goes up to EiB and EB, which ParseSize
-// does not read.
+// HumanSize writes a size for people in the unit its value calls for:
+// the largest binary unit it reaches, exact when it is a whole number of
+// it ("64MiB"), else exact in the decimal unit it reaches ("8MB" for 8e6,
+// as workloads often give sizes), else to four significant digits
+// ("1.177MiB", "135.5GiB", never "142047214KiB"). Unlike FormatSize it
+// goes up to EiB and EB, which ParseSize does not read.
 func HumanSize(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 && n > -1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	a := n
+	if a < 0 {
+		a = -a
+	}
+	i := 0 // the largest binary unit a reaches: 1024^(i+1)
+	for i+1 < len(units) && a>>(10*(i+2)) > 0 {
+		i++
+	}
+	if b := int64(1) << (10 * (i + 1)); n%b == 0 {
+		return strconv.FormatInt(n/b, 10) + string(units[i]) + "iB"
+	}
+	j, d := 0, int64(1000) // the largest decimal unit a reaches
+	for j+1 < len(units) && a/d >= 1000 {
+		j, d = j+1, d*1000
+	}
+	if n%d == 0 {
+		return strconv.FormatInt(n/d, 10) + string(units[j]) + "B"
+	}
+	return trimFloat(float64(n)/float64(int64(1)<<(10*(i+1)))) + string(units[i]) + "iB"
+}
+
+// ExactSize writes a size exactly in the largest unit, binary first, that
+// divides it ("142047214KiB" when no larger one does): for labels that
+// must not change once written (a sweep step's, in the flow stream).
+func ExactSize(n int64) string {
 	const units = "KMGTPE"
 	if n < 1024 && n > -1024 {
 		return strconv.FormatInt(n, 10) + "B"

@@ -56,6 +56,18 @@ func TestHumanSize(t *testing.T) {
 			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
 		}
 	}
+	// Totals in summary lines: the unit comes from the value.
+	for n, want := range map[int64]string{142047214 << 10: "135.5GiB", 392817712e3: "365.8GiB", 1025 << 10: "1.001MiB", 123456789: "117.7MiB"} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+	// Stream labels keep the exact form they always had.
+	for n, want := range map[int64]string{142047214 << 10: "142047214KiB", 392817712e3: "392817712KB", 123456789: "117.738MiB", 64 << 20: "64MiB"} {
+		if got := ExactSize(n); got != want {
+			t.Errorf("ExactSize(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
 
 // TestParseNumber: config numbers are plain decimals; Go's own spellings
