@@ -173,7 +173,7 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 		series = append(series, stats.BusbwSeries{Name: name, Rows: rows})
 		if len(r.Collectives) > 0 && title == "Bus bandwidth" {
 			co := r.Collectives[0]
-			title = fmt.Sprintf("%s bus bandwidth, %d ranks", co.Op, co.NRanks)
+			title = fmt.Sprintf("%s bus bandwidth, %s", co.Op, units.Plural(int64(co.NRanks), "rank"))
 			if t := r.Topology; t != nil {
 				title += fmt.Sprintf(" (%s, %d GPUs)", t.Family, t.GPUs)
 			}

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"fmt"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	"io"
 	"math"
 	"path/filepath"
@@ -61,7 +62,7 @@ func (it *Iteration) tables() []*textTable {
 	if it.Critical.Stage >= 0 {
 		stage = fmt.Sprintf(", stage %d", it.Critical.Stage)
 	}
-	ranks := fmt.Sprintf("%d ranks", len(it.Ranks))
+	ranks := units.Plural(int64(len(it.Ranks)), "rank")
 	if it.PerStage {
 		ranks += " (each standing for its pipeline stage: collective granularity)"
 	}

@@ -111,7 +111,7 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	}
 	ops := map[string]bool{}
 	for _, c := range run.Collectives {
-		ops[fmt.Sprintf("%s on %d ranks of %s (%s)", c.Op, c.NRanks, orStr(c.GroupType, "?"), c.Algorithm)] = true
+		ops[fmt.Sprintf("%s on %s of %s (%s)", c.Op, units.Plural(int64(c.NRanks), "rank"), orStr(c.GroupType, "?"), c.Algorithm)] = true
 	}
 	for _, o := range slices.Sorted(maps.Keys(ops)) {
 		fmt.Fprintf(bw, "#   %s\n", o)

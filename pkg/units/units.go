@@ -388,3 +388,11 @@ func trimFloat(v float64) string {
 	}
 	return s
 }
+
+// Plural counts a noun for people: "1 rank", "2 ranks".
+func Plural(n int64, noun string) string {
+	if n == 1 || n == -1 {
+		return strconv.FormatInt(n, 10) + " " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
+}
