@@ -190,8 +190,8 @@ func (run *Run) headline() string {
 			fmt.Fprintf(&b, " of %s, %d GPUs", t.Family, t.GPUs)
 		}
 	}
-	fmt.Fprintf(&b, ": %d rows = %d flows + %d delay nodes, %s, %d collectives, makespan %s",
-		tot.Rows, tot.Flows, tot.DelayRows, units.HumanSize(tot.SumSizeBytes), tot.Collectives, units.HumanDuration(tot.MakespanNs*1000))
+	fmt.Fprintf(&b, ": %d rows = %d flows + %d delay nodes, %s, %s, makespan %s",
+		tot.Rows, tot.Flows, tot.DelayRows, units.HumanSize(tot.SumSizeBytes), units.Plural(int64(tot.Collectives), "collective"), units.HumanDuration(tot.MakespanNs*1000))
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString(" (fct.txt has no collective ids)")
 	}

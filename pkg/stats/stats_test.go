@@ -425,6 +425,18 @@ func TestText(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
+	// One collective is "1 collective".
+	var one []trace.Row
+	for _, r := range handTrace() {
+		if r.CollectiveID == 0 {
+			one = append(one, r)
+		}
+	}
+	b.Reset()
+	analyzeBytes(t, encode(t, one, trace.Parquet), "one.parquet", false).WriteText(&b, 2)
+	if !strings.Contains(b.String(), ", 1 collective, makespan 8us") {
+		t.Errorf("one collective's headline:\n%s", b.String())
+	}
 	b.Reset()
 	run.WriteMarkdown(&b, 0)
 	if !strings.Contains(b.String(), "| 2 | allgather | 4MB | DP | ring | 4 | 2 | 20.000 | 6.000 | 666.67 | 500.00 |") {
