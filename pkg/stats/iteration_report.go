@@ -67,8 +67,8 @@ func (it *Iteration) tables() []*textTable {
 		ranks += " (each standing for its pipeline stage: collective granularity)"
 	}
 	sum := &textTable{
-		title: fmt.Sprintf("Iteration: %s ms over %s; critical rank %d%s (most compute + exposed communication)",
-			ms(float64(it.IterationNs)), ranks, it.CriticalRank, stage),
+		title: fmt.Sprintf("Iteration: %s over %s; critical rank %d%s (most compute + exposed communication)",
+			units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage),
 		head:  []string{"", "critical (ms)", "share", "mean (ms)", "share"},
 		align: "lrrrr",
 		rows:  it.breakdownRows(),

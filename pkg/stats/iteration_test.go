@@ -338,7 +338,7 @@ func TestFlowTable(t *testing.T) {
 	}
 }
 
-// One rank is "over 1 rank", not "over 1 ranks".
+// One rank is "over 1 rank", not "over 1 ranks"; the time in its unit.
 func TestIterationOneRank(t *testing.T) {
 	a := newIterAcc("one", IterationOptions{})
 	for _, r := range handIterationRows() {
@@ -352,7 +352,7 @@ func TestIterationOneRank(t *testing.T) {
 	}
 	var b strings.Builder
 	it.WriteText(&b)
-	if !strings.Contains(b.String(), " over 1 rank; ") {
+	if !strings.Contains(b.String(), "Iteration: 300us over 1 rank; ") {
 		t.Errorf("one rank's report:\n%s", b.String())
 	}
 }
