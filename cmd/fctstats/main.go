@@ -453,14 +453,7 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 			plots = append(plots, r.TimelinePlot("Flows in flight per source node: "+c.label(i, r.Source)))
 			heights = append(heights, r.TimelineHeight())
 		}
-		// One time axis for every timeline, so runs compare by eye.
-		lo, hi := plots[1].X.Min, plots[1].X.Max
-		for _, p := range plots[2:] {
-			lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
-		}
-		for _, p := range plots[1:] {
-			p.X.Min, p.X.Max = lo, hi
-		}
+		stats.ShareTimeAxis(plots[1:]) // runs compare by eye
 	}
 	return c.writePlot(plots, heights)
 }

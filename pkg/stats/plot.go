@@ -222,6 +222,22 @@ func (run *Run) TimelinePlot(title string) *plot.Plot {
 	return p
 }
 
+// ShareTimeAxis gives timeline panels (TimelinePlot) one time axis, the
+// union of theirs, in one unit, so that runs compare by eye.
+func ShareTimeAxis(plots []*plot.Plot) {
+	if len(plots) == 0 {
+		return
+	}
+	lo, hi := plots[0].X.Min, plots[0].X.Max
+	for _, p := range plots[1:] {
+		lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
+	}
+	for _, p := range plots {
+		p.X.Min, p.X.Max = lo, hi
+		timeAxis(&p.X, "time", hi)
+	}
+}
+
 // mergeSpans sorts intervals and merges overlapping or touching ones.
 func mergeSpans(s [][2]int64) [][2]int64 {
 	slices.SortFunc(s, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })

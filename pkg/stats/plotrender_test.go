@@ -161,3 +161,21 @@ func TestLatencyAndBusbwRender(t *testing.T) {
 		t.Errorf("busbw y ticks %q, want at least 4", got)
 	}
 }
+
+// Timelines of runs of different lengths share one axis and one unit.
+func TestShareTimeAxis(t *testing.T) {
+	short := analyzeBytes(t, encode(t, handTrace(), trace.ArrowStream), "short", true)
+	rows := handTrace()
+	for i := range rows {
+		rows[i].StartNs, rows[i].EndNs = rows[i].StartNs*100, rows[i].EndNs*100 // 3 ms
+	}
+	long := analyzeBytes(t, encode(t, rows, trace.ArrowStream), "long", true)
+	a, b := short.TimelinePlot("short"), long.TimelinePlot("long")
+	if a.X.Label.Text != "time (us)" || b.X.Label.Text != "time (ms)" {
+		t.Fatalf("units before sharing: %q, %q", a.X.Label.Text, b.X.Label.Text)
+	}
+	ShareTimeAxis([]*plot.Plot{a, b})
+	if a.X.Label.Text != "time (ms)" || a.X.Max != b.X.Max || a.X.Min != b.X.Min {
+		t.Errorf("shared axis: %q %v-%v against %q %v-%v", a.X.Label.Text, a.X.Min, a.X.Max, b.X.Label.Text, b.X.Min, b.X.Max)
+	}
+}
