@@ -227,6 +227,14 @@ func TestFctstatsOutputs(t *testing.T) {
 	}
 	// That Parquet table is not a flow trace: fctstats says so.
 	oneLineError(t, run(t, nil, "fctstats", pq), 1, "coll.parquet: not a fabricsim.flows/v2 trace")
+	// --label names the input in the plot; the timeline's axes carry units.
+	svg := filepath.Join(dir, "run.svg")
+	mustRun(t, data, "fctstats", "--plot", svg, "--timeline", "--label", "micro on 16 GPUs")
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("Flows in flight per source node: micro on 16 GPUs")) ||
+		!bytes.Contains(b, []byte("time (ms)")) {
+		t.Errorf("SVG with --label: %v\n%.2000s", err, b)
+	}
+	oneLineError(t, run(t, data, "fctstats", "--label", "a"), 2, "--label names the inputs in --plot's legend")
 }
 
 func TestFctstatsErrors(t *testing.T) {

@@ -181,7 +181,12 @@ func TestNcclpathMatrixH100(t *testing.T) {
 		t.Errorf("legends missing:\n%s", out)
 	}
 	// NVLink at 18 x 20.6 GB/s, PCIe Gen5 x16 to the NIC.
-	bw := matrixRows(t, mustRun(t, nil, "ncclpath", "--server", "dgx-h100", "--matrix", "--bw"))
+	bwOut := mustRun(t, nil, "ncclpath", "--server", "dgx-h100", "--matrix", "--bw")
+	// The legend gives the cells' unit.
+	if !strings.Contains(string(bwOut), "TYPE/BW = the path type and its bandwidth in GB/s") {
+		t.Errorf("--bw legend without the bandwidth's unit:\n%s", bwOut)
+	}
+	bw := matrixRows(t, bwOut)
 	if bw["GPU0"]["GPU1"] != "NVL/370.8" || bw["GPU0"]["NIC0"] != "PIX/48.0" {
 		t.Errorf("bandwidths: GPU0→GPU1 %s, GPU0→NIC0 %s", bw["GPU0"]["GPU1"], bw["GPU0"]["NIC0"])
 	}

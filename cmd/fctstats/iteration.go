@@ -88,8 +88,8 @@ func (c *command) iteration() error {
 	}
 	plots := make([]*plot.Plot, 0, len(its))
 	heights := make([]vg.Length, 0, len(its))
-	for _, it := range its {
-		plots = append(plots, it.IterationPlot("Iteration per rank: "+it.Source))
+	for i, it := range its {
+		plots = append(plots, it.IterationPlot("Iteration per rank: "+c.label(i, it.Source)))
 		heights = append(heights, it.PlotHeight())
 	}
 	return c.writePlot(plots, heights)
@@ -237,7 +237,7 @@ func (c *command) concat() error {
 		}
 		heights := make([]vg.Length, len(plots))
 		for i := range heights {
-			heights[i] = vg.Inch * 4
+			heights[i] = vg.Inch * vg.Length(max(3, 4-0.25*float64(len(plots)))) // one panel per y (and group)
 		}
 		if err := c.writePlot(plots, heights); err != nil {
 			return err

@@ -30,17 +30,18 @@ type command struct {
 	DType        string          `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
 	Reference    []string        `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
 	Table        string          `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
-	Window       string          `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms."`
+	Window       string          `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms. With --latency-curves: shade this window on the plot (e.g. the span a surrogate replaced)."`
 	CurveBin     units.Duration  `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
 	Out          string          `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
 	Plot         string          `placeholder:"FILE" help:"Draw the CDF of flow slowdowns (fct / ideal fct) to FILE.png or FILE.svg: one line per conn_type for one input, one per input otherwise. With --format nccl-tests: bus bandwidth against size, one line per input and per --reference. With --iteration: each rank's iteration coloured by compute phase, exposed communication per group type and bubble."`
+	Label        []string        `placeholder:"NAME" help:"With --plot: the legend's name for each input, in the order of FILES (default: the file name); repeatable."`
 	Timeline     bool            `help:"With --plot: add a panel per input showing when each source node (rank) had flows in flight, per conn_type."`
 	Curves       bool            `name:"latency-curves" help:"With --plot: draw instead each input's latency curve, the mean latency of the flows delivered in each --curve-bin against time, one line per input, as the hybrid-PDES paper's Figure 3 compares its runs."`
 	MaxRows      int             `name:"max-rows" default:"40" help:"table and markdown: list at most this many collectives one by one (0: all). The other tables are always complete."`
 	Param        []string        `placeholder:"KEY=VALUE" help:"csv and parquet tables (not flows): add a column KEY holding VALUE on every row (an integer, a number or text), e.g. a sweep point's parameters; repeatable."`
 	Concat       bool            `help:"Gather a sweep: FILES are CSV tables (fctstats --format csv, one per point, with --param columns) of the same columns; write them as one table (--format csv or parquet) and, with --plot, draw each --y column against --x."`
-	X            string          `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more)."`
-	Y            []string        `help:"With --concat --plot: the columns to draw against --x, one panel each."`
+	X            string          `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more); COLUMN=TITLE names it for people. Axes take their unit from the column's suffix (_ns, _us, _ms, _s, _bytes), scaled to the data."`
+	Y            []string        `help:"With --concat --plot: the columns to draw against --x, one panel each (and per workload when --x values read WORKLOAD/NAME); COLUMN=TITLE names one for people."`
 	Links        string          `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes. csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
 	Top          int             `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
 	AllowPartial bool            `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
@@ -149,7 +150,11 @@ func (c *command) run() error {
 		case c.Format == "nccl-tests":
 			return c.busbwPlot(runs)
 		case c.Curves:
-			return c.writePlot([]*plot.Plot{stats.LatencyCurvePlot("Latency curves", curves)}, []vg.Length{vg.Inch * 4.5})
+			for i := range curves {
+				curves[i].Name = c.label(i, curves[i].Name)
+			}
+			from, to, _ := c.window() // checked in validate
+			return c.writePlot([]*plot.Plot{stats.LatencyCurvePlot("Latency curves", curves, from, to, "window "+c.Window)}, []vg.Length{vg.Inch * 4.5})
 		}
 		return c.plot(runs, cmp)
 	}
@@ -161,7 +166,7 @@ func (c *command) run() error {
 func (c *command) busbwPlot(runs []*stats.Run) error {
 	var series []stats.BusbwSeries
 	title := "Bus bandwidth"
-	for _, r := range runs {
+	for i, r := range runs {
 		rows, err := r.NCCLTests(c.DType, units.DTypes[c.DType])
 		if err != nil {
 			return err
@@ -170,10 +175,11 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 		if r.Backend != "" {
 			name = r.Backend + " (" + name + ")"
 		}
+		name = c.label(i, name)
 		series = append(series, stats.BusbwSeries{Name: name, Rows: rows})
 		if len(r.Collectives) > 0 && title == "Bus bandwidth" {
 			co := r.Collectives[0]
-			title = fmt.Sprintf("%s bus bandwidth, %d ranks", co.Op, co.NRanks)
+			title = fmt.Sprintf("%s bus bandwidth, %s", co.Op, units.Plural(int64(co.NRanks), "rank"))
 			if t := r.Topology; t != nil {
 				title += fmt.Sprintf(" (%s, %d GPUs)", t.Family, t.GPUs)
 			}
@@ -249,8 +255,11 @@ func (c *command) check() error {
 	} else if c.X != "" || len(c.Y) > 0 {
 		return cli.Usagef("--x and --y are for --concat --plot")
 	}
-	if c.Window != "" && !c.Compare {
-		return cli.Usagef("--window restricts --compare's flow latencies: give --compare")
+	if c.Window != "" && !c.Compare && !c.Curves {
+		return cli.Usagef("--window restricts --compare's flow latencies (or is shaded on --latency-curves): give --compare")
+	}
+	if len(c.Label) > 0 && (c.Plot == "" || len(c.Label) > max(1, len(c.Files))) {
+		return cli.Usagef("--label names the inputs in --plot's legend: give --plot and at most one --label per input (%d here)", max(1, len(c.Files)))
 	}
 	if c.Table == stats.TableTotals && !c.Compare {
 		return cli.Usagef("--table totals is a comparison's: give --compare")
@@ -441,10 +450,10 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 	title := "Flow slowdown CDF"
 	if len(runs) == 1 {
 		series = runs[0].SlowdownSeries()
-		title += ": " + runs[0].Source
+		title += ": " + c.label(0, runs[0].Source)
 	} else {
 		for i, r := range runs {
-			name := r.Source
+			name := c.label(i, r.Source)
 			if cmp != nil {
 				name = string(rune('A'+i)) + " = " + name
 			}
@@ -454,18 +463,11 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 	plots := []*plot.Plot{stats.CDFPlot(title, series)}
 	heights := []vg.Length{vg.Inch * 4.5}
 	if c.Timeline {
-		for _, r := range runs {
-			plots = append(plots, r.TimelinePlot("Flows in flight per source node: "+r.Source))
+		for i, r := range runs {
+			plots = append(plots, r.TimelinePlot("Flows in flight per source node: "+c.label(i, r.Source)))
 			heights = append(heights, r.TimelineHeight())
 		}
-		// One time axis for every timeline, so runs compare by eye.
-		lo, hi := plots[1].X.Min, plots[1].X.Max
-		for _, p := range plots[2:] {
-			lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
-		}
-		for _, p := range plots[1:] {
-			p.X.Min, p.X.Max = lo, hi
-		}
+		stats.ShareTimeAxis(plots[1:]) // runs compare by eye
 	}
 	return c.writePlot(plots, heights)
 }
@@ -484,6 +486,14 @@ func (c *command) markPartial(dt *stats.DataTable, err error) func(n int64) (*st
 		}
 		return dt, dt.AddParam("unfinished_flows", fmt.Sprint(n))
 	}
+}
+
+// label is input i's name in plots: its --label, else def.
+func (c *command) label(i int, def string) string {
+	if i < len(c.Label) {
+		return c.Label[i]
+	}
+	return def
 }
 
 // window reads --window FROM:TO into ns (0, 0 when not given).

@@ -245,7 +245,7 @@ func (c *command) report(sys *ncclpath.System, opt ncclpath.Options) (err error)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(res.Report())
 	} else {
-		_, err = io.WriteString(bw, res.MatrixText(c.BW)+legend(res))
+		_, err = io.WriteString(bw, res.MatrixText(c.BW)+legend(res, c.BW))
 	}
 	if err != nil {
 		return err
@@ -316,8 +316,9 @@ var pathMeaning = []struct{ typ, text string }{
 	{"DIS", "disconnected"},
 }
 
-// legend lists the path types the matrix uses.
-func legend(res *ncclpath.Result) string {
+// legend lists the path types the matrix uses, and the unit of its
+// bandwidths when it shows them.
+func legend(res *ncclpath.Result, withBW bool) string {
 	used := map[string]bool{}
 	for _, row := range res.Matrix(false)[1:] {
 		for _, cell := range row[1:] {
@@ -327,6 +328,9 @@ func legend(res *ncclpath.Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nLegend (%s, NCCL %s rules; row = source, column = destination):\n", res.Server, res.NCCLVersion)
 	b.WriteString("  X    = self\n")
+	if withBW {
+		b.WriteString("  TYPE/BW = the path type and its bandwidth in GB/s (1 GB = 1e9 B), as NCCL counts it\n")
+	}
 	for _, m := range pathMeaning {
 		if used[m.typ] {
 			fmt.Fprintf(&b, "  %-4s = %s\n", m.typ, m.text)

@@ -84,7 +84,7 @@ func (c *command) writeTraffic(top *stream.Topology, fwd []rec, msgs []traffic.M
 			bytes += m.Size
 			last = max(last, m.StartPs)
 		}
-		fmt.Printf("%d messages, %s, last start at %.3f us, on %d GPUs\n", len(msgs), units.HumanSize(bytes), float64(last)/1e6, top.GPUs)
+		fmt.Printf("%d messages, %s, last start at %s, on %d GPUs\n", len(msgs), units.HumanSize(bytes), units.HumanDuration(last), top.GPUs)
 		return nil
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {

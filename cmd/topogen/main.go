@@ -60,7 +60,8 @@ Examples:
   topogen --family hpn-dual-plane --gpus 1024 --summary
   topogen --family fat-tree --fat-tree-k 16 --oversubscription 4 --oversubscribe-by uplinks --summary
   topogen --family dragonfly --gpus 72 --gpus-per-server 1 --routers-per-group 4 --terminals-per-router 2 --global-per-router 2 --summary
-  topogen --family spectrum-x --gpus 16 --format simai > Spectrum-X_16g_8gps_400Gbps_H100
+  topogen --family spectrum-x --gpus 16 --nvlink-bw 2880Gbps --format simai > Spectrum-X_16g_8gps_400Gbps_H100
+      (SimAI's NVLink rate: byte-identical to SimAI's generator)
   topogen --from-simai Spectrum-X_16g_8gps_400Gbps_H100 | ncclpath | ...`
 
 func main() {

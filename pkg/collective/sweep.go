@@ -82,7 +82,7 @@ func (sw Sweep) Sizes(op Op, elem int64, ranks int) ([]int64, error) {
 func SweepWorkload(op Op, group string, sizes []int64) *Workload {
 	w := &Workload{}
 	for _, s := range sizes {
-		w.Steps = append(w.Steps, Step{Op: op, Size: s, Group: group, Label: fmt.Sprintf("%s %s", op, units.HumanSize(s))}, Step{Barrier: true})
+		w.Steps = append(w.Steps, Step{Op: op, Size: s, Group: group, Label: fmt.Sprintf("%s %s", op, units.ExactSize(s))}, Step{Barrier: true})
 	}
 	return w
 }

@@ -351,7 +351,7 @@ func SameWorkload(a, b *Run) error {
 		bi[b.Collectives[i].ID] = &b.Collectives[i]
 	}
 	what := func(c *Collective) string {
-		return fmt.Sprintf("%s %s on %d ranks", cmpStr(c.Op, "(no op)"), units.HumanSize(c.SizeBytes), c.NRanks)
+		return fmt.Sprintf("%s %s on %s", cmpStr(c.Op, "(no op)"), units.HumanSize(c.SizeBytes), units.Plural(int64(c.NRanks), "rank"))
 	}
 	differ := func(format string, args ...any) error {
 		return fmt.Errorf("--compare: %s and %s are not runs of the same workload: %s", a.Source, b.Source, fmt.Sprintf(format, args...))

@@ -12,35 +12,36 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// segmentColors: compute in greens by phase, exposed communication in the
-// colours the group types have elsewhere, bubble light grey.
+// segmentColors: compute in greys by phase, so that exposed
+// communication, in Okabe and Ito's colour-blind-safe colours per group
+// type (as in the link-load plots), stands out against it however thin;
+// bubble a pale yellow, told apart from both.
 var segmentColors = [numSegKinds]color.Color{
-	SegFwd: color.RGBA{0x27, 0xae, 0x60, 0xff}, SegIg: color.RGBA{0x1e, 0x84, 0x49, 0xff},
-	SegWg: color.RGBA{0x82, 0xe0, 0xaa, 0xff}, SegCompute: color.RGBA{0x14, 0x5a, 0x32, 0xff},
-	SegExposedDP: color.RGBA{0xe6, 0x7e, 0x22, 0xff}, SegExposedDPEP: color.RGBA{0xd3, 0x54, 0x00, 0xff},
-	SegExposedTP: color.RGBA{0x29, 0x80, 0xb9, 0xff}, SegExposedEP: color.RGBA{0xc0, 0x39, 0x2b, 0xff},
-	SegExposedPP: color.RGBA{0x8e, 0x44, 0xad, 0xff}, SegExposedOther: color.RGBA{0x7f, 0x8c, 0x8d, 0xff},
-	SegBubble: color.Gray{Y: 215},
+	SegFwd: color.Gray{Y: 110}, SegIg: color.Gray{Y: 140},
+	SegWg: color.Gray{Y: 175}, SegCompute: color.Gray{Y: 80},
+	SegExposedDP: okabeIto[1], SegExposedDPEP: okabeIto[2],
+	SegExposedTP: okabeIto[0], SegExposedEP: okabeIto[4],
+	SegExposedPP: okabeIto[3], SegExposedOther: okabeIto[5],
+	SegBubble: color.RGBA{0xf5, 0xee, 0xb0, 0xff},
 }
 
 // IterationPlot draws each rank's iteration as one row cut into what
-// filled it: compute by phase, exposed communication by group type, and
-// bubble. The iteration must come from AnalyzeIteration with
-// KeepSegments.
+// filled it: compute by phase and bubble in the row's upper half, exposed
+// communication by group type in its lower half, so that thousands of
+// short exposed pieces between compute kernels stay visible instead of
+// blending into it. Legend entries give each kind's share of the ranks'
+// time. The iteration must come from AnalyzeIteration with KeepSegments.
 func (it *Iteration) IterationPlot(title string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	// Time in ms once the iteration is long enough for µs to clutter.
-	scale, unit := 1e3, "us"
-	if it.IterationNs >= 10e6 {
-		scale, unit = 1e6, "ms"
-	}
-	p.X.Label.Text = "time (" + unit + ")"
+	// Time in the unit the iteration calls for, data in ns.
+	timeAxis(&p.X, "time", float64(it.EndNs))
 	p.Y.Label.Text = "rank"
 	// Ranks are rows in order, labelled with their number (and stage):
 	// one rank per stage at collective granularity is 0, 768, 1536, ...
-	tl := &timeline{colors: segmentColors[:], minY: math.Inf(1), maxY: math.Inf(-1), scale: scale, shared: true}
+	tl := &timeline{colors: segmentColors[:], minY: math.Inf(1), maxY: math.Inf(-1), scale: 1, shared: true}
 	used := [numSegKinds]bool{}
+	var total [numSegKinds]int64
 	var ticks []plot.Tick
 	every := max(1, len(it.Ranks)/24)
 	for row, r := range it.Ranks {
@@ -55,19 +56,28 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 		for _, s := range it.segments[r.Rank] {
 			by[s.Kind] = append(by[s.Kind], [2]int64{s.StartNs, s.EndNs})
 			used[s.Kind] = true
+			total[s.Kind] += s.EndNs - s.StartNs
 		}
 		for k, spans := range by {
 			if len(spans) > 0 {
-				tl.lanes = append(tl.lanes, lane{y: float64(row), conn: k, spans: spans})
+				y := float64(row) + 0.2 // compute and bubble above
+				if exposedKind(k) {
+					y = float64(row) - 0.2
+				}
+				tl.lanes = append(tl.lanes, lane{y: y, conn: k, spans: spans})
 			}
 		}
 		tl.minY, tl.maxY = min(tl.minY, float64(row)-0.5), max(tl.maxY, float64(row)+0.5)
 	}
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	var all int64
+	for _, t := range total {
+		all += t
+	}
 	for k, u := range used {
 		if u {
 			l := &plotter.Line{LineStyle: draw.LineStyle{Color: segmentColors[k], Width: vg.Points(4)}}
-			p.Legend.Add(SegmentNames[k], l)
+			p.Legend.Add(SegmentNames[k]+" "+strconv.FormatFloat(100*float64(total[k])/float64(max(all, 1)), 'f', 1, 64)+"%", l)
 		}
 	}
 	p.Legend.Top = true
@@ -77,25 +87,19 @@ func (it *Iteration) IterationPlot(title string) *plot.Plot {
 	tl.rows = int(tl.maxY - tl.minY)
 	slices.SortFunc(tl.lanes, func(a, b lane) int { return a.conn - b.conn })
 	p.Add(tl)
-	p.X.Min = float64(it.StartNs) / scale
-	p.X.Max = float64(it.EndNs) / scale
-	// Room above the top rank for the legend (about 14 pt per entry).
-	n := 0
-	for _, u := range used {
-		if u {
-			n++
-		}
-	}
-	d := float64(it.PlotHeight()/vg.Inch) - 1
-	if need := float64(n) * 14.0 / 72; need < d {
-		p.Y.Max = tl.maxY + need*(tl.maxY-tl.minY)/(d-need)
-	}
+	p.X.Min = float64(it.StartNs)
+	p.X.Max = float64(it.EndNs)
+	// Rows fit the panel: the legend goes beside it (WritePlots).
+	p.Y.Min, p.Y.Max = tl.minY, tl.maxY
 	return p
 }
 
+// exposedKind tells exposed communication from compute and bubble.
+func exposedKind(k int) bool { return k >= int(SegExposedDP) && k < int(SegBubble) }
+
 // PlotHeight suits the iteration panel to its number of ranks.
 func (it *Iteration) PlotHeight() vg.Length {
-	// Room for the legend's eight entries above a few rows, about a fifth
-	// of an inch per rank beyond.
-	return vg.Inch * vg.Length(min(24, max(5, 2+0.2*float64(len(it.Ranks)))))
+	// The legend (up to eleven entries) beside the rows needs about 3
+	// inches; about a fifth of an inch per rank beyond.
+	return vg.Inch * vg.Length(min(24, max(3.5, 1.5+0.2*float64(len(it.Ranks)))))
 }

@@ -2,6 +2,7 @@ package stats
 
 import (
 	"fmt"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	"io"
 	"math"
 	"path/filepath"
@@ -61,13 +62,13 @@ func (it *Iteration) tables() []*textTable {
 	if it.Critical.Stage >= 0 {
 		stage = fmt.Sprintf(", stage %d", it.Critical.Stage)
 	}
-	ranks := fmt.Sprintf("%d ranks", len(it.Ranks))
+	ranks := units.Plural(int64(len(it.Ranks)), "rank")
 	if it.PerStage {
 		ranks += " (each standing for its pipeline stage: collective granularity)"
 	}
 	sum := &textTable{
-		title: fmt.Sprintf("Iteration: %s ms over %s; critical rank %d%s (most compute + exposed communication)",
-			ms(float64(it.IterationNs)), ranks, it.CriticalRank, stage),
+		title: fmt.Sprintf("Iteration: %s over %s; critical rank %d%s (most compute + exposed communication)",
+			units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage),
 		head:  []string{"", "critical (ms)", "share", "mean (ms)", "share"},
 		align: "lrrrr",
 		rows:  it.breakdownRows(),

@@ -337,3 +337,22 @@ func TestFlowTable(t *testing.T) {
 		}
 	}
 }
+
+// One rank is "over 1 rank", not "over 1 ranks"; the time in its unit.
+func TestIterationOneRank(t *testing.T) {
+	a := newIterAcc("one", IterationOptions{})
+	for _, r := range handIterationRows() {
+		if r.Src == 0 && r.Dst == 0 {
+			a.add(&r)
+		}
+	}
+	it, err := a.finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	it.WriteText(&b)
+	if !strings.Contains(b.String(), "Iteration: 300us over 1 rank; ") {
+		t.Errorf("one rank's report:\n%s", b.String())
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"image/color"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/fabricsim/fabricsim/formats/links"
 	"gonum.org/v1/plot"
@@ -136,11 +135,11 @@ func (ll *LinkLoads) tierPlot() *plot.Plot {
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
-	// Headroom above the highest maximum for the legend: about 14 pt per
-	// entry of the panel's 3.2 inches of data.
-	p.Y.Tick.Marker = plainTicks{}
+	// The legend goes beside the panel (WritePlots): the axis fits the
+	// highest maximum.
+	p.Y.Tick.Marker = humanTicks{1}
 	p.Y.Min = 0
-	p.Y.Max = max(top, 1e-9) / max(0.3, 0.95-float64(len(legend)+1)*14/(3.2*72))
+	p.Y.Max = max(top, 1e-9) * 1.05
 	p.Legend.Top = true
 	return p
 }
@@ -155,21 +154,6 @@ func addLegend(p *plot.Plot, entries []legendEntry) {
 	for i := len(entries) - 1; i >= 0; i-- {
 		p.Legend.Add(entries[i].name, entries[i].bar)
 	}
-}
-
-// plainTicks are gonum's default ticks labelled without trailing zeros
-// ("25", not "25.00").
-type plainTicks struct{}
-
-// Ticks implements plot.Ticker.
-func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	t := plot.DefaultTicks{}.Ticks(lo, hi)
-	for i := range t {
-		if t[i].Label != "" {
-			t[i].Label = strconv.FormatFloat(t[i].Value, 'g', -1, 64)
-		}
-	}
-	return t
 }
 
 // dashGlyph draws a horizontal stroke as wide as the glyph: the maximum
@@ -224,7 +208,7 @@ func (ll *LinkLoads) topPlot() *plot.Plot {
 		top = max(top, ll.Top[i].Utilization*100)
 	}
 	p.NominalY(labels...)
-	p.X.Tick.Marker = plainTicks{}
+	p.X.Tick.Marker = humanTicks{1}
 	p.X.Min = 0
 	p.X.Max = max(top, 1e-9) * 1.3 // room for the legend at the bottom right
 	p.Legend.Top, p.Legend.Left = false, false

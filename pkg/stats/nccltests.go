@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -110,7 +111,7 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	}
 	ops := map[string]bool{}
 	for _, c := range run.Collectives {
-		ops[fmt.Sprintf("%s on %d ranks of %s (%s)", c.Op, c.NRanks, orStr(c.GroupType, "?"), c.Algorithm)] = true
+		ops[fmt.Sprintf("%s on %s of %s (%s)", c.Op, units.Plural(int64(c.NRanks), "rank"), orStr(c.GroupType, "?"), c.Algorithm)] = true
 	}
 	for _, o := range slices.Sorted(maps.Keys(ops)) {
 		fmt.Fprintf(bw, "#   %s\n", o)
@@ -245,8 +246,8 @@ type BusbwSeries struct {
 func BusbwPlot(title string, series []BusbwSeries) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "size (bytes)"
-	p.Y.Label.Text = "bus bandwidth (GB/s)"
+	p.X.Label.Text = "message size"
+	plainAxis(&p.Y, "bus bandwidth", "GB/s")
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = sizeTicks{}
 	p.Add(plotter.NewGrid())
@@ -302,8 +303,8 @@ func cmpFloat(a, b float64) int {
 	return 0
 }
 
-// sizeTicks marks powers of two on a log axis: every fourth labelled (1,
-// 16, 256, 4K, ...), the rest as minor ticks.
+// sizeTicks marks powers of two on a log axis: every fourth labelled
+// (1B, 16B, 256B, 4KiB, ...), the rest as minor ticks.
 type sizeTicks struct{}
 
 // Ticks implements plot.Ticker.
@@ -319,22 +320,9 @@ func (sizeTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 		t := plot.Tick{Value: v}
 		if int(k)%4 == 0 || hi/lo < 64 {
-			t.Label = shortSize(int64(v))
+			t.Label = units.HumanSize(int64(v))
 		}
 		out = append(out, t)
 	}
 	return out
-}
-
-// shortSize writes a power of two the way nccl-tests' -b/-e take it.
-func shortSize(v int64) string {
-	for _, u := range []struct {
-		s string
-		n int64
-	}{{"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}} {
-		if v >= u.n && v%u.n == 0 {
-			return strconv.FormatInt(v/u.n, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(v, 10)
 }

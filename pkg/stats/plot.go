@@ -8,13 +8,12 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -62,21 +61,22 @@ func (run *Run) SlowdownSeries() []Series {
 // run's own: callers must not modify it.
 func (run *Run) AllSlowdowns() []float64 { return run.allSlow }
 
-// connColors gives every conn_type the same color in every plot; other
-// names take the palette in order.
+// connColors gives every conn_type the same colour in every plot, from
+// Okabe and Ito's colour-blind-safe palette (the two PXN kinds, rarer, in
+// darker tones of its yellow and blue); other names take the palette in
+// order. "all" is black and drawn dashed under the others.
 var connColors = map[string]color.Color{
-	"RING": color.RGBA{0xe6, 0x7e, 0x22, 0xff}, "TREE": color.RGBA{0x8e, 0x44, 0xad, 0xff},
-	"NVLS": color.RGBA{0x29, 0x80, 0xb9, 0xff}, "NET": color.RGBA{0x27, 0xae, 0x60, 0xff},
-	"PXN_INIT": color.RGBA{0x16, 0xa0, 0x85, 0xff}, "PXN_FINAL": color.RGBA{0x1a, 0x52, 0x76, 0xff},
-	"A2A": color.RGBA{0xc0, 0x39, 0x2b, 0xff}, "P2P": color.RGBA{0xd4, 0xac, 0x0d, 0xff},
-	"MSCCL": color.RGBA{0x7f, 0x8c, 0x8d, 0xff}, stream.ConnDelay: color.Gray{Y: 160}, "all": color.Black,
+	"RING": okabeIto[1], "TREE": okabeIto[3], "NVLS": okabeIto[0], "NET": okabeIto[2],
+	"A2A": okabeIto[4], "P2P": okabeIto[5],
+	"PXN_INIT": color.RGBA{0x99, 0x80, 0x00, 0xff}, "PXN_FINAL": color.RGBA{0x00, 0x3f, 0x66, 0xff},
+	"MSCCL": color.Gray{Y: 100}, stream.ConnDelay: color.Gray{Y: 160}, "all": color.Black,
 }
 
 func seriesColor(name string, i int) color.Color {
 	if c, ok := connColors[name]; ok {
 		return c
 	}
-	return plotutil.Color(i)
+	return okabeItoAt(i)
 }
 
 // cdfPoints caps a CDF at this many points: more are invisible at any
@@ -89,15 +89,26 @@ const cdfPoints = 2000
 func CDFPlot(title string, series []Series) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "slowdown (fct / ideal fct)"
-	p.Y.Label.Text = "fraction of flows"
+	plainAxis(&p.X, "slowdown (FCT / ideal FCT, ratio)", "")
+	plainAxis(&p.Y, "fraction of flows with a smaller slowdown", "")
 	p.Y.Min, p.Y.Max = 0, 1
 	p.Add(plotter.NewGrid())
 	// Bottom right is where CDFs are empty: every curve has risen by
 	// its largest value, and the x axis is stretched past that below.
 	p.Legend.Top, p.Legend.Left = false, false
 	lo, hi := math.Inf(1), math.Inf(-1)
+	// "all" first, so that it lies under a conn_type it equals (one
+	// conn_type carries most flows) instead of hiding it.
+	order := make([]int, 0, len(series))
 	for i, s := range series {
+		if s.Name == "all" {
+			order = append([]int{i}, order...)
+		} else {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		s := series[i]
 		n := len(s.Values)
 		if n == 0 {
 			continue
@@ -119,6 +130,10 @@ func CDFPlot(title string, series []Series) *plot.Plot {
 		l.Color = seriesColor(s.Name, i)
 		l.Width = vg.Points(1.5)
 		l.StepStyle = plotter.PostStep
+		if s.Name == "all" {
+			l.Width = vg.Points(2.5)
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+		}
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s (%d)", s.Name, n), l)
 	}
@@ -146,9 +161,8 @@ func CDFPlot(title string, series []Series) *plot.Plot {
 func (run *Run) TimelinePlot(title string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.X.Label.Text = "time (us)"
 	p.Y.Label.Text = "source node (GPU id = rank)"
-	tl := &timeline{}
+	tl := &timeline{scale: 1}
 	conns := map[string]int{}
 	var names []string
 	for _, f := range run.flows {
@@ -198,17 +212,30 @@ func (run *Run) TimelinePlot(title string) *plot.Plot {
 		return p
 	}
 	tl.rows = int(tl.maxY - tl.minY)
-	// Headroom above the top rank for the legend, sized from the panel
-	// height TimelineHeight gives: data rows r share the panel's data
-	// height d, the legend needs about 14 pt per entry.
-	r := tl.maxY - tl.minY
-	d := float64(run.TimelineHeight()/vg.Inch) - 1
-	need := float64(len(names)) * 14.0 / 72
-	if need < d {
-		p.Y.Max = tl.maxY + need*r/(d-need)
-	}
+	// The axes fit the data: nodes 0-15 for 16 GPUs (the legend goes
+	// beside the panel, see WritePlots), time in the unit of the run.
+	_, xmax, _, _ := tl.DataRange()
+	timeAxis(&p.X, "time", xmax)
+	p.Y.Min, p.Y.Max = tl.minY, tl.maxY
+	p.Y.Tick.Marker = intTicks{}
 	p.Add(tl)
 	return p
+}
+
+// ShareTimeAxis gives timeline panels (TimelinePlot) one time axis, the
+// union of theirs, in one unit, so that runs compare by eye.
+func ShareTimeAxis(plots []*plot.Plot) {
+	if len(plots) == 0 {
+		return
+	}
+	lo, hi := plots[0].X.Min, plots[0].X.Max
+	for _, p := range plots[1:] {
+		lo, hi = min(lo, p.X.Min), max(hi, p.X.Max)
+	}
+	for _, p := range plots {
+		p.X.Min, p.X.Max = lo, hi
+		timeAxis(&p.X, "time", hi)
+	}
 }
 
 // mergeSpans sorts intervals and merges overlapping or touching ones.
@@ -237,8 +264,9 @@ type timeline struct {
 	minY, maxY float64
 	rows       int
 	scale      float64 // ns per x unit; 0 means µs (1e3)
-	// shared: a row's lanes never overlap in time (an iteration's
-	// segments), so each may be as thick as the row, and is drawn to scale.
+	// shared: lanes at the same y never overlap in time (an iteration's
+	// segments), so each may be as thick as its half row, and is drawn
+	// to scale.
 	shared bool
 }
 
@@ -253,7 +281,7 @@ func (t *timeline) Plot(c draw.Canvas, p *plot.Plot) {
 	row := (c.Max.Y - c.Min.Y) / vg.Length(max(1, t.rows))
 	w := max(vg.Points(0.5), min(vg.Points(6), row/vg.Length(max(1, len(t.colors)))*0.8))
 	if t.shared {
-		w = max(vg.Points(0.5), min(vg.Points(10), row*0.8))
+		w = max(vg.Points(0.5), min(vg.Points(8), row*0.38))
 	}
 	for _, l := range t.lanes {
 		sty := draw.LineStyle{Color: t.colors[l.conn], Width: w}
@@ -309,10 +337,31 @@ func WritePlots(w io.Writer, format string, plots []*plot.Plot, heights []vg.Len
 		panel.Max.Y = top
 		panel.Min.Y = top - heights[i]
 		top = panel.Min.Y
-		p.Draw(draw.Crop(panel, vg.Points(6), -vg.Points(10), vg.Points(6), -vg.Points(6)))
+		drawPanel(draw.Crop(panel, vg.Points(6), -vg.Points(10), vg.Points(6), -vg.Points(6)), p)
 	}
 	_, err := c.WriteTo(w)
 	return err
+}
+
+// drawPanel draws p into c. A legend at the top right (timelines,
+// stacked bars) goes beside the data instead of over it, so that the axes
+// can fit the data rather than leave headroom for it.
+func drawPanel(c draw.Canvas, p *plot.Plot) {
+	leg := p.Legend
+	w := leg.Rectangle(c).Size().X
+	if !leg.Top || leg.Left || w == 0 {
+		p.Draw(c)
+		return
+	}
+	gap := vg.Points(8)
+	p.Legend = plot.NewLegend()
+	p.Draw(draw.Crop(c, 0, -(w + gap), 0, 0))
+	p.Legend = leg
+	side := c
+	side.Min.X = c.Max.X - w
+	side.Max.Y -= p.Title.TextStyle.Height(p.Title.Text) + p.Title.Padding // level with the data
+	leg.Left = true
+	leg.Draw(side)
 }
 
 // TimelineHeight suits a timeline panel to its number of rows.
@@ -325,30 +374,54 @@ func (run *Run) TimelineHeight() vg.Length {
 }
 
 // LatencyCurvePlot draws latency curves (Run.LatencyCurve), one line per
-// run, against time, as the hybrid-PDES paper's Figure 3 draws its runs.
-func LatencyCurvePlot(title string, curves []Curve) *plot.Plot {
+// run named by its curve's Name, against time, as the hybrid-PDES paper's
+// Figure 3 draws its runs. A window (toNs > fromNs) is shaded and named
+// windowName in the legend (the surrogate pipeline marks its surrogate's).
+func LatencyCurvePlot(title string, curves []Curve, fromNs, toNs int64, windowName string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
-	p.Y.Label.Text = "mean latency of the flows delivered (us)"
-	p.X.Label.Text = "time (ms)"
-	if len(curves) > 0 {
-		p.X.Label.Text = fmt.Sprintf("time (ms), bins of %s us", strconv.FormatFloat(float64(curves[0].BinNs)/1e3, 'g', -1, 64))
-	}
 	p.Add(plotter.NewGrid())
-	p.Legend.Top, p.Legend.Left = true, true
+	maxX, lo, hi := float64(toNs), math.Inf(1), math.Inf(-1)
+	var lines []*plotter.Line
+	var names []string
 	for i, c := range curves {
 		pts := make(plotter.XYs, len(c.Ms))
 		for j := range c.Ms {
-			pts[j] = plotter.XY{X: c.Ms[j], Y: c.Us[j]}
+			pts[j] = plotter.XY{X: c.Ms[j] * 1e6, Y: c.Us[j] * 1e3} // ns, the axes' unit
+			maxX, lo, hi = max(maxX, pts[j].X), min(lo, pts[j].Y), max(hi, pts[j].Y)
 		}
 		l, err := plotter.NewLine(pts)
 		if err != nil {
 			continue // latencies are finite
 		}
-		l.Color = plotutil.Color(i)
+		// Colour and dash both differ: runs that agree lie on one
+		// another, and the dashes let the one below show through.
+		l.Color = okabeItoAt(i)
 		l.Width = vg.Points(1.5)
-		p.Add(l)
-		p.Legend.Add(c.Name, l)
+		l.Dashes = [][]vg.Length{nil, {vg.Points(6), vg.Points(3)}, {vg.Points(2), vg.Points(2)}}[i%3]
+		lines = append(lines, l)
+		names = append(names, c.Name)
 	}
+	timeAxis(&p.Y, "mean latency of the flows delivered", hi)
+	fitAxis(&p.Y, lo, hi)
+	timeAxis(&p.X, "time", maxX)
+	if len(curves) > 0 {
+		p.X.Label.Text += ", bins of " + units.HumanDuration(curves[0].BinNs*1000)
+	}
+	if toNs > fromNs && len(lines) > 0 {
+		a, b := float64(fromNs), float64(toNs)
+		win, err := plotter.NewPolygon(plotter.XYs{{X: a, Y: p.Y.Min}, {X: b, Y: p.Y.Min}, {X: b, Y: p.Y.Max}, {X: a, Y: p.Y.Max}})
+		if err == nil {
+			win.Color = color.Gray{Y: 230}
+			win.LineStyle.Width = 0
+			p.Add(win) // under the curves
+			p.Legend.Add(windowName, win)
+		}
+	}
+	for i, l := range lines {
+		p.Add(l)
+		p.Legend.Add(names[i], l)
+	}
+	p.Legend.Top = true // beside the panel (WritePlots)
 	return p
 }

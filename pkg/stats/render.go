@@ -190,8 +190,8 @@ func (run *Run) headline() string {
 			fmt.Fprintf(&b, " of %s, %d GPUs", t.Family, t.GPUs)
 		}
 	}
-	fmt.Fprintf(&b, ": %d rows = %d flows + %d delay nodes, %s, %d collectives, makespan %s us",
-		tot.Rows, tot.Flows, tot.DelayRows, units.HumanSize(tot.SumSizeBytes), tot.Collectives, us(tot.MakespanNs))
+	fmt.Fprintf(&b, ": %d rows = %d flows + %d delay nodes, %s, %s, makespan %s",
+		tot.Rows, tot.Flows, tot.DelayRows, units.HumanSize(tot.SumSizeBytes), units.Plural(int64(tot.Collectives), "collective"), units.HumanDuration(tot.MakespanNs*1000))
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString(" (fct.txt has no collective ids)")
 	}
@@ -261,7 +261,7 @@ func (c *Comparison) headlines() []string {
 	}
 	l = append(l,
 		fmt.Sprintf("A = %s, B = %s; ratios are B / A (above 1: B slower)", c.A, c.B),
-		fmt.Sprintf("makespan: A %s us, B %s us, B / A %s", us(c.MakespanANs), us(c.MakespanBNs), factor(c.MakespanRatio)),
+		fmt.Sprintf("makespan: A %s, B %s, B / A %s", units.HumanDuration(c.MakespanANs*1000), units.HumanDuration(c.MakespanBNs*1000), factor(c.MakespanRatio)),
 		fmt.Sprintf("flow latencies: %d of %d (A) and %d (B) flows matched by %s (%d only in A, %d only in B): MSE %s us^2, RMSE %s us, mean error %s us, max |error| %s us",
 			c.Matched, c.FlowsA, c.FlowsB, c.MatchedBy, c.OnlyA, c.OnlyB, numf(c.MSEus2, 3), numf(c.RMSEus, 3), numf(c.MeanErrUs, 3), us(c.MaxAbsErrNs)),
 		fmt.Sprintf("latency curves (mean latency of the flows ending in each %s us): %d bins in both runs (%d only in A, %d only in B): MSE %s us^2, mean error %s us",

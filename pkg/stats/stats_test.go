@@ -416,6 +416,7 @@ func TestText(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"hand.parquet: analytical-busbw trace (parquet) of test, 4 GPUs: 26 rows = 24 flows + 2 delay nodes",
+		"1.019MiB, 3 collectives, makespan 30us", // the unit from the value
 		"allgather  4MB   DP     ring      4      2    4.000   2.000   6.000     1000.00      750.00",
 		"... 1 more collectives",
 		"[512B,1KiB)  NET      20",
@@ -423,6 +424,18 @@ func TestText(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	// One collective is "1 collective".
+	var one []trace.Row
+	for _, r := range handTrace() {
+		if r.CollectiveID == 0 {
+			one = append(one, r)
+		}
+	}
+	b.Reset()
+	analyzeBytes(t, encode(t, one, trace.Parquet), "one.parquet", false).WriteText(&b, 2)
+	if !strings.Contains(b.String(), ", 1 collective, makespan 8us") {
+		t.Errorf("one collective's headline:\n%s", b.String())
 	}
 	b.Reset()
 	run.WriteMarkdown(&b, 0)

@@ -48,7 +48,7 @@ func TestConcatCSV(t *testing.T) {
 	if plots, err := dt.SweepPlots("chunk_bytes", []string{"time_ns", "rate"}); err != nil || len(plots) != 2 {
 		t.Fatalf("plots: %v", err)
 	}
-	// A text x gives bars, one per row, labelled with the row's value.
+	// A text x gives dots, one per row, labelled with the row's value.
 	plots, err := dt.SweepPlots("label", []string{"time_ns"})
 	if err != nil || len(plots) != 1 {
 		t.Fatalf("bars: %v", err)

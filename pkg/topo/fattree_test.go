@@ -238,6 +238,11 @@ func TestSummaryCountsPopulatedSwitches(t *testing.T) {
 			"asw": {"16 switches, 409.6 Tbps down, 409.6 Tbps up, oversub 1:1 / per switch  64 GPU NICs, 64 up"},
 			"psw": {"64 switches, 409.6 Tbps down, -, top tier / per switch  16 down"},
 		}},
+		// 32 GPUs on a fabric built for thousands: 16 times more up than
+		// down, which "oversub 0.0625:1" did not say.
+		{Params{Family: SpectrumX, GPUs: 32}, map[string][]string{
+			"asw": {"12.8 Tbps down, 204.8 Tbps up, not oversubscribed (down:up 1:16) / per switch"},
+		}},
 		{Params{Family: HPNDualPlane, GPUs: 1024}, map[string][]string{
 			"asw": {"16 switches, 409.6 Tbps down, 384 Tbps up, oversub 1.07:1 / per switch  128 GPU NICs, 60 up"},
 		}},
@@ -245,7 +250,7 @@ func TestSummaryCountsPopulatedSwitches(t *testing.T) {
 			"asw": {"2 switches, 51.2 Tbps down, 6.4 Tbps up, oversub 8:1 / per switch  64 GPU NICs, 8 up"},
 		}},
 		{Params{Family: Dragonfly, GPUs: 1024}, map[string][]string{
-			"router": {"264 switches (256 with GPUs), 409.6 Tbps down, 1.126 Pbps lateral, oversub 0.364:1 / per switch  4 GPU NICs, 11 lateral"},
+			"router": {"264 switches (256 with GPUs), 409.6 Tbps down, 1.126 Pbps lateral, not oversubscribed (down:lateral 1:2.75) / per switch  4 GPU NICs, 11 lateral"},
 		}},
 	} {
 		text := summaryText(t, c.p)
@@ -268,6 +273,16 @@ func TestSummaryCountsPopulatedSwitches(t *testing.T) {
 		}
 		if c.p.Family != FatTree && strings.Contains(text, "fat-tree ") {
 			t.Errorf("%s: summary has a fat-tree line:\n%s", c.p.Family, text)
+		}
+	}
+}
+
+// Two servers are one per half: "server 0 to server 1", not "servers 0-0
+// to 1-1".
+func TestSummaryBisectionHalves(t *testing.T) {
+	for gpus, want := range map[int]string{16: "(server 0 to server 1)", 64: "(servers 0-3 to servers 4-7)"} {
+		if text := summaryText(t, Params{Family: SpectrumX, GPUs: gpus}); !strings.Contains(text, want) {
+			t.Errorf("%d GPUs: bisection not %q:\n%s", gpus, want, text)
 		}
 	}
 }

@@ -113,8 +113,16 @@ func (s *Summary) Write(w io.Writer) error {
 			up = units.HumanBandwidth(ts.LevelBps) + " lateral"
 		}
 		ratio := "top tier"
-		if o := ts.Oversubscription(); o > 0 {
+		if o := ts.Oversubscription(); o >= 1 {
 			ratio = fmt.Sprintf("oversub %.3g:1", o)
+		} else if o > 0 {
+			// More bandwidth above than below (a small cluster on a
+			// fabric built for more): "0.0625:1" read as a typo.
+			dir := "up"
+			if ts.UpBps == 0 {
+				dir = "lateral"
+			}
+			ratio = fmt.Sprintf("not oversubscribed (down:%s 1:%.3g)", dir, 1/o)
 		}
 		if ts.UpBps == 0 && ts.LevelBps == 0 {
 			up = "-"
@@ -123,10 +131,18 @@ func (s *Summary) Write(w io.Writer) error {
 		fmt.Fprintf(tw, "  per switch\t%s\n", ts.perSwitch())
 	}
 	if s.Servers >= 2 {
-		fmt.Fprintf(tw, "bisection\t%s (servers 0-%d to %d-%d)\n", units.HumanBandwidth(s.BisectionBps), s.Servers/2-1, s.Servers/2, s.Servers-1)
+		fmt.Fprintf(tw, "bisection\t%s (%s to %s)\n", units.HumanBandwidth(s.BisectionBps), servers(0, s.Servers/2-1), servers(s.Servers/2, s.Servers-1))
 	}
 	fmt.Fprintf(tw, "diameter\t%d hops GPU to GPU\n", s.Diameter)
 	return tw.Flush()
+}
+
+// servers names a range of servers: "server 0", "servers 0-7".
+func servers(a, b int) string {
+	if a == b {
+		return "server " + strconv.Itoa(a)
+	}
+	return "servers " + strconv.Itoa(a) + "-" + strconv.Itoa(b)
 }
 
 // perSwitch describes the links of a populated switch of the tier, as a

@@ -78,12 +78,42 @@ func FormatSize(n int64) string {
 	return strconv.FormatInt(n, 10) + "B"
 }
 
-// HumanSize writes a size for people: exact in binary units when it is a
-// whole number of them ("64MiB"), else exact in decimal ones ("8MB" for
-// 8e6, as workloads often give sizes), else binary to three decimals
-// ("1.177MiB"). Unlike FormatSize it goes up to EiB and EB, which ParseSize
-// does not read.
+// HumanSize writes a size for people in the unit its value calls for:
+// the largest binary unit it reaches, exact when it is a whole number of
+// it ("64MiB"), else exact in the decimal unit it reaches ("8MB" for 8e6,
+// as workloads often give sizes), else to four significant digits
+// ("1.177MiB", "135.5GiB", never "142047214KiB"). Unlike FormatSize it
+// goes up to EiB and EB, which ParseSize does not read.
 func HumanSize(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 && n > -1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	a := n
+	if a < 0 {
+		a = -a
+	}
+	i := 0 // the largest binary unit a reaches: 1024^(i+1)
+	for i+1 < len(units) && a>>(10*(i+2)) > 0 {
+		i++
+	}
+	if b := int64(1) << (10 * (i + 1)); n%b == 0 {
+		return strconv.FormatInt(n/b, 10) + string(units[i]) + "iB"
+	}
+	j, d := 0, int64(1000) // the largest decimal unit a reaches
+	for j+1 < len(units) && a/d >= 1000 {
+		j, d = j+1, d*1000
+	}
+	if n%d == 0 {
+		return strconv.FormatInt(n/d, 10) + string(units[j]) + "B"
+	}
+	return trimFloat(float64(n)/float64(int64(1)<<(10*(i+1)))) + string(units[i]) + "iB"
+}
+
+// ExactSize writes a size exactly in the largest unit, binary first, that
+// divides it ("142047214KiB" when no larger one does): for labels that
+// must not change once written (a sweep step's, in the flow stream).
+func ExactSize(n int64) string {
 	const units = "KMGTPE"
 	if n < 1024 && n > -1024 {
 		return strconv.FormatInt(n, 10) + "B"
@@ -300,4 +330,69 @@ func isDecimal(s string) bool {
 		}
 	}
 	return i == len(s)
+}
+
+// HumanDuration writes picoseconds for people in the unit the value
+// calls for (ps, ns, us, ms, s) with four significant digits, as
+// ParseDuration reads it back: "11.4s", "392.8us".
+func HumanDuration(ps int64) string {
+	s := TimeScale(float64(ps) / 1e3)
+	return trimFloat(float64(ps)/1e3/s.Div) + s.Unit
+}
+
+// Scale is the unit a range of values is shown in: a value v reads as
+// v/Div followed by Unit.
+type Scale struct {
+	Div  float64
+	Unit string
+}
+
+// TimeScale picks ns, us, ms or s for times of nanoseconds up to maxNs,
+// so that the largest reads between 1 and 1000 (below 1 ns: ps).
+func TimeScale(maxNs float64) Scale {
+	m := math.Abs(maxNs)
+	switch {
+	case m >= 1e9:
+		return Scale{1e9, "s"}
+	case m >= 1e6:
+		return Scale{1e6, "ms"}
+	case m >= 1e3:
+		return Scale{1e3, "us"}
+	case m >= 1 || m == 0:
+		return Scale{1, "ns"}
+	}
+	return Scale{1e-3, "ps"}
+}
+
+// SizeScale picks B, KiB, MiB, GiB, TiB or PiB for sizes up to maxBytes.
+func SizeScale(maxBytes float64) Scale {
+	s := Scale{1, "B"}
+	for _, u := range []string{"KiB", "MiB", "GiB", "TiB", "PiB"} {
+		if math.Abs(maxBytes) < s.Div*1024 {
+			break
+		}
+		s = Scale{s.Div * 1024, u}
+	}
+	return s
+}
+
+// trimFloat writes v with four significant digits, none after the point
+// from 1000 on, without trailing zeros.
+func trimFloat(v float64) string {
+	if math.Abs(v) >= 1000 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	s := strconv.FormatFloat(v, 'f', max(0, 3-int(math.Floor(math.Log10(math.Max(math.Abs(v), 1))))), 64)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+// Plural counts a noun for people: "1 rank", "2 ranks".
+func Plural(n int64, noun string) string {
+	if n == 1 || n == -1 {
+		return strconv.FormatInt(n, 10) + " " + noun
+	}
+	return strconv.FormatInt(n, 10) + " " + noun + "s"
 }

@@ -1,6 +1,7 @@
 package units
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,18 @@ func TestHumanSize(t *testing.T) {
 			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
 		}
 	}
+	// Totals in summary lines: the unit comes from the value.
+	for n, want := range map[int64]string{142047214 << 10: "135.5GiB", 392817712e3: "365.8GiB", 1025 << 10: "1.001MiB", 123456789: "117.7MiB"} {
+		if got := HumanSize(n); got != want {
+			t.Errorf("HumanSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+	// Stream labels keep the exact form they always had.
+	for n, want := range map[int64]string{142047214 << 10: "142047214KiB", 392817712e3: "392817712KB", 123456789: "117.738MiB", 64 << 20: "64MiB"} {
+		if got := ExactSize(n); got != want {
+			t.Errorf("ExactSize(%d) = %q, want %q", n, got, want)
+		}
+	}
 }
 
 // TestParseNumber: config numbers are plain decimals; Go's own spellings
@@ -68,6 +81,33 @@ func TestParseNumber(t *testing.T) {
 	for _, s := range []string{"1_0", "1_000", "0x10", "0x1p4", "Inf", "-inf", "NaN", "nan", "1e999", "", ".", "e5", "1e", "1e+", "1.2.3", " 1", "1 ", "--1", "1k"} {
 		if x, err := ParseNumber(s); err == nil {
 			t.Errorf("ParseNumber(%q) = %g, want an error", s, x)
+		}
+	}
+}
+
+// Summary lines and plot axes choose the unit from the value.
+func TestHumanScales(t *testing.T) {
+	for ps, want := range map[int64]string{
+		11400490928000: "11.4s", 392817712: "392.8us", 1500: "1.5ns", 999: "999ps", 0: "0ns",
+		60e12 * 90: "5400s", 24100000: "24.1us", 2500e9: "2.5s",
+	} {
+		if got := HumanDuration(ps); got != want {
+			t.Errorf("HumanDuration(%d) = %q, want %q", ps, got, want)
+		}
+		if got := HumanDuration(ps); ps > 0 {
+			if back, err := ParseDuration(got); err != nil || math.Abs(float64(back-ps)) > 1e-3*float64(ps) {
+				t.Errorf("%q reads back as %d (%v), want about %d", got, back, err, ps)
+			}
+		}
+	}
+	for ns, want := range map[float64]string{22.5e6: "ms", 3e6: "ms", 999: "ns", 1000: "us", 11.4e9: "s", 0.5: "ps"} {
+		if got := TimeScale(ns).Unit; got != want {
+			t.Errorf("TimeScale(%g) = %s, want %s", ns, got, want)
+		}
+	}
+	for b, want := range map[float64]string{1023: "B", 4096: "KiB", 145e9: "GiB", 3 << 20: "MiB", 2e15: "PiB"} {
+		if got := SizeScale(b).Unit; got != want {
+			t.Errorf("SizeScale(%g) = %s, want %s", b, got, want)
 		}
 	}
 }

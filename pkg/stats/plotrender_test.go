@@ -1,0 +1,181 @@
+package stats
+
+import (
+	"bytes"
+	"html"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+)
+
+// renderSVG draws plots as fctstats writes them and returns the SVG's
+// text, which holds every title, tick label and legend entry.
+func renderSVG(t *testing.T, plots []*plot.Plot) string {
+	t.Helper()
+	heights := make([]vg.Length, len(plots))
+	for i := range heights {
+		heights[i] = vg.Inch * 4
+	}
+	var b bytes.Buffer
+	if err := WritePlots(&b, "svg", plots, heights); err != nil {
+		t.Fatal(err)
+	}
+	return html.UnescapeString(b.String())
+}
+
+// svgTexts are the strings an SVG draws.
+func svgTexts(svg string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(`<text[^>]*>([^<]*)</text>`).FindAllStringSubmatch(svg, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// checkTexts fails for each of want the SVG does not draw, and for every
+// number drawn with trailing zeros ("2500.00") or with more than five
+// digits before the point ("3000000": a raw unit).
+func checkTexts(t *testing.T, name, svg string, want ...string) {
+	t.Helper()
+	texts := svgTexts(svg)
+	for _, w := range want {
+		found := false
+		for _, s := range texts {
+			found = found || s == w
+		}
+		if !found {
+			t.Errorf("%s: no text %q in %q", name, w, texts)
+		}
+	}
+	raw := regexp.MustCompile(`^-?(\d+\.\d*0|\d{6,}(\.\d+)?)$`)
+	for _, s := range texts {
+		if raw.MatchString(s) {
+			t.Errorf("%s: tick label %q is not in a human unit", name, s)
+		}
+	}
+}
+
+// labelled counts a ticker's labelled ticks over [lo, hi].
+func labelled(tk plot.Ticker, lo, hi float64) []string {
+	var out []string
+	for _, x := range tk.Ticks(lo, hi) {
+		if x.Label != "" {
+			out = append(out, x.Label)
+		}
+	}
+	return out
+}
+
+func TestHumanTicks(t *testing.T) {
+	// A chunk sweep's 22.5 ms in ns: whole milliseconds, not "22500000.00".
+	if got := labelled(humanTicks{1e6}, 0, 22.5e6); strings.Join(got, " ") != "0 5 10 15 20" {
+		t.Errorf("ticks over 0-22.5 ms: %q", got)
+	}
+	// A plateau from 0 to 370 GB/s gets more than gonum's three labels.
+	if got := labelled(humanTicks{1}, 0, 370); len(got) < 4 {
+		t.Errorf("ticks over 0-370: %q, want at least 4", got)
+	}
+	if got := labelled(intTicks{}, -0.5, 1.5); strings.Join(got, " ") != "0 1" {
+		t.Errorf("rank ticks over 2 ranks: %q", got)
+	}
+}
+
+func TestCDFAndTimelineRender(t *testing.T) {
+	run := analyzeBytes(t, encode(t, handTrace(), trace.ArrowStream), "hand", true)
+	tl := run.TimelinePlot("timeline")
+	svg := renderSVG(t, []*plot.Plot{CDFPlot("cdf", run.SlowdownSeries()), tl})
+	checkTexts(t, "cdf+timeline", svg, "slowdown (FCT / ideal FCT, ratio)", "fraction of flows with a smaller slowdown",
+		"all (23)", "NET (22)", "P2P (1)", "time (us)", "source node (GPU id = rank)", "DELAY", "NET", "P2P", "0", "3")
+	// Sources 0-3: the y axis is theirs, with no headroom above.
+	if tl.Y.Min != -0.5 || tl.Y.Max != 3.5 {
+		t.Errorf("timeline y axis %v to %v, want -0.5 to 3.5 for nodes 0-3", tl.Y.Min, tl.Y.Max)
+	}
+}
+
+func TestIterationPlotRender(t *testing.T) {
+	it := handIteration(t, IterationOptions{KeepSegments: true})
+	p := it.IterationPlot("iteration")
+	svg := renderSVG(t, []*plot.Plot{p})
+	// 2 ranks x 400 us: TP 120 us (15%), EP 100 us (12.5%), DP 140 us.
+	checkTexts(t, "iteration", svg, "time (us)", "rank", "exposed TP 15.0%", "exposed EP 12.5%", "exposed DP 17.5%", "bubble 10.0%")
+	if p.Y.Max-p.Y.Min != 2 {
+		t.Errorf("y axis %v to %v: two rows want a span of 2", p.Y.Min, p.Y.Max)
+	}
+}
+
+func TestSweepPlotsRender(t *testing.T) {
+	files := map[string]string{
+		"a.csv": "case,chunk_bytes,time_ns,wall_s,uplink_mean\nalltoall/ecmp,4096,22500000,12.5,1.12\n",
+		"b.csv": "case,chunk_bytes,time_ns,wall_s,uplink_mean\nalltoall/spray,1048576,21150000,30,1.00\n",
+	}
+	dt, err := ConcatCSV([]string{"a.csv", "b.csv"}, csvFiles(files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plots, err := dt.SweepPlots("chunk_bytes", []string{"time_ns", "wall_s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTexts(t, "sweep", renderSVG(t, plots), "time against chunk size", "time (ms)", "wall (s)", "chunk size", "4KiB", "1MiB")
+	plots, err = dt.SweepPlots("case", []string{"time_ns", "uplink_mean"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTexts(t, "routing", renderSVG(t, plots), "time (ms)", "uplink mean", "case", "alltoall/ecmp", "alltoall/spray")
+	// 1.00 to 1.12 from 0 would hide the difference; and no dot at the
+	// frame (the old last bar was cut in half).
+	if u := plots[1]; u.Y.Min < 0.9 || u.Y.Max > 1.2 || u.X.Min != -0.5 || u.X.Max != 1.5 {
+		t.Errorf("uplink panel y %v-%v x %v-%v, want y fitted to 1.00-1.12 and x -0.5-1.5", u.Y.Min, u.Y.Max, u.X.Min, u.X.Max)
+	}
+	// Two workloads: a panel each, so the AllToAll's 6% is not lost on
+	// an axis that also holds the AllReduce's much longer time.
+	files["c.csv"] = "case,chunk_bytes,time_ns,wall_s,uplink_mean\nallreduce/ecmp,4096,90000000,1,1\n"
+	if dt, err = ConcatCSV([]string{"a.csv", "b.csv", "c.csv"}, csvFiles(files)); err != nil {
+		t.Fatal(err)
+	}
+	if plots, err = dt.SweepPlots("case", []string{"time_ns"}); err != nil || len(plots) != 2 {
+		t.Fatalf("%d panels (%v), want one per workload", len(plots), err)
+	}
+	checkTexts(t, "routing by workload", renderSVG(t, plots), "time by case: alltoall (axis not from 0)", "time by case: allreduce (axis not from 0)", "ecmp", "spray")
+	if a := plots[0]; a.Y.Min < 20e6 {
+		t.Errorf("alltoall panel from %v ns: want it fitted to 21.15-22.5 ms", a.Y.Min)
+	}
+}
+
+func TestLatencyAndBusbwRender(t *testing.T) {
+	curves := []Curve{
+		{Name: "hf", BinNs: 100000, Ms: []float64{0.05, 0.15, 0.25}, Us: []float64{3, 4, 5}},
+		{Name: "hybrid", BinNs: 100000, Ms: []float64{0.05, 0.15, 0.25}, Us: []float64{3, 4.5, 5.5}},
+	}
+	p := LatencyCurvePlot("Latency curves", curves, 100000, 200000, "surrogate 100us:200us")
+	checkTexts(t, "latency", renderSVG(t, []*plot.Plot{p}), "hf", "hybrid", "surrogate 100us:200us",
+		"mean latency of the flows delivered (us)", "time (us), bins of 100us")
+	rows := []NCCLTestsRow{{SizeBytes: 1 << 10, BusbwGBps: 10}, {SizeBytes: 1 << 20, BusbwGBps: 200}, {SizeBytes: 1 << 30, BusbwGBps: 370}}
+	b := BusbwPlot("busbw", []BusbwSeries{{Name: "flowsim-analytical", Rows: rows}})
+	checkTexts(t, "busbw", renderSVG(t, []*plot.Plot{b}), "bus bandwidth (GB/s)", "message size", "1MiB", "256MiB", "flowsim-analytical")
+	if got := labelled(b.Y.Tick.Marker, b.Y.Min, b.Y.Max); len(got) < 4 {
+		t.Errorf("busbw y ticks %q, want at least 4", got)
+	}
+}
+
+// Timelines of runs of different lengths share one axis and one unit.
+func TestShareTimeAxis(t *testing.T) {
+	short := analyzeBytes(t, encode(t, handTrace(), trace.ArrowStream), "short", true)
+	rows := handTrace()
+	for i := range rows {
+		rows[i].StartNs, rows[i].EndNs = rows[i].StartNs*100, rows[i].EndNs*100 // 3 ms
+	}
+	long := analyzeBytes(t, encode(t, rows, trace.ArrowStream), "long", true)
+	a, b := short.TimelinePlot("short"), long.TimelinePlot("long")
+	if a.X.Label.Text != "time (us)" || b.X.Label.Text != "time (ms)" {
+		t.Fatalf("units before sharing: %q, %q", a.X.Label.Text, b.X.Label.Text)
+	}
+	ShareTimeAxis([]*plot.Plot{a, b})
+	if a.X.Label.Text != "time (ms)" || a.X.Max != b.X.Max || a.X.Min != b.X.Min {
+		t.Errorf("shared axis: %q %v-%v against %q %v-%v", a.X.Label.Text, a.X.Min, a.X.Max, b.X.Label.Text, b.X.Min, b.X.Max)
+	}
+}
