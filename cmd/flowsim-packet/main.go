@@ -405,14 +405,20 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
 		Unfinished: int64(set.Flows()) - rows}
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		// The ps -> ns rule every backend uses (des.Time.Ns: to nearest).
+		// The ps -> ns rules every backend uses (des.Time.Ns: to nearest;
+		// des.BoundNs for the ideal, a lower bound).
 		ns := func(ps int64) int64 { return des.Time(ps).Ns() }
-		r := set.Row(i, ns(fl.StartPs(i)), ns(fl.End[i]), ns(fl.Ideal[i]))
+		r := set.Row(i, ns(fl.StartPs(i)), ns(fl.End[i]), idealNs(fl, i))
 		if fl.Failed != nil && fl.Failed[i] {
 			r.Status = trace.StatusFailed
 		}
 		return r, written(i)
 	})
+}
+
+// idealNs is flow i's ideal FCT as its trace row (and fct.txt) give it.
+func idealNs(fl *packet.Flows, i int32) int64 {
+	return des.BoundNs(des.Time(fl.Ideal[i]), des.Time(fl.StartPs(i)), des.Time(fl.End[i]))
 }
 
 // writeSimAIFCT writes SimAI's fct.txt: one line per transfer, addressed by
@@ -433,7 +439,7 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 		}
 		start := fl.StartPs(i) + sendLat
 		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
-			StartNs: des.Time(start).Ns(), FctNs: des.Time(fl.End[i]).Ns() - des.Time(start).Ns(), StandaloneFctNs: des.Time(fl.Ideal[i]).Ns()}
+			StartNs: des.Time(start).Ns(), FctNs: des.Time(fl.End[i]).Ns() - des.Time(start).Ns(), StandaloneFctNs: idealNs(fl, i)}
 		if err := w.Write(&l); err != nil {
 			return err
 		}
