@@ -19,6 +19,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/confkey"
+	"github.com/fabricsim/fabricsim/internal/cpuidle"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -125,6 +126,7 @@ func (c *command) run() error {
 		debug.SetGCPercent(20)
 	}
 	wall := time.Now()
+	idle := cpuidle.Check(c.Threads, 100*time.Millisecond)
 	sr, rc, err := cli.OpenStream(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-packet")
 	if err != nil {
 		return err
@@ -196,6 +198,11 @@ func (c *command) run() error {
 		parts = c.Threads
 	}
 	sim.Partitions, sim.Threads = parts, c.Threads
+	sim.OnPartitioned = func() {
+		if w := <-idle; w != "" {
+			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+		}
+	}
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -378,6 +379,9 @@ func (s *Sim) runPartitioned() error {
 			return err
 		}
 	}
+	if s.OnPartitioned != nil {
+		s.OnPartitioned()
+	}
 	crew := newCrew(sims, min(max(s.Threads, 1), pt.n))
 	defer crew.stop()
 	stop := s.cfg.StopPs
@@ -455,13 +459,16 @@ func (s *Sim) runWindow(end int64, par int) {
 
 // crew runs the parts' windows on its threads: the caller's goroutine
 // runs parts 0, n, 2n..., each of the others its own share. Between
-// windows they spin on a counter rather than sleep: a window is tens of
-// microseconds, about what waking a sleeping thread takes.
+// windows they spin briefly on a counter (a window is tens of
+// microseconds, about what waking a sleeping thread takes), then sleep: on
+// a machine whose cores are busy the part waited for may be off its core
+// for a whole time slice, and spinning then only takes the core it needs
+// (--threads 2 ran 5.5x slower than the single loop beside a CPU hog).
 type crew struct {
 	sims    []*Sim
 	n       int
-	gen     atomic.Int64 // window number + 1, -1 to stop
-	done    atomic.Int64 // threads finished with the current window
+	gen     signal // window number + 1, -1 to stop
+	done    signal // threads finished with the current window
 	end     int64
 	par     int
 	stopped sync.WaitGroup
@@ -469,6 +476,8 @@ type crew struct {
 
 func newCrew(sims []*Sim, threads int) *crew {
 	c := &crew{sims: sims, n: threads}
+	c.gen.init()
+	c.done.init()
 	for t := 1; t < threads; t++ {
 		c.stopped.Add(1)
 		go c.work(t)
@@ -480,25 +489,14 @@ func (c *crew) work(t int) {
 	defer c.stopped.Done()
 	seen := int64(0)
 	for {
-		g := spin(func() bool { return c.gen.Load() != seen }, &c.gen)
+		g := c.gen.wait(func(g int64) bool { return g != seen })
 		if g < 0 {
 			return
 		}
 		seen = g
 		c.share(t)
-		c.done.Add(1)
+		c.done.add(1)
 	}
-}
-
-// spin waits until ready, yielding the processor now and then (the
-// garbage collector may need it), and returns v's value.
-func spin(ready func() bool, v *atomic.Int64) int64 {
-	for i := 0; !ready(); i++ {
-		if i&63 == 63 {
-			runtime.Gosched()
-		}
-	}
-	return v.Load()
 }
 
 func (c *crew) share(t int) {
@@ -510,16 +508,79 @@ func (c *crew) share(t int) {
 // run runs one window on every part.
 func (c *crew) run(end int64, par int) {
 	c.end, c.par = end, par
-	c.done.Store(0)
-	c.gen.Add(1)
+	c.done.v.Store(0) // nobody waits on it now
+	c.gen.add(1)
 	c.share(0)
 	want := int64(c.n - 1)
-	spin(func() bool { return c.done.Load() == want }, &c.done)
+	c.done.wait(func(d int64) bool { return d == want })
 }
 
 func (c *crew) stop() {
-	c.gen.Store(-1)
+	c.gen.store(-1)
 	c.stopped.Wait()
+}
+
+// spinFor is how long a thread waiting for another spins before it
+// sleeps. On a machine whose two cores were busy (load 10), the 128-GPU
+// micro run with --threads 2 took 3.3-3.8 s sleeping at once, 3.3-7.3 s
+// spinning 5 us, 3.9-4.3 s at 20 us, 4.2-4.7 s at 50 us, and 12-26 s
+// spinning unbounded, as before; the single loop 4.0-5.9 s. A short spin
+// keeps idle cores swapping windows without a wake-up each.
+var spinFor = 20 * time.Microsecond
+
+// signal is a counter threads wait on: spinning for up to spinFor, then
+// asleep on a condition variable until a change wakes them.
+type signal struct {
+	v        atomic.Int64
+	sleepers atomic.Int32
+	mu       sync.Mutex
+	cond     sync.Cond
+}
+
+func (s *signal) init() { s.cond.L = &s.mu }
+
+func (s *signal) add(d int64) { s.v.Add(d); s.wake() }
+
+func (s *signal) store(v int64) { s.v.Store(v); s.wake() }
+
+// wake wakes the sleepers. A sleeper counts itself under the lock before
+// it reads v one last time, and the atomics are sequentially consistent,
+// so either it reads the new value or wake sees it and takes the lock
+// only once it waits.
+func (s *signal) wake() {
+	if s.sleepers.Load() > 0 {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// wait returns v once ready(v).
+func (s *signal) wait(ready func(int64) bool) int64 {
+	var start time.Time
+	for i := 0; ; i++ {
+		if v := s.v.Load(); ready(v) {
+			return v
+		}
+		if i&63 == 63 {
+			if i == 63 {
+				start = time.Now()
+			} else if time.Since(start) > spinFor {
+				break
+			}
+			runtime.Gosched() // the garbage collector may need this thread
+		}
+	}
+	s.mu.Lock()
+	s.sleepers.Add(1)
+	v := s.v.Load()
+	for !ready(v) {
+		s.cond.Wait()
+		v = s.v.Load()
+	}
+	s.sleepers.Add(-1)
+	s.mu.Unlock()
+	return v
 }
 
 // merge gathers the parts' counts, their ports' bytes (for the routing
