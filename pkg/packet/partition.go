@@ -457,76 +457,96 @@ func (s *Sim) runWindow(end int64, par int) {
 	s.err = s.loop(end, true)
 }
 
-// crew runs the parts' windows on its threads: the caller's goroutine
-// runs parts 0, n, 2n..., each of the others its own share. Between
-// windows they spin briefly on a counter (a window is tens of
-// microseconds, about what waking a sleeping thread takes), then sleep: on
-// a machine whose cores are busy the part waited for may be off its core
-// for a whole time slice, and spinning then only takes the core it needs
-// (--threads 2 ran 5.5x slower than the single loop beside a CPU hog).
+// crew runs the parts' windows on its threads. Each window, every thread
+// takes the next part not yet taken until none is left, the caller's
+// goroutine too, which then waits for the parts taken by the others.
+// Which thread runs a part does not change what it does, so the trace is
+// the same; but a thread the kernel has off its core takes no part, and
+// on a machine whose cores are busy the caller then runs them all instead
+// of waiting a time slice for it (--threads 2 ran 5.5x slower than one
+// beside a CPU hog when each thread had its fixed share). Waiting threads
+// spin briefly (a window is tens of microseconds, about what waking a
+// sleeping thread takes), then sleep.
 type crew struct {
-	sims    []*Sim
-	n       int
-	gen     signal // window number + 1, -1 to stop
-	done    signal // threads finished with the current window
-	end     int64
-	par     int
-	stopped sync.WaitGroup
+	sims []*Sim
+	// next is the window number + 1 in its high bits and the parts taken
+	// in its low 16 (a stale take cannot succeed in a later window); -1
+	// stops the threads.
+	next     signal
+	finished signal // parts done in the current window
+	win      int64
+	end      int64
+	par      int
+	stopped  sync.WaitGroup
 }
 
 func newCrew(sims []*Sim, threads int) *crew {
-	c := &crew{sims: sims, n: threads}
-	c.gen.init()
-	c.done.init()
+	c := &crew{sims: sims}
+	c.next.init()
+	c.finished.init()
+	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
 	for t := 1; t < threads; t++ {
 		c.stopped.Add(1)
-		go c.work(t)
+		go c.work()
 	}
 	return c
 }
 
-func (c *crew) work(t int) {
+func (c *crew) work() {
 	defer c.stopped.Done()
-	seen := int64(0)
+	n := int64(len(c.sims))
 	for {
-		g := c.gen.wait(func(g int64) bool { return g != seen })
-		if g < 0 {
+		v := c.next.wait(func(v int64) bool { return v < 0 || v&0xffff < n })
+		if v < 0 {
 			return
 		}
-		seen = g
-		c.share(t)
-		c.done.add(1)
+		if c.take(v) {
+			c.finished.add(1)
+		}
 	}
 }
 
-func (c *crew) share(t int) {
-	for k := t; k < len(c.sims); k += c.n {
-		c.sims[k].runWindow(c.end, c.par)
+// take runs the part after the v&0xffff taken, unless another thread took
+// it first. c.end and c.par are the window's: it cannot end while a part
+// taken in it runs.
+func (c *crew) take(v int64) bool {
+	if !c.next.v.CompareAndSwap(v, v+1) {
+		return false
 	}
+	c.sims[v&0xffff].runWindow(c.end, c.par)
+	return true
 }
 
 // run runs one window on every part.
 func (c *crew) run(end int64, par int) {
+	n := int64(len(c.sims))
 	c.end, c.par = end, par
-	c.done.v.Store(0) // nobody waits on it now
-	c.gen.add(1)
-	c.share(0)
-	want := int64(c.n - 1)
-	c.done.wait(func(d int64) bool { return d == want })
+	c.finished.v.Store(0) // no part of this window is taken yet
+	c.win++
+	c.next.store(c.win << 16)
+	mine := int64(0)
+	for v := c.next.v.Load(); v&0xffff < n; v = c.next.v.Load() {
+		if c.take(v) {
+			mine++
+		}
+	}
+	c.finished.wait(func(d int64) bool { return d+mine == n })
 }
 
 func (c *crew) stop() {
-	c.gen.store(-1)
+	c.next.store(-1)
 	c.stopped.Wait()
 }
 
 // spinFor is how long a thread waiting for another spins before it
-// sleeps. On a machine whose two cores were busy (load 10), the 128-GPU
-// micro run with --threads 2 took 3.3-3.8 s sleeping at once, 3.3-7.3 s
-// spinning 5 us, 3.9-4.3 s at 20 us, 4.2-4.7 s at 50 us, and 12-26 s
-// spinning unbounded, as before; the single loop 4.0-5.9 s. A short spin
-// keeps idle cores swapping windows without a wake-up each.
-var spinFor = 20 * time.Microsecond
+// sleeps: a window of the 128-GPU micro run takes about 35 us a part.
+// There, with parts taken in turn, --threads 2 took 2.2-2.3 s spinning
+// 20 us, 1.4-1.7 s at 100 us, 1.3-1.5 s at 300 us (the single loop
+// 1.8 s) on a lightly loaded machine, and beside a CPU hog on each core
+// 3.6-3.9, 3.9-4.0 and 3.8-6.0 s (the single loop 2.9-4.0 s); spinning
+// without bound, with fixed shares, 5.7-18 s. Timings on a 2-core machine
+// shared with other work: noisy.
+var spinFor = 100 * time.Microsecond
 
 // signal is a counter threads wait on: spinning for up to spinFor, then
 // asleep on a condition variable until a change wakes them.
