@@ -477,11 +477,15 @@ type crew struct {
 	win      int64
 	end      int64
 	par      int
-	stopped  sync.WaitGroup
+	threads  int
+	// solo is the windows the caller runs alone from now, backoff how
+	// many it ran alone last time (see run).
+	solo, backoff int
+	stopped       sync.WaitGroup
 }
 
 func newCrew(sims []*Sim, threads int) *crew {
-	c := &crew{sims: sims}
+	c := &crew{sims: sims, threads: threads}
 	c.next.init()
 	c.finished.init()
 	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
@@ -517,8 +521,24 @@ func (c *crew) take(v int64) bool {
 	return true
 }
 
-// run runs one window on every part.
+// soloAfter is a wait for another thread's part that says the kernel took
+// that thread off its core: about a time slice, against tens of
+// microseconds of work a part.
+const soloAfter = time.Millisecond
+
+// run runs one window on every part. After a wait of soloAfter for another
+// thread, the caller runs the next windows alone, twice as many each time
+// it happens again (up to 4096), and shares them again after: threads
+// waiting on each other's time slices beside other work ran slower than
+// one thread alone.
 func (c *crew) run(end int64, par int) {
+	if c.threads == 1 || c.solo > 0 {
+		c.solo--
+		for _, s := range c.sims {
+			s.runWindow(end, par)
+		}
+		return
+	}
 	n := int64(len(c.sims))
 	c.end, c.par = end, par
 	c.finished.v.Store(0) // no part of this window is taken yet
@@ -530,7 +550,17 @@ func (c *crew) run(end int64, par int) {
 			mine++
 		}
 	}
+	if mine == n {
+		return
+	}
+	t0 := time.Now()
 	c.finished.wait(func(d int64) bool { return d+mine == n })
+	if time.Since(t0) > soloAfter {
+		c.backoff = min(max(2*c.backoff, 16), 4096)
+		c.solo = c.backoff
+	} else {
+		c.backoff /= 2
+	}
 }
 
 func (c *crew) stop() {
