@@ -198,11 +198,6 @@ func (c *command) run() error {
 		parts = c.Threads
 	}
 	sim.Partitions, sim.Threads = parts, c.Threads
-	sim.OnPartitioned = func() {
-		if w := <-idle; w != "" {
-			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
-		}
-	}
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
@@ -242,6 +237,18 @@ func (c *command) run() error {
 				last = t
 				fmt.Fprintf(os.Stderr, "\r\033[Kflowsim-packet: %d/%d flows, simulated %s", done, total, des.Time(nowPs))
 			}
+		}
+	}
+	if parts > 1 && sim.Partitionable() == nil {
+		if r := <-idle; r.Busy(c.Threads) {
+			w := cpuidle.Warning(c.Threads, r.Idle, r.Cores)
+			if c.Partitions == nil {
+				// The trace is the same for any parts: the single loop is the
+				// faster one beside busy cores.
+				sim.Partitions, sim.Threads = 0, 1
+				w += "; running the single loop instead (the same trace; --partitions forces the parts)"
+			}
+			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 		}
 	}
 	loop := time.Now()

@@ -116,22 +116,32 @@ func Warning(threads int, idle float64, cores int) string {
 	return fmt.Sprintf("--threads %d with about %.1f of the %d cores idle (others busy): the threads take turns with that work, and can run slower than --threads 1", threads, idle, cores)
 }
 
+// Result is a sample's idle cores of the cores there are; Err when none
+// could be taken (no /proc/stat).
+type Result struct {
+	Idle  float64
+	Cores int
+	Err   error
+}
+
+// Busy says threads exceed the idle cores (half a core idle counts as
+// one); never when nothing was measured.
+func (r Result) Busy(threads int) bool {
+	return r.Err == nil && Warning(threads, r.Idle, r.Cores) != ""
+}
+
 // Check samples the idle cores over d in the background (a program can
-// read its input meanwhile: its own load is left out) and then sends
-// Warning's text, "" when threads fit or nothing could be measured.
-func Check(threads int, d time.Duration) <-chan string {
-	c := make(chan string, 1)
+// read its input meanwhile: its own load is left out). One thread needs
+// no sample.
+func Check(threads int, d time.Duration) <-chan Result {
+	c := make(chan Result, 1)
 	if threads <= 1 {
-		c <- ""
+		c <- Result{Err: fmt.Errorf("one thread: not sampled")}
 		return c
 	}
 	go func() {
 		idle, cores, err := Sample(d)
-		if err != nil {
-			c <- ""
-			return
-		}
-		c <- Warning(threads, idle, cores)
+		c <- Result{idle, cores, err}
 	}()
 	return c
 }

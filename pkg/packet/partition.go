@@ -281,6 +281,10 @@ func (s *Sim) newShadow(c *crossing) int32 {
 	return sh
 }
 
+// Partitionable says why this run cannot be partitioned, if it cannot
+// (what Run would refuse with Partitions above 1).
+func (s *Sim) Partitionable() error { return s.partitionable() }
+
 // partitionable says why this run cannot be partitioned, if it cannot.
 func (s *Sim) partitionable() error {
 	var why []string
@@ -378,9 +382,6 @@ func (s *Sim) runPartitioned() error {
 		if err := c.begin(); err != nil {
 			return err
 		}
-	}
-	if s.OnPartitioned != nil {
-		s.OnPartitioned()
 	}
 	crew := newCrew(sims, min(max(s.Threads, 1), pt.n))
 	defer crew.stop()

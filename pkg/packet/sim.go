@@ -155,9 +155,6 @@ type Sim struct {
 	Warnings []string
 	// OnWarning, if set, is told each warning the run finds as it goes.
 	OnWarning func(string)
-	// OnPartitioned, if set, is called once a run is known to run
-	// partitioned, before its threads start (to warn of busy cores).
-	OnPartitioned func()
 	// SurrogateSwitches are the surrogate's openings and closings, in
 	// order, with --surrogate auto.
 	SurrogateSwitches []SurrogateSwitch
