@@ -19,6 +19,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/confkey"
+	"github.com/fabricsim/fabricsim/internal/cpuidle"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -127,6 +128,7 @@ func (c *command) run() error {
 		debug.SetGCPercent(20)
 	}
 	wall := time.Now()
+	idle := cpuidle.Check(c.Threads, 100*time.Millisecond)
 	sr, rc, err := cli.OpenStream(c.Input, "pipe a stream in, e.g. topogen | simccl-decompose | flowsim-packet")
 	if err != nil {
 		return err
@@ -236,6 +238,18 @@ func (c *command) run() error {
 			return cli.Usagef("--loop-window: %v", err)
 		}
 		sim.Loop = packet.NewLoopWindow(start, end)
+	}
+	if parts > 1 && sim.Partitionable() == nil {
+		if r := <-idle; r.Busy(c.Threads) {
+			w := cpuidle.Warning(c.Threads, r.Idle, r.Cores)
+			if c.Partitions == nil {
+				// The trace is the same for any parts: the single loop is the
+				// faster one beside busy cores.
+				sim.Partitions, sim.Threads = 0, 1
+				w += "; running the single loop instead (the same trace; --partitions forces the parts)"
+			}
+			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+		}
 	}
 	loop := time.Now()
 	if meter != nil {
@@ -414,14 +428,20 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
 		Unfinished: int64(set.Flows()) - rows}
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		// The ps -> ns rule every backend uses (des.Time.Ns: to nearest).
+		// The ps -> ns rules every backend uses (des.Time.Ns: to nearest;
+		// des.BoundNs for the ideal, a lower bound).
 		ns := func(ps int64) int64 { return des.Time(ps).Ns() }
-		r := set.Row(i, ns(fl.StartPs(i)), ns(fl.End[i]), ns(fl.Ideal[i]))
+		r := set.Row(i, ns(fl.StartPs(i)), ns(fl.End[i]), idealNs(fl, i))
 		if fl.Failed != nil && fl.Failed[i] {
 			r.Status = trace.StatusFailed
 		}
 		return r, written(i)
 	})
+}
+
+// idealNs is flow i's ideal FCT as its trace row (and fct.txt) give it.
+func idealNs(fl *packet.Flows, i int32) int64 {
+	return des.BoundNs(des.Time(fl.Ideal[i]), des.Time(fl.StartPs(i)), des.Time(fl.End[i]))
 }
 
 // writeSimAIFCT writes SimAI's fct.txt: one line per transfer, addressed by
@@ -442,7 +462,7 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 		}
 		start := fl.StartPs(i) + sendLat
 		l := simaifct.Line{SrcNode: fr.Src, DstNode: fr.Dst, Sport: fl.Sport[i], Dport: 100, SizeBytes: fr.Size,
-			StartNs: des.Time(start).Ns(), FctNs: des.Time(fl.End[i]).Ns() - des.Time(start).Ns(), StandaloneFctNs: des.Time(fl.Ideal[i]).Ns()}
+			StartNs: des.Time(start).Ns(), FctNs: des.Time(fl.End[i]).Ns() - des.Time(start).Ns(), StandaloneFctNs: idealNs(fl, i)}
 		if err := w.Write(&l); err != nil {
 			return err
 		}

@@ -9,8 +9,13 @@
 // written with "%08x %08x %u %u %lu %lu %lu %lu\n". The IPs are hexadecimal
 // with the node id in bits 8–23 (SimAI's node_id_to_ip is
 // 0x0b000001 + id/256·0x10000 + id%256·0x100, so 0b001c01 is node 28);
-// standalone_fct_ns is base RTT plus size over the bottleneck bandwidth,
-// the flow alone on an idle fabric. Fields are separated by spaces or tabs.
+// standalone_fct_ns is the flow alone on an idle fabric: in SimAI base RTT
+// (a full-MTU packet at every hop) plus size over the bottleneck
+// bandwidth; flowsim-packet writes its trace's ideal_fct_ns there, a lower
+// bound that serializes a transfer's smallest packet rather than a full
+// MTU at the hops other than the bottleneck (formats/trace.md), so small
+// transfers read shorter than in SimAI's file. Fields are separated by
+// spaces or tabs.
 //
 // The reader also accepts IPs of other prefixes (only bits 8–23 are
 // used), blank lines and lines starting with '#' (SimAI writes neither;

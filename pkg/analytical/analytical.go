@@ -585,7 +585,8 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	if i >= e.n {
 		return e.completeExpanded(i)
 	}
-	e.row = e.in.Row(i, e.in.Flow(i).Start.Ns(), e.now.Ns(), ideal.Ns())
+	start := e.in.Flow(i).Start
+	e.row = e.in.Row(i, start.Ns(), e.now.Ns(), des.BoundNs(ideal, start, e.now))
 	if err := e.emit(&e.row); err != nil {
 		return err
 	}

@@ -54,6 +54,18 @@ func (t Time) Ns() int64 {
 	return q
 }
 
+// BoundNs is d, a lower bound on the interval start..end (an ideal FCT),
+// in nanoseconds: to nearest as Ns, but never above the interval's length
+// in rounded ends when d is not above it in ps, so that rounding each end
+// on its own cannot read as a slowdown below 1.
+func BoundNs(d, start, end Time) int64 {
+	ns := d.Ns()
+	if d <= end-start {
+		ns = min(ns, end.Ns()-start.Ns())
+	}
+	return ns
+}
+
 // Seconds converts to float seconds (for summaries and rates).
 func (t Time) Seconds() float64 { return float64(t) * 1e-12 }
 

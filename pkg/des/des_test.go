@@ -124,3 +124,21 @@ func BenchmarkQueue(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 }
+
+// A lower bound stays one in ns: rounding each end of an interval on its
+// own can shorten it by a nanosecond, and the bound must not then exceed it.
+func TestBoundNs(t *testing.T) {
+	for _, c := range []struct {
+		d, start, end Time
+		want          int64
+	}{
+		{2081_600, 448_400, 2530_000, 2082}, // 448..2530: room for the nearest
+		{2081_600, 448_600, 2530_200, 2081}, // 449..2530 reads 2081: capped
+		{2081_000, 448_400, 2529_400, 2081}, // both round alike
+		{5000_000, 0, 4000_000, 5000},       // above the interval: no bound, as is
+	} {
+		if got := BoundNs(c.d, c.start, c.end); got != c.want {
+			t.Errorf("BoundNs(%d, %d, %d) = %d, want %d", c.d, c.start, c.end, got, c.want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -280,6 +281,10 @@ func (s *Sim) newShadow(c *crossing) int32 {
 	return sh
 }
 
+// Partitionable says why this run cannot be partitioned, if it cannot
+// (what Run would refuse with Partitions above 1).
+func (s *Sim) Partitionable() error { return s.partitionable() }
+
 // partitionable says why this run cannot be partitioned, if it cannot.
 func (s *Sim) partitionable() error {
 	var why []string
@@ -453,73 +458,180 @@ func (s *Sim) runWindow(end int64, par int) {
 	s.err = s.loop(end, true)
 }
 
-// crew runs the parts' windows on its threads: the caller's goroutine
-// runs parts 0, n, 2n..., each of the others its own share. Between
-// windows they spin on a counter rather than sleep: a window is tens of
-// microseconds, about what waking a sleeping thread takes.
+// crew runs the parts' windows on its threads. Each window, every thread
+// takes the next part not yet taken until none is left, the caller's
+// goroutine too, which then waits for the parts taken by the others.
+// Which thread runs a part does not change what it does, so the trace is
+// the same; but a thread the kernel has off its core takes no part, and
+// on a machine whose cores are busy the caller then runs them all instead
+// of waiting a time slice for it (--threads 2 ran 5.5x slower than one
+// beside a CPU hog when each thread had its fixed share). Waiting threads
+// spin briefly (a window is tens of microseconds, about what waking a
+// sleeping thread takes), then sleep.
 type crew struct {
-	sims    []*Sim
-	n       int
-	gen     atomic.Int64 // window number + 1, -1 to stop
-	done    atomic.Int64 // threads finished with the current window
-	end     int64
-	par     int
-	stopped sync.WaitGroup
+	sims []*Sim
+	// next is the window number + 1 in its high bits and the parts taken
+	// in its low 16 (a stale take cannot succeed in a later window); -1
+	// stops the threads.
+	next     signal
+	finished signal // parts done in the current window
+	win      int64
+	end      int64
+	par      int
+	threads  int
+	// solo is the windows the caller runs alone from now, backoff how
+	// many it ran alone last time (see run).
+	solo, backoff int
+	stopped       sync.WaitGroup
 }
 
 func newCrew(sims []*Sim, threads int) *crew {
-	c := &crew{sims: sims, n: threads}
+	c := &crew{sims: sims, threads: threads}
+	c.next.init()
+	c.finished.init()
+	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
 	for t := 1; t < threads; t++ {
 		c.stopped.Add(1)
-		go c.work(t)
+		go c.work()
 	}
 	return c
 }
 
-func (c *crew) work(t int) {
+func (c *crew) work() {
 	defer c.stopped.Done()
-	seen := int64(0)
+	n := int64(len(c.sims))
 	for {
-		g := spin(func() bool { return c.gen.Load() != seen }, &c.gen)
-		if g < 0 {
+		v := c.next.wait(func(v int64) bool { return v < 0 || v&0xffff < n })
+		if v < 0 {
 			return
 		}
-		seen = g
-		c.share(t)
-		c.done.Add(1)
-	}
-}
-
-// spin waits until ready, yielding the processor now and then (the
-// garbage collector may need it), and returns v's value.
-func spin(ready func() bool, v *atomic.Int64) int64 {
-	for i := 0; !ready(); i++ {
-		if i&63 == 63 {
-			runtime.Gosched()
+		if c.take(v) {
+			c.finished.add(1)
 		}
 	}
-	return v.Load()
 }
 
-func (c *crew) share(t int) {
-	for k := t; k < len(c.sims); k += c.n {
-		c.sims[k].runWindow(c.end, c.par)
+// take runs the part after the v&0xffff taken, unless another thread took
+// it first. c.end and c.par are the window's: it cannot end while a part
+// taken in it runs.
+func (c *crew) take(v int64) bool {
+	if !c.next.v.CompareAndSwap(v, v+1) {
+		return false
 	}
+	c.sims[v&0xffff].runWindow(c.end, c.par)
+	return true
 }
 
-// run runs one window on every part.
+// soloAfter is a wait for another thread's part that says the kernel took
+// that thread off its core: about a time slice, against tens of
+// microseconds of work a part.
+const soloAfter = time.Millisecond
+
+// run runs one window on every part. After a wait of soloAfter for another
+// thread, the caller runs the next windows alone, twice as many each time
+// it happens again (up to 4096), and shares them again after: threads
+// waiting on each other's time slices beside other work ran slower than
+// one thread alone.
 func (c *crew) run(end int64, par int) {
+	if c.threads == 1 || c.solo > 0 {
+		c.solo--
+		for _, s := range c.sims {
+			s.runWindow(end, par)
+		}
+		return
+	}
+	n := int64(len(c.sims))
 	c.end, c.par = end, par
-	c.done.Store(0)
-	c.gen.Add(1)
-	c.share(0)
-	want := int64(c.n - 1)
-	spin(func() bool { return c.done.Load() == want }, &c.done)
+	c.finished.v.Store(0) // no part of this window is taken yet
+	c.win++
+	c.next.store(c.win << 16)
+	mine := int64(0)
+	for v := c.next.v.Load(); v&0xffff < n; v = c.next.v.Load() {
+		if c.take(v) {
+			mine++
+		}
+	}
+	if mine == n {
+		return
+	}
+	t0 := time.Now()
+	c.finished.wait(func(d int64) bool { return d+mine == n })
+	if time.Since(t0) > soloAfter {
+		c.backoff = min(max(2*c.backoff, 16), 4096)
+		c.solo = c.backoff
+	} else {
+		c.backoff /= 2
+	}
 }
 
 func (c *crew) stop() {
-	c.gen.Store(-1)
+	c.next.store(-1)
 	c.stopped.Wait()
+}
+
+// spinFor is how long a thread waiting for another spins before it
+// sleeps: a window of the 128-GPU micro run takes about 35 us a part.
+// There, with parts taken in turn, --threads 2 took 2.2-2.3 s spinning
+// 20 us, 1.4-1.7 s at 100 us, 1.3-1.5 s at 300 us (the single loop
+// 1.8 s) on a lightly loaded machine, and beside a CPU hog on each core
+// 3.6-3.9, 3.9-4.0 and 3.8-6.0 s (the single loop 2.9-4.0 s); spinning
+// without bound, with fixed shares, 5.7-18 s. Timings on a 2-core machine
+// shared with other work: noisy.
+var spinFor = 100 * time.Microsecond
+
+// signal is a counter threads wait on: spinning for up to spinFor, then
+// asleep on a condition variable until a change wakes them.
+type signal struct {
+	v        atomic.Int64
+	sleepers atomic.Int32
+	mu       sync.Mutex
+	cond     sync.Cond
+}
+
+func (s *signal) init() { s.cond.L = &s.mu }
+
+func (s *signal) add(d int64) { s.v.Add(d); s.wake() }
+
+func (s *signal) store(v int64) { s.v.Store(v); s.wake() }
+
+// wake wakes the sleepers. A sleeper counts itself under the lock before
+// it reads v one last time, and the atomics are sequentially consistent,
+// so either it reads the new value or wake sees it and takes the lock
+// only once it waits.
+func (s *signal) wake() {
+	if s.sleepers.Load() > 0 {
+		s.mu.Lock()
+		s.cond.Broadcast()
+		s.mu.Unlock()
+	}
+}
+
+// wait returns v once ready(v).
+func (s *signal) wait(ready func(int64) bool) int64 {
+	var start time.Time
+	for i := 0; ; i++ {
+		if v := s.v.Load(); ready(v) {
+			return v
+		}
+		if i&63 == 63 {
+			if i == 63 {
+				start = time.Now()
+			} else if time.Since(start) > spinFor {
+				break
+			}
+			runtime.Gosched() // the garbage collector may need this thread
+		}
+	}
+	s.mu.Lock()
+	s.sleepers.Add(1)
+	v := s.v.Load()
+	for !ready(v) {
+		s.cond.Wait()
+		v = s.v.Load()
+	}
+	s.sleepers.Add(-1)
+	s.mu.Unlock()
+	return v
 }
 
 // merge gathers the parts' counts, their ports' bytes (for the routing

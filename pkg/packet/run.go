@@ -851,7 +851,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			port = int32(s.fwd[0])
 			if j == 0 {
 				f.Sport[i] = s.sport(id, j)
-				f.Ideal[i] += s.routedIdeal(size)
+				f.Ideal[i] += s.routedIdeal(i)
 			}
 			s.addPending(port, i, int32(j))
 		} else {
@@ -868,7 +868,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
-				f.Ideal[i] += s.idealFCT(size, q.cc.BaseRTT, s.bottleneck(s.path(2*qi)))
+				f.Ideal[i] += s.idealFCT(s.partSize(i, 0), s.idealPath(s.path(2*qi), s.path(2*qi+1)))
 			}
 			s.addQP(port, qi)
 		}
@@ -895,19 +895,58 @@ func (s *Sim) routePart(i int32, j int64) error {
 	return nil
 }
 
-// routedIdeal is the ideal FCT of size bytes over the paths routePart
-// left in s.fwd and s.rev.
-func (s *Sim) routedIdeal(size int64) int64 {
-	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
-	rtt, _ := s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
-	return s.idealFCT(size, rtt, s.bottleneck(fwd))
+// routedIdeal is transfer i's ideal FCT over the paths routePart left in
+// s.fwd and s.rev.
+func (s *Sim) routedIdeal(i int32) int64 {
+	return s.idealFCT(s.partSize(i, 0), s.idealPath(s.fwd[:s.fwdLen], s.rev[:s.revLen]))
 }
 
-// idealFCT is a transfer's time alone on the fabric, as SimAI's
-// standalone FCT: send latency, the unloaded round trip, and its bytes at
-// the path's bottleneck.
-func (s *Sim) idealFCT(size, rtt int64, bottleneck float64) int64 {
-	return s.SendLatPs + rtt + int64(float64(size)*8e12/bottleneck+0.5)
+// idealPath is what a transfer's ideal FCT needs of its paths: the
+// propagation both ways, and the time per byte at the first of the forward
+// path's slowest hops and summed over its other hops. It does not depend on
+// the size, so a prediction can keep it.
+type idealPath struct {
+	prop          int64
+	bottle, other float64 // ps per byte
+}
+
+func (s *Sim) idealPath(fwd, rev []route.DirLink) idealPath {
+	var a idealPath
+	b := 0
+	for k, dl := range fwd {
+		if s.ports[dl].bw < s.ports[fwd[b]].bw {
+			b = k
+		}
+	}
+	for k, dl := range fwd {
+		p := &s.ports[dl]
+		a.prop += p.lat
+		if k == b {
+			a.bottle = p.bitPs
+		} else {
+			a.other += p.bitPs
+		}
+	}
+	for _, dl := range rev {
+		a.prop += s.ports[dl].lat
+	}
+	return a
+}
+
+// idealFCT is a queue pair of size bytes alone on the fabric, a lower bound
+// on its FCT: the send latency, propagation both ways (the completing ACK's
+// serialization left out), every packet with its header through the
+// bottleneck, and its smallest packet stored and forwarded at every other
+// hop (some packet is first through the bottleneck, and some last). SimAI's
+// standalone FCT (a full-MTU packet at every hop plus size / bottleneck)
+// exceeds the measured FCT of a transfer of a few packets: on a 16 Gb/s
+// dragonfly 4 KiB transfers read slowdown 0.75 (issue 32).
+func (s *Sim) idealFCT(size int64, a idealPath) int64 {
+	pay, hdr := int64(s.cfg.PayloadSize), float64(s.cfg.HeaderBytes)
+	n := (size + pay - 1) / pay
+	smallest := float64(size-(n-1)*pay) + hdr
+	wire := float64(size) + float64(n)*hdr
+	return s.SendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
 }
 
 func (s *Sim) sport(id, j int64) uint16 {

@@ -176,7 +176,7 @@ type pairPrediction struct {
 	port      int32 // the first hop's
 	data, ack int64
 	rtt, win  int64 // unloaded round trip (ps) and the window on it (bytes)
-	bottle    float64
+	ideal     idealPath
 }
 
 // SetSurrogate turns hybrid simulation on; call before Run.
@@ -372,7 +372,7 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.sport(f.id(i), 0)
-	f.Ideal[i] += s.idealFCT(size, pp.rtt, pp.bottle)
+	f.Ideal[i] += s.idealFCT(s.partSize(i, 0), pp.ideal)
 	s.Stats.DataPackets += uint64(n)
 	s.Stats.Bypassed += uint64(n)
 	s.Stats.SentBytes += size
@@ -574,7 +574,7 @@ func (s *Sim) bypassPending() error {
 		if err := s.routePart(i, 0); err != nil {
 			return err // routed the same way when it was opened
 		}
-		f.Ideal[i] -= s.routedIdeal(f.size(i))
+		f.Ideal[i] -= s.routedIdeal(i)
 		alone, _ := s.bypasses(i)
 		if err := s.bypassFlow(i, alone); err != nil {
 			return err
@@ -626,7 +626,7 @@ func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 		return pairPrediction{}, fmt.Errorf("acknowledgements: %v", err)
 	}
 	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
-	pp := pairPrediction{port: int32(fwd[0]), bottle: s.bottleneck(fwd)}
+	pp := pairPrediction{port: int32(fwd[0]), ideal: s.idealPath(fwd, rev)}
 	pp.rtt, pp.win = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
 	pp.data = s.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 	pp.ack = s.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
