@@ -63,6 +63,14 @@ for b in $backends; do
 	"${cmd[@]}" "$out/sweep.stream" --out "$out/$b.parquet"
 	bin/fctstats --format nccl-tests "$out/$b.parquet" | tee "$out/$b.txt"
 	traces+=("$out/$b.parquet")
+	# Against each published curve, at every size both have: the time
+	# ratio simulated / measured (below 1: faster than the hardware).
+	for r in ${refs[@]+"${refs[@]}"}; do
+		echo "# $b against $(sed -n 's/^# label: //p' "$r" | head -1)"
+		awk -F, 'FNR == NR { if ($0 !~ /^#/ && $1 ~ /^[0-9]+$/ && $2 > 0) pub[$1] = $2; next }
+			$0 !~ /^#/ && ($1 in pub) { printf "%12s B  measured %10.1f us  %s %10.1f us  ratio %.2f\n", $1, pub[$1], b, $6, $6 / pub[$1] }' \
+			b="$b" "$r" <(tr -s ' ' ',' <"$out/$b.txt" | sed 's/^,//') | tee -a "$out/$b-vs-reference.txt"
+	done
 done
 refargs=()
 for r in ${refs[@]+"${refs[@]}"}; do refargs+=(--reference "$r"); done

@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -34,6 +36,33 @@ func TestNCCLTestsTime(t *testing.T) {
 	for us, want := range map[float64]string{15: "  15.00", 100: " 100.00", 512.25: "  512.2", 10000: "10000.0", 47535.4: "  47535"} {
 		if got := ncclTestsTime(us); got != want {
 			t.Errorf("ncclTestsTime(%v) = %q, want %q", us, got, want)
+		}
+	}
+}
+
+// Every published curve in examples/reference reads, and its rows hold
+// together as nccl-tests prints them: algbw = size / time (1 GB = 1e9 B)
+// within the printed rounding, so a row copied wrong or shifted fails.
+func TestPublishedReferencesConsistent(t *testing.T) {
+	paths, err := filepath.Glob("../../examples/reference/*.csv")
+	if err != nil || len(paths) < 5 {
+		t.Fatalf("%d reference files (%v)", len(paths), err)
+	}
+	for _, p := range paths {
+		ref, err := ReadReference(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ref.Label == filepath.Base(p) || len(ref.Rows) == 0 {
+			t.Errorf("%s: no label line or no rows", p)
+		}
+		for _, r := range ref.Rows {
+			if r.TimeUs <= 0 || r.AlgbwGBps < 1 {
+				continue // a plateau statement, or too small for its two printed decimals
+			}
+			if got := float64(r.SizeBytes) / r.TimeUs / 1e3; math.Abs(got-r.AlgbwGBps) > 0.02*r.AlgbwGBps+0.01 {
+				t.Errorf("%s: %d B in %g us is %.2f GB/s, the row says %g", p, r.SizeBytes, r.TimeUs, got, r.AlgbwGBps)
+			}
 		}
 	}
 }
