@@ -474,14 +474,10 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 }
 
 func writeHeapProfile(path string) error {
-	f, err := os.Create(path)
+	f, err := outfile.Create(path)
 	if err != nil {
 		return err
 	}
 	runtime.GC() // the profile then shows what is live now, not as of the last cycle
-	if err := pprof.WriteHeapProfile(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return f.Finish(pprof.WriteHeapProfile(f))
 }

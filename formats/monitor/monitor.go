@@ -5,9 +5,9 @@ package monitor
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
+	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 )
@@ -63,7 +63,7 @@ type PFC struct {
 
 // File is one monitor's Parquet output, buffered.
 type File[T any] struct {
-	f   *os.File
+	f   *outfile.File // under its name only once closed whole
 	w   *parquet.GenericWriter[T]
 	buf []T
 	err error
@@ -71,7 +71,7 @@ type File[T any] struct {
 
 // Create opens dir/name for rows of type T.
 func Create[T any](dir, name string) (*File[T], error) {
-	f, err := os.Create(filepath.Join(dir, name))
+	f, err := outfile.Create(filepath.Join(dir, name))
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +102,12 @@ func (m *File[T]) Close() error {
 	if err := m.w.Close(); err != nil && m.err == nil {
 		m.err = err
 	}
-	if err := m.f.Close(); err != nil && m.err == nil {
-		m.err = err
-	}
 	if m.err != nil {
-		return fmt.Errorf("%s: %v", m.f.Name(), m.err)
+		m.f.Abort()
+		return fmt.Errorf("%s: %v", m.f.Path(), m.err)
+	}
+	if err := m.f.Commit(); err != nil {
+		return fmt.Errorf("%s: %v", m.f.Path(), err)
 	}
 	return nil
 }

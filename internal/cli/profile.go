@@ -1,8 +1,9 @@
 package cli
 
 import (
-	"os"
 	"runtime/pprof"
+
+	"github.com/fabricsim/fabricsim/internal/outfile"
 )
 
 // StartCPUProfile writes a CPU profile of the rest of the run to path (for
@@ -13,13 +14,13 @@ func StartCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
-	f, err := os.Create(path)
+	f, err := outfile.Create(path) // a run stopped half-way leaves no partial profile
 	if err != nil {
 		return nil, err
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
+		f.Abort()
 		return nil, err
 	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+	return func() { pprof.StopCPUProfile(); f.Commit() }, nil
 }
