@@ -12,6 +12,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
+	@[ -x $(BIN)/fctstats ] || echo "build: compiling the programs and their dependencies (about 3.5 minutes on an empty Go build cache)"
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## test: vet, unit and end-to-end tests, a short run of every fuzz target,
