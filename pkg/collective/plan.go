@@ -137,12 +137,12 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	}
 	// SimAI replay: the choice stands; its latency terms become the send
 	// latency, on every transfer.
-	t := p.tuner(len(ranks), len(p.F.nodesOf(ranks)))
 	send := float64(p.Opt.SendLatPs) / 1e6
+	lat := p.tuner(len(ranks), len(p.F.nodesOf(ranks))).replayLatency(op, pl.Algo, send)
 	if pl.PredictedUs > 0 {
-		pl.PredictedUs += t.replayLatency(op, pl.Algo, send) - pl.Lat.Total
+		pl.PredictedUs += lat - pl.Lat.Total
 	}
-	pl.Lat = LatTerms{Intra: send, Inter: send, Total: t.replayLatency(op, pl.Algo, send)}
+	pl.Lat = LatTerms{Intra: send, Inter: send, Total: lat}
 	return pl, nil
 }
 

@@ -1,7 +1,6 @@
 package packet
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,13 +110,7 @@ func TestConfigShippedFilesLoad(t *testing.T) {
 		t.Fatal("no example conf files")
 	}
 	for _, name := range append(files, refs...) {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := DefaultConfig()
-		err = c.Read(f, name)
-		f.Close()
+		c, err := readConfFile(t, name)
 		if err == nil {
 			err = c.Validate()
 		}

@@ -15,14 +15,7 @@ import (
 // refused when turned on, naming the file, line and key.
 func TestConfigKeys(t *testing.T) {
 	for _, name := range []string{"../../examples/conf/default.conf", "../../examples/conf/SimAI.conf"} {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := DefaultConfig()
-		err = c.Read(f, name)
-		f.Close()
-		if err != nil {
+		if _, err := readConfFile(t, name); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
 	}
@@ -272,4 +265,18 @@ func TestOneValueReader(t *testing.T) {
 			t.Errorf("%s: %v, want %q", kv, err, want)
 		}
 	}
+}
+
+// readConfFile reads a conf file over the defaults, as flowsim-packet's
+// --conf does.
+func readConfFile(t *testing.T, name string) (Config, error) {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := DefaultConfig()
+	err = c.Read(f, name)
+	return c, err
 }

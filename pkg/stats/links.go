@@ -12,6 +12,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Tables of the link-load report (fctstats --links) for CSV and Parquet.
@@ -341,18 +342,15 @@ func (ll *LinkLoads) DataTable(name string) (*DataTable, error) {
 	return nil, fmt.Errorf("the link-load report has the tables tiers and top, not %q", name)
 }
 
-// Human units of the report: binary byte units to three significant
-// digits, utilization in percent, times in the largest unit under 1000.
+// Human units of the report: the unit units.SizeScale and TimeScale pick
+// (as every plot's axes), to three significant digits, utilization in
+// percent.
 func humanBytes(n int64) string {
 	if n < 1024 {
 		return strconv.FormatInt(n, 10) + " B"
 	}
-	v, i := float64(n), -1
-	for v >= 1024 && i < 4 {
-		v /= 1024
-		i++
-	}
-	return sig3(v) + " " + string("KMGTP"[i]) + "iB"
+	sc := units.SizeScale(float64(n))
+	return sig3(float64(n)/sc.Div) + " " + sc.Unit
 }
 
 func sig3(v float64) string {
@@ -368,14 +366,8 @@ func sig3(v float64) string {
 func pct(u float64) string { return numf(Num(u*100), 2) }
 
 func humanNs(ns int64) string {
-	v := float64(ns)
-	for _, u := range []string{"ns", "us", "ms"} {
-		if v < 1000 {
-			return sig3(v) + " " + u
-		}
-		v /= 1000
-	}
-	return sig3(v) + " s"
+	sc := units.TimeScale(float64(ns))
+	return sig3(float64(ns)/sc.Div) + " " + sc.Unit
 }
 
 // headline is the one-line description of the report.
