@@ -3,7 +3,7 @@
 GO       ?= go
 BIN      := bin
 CMDS     := $(notdir $(wildcard cmd/*))
-FUZZTIME ?= 3s
+FUZZTIME ?= 2s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-long unit race fuzz e2e bench demo interop slurm-check lint clean nccl-tests

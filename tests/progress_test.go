@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ func TestProgressOnlyWhenAsked(t *testing.T) {
 	flows := mustRun(t, top, "simccl-decompose", "--op", "allreduce", "--size", "64MiB")
 	tr := mustRun(t, flows, "flowsim-analytical")
 	small := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "8"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB")
+	loads := filepath.Join(t.TempDir(), "loads.parquet")
+	mustRun(t, mustRun(t, top, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--granularity", "collective"),
+		"flowsim-analytical", "--model", "busbw", "--link-loads", loads)
 	asked := []string{progress.Env + "=0s"}
 	for _, c := range []struct {
 		stdin []byte
@@ -35,6 +39,7 @@ func TestProgressOnlyWhenAsked(t *testing.T) {
 		{flows, "flowsim-analytical", nil, []string{"flowsim-analytical: simulated ", "/45072"}},
 		{flows, "flowsim-packet", nil, []string{"flowsim-packet: simulated ", "Mevents/s", "/45072"}},
 		{tr, "fctstats", nil, []string{"fctstats: reading <stdin>", "/45072"}},
+		{nil, "fctstats", []string{"--links", loads}, []string{"fctstats: reading " + loads}},
 		{small, "phyrun", []string{"--launch", "local:1"}, []string{"phyrun: ", "flows"}},
 	} {
 		plain := runEnv(t, nil, c.stdin, c.prog, c.args...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 
 	"github.com/fabricsim/fabricsim/formats/links"
@@ -41,6 +42,9 @@ func (c *command) linkLoads() error {
 		err  error
 		name = c.Links
 	)
+	// A link file holds one row per directed link and group type: a spinner
+	// naming the phase is all a long read needs (no row count is announced).
+	c.meter.Phase("reading " + name)
 	if c.Links == "-" {
 		rc, n, oerr := cli.OpenInput("", "pipe a links file in or name it: fctstats --links loads.parquet")
 		if oerr != nil {
@@ -55,7 +59,9 @@ func (c *command) linkLoads() error {
 	if err != nil {
 		return err
 	}
+	c.meter.Phase(fmt.Sprintf("adding up %d link rows", len(rows)))
 	ll := stats.AnalyzeLinks(name, m, rows, c.Top)
+	c.meter.Hide()
 	err = c.output(func(w io.Writer) error {
 		switch c.Format {
 		case "table":
