@@ -483,6 +483,7 @@ func TestPacketExpandMatchesFlowGranularity(t *testing.T) {
 		{"allreduce", "nvls-tree", "dp", "1"},
 		{"allreduce", "ring", "dp", "1"},
 		{"allgather", "ring", "dp", "8"},
+		{"reducescatter", "pat", "dp", "8"},
 		{"alltoall", "pxn", "dp", "1"},
 	} {
 		args := []string{"--op", c[0], "--size", "16MiB", "--algo", c[1], "--group", c[2], "--tp", c[3], "--granularity"}

@@ -850,6 +850,10 @@ func TestDAGLatencyIsModel(t *testing.T) {
 		{"ring simple 8 gpus 1GiB", a100x2, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 1 << 30, Group: TP}, Options{Algo: "ring", Proto: "simple"}, 8.4 + 14*3.4, false},
 		// Tree LL on 2 servers of 8 (one network level): 6.8 + 2 x (7 x 0.6 + 1 x 5).
 		{"tree ll 2 servers", a100x2, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: DP}, Options{Algo: "tree", Proto: "ll"}, 6.8 + 2*(7*0.6+5), true},
+		// PAT AllGather over 16 servers of one GPU each: 8 + 16 x 2.8 +
+		// log2(16) network phases of 14/3.5.
+		{"pat allgather 16 servers", a100x16, Layout{TP: 8, DP: 16, PP: 1, EP: 1}, Step{Op: AllGather, Size: 4096, Group: DP}, Options{Algo: "pat"}, 8 + 16*2.8 + 4*14/3.5, true},
+		{"pat reducescatter 16 servers 16MiB", a100x16, Layout{TP: 8, DP: 16, PP: 1, EP: 1}, Step{Op: ReduceScatter, Size: 16 << 20, Group: DP}, Options{Algo: "pat"}, 8 + 16*2.8 + 4*14/3.5, true},
 		// NVLS on one H100 server: NVLink's 25 us, no base.
 		{"nvls", h100, Layout{TP: 8, DP: 4, PP: 1, EP: 1}, Step{Op: AllReduce, Size: 4096, Group: TP}, Options{Algo: "nvls"}, 25, true},
 		// NVLS-Tree over 4 H100 servers: 25 + 2 x 2 levels x 14.

@@ -685,6 +685,8 @@ func decompose(c *cctx, co *Coll, k cut) error {
 			return nil
 		}
 		return nvlsTree(c, f, size, channels, co.chunk(1, k), k.nvlsEff)
+	case AlgoPAT:
+		pat(c, op, size, channels, pl.Chunk)
 	case AlgoDirect:
 		allToAllDirect(c, size)
 	case AlgoPXN:

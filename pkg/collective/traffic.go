@@ -206,6 +206,8 @@ func TrafficConns(f Fabric, sp TrafficSpec, size float64, ranks []int32, addConn
 				addConns(a, b, per, 1)
 			}
 		}
+	case sp.Algo == AlgoPAT:
+		patTraffic(sp.Op, size, w, ranks, add)
 	case sp.Algo == AlgoP2P:
 		for i := 0; i+1 < n; i++ {
 			add(ranks[i], ranks[i+1], size)

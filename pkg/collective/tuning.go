@@ -312,6 +312,12 @@ func (t *Tuner) Available(op Op, a Algo, p Proto) bool {
 			if p != Simple || !t.M.NVLS || t.NNodes > 1 {
 				return false
 			}
+		case AlgoPAT:
+			// NCCL_PAT_ENABLE=2 (auto): Simple only, one GPU per server,
+			// compute capability 6.0 or newer.
+			if p != Simple || t.NNodes != t.NRanks || t.M.CC < 60 {
+				return false
+			}
 		default:
 			return false
 		}
@@ -395,6 +401,9 @@ func (t *Tuner) busBw(op Op, a Algo, p Proto) float64 {
 	}
 	if a == AlgoTree && op == AllReduce {
 		bus = math.Min(0.92*bus, nCh*perChMaxTreeBws[ci][ni])
+	}
+	if a == AlgoPAT {
+		bus *= 0.75 // NCCL 2.24+ (0.85 in 2.23); already an algorithm bandwidth
 	}
 	if a == AlgoTree && p == LL {
 		bus = math.Min(bus/3.8, llMax)
@@ -530,6 +539,15 @@ func (t *Tuner) LatencyTerms(op Op, a Algo, p Proto) LatTerms {
 		}
 	case AlgoNVLSTree:
 		lt.Total = lt.Base + lt.Intra + 2*float64(log2i(nNodes))*lt.Inter
+	case AlgoPAT:
+		// 8 us, a network step of a third of a tree's per phase, and 2.8 us
+		// per rank for the algorithm thread that works out every step's
+		// peers and offsets before the data can move: the DAG pays the
+		// per-rank part with the base, before the first phase.
+		lt.Base = 8 + 2.8*float64(n)
+		lt.Inter /= 3.5
+		lt.Intra = lt.Inter
+		lt.Total = lt.Base + float64(log2i(nNodes))*lt.Inter
 	default:
 		lt.Total = lt.Base
 	}
@@ -644,6 +662,18 @@ func ChunkBytes(op Op, a Algo, p Proto, nNodes, nRanks, nc int, nBytes int64) in
 	switch a {
 	case AlgoNVLS:
 		return 128 << 10
+	case AlgoPAT:
+		// enqueue.cc: one 512 KiB step per chunk, halved (down to 64 KiB)
+		// while the channels would get fewer than 32 chunks (AllGather) or
+		// 16 (ReduceScatter).
+		chunk, per := int64(512<<10), int64(32)
+		if op == ReduceScatter {
+			per = 16
+		}
+		for chunk > 64<<10 && chunk*int64(max(nc, 1))*per > nBytes {
+			chunk /= 2
+		}
+		return chunk
 	case AlgoNVLSTree:
 		if nNodes >= 4 {
 			return 64 << 10
@@ -695,6 +725,8 @@ func (t *Tuner) replayLatency(op Op, a Algo, send float64) float64 {
 		return send
 	case AlgoNVLSTree:
 		return float64(1+2*log2i(nNodes)) * send
+	case AlgoPAT:
+		return float64(log2i(nNodes)) * send
 	case AlgoDirect, AlgoP2P:
 		return send
 	case AlgoPXN:
