@@ -48,6 +48,7 @@ type command struct {
 	MaxChunks    int            `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
 	NoLaunch     bool           `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
 	SendLat      units.Duration `name:"send-lat" placeholder:"TIME" help:"SimAI replay: every transfer starts this long after what it waits for, in place of NCCL's base and per-step latencies, as SimAI's ns-3 SendFlow does with AS_SEND_LAT (read, in us, when this flag is absent); predicted times count it once per algorithm step."`
+	Transport    []string       `name:"transport" placeholder:"KEY=VALUE" help:"The NCCL transport's slots and per-step costs (repeatable): slots (NCCL_STEPS, 8), buffsize (4194304), ll-buffsize (524288), ll128-buffsize (4915200) in bytes; gpu-step (0.1), send-proxy (2.5), recv-proxy (2.5) in us per step; credit-rtt (4.0) in us, calibrated on 4 x 8 H100 over 400G InfiniBand (pkg/collective/transport.go)."`
 	Granularity  string         `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
@@ -127,6 +128,13 @@ func (c *command) options() (collective.Options, error) {
 	if opt.SendLatPs, err = cli.SendLatency(int64(c.SendLat)); err != nil {
 		return opt, err
 	}
+	tr := collective.DefaultTransport()
+	for _, kv := range c.Transport {
+		if err := tr.Set(kv); err != nil {
+			return opt, err
+		}
+	}
+	opt.Transport = &tr
 	nvls, err := envInt("AS_NVLS_ENABLE")
 	if err != nil {
 		return opt, err

@@ -514,6 +514,12 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.IntraLatPs
 		case "inter_lat_ps":
 			dst = &c.InterLatPs
+		case "step_bytes":
+			dst, limit = &c.StepBytes, maxCutChunk
+		case "step_intra_ps":
+			dst = &c.StepIntraPs
+		case "step_inter_ps":
+			dst = &c.StepInterPs
 		case "first_flow":
 			c.FirstFlow = new(int64)
 			dst, limit = c.FirstFlow, MaxFirstFlow

@@ -134,6 +134,13 @@ type Cut struct {
 	BaseLatPs  int64 `msgpack:"base_lat_ps"`
 	IntraLatPs int64 `msgpack:"intra_lat_ps"`
 	InterLatPs int64 `msgpack:"inter_lat_ps"`
+	// The NCCL transport's steps (version 4 streams may lack them: 0, no
+	// per-step cost): a step's wire bytes (buffer / NCCL_STEPS for the
+	// protocol) and what each step costs a transfer inside a server and
+	// between servers; a transfer pays ceil(wire bytes / step_bytes) steps.
+	StepBytes   int64 `msgpack:"step_bytes"`
+	StepIntraPs int64 `msgpack:"step_intra_ps"`
+	StepInterPs int64 `msgpack:"step_inter_ps"`
 	// FirstFlow is the id flow granularity gives the collective's first
 	// flow (its group's, then its siblings' follow): an expanded flow's id
 	// is FirstFlow plus its index in the expansion, so that ECMP, which

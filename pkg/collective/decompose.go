@@ -562,6 +562,7 @@ func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool,
 	if lat {
 		ctx.intra, ctx.inter = usToPs(c.Plan.Lat.Intra), usToPs(c.Plan.Lat.Inter)
 	}
+	ctx.step = d.Planner.Opt.stepCosts(c.Plan)
 	if err := decompose(ctx, c, k); err != nil {
 		return nil, fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
 	}
@@ -580,7 +581,10 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 	if c.Plan.NoOp {
 		id = e.Delay(c.Rec.ID, rep, 0, entry)
 	} else {
-		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(c.Rec.PredictedPs, 1), entry)
+		// NCCL's model time plus the transport's per-step costs in closed
+		// form, as flow granularity's transfers carry them.
+		tp := transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), len(d.Fabric.nodesOf(c.Ranks)))
+		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(c.Rec.PredictedPs+tp, 1), entry)
 	}
 	exit := []int64{id}
 	if async {
@@ -672,7 +676,9 @@ func decompose(c *cctx, co *Coll, k cut) error {
 			// whole chunks, so it cuts a channel into at least eight to keep
 			// that store-and-forward an eighth of a chunk per hop.
 			per := (size + int64(channels) - 1) / int64(channels)
+			nccl := min(ck, per)
 			ck = min(ck, max(64, (per+7)/8))
+			c.stepDiv = max(1, nccl/ck) // the pieces of one NCCL step share its cost
 		}
 		treeAllReduce(c, f, size, channels, ck, pl.Proto)
 	case AlgoNVLS:
@@ -747,5 +753,7 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	if d.Planner.Opt.LaunchLatency {
 		c.BaseLatPs, c.IntraLatPs, c.InterLatPs = usToPs(pl.Lat.Base), usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
 	}
+	s := d.Planner.Opt.stepCosts(pl)
+	c.StepBytes, c.StepIntraPs, c.StepInterPs = s.bytes, s.intra, s.inter
 	return c
 }

@@ -101,6 +101,11 @@ type cctx struct {
 	buf   []int64 // scratch for deps
 	// step latencies (ps) of a hop inside a server and between servers
 	intra, inter int64
+	// the NCCL transport's per-step costs (transport.go), and how many
+	// DAG pieces one NCCL step is cut into (tree LL/LL128), which share
+	// that step's cost
+	step    stepCosts
+	stepDiv int64
 	// count: ring and NVLS channels are counted (skip), not made, for a
 	// decomposer numbering flow granularity's flows at collective
 	// granularity (Decomposer.flowIDs).
@@ -111,16 +116,33 @@ func newCtx(e *Emitter, f Fabric, id int64, ranks []int32, entry [][]int64) *cct
 	return &cctx{e: e, f: f, id: id, ranks: ranks, entry: entry, exit: make([][]int64, len(ranks))}
 }
 
-// firstHop is the step latency of chunk k's transfer between two nodes.
-// NCCL keeps up to NCCL_STEPS steps in flight on a connection, so once a
-// pipeline has filled, a step's latency hides behind the transfers before
-// it: only a connection's first chunk pays it, and the DAG's critical path
-// then takes the latency once per hop, as NCCL's model does.
-func (c *cctx) firstHop(k int, src, dst int32) int64 {
+// firstHop is the delay of chunk k's transfer of wire bytes b between two
+// nodes. NCCL keeps up to NCCL_STEPS steps in flight on a connection, so
+// once a pipeline has filled, the hop's latency hides behind the
+// transfers before it: only a connection's first chunk pays it, and the
+// DAG's critical path takes the latency once per hop. What does not hide
+// is the transport's fixed work per step (proxies, GPU, credits;
+// Transport): every chunk pays it for each slot its bytes fill.
+func (c *cctx) firstHop(k int, src, dst int32, b int64) int64 {
+	d := c.stepCost(src, dst) * c.step.steps(b) / max(c.stepDiv, 1)
 	if k > 0 {
-		return 0
+		return d
 	}
-	return c.hop(src, dst)
+	return d + c.hop(src, dst)
+}
+
+// stepCost is the transport's cost of one step between two nodes (ps).
+func (c *cctx) stepCost(src, dst int32) int64 {
+	if c.crosses(src, dst) {
+		return c.step.inter
+	}
+	return c.step.intra
+}
+
+// crosses reports whether two GPUs are on different servers.
+func (c *cctx) crosses(src, dst int32) bool {
+	g := int32(c.f.GPUs)
+	return src < g && dst < g && c.f.server(src) != c.f.server(dst)
 }
 
 // hop is the step latency of a transfer between two nodes: the network's

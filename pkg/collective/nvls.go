@@ -140,7 +140,7 @@ func (g *nvlsChannel) row() bool {
 		if k == 0 {
 			deps = append(deps, c.entry[p]...)
 		}
-		g.ups[p] = c.connFlow(&g.lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), c.firstHop(k, c.ranks[p], sw), ch, int32(k), chunks, stream.ConnNVLS)
+		g.ups[p] = c.connFlow(&g.lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), c.firstHop(k, c.ranks[p], sw, nvlsWire(up, eff)), ch, int32(k), chunks, stream.ConnNVLS)
 	}
 	if g.op == AllReduce {
 		for p := 0; p < n; p++ {
@@ -216,7 +216,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					if k == 0 {
 						deps = append(deps, c.entry[p]...)
 					}
-					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], nvlsWire(b, eff), c.firstHop(k, c.ranks[p], sws[j]), int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
+					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], nvlsWire(b, eff), c.firstHop(k, c.ranks[p], sws[j], nvlsWire(b, eff)), int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for li, p := range local {
 					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
@@ -237,7 +237,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
-					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 				for _, j := range tr.order {
 					p := nodes[j][li]
@@ -257,7 +257,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
 						deps := append(c.deps(nil), done[j][li])
-						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, c.firstHop(k, c.ranks[p], c.ranks[q]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, c.firstHop(k, c.ranks[p], c.ranks[q], shard), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
 			}

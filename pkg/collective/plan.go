@@ -37,6 +37,39 @@ type Options struct {
 	// this, in place of NCCL's base and per-step latencies, and the model
 	// time counts it once per step of the algorithm (replayLatency).
 	SendLatPs int64
+	// Transport is the NCCL transport's slots and per-step costs
+	// (transport.go); the zero value means DefaultTransport. Off under
+	// SimAI replay and without LaunchLatency.
+	Transport *Transport
+}
+
+// transport is the options' transport, DefaultTransport when unset.
+func (o Options) transport() Transport {
+	if o.Transport != nil {
+		return *o.Transport
+	}
+	return DefaultTransport()
+}
+
+// stepCosts is what plan pl's transfers pay per step: nothing under
+// SimAI replay (its send latency is all the software latency) or without
+// launch latency (bandwidth terms only).
+func (o Options) stepCosts(pl Plan) stepCosts {
+	if !o.LaunchLatency || o.SendLatPs > 0 {
+		return stepCosts{}
+	}
+	s := o.transport().costsFor(pl.Proto)
+	// A step holds at most a slot, and NCCL fills a slot with no more
+	// than one chunk's share: ring Simple's 2 MiB chunk is chunkSteps (4)
+	// slots, NVLS-Tree's 64 KiB chunk one partly filled slot.
+	if pl.Chunk > 0 {
+		chunkSteps := int64(1)
+		if pl.Algo == AlgoRing && pl.Proto == Simple && pl.Chunk >= 4*s.bytes {
+			chunkSteps = 4
+		}
+		s.bytes = min(s.bytes, max(wire(pl.Chunk, pl.Proto)/chunkSteps, 1))
+	}
+	return s
 }
 
 // MaxCollectiveBytes bounds a collective's size: at 2^40 bytes, the wire

@@ -172,7 +172,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 				for _, q := range children[p] {
 					deps = append(deps, up[q])
 				}
-				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, c.firstHop(k, c.ranks[p], c.ranks[parent[p]]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, c.firstHop(k, c.ranks[p], c.ranks[parent[p]], b), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 			}
 			for _, p := range order {
 				for _, q := range children[p] {
@@ -187,7 +187,7 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 					} else {
 						deps = append(deps, down[p])
 					}
-					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, c.firstHop(k, c.ranks[p], c.ranks[q]), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, c.firstHop(k, c.ranks[p], c.ranks[q], b), int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 			}
 		}

@@ -1,0 +1,264 @@
+package collective
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// Transport is NCCL's per-connection transport as the decomposition
+// models it. Each channel's connection between two ranks is a FIFO of
+// Slots steps (NCCL_STEPS) of StepBytes each; the sender fills a free
+// slot, the proxy thread posts it (for the network: one RDMA write, whose
+// completion the receiver's proxy must see), and the receiving GPU frees
+// the slot only after consuming it (reducing or forwarding). Every step
+// therefore costs fixed work on both sides on top of its bytes: the GPU's
+// per-step cost on every hop (flag wait, consume, credit back), and on
+// network hops the two proxies' per-step costs. With Slots slots the
+// credit loop (the step's costs plus a hop latency each way) limits how
+// often a connection can start a step, so a step costs at least
+// (cost + 2 x latency) / Slots.
+//
+// The DAG carries these costs on the transfers' delay_ps: chunk k of a
+// connection, of wire size b, waits steps(b) x StepCost after its deps
+// (after the previous chunk on its connection has left the sender), and
+// the connection's first chunk also pays the hop's latency. A chunk's
+// steps pay their costs in series because one proxy thread and one GPU
+// thread block progress a connection's steps in order; their bytes may
+// then share the wire with other connections'. So at mid sizes, where a
+// channel carries tens of steps, fill, drain and the per-step costs set
+// the time; at the plateau the steps are large and the costs a few
+// percent.
+type Transport struct {
+	// Slots per connection: NCCL_STEPS = 8 (src/include/device.h).
+	Slots int
+	// Per-connection buffer sizes (NCCL_BUFFSIZE, NCCL_LL_BUFFSIZE,
+	// NCCL_LL128_BUFFSIZE; src/init.cc defaults): a step is buffer/Slots.
+	// Simple 4 MiB (512 KiB steps); LL 512 KiB (64 KiB steps of which half
+	// is payload); LL128 4800 KiB (614400-byte steps, 15/16 payload).
+	BuffSimple, BuffLL, BuffLL128 int64
+	// GPUStepUs: the GPU's cost per step on every hop, inside a server as
+	// across: waiting on the FIFO's tail flag, the thread block's barrier,
+	// and posting the head credit back (calibrated, see DefaultTransport).
+	GPUStepUs float64
+	// SendProxyUs, RecvProxyUs: the proxy threads' cost per step of a
+	// network connection: the sender's proxy sees the tail move and posts
+	// the RDMA write, the receiver's proxy polls its completion (and for
+	// Simple with GPUDirect, flushes it) before telling the GPU.
+	SendProxyUs, RecvProxyUs float64
+	// CreditRTTUs: how long a freed slot takes to reach the sender again
+	// on a network connection (the receiver's proxy posts the next
+	// receive, the sender's proxy sees it): about one fabric round trip;
+	// inside a server the credit is a flag in GPU memory, no time beyond
+	// the GPU's per-step cost.
+	CreditRTTUs float64
+}
+
+// DefaultTransport is calibrated for HGX H100 with 8x400G InfiniBand
+// against the Voltage Park 4 x 8 H100 AllReduce sweep (NCCL 2.24.3,
+// examples/reference/vp-4x8h100-ib_allreduce_nccl-2.24.csv); the VP
+// AllGather and AWS p5 sweeps are held out (tests/nccltests_test.go).
+// The constants are NCCL's (src/include/device.h, src/init.cc); the
+// per-step costs are the calibrated ones, of the order NCCL's own
+// tuning model gives a step (hwLat NVLink Simple 0.6 us, network 2-14 us).
+func DefaultTransport() Transport {
+	return Transport{
+		Slots:       8,
+		BuffSimple:  4 << 20,
+		BuffLL:      512 << 10,
+		BuffLL128:   4915200,
+		GPUStepUs:   0.1,
+		SendProxyUs: 2.5,
+		RecvProxyUs: 2.5,
+		CreditRTTUs: 4.0,
+	}
+}
+
+// transportKeys lists the keys Set accepts, in the order --help shows them.
+var transportKeys = []string{"slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt"}
+
+// Set parses one KEY=VALUE (--transport): counts and byte sizes are
+// positive integers, costs non-negative microseconds. The error names
+// the key.
+func (t *Transport) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("--transport %q: want KEY=VALUE with KEY one of %s", kv, strings.Join(transportKeys, ", "))
+	}
+	switch k {
+	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize":
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > 1<<40 {
+			return fmt.Errorf("--transport %s=%q: want a positive integer", k, v)
+		}
+		switch k {
+		case "slots":
+			if n > 1<<20 {
+				return fmt.Errorf("--transport slots=%q: at most %d", v, 1<<20)
+			}
+			t.Slots = int(n)
+		case "buffsize":
+			t.BuffSimple = n
+		case "ll-buffsize":
+			t.BuffLL = n
+		default:
+			t.BuffLL128 = n
+		}
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt":
+		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
+		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
+			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
+		}
+		switch k {
+		case "gpu-step":
+			t.GPUStepUs = us
+		case "send-proxy":
+			t.SendProxyUs = us
+		case "credit-rtt":
+			t.CreditRTTUs = us
+		default:
+			t.RecvProxyUs = us
+		}
+	default:
+		return fmt.Errorf("--transport %q: unknown key %s (%s)", kv, k, strings.Join(transportKeys, ", "))
+	}
+	return nil
+}
+
+// Validate checks a Transport built in code (Set checks each value).
+func (t Transport) Validate() error {
+	switch {
+	case t.Slots < 1:
+		return fmt.Errorf("transport slots %d: at least 1", t.Slots)
+	case t.BuffSimple < t.slots() || t.BuffLL < t.slots() || t.BuffLL128 < t.slots():
+		return fmt.Errorf("transport buffsize: each buffer needs at least one byte per slot")
+	case !(t.GPUStepUs >= 0):
+		return fmt.Errorf("transport gpu-step %v: a cost is not negative", t.GPUStepUs)
+	case !(t.SendProxyUs >= 0):
+		return fmt.Errorf("transport send-proxy %v: a cost is not negative", t.SendProxyUs)
+	case !(t.RecvProxyUs >= 0):
+		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
+	case !(t.CreditRTTUs >= 0):
+		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	}
+	return nil
+}
+
+func (t Transport) slots() int64 { return int64(max(t.Slots, 1)) }
+
+// StepBytes is the wire bytes one slot holds under protocol p.
+func (t Transport) StepBytes(p Proto) int64 {
+	b := t.BuffSimple
+	switch p {
+	case LL:
+		b = t.BuffLL
+	case LL128:
+		b = t.BuffLL128
+	}
+	return max(b/t.slots(), 1)
+}
+
+// StepPs is the cost (ps) one step exposes (inter: a network hop, which
+// adds the proxies' costs and a credit round trip): its fixed work, or,
+// when the slots run dry first, the credit loop's share per slot.
+func (t Transport) StepPs(inter bool) int64 {
+	us, rtt := t.GPUStepUs, 0.0
+	if inter {
+		us += t.SendProxyUs + t.RecvProxyUs
+		rtt = t.CreditRTTUs
+	}
+	work := usToPs(us)
+	return max(work, (work+usToPs(rtt))/t.slots())
+}
+
+// stepCosts is what a collective's transfers pay per step: the step's
+// wire bytes and the cost of a step inside a server and between servers
+// (ps); zero costs (streams from before the transport, SimAI replay,
+// --no-launch-latency) add nothing.
+type stepCosts struct {
+	bytes        int64
+	intra, inter int64
+}
+
+// costsFor is the transport's step costs under protocol p.
+func (t Transport) costsFor(p Proto) stepCosts {
+	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true)}
+}
+
+// steps is how many slots a transfer of wire bytes b fills.
+func (s stepCosts) steps(b int64) int64 {
+	if s.bytes <= 0 || b <= 0 {
+		return 0
+	}
+	return (b + s.bytes - 1) / s.bytes
+}
+
+// transportPs is the closed form of the transport's per-step costs on a
+// collective's critical path, which collective granularity adds to NCCL's
+// model time so that it agrees with flow granularity, where the same
+// costs ride on the transfers (cctx.firstHop). A pipeline of K chunks
+// per channel through H hops pays every hop's cost once while it fills,
+// then K-1 more chunks on its slowest connection (a network one when the
+// collective crosses servers); a chunk pays once per slot it fills. The
+// later chunks' costs overlap other connections' bytes on the shared
+// links, so they only add what exceeds the model's bandwidth term.
+func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
+	fill, steady := transportTerms(co, k, s, nNodes)
+	bw := co.Rec.PredictedPs - usToPs(co.Plan.Lat.Total)
+	return fill + max(0, steady-max(bw, 0))
+}
+
+// transportTerms splits transportPs into the pipeline's fill and its
+// steady state (before overlap).
+func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int64) {
+	pl := co.Plan
+	n := len(co.Ranks)
+	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 {
+		return 0, 0
+	}
+	channels := int64(max(pl.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels
+	slow := s.intra
+	if nNodes > 1 {
+		slow = s.inter
+	}
+	op := Op(co.Rec.Op)
+	ringLike := pl.Algo == AlgoRing && (op == AllReduce || op == AllGather || op == ReduceScatter) ||
+		pl.Algo == AlgoNVLSTree && op != AllReduce
+	if ringLike {
+		hops, inter := int64(n-1), int64(max(nNodes-1, 0))
+		if op == AllReduce {
+			hops, inter = 2*hops, 2*inter
+		}
+		chunk := max(co.chunk(n, k), 1)
+		loops := (per + int64(n)*chunk - 1) / (int64(n) * chunk)
+		st := s.steps(wire(min(chunk, (per+int64(n)-1)/int64(n)), pl.Proto))
+		return st * ((hops-inter)*s.intra + inter*s.inter), (loops - 1) * hops * st * slow
+	}
+	if pl.Algo != AlgoTree && pl.Algo != AlgoNVLS && pl.Algo != AlgoNVLSTree && pl.Algo != AlgoRing {
+		// AllToAll, PXN, P2P and MSCCL transfers are one message per
+		// connection: their step latency stands for the transport (a2a.go).
+		return 0, 0
+	}
+	chunk := max(co.chunk(1, k), 1)
+	chunks := (per + chunk - 1) / chunk
+	ppn := int64(n / max(nNodes, 1))
+	piece := min(chunk, per)
+	if pl.Algo == AlgoNVLSTree {
+		piece = (piece + ppn - 1) / ppn // each GPU carries a shard across servers
+	}
+	st := s.steps(wire(piece, pl.Proto))
+	levels := int64(log2i(max(nNodes, 1)))
+	switch pl.Algo {
+	case AlgoTree:
+		fill = 2 * ((ppn-1)*s.intra + levels*s.inter)
+	case AlgoNVLSTree:
+		fill = 2 * (s.intra + levels*s.inter)
+	case AlgoNVLS:
+		fill = 2 * s.intra
+	default: // Broadcast, Reduce: a chain through every rank
+		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
+	}
+	return st * fill, (chunks - 1) * st * slow
+}
