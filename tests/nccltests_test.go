@@ -173,11 +173,8 @@ func TestTreeAcrossServers(t *testing.T) {
 	// At 4 KiB the tree takes the model's latency in every backend (within
 	// 10%), and packet and fluid agree within 5%: later chunks on a
 	// connection leave as soon as the ones before have, as NCCL posts them.
-	// The transport's per-step costs (TestTransportVPAllReduce) are off:
-	// this checks NCCL's latency terms alone.
 	small := mustRun(t, mustRun(t, mustRun(t, nil, "topogen", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"), "ncclpath"),
-		"simccl-decompose", "--op", "allreduce", "--size", "4KiB", "--group", "dp", "--tp", "1",
-		"--transport", "gpu-step=0", "--transport", "send-proxy=0", "--transport", "recv-proxy=0", "--transport", "credit-rtt=0")
+		"simccl-decompose", "--op", "allreduce", "--size", "4KiB", "--group", "dp", "--tp", "1")
 	lat := float64(readDAG(t, small).colls[0].PredictedPs) / 1000
 	got := map[string]float64{}
 	for _, b := range [][]string{{"flowsim-analytical", "--model", "busbw"}, {"flowsim-analytical"}, {"flowsim-packet"}} {
@@ -194,15 +191,12 @@ func TestTreeAcrossServers(t *testing.T) {
 
 // A dual-homed NIC spreads its queue pairs over both ports, so a ring with
 // one GPU per server reaches 90% of the two 200 Gbit/s ports together
-// (45 GB/s bus bandwidth) on HPN and DCN+ dual-ToR fabrics. The NCCL
-// transport's per-step costs are off (they take about 4% here, serialized
-// per connection: issue 30, left open): this checks how the ports share.
+// (45 GB/s bus bandwidth) on HPN and DCN+ dual-ToR fabrics.
 func TestDualToRRing(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	for _, fam := range []string{"hpn-single-plane", "dcn-dual-tor"} {
 		in := mustRun(t, mustRun(t, nil, "topogen", "--family", fam, "--gpus", "64", "--gpu-type", "H100", "--nic-bw", "200Gbps"),
-			"simccl-decompose", "--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--algo", "ring",
-			"--transport", "gpu-step=0", "--transport", "send-proxy=0", "--transport", "recv-proxy=0", "--transport", "credit-rtt=0")
+			"simccl-decompose", "--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--algo", "ring")
 		for _, b := range [][]string{{"flowsim-analytical"}, {"flowsim-packet"}} {
 			rows, _ := readTrace(t, mustRun(t, in, b[0], b[1:]...))
 			worst := math.Inf(1)

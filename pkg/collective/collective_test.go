@@ -867,11 +867,6 @@ func TestDAGLatencyIsModel(t *testing.T) {
 		{"alltoall 2 servers", a100x2, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, Step{Op: AllToAll, Size: 65536, Group: DP}, Options{}, 8.4 + 14, true},
 	} {
 		c.opt.LaunchLatency = true
-		// NCCL's latency terms alone: a transport whose steps cost nothing
-		// (TestTransportStepCosts adds them).
-		free := DefaultTransport()
-		free.GPUStepUs, free.SendProxyUs, free.RecvProxyUs, free.CreditRTTUs = 0, 0, 0, 0
-		c.opt.Transport = &free
 		col, colls := c.s.run(t, c.opt, c.l, one(c.step))
 		model := colls[0].Plan.Lat.Total
 		if math.Abs(model-c.want) > 1e-9 {

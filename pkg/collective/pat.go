@@ -88,7 +88,7 @@ func pat(c *cctx, op Op, size int64, channels int, chunk int64) {
 						deps = append(deps, recv[jj][i])
 					}
 					src, dst := c.ranks[i], c.ranks[to]
-					recv[j][to] = c.connFlow(&last[j][i], deps, src, dst, bytes, c.firstHop(k, src, dst),
+					recv[j][to] = c.connFlow(&last[j][i], deps, src, dst, bytes, c.firstHop(k, src, dst, bytes),
 						int32(ch), int32(k), int32(loops), stream.ConnTree)
 				}
 			}

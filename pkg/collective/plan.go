@@ -59,6 +59,9 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		return stepCosts{}
 	}
 	s := o.transport().costsFor(pl.Proto)
+	if s.intra == 0 && s.inter == 0 {
+		return stepCosts{} // no cost to carry: the cut record stays as it was
+	}
 	// A step holds at most a slot, and NCCL fills a slot with no more
 	// than one chunk's share: ring Simple's 2 MiB chunk is chunkSteps (4)
 	// slots, NVLS-Tree's 64 KiB chunk one partly filled slot.
