@@ -50,8 +50,9 @@ fuzz:
 ## bench: Go benchmarks (records/s, rows/s ...), end-to-end speed checks, the
 ## fabric tables (pipelines/fabric.sh: one workload through every model and
 ## routing on 128 to 9216 GPUs), the nccl-tests sweep tables of one DGX
-## A100 and one DGX H100 per backend, and 4x HGX H100 AllReduce and
-## AllGather against the published Voltage Park sweeps (time ratio per size)
+## A100 and one DGX H100 per backend, 4x HGX H100 AllReduce and AllGather
+## against the published Voltage Park sweeps and AllToAll against AWS p5's
+## (time ratio per size)
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
@@ -67,6 +68,9 @@ bench: build
 	@for op in allreduce allgather; do ./pipelines/nccl-tests.sh --gpus 32 --gpu-type H100 --nic-bw 400Gbps \
 		--group dp --op $$op --min 1MiB --max 4GiB --backends "busbw fluid" --out out/bench/nccl-tests-vp-$$op \
 		--reference examples/reference/vp-4x8h100-ib_$${op}_nccl-2.24.csv; done
+	@./pipelines/nccl-tests.sh --gpus 32 --gpu-type H100 --nic-bw 400Gbps --group dp --op alltoall \
+		--min 32MiB --max 2GiB --backends "busbw fluid" --out out/bench/nccl-tests-p5-alltoall \
+		--reference examples/reference/aws-p5-4x8h100-efa_alltoall.csv
 
 ## nccl-tests: all_reduce_perf -b 8 -e 16G -f 2 on one simulated DGX H100
 ## through every backend, tables and out/nccl-tests/busbw.{png,svg}
