@@ -151,7 +151,7 @@ func (c *command) run() error {
 	if c.Threads > 1 || (c.Partitions != nil && *c.Partitions > 1) {
 		also = "run on one thread (400 B per flow)"
 		// Parts keep every queue pair's slot, and shadows of those whose
-		// packets cross them (measured: 630 bytes a flow more at 1024 GPUs).
+		// packets cross them (packet.PartitionedSlotBytes each).
 		perFlow += packet.PartitionedSlotBytes * int64(cfg.QPsPerConn)
 	}
 	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: perFlow, Limit: limit, Expands: true, Also: also})

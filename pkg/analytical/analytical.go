@@ -47,9 +47,9 @@
 // of concurrent flows of widely different sizes sharing one set of links
 // make most finishes re-solve a good part of them. busbw runs the same
 // solver over per-collective copies of the links, so its sub-problems are
-// one collective's flows. BenchmarkFluidRandom, all flows released at once
-// on 1024 GPUs, on an otherwise idle 2-core machine: 20k flows of 1 MiB
-// take 0.03-0.05 s (equal), 10k flows of 4 KiB..256 MiB 8.6-9.5 s (spread).
+// one collective's flows. BenchmarkFluidRandom (make bench) prints both
+// cases' times: every flow released at once on 1024 GPUs, of one size or
+// of widely different sizes.
 package analytical
 
 import (

@@ -121,10 +121,10 @@ const sortRun = 16
 // serialization after the one that made it): insertion alone took a
 // 1024-GPU AllReduce's event loop a tenth less time than pdqsort.
 // Numbered by maker, the exact ties of a symmetric fabric arrive as runs,
-// one per maker, in an order unrelated to their numbers: a GPT-13B
-// iteration's 256-event buckets held 16 makers' runs of 16, reversed, and
-// insertion moved 24 events per event popped (the run took 47 s; 38 s with
-// the merges, whose moves grow as n log n).
+// one per maker, in an order unrelated to their numbers (a GPT-13B
+// iteration's buckets held runs of 16, reversed): insertion alone then
+// moves many events per event popped, so past a budget of moves the rest
+// is merge-sorted, whose moves grow as n log n.
 func (c *Calendar) sortEvents(h []Event) {
 	if k := insertionSort(h, 2*len(h)); k < len(h) {
 		c.mergeSort(h[k:])

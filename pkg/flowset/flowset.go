@@ -22,8 +22,8 @@ import (
 )
 
 // Set is a stream read into memory: the topology, groups, collectives and
-// the flow DAG. Flows are kept in compact records (56 bytes a flow) because
-// a run may hold millions of them.
+// the flow DAG. Flows are kept in compact records (64 bytes a flow,
+// TestFlowRecordSize) because a run may hold millions of them.
 type Set struct {
 	Name        string
 	Topology    *topo.Topology
