@@ -692,7 +692,7 @@ func decompose(c *cctx, co *Coll, k cut) error {
 		}
 		return nvlsTree(c, f, size, channels, co.chunk(1, k), k.nvlsEff)
 	case AlgoPAT:
-		pat(c, op, size, channels, pl.Chunk)
+		pat(c, op, size, channels, co.chunk(len(co.Ranks), k))
 	case AlgoDirect:
 		allToAllDirect(c, size)
 	case AlgoPXN:

@@ -47,6 +47,7 @@ func pat(c *cctx, op Op, size int64, channels int, chunk int64) {
 	if n < 2 || size == 0 {
 		return
 	}
+	chunk = max(chunk, 1)
 	ds := patPhases(n)
 	if op == ReduceScatter {
 		for i, j := 0, len(ds)-1; i < j; i, j = i+1, j-1 {
