@@ -8,10 +8,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/internal/cli"
-	"github.com/fabricsim/fabricsim/pkg/stats"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/fabricsim/fabricsim/formats/simaie2e"
+	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
 // checkIteration rejects flags that do not go with --iteration, or need it.
@@ -99,7 +101,7 @@ func (c *command) iteration() error {
 // (ratios fabricsim / SimAI, whichever comes first) or with another
 // trace's (B / A).
 func (c *command) compareIteration(files []string, opt stats.IterationOptions) error {
-	var sides [2]*stats.E2E
+	var sides [2]*simaie2e.File
 	var simai [2]bool
 	for i, f := range files {
 		e, err := readE2E(f)
@@ -143,7 +145,7 @@ func (c *command) compareIteration(files []string, opt stats.IterationOptions) e
 
 // readE2E reads path as SimAI's EndToEnd.csv when it is one, else
 // returns nil (stdin is never one: it carries traces).
-func readE2E(path string) (*stats.E2E, error) {
+func readE2E(path string) (*simaie2e.File, error) {
 	if path == "-" {
 		return nil, nil
 	}
@@ -154,10 +156,10 @@ func readE2E(path string) (*stats.E2E, error) {
 	defer f.Close()
 	br := bufio.NewReader(f)
 	head, _ := br.Peek(16)
-	if !stats.IsSimAIE2E(head) {
+	if !simaie2e.IsE2E(head) {
 		return nil, nil
 	}
-	return stats.ReadSimAIE2E(br, path)
+	return simaie2e.Read(br, path)
 }
 
 func (c *command) analyzeIteration(path string, opt stats.IterationOptions) (*stats.Iteration, error) {

@@ -2,12 +2,13 @@ package stats
 
 import (
 	"fmt"
-	"github.com/fabricsim/fabricsim/pkg/units"
 	"io"
-	"math"
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/formats/simaie2e"
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // Tables of the iteration report for CSV and Parquet.
@@ -119,56 +120,11 @@ func (it *Iteration) WriteMarkdown(w io.Writer) {
 // divided by 2^30.
 func simaiGBps(v Num) float64 { return float64(v) * 1e9 / (1 << 30) }
 
-// e2eValue formats a µs value as SimAI does (no decimals).
-func e2eValue(ns float64) string {
-	if math.IsNaN(ns) || math.IsInf(ns, 0) {
-		return "NaN or Inf"
-	}
-	return strconv.FormatFloat(ns/1e3, 'f', 0, 64)
-}
-
-// E2EKeys is the header of SimAI's EndToEnd.csv summary line.
-const E2EKeys = "File name, Expose DP comm, Expose DP_EP comm, Expose TP comm, Expose_EP_comm, Expose_PP_comm, bubble time, total comp, total exposed comm, Total time"
-
-// E2ELayerHeader is the header of SimAI's per-layer rows; the second
-// field is the run name.
-func E2ELayerHeader(run string) string {
-	return "layer_name," + run + ",fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw"
-}
-
 // WriteSimAIE2E writes the critical rank's report in the layout of
-// SimAI's EndToEnd.csv (analytical backend): the summary header and its
-// values line (µs with shares of the total time), then one row per layer
-// (µs; algbw and busbw in SimAI's unit, bytes/s / 2^30). Exposed
-// communication outside DP, DP_EP, TP, EP and PP joins TP's column, where
-// SimAI puts every non-EP forward and input-gradient wait.
+// SimAI's EndToEnd.csv (analytical backend), named after the trace file:
+// exposed communication outside DP, DP_EP, TP, EP and PP joins TP's
+// column, where SimAI puts every non-EP forward and input-gradient wait.
 func (it *Iteration) WriteSimAIE2E(w io.Writer) error {
 	run := strings.TrimSuffix(filepath.Base(it.Source), filepath.Ext(it.Source))
-	run = strings.NewReplacer(",", "_", "\n", " ").Replace(run)
-	c := &it.Critical
-	total := float64(it.IterationNs)
-	v := func(ns int64) string { return e2eValue(float64(ns)) + " (" + share(float64(ns), total) + ")" }
-	vals := []string{run, v(c.ExposedDPNs), v(c.ExposedDPEPNs), v(c.ExposedTPNs + c.ExposedOtherNs), v(c.ExposedEPNs),
-		v(c.ExposedPPNs), v(c.BubbleNs), v(c.ComputeNs), v(c.ExposedNs), e2eValue(total)}
-	if _, err := fmt.Fprintf(w, "%s\n%s\n%s\n", E2EKeys, strings.Join(vals, ", "), E2ELayerHeader(run)); err != nil {
-		return err
-	}
-	bw := func(v Num) string {
-		if !v.Valid() {
-			return "0.00"
-		}
-		return strconv.FormatFloat(simaiGBps(v), 'f', 2, 64)
-	}
-	n := func(ns int64) string { return e2eValue(float64(ns)) }
-	name := strings.NewReplacer(",", "_", "\n", " ")
-	for _, l := range it.Layers {
-		row := []string{name.Replace(l.Name), run, n(l.FwdComputeNs), n(l.WgComputeNs), n(l.IgComputeNs),
-			n(l.FwdExposedNs), n(l.WgExposedNs), n(l.IgExposedNs),
-			n(l.FwdCommNs), bw(l.FwdAlgbw), bw(l.FwdBusbw), n(l.WgCommNs), bw(l.WgAlgbw), bw(l.WgBusbw),
-			n(l.IgCommNs), bw(l.IgAlgbw), bw(l.IgBusbw)}
-		if _, err := fmt.Fprintln(w, strings.Join(row, ",")); err != nil {
-			return err
-		}
-	}
-	return nil
+	return simaie2e.Write(w, run, it.E2E())
 }

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/fabricsim/fabricsim/formats/simaie2e"
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
-	"github.com/parquet-go/parquet-go"
 )
 
 // handIterationRows is a hand-made iteration of two ranks (times in µs):
@@ -147,15 +149,15 @@ func TestSimAIE2ERoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(b.String(), "\n")
-	if lines[0] != E2EKeys || lines[1] != "hand, 50 (12.50%), 0 (0.00%), 60 (15.00%), 50 (12.50%), 0 (0.00%), 0 (0.00%), 240 (60.00%), 160 (40.00%), 400" ||
-		lines[2] != E2ELayerHeader("hand") {
+	if lines[0] != simaie2e.SummaryHeader() || lines[1] != "hand, 50 (12.50%), 0 (0.00%), 60 (15.00%), 50 (12.50%), 0 (0.00%), 0 (0.00%), 240 (60.00%), 160 (40.00%), 400" ||
+		lines[2] != simaie2e.LayerHeader("hand") {
 		t.Fatalf("EndToEnd.csv:\n%s", b.String())
 	}
 	// fwd algbw 1000 B / 60 µs = 16.67 GB/s = 15.52 in SimAI's 2^30 unit.
 	if want := "attention_layer,hand,100,40,100,60,50,50,60,15.52,15.52,140,13.30,13.30,50,9.31,4.66"; lines[3] != want {
 		t.Errorf("layer row\n got %s\nwant %s", lines[3], want)
 	}
-	e, err := ReadSimAIE2E(&b, "EndToEnd.csv")
+	e, err := simaie2e.Read(&b, "EndToEnd.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,66 +170,6 @@ func TestSimAIE2ERoundTrip(t *testing.T) {
 	if len(c.Layers) != 1 || !near(float64(c.Layers[0].ComputeRatio), 1) || !near(float64(c.Layers[0].CommRatio), 1) {
 		t.Errorf("layers %+v", c.Layers)
 	}
-}
-
-// SimAI's packet-level layout: layer rows with "workload finished at",
-// a SUM row and the totals line.
-func TestReadSimAIE2EPacketLayout(t *testing.T) {
-	in := "layer_name,run,fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw,workload finished at\n" +
-		"embedding_layer,run,10.000000,0.000000,0.000000,0.000000,5.500000,0.000000,0.000000,0.000000,0.000000,5.500000,1.0,1.0,0.000000,0.000000,0.000000,100.0\n" +
-		"attention_layer,run,20.000000,10.000000,20.000000,3.000000,0.000000,4.000000,3.000000,2.0,2.0,0.000000,0.0,0.0,4.000000,2.0,2.0,200.0\n" +
-		"SUM,run,30.000000,10.000000,20.000000,3.000000,5.500000,4.000000,3.000000,NONE,NONE,5.500000,NONE,NONE,4.000000,NONE,NONE\n" +
-		"total exposed comm,12.500000,total comp,60.000000,total time,72.500000\n"
-	e, err := ReadSimAIE2E(strings.NewReader(in), "e2e.csv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(e.Layers) != 2 || e.Summary[6] != 60 || e.Summary[7] != 12.5 || e.Summary[8] != 72.5 || !math.IsNaN(e.Summary[0]) {
-		t.Errorf("%+v", e)
-	}
-	for _, bad := range []struct{ in, want string }{
-		{"hello\n", "line 1: not a line of SimAI's EndToEnd.csv"},
-		{E2EKeys + "\n", "line 1: the summary header has no values line"},
-		{E2EKeys + "\nrun, 1, 2, x, 4, 5, 6, 7, 8, 9\n", "line 2, field Expose TP comm"},
-		{strings.SplitAfter(in, "\n")[0] + "a,run,1\n", "line 2: layer row has 3 fields"},
-		{strings.SplitAfter(in, "\n")[0] + "a,run,-1,0,0,0,0,0,0,0,0,0,0,0,0,0,0\n", "line 2, field fwd compute"},
-		{"", "no EndToEnd.csv header"},
-	} {
-		if _, err := ReadSimAIE2E(strings.NewReader(bad.in), "e2e.csv"); err == nil || !strings.Contains(err.Error(), bad.want) {
-			t.Errorf("%q: %v, want %q", bad.in, err, bad.want)
-		}
-	}
-}
-
-func FuzzReadSimAIE2E(f *testing.F) {
-	it := func() *Iteration {
-		a := newIterAcc("seed", IterationOptions{})
-		for _, r := range handIterationRows() {
-			a.add(&r)
-		}
-		it, _ := a.finish()
-		return it
-	}()
-	var b bytes.Buffer
-	_ = it.WriteSimAIE2E(&b)
-	f.Add(b.String())
-	f.Add("layer_name,r,fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw\nSUM,r,1,1,1,1,1,1,1,NONE,NONE,1,NONE,NONE,1,NONE,NONE\ntotal exposed comm,1,total comp,2,total time,3\n")
-	f.Fuzz(func(t *testing.T, s string) {
-		e, err := ReadSimAIE2E(strings.NewReader(s), "f.csv")
-		if err != nil {
-			if strings.Contains(err.Error(), "\n") || !strings.HasPrefix(err.Error(), "f.csv: ") {
-				t.Fatalf("error not one line naming the file: %q", err)
-			}
-			return
-		}
-		for _, l := range e.Layers {
-			for _, v := range l.Values {
-				if v < 0 || math.IsInf(v, 0) {
-					t.Fatalf("value %v accepted", v)
-				}
-			}
-		}
-	})
 }
 
 // The Chrome trace is JSON whose slices never overlap on a track.

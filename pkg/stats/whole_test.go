@@ -195,34 +195,6 @@ func TestCompareWorkloads(t *testing.T) {
 	}
 }
 
-// EndToEnd.csv values that no SimAI run prints are refused with the line
-// and field: an absurd magnitude, a zero total time, a share that is no
-// percentage.
-func TestReadSimAIE2ENonsense(t *testing.T) {
-	row := func(total, tp string) string {
-		return E2EKeys + "\nrun, 1 (1.00%), 2, " + tp + ", 4, 5, 6, 7, 8, " + total + "\n"
-	}
-	packet := func(total string) string {
-		return "layer_name,run,fwd compute,wg compute,ig compute,fwd exposed comm,wg exposed comm,ig exposed comm,fwd total comm,algbw,busbw,wg total comm,algbw,busbw,ig total comm,algbw,busbw\n" +
-			"total exposed comm,1,total comp,2,total time," + total + "\n"
-	}
-	for _, bad := range []struct{ in, want string }{
-		{row("1e308", "3"), `line 2, field Total time: "1e308" is beyond`},
-		{row("0", "3"), "line 2, field Total time: 0: an iteration takes time"},
-		{row("10", "3 (abc%)"), `line 2, field Expose TP comm: "3 (abc%)": the share in parentheses is not a percentage`},
-		{row("10", "(abc%)"), `line 2, field Expose TP comm: "(abc%)" is not a non-negative number`},
-		{packet("0"), "line 2, field total time: 0: an iteration takes time"},
-		{packet("1e308"), `line 2, field total time: "1e308" is beyond`},
-	} {
-		if _, err := ReadSimAIE2E(strings.NewReader(bad.in), "e2e.csv"); err == nil || !strings.Contains(err.Error(), "e2e.csv: "+bad.want) {
-			t.Errorf("%q: %v, want %q", bad.in, err, bad.want)
-		}
-	}
-	if e, err := ReadSimAIE2E(strings.NewReader(row("10 (100.00%)", "3 (30.00%)")), "e2e.csv"); err != nil || e.Summary[8] != 10 {
-		t.Errorf("a good file: %v", err)
-	}
-}
-
 // fuzzRows turns bytes into trace rows, 5 bytes a row: flow id, collective
 // id, op and size, start and duration, status. Small ranges make
 // duplicates and shared collectives common.
