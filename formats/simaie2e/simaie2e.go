@@ -268,4 +268,3 @@ func clip(s string) string {
 	}
 	return s
 }
-
