@@ -141,23 +141,24 @@ func Plan(traces []*chakra.Trace, groups *chakra.Groups, d *collective.Decompose
 			r.Groups = append(r.Groups, stream.Group{ID: int64(i), Type: groupType(typeOf[name]), Ranks: groups.Ranks[i]})
 		}
 	}
+	const allKey = "\x00all" // no file's name: pg_name "" and "0" are every rank
 	group := func(g int, pg string) (int, error) {
-		if id, ok := groupID[pg]; ok {
+		key := pg
+		if pg == "" || pg == "0" {
+			key = allKey
+		}
+		if id, ok := groupID[key]; ok {
 			return id, nil
 		}
-		if pg != "" && pg != "0" {
+		if key != allKey {
 			if groups == nil {
 				return 0, &nodeErr{g, "attr pg_name", fmt.Errorf("group %q needs a group file (--comm-groups)", pg)}
 			}
 			return 0, &nodeErr{g, "attr pg_name", fmt.Errorf("group %q is not in %s", pg, groups.File)}
 		}
-		all := make([]int32, world)
-		for i := range all {
-			all[i] = int32(i)
-		}
 		id := len(r.Groups)
-		groupID[pg] = id
-		r.Groups = append(r.Groups, stream.Group{ID: int64(id), Type: groupType(typeOf[pg]), Ranks: all})
+		groupID[key] = id
+		r.Groups = append(r.Groups, stream.Group{ID: int64(id), Type: groupType(typeOf[pg]), Ranks: r.all})
 		return id, nil
 	}
 	insts := map[[2]int][]int{} // by group and its k-th collective: the unit
@@ -172,11 +173,11 @@ func Plan(traces []*chakra.Trace, groups *chakra.Groups, d *collective.Decompose
 		case n.Kind == chakra.Comp || (n.Kind == chakra.Coll && n.IsCPUOp):
 			r.add(g, unit{kind: uComp, key: [2]uint64{n.ID, uint64(rank)}, nodes: []int{g}, rec: -1})
 		case n.Kind == chakra.Coll:
-			gid, ok := groupID[n.PGName]
-			if !ok && n.CommType == etpb.CollectiveCommType_BARRIER && (n.PGName == "" || n.PGName == "0") {
-				gid = -1 // every rank, no group record: a barrier is a join
-			} else if gid, err = group(g, n.PGName); err != nil {
-				return nil, r.wrap(err)
+			gid := -1 // a barrier on every rank: one join, no group record
+			if n.CommType != etpb.CollectiveCommType_BARRIER || (n.PGName != "" && n.PGName != "0") {
+				if gid, err = group(g, n.PGName); err != nil {
+					return nil, r.wrap(err)
+				}
 			}
 			ranks := r.ranksOf(gid)
 			pos := -1
