@@ -218,25 +218,44 @@ func Read(r io.Reader, name string) (*Trace, error) {
 }
 
 // bridge replaces each dependency on a skipped node by that node's own
-// dependencies (transitively).
+// dependencies (transitively, each skipped node resolved once; a cycle
+// of skipped nodes resolves to nothing).
 func (t *Trace) bridge(skipped map[uint64][]uint64) {
-	var resolve func(id uint64, depth int, out *[]uint64)
-	resolve = func(id uint64, depth int, out *[]uint64) {
+	memo := map[uint64][]uint64{}
+	busy := map[uint64]bool{}
+	var resolve func(id uint64) []uint64
+	resolve = func(id uint64) []uint64 {
 		deps, ok := skipped[id]
-		if !ok || depth > len(skipped) {
-			*out = append(*out, id)
-			return
+		if !ok {
+			return []uint64{id}
 		}
+		if r, ok := memo[id]; ok {
+			return r
+		}
+		if busy[id] {
+			return nil
+		}
+		busy[id] = true
+		var out []uint64
+		seen := map[uint64]bool{}
 		for _, d := range deps {
-			resolve(d, depth+1, out)
+			for _, x := range resolve(d) {
+				if !seen[x] {
+					seen[x] = true
+					out = append(out, x)
+				}
+			}
 		}
+		busy[id] = false
+		memo[id] = out
+		return out
 	}
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		for _, l := range []*[]uint64{&n.CtrlDeps, &n.DataDeps} {
 			var out []uint64
 			for _, d := range *l {
-				resolve(d, 0, &out)
+				out = append(out, resolve(d)...)
 			}
 			*l = out
 		}

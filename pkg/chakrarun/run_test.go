@@ -1,9 +1,11 @@
 package chakrarun
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -143,4 +145,36 @@ func TestRoundTrip(t *testing.T) {
 			t.Logf("%d collectives, %d flows identical", len(colls), len(got))
 		})
 	}
+}
+
+// FuzzPlan: two ranks' traces, whatever they hold, plan and emit or fail
+// with an error; never a panic.
+func FuzzPlan(f *testing.F) {
+	d := decomposer(f, topo.Params{Family: "fat-tree", GPUs: 4, GPUsPerServer: 1}, func(g int) collective.Layout { l, _ := collective.NewLayout(g, 1, g, 1, 1); return l })
+	for _, p := range []string{"custom_ring_allreduce_8npus_1MB/custom_allreduce.", "microbenchmarks/all_reduce/4npus_1MB/all_reduce."} {
+		a, err := os.ReadFile("../../tests/testdata/chakra/" + p + "0.et")
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := os.ReadFile("../../tests/testdata/chakra/" + p + "1.et")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(a, b)
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var traces []*chakra.Trace
+		for i, data := range [][]byte{a, b} {
+			tr, err := chakra.Read(bytes.NewReader(data), "r"+strconv.Itoa(i)+".et")
+			if err != nil {
+				return
+			}
+			traces = append(traces, tr)
+		}
+		r, err := Plan(traces, nil, d)
+		if err != nil {
+			return
+		}
+		_ = r.Emit(collective.NewEmitter(&collect{}))
+	})
 }
