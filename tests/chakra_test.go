@@ -135,5 +135,18 @@ func TestChakraBadInput(t *testing.T) {
 	}
 	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "pg"), "--comm-groups", groups), 1,
 		"pg.0.et: record 1 (node id 5), field attr pg_name", `group "7" is not in`)
+	// A node type Chakra does not define.
+	f, err := os.Create(filepath.Join(dir, "typ.0.et"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := chakra.NewWriter(f, "0.0.4")
+	w.Node(&etpb.Node{Id: 3, Type: etpb.NodeType_COMP_NODE, DurationMicros: 2})
+	w.Node(&etpb.Node{Id: 4, Type: 12, CtrlDeps: []uint64{3}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "typ")), 1, "typ.0.et: record 2 (node id 4), field type", "node type 12")
 	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "pg"), "--granularity", "collective"), 2, "--granularity flow only")
 }
