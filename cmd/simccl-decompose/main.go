@@ -15,6 +15,8 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/progress"
+	"github.com/fabricsim/fabricsim/pkg/chakra"
+	"github.com/fabricsim/fabricsim/pkg/chakrarun"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
@@ -59,8 +61,14 @@ type command struct {
 	Seed      uint64         `default:"1" help:"Random seed of --pattern." group:"traffic"`
 	FromHtsim string         `name:"from-htsim" type:"existingfile" help:"An htsim connection matrix (.cm): host i is GPU i, start times in ps, triggers become dependencies." group:"traffic"`
 
+	Chakra     string `placeholder:"PREFIX" help:"Chakra execution traces instead of a workload: PREFIX.0.et, PREFIX.1.et, ... one per rank (ASTRA-sim's --workload-configuration; gzipped or not). COMP nodes are delays of duration_micros, COMM_COLL nodes collectives over their pg_name's group (matched across ranks by their order in the group), COMM_SEND/COMM_RECV pairs (src, dst, tag) transfers; each node waits for its ctrl_deps and data_deps. Flow granularity only."`
+	CommGroups string `name:"comm-groups" type:"existingfile" placeholder:"FILE" help:"ASTRA-sim's --comm-group-configuration JSON for --chakra: {\"1\":[0,1,2,3],...}; a node's pg_name is the key, an empty pg_name or \"0\" means every rank with a trace."`
+	Format     string `default:"stream" enum:"stream,chakra" help:"Output: stream (the flow DAG) or chakra: the workload as Chakra execution traces, one per rank, --out PREFIX writing PREFIX.<rank>.et and PREFIX.comm_groups.json (for ASTRA-sim, or --chakra)."`
+
 	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
 	Out     string `short:"o" help:"Write the stream (or --summary) to FILE instead of stdout."`
+
+	traces []*chakra.Trace `kong:"-"`
 
 	// The flags above as numbers, 0 where a flag was left out.
 	TP, DP, PP, EP, GA, VPP, Channels int `kong:"-"`
@@ -240,6 +248,25 @@ func (c *command) run() (err error) {
 		return cli.Usagef("--pattern and --from-htsim replace --workload and --op: give one input")
 	case traffic && c.Granularity == "collective":
 		return cli.Usagef("--granularity collective is for workloads: traffic inputs are flows")
+	case c.Format == "chakra" && (traffic || c.Chakra != ""):
+		return cli.Usagef("--format chakra writes a workload (--workload or --op) as Chakra traces")
+	case c.Format == "chakra" && (c.Out == "" || c.Summary):
+		return cli.Usagef("--format chakra needs --out PREFIX (the traces are PREFIX.<rank>.et), and no --summary")
+	case c.Chakra != "":
+		if traffic || c.Workload != "" || c.Op != "" {
+			return cli.Usagef("--chakra replaces --workload, --op, --pattern and --from-htsim: give one input")
+		}
+		if c.Granularity == "collective" {
+			return cli.Usagef("--chakra runs at --granularity flow only: a Chakra trace is a DAG per rank, with no pipeline stage for one rank to stand for")
+		}
+		if c.GA != 0 || c.VPP != 0 || c.TP != 0 || c.DP != 0 || c.PP != 0 || c.EP != 0 {
+			return cli.Usagef("--tp, --dp, --pp, --ep, --ga and --vpp shape a workload; Chakra traces bring their own groups (--comm-groups)")
+		}
+		if c.traces, err = chakra.ReadPrefix(c.Chakra); err != nil {
+			return err
+		}
+	case c.CommGroups != "":
+		return cli.Usagef("--comm-groups goes with --chakra")
 	case !traffic:
 		if w, err = c.workload(); err != nil {
 			return err
@@ -324,6 +351,9 @@ func (c *command) run() (err error) {
 		return err
 	}
 	fab := collective.FabricOf(top)
+	if c.traces != nil {
+		return c.runChakra(top, fwd, model, fab, opt)
+	}
 	tp, dp, pp, ep := c.TP, c.DP, c.PP, c.EP
 	if tp == 0 {
 		tp = w.TP
@@ -348,6 +378,15 @@ func (c *command) run() (err error) {
 		if w, err = c.sweepSizes(layout); err != nil {
 			return err
 		}
+	}
+	if c.Format == "chakra" {
+		files, err := chakrarun.WriteWorkload(w, layout, c.Out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "simccl-decompose: wrote %d Chakra traces %s and the group file %s (run them with --chakra %s --comm-groups %s)\n",
+			len(files)-1, chakra.RankFile(c.Out, 0)+"...", files[len(files)-1], c.Out, files[len(files)-1])
+		return nil
 	}
 	planner, err := collective.NewPlanner(model, fab, opt)
 	if err != nil {

@@ -1,0 +1,180 @@
+package chakrarun
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/chakra"
+	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+type collect struct{ flows []stream.Flow }
+
+func (c *collect) Flow(f *stream.Flow) error {
+	g := *f
+	g.Deps = append([]int64(nil), f.Deps...)
+	c.flows = append(c.flows, g)
+	return nil
+}
+
+func decomposer(t testing.TB, p topo.Params, l func(gpus int) collective.Layout) *collective.Decomposer {
+	t.Helper()
+	tp, _, err := topo.Generate(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := collective.ModelFromTopology(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fab := collective.FabricOf(tp)
+	pl, err := collective.NewPlanner(m, fab, collective.Options{Selector: "nccl", LaunchLatency: true, MaxChunks: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := collective.NewDecomposer(fab, l(tp.GPUs), pl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// runChakra plans and emits the traces at prefix on d.
+func runChakra(t *testing.T, d *collective.Decomposer, prefix, groupFile string) (*Run, []stream.Flow) {
+	t.Helper()
+	traces, err := chakra.ReadPrefix(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g *chakra.Groups
+	if groupFile != "" {
+		f, err := os.Open(groupFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if g, err = chakra.ReadGroups(f, groupFile, len(traces)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Plan(traces, g, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collect{}
+	if err := r.Emit(collective.NewEmitter(c)); err != nil {
+		t.Fatal(err)
+	}
+	return r, c.flows
+}
+
+// TestRoundTrip: a SimAI workload written as Chakra and read back gives
+// the same groups, collectives and flows as the workload decomposed
+// directly. Only the SimAI bookkeeping of a collective record (layer,
+// phase, microbatch, stage), which Chakra has no place for, is left out.
+func TestRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		file                string
+		gpus, tp, pp, ep, n int
+	}{
+		{"pipeline_pp4_ga8.txt", 16, 1, 4, 1, 0},
+		{"aicb_L7B-M1-C04_Llama7B_megatron_tp2_pp1_mbs1_A100.txt", 16, 2, 1, 1, 0},
+		{"simai_microAllReduce.txt", 8, 8, 1, 1, 0},
+		{"micro_allreduce.txt", 16, 8, 1, 1, 0},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			f, err := os.Open(filepath.Join("../../examples/workloads", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := collective.ReadWorkload(f, tc.file)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := topo.Params{Family: "spectrum-x", GPUs: tc.gpus}
+			layout := func(g int) collective.Layout {
+				l, err := collective.NewLayout(g, tc.tp, 0, tc.pp, tc.ep)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return l
+			}
+			d := decomposer(t, p, layout)
+			colls, err := d.Prepare(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := &collect{}
+			if err := d.Emit(w, colls, collective.NewEmitter(want)); err != nil {
+				t.Fatal(err)
+			}
+			prefix := filepath.Join(t.TempDir(), "w")
+			if _, err := WriteWorkload(w, d.Layout, prefix); err != nil {
+				t.Fatal(err)
+			}
+			d2 := decomposer(t, p, func(g int) collective.Layout { l, _ := collective.NewLayout(g, 1, g, 1, 1); return l })
+			r, got := runChakra(t, d2, prefix, GroupsFile(prefix))
+			if !reflect.DeepEqual(r.Groups, d.Groups()) {
+				t.Fatalf("groups differ:\n got %v\nwant %v", r.Groups, d.Groups())
+			}
+			if len(r.Colls) != len(colls) {
+				t.Fatalf("%d collective records, want %d", len(r.Colls), len(colls))
+			}
+			for i := range colls {
+				a, b := r.Colls[i].Rec, colls[i].Rec
+				b.Layer, b.LayerName, b.Phase, b.Microbatch, b.Stage = a.Layer, a.LayerName, a.Phase, a.Microbatch, a.Stage
+				if !reflect.DeepEqual(a, b) {
+					t.Fatalf("collective %d:\n got %+v\nwant %+v", i, a, b)
+				}
+			}
+			if len(got) != len(want.flows) {
+				t.Fatalf("%d flows, want %d", len(got), len(want.flows))
+			}
+			for i := range got {
+				if !reflect.DeepEqual(got[i], want.flows[i]) {
+					t.Fatalf("flow %d:\n got %+v\nwant %+v", i, got[i], want.flows[i])
+				}
+			}
+			t.Logf("%d collectives, %d flows identical", len(colls), len(got))
+		})
+	}
+}
+
+// FuzzPlan: two ranks' traces, whatever they hold, plan and emit or fail
+// with an error; never a panic.
+func FuzzPlan(f *testing.F) {
+	d := decomposer(f, topo.Params{Family: "fat-tree", GPUs: 4, GPUsPerServer: 1}, func(g int) collective.Layout { l, _ := collective.NewLayout(g, 1, g, 1, 1); return l })
+	for _, p := range []string{"custom_ring_allreduce_8npus_1MB/custom_allreduce.", "microbenchmarks/all_reduce/4npus_1MB/all_reduce."} {
+		a, err := os.ReadFile("../../tests/testdata/chakra/" + p + "0.et")
+		if err != nil {
+			f.Fatal(err)
+		}
+		b, err := os.ReadFile("../../tests/testdata/chakra/" + p + "1.et")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(a, b)
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		var traces []*chakra.Trace
+		for i, data := range [][]byte{a, b} {
+			tr, err := chakra.Read(bytes.NewReader(data), "r"+strconv.Itoa(i)+".et")
+			if err != nil {
+				return
+			}
+			traces = append(traces, tr)
+		}
+		r, err := Plan(traces, nil, d)
+		if err != nil {
+			return
+		}
+		_ = r.Emit(collective.NewEmitter(&collect{}))
+	})
+}

@@ -1,0 +1,152 @@
+package tests
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/chakra"
+	"github.com/fabricsim/fabricsim/pkg/chakra/etpb"
+)
+
+const chakraData = "tests/testdata/chakra"
+
+// Every ASTRA-sim microbenchmark reads and runs through fluid: the trace
+// holds the folder's collective of 1 MiB on all of its ranks, and the
+// wire carries what the op's data movement needs at least.
+func TestChakraMicrobenchmarks(t *testing.T) {
+	ops := map[string]string{"all_reduce": "allreduce", "all_gather": "allgather", "all_to_all": "alltoall", "reduce_scatter": "reducescatter"}
+	for dir, op := range ops {
+		for _, n := range []int{4, 8, 16} {
+			topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", strconv.Itoa(n), "--gpus-per-server", "1")
+			st := mustRun(t, topo, "simccl-decompose", "--chakra", filepath.Join(chakraData, "microbenchmarks", dir, strconv.Itoa(n)+"npus_1MB", dir))
+			rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+			var wire int64
+			for _, r := range rows {
+				if r.SizeBytes > 0 && (r.Op != op || r.CollSizeBytes != 1<<20 || int(r.NRanks) != n) {
+					t.Fatalf("%s/%d: row %+v", dir, n, r)
+				}
+				wire += r.SizeBytes
+			}
+			// Each rank sends at least (n-1)/n of the buffer (a reduction
+			// twice that, an all-to-all (n-1)/n of its own buffer).
+			min := int64(n-1) * (1 << 20)
+			if op == "allreduce" {
+				min *= 2
+			}
+			if wire < min {
+				t.Errorf("%s/%d: %d bytes on the wire, at least %d", dir, n, wire, min)
+			}
+		}
+	}
+}
+
+// The 8-NPU ring AllReduce of 1 MiB on 50 GB/s links of 500 ns, GPU to
+// switch to GPU (a fat tree whose edge switch holds all 8: two links, 1 us
+// a hop), against the ring's closed form: 2(n-1) steps of size/n at the
+// link rate plus a hop's latency, 2(n-1)/n x size / bw + 2(n-1) x 1 us.
+// ASTRA-sim's custom ring (send/recv with a 7 us reduction after each of
+// the 7 reduce-scatter receives) adds 7 x 7 us.
+func TestChakraRingClosedForm(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "8", "--gpus-per-server", "1",
+		"--nic-bw", "400Gbps", "--nic-latency", "500ns")
+	const n, size, bw, hop = 8, 1 << 20, 50e9, 1e-6
+	ring := 2 * (n - 1) * (size/n/bw + hop) * 1e9 // ns
+	for _, tc := range []struct {
+		name string
+		args []string
+		want float64
+	}{
+		{"microbenchmark ring", []string{"--chakra", filepath.Join(chakraData, "microbenchmarks/all_reduce/8npus_1MB/all_reduce"),
+			"--algo", "ring", "--proto", "simple", "--channels", "1", "--max-chunks", "1"}, ring},
+		{"custom send/recv ring", []string{"--chakra", filepath.Join(chakraData, "custom_ring_allreduce_8npus_1MB/custom_allreduce")}, ring + 7*7e3},
+	} {
+		st := mustRun(t, topo, "simccl-decompose", append(tc.args, "--no-launch-latency")...)
+		rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+		var end int64
+		for _, r := range rows {
+			end = max(end, r.EndNs)
+		}
+		if math.Abs(float64(end)-tc.want) > 1 {
+			t.Errorf("%s: %d ns, closed form %.1f ns", tc.name, end, tc.want)
+		}
+	}
+}
+
+// Chakra's feeder trace (one rank): its 3,664 nodes run as 3,664 delay
+// nodes (COMP, CPU-side COMM_COLL, and 1-rank collectives as joins).
+func TestChakraFeederTrace(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
+	st := mustRun(t, topo, "simccl-decompose", "--chakra", filepath.Join(chakraData, "chakra"))
+	rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical"))
+	if len(rows) != 3664 {
+		t.Fatalf("%d rows, want 3664", len(rows))
+	}
+}
+
+// A workload through Chakra and back gives the same flows.
+func TestChakraRoundTripCLI(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	w := "examples/workloads/pipeline_pp4_ga8.txt"
+	direct := readDAG(t, mustRun(t, topo, "simccl-decompose", "--workload", w))
+	prefix := filepath.Join(t.TempDir(), "pp")
+	mustRun(t, topo, "simccl-decompose", "--workload", w, "--format", "chakra", "--out", prefix)
+	back := readDAG(t, mustRun(t, topo, "simccl-decompose", "--chakra", prefix, "--comm-groups", prefix+".comm_groups.json"))
+	if !reflect.DeepEqual(direct.flows, back.flows) || len(direct.colls) != len(back.colls) || len(direct.groups) != len(back.groups) {
+		t.Fatalf("round trip: %d flows, %d collectives, %d groups; direct %d, %d, %d",
+			len(back.flows), len(back.colls), len(back.groups), len(direct.flows), len(direct.colls), len(direct.groups))
+	}
+}
+
+// Bad input exits 1 with one line naming the file, the record and the field.
+func TestChakraBadInput(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
+	dir := t.TempDir()
+	src := filepath.Join("..", chakraData, "microbenchmarks/all_reduce/4npus_1MB")
+	for r := range 4 {
+		b, err := os.ReadFile(filepath.Join(src, "all_reduce."+strconv.Itoa(r)+".et"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r == 2 {
+			b = b[:len(b)-3]
+		}
+		os.WriteFile(filepath.Join(dir, "trunc."+strconv.Itoa(r)+".et"), b, 0o644)
+	}
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "trunc")), 1, "trunc.2.et: record 1", "field Node", "truncated")
+	groups := filepath.Join(dir, "g.json")
+	os.WriteFile(groups, []byte(`{"1":[0,1]}`), 0o644)
+	// A pg_name the group file does not hold.
+	for r := range 2 {
+		f, err := os.Create(filepath.Join(dir, "pg."+strconv.Itoa(r)+".et"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := chakra.NewWriter(f, "0.0.4")
+		w.Node(&etpb.Node{Id: 5, Type: etpb.NodeType_COMM_COLL_NODE, Attr: []*etpb.AttributeProto{
+			chakra.Int("comm_type", 0), chakra.Uint("comm_size", 4096), chakra.Str("pg_name", "7")}})
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "pg"), "--comm-groups", groups), 1,
+		"pg.0.et: record 1 (node id 5), field attr pg_name", `group "7" is not in`)
+	// A node type Chakra does not define.
+	f, err := os.Create(filepath.Join(dir, "typ.0.et"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := chakra.NewWriter(f, "0.0.4")
+	w.Node(&etpb.Node{Id: 3, Type: etpb.NodeType_COMP_NODE, DurationMicros: 2})
+	w.Node(&etpb.Node{Id: 4, Type: 12, CtrlDeps: []uint64{3}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "typ")), 1, "typ.0.et: record 2 (node id 4), field type", "node type 12")
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "pg"), "--granularity", "collective"), 2, "--granularity flow only")
+}
