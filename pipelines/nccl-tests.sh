@@ -6,18 +6,19 @@
 #   pipelines/nccl-tests.sh [--gpus 8] [--gpu-type A100] [--family spectrum-x]
 #       [--nic-bw 400Gbps] [--op allreduce] [--group tp] [--min 8] [--max 16GiB]
 #       [--factor 2] [--backends "busbw fluid packet"] [--reference FILE]...
-#       [--out out/nccl-tests]
+#       [--transport KEY=VALUE]... [--out out/nccl-tests]
 #
 # Writes DIR/sweep.stream, DIR/<backend>.parquet, DIR/<backend>.txt (the
 # nccl-tests table) and DIR/busbw.png and DIR/busbw.svg. --group tp with
 # --tp = --gpus puts every GPU in one communicator, as nccl-tests does.
+# --transport passes simccl-decompose's (e.g. preset=h100-ib), in order.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 gpus=8 gpu_type=A100 family=spectrum-x nic_bw="" op=allreduce group=tp
 min=8 max=16GiB factor=2 backends="busbw fluid packet" out=out/nccl-tests
-refs=()
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+refs=() transport=()
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	[ $# -ge 2 ] || { [ "$1" = -h ] || [ "$1" = --help ] || echo "nccl-tests.sh: $1 needs a value" >&2; usage; }
 	case "$1" in
@@ -32,6 +33,7 @@ while [ $# -gt 0 ]; do
 	--factor) factor=$2 ;;
 	--backends) backends=$2 ;;
 	--reference) refs+=("$2") ;;
+	--transport) transport+=(--transport "$2") ;;
 	--out) out=$2 ;;
 	*) echo "nccl-tests.sh: unknown option $1" >&2; usage ;;
 	esac
@@ -49,9 +51,9 @@ topo=(bin/topogen --family "$family" --gpus "$gpus" --gpu-type "$gpu_type")
 [ -n "$nic_bw" ] && topo+=(--nic-bw "$nic_bw")
 parallel=(--tp "$gpus")
 [ "$group" != tp ] && parallel=(--tp 1)
-echo "${topo[*]} | bin/ncclpath | bin/simccl-decompose --op $op --group $group ${parallel[*]} --sweep $min:$max:$factor" >&2
+echo "${topo[*]} | bin/ncclpath | bin/simccl-decompose --op $op --group $group ${parallel[*]} --sweep $min:$max:$factor ${transport[*]+${transport[*]}}" >&2
 "${topo[@]}" | bin/ncclpath |
-	bin/simccl-decompose --op "$op" --group "$group" "${parallel[@]}" --sweep "$min:$max:$factor" -o "$out/sweep.stream"
+	bin/simccl-decompose --op "$op" --group "$group" "${parallel[@]}" --sweep "$min:$max:$factor" ${transport[@]+"${transport[@]}"} -o "$out/sweep.stream"
 
 traces=()
 for b in $backends; do

@@ -40,7 +40,7 @@ func (r *Reader) fastFlow(f *Flow) bool {
 	}
 	n := int(b[0]) - 0x90
 	if n != 10 && n != 11 {
-		return false
+		return false // pace_ps (12 fields) takes the strict path
 	}
 	p := 1
 	var ok bool

@@ -317,8 +317,8 @@ func (r *Reader) Flow(f *Flow) error {
 	if err != nil {
 		return err
 	}
-	if n != 10 && n != 11 {
-		return r.errf("", fmt.Errorf("flow has %d fields, expected 10 or 11 (id, collective, src, dst, size, deps, channel, chunk, chunk_count, conn_type[, delay_ps])", n))
+	if n < 10 || n > 12 {
+		return r.errf("", fmt.Errorf("flow has %d fields, expected 10 to 12 (id, collective, src, dst, size, deps, channel, chunk, chunk_count, conn_type[, delay_ps[, pace_ps]])", n))
 	}
 	if f.ID, err = r.int("id"); err != nil {
 		return err
@@ -359,9 +359,14 @@ func (r *Reader) Flow(f *Flow) error {
 	if f.ConnType, err = r.str("conn_type"); err != nil {
 		return err
 	}
-	f.DelayPs = 0
-	if n == 11 {
+	f.DelayPs, f.PacePs = 0, 0
+	if n >= 11 {
 		if f.DelayPs, err = r.int("delay_ps"); err != nil {
+			return err
+		}
+	}
+	if n == 12 {
+		if f.PacePs, err = r.int("pace_ps"); err != nil {
 			return err
 		}
 	}
@@ -370,6 +375,8 @@ func (r *Reader) Flow(f *Flow) error {
 		return r.errf("size", fmt.Errorf("negative size %d", f.Size))
 	case f.DelayPs < 0:
 		return r.errf("delay_ps", fmt.Errorf("negative delay %d", f.DelayPs))
+	case f.PacePs < 0:
+		return r.errf("pace_ps", fmt.Errorf("negative pace %d", f.PacePs))
 	}
 	return nil
 }

@@ -186,6 +186,12 @@ type Flow struct {
 	ChunkCount int32
 	ConnType   string
 	DelayPs    int64
+	// PacePs (transfers only, 0 for none) is how long after this
+	// transfer starts sending its connection's next transfer (a dependant
+	// with the same src, dst and channel) may start at the earliest: the
+	// NCCL transport's throughput limit, steps x minimum step interval
+	// (pkg/collective/transport.go). Encoded as a 12th element when not 0.
+	PacePs int64
 }
 
 // Trailer closes a stream with the number of records of each kind written

@@ -125,7 +125,7 @@ func (w *Writer) Topology(t *Topology) error {
 }
 
 // Flow writes one flow record as a positional array. delay_ps is written
-// only when non-zero.
+// only when it or pace_ps is non-zero, pace_ps only when non-zero.
 func (w *Writer) Flow(f *Flow) error {
 	if err := w.begin(KindFlow); err != nil {
 		return err
@@ -133,7 +133,10 @@ func (w *Writer) Flow(f *Flow) error {
 	w.flows++
 	e := w.enc
 	n := 10
-	if f.DelayPs != 0 {
+	switch {
+	case f.PacePs != 0:
+		n = 12
+	case f.DelayPs != 0:
 		n = 11
 	}
 	e.EncodeArrayLen(n)
@@ -150,8 +153,11 @@ func (w *Writer) Flow(f *Flow) error {
 	e.EncodeInt(int64(f.Chunk))
 	e.EncodeInt(int64(f.ChunkCount))
 	err := e.EncodeString(f.ConnType)
-	if n == 11 {
+	if n >= 11 {
 		err = e.EncodeInt(f.DelayPs)
+	}
+	if n == 12 {
+		err = e.EncodeInt(f.PacePs)
 	}
 	return err
 }

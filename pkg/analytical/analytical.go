@@ -197,6 +197,7 @@ type engine struct {
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
+	pace    flowset.Pacer // the transport's limit on a connection's steps
 	share   *collShare    // fluid at collective granularity
 	price   *collLoad     // the fabric's cost for COLL nodes
 	ex      *expand.Store // COLL nodes run as their flows
@@ -229,7 +230,14 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	in.DAG.Reset()
 	n := in.DAG.Len()
 	e := &engine{in: in, opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
-	e.sameSrc = func(j int32) bool { f := e.flow(j); return f.Kind == flowset.Transfer && f.Src == e.sentSrc }
+	e.sameSrc = func(j int32) bool {
+		f := e.flow(j)
+		if f.Kind != flowset.Transfer || f.Src != e.sentSrc {
+			return false
+		}
+		e.pace.Mark(j, f)
+		return true
+	}
 	e.q = des.NewCalendar(calShift, calLog)
 	switch {
 	case in.CollNodes > 0 && opt.Expand:
@@ -239,6 +247,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			}
 			return expand.AtCompletion
 		})
+		e.ex.Mark = func(j int32) { e.pace.Mark(j, e.flow(j)) }
 		if opt.Model == Fluid && !opt.NoSymmetry {
 			// Max-min rates on one group's links depend only on the
 			// flows over them: a group alone on its links runs as its
@@ -492,6 +501,13 @@ func (e *engine) send(i int32, started bool) error {
 		e.after(wait, evStart, i, 0)
 		return nil
 	}
+	// The connection's pace (flowset.Pacer): not before the transport can
+	// start another step on it.
+	if t := e.pace.Take(i); t > e.now {
+		e.after(t-e.now, evStart, i, 0)
+		return nil
+	}
+	e.pace.Began(i, f, e.now)
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
 	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
@@ -567,11 +583,13 @@ func (e *engine) sprayed(f *flowset.Flow) (path []route.DirLink, w []float32, er
 // as NCCL posts a connection's steps, rather than after this one lands.
 func (e *engine) sent(i int32) error {
 	e.sentSrc = e.flow(i).Src
+	e.pace.Sent(i, e.flow(i))
 	if i >= e.n {
 		e.ready = e.ex.Release(i, expand.OnSent, e.ready[:0])
 	} else {
 		e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
 	}
+	e.pace.Clear()
 	for _, j := range e.ready {
 		if err := e.release(j); err != nil {
 			return err

@@ -26,6 +26,8 @@ type Emitter struct {
 	// sendLat replaces every transfer's step latency (SimAI replay,
 	// Options.SendLatPs): SimAI delays each flow's send by it alone.
 	sendLat int64
+	// pace is the next transfer's pace_ps (cctx.firstHop), 0 after it
+	pace int64
 }
 
 // nowhere is a sink that drops every flow (an Emitter that only numbers).
@@ -46,12 +48,14 @@ func (e *Emitter) Next() int64 { return e.next }
 func (e *Emitter) Flow(coll int64, src, dst int32, size, lat int64, deps []int64, ch, chunk, chunkCount int32, conn string) int64 {
 	id := e.next
 	e.next++
+	pace := e.pace
+	e.pace = 0
 	if e.sendLat > 0 {
-		lat = e.sendLat
+		lat, pace = e.sendLat, 0
 	}
 	f := &e.f
 	*f = stream.Flow{ID: id, Collective: coll, Src: src, Dst: dst, Size: size, Deps: deps,
-		Channel: ch, Chunk: chunk, ChunkCount: chunkCount, ConnType: conn, DelayPs: lat}
+		Channel: ch, Chunk: chunk, ChunkCount: chunkCount, ConnType: conn, DelayPs: lat, PacePs: pace}
 	if e.err == nil {
 		e.err = e.sink.Flow(f)
 	}
@@ -106,6 +110,8 @@ type cctx struct {
 	// that step's cost
 	step    stepCosts
 	stepDiv int64
+	// pace is the last firstHop's pace (ps) for the flow connFlow makes
+	pace int64
 	// count: ring and NVLS channels are counted (skip), not made, for a
 	// decomposer numbering flow granularity's flows at collective
 	// granularity (Decomposer.flowIDs).
@@ -120,15 +126,27 @@ func newCtx(e *Emitter, f Fabric, id int64, ranks []int32, entry [][]int64) *cct
 // nodes. NCCL keeps up to NCCL_STEPS steps in flight on a connection, so
 // once a pipeline has filled, the hop's latency hides behind the
 // transfers before it: only a connection's first chunk pays it, and the
-// DAG's critical path takes the latency once per hop. What does not hide
-// is the transport's fixed work per step (proxies, GPU, credits;
-// Transport): every chunk pays it for each slot its bytes fill.
+// DAG's critical path takes the latency once per hop. The transport's
+// fixed work per step (proxies, GPU, credits; Transport) is paid where
+// the hardware pays it: the connection's first step on the pipeline's
+// fill (first chunk: one step's cost with the hop latency), and after
+// that as a throughput limit, not in series with every chunk: the chunk's
+// pace (stream pace_ps, flowset.Pacer) holds the connection's next chunk
+// until steps(b) step intervals after this one started sending, which
+// the slots hide when the bytes take longer. Charging every chunk's step
+// costs on its delay_ps instead added them to each chunk's bytes on the
+// connection (a connection's next chunk starts when the last byte has
+// left), and a packet backend, whose last byte leaves the NIC at line
+// rate while fluid's leaves at its fair share, hid more of them.
 func (c *cctx) firstHop(k int, src, dst int32, b int64) int64 {
-	d := c.stepCost(src, dst) * c.step.steps(b) / max(c.stepDiv, 1)
+	// Tree LL/LL128 pieces share an NCCL step (stepDiv): the first piece
+	// pays its share of the first step's cost.
+	cost := c.stepCost(src, dst) / max(c.stepDiv, 1)
+	c.pace = cost * c.step.steps(b)
 	if k > 0 {
-		return d
+		return 0
 	}
-	return d + c.hop(src, dst)
+	return c.hop(src, dst) + cost
 }
 
 // stepCost is the transport's cost of one step between two nodes (ps).
@@ -174,6 +192,7 @@ func (c *cctx) connFlow(last *int64, deps []int64, src, dst int32, size, lat int
 	if *last >= 0 {
 		deps = append(deps, *last)
 	}
+	c.e.pace, c.pace = c.pace, 0
 	*last = c.e.Flow(c.id, src, dst, size, lat, deps, ch, chunk, chunks, conn)
 	c.buf = deps
 	return *last

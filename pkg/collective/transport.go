@@ -70,14 +70,15 @@ func DefaultTransport() Transport {
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
 // h100-ib is calibrated for HGX H100 with 8x400G InfiniBand against the
-// Voltage Park 4 x 8 H100 AllReduce sweep (NCCL 2.24.3,
+// Voltage Park 4 x 8 H100 AllReduce sweep (fill and pace, cctx.firstHop;
+// 0.5 us GPU, 4 us per proxy side, 20 us credit round trip; NCCL 2.24.3,
 // examples/reference/vp-4x8h100-ib_allreduce_nccl-2.24.csv), with the VP
 // AllGather and AWS p5 sweeps held out; the costs are of the order NCCL's
 // own tuning model gives a step (hwLat NVLink Simple 0.6 us, network
 // 2-14 us). none is DefaultTransport's: no per-step cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
-		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.1, 2.5, 2.5, 4.0
+		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -212,20 +213,21 @@ func (s stepCosts) steps(b int64) int64 {
 // transportPs is the closed form of the transport's per-step costs on a
 // collective's critical path, which collective granularity adds to NCCL's
 // model time so that it agrees with flow granularity, where the same
-// costs ride on the transfers (cctx.firstHop). A pipeline of K chunks
-// per channel through H hops pays every hop's cost once while it fills,
-// then K-1 more chunks on its slowest connection (a network one when the
-// collective crosses servers); a chunk pays once per slot it fills. The
-// later chunks' costs overlap other connections' bytes on the shared
-// links, so they only add what exceeds the model's bandwidth term.
+// costs ride on the transfers (cctx.firstHop): each hop's first step on
+// the pipeline's fill, then a throughput limit. A pipeline through H hops
+// pays every hop's step cost once while it fills; after that each
+// connection starts a step at most once per step interval, so K chunks
+// of S steps on the slowest connection (a network one when the
+// collective crosses servers) take K x S intervals, which only add what
+// exceeds the model's bandwidth term (the slots hide the rest).
 func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
 	fill, steady := transportTerms(co, k, s, nNodes)
 	bw := co.Rec.PredictedPs - usToPs(co.Plan.Lat.Total)
 	return fill + max(0, steady-max(bw, 0))
 }
 
-// transportTerms splits transportPs into the pipeline's fill and its
-// steady state (before overlap).
+// transportTerms splits transportPs into the pipeline's fill and the
+// slowest connection's steps at the step interval (before overlap).
 func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int64) {
 	pl := co.Plan
 	n := len(co.Ranks)
@@ -249,7 +251,7 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 		chunk := max(co.chunk(n, k), 1)
 		loops := (per + int64(n)*chunk - 1) / (int64(n) * chunk)
 		st := s.steps(wire(min(chunk, (per+int64(n)-1)/int64(n)), pl.Proto))
-		return st * ((hops-inter)*s.intra + inter*s.inter), (loops - 1) * hops * st * slow
+		return (hops-inter)*s.intra + inter*s.inter, (loops - 1) * hops * st * slow
 	}
 	if pl.Algo == AlgoPAT {
 		// Loops of n pieces; each phase a transfer of its blocks (pat.go),
@@ -258,10 +260,11 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 		loops := (per + int64(n)*chunk - 1) / (int64(n) * chunk)
 		piece := min(chunk, (per+int64(n)-1)/int64(n))
 		var st int64
-		for _, d := range patPhases(n) {
+		phases := patPhases(n)
+		for _, d := range phases {
 			st += s.steps(wire(piece*int64(patBlocks(n, d)), pl.Proto))
 		}
-		return st * s.inter, (loops - 1) * st * s.inter
+		return int64(len(phases)) * s.inter, (loops - 1) * st * s.inter
 	}
 	if pl.Algo != AlgoTree && pl.Algo != AlgoNVLS && pl.Algo != AlgoNVLSTree && pl.Algo != AlgoRing {
 		// AllToAll, PXN, P2P and MSCCL transfers are one message per
@@ -287,5 +290,5 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 	default: // Broadcast, Reduce: a chain through every rank
 		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
 	}
-	return st * fill, (chunks - 1) * st * slow
+	return fill, (chunks - 1) * st * slow
 }

@@ -74,6 +74,9 @@ type Store struct {
 	bytes                 int64 // the transfers' made so far
 	limit, slotCap        int64 // the memory budget; slots' capacity in all sets
 	maxIndex              int64 // bound on flow indexes (LimitIndex)
+	// Mark, when set, sees each dependant Release frees (flow index),
+	// before it may be made ready: the backends' flowset.Pacer.
+	Mark func(j int32)
 }
 
 type dynFlow struct {
@@ -297,7 +300,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	gpus := int32(t.GPUs)
 	d := &x.flows[slot]
 	d.Flow = flowset.Flow{ID: set.idBase + sf.ID, Coll: x.in.Flow(set.coll).Coll, Size: sf.Size, Lat: des.Time(sf.DelayPs),
-		Src: sf.Src, Dst: sf.Dst, Chunk: sf.Chunk, Channel: sf.Channel, Kind: flowset.Transfer}
+		Src: sf.Src, Dst: sf.Dst, Chunk: sf.Chunk, Channel: sf.Channel, Kind: flowset.Transfer, PaceNs: flowset.PaceNsOf(sf.PacePs)}
 	switch {
 	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
 		d.Kind, d.Size, d.Lat = flowset.Delay, sf.DelayPs, 0
@@ -561,6 +564,9 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 func (x *Store) Release(i int32, when Early, out []int32) []int32 {
 	d := &x.flows[i-x.base]
 	if e := d.first[when]; e > 0 {
+		if x.Mark != nil {
+			x.Mark(e - 1 + x.base)
+		}
 		out = x.satisfy(e-1, out)
 		d.first[when] = 0
 	}
@@ -571,6 +577,9 @@ func (x *Store) Release(i int32, when Early, out []int32) []int32 {
 	for j, e := range d.succ {
 		if e >= 0 && Early(e&3) == when {
 			d.succ[j] = -1
+			if x.Mark != nil {
+				x.Mark(e>>2 + x.base)
+			}
 			out = x.satisfy(e>>2, out)
 		}
 	}

@@ -88,7 +88,18 @@ type Flow struct {
 	// puts it on port Port mod 2, round robin per queue pair as a bonded
 	// mlx5 NIC does (route.Router.AppendPathPort).
 	Port uint8
+	// PaceNs is a transfer's pace_ps in ns, rounded up (formats/stream.md):
+	// its connection's next transfer starts no sooner than PaceNs after
+	// this one started sending (Pacer). 32 bits keep Flow at 64 bytes.
+	PaceNs uint32
 }
+
+// MaxPacePs bounds a transfer's pace_ps: PaceNs holds it in 32 bits of ns
+// (about 4.3 s).
+const MaxPacePs = (1<<32 - 1) * 1000
+
+// PaceNsOf rounds a pace_ps up to the ns Flow.PaceNs holds.
+func PaceNsOf(ps int64) uint32 { return uint32((ps + 999) / 1000) }
 
 // Flow kinds.
 const (
@@ -300,7 +311,7 @@ func ReadBudget(r *stream.Reader, budget Budget) (*Set, error) {
 					idx, budget.Backend, units.HumanSize(int64(idx)*budget.PerFlow), budget.PerFlow, units.HumanSize(budget.Limit), budget.expandHint(), also))
 				break
 			}
-			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind}
+			*ft.add() = Flow{ID: f.id, Coll: f.coll, Size: f.size, Lat: des.Time(f.lat), Src: f.src, Dst: f.dst, Chunk: f.chunk, Channel: f.channel, Conn: ci, Kind: f.kind, PaceNs: f.pace}
 			if f.kind == Coll {
 				in.CollNodes++
 			}
@@ -459,6 +470,7 @@ type rawFlow struct {
 	rec, deps, nDeps int32 // record index; deps are batch.deps[deps:deps+nDeps]
 	conn             string
 	kind             uint8
+	pace             uint32 // PaceNs
 }
 
 const batchFlows = 4096
@@ -536,7 +548,8 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 				size, lat = f.DelayPs, 0
 			}
 			batch.flows = append(batch.flows, rawFlow{id: f.ID, coll: f.Collective, size: size, lat: lat, kind: kind, src: f.Src, dst: f.Dst,
-				chunk: f.Chunk, channel: f.Channel, rec: int32(r.Index()), deps: int32(len(batch.deps)), nDeps: int32(len(f.Deps)), conn: f.ConnType})
+				chunk: f.Chunk, channel: f.Channel, rec: int32(r.Index()), deps: int32(len(batch.deps)), nDeps: int32(len(f.Deps)), conn: f.ConnType,
+				pace: PaceNsOf(f.PacePs)})
 			batch.deps = append(batch.deps, f.Deps...)
 			if len(batch.flows) == batchFlows && !send() {
 				return nil
@@ -574,6 +587,8 @@ func checkFlow(r *stream.Reader, f *stream.Flow, t *topo.Topology) (uint8, error
 		return 0, r.Errorf("size", "flow %d: %d bytes, above the %d (1 TiB) whose sums and times every backend keeps in 64-bit counters", f.ID, f.Size, int64(MaxFlowBytes))
 	case f.DelayPs > MaxDelayPs:
 		return 0, r.Errorf("delay_ps", "flow %d: %d ps, above the %d (about 20 hours) a delay may take", f.ID, f.DelayPs, int64(MaxDelayPs))
+	case f.PacePs > MaxPacePs || f.PacePs > 0 && (f.Size == 0 || f.ConnType == stream.ConnDelay || f.ConnType == stream.ConnColl):
+		return 0, r.Errorf("pace_ps", "flow %d: %d ps: a pace is for a transfer, at most %d ps", f.ID, f.PacePs, int64(MaxPacePs))
 	case !slices.Contains(connTypes, f.ConnType):
 		return 0, r.Errorf("conn_type", "flow %d: %q is not a connection type (%s)", f.ID, f.ConnType, strings.Join(connTypes, ", "))
 	case f.Channel < -1:

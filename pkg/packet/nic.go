@@ -488,6 +488,10 @@ func (s *Sim) sent(f int32) {
 	if fl.txLeft[f]--; fl.txLeft[f] > 0 {
 		return
 	}
+	if fl.set != nil {
+		s.pace.Sent(f, fl.rec(f))
+		defer s.pace.Clear()
+	}
 	if f >= fl.n {
 		s.work = fl.ex.Release(f, expand.OnSent, s.work)
 		return

@@ -251,9 +251,11 @@ func (s *Sim) Run() error {
 func (s *Sim) prepare() {
 	f := s.flows
 	f.DAG.Reset()
+	s.pace = flowset.Pacer{}
 	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
 		f.newStore(math.MaxInt32 >> s.pendShift)
+		f.ex.Mark = func(j int32) { s.pace.Mark(j, f.rec(j)) }
 		if s.symmetric() {
 			f.ex.UseSymmetry(expand.FindSymmetry(f.set, s.r, expand.SymmetryRules{WholeServers: true, LinkOK: func(dl route.DirLink) bool {
 				p := &s.ports[dl]
@@ -827,6 +829,16 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 			s.pushStepLat(s.now+wait, i)
 			return nil
 		}
+	}
+	if f.set != nil {
+		// The connection's pace (flowset.Pacer): not before the transport
+		// can start another step on it.
+		if t := int64(s.pace.Take(i)); t > s.now {
+			f.Ideal[i] = t - f.StartPs(i)
+			s.pushStepLat(t, i)
+			return nil
+		}
+		s.pace.Began(i, f.rec(i), des.Time(s.now))
 	}
 	if s.sur != nil && s.sur.active {
 		if alone, ok := s.bypasses(i); ok {

@@ -15,6 +15,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
@@ -120,6 +121,9 @@ type Sim struct {
 	// releasing them allocates nothing).
 	sameSrc func(j int32) bool
 	sentSrc int32
+	// pace is the transport's limit on a connection's steps, as the
+	// analytical backends apply it (flowset.Pacer).
+	pace flowset.Pacer
 	// fromDst likewise picks those from rcvDst that a receive completion
 	// releases.
 	fromDst func(j int32) bool
@@ -310,7 +314,15 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	s.made = make([]uint64, len(t.Nodes)+1)
 	s.cur = int32(len(t.Nodes))
 	s.lastMove = make([]int64, len(t.Nodes))
-	s.sameSrc = func(j int32) bool { return flows.src(j) == s.sentSrc && flows.size(j) > 0 }
+	s.sameSrc = func(j int32) bool {
+		if flows.src(j) != s.sentSrc || flows.size(j) <= 0 {
+			return false
+		}
+		if flows.set != nil {
+			s.pace.Mark(j, flows.rec(j))
+		}
+		return true
+	}
 	s.fromDst = func(j int32) bool { return flows.src(j) == s.rcvDst }
 	for 1<<s.pendShift < cfg.QPsPerConn {
 		s.pendShift++
