@@ -8,11 +8,12 @@ import (
 	"os"
 	"strings"
 
-	"gonum.org/v1/plot"
+	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/fabricsim/fabricsim/formats/simaie2e"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/plot"
 	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
@@ -88,11 +89,11 @@ func (c *command) iteration() error {
 	if err != nil || c.Plot == "" {
 		return err
 	}
-	plots := make([]*plot.Plot, 0, len(its))
+	plots := make([]*gplot.Plot, 0, len(its))
 	heights := make([]vg.Length, 0, len(its))
 	for i, it := range its {
-		plots = append(plots, it.IterationPlot("Iteration per rank: "+c.label(i, it.Source)))
-		heights = append(heights, it.PlotHeight())
+		plots = append(plots, plot.Iteration(it, "Iteration per rank: "+c.label(i, it.Source)))
+		heights = append(heights, plot.IterationHeight(it))
 	}
 	return c.writePlot(plots, heights)
 }
@@ -233,7 +234,7 @@ func (c *command) concat() error {
 		return err
 	}
 	if c.Plot != "" {
-		plots, err := dt.SweepPlots(c.X, c.Y)
+		plots, err := plot.Sweep(dt, c.X, c.Y)
 		if err != nil {
 			return cli.Usagef("%v", err)
 		}

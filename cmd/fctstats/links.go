@@ -7,6 +7,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/internal/cli"
+	"github.com/fabricsim/fabricsim/pkg/plot"
 	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
@@ -80,5 +81,5 @@ func (c *command) linkLoads() error {
 	if err != nil || c.Plot == "" {
 		return err
 	}
-	return c.writePlot(ll.LinkPlots())
+	return c.writePlot(plot.Links(ll))
 }

@@ -15,9 +15,10 @@ import (
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/internal/progress"
+	"github.com/fabricsim/fabricsim/pkg/plot"
 	"github.com/fabricsim/fabricsim/pkg/stats"
 	"github.com/fabricsim/fabricsim/pkg/units"
-	"gonum.org/v1/plot"
+	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -154,7 +155,7 @@ func (c *command) run() error {
 				curves[i].Name = c.label(i, curves[i].Name)
 			}
 			from, to, _ := c.window() // checked in validate
-			return c.writePlot([]*plot.Plot{stats.LatencyCurvePlot("Latency curves", curves, from, to, "window "+c.Window)}, []vg.Length{vg.Inch * 4.5})
+			return c.writePlot([]*gplot.Plot{plot.LatencyCurves("Latency curves", curves, from, to, "window "+c.Window)}, []vg.Length{vg.Inch * 4.5})
 		}
 		return c.plot(runs, cmp)
 	}
@@ -164,7 +165,7 @@ func (c *command) run() error {
 // busbwPlot draws the runs' bus bandwidth against size with the
 // reference curves.
 func (c *command) busbwPlot(runs []*stats.Run) error {
-	var series []stats.BusbwSeries
+	var series []plot.BusbwSeries
 	title := "Bus bandwidth"
 	for i, r := range runs {
 		rows, err := r.NCCLTests(c.DType, units.DTypes[c.DType])
@@ -176,7 +177,7 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 			name = r.Backend + " (" + name + ")"
 		}
 		name = c.label(i, name)
-		series = append(series, stats.BusbwSeries{Name: name, Rows: rows})
+		series = append(series, plot.BusbwSeries{Name: name, Rows: rows})
 		if len(r.Collectives) > 0 && title == "Bus bandwidth" {
 			co := r.Collectives[0]
 			title = fmt.Sprintf("%s bus bandwidth, %s", co.Op, units.Plural(int64(co.NRanks), "rank"))
@@ -190,24 +191,24 @@ func (c *command) busbwPlot(runs []*stats.Run) error {
 		if err != nil {
 			return err
 		}
-		series = append(series, stats.BusbwSeries{Name: ref.Label, Rows: ref.Rows, Reference: true})
+		series = append(series, plot.BusbwSeries{Name: ref.Label, Rows: ref.Rows, Reference: true})
 	}
-	return c.writePlot([]*plot.Plot{stats.BusbwPlot(title, series)}, []vg.Length{vg.Inch * 5.5})
+	return c.writePlot([]*gplot.Plot{plot.Busbw(title, series)}, []vg.Length{vg.Inch * 5.5})
 }
 
 // writePlot writes panels to --plot, which appears only when complete.
-func (c *command) writePlot(plots []*plot.Plot, heights []vg.Length) error {
+func (c *command) writePlot(plots []*gplot.Plot, heights []vg.Length) error {
 	if c.partial {
 		for _, p := range plots {
 			p.Title.Text = "PARTIAL (a run stopped early): " + p.Title.Text
 		}
 	}
-	format, _ := stats.PlotFormat(c.Plot)
+	format, _ := plot.Format(c.Plot)
 	f, err := outfile.Create(c.Plot)
 	if err != nil {
 		return err
 	}
-	if err := f.Finish(stats.WritePlots(f, format, plots, heights)); err != nil {
+	if err := f.Finish(plot.Write(f, format, plots, heights)); err != nil {
 		return fmt.Errorf("%s: %v", c.Plot, err)
 	}
 	return nil
@@ -277,7 +278,7 @@ func (c *command) check() error {
 		return cli.Usagef("--timeline adds panels to --plot FILE.png|FILE.svg; give --plot")
 	}
 	if c.Plot != "" {
-		if _, err := stats.PlotFormat(c.Plot); err != nil {
+		if _, err := plot.Format(c.Plot); err != nil {
 			return cli.Usagef("--plot %v", err)
 		}
 	}
@@ -460,14 +461,14 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 			series = append(series, stats.Series{Name: name, Values: r.AllSlowdowns()})
 		}
 	}
-	plots := []*plot.Plot{stats.CDFPlot(title, series)}
+	plots := []*gplot.Plot{plot.CDF(title, series)}
 	heights := []vg.Length{vg.Inch * 4.5}
 	if c.Timeline {
 		for i, r := range runs {
-			plots = append(plots, r.TimelinePlot("Flows in flight per source node: "+c.label(i, r.Source)))
-			heights = append(heights, r.TimelineHeight())
+			plots = append(plots, plot.Timeline(r, "Flows in flight per source node: "+c.label(i, r.Source)))
+			heights = append(heights, plot.TimelineHeight(r))
 		}
-		stats.ShareTimeAxis(plots[1:]) // runs compare by eye
+		plot.ShareTimeAxis(plots[1:]) // runs compare by eye
 	}
 	return c.writePlot(plots, heights)
 }

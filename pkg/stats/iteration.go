@@ -150,6 +150,15 @@ type Iteration struct {
 	comp  map[int32][]computeRow
 }
 
+// Segments are rank's pieces of the iteration in time order (nil unless
+// it was analysed with IterationOptions.KeepSegments). The slice is the
+// iteration's own: callers must not modify it.
+func (it *Iteration) Segments(rank int32) []Segment { return it.segments[rank] }
+
+// ExposedKind tells exposed communication (SegExposedDP to
+// SegExposedOther) from compute and bubble.
+func ExposedKind(k SegmentKind) bool { return k >= SegExposedDP && k < SegBubble }
+
 // Segment is a piece of one rank's iteration and what filled it.
 type Segment struct {
 	StartNs, EndNs int64
@@ -173,11 +182,12 @@ const (
 	SegExposedPP
 	SegExposedOther
 	SegBubble
-	numSegKinds
+	// NumSegmentKinds counts the kinds above (SegmentNames' length).
+	NumSegmentKinds
 )
 
 // SegmentNames label segment kinds in plots and traces.
-var SegmentNames = [numSegKinds]string{"compute fwd", "compute ig", "compute wg", "compute", "exposed DP", "exposed DP_EP",
+var SegmentNames = [NumSegmentKinds]string{"compute fwd", "compute ig", "compute wg", "compute", "exposed DP", "exposed DP_EP",
 	"exposed TP", "exposed EP", "exposed PP", "exposed other", "bubble"}
 
 // IterationOptions tune AnalyzeIteration.

@@ -109,7 +109,7 @@ func TestIterationBreakdown(t *testing.T) {
 	// Segments partition the iteration on every rank.
 	for _, r := range it.Ranks {
 		segs := it.segments[r.Rank]
-		var sum [numSegKinds]int64
+		var sum [NumSegmentKinds]int64
 		at := it.StartNs
 		for _, s := range segs {
 			if s.StartNs != at || s.EndNs <= s.StartNs {

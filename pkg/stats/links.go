@@ -104,8 +104,9 @@ func (l *LinkLoad) Label() string {
 	return fmt.Sprintf("%s %d -> %s %d", l.SrcRole, l.Src, l.DstRole, l.Dst)
 }
 
-// groupUtil is the utilization of the link by one group type.
-func (l *LinkLoad) groupUtil(g string) (float64, bool) {
+// GroupUtil is the utilization of the link by group type g, and whether
+// g sent bytes over it.
+func (l *LinkLoad) GroupUtil(g string) (float64, bool) {
 	u, ok := 0.0, false
 	for _, p := range l.Parts {
 		if p.GroupType == g {
@@ -113,6 +114,20 @@ func (l *LinkLoad) groupUtil(g string) (float64, bool) {
 		}
 	}
 	return u, ok
+}
+
+// GroupTypes lists the group types of the report (GroupAll excepted), in
+// the one order used everywhere (TP, EP, PP, DP, DP_EP, the others by
+// name, then none).
+func (ll *LinkLoads) GroupTypes() []string {
+	var gs []string
+	for _, t := range ll.Tiers {
+		if t.GroupType != GroupAll && !slices.Contains(gs, t.GroupType) {
+			gs = append(gs, t.GroupType)
+		}
+	}
+	slices.SortFunc(gs, groupOrder)
+	return gs
 }
 
 // AnalyzeLinks sums a links file's rows per tier and group type and per

@@ -14,8 +14,6 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/parquet-go/parquet-go"
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/vg"
 )
 
 func TestNearestRank(t *testing.T) {
@@ -444,32 +442,17 @@ func TestText(t *testing.T) {
 	}
 }
 
-func TestPlots(t *testing.T) {
+// The run's slowdowns, per conn_type and together, as the CDF plot draws them.
+func TestSlowdownSeries(t *testing.T) {
 	run := analyzeBytes(t, encode(t, handTrace(), trace.ArrowStream), "hand", true)
-	plots := []*plot.Plot{CDFPlot("cdf", run.SlowdownSeries()), run.TimelinePlot("timeline")}
-	for _, format := range []string{"png", "svg"} {
-		var b bytes.Buffer
-		if err := WritePlots(&b, format, plots, []vg.Length{vg.Inch * 4, run.TimelineHeight()}); err != nil {
-			t.Fatal(err)
-		}
-		head := map[string]string{"png": "\x89PNG", "svg": "<?xml"}[format]
-		if !bytes.HasPrefix(b.Bytes(), []byte(head)) || b.Len() < 1000 {
-			t.Errorf("%s: %d bytes starting %q", format, b.Len(), b.Bytes()[:min(8, b.Len())])
-		}
-	}
 	if s := run.SlowdownSeries(); len(s) != 3 || s[0].Name != "NET" || s[1].Name != "P2P" || s[2].Name != "all" || len(s[2].Values) != 23 {
 		t.Errorf("series %+v", s)
 	}
 	if a := run.AllSlowdowns(); len(a) != 23 || !slices.IsSorted(a) || a[0] != 1 || a[22] != 20 {
 		t.Errorf("all slowdowns %v, want 23 sorted from 1 to 20", a)
 	}
-	// Nothing to plot is still a picture, not an error.
-	var b bytes.Buffer
-	if err := WritePlots(&b, "png", []*plot.Plot{CDFPlot("empty", nil)}, []vg.Length{vg.Inch * 3}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := PlotFormat("x.pdf"); err == nil {
-		t.Error("pdf accepted")
+	if f := run.KeptFlows(); len(f) != 26 {
+		t.Errorf("%d kept flows, want the trace's 26", len(f))
 	}
 }
 

@@ -1,28 +1,21 @@
 package stats
 
 import (
-	"cmp"
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 )
 
 // Sweeps: each point of an experiment writes a CSV table (fctstats
 // --format csv, with the point's parameters as --param columns); the
-// gather step concatenates them into one table and plots results
-// against a parameter.
+// gather step concatenates them into one table (pkg/plot's Sweep plots
+// results against a parameter).
 
 // AddParam appends a column holding value on every row: an int64 column
 // when value is an integer, float64 when a number, else a string.
@@ -127,8 +120,10 @@ func ConcatCSV(files []string, open func(string) (io.ReadCloser, error)) (*DataT
 	return dt, nil
 }
 
-// column returns a numeric column's values.
-func (dt *DataTable) column(name string) ([]float64, error) {
+// Column returns a numeric column's values (integers as float64, empty
+// cells as NaN); an error names the table's columns, or says the column
+// is text.
+func (dt *DataTable) Column(name string) ([]float64, error) {
 	j := slices.Index(dt.Names, name)
 	if j < 0 {
 		return nil, fmt.Errorf("no column %q (the table has %s)", name, strings.Join(dt.Names, ", "))
@@ -146,235 +141,23 @@ func (dt *DataTable) column(name string) ([]float64, error) {
 	return out, nil
 }
 
-// SweepPlots draws each y column against column x, one panel per y
-// column, points joined in x order; x is on a log2 axis when it is
-// positive and spans a factor of 8 or more (chunk and message sizes). A
-// text column x (a routing, a workload) gives dots instead, one per row in
-// table order, labelled with its value, on an axis fitted to them so
-// that differences of a few percent show. Axes are titled from the
-// column names, in the unit their suffix names (_ns, _us, _ms, _s,
-// _bytes) scaled to the data; "COLUMN=TITLE" names a column for people
-// ("time_ns=AllReduce time"), its unit still from the suffix.
-func (dt *DataTable) SweepPlots(x string, ys []string) ([]*plot.Plot, error) {
-	titles := map[string]string{}
-	x = cutTitle(x, titles)
-	ys = slices.Clone(ys)
-	for i := range ys {
-		ys[i] = cutTitle(ys[i], titles)
-	}
-	if j := slices.Index(dt.Names, x); j >= 0 && dt.kinds[j] == reflect.String {
-		return dt.dotPlots(j, ys, titles)
-	}
-	xs, err := dt.column(x)
-	if err != nil {
-		return nil, fmt.Errorf("--x: %v", err)
-	}
-	logX := len(xs) > 0 && slices.Min(xs) > 0 && slices.Max(xs) >= 8*slices.Min(xs)
-	xq, xm := columnQuantity(x, titles)
-	if strings.HasSuffix(x, "_bytes") && titles[x] == "" {
-		xq += " size" // "chunk size", not "chunk"
-	}
-	var plots []*plot.Plot
-	for i, y := range ys {
-		vs, err := dt.column(y)
-		if err != nil {
-			return nil, fmt.Errorf("--y: %v", err)
-		}
-		yq, ym := columnQuantity(y, titles)
-		pts := make(plotter.XYs, 0, len(xs))
-		for k := range xs {
-			if !math.IsNaN(vs[k]) && !math.IsInf(vs[k], 0) {
-				pts = append(pts, plotter.XY{X: xs[k] * xm, Y: vs[k] * ym})
-			}
-		}
-		slices.SortStableFunc(pts, func(a, b plotter.XY) int { return cmpFloat(a.X, b.X) })
-		p := plot.New()
-		p.Title.Text = yq + " against " + xq
-		_, hi := extent(pts, func(q plotter.XY) float64 { return q.X })
-		columnAxis(&p.X, x, titles, hi)
-		if logX {
-			// Powers of two, labelled as sizes ("4KiB") or plainly.
-			p.X.Scale = plot.LogScale{}
-			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
-			if strings.HasSuffix(x, "_bytes") {
-				p.X.Label.Text = xq
-				p.X.Tick.Marker = sizeTicks{}
-			}
-		}
-		ylo, yhi := extent(pts, func(q plotter.XY) float64 { return q.Y })
-		columnAxis(&p.Y, y, titles, yhi)
-		fitAxis(&p.Y, ylo, yhi)
-		p.Add(plotter.NewGrid())
-		if len(pts) > 0 {
-			l, sc, err := plotter.NewLinePoints(pts)
-			if err != nil {
-				return nil, fmt.Errorf("--y %s: %v", y, err)
-			}
-			c := okabeItoAt(i)
-			l.Color, sc.Color = c, c
-			l.Width = vg.Points(1.5)
-			sc.Shape = draw.CircleGlyph{}
-			sc.Radius = vg.Points(2.5)
-			p.Add(l, sc)
-		}
-		plots = append(plots, p)
-	}
-	return plots, nil
+// IsText tells whether the table has a text column name (a routing, a
+// workload): one that Column refuses and Strings gives.
+func (dt *DataTable) IsText(name string) bool {
+	j := slices.Index(dt.Names, name)
+	return j >= 0 && dt.kinds[j] == reflect.String
 }
 
-// extent is the smallest and largest of f over pts (+Inf, -Inf if none).
-func extent(pts plotter.XYs, f func(plotter.XY) float64) (lo, hi float64) {
-	lo, hi = math.Inf(1), math.Inf(-1)
-	for _, q := range pts {
-		lo, hi = min(lo, f(q)), max(hi, f(q))
+// Strings returns a text column's values, row by row (nil when the table
+// has no text column name).
+func (dt *DataTable) Strings(name string) []string {
+	if !dt.IsText(name) {
+		return nil
 	}
-	return lo, hi
-}
-
-// columnUnits are the unit suffixes of table columns: what the values
-// are multiplied by to reach the axis' raw unit (ns, bytes).
-var columnUnits = []struct {
-	suffix string
-	time   bool
-	mul    float64
-}{
-	{"_ns", true, 1}, {"_us", true, 1e3}, {"_ms", true, 1e6}, {"_s", true, 1e9},
-	{"_bytes", false, 1},
-}
-
-// cutTitle splits "COLUMN=TITLE" into titles and returns the column.
-func cutTitle(spec string, titles map[string]string) string {
-	col, title, ok := strings.Cut(spec, "=")
-	if ok && title != "" {
-		titles[col] = title
-	}
-	return col
-}
-
-// columnQuantity is a column's name for people: its title, else its name
-// without its unit suffix ("time_mean_ns": "time mean"); and the factor
-// to the axis' raw unit.
-func columnQuantity(name string, titles map[string]string) (string, float64) {
-	for _, u := range columnUnits {
-		if q, ok := strings.CutSuffix(name, u.suffix); ok && q != "" {
-			return cmp.Or(titles[name], strings.ReplaceAll(q, "_", " ")), u.mul
-		}
-	}
-	return cmp.Or(titles[name], strings.ReplaceAll(name, "_", " ")), 1
-}
-
-// columnAxis titles ax for a column and labels its ticks in the unit its
-// suffix and values up to hi (already in the raw unit) call for.
-func columnAxis(ax *plot.Axis, name string, titles map[string]string, hi float64) {
-	q, _ := columnQuantity(name, titles)
-	for _, u := range columnUnits {
-		if strings.HasSuffix(name, u.suffix) && len(name) > len(u.suffix) {
-			if u.time {
-				timeAxis(ax, q, hi)
-			} else {
-				sizeAxis(ax, q, hi)
-			}
-			return
-		}
-	}
-	plainAxis(ax, q, "")
-}
-
-// dotPlots draws each y column as dots over text column j, one per row:
-// dots, not bars, because the axis does not start at 0 when the values
-// differ by a few percent. When every label is "group/name" (a workload
-// and a routing) and there are several groups, each group gets its own
-// panel: their values (an AllToAll's time and an AllReduce's) differ too
-// much to share an axis fitted to either.
-func (dt *DataTable) dotPlots(j int, ys []string, titles map[string]string) ([]*plot.Plot, error) {
-	labels := make([]string, len(dt.rows))
+	j := slices.Index(dt.Names, name)
+	out := make([]string, len(dt.rows))
 	for i, r := range dt.rows {
-		labels[i] = r[j].s
+		out[i] = r[j].s
 	}
-	groups, of := labelGroups(labels)
-	xname, _ := columnQuantity(dt.Names[j], titles)
-	var plots []*plot.Plot
-	for i, y := range ys {
-		vs, err := dt.column(y)
-		if err != nil {
-			return nil, fmt.Errorf("--y: %v", err)
-		}
-		yq, ym := columnQuantity(y, titles)
-		for _, g := range groups {
-			var names []string
-			var pts plotter.XYs
-			for k, v := range vs {
-				if of[k] != g {
-					continue
-				}
-				name := labels[k]
-				if g != "" {
-					name = strings.TrimPrefix(name, g+"/")
-				}
-				if !math.IsNaN(v) && !math.IsInf(v, 0) {
-					pts = append(pts, plotter.XY{X: float64(len(names)), Y: v * ym})
-				}
-				names = append(names, name)
-			}
-			title := yq + " by " + xname
-			if g != "" {
-				title += ": " + g
-			}
-			p, err := dotPanel(title, xname, y, titles, names, pts, okabeItoAt(i))
-			if err != nil {
-				return nil, fmt.Errorf("--y %s: %v", y, err)
-			}
-			plots = append(plots, p)
-		}
-	}
-	return plots, nil
-}
-
-// labelGroups splits "group/name" labels by group, in order of first
-// appearance; with fewer than two groups, one group "" holds every label.
-func labelGroups(labels []string) (groups []string, of []string) {
-	of = make([]string, len(labels))
-	for i, l := range labels {
-		g, _, ok := strings.Cut(l, "/")
-		if !ok {
-			return []string{""}, make([]string, len(labels))
-		}
-		of[i] = g
-		if !slices.Contains(groups, g) {
-			groups = append(groups, g)
-		}
-	}
-	if len(groups) < 2 {
-		return []string{""}, make([]string, len(labels))
-	}
-	return groups, of
-}
-
-// dotPanel is one panel of dotPlots: a dot per name, y column y.
-func dotPanel(title, xname, y string, titles map[string]string, names []string, pts plotter.XYs, c color.Color) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = xname
-	lo, hi := extent(pts, func(q plotter.XY) float64 { return q.Y })
-	columnAxis(&p.Y, y, titles, hi)
-	if !fitAxis(&p.Y, lo, hi) {
-		p.Title.Text += " (axis not from 0)"
-	}
-	p.Add(plotter.NewGrid())
-	if len(pts) > 0 {
-		sc, err := plotter.NewScatter(pts)
-		if err != nil {
-			return nil, err
-		}
-		sc.Color = c
-		sc.Shape = draw.CircleGlyph{}
-		sc.Radius = vg.Points(4)
-		p.Add(sc)
-	}
-	p.NominalX(names...)
-	// Half a slot either side: no dot or label against the frame.
-	p.X.Min, p.X.Max = -0.5, float64(len(names))-0.5
-	p.X.Tick.Label.Rotation = math.Pi / 6
-	p.X.Tick.Label.XAlign = draw.XRight
-	return p, nil
+	return out
 }

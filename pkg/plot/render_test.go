@@ -1,27 +1,30 @@
-package stats
+package plot
 
 import (
 	"bytes"
 	"html"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/formats/trace"
-	"gonum.org/v1/plot"
+	"github.com/fabricsim/fabricsim/pkg/stats"
+	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/vg"
 )
 
 // renderSVG draws plots as fctstats writes them and returns the SVG's
 // text, which holds every title, tick label and legend entry.
-func renderSVG(t *testing.T, plots []*plot.Plot) string {
+func renderSVG(t *testing.T, plots []*gplot.Plot) string {
 	t.Helper()
 	heights := make([]vg.Length, len(plots))
 	for i := range heights {
 		heights[i] = vg.Inch * 4
 	}
 	var b bytes.Buffer
-	if err := WritePlots(&b, "svg", plots, heights); err != nil {
+	if err := Write(&b, "svg", plots, heights); err != nil {
 		t.Fatal(err)
 	}
 	return html.UnescapeString(b.String())
@@ -60,7 +63,7 @@ func checkTexts(t *testing.T, name, svg string, want ...string) {
 }
 
 // labelled counts a ticker's labelled ticks over [lo, hi].
-func labelled(tk plot.Ticker, lo, hi float64) []string {
+func labelled(tk gplot.Ticker, lo, hi float64) []string {
 	var out []string
 	for _, x := range tk.Ticks(lo, hi) {
 		if x.Label != "" {
@@ -86,8 +89,8 @@ func TestHumanTicks(t *testing.T) {
 
 func TestCDFAndTimelineRender(t *testing.T) {
 	run := analyzeBytes(t, encode(t, handTrace(), trace.ArrowStream), "hand", true)
-	tl := run.TimelinePlot("timeline")
-	svg := renderSVG(t, []*plot.Plot{CDFPlot("cdf", run.SlowdownSeries()), tl})
+	tl := Timeline(run, "timeline")
+	svg := renderSVG(t, []*gplot.Plot{CDF("cdf", run.SlowdownSeries()), tl})
 	checkTexts(t, "cdf+timeline", svg, "slowdown (FCT / ideal FCT, ratio)", "fraction of flows with a smaller slowdown",
 		"all (23)", "NET (22)", "P2P (1)", "time (us)", "source node (GPU id = rank)", "DELAY", "NET", "P2P", "0", "3")
 	// Sources 0-3: the y axis is theirs, with no headroom above.
@@ -97,9 +100,9 @@ func TestCDFAndTimelineRender(t *testing.T) {
 }
 
 func TestIterationPlotRender(t *testing.T) {
-	it := handIteration(t, IterationOptions{KeepSegments: true})
-	p := it.IterationPlot("iteration")
-	svg := renderSVG(t, []*plot.Plot{p})
+	it := handIteration(t, stats.IterationOptions{KeepSegments: true})
+	p := Iteration(it, "iteration")
+	svg := renderSVG(t, []*gplot.Plot{p})
 	// 2 ranks x 400 us: TP 120 us (15%), EP 100 us (12.5%), DP 140 us.
 	checkTexts(t, "iteration", svg, "time (us)", "rank", "exposed TP 15.0%", "exposed EP 12.5%", "exposed DP 17.5%", "bubble 10.0%")
 	if p.Y.Max-p.Y.Min != 2 {
@@ -112,16 +115,16 @@ func TestSweepPlotsRender(t *testing.T) {
 		"a.csv": "case,chunk_bytes,time_ns,wall_s,uplink_mean\nalltoall/ecmp,4096,22500000,12.5,1.12\n",
 		"b.csv": "case,chunk_bytes,time_ns,wall_s,uplink_mean\nalltoall/spray,1048576,21150000,30,1.00\n",
 	}
-	dt, err := ConcatCSV([]string{"a.csv", "b.csv"}, csvFiles(files))
+	dt, err := stats.ConcatCSV([]string{"a.csv", "b.csv"}, csvFiles(files))
 	if err != nil {
 		t.Fatal(err)
 	}
-	plots, err := dt.SweepPlots("chunk_bytes", []string{"time_ns", "wall_s"})
+	plots, err := Sweep(dt, "chunk_bytes", []string{"time_ns", "wall_s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkTexts(t, "sweep", renderSVG(t, plots), "time against chunk size", "time (ms)", "wall (s)", "chunk size", "4KiB", "1MiB")
-	plots, err = dt.SweepPlots("case", []string{"time_ns", "uplink_mean"})
+	plots, err = Sweep(dt, "case", []string{"time_ns", "uplink_mean"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,10 +137,10 @@ func TestSweepPlotsRender(t *testing.T) {
 	// Two workloads: a panel each, so the AllToAll's 6% is not lost on
 	// an axis that also holds the AllReduce's much longer time.
 	files["c.csv"] = "case,chunk_bytes,time_ns,wall_s,uplink_mean\nallreduce/ecmp,4096,90000000,1,1\n"
-	if dt, err = ConcatCSV([]string{"a.csv", "b.csv", "c.csv"}, csvFiles(files)); err != nil {
+	if dt, err = stats.ConcatCSV([]string{"a.csv", "b.csv", "c.csv"}, csvFiles(files)); err != nil {
 		t.Fatal(err)
 	}
-	if plots, err = dt.SweepPlots("case", []string{"time_ns"}); err != nil || len(plots) != 2 {
+	if plots, err = Sweep(dt, "case", []string{"time_ns"}); err != nil || len(plots) != 2 {
 		t.Fatalf("%d panels (%v), want one per workload", len(plots), err)
 	}
 	checkTexts(t, "routing by workload", renderSVG(t, plots), "time by case: alltoall (axis not from 0)", "time by case: allreduce (axis not from 0)", "ecmp", "spray")
@@ -147,16 +150,16 @@ func TestSweepPlotsRender(t *testing.T) {
 }
 
 func TestLatencyAndBusbwRender(t *testing.T) {
-	curves := []Curve{
+	curves := []stats.Curve{
 		{Name: "hf", BinNs: 100000, Ms: []float64{0.05, 0.15, 0.25}, Us: []float64{3, 4, 5}},
 		{Name: "hybrid", BinNs: 100000, Ms: []float64{0.05, 0.15, 0.25}, Us: []float64{3, 4.5, 5.5}},
 	}
-	p := LatencyCurvePlot("Latency curves", curves, 100000, 200000, "surrogate 100us:200us")
-	checkTexts(t, "latency", renderSVG(t, []*plot.Plot{p}), "hf", "hybrid", "surrogate 100us:200us",
+	p := LatencyCurves("Latency curves", curves, 100000, 200000, "surrogate 100us:200us")
+	checkTexts(t, "latency", renderSVG(t, []*gplot.Plot{p}), "hf", "hybrid", "surrogate 100us:200us",
 		"mean latency of the flows delivered (us)", "time (us), bins of 100us")
-	rows := []NCCLTestsRow{{SizeBytes: 1 << 10, BusbwGBps: 10}, {SizeBytes: 1 << 20, BusbwGBps: 200}, {SizeBytes: 1 << 30, BusbwGBps: 370}}
-	b := BusbwPlot("busbw", []BusbwSeries{{Name: "flowsim-analytical", Rows: rows}})
-	checkTexts(t, "busbw", renderSVG(t, []*plot.Plot{b}), "bus bandwidth (GB/s)", "message size", "1MiB", "256MiB", "flowsim-analytical")
+	rows := []stats.NCCLTestsRow{{SizeBytes: 1 << 10, BusbwGBps: 10}, {SizeBytes: 1 << 20, BusbwGBps: 200}, {SizeBytes: 1 << 30, BusbwGBps: 370}}
+	b := Busbw("busbw", []BusbwSeries{{Name: "flowsim-analytical", Rows: rows}})
+	checkTexts(t, "busbw", renderSVG(t, []*gplot.Plot{b}), "bus bandwidth (GB/s)", "message size", "1MiB", "256MiB", "flowsim-analytical")
 	if got := labelled(b.Y.Tick.Marker, b.Y.Min, b.Y.Max); len(got) < 4 {
 		t.Errorf("busbw y ticks %q, want at least 4", got)
 	}
@@ -170,12 +173,106 @@ func TestShareTimeAxis(t *testing.T) {
 		rows[i].StartNs, rows[i].EndNs = rows[i].StartNs*100, rows[i].EndNs*100 // 3 ms
 	}
 	long := analyzeBytes(t, encode(t, rows, trace.ArrowStream), "long", true)
-	a, b := short.TimelinePlot("short"), long.TimelinePlot("long")
+	a, b := Timeline(short, "short"), Timeline(long, "long")
 	if a.X.Label.Text != "time (us)" || b.X.Label.Text != "time (ms)" {
 		t.Fatalf("units before sharing: %q, %q", a.X.Label.Text, b.X.Label.Text)
 	}
-	ShareTimeAxis([]*plot.Plot{a, b})
+	ShareTimeAxis([]*gplot.Plot{a, b})
 	if a.X.Label.Text != "time (ms)" || a.X.Max != b.X.Max || a.X.Min != b.X.Min {
 		t.Errorf("shared axis: %q %v-%v against %q %v-%v", a.X.Label.Text, a.X.Min, a.X.Max, b.X.Label.Text, b.X.Min, b.X.Max)
+	}
+}
+
+func TestPlots(t *testing.T) {
+	run := analyzeBytes(t, encode(t, handTrace(), trace.ArrowStream), "hand", true)
+	plots := []*gplot.Plot{CDF("cdf", run.SlowdownSeries()), Timeline(run, "timeline")}
+	for _, format := range []string{"png", "svg"} {
+		var b bytes.Buffer
+		if err := Write(&b, format, plots, []vg.Length{vg.Inch * 4, TimelineHeight(run)}); err != nil {
+			t.Fatal(err)
+		}
+		head := map[string]string{"png": "\x89PNG", "svg": "<?xml"}[format]
+		if !bytes.HasPrefix(b.Bytes(), []byte(head)) || b.Len() < 1000 {
+			t.Errorf("%s: %d bytes starting %q", format, b.Len(), b.Bytes()[:min(8, b.Len())])
+		}
+	}
+	// Nothing to plot is still a picture, not an error.
+	var b bytes.Buffer
+	if err := Write(&b, "png", []*gplot.Plot{CDF("empty", nil)}, []vg.Length{vg.Inch * 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Format("x.pdf"); err == nil {
+		t.Error("pdf accepted")
+	}
+}
+
+// The plot draws both panels with their axis titles, units and legends.
+func TestLinkPlot(t *testing.T) {
+	m, rows := twoTier()
+	rows = append(rows, links.Row{Link: 9, Src: 1, Dst: 4, SrcRole: "gpu", DstRole: "edge", Tier: "gpu-edge", Kind: "nic",
+		BWbps: 100e9, GroupType: links.None, Op: links.None, Bytes: 1000, BusyNs: 80, Utilization: 80e-6})
+	ll := stats.AnalyzeLinks("two.parquet", m, rows, 10)
+	plots, heights := Links(ll)
+	var svg bytes.Buffer
+	if err := Write(&svg, "svg", plots, heights); err != nil {
+		t.Fatal(err)
+	}
+	out := html.UnescapeString(svg.String())
+	for _, s := range []string{
+		"Link loads: analytical-fluid, ecmp routing, makespan 1.00 ms (fat-tree, 4 GPUs)",
+		"link utilization (%), mean over the tier's loaded links",
+		"tier (role the bytes leave - role they enter), host side first",
+		"DP (mean)", "EP (mean)", "no group (mean)", "max (most utilized link)",
+		"gpu-edge", "edge-agg", "agg-edge", "edge-gpu",
+		"Hottest directed links", "link utilization (%) over the run",
+		"edge 4 -> agg 6", "gpu 0 -> edge 4",
+	} {
+		if !strings.Contains(out, s) {
+			t.Errorf("SVG lacks %q", s)
+		}
+	}
+	var png bytes.Buffer
+	if err := Write(&png, "png", plots, heights); err != nil || !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG")) {
+		t.Errorf("PNG: %v", err)
+	}
+	// No rows: both panels say so rather than fail.
+	empty := stats.AnalyzeLinks("none.parquet", m, nil, 10)
+	plots, heights = Links(empty)
+	if err := Write(&svg, "svg", plots, heights); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Sweep draws a panel per y column; a text x gives dots, one per row,
+// labelled with the row's value.
+func TestSweepPlots(t *testing.T) {
+	files := map[string]string{
+		"a.csv": "source,time_ns,busbw_gbps,chunk_bytes,label\nx.parquet,100,1.5,8192,ring\n",
+		"b.csv": "source,time_ns,busbw_gbps,chunk_bytes,label\ny.parquet,50,,16384,3\n",
+	}
+	dt, err := stats.ConcatCSV([]string{"a.csv", "b.csv"}, csvFiles(files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dt.AddParam("rate", "0.5"); err != nil {
+		t.Fatal(err)
+	}
+	if plots, err := Sweep(dt, "chunk_bytes", []string{"time_ns", "rate"}); err != nil || len(plots) != 2 {
+		t.Fatalf("plots: %v", err)
+	}
+	// A text x gives dots, one per row, labelled with the row's value.
+	plots, err := Sweep(dt, "label", []string{"time_ns"})
+	if err != nil || len(plots) != 1 {
+		t.Fatalf("bars: %v", err)
+	}
+	var labels []string
+	for _, tk := range plots[0].X.Tick.Marker.Ticks(0, 1) {
+		labels = append(labels, tk.Label)
+	}
+	if !reflect.DeepEqual(labels, []string{"ring", "3"}) {
+		t.Fatalf("bar labels %q, want the rows' labels in order", labels)
+	}
+	if _, err := Sweep(dt, "label", []string{"source"}); err == nil {
+		t.Fatal("bars of a text column")
 	}
 }

@@ -1,12 +1,11 @@
-package stats
+package plot
 
 import (
-	"image/color"
 	"math"
 	"strconv"
 
 	"github.com/fabricsim/fabricsim/pkg/units"
-	"gonum.org/v1/plot"
+	gplot "gonum.org/v1/plot"
 )
 
 // Every plot's axes go through here, so that each shows its quantity in
@@ -21,13 +20,13 @@ import (
 // for about five labels are used instead.
 type humanTicks struct{ div float64 }
 
-// Ticks implements plot.Ticker.
-func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
+// Ticks implements gplot.Ticker.
+func (h humanTicks) Ticks(lo, hi float64) []gplot.Tick {
 	div := h.div
 	if div == 0 {
 		div = 1
 	}
-	t := plot.DefaultTicks{}.Ticks(lo/div, hi/div)
+	t := gplot.DefaultTicks{}.Ticks(lo/div, hi/div)
 	labelled := 0
 	for _, x := range t {
 		if x.Label != "" {
@@ -49,7 +48,7 @@ func (h humanTicks) Ticks(lo, hi float64) []plot.Tick {
 // roundTicks labels multiples of the step of 1, 2, 2.5 or 5 times a power
 // of ten that gives at least want of them over [lo, hi], with a minor
 // tick between each two.
-func roundTicks(lo, hi float64, want int) []plot.Tick {
+func roundTicks(lo, hi float64, want int) []gplot.Tick {
 	if !(hi > lo) {
 		return nil
 	}
@@ -61,13 +60,13 @@ func roundTicks(lo, hi float64, want int) []plot.Tick {
 			break
 		}
 	}
-	var t []plot.Tick
+	var t []gplot.Tick
 	for k := math.Ceil(lo/step*2) / 2; k*step <= hi; k += 0.5 {
 		v := k * step
 		if k == math.Trunc(k) {
-			t = append(t, plot.Tick{Value: v, Label: "x"}) // labelled by the caller
+			t = append(t, gplot.Tick{Value: v, Label: "x"}) // labelled by the caller
 		} else {
-			t = append(t, plot.Tick{Value: v})
+			t = append(t, gplot.Tick{Value: v})
 		}
 	}
 	return t
@@ -85,7 +84,7 @@ func tickLabel(v float64) string {
 
 // timeAxis titles ax "quantity (unit)" and labels its ticks in the time
 // unit that suits values up to maxNs nanoseconds (data in ns).
-func timeAxis(ax *plot.Axis, quantity string, maxNs float64) units.Scale {
+func timeAxis(ax *gplot.Axis, quantity string, maxNs float64) units.Scale {
 	s := units.TimeScale(maxNs)
 	ax.Label.Text = quantity + " (" + s.Unit + ")"
 	ax.Tick.Marker = humanTicks{s.Div}
@@ -93,7 +92,7 @@ func timeAxis(ax *plot.Axis, quantity string, maxNs float64) units.Scale {
 }
 
 // sizeAxis is timeAxis for sizes in bytes.
-func sizeAxis(ax *plot.Axis, quantity string, maxBytes float64) units.Scale {
+func sizeAxis(ax *gplot.Axis, quantity string, maxBytes float64) units.Scale {
 	s := units.SizeScale(maxBytes)
 	ax.Label.Text = quantity + " (" + s.Unit + ")"
 	ax.Tick.Marker = humanTicks{s.Div}
@@ -102,7 +101,7 @@ func sizeAxis(ax *plot.Axis, quantity string, maxBytes float64) units.Scale {
 
 // plainAxis titles ax with its quantity and unit (unit "" for a ratio)
 // and labels its ticks plainly.
-func plainAxis(ax *plot.Axis, quantity, unit string) {
+func plainAxis(ax *gplot.Axis, quantity, unit string) {
 	ax.Label.Text = quantity
 	if unit != "" {
 		ax.Label.Text += " (" + unit + ")"
@@ -113,7 +112,7 @@ func plainAxis(ax *plot.Axis, quantity, unit string) {
 // fitAxis sets ax's range to the values with a margin, from 0 when they
 // start near it, else from just below the smallest so that differences
 // of a few percent show (a bar chart then says where its axis starts).
-func fitAxis(ax *plot.Axis, lo, hi float64) (fromZero bool) {
+func fitAxis(ax *gplot.Axis, lo, hi float64) (fromZero bool) {
 	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi < lo {
 		return true
 	}
@@ -127,23 +126,20 @@ func fitAxis(ax *plot.Axis, lo, hi float64) (fromZero bool) {
 	return ax.Min == 0
 }
 
-// okabeItoAt is the i-th Okabe-Ito colour, round the palette.
-func okabeItoAt(i int) color.Color { return okabeIto[i%len(okabeIto)] }
-
 // intTicks label whole numbers only (ranks, nodes): multiples of 1, 2 or
 // 5 times a power of ten, at most eight of them labelled; gonum's ticks
 // fall on halves when the range ends on them.
 type intTicks struct{}
 
-// Ticks implements plot.Ticker.
-func (intTicks) Ticks(lo, hi float64) []plot.Tick {
+// Ticks implements gplot.Ticker.
+func (intTicks) Ticks(lo, hi float64) []gplot.Tick {
 	step := 1.0
 	for i := 0; (hi-lo)/step > 8; i++ {
 		step *= []float64{2, 2.5, 2}[i%3] // 1, 2, 5, 10, 20, 50, ...
 	}
-	var t []plot.Tick
+	var t []gplot.Tick
 	for v := math.Ceil(lo/step)*step + 0; v <= hi; v += step { // + 0: not "-0"
-		t = append(t, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
+		t = append(t, gplot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', 0, 64)})
 	}
 	return t
 }

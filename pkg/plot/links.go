@@ -1,27 +1,16 @@
-package stats
+package plot
 
 import (
 	"image/color"
 	"math"
-	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/links"
-	"gonum.org/v1/plot"
+	"github.com/fabricsim/fabricsim/pkg/stats"
+	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
-
-// okabeIto is Okabe and Ito's colour-blind-safe palette (black omitted).
-var okabeIto = []color.Color{
-	color.RGBA{0x00, 0x72, 0xb2, 0xff}, // blue
-	color.RGBA{0xe6, 0x9f, 0x00, 0xff}, // orange
-	color.RGBA{0x00, 0x9e, 0x73, 0xff}, // bluish green
-	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, // reddish purple
-	color.RGBA{0xd5, 0x5e, 0x00, 0xff}, // vermillion
-	color.RGBA{0x56, 0xb4, 0xe9, 0xff}, // sky blue
-	color.RGBA{0xf0, 0xe4, 0x42, 0xff}, // yellow
-}
 
 // linkGroupColors gives each group type the same Okabe-Ito colour in every
 // link-load plot; other names take the rest of the palette in order.
@@ -47,30 +36,19 @@ func groupLabel(g string) string {
 	return g
 }
 
-// LinkPlots draws the report as two panels: the mean utilization of each
+// Links draws the report as two panels: the mean utilization of each
 // tier's links stacked by group type, with the most utilized link of the
 // tier marked; and the hottest directed links as horizontal bars stacked
-// by group type. It returns the panels and their heights for WritePlots.
-func (ll *LinkLoads) LinkPlots() ([]*plot.Plot, []vg.Length) {
-	return []*plot.Plot{ll.tierPlot(), ll.topPlot()}, []vg.Length{vg.Inch * 4.5, ll.topHeight()}
+// by group type. It returns the panels and their heights for Write.
+func Links(ll *stats.LinkLoads) ([]*gplot.Plot, []vg.Length) {
+	return []*gplot.Plot{tierPlot(ll), topPlot(ll)}, []vg.Length{vg.Inch * 4.5, topHeight(ll)}
 }
 
-// groupsUsed lists the group types of the report in groupOrder.
-func (ll *LinkLoads) groupsUsed() []string {
-	var gs []string
-	for _, t := range ll.Tiers {
-		if t.GroupType != GroupAll && !slices.Contains(gs, t.GroupType) {
-			gs = append(gs, t.GroupType)
-		}
-	}
-	slices.SortFunc(gs, groupOrder)
-	return gs
-}
-
-func (ll *LinkLoads) colors() map[string]color.Color {
+// linkColors gives each group type of the report its colour.
+func linkColors(ll *stats.LinkLoads) map[string]color.Color {
 	c := map[string]color.Color{}
 	other := 0
-	for _, g := range ll.groupsUsed() {
+	for _, g := range ll.GroupTypes() {
 		c[g] = groupColor(g, &other)
 	}
 	return c
@@ -78,16 +56,16 @@ func (ll *LinkLoads) colors() map[string]color.Color {
 
 // tierPlot is panel 1: per tier, the mean utilization over its directed
 // links carrying bytes, stacked by group type, and the tier's maximum.
-func (ll *LinkLoads) tierPlot() *plot.Plot {
-	p := plot.New()
+func tierPlot(ll *stats.LinkLoads) *gplot.Plot {
+	p := gplot.New()
 	p.Title.Text = ll.Title()
 	p.Y.Label.Text = "link utilization (%), mean over the tier's loaded links"
 	p.X.Label.Text = "tier (role the bytes leave - role they enter), host side first"
 	p.Add(plotter.NewGrid())
 	var names []string
-	var all []TierLoad
+	var all []stats.TierLoad
 	for _, t := range ll.Tiers {
-		if t.GroupType == GroupAll {
+		if t.GroupType == stats.GroupAll {
 			names = append(names, t.Tier)
 			all = append(all, t)
 		}
@@ -97,11 +75,11 @@ func (ll *LinkLoads) tierPlot() *plot.Plot {
 		return p
 	}
 	width := vg.Points(max(8, min(40, 420/float64(len(all)))))
-	colors := ll.colors()
+	colors := linkColors(ll)
 	var below *plotter.BarChart
 	var legend []legendEntry
 	top := 0.0
-	for _, g := range ll.groupsUsed() {
+	for _, g := range ll.GroupTypes() {
 		vals := make(plotter.Values, len(all))
 		for i, t := range all {
 			for _, l := range ll.Tiers {
@@ -135,7 +113,7 @@ func (ll *LinkLoads) tierPlot() *plot.Plot {
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YCenter
 	}
-	// The legend goes beside the panel (WritePlots): the axis fits the
+	// The legend goes beside the panel (Write): the axis fits the
 	// highest maximum.
 	p.Y.Tick.Marker = humanTicks{1}
 	p.Y.Min = 0
@@ -146,11 +124,11 @@ func (ll *LinkLoads) tierPlot() *plot.Plot {
 
 type legendEntry struct {
 	name string
-	bar  plot.Thumbnailer
+	bar  gplot.Thumbnailer
 }
 
 // addLegend lists vertically stacked bars top segment first, as drawn.
-func addLegend(p *plot.Plot, entries []legendEntry) {
+func addLegend(p *gplot.Plot, entries []legendEntry) {
 	for i := len(entries) - 1; i >= 0; i-- {
 		p.Legend.Add(entries[i].name, entries[i].bar)
 	}
@@ -167,8 +145,8 @@ func (dashGlyph) DrawGlyph(c *draw.Canvas, sty draw.GlyphStyle, pt vg.Point) {
 
 // topPlot is panel 2: the hottest directed links, hottest on top, their
 // utilization stacked by group type.
-func (ll *LinkLoads) topPlot() *plot.Plot {
-	p := plot.New()
+func topPlot(ll *stats.LinkLoads) *gplot.Plot {
+	p := gplot.New()
 	p.Title.Text = "Hottest directed links"
 	p.X.Label.Text = "link utilization (%) over the run"
 	p.Add(plotter.NewGrid())
@@ -183,14 +161,14 @@ func (ll *LinkLoads) topPlot() *plot.Plot {
 		labels[n-1-i] = l.Label() // the hottest at the top
 	}
 	width := vg.Points(max(3, min(16, 300/float64(n))))
-	colors := ll.colors()
+	colors := linkColors(ll)
 	var below *plotter.BarChart
 	top := 0.0
-	for _, g := range ll.groupsUsed() {
+	for _, g := range ll.GroupTypes() {
 		vals := make(plotter.Values, n)
 		used := false
 		for i := range ll.Top {
-			if u, ok := ll.Top[i].groupUtil(g); ok {
+			if u, ok := ll.Top[i].GroupUtil(g); ok {
 				vals[n-1-i], used = u*100, true
 			}
 		}
@@ -216,13 +194,13 @@ func (ll *LinkLoads) topPlot() *plot.Plot {
 }
 
 // topHeight suits panel 2 to its number of links.
-func (ll *LinkLoads) topHeight() vg.Length {
+func topHeight(ll *stats.LinkLoads) vg.Length {
 	return vg.Inch * vg.Length(min(24, max(3, 1.2+0.25*float64(len(ll.Top)))))
 }
 
 // stackBar adds to p a borderless bar chart of vals in c, on top of below
 // (nil: the first of a stack).
-func stackBar(p *plot.Plot, vals plotter.Values, width vg.Length, c color.Color, below *plotter.BarChart, horizontal bool) (*plotter.BarChart, error) {
+func stackBar(p *gplot.Plot, vals plotter.Values, width vg.Length, c color.Color, below *plotter.BarChart, horizontal bool) (*plotter.BarChart, error) {
 	b, err := plotter.NewBarChart(vals, width)
 	if err != nil {
 		return nil, err
