@@ -102,6 +102,11 @@ type Router struct {
 	// server is each GPU's server (Nodes[v].Server): route reads it per
 	// path, and at 8192 GPUs the node records were a cache miss there.
 	server []int32
+	// lat and bw are each link's latency and bandwidth (Links[i]'s), read
+	// per path as a flow starts: a 48-byte link record per hop missed the
+	// cache at 8192 GPUs.
+	lat    []des.Time
+	bw     []float64
 	toNode map[int32][]uint8
 	firstD []int // route's scratch: distance to dst through each of src's links
 	// Spread's scratch: the shares standing at one hop and the next
@@ -150,6 +155,10 @@ func New(t *topo.Topology) (*Router, error) {
 		return nil, fmt.Errorf("topology too large to route: %d nodes, %d links", len(t.Nodes), len(t.Links))
 	}
 	r := &Router{t: t, adj: topo.BuildAdjacency(t), g: int32(t.GPUs)}
+	r.lat, r.bw = make([]des.Time, len(t.Links)), make([]float64, len(t.Links))
+	for i, l := range t.Links {
+		r.lat[i], r.bw[i] = des.Time(l.LatencyPs), l.BWbps
+	}
 	r.index()
 	return r, nil
 }
@@ -246,13 +255,13 @@ func (r *Router) From(d DirLink) int32 {
 func (r *Router) To(d DirLink) int32 { return r.From(d ^ 1) }
 
 // Bandwidth of a directed link in bit/s.
-func (r *Router) Bandwidth(d DirLink) float64 { return r.t.Links[d.Link()].BWbps }
+func (r *Router) Bandwidth(d DirLink) float64 { return r.bw[d.Link()] }
 
 // Latency is the sum of the path's link latencies.
 func (r *Router) Latency(p []DirLink) des.Time {
 	var lat des.Time
 	for _, d := range p {
-		lat = lat.Add(des.Time(r.t.Links[d.Link()].LatencyPs))
+		lat = lat.Add(r.lat[d.Link()])
 	}
 	return lat
 }
@@ -261,7 +270,7 @@ func (r *Router) Latency(p []DirLink) des.Time {
 func (r *Router) Bottleneck(p []DirLink) float64 {
 	bw := math.Inf(1)
 	for _, d := range p {
-		bw = min(bw, r.t.Links[d.Link()].BWbps)
+		bw = min(bw, r.bw[d.Link()])
 	}
 	return bw
 }
