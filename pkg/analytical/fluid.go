@@ -57,18 +57,20 @@ type fluid struct {
 	theta float64 // smallest rate removed this instant
 
 	// scratch of update, reused
-	epoch    uint64
-	linkMark []uint64 // == epoch: link is in the sub-problem
-	local    []int32  // per directed link: its position in links
-	links    []route.DirLink
-	resid    []float64
-	count    []int32   // unfrozen flows on the link
-	weight   []float64 // their weights' sum (count when none is sprayed)
-	share    []float64
-	heap     []int32
-	hpos     []int32
-	members  []int32
-	stack    []route.DirLink
+	epoch     uint64
+	linkMark  []uint64 // == epoch: link is in the sub-problem
+	local     []int32  // per directed link: its position in links
+	links     []route.DirLink
+	resid     []float64
+	count     []int32   // unfrozen flows on the link
+	weight    []float64 // their weights' sum (count when none is sprayed)
+	share     []float64
+	heap      []int32
+	hpos      []int32
+	members   []int32
+	touched   []int32 // links a frozen link's flows cross, to re-place in the heap
+	isTouched []bool  // per sub-problem link: in touched (all false between uses)
+	stack     []route.DirLink
 
 	recomputes uint64
 	verify     func() // tests: called after every update
@@ -364,6 +366,9 @@ func (f *fluid) update(now des.Time) {
 	nl := len(f.links)
 	f.share = slices.Grow(f.share[:0], nl)[:nl]
 	f.hpos = slices.Grow(f.hpos[:0], nl)[:nl]
+	if len(f.isTouched) < nl {
+		f.isTouched = make([]bool, max(nl, 2*len(f.isTouched)))
+	}
 	f.heap = f.heap[:0]
 	for j := 0; j < nl; j++ {
 		if f.count[j] == 0 {
@@ -386,6 +391,14 @@ func (f *fluid) update(now des.Time) {
 		// Rounding can leave a share a hair under zero; a flow still gets
 		// a sliver of the link rather than stalling forever.
 		level := max(f.share[j], 1e-9*f.cap[l])
+		// The flows frozen here take their level off their other links in
+		// the same order as ever; each touched link's share is recomputed
+		// and its heap place fixed once, after the last of them (nothing
+		// pops meanwhile, and the pop order is the total order of (share,
+		// link), whatever the heap's shape): a link crossed by several of
+		// them, as the channels of a ring share a NIC, moved in the heap
+		// once per flow.
+		f.touched = f.touched[:0]
 		for _, id := range f.flows[l] {
 			s := &f.slots[id]
 			if s.mark != in {
@@ -402,17 +415,22 @@ func (f *fluid) update(now des.Time) {
 				f.resid[k] -= level * w
 				f.weight[k] -= w
 				f.count[k]--
-				if f.count[k] == 0 {
-					f.share[k] = math.Inf(1)
-				} else {
-					f.share[k] = f.resid[k] / f.weight[k]
-				}
-				if p := f.hpos[k]; p >= 0 {
-					f.fix(int(p))
+				if f.hpos[k] >= 0 && !f.isTouched[k] {
+					f.isTouched[k] = true
+					f.touched = append(f.touched, k)
 				}
 			}
 		}
 		f.count[j] = 0
+		for _, k := range f.touched {
+			f.isTouched[k] = false
+			if f.count[k] == 0 {
+				f.drop(int(f.hpos[k])) // no flow left to fix there
+				continue
+			}
+			f.share[k] = f.resid[k] / f.weight[k]
+			f.fix(int(f.hpos[k]))
+		}
 	}
 
 	for _, id := range f.members {
@@ -513,6 +531,18 @@ func (f *fluid) up(i int) {
 func (f *fluid) fix(i int) {
 	f.down(i)
 	f.up(i)
+}
+
+// drop takes heap entry i out (its link has no unfrozen flow left).
+func (f *fluid) drop(i int) {
+	n := len(f.heap) - 1
+	j := f.heap[i]
+	f.swap(i, n)
+	f.heap = f.heap[:n]
+	f.hpos[j] = -1
+	if i < n {
+		f.fix(i)
+	}
 }
 
 func (f *fluid) pop() int32 {

@@ -98,8 +98,17 @@ type Router struct {
 	cand     map[uint64]uint64
 	pool     []hop
 	fixed    []fixedPath // direct-mapped cache of paths that involve no ECMP choice
-	toNode   map[int32][]uint8
-	firstD   []int // route's scratch: distance to dst through each of src's links
+	first    []firstHop  // direct-mapped cache of route's first hops
+	// server is each GPU's server (Nodes[v].Server): route reads it per
+	// path, and at 8192 GPUs the node records were a cache miss there.
+	server []int32
+	// lat and bw are each link's latency and bandwidth (Links[i]'s), read
+	// per path as a flow starts: a 48-byte link record per hop missed the
+	// cache at 8192 GPUs.
+	lat    []des.Time
+	bw     []float64
+	toNode map[int32][]uint8
+	firstD []int // route's scratch: distance to dst through each of src's links
 	// Spread's scratch: the shares standing at one hop and the next
 	spreadA, spreadB []mass
 	hopBuf           []DirLink // route's and Spread's scratch: NextHops' answer
@@ -120,6 +129,22 @@ const (
 	fixedBits = 12
 )
 
+// firstHop caches, for a pair of GPUs on other servers, the distance of
+// their best first hops and those links of the source, in link order:
+// finding them measures every link of the source (a GPU's NVLinks, each
+// NVSwitch's links to the destination), which made a tenth of an
+// 8192-GPU expanded run's profile route and re-route the same ring pairs.
+type firstHop struct {
+	src, dst int32 // src == dst marks an empty entry
+	best, n  int32
+	links    [maxFirst]int32
+}
+
+const (
+	maxFirst  = 4
+	firstBits = 14
+)
+
 // New indexes a topology for routing. The topology must not change
 // afterwards.
 func New(t *topo.Topology) (*Router, error) {
@@ -130,6 +155,10 @@ func New(t *topo.Topology) (*Router, error) {
 		return nil, fmt.Errorf("topology too large to route: %d nodes, %d links", len(t.Nodes), len(t.Links))
 	}
 	r := &Router{t: t, adj: topo.BuildAdjacency(t), g: int32(t.GPUs)}
+	r.lat, r.bw = make([]des.Time, len(t.Links)), make([]float64, len(t.Links))
+	for i, l := range t.Links {
+		r.lat[i], r.bw[i] = des.Time(l.LatencyPs), l.BWbps
+	}
 	r.index()
 	return r, nil
 }
@@ -162,6 +191,11 @@ func (r *Router) Fail(li int32) error {
 func (r *Router) index() {
 	t := r.t
 	r.cand, r.pool, r.fixed, r.toNode = map[uint64]uint64{}, nil, make([]fixedPath, 1<<fixedBits), nil
+	r.first = make([]firstHop, 1<<firstBits)
+	r.server = make([]int32, t.GPUs)
+	for v := range r.server {
+		r.server[v] = t.Nodes[v].Server
+	}
 	r.attSets = nil
 	nsw := len(t.Nodes) - t.GPUs
 	r.leafOnly = make([]bool, nsw)
@@ -221,13 +255,13 @@ func (r *Router) From(d DirLink) int32 {
 func (r *Router) To(d DirLink) int32 { return r.From(d ^ 1) }
 
 // Bandwidth of a directed link in bit/s.
-func (r *Router) Bandwidth(d DirLink) float64 { return r.t.Links[d.Link()].BWbps }
+func (r *Router) Bandwidth(d DirLink) float64 { return r.bw[d.Link()] }
 
 // Latency is the sum of the path's link latencies.
 func (r *Router) Latency(p []DirLink) des.Time {
 	var lat des.Time
 	for _, d := range p {
-		lat = lat.Add(des.Time(r.t.Links[d.Link()].LatencyPs))
+		lat = lat.Add(r.lat[d.Link()])
 	}
 	return lat
 }
@@ -236,7 +270,7 @@ func (r *Router) Latency(p []DirLink) des.Time {
 func (r *Router) Bottleneck(p []DirLink) float64 {
 	bw := math.Inf(1)
 	for _, d := range p {
-		bw = min(bw, r.t.Links[d.Link()].BWbps)
+		bw = min(bw, r.bw[d.Link()])
 	}
 	return bw
 }
@@ -315,15 +349,46 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ 
 		return r.anyPath(buf, src, dst, hash)
 	}
 	t := r.t
-	if ss := t.Nodes[src].Server; ss >= 0 && ss == t.Nodes[dst].Server {
+	if ss := r.server[src]; ss >= 0 && ss == r.server[dst] {
 		if p, n, ok := r.nvlinkPath(buf, src, dst, hash); ok {
 			return p, n > 1, nil
 		}
 	}
-	best, nbest, err := r.firstHops(src, dst)
-	if err != nil {
-		return buf, false, err
+	fh := &r.first[uint32(mix(uint64(uint32(src))<<32|uint64(uint32(dst))))>>(32-firstBits)]
+	if fh.src != src || fh.dst != dst {
+		best, nbest, err := r.firstHops(src, dst)
+		if err != nil {
+			return buf, false, err
+		}
+		fh.src, fh.dst = src, src // empty until filled
+		if nbest <= maxFirst {
+			n := 0
+			for j, li := range r.links(src) {
+				if r.firstD[j] == best {
+					fh.links[n] = li
+					n++
+				}
+			}
+			fh.src, fh.dst, fh.best, fh.n = src, dst, int32(best), int32(n)
+		} else {
+			return r.routeFrom(buf, src, dst, hash, port, best, nbest)
+		}
 	}
+	best, nbest := int(fh.best), int(fh.n)
+	choice = nbest > 1
+	k := Pick(hash, src, nbest)
+	if port >= 0 {
+		k = port % nbest
+	}
+	li := fh.links[k]
+	buf = append(buf, Directed(t, li, src))
+	return r.routeOn(buf, topo.Other(t, li, src), dst, hash, best, choice)
+}
+
+// routeFrom is route past the first hops' distances (r.firstD): best, of
+// which nbest links reach.
+func (r *Router) routeFrom(buf []DirLink, src, dst int32, hash uint64, port int, best, nbest int) (_ []DirLink, choice bool, err error) {
+	t := r.t
 	choice = nbest > 1
 	k := Pick(hash, src, nbest)
 	if port >= 0 {
@@ -340,6 +405,13 @@ func (r *Router) route(buf []DirLink, src, dst int32, hash uint64, port int) (_ 
 			k--
 		}
 	}
+	return r.routeOn(buf, v, dst, hash, best, choice)
+}
+
+// routeOn follows the path from v, best hops from GPU dst before its
+// first hop, and reports whether any hop had a choice.
+func (r *Router) routeOn(buf []DirLink, v, dst int32, hash uint64, best int, choice bool) (_ []DirLink, _ bool, err error) {
+	t := r.t
 	for dist := best - 1; v != dst; dist-- {
 		c := r.NextHops(r.hopBuf[:0], v, dst, dist)
 		r.hopBuf = c
