@@ -45,8 +45,10 @@ func TestDecomposePlacePackedIdentical(t *testing.T) {
 }
 
 // A job on servers 2-3 of a 4-server fabric runs as the same job on a
-// 2-server fabric: the same per-collective times (fluid), its groups and
-// flows on GPUs 16-31 and their servers' NVSwitches only.
+// 2-server fabric: the same per-collective times (fluid and busbw; packet,
+// with and without threads, at flow granularity; fluid expanding COLL
+// nodes at collective granularity), its groups and flows on GPUs 16-31
+// and their servers' NVSwitches only.
 func TestDecomposePlaceShifted(t *testing.T) {
 	t.Parallel()
 	args := []string{"--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8"}
@@ -77,14 +79,22 @@ func TestDecomposePlaceShifted(t *testing.T) {
 				}
 			}
 		}
-		a := collTimes(rowsOf(t, mustRun(t, solo, "flowsim-analytical", "--model", "fluid")))
-		b := collTimes(rowsOf(t, mustRun(t, placed, "flowsim-analytical", "--model", "fluid")))
-		if len(a) == 0 || len(a) != len(b) {
-			t.Fatalf("%s: %d collectives solo, %d placed", g, len(a), len(b))
+		backends := [][]string{{"flowsim-analytical", "--model", "fluid"}, {"flowsim-analytical", "--model", "busbw"}}
+		if g == "flow" {
+			backends = append(backends, []string{"flowsim-packet"}, []string{"flowsim-packet", "--threads", "2"})
+		} else {
+			backends = append(backends, []string{"flowsim-analytical", "--model", "fluid", "--expand"})
 		}
-		for id, ns := range a {
-			if b[id] != ns {
-				t.Errorf("%s: collective %d takes %d ns on servers 2-3 of 4, %d ns on a 2-server fabric", g, id, b[id], ns)
+		for _, be := range backends {
+			a := collTimes(rowsOf(t, mustRun(t, solo, be[0], be[1:]...)))
+			b := collTimes(rowsOf(t, mustRun(t, placed, be[0], be[1:]...)))
+			if len(a) == 0 || len(a) != len(b) {
+				t.Fatalf("%s, %v: %d collectives solo, %d placed", g, be, len(a), len(b))
+			}
+			for id, ns := range a {
+				if b[id] != ns {
+					t.Errorf("%s, %v: collective %d takes %d ns on servers 2-3 of 4, %d ns on a 2-server fabric", g, be, id, b[id], ns)
+				}
 			}
 		}
 	}
@@ -117,12 +127,15 @@ func TestFabricPlaceSpreadOversubscribed(t *testing.T) {
 		tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "8", "--gpus", "128",
 			"--oversubscription", "4", "--oversubscribe-by", c.by)
 		for _, g := range []string{"flow", "collective"} {
-			var ns [2]int64
-			for i, place := range []string{"packed", "spread"} {
+			var ns [3]int64
+			for i, place := range []string{"packed", "spread", "random"} {
 				args := append([]string{"--op", "allreduce", "--size", "64MiB", "--group", "dp", "--place", place, "--granularity", g}, c.args...)
 				ns[i] = span(t, mustRun(t, mustRun(t, tp, "simccl-decompose", args...), "flowsim-analytical", "--model", "fluid"))
 			}
-			t.Logf("4:1 by %s, %s granularity: packed %d ns, spread %d ns", c.by, g, ns[0], ns[1])
+			t.Logf("4:1 by %s, %s granularity: packed %d ns, spread %d ns, random %d ns", c.by, g, ns[0], ns[1], ns[2])
+			if ns[2] < ns[0] {
+				t.Errorf("4:1 by %s, %s granularity: random %d ns, packed %d ns: random beat packed", c.by, g, ns[2], ns[0])
+			}
 			if float64(ns[1]) < c.slower*float64(ns[0]) {
 				t.Errorf("4:1 by %s, %s granularity: spread %d ns, packed %d ns: want spread at least %.1fx packed", c.by, g, ns[1], ns[0], c.slower)
 			}
