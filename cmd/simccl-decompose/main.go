@@ -53,6 +53,9 @@ type command struct {
 	Transport    []string       `name:"transport" placeholder:"KEY=VALUE" help:"The NCCL transport's slots and per-step costs (repeatable, later keys win): preset (h100-ib: the costs calibrated on 4 x 8 H100 over 400G InfiniBand; none, the default: no per-step cost); slots (NCCL_STEPS, 8), buffsize (4194304), ll-buffsize (524288), ll128-buffsize (4915200) in bytes; gpu-step, send-proxy, recv-proxy in us per step, credit-rtt in us (pkg/collective/transport.go)."`
 	Place        string         `placeholder:"POLICY|GPUS" help:"The fabric's GPUs the job runs on: a policy, packed (the default: ranks on GPUs 0, 1, ...), spread (consecutive servers of the job under different leaf switches, and pods where the fabric has several), rail-aligned (the fewest leaf groups, each rank on the GPU of its rail), random (servers drawn with --seed); or a Slurm-style GPU list in rank order, e.g. 0-127,256-383. With --place the job may be smaller than the fabric: its size is the list's length, else tp x dp x pp when --dp is given, else the workload's all_gpus, else the topology's GPUs. Policies place whole servers, in local GPU order."`
 	PlaceKeepTP  bool           `name:"place-keep-tp" help:"Refuse a placement that puts a tensor-parallel group on more than one server."`
+	Job          string         `placeholder:"NAME" help:"Tag the stream as job NAME (a job record, formats/stream.md): every trace row of its flows carries it (the trace's job column), and --merge keeps the jobs apart by it."`
+	JobStart     units.Duration `name:"job-start" placeholder:"TIME" help:"With --job: when the job starts in a --merge (e.g. 2ms; default 0): its first operations wait for it."`
+	Merge        []string       `placeholder:"A.stream,B.stream" help:"Merge jobs' streams (simccl-decompose's outputs, each decomposed with --job and --place on disjoint GPUs of the same topology) into one stream with disjoint group, collective and flow ids, each job starting at its --job-start; instead of decomposing. Comma-separated or repeated."`
 	Granularity  string         `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
@@ -108,6 +111,7 @@ Examples:
   topogen --family spectrum-x --gpus 16 --gpu-type A100 | simccl-decompose --op allreduce --size 8MiB --group tp --tp 8 --msccl examples/msccl/ring_allreduce_8.xml
   topogen --gpus 32 | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --place 16-31 | flowsim-analytical
   topogen --family fat-tree --fat-tree-k 8 --gpus 128 --oversubscription 4 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 --dp 2 --place spread | flowsim-analytical
+  simccl-decompose --merge a.stream,b.stream | flowsim-analytical | fctstats --iteration   (a.stream, b.stream: decomposed with --job a / --job b on disjoint --place)
   topogen --gpus 128 | simccl-decompose --pattern uniform --msg-size 4KiB --rate 50% --duration 100us | flowsim-packet | fctstats
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
 
@@ -243,6 +247,22 @@ func (c *command) run() (err error) {
 	if err := c.counts(); err != nil {
 		return err
 	}
+	if len(c.Merge) > 0 {
+		if c.Workload != "" || c.Op != "" || c.Pattern != "" || c.FromHtsim != "" || c.Chakra != "" || c.Input != "" || c.Place != "" || c.Job != "" || c.Summary || c.Format != "stream" {
+			return cli.Usagef("--merge reads the jobs' streams it names and writes one stream: give no other input, --place, --job, --summary or --format")
+		}
+		return c.merge()
+	}
+	switch {
+	case c.Job == "" && c.JobStart != 0:
+		return cli.Usagef("--job-start goes with --job")
+	case c.JobStart < 0 || c.JobStart > 1e15:
+		return fmt.Errorf("--job-start %v: a job starts between 0 and 1000s", c.JobStart)
+	case c.Job != "" && (len(c.Job) > 256 || strings.ContainsFunc(c.Job, func(r rune) bool { return r < ' ' || r == 0x7f })):
+		return fmt.Errorf("--job: a job's name has 1 to 256 printable bytes")
+	case c.Job != "" && (c.Pattern != "" || c.FromHtsim != "" || c.Chakra != "" || c.Format == "chakra"):
+		return cli.Usagef("--job tags a workload's stream (--workload or --op)")
+	}
 	traffic := c.Pattern != "" || c.FromHtsim != ""
 	var w *collective.Workload
 	switch {
@@ -313,7 +333,7 @@ func (c *command) run() (err error) {
 				return r.Errorf("", "%v", err)
 			}
 			fwd = append(fwd, rec{kind: kind})
-		case stream.KindGroup, stream.KindCollective, stream.KindFlow:
+		case stream.KindGroup, stream.KindCollective, stream.KindFlow, stream.KindJob:
 			return r.Errorf("", "the input already holds %s records: it was decomposed before", kind)
 		default:
 			raw, err := r.Raw()
@@ -467,6 +487,11 @@ func (c *command) run() (err error) {
 		return done(collective.WriteSummary(out, colls))
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
+		if c.Job != "" {
+			if err := sw.Job(&stream.Job{Name: c.Job, StartPs: int64(c.JobStart)}); err != nil {
+				return err
+			}
+		}
 		for i := range d.Groups() {
 			if err := sw.Group(&d.Groups()[i]); err != nil {
 				return err
