@@ -158,3 +158,53 @@ func TestDecomposeMergeBadInput(t *testing.T) {
 	oneLineError(t, run(t, tp, "simccl-decompose", append([]string{"--job-start", "1ms"}, op...)...), 2, "--job-start")
 	oneLineError(t, run(t, tp, "simccl-decompose", append([]string{"--job", "a\tb"}, op...)...), 1, "--job")
 }
+
+// jobMakespans is each job's makespan from its start (ns), fctstats
+// --format json's jobs.
+func jobMakespans(t *testing.T, tr []byte) map[string]int64 {
+	t.Helper()
+	var run struct {
+		Jobs []struct {
+			Job        string `json:"job"`
+			MakespanNs int64  `json:"makespan_ns"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal(mustRun(t, tr, "fctstats", "--format", "json"), &run); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, j := range run.Jobs {
+		out[j.Job] = j.MakespanNs
+	}
+	return out
+}
+
+// At flow granularity through packets (and fluid), two DP AllReduce jobs
+// on the two segments' servers of a rail-optimized fabric each take
+// their solo time, the second from its 50 us start.
+func TestPacketJobsDisjoint(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tp := mustRun(t, nil, "topogen", "--gpus", "32")
+	op := []string{"--op", "allreduce", "--size", "16MiB", "--group", "dp", "--tp", "8", "--dp", "2"}
+	x := mustRun(t, tp, "simccl-decompose", append([]string{"--place", "0-15", "--job", "x"}, op...)...)
+	y := mustRun(t, tp, "simccl-decompose", append([]string{"--place", "16-31", "--job", "y", "--job-start", "50us"}, op...)...)
+	px, py := filepath.Join(dir, "x.stream"), filepath.Join(dir, "y.stream")
+	for p, s := range map[string][]byte{px: x, py: y} {
+		if err := os.WriteFile(p, s, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	merged := mustRun(t, nil, "simccl-decompose", "--merge", px, "--merge", py)
+	for _, be := range [][]string{{"flowsim-packet"}, {"flowsim-analytical", "--model", "fluid"}} {
+		got := jobMakespans(t, mustRun(t, merged, be[0], be[1:]...))
+		soloX := jobMakespans(t, mustRun(t, x, be[0], be[1:]...))["x"]
+		soloY := jobMakespans(t, mustRun(t, y, be[0], be[1:]...))["y"]
+		t.Logf("%v: x %d ns (solo %d), y %d ns (solo %d)", be, got["x"], soloX, got["y"], soloY)
+		for job, solo := range map[string]int64{"x": soloX, "y": soloY} {
+			if g := got[job]; solo == 0 || g < solo*995/1000 || g > solo*1005/1000 {
+				t.Errorf("%v: job %s takes %d ns beside the other, %d ns alone: want within 0.5%%", be, job, g, solo)
+			}
+		}
+	}
+}
