@@ -94,8 +94,8 @@ func TestFctstatsPipeline(t *testing.T) {
 		}
 		end[r.CollectiveID] = max(end[r.CollectiveID], r.EndNs)
 	}
-	if j.Totals.Rows != int64(len(rows)) || j.Totals.SumSizeBytes != size || j.Totals.SumFctNs != fct || j.Totals.Collectives != 18 || len(j.Columns) != 25 {
-		t.Errorf("totals %+v, columns %d; want rows %d size %d fct %d, 18 collectives, 25 columns", j.Totals, len(j.Columns), len(rows), size, fct)
+	if j.Totals.Rows != int64(len(rows)) || j.Totals.SumSizeBytes != size || j.Totals.SumFctNs != fct || j.Totals.Collectives != 18 || len(j.Columns) != 26 {
+		t.Errorf("totals %+v, columns %d; want rows %d size %d fct %d, 18 collectives, 26 columns", j.Totals, len(j.Columns), len(rows), size, fct)
 	}
 	for _, c := range j.Collectives {
 		if c.TimeNs != end[c.ID]-start[c.ID] || c.AlgbwGBps == nil || c.BusbwGBps == nil {
@@ -226,7 +226,7 @@ func TestFctstatsOutputs(t *testing.T) {
 		}
 	}
 	// That Parquet table is not a flow trace: fctstats says so.
-	oneLineError(t, run(t, nil, "fctstats", pq), 1, "coll.parquet: not a fabricsim.flows/v2 trace")
+	oneLineError(t, run(t, nil, "fctstats", pq), 1, "coll.parquet: not a fabricsim.flows/v3 trace")
 	// --label names the input in the plot; the timeline's axes carry units.
 	svg := filepath.Join(dir, "run.svg")
 	mustRun(t, data, "fctstats", "--plot", svg, "--timeline", "--label", "micro on 16 GPUs")

@@ -51,11 +51,22 @@ func (c *command) iteration() error {
 	}
 	its := make([]*stats.Iteration, 0, len(files))
 	for _, f := range files {
-		it, err := c.analyzeIteration(f, opt)
+		// A trace of several jobs (simccl-decompose --merge) reports each
+		// job's iteration; one trace file, one job each for the formats
+		// that write one iteration.
+		in, err := c.openInput(f)
 		if err != nil {
 			return err
 		}
-		its = append(its, it)
+		all, err := stats.AnalyzeIterations(in, opt)
+		in.Close()
+		if err != nil {
+			return err
+		}
+		its = append(its, all...)
+	}
+	if len(its) > 1 && (c.Format == "simai-e2e" || c.Format == "chrome-trace") {
+		return fmt.Errorf("%s: a trace of %d jobs: --format %s writes one job's iteration", files[0], len(its), c.Format)
 	}
 	err := c.output(func(w io.Writer) error {
 		switch c.Format {

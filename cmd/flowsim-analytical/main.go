@@ -1,6 +1,6 @@
 // Command flowsim-analytical runs a flow stream's DAG on an analytical
 // model of the fabric (contention-free busbw or max-min fair fluid) and
-// writes the flow trace fabricsim.flows/v2.
+// writes the flow trace fabricsim.flows/v3.
 package main
 
 import (
@@ -38,7 +38,7 @@ const description = `Simulate a flow stream on an analytical model of its fabric
 
 Reads the fabricsim stream (topology, optional groups and collectives, flows), releases each
 flow when its deps are done, routes it over shortest paths (--routing: ECMP pinned by
---seed by default, NVLink inside a server) and writes one trace row per flow (fabricsim.flows/v2): start, end, FCT and
+--seed by default, NVLink inside a server) and writes one trace row per flow (fabricsim.flows/v3): start, end, FCT and
 the ideal FCT (path latency + size over bottleneck bandwidth). A summary line goes to stderr.
 A collective-granularity stream (simccl-decompose --granularity collective) runs each COLL
 node for NCCL's model time plus what the fabric beyond the NICs adds (its traffic on the

@@ -1,7 +1,7 @@
 // Command flowsim-packet runs a flow stream's DAG on a packet-level RoCEv2
 // model of the fabric (queue pairs with window and rate control, DCQCN and
 // the other SimAI congestion controls, RED/ECN, PFC, ECMP, NVSwitch paths,
-// NACK and go-back-N) and writes the flow trace fabricsim.flows/v2.
+// NACK and go-back-N) and writes the flow trace fabricsim.flows/v3.
 package main
 
 import (

@@ -51,6 +51,11 @@ type command struct {
 	NoLaunch     bool           `name:"no-launch-latency" help:"Do not add NCCL's base launch latency as a delay node before each collective."`
 	SendLat      units.Duration `name:"send-lat" placeholder:"TIME" help:"SimAI replay: every transfer starts this long after what it waits for, in place of NCCL's base and per-step latencies, as SimAI's ns-3 SendFlow does with AS_SEND_LAT (read, in us, when this flag is absent); predicted times count it once per algorithm step."`
 	Transport    []string       `name:"transport" placeholder:"KEY=VALUE" help:"The NCCL transport's slots and per-step costs (repeatable, later keys win): preset (h100-ib: the costs calibrated on 4 x 8 H100 over 400G InfiniBand; none, the default: no per-step cost); slots (NCCL_STEPS, 8), buffsize (4194304), ll-buffsize (524288), ll128-buffsize (4915200) in bytes; gpu-step, send-proxy, recv-proxy in us per step, credit-rtt in us (pkg/collective/transport.go)."`
+	Place        string         `placeholder:"POLICY|GPUS" help:"The fabric's GPUs the job runs on: a policy, packed (the default: ranks on GPUs 0, 1, ...), spread (consecutive servers of the job under different leaf switches, and pods where the fabric has several), rail-aligned (the fewest leaf groups, each rank on the GPU of its rail), random (servers drawn with --seed); or a Slurm-style GPU list in rank order, e.g. 0-127,256-383. With --place the job may be smaller than the fabric: its size is the list's length, else tp x dp x pp when --dp is given, else the workload's all_gpus, else the topology's GPUs. Policies place whole servers, in local GPU order."`
+	PlaceKeepTP  bool           `name:"place-keep-tp" help:"Refuse a placement that puts a tensor-parallel group on more than one server."`
+	Job          string         `placeholder:"NAME" help:"Tag the stream as job NAME (a job record, formats/stream.md): every trace row of its flows carries it (the trace's job column), and --merge keeps the jobs apart by it."`
+	JobStart     units.Duration `name:"job-start" placeholder:"TIME" help:"With --job: when the job starts in a --merge (e.g. 2ms; default 0): its first operations wait for it."`
+	Merge        []string       `placeholder:"A.stream,B.stream" help:"Merge jobs' streams (simccl-decompose's outputs, each decomposed with --job and --place on disjoint GPUs of the same topology) into one stream with disjoint group, collective and flow ids, each job starting at its --job-start; instead of decomposing. Comma-separated or repeated."`
 	Granularity  string         `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
@@ -58,7 +63,7 @@ type command struct {
 	Rate      string         `default:"100%" help:"Offered load of --pattern: a share of the injection bandwidth, 1% to 100% (or 0.01 to 1)." group:"traffic"`
 	Duration  units.Duration `help:"How long --pattern injects (e.g. 10ms)." group:"traffic"`
 	FanIn     int            `name:"fan-in" help:"Senders of --pattern incast." group:"traffic"`
-	Seed      uint64         `default:"1" help:"Random seed of --pattern." group:"traffic"`
+	Seed      uint64         `default:"1" help:"Random seed of --pattern and of --place random." group:"traffic"`
 	FromHtsim string         `name:"from-htsim" type:"existingfile" help:"An htsim connection matrix (.cm): host i is GPU i, start times in ps, triggers become dependencies." group:"traffic"`
 
 	Chakra     string `placeholder:"PREFIX" help:"Chakra execution traces instead of a workload: PREFIX.0.et, PREFIX.1.et, ... one per rank (ASTRA-sim's --workload-configuration; gzipped or not). COMP nodes are delays of duration_micros, COMM_COLL nodes collectives over their pg_name's group (matched across ranks by their order in the group), COMM_SEND/COMM_RECV pairs (src, dst, tag) transfers; each node waits for its ctrl_deps and data_deps. Flow granularity only."`
@@ -104,6 +109,9 @@ Examples:
   topogen --gpus 128 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 --summary
   topogen --gpus 9216 | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective | flowsim-analytical --model busbw | fctstats --iteration
   topogen --family spectrum-x --gpus 16 --gpu-type A100 | simccl-decompose --op allreduce --size 8MiB --group tp --tp 8 --msccl examples/msccl/ring_allreduce_8.xml
+  topogen --gpus 32 | simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --place 16-31 | flowsim-analytical
+  topogen --family fat-tree --fat-tree-k 8 --gpus 128 --oversubscription 4 | simccl-decompose --op allreduce --size 64MiB --group dp --tp 8 --dp 2 --place spread | flowsim-analytical
+  simccl-decompose --merge a.stream,b.stream | flowsim-analytical | fctstats --iteration   (a.stream, b.stream: decomposed with --job a / --job b on disjoint --place)
   topogen --gpus 128 | simccl-decompose --pattern uniform --msg-size 4KiB --rate 50% --duration 100us | flowsim-packet | fctstats
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
 
@@ -239,6 +247,22 @@ func (c *command) run() (err error) {
 	if err := c.counts(); err != nil {
 		return err
 	}
+	if len(c.Merge) > 0 {
+		if c.Workload != "" || c.Op != "" || c.Pattern != "" || c.FromHtsim != "" || c.Chakra != "" || c.Input != "" || c.Place != "" || c.Job != "" || c.Summary || c.Format != "stream" {
+			return cli.Usagef("--merge reads the jobs' streams it names and writes one stream: give no other input, --place, --job, --summary or --format")
+		}
+		return c.merge()
+	}
+	switch {
+	case c.Job == "" && c.JobStart != 0:
+		return cli.Usagef("--job-start goes with --job")
+	case c.JobStart < 0 || c.JobStart > 1e15:
+		return fmt.Errorf("--job-start %v: a job starts between 0 and 1000s", c.JobStart)
+	case c.Job != "" && (len(c.Job) > 256 || strings.ContainsFunc(c.Job, func(r rune) bool { return r < ' ' || r == 0x7f })):
+		return fmt.Errorf("--job: a job's name has 1 to 256 printable bytes")
+	case c.Job != "" && (c.Pattern != "" || c.FromHtsim != "" || c.Chakra != "" || c.Format == "chakra"):
+		return cli.Usagef("--job tags a workload's stream (--workload or --op)")
+	}
 	traffic := c.Pattern != "" || c.FromHtsim != ""
 	var w *collective.Workload
 	switch {
@@ -248,6 +272,10 @@ func (c *command) run() (err error) {
 		return cli.Usagef("--pattern and --from-htsim replace --workload and --op: give one input")
 	case traffic && c.Granularity == "collective":
 		return cli.Usagef("--granularity collective is for workloads: traffic inputs are flows")
+	case c.Place != "" && (traffic || c.Chakra != "" || c.Format == "chakra"):
+		return cli.Usagef("--place places a workload (--workload or --op) in the stream; --pattern, --from-htsim and --chakra name GPUs themselves, and --format chakra writes one trace per rank")
+	case c.PlaceKeepTP && c.Place == "":
+		return cli.Usagef("--place-keep-tp checks a --place")
 	case c.Format == "chakra" && (traffic || c.Chakra != ""):
 		return cli.Usagef("--format chakra writes a workload (--workload or --op) as Chakra traces")
 	case c.Format == "chakra" && (c.Out == "" || c.Summary):
@@ -305,7 +333,7 @@ func (c *command) run() (err error) {
 				return r.Errorf("", "%v", err)
 			}
 			fwd = append(fwd, rec{kind: kind})
-		case stream.KindGroup, stream.KindCollective, stream.KindFlow:
+		case stream.KindGroup, stream.KindCollective, stream.KindFlow, stream.KindJob:
 			return r.Errorf("", "the input already holds %s records: it was decomposed before", kind)
 		default:
 			raw, err := r.Raw()
@@ -364,12 +392,35 @@ func (c *command) run() (err error) {
 	if ep == 0 {
 		ep = w.EP
 	}
-	layout, err := collective.NewLayout(top.GPUs, tp, dp, pp, ep)
+	place, world, err := c.jobSize(w, top, tp, pp)
 	if err != nil {
-		if m := w.Model; m != nil && c.PP == 0 && pp > 1 && top.GPUs%pp != 0 {
-			return &topo.LineError{File: m.File, Line: m.HeaderLine, Field: "pp", Err: fmt.Errorf("%d pipeline stages do not divide the topology's %d GPUs", pp, top.GPUs)}
+		return err
+	}
+	layout, err := collective.NewLayout(world, tp, dp, pp, ep)
+	if err != nil {
+		if m := w.Model; m != nil && c.PP == 0 && pp > 1 && world%pp != 0 {
+			whose := "topology's"
+			if c.Place != "" {
+				whose = "job's"
+			}
+			return &topo.LineError{File: m.File, Line: m.HeaderLine, Field: "pp", Err: fmt.Errorf("%d pipeline stages do not divide the %s %d GPUs", pp, whose, world)}
+		}
+		if c.Place != "" {
+			return fmt.Errorf("--place %s: %v", c.Place, err)
 		}
 		return err
+	}
+	if c.Place != "" {
+		gpus, err := place.Resolve(top, world, c.Seed)
+		if err == nil {
+			layout, err = layout.Placed(gpus, top.GPUs)
+		}
+		if err == nil && c.PlaceKeepTP {
+			err = collective.KeepTP(layout, fab)
+		}
+		if err != nil {
+			return fmt.Errorf("--place %s: %v", c.Place, err)
+		}
 	}
 	if err := c.schedule(w, layout); err != nil {
 		return err
@@ -436,6 +487,11 @@ func (c *command) run() (err error) {
 		return done(collective.WriteSummary(out, colls))
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
+		if c.Job != "" {
+			if err := sw.Job(&stream.Job{Name: c.Job, StartPs: int64(c.JobStart)}); err != nil {
+				return err
+			}
+		}
 		for i := range d.Groups() {
 			if err := sw.Group(&d.Groups()[i]); err != nil {
 				return err
@@ -484,7 +540,7 @@ func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
 	for _, msg := range w.Warnings {
 		fmt.Fprintln(os.Stderr, "simccl-decompose: warning:", msg)
 	}
-	if m.AllGPUs > 0 && m.AllGPUs != l.World() {
+	if m.AllGPUs > 0 && m.AllGPUs != l.World() && c.Place == "" {
 		fmt.Fprintf(os.Stderr, "simccl-decompose: warning: %s: line %d: all_gpus is %d, the topology has %d GPUs: using the topology's, as SimAI uses its command line's\n", m.File, m.HeaderLine, m.AllGPUs, l.World())
 	}
 	if l.PP > 1 && m.PPComm == 0 {
@@ -514,6 +570,39 @@ func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
 	}
 	w.Steps = steps
 	return nil
+}
+
+// jobSize parses --place and gives the job's size: the topology's GPUs
+// without --place; with it, the GPU list's length, else tp x dp x pp when
+// --dp is given, else the workload's all_gpus, else the topology's GPUs.
+func (c *command) jobSize(w *collective.Workload, top *stream.Topology, tp, pp int) (collective.Placement, int, error) {
+	if c.Place == "" {
+		return collective.Placement{}, top.GPUs, nil
+	}
+	p, err := collective.ParsePlacement(c.Place)
+	if err != nil {
+		return p, 0, fmt.Errorf("--place: %v", err)
+	}
+	world := top.GPUs
+	switch m := w.Model; {
+	case p.Policy == "":
+		if err := collective.CheckPlacement(p.GPUs, top.GPUs); err != nil {
+			return p, 0, fmt.Errorf("--place %s: %v", c.Place, err)
+		}
+		world = len(p.GPUs)
+	case c.DP != 0:
+		world = max(tp, 1) * c.DP * max(pp, 1)
+	case m != nil && m.AllGPUs > 0:
+		if m.AllGPUs > top.GPUs {
+			return p, 0, &topo.LineError{File: m.File, Line: m.HeaderLine, Field: "all_gpus",
+				Err: fmt.Errorf("the job's %d GPUs do not fit the topology's %d (--place %s)", m.AllGPUs, top.GPUs, c.Place)}
+		}
+		world = m.AllGPUs
+	}
+	if world > top.GPUs {
+		return p, 0, fmt.Errorf("--place %s: the job's %d ranks do not fit the topology's %d GPUs", c.Place, world, top.GPUs)
+	}
+	return p, world, nil
 }
 
 // rec is a record read from the input, forwarded as it is.

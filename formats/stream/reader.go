@@ -381,6 +381,51 @@ func (r *Reader) Flow(f *Flow) error {
 	return nil
 }
 
+// Job decodes the current job record: a name of 1 to 256 bytes, the
+// start and first ids not negative (start at most 10^15 ps, 1000 s).
+func (r *Reader) Job() (*Job, error) {
+	if err := r.body(KindJob); err != nil {
+		return nil, err
+	}
+	j := &Job{}
+	err := r.eachKey(func(key string) error {
+		var err error
+		var v *int64
+		switch key {
+		case "name":
+			j.Name, err = r.str(key)
+			if err == nil && (j.Name == "" || len(j.Name) > 256) {
+				err = r.Errorf(key, "a job's name has 1 to 256 bytes, not %d", len(j.Name))
+			}
+			return err
+		case "start_ps":
+			v = &j.StartPs
+		case "first_group":
+			v = &j.FirstGroup
+		case "first_collective":
+			v = &j.FirstCollective
+		case "first_flow":
+			v = &j.FirstFlow
+		default:
+			return r.skip(key)
+		}
+		if *v, err = r.int(key); err != nil {
+			return err
+		}
+		if *v < 0 || key == "start_ps" && *v > 1e15 {
+			return r.Errorf(key, "%d is out of range", *v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if j.Name == "" {
+		return nil, r.Errorf("name", "missing")
+	}
+	return j, nil
+}
+
 // Group decodes the current group record.
 func (r *Reader) Group() (*Group, error) {
 	if err := r.body(KindGroup); err != nil {

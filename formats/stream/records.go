@@ -16,6 +16,7 @@ const (
 	KindHeader     = "header"
 	KindTopology   = "topology"
 	KindPaths      = "paths"
+	KindJob        = "job"
 	KindGroup      = "group"
 	KindCollective = "collective"
 	KindFlow       = "flow"
@@ -76,6 +77,21 @@ type Topology struct {
 	GPUType             string            `msgpack:"gpu_type"`
 	Nodes               []Node            `msgpack:"nodes"`
 	Links               []Link            `msgpack:"links"`
+}
+
+// Job names one job of the stream (simccl-decompose --job, --merge):
+// its groups, collectives and flows are those with ids from its First*
+// up to the next job record's (the last job's: to the end). A flow
+// belongs to its collective's job; one of no collective (a join), to the
+// job its id falls in. StartPs is when the job starts: a merged stream
+// holds it as the job's first flow, a delay node every flow of the job
+// without deps waits for.
+type Job struct {
+	Name            string `msgpack:"name"`
+	StartPs         int64  `msgpack:"start_ps"`
+	FirstGroup      int64  `msgpack:"first_group"`
+	FirstCollective int64  `msgpack:"first_collective"`
+	FirstFlow       int64  `msgpack:"first_flow"`
 }
 
 // Group is a communicator.

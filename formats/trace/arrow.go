@@ -364,7 +364,7 @@ func (s *arrowSource) next(r *Row) error {
 	r.Op = s.str[strOp].value(i)
 	r.Algorithm = s.str[strAlgorithm].value(i)
 	r.GroupType = s.str[strGroupType].value(i)
-	if s.ncols < numColumns {
+	if s.ncols < numV2Columns {
 		setV1Defaults(r)
 		return nil
 	}
@@ -376,6 +376,10 @@ func (s *arrowSource) next(r *Row) error {
 	r.Protocol = s.str[strProtocol].value(i)
 	r.PredictedNs = s.i64[i64PredictedNs][i]
 	r.Status = s.str[strStatus].value(i)
+	r.Job = ""
+	if s.ncols > colJob {
+		r.Job = s.str[strJob].value(i)
+	}
 	return nil
 }
 

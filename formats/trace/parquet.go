@@ -271,7 +271,7 @@ func (s *parquetSource) next(r *Row) error {
 	r.GroupType = c[colGroupType].str()
 	r.CollSizeBytes = c[colCollSizeBytes].int64()
 	r.NRanks = c[colNRanks].int32()
-	if s.ncols < numColumns { // v1: the columns after nranks are absent
+	if s.ncols < numV2Columns { // v1: the columns after nranks are absent
 		setV1Defaults(r)
 		return nil
 	}
@@ -283,6 +283,10 @@ func (s *parquetSource) next(r *Row) error {
 	r.Protocol = c[colProtocol].str()
 	r.PredictedNs = c[colPredictedNs].int64()
 	r.Status = c[colStatus].str()
+	r.Job = ""
+	if s.ncols > colJob {
+		r.Job = c[colJob].str()
+	}
 	return nil
 }
 

@@ -1,8 +1,9 @@
-// Package trace writes and reads the per-flow trace fabricsim.flows/v2 in
+// Package trace writes and reads the per-flow trace fabricsim.flows/v3 in
 // three containers: Arrow IPC stream, Arrow IPC file and Parquet.
 // formats/trace.md is the normative description of the format.
 //
-// Writers always write v2 (25 columns). Readers also accept
+// Writers always write v3 (26 columns). Readers also accept
+// fabricsim.flows/v2 (the first 25 columns: Job reads back empty) and
 // fabricsim.flows/v1 (the first 17 columns): its rows read back with
 // Layer, Microbatch and Stage -1, Status "ok" and the other v2 fields
 // zero or empty; Meta.Schema tells which version a trace had.
@@ -21,10 +22,14 @@ import (
 
 // SchemaName is the value of the fabricsim.schema metadata key that
 // writers write.
-const SchemaName = "fabricsim.flows/v2"
+const SchemaName = "fabricsim.flows/v3"
 
-// SchemaV1 is the previous version, still accepted by readers.
-const SchemaV1 = "fabricsim.flows/v1"
+// SchemaV2 and SchemaV1 are the previous versions, still accepted by
+// readers.
+const (
+	SchemaV2 = "fabricsim.flows/v2"
+	SchemaV1 = "fabricsim.flows/v1"
+)
 
 // Statuses of a flow: delivered, or cut off by a failed link (LINK_DOWN
 // left it no path; it ends when that is found, with what it delivered).
@@ -86,6 +91,11 @@ type Row struct {
 	Protocol    string `parquet:"protocol,dict"`   // NCCL protocol of the collective (LL, LL128, Simple)
 	PredictedNs int64  `parquet:"predicted_ns"`    // the collective's time in NCCL's model, 0 if unknown
 	Status      string `parquet:"status,dict"`     // ok (delivered); other values name a failure
+
+	// Added in fabricsim.flows/v3: the job the flow belongs to (the
+	// stream's job records, simccl-decompose --job and --merge); "" in a
+	// stream without jobs and in v1 and v2 traces.
+	Job string `parquet:"job,dict"`
 }
 
 // Meta is the trace-level metadata stored in the schema metadata.
@@ -215,6 +225,7 @@ const (
 	strPhase
 	strProtocol
 	strStatus
+	strJob
 	numStr
 )
 
@@ -253,9 +264,11 @@ const (
 	colProtocol
 	colPredictedNs
 	colStatus
+	colJob
 	numColumns
 
 	numV1Columns = colLayer
+	numV2Columns = colJob
 )
 
 // columns is the schema in its normative order.
@@ -286,13 +299,18 @@ var columns = [numColumns]column{
 	{"protocol", kindString, strProtocol},
 	{"predicted_ns", kindInt64, i64PredictedNs},
 	{"status", kindString, strStatus},
+	// fabricsim.flows/v3
+	{"job", kindString, strJob},
 }
 
 // numColumnsOf returns how many of columns a trace of the given schema
 // version has.
 func numColumnsOf(schema string) int {
-	if schema == SchemaV1 {
+	switch schema {
+	case SchemaV1:
 		return numV1Columns
+	case SchemaV2:
+		return numV2Columns
 	}
 	return numColumns
 }
@@ -301,10 +319,10 @@ func numColumnsOf(schema string) int {
 func setV1Defaults(r *Row) {
 	r.Layer, r.LayerName, r.Phase = -1, "", ""
 	r.Microbatch, r.Stage = -1, -1
-	r.Protocol, r.PredictedNs, r.Status = "", 0, StatusOK
+	r.Protocol, r.PredictedNs, r.Status, r.Job = "", 0, StatusOK, ""
 }
 
-// ColumnNames returns the names of the v2 schema's columns in order.
+// ColumnNames returns the names of the v3 schema's columns in order.
 func ColumnNames() []string {
 	names := make([]string, len(columns))
 	for i, c := range columns {
@@ -362,7 +380,7 @@ func (b *colBatch) put(i int, r *Row) {
 
 // rowStrings returns pointers to the string fields of r in slot order.
 func rowStrings(r *Row) [numStr]*string {
-	return [numStr]*string{&r.ConnType, &r.Op, &r.Algorithm, &r.GroupType, &r.LayerName, &r.Phase, &r.Protocol, &r.Status}
+	return [numStr]*string{&r.ConnType, &r.Op, &r.Algorithm, &r.GroupType, &r.LayerName, &r.Phase, &r.Protocol, &r.Status, &r.Job}
 }
 
 // encodeMeta renders m as the four metadata key/value pairs.
@@ -416,8 +434,8 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	if !ok {
 		return m, fmt.Errorf("%s: not a %s trace: schema metadata has no %q key", name, SchemaName, KeySchema)
 	}
-	if s != SchemaName && s != SchemaV1 {
-		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q or %q", name, KeySchema, errtext.Clip(s), SchemaName, SchemaV1)
+	if s != SchemaName && s != SchemaV2 && s != SchemaV1 {
+		return m, fmt.Errorf("%s: schema metadata %s is %q, want %q, %q or %q", name, KeySchema, errtext.Clip(s), SchemaName, SchemaV2, SchemaV1)
 	}
 	m.Schema = s
 	if m.Backend, ok = lookup(KeyBackend); !ok {

@@ -48,6 +48,7 @@ func genRows(n int) []Row {
 	phases := []string{"", "fwd", "ig", "wg"}
 	protos := []string{"", "LL", "Simple"}
 	status := []string{"ok"}
+	jobs := []string{"", "train-a"}
 	rows := make([]Row, n)
 	for i := range rows {
 		if i == 70_000 {
@@ -59,6 +60,7 @@ func genRows(n int) []Row {
 			phases = append(phases, "pp")
 			protos = append(protos, "LL128")
 			status = append(status, "failed")
+			jobs = append(jobs, "train-b")
 		}
 		start := rng.Int64N(1 << 40)
 		fct := rng.Int64N(1 << 30)
@@ -88,6 +90,7 @@ func genRows(n int) []Row {
 			Protocol:      protos[rng.IntN(len(protos))],
 			PredictedNs:   rng.Int64N(1 << 40),
 			Status:        status[rng.IntN(len(status))],
+			Job:           jobs[i%len(jobs)],
 		}
 		if r.ConnType == "DELAY" {
 			r.SizeBytes = 0
@@ -264,6 +267,23 @@ func TestV2ColumnsRequired(t *testing.T) {
 	_, rows := readBack(t, r, err)
 	if len(rows) != 3 || rows[2].Layer != -1 || rows[2].Status != "ok" {
 		t.Errorf("v1 stream: %+v", rows)
+	}
+	// A v2 trace has no job column: its rows read with Job "", and the
+	// other columns as written.
+	v2 := func(m map[string]string) { m[KeySchema] = SchemaV2 }
+	dropV3 := func(fs []arrow.Field) []arrow.Field { return fs[:numV2Columns] }
+	r, err = NewReader(bytes.NewReader(arrowStreamOf(t, schemaVariant(dropV3, v2), 3)), "v2.arrows")
+	m2, rows := readBack(t, r, err)
+	if m2.Schema != SchemaV2 || len(rows) != 3 || rows[1].Job != "" || rows[1].Status == "" {
+		t.Errorf("v2 stream: %s, %+v", m2.Schema, rows)
+	}
+	row := genRows(2)[1] // Job "train-a": a reused row loses it
+	r, err = NewReader(bytes.NewReader(arrowStreamOf(t, schemaVariant(dropV3, v2), 3)), "v2.arrows")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Next(&row); err != nil || row.Job != "" {
+		t.Errorf("v2 into a reused row: job %q, %v", row.Job, err)
 	}
 	// v2 columns with the wrong type are named too.
 	err = readErr(t, "layer64.arrows", arrowStreamOf(t, schemaVariant(retype("layer", arrow.PrimitiveTypes.Int64), nil), 3))

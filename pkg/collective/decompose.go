@@ -51,11 +51,17 @@ type groupSet struct {
 	of    map[int32]int // the group of each rank (its first, if several)
 }
 
-// NewDecomposer checks the layout against the fabric.
+// NewDecomposer checks the layout against the fabric. A job on fewer GPUs
+// than the fabric has runs on those its placement names (Layout.Place;
+// without one, GPUs 0..World-1); the fabric learns which (Fabric.Job).
 func NewDecomposer(f Fabric, l Layout, p *Planner) (*Decomposer, error) {
-	if l.World() != f.GPUs {
+	if l.World() > f.GPUs {
 		return nil, fmt.Errorf("parallelism covers %d ranks, the topology has %d GPUs", l.World(), f.GPUs)
 	}
+	if l.Place != nil && len(l.rankOf) != f.GPUs {
+		return nil, fmt.Errorf("the placement was made for %d GPUs, the topology has %d", len(l.rankOf), f.GPUs)
+	}
+	f.Job = l.Member(f.GPUs)
 	return &Decomposer{Fabric: f, Layout: l, Planner: p, sets: map[string]*groupSet{}}, nil
 }
 
@@ -102,7 +108,7 @@ func (d *Decomposer) markSiblings(gs *groupSet, first int) {
 		byStage[st] = append(byStage[st], gs.ids[i])
 	}
 	for i, g := range gs.ranks {
-		rep := slices.ContainsFunc(g, func(r int32) bool { return r%per == 0 })
+		rep := slices.ContainsFunc(g, func(r int32) bool { return int32(d.Layout.Rank(r))%per == 0 })
 		if !rep {
 			continue
 		}
@@ -131,7 +137,7 @@ func (d *Decomposer) stageRanks(s Step) []int32 {
 		return r
 	}
 	per := d.Layout.TP * d.Layout.DP
-	lo, hi := 0, d.Fabric.GPUs
+	lo, hi := 0, d.Layout.World()
 	if key >= 0 {
 		lo, hi = key*per, (key+1)*per
 	}
@@ -140,14 +146,14 @@ func (d *Decomposer) stageRanks(s Step) []int32 {
 	}
 	r := make([]int32, 0, hi-lo)
 	for i := lo; i < hi; i++ {
-		r = append(r, int32(i))
+		r = append(r, d.Layout.GPU(i))
 	}
 	d.stages[key] = r
 	return r
 }
 
-// stageOf is the pipeline stage of a rank.
-func (d *Decomposer) stageOf(r int32) int { return int(r) / (d.Layout.TP * d.Layout.DP) }
+// stageOf is the pipeline stage of the rank on GPU r.
+func (d *Decomposer) stageOf(r int32) int { return d.Layout.Rank(r) / (d.Layout.TP * d.Layout.DP) }
 
 // record fills a collective record's place in the iteration from its step.
 func record(rec stream.Collective, s Step) stream.Collective {
@@ -190,7 +196,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			id := int64(len(out))
 			out = append(out, Coll{Rec: record(stream.Collective{ID: id, Op: stream.OpCompute, Group: -1, Label: s.Label}, s),
 				Ranks: d.stageRanks(s), Step: si, Plan: Plan{NoOp: true}, Compute: true})
-			ranks := d.Fabric.GPUs // a delay node per rank of the stage (or of all)
+			ranks := d.Layout.World() // a delay node per rank of the stage (or of all)
 			if s.Staged {
 				ranks = d.Layout.TP * d.Layout.DP
 			}
@@ -295,7 +301,7 @@ func (d *Decomposer) checkMemory(w *Workload) (int, error) {
 	}
 	if need := int64(len(w.Steps))*(StepBytes-CollBytes) + int64(colls)*CollBytes; need > d.MemoryLimit {
 		return 0, fmt.Errorf("the workload's %d steps make %d collectives on %d GPUs (one per group at flow granularity), about %s in memory, beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective, or lower --ga or the layers",
-			len(w.Steps), colls, d.Fabric.GPUs, units.HumanSize(need), units.HumanSize(d.MemoryLimit))
+			len(w.Steps), colls, d.Layout.World(), units.HumanSize(need), units.HumanSize(d.MemoryLimit))
 	}
 	return colls, nil
 }
@@ -425,7 +431,7 @@ func NoOps(colls []Coll) (noop, all int) {
 // receiver joins it where its program waits for the transfer's tag.
 func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	e.sendLat = d.Planner.Opt.SendLatPs
-	world := d.Fabric.GPUs
+	world := d.Fabric.GPUs // cursors by GPU id
 	k := d.cut()
 	cursor := make([][]int64, world)
 	commCursor := map[string][][]int64{}
@@ -460,7 +466,7 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 				}
 			}
 			if len(all) > 0 {
-				j := []int64{e.Delay(-1, 0, 0, all)}
+				j := []int64{e.Delay(-1, d.Layout.GPU(0), 0, all)}
 				for r := range cursor {
 					cursor[r] = j
 				}

@@ -25,6 +25,25 @@ func NewExpander(t *stream.Topology) *Expander {
 	return &Expander{f: FabricOf(t), nvlsEff: nvlsEfficiency(topo.GPUSpecs[t.GPUType].CC)}
 }
 
+// Job tells the expander the GPUs the stream's job runs on: those its
+// groups list (a job placed on part of the fabric, simccl-decompose
+// --place), so that a PXN proxy is one of them as at flow granularity.
+func (x *Expander) Job(groups []*stream.Group) {
+	m := make([]bool, x.f.GPUs)
+	n := 0
+	for _, g := range groups {
+		for _, r := range g.Ranks {
+			if r >= 0 && int(r) < len(m) && !m[r] {
+				m[r] = true
+				n++
+			}
+		}
+	}
+	if n < len(m) {
+		x.f.Job = m
+	}
+}
+
 // maxExpandChannels bounds a collective record's channels: NCCL's
 // MAXCHANNELS is 64; beyond a few hundred a record is corrupt, not a plan.
 const maxExpandChannels = 1024

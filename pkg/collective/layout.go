@@ -22,8 +22,100 @@ const (
 // does with TP innermost: rank = tp + TP*(dp + DP*pp). Expert parallelism
 // splits the DP dimension: EP groups are EP consecutive DP ranks, DP_EP
 // groups the DP ranks holding the same experts (stride EP).
+//
+// Place puts the job on the fabric: job rank r runs on GPU Place[r] (nil:
+// on GPU r, the job packed from GPU 0). Groups, stages and every id the
+// decomposition writes are GPU ids, so servers, rails, NVSwitches and PXN
+// proxies follow the GPUs the job really has; what is counted in job
+// ranks (a rank's stage, a stage's representative) goes through GPU and
+// Rank.
 type Layout struct {
 	TP, DP, PP, EP int
+	Place          []int32
+	rankOf         []int32 // Place's inverse by GPU id, -1 off the job
+}
+
+// Placed returns the layout on the GPUs place gives its ranks, in job-rank
+// order (place[r] is rank r's GPU, each GPU once, all below gpus, the
+// fabric's count). A nil place, or one that is the identity, keeps the
+// job packed from GPU 0.
+func (l Layout) Placed(place []int32, gpus int) (Layout, error) {
+	l.Place, l.rankOf = nil, nil
+	if place == nil {
+		return l, nil
+	}
+	if len(place) != l.World() {
+		return l, fmt.Errorf("the placement has %d GPUs, the job %d ranks (tp %d x dp %d x pp %d)", len(place), l.World(), l.TP, l.DP, l.PP)
+	}
+	inv, err := placeInverse(place, gpus)
+	if err != nil {
+		return l, err
+	}
+	identity := true
+	for r, g := range place {
+		identity = identity && int(g) == r
+	}
+	if !identity {
+		l.Place, l.rankOf = place, inv
+	}
+	return l, nil
+}
+
+// CheckPlacement reports the first GPU of place that is not among the
+// fabric's gpus or is placed twice.
+func CheckPlacement(place []int32, gpus int) error {
+	_, err := placeInverse(place, gpus)
+	return err
+}
+
+// placeInverse is the job rank on each of gpus GPUs, -1 where none is.
+func placeInverse(place []int32, gpus int) ([]int32, error) {
+	inv := make([]int32, gpus)
+	for i := range inv {
+		inv[i] = -1
+	}
+	for r, g := range place {
+		if g < 0 || int(g) >= gpus {
+			return nil, fmt.Errorf("GPU %d is not in the topology's %d GPUs (0-%d)", g, gpus, gpus-1)
+		}
+		if inv[g] >= 0 {
+			return nil, fmt.Errorf("GPU %d is placed twice (ranks %d and %d)", g, inv[g], r)
+		}
+		inv[g] = int32(r)
+	}
+	return inv, nil
+}
+
+// GPU is the GPU job rank r runs on.
+func (l Layout) GPU(r int) int32 {
+	if l.Place == nil {
+		return int32(r)
+	}
+	return l.Place[r]
+}
+
+// Rank is the job rank on GPU g, -1 if the job has none there.
+func (l Layout) Rank(g int32) int {
+	switch {
+	case l.Place == nil && int(g) < l.World():
+		return int(g)
+	case l.Place == nil || int(g) >= len(l.rankOf):
+		return -1
+	}
+	return int(l.rankOf[g])
+}
+
+// Member reports, by GPU id, which of gpus GPUs the job holds (nil: it
+// holds GPUs 0..World-1 and nothing else matters; see Fabric.Job).
+func (l Layout) Member(gpus int) []bool {
+	if l.Place == nil && l.World() == gpus {
+		return nil
+	}
+	m := make([]bool, gpus)
+	for r := range l.World() {
+		m[l.GPU(r)] = true
+	}
+	return m
 }
 
 // NewLayout fills the unset sizes (0) so that TP*DP*PP = world: TP, PP and
@@ -61,8 +153,23 @@ func (l Layout) World() int { return l.TP * l.DP * l.PP }
 
 func (l Layout) rank(tp, dp, pp int) int32 { return int32(tp + l.TP*(dp+l.DP*pp)) }
 
-// Groups returns every group of a type, each as its ranks in order.
+// Groups returns every group of a type, each as its ranks in order, as
+// the GPU ids the placement gives them.
 func (l Layout) Groups(kind string) ([][]int32, error) {
+	out, err := l.rankGroups(kind)
+	if err != nil || l.Place == nil {
+		return out, err
+	}
+	for _, g := range out {
+		for i, r := range g {
+			g[i] = l.Place[r]
+		}
+	}
+	return out, nil
+}
+
+// rankGroups is Groups in job ranks.
+func (l Layout) rankGroups(kind string) ([][]int32, error) {
 	var out [][]int32
 	tpAx, dpAx, ppAx := dim{l.TP, 1}, dim{l.DP, l.TP}, dim{l.PP, l.TP * l.DP}
 	switch strings.ToUpper(kind) {

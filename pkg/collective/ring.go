@@ -11,7 +11,13 @@ type Fabric struct {
 	GPUs          int
 	GPUsPerServer int
 	NVSwitches    [][]int32 // per server, node ids
+	// Job: by GPU id, the GPUs the job runs on (nil: all of them). A PXN
+	// proxy is a GPU of the job: NCCL relays through a peer rank.
+	Job []bool
 }
+
+// inJob reports whether GPU g is one of the job's.
+func (f Fabric) inJob(g int32) bool { return f.Job == nil || f.Job[g] }
 
 // FabricOf reads the server structure out of a topology.
 func FabricOf(t *stream.Topology) Fabric {
@@ -269,7 +275,7 @@ func newRingConns(c *cctx, f Fabric, order []int, pxn bool) *ringConns {
 		if pxn && f.server(src) != f.server(dst) {
 			// The GPU of the sender's server on the receiver's rail.
 			px := int32(f.server(src)*f.GPUsPerServer) + dst%int32(f.GPUsPerServer)
-			if px != src {
+			if px != src && f.inJob(px) {
 				rc.proxy[i] = px
 			}
 		}

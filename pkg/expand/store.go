@@ -16,6 +16,7 @@ package expand
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"unsafe"
@@ -129,7 +130,9 @@ func portKey(src, dst, ch int32) uint64 {
 // New returns a Store for in's COLL nodes. limit is the memory the held
 // flows may take (0: no limit); rule decides early releases.
 func New(in *flowset.Set, limit int64, rule Rule) *Store {
-	return &Store{x: collective.NewExpander(in.Topology), in: in, base: int32(in.DAG.Len()), limit: limit,
+	x := collective.NewExpander(in.Topology)
+	x.Job(slices.Collect(maps.Values(in.Groups)))
+	return &Store{x: x, in: in, base: int32(in.DAG.Len()), limit: limit,
 		rule: rule, groups: map[int64][][]int32{}, runSet: -1, maxIndex: math.MaxInt32, multiNIC: multiNIC(in.Topology)}
 }
 

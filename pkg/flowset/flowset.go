@@ -5,6 +5,7 @@
 package flowset
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,9 @@ type Set struct {
 	Topology    *topo.Topology
 	Groups      map[int64]*stream.Group
 	Collectives map[int64]*stream.Collective
+	// Jobs are the stream's job records in id order (formats/stream.md):
+	// job i holds the ids from its firsts up to job i+1's.
+	Jobs []stream.Job
 
 	DAG *dag.DAG
 	// CollNodes counts COLL flows: a collective-granularity stream, which
@@ -56,6 +60,7 @@ type collInfo struct {
 	layer, microbatch, stage int32
 	layerName, phase, proto  string
 	predictedNs              int64
+	job                      string
 }
 
 // flowTable holds the flows in fixed-size blocks of records, indexed like
@@ -148,12 +153,25 @@ func (in *Set) coll(id int64) *collInfo {
 			c.layer, c.layerName, c.phase = co.Layer, co.LayerName, co.Phase
 			c.microbatch, c.stage, c.proto = co.Microbatch, co.Stage, protoName(co.Protocol)
 			c.predictedNs = psToNs(co.PredictedPs)
+			if j := in.JobOf(co.ID, func(j *stream.Job) int64 { return j.FirstCollective }); j != nil {
+				c.job = j.Name
+			}
 			if g, ok := in.Groups[co.Group]; ok {
 				c.groupType, c.nranks = g.Type, int32(len(g.Ranks))
 			}
 		}
 	}
 	return c
+}
+
+// JobOf is the job whose range of ids, by first (a job's first id of
+// some kind), holds id; nil in a stream without job records.
+func (in *Set) JobOf(id int64, first func(*stream.Job) int64) *stream.Job {
+	if len(in.Jobs) == 0 || id < first(&in.Jobs[0]) {
+		return nil
+	}
+	i, _ := slices.BinarySearchFunc(in.Jobs, id, func(j stream.Job, id int64) int { return cmp.Compare(first(&j), id+1) })
+	return &in.Jobs[i-1]
 }
 
 // protoName spells an NCCL protocol as the trace does (LL, LL128,
@@ -514,6 +532,28 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 				return r.Errorf("", "%v", err)
 			}
 			in.Topology = t
+		case stream.KindJob:
+			j, err := r.Job()
+			if err != nil {
+				return err
+			}
+			if n := len(in.Jobs); n > 0 {
+				p := &in.Jobs[n-1]
+				switch {
+				case j.FirstGroup < p.FirstGroup:
+					return r.Errorf("first_group", "%d is below job %q's %d: job records come in id order", j.FirstGroup, p.Name, p.FirstGroup)
+				case j.FirstCollective < p.FirstCollective:
+					return r.Errorf("first_collective", "%d is below job %q's %d: job records come in id order", j.FirstCollective, p.Name, p.FirstCollective)
+				case j.FirstFlow < p.FirstFlow:
+					return r.Errorf("first_flow", "%d is below job %q's %d: job records come in id order", j.FirstFlow, p.Name, p.FirstFlow)
+				}
+				for _, q := range in.Jobs {
+					if q.Name == j.Name {
+						return r.Errorf("name", "a second job %q", j.Name)
+					}
+				}
+			}
+			in.Jobs = append(in.Jobs, *j)
 		case stream.KindGroup:
 			g, err := r.Group()
 			if err != nil {
@@ -658,5 +698,11 @@ func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
 	r.Op, r.Algorithm, r.CollSizeBytes, r.GroupType, r.NRanks = c.op, c.algo, c.size, c.groupType, c.nranks
 	r.Layer, r.LayerName, r.Phase, r.Microbatch, r.Stage = c.layer, c.layerName, c.phase, c.microbatch, c.stage
 	r.Protocol, r.PredictedNs, r.Status = c.proto, c.predictedNs, trace.StatusOK
+	r.Job = c.job
+	if !c.ok && len(in.Jobs) > 0 {
+		if j := in.JobOf(f.ID, func(j *stream.Job) int64 { return j.FirstFlow }); j != nil {
+			r.Job = j.Name
+		}
+	}
 	return r
 }

@@ -22,6 +22,7 @@ package stats
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -55,6 +56,9 @@ type Run struct {
 	// flow together.
 	Flows    []FlowStats `json:"flows"`
 	AllFlows FlowStats   `json:"all_flows"`
+	// Jobs: per job of a trace of several (its job column, simccl-decompose
+	// --merge), in name order; absent in a trace without jobs.
+	Jobs []JobSpan `json:"jobs,omitempty"`
 
 	buckets []*bucketAcc // samples, kept for the CDF plot
 	allSlow []float64    // every slowdown, sorted
@@ -78,6 +82,18 @@ type Totals struct {
 	// collectives they belong to, which did not complete.
 	FailedFlows       int64 `json:"failed_flows"`
 	FailedCollectives int   `json:"failed_collectives"`
+}
+
+// JobSpan is one job's part of a run: its rows, collectives (compute
+// phases left out) and span, from its first operation (its start node,
+// which waits for the job's start, left out) to its last.
+type JobSpan struct {
+	Job         string `json:"job"`
+	Rows        int64  `json:"rows"`
+	Collectives int    `json:"collectives"`
+	StartNs     int64  `json:"start_ns"`
+	EndNs       int64  `json:"end_ns"`
+	MakespanNs  int64  `json:"makespan_ns"`
 }
 
 // CollKey is what makes collectives identical: Summary and SummaryRatio
@@ -216,7 +232,10 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	}
 	colls := map[int64]*Collective{}
 	buckets := map[bucketKey]*bucketAcc{}
+	jobs := map[string]*JobSpan{}
+	jobColls := map[string]map[int64]bool{}
 	var (
+		lastJ    *JobSpan
 		lastC    *Collective
 		lastB    *bucketAcc
 		tot      = &run.Totals
@@ -233,6 +252,22 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			tot.EndNs = row.EndNs
 		}
 		haveTime = true
+		if row.Job != "" && !jobStart(row) {
+			j := lastJ
+			if j == nil || j.Job != row.Job {
+				if j = jobs[row.Job]; j == nil {
+					j = &JobSpan{Job: row.Job, StartNs: row.StartNs, EndNs: row.EndNs}
+					jobs[row.Job] = j
+					jobColls[row.Job] = map[int64]bool{}
+				}
+				lastJ = j
+			}
+			j.Rows++
+			j.StartNs, j.EndNs = min(j.StartNs, row.StartNs), max(j.EndNs, row.EndNs)
+			if row.CollectiveID >= 0 && row.Op != stream.OpCompute {
+				jobColls[row.Job][row.CollectiveID] = true
+			}
+		}
 		delay := row.ConnType == stream.ConnDelay
 		if delay {
 			tot.DelayRows++
@@ -292,6 +327,11 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		return nil, err
 	}
 	tot.MakespanNs = tot.EndNs - tot.StartNs
+	for _, name := range slices.Sorted(maps.Keys(jobs)) {
+		j := jobs[name]
+		j.MakespanNs, j.Collectives = j.EndNs-j.StartNs, len(jobColls[name])
+		run.Jobs = append(run.Jobs, *j)
+	}
 	run.finishCollectives(colls)
 	run.finishFlows(buckets)
 	return run, nil

@@ -3,6 +3,7 @@ package stats
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -123,7 +124,10 @@ type phaseSums struct {
 
 // Iteration is the report of one trace.
 type Iteration struct {
-	Source  string `json:"source"`
+	Source string `json:"source"`
+	// Job: the job of a trace of several (its job column), whose rows
+	// alone the report covers (AnalyzeIterations); "" otherwise.
+	Job     string `json:"job,omitempty"`
 	Backend string `json:"backend,omitempty"`
 	// A partial trace's (only with --allow-partial): the report covers
 	// the flows that finished.
@@ -329,6 +333,28 @@ func (a *iterAcc) span(coll int64, rank int32, r *trace.Row) {
 // single collectives, or SimAI's fct.txt) or none with a phase (a
 // fabricsim.flows/v1 trace).
 func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
+	its, err := analyzeIterations(in, opt, false)
+	if err != nil {
+		return nil, err
+	}
+	return its[0], nil
+}
+
+// AnalyzeIterations is AnalyzeIteration per job of a trace whose rows
+// carry jobs (simccl-decompose --merge): one report per job, in job name
+// order, each from its own rows, its start node left out (a job's
+// iteration runs from its start); a trace without jobs gives one.
+func AnalyzeIterations(in *Input, opt IterationOptions) ([]*Iteration, error) {
+	return analyzeIterations(in, opt, true)
+}
+
+// jobStart reports whether r is a job's start node: a delay of no
+// collective that takes time (joins of no collective take none).
+func jobStart(r *trace.Row) bool {
+	return r.Job != "" && r.CollectiveID < 0 && r.ConnType == stream.ConnDelay && r.SizeBytes == 0 && r.FctNs > 0
+}
+
+func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteration, error) {
 	if in.Kind != KindTrace {
 		return nil, fmt.Errorf("%s: --iteration needs a fabricsim trace of a workload run; SimAI's fct.txt has no compute phases", in.Name)
 	}
@@ -336,7 +362,9 @@ func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
 		return nil, fmt.Errorf("%s: a %s trace has no layer, layer_name, phase, microbatch or stage columns, which --iteration needs: rerun the backend, which writes %s",
 			in.Name, trace.SchemaV1, trace.SchemaName)
 	}
-	a := newIterAcc(in.Name, opt)
+	accs := map[string]*iterAcc{}
+	var a *iterAcc
+	job := ""
 	var failed, first int64 = 0, -1
 	if err := in.Each(func(r *trace.Row) error {
 		if failedRow(r) {
@@ -344,6 +372,22 @@ func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
 				first = r.FlowID
 			}
 			failed++
+		}
+		if a == nil || byJob && r.Job != job {
+			if byJob {
+				job = r.Job
+			}
+			if a = accs[job]; a == nil {
+				name := in.Name
+				if job != "" {
+					name += " job " + job
+				}
+				a = newIterAcc(name, opt)
+				accs[job] = a
+			}
+		}
+		if byJob && jobStart(r) {
+			return nil
 		}
 		a.add(r)
 		return nil
@@ -355,15 +399,23 @@ func AnalyzeIteration(in *Input, opt IterationOptions) (*Iteration, error) {
 		return nil, fmt.Errorf("%s: %d flows failed (status failed, first flow_id %d): the iteration did not complete and has no iteration time; fctstats without --iteration reports which collectives failed",
 			in.Name, failed, first)
 	}
-	it, err := a.finish()
-	if err != nil {
-		return nil, err
+	if len(accs) == 0 {
+		accs[""] = newIterAcc(in.Name, opt)
 	}
-	if in.Meta != nil {
-		it.Backend = in.Meta.Backend
-		it.Partial, it.UnfinishedFlows = in.Meta.Partial(), in.Meta.Unfinished
+	var its []*Iteration
+	for _, job := range slices.Sorted(maps.Keys(accs)) {
+		it, err := accs[job].finish()
+		if err != nil {
+			return nil, err
+		}
+		it.Job = job
+		if in.Meta != nil {
+			it.Backend = in.Meta.Backend
+			it.Partial, it.UnfinishedFlows = in.Meta.Partial(), in.Meta.Unfinished
+		}
+		its = append(its, it)
 	}
-	return it, nil
+	return its, nil
 }
 
 func (a *iterAcc) finish() (*Iteration, error) {

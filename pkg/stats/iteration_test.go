@@ -261,8 +261,8 @@ func TestFlowTable(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(recs) != len(rows)+1 || len(recs[0]) != 27 || recs[0][0] != "source" || recs[0][26] != "slowdown" ||
-				recs[4][19] != `a,"b"` || recs[3][26] != "2" || recs[1][26] != "" {
+			if len(recs) != len(rows)+1 || len(recs[0]) != 28 || recs[0][0] != "source" || recs[0][27] != "slowdown" || recs[0][26] != "job" ||
+				recs[4][19] != `a,"b"` || recs[3][27] != "2" || recs[1][27] != "" {
 				t.Fatalf("csv header %v, %d records, row 3 %v", recs[0], len(recs), recs[3])
 			}
 			continue

@@ -195,6 +195,13 @@ func (run *Run) headline() string {
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString(" (fct.txt has no collective ids)")
 	}
+	for i, j := range run.Jobs {
+		sep := ", "
+		if i == 0 {
+			sep = "; per job (makespan from its start): "
+		}
+		fmt.Fprintf(&b, "%s%s %s from %s", sep, j.Job, units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
+	}
 	if tot.FailedFlows > 0 {
 		fmt.Fprintf(&b, "; FAILED: %d flows were not delivered (status failed), %d collectives did not complete", tot.FailedFlows, tot.FailedCollectives)
 	}

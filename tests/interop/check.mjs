@@ -5,7 +5,7 @@
 //   node check.mjs arrow   TRACE.arrows|.arrow FCTSTATS.json   Arrow JS (apache-arrow)
 //   node check.mjs links   LOADS.parquet LINKS.json   DuckDB, a per-link load file
 //
-// Row count, column names (the 25 of fabricsim.flows/v2, formats/trace.md),
+// Row count, column names (the 26 of fabricsim.flows/v3, formats/trace.md),
 // sum(size_bytes), sum(fct_ns), the schema metadata, every row's status
 // and every collective's completion time must agree. For a links file
 // (formats/links.md) against fctstats --links FILE --format json --top 0:
@@ -93,11 +93,11 @@ if (kind === 'links') {
   process.exit(0);
 }
 // formats/trace.md, in order; fctstats must list the same.
-const schema = 'fabricsim.flows/v2';
+const schema = 'fabricsim.flows/v3';
 const columns = [
   'flow_id', 'collective_id', 'src', 'dst', 'size_bytes', 'start_ns', 'end_ns', 'fct_ns', 'ideal_fct_ns',
   'conn_type', 'channel', 'chunk', 'op', 'algorithm', 'group_type', 'coll_size_bytes', 'nranks',
-  'layer', 'layer_name', 'phase', 'microbatch', 'stage', 'protocol', 'predicted_ns', 'status',
+  'layer', 'layer_name', 'phase', 'microbatch', 'stage', 'protocol', 'predicted_ns', 'status', 'job',
 ];
 if (JSON.stringify(want.columns) !== JSON.stringify(columns)) {
   console.error(`interop: ${jsonFile}: fctstats lists columns ${JSON.stringify(want.columns)}, want ${JSON.stringify(columns)}`);
