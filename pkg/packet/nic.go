@@ -423,7 +423,7 @@ func (s *Sim) deliver(pi int32) {
 		s.Stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
-		if int(q.rcvCount) >= s.cfg.AckInterval || s.tp.ackEach() {
+		if int(q.rcvCount) >= s.cfg.AckInterval || s.ackEach {
 			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return

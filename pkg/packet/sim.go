@@ -205,8 +205,11 @@ type Sim struct {
 	// The receivers' out-of-order placements (per-packet routing or
 	// TRANSPORT sack); nil while packets can only arrive in order.
 	placed *seqSet
-	// The NICs' loss recovery (TRANSPORT, transport.go).
-	tp transport
+	// The NICs' loss recovery (TRANSPORT, transport.go), and whether its
+	// receivers acknowledge every out-of-order placement (read per such
+	// packet, so a field rather than a call).
+	tp      transport
+	ackEach bool
 	// The delay nodes released with the run, by end (queueStarts), while
 	// collectStarts gathers them.
 	starts        []start
@@ -331,10 +334,10 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
 	}
 	s.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
-	if s.fwding.perPacket() || cfg.Transport == TransportSACK {
+	if s.fwding.perPacket() || cfg.Transport.caps().placesOutOfOrder {
 		s.placed = newSeqSet()
 	}
-	s.tp = newTransport(s)
+	s.tp, s.ackEach = newTransport(s), cfg.Transport.caps().ackEach
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.rngs = make([]rand.PCG, 2*nd)

@@ -199,7 +199,7 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if len(s.t.Nodes) >= maxSurrogateNodes {
 		return fmt.Errorf("the surrogate predicts per pair of nodes, up to %d nodes; the topology has %d", maxSurrogateNodes, len(s.t.Nodes))
 	}
-	if s.fwding.perPacket() || s.cfg.Transport != TransportRoCE {
+	if s.fwding.perPacket() || !s.cfg.Transport.caps().surrogate {
 		// The predictor learns latencies per path, and frozen packets
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
