@@ -108,7 +108,7 @@ func (s *Sim) materialize(pid int32, i int) int32 {
 // each within its window and pacing rate. It returns whether it sent.
 func (s *Sim) sendFromQP(pid int32) bool {
 	p := &s.ports[pid]
-	if s.isPaused(p, dataQ) {
+	if s.pfc.holds(p, dataQ) {
 		return false
 	}
 	earliest := int64(-1)
@@ -381,7 +381,7 @@ func (s *Sim) compactRTO() {
 // trigger a NACK).
 func (s *Sim) onRTO(qi int32, gen int64) {
 	q := &s.qps[qi]
-	if gen != q.rtoGen || q.done || s.portDeadlock() {
+	if gen != q.rtoGen || q.done || s.pfc.deadlocked() {
 		return
 	}
 	q.rtoAt = 0

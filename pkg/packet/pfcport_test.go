@@ -45,9 +45,9 @@ func TestPortPFCIncast(t *testing.T) {
 	if s.Stats.PeakIngress <= high || s.Stats.PeakIngress > bound {
 		t.Fatalf("an ingress port held %d B; want above the %d B threshold (it pauses there) and at most %d B", s.Stats.PeakIngress, high, bound)
 	}
-	for dl, up := range s.mmu.portPausedUp {
-		if up || s.mmu.portIng[dl] != 0 {
-			t.Fatalf("ingress %d: paused %v, %d bytes left at the end", dl, up, s.mmu.portIng[dl])
+	for dl, up := range s.pfc.pausedUp {
+		if up || s.pfc.ing[dl] != 0 {
+			t.Fatalf("ingress %d: paused %v, %d bytes left at the end", dl, up, s.pfc.ing[dl])
 		}
 	}
 	for _, e := range fl.End {

@@ -371,7 +371,7 @@ func (s *Sim) loop(end int64, window bool) error {
 			s.tryTx(ev.Target)
 		case evPFC:
 			s.cur = s.ports[ev.Target].from
-			s.onPFC(ev.Target, ev.Arg)
+			s.pfc.frame(ev.Target, ev.Arg)
 		case evCCTimer:
 			s.cur = s.qpNode(ev.Target)
 			s.onCCTimer(ev.Target, ev.Arg)
@@ -397,7 +397,7 @@ func (s *Sim) loop(end int64, window bool) error {
 			}
 		case evPFCRefresh:
 			s.cur = s.ports[ev.Target/nQ].to
-			s.refreshPause(ev.Target)
+			s.pfc.refresh(ev.Target)
 		case evSurrogate:
 			if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
 				return err
@@ -1133,7 +1133,7 @@ func (s *Sim) linkDown(li int32) error {
 				pi := p.pop(q)
 				p.qBytes[q] -= int64(s.pkts[pi].wire)
 				if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
-					s.leaveIngress(pkt)
+					s.pfc.leave(pkt)
 				}
 				s.drop(pi)
 			}

@@ -187,6 +187,7 @@ type Sim struct {
 	// isSwitch: per node, a switch (network or NVSwitch), not a GPU.
 	isSwitch []bool
 	mmu      mmu // the switches' buffers and PFC decisions (mmu.go)
+	pfc      pfc // the PAUSE and RESUME frames and what they stop (pfc.go)
 
 	pkts     []packet
 	freePkts []int32
@@ -349,6 +350,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	}
 	m, short, worst := newMMU(t, &cfg)
 	s.mmu = *m
+	s.pfc = newPFC(s, &cfg, nd)
 	for li, l := range t.Links {
 		if l.LatencyPs > maxLinkLatency {
 			return nil, fmt.Errorf("links[%d]: latency %d ps is over the packet backend's limit of 1 s", li, l.LatencyPs)
@@ -474,10 +476,6 @@ func (s *Sim) enqueue(pi int32, dl route.DirLink) {
 	s.tryTx(int32(dl))
 }
 
-func (s *Sim) isPaused(p *port, q int) bool {
-	return p.pausedNow(q, s.now, s.hostsFree() && !s.isSwitch[p.from])
-}
-
 // hostsFree: a suspended fabric (--surrogate, not lite) does not hold
 // hosts back with PAUSE.
 func (s *Sim) hostsFree() bool { return s.sur != nil && s.sur.active && !s.sur.Lite }
@@ -554,7 +552,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	if q >= 0 {
 		p.qBytes[q] -= int64(pkt.wire)
 		if pkt.inDL >= 0 {
-			s.leaveIngress(pkt)
+			s.pfc.leave(pkt)
 		}
 	}
 	if pkt.kind == pktData && p.marks && !pkt.ecn {
@@ -624,7 +622,7 @@ func (s *Sim) arrive(pi int32) {
 	v := p.to
 	pkt.inDL = int32(dl)
 	pkt.hop++
-	if !s.enterIngress(v, pkt) {
+	if !s.pfc.enter(v, pkt) {
 		pkt.inDL = -1
 		s.drop(pi)
 		return
@@ -646,7 +644,7 @@ func (s *Sim) arrive(pi int32) {
 func (s *Sim) stale(pi int32) {
 	pkt := &s.pkts[pi]
 	if pkt.inDL >= 0 {
-		s.leaveIngress(pkt)
+		s.pfc.leave(pkt)
 	}
 	if pkt.zombie != 0 { // its copy goes through the predictor
 		s.freeZombie(pi)
@@ -667,45 +665,6 @@ func (s *Sim) drop(pi int32) {
 	s.freePacket(pi)
 }
 
-// --- switch ingress: the MMU decides (mmu.go), the Sim sends the frames ---
-
-// enterIngress admits a packet into switch v's buffer, accounting it to the
-// link it came in on, and sends PAUSE upstream when that queue is over its
-// share. Control frames (queue 0) bypass admission.
-func (s *Sim) enterIngress(v int32, pkt *packet) bool {
-	if pkt.q == 0 {
-		return true
-	}
-	if s.mmu.portIng != nil {
-		return s.enterPort(v, pkt)
-	}
-	ok, pause := s.mmu.admit(v, pkt.inDL, pkt.q, int64(pkt.wire))
-	if pause {
-		k := pkt.inDL*nQ + int32(pkt.q)
-		s.sendPFC(pkt.inDL, int(pkt.q), true)
-		s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
-	}
-	return ok
-}
-
-// refreshPause re-sends PAUSE before the previous one expires, for as long
-// as the ingress queue stays above its threshold. A switch that has sent
-// nothing for the stall window meanwhile has the run look for a deadlock
-// (waitfor.go).
-func (s *Sim) refreshPause(k int32) {
-	if !s.mmu.pausedUp[k] {
-		return
-	}
-	if v := s.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
-		if s.stalledSwitch(v, k); s.stalled != nil {
-			return
-		}
-	}
-	dl := k / nQ
-	s.sendPFC(dl, int(k%nQ), true)
-	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
-}
-
 // stallWindow is how long a congested switch may send no data packet
 // while it still pauses its upstream before the run looks for a deadlock:
 // 20 PAUSE lifetimes and at least 1 ms.
@@ -717,61 +676,4 @@ func (s *Sim) nodeName(v int32) string {
 		return fmt.Sprintf("GPU %d", v)
 	}
 	return fmt.Sprintf("switch %d", v)
-}
-
-// leaveIngress releases a departing packet's buffer and resumes the
-// upstream queue once the MMU says it may go on.
-func (s *Sim) leaveIngress(pkt *packet) {
-	if pkt.q == 0 {
-		return
-	}
-	if s.mmu.portIng != nil {
-		s.leavePort(pkt)
-		return
-	}
-	dl := pkt.inDL
-	pkt.inDL = -1
-	if s.mmu.release(s.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
-		s.sendPFC(dl, int(pkt.q), false)
-	}
-}
-
-// sendPFC sends PAUSE or RESUME for queue q to the port feeding link dl; a
-// PFC frame is tiny and jumps the queue, so it arrives one propagation
-// delay later.
-func (s *Sim) sendPFC(dl int32, q int, pause bool) {
-	arg := int64(q) << 1
-	if pause {
-		arg |= 1
-		s.Stats.Pauses++
-	}
-	at := s.now + s.ports[dl].lat
-	if up := s.ports[dl].from; s.abroad(up) {
-		s.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
-	} else {
-		s.push(at, evPFC, dl, arg)
-	}
-	if s.mon != nil {
-		mq := q
-		if q == portPFC {
-			mq = dataQ // a port-wide frame, logged on the data priority
-		}
-		s.mon.pfc(s.now, s.ports[dl].to, s.ports[dl].from, mq, pause)
-	}
-}
-
-func (s *Sim) onPFC(pid int32, arg int64) {
-	p := &s.ports[pid]
-	q := int(arg >> 1)
-	if q == portPFC {
-		s.onPortPFC(pid, arg&1 == 1)
-		return
-	}
-	if arg&1 == 1 {
-		p.paused[q] = true
-		p.pauseTill[q] = s.now + s.cfg.PauseTimePs
-		return
-	}
-	p.paused[q] = false
-	s.tryTx(pid)
 }
