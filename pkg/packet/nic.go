@@ -59,8 +59,8 @@ func (s *Sim) allocQP() int32 {
 	if s.usesINT {
 		s.hist = grow.Append(s.hist, cc.HopHistory{})
 	}
-	if s.sur != nil {
-		s.surQPs = grow.Append(s.surQPs, surQP{})
+	if s.surWatch {
+		s.sur.addQP()
 	}
 	s.fwding.addQP()
 	s.tp.addQP()
@@ -199,8 +199,8 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
-	if s.sur != nil {
-		s.sur.nic[pid].sent += int64(pkt.wire)
+	if s.surWatch {
+		s.sur.sent(pid, int64(pkt.wire))
 	}
 	if q.rtoAt == 0 {
 		s.armRTO(qi)
@@ -509,11 +509,11 @@ func (s *Sim) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
 	pkt.kind, pkt.seq, pkt.ecn, pkt.born = kind, seq, ecn, s.now
 	pkt.path, pkt.hop, pkt.q, pkt.inDL = 2*qi+1, 0, 0, -1
 	pkt.size, pkt.wire = 0, int32(s.cfg.AckBytes)
-	if s.sur != nil && s.sur.active {
+	if s.bypassing {
 		// The surrogate's predicted latency for an acknowledgement runs
 		// from when it is made, its wait at the receiver's NIC included:
 		// it skips that NIC as well as the fabric.
-		s.bypass(pi, 0)
+		s.sur.bypass(pi, 0)
 		return
 	}
 	s.enqueue(pi, s.dl(pkt))

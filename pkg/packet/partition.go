@@ -294,7 +294,7 @@ func (s *Sim) partitionable() error {
 	if s.mon != nil {
 		why = append(why, "monitors")
 	}
-	if s.sur != nil {
+	if s.surWatch {
 		why = append(why, "--surrogate")
 	}
 	if s.Loop != nil {

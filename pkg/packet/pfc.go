@@ -166,7 +166,7 @@ func (f *pfc) frame(pid int32, arg int64) {
 // holds reports whether priority q of egress port p is paused now. A
 // suspended fabric (--surrogate, not lite) does not hold hosts back.
 func (f *pfc) holds(p *port, q int) bool {
-	return p.pausedNow(q, f.s.now, f.s.hostsFree() && !f.s.isSwitch[p.from])
+	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.isSwitch[p.from])
 }
 
 // pausedNow reports whether priority q is paused at now; a PAUSE that

@@ -111,7 +111,7 @@ func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 // (monitors list every queue pair, the surrogate measures the whole
 // fabric, a failed link reroutes, per-packet routing).
 func (s *Sim) symmetric() bool {
-	return !s.NoSymmetry && s.mon == nil && s.sur == nil && len(s.cfg.LinkDown) == 0 && !s.fwding.perPacket()
+	return !s.NoSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fwding.perPacket()
 }
 
 // cover grows the run columns over the expanded flows' slots.
@@ -346,8 +346,7 @@ func (s *Sim) loop(end int64, window bool) error {
 				prefetch.Line(unsafe.Pointer(&s.ports[t]))
 			}
 		}
-		if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
-			s.sur.held = append(s.sur.held, ev)
+		if s.suspended && s.sur.hold(ev) {
 			continue
 		}
 		// The node this event happens at makes the events it leads
@@ -399,21 +398,21 @@ func (s *Sim) loop(end int64, window bool) error {
 			s.cur = s.ports[ev.Target/nQ].to
 			s.pfc.refresh(ev.Target)
 		case evSurrogate:
-			if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
+			if err := s.sur.surrogateSwitch(ev.Arg == 1); err != nil {
 				return err
 			}
 		case evBypass:
-			s.onBypass(ev.Target, ev.Arg == 1)
+			s.sur.onBypass(ev.Target, ev.Arg == 1)
 		case evFlowSent:
 			s.sent(ev.Target)
 		case evFlowRecv:
 			s.received(ev.Target)
 		case evSurrogateSample:
-			if err := s.surrogateSample(); err != nil {
+			if err := s.sur.surrogateSample(); err != nil {
 				return err
 			}
 		case evBacklogSample:
-			s.backlogSample(ev.Arg)
+			s.sur.backlogSample(ev.Arg)
 		case evSend:
 			s.cur = s.flowNode(ev.Target)
 			if err := s.openQPs(ev.Target, false); err != nil {
@@ -575,8 +574,8 @@ func (s *Sim) failFlow(i int32, why error) {
 // finishFlow marks a flow done and queues what it releases; the last
 // flow of a COLL node's expansion ends the node too.
 func (s *Sim) finishFlow(i int32) {
-	if s.sur != nil && s.sur.AutoWindowPs > 0 && s.flows.size(i) > 0 {
-		s.transfersInProgress(-1) // only --surrogate auto reads the load
+	if s.surCount && s.flows.size(i) > 0 {
+		s.sur.transfersInProgress(-1) // only --surrogate auto reads the load
 	}
 	s.flows.End[i] = s.now
 	if i < s.flows.n {
@@ -654,8 +653,8 @@ func (s *Sim) startFlow(i int32) error {
 	// An expanded flow's slot may have held a flow that ended without its
 	// queue pairs counting down (bypassed, or failed).
 	f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 0, 0, 0
-	if s.sur != nil && s.sur.AutoWindowPs > 0 {
-		s.transfersInProgress(1)
+	if s.surCount {
+		s.sur.transfersInProgress(1)
 	}
 	if s.SendLatPs > 0 {
 		s.push(s.now+s.SendLatPs, evSend, i, 0)
@@ -840,9 +839,9 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		}
 		s.pace.Began(i, f.rec(i), des.Time(s.now))
 	}
-	if s.sur != nil && s.sur.active {
-		if alone, ok := s.bypasses(i); ok {
-			return s.bypassFlow(i, alone)
+	if s.bypassing {
+		if alone, ok := s.sur.bypasses(i); ok {
+			return s.sur.bypassFlow(i, alone)
 		}
 	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
@@ -996,8 +995,8 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	if s.usesINT {
 		s.hist[qi] = cc.HopHistory{}
 	}
-	if s.sur != nil {
-		s.surQPs[qi] = surQP{}
+	if s.surWatch {
+		s.sur.openQP(qi)
 	}
 	s.alg.Init(&q.cc)
 	return nil
@@ -1117,7 +1116,7 @@ func (s *Sim) linkDown(li int32) error {
 	if err := s.r.Fail(li); err != nil {
 		return err
 	}
-	if s.sur != nil {
+	if s.surWatch {
 		s.sur.pairs.reset() // their routes may cross the link
 	}
 	s.downLinks++

@@ -219,7 +219,6 @@ type Sim struct {
 
 	qps    []qp
 	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
-	surQPs []surQP         // per QP slot, with a surrogate
 	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
 	live   []int32         // per QP slot, its pair's packets not yet freed (recycle)
 	freeQP []int32
@@ -251,7 +250,15 @@ type Sim struct {
 	// (a loop rather than recursion: chains of joins can be long).
 	work []int32
 	fb   cc.Feedback
-	sur  *surrogate
+	// The surrogate (surrogate.go), nil without --surrogate. The core
+	// calls it only under these flags, which it sets: surWatch, it is
+	// configured (it follows queue pairs, NIC ports and deliveries);
+	// bypassing, it is open (packets leaving NICs go to its predictor);
+	// suspended, and the fabric is frozen (not lite: its events are held
+	// and PAUSE holds no host); surCount, it counts the transfers in
+	// progress (--surrogate auto).
+	sur                                      *surrogate
+	surWatch, bypassing, suspended, surCount bool
 
 	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
 	SendLatPs int64
@@ -476,10 +483,6 @@ func (s *Sim) enqueue(pi int32, dl route.DirLink) {
 	s.tryTx(int32(dl))
 }
 
-// hostsFree: a suspended fabric (--surrogate, not lite) does not hold
-// hosts back with PAUSE.
-func (s *Sim) hostsFree() bool { return s.sur != nil && s.sur.active && !s.sur.Lite }
-
 // tryTx starts the next transmission on an idle port: control frames first,
 // then forwarded data by priority and queue pairs of a local sender, taking
 // turns; paused priorities wait.
@@ -502,7 +505,7 @@ func (s *Sim) tryTx(pid int32) {
 		s.transmit(pid, p.pop(0), 0)
 		return
 	}
-	hostFree := s.hostsFree() && !s.isSwitch[p.from]
+	hostFree := s.suspended && !s.isSwitch[p.from]
 	fwd := p.nextQueue(s.now, hostFree)
 	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
 		p.qpTurn = true
@@ -571,15 +574,15 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 	}
 	// Under the surrogate it leaves its NIC (a data packet at the port's
 	// measured rate when the fabric saturated it) and skips the fabric.
-	bypass := s.sur != nil && s.sur.active && pkt.hop == 0 && pkt.zombie == 0
+	bypass := s.bypassing && pkt.hop == 0 && pkt.zombie == 0
 	if bypass && pkt.kind == pktData {
-		tx = s.nicTime(pid, int64(pkt.wire))
+		tx = s.sur.nicTime(pid, int64(pkt.wire))
 	}
 	p.busyUntil = s.now + tx
 	p.txBytes += int64(pkt.wire)
 	switch {
 	case bypass:
-		s.bypass(pi, tx)
+		s.sur.bypass(pi, tx)
 	case s.abroad(p.to):
 		s.sendAway(pi, s.now+tx+p.lat, p.to)
 	default:
@@ -610,11 +613,11 @@ func (s *Sim) arrive(pi int32) {
 	}
 	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
 		if pkt.zombie != 0 {
-			s.freeZombie(pi) // its copy goes through the predictor
+			s.sur.freeZombie(pi) // its copy goes through the predictor
 			return
 		}
-		if s.sur != nil {
-			s.track(pkt)
+		if s.surWatch {
+			s.sur.track(pkt)
 		}
 		s.deliver(pi)
 		return
@@ -647,7 +650,7 @@ func (s *Sim) stale(pi int32) {
 		s.pfc.leave(pkt)
 	}
 	if pkt.zombie != 0 { // its copy goes through the predictor
-		s.freeZombie(pi)
+		s.sur.freeZombie(pi)
 		return
 	}
 	s.Stats.Stale++
@@ -657,7 +660,7 @@ func (s *Sim) stale(pi int32) {
 
 func (s *Sim) drop(pi int32) {
 	if s.pkts[pi].zombie != 0 {
-		s.freeZombie(pi) // a duplicate of a packet the predictor delivers
+		s.sur.freeZombie(pi) // a duplicate of a packet the predictor delivers
 		return
 	}
 	s.Stats.Dropped++

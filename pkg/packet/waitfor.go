@@ -60,7 +60,7 @@ func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 	if s.stalled != nil || now < w.next {
 		return
 	}
-	if s.sur != nil && s.sur.active {
+	if s.bypassing {
 		w.cycle = nil // the surrogate holds the fabric: nothing to judge
 		return
 	}
