@@ -122,11 +122,11 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			m.BW.Add(monitor.HostBW{TimeNs: ns, Node: int32(g), TxBytes: d, Gbps: float64(d) * 8e3 / float64(c.BWMonPs)})
 		}
 	case monQP:
-		if len(m.cnps) < len(s.qps) {
-			m.cnps = append(m.cnps, make([]int64, len(s.qps)-len(m.cnps))...)
+		if len(m.cnps) < len(s.nic.qps) {
+			m.cnps = append(m.cnps, make([]int64, len(s.nic.qps)-len(m.cnps))...)
 		}
-		for qi := range s.qps {
-			q := &s.qps[qi]
+		for qi := range s.nic.qps {
+			q := &s.nic.qps[qi]
 			if q.done || q.size == 0 {
 				continue
 			}

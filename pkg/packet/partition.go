@@ -202,7 +202,7 @@ func (s *Sim) sendAway(pi int32, at int64, v int32) {
 		*box = append(*box, crossing{})
 	}
 	c := &(*box)[len(*box)-1]
-	q := &s.qps[qi]
+	q := &s.nic.qps[qi]
 	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(at), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
 	c.hash = s.fwding.hash(qi)
 	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
@@ -224,7 +224,7 @@ func (s *Sim) takeIn(c *crossing) {
 	pkt := &s.pkts[pi]
 	*pkt = c.pkt
 	if pkt.intI >= 0 {
-		pkt.intI = s.newINT()
+		pkt.intI = s.nic.newINT()
 		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, c.hops
 	}
 	dir := c.pkt.path & 1
@@ -232,10 +232,10 @@ func (s *Sim) takeIn(c *crossing) {
 		pkt.qp, pkt.ep = c.home.qp, c.home.ep
 	} else {
 		sh := s.shadow(c)
-		pkt.qp, pkt.ep = sh, s.epoch[sh]
+		pkt.qp, pkt.ep = sh, s.nic.epoch[sh]
 	}
 	pkt.path = 2*pkt.qp + dir
-	s.live[pkt.qp]++
+	s.nic.live[pkt.qp]++
 	s.q.PushSeq(des.Time(c.at), c.seq, evArrive, pi, 0)
 }
 
@@ -265,10 +265,10 @@ func (s *Sim) shadow(c *crossing) int32 {
 
 // newShadow makes c's queue pair's shadow slot.
 func (s *Sim) newShadow(c *crossing) int32 {
-	sh := s.allocQP()
-	s.epoch[sh]++
-	s.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
-	s.qps[sh].cc.BaseRTT = c.rtt
+	sh := s.nic.allocQP()
+	s.nic.epoch[sh]++
+	s.nic.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
+	s.nic.qps[sh].cc.BaseRTT = c.rtt
 	s.fwding.open(sh, c.hash)
 	for d, p := range [2][]route.DirLink{c.fwd[:c.fwdLen], c.rev[:c.revLen]} {
 		if len(p) > s.pathW {
@@ -367,7 +367,7 @@ func (s *Sim) runPartitioned() error {
 		c.part, c.me, c.peers = pt, uint8(k), sims
 		c.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
 		c.shadows = make([][]shadowRef, pt.n)
-		c.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.qps))
+		c.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.nic.qps))
 		sims[k] = c
 	}
 	if err := s.checkReleases(); err != nil {

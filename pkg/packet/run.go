@@ -254,7 +254,7 @@ func (s *Sim) prepare() {
 	s.pace = flowset.Pacer{}
 	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
-		f.newStore(math.MaxInt32 >> s.pendShift)
+		f.newStore(math.MaxInt32 >> s.nic.pendShift)
 		f.ex.Mark = func(j int32) { s.pace.Mark(j, f.rec(j)) }
 		if s.symmetric() {
 			f.ex.UseSymmetry(expand.FindSymmetry(f.set, s.r, expand.SymmetryRules{WholeServers: true, LinkOK: func(dl route.DirLink) bool {
@@ -285,7 +285,7 @@ func (s *Sim) begin() error {
 	if s.mon != nil {
 		s.mon.start(s)
 	}
-	s.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
+	s.nic.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
 	s.work = s.work[:0]
 	for _, i := range s.flows.DAG.Ready() {
 		if s.part == nil || s.home(i) == s.me {
@@ -372,15 +372,15 @@ func (s *Sim) loop(end int64, window bool) error {
 			s.cur = s.ports[ev.Target].from
 			s.pfc.frame(ev.Target, ev.Arg)
 		case evCCTimer:
-			s.cur = s.qpNode(ev.Target)
-			s.onCCTimer(ev.Target, ev.Arg)
+			s.cur = s.nic.qpNode(ev.Target)
+			s.nic.onCCTimer(ev.Target, ev.Arg)
 		case evRTO:
-			s.cur = s.qpNode(ev.Target)
-			s.onRTO(ev.Target, ev.Arg)
+			s.cur = s.nic.qpNode(ev.Target)
+			s.nic.onRTO(ev.Target, ev.Arg)
 		case evRTOFIFO:
-			qi, gen := s.popRTO()
-			s.cur = s.qpNode(qi)
-			s.onRTO(qi, gen)
+			qi, gen := s.nic.popRTO()
+			s.cur = s.nic.qpNode(qi)
+			s.nic.onRTO(qi, gen)
 		case evDelayDone:
 			s.cur = s.flowNode(ev.Target)
 			s.finishFlow(ev.Target)
@@ -404,9 +404,9 @@ func (s *Sim) loop(end int64, window bool) error {
 		case evBypass:
 			s.sur.onBypass(ev.Target, ev.Arg == 1)
 		case evFlowSent:
-			s.sent(ev.Target)
+			s.nic.sent(ev.Target)
 		case evFlowRecv:
-			s.received(ev.Target)
+			s.nic.received(ev.Target)
 		case evSurrogateSample:
 			if err := s.sur.surrogateSample(); err != nil {
 				return err
@@ -548,21 +548,21 @@ func (s *Sim) failFlow(i int32, why error) {
 		s.Stats.Failed++
 	}
 	delivered := int64(0)
-	for qi := range s.qps {
-		q := &s.qps[qi]
+	for qi := range s.nic.qps {
+		q := &s.nic.qps[qi]
 		if q.flow != i || q.done {
 			continue
 		}
 		delivered += q.rcvNext
-		s.epoch[qi]++
+		s.nic.epoch[qi]++
 		q.done = true
 		q.rtoGen++
 		q.ccGen++
 		if s.mon != nil {
 			s.mon.qpDone(int32(qi))
 		}
-		s.removeQP(q.port, int32(qi))
-		s.recycle(int32(qi))
+		s.nic.removeQP(q.port, int32(qi))
+		s.nic.recycle(int32(qi))
 	}
 	s.Stats.FailedBytes += max(f.size(i)-delivered, 0)
 	if f.RxDone != nil && f.RxDone[i] == 0 {
@@ -853,7 +853,7 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	for j := int64(0); j < nq && left > 0; j++ {
 		left -= min(left, per*int64(s.cfg.PayloadSize))
 		var port int32
-		if s.lazy {
+		if s.nic.lazy {
 			// Route now (the first hop names the port; errors surface
 			// here as they always did), keep only the flow and j.
 			if err := s.routePart(i, j); err != nil {
@@ -864,24 +864,24 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 				f.Sport[i] = s.sport(id, j)
 				f.Ideal[i] += s.routedIdeal(i)
 			}
-			s.addPending(port, i, int32(j))
+			s.nic.addPending(port, i, int32(j))
 		} else {
-			qi := s.allocQP()
+			qi := s.nic.allocQP()
 			if err := s.initQP(qi, i, j); err != nil {
 				if s.downLinks == 0 {
 					return err
 				}
-				s.qps[qi].done = true // never opened: failFlow must not close it again
-				s.recycle(qi)
+				s.nic.qps[qi].done = true // never opened: failFlow must not close it again
+				s.nic.recycle(qi)
 				return s.noPath(i, err)
 			}
-			q := &s.qps[qi]
+			q := &s.nic.qps[qi]
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
 				f.Ideal[i] += s.idealFCT(s.partSize(i, 0), s.idealPath(s.path(2*qi), s.path(2*qi+1)))
 			}
-			s.addQP(port, qi)
+			s.nic.addQP(port, qi)
 		}
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
@@ -971,12 +971,12 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	src, dst := f.src(i), f.dst(i)
 	id := f.id(i)
 	part := s.partSize(i, j)
-	q := &s.qps[qi]
-	s.epoch[qi]++
-	if s.placed != nil {
-		s.placed.clear(qi)
+	q := &s.nic.qps[qi]
+	s.nic.epoch[qi]++
+	if s.nic.placed != nil {
+		s.nic.placed.clear(qi)
 	}
-	s.tp.open(qi)
+	s.nic.tp.open(qi)
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
@@ -993,7 +993,7 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	rtt, win := s.baseRTT(s.path(2*qi), s.path(2*qi+1), lineRate)
 	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
 	if s.usesINT {
-		s.hist[qi] = cc.HopHistory{}
+		s.nic.hist[qi] = cc.HopHistory{}
 	}
 	if s.surWatch {
 		s.sur.openQP(qi)
@@ -1138,8 +1138,8 @@ func (s *Sim) linkDown(li int32) error {
 			}
 		}
 	}
-	for qi := range s.qps {
-		q := &s.qps[qi]
+	for qi := range s.nic.qps {
+		q := &s.nic.qps[qi]
 		if q.done || q.size == 0 || !(s.crosses(int32(2*qi), li) || s.crosses(int32(2*qi+1), li)) {
 			continue
 		}
@@ -1155,12 +1155,12 @@ func (s *Sim) linkDown(li int32) error {
 				s.flows.name(q.flow), des.Time(s.now), li, s.linkName(li), err))
 			continue
 		}
-		s.epoch[qi]++
+		s.nic.epoch[qi]++
 		q.sndNxt = q.sndUna
 		q.port = int32(s.paths[int(2*qi)*s.pathW])
 		if q.port != old {
-			s.removeQP(old, int32(qi))
-			s.addQP(q.port, int32(qi))
+			s.nic.removeQP(old, int32(qi))
+			s.nic.addQP(q.port, int32(qi))
 		}
 		s.tryTx(q.port)
 	}

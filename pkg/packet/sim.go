@@ -203,44 +203,22 @@ type Sim struct {
 	// forwarding policy and forward's scratch.
 	fwding forwarding
 	hops   []route.DirLink
-	// The receivers' out-of-order placements (per-packet routing or
-	// TRANSPORT sack); nil while packets can only arrive in order.
-	placed *seqSet
-	// The NICs' loss recovery (TRANSPORT, transport.go), and whether its
-	// receivers acknowledge every out-of-order placement (read per such
-	// packet, so a field rather than a call).
-	tp      transport
-	ackEach bool
 	// The delay nodes released with the run, by end (queueStarts), while
 	// collectStarts gathers them.
 	starts        []start
 	startHead     int
 	collectStarts bool
 
-	qps    []qp
-	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
-	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
-	live   []int32         // per QP slot, its pair's packets not yet freed (recycle)
-	freeQP []int32
-
-	// lazy: a queue pair takes a slot in qps (240 bytes and two paths)
-	// only when it sends its first packet; until then its port's round
-	// robin holds ^(flow<<pendShift | j) (addPending). A 4096-rank AllToAll
-	// opens 16.8 M queue pairs at once, of which a few per NIC are sending
-	// at any time. Monitors (which list every open pair) and LINK_DOWN
-	// (which walks them) keep every pair materialized.
-	lazy      bool
-	pendShift uint8 // bits of a queue pair's index within its flow
-	fwd, rev  [maxPath]route.DirLink
-	fwdLen    uint8
-	revLen    uint8
+	// The NICs: queue pairs, their timers and loss recovery (nic.go).
+	nic      nic
+	fwd, rev [maxPath]route.DirLink
+	fwdLen   uint8
+	revLen   uint8
 
 	// Flows waiting out their step latency, by the time it ends.
 	lanes     []stepLane
 	laneAt    map[laneKey]int32
 	freeLanes []int32
-
-	rto rtoFIFO
 
 	flows *Flows
 	Stats Stats
@@ -249,7 +227,6 @@ type Sim struct {
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
 	work []int32
-	fb   cc.Feedback
 	// The surrogate (surrogate.go), nil without --surrogate. The core
 	// calls it only under these flags, which it sets: surWatch, it is
 	// configured (it follows queue pairs, NIC ports and deliveries);
@@ -319,6 +296,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
 		flows: flows, laneAt: map[laneKey]int32{}, pathW: 6}
+	s.nic.s = s
 	if len(t.Nodes) >= 1<<23 {
 		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
 	}
@@ -335,17 +313,17 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		return true
 	}
 	s.fromDst = func(j int32) bool { return flows.src(j) == s.rcvDst }
-	for 1<<s.pendShift < cfg.QPsPerConn {
-		s.pendShift++
+	for 1<<s.nic.pendShift < cfg.QPsPerConn {
+		s.nic.pendShift++
 	}
-	if int64(flows.DAG.Len())<<s.pendShift > math.MaxInt32 {
+	if int64(flows.DAG.Len())<<s.nic.pendShift > math.MaxInt32 {
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
 	}
 	s.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
 	if s.fwding.perPacket() || cfg.Transport.caps().placesOutOfOrder {
-		s.placed = newSeqSet()
+		s.nic.placed = newSeqSet()
 	}
-	s.tp, s.ackEach = newTransport(s), cfg.Transport.caps().ackEach
+	s.nic.tp, s.nic.ackEach = newTransport(s), cfg.Transport.caps().ackEach
 	nd := 2 * len(t.Links)
 	s.ports = make([]port, nd)
 	s.rngs = make([]rand.PCG, 2*nd)
@@ -465,9 +443,9 @@ func (s *Sim) freePacket(i int32) {
 		s.freeINT = append(s.freeINT, p.intI)
 		p.intI = -1
 	}
-	if s.live[p.qp]--; s.live[p.qp] == 0 && s.qps[p.qp].parked {
-		s.qps[p.qp].parked = false
-		s.freeQP = append(s.freeQP, p.qp)
+	if s.nic.live[p.qp]--; s.nic.live[p.qp] == 0 && s.nic.qps[p.qp].parked {
+		s.nic.qps[p.qp].parked = false
+		s.nic.freeQP = append(s.nic.freeQP, p.qp)
 	}
 	s.freePkts = append(s.freePkts, i)
 }
@@ -513,7 +491,7 @@ func (s *Sim) tryTx(pid int32) {
 		return
 	}
 	p.qpTurn = false
-	if len(p.qps) > 0 && s.sendFromQP(pid) {
+	if len(p.qps) > 0 && s.nic.sendFromQP(pid) {
 		return
 	}
 	if fwd > 0 {
@@ -597,7 +575,7 @@ func (s *Sim) transmit(pid int32, pi int32, q int) {
 // arrive handles a packet reaching the far end of its current link.
 func (s *Sim) arrive(pi int32) {
 	pkt := &s.pkts[pi]
-	if pkt.ep != s.epoch[pkt.qp] {
+	if pkt.ep != s.nic.epoch[pkt.qp] {
 		s.stale(pi)
 		return
 	}
@@ -619,7 +597,7 @@ func (s *Sim) arrive(pi int32) {
 		if s.surWatch {
 			s.sur.track(pkt)
 		}
-		s.deliver(pi)
+		s.nic.deliver(pi)
 		return
 	}
 	v := p.to

@@ -237,7 +237,7 @@ func latKey(src, dst int32, ctl bool) uint64 {
 // ends are a packet's source and destination nodes.
 func (sg *surrogate) ends(pkt *packet) (int32, int32) {
 	s := sg.s
-	f := s.qps[pkt.qp].flow
+	f := s.nic.qps[pkt.qp].flow
 	if pkt.kind == pktData {
 		return s.flows.src(f), s.flows.dst(f)
 	}
@@ -456,7 +456,7 @@ func (sg *surrogate) backlogSample(gen int64) {
 func (sg *surrogate) waitingData(pid int32) bool {
 	s := sg.s
 	for _, qi := range s.ports[pid].qps {
-		if qi < 0 || s.qps[qi].sndNxt < s.qps[qi].size {
+		if qi < 0 || s.nic.qps[qi].sndNxt < s.nic.qps[qi].size {
 			return true
 		}
 	}
@@ -558,7 +558,7 @@ func (sg *surrogate) bypassPending() error {
 		kept := p.qps[:0]
 		for _, qi := range p.qps {
 			if qi < 0 {
-				if i, j := s.pending(qi); j == 0 && f.qpsLeft[i] == 1 {
+				if i, j := s.nic.pending(qi); j == 0 && f.qpsLeft[i] == 1 {
 					if _, ok := sg.bypasses(i); ok {
 						conv = append(conv, i)
 						continue
@@ -569,7 +569,7 @@ func (sg *surrogate) bypassPending() error {
 		}
 		for k, qi := range kept {
 			if qi >= 0 {
-				s.qps[qi].slot = int32(k)
+				s.nic.qps[qi].slot = int32(k)
 			}
 		}
 		p.qps = kept
@@ -609,9 +609,9 @@ func (sg *surrogate) nicBacklogs() {
 		for _, qi := range p.qps {
 			left := int64(0)
 			if qi >= 0 {
-				left = s.qps[qi].size - s.qps[qi].sndNxt
+				left = s.nic.qps[qi].size - s.nic.qps[qi].sndNxt
 			} else { // pending: its whole part
-				left = s.partSize(s.pending(qi))
+				left = s.partSize(s.nic.pending(qi))
 			}
 			bytes += left + (left+pay-1)/pay*hdr
 		}
@@ -655,11 +655,11 @@ func (sg *surrogate) onBypass(pi int32, zombie bool) {
 		pi = sg.zombieCopy(pi)
 	}
 	pkt := &s.pkts[pi]
-	if pkt.ep != s.epoch[pkt.qp] {
+	if pkt.ep != s.nic.epoch[pkt.qp] {
 		s.stale(pi)
 		return
 	}
-	s.deliver(pi)
+	s.nic.deliver(pi)
 }
 
 // surrogateSwitch enters (on) or leaves surrogate mode.
@@ -760,7 +760,7 @@ func (sg *surrogate) zombieCopy(pi int32) int32 {
 	z := &s.pkts[pi]
 	c := &s.pkts[cp]
 	*c = *z
-	s.live[c.qp]++
+	s.nic.live[c.qp]++
 	c.zombie, c.ecn, c.inDL, c.intI = 0, z.zombie&copyECN != 0, -1, -1
 	gone := z.zombie&copyGone != 0
 	z.zombie = zombieFrozen
