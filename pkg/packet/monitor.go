@@ -96,9 +96,9 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 	ns := des.Time(s.now).Ns()
 	switch kind {
 	case monQLen:
-		for pid := range s.ports {
-			p := &s.ports[pid]
-			if !s.isSwitch[p.from] {
+		for pid := range s.fab.ports {
+			p := &s.fab.ports[pid]
+			if !s.fab.isSwitch[p.from] {
 				continue
 			}
 			for q := 0; q < nQ; q++ {
@@ -111,8 +111,8 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 	case monBW:
 		tx := m.tx
 		clear(tx)
-		for pid := range s.ports {
-			if p := &s.ports[pid]; int(p.from) < s.t.GPUs {
+		for pid := range s.fab.ports {
+			if p := &s.fab.ports[pid]; int(p.from) < s.t.GPUs {
 				tx[p.from] += p.txBytes
 			}
 		}

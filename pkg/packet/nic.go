@@ -99,17 +99,17 @@ func (nc *nic) allocQP() int32 {
 	if s.surWatch {
 		s.sur.addQP()
 	}
-	s.fwding.addQP()
+	s.fab.fwding.addQP()
 	nc.tp.addQP()
 	nc.epoch = grow.Append(nc.epoch, 0)
 	nc.live = grow.Append(nc.live, 0)
 	if s.part != nil {
 		s.shadowOf = append(s.shadowOf, qpKey{qp: -1})
 	}
-	for range 2 * s.pathW {
-		s.paths = grow.Append(s.paths, 0)
+	for range 2 * s.fab.pathW {
+		s.fab.paths = grow.Append(s.fab.paths, 0)
 	}
-	s.pathLen = grow.Append(s.pathLen, 0, 0)
+	s.fab.pathLen = grow.Append(s.fab.pathLen, 0, 0)
 	return int32(len(nc.qps) - 1)
 }
 
@@ -118,7 +118,7 @@ func (nc *nic) allocQP() int32 {
 // to open, so a pending pair costs its four bytes there and nothing more.
 func (nc *nic) addPending(pid int32, flow, j int32) {
 	s := nc.s
-	p := &s.ports[pid]
+	p := &s.fab.ports[pid]
 	p.qps = append(p.qps, ^(flow<<nc.pendShift | j))
 }
 
@@ -132,7 +132,7 @@ func (nc *nic) pending(slot int32) (flow int32, j int64) {
 // robin its state, as opening it would have.
 func (nc *nic) materialize(pid int32, i int) int32 {
 	s := nc.s
-	p := &s.ports[pid]
+	p := &s.fab.ports[pid]
 	flow, j := nc.pending(p.qps[i])
 	qi := nc.allocQP()
 	if err := s.initQP(qi, flow, j); err != nil {
@@ -147,7 +147,7 @@ func (nc *nic) materialize(pid int32, i int) int32 {
 // each within its window and pacing rate. It returns whether it sent.
 func (nc *nic) sendFromQP(pid int32) bool {
 	s := nc.s
-	p := &s.ports[pid]
+	p := &s.fab.ports[pid]
 	if s.pfc.holds(p, dataQ) {
 		return false
 	}
@@ -203,7 +203,7 @@ func (nc *nic) sendFromQP(pid int32) bool {
 		return true
 	}
 	if earliest > 0 {
-		s.wake(pid, earliest)
+		s.fab.wake(pid, earliest)
 	}
 	return false
 }
@@ -222,8 +222,8 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 	if s.usesINT {
 		pkt.intI = nc.newINT()
 	}
-	if s.fwding.perPacket() {
-		pkt.link, pkt.flowlet = pid, s.fwding.sent(qi, s.now)
+	if s.fab.fwding.perPacket() {
+		pkt.link, pkt.flowlet = pid, s.fab.fwding.sent(qi, s.now)
 	}
 	if seq < q.maxSent {
 		s.Stats.Retransmitted += size
@@ -246,7 +246,7 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 	if q.rtoAt == 0 {
 		nc.armRTO(qi)
 	}
-	s.transmit(pid, pi, -1)
+	s.fab.transmit(pid, pi, -1)
 }
 
 // paceRate is the rate a queue pair's packets leave at: its congestion
@@ -439,7 +439,7 @@ func (nc *nic) onRTO(qi int32, gen int64) {
 		if q.sndNxt > q.sndUna {
 			nc.tp.timeout(q, qi)
 			q.lastProg = s.now
-			s.tryTx(q.port)
+			s.fab.tryTx(q.port)
 		}
 		nc.armRTO(qi)
 		return
@@ -567,7 +567,7 @@ func (nc *nic) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
 		s.sur.bypass(pi, 0)
 		return
 	}
-	s.enqueue(pi, s.dl(pkt))
+	s.fab.enqueue(pi, s.fab.dl(pkt))
 }
 
 func (nc *nic) onAck(pi int32) {
@@ -611,7 +611,7 @@ func (nc *nic) onAck(pi int32) {
 		nc.qpDone(qi)
 		return
 	}
-	s.tryTx(q.port)
+	s.fab.tryTx(q.port)
 }
 
 // removeQP takes a queue pair out of a port's round robin.
@@ -619,7 +619,7 @@ func (nc *nic) onAck(pi int32) {
 // many pairs share the port (a 1024-rank all-to-all puts 1023 on each NIC).
 func (nc *nic) removeQP(pid int32, qi int32) {
 	s := nc.s
-	p := &s.ports[pid]
+	p := &s.fab.ports[pid]
 	i := nc.qps[qi].slot
 	if int(i) >= len(p.qps) || p.qps[i] != qi {
 		return
@@ -639,7 +639,7 @@ func (nc *nic) removeQP(pid int32, qi int32) {
 // addQP puts a queue pair in its port's round robin.
 func (nc *nic) addQP(pid int32, qi int32) {
 	s := nc.s
-	p := &s.ports[pid]
+	p := &s.fab.ports[pid]
 	nc.qps[qi].slot = int32(len(p.qps))
 	p.qps = append(p.qps, qi)
 }
@@ -666,7 +666,7 @@ func (nc *nic) onCCTimer(qi int32, gen int64) {
 	}
 	q.ccWake = 0
 	nc.ccSchedule(qi, s.alg.OnTimer(&q.cc, s.now))
-	s.tryTx(q.port)
+	s.fab.tryTx(q.port)
 }
 
 func (nc *nic) qpDone(qi int32) {
@@ -711,5 +711,5 @@ func (nc *nic) recycle(qi int32) {
 // qpNode is the node queue pair qi sends from.
 func (nc *nic) qpNode(qi int32) int32 {
 	s := nc.s
-	return s.ports[nc.qps[qi].port].from
+	return s.fab.ports[nc.qps[qi].port].from
 }

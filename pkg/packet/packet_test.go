@@ -108,7 +108,7 @@ func TestSingleFlowIdeal(t *testing.T) {
 		fct := fl.End[0] - fl.Start[0]
 		ideal := fl.Ideal[0]
 		q := &s.nic.qps[0]
-		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(s.path(0)))
+		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.fab.bottleneck(s.fab.path(0)))
 		if fct < ideal-pktTime-q.cc.BaseRTT || fct > ideal+pktTime+q.cc.BaseRTT {
 			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.cc.BaseRTT)
 		}
@@ -246,8 +246,8 @@ func TestECMPSpread(t *testing.T) {
 	s, _ := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	asw := int32(64 + 8) // after 64 GPUs and 8 NVSwitches
 	var per []int64
-	for pid := range s.ports {
-		p := &s.ports[pid]
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
 		if p.from == asw && tp.Nodes[p.to].Role == topo.RolePSW {
 			per = append(per, p.txBytes)
 		}
@@ -389,7 +389,7 @@ func TestLinkDownNVLS(t *testing.T) {
 	}
 	for qi := range s.nic.qps {
 		for dir := 0; dir < 2; dir++ {
-			for _, dl := range s.path(int32(2*qi + dir)) {
+			for _, dl := range s.fab.path(int32(2*qi + dir)) {
 				if dl.Link() == 0 {
 					t.Fatalf("queue pair %d still routed over the failed link", qi)
 				}

@@ -204,9 +204,9 @@ func (s *Sim) sendAway(pi int32, at int64, v int32) {
 	c := &(*box)[len(*box)-1]
 	q := &s.nic.qps[qi]
 	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(at), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
-	c.hash = s.fwding.hash(qi)
-	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
-	c.revLen = uint8(copy(c.rev[:], s.path(2*qi+1)))
+	c.hash = s.fab.fwding.hash(qi)
+	c.fwdLen = uint8(copy(c.fwd[:], s.fab.path(2*qi)))
+	c.revLen = uint8(copy(c.rev[:], s.fab.path(2*qi+1)))
 	if pkt.intI >= 0 {
 		c.nHops, c.hops = s.intN[pkt.intI], s.ints[pkt.intI]
 	}
@@ -269,13 +269,13 @@ func (s *Sim) newShadow(c *crossing) int32 {
 	s.nic.epoch[sh]++
 	s.nic.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
 	s.nic.qps[sh].cc.BaseRTT = c.rtt
-	s.fwding.open(sh, c.hash)
+	s.fab.fwding.open(sh, c.hash)
 	for d, p := range [2][]route.DirLink{c.fwd[:c.fwdLen], c.rev[:c.revLen]} {
-		if len(p) > s.pathW {
-			s.widenPaths(len(p))
+		if len(p) > s.fab.pathW {
+			s.fab.widenPaths(len(p))
 		}
-		copy(s.paths[int(2*sh+int32(d))*s.pathW:], p)
-		s.pathLen[2*sh+int32(d)] = uint8(len(p))
+		copy(s.fab.paths[int(2*sh+int32(d))*s.fab.pathW:], p)
+		s.fab.pathLen[2*sh+int32(d)] = uint8(len(p))
 	}
 	s.shadowOf[sh] = c.home
 	return sh
@@ -657,9 +657,9 @@ func (s *Sim) merge(sims []*Sim) {
 			s.stalled = c.stalled
 		}
 	}
-	for i := range s.ports {
-		if k := s.part.of[s.ports[i].from]; k != 0 {
-			s.ports[i].txBytes = sims[k].ports[i].txBytes
+	for i := range s.fab.ports {
+		if k := s.part.of[s.fab.ports[i].from]; k != 0 {
+			s.fab.ports[i].txBytes = sims[k].fab.ports[i].txBytes
 		}
 	}
 }

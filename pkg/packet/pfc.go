@@ -96,7 +96,7 @@ func (f *pfc) leave(pkt *packet) {
 	s := f.s
 	dl := pkt.inDL
 	pkt.inDL = -1
-	if s.mmu.release(s.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
+	if s.mmu.release(s.fab.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
 		f.send(dl, int(pkt.q), false)
 	}
 }
@@ -110,7 +110,7 @@ func (f *pfc) refresh(k int32) {
 	if !s.mmu.pausedUp[k] {
 		return
 	}
-	if v := s.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
+	if v := s.fab.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
 		if s.stalledSwitch(v, k); s.stalled != nil {
 			return
 		}
@@ -130,8 +130,8 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 		arg |= 1
 		s.Stats.Pauses++
 	}
-	at := s.now + s.ports[dl].lat
-	if up := s.ports[dl].from; s.abroad(up) {
+	at := s.now + s.fab.ports[dl].lat
+	if up := s.fab.ports[dl].from; s.abroad(up) {
 		s.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
 	} else {
 		s.push(at, evPFC, dl, arg)
@@ -141,14 +141,14 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 		if q == portPFC {
 			mq = dataQ // a port-wide frame, logged on the data priority
 		}
-		s.mon.pfc(s.now, s.ports[dl].to, s.ports[dl].from, mq, pause)
+		s.mon.pfc(s.now, s.fab.ports[dl].to, s.fab.ports[dl].from, mq, pause)
 	}
 }
 
 // frame is a PFC frame (evPFC's arg) reaching egress port pid.
 func (f *pfc) frame(pid int32, arg int64) {
 	s := f.s
-	p := &s.ports[pid]
+	p := &s.fab.ports[pid]
 	q := int(arg >> 1)
 	if q == portPFC {
 		f.portFrame(pid, arg&1 == 1)
@@ -160,13 +160,13 @@ func (f *pfc) frame(pid int32, arg int64) {
 		return
 	}
 	p.paused[q] = false
-	s.tryTx(pid)
+	s.fab.tryTx(pid)
 }
 
 // holds reports whether priority q of egress port p is paused now. A
 // suspended fabric (--surrogate, not lite) does not hold hosts back.
 func (f *pfc) holds(p *port, q int) bool {
-	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.isSwitch[p.from])
+	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.fab.isSwitch[p.from])
 }
 
 // pausedNow reports whether priority q is paused at now; a PAUSE that
@@ -205,7 +205,7 @@ func (f *pfc) leavePort(pkt *packet) {
 	s := f.s
 	dl := pkt.inDL
 	pkt.inDL = -1
-	if f.releasePort(&s.mmu, s.ports[dl].to, dl, int64(pkt.wire)) {
+	if f.releasePort(&s.mmu, s.fab.ports[dl].to, dl, int64(pkt.wire)) {
 		f.send(dl, portPFC, false)
 	}
 }
@@ -241,13 +241,13 @@ func (f *pfc) releasePort(m *mmu, v, dl int32, size int64) (resume bool) {
 // portFrame pauses (until resumed) or resumes every data priority of
 // egress port pid.
 func (f *pfc) portFrame(pid int32, pause bool) {
-	p := &f.s.ports[pid]
+	p := &f.s.fab.ports[pid]
 	for q := 1; q < nQ; q++ {
 		p.paused[q] = pause
 		p.pauseTill[q] = maxTime
 	}
 	if !pause {
-		f.s.tryTx(pid)
+		f.s.fab.tryTx(pid)
 	}
 }
 

@@ -111,7 +111,7 @@ func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 // (monitors list every queue pair, the surrogate measures the whole
 // fabric, a failed link reroutes, per-packet routing).
 func (s *Sim) symmetric() bool {
-	return !s.NoSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fwding.perPacket()
+	return !s.NoSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fab.fwding.perPacket()
 }
 
 // cover grows the run columns over the expanded flows' slots.
@@ -258,7 +258,7 @@ func (s *Sim) prepare() {
 		f.ex.Mark = func(j int32) { s.pace.Mark(j, f.rec(j)) }
 		if s.symmetric() {
 			f.ex.UseSymmetry(expand.FindSymmetry(f.set, s.r, expand.SymmetryRules{WholeServers: true, LinkOK: func(dl route.DirLink) bool {
-				p := &s.ports[dl]
+				p := &s.fab.ports[dl]
 				return p.lossProb == 0 && !p.marks
 			}}))
 		}
@@ -343,7 +343,7 @@ func (s *Sim) loop(end int64, window bool) error {
 			case evArrive:
 				prefetch.Line(unsafe.Pointer(&s.pkts[t]))
 			case evTxDone:
-				prefetch.Line(unsafe.Pointer(&s.ports[t]))
+				prefetch.Line(unsafe.Pointer(&s.fab.ports[t]))
 			}
 		}
 		if s.suspended && s.sur.hold(ev) {
@@ -354,22 +354,22 @@ func (s *Sim) loop(end int64, window bool) error {
 		s.curSeq, s.cur = ev.Seq(), int32(len(s.t.Nodes))
 		switch ev.Kind {
 		case evArrive:
-			s.arrive(ev.Target)
+			s.fab.arrive(ev.Target)
 		case evTxDone:
-			if p := &s.ports[ev.Target]; p.txDoneAt == s.now {
+			if p := &s.fab.ports[ev.Target]; p.txDoneAt == s.now {
 				p.txDoneAt = 0
 				s.cur = p.from
-				s.tryTx(ev.Target)
+				s.fab.tryTx(ev.Target)
 			}
 		case evWake:
-			p := &s.ports[ev.Target]
+			p := &s.fab.ports[ev.Target]
 			if p.wakeAt == s.now {
 				p.wakeAt = 0
 			}
 			s.cur = p.from
-			s.tryTx(ev.Target)
+			s.fab.tryTx(ev.Target)
 		case evPFC:
-			s.cur = s.ports[ev.Target].from
+			s.cur = s.fab.ports[ev.Target].from
 			s.pfc.frame(ev.Target, ev.Arg)
 		case evCCTimer:
 			s.cur = s.nic.qpNode(ev.Target)
@@ -391,11 +391,11 @@ func (s *Sim) loop(end int64, window bool) error {
 		case evMonitor:
 			s.mon.sample(s, ev.Arg)
 		case evLinkDown:
-			if err := s.linkDown(ev.Target); err != nil {
+			if err := s.fab.linkDown(ev.Target); err != nil {
 				return err
 			}
 		case evPFCRefresh:
-			s.cur = s.ports[ev.Target/nQ].to
+			s.cur = s.fab.ports[ev.Target/nQ].to
 			s.pfc.refresh(ev.Target)
 		case evSurrogate:
 			if err := s.sur.surrogateSwitch(ev.Arg == 1); err != nil {
@@ -815,11 +815,11 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	id := f.id(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
-		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
+		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
 		if err != nil {
-			return s.noPath(i, err)
+			return s.fab.noPath(i, err)
 		}
-		wait := lat - int64(s.r.Latency(s.buf))
+		wait := lat - int64(s.r.Latency(s.fab.buf))
 		if f.replayed != nil && f.replayed[f.rec(i).Coll] {
 			wait = lat // SimAI replay: a send latency, before the propagation
 		}
@@ -856,13 +856,13 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		if s.nic.lazy {
 			// Route now (the first hop names the port; errors surface
 			// here as they always did), keep only the flow and j.
-			if err := s.routePart(i, j); err != nil {
+			if err := s.fab.routePart(i, j); err != nil {
 				return err
 			}
-			port = int32(s.fwd[0])
+			port = int32(s.fab.fwd[0])
 			if j == 0 {
 				f.Sport[i] = s.sport(id, j)
-				f.Ideal[i] += s.routedIdeal(i)
+				f.Ideal[i] += s.fab.routedIdeal(i)
 			}
 			s.nic.addPending(port, i, int32(j))
 		} else {
@@ -873,43 +873,22 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 				}
 				s.nic.qps[qi].done = true // never opened: failFlow must not close it again
 				s.nic.recycle(qi)
-				return s.noPath(i, err)
+				return s.fab.noPath(i, err)
 			}
 			q := &s.nic.qps[qi]
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
-				f.Ideal[i] += s.idealFCT(s.partSize(i, 0), s.idealPath(s.path(2*qi), s.path(2*qi+1)))
+				f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), s.fab.idealPath(s.fab.path(2*qi), s.fab.path(2*qi+1)))
 			}
 			s.nic.addQP(port, qi)
 		}
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
 		f.txLeft[i]++
-		s.tryTx(port)
+		s.fab.tryTx(port)
 	}
 	return nil
-}
-
-// routePart routes part j of transfer i into s.fwd and s.rev, as its
-// queue pair will be.
-func (s *Sim) routePart(i int32, j int64) error {
-	f := s.flows
-	src, dst := f.src(i), f.dst(i)
-	h := route.QPHash(src, dst, f.id(i), j, s.seed)
-	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
-		return fmt.Errorf("%s: %v", f.name(i), err)
-	}
-	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
-		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
-	}
-	return nil
-}
-
-// routedIdeal is transfer i's ideal FCT over the paths routePart left in
-// s.fwd and s.rev.
-func (s *Sim) routedIdeal(i int32) int64 {
-	return s.idealFCT(s.partSize(i, 0), s.idealPath(s.fwd[:s.fwdLen], s.rev[:s.revLen]))
 }
 
 // idealPath is what a transfer's ideal FCT needs of its paths: the
@@ -919,45 +898,6 @@ func (s *Sim) routedIdeal(i int32) int64 {
 type idealPath struct {
 	prop          int64
 	bottle, other float64 // ps per byte
-}
-
-func (s *Sim) idealPath(fwd, rev []route.DirLink) idealPath {
-	var a idealPath
-	b := 0
-	for k, dl := range fwd {
-		if s.ports[dl].bw < s.ports[fwd[b]].bw {
-			b = k
-		}
-	}
-	for k, dl := range fwd {
-		p := &s.ports[dl]
-		a.prop += p.lat
-		if k == b {
-			a.bottle = p.bitPs
-		} else {
-			a.other += p.bitPs
-		}
-	}
-	for _, dl := range rev {
-		a.prop += s.ports[dl].lat
-	}
-	return a
-}
-
-// idealFCT is a queue pair of size bytes alone on the fabric, a lower bound
-// on its FCT: the send latency, propagation both ways (the completing ACK's
-// serialization left out), every packet with its header through the
-// bottleneck, and its smallest packet stored and forwarded at every other
-// hop (some packet is first through the bottleneck, and some last). SimAI's
-// standalone FCT (a full-MTU packet at every hop plus size / bottleneck)
-// exceeds the measured FCT of a transfer of a few packets: on a 16 Gb/s
-// dragonfly 4 KiB transfers read slowdown 0.75 (issue 32).
-func (s *Sim) idealFCT(size int64, a idealPath) int64 {
-	pay, hdr := int64(s.cfg.PayloadSize), float64(s.cfg.HeaderBytes)
-	n := (size + pay - 1) / pay
-	smallest := float64(size-(n-1)*pay) + hdr
-	wire := float64(size) + float64(n)*hdr
-	return s.SendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
 }
 
 func (s *Sim) sport(id, j int64) uint16 {
@@ -981,16 +921,16 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
 	h := route.QPHash(src, dst, id, j, s.seed)
-	s.fwding.open(qi, h)
-	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
+	s.fab.fwding.open(qi, h)
+	if err := s.fab.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)
 	}
-	if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
+	if err := s.fab.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
 		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
 	}
-	q.port = int32(s.paths[int(2*qi)*s.pathW])
-	lineRate := s.ports[q.port].bw
-	rtt, win := s.baseRTT(s.path(2*qi), s.path(2*qi+1), lineRate)
+	q.port = int32(s.fab.paths[int(2*qi)*s.fab.pathW])
+	lineRate := s.fab.ports[q.port].bw
+	rtt, win := s.fab.baseRTT(s.fab.path(2*qi), s.fab.path(2*qi+1), lineRate)
 	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
 	if s.usesINT {
 		s.nic.hist[qi] = cc.HopHistory{}
@@ -1010,186 +950,6 @@ func (s *Sim) partSize(i int32, j int64) int64 {
 	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
 	per := (pktsTotal + nq - 1) / nq
 	return min(size-j*per*pay, per*pay)
-}
-
-// routeBuf computes the path from a to b into s.buf, refusing one longer
-// than a packet's route can hold.
-func (s *Sim) routeBuf(a, b int32, h uint64, port int) error {
-	var err error
-	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
-	if err != nil {
-		return err
-	}
-	if len(s.buf) > maxPath {
-		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
-	}
-	return nil
-}
-
-// route computes a path from a to b into a fixed buffer.
-func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64, port int) error {
-	if err := s.routeBuf(a, b, h, port); err != nil {
-		return err
-	}
-	copy(dst[:], s.buf)
-	*n = uint8(len(s.buf))
-	return nil
-}
-
-// setPath routes path id pid from node a to node b, on NIC port port of a
-// dual-homed source (-1: by the hash). The router also takes a GPU to or
-// from its NVSwitch (NVLS) over their direct links, and knows which links
-// have failed.
-func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
-	if err := s.routeBuf(a, b, h, port); err != nil {
-		return err
-	}
-	if len(s.buf) > s.pathW {
-		s.widenPaths(len(s.buf))
-	}
-	copy(s.paths[int(pid)*s.pathW:], s.buf)
-	s.pathLen[pid] = uint8(len(s.buf))
-	return nil
-}
-
-// path is path pid's hops.
-func (s *Sim) path(pid int32) []route.DirLink {
-	o := int(pid) * s.pathW
-	return s.paths[o : o+int(s.pathLen[pid])]
-}
-
-// widenPaths gives every path at least n slots. Paths start with 6 (the
-// families here need at most 6; 16 slots for each of a queue pair's two
-// paths were a fifth of its memory), and a longer route re-lays them all
-// once.
-func (s *Sim) widenPaths(n int) {
-	w := min(max(2*s.pathW, n), maxPath)
-	wide := make([]route.DirLink, len(s.pathLen)*w)
-	for pid := range s.pathLen {
-		copy(wide[pid*w:], s.paths[pid*s.pathW:(pid+1)*s.pathW])
-	}
-	s.paths, s.pathW = wide, w
-}
-
-// baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
-// ways and a full packet serialized at every hop out (the ACK's own
-// serialization is negligible). It sets the ideal FCT.
-//
-// The window (HAS_WIN) covers that round trip plus what an ACK may wait at
-// each hop back: ACKs have priority but do not preempt, so one may queue
-// behind a full data packet at every hop. With SimAI's plain
-// bandwidth-delay product a flow whose receiver sends data of its own (every
-// ring step) loses a fifth of its rate to that wait; with this margin an
-// unloaded flow keeps line rate either way.
-func (s *Sim) baseRTT(fwd, rev []route.DirLink, lineRate float64) (rtt, win int64) {
-	mtu := float64(s.cfg.PayloadSize + s.cfg.HeaderBytes)
-	var ackWait int64
-	for _, dl := range fwd {
-		p := &s.ports[dl]
-		rtt += p.lat + int64(mtu*p.bitPs+0.5)
-	}
-	for _, dl := range rev {
-		p := &s.ports[dl]
-		rtt += p.lat
-		ackWait += int64((mtu+float64(s.cfg.AckBytes))*p.bitPs + 0.5)
-	}
-	win = int64(float64(rtt+ackWait) * lineRate / 8e12)
-	return rtt, max(win, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
-}
-
-func (s *Sim) bottleneck(path []route.DirLink) float64 {
-	bw := 0.0
-	for _, dl := range path {
-		if b := s.ports[dl].bw; bw == 0 || b < bw {
-			bw = b
-		}
-	}
-	return bw
-}
-
-// linkDown fails both directions of a link: what is on the wire and what
-// waits in its queues is lost. Routing converges at once: later queue
-// pairs avoid the link, and the ones crossing it move to a new path,
-// losing what they had in flight (a new epoch: stale packets are dropped
-// where they are) and going back to their first unacknowledged byte.
-func (s *Sim) linkDown(li int32) error {
-	if err := s.r.Fail(li); err != nil {
-		return err
-	}
-	if s.surWatch {
-		s.sur.pairs.reset() // their routes may cross the link
-	}
-	s.downLinks++
-	if s.downNames != "" {
-		s.downNames += ", "
-	}
-	s.downNames += fmt.Sprintf("%d (%s)", li, s.linkName(li))
-	for dir := int32(0); dir < 2; dir++ {
-		p := &s.ports[2*li+dir]
-		p.down = true
-		for q := 0; q < nQ; q++ {
-			for p.q[q].len() > 0 {
-				pi := p.pop(q)
-				p.qBytes[q] -= int64(s.pkts[pi].wire)
-				if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
-					s.pfc.leave(pkt)
-				}
-				s.drop(pi)
-			}
-		}
-	}
-	for qi := range s.nic.qps {
-		q := &s.nic.qps[qi]
-		if q.done || q.size == 0 || !(s.crosses(int32(2*qi), li) || s.crosses(int32(2*qi+1), li)) {
-			continue
-		}
-		old := q.port
-		src, dst := s.flows.src(q.flow), s.flows.dst(q.flow)
-		h := route.FlowHash(src, dst, s.flows.id(q.flow)*64+int64(q.sport), s.seed^0xfa11)
-		err := s.setPath(int32(2*qi), src, dst, h, -1)
-		if err == nil {
-			err = s.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)
-		}
-		if err != nil {
-			s.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
-				s.flows.name(q.flow), des.Time(s.now), li, s.linkName(li), err))
-			continue
-		}
-		s.nic.epoch[qi]++
-		q.sndNxt = q.sndUna
-		q.port = int32(s.paths[int(2*qi)*s.pathW])
-		if q.port != old {
-			s.nic.removeQP(old, int32(qi))
-			s.nic.addQP(q.port, int32(qi))
-		}
-		s.tryTx(q.port)
-	}
-	return nil
-}
-
-// noPath handles a transfer that cannot be routed when it starts: with
-// links down, it fails (and the run goes on); otherwise it is an error.
-func (s *Sim) noPath(i int32, err error) error {
-	if s.downLinks == 0 {
-		return fmt.Errorf("%s: %v", s.flows.name(i), err)
-	}
-	s.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
-	return nil
-}
-
-// linkName names a link by its two nodes.
-func (s *Sim) linkName(li int32) string {
-	l := &s.t.Links[li]
-	return fmt.Sprintf("%d-%d", l.A, l.B)
-}
-
-func (s *Sim) crosses(pid int32, li int32) bool {
-	for _, dl := range s.path(pid) {
-		if dl.Link() == li {
-			return true
-		}
-	}
-	return false
 }
 
 // FromSet takes a loaded stream's flows: transfers, delay nodes (their

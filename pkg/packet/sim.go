@@ -177,17 +177,10 @@ type Sim struct {
 	made   []uint64
 	curSeq uint64
 	seed   uint64
-	ports  []port
-	// Each port's random streams, 2*port for RED marking as it transmits
-	// and 2*port+1 for link errors as packets arrive over it: whichever
-	// part of a partitioned run the port is in, and whatever happens
-	// elsewhere, its draws are the same. (Kept out of port: its hot fields
-	// share fewer cache lines so.)
-	rngs []rand.PCG
-	// isSwitch: per node, a switch (network or NVSwitch), not a GPU.
-	isSwitch []bool
-	mmu      mmu // the switches' buffers and PFC decisions (mmu.go)
-	pfc      pfc // the PAUSE and RESUME frames and what they stop (pfc.go)
+	// The links, their ports and the packets' paths (fabric.go).
+	fab fabric
+	mmu mmu // the switches' buffers and PFC decisions (mmu.go)
+	pfc pfc // the PAUSE and RESUME frames and what they stop (pfc.go)
 
 	pkts     []packet
 	freePkts []int32
@@ -195,14 +188,6 @@ type Sim struct {
 	intN     []uint8
 	freeINT  []int32
 
-	paths   []route.DirLink // path 2*qp (the QP's data path) and 2*qp+1 (its ACK path), pathW slots each
-	pathW   int
-	pathLen []uint8
-
-	// Per-packet routing (ROUTING other than ecmp, routing.go): the
-	// forwarding policy and forward's scratch.
-	fwding forwarding
-	hops   []route.DirLink
 	// The delay nodes released with the run, by end (queueStarts), while
 	// collectStarts gathers them.
 	starts        []start
@@ -210,10 +195,7 @@ type Sim struct {
 	collectStarts bool
 
 	// The NICs: queue pairs, their timers and loss recovery (nic.go).
-	nic      nic
-	fwd, rev [maxPath]route.DirLink
-	fwdLen   uint8
-	revLen   uint8
+	nic nic
 
 	// Flows waiting out their step latency, by the time it ends.
 	lanes     []stepLane
@@ -223,7 +205,6 @@ type Sim struct {
 	flows *Flows
 	Stats Stats
 	mon   *Monitors
-	buf   []route.DirLink
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
 	work []int32
@@ -295,8 +276,8 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	// Validate built the algorithm once: it cannot fail here.
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
-		flows: flows, laneAt: map[laneKey]int32{}, pathW: 6}
-	s.nic.s = s
+		flows: flows, laneAt: map[laneKey]int32{}}
+	s.nic.s, s.fab.s, s.fab.pathW = s, s, 6
 	if len(t.Nodes) >= 1<<23 {
 		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
 	}
@@ -319,19 +300,19 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	if int64(flows.DAG.Len())<<s.nic.pendShift > math.MaxInt32 {
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
 	}
-	s.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
-	if s.fwding.perPacket() || cfg.Transport.caps().placesOutOfOrder {
+	s.fab.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
+	if s.fab.fwding.perPacket() || cfg.Transport.caps().placesOutOfOrder {
 		s.nic.placed = newSeqSet()
 	}
 	s.nic.tp, s.nic.ackEach = newTransport(s), cfg.Transport.caps().ackEach
 	nd := 2 * len(t.Links)
-	s.ports = make([]port, nd)
-	s.rngs = make([]rand.PCG, 2*nd)
+	s.fab.ports = make([]port, nd)
+	s.fab.rngs = make([]rand.PCG, 2*nd)
 	s.portMove = make([]int64, nd)
 	s.stallFloorPs = 1_000_000_000
-	s.isSwitch = make([]bool, len(t.Nodes))
+	s.fab.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
-		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
+		s.fab.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
 	}
 	m, short, worst := newMMU(t, &cfg)
 	s.mmu = *m
@@ -342,14 +323,14 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		}
 		for dir := 0; dir < 2; dir++ {
 			dl := 2*li + dir
-			p := &s.ports[dl]
+			p := &s.fab.ports[dl]
 			p.from, p.to = l.A, l.B
 			if dir == 1 {
 				p.from, p.to = l.B, l.A
 			}
 			p.bw, p.lat, p.bitPs = l.BWbps, l.LatencyPs, 8e12/l.BWbps
-			s.rngs[2*dl].Seed(seed, uint64(2*dl))
-			s.rngs[2*dl+1].Seed(seed, uint64(2*dl+1))
+			s.fab.rngs[2*dl].Seed(seed, uint64(2*dl))
+			s.fab.rngs[2*dl+1].Seed(seed, uint64(2*dl+1))
 			p.lossProb = 1 - (1-l.ErrorRate)*(1-cfg.ErrorRate)
 			// ECN marking at network switches only: the NVLink fabric is
 			// credit-based and never marks.
@@ -359,7 +340,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 				p.kmax = int64(cfg.KMax.At(l.BWbps) * 1024)
 				p.pmax = cfg.PMax.At(l.BWbps)
 			}
-			p.inINT = s.usesINT && s.isSwitch[p.from] // NVSwitches report too
+			p.inINT = s.usesINT && s.fab.isSwitch[p.from] // NVSwitches report too
 		}
 	}
 	if short > 0 && !cfg.PortPFC {
@@ -448,202 +429,6 @@ func (s *Sim) freePacket(i int32) {
 		s.nic.freeQP = append(s.nic.freeQP, p.qp)
 	}
 	s.freePkts = append(s.freePkts, i)
-}
-
-func (s *Sim) dl(pkt *packet) route.DirLink { return s.paths[int(pkt.path)*s.pathW+int(pkt.hop)] }
-
-// enqueue puts a packet on a port's queue and starts the port if idle.
-func (s *Sim) enqueue(pi int32, dl route.DirLink) {
-	pkt := &s.pkts[pi]
-	p := &s.ports[dl]
-	p.push(pkt.q, pi)
-	p.qBytes[pkt.q] += int64(pkt.wire)
-	s.tryTx(int32(dl))
-}
-
-// tryTx starts the next transmission on an idle port: control frames first,
-// then forwarded data by priority and queue pairs of a local sender, taking
-// turns; paused priorities wait.
-//
-// A port schedules its transmission-complete event only when something
-// waits to follow: an idle link costs no event per packet.
-func (s *Sim) tryTx(pid int32) {
-	p := &s.ports[pid]
-	if p.down {
-		return
-	}
-	if s.now < p.busyUntil {
-		if p.txDoneAt != p.busyUntil {
-			p.txDoneAt = p.busyUntil
-			s.push(p.busyUntil, evTxDone, pid, 0)
-		}
-		return
-	}
-	if p.full&1 != 0 {
-		s.transmit(pid, p.pop(0), 0)
-		return
-	}
-	hostFree := s.suspended && !s.isSwitch[p.from]
-	fwd := p.nextQueue(s.now, hostFree)
-	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
-		p.qpTurn = true
-		s.transmit(pid, p.pop(fwd), fwd)
-		return
-	}
-	p.qpTurn = false
-	if len(p.qps) > 0 && s.nic.sendFromQP(pid) {
-		return
-	}
-	if fwd > 0 {
-		s.transmit(pid, p.pop(fwd), fwd)
-		return
-	}
-	// Nothing sendable now: wake up when a PAUSE expires. A host the
-	// surrogate frees is not held by PAUSE (one left from before it opened
-	// has expired unrefreshed): waking for it spun every picosecond, a
-	// million events per 0.2 us of a 127-to-1 incast under --surrogate.
-	if hostFree {
-		return
-	}
-	for i := 1; i < nQ; i++ {
-		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
-			s.wake(pid, p.pauseTill[i])
-		}
-	}
-}
-
-// wake schedules a port re-check (the earliest pending one wins).
-func (s *Sim) wake(pid int32, at int64) {
-	p := &s.ports[pid]
-	if at <= s.now {
-		at = s.now + 1
-	}
-	if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > s.now {
-		return
-	}
-	p.wakeAt = at
-	s.push(at, evWake, pid, 0)
-}
-
-// transmit serializes a packet taken from queue q, or built by a local
-// sender when q < 0.
-func (s *Sim) transmit(pid int32, pi int32, q int) {
-	p := &s.ports[pid]
-	pkt := &s.pkts[pi]
-	if q >= 0 {
-		p.qBytes[q] -= int64(pkt.wire)
-		if pkt.inDL >= 0 {
-			s.pfc.leave(pkt)
-		}
-	}
-	if pkt.kind == pktData && p.marks && !pkt.ecn {
-		pkt.ecn = p.red(p.qBytes[pkt.q], &s.rngs[2*pid])
-	}
-	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
-		n := s.intN[pkt.intI]
-		if int(n) < cc.MaxHops {
-			s.ints[pkt.intI][n] = cc.IntHop{TimePs: s.now, TxBytes: p.txBytes, QLen: p.qBytes[pkt.q], LineRate: p.bw}
-			s.intN[pkt.intI] = n + 1
-		}
-	}
-	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
-	if pkt.kind == pktData {
-		s.lastMove[p.from], s.lastMoveAny, s.portMove[pid] = s.now, s.now, s.now
-	}
-	// Under the surrogate it leaves its NIC (a data packet at the port's
-	// measured rate when the fabric saturated it) and skips the fabric.
-	bypass := s.bypassing && pkt.hop == 0 && pkt.zombie == 0
-	if bypass && pkt.kind == pktData {
-		tx = s.sur.nicTime(pid, int64(pkt.wire))
-	}
-	p.busyUntil = s.now + tx
-	p.txBytes += int64(pkt.wire)
-	switch {
-	case bypass:
-		s.sur.bypass(pi, tx)
-	case s.abroad(p.to):
-		s.sendAway(pi, s.now+tx+p.lat, p.to)
-	default:
-		s.push(s.now+tx+p.lat, evArrive, pi, 0)
-	}
-	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
-		p.txDoneAt = p.busyUntil
-		s.push(p.busyUntil, evTxDone, pid, 0)
-	}
-}
-
-// arrive handles a packet reaching the far end of its current link.
-func (s *Sim) arrive(pi int32) {
-	pkt := &s.pkts[pi]
-	if pkt.ep != s.nic.epoch[pkt.qp] {
-		s.stale(pi)
-		return
-	}
-	dl := s.dl(pkt)
-	if s.fwding.perPacket() && pkt.kind == pktData {
-		dl = route.DirLink(pkt.link)
-	}
-	p := &s.ports[dl]
-	s.cur = p.to
-	if p.down || (p.lossProb > 0 && unit(&s.rngs[2*dl+1]) < p.lossProb) {
-		s.drop(pi)
-		return
-	}
-	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
-		if pkt.zombie != 0 {
-			s.sur.freeZombie(pi) // its copy goes through the predictor
-			return
-		}
-		if s.surWatch {
-			s.sur.track(pkt)
-		}
-		s.nic.deliver(pi)
-		return
-	}
-	v := p.to
-	pkt.inDL = int32(dl)
-	pkt.hop++
-	if !s.pfc.enter(v, pkt) {
-		pkt.inDL = -1
-		s.drop(pi)
-		return
-	}
-	next := s.dl(pkt)
-	if s.fwding.perPacket() && pkt.kind == pktData {
-		next = s.forward(pkt, v)
-		pkt.link = int32(next)
-	}
-	s.enqueue(pi, next)
-}
-
-// stale discards a packet its queue pair no longer expects: one of a
-// finished pair (a duplicate ACK, a retransmission overtaken by the final
-// ACK) or one in flight when the pair moved to a new path. Its payload
-// counts as discarded, sent and not delivered, but the network did not
-// lose it: counted as dropped, a spurious timeout's copies read as loss
-// on a lossless fabric (133 "drops" in a 4096-GPU AllToAll under PFC).
-func (s *Sim) stale(pi int32) {
-	pkt := &s.pkts[pi]
-	if pkt.inDL >= 0 {
-		s.pfc.leave(pkt)
-	}
-	if pkt.zombie != 0 { // its copy goes through the predictor
-		s.sur.freeZombie(pi)
-		return
-	}
-	s.Stats.Stale++
-	s.Stats.Discarded += int64(pkt.size)
-	s.freePacket(pi)
-}
-
-func (s *Sim) drop(pi int32) {
-	if s.pkts[pi].zombie != 0 {
-		s.sur.freeZombie(pi) // a duplicate of a packet the predictor delivers
-		return
-	}
-	s.Stats.Dropped++
-	s.Stats.DroppedBytes += int64(s.pkts[pi].size)
-	s.freePacket(pi)
 }
 
 // stallWindow is how long a congested switch may send no data packet

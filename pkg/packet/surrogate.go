@@ -202,14 +202,14 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if len(s.t.Nodes) >= maxSurrogateNodes {
 		return fmt.Errorf("the surrogate predicts per pair of nodes, up to %d nodes; the topology has %d", maxSurrogateNodes, len(s.t.Nodes))
 	}
-	if s.fwding.perPacket() || !s.cfg.Transport.caps().surrogate {
+	if s.fab.fwding.perPacket() || !s.cfg.Transport.caps().surrogate {
 		// The predictor learns latencies per path, and frozen packets
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	sg := &surrogate{s: s, Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.ports))}
-	for pid := range s.ports {
-		if !s.isSwitch[s.ports[pid].from] {
+	sg := &surrogate{s: s, Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.fab.ports))}
+	for pid := range s.fab.ports {
+		if !s.fab.isSwitch[s.fab.ports[pid].from] {
 			sg.hostPorts = append(sg.hostPorts, int32(pid))
 		}
 	}
@@ -278,7 +278,7 @@ func (sg *surrogate) track(pkt *packet) {
 	st.sum += s.now - pkt.born
 	st.n++
 	if pkt.kind == pktData {
-		sg.nic[s.paths[int(pkt.path)*s.pathW]].delivered += int64(pkt.wire)
+		sg.nic[s.fab.paths[int(pkt.path)*s.fab.pathW]].delivered += int64(pkt.wire)
 	}
 }
 
@@ -295,7 +295,7 @@ func (sg *surrogate) predict(pkt *packet) int64 {
 		return *cache
 	}
 	src, dst := sg.ends(pkt)
-	*cache = sg.measured(latKey(src, dst, pkt.kind != pktData), s.path(pkt.path), int64(pkt.wire))
+	*cache = sg.measured(latKey(src, dst, pkt.kind != pktData), s.fab.path(pkt.path), int64(pkt.wire))
 	return *cache
 }
 
@@ -309,7 +309,7 @@ func (sg *surrogate) measured(k uint64, path []route.DirLink, wire int64) int64 
 	}
 	l := int64(0)
 	for _, dl := range path {
-		p := &s.ports[dl]
+		p := &s.fab.ports[dl]
 		l += p.lat + int64(float64(wire)*p.bitPs+0.5)
 	}
 	return max(l, 1)
@@ -351,9 +351,9 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	src, dst, size := f.src(i), f.dst(i), f.size(i)
 	pp, err := sg.pairPrediction(i, src, dst)
 	if err != nil {
-		return s.noPath(i, err)
+		return s.fab.noPath(i, err)
 	}
-	p := &s.ports[pp.port]
+	p := &s.fab.ports[pp.port]
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
 	n := (size + pay - 1) / pay
 	last := size - (n-1)*pay
@@ -380,7 +380,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.sport(f.id(i), 0)
-	f.Ideal[i] += s.idealFCT(s.partSize(i, 0), pp.ideal)
+	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
 	s.Stats.DataPackets += uint64(n)
 	s.Stats.Bypassed += uint64(n)
 	s.Stats.SentBytes += size
@@ -415,7 +415,7 @@ func (sg *surrogate) nicTime(pid int32, wire int64) int64 {
 	s := sg.s
 	r := sg.nic[pid].psPerByte
 	if r == 0 {
-		r = s.ports[pid].bitPs
+		r = s.fab.ports[pid].bitPs
 	}
 	return int64(float64(wire)*r + 0.5)
 }
@@ -455,7 +455,7 @@ func (sg *surrogate) backlogSample(gen int64) {
 // sent (a pending pair has all of it).
 func (sg *surrogate) waitingData(pid int32) bool {
 	s := sg.s
-	for _, qi := range s.ports[pid].qps {
+	for _, qi := range s.fab.ports[pid].qps {
 		if qi < 0 || s.nic.qps[qi].sndNxt < s.nic.qps[qi].size {
 			return true
 		}
@@ -479,7 +479,7 @@ func (sg *surrogate) serviceRates() {
 		return
 	}
 	for _, pid := range sg.hostPorts {
-		nic, p := &sg.nic[pid], &s.ports[pid]
+		nic, p := &sg.nic[pid], &s.fab.ports[pid]
 		wire := nic.delivered
 		backlogged := float64(nic.backlogged) >= (1-backlogSlack)*float64(sg.samples)
 		if wire <= 0 || !backlogged && float64(nic.sent) <= (1+backlogSlack)*float64(wire) {
@@ -554,7 +554,7 @@ func (sg *surrogate) bypassPending() error {
 	f := s.flows
 	conv := sg.conv[:0]
 	for _, pid := range sg.hostPorts {
-		p := &s.ports[pid]
+		p := &s.fab.ports[pid]
 		kept := p.qps[:0]
 		for _, qi := range p.qps {
 			if qi < 0 {
@@ -583,10 +583,10 @@ func (sg *surrogate) bypassPending() error {
 		// Back to released and not opened: its ideal time loses what
 		// opening added (bypassFlow adds its own).
 		f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 0, 0, 0
-		if err := s.routePart(i, 0); err != nil {
+		if err := s.fab.routePart(i, 0); err != nil {
 			return err // routed the same way when it was opened
 		}
-		f.Ideal[i] -= s.routedIdeal(i)
+		f.Ideal[i] -= s.fab.routedIdeal(i)
 		alone, _ := sg.bypasses(i)
 		if err := sg.bypassFlow(i, alone); err != nil {
 			return err
@@ -604,7 +604,7 @@ func (sg *surrogate) nicBacklogs() {
 	s := sg.s
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
 	for _, pid := range sg.hostPorts { // a switch has no queue pairs
-		p := &s.ports[pid]
+		p := &s.fab.ports[pid]
 		var bytes int64
 		for _, qi := range p.qps {
 			left := int64(0)
@@ -632,15 +632,15 @@ func (sg *surrogate) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 		return pp, nil
 	}
 	h := route.QPHash(src, dst, s.flows.id(i), 0, s.seed)
-	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, port); err != nil {
+	if err := s.fab.route(&s.fab.fwd, &s.fab.fwdLen, src, dst, h, port); err != nil {
 		return pairPrediction{}, err
 	}
-	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
+	if err := s.fab.route(&s.fab.rev, &s.fab.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
 		return pairPrediction{}, fmt.Errorf("acknowledgements: %v", err)
 	}
-	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
-	pp := pairPrediction{port: int32(fwd[0]), ideal: s.idealPath(fwd, rev)}
-	pp.rtt, pp.win = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
+	fwd, rev := s.fab.fwd[:s.fab.fwdLen], s.fab.rev[:s.fab.revLen]
+	pp := pairPrediction{port: int32(fwd[0]), ideal: s.fab.idealPath(fwd, rev)}
+	pp.rtt, pp.win = s.fab.baseRTT(fwd, rev, s.fab.ports[fwd[0]].bw)
 	pp.data = sg.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 	pp.ack = sg.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
 	sg.pairs.put(src, dst, port, pp)
@@ -656,7 +656,7 @@ func (sg *surrogate) onBypass(pi int32, zombie bool) {
 	}
 	pkt := &s.pkts[pi]
 	if pkt.ep != s.nic.epoch[pkt.qp] {
-		s.stale(pi)
+		s.fab.stale(pi)
 		return
 	}
 	s.nic.deliver(pi)
@@ -688,9 +688,9 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		for _, pid := range sg.hostPorts {
 			// The transfers a port sent around its queue pairs keep it
 			// busy; hosts may have been paused by the frozen fabric.
-			p := &s.ports[pid]
+			p := &s.fab.ports[pid]
 			p.busyUntil = max(p.busyUntil, sg.nic[pid].bypassEnd)
-			s.tryTx(pid)
+			s.fab.tryTx(pid)
 		}
 		for _, i := range sg.deferred {
 			if err := s.openQPs(i, true); err != nil {
@@ -715,10 +715,10 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		free[i] = true
 	}
 	inQueue := make([]bool, len(s.pkts))
-	for pid := range s.ports {
-		p := &s.ports[pid]
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
 		for q := 0; q < nQ; q++ {
-			if s.isSwitch[p.from] {
+			if s.fab.isSwitch[p.from] {
 				for _, pi := range p.q[q].buf[p.q[q].head:] {
 					inQueue[pi] = true
 				}
@@ -734,7 +734,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 	}
 	n := len(s.pkts)
 	for pi := 0; pi < n; pi++ {
-		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.isSwitch[s.ports[s.dl(&s.pkts[pi])].from]) {
+		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.fab.isSwitch[s.fab.ports[s.fab.dl(&s.pkts[pi])].from]) {
 			continue
 		}
 		// In the fabric (on a wire or in a switch queue): freeze it as a
@@ -792,7 +792,7 @@ func (sg *surrogate) frozen(kind uint16, target int32) bool {
 	case evArrive:
 		return s.pkts[target].zombie != 0
 	case evTxDone, evWake:
-		return s.isSwitch[s.ports[target].from]
+		return s.fab.isSwitch[s.fab.ports[target].from]
 	case evPFC, evPFCRefresh:
 		return true
 	}

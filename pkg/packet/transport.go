@@ -132,5 +132,5 @@ func (h tpHost) reply(pi int32, kind uint8, seq int64) {
 }
 
 func newTransport(s *Sim) transport {
-	return transports[s.cfg.Transport].new(tpHost{s}, transportConfig{payload: int64(s.cfg.PayloadSize), perPacket: s.fwding.perPacket()})
+	return transports[s.cfg.Transport].new(tpHost{s}, transportConfig{payload: int64(s.cfg.PayloadSize), perPacket: s.fab.fwding.perPacket()})
 }

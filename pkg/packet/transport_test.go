@@ -28,9 +28,9 @@ func TestSACKResendsOnlyLostPackets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range s.ports {
-				if s.ports[i].to == 9 {
-					s.ports[i].lossProb = 0.02
+			for i := range s.fab.ports {
+				if s.fab.ports[i].to == 9 {
+					s.fab.ports[i].lossProb = 0.02
 				}
 			}
 			if err := s.Run(); err != nil {

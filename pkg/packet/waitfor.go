@@ -74,7 +74,7 @@ func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 		}
 		return
 	}
-	owner := func(pid int32) *Sim { return sims[s.partOf(s.ports[pid].from)] }
+	owner := func(pid int32) *Sim { return sims[s.partOf(s.fab.ports[pid].from)] }
 	moved := func() bool {
 		for _, pid := range cycle {
 			if owner(pid).portMove[pid] >= w.since {
@@ -92,7 +92,7 @@ func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 	}
 	names := make([]string, 0, len(cycle)+1)
 	for _, pid := range cycle {
-		names = append(names, s.nodeName(s.ports[pid].from))
+		names = append(names, s.nodeName(s.fab.ports[pid].from))
 	}
 	names = append(names, names[0])
 	s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %d egress ports paused, in a cycle %s, none of which has sent a data packet since %s",
@@ -113,7 +113,7 @@ func (s *Sim) starvation(sims []*Sim, now int64, v, k int32, paused int) string 
 	last := sims[s.partOf(v)].lastMove[v]
 	what := "its upstream"
 	if k >= 0 {
-		what = s.nodeName(s.ports[k/nQ].from)
+		what = s.nodeName(s.fab.ports[k/nQ].from)
 	}
 	return fmt.Sprintf("PFC starvation, not a deadlock: %s has sent no data packet for %s (since %s) while pausing %s; %d egress ports paused, in no cycle; the run goes on",
 		s.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
@@ -135,14 +135,14 @@ func (s *Sim) partOf(v int32) int {
 // leave.
 func (s *Sim) waitCycle(sims []*Sim, now int64) ([]int32, int) {
 	blocked := func(c *Sim, pid int32, q int) bool {
-		p := &c.ports[pid]
+		p := &c.fab.ports[pid]
 		return p.paused[q] && now < p.pauseTill[q] && (p.full&(1<<q) != 0 || len(p.qps) > 0)
 	}
 	waits := map[int32][]int32{}
 	paused := 0
-	for pid := range s.ports {
-		c := sims[s.partOf(s.ports[pid].from)]
-		p := &c.ports[pid]
+	for pid := range s.fab.ports {
+		c := sims[s.partOf(s.fab.ports[pid].from)]
+		p := &c.fab.ports[pid]
 		isPaused := false
 		for q := 1; q < nQ; q++ {
 			if !blocked(c, int32(pid), q) {
@@ -155,7 +155,7 @@ func (s *Sim) waitCycle(sims []*Sim, now int64) ([]int32, int) {
 				if a < 0 {
 					continue
 				}
-				ca := sims[s.partOf(s.ports[a].from)]
+				ca := sims[s.partOf(s.fab.ports[a].from)]
 				if blocked(ca, a, q) && !slices.Contains(waits[a], int32(pid)) {
 					waits[a] = append(waits[a], int32(pid))
 				}

@@ -206,7 +206,7 @@ func TestPFCDeadlockNamesItsCycle(t *testing.T) {
 		for i := 0; i+1 < len(names); i++ {
 			a, _ := strconv.Atoi(strings.TrimPrefix(names[i], "switch "))
 			b, _ := strconv.Atoi(strings.TrimPrefix(names[i+1], "switch "))
-			if !linked[[2]int32{int32(a), int32(b)}] || !s.isSwitch[a] {
+			if !linked[[2]int32{int32(a), int32(b)}] || !s.fab.isSwitch[a] {
 				t.Fatalf("%d parts: %s -> %s: no link in cycle %q", parts, names[i], names[i+1], m[1])
 			}
 		}
