@@ -148,7 +148,7 @@ func (fa *fabric) transmit(pid int32, pi int32, q int) {
 	}
 	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
 	if pkt.kind == pktData {
-		s.lastMove[p.from], s.lastMoveAny, s.portMove[pid] = s.now, s.now, s.now
+		s.watch.lastMove[p.from], s.watch.lastMoveAny, s.watch.portMove[pid] = s.now, s.now, s.now
 	}
 	// Under the surrogate it leaves its NIC (a data packet at the port's
 	// measured rate when the fabric saturated it) and skips the fabric.
@@ -161,8 +161,8 @@ func (fa *fabric) transmit(pid int32, pi int32, q int) {
 	switch {
 	case bypass:
 		s.sur.bypass(pi, tx)
-	case s.abroad(p.to):
-		s.sendAway(pi, s.now+tx+p.lat, p.to)
+	case s.pv.abroad(p.to):
+		s.pv.sendAway(pi, s.now+tx+p.lat, p.to)
 	default:
 		s.push(s.now+tx+p.lat, evArrive, pi, 0)
 	}

@@ -103,8 +103,8 @@ func (nc *nic) allocQP() int32 {
 	nc.tp.addQP()
 	nc.epoch = grow.Append(nc.epoch, 0)
 	nc.live = grow.Append(nc.live, 0)
-	if s.part != nil {
-		s.shadowOf = append(s.shadowOf, qpKey{qp: -1})
+	if s.pv.part != nil {
+		s.pv.shadowOf = append(s.pv.shadowOf, qpKey{qp: -1})
 	}
 	for range 2 * s.fab.pathW {
 		s.fab.paths = grow.Append(s.fab.paths, 0)
@@ -700,7 +700,7 @@ func (nc *nic) qpDone(qi int32) {
 func (nc *nic) recycle(qi int32) {
 	s := nc.s
 	switch {
-	case s.part != nil:
+	case s.pv.part != nil:
 	case nc.live[qi] > 0:
 		nc.qps[qi].parked = true
 	default:

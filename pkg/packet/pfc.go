@@ -110,8 +110,8 @@ func (f *pfc) refresh(k int32) {
 	if !s.mmu.pausedUp[k] {
 		return
 	}
-	if v := s.fab.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
-		if s.stalledSwitch(v, k); s.stalled != nil {
+	if v := s.fab.ports[k/nQ].to; s.now-s.watch.lastMove[v] > s.watch.stallWindow() {
+		if s.watch.stalledSwitch(v, k); s.watch.stalled != nil {
 			return
 		}
 	}
@@ -131,8 +131,8 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 		s.Stats.Pauses++
 	}
 	at := s.now + s.fab.ports[dl].lat
-	if up := s.fab.ports[dl].from; s.abroad(up) {
-		s.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
+	if up := s.fab.ports[dl].from; s.pv.abroad(up) {
+		s.pv.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
 	} else {
 		s.push(at, evPFC, dl, arg)
 	}
@@ -257,15 +257,15 @@ func (f *pfc) portFrame(pid int32, pause bool) {
 // clock going. It reports whether the run stops.
 func (f *pfc) deadlocked() bool {
 	s := f.s
-	if !f.port || s.stalled != nil || s.now-s.lastMoveAny <= s.stallWindow() || !f.anyPaused() {
-		return s.stalled != nil
+	if !f.port || s.watch.stalled != nil || s.now-s.watch.lastMoveAny <= s.watch.stallWindow() || !f.anyPaused() {
+		return s.watch.stalled != nil
 	}
-	if s.part != nil {
+	if s.pv.part != nil {
 		s.watch.suspect, s.watch.v, s.watch.k = true, -1, -1
 		return false
 	}
-	s.lookForDeadlock([]*Sim{s}, s.now, -1, -1)
-	return s.stalled != nil
+	s.watch.lookForDeadlock([]*Sim{s}, s.now, -1, -1)
+	return s.watch.stalled != nil
 }
 
 // anyPaused reports whether some ingress port holds its sender paused.

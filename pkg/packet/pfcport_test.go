@@ -102,7 +102,7 @@ func TestPortPFCDeadlockStops(t *testing.T) {
 	if !errors.As(err, &inc) || !strings.Contains(err.Error(), "PFC deadlock") || !strings.Contains(err.Error(), "in a cycle switch") || inc.Done == 0 {
 		t.Fatalf("Run: %v", err)
 	}
-	if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()*5/4+s.cfg.RTOPs {
-		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
+	if s.Stats.SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4+s.cfg.RTOPs {
+		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.watch.lastMoveAny)
 	}
 }

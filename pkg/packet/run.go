@@ -288,7 +288,7 @@ func (s *Sim) begin() error {
 	s.nic.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
 	s.work = s.work[:0]
 	for _, i := range s.flows.DAG.Ready() {
-		if s.part == nil || s.home(i) == s.me {
+		if s.pv.part == nil || s.pv.home(i) == s.pv.me {
 			s.work = append(s.work, i)
 		}
 	}
@@ -430,7 +430,7 @@ func (s *Sim) loop(end int64, window bool) error {
 				return err
 			}
 		}
-		if s.stalled != nil {
+		if s.watch.stalled != nil {
 			return nil
 		}
 		if !window && s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
@@ -443,15 +443,15 @@ func (s *Sim) loop(end int64, window bool) error {
 func (s *Sim) finish() error {
 	stop := s.cfg.StopPs
 	s.Stats.SimPs = s.now
-	if d := s.flows.DAG; s.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
+	if d := s.flows.DAG; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
 		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
-	if s.stalled != nil {
-		s.stalled.Done, s.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
-		return s.stalled
+	if s.watch.stalled != nil {
+		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
+		return s.watch.stalled
 	}
 	if i, stuck := s.flows.DAG.Stuck(); stuck {
 		if s.failure != nil {

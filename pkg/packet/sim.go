@@ -114,7 +114,15 @@ type Stats struct {
 	FailedBytes int64
 }
 
-// Sim is one packet-level simulation.
+// Sim is one packet-level simulation. It keeps the clock, the event
+// queue and its dispatch (run.go), the packet pool and the flows; the
+// parts own the rest, each in its file: nic (queue pairs, RTO, transport),
+// fab (ports, paths, forwarding), mmu (switch buffers), pfc (PAUSE and
+// RESUME), watch (the deadlock detector, waitfor.go), pv (this Sim as a
+// part of a partitioned run) and sur (the surrogate, nil unless on). They
+// are held by value and called as concrete types: the per-packet path
+// makes no interface call but the transport's and the congestion
+// control's.
 type Sim struct {
 	// sameSrc picks the transfers from sentSrc: a flow's dependants that a
 	// NIC may start once the flow's last byte has left (built once, so
@@ -136,22 +144,8 @@ type Sim struct {
 	failure   *FlowsFailed
 	downLinks int
 	downNames string
-	// lastMove is, per node, when a data packet last left it; a switch
-	// still refreshing PAUSE long after means nothing can move (deadlock).
-	// A node's own record, so that the verdict is the same whichever part
-	// of a partitioned run the node is in.
-	lastMove []int64
-	// lastMoveAny is the latest of them, for PFC_MODE port's check: kept,
-	// not taken as their maximum, as that check runs at every live timeout.
-	lastMoveAny int64
-	// portMove is, per egress port, when a data packet last left it: a
-	// deadlocked cycle is one none of whose ports sends (waitfor.go).
-	portMove []int64
-	watch    waitWatch
-	// stallFloorPs is the stall window's floor, 1 ms; tests lower it so
-	// that a run of microseconds puts the detector to work.
-	stallFloorPs int64
-	stalled      *Incomplete
+	// The PFC deadlock detector (waitfor.go).
+	watch waitWatch
 	// err is what stopped this part's window (partition.go).
 	err error
 	// Warnings are configuration problems the run works around, and
@@ -236,22 +230,8 @@ type Sim struct {
 	// (0 or 1): events simultaneous at a node are ordered by who made
 	// them (seq), not by when they were pushed.
 	Partitions, Threads int
-	// Under partitions: which part each node is in, this Sim's, and the
-	// others (partition.go).
-	part  *partitioning
-	me    uint8
-	peers []*Sim
-	// What this part sends each other part, in the window of parity par
-	// (read by the receiver in the next window, while this one fills the
-	// other), and the earliest of it.
-	out     [2][][]crossing
-	par     int
-	sentMin int64
-	// The queue pairs of other parts whose packets cross this one: their
-	// shadow slots by part and slot there, and each slot's key (qp -1: a
-	// pair of this part's).
-	shadows  [][]shadowRef
-	shadowOf []qpKey
+	// This Sim as a part of a partitioned run (partition.go).
+	pv partView
 }
 
 // maxLinkLatency keeps every time sum far from int64's end (1 s of
@@ -277,13 +257,13 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
 		flows: flows, laneAt: map[laneKey]int32{}}
-	s.nic.s, s.fab.s, s.fab.pathW = s, s, 6
+	s.nic.s, s.fab.s, s.fab.pathW, s.watch.s, s.pv.s = s, s, 6, s, s
 	if len(t.Nodes) >= 1<<23 {
 		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
 	}
 	s.made = make([]uint64, len(t.Nodes)+1)
 	s.cur = int32(len(t.Nodes))
-	s.lastMove = make([]int64, len(t.Nodes))
+	s.watch.lastMove = make([]int64, len(t.Nodes))
 	s.sameSrc = func(j int32) bool {
 		if flows.src(j) != s.sentSrc || flows.size(j) <= 0 {
 			return false
@@ -308,8 +288,8 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	nd := 2 * len(t.Links)
 	s.fab.ports = make([]port, nd)
 	s.fab.rngs = make([]rand.PCG, 2*nd)
-	s.portMove = make([]int64, nd)
-	s.stallFloorPs = 1_000_000_000
+	s.watch.portMove = make([]int64, nd)
+	s.watch.stallFloorPs = 1_000_000_000
 	s.fab.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
 		s.fab.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
@@ -430,11 +410,6 @@ func (s *Sim) freePacket(i int32) {
 	}
 	s.freePkts = append(s.freePkts, i)
 }
-
-// stallWindow is how long a congested switch may send no data packet
-// while it still pauses its upstream before the run looks for a deadlock:
-// 20 PAUSE lifetimes and at least 1 ms.
-func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, s.stallFloorPs) }
 
 // nodeName is "GPU n" or "switch n".
 func (s *Sim) nodeName(v int32) string {

@@ -677,13 +677,13 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 			// So did the fabric's record of its last moves: a switch that
 			// sent a packet just before it slept has not starved since.
 			slept := s.now - sg.onAt
-			for v := range s.lastMove {
-				s.lastMove[v] += slept
+			for v := range s.watch.lastMove {
+				s.watch.lastMove[v] += slept
 			}
-			for pid := range s.portMove {
-				s.portMove[pid] += slept
+			for pid := range s.watch.portMove {
+				s.watch.portMove[pid] += slept
 			}
-			s.lastMoveAny += slept
+			s.watch.lastMoveAny += slept
 		}
 		for _, pid := range sg.hostPorts {
 			// The transfers a port sent around its queue pairs keep it

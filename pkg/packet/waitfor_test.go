@@ -210,8 +210,8 @@ func TestPFCDeadlockNamesItsCycle(t *testing.T) {
 				t.Fatalf("%d parts: %s -> %s: no link in cycle %q", parts, names[i], names[i+1], m[1])
 			}
 		}
-		if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()*5/4 {
-			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
+		if s.Stats.SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4 {
+			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats.SimPs, s.Stats.SimPs-s.watch.lastMoveAny)
 		}
 	}
 }
