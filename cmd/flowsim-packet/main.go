@@ -322,7 +322,7 @@ func (c *command) run() error {
 	if st.Retransmitted > 0 || cfg.Transport != packet.TransportRoCE {
 		// Go-back-N receivers also discard what arrives past a gap.
 		what := "duplicates and out of order"
-		if cfg.Transport == packet.TransportSACK || cfg.Routing != packet.RouteECMP {
+		if cfg.Transport.PlacesOutOfOrder() || cfg.Routing != packet.RouteECMP {
 			what = "duplicates"
 		}
 		// Stale packets (their pair had finished or moved on) are

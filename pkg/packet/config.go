@@ -46,7 +46,7 @@ type Config struct {
 	Routing       Routing // ROUTING (fabricsim): ecmp (default), spray, flowlet or adaptive; see routing.go
 	FlowletGapPs  int64   // FLOWLET_GAP_US (fabricsim): an idle gap that starts a new flowlet (default 5 us)
 	// PFC_MODE (fabricsim): priority (default: SimAI's per-queue PFC with
-	// dynamic thresholds and PAUSE refreshes) or port (pfcport.go: a whole
+	// dynamic thresholds and PAUSE refreshes) or port (pfc.go: a whole
 	// ingress port paused above PFC_PORT_HIGH_KB and resumed below
 	// PFC_PORT_LOW_KB, no refresh, as htsim's lossless input queues do).
 	PortPFC    bool

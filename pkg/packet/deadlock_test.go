@@ -32,8 +32,8 @@ func TestPFCDeadlockDetected(t *testing.T) {
 			}
 		}
 	}
-	if done != inc.Done || done == 0 || done == len(specs) || s.Stats.SimPs > s.lastMoveAny+2*s.stallWindow() {
-		t.Fatalf("%d flows done (%d reported), stopped at %d ps, last move at %d ps", done, inc.Done, s.Stats.SimPs, s.lastMoveAny)
+	if done != inc.Done || done == 0 || done == len(specs) || s.Stats.SimPs > s.watch.lastMoveAny+2*s.watch.stallWindow() {
+		t.Fatalf("%d flows done (%d reported), stopped at %d ps, last move at %d ps", done, inc.Done, s.Stats.SimPs, s.watch.lastMoveAny)
 	}
 	if st := s.Stats; st.SentBytes < st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("sent %d < delivered %d + dropped %d + discarded %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)

@@ -79,20 +79,6 @@ func (p *port) pop(q int) int32 {
 	return pi
 }
 
-// pausedNow reports whether priority q is paused at now; a PAUSE that
-// expired without a refresh is cleared. hostFree: the port is a host's and
-// a suspended fabric (--surrogate) does not hold hosts back.
-func (p *port) pausedNow(q int, now int64, hostFree bool) bool {
-	if !p.paused[q] || hostFree {
-		return false
-	}
-	if now >= p.pauseTill[q] { // PAUSE expired without a refresh
-		p.paused[q] = false
-		return false
-	}
-	return true
-}
-
 // nextQueue picks the data queue (1..7) to serve next, round robin over
 // the non-empty, unpaused ones; 0 when none can send.
 func (p *port) nextQueue(now int64, hostFree bool) int {

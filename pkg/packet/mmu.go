@@ -10,9 +10,9 @@ import (
 // mmu is the switches' memory management unit, SimAI's SwitchMmu: each
 // switch's shared buffer, every ingress queue's reserve, the dynamic PFC
 // thresholds and the headroom that absorbs what is in flight after a
-// PAUSE; or, under PFC_MODE port, each ingress port's occupancy against
-// its high and low marks. It decides (admit or drop, pause or resume the
-// sender); the Sim sends the frames and keeps the clock. Queues are
+// PAUSE. It decides (admit or drop, pause or resume the sender); the PFC
+// (pfc.go) sends the frames, and under PFC_MODE port keeps its own
+// per-port accounting in the nodes' occupancy (shared). Queues are
 // indexed dl*nQ + q, dl being the directed link the packet came in on.
 type mmu struct {
 	reserve      int64 // each ingress queue's guaranteed bytes
@@ -28,11 +28,6 @@ type mmu struct {
 	shared    []int64 // per node: shared bytes in use (port mode: all bytes)
 	buffer    []int64 // per node: buffer size
 	rsrvHdrm  []int64 // per node: reserve + headroom set aside
-
-	// PFC_MODE port (pfcport.go)
-	portIng           []int64 // per directed link: bytes in the ingress port
-	portPausedUp      []bool
-	portHigh, portLow int64
 }
 
 // newMMU sizes the buffers of topology t's switches as cfg says: a queue's
@@ -47,11 +42,6 @@ func newMMU(t *topo.Topology, cfg *Config) (m *mmu, short int, worst int32) {
 		ingBytes: make([]int64, nd*nQ), hdrmBytes: make([]int64, nd*nQ), pausedUp: make([]bool, nd*nQ),
 		headroom: make([]int64, nd), shift: make([]uint8, nd),
 		shared: make([]int64, len(t.Nodes)), buffer: make([]int64, len(t.Nodes)), rsrvHdrm: make([]int64, len(t.Nodes))}
-	if cfg.PortPFC {
-		m.portHigh, m.portLow = cfg.portThresholds()
-		m.portIng = make([]int64, nd)
-		m.portPausedUp = make([]bool, nd)
-	}
 	// The NIC rate: the fastest NIC link (PFC alpha is scaled against it).
 	nicRate := 0.0
 	for _, l := range t.Links {
@@ -166,44 +156,6 @@ func (m *mmu) release(v, dl int32, q uint8, size int64) (resume bool) {
 	if m.pausedUp[k] && m.hdrmBytes[k] == 0 {
 		if used := m.sharedUsed(k); used == 0 || used+m.resumeOffset <= m.threshold(v, dl) {
 			m.pausedUp[k] = false
-			return true
-		}
-	}
-	return false
-}
-
-// admitPort takes a data packet's size bytes into switch v's ingress port
-// dl under PFC_MODE port: ok false when the buffer is full; pause when the
-// port has just gone over its high mark.
-func (m *mmu) admitPort(v, dl int32, size int64) (ok, pause bool) {
-	if m.shared[v]+size > m.buffer[v] {
-		return false, false
-	}
-	m.shared[v] += size // the node's whole occupancy in this mode
-	m.portIng[dl] += size
-	if !m.portPausedUp[dl] && m.portIng[dl] > m.portHigh {
-		m.portPausedUp[dl] = true
-		return true, true
-	}
-	return true, false
-}
-
-// releasePort gives back size bytes of port dl of switch v; resume once
-// the port is below its low mark.
-func (m *mmu) releasePort(v, dl int32, size int64) (resume bool) {
-	m.shared[v] -= size
-	m.portIng[dl] -= size
-	if m.portPausedUp[dl] && m.portIng[dl] < m.portLow {
-		m.portPausedUp[dl] = false
-		return true
-	}
-	return false
-}
-
-// anyPortPaused reports whether some ingress port holds its sender paused.
-func (m *mmu) anyPortPaused() bool {
-	for _, up := range m.portPausedUp {
-		if up {
 			return true
 		}
 	}

@@ -70,13 +70,14 @@ func TestMMUByHand(t *testing.T) {
 	// Port PFC: high mark 15 packets, low 12; pause above, resume below.
 	cfg.EnablePFC, cfg.PortPFC = true, true
 	m, _, _ = newMMU(tp, &cfg)
+	f := newPFC(nil, &cfg, 2*len(tp.Links))
 	for i := 1; i <= 16; i++ {
-		if ok, pause := m.admitPort(v, dl, 1000); !ok || pause != (i == 16) {
+		if ok, pause := f.admitPort(m, v, dl, 1000); !ok || pause != (i == 16) {
 			t.Fatalf("port packet %d: admitted %v, pause %v", i, ok, pause)
 		}
 	}
 	for i := 1; i <= 5; i++ { // 15,000 ... 11,000 B left
-		if resume := m.releasePort(v, dl, 1000); resume != (i == 5) {
+		if resume := f.releasePort(m, v, dl, 1000); resume != (i == 5) {
 			t.Fatalf("port departure %d: resume %v", i, resume)
 		}
 	}

@@ -96,9 +96,9 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 	ns := des.Time(s.now).Ns()
 	switch kind {
 	case monQLen:
-		for pid := range s.ports {
-			p := &s.ports[pid]
-			if !s.isSwitch[p.from] {
+		for pid := range s.fab.ports {
+			p := &s.fab.ports[pid]
+			if !s.fab.isSwitch[p.from] {
 				continue
 			}
 			for q := 0; q < nQ; q++ {
@@ -111,8 +111,8 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 	case monBW:
 		tx := m.tx
 		clear(tx)
-		for pid := range s.ports {
-			if p := &s.ports[pid]; int(p.from) < s.t.GPUs {
+		for pid := range s.fab.ports {
+			if p := &s.fab.ports[pid]; int(p.from) < s.t.GPUs {
 				tx[p.from] += p.txBytes
 			}
 		}
@@ -122,11 +122,11 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 			m.BW.Add(monitor.HostBW{TimeNs: ns, Node: int32(g), TxBytes: d, Gbps: float64(d) * 8e3 / float64(c.BWMonPs)})
 		}
 	case monQP:
-		if len(m.cnps) < len(s.qps) {
-			m.cnps = append(m.cnps, make([]int64, len(s.qps)-len(m.cnps))...)
+		if len(m.cnps) < len(s.nic.qps) {
+			m.cnps = append(m.cnps, make([]int64, len(s.nic.qps)-len(m.cnps))...)
 		}
-		for qi := range s.qps {
-			q := &s.qps[qi]
+		for qi := range s.nic.qps {
+			q := &s.nic.qps[qi]
 			if q.done || q.size == 0 {
 				continue
 			}

@@ -49,66 +49,106 @@ type surQP struct {
 	latCtl   int32
 }
 
-func (s *Sim) allocQP() int32 {
-	if n := len(s.freeQP); n > 0 {
-		i := s.freeQP[n-1]
-		s.freeQP = s.freeQP[:n-1]
+// nic is the hosts' side of the packet core: the queue pairs (their
+// slots, windows, pacing, congestion control state and retransmission
+// timers), the transport's loss recovery and the receivers' placement.
+// Its methods reach the rest of the Sim (clock, events, ports, flows)
+// through s.
+type nic struct {
+	s *Sim
+
+	qps    []qp
+	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
+	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
+	live   []int32         // per QP slot, its pair's packets not yet freed (recycle)
+	freeQP []int32
+
+	// lazy: a queue pair takes a slot in qps (240 bytes and two paths)
+	// only when it sends its first packet; until then its port's round
+	// robin holds ^(flow<<pendShift | j) (addPending). A 4096-rank AllToAll
+	// opens 16.8 M queue pairs at once, of which a few per NIC are sending
+	// at any time. Monitors (which list every open pair) and LINK_DOWN
+	// (which walks them) keep every pair materialized.
+	lazy      bool
+	pendShift uint8 // bits of a queue pair's index within its flow
+
+	// The receivers' out-of-order placements (per-packet routing or
+	// TRANSPORT sack); nil while packets can only arrive in order.
+	placed *seqSet
+	// The loss recovery (TRANSPORT, transport.go), and whether its
+	// receivers acknowledge every out-of-order placement (read per such
+	// packet, so a field rather than a call).
+	tp      transport
+	ackEach bool
+
+	rto rtoFIFO
+	fb  cc.Feedback // onAck's, reused: passed through the interface it would escape
+}
+
+func (nc *nic) allocQP() int32 {
+	s := nc.s
+	if n := len(nc.freeQP); n > 0 {
+		i := nc.freeQP[n-1]
+		nc.freeQP = nc.freeQP[:n-1]
 		return i
 	}
-	s.qps = grow.Append(s.qps, qp{})
+	nc.qps = grow.Append(nc.qps, qp{})
 	if s.usesINT {
-		s.hist = grow.Append(s.hist, cc.HopHistory{})
+		nc.hist = grow.Append(nc.hist, cc.HopHistory{})
 	}
-	if s.sur != nil {
-		s.surQPs = grow.Append(s.surQPs, surQP{})
+	if s.surWatch {
+		s.sur.addQP()
 	}
-	s.fwding.addQP()
-	s.tp.addQP()
-	s.epoch = grow.Append(s.epoch, 0)
-	s.live = grow.Append(s.live, 0)
-	if s.part != nil {
-		s.shadowOf = append(s.shadowOf, qpKey{qp: -1})
+	s.fab.fwding.addQP()
+	nc.tp.addQP()
+	nc.epoch = grow.Append(nc.epoch, 0)
+	nc.live = grow.Append(nc.live, 0)
+	if s.pv.part != nil {
+		s.pv.shadowOf = append(s.pv.shadowOf, qpKey{qp: -1})
 	}
-	for range 2 * s.pathW {
-		s.paths = grow.Append(s.paths, 0)
+	for range 2 * s.fab.pathW {
+		s.fab.paths = grow.Append(s.fab.paths, 0)
 	}
-	s.pathLen = grow.Append(s.pathLen, 0, 0)
-	return int32(len(s.qps) - 1)
+	s.fab.pathLen = grow.Append(s.fab.pathLen, 0, 0)
+	return int32(len(nc.qps) - 1)
 }
 
 // addPending puts a pending queue pair, part j of transfer flow, in its
 // port's round robin as ^(flow<<pendShift | j): the slot itself says what
 // to open, so a pending pair costs its four bytes there and nothing more.
-func (s *Sim) addPending(pid int32, flow, j int32) {
-	p := &s.ports[pid]
-	p.qps = append(p.qps, ^(flow<<s.pendShift | j))
+func (nc *nic) addPending(pid int32, flow, j int32) {
+	s := nc.s
+	p := &s.fab.ports[pid]
+	p.qps = append(p.qps, ^(flow<<nc.pendShift | j))
 }
 
 // pending is the transfer and part a pending slot addPending made stands for.
-func (s *Sim) pending(slot int32) (flow int32, j int64) {
+func (nc *nic) pending(slot int32) (flow int32, j int64) {
 	k := ^slot
-	return k >> s.pendShift, int64(k & (1<<s.pendShift - 1))
+	return k >> nc.pendShift, int64(k & (1<<nc.pendShift - 1))
 }
 
 // materialize gives the pending queue pair at slot i of port pid's round
 // robin its state, as opening it would have.
-func (s *Sim) materialize(pid int32, i int) int32 {
-	p := &s.ports[pid]
-	flow, j := s.pending(p.qps[i])
-	qi := s.allocQP()
+func (nc *nic) materialize(pid int32, i int) int32 {
+	s := nc.s
+	p := &s.fab.ports[pid]
+	flow, j := nc.pending(p.qps[i])
+	qi := nc.allocQP()
 	if err := s.initQP(qi, flow, j); err != nil {
 		panic(fmt.Sprintf("packet: queue pair routed when opened fails later: %v", err)) // same inputs, same route
 	}
 	p.qps[i] = qi
-	s.qps[qi].slot = int32(i)
+	nc.qps[qi].slot = int32(i)
 	return qi
 }
 
 // sendFromQP lets the port's queue pairs send one data packet, round robin,
 // each within its window and pacing rate. It returns whether it sent.
-func (s *Sim) sendFromQP(pid int32) bool {
-	p := &s.ports[pid]
-	if s.isPaused(p, dataQ) {
+func (nc *nic) sendFromQP(pid int32) bool {
+	s := nc.s
+	p := &s.fab.ports[pid]
+	if s.pfc.holds(p, dataQ) {
 		return false
 	}
 	earliest := int64(-1)
@@ -120,16 +160,16 @@ func (s *Sim) sendFromQP(pid int32) bool {
 		qi := p.qps[p.qpRR]
 		if qi < 0 {
 			// Pending: nothing sent, so neither window nor pacing holds it.
-			qi = s.materialize(pid, p.qpRR)
+			qi = nc.materialize(pid, p.qpRR)
 			p.qpRR++
-			s.sendData(pid, qi, 0)
+			nc.sendData(pid, qi, 0)
 			return true
 		}
-		q := &s.qps[qi]
+		q := &nc.qps[qi]
 		p.qpRR++
 		// A selective retransmission goes first; the window, which it is
 		// inside, does not hold it back.
-		seq := s.tp.retransmit(q, qi)
+		seq := nc.tp.retransmit(q, qi)
 		switch {
 		case seq >= 0:
 		case q.sndNxt >= q.size:
@@ -145,7 +185,7 @@ func (s *Sim) sendFromQP(pid int32) bool {
 			// SACKed packets have left the network (RFC 6675's pipe):
 			// new data keeps flowing while a hole is repaired, and its
 			// SACKs tell whether a repair was lost again.
-			inflight := q.sndNxt - q.sndUna - s.tp.sackedBytes(qi)
+			inflight := q.sndNxt - q.sndUna - nc.tp.sackedBytes(qi)
 			if inflight >= win {
 				continue
 			}
@@ -159,30 +199,31 @@ func (s *Sim) sendFromQP(pid int32) bool {
 		if seq < 0 {
 			seq = q.sndNxt
 		}
-		s.sendData(pid, qi, seq)
+		nc.sendData(pid, qi, seq)
 		return true
 	}
 	if earliest > 0 {
-		s.wake(pid, earliest)
+		s.fab.wake(pid, earliest)
 	}
 	return false
 }
 
 // sendData sends queue pair qi's packet starting at byte seq: its next new
 // one (seq = sndNxt), or a selective retransmission (TRANSPORT sack).
-func (s *Sim) sendData(pid int32, qi int32, seq int64) {
-	q := &s.qps[qi]
+func (nc *nic) sendData(pid int32, qi int32, seq int64) {
+	s := nc.s
+	q := &nc.qps[qi]
 	size := min(int64(s.cfg.PayloadSize), q.size-seq)
 	pi := s.newPacket()
-	s.live[qi]++
+	nc.live[qi]++
 	pkt := &s.pkts[pi]
-	*pkt = packet{seq: seq, sent: s.now, born: s.now, qp: qi, ep: s.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
+	*pkt = packet{seq: seq, sent: s.now, born: s.now, qp: qi, ep: nc.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
 	if s.usesINT {
-		pkt.intI = s.newINT()
+		pkt.intI = nc.newINT()
 	}
-	if s.fwding.perPacket() {
-		pkt.link, pkt.flowlet = pid, s.fwding.sent(qi, s.now)
+	if s.fab.fwding.perPacket() {
+		pkt.link, pkt.flowlet = pid, s.fab.fwding.sent(qi, s.now)
 	}
 	if seq < q.maxSent {
 		s.Stats.Retransmitted += size
@@ -190,35 +231,37 @@ func (s *Sim) sendData(pid int32, qi int32, seq int64) {
 	if seq == q.sndNxt {
 		q.sndNxt += size
 		if q.maxSent < q.size && q.sndNxt >= q.size {
-			s.sent(q.flow)
+			nc.sent(q.flow)
 		}
 		q.maxSent = max(q.maxSent, q.sndNxt)
 	} else { // a selective retransmission (TRANSPORT sack)
-		s.tp.resent(q, qi, seq, size)
+		nc.tp.resent(q, qi, seq, size)
 	}
-	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/s.paceRate(q))
+	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/nc.paceRate(q))
 	s.Stats.DataPackets++
 	s.Stats.SentBytes += size
-	if s.sur != nil {
-		s.sur.nic[pid].sent += int64(pkt.wire)
+	if s.surWatch {
+		s.sur.sent(pid, int64(pkt.wire))
 	}
 	if q.rtoAt == 0 {
-		s.armRTO(qi)
+		nc.armRTO(qi)
 	}
-	s.transmit(pid, pi, -1)
+	s.fab.transmit(pid, pi, -1)
 }
 
 // paceRate is the rate a queue pair's packets leave at: its congestion
 // control's, or line rate under RATE_BOUND 0 (ns-3's test switch), which
 // leaves only the window to the algorithm.
-func (s *Sim) paceRate(q *qp) float64 {
+func (nc *nic) paceRate(q *qp) float64 {
+	s := nc.s
 	if !s.cfg.CC.RateBound {
 		return q.cc.LineRate
 	}
 	return q.cc.Rate
 }
 
-func (s *Sim) newINT() int32 {
+func (nc *nic) newINT() int32 {
+	s := nc.s
 	if n := len(s.freeINT); n > 0 {
 		i := s.freeINT[n-1]
 		s.freeINT = s.freeINT[:n-1]
@@ -230,11 +273,12 @@ func (s *Sim) newINT() int32 {
 	return int32(len(s.ints) - 1)
 }
 
-func (s *Sim) armRTO(qi int32) {
-	q := &s.qps[qi]
+func (nc *nic) armRTO(qi int32) {
+	s := nc.s
+	q := &nc.qps[qi]
 	q.rtoGen++
 	q.rtoAt = s.now + s.cfg.RTOPs
-	s.pushRTO(q.rtoAt, qi, q.rtoGen)
+	nc.pushRTO(q.rtoAt, qi, q.rtoGen)
 }
 
 // rtoEntry is a timeout waiting in the RTO FIFO: its time, the insertion
@@ -272,10 +316,11 @@ type rtoFIFO struct {
 
 // pushRTO schedules qi's timeout gen at time at, which must not be before
 // any timeout already in the FIFO.
-func (s *Sim) pushRTO(at int64, qi int32, gen int64) {
-	f := &s.rto
-	if f.n > 2*len(s.qps)+rtoChunk {
-		s.compactRTO()
+func (nc *nic) pushRTO(at int64, qi int32, gen int64) {
+	s := nc.s
+	f := &nc.rto
+	if f.n > 2*len(nc.qps)+rtoChunk {
+		nc.compactRTO()
 	}
 	seq := s.lateSeq()
 	n := len(f.blocks)
@@ -304,19 +349,20 @@ func (s *Sim) pushRTO(at int64, qi int32, gen int64) {
 // Timeouts that died while waiting (their pair was re-armed, finished or
 // recycled: most of them) are dropped here rather than each popped as an
 // event that does nothing (5% of seed 003's events at 100% load).
-func (s *Sim) popRTO() (int32, int64) {
-	f := &s.rto
+func (nc *nic) popRTO() (int32, int64) {
+	s := nc.s
+	f := &nc.rto
 	e := f.blocks[0][f.head]
-	s.advanceRTO()
+	nc.advanceRTO()
 	for f.n > 0 {
 		next := &f.blocks[0][f.head]
-		if uint32(s.qps[next.qi].rtoGen) == next.gen {
+		if uint32(nc.qps[next.qi].rtoGen) == next.gen {
 			s.q.PushSeq(des.Time(next.at), next.seq, evRTOFIFO, 0, 0)
 			break
 		}
-		s.advanceRTO()
+		nc.advanceRTO()
 	}
-	gen := s.qps[e.qi].rtoGen
+	gen := nc.qps[e.qi].rtoGen
 	if uint32(gen) != e.gen {
 		gen = -1
 	}
@@ -324,8 +370,8 @@ func (s *Sim) popRTO() (int32, int64) {
 }
 
 // advanceRTO drops the FIFO's head entry.
-func (s *Sim) advanceRTO() {
-	f := &s.rto
+func (nc *nic) advanceRTO() {
+	f := &nc.rto
 	f.head++
 	f.n--
 	if f.head == len(f.blocks[0]) {
@@ -342,8 +388,8 @@ func (s *Sim) advanceRTO() {
 // compactRTO drops the RTO FIFO's dead entries (their pair re-armed,
 // finished or was reused since), keeping the order of the rest. The head
 // stays whatever it is: its event is in the calendar.
-func (s *Sim) compactRTO() {
-	f := &s.rto
+func (nc *nic) compactRTO() {
+	f := &nc.rto
 	wb, wi := 0, f.head+1 // write position, just after the head
 	for rb := range f.blocks {
 		ri := 0
@@ -353,7 +399,7 @@ func (s *Sim) compactRTO() {
 		blk := f.blocks[rb] // its length before the writes below shorten it
 		for ; ri < len(blk); ri++ {
 			e := blk[ri]
-			if uint32(s.qps[e.qi].rtoGen) != e.gen {
+			if uint32(nc.qps[e.qi].rtoGen) != e.gen {
 				continue
 			}
 			if wi == rtoChunk {
@@ -379,9 +425,10 @@ func (s *Sim) compactRTO() {
 // onRTO goes back to the first unacknowledged byte when a queue pair made
 // no progress for a whole timeout (a lost tail leaves no later packet to
 // trigger a NACK).
-func (s *Sim) onRTO(qi int32, gen int64) {
-	q := &s.qps[qi]
-	if gen != q.rtoGen || q.done || s.portDeadlock() {
+func (nc *nic) onRTO(qi int32, gen int64) {
+	s := nc.s
+	q := &nc.qps[qi]
+	if gen != q.rtoGen || q.done || s.pfc.deadlocked() {
 		return
 	}
 	q.rtoAt = 0
@@ -390,11 +437,11 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 	}
 	if s.now-q.lastProg >= s.cfg.RTOPs {
 		if q.sndNxt > q.sndUna {
-			s.tp.timeout(q, qi)
+			nc.tp.timeout(q, qi)
 			q.lastProg = s.now
-			s.tryTx(q.port)
+			s.fab.tryTx(q.port)
 		}
-		s.armRTO(qi)
+		nc.armRTO(qi)
 		return
 	}
 	q.rtoGen++
@@ -403,56 +450,57 @@ func (s *Sim) onRTO(qi int32, gen int64) {
 }
 
 // deliver hands a packet to the endpoint at the end of its path.
-func (s *Sim) deliver(pi int32) {
+func (nc *nic) deliver(pi int32) {
+	s := nc.s
 	pkt := &s.pkts[pi]
 	if pkt.kind != pktData {
-		s.onAck(pi)
+		nc.onAck(pi)
 		return
 	}
-	q := &s.qps[pkt.qp]
+	q := &nc.qps[pkt.qp]
 	switch {
-	case pkt.seq > q.rcvNext && s.placed != nil:
+	case pkt.seq > q.rcvNext && nc.placed != nil:
 		// Per-packet routing: placed where it belongs, acknowledged
 		// cumulatively; a duplicate is thrown away and re-acknowledged.
-		if !s.placed.add(pkt.qp, pkt.seq) {
+		if !nc.placed.add(pkt.qp, pkt.seq) {
 			s.Stats.Discarded += int64(pkt.size)
-			s.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
+			nc.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 			return
 		}
 		s.Stats.Delivered += int64(pkt.size)
 		s.Stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
-		if int(q.rcvCount) >= s.cfg.AckInterval || s.tp.ackEach() {
-			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
+		if int(q.rcvCount) >= s.cfg.AckInterval || nc.ackEach {
+			nc.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return
 		}
 	case pkt.seq == q.rcvNext:
 		q.rcvNext += int64(pkt.size)
-		if s.placed != nil {
-			q.rcvNext = s.placed.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
+		if nc.placed != nil {
+			q.rcvNext = nc.placed.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
 		}
 		s.Stats.Delivered += int64(pkt.size)
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if q.rcvNext >= q.size && !q.rxDone {
 			q.rxDone = true // the receiver knows the message size: receive completion
-			s.received(q.flow)
+			nc.received(q.flow)
 		}
 		if int(q.rcvCount) >= s.cfg.AckInterval || q.rcvNext >= q.size {
-			s.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
+			nc.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return
 		}
 	case pkt.seq > q.rcvNext:
-		if s.tp.gap(pi, q) {
+		if nc.tp.gap(pi, q) {
 			return
 		}
 	default:
 		s.Stats.Discarded += int64(pkt.size)
 		// A duplicate after a go-back-N: re-acknowledge.
-		s.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
+		nc.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 		return
 	}
 	s.freePacket(pi)
@@ -463,7 +511,8 @@ func (s *Sim) deliver(pi int32) {
 // destination (a ring's next step forwarding what just arrived, the
 // receiver's end-of-collective join) start, without waiting for the ACK
 // that completes the flow at its sender.
-func (s *Sim) received(f int32) {
+func (nc *nic) received(f int32) {
+	s := nc.s
 	fl := s.flows
 	if fl.rxLeft[f]--; fl.rxLeft[f] > 0 {
 		return
@@ -483,7 +532,8 @@ func (s *Sim) received(f int32) {
 // a flow's pairs have, the flow's dependants that send from its source (the
 // next chunk on the same connection) start, as NCCL posts a connection's
 // steps back to back instead of waiting for each one's acknowledgement.
-func (s *Sim) sent(f int32) {
+func (nc *nic) sent(f int32) {
+	s := nc.s
 	fl := s.flows
 	if fl.txLeft[f]--; fl.txLeft[f] > 0 {
 		return
@@ -502,27 +552,29 @@ func (s *Sim) sent(f int32) {
 
 // sendCtl turns a delivered data packet into an ACK or NACK travelling the
 // QP's reverse path on queue 0, echoing ECN (the CNP) and INT.
-func (s *Sim) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
+func (nc *nic) sendCtl(pi int32, kind uint8, seq int64, ecn bool) {
+	s := nc.s
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
-	s.tp.tag(pkt)
+	nc.tp.tag(pkt)
 	pkt.kind, pkt.seq, pkt.ecn, pkt.born = kind, seq, ecn, s.now
 	pkt.path, pkt.hop, pkt.q, pkt.inDL = 2*qi+1, 0, 0, -1
 	pkt.size, pkt.wire = 0, int32(s.cfg.AckBytes)
-	if s.sur != nil && s.sur.active {
+	if s.bypassing {
 		// The surrogate's predicted latency for an acknowledgement runs
 		// from when it is made, its wait at the receiver's NIC included:
 		// it skips that NIC as well as the fabric.
-		s.bypass(pi, 0)
+		s.sur.bypass(pi, 0)
 		return
 	}
-	s.enqueue(pi, s.dl(pkt))
+	s.fab.enqueue(pi, s.fab.dl(pkt))
 }
 
-func (s *Sim) onAck(pi int32) {
+func (nc *nic) onAck(pi int32) {
+	s := nc.s
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
-	q := &s.qps[qi]
+	q := &nc.qps[qi]
 	if q.done {
 		s.freePacket(pi)
 		return
@@ -536,12 +588,12 @@ func (s *Sim) onAck(pi int32) {
 			q.sndNxt = q.sndUna
 		}
 	}
-	s.tp.acked(q, qi, pkt)
+	nc.tp.acked(q, qi, pkt)
 	// One Feedback reused: passed through the interface it would escape.
-	fb := &s.fb
+	fb := &nc.fb
 	*fb = cc.Feedback{Now: s.now, Acked: acked, AckSeq: pkt.seq, SndNxt: q.sndNxt, ECN: pkt.ecn, RTT: s.now - pkt.sent}
 	if s.usesINT {
-		fb.Prev = &s.hist[qi]
+		fb.Prev = &nc.hist[qi]
 	}
 	if pkt.intI >= 0 {
 		fb.NHops = int(s.intN[pkt.intI])
@@ -554,20 +606,21 @@ func (s *Sim) onAck(pi int32) {
 		}
 	}
 	s.freePacket(pi)
-	s.ccSchedule(qi, s.alg.OnFeedback(&q.cc, fb))
+	nc.ccSchedule(qi, s.alg.OnFeedback(&q.cc, fb))
 	if q.sndUna >= q.size {
-		s.qpDone(qi)
+		nc.qpDone(qi)
 		return
 	}
-	s.tryTx(q.port)
+	s.fab.tryTx(q.port)
 }
 
 // removeQP takes a queue pair out of a port's round robin.
 // The pair's slot in the list is kept in the pair, so this is O(1) however
 // many pairs share the port (a 1024-rank all-to-all puts 1023 on each NIC).
-func (s *Sim) removeQP(pid int32, qi int32) {
-	p := &s.ports[pid]
-	i := s.qps[qi].slot
+func (nc *nic) removeQP(pid int32, qi int32) {
+	s := nc.s
+	p := &s.fab.ports[pid]
+	i := nc.qps[qi].slot
 	if int(i) >= len(p.qps) || p.qps[i] != qi {
 		return
 	}
@@ -575,7 +628,7 @@ func (s *Sim) removeQP(pid int32, qi int32) {
 	moved := p.qps[last]
 	p.qps[i] = moved
 	if moved >= 0 { // a pending pair learns its slot when it sends
-		s.qps[moved].slot = i
+		nc.qps[moved].slot = i
 	}
 	p.qps = p.qps[:last]
 	if p.qpRR > int(last) {
@@ -584,14 +637,16 @@ func (s *Sim) removeQP(pid int32, qi int32) {
 }
 
 // addQP puts a queue pair in its port's round robin.
-func (s *Sim) addQP(pid int32, qi int32) {
-	p := &s.ports[pid]
-	s.qps[qi].slot = int32(len(p.qps))
+func (nc *nic) addQP(pid int32, qi int32) {
+	s := nc.s
+	p := &s.fab.ports[pid]
+	nc.qps[qi].slot = int32(len(p.qps))
 	p.qps = append(p.qps, qi)
 }
 
-func (s *Sim) ccSchedule(qi int32, wake int64) {
-	q := &s.qps[qi]
+func (nc *nic) ccSchedule(qi int32, wake int64) {
+	s := nc.s
+	q := &nc.qps[qi]
 	if wake <= 0 || wake == q.ccWake {
 		return
 	}
@@ -603,36 +658,38 @@ func (s *Sim) ccSchedule(qi int32, wake int64) {
 	s.push(wake, evCCTimer, qi, q.ccGen)
 }
 
-func (s *Sim) onCCTimer(qi int32, gen int64) {
-	q := &s.qps[qi]
+func (nc *nic) onCCTimer(qi int32, gen int64) {
+	s := nc.s
+	q := &nc.qps[qi]
 	if gen != q.ccGen || q.done {
 		return
 	}
 	q.ccWake = 0
-	s.ccSchedule(qi, s.alg.OnTimer(&q.cc, s.now))
-	s.tryTx(q.port)
+	nc.ccSchedule(qi, s.alg.OnTimer(&q.cc, s.now))
+	s.fab.tryTx(q.port)
 }
 
-func (s *Sim) qpDone(qi int32) {
-	q := &s.qps[qi]
+func (nc *nic) qpDone(qi int32) {
+	s := nc.s
+	q := &nc.qps[qi]
 	q.done = true
-	if s.placed != nil {
-		s.placed.clear(qi)
+	if nc.placed != nil {
+		nc.placed.clear(qi)
 	}
-	s.tp.close(qi)
+	nc.tp.close(qi)
 	if s.mon != nil {
 		s.mon.qpDone(qi)
 	}
 	q.rtoGen++
 	q.ccGen++
 	// Leave the port's round robin now: the slot is recycled.
-	s.removeQP(q.port, qi)
+	nc.removeQP(q.port, qi)
 	f := q.flow
 	s.flows.qpsLeft[f]--
 	if s.flows.qpsLeft[f] == 0 {
 		s.finishFlow(f)
 	}
-	s.recycle(qi)
+	nc.recycle(qi)
 }
 
 // recycle lets slot qi serve another queue pair once no packet of its
@@ -640,15 +697,19 @@ func (s *Sim) qpDone(qi int32) {
 // after a spurious timeout) reaches its end as that pair's, never as
 // another's. A partitioned run never reuses a slot: its packets may be
 // in another part.
-func (s *Sim) recycle(qi int32) {
+func (nc *nic) recycle(qi int32) {
+	s := nc.s
 	switch {
-	case s.part != nil:
-	case s.live[qi] > 0:
-		s.qps[qi].parked = true
+	case s.pv.part != nil:
+	case nc.live[qi] > 0:
+		nc.qps[qi].parked = true
 	default:
-		s.freeQP = append(s.freeQP, qi)
+		nc.freeQP = append(nc.freeQP, qi)
 	}
 }
 
 // qpNode is the node queue pair qi sends from.
-func (s *Sim) qpNode(qi int32) int32 { return s.ports[s.qps[qi].port].from }
+func (nc *nic) qpNode(qi int32) int32 {
+	s := nc.s
+	return s.fab.ports[nc.qps[qi].port].from
+}

@@ -107,8 +107,8 @@ func TestSingleFlowIdeal(t *testing.T) {
 		s, fl := runFlows(t, tp, cfg, cc.ModeNone, []flowSpec{f})
 		fct := fl.End[0] - fl.Start[0]
 		ideal := fl.Ideal[0]
-		q := &s.qps[0]
-		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.bottleneck(s.path(0)))
+		q := &s.nic.qps[0]
+		pktTime := int64(float64(cfg.PayloadSize+cfg.HeaderBytes) * 8e12 / s.fab.bottleneck(s.fab.path(0)))
 		if fct < ideal-pktTime-q.cc.BaseRTT || fct > ideal+pktTime+q.cc.BaseRTT {
 			t.Errorf("%d->%d: FCT %d ps, ideal %d ps (packet %d ps, RTT %d ps)", f.src, f.dst, fct, ideal, pktTime, q.cc.BaseRTT)
 		}
@@ -246,8 +246,8 @@ func TestECMPSpread(t *testing.T) {
 	s, _ := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	asw := int32(64 + 8) // after 64 GPUs and 8 NVSwitches
 	var per []int64
-	for pid := range s.ports {
-		p := &s.ports[pid]
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
 		if p.from == asw && tp.Nodes[p.to].Role == topo.RolePSW {
 			per = append(per, p.txBytes)
 		}
@@ -387,9 +387,9 @@ func TestLinkDownNVLS(t *testing.T) {
 	if s.Stats.Dropped+s.Stats.Stale == 0 {
 		t.Fatal("nothing in flight was cut off by the failure")
 	}
-	for qi := range s.qps {
+	for qi := range s.nic.qps {
 		for dir := 0; dir < 2; dir++ {
-			for _, dl := range s.path(int32(2*qi + dir)) {
+			for _, dl := range s.fab.path(int32(2*qi + dir)) {
 				if dl.Link() == 0 {
 					t.Fatalf("queue pair %d still routed over the failed link", qi)
 				}
@@ -509,7 +509,7 @@ func TestStepLatency(t *testing.T) {
 	pkt := int64(float64(64+cfg.HeaderBytes) * 8e12 / 100e9)
 	hop := 5*us + 2*pkt
 	last := fl.End[5]
-	if lo, hi := 6*hop, 6*hop+s.qps[0].cc.BaseRTT+2*pkt; last < lo || last > hi {
+	if lo, hi := 6*hop, 6*hop+s.nic.qps[0].cc.BaseRTT+2*pkt; last < lo || last > hi {
 		t.Errorf("chain of 6 small transfers with 5 us steps ends at %d ps, want %d..%d", last, lo, hi)
 	}
 }

@@ -166,56 +166,82 @@ type crossing struct {
 	hops  [cc.MaxHops]cc.IntHop
 }
 
+// partView is a Sim as one part of a partitioned run: what it shares with
+// the other parts and sends them. Unpartitioned, part is nil.
+type partView struct {
+	s *Sim
+	// Which part each node is in, this Sim's, and the others.
+	part  *partitioning
+	me    uint8
+	peers []*Sim
+	// What this part sends each other part, in the window of parity par
+	// (read by the receiver in the next window, while this one fills the
+	// other), and the earliest of it.
+	out     [2][][]crossing
+	par     int
+	sentMin int64
+	// The queue pairs of other parts whose packets cross this one: their
+	// shadow slots by part and slot there, and each slot's key (qp -1: a
+	// pair of this part's).
+	shadows  [][]shadowRef
+	shadowOf []qpKey
+}
+
 // abroad reports whether node v is in another part than this Sim's (never
 // in the single loop).
-func (s *Sim) abroad(v int32) bool { return s.part != nil && s.part.of[v] != s.me }
+func (pv *partView) abroad(v int32) bool {
+	return pv.part != nil && pv.part.of[v] != pv.me
+}
 
 // home is the part a flow starts in: its source's (a join without one:
 // the first part).
-func (s *Sim) home(i int32) uint8 {
-	if v := s.flowNode(i); int(v) < len(s.part.of) {
-		return s.part.of[v]
+func (pv *partView) home(i int32) uint8 {
+	s := pv.s
+	if v := s.flowNode(i); int(v) < len(pv.part.of) {
+		return pv.part.of[v]
 	}
 	return 0
 }
 
 // post queues c for the part node v is in.
-func (s *Sim) post(v int32, c crossing) {
-	box := &s.out[s.par][s.part.of[v]]
+func (pv *partView) post(v int32, c crossing) {
+	box := &pv.out[pv.par][pv.part.of[v]]
 	*box = append(*box, c)
-	s.sentMin = min(s.sentMin, c.at)
+	pv.sentMin = min(pv.sentMin, c.at)
 }
 
 // sendAway hands packet pi, put on a link to node v of another part, to
 // that part, arriving at time at.
-func (s *Sim) sendAway(pi int32, at int64, v int32) {
+func (pv *partView) sendAway(pi int32, at int64, v int32) {
+	s := pv.s
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
-	home := s.shadowOf[qi]
+	home := pv.shadowOf[qi]
 	if home.qp < 0 {
-		home = qpKey{part: s.me, qp: qi, ep: pkt.ep}
+		home = qpKey{part: pv.me, qp: qi, ep: pkt.ep}
 	}
-	box := &s.out[s.par][s.part.of[v]]
+	box := &pv.out[pv.par][pv.part.of[v]]
 	if len(*box) < cap(*box) {
 		*box = (*box)[:len(*box)+1]
 	} else {
 		*box = append(*box, crossing{})
 	}
 	c := &(*box)[len(*box)-1]
-	q := &s.qps[qi]
+	q := &s.nic.qps[qi]
 	c.at, c.seq, c.kind, c.home, c.pkt, c.flow, c.size, c.rtt = at, s.seq(at), evArrive, home, *pkt, q.flow, q.size, q.cc.BaseRTT
-	c.hash = s.fwding.hash(qi)
-	c.fwdLen = uint8(copy(c.fwd[:], s.path(2*qi)))
-	c.revLen = uint8(copy(c.rev[:], s.path(2*qi+1)))
+	c.hash = s.fab.fwding.hash(qi)
+	c.fwdLen = uint8(copy(c.fwd[:], s.fab.path(2*qi)))
+	c.revLen = uint8(copy(c.rev[:], s.fab.path(2*qi+1)))
 	if pkt.intI >= 0 {
 		c.nHops, c.hops = s.intN[pkt.intI], s.ints[pkt.intI]
 	}
-	s.sentMin = min(s.sentMin, at)
+	pv.sentMin = min(pv.sentMin, at)
 	s.freePacket(pi)
 }
 
 // takeIn puts what another part sent in this part's calendar.
-func (s *Sim) takeIn(c *crossing) {
+func (pv *partView) takeIn(c *crossing) {
+	s := pv.s
 	if c.kind == evPFC {
 		s.q.PushSeq(des.Time(c.at), c.seq, evPFC, c.target, c.arg)
 		return
@@ -224,18 +250,18 @@ func (s *Sim) takeIn(c *crossing) {
 	pkt := &s.pkts[pi]
 	*pkt = c.pkt
 	if pkt.intI >= 0 {
-		pkt.intI = s.newINT()
+		pkt.intI = s.nic.newINT()
 		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, c.hops
 	}
 	dir := c.pkt.path & 1
-	if c.home.part == s.me {
+	if c.home.part == pv.me {
 		pkt.qp, pkt.ep = c.home.qp, c.home.ep
 	} else {
-		sh := s.shadow(c)
-		pkt.qp, pkt.ep = sh, s.epoch[sh]
+		sh := pv.shadow(c)
+		pkt.qp, pkt.ep = sh, s.nic.epoch[sh]
 	}
 	pkt.path = 2*pkt.qp + dir
-	s.live[pkt.qp]++
+	s.nic.live[pkt.qp]++
 	s.q.PushSeq(des.Time(c.at), c.seq, evArrive, pi, 0)
 }
 
@@ -248,36 +274,37 @@ type shadowRef struct {
 // shadow is the slot standing for c's queue pair in this part, made on
 // its first packet here. Shadows stay: a late duplicate may still come.
 // (Parts never reuse a slot, so a slot of another part is one pair.)
-func (s *Sim) shadow(c *crossing) int32 {
+func (pv *partView) shadow(c *crossing) int32 {
 	k := c.home
-	refs := s.shadows[k.part]
+	refs := pv.shadows[k.part]
 	if int(k.qp) >= len(refs) {
 		refs = append(refs, make([]shadowRef, int(k.qp)+1-len(refs))...)
 		refs = refs[:cap(refs)]
-		s.shadows[k.part] = refs
+		pv.shadows[k.part] = refs
 	}
 	r := &refs[k.qp]
 	if r.sh == 0 || r.ep != k.ep {
-		*r = shadowRef{ep: k.ep, sh: s.newShadow(c) + 1}
+		*r = shadowRef{ep: k.ep, sh: pv.newShadow(c) + 1}
 	}
 	return r.sh - 1
 }
 
 // newShadow makes c's queue pair's shadow slot.
-func (s *Sim) newShadow(c *crossing) int32 {
-	sh := s.allocQP()
-	s.epoch[sh]++
-	s.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
-	s.qps[sh].cc.BaseRTT = c.rtt
-	s.fwding.open(sh, c.hash)
+func (pv *partView) newShadow(c *crossing) int32 {
+	s := pv.s
+	sh := s.nic.allocQP()
+	s.nic.epoch[sh]++
+	s.nic.qps[sh] = qp{flow: c.flow, size: c.size, done: true}
+	s.nic.qps[sh].cc.BaseRTT = c.rtt
+	s.fab.fwding.open(sh, c.hash)
 	for d, p := range [2][]route.DirLink{c.fwd[:c.fwdLen], c.rev[:c.revLen]} {
-		if len(p) > s.pathW {
-			s.widenPaths(len(p))
+		if len(p) > s.fab.pathW {
+			s.fab.widenPaths(len(p))
 		}
-		copy(s.paths[int(2*sh+int32(d))*s.pathW:], p)
-		s.pathLen[2*sh+int32(d)] = uint8(len(p))
+		copy(s.fab.paths[int(2*sh+int32(d))*s.fab.pathW:], p)
+		s.fab.pathLen[2*sh+int32(d)] = uint8(len(p))
 	}
-	s.shadowOf[sh] = c.home
+	pv.shadowOf[sh] = c.home
 	return sh
 }
 
@@ -294,7 +321,7 @@ func (s *Sim) partitionable() error {
 	if s.mon != nil {
 		why = append(why, "monitors")
 	}
-	if s.sur != nil {
+	if s.surWatch {
 		why = append(why, "--surrogate")
 	}
 	if s.Loop != nil {
@@ -316,24 +343,26 @@ func (s *Sim) partitionable() error {
 // sender's when c sends from p's source (sent) or waits for p to complete
 // (its last ACK, or a delay's end), the receiver's when c sends from p's
 // destination (received), as sameSrc and fromDst decide.
-func (s *Sim) releasedIn(p, c int32) uint8 {
+func (pv *partView) releasedIn(p, c int32) uint8 {
+	s := pv.s
 	f := s.flows
 	if f.size(p) == 0 {
-		return s.home(p)
+		return pv.home(p)
 	}
 	if f.src(c) == f.dst(p) {
-		return s.part.of[f.dst(p)]
+		return pv.part.of[f.dst(p)]
 	}
-	return s.part.of[f.src(p)]
+	return pv.part.of[f.src(p)]
 }
 
 // checkReleases refuses a DAG with a dependency released in another part
 // than its dependant's: the release would reach it with no lookahead.
-func (s *Sim) checkReleases() error {
+func (pv *partView) checkReleases() error {
+	s := pv.s
 	d := s.flows.DAG
 	for i := int32(0); int(i) < d.Len(); i++ {
 		for _, p := range d.Deps(i) {
-			if r, h := s.releasedIn(p, i), s.home(i); r != h {
+			if r, h := pv.releasedIn(p, i), pv.home(i); r != h {
 				return fmt.Errorf("partitions: flow %d (from node %d, part %d) waits on flow %d, which releases it in part %d (%d -> %d): a partitioned run needs every dependency released where its dependant starts; run with one partition",
 					d.ID(i), s.flows.src(i), h, d.ID(p), r, s.flows.src(p), s.flows.dst(p))
 			}
@@ -362,15 +391,15 @@ func (s *Sim) runPartitioned() error {
 			if c, err = New(s.t, r, s.cfg, s.flows, s.seed); err != nil {
 				return err
 			}
-			c.SendLatPs, c.Partitions, c.stallFloorPs = s.SendLatPs, s.Partitions, s.stallFloorPs
+			c.SendLatPs, c.Partitions, c.watch.stallFloorPs = s.SendLatPs, s.Partitions, s.watch.stallFloorPs
 		}
-		c.part, c.me, c.peers = pt, uint8(k), sims
-		c.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
-		c.shadows = make([][]shadowRef, pt.n)
-		c.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.qps))
+		c.pv.part, c.pv.me, c.pv.peers = pt, uint8(k), sims
+		c.pv.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
+		c.pv.shadows = make([][]shadowRef, pt.n)
+		c.pv.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.nic.qps))
 		sims[k] = c
 	}
-	if err := s.checkReleases(); err != nil {
+	if err := s.pv.checkReleases(); err != nil {
 		return err
 	}
 	s.prepare()
@@ -378,7 +407,7 @@ func (s *Sim) runPartitioned() error {
 	for _, c := range sims {
 		// What the flows released with the run send is read in the first
 		// window (parity 0 reads parity 1), and counts for its start.
-		c.par, c.sentMin = 1, maxTime
+		c.pv.par, c.pv.sentMin = 1, maxTime
 		if err := c.begin(); err != nil {
 			return err
 		}
@@ -392,7 +421,7 @@ func (s *Sim) runPartitioned() error {
 		// or sent in the last window.
 		next := int64(maxTime)
 		for _, c := range sims {
-			next = min(next, c.sentMin, int64(c.q.PeekTime())) // Never when empty
+			next = min(next, c.pv.sentMin, int64(c.q.PeekTime())) // Never when empty
 		}
 		if next == maxTime {
 			break
@@ -408,7 +437,7 @@ func (s *Sim) runPartitioned() error {
 			end = min(end, stop+1)
 		}
 		for _, c := range sims {
-			c.sentMin = maxTime
+			c.pv.sentMin = maxTime
 		}
 		crew.run(end, w&1)
 		var total uint64
@@ -417,7 +446,7 @@ func (s *Sim) runPartitioned() error {
 			if c.err != nil {
 				return c.err // the first part's: the same whatever the threads
 			}
-			stalled = stalled || c.stalled != nil
+			stalled = stalled || c.watch.stalled != nil
 			total += c.Stats.Events
 		}
 		if !stalled {
@@ -426,10 +455,10 @@ func (s *Sim) runPartitioned() error {
 			for _, c := range sims {
 				if c.watch.suspect {
 					c.watch.suspect = false
-					s.lookForDeadlock(sims, end-1, c.watch.v, c.watch.k)
+					s.watch.lookForDeadlock(sims, end-1, c.watch.v, c.watch.k)
 				}
 			}
-			stalled = s.stalled != nil
+			stalled = s.watch.stalled != nil
 		}
 		if stalled {
 			break
@@ -447,14 +476,14 @@ func (s *Sim) runPartitioned() error {
 // part order), then runs this part's events before end, sending in window
 // parity par.
 func (s *Sim) runWindow(end int64, par int) {
-	for _, src := range s.peers {
-		box := src.out[1-par][s.me]
+	for _, src := range s.pv.peers {
+		box := src.pv.out[1-par][s.pv.me]
 		for i := range box {
-			s.takeIn(&box[i])
+			s.pv.takeIn(&box[i])
 		}
-		src.out[1-par][s.me] = box[:0]
+		src.pv.out[1-par][s.pv.me] = box[:0]
 	}
-	s.par = par
+	s.pv.par = par
 	s.err = s.loop(end, true)
 }
 
@@ -512,7 +541,7 @@ func (c *crew) work() {
 }
 
 // take runs the part after the v&0xffff taken, unless another thread took
-// it first. c.end and c.par are the window's: it cannot end while a part
+// it first. c.end and c.pv.par are the window's: it cannot end while a part
 // taken in it runs.
 func (c *crew) take(v int64) bool {
 	if !c.next.v.CompareAndSwap(v, v+1) {
@@ -653,13 +682,13 @@ func (s *Sim) merge(sims []*Sim) {
 		a.PeakIngress = max(a.PeakIngress, b.PeakIngress)
 		a.CNPs += b.CNPs
 		s.now = max(s.now, c.now)
-		if s.stalled == nil {
-			s.stalled = c.stalled
+		if s.watch.stalled == nil {
+			s.watch.stalled = c.watch.stalled
 		}
 	}
-	for i := range s.ports {
-		if k := s.part.of[s.ports[i].from]; k != 0 {
-			s.ports[i].txBytes = sims[k].ports[i].txBytes
+	for i := range s.fab.ports {
+		if k := s.pv.part.of[s.fab.ports[i].from]; k != 0 {
+			s.fab.ports[i].txBytes = sims[k].fab.ports[i].txBytes
 		}
 	}
 }

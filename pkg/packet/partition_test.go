@@ -89,14 +89,14 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 		// The run was cut, and packets crossed parts (each crossing pair
 		// has a shadow slot in the part it entered).
 		shadows := 0
-		for _, p := range s.peers {
-			for _, k := range p.shadowOf {
+		for _, p := range s.pv.peers {
+			for _, k := range p.pv.shadowOf {
 				if k.qp >= 0 {
 					shadows++
 				}
 			}
 		}
-		if s.part == nil || s.part.n != parts || shadows == 0 {
+		if s.pv.part == nil || s.pv.part.n != parts || shadows == 0 {
 			t.Fatalf("%d parts: the run was not partitioned, or no packet crossed parts (%d shadow slots)", parts, shadows)
 		}
 	}

@@ -45,9 +45,9 @@ func TestPortPFCIncast(t *testing.T) {
 	if s.Stats.PeakIngress <= high || s.Stats.PeakIngress > bound {
 		t.Fatalf("an ingress port held %d B; want above the %d B threshold (it pauses there) and at most %d B", s.Stats.PeakIngress, high, bound)
 	}
-	for dl, up := range s.mmu.portPausedUp {
-		if up || s.mmu.portIng[dl] != 0 {
-			t.Fatalf("ingress %d: paused %v, %d bytes left at the end", dl, up, s.mmu.portIng[dl])
+	for dl, up := range s.pfc.pausedUp {
+		if up || s.pfc.ing[dl] != 0 {
+			t.Fatalf("ingress %d: paused %v, %d bytes left at the end", dl, up, s.pfc.ing[dl])
 		}
 	}
 	for _, e := range fl.End {
@@ -102,7 +102,7 @@ func TestPortPFCDeadlockStops(t *testing.T) {
 	if !errors.As(err, &inc) || !strings.Contains(err.Error(), "PFC deadlock") || !strings.Contains(err.Error(), "in a cycle switch") || inc.Done == 0 {
 		t.Fatalf("Run: %v", err)
 	}
-	if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()*5/4+s.cfg.RTOPs {
-		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
+	if s.Stats.SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4+s.cfg.RTOPs {
+		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.watch.lastMoveAny)
 	}
 }

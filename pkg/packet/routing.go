@@ -147,24 +147,25 @@ func (f *forwarding) choose(c []route.DirLink, qpHash uint64, pkt *packet, v int
 // from the router, the choice from the forwarding policy. The hashed
 // path's link is the answer when the queue pair ends at a switch (NVLS),
 // where no choice is made.
-func (s *Sim) forward(pkt *packet, v int32) route.DirLink {
-	base := int(pkt.path) * s.pathW
-	n := int(s.pathLen[pkt.path])
-	dst := s.ports[s.paths[base+n-1]].to
+func (fa *fabric) forward(pkt *packet, v int32) route.DirLink {
+	s := fa.s
+	base := int(pkt.path) * fa.pathW
+	n := int(fa.pathLen[pkt.path])
+	dst := fa.ports[fa.paths[base+n-1]].to
 	if dst >= int32(s.t.GPUs) {
-		return s.paths[base+int(pkt.hop)]
+		return fa.paths[base+int(pkt.hop)]
 	}
-	s.hops = s.r.NextHops(s.hops[:0], v, dst, n-int(pkt.hop))
-	c := s.hops
+	fa.hops = s.r.NextHops(fa.hops[:0], v, dst, n-int(pkt.hop))
+	c := fa.hops
 	switch len(c) {
 	case 0:
 		// The packet stands where no shortest path goes on: only a link
 		// that failed under it can do that; its hashed path's link drops it.
-		return s.paths[base+int(pkt.hop)]
+		return fa.paths[base+int(pkt.hop)]
 	case 1:
 		return c[0]
 	}
-	return s.fwding.choose(c, s.fwding.hashes[pkt.qp], pkt, v, s.ports, s.now)
+	return fa.fwding.choose(c, fa.fwding.hashes[pkt.qp], pkt, v, fa.ports, s.now)
 }
 
 // UplinkImbalance says how evenly the leaves spread their traffic over
@@ -181,8 +182,8 @@ func (s *Sim) UplinkImbalance() (worst, mean float64, leaves int) {
 		n        int
 	}
 	per := map[int32]*acc{}
-	for i := range s.ports {
-		p := &s.ports[i]
+	for i := range s.fab.ports {
+		p := &s.fab.ports[i]
 		if s.t.Nodes[p.from].Tier != 2 || s.t.Nodes[p.to].Tier <= 2 {
 			continue
 		}

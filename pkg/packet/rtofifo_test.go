@@ -15,7 +15,8 @@ func TestRTOFIFOCompaction(t *testing.T) {
 	const cycling, every = 100, 257
 	pushes := 3*rtoChunk + 17
 	s := &Sim{q: des.NewCalendar(10, 14)}
-	s.qps = make([]qp, cycling+pushes/every+1)
+	s.nic.s = s
+	s.nic.qps = make([]qp, cycling+pushes/every+1)
 	lastArm := map[int32]int64{}
 	maxN := 0
 	for k := range pushes {
@@ -23,13 +24,13 @@ func TestRTOFIFOCompaction(t *testing.T) {
 		if k%every == 0 {
 			qi = int32(cycling + k/every) // armed once
 		}
-		s.qps[qi].rtoGen++
-		s.pushRTO(int64(k)*1000, qi, s.qps[qi].rtoGen)
+		s.nic.qps[qi].rtoGen++
+		s.nic.pushRTO(int64(k)*1000, qi, s.nic.qps[qi].rtoGen)
 		lastArm[qi] = int64(k)
-		maxN = max(maxN, s.rto.n)
+		maxN = max(maxN, s.nic.rto.n)
 	}
-	if bound := 2*len(s.qps) + rtoChunk + 1; maxN > bound {
-		t.Errorf("FIFO held %d entries, more than %d for %d pairs", maxN, bound, len(s.qps))
+	if bound := 2*len(s.nic.qps) + rtoChunk + 1; maxN > bound {
+		t.Errorf("FIFO held %d entries, more than %d for %d pairs", maxN, bound, len(s.nic.qps))
 	}
 	var want []int64
 	for _, k := range lastArm {
@@ -46,7 +47,7 @@ func TestRTOFIFOCompaction(t *testing.T) {
 			t.Fatalf("event %+v out of order (after %v)", ev, last)
 		}
 		last = ev.At
-		if qi, gen := s.popRTO(); gen >= 0 {
+		if qi, gen := s.nic.popRTO(); gen >= 0 {
 			k := int64(ev.At) / 1000
 			if lastArm[qi] != k {
 				t.Fatalf("timeout of push %d popped for pair %d, whose last arm is push %d", k, qi, lastArm[qi])

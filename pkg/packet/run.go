@@ -111,7 +111,7 @@ func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 // (monitors list every queue pair, the surrogate measures the whole
 // fabric, a failed link reroutes, per-packet routing).
 func (s *Sim) symmetric() bool {
-	return !s.NoSymmetry && s.mon == nil && s.sur == nil && len(s.cfg.LinkDown) == 0 && !s.fwding.perPacket()
+	return !s.NoSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fab.fwding.perPacket()
 }
 
 // cover grows the run columns over the expanded flows' slots.
@@ -254,11 +254,11 @@ func (s *Sim) prepare() {
 	s.pace = flowset.Pacer{}
 	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
-		f.newStore(math.MaxInt32 >> s.pendShift)
+		f.newStore(math.MaxInt32 >> s.nic.pendShift)
 		f.ex.Mark = func(j int32) { s.pace.Mark(j, f.rec(j)) }
 		if s.symmetric() {
 			f.ex.UseSymmetry(expand.FindSymmetry(f.set, s.r, expand.SymmetryRules{WholeServers: true, LinkOK: func(dl route.DirLink) bool {
-				p := &s.ports[dl]
+				p := &s.fab.ports[dl]
 				return p.lossProb == 0 && !p.marks
 			}}))
 		}
@@ -285,10 +285,10 @@ func (s *Sim) begin() error {
 	if s.mon != nil {
 		s.mon.start(s)
 	}
-	s.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
+	s.nic.lazy = s.mon == nil && len(s.cfg.LinkDown) == 0
 	s.work = s.work[:0]
 	for _, i := range s.flows.DAG.Ready() {
-		if s.part == nil || s.home(i) == s.me {
+		if s.pv.part == nil || s.pv.home(i) == s.pv.me {
 			s.work = append(s.work, i)
 		}
 	}
@@ -343,11 +343,10 @@ func (s *Sim) loop(end int64, window bool) error {
 			case evArrive:
 				prefetch.Line(unsafe.Pointer(&s.pkts[t]))
 			case evTxDone:
-				prefetch.Line(unsafe.Pointer(&s.ports[t]))
+				prefetch.Line(unsafe.Pointer(&s.fab.ports[t]))
 			}
 		}
-		if s.sur != nil && s.frozen(ev.Kind, ev.Target) {
-			s.sur.held = append(s.sur.held, ev)
+		if s.suspended && s.sur.hold(ev) {
 			continue
 		}
 		// The node this event happens at makes the events it leads
@@ -355,33 +354,33 @@ func (s *Sim) loop(end int64, window bool) error {
 		s.curSeq, s.cur = ev.Seq(), int32(len(s.t.Nodes))
 		switch ev.Kind {
 		case evArrive:
-			s.arrive(ev.Target)
+			s.fab.arrive(ev.Target)
 		case evTxDone:
-			if p := &s.ports[ev.Target]; p.txDoneAt == s.now {
+			if p := &s.fab.ports[ev.Target]; p.txDoneAt == s.now {
 				p.txDoneAt = 0
 				s.cur = p.from
-				s.tryTx(ev.Target)
+				s.fab.tryTx(ev.Target)
 			}
 		case evWake:
-			p := &s.ports[ev.Target]
+			p := &s.fab.ports[ev.Target]
 			if p.wakeAt == s.now {
 				p.wakeAt = 0
 			}
 			s.cur = p.from
-			s.tryTx(ev.Target)
+			s.fab.tryTx(ev.Target)
 		case evPFC:
-			s.cur = s.ports[ev.Target].from
-			s.onPFC(ev.Target, ev.Arg)
+			s.cur = s.fab.ports[ev.Target].from
+			s.pfc.frame(ev.Target, ev.Arg)
 		case evCCTimer:
-			s.cur = s.qpNode(ev.Target)
-			s.onCCTimer(ev.Target, ev.Arg)
+			s.cur = s.nic.qpNode(ev.Target)
+			s.nic.onCCTimer(ev.Target, ev.Arg)
 		case evRTO:
-			s.cur = s.qpNode(ev.Target)
-			s.onRTO(ev.Target, ev.Arg)
+			s.cur = s.nic.qpNode(ev.Target)
+			s.nic.onRTO(ev.Target, ev.Arg)
 		case evRTOFIFO:
-			qi, gen := s.popRTO()
-			s.cur = s.qpNode(qi)
-			s.onRTO(qi, gen)
+			qi, gen := s.nic.popRTO()
+			s.cur = s.nic.qpNode(qi)
+			s.nic.onRTO(qi, gen)
 		case evDelayDone:
 			s.cur = s.flowNode(ev.Target)
 			s.finishFlow(ev.Target)
@@ -392,28 +391,28 @@ func (s *Sim) loop(end int64, window bool) error {
 		case evMonitor:
 			s.mon.sample(s, ev.Arg)
 		case evLinkDown:
-			if err := s.linkDown(ev.Target); err != nil {
+			if err := s.fab.linkDown(ev.Target); err != nil {
 				return err
 			}
 		case evPFCRefresh:
-			s.cur = s.ports[ev.Target/nQ].to
-			s.refreshPause(ev.Target)
+			s.cur = s.fab.ports[ev.Target/nQ].to
+			s.pfc.refresh(ev.Target)
 		case evSurrogate:
-			if err := s.surrogateSwitch(ev.Arg == 1); err != nil {
+			if err := s.sur.surrogateSwitch(ev.Arg == 1); err != nil {
 				return err
 			}
 		case evBypass:
-			s.onBypass(ev.Target, ev.Arg == 1)
+			s.sur.onBypass(ev.Target, ev.Arg == 1)
 		case evFlowSent:
-			s.sent(ev.Target)
+			s.nic.sent(ev.Target)
 		case evFlowRecv:
-			s.received(ev.Target)
+			s.nic.received(ev.Target)
 		case evSurrogateSample:
-			if err := s.surrogateSample(); err != nil {
+			if err := s.sur.surrogateSample(); err != nil {
 				return err
 			}
 		case evBacklogSample:
-			s.backlogSample(ev.Arg)
+			s.sur.backlogSample(ev.Arg)
 		case evSend:
 			s.cur = s.flowNode(ev.Target)
 			if err := s.openQPs(ev.Target, false); err != nil {
@@ -431,7 +430,7 @@ func (s *Sim) loop(end int64, window bool) error {
 				return err
 			}
 		}
-		if s.stalled != nil {
+		if s.watch.stalled != nil {
 			return nil
 		}
 		if !window && s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
@@ -444,15 +443,15 @@ func (s *Sim) loop(end int64, window bool) error {
 func (s *Sim) finish() error {
 	stop := s.cfg.StopPs
 	s.Stats.SimPs = s.now
-	if d := s.flows.DAG; s.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
+	if d := s.flows.DAG; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
 		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
-	if s.stalled != nil {
-		s.stalled.Done, s.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
-		return s.stalled
+	if s.watch.stalled != nil {
+		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
+		return s.watch.stalled
 	}
 	if i, stuck := s.flows.DAG.Stuck(); stuck {
 		if s.failure != nil {
@@ -549,21 +548,21 @@ func (s *Sim) failFlow(i int32, why error) {
 		s.Stats.Failed++
 	}
 	delivered := int64(0)
-	for qi := range s.qps {
-		q := &s.qps[qi]
+	for qi := range s.nic.qps {
+		q := &s.nic.qps[qi]
 		if q.flow != i || q.done {
 			continue
 		}
 		delivered += q.rcvNext
-		s.epoch[qi]++
+		s.nic.epoch[qi]++
 		q.done = true
 		q.rtoGen++
 		q.ccGen++
 		if s.mon != nil {
 			s.mon.qpDone(int32(qi))
 		}
-		s.removeQP(q.port, int32(qi))
-		s.recycle(int32(qi))
+		s.nic.removeQP(q.port, int32(qi))
+		s.nic.recycle(int32(qi))
 	}
 	s.Stats.FailedBytes += max(f.size(i)-delivered, 0)
 	if f.RxDone != nil && f.RxDone[i] == 0 {
@@ -575,8 +574,8 @@ func (s *Sim) failFlow(i int32, why error) {
 // finishFlow marks a flow done and queues what it releases; the last
 // flow of a COLL node's expansion ends the node too.
 func (s *Sim) finishFlow(i int32) {
-	if s.sur != nil && s.sur.AutoWindowPs > 0 && s.flows.size(i) > 0 {
-		s.transfersInProgress(-1) // only --surrogate auto reads the load
+	if s.surCount && s.flows.size(i) > 0 {
+		s.sur.transfersInProgress(-1) // only --surrogate auto reads the load
 	}
 	s.flows.End[i] = s.now
 	if i < s.flows.n {
@@ -654,8 +653,8 @@ func (s *Sim) startFlow(i int32) error {
 	// An expanded flow's slot may have held a flow that ended without its
 	// queue pairs counting down (bypassed, or failed).
 	f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 0, 0, 0
-	if s.sur != nil && s.sur.AutoWindowPs > 0 {
-		s.transfersInProgress(1)
+	if s.surCount {
+		s.sur.transfersInProgress(1)
 	}
 	if s.SendLatPs > 0 {
 		s.push(s.now+s.SendLatPs, evSend, i, 0)
@@ -816,11 +815,11 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	id := f.id(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
-		s.buf, err = s.r.AppendPathPort(s.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
+		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
 		if err != nil {
-			return s.noPath(i, err)
+			return s.fab.noPath(i, err)
 		}
-		wait := lat - int64(s.r.Latency(s.buf))
+		wait := lat - int64(s.r.Latency(s.fab.buf))
 		if f.replayed != nil && f.replayed[f.rec(i).Coll] {
 			wait = lat // SimAI replay: a send latency, before the propagation
 		}
@@ -840,9 +839,9 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 		}
 		s.pace.Began(i, f.rec(i), des.Time(s.now))
 	}
-	if s.sur != nil && s.sur.active {
-		if alone, ok := s.bypasses(i); ok {
-			return s.bypassFlow(i, alone)
+	if s.bypassing {
+		if alone, ok := s.sur.bypasses(i); ok {
+			return s.sur.bypassFlow(i, alone)
 		}
 	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
@@ -854,63 +853,42 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 	for j := int64(0); j < nq && left > 0; j++ {
 		left -= min(left, per*int64(s.cfg.PayloadSize))
 		var port int32
-		if s.lazy {
+		if s.nic.lazy {
 			// Route now (the first hop names the port; errors surface
 			// here as they always did), keep only the flow and j.
-			if err := s.routePart(i, j); err != nil {
+			if err := s.fab.routePart(i, j); err != nil {
 				return err
 			}
-			port = int32(s.fwd[0])
+			port = int32(s.fab.fwd[0])
 			if j == 0 {
 				f.Sport[i] = s.sport(id, j)
-				f.Ideal[i] += s.routedIdeal(i)
+				f.Ideal[i] += s.fab.routedIdeal(i)
 			}
-			s.addPending(port, i, int32(j))
+			s.nic.addPending(port, i, int32(j))
 		} else {
-			qi := s.allocQP()
+			qi := s.nic.allocQP()
 			if err := s.initQP(qi, i, j); err != nil {
 				if s.downLinks == 0 {
 					return err
 				}
-				s.qps[qi].done = true // never opened: failFlow must not close it again
-				s.recycle(qi)
-				return s.noPath(i, err)
+				s.nic.qps[qi].done = true // never opened: failFlow must not close it again
+				s.nic.recycle(qi)
+				return s.fab.noPath(i, err)
 			}
-			q := &s.qps[qi]
+			q := &s.nic.qps[qi]
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
-				f.Ideal[i] += s.idealFCT(s.partSize(i, 0), s.idealPath(s.path(2*qi), s.path(2*qi+1)))
+				f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), s.fab.idealPath(s.fab.path(2*qi), s.fab.path(2*qi+1)))
 			}
-			s.addQP(port, qi)
+			s.nic.addQP(port, qi)
 		}
 		f.qpsLeft[i]++
 		f.rxLeft[i]++
 		f.txLeft[i]++
-		s.tryTx(port)
+		s.fab.tryTx(port)
 	}
 	return nil
-}
-
-// routePart routes part j of transfer i into s.fwd and s.rev, as its
-// queue pair will be.
-func (s *Sim) routePart(i int32, j int64) error {
-	f := s.flows
-	src, dst := f.src(i), f.dst(i)
-	h := route.QPHash(src, dst, f.id(i), j, s.seed)
-	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
-		return fmt.Errorf("%s: %v", f.name(i), err)
-	}
-	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
-		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
-	}
-	return nil
-}
-
-// routedIdeal is transfer i's ideal FCT over the paths routePart left in
-// s.fwd and s.rev.
-func (s *Sim) routedIdeal(i int32) int64 {
-	return s.idealFCT(s.partSize(i, 0), s.idealPath(s.fwd[:s.fwdLen], s.rev[:s.revLen]))
 }
 
 // idealPath is what a transfer's ideal FCT needs of its paths: the
@@ -920,45 +898,6 @@ func (s *Sim) routedIdeal(i int32) int64 {
 type idealPath struct {
 	prop          int64
 	bottle, other float64 // ps per byte
-}
-
-func (s *Sim) idealPath(fwd, rev []route.DirLink) idealPath {
-	var a idealPath
-	b := 0
-	for k, dl := range fwd {
-		if s.ports[dl].bw < s.ports[fwd[b]].bw {
-			b = k
-		}
-	}
-	for k, dl := range fwd {
-		p := &s.ports[dl]
-		a.prop += p.lat
-		if k == b {
-			a.bottle = p.bitPs
-		} else {
-			a.other += p.bitPs
-		}
-	}
-	for _, dl := range rev {
-		a.prop += s.ports[dl].lat
-	}
-	return a
-}
-
-// idealFCT is a queue pair of size bytes alone on the fabric, a lower bound
-// on its FCT: the send latency, propagation both ways (the completing ACK's
-// serialization left out), every packet with its header through the
-// bottleneck, and its smallest packet stored and forwarded at every other
-// hop (some packet is first through the bottleneck, and some last). SimAI's
-// standalone FCT (a full-MTU packet at every hop plus size / bottleneck)
-// exceeds the measured FCT of a transfer of a few packets: on a 16 Gb/s
-// dragonfly 4 KiB transfers read slowdown 0.75 (issue 32).
-func (s *Sim) idealFCT(size int64, a idealPath) int64 {
-	pay, hdr := int64(s.cfg.PayloadSize), float64(s.cfg.HeaderBytes)
-	n := (size + pay - 1) / pay
-	smallest := float64(size-(n-1)*pay) + hdr
-	wire := float64(size) + float64(n)*hdr
-	return s.SendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
 }
 
 func (s *Sim) sport(id, j int64) uint16 {
@@ -972,32 +911,32 @@ func (s *Sim) initQP(qi, i int32, j int64) error {
 	src, dst := f.src(i), f.dst(i)
 	id := f.id(i)
 	part := s.partSize(i, j)
-	q := &s.qps[qi]
-	s.epoch[qi]++
-	if s.placed != nil {
-		s.placed.clear(qi)
+	q := &s.nic.qps[qi]
+	s.nic.epoch[qi]++
+	if s.nic.placed != nil {
+		s.nic.placed.clear(qi)
 	}
-	s.tp.open(qi)
+	s.nic.tp.open(qi)
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
 	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
 	h := route.QPHash(src, dst, id, j, s.seed)
-	s.fwding.open(qi, h)
-	if err := s.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
+	s.fab.fwding.open(qi, h)
+	if err := s.fab.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)
 	}
-	if err := s.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
+	if err := s.fab.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
 		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
 	}
-	q.port = int32(s.paths[int(2*qi)*s.pathW])
-	lineRate := s.ports[q.port].bw
-	rtt, win := s.baseRTT(s.path(2*qi), s.path(2*qi+1), lineRate)
+	q.port = int32(s.fab.paths[int(2*qi)*s.fab.pathW])
+	lineRate := s.fab.ports[q.port].bw
+	rtt, win := s.fab.baseRTT(s.fab.path(2*qi), s.fab.path(2*qi+1), lineRate)
 	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
 	if s.usesINT {
-		s.hist[qi] = cc.HopHistory{}
+		s.nic.hist[qi] = cc.HopHistory{}
 	}
-	if s.sur != nil {
-		s.surQPs[qi] = surQP{}
+	if s.surWatch {
+		s.sur.openQP(qi)
 	}
 	s.alg.Init(&q.cc)
 	return nil
@@ -1011,186 +950,6 @@ func (s *Sim) partSize(i int32, j int64) int64 {
 	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
 	per := (pktsTotal + nq - 1) / nq
 	return min(size-j*per*pay, per*pay)
-}
-
-// routeBuf computes the path from a to b into s.buf, refusing one longer
-// than a packet's route can hold.
-func (s *Sim) routeBuf(a, b int32, h uint64, port int) error {
-	var err error
-	s.buf, err = s.r.AppendPathPort(s.buf[:0], a, b, h, port)
-	if err != nil {
-		return err
-	}
-	if len(s.buf) > maxPath {
-		return fmt.Errorf("path from %d to %d has %d hops, more than %d", a, b, len(s.buf), maxPath)
-	}
-	return nil
-}
-
-// route computes a path from a to b into a fixed buffer.
-func (s *Sim) route(dst *[maxPath]route.DirLink, n *uint8, a, b int32, h uint64, port int) error {
-	if err := s.routeBuf(a, b, h, port); err != nil {
-		return err
-	}
-	copy(dst[:], s.buf)
-	*n = uint8(len(s.buf))
-	return nil
-}
-
-// setPath routes path id pid from node a to node b, on NIC port port of a
-// dual-homed source (-1: by the hash). The router also takes a GPU to or
-// from its NVSwitch (NVLS) over their direct links, and knows which links
-// have failed.
-func (s *Sim) setPath(pid int32, a, b int32, h uint64, port int) error {
-	if err := s.routeBuf(a, b, h, port); err != nil {
-		return err
-	}
-	if len(s.buf) > s.pathW {
-		s.widenPaths(len(s.buf))
-	}
-	copy(s.paths[int(pid)*s.pathW:], s.buf)
-	s.pathLen[pid] = uint8(len(s.buf))
-	return nil
-}
-
-// path is path pid's hops.
-func (s *Sim) path(pid int32) []route.DirLink {
-	o := int(pid) * s.pathW
-	return s.paths[o : o+int(s.pathLen[pid])]
-}
-
-// widenPaths gives every path at least n slots. Paths start with 6 (the
-// families here need at most 6; 16 slots for each of a queue pair's two
-// paths were a fifth of its memory), and a longer route re-lays them all
-// once.
-func (s *Sim) widenPaths(n int) {
-	w := min(max(2*s.pathW, n), maxPath)
-	wide := make([]route.DirLink, len(s.pathLen)*w)
-	for pid := range s.pathLen {
-		copy(wide[pid*w:], s.paths[pid*s.pathW:(pid+1)*s.pathW])
-	}
-	s.paths, s.pathW = wide, w
-}
-
-// baseRTT is the unloaded round trip, as SimAI's pairRtt: propagation both
-// ways and a full packet serialized at every hop out (the ACK's own
-// serialization is negligible). It sets the ideal FCT.
-//
-// The window (HAS_WIN) covers that round trip plus what an ACK may wait at
-// each hop back: ACKs have priority but do not preempt, so one may queue
-// behind a full data packet at every hop. With SimAI's plain
-// bandwidth-delay product a flow whose receiver sends data of its own (every
-// ring step) loses a fifth of its rate to that wait; with this margin an
-// unloaded flow keeps line rate either way.
-func (s *Sim) baseRTT(fwd, rev []route.DirLink, lineRate float64) (rtt, win int64) {
-	mtu := float64(s.cfg.PayloadSize + s.cfg.HeaderBytes)
-	var ackWait int64
-	for _, dl := range fwd {
-		p := &s.ports[dl]
-		rtt += p.lat + int64(mtu*p.bitPs+0.5)
-	}
-	for _, dl := range rev {
-		p := &s.ports[dl]
-		rtt += p.lat
-		ackWait += int64((mtu+float64(s.cfg.AckBytes))*p.bitPs + 0.5)
-	}
-	win = int64(float64(rtt+ackWait) * lineRate / 8e12)
-	return rtt, max(win, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
-}
-
-func (s *Sim) bottleneck(path []route.DirLink) float64 {
-	bw := 0.0
-	for _, dl := range path {
-		if b := s.ports[dl].bw; bw == 0 || b < bw {
-			bw = b
-		}
-	}
-	return bw
-}
-
-// linkDown fails both directions of a link: what is on the wire and what
-// waits in its queues is lost. Routing converges at once: later queue
-// pairs avoid the link, and the ones crossing it move to a new path,
-// losing what they had in flight (a new epoch: stale packets are dropped
-// where they are) and going back to their first unacknowledged byte.
-func (s *Sim) linkDown(li int32) error {
-	if err := s.r.Fail(li); err != nil {
-		return err
-	}
-	if s.sur != nil {
-		s.sur.pairs.reset() // their routes may cross the link
-	}
-	s.downLinks++
-	if s.downNames != "" {
-		s.downNames += ", "
-	}
-	s.downNames += fmt.Sprintf("%d (%s)", li, s.linkName(li))
-	for dir := int32(0); dir < 2; dir++ {
-		p := &s.ports[2*li+dir]
-		p.down = true
-		for q := 0; q < nQ; q++ {
-			for p.q[q].len() > 0 {
-				pi := p.pop(q)
-				p.qBytes[q] -= int64(s.pkts[pi].wire)
-				if pkt := &s.pkts[pi]; pkt.inDL >= 0 {
-					s.leaveIngress(pkt)
-				}
-				s.drop(pi)
-			}
-		}
-	}
-	for qi := range s.qps {
-		q := &s.qps[qi]
-		if q.done || q.size == 0 || !(s.crosses(int32(2*qi), li) || s.crosses(int32(2*qi+1), li)) {
-			continue
-		}
-		old := q.port
-		src, dst := s.flows.src(q.flow), s.flows.dst(q.flow)
-		h := route.FlowHash(src, dst, s.flows.id(q.flow)*64+int64(q.sport), s.seed^0xfa11)
-		err := s.setPath(int32(2*qi), src, dst, h, -1)
-		if err == nil {
-			err = s.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)
-		}
-		if err != nil {
-			s.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
-				s.flows.name(q.flow), des.Time(s.now), li, s.linkName(li), err))
-			continue
-		}
-		s.epoch[qi]++
-		q.sndNxt = q.sndUna
-		q.port = int32(s.paths[int(2*qi)*s.pathW])
-		if q.port != old {
-			s.removeQP(old, int32(qi))
-			s.addQP(q.port, int32(qi))
-		}
-		s.tryTx(q.port)
-	}
-	return nil
-}
-
-// noPath handles a transfer that cannot be routed when it starts: with
-// links down, it fails (and the run goes on); otherwise it is an error.
-func (s *Sim) noPath(i int32, err error) error {
-	if s.downLinks == 0 {
-		return fmt.Errorf("%s: %v", s.flows.name(i), err)
-	}
-	s.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
-	return nil
-}
-
-// linkName names a link by its two nodes.
-func (s *Sim) linkName(li int32) string {
-	l := &s.t.Links[li]
-	return fmt.Sprintf("%d-%d", l.A, l.B)
-}
-
-func (s *Sim) crosses(pid int32, li int32) bool {
-	for _, dl := range s.path(pid) {
-		if dl.Link() == li {
-			return true
-		}
-	}
-	return false
 }
 
 // FromSet takes a loaded stream's flows: transfers, delay nodes (their

@@ -1,9 +1,25 @@
 package packet
 
-// TRANSPORT sack: the selective-acknowledgement transport (transport.go
-// says what it does).
-
 import "github.com/fabricsim/fabricsim/internal/grow"
+
+// TransportSACK is TRANSPORT sack: a selective-acknowledgement transport
+// of the IRN/UEC family. The receiver places out-of-order packets
+// directly and acknowledges each with its cumulative sequence plus that
+// packet (a SACK); it never NACKs. The sender keeps a scoreboard of
+// SACKed packets and retransmits only those it takes for lost: a packet
+// not SACKed while a later one was (under ECMP, where packets keep their
+// order), or three later ones were (TCP's duplicate threshold, under
+// per-packet routing, so that reordering is not taken for loss), or every
+// later one up to the message's end was (no more SACKs will come); after
+// a timeout, every packet not SACKed. Retransmissions go before new data
+// and are not held by the window; congestion control is unchanged.
+const TransportSACK Transport = 1
+
+// The surrogate is not for it: its scoreboard would wait for SACKs of
+// packets the predictor delivers or the frozen fabric holds.
+var selectiveKind = transportKind{name: "sack", doc: "selective acknowledgements (IRN/UEC family)",
+	caps: transportCaps{placesOutOfOrder: true, ackEach: true},
+	new:  func(h transportHost, c transportConfig) transport { return newSelective(h, c) }}
 
 // sackDupThresh is how many SACKed packets after a hole make it a loss
 // under per-packet routing, where packets overtake each other; on one
@@ -15,7 +31,8 @@ const sackDupThresh = 3
 // place every out-of-order packet, the Sim's placement, and acknowledge
 // each.)
 type selective struct {
-	s         *Sim
+	h         transportHost
+	payload   int64
 	board     *seqSet
 	qps       []sackQP
 	dupThresh int // SACKs beyond a hole that make it a loss
@@ -31,16 +48,15 @@ type sackQP struct {
 	all    bool  // after a timeout: every packet not SACKed below sndNxt is lost
 }
 
-func newSelective(s *Sim) *selective {
-	t := &selective{s: s, board: newSeqSet(), dupThresh: 1}
-	if s.fwding.perPacket() {
+func newSelective(h transportHost, c transportConfig) *selective {
+	t := &selective{h: h, payload: c.payload, board: newSeqSet(), dupThresh: 1}
+	if c.perPacket {
 		t.dupThresh = sackDupThresh
 	}
 	return t
 }
 
-func (t *selective) addQP()        { t.qps = grow.Append(t.qps, sackQP{}) }
-func (t *selective) ackEach() bool { return true }
+func (t *selective) addQP() { t.qps = grow.Append(t.qps, sackQP{}) }
 
 func (t *selective) open(qi int32) {
 	t.board.clear(qi)
@@ -50,13 +66,13 @@ func (t *selective) open(qi int32) {
 func (t *selective) close(qi int32) { t.board.clear(qi) }
 
 func (t *selective) sackedBytes(qi int32) int64 {
-	return int64(t.qps[qi].sacked) * int64(t.s.cfg.PayloadSize)
+	return int64(t.qps[qi].sacked) * t.payload
 }
 
 // tag puts in the acknowledgement which packet it SACKs besides the
 // cumulative seq, as its index (the link field is free on a control
 // frame).
-func (t *selective) tag(pkt *packet) { pkt.link = int32(pkt.seq / int64(t.s.cfg.PayloadSize)) }
+func (t *selective) tag(pkt *packet) { pkt.link = int32(pkt.seq / t.payload) }
 
 // timeout: every unacknowledged packet not SACKed is lost.
 func (t *selective) timeout(q *qp, qi int32) { t.qps[qi] = sackQP{rtx: q.sndUna, all: true} }
@@ -64,9 +80,8 @@ func (t *selective) timeout(q *qp, qi int32) { t.qps[qi] = sackQP{rtx: q.sndUna,
 // gap is not reached (a SACK receiver places every packet); were it, the
 // packet would be a duplicate to re-acknowledge.
 func (t *selective) gap(pi int32, q *qp) bool {
-	s := t.s
-	s.Stats.Discarded += int64(s.pkts[pi].size)
-	s.sendCtl(pi, pktAck, q.rcvNext, s.pkts[pi].ecn)
+	t.h.discard(pi)
+	t.h.reply(pi, pktAck, q.rcvNext)
 	return true
 }
 
@@ -76,7 +91,7 @@ func (t *selective) gap(pi int32, q *qp) bool {
 // missing while packets sent after it arrive (dupThresh of them) was lost
 // again: it is resent once more, rather than waiting for the timeout.
 func (t *selective) acked(q *qp, qi int32, pkt *packet) {
-	seq, sent := int64(pkt.link)*int64(t.s.cfg.PayloadSize), pkt.sent
+	seq, sent := int64(pkt.link)*t.payload, pkt.sent
 	st := &t.qps[qi]
 	if seq >= q.sndUna && seq < q.sndNxt {
 		t.board.add(qi, seq)
@@ -99,7 +114,7 @@ func (t *selective) resent(q *qp, qi int32, seq, size int64) {
 	st := &t.qps[qi]
 	st.rtx = seq + size
 	if seq == q.sndUna {
-		st.headAt, st.una, st.later = t.s.now, seq, 0
+		st.headAt, st.una, st.later = t.h.now(), seq, 0
 	}
 }
 
@@ -110,7 +125,7 @@ func (t *selective) retransmit(q *qp, qi int32) int64 {
 		return -1
 	}
 	l := t.board.of[qi]
-	pay := int64(t.s.cfg.PayloadSize)
+	pay := t.payload
 	k := 0
 	for seq := max(st.rtx, q.sndUna); seq < q.sndNxt; seq += pay {
 		for k < len(l) && l[k] < seq {

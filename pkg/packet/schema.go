@@ -69,7 +69,7 @@ var confKeys = []confKey{
 		set: func(c *Config, x float64, _ []string) error { c.QPsPerConn = int(x); return nil }},
 	{Key: confkey.Key{Name: "RTO_US", Type: "time", Unit: "us", Range: "[1,1e9]", Default: "1000", Doc: "fabricsim: go back N after this long without progress"},
 		set: func(c *Config, x float64, _ []string) error { c.RTOPs = confkey.PsOf(x, "us"); return nil }},
-	{Key: confkey.Key{Name: "TRANSPORT", Type: "choice", Range: strings.Join(transportNames[:], "|"), Default: "roce", Doc: "fabricsim: RoCE go-back-N, or selective acknowledgements (IRN/UEC family)"},
+	{Key: confkey.Key{Name: "TRANSPORT", Type: "choice", Range: strings.Join(transportNames(), "|"), Default: "roce", Doc: transportDoc()},
 		set: func(c *Config, x float64, _ []string) error { c.Transport = Transport(x); return nil }},
 	{Key: confkey.Key{Name: "ROUTING", Type: "choice", Range: strings.Join(routingNames[:], "|"), Default: "ecmp", Doc: "fabricsim: per-flow ECMP, per-packet spraying, flowlets, or Spectrum-X adaptive routing"},
 		set: func(c *Config, x float64, _ []string) error { c.Routing = Routing(x); return nil }},

@@ -114,7 +114,15 @@ type Stats struct {
 	FailedBytes int64
 }
 
-// Sim is one packet-level simulation.
+// Sim is one packet-level simulation. It keeps the clock, the event
+// queue and its dispatch (run.go), the packet pool and the flows; the
+// parts own the rest, each in its file: nic (queue pairs, RTO, transport),
+// fab (ports, paths, forwarding), mmu (switch buffers), pfc (PAUSE and
+// RESUME), watch (the deadlock detector, waitfor.go), pv (this Sim as a
+// part of a partitioned run) and sur (the surrogate, nil unless on). They
+// are held by value and called as concrete types: the per-packet path
+// makes no interface call but the transport's and the congestion
+// control's.
 type Sim struct {
 	// sameSrc picks the transfers from sentSrc: a flow's dependants that a
 	// NIC may start once the flow's last byte has left (built once, so
@@ -136,22 +144,8 @@ type Sim struct {
 	failure   *FlowsFailed
 	downLinks int
 	downNames string
-	// lastMove is, per node, when a data packet last left it; a switch
-	// still refreshing PAUSE long after means nothing can move (deadlock).
-	// A node's own record, so that the verdict is the same whichever part
-	// of a partitioned run the node is in.
-	lastMove []int64
-	// lastMoveAny is the latest of them, for PFC_MODE port's check: kept,
-	// not taken as their maximum, as that check runs at every live timeout.
-	lastMoveAny int64
-	// portMove is, per egress port, when a data packet last left it: a
-	// deadlocked cycle is one none of whose ports sends (waitfor.go).
-	portMove []int64
-	watch    waitWatch
-	// stallFloorPs is the stall window's floor, 1 ms; tests lower it so
-	// that a run of microseconds puts the detector to work.
-	stallFloorPs int64
-	stalled      *Incomplete
+	// The PFC deadlock detector (waitfor.go).
+	watch waitWatch
 	// err is what stopped this part's window (partition.go).
 	err error
 	// Warnings are configuration problems the run works around, and
@@ -177,16 +171,10 @@ type Sim struct {
 	made   []uint64
 	curSeq uint64
 	seed   uint64
-	ports  []port
-	// Each port's random streams, 2*port for RED marking as it transmits
-	// and 2*port+1 for link errors as packets arrive over it: whichever
-	// part of a partitioned run the port is in, and whatever happens
-	// elsewhere, its draws are the same. (Kept out of port: its hot fields
-	// share fewer cache lines so.)
-	rngs []rand.PCG
-	// isSwitch: per node, a switch (network or NVSwitch), not a GPU.
-	isSwitch []bool
-	mmu      mmu // the switches' buffers and PFC decisions (mmu.go)
+	// The links, their ports and the packets' paths (fabric.go).
+	fab fabric
+	mmu mmu // the switches' buffers and PFC decisions (mmu.go)
+	pfc pfc // the PAUSE and RESUME frames and what they stop (pfc.go)
 
 	pkts     []packet
 	freePkts []int32
@@ -194,60 +182,35 @@ type Sim struct {
 	intN     []uint8
 	freeINT  []int32
 
-	paths   []route.DirLink // path 2*qp (the QP's data path) and 2*qp+1 (its ACK path), pathW slots each
-	pathW   int
-	pathLen []uint8
-
-	// Per-packet routing (ROUTING other than ecmp, routing.go): the
-	// forwarding policy and forward's scratch.
-	fwding forwarding
-	hops   []route.DirLink
-	// The receivers' out-of-order placements (per-packet routing or
-	// TRANSPORT sack); nil while packets can only arrive in order.
-	placed *seqSet
-	// The NICs' loss recovery (TRANSPORT, transport.go).
-	tp transport
 	// The delay nodes released with the run, by end (queueStarts), while
 	// collectStarts gathers them.
 	starts        []start
 	startHead     int
 	collectStarts bool
 
-	qps    []qp
-	hist   []cc.HopHistory // per QP slot, for an algorithm that uses INT
-	surQPs []surQP         // per QP slot, with a surrogate
-	epoch  []int32         // per QP slot, bumped on reuse and reroute; dense so every hop's check stays in cache
-	live   []int32         // per QP slot, its pair's packets not yet freed (recycle)
-	freeQP []int32
-
-	// lazy: a queue pair takes a slot in qps (240 bytes and two paths)
-	// only when it sends its first packet; until then its port's round
-	// robin holds ^(flow<<pendShift | j) (addPending). A 4096-rank AllToAll
-	// opens 16.8 M queue pairs at once, of which a few per NIC are sending
-	// at any time. Monitors (which list every open pair) and LINK_DOWN
-	// (which walks them) keep every pair materialized.
-	lazy      bool
-	pendShift uint8 // bits of a queue pair's index within its flow
-	fwd, rev  [maxPath]route.DirLink
-	fwdLen    uint8
-	revLen    uint8
+	// The NICs: queue pairs, their timers and loss recovery (nic.go).
+	nic nic
 
 	// Flows waiting out their step latency, by the time it ends.
 	lanes     []stepLane
 	laneAt    map[laneKey]int32
 	freeLanes []int32
 
-	rto rtoFIFO
-
 	flows *Flows
 	Stats Stats
 	mon   *Monitors
-	buf   []route.DirLink
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
 	work []int32
-	fb   cc.Feedback
-	sur  *surrogate
+	// The surrogate (surrogate.go), nil without --surrogate. The core
+	// calls it only under these flags, which it sets: surWatch, it is
+	// configured (it follows queue pairs, NIC ports and deliveries);
+	// bypassing, it is open (packets leaving NICs go to its predictor);
+	// suspended, and the fabric is frozen (not lite: its events are held
+	// and PAUSE holds no host); surCount, it counts the transfers in
+	// progress (--surrogate auto).
+	sur                                      *surrogate
+	surWatch, bypassing, suspended, surCount bool
 
 	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
 	SendLatPs int64
@@ -267,22 +230,8 @@ type Sim struct {
 	// (0 or 1): events simultaneous at a node are ordered by who made
 	// them (seq), not by when they were pushed.
 	Partitions, Threads int
-	// Under partitions: which part each node is in, this Sim's, and the
-	// others (partition.go).
-	part  *partitioning
-	me    uint8
-	peers []*Sim
-	// What this part sends each other part, in the window of parity par
-	// (read by the receiver in the next window, while this one fills the
-	// other), and the earliest of it.
-	out     [2][][]crossing
-	par     int
-	sentMin int64
-	// The queue pairs of other parts whose packets cross this one: their
-	// shadow slots by part and slot there, and each slot's key (qp -1: a
-	// pair of this part's).
-	shadows  [][]shadowRef
-	shadowOf []qpKey
+	// This Sim as a part of a partitioned run (partition.go).
+	pv partView
 }
 
 // maxLinkLatency keeps every time sum far from int64's end (1 s of
@@ -307,13 +256,14 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	// Validate built the algorithm once: it cannot fail here.
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
-		flows: flows, laneAt: map[laneKey]int32{}, pathW: 6}
+		flows: flows, laneAt: map[laneKey]int32{}}
+	s.nic.s, s.fab.s, s.fab.pathW, s.watch.s, s.pv.s = s, s, 6, s, s
 	if len(t.Nodes) >= 1<<23 {
 		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
 	}
 	s.made = make([]uint64, len(t.Nodes)+1)
 	s.cur = int32(len(t.Nodes))
-	s.lastMove = make([]int64, len(t.Nodes))
+	s.watch.lastMove = make([]int64, len(t.Nodes))
 	s.sameSrc = func(j int32) bool {
 		if flows.src(j) != s.sentSrc || flows.size(j) <= 0 {
 			return false
@@ -324,42 +274,43 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		return true
 	}
 	s.fromDst = func(j int32) bool { return flows.src(j) == s.rcvDst }
-	for 1<<s.pendShift < cfg.QPsPerConn {
-		s.pendShift++
+	for 1<<s.nic.pendShift < cfg.QPsPerConn {
+		s.nic.pendShift++
 	}
-	if int64(flows.DAG.Len())<<s.pendShift > math.MaxInt32 {
+	if int64(flows.DAG.Len())<<s.nic.pendShift > math.MaxInt32 {
 		return nil, fmt.Errorf("%d flows of up to %d queue pairs: more queue pairs than the packet backend numbers (2^31)", flows.DAG.Len(), cfg.QPsPerConn)
 	}
-	s.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
-	if s.fwding.perPacket() || cfg.Transport == TransportSACK {
-		s.placed = newSeqSet()
+	s.fab.fwding = forwarding{mode: cfg.Routing, gapPs: cfg.FlowletGapPs}
+	if s.fab.fwding.perPacket() || cfg.Transport.caps().placesOutOfOrder {
+		s.nic.placed = newSeqSet()
 	}
-	s.tp = newTransport(s)
+	s.nic.tp, s.nic.ackEach = newTransport(s), cfg.Transport.caps().ackEach
 	nd := 2 * len(t.Links)
-	s.ports = make([]port, nd)
-	s.rngs = make([]rand.PCG, 2*nd)
-	s.portMove = make([]int64, nd)
-	s.stallFloorPs = 1_000_000_000
-	s.isSwitch = make([]bool, len(t.Nodes))
+	s.fab.ports = make([]port, nd)
+	s.fab.rngs = make([]rand.PCG, 2*nd)
+	s.watch.portMove = make([]int64, nd)
+	s.watch.stallFloorPs = 1_000_000_000
+	s.fab.isSwitch = make([]bool, len(t.Nodes))
 	for i := range t.Nodes {
-		s.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
+		s.fab.isSwitch[i] = t.Nodes[i].Kind != stream.NodeGPU
 	}
 	m, short, worst := newMMU(t, &cfg)
 	s.mmu = *m
+	s.pfc = newPFC(s, &cfg, nd)
 	for li, l := range t.Links {
 		if l.LatencyPs > maxLinkLatency {
 			return nil, fmt.Errorf("links[%d]: latency %d ps is over the packet backend's limit of 1 s", li, l.LatencyPs)
 		}
 		for dir := 0; dir < 2; dir++ {
 			dl := 2*li + dir
-			p := &s.ports[dl]
+			p := &s.fab.ports[dl]
 			p.from, p.to = l.A, l.B
 			if dir == 1 {
 				p.from, p.to = l.B, l.A
 			}
 			p.bw, p.lat, p.bitPs = l.BWbps, l.LatencyPs, 8e12/l.BWbps
-			s.rngs[2*dl].Seed(seed, uint64(2*dl))
-			s.rngs[2*dl+1].Seed(seed, uint64(2*dl+1))
+			s.fab.rngs[2*dl].Seed(seed, uint64(2*dl))
+			s.fab.rngs[2*dl+1].Seed(seed, uint64(2*dl+1))
 			p.lossProb = 1 - (1-l.ErrorRate)*(1-cfg.ErrorRate)
 			// ECN marking at network switches only: the NVLink fabric is
 			// credit-based and never marks.
@@ -369,7 +320,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 				p.kmax = int64(cfg.KMax.At(l.BWbps) * 1024)
 				p.pmax = cfg.PMax.At(l.BWbps)
 			}
-			p.inINT = s.usesINT && s.isSwitch[p.from] // NVSwitches report too
+			p.inINT = s.usesINT && s.fab.isSwitch[p.from] // NVSwitches report too
 		}
 	}
 	if short > 0 && !cfg.PortPFC {
@@ -453,260 +404,12 @@ func (s *Sim) freePacket(i int32) {
 		s.freeINT = append(s.freeINT, p.intI)
 		p.intI = -1
 	}
-	if s.live[p.qp]--; s.live[p.qp] == 0 && s.qps[p.qp].parked {
-		s.qps[p.qp].parked = false
-		s.freeQP = append(s.freeQP, p.qp)
+	if s.nic.live[p.qp]--; s.nic.live[p.qp] == 0 && s.nic.qps[p.qp].parked {
+		s.nic.qps[p.qp].parked = false
+		s.nic.freeQP = append(s.nic.freeQP, p.qp)
 	}
 	s.freePkts = append(s.freePkts, i)
 }
-
-func (s *Sim) dl(pkt *packet) route.DirLink { return s.paths[int(pkt.path)*s.pathW+int(pkt.hop)] }
-
-// enqueue puts a packet on a port's queue and starts the port if idle.
-func (s *Sim) enqueue(pi int32, dl route.DirLink) {
-	pkt := &s.pkts[pi]
-	p := &s.ports[dl]
-	p.push(pkt.q, pi)
-	p.qBytes[pkt.q] += int64(pkt.wire)
-	s.tryTx(int32(dl))
-}
-
-func (s *Sim) isPaused(p *port, q int) bool {
-	return p.pausedNow(q, s.now, s.hostsFree() && !s.isSwitch[p.from])
-}
-
-// hostsFree: a suspended fabric (--surrogate, not lite) does not hold
-// hosts back with PAUSE.
-func (s *Sim) hostsFree() bool { return s.sur != nil && s.sur.active && !s.sur.Lite }
-
-// tryTx starts the next transmission on an idle port: control frames first,
-// then forwarded data by priority and queue pairs of a local sender, taking
-// turns; paused priorities wait.
-//
-// A port schedules its transmission-complete event only when something
-// waits to follow: an idle link costs no event per packet.
-func (s *Sim) tryTx(pid int32) {
-	p := &s.ports[pid]
-	if p.down {
-		return
-	}
-	if s.now < p.busyUntil {
-		if p.txDoneAt != p.busyUntil {
-			p.txDoneAt = p.busyUntil
-			s.push(p.busyUntil, evTxDone, pid, 0)
-		}
-		return
-	}
-	if p.full&1 != 0 {
-		s.transmit(pid, p.pop(0), 0)
-		return
-	}
-	hostFree := s.hostsFree() && !s.isSwitch[p.from]
-	fwd := p.nextQueue(s.now, hostFree)
-	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {
-		p.qpTurn = true
-		s.transmit(pid, p.pop(fwd), fwd)
-		return
-	}
-	p.qpTurn = false
-	if len(p.qps) > 0 && s.sendFromQP(pid) {
-		return
-	}
-	if fwd > 0 {
-		s.transmit(pid, p.pop(fwd), fwd)
-		return
-	}
-	// Nothing sendable now: wake up when a PAUSE expires. A host the
-	// surrogate frees is not held by PAUSE (one left from before it opened
-	// has expired unrefreshed): waking for it spun every picosecond, a
-	// million events per 0.2 us of a 127-to-1 incast under --surrogate.
-	if hostFree {
-		return
-	}
-	for i := 1; i < nQ; i++ {
-		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
-			s.wake(pid, p.pauseTill[i])
-		}
-	}
-}
-
-// wake schedules a port re-check (the earliest pending one wins).
-func (s *Sim) wake(pid int32, at int64) {
-	p := &s.ports[pid]
-	if at <= s.now {
-		at = s.now + 1
-	}
-	if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > s.now {
-		return
-	}
-	p.wakeAt = at
-	s.push(at, evWake, pid, 0)
-}
-
-// transmit serializes a packet taken from queue q, or built by a local
-// sender when q < 0.
-func (s *Sim) transmit(pid int32, pi int32, q int) {
-	p := &s.ports[pid]
-	pkt := &s.pkts[pi]
-	if q >= 0 {
-		p.qBytes[q] -= int64(pkt.wire)
-		if pkt.inDL >= 0 {
-			s.leaveIngress(pkt)
-		}
-	}
-	if pkt.kind == pktData && p.marks && !pkt.ecn {
-		pkt.ecn = p.red(p.qBytes[pkt.q], &s.rngs[2*pid])
-	}
-	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
-		n := s.intN[pkt.intI]
-		if int(n) < cc.MaxHops {
-			s.ints[pkt.intI][n] = cc.IntHop{TimePs: s.now, TxBytes: p.txBytes, QLen: p.qBytes[pkt.q], LineRate: p.bw}
-			s.intN[pkt.intI] = n + 1
-		}
-	}
-	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
-	if pkt.kind == pktData {
-		s.lastMove[p.from], s.lastMoveAny, s.portMove[pid] = s.now, s.now, s.now
-	}
-	// Under the surrogate it leaves its NIC (a data packet at the port's
-	// measured rate when the fabric saturated it) and skips the fabric.
-	bypass := s.sur != nil && s.sur.active && pkt.hop == 0 && pkt.zombie == 0
-	if bypass && pkt.kind == pktData {
-		tx = s.nicTime(pid, int64(pkt.wire))
-	}
-	p.busyUntil = s.now + tx
-	p.txBytes += int64(pkt.wire)
-	switch {
-	case bypass:
-		s.bypass(pi, tx)
-	case s.abroad(p.to):
-		s.sendAway(pi, s.now+tx+p.lat, p.to)
-	default:
-		s.push(s.now+tx+p.lat, evArrive, pi, 0)
-	}
-	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
-		p.txDoneAt = p.busyUntil
-		s.push(p.busyUntil, evTxDone, pid, 0)
-	}
-}
-
-// arrive handles a packet reaching the far end of its current link.
-func (s *Sim) arrive(pi int32) {
-	pkt := &s.pkts[pi]
-	if pkt.ep != s.epoch[pkt.qp] {
-		s.stale(pi)
-		return
-	}
-	dl := s.dl(pkt)
-	if s.fwding.perPacket() && pkt.kind == pktData {
-		dl = route.DirLink(pkt.link)
-	}
-	p := &s.ports[dl]
-	s.cur = p.to
-	if p.down || (p.lossProb > 0 && unit(&s.rngs[2*dl+1]) < p.lossProb) {
-		s.drop(pi)
-		return
-	}
-	if int(pkt.hop)+1 == int(s.pathLen[pkt.path]) {
-		if pkt.zombie != 0 {
-			s.freeZombie(pi) // its copy goes through the predictor
-			return
-		}
-		if s.sur != nil {
-			s.track(pkt)
-		}
-		s.deliver(pi)
-		return
-	}
-	v := p.to
-	pkt.inDL = int32(dl)
-	pkt.hop++
-	if !s.enterIngress(v, pkt) {
-		pkt.inDL = -1
-		s.drop(pi)
-		return
-	}
-	next := s.dl(pkt)
-	if s.fwding.perPacket() && pkt.kind == pktData {
-		next = s.forward(pkt, v)
-		pkt.link = int32(next)
-	}
-	s.enqueue(pi, next)
-}
-
-// stale discards a packet its queue pair no longer expects: one of a
-// finished pair (a duplicate ACK, a retransmission overtaken by the final
-// ACK) or one in flight when the pair moved to a new path. Its payload
-// counts as discarded, sent and not delivered, but the network did not
-// lose it: counted as dropped, a spurious timeout's copies read as loss
-// on a lossless fabric (133 "drops" in a 4096-GPU AllToAll under PFC).
-func (s *Sim) stale(pi int32) {
-	pkt := &s.pkts[pi]
-	if pkt.inDL >= 0 {
-		s.leaveIngress(pkt)
-	}
-	if pkt.zombie != 0 { // its copy goes through the predictor
-		s.freeZombie(pi)
-		return
-	}
-	s.Stats.Stale++
-	s.Stats.Discarded += int64(pkt.size)
-	s.freePacket(pi)
-}
-
-func (s *Sim) drop(pi int32) {
-	if s.pkts[pi].zombie != 0 {
-		s.freeZombie(pi) // a duplicate of a packet the predictor delivers
-		return
-	}
-	s.Stats.Dropped++
-	s.Stats.DroppedBytes += int64(s.pkts[pi].size)
-	s.freePacket(pi)
-}
-
-// --- switch ingress: the MMU decides (mmu.go), the Sim sends the frames ---
-
-// enterIngress admits a packet into switch v's buffer, accounting it to the
-// link it came in on, and sends PAUSE upstream when that queue is over its
-// share. Control frames (queue 0) bypass admission.
-func (s *Sim) enterIngress(v int32, pkt *packet) bool {
-	if pkt.q == 0 {
-		return true
-	}
-	if s.mmu.portIng != nil {
-		return s.enterPort(v, pkt)
-	}
-	ok, pause := s.mmu.admit(v, pkt.inDL, pkt.q, int64(pkt.wire))
-	if pause {
-		k := pkt.inDL*nQ + int32(pkt.q)
-		s.sendPFC(pkt.inDL, int(pkt.q), true)
-		s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
-	}
-	return ok
-}
-
-// refreshPause re-sends PAUSE before the previous one expires, for as long
-// as the ingress queue stays above its threshold. A switch that has sent
-// nothing for the stall window meanwhile has the run look for a deadlock
-// (waitfor.go).
-func (s *Sim) refreshPause(k int32) {
-	if !s.mmu.pausedUp[k] {
-		return
-	}
-	if v := s.ports[k/nQ].to; s.now-s.lastMove[v] > s.stallWindow() {
-		if s.stalledSwitch(v, k); s.stalled != nil {
-			return
-		}
-	}
-	dl := k / nQ
-	s.sendPFC(dl, int(k%nQ), true)
-	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
-}
-
-// stallWindow is how long a congested switch may send no data packet
-// while it still pauses its upstream before the run looks for a deadlock:
-// 20 PAUSE lifetimes and at least 1 ms.
-func (s *Sim) stallWindow() int64 { return max(20*s.cfg.PauseTimePs, s.stallFloorPs) }
 
 // nodeName is "GPU n" or "switch n".
 func (s *Sim) nodeName(v int32) string {
@@ -714,61 +417,4 @@ func (s *Sim) nodeName(v int32) string {
 		return fmt.Sprintf("GPU %d", v)
 	}
 	return fmt.Sprintf("switch %d", v)
-}
-
-// leaveIngress releases a departing packet's buffer and resumes the
-// upstream queue once the MMU says it may go on.
-func (s *Sim) leaveIngress(pkt *packet) {
-	if pkt.q == 0 {
-		return
-	}
-	if s.mmu.portIng != nil {
-		s.leavePort(pkt)
-		return
-	}
-	dl := pkt.inDL
-	pkt.inDL = -1
-	if s.mmu.release(s.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
-		s.sendPFC(dl, int(pkt.q), false)
-	}
-}
-
-// sendPFC sends PAUSE or RESUME for queue q to the port feeding link dl; a
-// PFC frame is tiny and jumps the queue, so it arrives one propagation
-// delay later.
-func (s *Sim) sendPFC(dl int32, q int, pause bool) {
-	arg := int64(q) << 1
-	if pause {
-		arg |= 1
-		s.Stats.Pauses++
-	}
-	at := s.now + s.ports[dl].lat
-	if up := s.ports[dl].from; s.abroad(up) {
-		s.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
-	} else {
-		s.push(at, evPFC, dl, arg)
-	}
-	if s.mon != nil {
-		mq := q
-		if q == portPFC {
-			mq = dataQ // a port-wide frame, logged on the data priority
-		}
-		s.mon.pfc(s.now, s.ports[dl].to, s.ports[dl].from, mq, pause)
-	}
-}
-
-func (s *Sim) onPFC(pid int32, arg int64) {
-	p := &s.ports[pid]
-	q := int(arg >> 1)
-	if q == portPFC {
-		s.onPortPFC(pid, arg&1 == 1)
-		return
-	}
-	if arg&1 == 1 {
-		p.paused[q] = true
-		p.pauseTill[q] = s.now + s.cfg.PauseTimePs
-		return
-	}
-	p.paused[q] = false
-	s.tryTx(pid)
 }

@@ -3,6 +3,7 @@ package packet
 import (
 	"fmt"
 
+	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -95,8 +96,10 @@ type latStat struct {
 }
 
 type surrogate struct {
+	s *Sim // the simulation it is a part of, for the clock, queue pairs and fabric
 	Surrogate
 	active bool
+	qps    []surQP          // per queue pair slot
 	stats  []latStat        // per latency class
 	class  map[uint64]int32 // latKey -> index in stats + 1
 	onAt   int64            // when the surrogate last opened
@@ -199,18 +202,18 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 	if len(s.t.Nodes) >= maxSurrogateNodes {
 		return fmt.Errorf("the surrogate predicts per pair of nodes, up to %d nodes; the topology has %d", maxSurrogateNodes, len(s.t.Nodes))
 	}
-	if s.fwding.perPacket() || s.cfg.Transport != TransportRoCE {
+	if s.fab.fwding.perPacket() || !s.cfg.Transport.caps().surrogate {
 		// The predictor learns latencies per path, and frozen packets
 		// resume along their queue pair's path.
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
-	sg := &surrogate{Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.ports))}
-	for pid := range s.ports {
-		if !s.isSwitch[s.ports[pid].from] {
+	sg := &surrogate{s: s, Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.fab.ports))}
+	for pid := range s.fab.ports {
+		if !s.fab.isSwitch[s.fab.ports[pid].from] {
 			sg.hostPorts = append(sg.hostPorts, int32(pid))
 		}
 	}
-	s.sur = sg
+	s.sur, s.surWatch, s.surCount = sg, true, c.AutoWindowPs > 0
 	if c.AutoWindowPs > 0 {
 		s.push(c.AutoWindowPs, evSurrogateSample, 0, 0)
 		s.push(0, evBacklogSample, 0, 0)
@@ -232,8 +235,9 @@ func latKey(src, dst int32, ctl bool) uint64 {
 }
 
 // ends are a packet's source and destination nodes.
-func (s *Sim) ends(pkt *packet) (int32, int32) {
-	f := s.qps[pkt.qp].flow
+func (sg *surrogate) ends(pkt *packet) (int32, int32) {
+	s := sg.s
+	f := s.nic.qps[pkt.qp].flow
 	if pkt.kind == pktData {
 		return s.flows.src(f), s.flows.dst(f)
 	}
@@ -241,8 +245,8 @@ func (s *Sim) ends(pkt *packet) (int32, int32) {
 }
 
 // track records a delivered packet's one-way latency while tracking.
-func (s *Sim) track(pkt *packet) {
-	sg := s.sur
+func (sg *surrogate) track(pkt *packet) {
+	s := sg.s
 	switch {
 	case sg.active:
 		return
@@ -256,13 +260,13 @@ func (s *Sim) track(pkt *packet) {
 	}
 	// A pair's classes never change, so it keeps their indexes: no map
 	// lookup per packet.
-	q := &s.surQPs[pkt.qp]
+	q := &sg.qps[pkt.qp]
 	c := &q.latData
 	if pkt.kind != pktData {
 		c = &q.latCtl
 	}
 	if *c == 0 {
-		src, dst := s.ends(pkt)
+		src, dst := sg.ends(pkt)
 		k := latKey(src, dst, pkt.kind != pktData)
 		if *c = sg.class[k]; *c == 0 {
 			sg.stats = append(sg.stats, latStat{})
@@ -274,14 +278,15 @@ func (s *Sim) track(pkt *packet) {
 	st.sum += s.now - pkt.born
 	st.n++
 	if pkt.kind == pktData {
-		sg.nic[s.paths[int(pkt.path)*s.pathW]].delivered += int64(pkt.wire)
+		sg.nic[s.fab.paths[int(pkt.path)*s.fab.pathW]].delivered += int64(pkt.wire)
 	}
 }
 
 // predict is the latency a packet gets in surrogate mode. The table no
 // longer changes once the window opens, so each queue pair caches it.
-func (s *Sim) predict(pkt *packet) int64 {
-	q := &s.surQPs[pkt.qp]
+func (sg *surrogate) predict(pkt *packet) int64 {
+	s := sg.s
+	q := &sg.qps[pkt.qp]
 	cache := &q.predData
 	if pkt.kind != pktData {
 		cache = &q.predCtl
@@ -289,21 +294,22 @@ func (s *Sim) predict(pkt *packet) int64 {
 	if *cache > 0 {
 		return *cache
 	}
-	src, dst := s.ends(pkt)
-	*cache = s.measured(latKey(src, dst, pkt.kind != pktData), s.path(pkt.path), int64(pkt.wire))
+	src, dst := sg.ends(pkt)
+	*cache = sg.measured(latKey(src, dst, pkt.kind != pktData), s.fab.path(pkt.path), int64(pkt.wire))
 	return *cache
 }
 
 // measured is latency class k's mean, or when nothing was measured the
 // unloaded latency of a packet of wire bytes along path.
-func (s *Sim) measured(k uint64, path []route.DirLink, wire int64) int64 {
-	if c := s.sur.class[k]; c > 0 {
-		st := s.sur.stats[c-1]
+func (sg *surrogate) measured(k uint64, path []route.DirLink, wire int64) int64 {
+	s := sg.s
+	if c := sg.class[k]; c > 0 {
+		st := sg.stats[c-1]
 		return max(st.sum/st.n, 1)
 	}
 	l := int64(0)
 	for _, dl := range path {
-		p := &s.ports[dl]
+		p := &s.fab.ports[dl]
 		l += p.lat + int64(float64(wire)*p.bitPs+0.5)
 	}
 	return max(l, 1)
@@ -311,10 +317,11 @@ func (s *Sim) measured(k uint64, path []route.DirLink, wire int64) int64 {
 
 // bypass sends a packet leaving its source straight to its destination
 // after the predicted latency (minus the serialization already paid).
-func (s *Sim) bypass(pi int32, tx int64) {
+func (sg *surrogate) bypass(pi int32, tx int64) {
+	s := sg.s
 	pkt := &s.pkts[pi]
 	s.Stats.Bypassed++
-	at := pkt.born + s.predict(pkt)
+	at := pkt.born + sg.predict(pkt)
 	if at < s.now+tx {
 		at = s.now + tx
 	}
@@ -338,14 +345,15 @@ func (s *Sim) bypass(pi int32, tx int64) {
 //
 // alone: nothing waits on it, so without a stop time or load tracking
 // to honour it ends with no event at all.
-func (s *Sim) bypassFlow(i int32, alone bool) error {
-	f, sg := s.flows, s.sur
+func (sg *surrogate) bypassFlow(i int32, alone bool) error {
+	s := sg.s
+	f := s.flows
 	src, dst, size := f.src(i), f.dst(i), f.size(i)
-	pp, err := s.pairPrediction(i, src, dst)
+	pp, err := sg.pairPrediction(i, src, dst)
 	if err != nil {
-		return s.noPath(i, err)
+		return s.fab.noPath(i, err)
 	}
-	p := &s.ports[pp.port]
+	p := &s.fab.ports[pp.port]
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
 	n := (size + pay - 1) / pay
 	last := size - (n-1)*pay
@@ -364,7 +372,7 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 		sg.load.Deferred++
 		return nil
 	}
-	sent := start + s.nicTime(pp.port, wire)
+	sent := start + sg.nicTime(pp.port, wire)
 	nic.free, nic.bypassEnd = sent, sent
 	if s.cfg.HasWin && wire > pp.win {
 		rounds := (wire - 1) / pp.win
@@ -372,7 +380,7 @@ func (s *Sim) bypassFlow(i int32, alone bool) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.sport(f.id(i), 0)
-	f.Ideal[i] += s.idealFCT(s.partSize(i, 0), pp.ideal)
+	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
 	s.Stats.DataPackets += uint64(n)
 	s.Stats.Bypassed += uint64(n)
 	s.Stats.SentBytes += size
@@ -403,18 +411,19 @@ func (sg *surrogate) trackStart() int64 {
 // nicTime is how long host port pid takes to send wire bytes through the
 // open surrogate: at line rate, or at its measured rate when the fabric
 // saturated it.
-func (s *Sim) nicTime(pid int32, wire int64) int64 {
-	r := s.sur.nic[pid].psPerByte
+func (sg *surrogate) nicTime(pid int32, wire int64) int64 {
+	s := sg.s
+	r := sg.nic[pid].psPerByte
 	if r == 0 {
-		r = s.ports[pid].bitPs
+		r = s.fab.ports[pid].bitPs
 	}
 	return int64(float64(wire)*r + 0.5)
 }
 
 // backlogSample counts the host ports with data waiting to be sent, while
 // latencies are tracked, and schedules the next sample.
-func (s *Sim) backlogSample(gen int64) {
-	sg := s.sur
+func (sg *surrogate) backlogSample(gen int64) {
+	s := sg.s
 	if gen != sg.sampleGen || sg.active {
 		return
 	}
@@ -423,7 +432,7 @@ func (s *Sim) backlogSample(gen int64) {
 		if sg.samples == 0 {
 			nic.sent, nic.delivered, nic.backlogged = 0, 0, 0
 		}
-		if s.waitingData(pid) {
+		if sg.waitingData(pid) {
 			nic.backlogged++
 		}
 	}
@@ -432,7 +441,7 @@ func (s *Sim) backlogSample(gen int64) {
 	}
 	sg.samples++
 	if sg.AutoWindowPs > 0 {
-		if s.runGoesOn() {
+		if sg.runGoesOn() {
 			s.push(s.now+max(sg.AutoWindowPs/backlogSamplesAuto, 1), evBacklogSample, 0, gen)
 		}
 		return
@@ -444,9 +453,10 @@ func (s *Sim) backlogSample(gen int64) {
 
 // waitingData says whether a queue pair of host port pid has data not yet
 // sent (a pending pair has all of it).
-func (s *Sim) waitingData(pid int32) bool {
-	for _, qi := range s.ports[pid].qps {
-		if qi < 0 || s.qps[qi].sndNxt < s.qps[qi].size {
+func (sg *surrogate) waitingData(pid int32) bool {
+	s := sg.s
+	for _, qi := range s.fab.ports[pid].qps {
+		if qi < 0 || s.nic.qps[qi].sndNxt < s.nic.qps[qi].size {
 			return true
 		}
 	}
@@ -458,8 +468,8 @@ func (s *Sim) waitingData(pid int32) bool {
 // over that time. Not what it sent: the switches' buffers (tens of MB in
 // SimAI's configurations) take in more than the fabric delivers for
 // milliseconds, and the fabric's rate is what lasts.
-func (s *Sim) serviceRates() {
-	sg := s.sur
+func (sg *surrogate) serviceRates() {
+	s := sg.s
 	for _, pid := range sg.hostPorts {
 		sg.nic[pid].psPerByte = 0
 	}
@@ -469,7 +479,7 @@ func (s *Sim) serviceRates() {
 		return
 	}
 	for _, pid := range sg.hostPorts {
-		nic, p := &sg.nic[pid], &s.ports[pid]
+		nic, p := &sg.nic[pid], &s.fab.ports[pid]
 		wire := nic.delivered
 		backlogged := float64(nic.backlogged) >= (1-backlogSlack)*float64(sg.samples)
 		if wire <= 0 || !backlogged && float64(nic.sent) <= (1+backlogSlack)*float64(wire) {
@@ -513,8 +523,8 @@ func (s *Sim) SurrogateLoad() SurrogateLoad {
 }
 
 // restartSampling starts counting backlogs afresh from now.
-func (s *Sim) restartSampling() {
-	sg := s.sur
+func (sg *surrogate) restartSampling() {
+	s := sg.s
 	sg.samples = 0
 	sg.sampleGen++
 	s.push(s.now, evBacklogSample, 0, sg.sampleGen)
@@ -526,7 +536,8 @@ func (s *Sim) restartSampling() {
 // its queue pair: a NIC serves its pairs round robin, and serving whole
 // transfers in turn instead let a collective's next steps start early (5%
 // short on SimAI's micro benchmark).
-func (s *Sim) bypasses(i int32) (alone, ok bool) {
+func (sg *surrogate) bypasses(i int32) (alone, ok bool) {
+	s := sg.s
 	f := s.flows
 	alone = i < f.n && f.DAG.Dependants(i) == 0
 	return alone, alone || f.size(i) <= int64(s.cfg.PayloadSize)
@@ -538,16 +549,17 @@ func (s *Sim) bypasses(i int32) (alone, ok bool) {
 // the open pairs still have to send. At saturation thousands wait at each
 // NIC, and sending them packet by packet through the predictor was most
 // of the surrogate's work.
-func (s *Sim) bypassPending() error {
-	sg, f := s.sur, s.flows
+func (sg *surrogate) bypassPending() error {
+	s := sg.s
+	f := s.flows
 	conv := sg.conv[:0]
 	for _, pid := range sg.hostPorts {
-		p := &s.ports[pid]
+		p := &s.fab.ports[pid]
 		kept := p.qps[:0]
 		for _, qi := range p.qps {
 			if qi < 0 {
-				if i, j := s.pending(qi); j == 0 && f.qpsLeft[i] == 1 {
-					if _, ok := s.bypasses(i); ok {
+				if i, j := s.nic.pending(qi); j == 0 && f.qpsLeft[i] == 1 {
+					if _, ok := sg.bypasses(i); ok {
 						conv = append(conv, i)
 						continue
 					}
@@ -557,7 +569,7 @@ func (s *Sim) bypassPending() error {
 		}
 		for k, qi := range kept {
 			if qi >= 0 {
-				s.qps[qi].slot = int32(k)
+				s.nic.qps[qi].slot = int32(k)
 			}
 		}
 		p.qps = kept
@@ -565,18 +577,18 @@ func (s *Sim) bypassPending() error {
 			p.qpRR = 0
 		}
 	}
-	s.nicBacklogs()
+	sg.nicBacklogs()
 	sg.load.Backlog += len(conv)
 	for _, i := range conv {
 		// Back to released and not opened: its ideal time loses what
 		// opening added (bypassFlow adds its own).
 		f.qpsLeft[i], f.rxLeft[i], f.txLeft[i] = 0, 0, 0
-		if err := s.routePart(i, 0); err != nil {
+		if err := s.fab.routePart(i, 0); err != nil {
 			return err // routed the same way when it was opened
 		}
-		f.Ideal[i] -= s.routedIdeal(i)
-		alone, _ := s.bypasses(i)
-		if err := s.bypassFlow(i, alone); err != nil {
+		f.Ideal[i] -= s.fab.routedIdeal(i)
+		alone, _ := sg.bypasses(i)
+		if err := sg.bypassFlow(i, alone); err != nil {
 			return err
 		}
 	}
@@ -588,22 +600,23 @@ func (s *Sim) bypassPending() error {
 // have sent what its queue pairs still hold: those keep sending through
 // the NIC, and a bypassed transfer waits its turn behind them rather than
 // adding a second line rate to the port.
-func (s *Sim) nicBacklogs() {
+func (sg *surrogate) nicBacklogs() {
+	s := sg.s
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
-	for _, pid := range s.sur.hostPorts { // a switch has no queue pairs
-		p := &s.ports[pid]
+	for _, pid := range sg.hostPorts { // a switch has no queue pairs
+		p := &s.fab.ports[pid]
 		var bytes int64
 		for _, qi := range p.qps {
 			left := int64(0)
 			if qi >= 0 {
-				left = s.qps[qi].size - s.qps[qi].sndNxt
+				left = s.nic.qps[qi].size - s.nic.qps[qi].sndNxt
 			} else { // pending: its whole part
-				left = s.partSize(s.pending(qi))
+				left = s.partSize(s.nic.pending(qi))
 			}
 			bytes += left + (left+pay-1)/pay*hdr
 		}
 		if bytes > 0 {
-			s.sur.nic[pid].free = max(s.now, p.busyUntil) + s.nicTime(pid, bytes)
+			sg.nic[pid].free = max(s.now, p.busyUntil) + sg.nicTime(pid, bytes)
 		}
 	}
 }
@@ -612,46 +625,48 @@ func (s *Sim) nicBacklogs() {
 // pair and NIC port choice (a hashed port is the pair's first transfer's;
 // a failed link clears them): the latencies measured for the pair's data
 // and acknowledgement classes, or the unloaded path's where none was.
-func (s *Sim) pairPrediction(i, src, dst int32) (pairPrediction, error) {
-	sg := s.sur
+func (sg *surrogate) pairPrediction(i, src, dst int32) (pairPrediction, error) {
+	s := sg.s
 	port := s.flows.port(i, 0)
 	if pp, ok := sg.pairs.get(src, dst, port); ok {
 		return pp, nil
 	}
 	h := route.QPHash(src, dst, s.flows.id(i), 0, s.seed)
-	if err := s.route(&s.fwd, &s.fwdLen, src, dst, h, port); err != nil {
+	if err := s.fab.route(&s.fab.fwd, &s.fab.fwdLen, src, dst, h, port); err != nil {
 		return pairPrediction{}, err
 	}
-	if err := s.route(&s.rev, &s.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
+	if err := s.fab.route(&s.fab.rev, &s.fab.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
 		return pairPrediction{}, fmt.Errorf("acknowledgements: %v", err)
 	}
-	fwd, rev := s.fwd[:s.fwdLen], s.rev[:s.revLen]
-	pp := pairPrediction{port: int32(fwd[0]), ideal: s.idealPath(fwd, rev)}
-	pp.rtt, pp.win = s.baseRTT(fwd, rev, s.ports[fwd[0]].bw)
-	pp.data = s.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
-	pp.ack = s.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
+	fwd, rev := s.fab.fwd[:s.fab.fwdLen], s.fab.rev[:s.fab.revLen]
+	pp := pairPrediction{port: int32(fwd[0]), ideal: s.fab.idealPath(fwd, rev)}
+	pp.rtt, pp.win = s.fab.baseRTT(fwd, rev, s.fab.ports[fwd[0]].bw)
+	pp.data = sg.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
+	pp.ack = sg.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
 	sg.pairs.put(src, dst, port, pp)
 	return pp, nil
 }
 
 // onBypass delivers a packet that skipped the fabric; with zombie set, a
 // copy of frozen packet pi, made now.
-func (s *Sim) onBypass(pi int32, zombie bool) {
+func (sg *surrogate) onBypass(pi int32, zombie bool) {
+	s := sg.s
 	if zombie {
-		pi = s.zombieCopy(pi)
+		pi = sg.zombieCopy(pi)
 	}
 	pkt := &s.pkts[pi]
-	if pkt.ep != s.epoch[pkt.qp] {
-		s.stale(pi)
+	if pkt.ep != s.nic.epoch[pkt.qp] {
+		s.fab.stale(pi)
 		return
 	}
-	s.deliver(pi)
+	s.nic.deliver(pi)
 }
 
 // surrogateSwitch enters (on) or leaves surrogate mode.
-func (s *Sim) surrogateSwitch(on bool) error {
-	sg := s.sur
+func (sg *surrogate) surrogateSwitch(on bool) error {
+	s := sg.s
 	sg.active = on
+	s.bypassing, s.suspended = on, on && !sg.Lite
 	if !on {
 		// The suspended fabric's events happen as much later as it slept.
 		for _, ev := range sg.held {
@@ -662,20 +677,20 @@ func (s *Sim) surrogateSwitch(on bool) error {
 			// So did the fabric's record of its last moves: a switch that
 			// sent a packet just before it slept has not starved since.
 			slept := s.now - sg.onAt
-			for v := range s.lastMove {
-				s.lastMove[v] += slept
+			for v := range s.watch.lastMove {
+				s.watch.lastMove[v] += slept
 			}
-			for pid := range s.portMove {
-				s.portMove[pid] += slept
+			for pid := range s.watch.portMove {
+				s.watch.portMove[pid] += slept
 			}
-			s.lastMoveAny += slept
+			s.watch.lastMoveAny += slept
 		}
 		for _, pid := range sg.hostPorts {
 			// The transfers a port sent around its queue pairs keep it
 			// busy; hosts may have been paused by the frozen fabric.
-			p := &s.ports[pid]
+			p := &s.fab.ports[pid]
 			p.busyUntil = max(p.busyUntil, sg.nic[pid].bypassEnd)
-			s.tryTx(pid)
+			s.fab.tryTx(pid)
 		}
 		for _, i := range sg.deferred {
 			if err := s.openQPs(i, true); err != nil {
@@ -686,8 +701,8 @@ func (s *Sim) surrogateSwitch(on bool) error {
 		return nil
 	}
 	sg.onAt = s.now
-	s.serviceRates()
-	if err := s.bypassPending(); err != nil {
+	sg.serviceRates()
+	if err := sg.bypassPending(); err != nil {
 		return err
 	}
 	if sg.Lite {
@@ -700,10 +715,10 @@ func (s *Sim) surrogateSwitch(on bool) error {
 		free[i] = true
 	}
 	inQueue := make([]bool, len(s.pkts))
-	for pid := range s.ports {
-		p := &s.ports[pid]
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
 		for q := 0; q < nQ; q++ {
-			if s.isSwitch[p.from] {
+			if s.fab.isSwitch[p.from] {
 				for _, pi := range p.q[q].buf[p.q[q].head:] {
 					inQueue[pi] = true
 				}
@@ -713,13 +728,13 @@ func (s *Sim) surrogateSwitch(on bool) error {
 				pi := p.pop(q)
 				p.qBytes[q] -= int64(s.pkts[pi].wire)
 				inQueue[pi] = true
-				s.bypass(pi, 0)
+				sg.bypass(pi, 0)
 			}
 		}
 	}
 	n := len(s.pkts)
 	for pi := 0; pi < n; pi++ {
-		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.isSwitch[s.ports[s.dl(&s.pkts[pi])].from]) {
+		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.fab.isSwitch[s.fab.ports[s.fab.dl(&s.pkts[pi])].from]) {
 			continue
 		}
 		// In the fabric (on a wire or in a switch queue): freeze it as a
@@ -732,19 +747,20 @@ func (s *Sim) surrogateSwitch(on bool) error {
 			z.zombie |= copyECN // it may be marked again before its copy is due
 		}
 		s.Stats.Zombies++
-		s.bypass(int32(pi), 0)
+		sg.bypass(int32(pi), 0)
 	}
 	return nil
 }
 
 // zombieCopy makes the copy of zombie pi the predictor delivers now: the
 // packet as it was frozen, and frees pi if it has left the fabric since.
-func (s *Sim) zombieCopy(pi int32) int32 {
+func (sg *surrogate) zombieCopy(pi int32) int32 {
+	s := sg.s
 	cp := s.newPacket()
 	z := &s.pkts[pi]
 	c := &s.pkts[cp]
 	*c = *z
-	s.live[c.qp]++
+	s.nic.live[c.qp]++
 	c.zombie, c.ecn, c.inDL, c.intI = 0, z.zombie&copyECN != 0, -1, -1
 	gone := z.zombie&copyGone != 0
 	z.zombie = zombieFrozen
@@ -756,7 +772,8 @@ func (s *Sim) zombieCopy(pi int32) int32 {
 
 // freeZombie frees a zombie leaving the fabric, or marks it gone while its
 // copy is still due.
-func (s *Sim) freeZombie(pi int32) {
+func (sg *surrogate) freeZombie(pi int32) {
+	s := sg.s
 	if z := &s.pkts[pi]; z.zombie&copyPending != 0 {
 		z.zombie |= copyGone
 		return
@@ -766,16 +783,16 @@ func (s *Sim) freeZombie(pi int32) {
 
 // frozen reports whether an event belongs to the suspended fabric: it then
 // happens as much later as the surrogate stays open (held until it closes).
-func (s *Sim) frozen(kind uint16, target int32) bool {
-	sg := s.sur
-	if sg == nil || !sg.active || sg.Lite {
+func (sg *surrogate) frozen(kind uint16, target int32) bool {
+	s := sg.s
+	if !sg.active || sg.Lite {
 		return false
 	}
 	switch kind {
 	case evArrive:
 		return s.pkts[target].zombie != 0
 	case evTxDone, evWake:
-		return s.isSwitch[s.ports[target].from]
+		return s.fab.isSwitch[s.fab.ports[target].from]
 	case evPFC, evPFCRefresh:
 		return true
 	}
@@ -785,18 +802,18 @@ func (s *Sim) frozen(kind uint16, target int32) bool {
 // surrogateSample closes one window of steady-state detection: it opens
 // the surrogate after autoWindows steady windows, closes it when the
 // offered load moves, and schedules the next window while the run goes on.
-func (s *Sim) surrogateSample() error {
-	sg := s.sur
-	s.transfersInProgress(0)
+func (sg *surrogate) surrogateSample() error {
+	s := sg.s
+	sg.transfersInProgress(0)
 	load := float64(sg.inProgressPs) / float64(sg.AutoWindowPs)
 	sg.inProgressPs = 0
 	if sg.active {
 		if d := load/sg.baseLoad - 1; d > autoLoadChange || d < -autoLoadChange {
-			if err := s.surrogateSwitch(false); err != nil {
+			if err := sg.surrogateSwitch(false); err != nil {
 				return err
 			}
 			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, Why: fmt.Sprintf("transfers in progress %+.0f%%", 100*d)})
-			s.restartTracking()
+			sg.restartTracking()
 		}
 	} else {
 		// Packets in flight, averaged over the window (Little's law: the
@@ -808,7 +825,7 @@ func (s *Sim) surrogateSample() error {
 		}
 		switch {
 		case smp.latPs == 0 || (len(sg.streak) > 0 && !near(smp, sg.streak[0])):
-			s.restartTracking() // not steady: measure afresh from here
+			sg.restartTracking() // not steady: measure afresh from here
 		default:
 			sg.streak = append(sg.streak, smp)
 		}
@@ -821,14 +838,14 @@ func (s *Sim) surrogateSample() error {
 			sg.baseLoad = max(load/n, 1e-9)
 			s.SurrogateSwitches = append(s.SurrogateSwitches, SurrogateSwitch{AtPs: s.now, On: true,
 				Why: fmt.Sprintf("steady for %d windows of %s: packet latency %s, %.0f packets in flight", autoWindows, des.Time(sg.AutoWindowPs), des.Time(lat/n), fly/n)})
-			if err := s.surrogateSwitch(true); err != nil {
+			if err := sg.surrogateSwitch(true); err != nil {
 				return err
 			}
 			sg.streak = sg.streak[:0]
 		}
 		sg.winLat, sg.winN = 0, 0
 	}
-	if s.runGoesOn() {
+	if sg.runGoesOn() {
 		s.push(s.now+sg.AutoWindowPs, evSurrogateSample, 0, 0)
 	}
 	return nil
@@ -837,14 +854,15 @@ func (s *Sim) surrogateSample() error {
 // runGoesOn says whether anything but the surrogate's own sampling is
 // left to happen: the samples alone must not keep a finished (or stuck)
 // run alive.
-func (s *Sim) runGoesOn() bool {
+func (sg *surrogate) runGoesOn() bool {
+	s := sg.s
 	return s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len()
 }
 
 // transfersInProgress adds d to the transfers in progress, integrating
 // the count over time for the window's mean.
-func (s *Sim) transfersInProgress(d int64) {
-	sg := s.sur
+func (sg *surrogate) transfersInProgress(d int64) {
+	s := sg.s
 	sg.inProgressPs += sg.inProgress * (s.now - sg.lastChange)
 	sg.lastChange = s.now
 	sg.inProgress += d
@@ -860,9 +878,8 @@ func near(b, a autoSample) bool {
 // restartTracking forgets the latencies measured so far (and the queue
 // pairs' cached predictions): the next surrogate predicts from the steady
 // windows before it only.
-func (s *Sim) restartTracking() {
-	sg := s.sur
-	s.restartSampling()
+func (sg *surrogate) restartTracking() {
+	sg.restartSampling()
 	sg.streak = sg.streak[:0]
 	sg.winLat, sg.winN = 0, 0
 	if len(sg.stats) == 0 {
@@ -877,6 +894,28 @@ func (s *Sim) restartTracking() {
 	// window of a warm-up.
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
-	clear(s.surQPs)
+	clear(sg.qps)
 	sg.pairs.reset()
+}
+
+// The core's calls into the surrogate, each made only under the flag
+// SetSurrogate or surrogateSwitch set (Sim.surWatch, bypassing,
+// suspended, surCount): without --surrogate the core never reaches here.
+
+// addQP: the Sim made a queue pair slot.
+func (sg *surrogate) addQP() { sg.qps = grow.Append(sg.qps, surQP{}) }
+
+// openQP: slot qi holds a new pair, whose classes are yet to be learnt.
+func (sg *surrogate) openQP(qi int32) { sg.qps[qi] = surQP{} }
+
+// sent: a data packet of wire bytes left host port pid.
+func (sg *surrogate) sent(pid int32, wire int64) { sg.nic[pid].sent += wire }
+
+// hold keeps an event of the suspended fabric for when it resumes.
+func (sg *surrogate) hold(ev des.Event) bool {
+	if !sg.frozen(ev.Kind, ev.Target) {
+		return false
+	}
+	sg.held = append(sg.held, ev)
+	return true
 }

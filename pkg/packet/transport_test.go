@@ -28,9 +28,9 @@ func TestSACKResendsOnlyLostPackets(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for i := range s.ports {
-				if s.ports[i].to == 9 {
-					s.ports[i].lossProb = 0.02
+			for i := range s.fab.ports {
+				if s.fab.ports[i].to == 9 {
+					s.fab.ports[i].lossProb = 0.02
 				}
 			}
 			if err := s.Run(); err != nil {
@@ -89,5 +89,59 @@ func TestTransportConfig(t *testing.T) {
 	s, _ := newSim(t, tp, c, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 1 << 20}})
 	if err := s.SetSurrogate(Surrogate{StartPs: 1, EndPs: 2}); err == nil {
 		t.Fatal("surrogate with TRANSPORT sack accepted")
+	}
+}
+
+// nullTransport recovers nothing: a transport for a lossless fabric,
+// registered here, in the test, as any new transport is registered in
+// transports. It counts the pairs it is told of, to show the Sim drives
+// it through the interface alone.
+type nullTransport struct {
+	h                    transportHost
+	opened, closed, acks *int
+}
+
+func (nullTransport) addQP()                          {}
+func (t nullTransport) open(int32)                    { *t.opened++ }
+func (t nullTransport) close(int32)                   { *t.closed++ }
+func (nullTransport) retransmit(*qp, int32) int64     { return -1 }
+func (nullTransport) sackedBytes(int32) int64         { return 0 }
+func (nullTransport) resent(*qp, int32, int64, int64) {}
+func (t nullTransport) acked(*qp, int32, *packet)     { *t.acks++ }
+func (nullTransport) timeout(*qp, int32)              {}
+func (nullTransport) tag(*packet)                     {}
+func (t nullTransport) gap(pi int32, _ *qp) bool      { t.h.discard(pi); return false }
+
+var nullOpened, nullClosed, nullAcks int
+
+var transportNull = registerTransport(transportKind{name: "null", doc: "no loss recovery (a test)",
+	new: func(h transportHost, _ transportConfig) transport {
+		return nullTransport{h, &nullOpened, &nullClosed, &nullAcks}
+	}})
+
+// A transport registered outside the package's files runs a small
+// incast (four senders to one GPU, with PFC pauses) to the end, as
+// go-back-N does on this lossless fabric: same delivery, same time.
+func TestTransportRegistered(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	specs := []flowSpec{{src: 0, dst: 9, size: 2 << 20}, {src: 1, dst: 9, size: 2 << 20}, {src: 2, dst: 9, size: 2 << 20}, {src: 8, dst: 9, size: 1 << 20}}
+	run := func(tr Transport) Stats {
+		cfg := DefaultConfig()
+		cfg.Transport = tr
+		s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
+		if err := s.Run(); err != nil {
+			t.Fatalf("%s: %v", tr, err)
+		}
+		return s.Stats
+	}
+	want, got := run(TransportRoCE), run(transportNull)
+	if got.Delivered != 7<<20 || got != want {
+		t.Fatalf("null transport: %+v; go-back-N: %+v", got, want)
+	}
+	if nullOpened != len(specs) || nullClosed != len(specs) || nullAcks == 0 {
+		t.Fatalf("null transport told of %d opened and %d closed pairs, %d acknowledgements; want %d, %d, some", nullOpened, nullClosed, nullAcks, len(specs), len(specs))
+	}
+	if transportNull.String() != "null" || transportNull.PlacesOutOfOrder() {
+		t.Fatalf("registered as %q", transportNull)
 	}
 }

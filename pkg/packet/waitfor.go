@@ -24,6 +24,23 @@ import (
 
 // waitWatch is the detector's state between looks.
 type waitWatch struct {
+	s *Sim
+	// lastMove is, per node, when a data packet last left it; a switch
+	// still refreshing PAUSE long after means nothing can move (deadlock).
+	// A node's own record, so that the verdict is the same whichever part
+	// of a partitioned run the node is in.
+	lastMove []int64
+	// lastMoveAny is the latest of them, for PFC_MODE port's check: kept,
+	// not taken as their maximum, as that check runs at every live timeout.
+	lastMoveAny int64
+	// portMove is, per egress port, when a data packet last left it: a
+	// deadlocked cycle is one none of whose ports sends.
+	portMove []int64
+	// stallFloorPs is the stall window's floor, 1 ms; tests lower it so
+	// that a run of microseconds puts the detector to work.
+	stallFloorPs int64
+	stalled      *Incomplete // the deadlock (or stall) that stops the run
+
 	cycle  []int32 // the candidate cycle's egress ports, in wait order
 	since  int64   // when it was found (nothing in it sent since)
 	next   int64   // earliest next look: a look scans every queued packet
@@ -40,44 +57,48 @@ type waitWatch struct {
 // any ingress of the cycle drained meanwhile, its PAUSE would have lapsed
 // and its egress sent; a dynamic threshold that rises as the rest of the
 // buffer drains would have let it go as well.
-func (s *Sim) persistWindow() int64 { return s.stallWindow() / 2 }
+func (ww *waitWatch) persistWindow() int64 {
+	return ww.stallWindow() / 2
+}
 
 // stalledSwitch is called when switch v, whose ingress k still refreshes
 // PAUSE upstream, has sent no data packet for the stall window.
-func (s *Sim) stalledSwitch(v, k int32) {
-	if s.part != nil { // other parts' ports are not ours to read now
-		s.watch.suspect, s.watch.v, s.watch.k = true, v, k
+func (ww *waitWatch) stalledSwitch(v, k int32) {
+	s := ww.s
+	if s.pv.part != nil { // other parts' ports are not ours to read now
+		ww.suspect, ww.v, ww.k = true, v, k
 		return
 	}
-	s.lookForDeadlock([]*Sim{s}, s.now, v, k)
+	ww.lookForDeadlock([]*Sim{s}, s.now, v, k)
 }
 
 // lookForDeadlock builds the wait-for graph over every part's ports at
-// time now and stops the run (s.stalled) on a cycle that persisted; v and
+// time now and stops the run (ww.stalled) on a cycle that persisted; v and
 // k (-1 when unknown) name the stalled switch and ingress for the warning.
-func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
+func (ww *waitWatch) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
+	s := ww.s
 	w := &s.watch
-	if s.stalled != nil || now < w.next {
+	if ww.stalled != nil || now < w.next {
 		return
 	}
-	if s.sur != nil && s.sur.active {
+	if s.bypassing {
 		w.cycle = nil // the surrogate holds the fabric: nothing to judge
 		return
 	}
-	w.next = now + s.persistWindow()/4
-	cycle, paused := s.waitCycle(sims, now)
+	w.next = now + ww.persistWindow()/4
+	cycle, paused := ww.waitCycle(sims, now)
 	if cycle == nil {
 		w.cycle = nil
 		if !w.warned {
 			w.warned = true
-			s.warn(s.starvation(sims, now, v, k, paused))
+			s.warn(ww.starvation(sims, now, v, k, paused))
 		}
 		return
 	}
-	owner := func(pid int32) *Sim { return sims[s.partOf(s.ports[pid].from)] }
+	owner := func(pid int32) *Sim { return sims[ww.partOf(s.fab.ports[pid].from)] }
 	moved := func() bool {
 		for _, pid := range cycle {
-			if owner(pid).portMove[pid] >= w.since {
+			if owner(pid).watch.portMove[pid] >= w.since {
 				return true
 			}
 		}
@@ -87,44 +108,46 @@ func (s *Sim) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 		w.cycle, w.since = cycle, now
 		return
 	}
-	if now-w.since < s.persistWindow() {
+	if now-w.since < ww.persistWindow() {
 		return
 	}
 	names := make([]string, 0, len(cycle)+1)
 	for _, pid := range cycle {
-		names = append(names, s.nodeName(s.ports[pid].from))
+		names = append(names, s.nodeName(s.fab.ports[pid].from))
 	}
 	names = append(names, names[0])
-	s.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %d egress ports paused, in a cycle %s, none of which has sent a data packet since %s",
+	ww.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %d egress ports paused, in a cycle %s, none of which has sent a data packet since %s",
 		paused, strings.Join(names, " -> "), des.Time(w.since))}
 }
 
 // starvation describes a stall without a cycle: switch v's, pausing the
 // sender of ingress k, or (v -1, PFC_MODE port) the whole fabric's.
-func (s *Sim) starvation(sims []*Sim, now int64, v, k int32, paused int) string {
+func (ww *waitWatch) starvation(sims []*Sim, now int64, v, k int32, paused int) string {
+	s := ww.s
 	if v < 0 {
 		var last int64
 		for _, c := range sims {
-			last = max(last, c.lastMoveAny)
+			last = max(last, c.watch.lastMoveAny)
 		}
 		return fmt.Sprintf("PFC starvation, not a deadlock: no data packet has moved for %s (since %s) while ports are paused; %d egress ports paused, in no cycle; the run goes on",
 			des.Time(now-last), des.Time(last), paused)
 	}
-	last := sims[s.partOf(v)].lastMove[v]
+	last := sims[ww.partOf(v)].watch.lastMove[v]
 	what := "its upstream"
 	if k >= 0 {
-		what = s.nodeName(s.ports[k/nQ].from)
+		what = s.nodeName(s.fab.ports[k/nQ].from)
 	}
 	return fmt.Sprintf("PFC starvation, not a deadlock: %s has sent no data packet for %s (since %s) while pausing %s; %d egress ports paused, in no cycle; the run goes on",
 		s.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
 }
 
 // partOf is the part node v is in (0 without partitions).
-func (s *Sim) partOf(v int32) int {
-	if s.part == nil {
+func (ww *waitWatch) partOf(v int32) int {
+	s := ww.s
+	if s.pv.part == nil {
 		return 0
 	}
-	return int(s.part.of[v])
+	return int(s.pv.part.of[v])
 }
 
 // waitCycle returns a cycle of the wait-for graph at time now, as egress
@@ -133,16 +156,17 @@ func (s *Sim) partOf(v int32) int {
 // paused on a queue it has data for, and B, paused on that queue too,
 // holds packets that came in over A's link: A's PAUSE lasts until they
 // leave.
-func (s *Sim) waitCycle(sims []*Sim, now int64) ([]int32, int) {
+func (ww *waitWatch) waitCycle(sims []*Sim, now int64) ([]int32, int) {
+	s := ww.s
 	blocked := func(c *Sim, pid int32, q int) bool {
-		p := &c.ports[pid]
+		p := &c.fab.ports[pid]
 		return p.paused[q] && now < p.pauseTill[q] && (p.full&(1<<q) != 0 || len(p.qps) > 0)
 	}
 	waits := map[int32][]int32{}
 	paused := 0
-	for pid := range s.ports {
-		c := sims[s.partOf(s.ports[pid].from)]
-		p := &c.ports[pid]
+	for pid := range s.fab.ports {
+		c := sims[ww.partOf(s.fab.ports[pid].from)]
+		p := &c.fab.ports[pid]
 		isPaused := false
 		for q := 1; q < nQ; q++ {
 			if !blocked(c, int32(pid), q) {
@@ -155,7 +179,7 @@ func (s *Sim) waitCycle(sims []*Sim, now int64) ([]int32, int) {
 				if a < 0 {
 					continue
 				}
-				ca := sims[s.partOf(s.ports[a].from)]
+				ca := sims[ww.partOf(s.fab.ports[a].from)]
 				if blocked(ca, a, q) && !slices.Contains(waits[a], int32(pid)) {
 					waits[a] = append(waits[a], int32(pid))
 				}
@@ -219,4 +243,12 @@ func (s *Sim) warn(msg string) {
 	if s.OnWarning != nil {
 		s.OnWarning(msg)
 	}
+}
+
+// stallWindow is how long a congested switch may send no data packet
+// while it still pauses its upstream before the run looks for a deadlock:
+// 20 PAUSE lifetimes and at least 1 ms.
+func (ww *waitWatch) stallWindow() int64 {
+	s := ww.s
+	return max(20*s.cfg.PauseTimePs, ww.stallFloorPs)
 }

@@ -96,7 +96,7 @@ func FuzzFatTreeNoDeadlock(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.stallFloorPs = 2_000_000
+		s.watch.stallFloorPs = 2_000_000
 		what := fmt.Sprintf("%v, ECMP seed %d, %d flows", kv, b>>3, len(src))
 		if err := s.Run(); err != nil {
 			t.Fatalf("%s: %v", what, err)

@@ -206,12 +206,12 @@ func TestPFCDeadlockNamesItsCycle(t *testing.T) {
 		for i := 0; i+1 < len(names); i++ {
 			a, _ := strconv.Atoi(strings.TrimPrefix(names[i], "switch "))
 			b, _ := strconv.Atoi(strings.TrimPrefix(names[i+1], "switch "))
-			if !linked[[2]int32{int32(a), int32(b)}] || !s.isSwitch[a] {
+			if !linked[[2]int32{int32(a), int32(b)}] || !s.fab.isSwitch[a] {
 				t.Fatalf("%d parts: %s -> %s: no link in cycle %q", parts, names[i], names[i+1], m[1])
 			}
 		}
-		if s.Stats.SimPs > s.lastMoveAny+s.stallWindow()+s.persistWindow()*5/4 {
-			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats.SimPs, s.Stats.SimPs-s.lastMoveAny)
+		if s.Stats.SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4 {
+			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats.SimPs, s.Stats.SimPs-s.watch.lastMoveAny)
 		}
 	}
 }

@@ -1,0 +1,279 @@
+package packet
+
+import "math"
+
+// Priority flow control, both PFC_MODEs, in one place: the frames a
+// switch sends upstream, what they do to the egress port they reach, the
+// refreshes, PFC_MODE port's ingress accounting, and when a stalled
+// fabric is looked at for a deadlock (waitfor.go finds the cycle).
+//
+//   - priority (SimAI's): each ingress queue of a switch has its share of
+//     the shared buffer (the MMU's dynamic threshold, mmu.go, decides when
+//     it is over); above it the switch PAUSEs that priority upstream for
+//     PAUSE_TIME, refreshing at half of it while still over, and RESUMEs
+//     once the queue drains below the threshold by the resume offset.
+//   - port: the switch accounts each ingress port as one queue, as htsim's
+//     lossless input queues and many switches do. Above the high
+//     threshold it sends one PAUSE for the whole port; the upstream egress
+//     stops every data priority until a RESUME, which comes once the port
+//     has drained below the low threshold. No refresh, no dynamic
+//     threshold, no headroom: the gap between the buffer and the high
+//     threshold absorbs what is in flight. Control frames (ACK, NACK, CNP)
+//     still pass, as they do under priority PFC. A switch whose buffer is
+//     nevertheless full drops.
+//
+// Control frames (queue 0) are never admitted, paused or accounted.
+
+// portPFC is the queue number a port-wide PAUSE or RESUME carries.
+const portPFC = -1
+
+// pfc is the Sim's flow control. It reaches the Sim for the clock, the
+// events and the ports; the state below is its own.
+type pfc struct {
+	s *Sim
+	// port: PFC_MODE port. Then per directed link into a switch: the bytes
+	// its ingress port holds and whether it has paused its sender; high
+	// and low are the marks.
+	port      bool
+	ing       []int64
+	pausedUp  []bool
+	high, low int64
+}
+
+func newPFC(s *Sim, cfg *Config, links int) pfc {
+	f := pfc{s: s, port: cfg.PortPFC}
+	if f.port {
+		f.high, f.low = cfg.portThresholds()
+		f.ing = make([]int64, links)
+		f.pausedUp = make([]bool, links)
+	}
+	return f
+}
+
+// portThresholds returns PFC_MODE port's high and low thresholds in
+// bytes, htsim's 15 and 12 packets unless configured.
+func (c *Config) portThresholds() (high, low int64) {
+	pkt := float64(c.PayloadSize + c.HeaderBytes)
+	kb := func(x, pkts float64) int64 {
+		if x == 0 {
+			return int64(pkts * pkt)
+		}
+		return int64(math.Round(x * 1024))
+	}
+	return kb(c.PortHighKB, 15), kb(c.PortLowKB, 12)
+}
+
+// enter admits a packet into switch v's buffer, accounting it to the link
+// it came in on, and sends PAUSE upstream when that queue (or port) is
+// over its share. Control frames bypass admission.
+func (f *pfc) enter(v int32, pkt *packet) bool {
+	if pkt.q == 0 {
+		return true
+	}
+	s := f.s
+	if f.port {
+		return f.enterPort(v, pkt)
+	}
+	ok, pause := s.mmu.admit(v, pkt.inDL, pkt.q, int64(pkt.wire))
+	if pause {
+		k := pkt.inDL*nQ + int32(pkt.q)
+		f.send(pkt.inDL, int(pkt.q), true)
+		s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
+	}
+	return ok
+}
+
+// leave releases a departing packet's buffer and resumes the upstream
+// queue once the MMU says it may go on.
+func (f *pfc) leave(pkt *packet) {
+	if pkt.q == 0 {
+		return
+	}
+	if f.port {
+		f.leavePort(pkt)
+		return
+	}
+	s := f.s
+	dl := pkt.inDL
+	pkt.inDL = -1
+	if s.mmu.release(s.fab.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
+		f.send(dl, int(pkt.q), false)
+	}
+}
+
+// refresh re-sends PAUSE before the previous one expires, for as long as
+// ingress queue k stays above its threshold. A switch that has sent
+// nothing for the stall window meanwhile has the run look for a deadlock
+// (waitfor.go).
+func (f *pfc) refresh(k int32) {
+	s := f.s
+	if !s.mmu.pausedUp[k] {
+		return
+	}
+	if v := s.fab.ports[k/nQ].to; s.now-s.watch.lastMove[v] > s.watch.stallWindow() {
+		if s.watch.stalledSwitch(v, k); s.watch.stalled != nil {
+			return
+		}
+	}
+	dl := k / nQ
+	f.send(dl, int(k%nQ), true)
+	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
+}
+
+// send sends PAUSE or RESUME for queue q to the port feeding link dl; a
+// PFC frame is tiny and jumps the queue, so it arrives one propagation
+// delay later.
+func (f *pfc) send(dl int32, q int, pause bool) {
+	s := f.s
+	arg := int64(q) << 1
+	if pause {
+		arg |= 1
+		s.Stats.Pauses++
+	}
+	at := s.now + s.fab.ports[dl].lat
+	if up := s.fab.ports[dl].from; s.pv.abroad(up) {
+		s.pv.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
+	} else {
+		s.push(at, evPFC, dl, arg)
+	}
+	if s.mon != nil {
+		mq := q
+		if q == portPFC {
+			mq = dataQ // a port-wide frame, logged on the data priority
+		}
+		s.mon.pfc(s.now, s.fab.ports[dl].to, s.fab.ports[dl].from, mq, pause)
+	}
+}
+
+// frame is a PFC frame (evPFC's arg) reaching egress port pid.
+func (f *pfc) frame(pid int32, arg int64) {
+	s := f.s
+	p := &s.fab.ports[pid]
+	q := int(arg >> 1)
+	if q == portPFC {
+		f.portFrame(pid, arg&1 == 1)
+		return
+	}
+	if arg&1 == 1 {
+		p.paused[q] = true
+		p.pauseTill[q] = s.now + s.cfg.PauseTimePs
+		return
+	}
+	p.paused[q] = false
+	s.fab.tryTx(pid)
+}
+
+// holds reports whether priority q of egress port p is paused now. A
+// suspended fabric (--surrogate, not lite) does not hold hosts back.
+func (f *pfc) holds(p *port, q int) bool {
+	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.fab.isSwitch[p.from])
+}
+
+// pausedNow reports whether priority q is paused at now; a PAUSE that
+// expired without a refresh is cleared. hostFree: the port is a host's and
+// a suspended fabric (--surrogate) does not hold hosts back.
+func (p *port) pausedNow(q int, now int64, hostFree bool) bool {
+	if !p.paused[q] || hostFree {
+		return false
+	}
+	if now >= p.pauseTill[q] { // PAUSE expired without a refresh
+		p.paused[q] = false
+		return false
+	}
+	return true
+}
+
+// --- PFC_MODE port ---
+
+// enterPort admits a data packet into switch v under port PFC.
+func (f *pfc) enterPort(v int32, pkt *packet) bool {
+	s := f.s
+	dl := pkt.inDL
+	ok, pause := f.admitPort(&s.mmu, v, dl, int64(pkt.wire))
+	if ok {
+		s.Stats.PeakIngress = max(s.Stats.PeakIngress, f.ing[dl])
+	}
+	if pause {
+		f.send(dl, portPFC, true)
+	}
+	return ok
+}
+
+// leavePort releases a departing data packet's bytes and resumes the
+// sender once the port is below the low threshold.
+func (f *pfc) leavePort(pkt *packet) {
+	s := f.s
+	dl := pkt.inDL
+	pkt.inDL = -1
+	if f.releasePort(&s.mmu, s.fab.ports[dl].to, dl, int64(pkt.wire)) {
+		f.send(dl, portPFC, false)
+	}
+}
+
+// admitPort takes a data packet's size bytes into switch v's ingress port
+// dl, its buffer m: ok false when the buffer is full; pause when the port
+// has just gone over its high mark.
+func (f *pfc) admitPort(m *mmu, v, dl int32, size int64) (ok, pause bool) {
+	if m.shared[v]+size > m.buffer[v] {
+		return false, false
+	}
+	m.shared[v] += size // the node's whole occupancy in this mode
+	f.ing[dl] += size
+	if !f.pausedUp[dl] && f.ing[dl] > f.high {
+		f.pausedUp[dl] = true
+		return true, true
+	}
+	return true, false
+}
+
+// releasePort gives back size bytes of port dl of switch v; resume once
+// the port is below its low mark.
+func (f *pfc) releasePort(m *mmu, v, dl int32, size int64) (resume bool) {
+	m.shared[v] -= size
+	f.ing[dl] -= size
+	if f.pausedUp[dl] && f.ing[dl] < f.low {
+		f.pausedUp[dl] = false
+		return true
+	}
+	return false
+}
+
+// portFrame pauses (until resumed) or resumes every data priority of
+// egress port pid.
+func (f *pfc) portFrame(pid int32, pause bool) {
+	p := &f.s.fab.ports[pid]
+	for q := 1; q < nQ; q++ {
+		p.paused[q] = pause
+		p.pauseTill[q] = maxTime
+	}
+	if !pause {
+		f.s.fab.tryTx(pid)
+	}
+}
+
+// deadlocked looks for a deadlock (waitfor.go) when, under port PFC,
+// nothing has moved for the stall window while a port is still paused:
+// without refreshes only a retransmission timeout keeps such a run's
+// clock going. It reports whether the run stops.
+func (f *pfc) deadlocked() bool {
+	s := f.s
+	if !f.port || s.watch.stalled != nil || s.now-s.watch.lastMoveAny <= s.watch.stallWindow() || !f.anyPaused() {
+		return s.watch.stalled != nil
+	}
+	if s.pv.part != nil {
+		s.watch.suspect, s.watch.v, s.watch.k = true, -1, -1
+		return false
+	}
+	s.watch.lookForDeadlock([]*Sim{s}, s.now, -1, -1)
+	return s.watch.stalled != nil
+}
+
+// anyPaused reports whether some ingress port holds its sender paused.
+func (f *pfc) anyPaused() bool {
+	for _, up := range f.pausedUp {
+		if up {
+			return true
+		}
+	}
+	return false
+}
