@@ -6,7 +6,7 @@ CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 2s
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-long unit race fuzz e2e bench demo interop slurm-check lint clean nccl-tests
+.PHONY: all build test test-long unit race fuzz e2e bench demo interop interop-run slurm-check slurm-run lint clean nccl-tests
 
 all: build
 
@@ -25,11 +25,14 @@ test:
 	@echo "unit and end-to-end tests: go test -short ./... (the slow checks at full size: make test-long)"
 	$(GO) test -count=1 -short ./...
 	@$(MAKE) --no-print-directory race
-	@echo "fuzz: every fuzz target for $(FUZZTIME)"
-	@$(MAKE) --no-print-directory fuzz
-	@echo "interop: readers fabricsim did not write (INTEROP=0 skips)"
-	@$(MAKE) --no-print-directory interop
-	@$(MAKE) --no-print-directory slurm-check
+	@echo "fuzz: every fuzz target for $(FUZZTIME), two at a time; beside it, the interop and Slurm checks (mostly waiting on installs and daemons), their logs after it"
+	@$(MAKE) --no-print-directory interop-run >out/interop-step.log 2>&1 & ip=$$!; \
+	$(MAKE) --no-print-directory slurm-run >out/slurm-step.log 2>&1 & sp=$$!; \
+	$(MAKE) --no-print-directory fuzz; fz=$$?; \
+	wait $$ip; ir=$$?; wait $$sp; sr=$$?; \
+	echo "interop: readers fabricsim did not write (INTEROP=0 skips)"; cat out/interop-step.log; \
+	cat out/slurm-step.log; \
+	[ $$fz = 0 ] && [ $$ir = 0 ] && [ $$sr = 0 ]
 	@echo "make test: passed in $$(( $$(date +%s) - $$(cat out/.test-start) )) s"
 
 ## test-long: every test at full size, the slow ones too (they skip
@@ -84,13 +87,19 @@ demo: build
 	@./pipelines/demo.sh
 
 ## interop: readers fabricsim did not write read its traces (pipelines/interop.sh)
-interop: build
+interop: build interop-run
+
+# interop-run and slurm-run are the checks without the build, which make
+# test runs beside the fuzzing (two builds at once would write bin/ twice).
+interop-run:
 	@GO=$(GO) ./pipelines/interop.sh
 
 ## slurm-check: a 4-point sweep through a real single-node Slurm set up by
 ## pipelines/slurm-setup.sh (root only; SLURM=0 or SLURM_CHECK=0 skips it);
 ## the daemons it started are stopped afterwards
-slurm-check: build
+slurm-check: build slurm-run
+
+slurm-run:
 	@mkdir -p out
 	@if [ "$${SLURM:-1}" = 0 ] || [ "$${SLURM_CHECK:-1}" = 0 ]; then echo "slurm-check: skipped (SLURM=0)"; \
 	else echo "slurm-check: a sweep through a single-node Slurm (as root: installs slurm-wlm and munge, starts their daemons, stops them after)"; \

@@ -143,6 +143,12 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 		if testing.Short() && !c.short {
 			continue
 		}
+		// Under the race detector (make test's race step) two short cases
+		// share what the parts share: HPCC's INT records crossing parts,
+		// and reordering, loss and selective acknowledgement.
+		if testing.Short() && raceDetector && c.mode != cc.ModeHPCC && c.transport != TransportSACK {
+			continue
+		}
 		cfg := DefaultConfig()
 		cfg.HasWin, cfg.BufferBytes, cfg.Routing, cfg.Transport, cfg.ErrorRate = false, 2<<20, c.routing, c.transport, c.loss
 		one, f0 := runFlows(t, tp, cfg, c.mode, specs)

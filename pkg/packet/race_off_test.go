@@ -1,0 +1,5 @@
+//go:build !race
+
+package packet
+
+const raceDetector = false
