@@ -55,6 +55,7 @@ type command struct {
 	PlaceKeepTP  bool           `name:"place-keep-tp" help:"Refuse a placement that puts a tensor-parallel group on more than one server."`
 	Job          string         `placeholder:"NAME" help:"Tag the stream as job NAME (a job record, formats/stream.md): every trace row of its flows carries it (the trace's job column), and --merge keeps the jobs apart by it."`
 	JobStart     units.Duration `name:"job-start" placeholder:"TIME" help:"With --job: when the job starts in a --merge (e.g. 2ms; default 0): its first operations wait for it."`
+	Straggler    []string       `placeholder:"SPEC" help:"A straggler (repeatable; a later spec for the same rank wins): rank=R:1.5 slows job rank R's compute phases by the factor (> 0), server=S:1.5 every rank of the job on the fabric's server S; rank=R:+2ms or server=S:+2ms delays the rank's first operation. At --granularity collective a stage's representative takes its stage's slowest factor and latest start."`
 	Merge        []string       `placeholder:"A.stream,B.stream" help:"Merge jobs' streams (simccl-decompose's outputs, each decomposed with --job and --place on disjoint GPUs of the same topology) into one stream with disjoint group, collective and flow ids, each job starting at its --job-start; instead of decomposing. Comma-separated or repeated."`
 	Granularity  string         `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
 
@@ -248,8 +249,8 @@ func (c *command) run() (err error) {
 		return err
 	}
 	if len(c.Merge) > 0 {
-		if c.Workload != "" || c.Op != "" || c.Pattern != "" || c.FromHtsim != "" || c.Chakra != "" || c.Input != "" || c.Place != "" || c.Job != "" || c.Summary || c.Format != "stream" {
-			return cli.Usagef("--merge reads the jobs' streams it names and writes one stream: give no other input, --place, --job, --summary or --format")
+		if c.Workload != "" || c.Op != "" || c.Pattern != "" || c.FromHtsim != "" || c.Chakra != "" || c.Input != "" || c.Place != "" || c.Job != "" || len(c.Straggler) > 0 || c.Summary || c.Format != "stream" {
+			return cli.Usagef("--merge reads the jobs' streams it names and writes one stream: give no other input, --place, --job, --straggler, --summary or --format")
 		}
 		return c.merge()
 	}
@@ -274,6 +275,8 @@ func (c *command) run() (err error) {
 		return cli.Usagef("--granularity collective is for workloads: traffic inputs are flows")
 	case c.Place != "" && (traffic || c.Chakra != "" || c.Format == "chakra"):
 		return cli.Usagef("--place places a workload (--workload or --op) in the stream; --pattern, --from-htsim and --chakra name GPUs themselves, and --format chakra writes one trace per rank")
+	case len(c.Straggler) > 0 && (traffic || c.Chakra != "" || c.Format == "chakra"):
+		return cli.Usagef("--straggler slows a workload's ranks (--workload or --op); --pattern, --from-htsim and --chakra bring their own timing, and --format chakra writes the workload as it is")
 	case c.PlaceKeepTP && c.Place == "":
 		return cli.Usagef("--place-keep-tp checks a --place")
 	case c.Format == "chakra" && (traffic || c.Chakra != ""):
@@ -448,6 +451,9 @@ func (c *command) run() (err error) {
 		return err
 	}
 	d.Collectives = c.Granularity == "collective"
+	if d.Stragglers, err = collective.ParseStragglers(c.Straggler, layout, fab); err != nil {
+		return fmt.Errorf("--straggler %v", err)
+	}
 	if d.MemoryLimit, err = c.memory(); err != nil {
 		return err
 	}

@@ -36,10 +36,16 @@ type Decomposer struct {
 	// MemoryLimit bounds what Prepare's Colls and the steps may hold
 	// (0: no bound); see checkMemory.
 	MemoryLimit int64
+	// Stragglers: ranks whose compute is slowed or whose start is late
+	// (straggler.go).
+	Stragglers Stragglers
 
 	sets   map[string]*groupSet // by group type
 	groups []stream.Group
 	stages map[int][]int32 // ranks of each pipeline stage, -1: all
+	// stageFactor: the straggler factor of each stage's representative
+	// at collective granularity, -1: all
+	stageFactor map[int]float64
 }
 
 // groupSet is every group of one type: ranks, stream ids and how many
@@ -179,6 +185,11 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 	}
 	out := make([]Coll, 0, colls)
 	n := numbering{steps: map[stepKey][2]int64{}}
+	for _, ps := range d.Stragglers.StartPs {
+		if ps > 0 {
+			n.next++ // flow granularity's late-start delay nodes come first
+		}
+	}
 	cache := map[planKey]Plan{}
 	for si, s := range w.Steps {
 		if s.Staged && (s.Stage < 0 || s.Stage >= d.Layout.PP || (s.Group == PP && (s.Peer < 0 || s.Peer >= d.Layout.PP))) {
@@ -436,6 +447,10 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 	cursor := make([][]int64, world)
 	commCursor := map[string][][]int64{}
 	pending := map[string]map[int32][]int64{} // per tag, what each rank waits for
+	late, lateps := d.startNodes()
+	for i, g := range late {
+		cursor[g] = []int64{e.Delay(-1, g, lateps[i], nil)} // a straggler's late start
+	}
 	ci := 0
 	for si, s := range w.Steps {
 		switch {
@@ -443,7 +458,7 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 			c := &colls[ci]
 			ci++
 			for _, r := range c.Ranks {
-				cursor[r] = []int64{e.Delay(c.Rec.ID, r, s.ComputePs, cursor[r])}
+				cursor[r] = []int64{e.Delay(c.Rec.ID, r, d.computePs(s, r), cursor[r])}
 			}
 			c.Flows = int64(len(c.Ranks))
 			continue
