@@ -13,47 +13,12 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/fabricsim/fabricsim/formats/simaie2e"
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/handtraces"
 )
 
-// handIterationRows is a hand-made iteration of two ranks (times in µs):
-//
-//	rank 0: fwd compute 0–100; TP AllReduce (fwd) 100–160; ig compute
-//	        160–260; wg compute 260–300; the DP AllReduce (wg) runs
-//	        260–400 and an EP AllToAll (ig) 300–350.
-//	rank 1: fwd compute 0–80; the same TP AllReduce 100–160; ig compute
-//	        160–200; the same DP AllReduce and EP AllToAll.
-//
-// By hand, rank 0: compute 240, exposed TP 60 (100–160), EP 50 (300–350:
-// the ig AllToAll blocks, not the overlapping wg AllReduce), DP 50
-// (350–400), bubble 0. Rank 1: compute 120, bubble 20 (80–100) + 60
-// (200–260), TP 60, EP 50, DP 90 (260–300, 350–400). Both add up to the
-// 400 µs iteration; rank 0 is critical.
-func handIterationRows() []trace.Row {
-	const us = 1000
-	base := trace.Row{Layer: 0, LayerName: "attention_layer", Microbatch: 0, Stage: 0, Status: "ok"}
-	comp := func(id int64, rank int32, phase string, a, b int64) trace.Row {
-		r := base
-		r.FlowID, r.CollectiveID, r.Src, r.Dst, r.StartNs, r.EndNs, r.FctNs, r.IdealFctNs = id, 100+id, rank, rank, a*us, b*us, (b-a)*us, (b-a)*us
-		r.ConnType, r.Op, r.Phase, r.GroupType = stream.ConnDelay, stream.OpCompute, phase, ""
-		return r
-	}
-	flow := func(id, coll int64, src, dst int32, op, group, phase string, size int64, a, b int64) trace.Row {
-		r := base
-		r.FlowID, r.CollectiveID, r.Src, r.Dst, r.StartNs, r.EndNs, r.FctNs, r.IdealFctNs = id, coll, src, dst, a*us, b*us, (b-a)*us, (b-a)*us
-		r.ConnType, r.Op, r.GroupType, r.Phase, r.CollSizeBytes, r.NRanks, r.SizeBytes = "RING", op, group, phase, size, 2, size/2
-		return r
-	}
-	return []trace.Row{
-		comp(1, 0, "fwd", 0, 100), comp(2, 1, "fwd", 0, 80),
-		flow(3, 10, 0, 1, "allreduce", "TP", "fwd", 1000*us, 100, 150), flow(4, 10, 1, 0, "allreduce", "TP", "fwd", 1000*us, 100, 160),
-		comp(5, 0, "ig", 160, 260), comp(6, 1, "ig", 160, 200),
-		comp(7, 0, "wg", 260, 300),
-		flow(8, 11, 0, 1, "allreduce", "DP", "wg", 2000*us, 260, 400),
-		flow(9, 12, 0, 1, "alltoall", "EP", "ig", 500*us, 300, 350),
-	}
-}
+// handIterationRows: two ranks' iteration worked out by hand (internal/handtraces).
+func handIterationRows() []trace.Row { return handtraces.Iteration() }
 
 func handIteration(t *testing.T, opt IterationOptions) *Iteration {
 	t.Helper()

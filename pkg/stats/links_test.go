@@ -7,38 +7,11 @@ import (
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/links"
-	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/handtraces"
 )
 
-// twoTier is a 2-tier fabric's loads over a 1 ms run: GPUs 0-3 with
-// 100 Gbps NICs, GPUs 0 and 1 under edge 4, 2 and 3 under edge 5, both
-// edges under agg 6 by 100 Gbps uplinks (links 4 and 5). A DP AllReduce
-// sends 1.25 MB up each NIC (100 us, 10%) and each edge sends its two
-// GPUs' bytes, twice a NIC's, up and down its uplink (20%); GPU 0 adds an
-// EP AllToAll of 0.625 MB up its NIC (5%) that goes on up edge 4's uplink
-// doubled (1.25 MB, 10%).
-func twoTier() (links.Meta, []links.Row) {
-	m := links.Meta{Backend: "analytical-fluid", Routing: "ecmp", MakespanNs: 1_000_000, Granularity: "flow",
-		Topology: trace.TopologyMeta{Family: "fat-tree", GPUs: 4, Hash: "ab"}}
-	row := func(link, src, dst int32, sr, dr, kind, gt, op string, b int64) links.Row {
-		busy := links.BusyNs(b, 100e9)
-		return links.Row{Link: link, Src: src, Dst: dst, SrcRole: sr, DstRole: dr, Tier: links.Tier(sr, dr), Kind: kind,
-			BWbps: 100e9, GroupType: gt, Op: op, Bytes: b, BusyNs: busy, Utilization: float64(busy) / float64(m.MakespanNs)}
-	}
-	var rows []links.Row
-	for g := int32(0); g < 4; g++ {
-		e := 4 + g/2
-		rows = append(rows, row(g, g, e, "gpu", "edge", "nic", "DP", "allreduce", 1_250_000),
-			row(g, e, g, "edge", "gpu", "nic", "DP", "allreduce", 1_250_000))
-	}
-	rows = append(rows, row(0, 0, 4, "gpu", "edge", "nic", "EP", "alltoall", 625_000))
-	for e := int32(4); e < 6; e++ {
-		rows = append(rows, row(e, e, 6, "edge", "agg", "fabric", "DP", "allreduce", 2_500_000),
-			row(e, 6, e, "agg", "edge", "fabric", "DP", "allreduce", 2_500_000))
-	}
-	rows = append(rows, row(4, 4, 6, "edge", "agg", "fabric", "EP", "alltoall", 1_250_000))
-	return m, rows
-}
+// twoTier: a 2-tier fabric's loads over a 1 ms run (internal/handtraces).
+func twoTier() (links.Meta, []links.Row) { return handtraces.TwoTierLinks() }
 
 func TestLinkLoads(t *testing.T) {
 	m, rows := twoTier()

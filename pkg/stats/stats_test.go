@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
-	"github.com/parquet-go/parquet-go"
+	"github.com/fabricsim/fabricsim/internal/handtraces"
 )
 
 func TestNearestRank(t *testing.T) {
@@ -100,39 +102,8 @@ func analyzeBytes(t *testing.T, data []byte, name string, keep bool) *Run {
 	return run
 }
 
-// handTrace: three collectives and a compute delay, with numbers chosen so
-// that every statistic is easy to compute by hand (see TestAnalyze).
-func handTrace() []trace.Row {
-	coll := func(id int64, op string, size int64, r trace.Row) trace.Row {
-		r.CollectiveID, r.Op, r.CollSizeBytes, r.NRanks, r.GroupType, r.Algorithm = id, op, size, 4, "DP", "ring"
-		if r.ConnType == "" {
-			r.ConnType = "NET"
-		}
-		r.FctNs = r.EndNs - r.StartNs
-		return r
-	}
-	var rows []trace.Row
-	// Collective 0: AllReduce of 8e6 B over 4 ranks. Its launch delay
-	// starts at 1000 and its last flow ends at 9000: time 8000 ns, algbw
-	// 8e6/8000 = 1000 GB/s, busbw 1000 * 2*3/4 = 1500 GB/s.
-	rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: 100, ConnType: stream.ConnDelay, StartNs: 1000, EndNs: 2000}))
-	// Twenty 1000-byte flows with FCT 100, 200, ..., 2000 ns and ideal 100:
-	// slowdowns 1..20.
-	for i := int64(1); i <= 20; i++ {
-		rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: i, Src: int32(i % 4), Dst: int32((i + 1) % 4),
-			SizeBytes: 1000, StartNs: 2000, EndNs: 2000 + 100*i, IdealFctNs: 100}))
-	}
-	rows = append(rows, coll(0, "allreduce", 8e6, trace.Row{FlowID: 21, Src: 0, Dst: 1, SizeBytes: 1 << 20, StartNs: 5000, EndNs: 9000, IdealFctNs: 2000}))
-	// Collectives 1 and 2: identical AllGathers of 4e6 B taking 2000 and
-	// 6000 ns: algbw 2000 and 666.67, busbw *3/4. Together: mean 4000 ns,
-	// algbw 1000, busbw 750.
-	rows = append(rows, coll(1, "allgather", 4e6, trace.Row{FlowID: 30, Src: 1, Dst: 2, SizeBytes: 100, StartNs: 10000, EndNs: 12000, IdealFctNs: 1000}))
-	rows = append(rows, coll(2, "allgather", 4e6, trace.Row{FlowID: 40, Src: 2, Dst: 3, SizeBytes: 100, StartNs: 20000, EndNs: 26000, IdealFctNs: 0})) // no ideal: no slowdown
-	rows = append(rows, coll(2, "allgather", 4e6, trace.Row{FlowID: 41, Src: 2, Dst: 3, SizeBytes: 0, StartNs: 20000, EndNs: 20500, IdealFctNs: 500, ConnType: "P2P"}))
-	// A compute phase: a delay node of no collective.
-	rows = append(rows, trace.Row{FlowID: 50, CollectiveID: -1, ConnType: stream.ConnDelay, StartNs: 0, EndNs: 30000, FctNs: 30000, IdealFctNs: 30000})
-	return rows
-}
+// handTrace: three collectives and a compute delay (internal/handtraces).
+func handTrace() []trace.Row { return handtraces.Flows() }
 
 func TestAnalyze(t *testing.T) {
 	rows := handTrace()
