@@ -4,6 +4,7 @@ GO       ?= go
 BIN      := bin
 CMDS     := $(notdir $(wildcard cmd/*))
 FUZZTIME ?= 2s
+FUZZJOBS ?= 2
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-long unit race fuzz e2e bench demo interop interop-run slurm-check slurm-run lint clean nccl-tests
@@ -48,7 +49,7 @@ race:
 	else echo "race: skipped: the race detector needs cgo (CGO_ENABLED=0)"; fi
 
 fuzz:
-	@GO=$(GO) FUZZTIME=$(FUZZTIME) ./tests/fuzz.sh
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) FUZZJOBS=$(FUZZJOBS) ./tests/fuzz.sh
 
 ## bench: Go benchmarks (records/s, rows/s ...), end-to-end speed checks, the
 ## fabric tables (pipelines/fabric.sh: one workload through every model and
