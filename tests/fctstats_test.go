@@ -295,7 +295,7 @@ func TestFctstatsLinks(t *testing.T) {
 		t.Errorf("plot: %v", err)
 	}
 	oneLineError(t, run(t, nil, "fctstats", "--links", "formats/trace/testdata/flows-v1.parquet"), 1,
-		`flows-v1.parquet: metadata fabricsim.schema is "fabricsim.flows/v1", want "fabricsim.links/v1"`)
+		`flows-v1.parquet: metadata fabricsim.schema is "fabricsim.flows/v1", want "fabricsim.links/v2" (or "fabricsim.links/v1")`)
 	oneLineError(t, run(t, nil, "fctstats", "--links", loads, "x.parquet"), 2, "--links FILE reads one links file")
 	oneLineError(t, run(t, nil, "fctstats", "--table", "top", "x.parquet"), 2, "--table top is a table of the link-load report")
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
@@ -205,6 +207,76 @@ func TestPacketJobsDisjoint(t *testing.T) {
 			if g := got[job]; solo == 0 || g < solo*995/1000 || g > solo*1005/1000 {
 				t.Errorf("%v: job %s takes %d ns beside the other, %d ns alone: want within 0.5%%", be, job, g, solo)
 			}
+		}
+	}
+}
+
+// jobLinkBytes runs flowsim-analytical --link-loads on s and reads the
+// file back: bytes per directed link (link, src) and job.
+func jobLinkBytes(t *testing.T, s []byte, path string) map[[2]int32]map[string]int64 {
+	t.Helper()
+	mustRun(t, s, "flowsim-analytical", "--model", "fluid", "--link-loads", path)
+	_, rows, err := links.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[[2]int32]map[string]int64{}
+	for _, r := range rows {
+		k := [2]int32{r.Link, r.Src}
+		if out[k] == nil {
+			out[k] = map[string]int64{}
+		}
+		out[k][r.Job] += r.Bytes
+	}
+	return out
+}
+
+// The per-link load file names the job of each link's bytes: merged on a
+// 4:1 fat-tree, a and b share some uplink, and each job's bytes per link
+// are its bytes as run alone (within a few bytes of rounding per row);
+// on disjoint pods no link carries two jobs. fctstats --links lists the
+// jobs sharing each of the hottest links.
+func TestLinkLoadsJobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "8", "--gpus", "128", "--oversubscription", "4")
+	a, b, merged := mergeJobs(t, tp, "0-7,16-23", "8-15,24-31")
+	got := jobLinkBytes(t, merged, filepath.Join(dir, "merged.parquet"))
+	shared := 0
+	for k, jobs := range got {
+		if len(jobs) > 1 {
+			shared++
+		}
+		if _, ok := jobs[""]; ok {
+			t.Errorf("link %d from %d: bytes of no job in a merged stream", k[0], k[1])
+		}
+	}
+	if shared == 0 {
+		t.Errorf("no link carries both jobs on a shared 4:1 fat-tree")
+	}
+	for job, solo := range map[string][]byte{"a": a, "b": b} {
+		alone := jobLinkBytes(t, solo, filepath.Join(dir, job+".parquet"))
+		for k := range got {
+			if _, ok := alone[k]; !ok {
+				alone[k] = map[string]int64{}
+			}
+		}
+		for k, jobs := range alone {
+			if d := got[k][job] - jobs[job]; d < -16 || d > 16 {
+				t.Errorf("job %s, link %d from %d: %d bytes merged, %d alone", job, k[0], k[1], got[k][job], jobs[job])
+			}
+		}
+	}
+	out := string(mustRun(t, nil, "fctstats", "--links", filepath.Join(dir, "merged.parquet"), "--top", "200"))
+	if !strings.Contains(out, "jobs a, b") {
+		t.Errorf("fctstats --links names no link shared by a and b:\n%s", out)
+	}
+
+	tp = mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "8", "--gpus", "128")
+	_, _, merged = mergeJobs(t, tp, "0-15", "64-79")
+	for k, jobs := range jobLinkBytes(t, merged, filepath.Join(dir, "disjoint.parquet")) {
+		if len(jobs) > 1 {
+			t.Errorf("disjoint pods: link %d from %d carries %v", k[0], k[1], jobs)
 		}
 	}
 }

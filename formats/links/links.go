@@ -1,6 +1,7 @@
-// Package links writes and reads the per-link load file fabricsim.links/v1:
-// which directed links of the fabric carried how many bytes, by group type
-// and op, over a whole run. formats/links.md is the normative description.
+// Package links writes and reads the per-link load file fabricsim.links/v2:
+// which directed links of the fabric carried how many bytes, by group type,
+// op and job, over a whole run (fabricsim.links/v1, without the job
+// column, is still read). formats/links.md is the normative description.
 //
 // Write takes the rows in any order and writes Parquet (.parquet, .pq:
 // with the metadata) or plain CSV (.csv: one header line, no metadata);
@@ -21,7 +22,11 @@ import (
 )
 
 // SchemaName is the value of the fabricsim.schema metadata key.
-const SchemaName = "fabricsim.links/v1"
+const SchemaName = "fabricsim.links/v2"
+
+// SchemaV1 is the previous schema, without the job column: read with Job
+// empty.
+const SchemaV1 = "fabricsim.links/v1"
 
 // Metadata keys (Parquet key/value metadata).
 const (
@@ -63,6 +68,7 @@ type Row struct {
 	BWbps       float64 `parquet:"bw_bps"`          // the link's bandwidth in that direction, bit/s
 	GroupType   string  `parquet:"group_type,dict"` // TP, DP, EP, PP, DP_EP; "none" without a group
 	Op          string  `parquet:"op,dict"`         // allreduce, alltoall, ... as the flow trace's op; "none" without one
+	Job         string  `parquet:"job,dict"`        // the job that sent the bytes (formats/stream.md, Jobs); "" in a stream without jobs (v2)
 	Bytes       int64   `parquet:"bytes"`           // wire bytes carried in that direction over the run
 	BusyNs      int64   `parquet:"busy_ns"`         // Bytes*8/BWbps in ns: the time the link needed for them
 	Utilization float64 `parquet:"utilization"`     // BusyNs / makespan_ns: the run's average, not its peak
@@ -75,6 +81,9 @@ type Meta struct {
 	MakespanNs  int64              // the run's makespan, the denominator of Utilization
 	Granularity string             // flow, collective, expanded
 	Topology    trace.TopologyMeta // as the flow trace's fabricsim.topology
+	// Schema is the schema name Read found (SchemaName or SchemaV1);
+	// Write ignores it and writes SchemaName.
+	Schema string
 }
 
 // Tier returns the tier name of a directed link from a node of role src to
@@ -88,7 +97,7 @@ func BusyNs(bytes int64, bwBps float64) int64 {
 
 // Column names in the schema's order.
 var columns = []string{"link", "src", "dst", "src_role", "dst_role", "tier", "kind", "bw_bps",
-	"group_type", "op", "bytes", "busy_ns", "utilization"}
+	"group_type", "op", "job", "bytes", "busy_ns", "utilization"}
 
 // ColumnNames returns the names of the columns in order.
 func ColumnNames() []string { return slices.Clone(columns) }
@@ -125,9 +134,10 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	if !ok {
 		return m, fmt.Errorf("%s: not a %s file: the Parquet metadata has no %q key", name, SchemaName, KeySchema)
 	}
-	if s != SchemaName {
-		return m, fmt.Errorf("%s: metadata %s is %q, want %q", name, KeySchema, errtext.Clip(s), SchemaName)
+	if s != SchemaName && s != SchemaV1 {
+		return m, fmt.Errorf("%s: metadata %s is %q, want %q (or %q)", name, KeySchema, errtext.Clip(s), SchemaName, SchemaV1)
 	}
+	m.Schema = s
 	get := func(key string, dst *string) error {
 		v, ok := lookup(key)
 		if !ok {

@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite testdata/loads.parquet and the 
 
 func testMeta() Meta {
 	return Meta{Backend: "analytical-fluid", Routing: "ecmp", MakespanNs: 1_000_000, Granularity: "flow",
-		Topology: trace.TopologyMeta{Family: "fat-tree", GPUs: 4, Hash: "0123abcd"}}
+		Topology: trace.TopologyMeta{Family: "fat-tree", GPUs: 4, Hash: "0123abcd"}, Schema: SchemaName}
 }
 
 // fixtureRows is a small 2-tier fabric's loads: 4 GPUs under 2 edge
@@ -150,7 +150,7 @@ func TestCSV(t *testing.T) {
 	if len(lines) != len(rows)+1 {
 		t.Errorf("%d lines, want %d", len(lines), len(rows)+1)
 	}
-	if want := "0,0,4,gpu,edge,gpu-edge,nic,4e+11,DP,allreduce,8388608,167772,0.167772"; lines[1] != want {
+	if want := "0,0,4,gpu,edge,gpu-edge,nic,4e+11,DP,allreduce,,8388608,167772,0.167772"; lines[1] != want {
 		t.Errorf("first row %q, want %q", lines[1], want)
 	}
 	if _, _, err := Read(path); err == nil || !strings.Contains(err.Error(), "not a Parquet file") {
@@ -238,6 +238,7 @@ type noBytes struct {
 	BWbps       float64 `parquet:"bw_bps"`
 	GroupType   string  `parquet:"group_type,dict"`
 	Op          string  `parquet:"op,dict"`
+	Job         string  `parquet:"job,dict"`
 	BusyNs      int64   `parquet:"busy_ns"`
 	Utilization float64 `parquet:"utilization"`
 }
@@ -270,7 +271,7 @@ func badFiles(t testing.TB) []struct {
 	var fb []floatBytes
 	var ob []optionalBytes
 	for _, r := range rows {
-		n := noBytes{r.Link, r.Src, r.Dst, r.SrcRole, r.DstRole, r.Tier, r.Kind, r.BWbps, r.GroupType, r.Op, r.BusyNs, r.Utilization}
+		n := noBytes{r.Link, r.Src, r.Dst, r.SrcRole, r.DstRole, r.Tier, r.Kind, r.BWbps, r.GroupType, r.Op, r.Job, r.BusyNs, r.Utilization}
 		nb = append(nb, n)
 		fb = append(fb, floatBytes{n, float64(r.Bytes)})
 		b := r.Bytes
@@ -282,8 +283,8 @@ func badFiles(t testing.TB) []struct {
 		data []byte
 		want string
 	}{
-		{"flow trace schema", rawParquet(t, kvWith(KeySchema, "fabricsim.flows/v2"), rows), `metadata fabricsim.schema is "fabricsim.flows/v2", want "fabricsim.links/v1"`},
-		{"no schema", rawParquet(t, kvWith(KeySchema, ""), rows), `not a fabricsim.links/v1 file: the Parquet metadata has no "fabricsim.schema" key`},
+		{"flow trace schema", rawParquet(t, kvWith(KeySchema, "fabricsim.flows/v2"), rows), `metadata fabricsim.schema is "fabricsim.flows/v2", want "fabricsim.links/v2"`},
+		{"no schema", rawParquet(t, kvWith(KeySchema, ""), rows), `not a fabricsim.links/v2 file: the Parquet metadata has no "fabricsim.schema" key`},
 		{"no routing", rawParquet(t, kvWith(KeyRouting, ""), rows), `the metadata has no "fabricsim.routing" key`},
 		{"bad makespan", rawParquet(t, kvWith(KeyMakespanNs, "1.5ms"), rows), `metadata fabricsim.makespan_ns is "1.5ms", want a non-negative integer (ns)`},
 		{"bad topology", rawParquet(t, kvWith(KeyTopology, "[]"), rows), `metadata fabricsim.topology is not a JSON object`},
@@ -349,6 +350,7 @@ func TestReadOthers(t *testing.T) {
 		BWbps       float64 `parquet:"bw_bps"`
 		GroupType   string  `parquet:"group_type"`
 		Op          string  `parquet:"op"`
+		Job         string  `parquet:"job"`
 		Bytes       int64   `parquet:"bytes"`
 		BusyNs      int64   `parquet:"busy_ns"`
 		Utilization float64 `parquet:"utilization"`
@@ -390,6 +392,48 @@ func TestFixture(t *testing.T) {
 	}
 	if m != testMeta() || !reflect.DeepEqual(rows, fixtureRows()) {
 		t.Errorf("%s is not fixtureRows with testMeta: go test -run Fixture -update ./formats/links/", path)
+	}
+}
+
+// testdata/loads-v1.parquet is fixtureRows written as fabricsim.links/v1,
+// before the job column: it reads with Job empty.
+func TestReadV1(t *testing.T) {
+	m, rows, err := Read(filepath.Join("testdata", "loads-v1.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := testMeta()
+	want.Schema = SchemaV1
+	if m != want || !reflect.DeepEqual(rows, fixtureRows()) {
+		t.Errorf("v1 file: got %+v and other rows", m)
+	}
+}
+
+// Jobs round-trip, and sort after group type and op.
+func TestJobColumn(t *testing.T) {
+	rows := fixtureRows()[:2]
+	a, b := rows[0], rows[0]
+	a.Job, b.Job = "b", "a"
+	in := []Row{a, b, rows[1]}
+	for _, name := range []string{"j.parquet", "j.csv"} {
+		path := filepath.Join(t.TempDir(), name)
+		if err := Write(path, testMeta(), in); err != nil {
+			t.Fatal(err)
+		}
+		if name == "j.csv" {
+			data, _ := os.ReadFile(path)
+			if !strings.Contains(string(data), ",op,job,bytes,") || !strings.Contains(string(data), ",allreduce,a,") {
+				t.Errorf("CSV: %s", data)
+			}
+			continue
+		}
+		_, got, err := Read(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 3 || got[0].Job != "a" || got[1].Job != "b" {
+			t.Errorf("read back %+v", got)
+		}
 	}
 }
 

@@ -21,7 +21,7 @@ var maxRows int64
 
 // Read reads the Parquet links file at path. It refuses, with one line
 // starting with the path, a file that is not Parquet, whose
-// fabricsim.schema is not fabricsim.links/v1, whose metadata is missing
+// fabricsim.schema is not fabricsim.links/v2 or v1 (read with Job empty), whose metadata is missing
 // or malformed, that lacks a column or has one of another type, or with a
 // row outside the contract (a negative index or byte count, a bandwidth
 // that is not positive and finite, a utilization that is NaN, infinite or
@@ -78,7 +78,7 @@ func Decode(name string, ra io.ReaderAt, size int64) (Meta, []Row, error) {
 	if err != nil {
 		return Meta{}, nil, err
 	}
-	rows, err := pqcheck.Guard(func() ([]Row, error) { return readRows(name, ra, size, f) })
+	rows, err := pqcheck.Guard(func() ([]Row, error) { return readRows(name, ra, size, f, m.Schema == SchemaV1) })
 	if err != nil {
 		if !strings.HasPrefix(err.Error(), name+": ") { // a recovered fault
 			err = fmt.Errorf("%s: %s", name, errtext.OneLine(err))
@@ -90,7 +90,8 @@ func Decode(name string, ra io.ReaderAt, size int64) (Meta, []Row, error) {
 
 // readRows checks the schema and every page header, then decodes and
 // checks the rows.
-func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File) ([]Row, error) {
+// A v1 file has no job column (one it has is ignored, as any extra one).
+func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File, v1 bool) ([]Row, error) {
 	want := parquet.SchemaOf(Row{})
 	fields := map[string]parquet.Field{}
 	for _, fl := range f.Schema().Fields() {
@@ -101,6 +102,9 @@ func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File) ([]Row, 
 	}
 	leaves := make([]int, 0, len(columns))
 	for _, wf := range want.Fields() {
+		if v1 && wf.Name() == "job" {
+			continue
+		}
 		fl, ok := fields[wf.Name()]
 		if !ok {
 			return nil, fmt.Errorf("%s: missing column %q", name, wf.Name())
@@ -140,6 +144,9 @@ func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File) ([]Row, 
 			from := len(rows)
 			rows = rows[:from+n]
 			for i := from; i < len(rows); i++ {
+				if v1 {
+					rows[i].Job = ""
+				}
 				if err := check(&rows[i]); err != nil {
 					r.Close()
 					return nil, fmt.Errorf("%s: row %d: %v", name, i, err)

@@ -61,10 +61,10 @@ func Write(path string, m Meta, rows []Row) error {
 	return nil
 }
 
-// compareRows orders rows by link, direction, group type and op.
+// compareRows orders rows by link, direction, group type, op and job.
 func compareRows(a, b Row) int {
 	return cmp.Or(cmp.Compare(a.Link, b.Link), cmp.Compare(a.Src, b.Src),
-		strings.Compare(a.GroupType, b.GroupType), strings.Compare(a.Op, b.Op))
+		strings.Compare(a.GroupType, b.GroupType), strings.Compare(a.Op, b.Op), strings.Compare(a.Job, b.Job))
 }
 
 // writeParquet writes the rows as Parquet with zstd (its fastest level),
@@ -108,8 +108,8 @@ func writeCSV(w io.Writer, rows []Row) error {
 		r := &rows[i]
 		rec[0], rec[1], rec[2] = i64(int64(r.Link)), i64(int64(r.Src)), i64(int64(r.Dst))
 		rec[3], rec[4], rec[5], rec[6] = r.SrcRole, r.DstRole, r.Tier, r.Kind
-		rec[7], rec[8], rec[9] = f64(r.BWbps), r.GroupType, r.Op
-		rec[10], rec[11], rec[12] = i64(r.Bytes), i64(r.BusyNs), f64(r.Utilization)
+		rec[7], rec[8], rec[9], rec[10] = f64(r.BWbps), r.GroupType, r.Op, r.Job
+		rec[11], rec[12], rec[13] = i64(r.Bytes), i64(r.BusyNs), f64(r.Utilization)
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -544,7 +544,7 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	if e.links != nil {
-		e.links.AddPath(f.Coll, path, w, size)
+		e.links.AddPath(f, path, w, size)
 		if i < e.n && e.price != nil { // a stage's first rank stands for the others
 			if err := e.price.addFlowSiblings(e.links, f); err != nil {
 				return e.flowError(i, "src", err)

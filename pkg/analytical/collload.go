@@ -273,7 +273,7 @@ func (c *collLoad) addLoads(acc *linkload.Acc, f *flowset.Flow) {
 	if d == nil {
 		return
 	}
-	k := acc.ClassOf(f.Coll)
+	k := acc.ClassOf(f)
 	for i, l := range d.links {
 		acc.Add(k, l, d.ps[i]*c.r.Bandwidth(l)/8e12*float64(f.Size))
 	}
@@ -290,7 +290,7 @@ func (c *collLoad) addSiblings(acc *linkload.Acc, f *flowset.Flow) error {
 	if err != nil {
 		return err
 	}
-	k := acc.ClassOf(f.Coll)
+	k := acc.ClassOf(f)
 	add := func(l route.DirLink, x float64) { acc.Add(k, l, x) }
 	var spreadErr error
 	for _, id := range g.Siblings {
@@ -323,7 +323,7 @@ func (c *collLoad) addFlowSiblings(acc *linkload.Acc, f *flowset.Flow) error {
 	if a < 0 || b < 0 {
 		return nil
 	}
-	k := acc.ClassOf(f.Coll)
+	k := acc.ClassOf(f)
 	add := func(l route.DirLink, x float64) { acc.Add(k, l, x) }
 	for _, id := range g.Siblings {
 		r := c.in.Groups[id].Ranks

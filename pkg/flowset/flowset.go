@@ -698,11 +698,20 @@ func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
 	r.Op, r.Algorithm, r.CollSizeBytes, r.GroupType, r.NRanks = c.op, c.algo, c.size, c.groupType, c.nranks
 	r.Layer, r.LayerName, r.Phase, r.Microbatch, r.Stage = c.layer, c.layerName, c.phase, c.microbatch, c.stage
 	r.Protocol, r.PredictedNs, r.Status = c.proto, c.predictedNs, trace.StatusOK
-	r.Job = c.job
+	r.Job = in.jobName(f, c)
+	return r
+}
+
+// JobName is the name of the job flow f belongs to, as the trace's job
+// column says it: its collective's job, or for a flow of no collective the
+// job whose range of flow ids holds it; "" in a stream without jobs.
+func (in *Set) JobName(f *Flow) string { return in.jobName(f, in.coll(f.Coll)) }
+
+func (in *Set) jobName(f *Flow, c *collInfo) string {
 	if !c.ok && len(in.Jobs) > 0 {
 		if j := in.JobOf(f.ID, func(j *stream.Job) int64 { return j.FirstFlow }); j != nil {
-			r.Job = j.Name
+			return j.Name
 		}
 	}
-	return r
+	return c.job
 }

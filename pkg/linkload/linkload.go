@@ -12,8 +12,9 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
-// Class is what sent some bytes: a group type and an op.
-type Class struct{ GroupType, Op string }
+// Class is what sent some bytes: a group type, an op and the job ("" in a
+// stream without jobs).
+type Class struct{ GroupType, Op, Job string }
 
 // Acc accumulates bytes per class and directed link. Not safe for
 // concurrent use.
@@ -25,6 +26,7 @@ type Acc struct {
 	bytes   [][]float64 // per class, per directed link
 	last    int64       // the collective looked up last, and its class
 	lastCls int32
+	lastOK  bool // whether last is a collective of the stream (its class holds for all its flows)
 }
 
 // New accumulates over a fabric of dirLinks directed links, naming the
@@ -33,36 +35,39 @@ func New(in *flowset.Set, dirLinks int) *Acc {
 	return &Acc{in: in, links: dirLinks, index: map[Class]int32{}, last: -1 << 62}
 }
 
-// ClassOf is the class of collective coll's traffic.
-func (a *Acc) ClassOf(coll int64) int32 {
-	if coll == a.last {
+// ClassOf is the class of flow f's traffic: its collective's group type
+// and op, and its job (formats/links.md).
+func (a *Acc) ClassOf(f *flowset.Flow) int32 {
+	if a.lastOK && f.Coll == a.last {
 		return a.lastCls
 	}
-	c := Class{links.None, links.None}
-	if op, _, _, gt, _, ok := a.in.Collective(coll); ok {
-		c = Class{gt, op}
+	c := Class{links.None, links.None, ""}
+	op, _, _, gt, _, ok := a.in.Collective(f.Coll)
+	if ok {
+		c.GroupType, c.Op = gt, op
 		if c.GroupType == "" {
 			c.GroupType = links.None
 		}
 	}
-	k, ok := a.index[c]
-	if !ok {
+	c.Job = a.in.JobName(f)
+	k, found := a.index[c]
+	if !found {
 		k = int32(len(a.classes))
 		a.classes = append(a.classes, c)
 		a.index[c] = k
 		a.bytes = append(a.bytes, make([]float64, a.links))
 	}
-	a.last, a.lastCls = coll, k
+	a.last, a.lastCls, a.lastOK = f.Coll, k, ok
 	return k
 }
 
 // Add counts b bytes of class c over directed link l.
 func (a *Acc) Add(c int32, l route.DirLink, b float64) { a.bytes[c][l] += b }
 
-// AddPath counts size bytes of collective coll over every link of path,
-// each carrying share w[k] of them (all when w is nil).
-func (a *Acc) AddPath(coll int64, path []route.DirLink, w []float32, size int64) {
-	c := a.ClassOf(coll)
+// AddPath counts size bytes of flow f over every link of path, each
+// carrying share w[k] of them (all when w is nil).
+func (a *Acc) AddPath(f *flowset.Flow, path []route.DirLink, w []float32, size int64) {
+	c := a.ClassOf(f)
 	for k, l := range path {
 		b := float64(size)
 		if w != nil {
@@ -100,7 +105,7 @@ func (a *Acc) Rows(t *topo.Topology, makespanNs int64) []links.Row {
 			return
 		}
 		row := links.Row{Link: l.Link(), Src: src, Dst: dst, SrcRole: t.Nodes[src].Role, DstRole: t.Nodes[dst].Role,
-			Kind: li.Kind, BWbps: li.BWbps, GroupType: c.GroupType, Op: c.Op, Bytes: bytes, BusyNs: links.BusyNs(bytes, li.BWbps)}
+			Kind: li.Kind, BWbps: li.BWbps, GroupType: c.GroupType, Op: c.Op, Job: c.Job, Bytes: bytes, BusyNs: links.BusyNs(bytes, li.BWbps)}
 		row.Tier = links.Tier(row.SrcRole, row.DstRole)
 		if makespanNs > 0 {
 			row.Utilization = float64(row.BusyNs) / float64(makespanNs)

@@ -88,6 +88,21 @@ type LinkLoad struct {
 	Mix string `json:"mix"`
 	// Parts: its bytes per group type and op, most first (JSON only).
 	Parts []LinkPart `json:"parts"`
+	// Jobs: the jobs whose bytes it carried, by name (JSON only; none
+	// in a file without jobs): more than one is where jobs collide.
+	Jobs []string `json:"jobs,omitempty"`
+}
+
+// JobsText words Jobs as the text table does: "jobs a, b", "job a", or
+// "" without jobs.
+func (l *LinkLoad) JobsText() string {
+	switch len(l.Jobs) {
+	case 0:
+		return ""
+	case 1:
+		return "job " + l.Jobs[0]
+	}
+	return "jobs " + strings.Join(l.Jobs, ", ")
 }
 
 // LinkPart is what one group type and op put on a directed link.
@@ -150,6 +165,9 @@ func AnalyzeLinks(source string, m links.Meta, rows []links.Row, top int) *LinkL
 		d.Bytes += r.Bytes
 		d.BusyNs += r.BusyNs
 		d.Utilization += r.Utilization
+		if r.Job != "" && !slices.Contains(d.Jobs, r.Job) {
+			d.Jobs = append(d.Jobs, r.Job)
+		}
 		d.Parts = append(d.Parts, LinkPart{GroupType: r.GroupType, Op: r.Op, Bytes: r.Bytes, BusyNs: r.BusyNs, Utilization: r.Utilization})
 		ll.Bytes += r.Bytes
 	}
@@ -172,6 +190,7 @@ func AnalyzeLinks(source string, m links.Meta, rows []links.Row, top int) *LinkL
 		d.Parts = parts
 		slices.SortStableFunc(d.Parts, func(a, b LinkPart) int { return cmp.Compare(b.Bytes, a.Bytes) })
 		d.Mix = mix(d)
+		slices.Sort(d.Jobs)
 	}
 	slices.SortFunc(ll.dirs, func(a, b *LinkLoad) int {
 		return cmp.Or(cmp.Compare(b.Utilization, a.Utilization), cmp.Compare(b.Bytes, a.Bytes),
@@ -434,7 +453,11 @@ func (ll *LinkLoads) tables() []*textTable {
 	}
 	for i := range ll.Top {
 		l := &ll.Top[i]
-		h.rows = append(h.rows, []string{count(i + 1), l.Tier, count(l.Link), l.Label(), gbpsBW(l.BWbps), humanBytes(l.Bytes), pct(l.Utilization), l.Mix})
+		made := l.Mix
+		if j := l.JobsText(); j != "" {
+			made += "; " + j
+		}
+		h.rows = append(h.rows, []string{count(i + 1), l.Tier, count(l.Link), l.Label(), gbpsBW(l.BWbps), humanBytes(l.Bytes), pct(l.Utilization), made})
 	}
 	return []*textTable{t, h}
 }

@@ -49,12 +49,12 @@ if (kind === 'links') {
   const columns = [
     ['link', 'INTEGER'], ['src', 'INTEGER'], ['dst', 'INTEGER'], ['src_role', 'VARCHAR'], ['dst_role', 'VARCHAR'],
     ['tier', 'VARCHAR'], ['kind', 'VARCHAR'], ['bw_bps', 'DOUBLE'], ['group_type', 'VARCHAR'], ['op', 'VARCHAR'],
-    ['bytes', 'BIGINT'], ['busy_ns', 'BIGINT'], ['utilization', 'DOUBLE'],
+    ['job', 'VARCHAR'], ['bytes', 'BIGINT'], ['busy_ns', 'BIGINT'], ['utilization', 'DOUBLE'],
   ];
   const cols = await rows(`DESCRIBE SELECT * FROM ${src}`);
   expect('columns', cols.map((c) => [c.column_name, c.column_type]), columns);
   const meta = Object.fromEntries((await rows(`SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata(${quoted})`)).map((m) => [m.k, m.v]));
-  expect('fabricsim.schema', meta['fabricsim.schema'], 'fabricsim.links/v1');
+  expect('fabricsim.schema', meta['fabricsim.schema'], 'fabricsim.links/v2');
   expect('fabricsim.backend', meta['fabricsim.backend'], want.backend);
   expect('fabricsim.routing', meta['fabricsim.routing'], want.routing);
   expect('fabricsim.granularity', meta['fabricsim.granularity'], want.granularity);
