@@ -29,11 +29,7 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 	if err != nil {
 		return err
 	}
-	planner, err := collective.NewPlanner(model, fab, opt)
-	if err != nil {
-		return err
-	}
-	d, err := collective.NewDecomposer(fab, layout, planner)
+	d, err := newDecomposer(model, fab, layout, opt)
 	if err != nil {
 		return err
 	}

@@ -442,11 +442,7 @@ func (c *command) run() (err error) {
 			len(files)-1, chakra.RankFile(c.Out, 0)+"...", files[len(files)-1], c.Out, files[len(files)-1])
 		return nil
 	}
-	planner, err := collective.NewPlanner(model, fab, opt)
-	if err != nil {
-		return err
-	}
-	d, err := collective.NewDecomposer(fab, layout, planner)
+	d, err := newDecomposer(model, fab, layout, opt)
 	if err != nil {
 		return err
 	}
@@ -462,12 +458,12 @@ func (c *command) run() (err error) {
 		if err != nil {
 			return err
 		}
-		planner.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
+		d.Planner.MSCCL, err = collective.ParseMSCCL(f, c.MSCCL)
 		f.Close()
 		if err != nil {
 			return err
 		}
-		planner.MSCCL.ChunkBytes = int64(c.MSCCLChunk)
+		d.Planner.MSCCL.ChunkBytes = int64(c.MSCCLChunk)
 	} else if c.MSCCLChunk != 0 {
 		return cli.Usagef("--msccl-chunk sets the chunk size of --msccl")
 	}
@@ -639,3 +635,13 @@ func (c *command) write(top *stream.Topology, fwd []rec, body func(*stream.Write
 type discard struct{}
 
 func (discard) Flow(*stream.Flow) error { return nil }
+
+// newDecomposer plans with NCCL's model on fab's servers and lays the
+// collectives out as layout says.
+func newDecomposer(model collective.ServerModel, fab collective.Fabric, layout collective.Layout, opt collective.Options) (*collective.Decomposer, error) {
+	planner, err := collective.NewPlanner(model, fab, opt)
+	if err != nil {
+		return nil, err
+	}
+	return collective.NewDecomposer(fab, layout, planner)
+}

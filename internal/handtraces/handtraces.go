@@ -5,10 +5,34 @@
 package handtraces
 
 import (
+	"bytes"
+
 	"github.com/fabricsim/fabricsim/formats/links"
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 )
+
+// Meta is the metadata the hand-made traces are written with.
+var Meta = trace.Meta{Backend: "analytical-busbw", Params: map[string]any{"seed": 1},
+	Topology: trace.TopologyMeta{Family: "test", GPUs: 4, Hash: "00"}}
+
+// Encode writes rows as a trace in container c, with Meta.
+func Encode(rows []trace.Row, c trace.Container) ([]byte, error) {
+	var b bytes.Buffer
+	w, err := trace.NewWriter(&b, c, Meta)
+	if err != nil {
+		return nil, err
+	}
+	for i := range rows {
+		if err := w.Write(&rows[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
 
 // Flows: three collectives and a compute delay, with numbers chosen so
 // that every statistic is easy to compute by hand (pkg/stats TestAnalyze).

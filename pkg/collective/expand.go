@@ -134,8 +134,7 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	if chunked := algo != AlgoDirect && algo != AlgoPXN && algo != AlgoP2P; chunked && rec.Size > 0 && p.co.chunk(1, p.k) < 1 {
 		return nil, fmt.Errorf("collective %d: cut.chunk_bytes 0 and cut.max_chunks 0 leave a %s collective no chunk size", rec.ID, algo)
 	}
-	ringRows := algo == AlgoRing && op != Broadcast && op != Reduce || algo == AlgoNVLSTree && op != AllReduce
-	rows := ringRows || algo == AlgoNVLS
+	rows := ringRows(algo, op) || algo == AlgoNVLS
 	var next int64 // first id of the next group
 	for gi, ranks := range groups {
 		start := &Emitter{next: next, sink: &expSink{x: p, o: Origin{Group: int32(gi), Gen: -1}}, sendLat: rec.SendLatPs}
@@ -167,7 +166,7 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 		sp, nvlsChunk, nodes := p.co.ringSpec(p.k), p.co.chunk(1, p.k), x.f.nodesOf(ranks)
 		for ch := 0; ch < channels; ch++ {
 			var r rowGen
-			if ringRows {
+			if ringRows(algo, op) {
 				r = newRingChannel(c, x.f, nodes, sp, ch)
 			} else if r, err = newNVLSChannel(c, x.f, op, rec.Size, channels, ch, nvlsChunk, x.nvlsEff); err != nil {
 				return nil, fmt.Errorf("collective %d (%s): %v", rec.ID, rec.Label, err)

@@ -132,6 +132,14 @@ func wire(payload int64, p Proto) int64 {
 	return payload
 }
 
+// ringRows reports whether algorithm a runs op as a ring of n-1 (or
+// 2(n-1)) steps over every rank, a row of n flows per step: ring AllReduce,
+// AllGather and ReduceScatter, and NVLS-Tree's AllGather and
+// ReduceScatter, which cross servers on the ring (decompose).
+func ringRows(a Algo, op Op) bool {
+	return a == AlgoRing && op != Broadcast && op != Reduce || a == AlgoNVLSTree && op != AllReduce
+}
+
 // ringSpec describes one ring-based collective.
 type ringSpec struct {
 	op       Op

@@ -241,9 +241,7 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 		slow = s.inter
 	}
 	op := Op(co.Rec.Op)
-	ringLike := pl.Algo == AlgoRing && (op == AllReduce || op == AllGather || op == ReduceScatter) ||
-		pl.Algo == AlgoNVLSTree && op != AllReduce
-	if ringLike {
+	if ringRows(pl.Algo, op) {
 		hops, inter := int64(n-1), int64(max(nNodes-1, 0))
 		if op == AllReduce {
 			hops, inter = 2*hops, 2*inter

@@ -15,26 +15,16 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
-var testMeta = trace.Meta{Backend: "analytical-busbw", Params: map[string]any{"seed": 1},
-	Topology: trace.TopologyMeta{Family: "test", GPUs: 4, Hash: "00"}}
+var testMeta = handtraces.Meta
 
 // encode writes rows as a trace in container c.
 func encode(t *testing.T, rows []trace.Row, c trace.Container) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	w, err := trace.NewWriter(&b, c, testMeta)
+	b, err := handtraces.Encode(rows, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range rows {
-		if err := w.Write(&rows[i]); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
+	return b
 }
 
 func analyzeBytes(t *testing.T, data []byte, name string, keep bool) *stats.Run {
