@@ -15,7 +15,6 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
-
 // encode writes rows as a trace in container c.
 func encode(t *testing.T, rows []trace.Row, c trace.Container) []byte {
 	t.Helper()
