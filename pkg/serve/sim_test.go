@@ -1,0 +1,107 @@
+package serve
+
+import (
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/requests"
+	"github.com/fabricsim/fabricsim/pkg/des"
+)
+
+// serveRun runs reqs on fatTree16 with Llama-3-8B, one TP=1 prefill
+// replica on GPU 0 and one decode replica on GPU 8 unless gpus says.
+func serveRun(t *testing.T, cfg Config, reqs []Request) []requests.Row {
+	t.Helper()
+	tp, _ := fatTree16(t)
+	cfg.Model = readExample(t, "llama-3-8b.json")
+	if cfg.Roof == (Roofline{}) {
+		cfg.Roof = Rooflines["H100"]
+	}
+	if cfg.Prefill.Count == 0 {
+		cfg.Prefill = ReplicaSpec{1, 1, 1, 1}
+	}
+	if cfg.Decode.Count == 0 {
+		cfg.Decode = ReplicaSpec{1, 1, 1, 1}
+	}
+	if cfg.GPUs == nil {
+		cfg.GPUs = []int32{0, 8}
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 64
+	}
+	if cfg.PrefillTokens == 0 {
+		cfg.PrefillTokens = 8192
+	}
+	rows, _, err := Run(tp, cfg, reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		if err := requests.Check(&rows[i]); err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+	}
+	return rows
+}
+
+// The target: a request alone on an idle fabric moves its KV cache in
+// bytes / path bottleneck + path latency. 1023 prompt tokens of
+// Llama-3-8B are 128 MiB (2 x 1024 x 8 x 128 x 32 x 2); GPU 0 to GPU 8
+// crosses 100 Gbps NICs and 6 links of 500 ns: 10.73741824 ms + 3 us.
+func TestServeKVIdle(t *testing.T) {
+	rows := serveRun(t, Config{}, []Request{{Prefill: 1023, Decode: 4}})
+	r := rows[0]
+	if r.KVBytes != 128<<20 {
+		t.Fatalf("KV %d bytes, want 128 MiB", r.KVBytes)
+	}
+	want := int64(10_737_418 + 3_000) // ns, 10,740,418.24
+	if got := r.KVEndNs - r.KVStartNs; got < want-1 || got > want+1 {
+		t.Errorf("KV transfer %d ns, want %d", got, want)
+	}
+	if r.KVStartNs != r.PrefillDoneNs || r.DecodeStartNs != r.KVEndNs {
+		t.Errorf("stages not back to back on an idle system: %+v", r)
+	}
+}
+
+// Continuous batching: two long requests overlap on the decode replica,
+// each iteration costing about the same (a decode step of Llama-3-8B on
+// one H100 is bound by reading its 16 GB of weights, whatever the batch),
+// so the second joins at the first iteration boundary after its KV
+// arrives, while the first still runs, and takes its 100 iterations; with
+// a batch of 1 it starts only when the first completes.
+func TestServeContinuousBatching(t *testing.T) {
+	reqs := []Request{{ID: 0, Prefill: 100, Decode: 101}, {ID: 1, Arrival: 20 * des.Millisecond, Prefill: 100, Decode: 101}}
+	for _, batch := range []int{64, 1} {
+		rows := serveRun(t, Config{MaxBatch: batch}, reqs)
+		a, b := rows[0], rows[1]
+		iter := float64(a.CompletedNs-a.DecodeStartNs) / 100 // a's mean iteration
+		if a.CompletedNs <= b.KVEndNs {
+			t.Fatalf("max batch %d: the first request completed before the second's KV arrived: no overlap to test", batch)
+		}
+		if batch == 1 {
+			if b.DecodeStartNs != a.CompletedNs {
+				t.Errorf("max batch 1: the second request started decoding at %d ns, want when the first completed, %d", b.DecodeStartNs, a.CompletedNs)
+			}
+		} else if w := float64(b.DecodeStartNs-b.KVEndNs) / iter; w < 0 || w > 1.05 {
+			t.Errorf("max batch %d: the second request waited %.2f iterations to join, want at most 1", batch, w)
+		}
+		if n := float64(b.CompletedNs-b.DecodeStartNs) / iter; n < 99 || n > 101 {
+			t.Errorf("max batch %d: the second request decoded for %.1f iterations of the first's length, want 100", batch, n)
+		}
+	}
+}
+
+// A run is a function of its inputs.
+func TestServeDeterministic(t *testing.T) {
+	reqs, err := Synthetic{N: 40, Process: "gamma", Rate: 200, CV: 3, Prefill: Lengths{50, 3000}, Decode: Lengths{1, 60}, Seed: 9}.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Prefill: ReplicaSpec{2, 2, 1, 1}, Decode: ReplicaSpec{2, 2, 1, 1}, GPUs: []int32{0, 1, 2, 3, 8, 9, 10, 11}, MaxBatch: 8}
+	a := serveRun(t, cfg, reqs)
+	b := serveRun(t, cfg, reqs)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("row %d differs: %+v vs %+v", i, a[i], b[i])
+		}
+	}
+}
