@@ -179,11 +179,11 @@ func WriteMetricsCSV(w io.Writer, rows []Row) error {
 	if err := cw.Write(MetricsColumns); err != nil {
 		return err
 	}
-	s := func(ns int64) string { return strconv.FormatFloat(float64(ns)*1e-9, 'g', -1, 64) }
+	s := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e9, 'g', -1, 64) }
 	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
 	for _, r := range rows {
 		rec := []string{i64(r.RequestID), i64(r.PrefillTokens), i64(r.DecodeTokens), i64(r.PrefillTokens + r.DecodeTokens),
-			s(r.E2ENs), strconv.FormatFloat(float64(r.E2ENs)*1e-9/float64(r.DecodeTokens), 'g', -1, 64),
+			s(r.E2ENs), strconv.FormatFloat(float64(r.E2ENs)/1e9/float64(r.DecodeTokens), 'g', -1, 64),
 			s(r.ScheduledNs - r.ArrivalNs), s(r.TTFTNs), s(r.TPOTNs)}
 		if err := cw.Write(rec); err != nil {
 			return err
