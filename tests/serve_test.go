@@ -1,8 +1,12 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,4 +98,54 @@ func BenchmarkServeSplitwise(b *testing.B) {
 		b.ReportMetric(time.Since(start).Seconds(), "wall-s")
 		b.Logf("%s", strings.TrimSpace(string(r.stderr)))
 	}
+}
+
+// fctstats --requests reads simccl-serve's output (from stdin too): its
+// token counts and throughput are those of the rows, its TTFT median the
+// rows' nearest-rank one, and it draws the picture.
+func TestServeFctstats(t *testing.T) {
+	stream := fatTree16Stream(t)
+	out := mustRun(t, stream, "simccl-serve", "--model", "examples/models/mixtral-8x7b.json", "--prefill", "1:tp=4,ep=4",
+		"--decode", "1:tp=4,ep=2", "--arrivals", "gamma", "--cv", "3", "--rate", "40", "--requests", "60",
+		"--prompt-tokens", "64-4096", "--output-tokens", "1-200", "--seed", "5")
+	_, rows, err := requests.Decode("stdout", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decode, first, last int64
+	ttft := make([]int64, 0, len(rows))
+	for i, r := range rows {
+		decode += r.DecodeTokens
+		if i == 0 || r.ArrivalNs < first {
+			first = r.ArrivalNs
+		}
+		last = max(last, r.CompletedNs)
+		ttft = append(ttft, r.TTFTNs)
+	}
+	slices.Sort(ttft)
+	png := filepath.Join(t.TempDir(), "serving.png")
+	js := mustRun(t, out, "fctstats", "--requests", "-", "--format", "json", "--plot", png)
+	var rep struct {
+		Requests     int     `json:"requests"`
+		DecodeTokens int64   `json:"decode_tokens"`
+		OutputPerS   float64 `json:"output_tokens_per_s"`
+		Latencies    []struct {
+			Metric string `json:"metric"`
+			P50    int64  `json:"p50_ns"`
+		} `json:"latencies"`
+	}
+	if err := json.Unmarshal(js, &rep); err != nil {
+		t.Fatalf("%v: %s", err, js)
+	}
+	want := float64(decode) / (float64(last-first) / 1e9)
+	if rep.Requests != 60 || rep.DecodeTokens != decode || math.Abs(rep.OutputPerS/want-1) > 1e-9 {
+		t.Errorf("report %+v, want 60 requests, %d output tokens, %g tokens/s", rep, decode, want)
+	}
+	if rep.Latencies[0].Metric != "ttft" || rep.Latencies[0].P50 != ttft[29] {
+		t.Errorf("ttft p50 %d, want the 30th of 60, %d", rep.Latencies[0].P50, ttft[29])
+	}
+	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+		t.Errorf("plot: %v", err)
+	}
+	oneLineError(t, run(t, nil, "fctstats", "--requests", "examples/models/llama-3-8b.json"), 1, "not a Parquet file")
 }

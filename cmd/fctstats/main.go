@@ -12,14 +12,15 @@ import (
 	"path/filepath"
 	"strings"
 
+	gplot "gonum.org/v1/plot"
+	"gonum.org/v1/plot/vg"
+
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/plot"
 	"github.com/fabricsim/fabricsim/pkg/stats"
 	"github.com/fabricsim/fabricsim/pkg/units"
-	gplot "gonum.org/v1/plot"
-	"gonum.org/v1/plot/vg"
 )
 
 type command struct {
@@ -30,7 +31,7 @@ type command struct {
 	Format       string          `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
 	DType        string          `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
 	Reference    []string        `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
-	Table        string          `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links). buckets and flows not with --compare."`
+	Table        string          `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,tiers,top,latencies" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default) or top (the --top hottest directed links); with --requests: latencies (one row per latency). buckets and flows not with --compare."`
 	Window       string          `placeholder:"FROM:TO" help:"With --compare: compare the latencies of flows that start in this window only (e.g. 8ms:10ms), as the hybrid-PDES paper measures its error over a run's last 2 ms. With --latency-curves: shade this window on the plot (e.g. the span a surrogate replaced)."`
 	CurveBin     units.Duration  `name:"curve-bin" default:"100us" placeholder:"TIME" help:"With --compare: the bin of the latency curves, the mean latency of the flows that end in each bin of the window (or of the runs) in each run, and their error over the bins both runs have flows in, as the hybrid-PDES paper plots and scores its runs."`
 	Out          string          `short:"o" placeholder:"FILE" help:"Write the output to FILE instead of stdout."`
@@ -44,6 +45,7 @@ type command struct {
 	X            string          `help:"With --concat --plot: the column along the x axis (log2 when it spans a factor of 8 or more); COLUMN=TITLE names it for people. Axes take their unit from the column's suffix (_ns, _us, _ms, _s, _bytes), scaled to the data."`
 	Y            []string        `help:"With --concat --plot: the columns to draw against --x, one panel each (and per workload when --x values read WORKLOAD/NAME); COLUMN=TITLE names one for people."`
 	Links        string          `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes and the jobs that sent them (\"jobs a, b\": jobs sharing the link; JSON: jobs). csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars."`
+	Requests     string          `placeholder:"FILE" help:"Report an inference serving run (simccl-serve's per-request Parquet, formats/requests.md; - reads stdin) instead of traces: TTFT, TPOT, KV transfer and end-to-end latency percentiles (p50, p90, p99, max, mean), throughput in output tokens/s and tokens/s, and the KV transfers' share of the requests' end-to-end time. csv and parquet write --table latencies (ns); with --plot, the latencies' CDFs (ms, log scale) and each request's TTFT against its arrival."`
 	Top          int             `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
 	AllowPartial bool            `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
 	Files        []string        `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
@@ -77,7 +79,8 @@ Examples:
   fctstats run.parquet --format csv --param chunk_bytes=8192 > point.csv   (a sweep point's table)
   fctstats --concat points/*.csv --format parquet --out sweep.parquet --plot sweep.png --x chunk_bytes --y time_ns
   fctstats --format nccl-tests busbw.parquet fluid.parquet --plot busbw.png --reference examples/reference/dgx-h100_allreduce-nvls_plateau_nccl-tests-212.csv
-  fctstats --links loads.parquet --plot loads.png   (which tier is hot, and for which group type)`
+  fctstats --links loads.parquet --plot loads.png   (which tier is hot, and for which group type)
+  fctstats --requests requests.parquet --plot serving.png   (simccl-serve: TTFT, TPOT, throughput, KV transfer share)`
 
 func main() {
 	var c command
@@ -94,6 +97,9 @@ func (c *command) run() error {
 	if c.Links != "" && c.Table == stats.TableCollectives {
 		c.Table = stats.TableTiers
 	}
+	if c.Requests != "" && c.Table == stats.TableCollectives {
+		c.Table = stats.TableLatencies
+	}
 	if err := c.check(); err != nil {
 		return err
 	}
@@ -102,6 +108,9 @@ func (c *command) run() error {
 	defer c.meter.Stop()
 	if c.Links != "" {
 		return c.linkLoads()
+	}
+	if c.Requests != "" {
+		return c.serving()
 	}
 	if c.Concat {
 		return c.concat()
@@ -292,6 +301,9 @@ func (c *command) check() error {
 		return err
 	}
 	if err := c.checkLinks(); err != nil {
+		return err
+	}
+	if err := c.checkRequests(); err != nil {
 		return err
 	}
 	if c.Format == "nccl-tests" && (c.Compare || c.Timeline) {
