@@ -37,6 +37,7 @@ type command struct {
 	Place          string          `default:"packed" placeholder:"POLICY|GPUS" help:"Where the replicas' GPUs go: packed, spread, rail-aligned, random (--seed), or a GPU list such as 0-7,16-23; prefill replicas' ranks first, then decode's."`
 	MaxBatch       int             `name:"max-batch" default:"128" help:"Requests in one prefill batch and in one decode iteration at most."`
 	PrefillTokens  int64           `name:"prefill-tokens" default:"8192" help:"Prompt tokens in one prefill batch at most (a longer prompt runs alone)."`
+	KVTokens       int64           `name:"kv-tokens" default:"0" help:"KV cache capacity of a decode replica in tokens (0: unbounded): a request joins a decode batch only when the batch's prompts and full outputs fit, first come first served, so none is preempted."`
 	PeakTFLOPs     float64         `name:"peak-tflops" placeholder:"TFLOPS" help:"GPU dense BF16 peak in TFLOP/s (default: the topology's GPU type's datasheet figure, README)."`
 	HBMBw          units.Bandwidth `name:"hbm-bw" placeholder:"BW" help:"GPU HBM bandwidth, e.g. 3350GB/s (default: the GPU type's datasheet figure)."`
 	Seed           uint64          `default:"1" help:"Seed of the generated trace, ECMP hashing and random placement."`
@@ -80,8 +81,8 @@ func (c *command) run() error {
 	if err != nil {
 		return cli.Usagef("--place %v", err)
 	}
-	if c.MaxBatch < 1 || c.PrefillTokens < 1 {
-		return cli.Usagef("--max-batch and --prefill-tokens must be at least 1")
+	if c.MaxBatch < 1 || c.PrefillTokens < 1 || c.KVTokens < 0 {
+		return cli.Usagef("--max-batch and --prefill-tokens must be at least 1, --kv-tokens at least 0")
 	}
 	if c.Out == "" {
 		if err := cli.CheckBinaryStdout("Parquet request trace"); err != nil {
@@ -122,14 +123,14 @@ func (c *command) run() error {
 	meter := c.Meter("simccl-serve")
 	meter.Phase(fmt.Sprintf("serving %d requests", len(reqs)))
 	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Prefill: pre, Decode: dec, GPUs: gpus,
-		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, Seed: c.Seed}, reqs)
+		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, Seed: c.Seed}, reqs)
 	meter.Stop()
 	if err != nil {
 		return err
 	}
 	meta := requests.Meta{Model: model.Name, Topology: trace.TopologyMeta{Family: t.Family, GPUs: t.GPUs, Hash: topo.Hash(t)},
 		Params: map[string]any{"prefill": pre.String(), "decode": dec.String(), "place": c.Place, "max_batch": c.MaxBatch,
-			"prefill_tokens": c.PrefillTokens, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
+			"prefill_tokens": c.PrefillTokens, "kv_tokens": c.KVTokens, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
 			"gpu_type": t.GPUType, "seed": c.Seed, "trace": c.Trace}}
 	out, done, err := cli.CreateOutput(c.Out, "Parquet request trace")
 	if err != nil {
@@ -149,7 +150,7 @@ func (c *command) run() error {
 	}
 	fmt.Fprintf(os.Stderr, "simccl-serve: %d requests, %s on %s (%s prefill, %s decode), %d prefill and %d decode iterations, %d KV flows (%s), makespan %s, wall %.2f s\n",
 		len(rows), model.Name, units.Plural(int64(world), "GPU"), pre, dec, sum.PrefillIterations, sum.DecodeIterations,
-		sum.KVFlows, units.HumanSize(sum.KVBytes), time.Duration(sum.MakespanNs), time.Since(wall).Seconds())
+		sum.KVFlows, units.HumanSize(sum.KVBytes), units.HumanDuration(sum.MakespanNs*1000), time.Since(wall).Seconds())
 	return nil
 }
 

@@ -26,7 +26,12 @@ type Config struct {
 	// PrefillTokens bounds the prompt tokens of one prefill batch (a
 	// longer prompt runs alone).
 	PrefillTokens int64
-	Seed          uint64
+	// KVTokens bounds the KV cache a decode replica holds, in tokens (0:
+	// no bound): a request joins the batch only when the batch's prompts
+	// and full outputs fit, so no request is ever preempted; one that
+	// alone exceeds the bound runs alone.
+	KVTokens int64
+	Seed     uint64
 }
 
 // Summary is what a run did besides its rows.
@@ -51,6 +56,7 @@ type replica struct {
 	tokens     int64 // prefill: prompt tokens queued and running
 	waiting    []int // decode: KV arrived, not yet in the batch
 	running    []int // decode: the batch
+	reserved   int64 // decode: KV tokens the batch will hold at its end
 	load       int   // decode: requests assigned and not completed
 	iterations int64
 }
@@ -146,8 +152,8 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 		}
 		seen[g] = true
 	}
-	if cfg.MaxBatch < 1 || cfg.PrefillTokens < 1 {
-		return nil, Summary{}, fmt.Errorf("--max-batch and --prefill-tokens must be at least 1")
+	if cfg.MaxBatch < 1 || cfg.PrefillTokens < 1 || cfg.KVTokens < 0 {
+		return nil, Summary{}, fmt.Errorf("--max-batch and --prefill-tokens must be at least 1, --kv-tokens at least 0")
 	}
 	r, err := route.New(t)
 	if err != nil {
@@ -400,7 +406,12 @@ func (s *sim) startDecode(now des.Time, idx int) {
 	rep := s.decode[idx]
 	for len(rep.waiting) > 0 && len(rep.running) < s.cfg.MaxBatch {
 		i := rep.waiting[0]
+		need := s.reqs[i].Prefill + s.reqs[i].Decode
+		if s.cfg.KVTokens > 0 && len(rep.running) > 0 && rep.reserved+need > s.cfg.KVTokens {
+			break // first come, first served: no overtaking
+		}
 		rep.waiting = rep.waiting[1:]
+		rep.reserved += need
 		s.reqs[i].row.DecodeStartNs = now.Ns()
 		rep.running = append(rep.running, i)
 	}
@@ -427,6 +438,7 @@ func (s *sim) decodeDone(now des.Time, idx int) {
 		if q.generated >= q.Decode {
 			q.row.CompletedNs = now.Ns()
 			rep.load--
+			rep.reserved -= q.Prefill + q.Decode
 			continue
 		}
 		kept = append(kept, i)

@@ -67,19 +67,26 @@ func TestServeKVIdle(t *testing.T) {
 // one H100 is bound by reading its 16 GB of weights, whatever the batch),
 // so the second joins at the first iteration boundary after its KV
 // arrives, while the first still runs, and takes its 100 iterations; with
-// a batch of 1 it starts only when the first completes.
+// a batch of 1 it starts only when the first completes, and so it does
+// when the KV cache holds 300 tokens (each request needs 201 at its end;
+// 402 lets both in).
 func TestServeContinuousBatching(t *testing.T) {
 	reqs := []Request{{ID: 0, Prefill: 100, Decode: 101}, {ID: 1, Arrival: 20 * des.Millisecond, Prefill: 100, Decode: 101}}
-	for _, batch := range []int{64, 1} {
-		rows := serveRun(t, Config{MaxBatch: batch}, reqs)
+	for _, c := range []struct {
+		batch    int
+		kv       int64
+		parallel bool
+	}{{64, 0, true}, {1, 0, false}, {64, 300, false}, {64, 402, true}} {
+		batch := c.batch
+		rows := serveRun(t, Config{MaxBatch: batch, KVTokens: c.kv}, reqs)
 		a, b := rows[0], rows[1]
 		iter := float64(a.CompletedNs-a.DecodeStartNs) / 100 // a's mean iteration
 		if a.CompletedNs <= b.KVEndNs {
 			t.Fatalf("max batch %d: the first request completed before the second's KV arrived: no overlap to test", batch)
 		}
-		if batch == 1 {
+		if !c.parallel {
 			if b.DecodeStartNs != a.CompletedNs {
-				t.Errorf("max batch 1: the second request started decoding at %d ns, want when the first completed, %d", b.DecodeStartNs, a.CompletedNs)
+				t.Errorf("max batch %d, KV tokens %d: the second request started decoding at %d ns, want when the first completed, %d", batch, c.kv, b.DecodeStartNs, a.CompletedNs)
 			}
 		} else if w := float64(b.DecodeStartNs-b.KVEndNs) / iter; w < 0 || w > 1.05 {
 			t.Errorf("max batch %d: the second request waited %.2f iterations to join, want at most 1", batch, w)
