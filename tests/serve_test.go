@@ -66,6 +66,13 @@ func TestServeKVTransfer(t *testing.T) {
 			t.Errorf("request %d: KV transfer %.0f ns sharing one link %d ways, want about %.0f", r.RequestID, got, n, want)
 		}
 	}
+	// --kv-sharing none is SimAI's contention-free transfer: 1x each.
+	rows = serveRows(t, stream, "--model", model, "--trace", four, "--prefill", "4", "--decode", "1", "--place", "0-3,8", "--kv-sharing", "none")
+	for _, r := range rows {
+		if got := r.KVEndNs - r.KVStartNs; got < 10_740_417 || got > 10_740_419 {
+			t.Errorf("request %d without contention: KV transfer %d ns, want 10740418", r.RequestID, got)
+		}
+	}
 }
 
 func TestServeBadInput(t *testing.T) {

@@ -38,6 +38,7 @@ type command struct {
 	MaxBatch       int             `name:"max-batch" default:"128" help:"Requests in one prefill batch and in one decode iteration at most."`
 	PrefillTokens  int64           `name:"prefill-tokens" default:"8192" help:"Prompt tokens in one prefill batch at most (a longer prompt runs alone)."`
 	KVTokens       int64           `name:"kv-tokens" default:"0" help:"KV cache capacity of a decode replica in tokens (0: unbounded): a request joins a decode batch only when the batch's prompts and full outputs fit, first come first served, so none is preempted."`
+	KVSharing      string          `name:"kv-sharing" default:"max-min" enum:"max-min,none" help:"How KV transfers share the fabric: max-min (every link shared fairly among the transfers crossing it) or none (each at its path's bottleneck whatever else is in flight, as SimAI's transfer does; for comparison)."`
 	PeakTFLOPs     float64         `name:"peak-tflops" placeholder:"TFLOPS" help:"GPU dense BF16 peak in TFLOP/s (default: the topology's GPU type's datasheet figure, README)."`
 	HBMBw          units.Bandwidth `name:"hbm-bw" placeholder:"BW" help:"GPU HBM bandwidth, e.g. 3350GB/s (default: the GPU type's datasheet figure)."`
 	Seed           uint64          `default:"1" help:"Seed of the generated trace, ECMP hashing and random placement."`
@@ -123,14 +124,14 @@ func (c *command) run() error {
 	meter := c.Meter("simccl-serve")
 	meter.Phase(fmt.Sprintf("serving %d requests", len(reqs)))
 	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Prefill: pre, Decode: dec, GPUs: gpus,
-		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, Seed: c.Seed}, reqs)
+		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, NoContention: c.KVSharing == "none", Seed: c.Seed}, reqs)
 	meter.Stop()
 	if err != nil {
 		return err
 	}
 	meta := requests.Meta{Model: model.Name, Topology: trace.TopologyMeta{Family: t.Family, GPUs: t.GPUs, Hash: topo.Hash(t)},
 		Params: map[string]any{"prefill": pre.String(), "decode": dec.String(), "place": c.Place, "max_batch": c.MaxBatch,
-			"prefill_tokens": c.PrefillTokens, "kv_tokens": c.KVTokens, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
+			"prefill_tokens": c.PrefillTokens, "kv_tokens": c.KVTokens, "kv_sharing": c.KVSharing, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
 			"gpu_type": t.GPUType, "seed": c.Seed, "trace": c.Trace}}
 	out, done, err := cli.CreateOutput(c.Out, "Parquet request trace")
 	if err != nil {

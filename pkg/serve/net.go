@@ -22,6 +22,9 @@ type network struct {
 	now   des.Time
 	flows []*netFlow
 	dirty bool
+	// alone: every flow runs at its path's bottleneck as if it had the
+	// fabric to itself (SimAI's contention-free transfer), for comparison.
+	alone bool
 
 	// scratch of solve, per directed link
 	resid []float64
@@ -98,6 +101,12 @@ func (n *network) drained(done func(owner int, at des.Time)) {
 // it gives them and the rest go on rising.
 func (n *network) solve() {
 	n.dirty = false
+	if n.alone {
+		for _, f := range n.flows {
+			f.rate = n.r.Bottleneck(f.path)
+		}
+		return
+	}
 	n.used = n.used[:0]
 	for _, f := range n.flows {
 		f.fixed, f.rate = false, 0

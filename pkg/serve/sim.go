@@ -31,7 +31,10 @@ type Config struct {
 	// and full outputs fit, so no request is ever preempted; one that
 	// alone exceeds the bound runs alone.
 	KVTokens int64
-	Seed     uint64
+	// NoContention runs every KV transfer at its path's bottleneck
+	// whatever else is in flight (SimAI's model), for comparison.
+	NoContention bool
+	Seed         uint64
 }
 
 // Summary is what a run did besides its rows.
@@ -164,6 +167,7 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 		return nil, Summary{}, err
 	}
 	s := &sim{cfg: cfg, t: t, r: r, server: server, net: newNetwork(r), tuners: map[[2]int]*collective.Tuner{}}
+	s.net.alone = cfg.NoContention
 	rank := 0
 	for _, grp := range []struct {
 		spec ReplicaSpec
