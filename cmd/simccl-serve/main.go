@@ -33,7 +33,7 @@ type command struct {
 	PromptTokens   string          `name:"prompt-tokens" default:"512" placeholder:"N|LO-HI" help:"Generated trace: prompt tokens per request, fixed N or uniform LO-HI."`
 	OutputTokens   string          `name:"output-tokens" default:"128" placeholder:"N|LO-HI" help:"Generated trace: output tokens per request (the first comes from prefill), fixed N or uniform LO-HI."`
 	Prefill        string          `default:"1" placeholder:"COUNT[:tp=N,pp=N,ep=N]" help:"Prefill replicas: how many, and each one's tensor, pipeline and expert parallelism (ep divides tp)."`
-	Decode         string          `default:"1" placeholder:"COUNT[:tp=N,pp=N,ep=N]" help:"Decode replicas, as --prefill."`
+	Decode         string          `default:"1" placeholder:"COUNT[:tp=N,pp=N,ep=N]" help:"Decode replicas, as --prefill; 0 serves colocated: each prefill replica decodes its own requests, prompts and decode tokens sharing its iterations, no KV transfer."`
 	Place          string          `default:"packed" placeholder:"POLICY|GPUS" help:"Where the replicas' GPUs go: packed, spread, rail-aligned, random (--seed), or a GPU list such as 0-7,16-23; prefill replicas' ranks first, then decode's."`
 	MaxBatch       int             `name:"max-batch" default:"128" help:"Requests in one prefill batch and in one decode iteration at most."`
 	PrefillTokens  int64           `name:"prefill-tokens" default:"8192" help:"Prompt tokens in one prefill batch at most (a longer prompt runs alone)."`
@@ -71,6 +71,9 @@ func main() {
 
 func (c *command) run() error {
 	pre, err := serve.ParseReplicas(c.Prefill)
+	if err == nil && pre.Count == 0 {
+		err = fmt.Errorf("%q: at least one replica prefills", c.Prefill)
+	}
 	if err != nil {
 		return cli.Usagef("--prefill %v", err)
 	}
@@ -148,6 +151,12 @@ func (c *command) run() error {
 		if err := f.Finish(requests.WriteMetricsCSV(f, rows)); err != nil {
 			return err
 		}
+	}
+	if dec.Count == 0 {
+		fmt.Fprintf(os.Stderr, "simccl-serve: %d requests, %s on %s (%s colocated), %d iterations, makespan %s, wall %.2f s\n",
+			len(rows), model.Name, units.Plural(int64(world), "GPU"), pre, sum.PrefillIterations,
+			units.HumanDuration(sum.MakespanNs*1000), time.Since(wall).Seconds())
+		return nil
 	}
 	fmt.Fprintf(os.Stderr, "simccl-serve: %d requests, %s on %s (%s prefill, %s decode), %d prefill and %d decode iterations, %d KV flows (%s), makespan %s, wall %.2f s\n",
 		len(rows), model.Name, units.Plural(int64(world), "GPU"), pre, dec, sum.PrefillIterations, sum.DecodeIterations,

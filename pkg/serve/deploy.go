@@ -22,13 +22,14 @@ func (s ReplicaSpec) String() string {
 }
 
 // ParseReplicas reads COUNT[:tp=N][,pp=N][,ep=N] (each 1 by default), e.g.
-// 4:tp=2 or 2:tp=8,ep=8.
+// 4:tp=2 or 2:tp=8,ep=8. COUNT may be 0 (no decode replicas: colocated
+// serving).
 func ParseReplicas(s string) (ReplicaSpec, error) {
 	spec := ReplicaSpec{TP: 1, PP: 1, EP: 1}
 	count, opts, _ := strings.Cut(strings.TrimSpace(s), ":")
 	n, err := strconv.Atoi(count)
-	if err != nil || n < 1 || n > 1<<16 {
-		return spec, fmt.Errorf("%q: want COUNT[:tp=N][,pp=N][,ep=N] with COUNT from 1 to 65536", s)
+	if err != nil || n < 0 || n > 1<<16 {
+		return spec, fmt.Errorf("%q: want COUNT[:tp=N][,pp=N][,ep=N] with COUNT from 0 to 65536", s)
 	}
 	spec.Count = n
 	if opts != "" {
@@ -58,6 +59,9 @@ func ParseReplicas(s string) (ReplicaSpec, error) {
 
 // check refuses a deployment the model cannot take.
 func (s ReplicaSpec) check(what string, m *Model) error {
+	if s.Count < 0 || s.TP < 1 || s.PP < 1 || s.EP < 1 || s.TP%s.EP != 0 {
+		return fmt.Errorf("--%s %s: want a count from 0, tp, pp and ep from 1, ep dividing tp", what, s)
+	}
 	if m.Layers%int64(s.PP) != 0 {
 		return fmt.Errorf("--%s %s: pp=%d does not divide the model's %d layers", what, s, s.PP, m.Layers)
 	}

@@ -87,7 +87,10 @@ func TestParseReplicas(t *testing.T) {
 	if s, _ := ParseReplicas("2"); s != (ReplicaSpec{2, 1, 1, 1}) {
 		t.Errorf("2: %+v", s)
 	}
-	for _, bad := range []string{"", "0", "x:tp=2", "1:tp=0", "1:dp=2", "1:tp=4,ep=3", "1:tp"} {
+	if s, _ := ParseReplicas("0"); s.Count != 0 {
+		t.Errorf("0: %+v", s)
+	}
+	for _, bad := range []string{"", "-1", "x:tp=2", "1:tp=0", "1:dp=2", "1:tp=4,ep=3", "1:tp"} {
 		if _, err := ParseReplicas(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

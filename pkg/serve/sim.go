@@ -21,7 +21,9 @@ type Config struct {
 	// then the decode replicas'; within a replica, stage x TP + TP rank.
 	GPUs []int32
 	// MaxBatch bounds the requests in one prefill batch and in one decode
-	// iteration.
+	// iteration. Without decode replicas (Decode.Count 0) each prefill
+	// replica also decodes its requests, prompts and decode tokens sharing
+	// its iterations (colocated serving, no KV transfer).
 	MaxBatch int
 	// PrefillTokens bounds the prompt tokens of one prefill batch (a
 	// longer prompt runs alone).
@@ -83,6 +85,7 @@ const (
 	evKV = iota
 	evPrefillDone
 	evDecodeDone
+	evMixedDone
 	evArrive
 )
 
@@ -135,6 +138,9 @@ type sim struct {
 // Run simulates serving reqs (in arrival order) on topology t and
 // returns one row per request, in request id order.
 func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summary, error) {
+	if cfg.Prefill.Count < 1 {
+		return nil, Summary{}, fmt.Errorf("--prefill %s: at least one replica prefills", cfg.Prefill)
+	}
 	if err := cfg.Prefill.check("prefill", &cfg.Model); err != nil {
 		return nil, Summary{}, err
 	}
@@ -273,6 +279,8 @@ func (s *sim) loop() error {
 			s.kvArrived(now, e.x)
 		case evDecodeDone:
 			s.decodeDone(now, e.x)
+		case evMixedDone:
+			s.mixedDone(now, e.x)
 		}
 		if s.err != nil {
 			return s.err
@@ -305,8 +313,88 @@ func (s *sim) arrive(now des.Time, i int) {
 	best.queue = append(best.queue, i)
 	best.tokens += s.reqs[i].Prefill
 	if !best.busy {
-		s.startPrefill(now, idx)
+		if s.colocated() {
+			s.startMixed(now, idx)
+		} else {
+			s.startPrefill(now, idx)
+		}
 	}
+}
+
+// colocated: no decode replicas, each replica decodes what it prefilled.
+func (s *sim) colocated() bool { return len(s.decode) == 0 }
+
+// startMixed runs one iteration of a colocated replica: a token for each
+// request decoding, and the prompts of the queued requests that fit the
+// batch (--max-batch counts both), the prefill token budget and the KV
+// capacity, in arrival order (iteration-level batching with whole
+// prompts, as Orca and vLLM do without chunked prefill).
+func (s *sim) startMixed(now des.Time, idx int) {
+	rep := s.prefill[idx]
+	var tokens, attended int64
+	n := 0
+	for n < len(rep.queue) && len(rep.running)+n < s.cfg.MaxBatch {
+		q := &s.reqs[rep.queue[n]]
+		if n > 0 && tokens+q.Prefill > s.cfg.PrefillTokens {
+			break
+		}
+		need := q.Prefill + q.Decode
+		if s.cfg.KVTokens > 0 && (len(rep.running) > 0 || n > 0) && rep.reserved+need > s.cfg.KVTokens {
+			break
+		}
+		rep.reserved += need
+		tokens += q.Prefill
+		attended += q.Prefill * (q.Prefill + 1) / 2
+		n++
+	}
+	rep.batch = append(rep.batch[:0], rep.queue[:n]...)
+	rep.queue = rep.queue[n:]
+	for _, i := range rep.batch {
+		s.reqs[i].row.ScheduledNs = now.Ns()
+	}
+	var ctx int64
+	for _, i := range rep.running {
+		ctx += s.reqs[i].Prefill + s.reqs[i].generated
+	}
+	b := int64(len(rep.running))
+	if n == 0 && b == 0 {
+		rep.busy = false
+		return
+	}
+	rep.busy = true
+	rep.iterations++
+	s.push(now.Add(s.iterTime(rep, tokens+b, attended+ctx, ctx, int64(n)+b)), evMixedDone, idx)
+}
+
+func (s *sim) mixedDone(now des.Time, idx int) {
+	rep := s.prefill[idx]
+	kept := rep.running[:0]
+	for _, i := range rep.running {
+		q := &s.reqs[i]
+		q.generated++
+		if q.generated >= q.Decode {
+			q.row.CompletedNs = now.Ns()
+			rep.reserved -= q.Prefill + q.Decode
+			continue
+		}
+		kept = append(kept, i)
+	}
+	rep.running = kept
+	for _, i := range rep.batch {
+		q := &s.reqs[i]
+		rep.tokens -= q.Prefill
+		q.generated = 1
+		q.row.DecodeReplica = int32(idx)
+		q.row.PrefillDoneNs, q.row.KVStartNs, q.row.KVEndNs, q.row.DecodeStartNs = now.Ns(), now.Ns(), now.Ns(), now.Ns()
+		if q.Decode == 1 {
+			q.row.CompletedNs = now.Ns()
+			rep.reserved -= q.Prefill + q.Decode
+			continue
+		}
+		rep.running = append(rep.running, i)
+	}
+	rep.batch = rep.batch[:0]
+	s.startMixed(now, idx)
 }
 
 func (s *sim) startPrefill(now des.Time, idx int) {

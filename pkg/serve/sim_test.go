@@ -19,7 +19,7 @@ func serveRun(t *testing.T, cfg Config, reqs []Request) []requests.Row {
 	if cfg.Prefill.Count == 0 {
 		cfg.Prefill = ReplicaSpec{1, 1, 1, 1}
 	}
-	if cfg.Decode.Count == 0 {
+	if cfg.Decode == (ReplicaSpec{}) {
 		cfg.Decode = ReplicaSpec{1, 1, 1, 1}
 	}
 	if cfg.GPUs == nil {
@@ -110,5 +110,45 @@ func TestServeDeterministic(t *testing.T) {
 		if a[i] != b[i] {
 			t.Fatalf("row %d differs: %+v vs %+v", i, a[i], b[i])
 		}
+	}
+}
+
+// Colocated serving (no decode replicas) on GPU 0 runs the same
+// iterations as disaggregated serving on GPUs 0 and 8, less the KV
+// transfer: a request alone finishes exactly that much earlier.
+func TestServeColocated(t *testing.T) {
+	reqs := []Request{{Prefill: 1023, Decode: 50}}
+	dis := serveRun(t, Config{}, reqs)[0]
+	colo := serveRun(t, Config{Decode: ReplicaSpec{0, 1, 1, 1}, GPUs: []int32{0}}, reqs)[0]
+	if colo.KVBytes != 0 || colo.KVEndNs != colo.PrefillDoneNs || colo.TTFTNs != dis.TTFTNs {
+		t.Errorf("colocated %+v, disaggregated %+v", colo, dis)
+	}
+	if d := dis.CompletedNs - colo.CompletedNs - (dis.KVEndNs - dis.KVStartNs); d < -2 || d > 2 {
+		t.Errorf("colocated completes %d ns earlier, want the KV transfer's %d", dis.CompletedNs-colo.CompletedNs, dis.KVEndNs-dis.KVStartNs)
+	}
+}
+
+// The interference disaggregation removes: a long prompt arriving while
+// a request decodes. B has one output token, so it never reaches a decode
+// replica: disaggregated, A's completion does not move; colocated, the
+// iteration that prefills B holds A's token back by about B's prefill.
+func TestServeColocatedInterference(t *testing.T) {
+	a := Request{ID: 0, Prefill: 100, Decode: 101}
+	b := Request{ID: 1, Arrival: 30 * des.Millisecond, Prefill: 8000, Decode: 1}
+	colo := Config{Decode: ReplicaSpec{0, 1, 1, 1}, GPUs: []int32{0}}
+	aloneD := serveRun(t, Config{}, []Request{a})[0]
+	withD := serveRun(t, Config{}, []Request{a, b})
+	if withD[0].CompletedNs != aloneD.CompletedNs {
+		t.Errorf("disaggregated: A completed at %d ns with B, %d without", withD[0].CompletedNs, aloneD.CompletedNs)
+	}
+	aloneC := serveRun(t, colo, []Request{a})[0]
+	withC := serveRun(t, colo, []Request{a, b})
+	if withC[1].ScheduledNs >= aloneC.CompletedNs {
+		t.Fatal("B's prefill did not overlap A's decoding")
+	}
+	delay := withC[0].CompletedNs - aloneC.CompletedNs
+	prefill := withD[1].PrefillDoneNs - withD[1].ScheduledNs // B's prefill alone
+	if float64(delay) < 0.95*float64(prefill) || float64(delay) > 1.05*float64(prefill) {
+		t.Errorf("colocated: A delayed %d ns by B, want about B's prefill, %d ns", delay, prefill)
 	}
 }

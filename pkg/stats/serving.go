@@ -42,6 +42,7 @@ type Serving struct {
 // (nearest-rank percentiles).
 type LatencyRow struct {
 	Metric string  `json:"metric"`
+	Count  int     `json:"count"` // requests with this latency (TPOT: more than one output token; KV: a transfer)
 	P50Ns  int64   `json:"p50_ns"`
 	P90Ns  int64   `json:"p90_ns"`
 	P99Ns  int64   `json:"p99_ns"`
@@ -105,7 +106,7 @@ func AnalyzeServing(source string, m requests.Meta, rows []requests.Row) *Servin
 			for _, x := range l.v {
 				sum += float64(x)
 			}
-			row = LatencyRow{Metric: l.name, P50Ns: NearestRank(l.v, 50), P90Ns: NearestRank(l.v, 90), P99Ns: NearestRank(l.v, 99),
+			row = LatencyRow{Metric: l.name, Count: n, P50Ns: NearestRank(l.v, 50), P90Ns: NearestRank(l.v, 90), P99Ns: NearestRank(l.v, 99),
 				MaxNs: l.v[n-1], MeanNs: sum / float64(n)}
 		}
 		s.Latencies = append(s.Latencies, row)
@@ -118,11 +119,17 @@ func (s *Serving) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%s: %s, %d requests (%d prompt and %d output tokens) in %s\n", s.Source, s.Model, s.Requests,
 		s.PrefillTokens, s.DecodeTokens, units.HumanDuration(s.SpanNs*1000))
 	fmt.Fprintf(w, "throughput: %.1f output tokens/s, %.1f tokens/s in all, %.2f requests/s\n", s.OutputPerS, s.TokensPerS, s.RequestsPerS)
-	if s.KVShare.Valid() {
+	if s.KVBytes == 0 {
+		fmt.Fprintf(w, "KV transfer: none (colocated serving, or one output token each)\n")
+	} else if s.KVShare.Valid() {
 		fmt.Fprintf(w, "KV transfer: %s moved, %.2f%% of the requests' end-to-end time\n", units.HumanSize(s.KVBytes), 100*float64(s.KVShare))
 	}
 	fmt.Fprintf(w, "\n%-12s %10s %10s %10s %10s %10s\n", "latency", "p50", "p90", "p99", "max", "mean")
 	for _, l := range s.Latencies {
+		if l.Count == 0 {
+			fmt.Fprintf(w, "%-12s %10s %10s %10s %10s %10s\n", l.Metric, "-", "-", "-", "-", "-")
+			continue
+		}
 		d := func(ns int64) string { return units.HumanDuration(ns * 1000) }
 		fmt.Fprintf(w, "%-12s %10s %10s %10s %10s %10s\n", l.Metric, d(l.P50Ns), d(l.P90Ns), d(l.P99Ns), d(l.MaxNs), d(int64(l.MeanNs)))
 	}

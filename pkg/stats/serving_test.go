@@ -36,7 +36,7 @@ func TestAnalyzeServing(t *testing.T) {
 		t.Errorf("KV share %g, want %g", float64(s.KVShare), 6.0/12000)
 	}
 	// TTFT 10, 20, 30, 1000 ms: nearest-rank p50 is the 2nd, p90 and p99 the 4th.
-	want := LatencyRow{Metric: "ttft", P50Ns: 20 * ms, P90Ns: 1000 * ms, P99Ns: 1000 * ms, MaxNs: 1000 * ms, MeanNs: 265 * float64(ms)}
+	want := LatencyRow{Metric: "ttft", Count: 4, P50Ns: 20 * ms, P90Ns: 1000 * ms, P99Ns: 1000 * ms, MaxNs: 1000 * ms, MeanNs: 265 * float64(ms)}
 	if s.Latencies[0] != want {
 		t.Errorf("ttft %+v, want %+v", s.Latencies[0], want)
 	}
