@@ -57,7 +57,9 @@ the other transfers in flight; then it decodes under continuous batching (one to
 requests joining and leaving between iterations, --max-batch at most). An iteration takes the
 roofline time of its FLOPs and HBM bytes on the replica's TP GPUs, plus two TP AllReduces per
 layer (NCCL's tuning model), two EP AllToAlls per MoE layer and the pipeline stages' activation
-sends. TTFT is prefill done - arrival; TPOT is (completed - prefill done) / (output tokens - 1).
+sends. With --decode 0 each replica decodes what it prefilled instead (colocated: new prompts
+share iterations with the running decodes, no KV transfer). TTFT is prefill done - arrival;
+TPOT is (completed - prefill done) / (output tokens - 1).
 
 Examples:
   topogen --family fat-tree --gpus 64 --gpu-type H100 | simccl-serve --model examples/models/llama-3-8b.json --trace tests/testdata/serve/splitwise_conv_1000.csv --prefill 4:tp=8 --decode 4:tp=8 > requests.parquet

@@ -96,3 +96,44 @@ func TestParseReplicas(t *testing.T) {
 		}
 	}
 }
+
+func FuzzReadModel(f *testing.F) {
+	for _, name := range []string{"llama-3-8b.json", "mixtral-8x7b.json"} {
+		b, err := os.ReadFile(filepath.Join("../../examples/models", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	f.Add(`{"layers":1e400}`)
+	f.Fuzz(func(t *testing.T, in string) {
+		m, err := ReadModel("fuzz.json", strings.NewReader(in))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "fuzz.json: ") || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error not one line naming the file: %q", err)
+			}
+			return
+		}
+		if m.check() != nil || m.KVBytesPerToken() <= 0 {
+			t.Fatalf("model %+v accepted", m)
+		}
+		w := m.Iteration(16, 136, 100, 1)
+		if !(w.FLOPs > 0) || !(w.Bytes > 0) {
+			t.Fatalf("model %+v: work %+v", m, w)
+		}
+	})
+}
+
+func FuzzParseReplicas(f *testing.F) {
+	f.Add("4:tp=8,pp=2,ep=4")
+	f.Add("0")
+	f.Fuzz(func(t *testing.T, in string) {
+		s, err := ParseReplicas(in)
+		if err != nil {
+			return
+		}
+		if s.Count < 0 || s.TP < 1 || s.PP < 1 || s.EP < 1 || s.TP%s.EP != 0 {
+			t.Fatalf("%q gave %+v", in, s)
+		}
+	})
+}

@@ -190,6 +190,10 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 	}
 	s.reqs = make([]reqState, len(reqs))
 	for i, q := range reqs {
+		// Bounds the products below: no int64 overflow from absurd shapes.
+		if float64(q.Prefill+q.Decode)*float64(cfg.Model.KVBytesPerToken()) > 1<<50 {
+			return nil, Summary{}, fmt.Errorf("request %d: a KV cache of %d tokens of %s exceeds 1 PiB", q.ID, q.Prefill+q.Decode, cfg.Model.Name)
+		}
 		s.reqs[i] = reqState{Request: q}
 		s.reqs[i].row = requests.Row{RequestID: q.ID, PrefillTokens: q.Prefill, DecodeTokens: q.Decode, ArrivalNs: q.Arrival.Ns()}
 		s.push(q.Arrival, evArrive, i)
