@@ -29,6 +29,10 @@ type Request struct {
 	Decode  int64    // output tokens, >= 1; the first comes out of prefill
 }
 
+// maxArrival bounds arrivals, in seconds (11.6 days): the run's
+// picosecond clock then has room for any realistic serving time after.
+const maxArrival = 1e6
+
 // maxTokens bounds a request's token counts: far beyond any context
 // window, small enough that token products stay exact in float64.
 const maxTokens = 1 << 24
@@ -111,11 +115,14 @@ func ReadRequests(name string, r io.Reader) ([]Request, error) {
 			if d < 0 {
 				return nil, fmt.Errorf("%s: line %d: column %q: %s is before the first row's %s", name, line, head[cols[0]], clip(s), first.Format(azureTime))
 			}
+			if d.Seconds() > maxArrival {
+				return nil, fmt.Errorf("%s: line %d: column %q: %s is more than 1e6 s after the first row's %s", name, line, head[cols[0]], clip(s), first.Format(azureTime))
+			}
 			q.Arrival = des.Time(d.Nanoseconds()) * 1000
 		} else {
 			v, perr := strconv.ParseFloat(s, 64)
-			if perr != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1e9 {
-				return nil, fmt.Errorf("%s: line %d: column %q: %q is not a time in seconds from 0 to 1e9", name, line, head[cols[0]], clip(s))
+			if perr != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > maxArrival {
+				return nil, fmt.Errorf("%s: line %d: column %q: %q is not a time in seconds from 0 to 1e6", name, line, head[cols[0]], clip(s))
 			}
 			q.Arrival = des.FromSeconds(v)
 		}
@@ -251,8 +258,8 @@ func (s Synthetic) Generate() ([]Request, error) {
 	if s.N < 1 || s.N > 1<<24 {
 		return nil, fmt.Errorf("--requests %d: want 1 to %d", s.N, 1<<24)
 	}
-	if !(s.Rate > 0) || math.IsInf(s.Rate, 0) {
-		return nil, fmt.Errorf("--rate %g: want a positive number of requests per second", s.Rate)
+	if !(s.Rate > 0) || math.IsInf(s.Rate, 0) || float64(s.N)/s.Rate > maxArrival/2 {
+		return nil, fmt.Errorf("--rate %g: want a positive number of requests per second that brings --requests %d in within 5e5 s", s.Rate, s.N)
 	}
 	if !slices.Contains(Arrivals, s.Process) {
 		return nil, fmt.Errorf("--arrivals %q: want one of %s", s.Process, strings.Join(Arrivals, ", "))

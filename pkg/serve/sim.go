@@ -250,6 +250,9 @@ func (s *sim) newReplica(spec ReplicaSpec, gpus []int32) (*replica, error) {
 }
 
 func (s *sim) push(at des.Time, kind, x int) {
+	if at == des.Never && s.err == nil {
+		s.err = fmt.Errorf("the run passed the end of the simulated clock (%s): iterations this slow never finish the trace", des.Never)
+	}
 	s.seq++
 	heap.Push(&s.q, event{at: at, kind: kind, seq: s.seq, x: x})
 }
@@ -575,6 +578,10 @@ func (s *sim) iterTime(rep *replica, newTokens, attended, ctx, seqs int64) des.T
 	}
 	for _, h := range rep.ppHops {
 		sec += float64(act)*8/h.bps + h.lat.Seconds()
+	}
+	if !(sec < 1e5) && s.err == nil { // also NaN
+		s.err = fmt.Errorf("an iteration of %s over %d tokens would take %.3g s: check the model and --peak-tflops/--hbm-bw", m.Name, newTokens, sec)
+		return 0
 	}
 	return des.FromSeconds(sec)
 }
