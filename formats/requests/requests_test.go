@@ -47,8 +47,8 @@ func TestRoundTrip(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(csv.String()), "\n")
 	// Request 0: e2e 11 us, 1 us a token of 11; scheduled 5 ns after
-	// arrival; TTFT 1 us; TPOT 1 us.
-	if lines[0] != strings.Join(MetricsColumns, ",") || lines[1] != "0,100,11,111,1.1e-05,1e-06,5e-09,1e-06,1e-06" {
+	// arrival; TTFT 1 us; decoding from 3.1 to 11 us, 7.9 us / 11 tokens.
+	if lines[0] != strings.Join(MetricsColumns, ",") || lines[1] != "0,100,11,111,1.1e-05,1e-06,5e-09,1e-06,7.181818181818182e-07" {
 		t.Errorf("request_metrics.csv:\n%s", csv.String())
 	}
 }
