@@ -152,3 +152,18 @@ func TestServeColocatedInterference(t *testing.T) {
 		t.Errorf("colocated: A delayed %d ns by B, want about B's prefill, %d ns", delay, prefill)
 	}
 }
+
+// Pipeline stages hand their activations on over the path between them:
+// 1023 tokens x 4096 x 2 bytes = 8,380,416 bytes. Stages on GPUs 0 and 8
+// (other pods: 100 Gbps, 3 us) rather than 0 and 1 (NVSwitch: 2,966.4
+// Gbps, 50 ns) add 670,433.28 + 3,000 - 22,600.37 - 50 ns to the prefill.
+func TestServePipelineHop(t *testing.T) {
+	reqs := []Request{{Prefill: 1023, Decode: 2}}
+	pp := ReplicaSpec{1, 1, 2, 1}
+	near := serveRun(t, Config{Prefill: pp, GPUs: []int32{0, 1, 9}}, reqs)[0]
+	far := serveRun(t, Config{Prefill: pp, GPUs: []int32{0, 8, 9}}, reqs)[0]
+	want := 670_433.28 + 3_000 - 8_380_416*8/2966.4 - 50
+	if d := float64(far.TTFTNs-near.TTFTNs) - want; d < -2 || d > 2 {
+		t.Errorf("the cross-pod stage hop adds %d ns to TTFT, want %.0f", far.TTFTNs-near.TTFTNs, want)
+	}
+}
