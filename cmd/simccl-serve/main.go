@@ -37,6 +37,7 @@ type command struct {
 	Place          string          `default:"packed" placeholder:"POLICY|GPUS" help:"Where the replicas' GPUs go: packed, spread, rail-aligned, random (--seed), or a GPU list such as 0-7,16-23; prefill replicas' ranks first, then decode's."`
 	MaxBatch       int             `name:"max-batch" default:"128" help:"Requests in one prefill batch and in one decode iteration at most."`
 	PrefillTokens  int64           `name:"prefill-tokens" default:"8192" help:"Prompt tokens in one prefill batch at most (a longer prompt runs alone)."`
+	Chunk          int64           `default:"0" placeholder:"TOKENS" help:"Colocated serving (--decode 0): chunked prefill, at most this many tokens an iteration, the running requests' decode tokens first and queued prompts in chunks of the rest (0: whole prompts, up to --prefill-tokens)."`
 	KVTokens       int64           `name:"kv-tokens" default:"0" help:"KV cache capacity of a decode replica in tokens (0: unbounded): a request joins a decode batch only when the batch's prompts and full outputs fit, first come first served, so none is preempted."`
 	KVSharing      string          `name:"kv-sharing" default:"max-min" enum:"max-min,none" help:"How KV transfers share the fabric: max-min (every link shared fairly among the transfers crossing it) or none (each at its path's bottleneck whatever else is in flight, as SimAI's transfer does; for comparison)."`
 	PeakTFLOPs     float64         `name:"peak-tflops" placeholder:"TFLOPS" help:"GPU dense BF16 peak in TFLOP/s (default: the topology's GPU type's datasheet figure, README)."`
@@ -87,6 +88,9 @@ func (c *command) run() error {
 	if err != nil {
 		return cli.Usagef("--place %v", err)
 	}
+	if c.Chunk < 0 || (c.Chunk > 0 && dec.Count > 0) {
+		return cli.Usagef("--chunk %d: chunked prefill is for colocated serving: give --decode 0 (or --chunk 0)", c.Chunk)
+	}
 	if c.MaxBatch < 1 || c.PrefillTokens < 1 || c.KVTokens < 0 {
 		return cli.Usagef("--max-batch and --prefill-tokens must be at least 1, --kv-tokens at least 0")
 	}
@@ -129,14 +133,14 @@ func (c *command) run() error {
 	meter := c.Meter("simccl-serve")
 	meter.Phase(fmt.Sprintf("serving %d requests", len(reqs)))
 	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Prefill: pre, Decode: dec, GPUs: gpus,
-		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, NoContention: c.KVSharing == "none", Seed: c.Seed}, reqs)
+		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, Chunk: c.Chunk, NoContention: c.KVSharing == "none", Seed: c.Seed}, reqs)
 	meter.Stop()
 	if err != nil {
 		return err
 	}
 	meta := requests.Meta{Model: model.Name, Topology: trace.TopologyMeta{Family: t.Family, GPUs: t.GPUs, Hash: topo.Hash(t)},
 		Params: map[string]any{"prefill": pre.String(), "decode": dec.String(), "place": c.Place, "max_batch": c.MaxBatch,
-			"prefill_tokens": c.PrefillTokens, "kv_tokens": c.KVTokens, "kv_sharing": c.KVSharing, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
+			"prefill_tokens": c.PrefillTokens, "kv_tokens": c.KVTokens, "chunk": c.Chunk, "kv_sharing": c.KVSharing, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
 			"gpu_type": t.GPUType, "seed": c.Seed, "trace": c.Trace}}
 	out, done, err := cli.CreateOutput(c.Out, "Parquet request trace")
 	if err != nil {

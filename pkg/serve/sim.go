@@ -28,6 +28,10 @@ type Config struct {
 	// PrefillTokens bounds the prompt tokens of one prefill batch (a
 	// longer prompt runs alone).
 	PrefillTokens int64
+	// Chunk, colocated only (0: off), bounds the tokens of one iteration,
+	// decode tokens first: prompts are prefilled in chunks of what is left
+	// (chunked prefill, as Sarathi-Serve and vLLM do).
+	Chunk int64
 	// KVTokens bounds the KV cache a decode replica holds, in tokens (0:
 	// no bound): a request joins the batch only when the batch's prompts
 	// and full outputs fit, so no request is ever preempted; one that
@@ -56,13 +60,15 @@ type replica struct {
 	arCache    map[int64]float64
 	a2aCache   map[int64]float64
 	busy       bool
-	queue      []int // prefill: waiting requests, FIFO
-	batch      []int // prefill: the batch running
-	tokens     int64 // prefill: prompt tokens queued and running
-	waiting    []int // decode: KV arrived, not yet in the batch
-	running    []int // decode: the batch
-	reserved   int64 // decode: KV tokens the batch will hold at its end
-	load       int   // decode: requests assigned and not completed
+	queue      []int   // prefill: waiting requests, FIFO
+	batch      []int   // prefill: the batch running
+	tokens     int64   // prefill: prompt tokens queued and running
+	waiting    []int   // decode: KV arrived, not yet in the batch
+	running    []int   // decode: the batch
+	reserved   int64   // decode: KV tokens the batch will hold at its end
+	chunks     []int64 // chunked prefill: batch[k]'s tokens this iteration
+	admitted   int     // chunked prefill: requests of queue being prefilled
+	load       int     // decode: requests assigned and not completed
 	iterations int64
 }
 
@@ -75,6 +81,8 @@ type reqState struct {
 	Request
 	row       requests.Row
 	generated int64 // output tokens so far (prefill makes the first)
+	prefilled int64 // chunked prefill: prompt tokens done
+	admitted  bool  // chunked prefill: counted in its replica's batch
 	pending   int   // KV flows in flight
 	decode    int
 }
@@ -160,6 +168,9 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 			return nil, Summary{}, fmt.Errorf("--place: GPU %d is given twice", g)
 		}
 		seen[g] = true
+	}
+	if cfg.Chunk < 0 || (cfg.Chunk > 0 && cfg.Decode.Count > 0) {
+		return nil, Summary{}, fmt.Errorf("--chunk %d: chunked prefill is for colocated serving (--decode 0)", cfg.Chunk)
 	}
 	if cfg.MaxBatch < 1 || cfg.PrefillTokens < 1 || cfg.KVTokens < 0 {
 		return nil, Summary{}, fmt.Errorf("--max-batch and --prefill-tokens must be at least 1, --kv-tokens at least 0")
@@ -338,6 +349,10 @@ func (s *sim) colocated() bool { return len(s.decode) == 0 }
 // prompts, as Orca and vLLM do without chunked prefill).
 func (s *sim) startMixed(now des.Time, idx int) {
 	rep := s.prefill[idx]
+	if s.cfg.Chunk > 0 {
+		s.startChunked(now, idx)
+		return
+	}
 	var tokens, attended int64
 	n := 0
 	for n < len(rep.queue) && len(rep.running)+n < s.cfg.MaxBatch {
@@ -373,6 +388,59 @@ func (s *sim) startMixed(now des.Time, idx int) {
 	s.push(now.Add(s.iterTime(rep, tokens+b, attended+ctx, ctx, int64(n)+b)), evMixedDone, idx)
 }
 
+// startChunked is startMixed with chunked prefill: the running requests'
+// decode tokens first, then, within --chunk tokens, the queued prompts in
+// order, the last one in part; a request is admitted (--max-batch counts
+// it, its KV reserved) when its first chunk runs.
+func (s *sim) startChunked(now des.Time, idx int) {
+	rep := s.prefill[idx]
+	b := int64(len(rep.running))
+	budget := s.cfg.Chunk - b
+	var tokens, attended, read int64
+	rep.batch, rep.chunks = rep.batch[:0], rep.chunks[:0]
+	for k := 0; k < len(rep.queue) && budget > 0; k++ {
+		i := rep.queue[k]
+		q := &s.reqs[i]
+		if !q.admitted {
+			need := q.Prefill + q.Decode
+			busy := len(rep.running) + rep.admitted
+			if busy >= s.cfg.MaxBatch || (s.cfg.KVTokens > 0 && busy > 0 && rep.reserved+need > s.cfg.KVTokens) {
+				break
+			}
+			q.admitted = true
+			rep.admitted++
+			rep.reserved += need
+			q.row.ScheduledNs = now.Ns()
+		}
+		c := min(q.Prefill-q.prefilled, budget)
+		// Its c new tokens attend to the q.prefilled before them and,
+		// causally, to each other.
+		attended += c*q.prefilled + c*(c+1)/2
+		read += q.prefilled
+		tokens += c
+		budget -= c
+		rep.batch = append(rep.batch, i)
+		rep.chunks = append(rep.chunks, c)
+	}
+	var ctx int64
+	for _, i := range rep.running {
+		ctx += s.reqs[i].Prefill + s.reqs[i].generated
+	}
+	seqs := b
+	if n := len(rep.batch); n > 0 && s.reqs[rep.batch[n-1]].prefilled+rep.chunks[n-1] == s.reqs[rep.batch[n-1]].Prefill {
+		seqs += int64(n) // every prompt of the batch ends here
+	} else {
+		seqs += int64(max(n-1, 0)) // the last one goes on next time
+	}
+	if tokens == 0 && b == 0 {
+		rep.busy = false
+		return
+	}
+	rep.busy = true
+	rep.iterations++
+	s.push(now.Add(s.iterTime(rep, tokens+b, attended+ctx, read+ctx, seqs)), evMixedDone, idx)
+}
+
 func (s *sim) mixedDone(now des.Time, idx int) {
 	rep := s.prefill[idx]
 	kept := rep.running[:0]
@@ -387,7 +455,21 @@ func (s *sim) mixedDone(now des.Time, idx int) {
 		kept = append(kept, i)
 	}
 	rep.running = kept
-	for _, i := range rep.batch {
+	finished := rep.batch
+	if s.cfg.Chunk > 0 {
+		finished = finished[:0]
+		for k, i := range rep.batch {
+			q := &s.reqs[i]
+			q.prefilled += rep.chunks[k]
+			if q.prefilled == q.Prefill {
+				finished = append(finished, i)
+				rep.admitted--
+			}
+		}
+		// The batch is a prefix of the queue, all finished but the last.
+		rep.queue = rep.queue[len(finished):]
+	}
+	for _, i := range finished {
 		q := &s.reqs[i]
 		rep.tokens -= q.Prefill
 		q.generated = 1
