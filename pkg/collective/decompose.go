@@ -775,6 +775,6 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 		c.BaseLatPs, c.IntraLatPs, c.InterLatPs = usToPs(pl.Lat.Base), usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
 	}
 	s := d.Planner.Opt.stepCosts(pl)
-	c.StepBytes, c.StepIntraPs, c.StepInterPs = s.bytes, s.intra, s.inter
+	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs = s.bytes, s.intra, s.inter, s.serial
 	return c
 }

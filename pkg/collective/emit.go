@@ -149,6 +149,14 @@ func (c *cctx) firstHop(k int, src, dst int32, b int64) int64 {
 	return c.hop(src, dst) + cost
 }
 
+// ringHop is firstHop for a ring's chunk, whose slices' fixed work
+// (Transport.SliceUs) is in series with its bytes on every chunk: on the
+// pipeline's fill the chunk's hop latency and step cost hide behind it, or
+// it behind them, whichever is longer.
+func (c *cctx) ringHop(k int, src, dst int32, b int64) int64 {
+	return max(c.firstHop(k, src, dst, b), c.step.serial*c.step.slices(b))
+}
+
 // stepCost is the transport's cost of one step between two nodes (ps).
 func (c *cctx) stepCost(src, dst int32) int64 {
 	if c.crosses(src, dst) {

@@ -59,7 +59,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		return stepCosts{}
 	}
 	s := o.transport().costsFor(pl.Proto)
-	if s.intra == 0 && s.inter == 0 {
+	if s.intra == 0 && s.inter == 0 && s.serial == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more
@@ -72,7 +72,22 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		}
 		s.bytes = min(s.bytes, max(wire(pl.Chunk, pl.Proto)/chunkSteps, 1))
 	}
+	s.slice = sliceRuleOf(pl.Algo, pl.Proto, s.bytes)
+	if pl.Algo != AlgoRing {
+		s.serial = 0 // NVLS and trees give each role its own warps
+	}
 	return s
+}
+
+// sliceRuleOf is how a ring of algorithm a cuts its chunks under protocol
+// p, for steps of stepBytes (prims_simple.h: SlicePerChunk =
+// chunkSteps/sliceSteps = 2, sliceSize = stepSize x sliceSteps (2), and
+// at least 1/32 of it; other protocols and algorithms: one step).
+func sliceRuleOf(a Algo, p Proto, stepBytes int64) sliceRule {
+	if a == AlgoRing && p == Simple {
+		return sliceRule{bytes: 2 * stepBytes, min: max(2*stepBytes/32, 1), perChunk: 2}
+	}
+	return sliceRule{bytes: stepBytes}
 }
 
 // MaxCollectiveBytes bounds a collective's size: at 2^40 bytes, the wire

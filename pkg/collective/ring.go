@@ -314,7 +314,7 @@ func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, k int
 		deps = append(c.deps(nil), rc.lastPXN[i])
 		src, kind = rc.proxy[i], stream.ConnNet
 	}
-	rc.last[i] = c.connFlow(&prev, deps, src, dst, size, c.firstHop(k, src, dst, size), ch, int32(k), chunks, kind)
+	rc.last[i] = c.connFlow(&prev, deps, src, dst, size, c.ringHop(k, src, dst, size), ch, int32(k), chunks, kind)
 	return rc.last[i]
 }
 

@@ -53,40 +53,63 @@ type Transport struct {
 	// inside a server the credit is a flag in GPU memory, no time beyond
 	// the GPU's per-step cost.
 	CreditRTTUs float64
+	// SliceUs (by protocol: LL, LL128, Simple): a ring's fixed work per
+	// slice in series with the slice's bytes. One thread block runs a
+	// channel's ring steps in order, and for each slice it waits on the
+	// FIFO's tail and head flags, copies (reduces) the slice, fences and
+	// posts the tail: the flag round trips and the fence do not overlap
+	// its copy, so a connection moves a slice every SliceUs plus its
+	// bytes' time, at the plateau as at mid sizes. A Simple ring chunk is
+	// NCCL's SlicePerChunk (2) slices of sliceSteps (2) steps (prims'
+	// sliceSize, at least 1/32 of a full slice); an LL or LL128 chunk one
+	// step. Its slices pipeline across hops, so a chunk's hop latency
+	// hides behind its slices' fixed work on the pipeline's fill (the
+	// longer of the two is paid).
+	SliceUs [3]float64
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
 // transfers pay NCCL's tuning-model latencies alone, as before the
 // transport was modelled. The calibrated costs (TransportPresets) are
-// opt-in until they meet issue 30's targets: with them, fluid's 32-GPU
-// H100 AllReduce comes within 0.71-1.15x of the published sweep at every
-// size (0.50-0.89x without), but the packet backend, which overlaps a
-// connection's per-step delay with other connections' packets, ends
-// 10-35% before fluid at 4-64 MiB, and the held-out AllGather sweep stays
-// at 0.50-0.57x in the middle.
+// opt-in until they meet issue 30's targets: with h100-ib, fluid's 32-GPU
+// H100 AllGather and AllReduce come within 20% of the Voltage Park sweeps
+// at every size from 1 MiB to 4 GiB but four (AllGather 1-2 MiB at 1.8x
+// and 64 MiB at 0.79x, AllReduce 256 MiB at 0.66x; tests/transport_test.go
+// TestTransportVPBands says why), packet within 5% of fluid at 4-64 MiB
+// and up to 12% slower at 128-512 MiB AllGather, and collective
+// granularity still differs from flow granularity by up to 30%.
 func DefaultTransport() Transport {
 	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200}
 }
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
-// h100-ib is calibrated for HGX H100 with 8x400G InfiniBand against the
-// Voltage Park 4 x 8 H100 AllReduce sweep (fill and pace, cctx.firstHop;
-// 0.5 us GPU, 4 us per proxy side, 20 us credit round trip; NCCL 2.24.3,
-// examples/reference/vp-4x8h100-ib_allreduce_nccl-2.24.csv), with the VP
-// AllGather and AWS p5 sweeps held out; the costs are of the order NCCL's
-// own tuning model gives a step (hwLat NVLink Simple 0.6 us, network
-// 2-14 us). none is DefaultTransport's: no per-step cost.
+// h100-ib is calibrated for HGX H100 with 8x400G InfiniBand on the Voltage
+// Park 4 x 8 H100 sweeps (NCCL 2.24.3, examples/reference/vp-4x8h100-ib_*):
+// the fill and pace (cctx.firstHop; 0.5 us GPU, 4 us per proxy side, 20
+// us credit round trip) on the AllReduce sweep, of the order NCCL's own
+// tuning model gives a step (hwLat NVLink Simple 0.6 us, network 2-14
+// us); the ring slices' serial work (SliceUs: 3 us LL, 5.5 us LL128, 8 us
+// Simple) on the AllGather sweep, whose ring times it fits: a Simple
+// ring step of two slices there costs 2 x (6.4 us + slice / 23 GB/s) from
+// 128 MiB (256 KiB chunks) to 4 GiB, LL128 steps about 6 us from 4 to 64
+// MiB. The model has no per-channel rate cap, so a channel's fixed work
+// lets its neighbours take its links meanwhile and the calibrated values
+// sit above those fits. The AllReduce sweep's ring sizes (512 MiB-4 GiB)
+// are held out for the slice costs. none is DefaultTransport's: no
+// per-step cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
+		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
+		t.SliceUs = [3]float64{}
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -121,7 +144,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -133,6 +156,12 @@ func (t *Transport) Set(kv string) error {
 			t.SendProxyUs = us
 		case "credit-rtt":
 			t.CreditRTTUs = us
+		case "slice-ll":
+			t.SliceUs[LL] = us
+		case "slice-ll128":
+			t.SliceUs[LL128] = us
+		case "slice-simple":
+			t.SliceUs[Simple] = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -157,6 +186,11 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
 	case !(t.CreditRTTUs >= 0):
 		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	}
+	for p, us := range t.SliceUs {
+		if !(us >= 0) {
+			return fmt.Errorf("transport slice-%s %v: a cost is not negative", protoNames[p], us)
+		}
 	}
 	return nil
 }
@@ -195,11 +229,37 @@ func (t Transport) StepPs(inter bool) int64 {
 type stepCosts struct {
 	bytes        int64
 	intra, inter int64
+	// serial: a ring slice's fixed work in series with its bytes (ps),
+	// and slices: how a ring chunk is cut (sliceOf)
+	serial int64
+	slice  sliceRule
+}
+
+// sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices
+// of up to bytes, a chunk into at least perChunk of them when it allows
+// slices of min bytes (Simple: 2 slices of 2 steps, at least 1/32 of
+// that; LL and LL128: one step, one slice).
+type sliceRule struct {
+	bytes, min int64
+	perChunk   int64
 }
 
 // costsFor is the transport's step costs under protocol p.
 func (t Transport) costsFor(p Proto) stepCosts {
-	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true)}
+	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true), serial: usToPs(t.SliceUs[p])}
+}
+
+// slices is how many slices a ring chunk of wire bytes b is cut into.
+func (s stepCosts) slices(b int64) int64 {
+	r := s.slice
+	if r.bytes <= 0 || b <= 0 {
+		return s.steps(b)
+	}
+	n := (b + r.bytes - 1) / r.bytes
+	if r.perChunk > n && r.min > 0 {
+		n = max(n, min(r.perChunk, (b+r.min-1)/r.min))
+	}
+	return n
 }
 
 // steps is how many slots a transfer of wire bytes b fills.
@@ -220,19 +280,27 @@ func (s stepCosts) steps(b int64) int64 {
 // of S steps on the slowest connection (a network one when the
 // collective crosses servers) take K x S intervals, which only add what
 // exceeds the model's bandwidth term (the slots hide the rest).
+//
+// A ring's slices also pay their fixed work in series with their bytes
+// (Transport.SliceUs): on the fill each hop takes the longer of its step
+// latency and cost and its chunk's slices' work, and every later chunk
+// adds its slices' work to the bandwidth term; a connection's chunk takes
+// the longer of its pace and its work plus bytes, so the steady state
+// adds whichever of the two excesses is larger.
 func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
-	fill, steady := transportTerms(co, k, s, nNodes)
+	fill, steady, serial := transportTerms(co, k, s, nNodes)
 	bw := co.Rec.PredictedPs - usToPs(co.Plan.Lat.Total)
-	return fill + max(0, steady-max(bw, 0))
+	return fill + max(0, steady-max(bw, 0), serial)
 }
 
-// transportTerms splits transportPs into the pipeline's fill and the
-// slowest connection's steps at the step interval (before overlap).
-func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int64) {
+// transportTerms splits transportPs into the pipeline's fill, the
+// slowest connection's steps at the step interval (before overlap) and a
+// ring's slices' serial work after the first loop.
+func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, serial int64) {
 	pl := co.Plan
 	n := len(co.Ranks)
-	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 {
-		return 0, 0
+	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 {
+		return 0, 0, 0
 	}
 	channels := int64(max(pl.Channels, 1))
 	per := (co.Rec.Size + channels - 1) / channels
@@ -248,8 +316,15 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 		}
 		chunk := max(co.chunk(n, k), 1)
 		loops := (per + int64(n)*chunk - 1) / (int64(n) * chunk)
-		st := s.steps(wire(min(chunk, (per+int64(n)-1)/int64(n)), pl.Proto))
-		return (hops-inter)*s.intra + inter*s.inter, (loops - 1) * hops * st * slow
+		b := wire(min(chunk, (per+int64(n)-1)/int64(n)), pl.Proto)
+		st := s.steps(b)
+		// ringHop: the first loop's hops take the longer of latency plus
+		// cost and the slices' work, of which the model has the latency.
+		work := s.serial * s.slices(b)
+		hopIntra, hopInter := usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
+		fillIntra := max(hopIntra+s.intra, work) - hopIntra
+		fillInter := max(hopInter+s.inter, work) - hopInter
+		return (hops-inter)*fillIntra + inter*fillInter, (loops - 1) * hops * st * slow, (loops - 1) * hops * work
 	}
 	if pl.Algo == AlgoPAT {
 		// Loops of n pieces; each phase a transfer of its blocks (pat.go),
@@ -262,12 +337,12 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 		for _, d := range phases {
 			st += s.steps(wire(piece*int64(patBlocks(n, d)), pl.Proto))
 		}
-		return int64(len(phases)) * s.inter, (loops - 1) * st * s.inter
+		return int64(len(phases)) * s.inter, (loops - 1) * st * s.inter, 0
 	}
 	if pl.Algo != AlgoTree && pl.Algo != AlgoNVLS && pl.Algo != AlgoNVLSTree && pl.Algo != AlgoRing {
 		// AllToAll, PXN, P2P and MSCCL transfers are one message per
 		// connection: their step latency stands for the transport (a2a.go).
-		return 0, 0
+		return 0, 0, 0
 	}
 	chunk := max(co.chunk(1, k), 1)
 	chunks := (per + chunk - 1) / chunk
@@ -288,5 +363,5 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady int6
 	default: // Broadcast, Reduce: a chain through every rank
 		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
 	}
-	return fill, (chunks - 1) * st * slow
+	return fill, (chunks - 1) * st * slow, 0
 }

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 )
 
@@ -137,6 +138,11 @@ type runner struct {
 	res      []Result
 	cal      Calibration
 	work     []int32
+	// pace is the NCCL transport's limit on a connection's steps (the
+	// stream's pace_ps), as the simulators apply it: a paced transfer
+	// holds its connection's next one until pace_ps after it began
+	// sending. Its times are ns since epoch, as des.Time (ps) x 1000.
+	pace flowset.Pacer
 }
 
 // worker hosts a node: a rank's (or NVSwitch's) server, spread round robin.
@@ -262,6 +268,7 @@ func (r *runner) run() error {
 				r.work = append(r.work, release...)
 			case "sent":
 				r.res[m.Flow].End = at
+				r.holdNext(m.Flow)
 				release = d.Complete(m.Flow, release[:0])
 				r.work = append(r.work, release...)
 			}
@@ -274,6 +281,22 @@ func (r *runner) run() error {
 		}
 	}
 	return nil
+}
+
+// holdNext hands a paced transfer i's pace to its connection's next
+// transfer among its dependants (flowset.Pacer.Mark), before Complete
+// releases them: a visit through ReleaseEarly that releases none.
+func (r *runner) holdNext(i int32) {
+	f := r.set.Flow(i)
+	if f.PaceNs == 0 {
+		return
+	}
+	r.pace.Sent(i, f)
+	r.set.DAG.ReleaseEarly(i, func(j int32) bool {
+		r.pace.Mark(j, r.set.Flow(j))
+		return false
+	}, nil)
+	r.pace.Clear()
 }
 
 // drain starts the flows released so far.
@@ -302,6 +325,10 @@ func (r *runner) drain() error {
 		r.res[i].Ideal = wait + r.cal.LatencyNs + int64(float64(f.Size)/r.cal.BytesPerNs)
 		src, dst := r.worker(f.Src), r.worker(f.Dst)
 		at := r.epoch + r.res[i].Start + wait
+		if t := int64(r.pace.Take(i)) / 1000; t > 0 {
+			at = max(at, r.epoch+t)
+		}
+		r.pace.Began(i, f, des.Time(at-r.epoch)*1000)
 		nodes := r.set.Topology.Nodes
 		local := nodes[f.Src].Server >= 0 && nodes[f.Src].Server == nodes[f.Dst].Server
 		if err := r.conns[src].send(&ctl{T: "send", Flow: i, Dst: dst, Size: f.Size, Step: r.opt.StepSize, At: at, Copy: local}); err != nil {
