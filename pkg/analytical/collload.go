@@ -138,6 +138,7 @@ func (c *collLoad) demandOf(f *flowset.Flow) *demand {
 	}
 	d, err := c.price(co)
 	if err != nil {
+		clear(c.load) // price stopped half way through its scratch
 		msg := fmt.Sprintf("%s %s on group %d: fabric not priced (%v); it takes NCCL's model time", co.Algorithm, co.Op, co.Group, err)
 		if !c.warn[msg] {
 			c.warn[msg] = true
