@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -89,8 +92,69 @@ func TestSoloBadInput(t *testing.T) {
 	}
 	mustRun(t, mustRun(t, nil, "simccl-decompose", "--merge", pa+","+pb), "flowsim-analytical", "-o", mix)
 	mustRun(t, a, "flowsim-analytical", "-o", solo)
+	// The slowdown table: one row for job a, its two iterations and their ratio.
+	tab := string(mustRun(t, nil, "fctstats", "--iteration", "--solo", "a="+solo, "--format", "csv", "--table", "slowdown", "--param", "case=x", mix))
+	lines := strings.Split(strings.TrimSpace(tab), "\n")
+	if len(lines) != 2 || lines[0] != "source,job,iteration_ns,solo_iteration_ns,slowdown,solo_source,case" {
+		t.Fatalf("slowdown table:\n%s", tab)
+	}
+	f := strings.Split(lines[1], ",")
+	it, _ := strconv.ParseInt(f[2], 10, 64)
+	so, _ := strconv.ParseInt(f[3], 10, 64)
+	sd, _ := strconv.ParseFloat(f[4], 64)
+	if f[1] != "a" || so <= 0 || sd != float64(it)/float64(so) || f[6] != "x" {
+		t.Errorf("slowdown row %q", lines[1])
+	}
+	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--table", "slowdown", mix), 2, "--solo")
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--solo", "c="+solo, mix), 1, "--solo c=", `no job "c"`)
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--solo", "b="+solo, mix), 1, "--solo b=", `no iteration of job "b"`)
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--solo", "a", mix), 1, "JOB=TRACE")
 	oneLineError(t, run(t, nil, "fctstats", "--solo", "a="+solo, mix), 2, "--iteration")
+}
+
+// pipelines/multijob (make -C pipelines/multijob): four jobs placed packed
+// own their edge switches and pods, so on both fabrics each runs as alone
+// (slowdown 1 within 0.5%); spread over the 4:1 tree's edge switches they
+// share its uplinks and some job is slower. Each point's table has a row
+// per job and the gather writes the table and the picture.
+func TestMultijobPipeline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 20 simulations of 1024 GPUs (make test-long)")
+	}
+	out := t.TempDir()
+	cmd := exec.Command("make", "-s", "-C", "pipelines/multijob", "OUT="+out, "BIN="+binDir)
+	cmd.Dir = ".."
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make: %v\n%s", err, b)
+	}
+	for _, f := range []string{"multijob.parquet", "multijob.png"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	worst := map[string]float64{}
+	for _, pt := range []string{"1to1-packed", "1to1-spread", "4to1-packed", "4to1-spread"} {
+		b, err := os.ReadFile(filepath.Join(out, "points", pt+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 5 {
+			t.Fatalf("%s: %d rows, want a header and 4 jobs", pt, len(lines))
+		}
+		for _, l := range lines[1:] {
+			sd, err := strconv.ParseFloat(strings.Split(l, ",")[4], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			worst[pt] = max(worst[pt], sd)
+			if strings.HasSuffix(pt, "packed") && (sd < 0.995 || sd > 1.005) {
+				t.Errorf("%s: %s: want slowdown 1 within 0.5%%", pt, l)
+			}
+		}
+	}
+	t.Logf("worst slowdown per point: %v", worst)
+	if worst["4to1-spread"] <= 1.005 {
+		t.Errorf("4:1 spread: worst slowdown %.4f, want a job slowed by the shared uplinks", worst["4to1-spread"])
+	}
 }

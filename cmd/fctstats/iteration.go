@@ -21,7 +21,7 @@ import (
 
 // checkIteration rejects flags that do not go with --iteration, or need it.
 func (c *command) checkIteration() error {
-	iterTable := c.Table == stats.TableIteration || c.Table == stats.TableLayers
+	iterTable := c.Table == stats.TableIteration || c.Table == stats.TableLayers || c.Table == stats.TableSlowdown
 	if !c.Iteration {
 		if len(c.Solo) > 0 {
 			return cli.Usagef("--solo compares iterations: add --iteration")
@@ -38,6 +38,8 @@ func (c *command) checkIteration() error {
 		return cli.Usagef("--format nccl-tests reports collectives; it does not go with --iteration")
 	case c.Timeline:
 		return cli.Usagef("--timeline does not go with --iteration: its --plot is already a timeline")
+	case c.Table == stats.TableSlowdown && len(c.Solo) == 0:
+		return cli.Usagef("--table slowdown compares a mix with its jobs alone: give --solo JOB=TRACE")
 	case len(c.Solo) > 0 && c.Compare:
 		return cli.Usagef("--solo does not go with --compare")
 	case (c.Format == "simai-e2e" || c.Format == "chrome-trace") && (c.Compare || len(c.Files) > 1):
@@ -105,6 +107,9 @@ func (c *command) iteration() error {
 			return its[0].WriteSimAIE2E(w)
 		case "chrome-trace":
 			return its[0].WriteChromeTrace(w)
+		}
+		if c.Table == stats.TableSlowdown {
+			return c.joinTables(w, 1, func(int) (*stats.DataTable, error) { return stats.SlowdownTable(files[0], its), nil })
 		}
 		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) {
 			return c.markPartial(its[i].DataTable(c.Table))(its[i].UnfinishedFlows)
@@ -259,6 +264,9 @@ func (c *command) concat() error {
 	}
 	if c.Plot != "" {
 		plots, err := plot.Sweep(dt, c.X, c.Y)
+		if c.Group != "" {
+			plots, err = plot.GroupedDots(dt, c.X, c.Y, c.Group)
+		}
 		if err != nil {
 			return cli.Usagef("%v", err)
 		}

@@ -52,3 +52,28 @@ func WriteSlowdowns(w io.Writer, its []*Iteration, markdown bool) {
 		t.writeText(w)
 	}
 }
+
+// TableSlowdown is the table of --solo for CSV and Parquet: one row per
+// job compared with its solo run.
+const TableSlowdown = "slowdown"
+
+// SlowdownRow is a job's iteration in a mix against alone.
+type SlowdownRow struct {
+	Job             string  `json:"job"`
+	IterationNs     int64   `json:"iteration_ns"`
+	SoloIterationNs int64   `json:"solo_iteration_ns"`
+	Slowdown        float64 `json:"slowdown"`
+	SoloSource      string  `json:"solo_source"`
+}
+
+// SlowdownTable is the slowdown table of a mix's iterations (source: the
+// mix's trace), the jobs SetSolo compared, in the trace's order.
+func SlowdownTable(source string, its []*Iteration) *DataTable {
+	var rows []SlowdownRow
+	for _, it := range its {
+		if it.SoloIterationNs > 0 {
+			rows = append(rows, SlowdownRow{it.Job, it.IterationNs, it.SoloIterationNs, it.Slowdown, it.SoloSource})
+		}
+	}
+	return newDataTable(source, rows)
+}
