@@ -264,7 +264,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			return expand.AtCompletion
 		})
 		e.ex.Mark = func(j int32) { e.pace.Mark(j, e.flow(j)) }
-		if opt.Model == Fluid && !opt.NoSymmetry {
+		if opt.Model == Fluid && !opt.NoSymmetry && !opt.Faults.active() { // a degraded link makes one group unlike its siblings
 			// Max-min rates on one group's links depend only on the
 			// flows over them: a group alone on its links runs as its
 			// siblings do.
@@ -536,7 +536,7 @@ func (e *engine) send(i int32, started bool) error {
 	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
 	if err != nil {
 		if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
-			return e.failFlow(i, 0, err)
+			return e.failFlow(i, 0, 0, err)
 		}
 		return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
@@ -563,7 +563,7 @@ func (e *engine) send(i int32, started bool) error {
 		e.key = key
 		if path, w, err = e.sprayed(f); err != nil {
 			if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
-				return e.failFlow(i, 0, err)
+				return e.failFlow(i, 0, 0, err)
 			}
 			return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 		}

@@ -266,7 +266,7 @@ func (e *engine) rerouteFlows(li int32) error {
 			if !errors.Is(err, route.ErrNoPath) {
 				return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", fl.ID, err))
 			}
-			if err := e.failFlow(i, fl.Size-left, err); err != nil {
+			if err := e.failFlow(i, fl.Size-left, ideal, err); err != nil {
 				return err
 			}
 			continue
@@ -284,9 +284,10 @@ func (e *engine) rerouteFlows(li int32) error {
 }
 
 // failFlow ends transfer i now for want of a path, having delivered
-// delivered bytes: its dependants go on, its row says status failed (an
-// expanded flow's, its COLL node's).
-func (e *engine) failFlow(i int32, delivered int64, why error) error {
+// delivered bytes (ideal: its ideal FCT, 0 when it never had a path): its
+// dependants go on, its row says status failed (an expanded flow's, its
+// COLL node's).
+func (e *engine) failFlow(i int32, delivered int64, ideal des.Time, why error) error {
 	row := i
 	if i >= e.n {
 		row = e.ex.Coll(i)
@@ -312,7 +313,7 @@ func (e *engine) failFlow(i int32, delivered int64, why error) error {
 			return err
 		}
 	}
-	e.after(0, evComplete, i, 0)
+	e.after(0, evComplete, i, int64(ideal))
 	return nil
 }
 
@@ -348,7 +349,7 @@ func (e *engine) collFails(i int32) (bool, error) {
 // bytes.
 func (e *engine) failColl(i int32, done float64, why error) error {
 	f := e.in.Flow(i)
-	return e.failFlow(i, int64(done*float64(f.Size)), why)
+	return e.failFlow(i, int64(done*float64(f.Size)), f.Lat, why)
 }
 
 // reprice prices again, on the fabric as it is now, the COLL nodes in
