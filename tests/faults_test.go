@@ -110,6 +110,14 @@ func TestFaultsLinkDownMidCollective(t *testing.T) {
 	if t1 <= t0 {
 		t.Fatalf("link 16-24 down from the start: %d ns, healthy %d: want slower", t1, t0)
 	}
+	// busbw prices the collective alone as fluid does; one in flight
+	// keeps its time there (contention-free: nothing else re-prices it).
+	if b1 := endNs(rowsOf(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw", "--link-down", "16-24"))); b1 != t1 {
+		t.Errorf("busbw, link down from the start: %d ns, fluid %d", b1, t1)
+	}
+	if b := endNs(rowsOf(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw", "--link-down", "16-24@100us"))); b != t0 {
+		t.Errorf("busbw, link down at 100 us: %d ns, want the healthy %d (the collective was in flight)", b, t0)
+	}
 	for _, at := range []int64{100_000, 600_000} {
 		got := endNs(rowsOf(t, mustRun(t, st, "flowsim-analytical", "--link-down", fmt.Sprintf("16-24@%dns", at))))
 		want := float64(at) + (1-float64(at)/float64(t0))*float64(t1)
@@ -224,5 +232,47 @@ func TestFaultsBadInput(t *testing.T) {
 		{[]string{"--link-scale", "0-16=NaN"}, []string{"--link-scale", "factor"}},
 	} {
 		oneLineError(t, run(t, st, "flowsim-analytical", c.args...), 1, c.want...)
+	}
+}
+
+// A link down from the start carries nothing: every routing policy and
+// both models route around it, at flow and at collective granularity, and
+// the bytes (link loads of the NIC uplinks) are all still sent.
+func TestFaultsDownLinkCarriesNothing(t *testing.T) {
+	t.Parallel()
+	tp := faultTree(t)
+	flows := mustRun(t, tp, "simccl-decompose", "--op", "allreduce", "--size", "4MiB", "--group", "dp")
+	coll := mustRun(t, tp, "simccl-decompose", "--op", "alltoall", "--size", "16MiB", "--group", "dp", "--granularity", "collective")
+	dir := t.TempDir()
+	for _, st := range []struct {
+		name string
+		s    []byte
+	}{{"flow", flows}, {"collective", coll}} {
+		for _, m := range []string{"fluid", "busbw"} {
+			for _, r := range []string{"ecmp", "spray", "adaptive"} {
+				ll := filepath.Join(dir, st.name+m+r+".parquet")
+				healthy := filepath.Join(dir, st.name+m+r+"-healthy.parquet")
+				mustRun(t, st.s, "flowsim-analytical", "--model", m, "--routing", r, "--link-loads", healthy)
+				mustRun(t, st.s, "flowsim-analytical", "--model", m, "--routing", r, "--link-down", "16-24", "--link-loads", ll)
+				var up [2]float64
+				for k, p := range []string{healthy, ll} {
+					_, rows, err := links.Read(p)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for _, row := range rows {
+						if k == 1 && ((row.Src == 16 && row.Dst == 24) || (row.Src == 24 && row.Dst == 16)) && row.Bytes > 0 {
+							t.Errorf("%s, %s, %s: the down link %d -> %d carried %d bytes", st.name, m, r, row.Src, row.Dst, row.Bytes)
+						}
+						if row.Tier == "gpu-edge" {
+							up[k] += float64(row.Bytes)
+						}
+					}
+				}
+				if d := up[1] - up[0]; d < -1 || d > 1 {
+					t.Errorf("%s, %s, %s: NIC uplinks carried %.0f bytes with 16-24 down, %.0f healthy", st.name, m, r, up[1], up[0])
+				}
+			}
+		}
 	}
 }
