@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/links"
@@ -143,6 +144,20 @@ func TestFaultsNoPathFails(t *testing.T) {
 	rows := rowsOf(t, data)
 	if len(rows) != 2 {
 		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	// flowsim-packet's LINK_DOWN on the same link at the same time fails the
+	// same flow, having delivered about as much (its in-flight packets are
+	// lost with the link: a few percent more never arrive).
+	pk := run(t, st, "flowsim-packet", "--set", "LINK_DOWN=50000 0 16", "-o", filepath.Join(t.TempDir(), "pk.parquet"))
+	if pk.code != 1 || !strings.Contains(string(pk.stderr), "flow 0 failed at 50us") {
+		t.Fatalf("packet: exit %d: %s", pk.code, pk.stderr)
+	}
+	var mib float64
+	if _, err := fmt.Sscanf(lastField(string(pk.stderr), "status failed, "), "%fMiB never delivered", &mib); err != nil {
+		t.Fatalf("packet: %v in %s", err, pk.stderr)
+	}
+	if lost := mib * (1 << 20); lost < 7_500_000 || lost > 7_500_000*1.05 {
+		t.Errorf("packet: %.0f bytes never delivered, fluid 7500000: want packet within 5%% above", lost)
 	}
 	for _, r := range rows {
 		want := trace.StatusOK
