@@ -84,7 +84,10 @@ func TestFaultsLinkDownReroutes(t *testing.T) {
 			continue // they share an uplink on this seed
 		}
 		lat := healthy[0].FctNs - 200_000
-		rows := rowsOf(t, mustRun(t, st, "flowsim-analytical", "--seed", s, "--link-down", "16-24@50us"))
+		rows, meta := readTrace(t, mustRun(t, st, "flowsim-analytical", "--seed", s, "--link-down", "16-24@50us"))
+		if meta.Params["link_down"] != "16-24@50us" {
+			t.Errorf("trace params %v: want link_down 16-24@50us", meta.Params)
+		}
 		want := lat + 50_000 + 300_000
 		for _, r := range rows {
 			if r.Status != trace.StatusOK || r.EndNs < want-2 || r.EndNs > want+2 {

@@ -5,7 +5,8 @@
 # switch, at 4:1 four, whose 32 NICs share the edge's 8 uplinks); each job's stream is run alone and all four together through
 # flowsim-analytical at collective granularity, and fctstats --solo writes
 # each job's slowdown (iteration together / alone) as a CSV table on
-# stdout with the point's parameters.
+# stdout with the point's parameters. The mix's link loads, and their
+# report and picture per tier and job, land in RUNDIR/links.{parquet,txt,png}.
 #
 #   point.sh FABRIC PLACEMENT RUNDIR     (BIN: the programs; MODEL: fluid)
 set -eu
@@ -61,7 +62,9 @@ while [ $# -gt 0 ]; do
 	i=$((i + 1))
 done
 "$BIN/simccl-decompose" --merge "$streams" >"$dir/mix.stream"
-"$BIN/flowsim-analytical" --model "$MODEL" -o "$dir/mix.parquet" "$dir/mix.stream" 2>"$dir/mix.log"
+"$BIN/flowsim-analytical" --model "$MODEL" -o "$dir/mix.parquet" --link-loads "$dir/links.parquet" "$dir/mix.stream" 2>"$dir/mix.log"
+# Where the jobs met: per tier and job, drawn as a heat map.
+"$BIN/fctstats" --links "$dir/links.parquet" --top 20 --plot "$dir/links.png" >"$dir/links.txt"
 "$BIN/fctstats" --iteration --solo "$solos" --format csv --table slowdown \
 	--param fabric="$label" --param placement="$placement" --param model="$MODEL" \
 	--param case="$label $placement" "$dir/mix.parquet"
