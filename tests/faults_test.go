@@ -69,6 +69,41 @@ func TestFaultsLinkScaleHalvesRate(t *testing.T) {
 	}
 }
 
+// A link halved from 50 us: the flow on it has sent 2.5 MB at 400 Gbps
+// and sends the other 7.5 MB at 200 Gbps, ending at 350 us (plus the path
+// latency); restored at 100 us, it sends 1.25 MB at 200 Gbps meanwhile and
+// the last 6.25 MB at 400 Gbps, ending at 225 us (fluid and busbw). An
+// AllToAll at collective granularity whose edge uplink drops to a quarter
+// at t ends at t + (1 - t/T0) T1, as for a failure (fluid).
+func TestFaultsLinkScaleAtTime(t *testing.T) {
+	t.Parallel()
+	tp := faultTree(t)
+	st := htsimFlows(t, tp, "0->2 10000000")
+	for _, m := range []string{"fluid", "busbw"} {
+		lat := rowsOf(t, mustRun(t, st, "flowsim-analytical", "--model", m))[0].FctNs - 200_000
+		for _, c := range []struct {
+			args []string
+			want int64
+		}{
+			{[]string{"--link-scale", "0-16=0.5@50us"}, 350_000},
+			{[]string{"--link-scale", "0-16=0.5@50us", "--link-scale", "16-0=1@100us"}, 225_000},
+		} {
+			got := rowsOf(t, mustRun(t, st, "flowsim-analytical", append([]string{"--model", m}, c.args...)...))[0].FctNs - lat
+			if got < c.want-1 || got > c.want+1 {
+				t.Errorf("%s %v: fct %d ns past the latency, want %d", m, c.args, got, c.want)
+			}
+		}
+	}
+	coll := mustRun(t, tp, "simccl-decompose", "--op", "alltoall", "--size", "64MiB", "--group", "dp", "--granularity", "collective")
+	t0 := endNs(rowsOf(t, mustRun(t, coll, "flowsim-analytical")))
+	t1 := endNs(rowsOf(t, mustRun(t, coll, "flowsim-analytical", "--link-scale", "16-24=0.25")))
+	got := endNs(rowsOf(t, mustRun(t, coll, "flowsim-analytical", "--link-scale", "16-24=0.25@100us")))
+	want := 100_000 + (1-100_000/float64(t0))*float64(t1)
+	if t1 <= t0 || float64(got) < want-2 || float64(got) > want+2 {
+		t.Errorf("AllToAll, uplink at 0.25 from 100 us: %d ns, want %.0f (T0 %d, T1 %d)", got, want, t0, t1)
+	}
+}
+
 // Two 10 MB flows from edge 16's GPUs to another pod, on a seed that puts
 // them on different uplinks (each at 400 Gbps: done in 200 us). Edge 16's
 // uplink to agg 24 fails at 50 us: the flow on it moves to the other
@@ -247,6 +282,7 @@ func TestFaultsBadInput(t *testing.T) {
 		{[]string{"--link-down", "0-16@1"}, []string{"--link-down 0-16@1", "missing unit"}},
 		{[]string{"--link-scale", "0-16=0"}, []string{"--link-scale 0-16=0", "factor"}},
 		{[]string{"--link-scale", "0-16"}, []string{"--link-scale 0-16", "A-B=FACTOR"}},
+		{[]string{"--link-scale", "0-16=0.5@3"}, []string{"--link-scale 0-16=0.5@3", "missing unit"}},
 		{[]string{"--link-scale", "0-16=NaN"}, []string{"--link-scale", "factor"}},
 	} {
 		oneLineError(t, run(t, st, "flowsim-analytical", c.args...), 1, c.want...)

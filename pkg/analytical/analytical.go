@@ -182,6 +182,7 @@ const (
 	evStart                  // Target flow index: its step latency is over, the bytes go
 	evCollDone               // Target COLL node (fluid), Arg its share generation
 	evLinkDown               // Target link index (Options.Faults)
+	evScale                  // Target link index, Arg its Options.Faults.Scale index
 )
 
 // progressEvery is how many completions pass between Progress calls:
@@ -350,6 +351,10 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 				}
 			case evLinkDown:
 				if err := e.linkDown(ev.Target); err != nil {
+					return e.res, err
+				}
+			case evScale:
+				if err := e.linkScale(ev.Target, e.opt.Faults.Scale[ev.Arg].Factor); err != nil {
 					return e.res, err
 				}
 			case evDrained:

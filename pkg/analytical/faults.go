@@ -37,11 +37,12 @@ type Faults struct {
 	Down  []LinkDown
 }
 
-// LinkScale multiplies a link's bandwidth by Factor.
+// LinkScale multiplies a link's nominal bandwidth by Factor from At on.
 type LinkScale struct {
 	Link   int32
 	Name   string // as given, for messages
 	Factor float64
+	At     des.Time
 }
 
 // LinkDown fails a link at At.
@@ -89,12 +90,21 @@ func ParseLinkDown(t *topo.Topology, s string) (LinkDown, error) {
 	return d, nil
 }
 
-// ParseLinkScale reads "A-B=FACTOR", FACTOR positive (0.5: half the
-// bandwidth), against topology t.
+// ParseLinkScale reads "A-B=FACTOR" or "A-B=FACTOR@TIME", FACTOR
+// positive (0.5: half the nominal bandwidth), TIME with its unit (from
+// then on; without: from the start), against topology t.
 func ParseLinkScale(t *topo.Topology, s string) (LinkScale, error) {
 	name, fs, ok := strings.Cut(s, "=")
 	if !ok {
-		return LinkScale{}, fmt.Errorf("%q: expected A-B=FACTOR, e.g. 3-70=0.5", s)
+		return LinkScale{}, fmt.Errorf("%q: expected A-B=FACTOR or A-B=FACTOR@TIME, e.g. 3-70=0.5@2ms", s)
+	}
+	var at des.Time
+	if f, when, ok := strings.Cut(fs, "@"); ok {
+		ps, err := units.ParseDuration(strings.TrimSpace(when))
+		if err != nil {
+			return LinkScale{}, err
+		}
+		fs, at = f, des.Time(ps)
 	}
 	li, err := findLink(t, name)
 	if err != nil {
@@ -104,21 +114,23 @@ func ParseLinkScale(t *topo.Topology, s string) (LinkScale, error) {
 	if err != nil || !(f > 0) || math.IsInf(f, 0) {
 		return LinkScale{}, fmt.Errorf("factor %q: expected a positive number (0.5 halves the link; a link down is --link-down)", fs)
 	}
-	return LinkScale{Link: li, Name: strings.TrimSpace(name), Factor: f}, nil
+	return LinkScale{Link: li, Name: strings.TrimSpace(name), Factor: f, At: at}, nil
 }
 
 // active reports whether there is any fault.
 func (fs *Faults) active() bool { return fs != nil && (len(fs.Scale) > 0 || len(fs.Down) > 0) }
 
-// Topology is t with the scaled links' bandwidths (t itself without).
+// Topology is t with the links scaled from the start (t itself without).
 func (fs *Faults) Topology(t *topo.Topology) *topo.Topology {
-	if fs == nil || len(fs.Scale) == 0 {
+	if fs == nil || !slices.ContainsFunc(fs.Scale, func(s LinkScale) bool { return s.At == 0 }) {
 		return t
 	}
 	c := *t
 	c.Links = slices.Clone(t.Links)
 	for _, s := range fs.Scale {
-		c.Links[s.Link].BWbps *= s.Factor
+		if s.At == 0 {
+			c.Links[s.Link].BWbps = t.Links[s.Link].BWbps * s.Factor
+		}
 	}
 	return &c
 }
@@ -132,7 +144,11 @@ func (fs *Faults) params(p map[string]any) {
 	if len(fs.Scale) > 0 {
 		var v []string
 		for _, s := range fs.Scale {
-			v = append(v, s.Name+"="+strconv.FormatFloat(s.Factor, 'g', -1, 64))
+			at := ""
+			if s.At > 0 {
+				at = "@" + units.FormatDuration(int64(s.At))
+			}
+			v = append(v, s.Name+"="+strconv.FormatFloat(s.Factor, 'g', -1, 64)+at)
 		}
 		p["link_scale"] = strings.Join(v, ",")
 	}
@@ -173,8 +189,13 @@ func (e *FlowsFailed) Error() string {
 }
 
 // scheduleFaults takes the links down from the start out of routing and
-// schedules the others.
+// schedules the other failures and the later changes of bandwidth.
 func (e *engine) scheduleFaults() error {
+	for k, s := range e.opt.Faults.Scale {
+		if s.At > 0 {
+			e.q.Push(s.At, evScale, s.Link, int64(k))
+		}
+	}
 	for _, d := range e.opt.Faults.Down {
 		if d.At == 0 {
 			if err := e.linkDown(d.Link); err != nil {
@@ -409,4 +430,40 @@ func (c *collLoad) tryDemand(f *flowset.Flow) (*demand, error) {
 		return nil, err
 	}
 	return c.demandOf(f), nil
+}
+
+// linkScale sets link li's bandwidth to its nominal one times factor from
+// now on: the flows on it are re-solved (all of them, as a slower link may
+// bind flows below the rates the incremental solve would keep), and at
+// collective granularity the collectives are re-priced, as for a failure.
+func (e *engine) linkScale(li int32, factor float64) error {
+	bw := e.in.Topology.Links[li].BWbps * factor
+	e.r.SetBandwidth(li, bw)
+	f := e.fl
+	for dir := int32(0); dir < 2; dir++ {
+		dl := route.DirLink(2*li + dir)
+		if !f.private {
+			f.cap[dl] = bw
+			f.seeds = append(f.seeds, dl)
+			continue
+		}
+		f.realCap[dl] = bw
+		var cs []route.DirLink
+		for k, c := range f.copies {
+			if k.link == dl {
+				f.cap[c] = bw
+				cs = append(cs, c)
+			}
+		}
+		slices.Sort(cs) // the map's order is not the run's
+		f.seeds = append(f.seeds, cs...)
+	}
+	f.theta = 0
+	if e.price != nil {
+		clear(e.price.cache)
+	}
+	if e.share != nil {
+		return e.share.reprice(e)
+	}
+	return nil
 }

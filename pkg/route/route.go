@@ -263,6 +263,10 @@ func (r *Router) To(d DirLink) int32 { return r.From(d ^ 1) }
 // Bandwidth of a directed link in bit/s.
 func (r *Router) Bandwidth(d DirLink) float64 { return r.bw[d.Link()] }
 
+// SetBandwidth changes link li's bandwidth (both directions) from now on:
+// a degraded link. Routing does not depend on it.
+func (r *Router) SetBandwidth(li int32, bps float64) { r.bw[li] = bps }
+
 // Latency is the sum of the path's link latencies.
 func (r *Router) Latency(p []DirLink) des.Time {
 	var lat des.Time
