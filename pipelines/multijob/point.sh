@@ -8,11 +8,14 @@
 # stdout with the point's parameters. The mix's link loads, and their
 # report and picture per tier and job, land in RUNDIR/links.{parquet,txt,png}.
 #
-#   point.sh FABRIC PLACEMENT RUNDIR     (BIN: the programs; MODEL: fluid)
+#   point.sh FABRIC PLACEMENT RUNDIR     (BIN: the programs; MODEL: fluid;
+#                                          FAULTS: flowsim-analytical flags, e.g.
+#                                          --link-down 1152-1280@100ms, for every run)
 set -eu
 fabric=$1 placement=$2 dir=$3
 BIN=${BIN:?set BIN to the directory of the programs}
 MODEL=${MODEL:-fluid}
+FAULTS=${FAULTS:-}
 W=$(cd "$(dirname "$0")/../../examples/workloads" && pwd)
 mkdir -p "$dir"
 
@@ -56,15 +59,17 @@ while [ $# -gt 0 ]; do
 	shift 3
 	"$BIN/simccl-decompose" --workload "$W/$wl" --dp "$dp" --granularity collective --job "$job" \
 		--place "$(place $i)" <"$dir/topo.stream" >"$dir/$job.stream" 2>"$dir/$job.log"
-	"$BIN/flowsim-analytical" --model "$MODEL" -o "$dir/$job.parquet" "$dir/$job.stream" 2>>"$dir/$job.log"
+	# shellcheck disable=SC2086 # FAULTS is a list of flags
+	"$BIN/flowsim-analytical" --model "$MODEL" $FAULTS -o "$dir/$job.parquet" "$dir/$job.stream" 2>>"$dir/$job.log"
 	streams="$streams${streams:+,}$dir/$job.stream"
 	solos="$solos${solos:+,}$job=$dir/$job.parquet"
 	i=$((i + 1))
 done
 "$BIN/simccl-decompose" --merge "$streams" >"$dir/mix.stream"
-"$BIN/flowsim-analytical" --model "$MODEL" -o "$dir/mix.parquet" --link-loads "$dir/links.parquet" "$dir/mix.stream" 2>"$dir/mix.log"
+# shellcheck disable=SC2086
+"$BIN/flowsim-analytical" --model "$MODEL" $FAULTS -o "$dir/mix.parquet" --link-loads "$dir/links.parquet" "$dir/mix.stream" 2>"$dir/mix.log"
 # Where the jobs met: per tier and job, drawn as a heat map.
 "$BIN/fctstats" --links "$dir/links.parquet" --top 20 --plot "$dir/links.png" >"$dir/links.txt"
 "$BIN/fctstats" --iteration --solo "$solos" --format csv --table slowdown \
-	--param fabric="$label" --param placement="$placement" --param model="$MODEL" \
+	--param fabric="$label" --param placement="$placement" --param model="$MODEL" --param faults="${FAULTS:-none}" \
 	--param case="$label $placement" "$dir/mix.parquet"
