@@ -55,13 +55,18 @@ func TestJobTierLoads(t *testing.T) {
 	if !strings.HasSuffix(lines[0], ",jobs,n_jobs") || !strings.HasSuffix(lines[1], ",a+b,2") || !strings.HasSuffix(lines[2], ",a,1") {
 		t.Errorf("top table:\n%s", b.String())
 	}
+	if jt, err := ll.DataTable(TableJobs); err != nil || jt.Len() != len(want) {
+		t.Errorf("jobs table: %v, want %d rows", err, len(want))
+	}
 	m, rows = twoTier()
 	b.Reset()
 	dt, _ = AnalyzeLinks("two.parquet", m, rows, 2).DataTable(TableTop)
 	if err := dt.WriteCSV(&b); err != nil || strings.Contains(b.String(), "jobs") {
 		t.Errorf("top table without jobs: %v\n%s", err, b.String())
 	}
-	if AnalyzeLinks("two.parquet", m, rows, 2).JobTiers != nil {
+	if nj := AnalyzeLinks("two.parquet", m, rows, 2); nj.JobTiers != nil {
 		t.Error("job-tier rows without jobs")
+	} else if _, err := nj.DataTable(TableJobs); err == nil || !strings.Contains(err.Error(), "no jobs") {
+		t.Errorf("jobs table of a file without jobs: %v", err)
 	}
 }

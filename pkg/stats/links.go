@@ -20,6 +20,7 @@ import (
 const (
 	TableTiers = "tiers" // per tier and group type
 	TableTop   = "top"   // the hottest directed links
+	TableJobs  = "jobs"  // per job and tier (a file of several jobs)
 )
 
 // GroupAll is the group_type of a tier's row that totals every group type.
@@ -370,7 +371,7 @@ func tierLoads(dirs []*LinkLoad) []TierLoad {
 	return out
 }
 
-// DataTable returns the tiers or top table.
+// DataTable returns the tiers, top or jobs table.
 func (ll *LinkLoads) DataTable(name string) (*DataTable, error) {
 	switch name {
 	case TableTiers:
@@ -388,8 +389,13 @@ func (ll *LinkLoads) DataTable(name string) (*DataTable, error) {
 			dt.addColumn("n_jobs", reflect.Int64, counts)
 		}
 		return dt, nil
+	case TableJobs:
+		if len(ll.JobTiers) == 0 {
+			return nil, fmt.Errorf("%s has no jobs (its job column is empty): no table %s", ll.Source, TableJobs)
+		}
+		return newDataTable(ll.Source, ll.JobTiers), nil
 	}
-	return nil, fmt.Errorf("the link-load report has the tables tiers and top, not %q", name)
+	return nil, fmt.Errorf("the link-load report has the tables tiers, top and jobs, not %q", name)
 }
 
 // Human units of the report: the unit units.SizeScale and TimeScale pick
