@@ -239,7 +239,7 @@ func TestLinkPlot(t *testing.T) {
 	for i := range rows {
 		rows[i].Job = map[string]string{"DP": "a", "EP": "b"}[rows[i].GroupType]
 	}
-	plots, heights = Links(stats.AnalyzeLinks("jobs.parquet", m, rows, 10))
+	plots, _ = Links(stats.AnalyzeLinks("jobs.parquet", m, rows, 10))
 	if len(plots) != 3 {
 		t.Fatalf("%d panels for a file of jobs, want 3", len(plots))
 	}
