@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 
 	gplot "gonum.org/v1/plot"
@@ -19,8 +21,11 @@ import (
 
 // checkIteration rejects flags that do not go with --iteration, or need it.
 func (c *command) checkIteration() error {
-	iterTable := c.Table == stats.TableIteration || c.Table == stats.TableLayers
+	iterTable := c.Table == stats.TableIteration || c.Table == stats.TableLayers || c.Table == stats.TableSlowdown
 	if !c.Iteration {
+		if len(c.Solo) > 0 {
+			return cli.Usagef("--solo compares iterations: add --iteration")
+		}
 		if iterTable {
 			return cli.Usagef("--table %s is a table of the iteration report: add --iteration", c.Table)
 		}
@@ -33,6 +38,10 @@ func (c *command) checkIteration() error {
 		return cli.Usagef("--format nccl-tests reports collectives; it does not go with --iteration")
 	case c.Timeline:
 		return cli.Usagef("--timeline does not go with --iteration: its --plot is already a timeline")
+	case c.Table == stats.TableSlowdown && len(c.Solo) == 0:
+		return cli.Usagef("--table slowdown compares a mix with its jobs alone: give --solo JOB=TRACE")
+	case len(c.Solo) > 0 && c.Compare:
+		return cli.Usagef("--solo does not go with --compare")
 	case (c.Format == "simai-e2e" || c.Format == "chrome-trace") && (c.Compare || len(c.Files) > 1):
 		return cli.Usagef("--format %s writes one trace's iteration: give one file, without --compare", c.Format)
 	}
@@ -65,6 +74,9 @@ func (c *command) iteration() error {
 		}
 		its = append(its, all...)
 	}
+	if err := c.applySolo(its, opt); err != nil {
+		return err
+	}
 	if len(its) > 1 && (c.Format == "simai-e2e" || c.Format == "chrome-trace") {
 		return fmt.Errorf("%s: a trace of %d jobs: --format %s writes one job's iteration", files[0], len(its), c.Format)
 	}
@@ -77,6 +89,9 @@ func (c *command) iteration() error {
 				} else {
 					it.WriteMarkdown(w)
 				}
+			}
+			if len(c.Solo) > 0 {
+				stats.WriteSlowdowns(w, its, c.Format == "markdown")
 			}
 			return nil
 		case "json":
@@ -92,6 +107,9 @@ func (c *command) iteration() error {
 			return its[0].WriteSimAIE2E(w)
 		case "chrome-trace":
 			return its[0].WriteChromeTrace(w)
+		}
+		if c.Table == stats.TableSlowdown {
+			return c.joinTables(w, 1, func(int) (*stats.DataTable, error) { return stats.SlowdownTable(files[0], its), nil })
 		}
 		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) {
 			return c.markPartial(its[i].DataTable(c.Table))(its[i].UnfinishedFlows)
@@ -246,6 +264,9 @@ func (c *command) concat() error {
 	}
 	if c.Plot != "" {
 		plots, err := plot.Sweep(dt, c.X, c.Y)
+		if c.Group != "" {
+			plots, err = plot.GroupedDots(dt, c.X, c.Y, c.Group)
+		}
 		if err != nil {
 			return cli.Usagef("%v", err)
 		}
@@ -258,4 +279,44 @@ func (c *command) concat() error {
 		}
 	}
 	return c.output(func(w io.Writer) error { return c.writeTable(w, dt) })
+}
+
+// applySolo reads --solo JOB=TRACE and compares each job's iteration in
+// the mix with its iteration in TRACE.
+func (c *command) applySolo(its []*stats.Iteration, opt stats.IterationOptions) error {
+	var specs []string
+	for _, s := range c.Solo {
+		specs = append(specs, strings.Split(s, ",")...)
+	}
+	for _, spec := range specs {
+		job, file, ok := strings.Cut(spec, "=")
+		if !ok || job == "" || file == "" {
+			return fmt.Errorf("--solo %q: expected JOB=TRACE, e.g. a=a-solo.parquet", spec)
+		}
+		k := slices.IndexFunc(its, func(it *stats.Iteration) bool { return it.Job == job })
+		if k < 0 {
+			var jobs []string
+			for _, it := range its {
+				jobs = append(jobs, strconv.Quote(it.Job))
+			}
+			return fmt.Errorf("--solo %s: the trace has no job %q (its jobs: %s)", spec, job, strings.Join(jobs, ", "))
+		}
+		in, err := c.openInput(file)
+		if err != nil {
+			return err
+		}
+		solo, err := stats.AnalyzeIterations(in, opt)
+		in.Close()
+		if err != nil {
+			return err
+		}
+		it, err := stats.SoloOf(solo, job, file)
+		if err != nil {
+			return fmt.Errorf("--solo %s: %v", spec, err)
+		}
+		if err := its[k].SetSolo(it); err != nil {
+			return fmt.Errorf("--solo %s: %v", spec, err)
+		}
+	}
+	return nil
 }

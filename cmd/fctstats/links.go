@@ -13,7 +13,7 @@ import (
 
 // checkLinks rejects flags that do not go with --links, or need it.
 func (c *command) checkLinks() error {
-	linksTable := c.Table == stats.TableTiers || c.Table == stats.TableTop
+	linksTable := c.Table == stats.TableTiers || c.Table == stats.TableTop || c.Table == stats.TableJobs
 	if c.Links == "" {
 		if linksTable {
 			return cli.Usagef("--table %s is a table of the link-load report: add --links FILE", c.Table)
@@ -22,7 +22,7 @@ func (c *command) checkLinks() error {
 	}
 	switch {
 	case !linksTable:
-		return cli.Usagef("--links writes the tables tiers and top, not %s", c.Table)
+		return cli.Usagef("--links writes the tables tiers, top and jobs, not %s", c.Table)
 	case len(c.Files) > 0:
 		return cli.Usagef("--links FILE reads one links file; it takes no trace FILES (give them to another fctstats run)")
 	case c.Compare || c.Iteration || c.Concat || c.Timeline || c.Curves:

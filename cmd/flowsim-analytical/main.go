@@ -4,6 +4,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -16,20 +17,23 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 type command struct {
 	progress.Quiet
-	Model    string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
-	Out      string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
-	Seed     uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
-	Routing  string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive splits them evenly, hop by hop, over the least loaded next hops when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
-	Expand   bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
-	Symmetry bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
-	Links    string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
-	SendLat  units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
-	Input    string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+	Model     string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
+	Out       string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
+	Seed      uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
+	Routing   string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive splits them evenly, hop by hop, over the least loaded next hops when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
+	Expand    bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
+	Symmetry  bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	Links     string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
+	SendLat   units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
+	LinkDown  []string       `name:"link-down" placeholder:"A-B@TIME" help:"Fail the link between nodes A and B (node ids, as flowsim-packet's LINK_DOWN names them) at TIME (with its unit: 2ms; @0s or no @: from the start); repeatable. Flows sending over it move, with the bytes they have left, to the equal-cost paths that remain (hashed anew, as packet's queue pairs); a flow with no path left fails (trace status failed) and the run exits 1 after writing the trace, as flowsim-packet. At collective granularity the COLL nodes released later are priced without it, and under fluid those in flight are re-priced."`
+	LinkScale []string       `name:"link-scale" placeholder:"A-B=FACTOR[@TIME]" help:"Multiply the bandwidth of the link between nodes A and B by FACTOR (> 0; 0.5 halves it) in both directions, for the whole run, or from TIME on with A-B=FACTOR@TIME (the flows on it re-solved then; FACTOR always of the nominal bandwidth); repeatable."`
+	Input     string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where the time goes at scale (go tool pprof).
 	CPUProfile string `name:"cpuprofile" hidden:"" placeholder:"FILE"`
 }
@@ -99,6 +103,10 @@ func (c *command) run() error {
 	if err := in.RefuseEmpty("flowsim-analytical"); err != nil {
 		return err
 	}
+	faults, err := c.faults(in.Topology)
+	if err != nil {
+		return err
+	}
 	sendLat, err := cli.BackendSendLatency("flowsim-analytical", int64(c.SendLat), in.Collectives)
 	if err != nil {
 		return err
@@ -107,8 +115,12 @@ func (c *command) run() error {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry,
-		LinkLoads: c.Links != ""}
-	meta := analytical.Meta(in, opt)
+		LinkLoads: c.Links != "", Faults: faults}
+	if faults != nil {
+		// A degraded or failed link breaks the sameness of sibling groups.
+		opt.NoSymmetry = true
+	}
+	meta := analytical.MetaFaults(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)
 	if err != nil {
@@ -122,6 +134,10 @@ func (c *command) run() error {
 	aw := trace.Async(w)
 	res, err := analytical.Run(in, opt, aw.Write)
 	meter.Stop()
+	var failed *analytical.FlowsFailed
+	if errors.As(err, &failed) {
+		err = nil // the trace is whole: its rows say which flows failed
+	}
 	if err != nil {
 		trace.Abort(aw)
 		return err
@@ -138,9 +154,12 @@ func (c *command) run() error {
 			gran = "collective"
 		}
 		m := links.Meta{Backend: model.Backend(), Routing: routing.String(), MakespanNs: res.End.Ns(), Granularity: gran, Topology: in.TopologyMeta()}
-		if err := links.Write(c.Links, m, res.Loads.Rows(in.Topology, m.MakespanNs)); err != nil {
+		if err := links.Write(c.Links, m, res.Loads.Rows(faults.Topology(in.Topology), m.MakespanNs)); err != nil {
 			return err
 		}
+	}
+	if failed != nil { // the error is the one line said, as flowsim-packet's
+		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %d bytes never delivered)", failed, res.Failed, res.FailedBytes)
 	}
 	for _, m := range res.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: %s\n", m)
@@ -156,4 +175,28 @@ func (c *command) run() error {
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
 	return nil
+}
+
+// faults reads --link-down and --link-scale against the stream's topology
+// (nil when neither is given).
+func (c *command) faults(t *topo.Topology) (*analytical.Faults, error) {
+	if len(c.LinkDown) == 0 && len(c.LinkScale) == 0 {
+		return nil, nil
+	}
+	fs := &analytical.Faults{}
+	for _, s := range c.LinkDown {
+		d, err := analytical.ParseLinkDown(t, s)
+		if err != nil {
+			return nil, fmt.Errorf("--link-down %s: %v", s, err)
+		}
+		fs.Down = append(fs.Down, d)
+	}
+	for _, s := range c.LinkScale {
+		l, err := analytical.ParseLinkScale(t, s)
+		if err != nil {
+			return nil, fmt.Errorf("--link-scale %s: %v", s, err)
+		}
+		fs.Scale = append(fs.Scale, l)
+	}
+	return fs, nil
 }

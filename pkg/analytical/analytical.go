@@ -53,6 +53,7 @@
 package analytical
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -129,6 +130,8 @@ type Options struct {
 	// and op, into Result.Loads: a flow's over its path (or its sprayed
 	// links' shares), a COLL node's from its traffic matrix as priced.
 	LinkLoads bool
+	// Faults degrade or fail links (faults.go); nil: none.
+	Faults *Faults
 
 	verify func(*fluid) // tests: checks the solver after every update
 }
@@ -140,6 +143,13 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "routing": opt.Routing.String(), "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
 		Topology: in.TopologyMeta(),
 	}
+}
+
+// MetaFaults is Meta naming the run's faults in its params.
+func MetaFaults(in *flowset.Set, opt Options) trace.Meta {
+	m := Meta(in, opt)
+	opt.Faults.params(m.Params)
+	return m
 }
 
 // Result summarises a run.
@@ -158,6 +168,10 @@ type Result struct {
 	SymmetricNodes int
 	Warnings       []string      // what the run could not model, once each
 	Loads          *linkload.Acc // with Options.LinkLoads
+	// With Options.Faults: trace rows of flows failed links left without a
+	// path, and the bytes they never delivered.
+	Failed      int
+	FailedBytes int64
 }
 
 // Event kinds.
@@ -167,6 +181,8 @@ const (
 	evSend                   // Target flow index: its send latency is over
 	evStart                  // Target flow index: its step latency is over, the bytes go
 	evCollDone               // Target COLL node (fluid), Arg its share generation
+	evLinkDown               // Target link index (Options.Faults)
+	evScale                  // Target link index, Arg its Options.Faults.Scale index
 )
 
 // progressEvery is how many completions pass between Progress calls:
@@ -205,6 +221,7 @@ type engine struct {
 	steps   steps         // busbw: the collective records run as one workload step
 	links   *linkload.Acc // Options.LinkLoads
 	n       int32         // the stream's flows; indexes from n on are ex's
+	fail    failures      // Options.Faults
 }
 
 // The event calendar's geometry: 16.4 ns buckets, a 268 us horizon. The
@@ -223,7 +240,7 @@ func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
 // order, with its trace row (the row is reused: copy it to keep it). An
 // Input may be run several times, not concurrently.
 func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, error) {
-	r, err := route.New(in.Topology)
+	r, err := route.New(opt.Faults.Topology(in.Topology))
 	if err != nil {
 		return Result{}, err
 	}
@@ -248,7 +265,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 			return expand.AtCompletion
 		})
 		e.ex.Mark = func(j int32) { e.pace.Mark(j, e.flow(j)) }
-		if opt.Model == Fluid && !opt.NoSymmetry {
+		if opt.Model == Fluid && !opt.NoSymmetry && !opt.Faults.active() { // a degraded link makes one group unlike its siblings
 			// Max-min rates on one group's links depend only on the
 			// flows over them: a group alone on its links runs as its
 			// siblings do.
@@ -292,6 +309,11 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		fl := e.fl
 		fl.verify = func() { opt.verify(fl) }
 	}
+	if opt.Faults.active() {
+		if err := e.scheduleFaults(); err != nil {
+			return e.res, err
+		}
+	}
 	for _, i := range in.DAG.Ready() {
 		if err := e.release(i); err != nil {
 			return e.res, err
@@ -327,6 +349,14 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 						return e.res, err
 					}
 				}
+			case evLinkDown:
+				if err := e.linkDown(ev.Target); err != nil {
+					return e.res, err
+				}
+			case evScale:
+				if err := e.linkScale(ev.Target, e.opt.Faults.Scale[ev.Arg].Factor); err != nil {
+					return e.res, err
+				}
 			case evDrained:
 				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
 					s := &f.slots[ev.Target]
@@ -355,7 +385,8 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
-	return e.res, nil
+	e.res.Failed, e.res.FailedBytes = e.fail.count, e.fail.lost
+	return e.res, e.failed()
 }
 
 // steps maps each collective record to the first record of its workload
@@ -476,6 +507,11 @@ func (e *engine) release(i int32) error {
 			}
 			return e.expand(i)
 		}
+		if e.fail.down > 0 {
+			if failed, err := e.collFails(i); failed || err != nil {
+				return err
+			}
+		}
 		if e.links != nil {
 			e.price.addLoads(e.links, f)
 		}
@@ -504,6 +540,9 @@ func (e *engine) send(i int32, started bool) error {
 	hash := route.QPHash(f.Src, f.Dst, f.ID, 0, e.opt.Seed)
 	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
 	if err != nil {
+		if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
+			return e.failFlow(i, 0, 0, err)
+		}
 		return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 	}
 	lat := e.r.Latency(e.path)
@@ -528,6 +567,9 @@ func (e *engine) send(i int32, started bool) error {
 	if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
 		e.key = key
 		if path, w, err = e.sprayed(f); err != nil {
+			if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
+				return e.failFlow(i, 0, 0, err)
+			}
 			return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))
 		}
 		if w != nil {
@@ -619,6 +661,9 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	}
 	start := e.in.Flow(i).Start
 	e.row = e.in.Row(i, start.Ns(), e.now.Ns(), des.BoundNs(ideal, start, e.now))
+	if e.fail.flows != nil {
+		e.markFailed(i, &e.row)
+	}
 	if err := e.emit(&e.row); err != nil {
 		return err
 	}

@@ -138,6 +138,7 @@ func (c *collLoad) demandOf(f *flowset.Flow) *demand {
 	}
 	d, err := c.price(co)
 	if err != nil {
+		clear(c.load) // price stopped half way through its scratch
 		msg := fmt.Sprintf("%s %s on group %d: fabric not priced (%v); it takes NCCL's model time", co.Algorithm, co.Op, co.Group, err)
 		if !c.warn[msg] {
 			c.warn[msg] = true
@@ -218,13 +219,16 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	// NCCL's model time spreads a GPU's bytes over its NIC ports: the
 	// most loaded NIC link of that even split is what the fabric is
 	// measured against.
+	// NCCL's model knows the NICs' nominal rates: a degraded NIC link
+	// (--link-scale) is measured against its nominal time, so its slowness
+	// counts.
 	var nic float64
 	for i, l := range touched {
 		d.ps[i] = c.load[l] * 8e12 / c.r.Bandwidth(l)
-		c.load[l] = 0
 		if k := c.kinds[l]; k == kindNIC || k == kindPCIe {
-			nic = max(nic, d.ps[i])
+			nic = max(nic, c.load[l]*8e12/c.in.Topology.Links[l.Link()].BWbps)
 		}
+		c.load[l] = 0
 	}
 	if c.policy.Hashed() {
 		pipelined := sp.Algo != collective.AlgoDirect && sp.Algo != collective.AlgoPXN && sp.Algo != collective.AlgoP2P

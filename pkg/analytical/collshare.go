@@ -36,6 +36,7 @@ type shareJob struct {
 	links []route.DirLink
 	u     []float64 // share of each link at full speed
 	left  float64   // ps of work at full speed still to do
+	alone float64   // ps of all its work at full speed
 	x     float64   // speed, 1 = alone
 	gen   int64     // completion events of older generations are stale
 	done  bool      // frozen during a solve
@@ -66,27 +67,35 @@ func (s *collShare) start(e *engine, i int32) {
 	f := e.in.Flow(i)
 	d := s.load.demandOf(f)
 	alone := float64(f.Lat + d.extraFor(f.Size))
-	j := &shareJob{flow: i, left: alone, x: 1}
-	if d != nil && alone > 0 {
-		j.links = d.links
-		j.u = make([]float64, len(d.links))
-		peak := 0.0
-		for k, ps := range d.ps {
-			j.u[k] = ps * float64(f.Size) / alone
-			peak = max(peak, j.u[k])
-		}
-		// NCCL's model may be a little faster than the links' raw rate
-		// allows; alone the collective still takes exactly its time.
-		if peak > 1 {
-			for k := range j.u {
-				j.u[k] /= peak
-			}
-		}
-	}
+	j := &shareJob{flow: i, left: alone, alone: alone, x: 1}
+	j.setShares(d, f.Size)
 	s.advance(e.now)
 	s.jobs = append(s.jobs, j)
 	s.addShares(j, 1)
 	s.solve(e)
+}
+
+// setShares sets the job's links and its share u of each at full speed
+// from its demand d (none for an unpriced one).
+func (j *shareJob) setShares(d *demand, size int64) {
+	j.links, j.u = nil, nil
+	if d == nil || j.alone <= 0 {
+		return
+	}
+	j.links = d.links
+	j.u = make([]float64, len(d.links))
+	peak := 0.0
+	for k, ps := range d.ps {
+		j.u[k] = ps * float64(size) / j.alone
+		peak = max(peak, j.u[k])
+	}
+	// NCCL's model may be a little faster than the links' raw rate
+	// allows; alone the collective still takes exactly its time.
+	if peak > 1 {
+		for k := range j.u {
+			j.u[k] /= peak
+		}
+	}
 }
 
 // done handles a completion event: stale ones report false; otherwise the

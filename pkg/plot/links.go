@@ -36,11 +36,15 @@ func groupLabel(g string) string {
 	return g
 }
 
-// Links draws the report as two panels: the mean utilization of each
+// Links draws the report as two panels (three for a file of several jobs,
+// the third jobTierPlot's heat map): the mean utilization of each
 // tier's links stacked by group type, with the most utilized link of the
 // tier marked; and the hottest directed links as horizontal bars stacked
 // by group type. It returns the panels and their heights for Write.
 func Links(ll *stats.LinkLoads) ([]*gplot.Plot, []vg.Length) {
+	if len(ll.JobTiers) > 0 { // a file of several jobs: their heat map too
+		return []*gplot.Plot{tierPlot(ll), topPlot(ll), jobTierPlot(ll)}, []vg.Length{vg.Inch * 4.5, topHeight(ll), jobTierHeight(ll)}
+	}
 	return []*gplot.Plot{tierPlot(ll), topPlot(ll)}, []vg.Length{vg.Inch * 4.5, topHeight(ll)}
 }
 

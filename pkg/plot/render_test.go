@@ -235,6 +235,17 @@ func TestLinkPlot(t *testing.T) {
 	if err := Write(&png, "png", plots, heights); err != nil || !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG")) {
 		t.Errorf("PNG: %v", err)
 	}
+	// Jobs: a third panel, the heat map of each job's part of each tier.
+	for i := range rows {
+		rows[i].Job = map[string]string{"DP": "a", "EP": "b"}[rows[i].GroupType]
+	}
+	plots, _ = Links(stats.AnalyzeLinks("jobs.parquet", m, rows, 10))
+	if len(plots) != 3 {
+		t.Fatalf("%d panels for a file of jobs, want 3", len(plots))
+	}
+	svgJobs := renderSVG(t, plots[2:])
+	checkTexts(t, "job heat map", svgJobs, "Link utilization by job and tier (%: the job's part of the tier's mean over its loaded links)",
+		"job", "a", "b", "gpu-edge", "edge-agg", "8.0%", "1.0%", "10.0%", "5.0%", "20.0%") // gpu-edge: 5 loaded links with the no-group one
 	// No rows: both panels say so rather than fail.
 	empty := stats.AnalyzeLinks("none.parquet", m, nil, 10)
 	plots, heights = Links(empty)

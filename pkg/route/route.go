@@ -19,6 +19,7 @@
 package route
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -30,6 +31,11 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
+
+// ErrNoPath is wrapped by the errors of a pair the fabric cannot join (its
+// links, less the failed ones, reach no path): a backend with failed links
+// marks such a transfer failed instead of stopping.
+var ErrNoPath = errors.New("no path")
 
 // DirLink is one direction of a full-duplex link: 2*link index + dir, dir 0
 // from the link's A end to B, 1 from B to A. Each direction has the link's
@@ -257,6 +263,10 @@ func (r *Router) To(d DirLink) int32 { return r.From(d ^ 1) }
 // Bandwidth of a directed link in bit/s.
 func (r *Router) Bandwidth(d DirLink) float64 { return r.bw[d.Link()] }
 
+// SetBandwidth changes link li's bandwidth (both directions) from now on:
+// a degraded link. Routing does not depend on it.
+func (r *Router) SetBandwidth(li int32, bps float64) { r.bw[li] = bps }
+
 // Latency is the sum of the path's link latencies.
 func (r *Router) Latency(p []DirLink) des.Time {
 	var lat des.Time
@@ -451,7 +461,7 @@ func (r *Router) firstHops(src, dst int32) (best, nbest int, err error) {
 		}
 	}
 	if best > unreachable {
-		return 0, 0, fmt.Errorf("no path from GPU %d to GPU %d through the switches", src, dst)
+		return 0, 0, fmt.Errorf("%w from GPU %d to GPU %d through the switches", ErrNoPath, src, dst)
 	}
 	return best, nbest, nil
 }
@@ -599,7 +609,7 @@ func (r *Router) anyPath(buf []DirLink, src, dst int32, hash uint64) (_ []DirLin
 	}
 	dist := r.distToNode(dst)
 	if dist[src] == unreachable {
-		return buf, false, fmt.Errorf("no path from node %d to node %d through the switches", src, dst)
+		return buf, false, fmt.Errorf("%w from node %d to node %d through the switches", ErrNoPath, src, dst)
 	}
 	for v := src; v != dst; {
 		want := dist[v] - 1

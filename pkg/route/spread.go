@@ -164,7 +164,7 @@ func (r *Router) spreadAny(src, dst int32, bytes float64, add func(DirLink, floa
 	}
 	dist := r.distToNode(dst)
 	if dist[src] == unreachable {
-		return fmt.Errorf("no path from node %d to node %d through the switches", src, dst)
+		return fmt.Errorf("%w from node %d to node %d through the switches", ErrNoPath, src, dst)
 	}
 	front := []mass{{src, bytes}}
 	for len(front) > 0 {

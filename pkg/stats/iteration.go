@@ -144,6 +144,11 @@ type Iteration struct {
 	// PerStage: a collective-granularity trace, in which each rank stands
 	// for every rank of its pipeline stage.
 	PerStage bool `json:"one_rank_per_stage"`
+	// With a solo run of the same job (SetSolo): its iteration alone on
+	// the fabric, where it came from, and this one's ratio to it.
+	SoloSource      string  `json:"solo_source,omitempty"`
+	SoloIterationNs int64   `json:"solo_iteration_ns,omitempty"`
+	Slowdown        float64 `json:"slowdown,omitempty"`
 
 	// Segments per rank (with IterationOptions.KeepSegments): the
 	// iteration cut into compute, exposed and bubble pieces, for plots.

@@ -67,9 +67,13 @@ func (it *Iteration) tables() []*textTable {
 	if it.PerStage {
 		ranks += " (each standing for its pipeline stage: collective granularity)"
 	}
+	solo := ""
+	if it.SoloIterationNs > 0 {
+		solo = fmt.Sprintf("; %.4fx its solo iteration (%s in %s)", it.Slowdown, units.HumanDuration(it.SoloIterationNs*1000), it.SoloSource)
+	}
 	sum := &textTable{
-		title: fmt.Sprintf("Iteration: %s over %s; critical rank %d%s (most compute + exposed communication)",
-			units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage),
+		title: fmt.Sprintf("Iteration: %s over %s; critical rank %d%s (most compute + exposed communication)%s",
+			units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage, solo),
 		head:  []string{"", "critical (ms)", "share", "mean (ms)", "share"},
 		align: "lrrrr",
 		rows:  it.breakdownRows(),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 const (
 	TableTiers = "tiers" // per tier and group type
 	TableTop   = "top"   // the hottest directed links
+	TableJobs  = "jobs"  // per job and tier (a file of several jobs)
 )
 
 // GroupAll is the group_type of a tier's row that totals every group type.
@@ -42,6 +44,9 @@ type LinkLoads struct {
 	Tiers []TierLoad `json:"tiers"`
 	// Top: the hottest directed links, most utilized first.
 	Top []LinkLoad `json:"top"`
+	// JobTiers: per job and tier, the job's load (a file of several jobs;
+	// none otherwise).
+	JobTiers []JobTierLoad `json:"job_tiers,omitempty"`
 
 	dirs []*LinkLoad // every directed link, hottest first
 }
@@ -205,6 +210,7 @@ func AnalyzeLinks(source string, m links.Meta, rows []links.Row, top int) *LinkL
 		ll.Top[i] = *ll.dirs[i]
 	}
 	ll.Tiers = tierLoads(ll.dirs)
+	ll.JobTiers = jobTierLoads(rows, ll)
 	return ll
 }
 
@@ -365,15 +371,31 @@ func tierLoads(dirs []*LinkLoad) []TierLoad {
 	return out
 }
 
-// DataTable returns the tiers or top table.
+// DataTable returns the tiers, top or jobs table.
 func (ll *LinkLoads) DataTable(name string) (*DataTable, error) {
 	switch name {
 	case TableTiers:
 		return newDataTable(ll.Source, ll.Tiers), nil
 	case TableTop:
-		return newDataTable(ll.Source, ll.Top), nil
+		dt := newDataTable(ll.Source, ll.Top)
+		if slices.ContainsFunc(ll.Top, func(l LinkLoad) bool { return len(l.Jobs) > 0 }) {
+			// A file of several jobs: which jobs each link carried, and how
+			// many ("+"-joined, as a tier's kinds).
+			names, counts := make([]cell, len(ll.Top)), make([]cell, len(ll.Top))
+			for i, l := range ll.Top {
+				names[i], counts[i] = cell{s: strings.Join(l.Jobs, "+")}, cell{i: int64(len(l.Jobs))}
+			}
+			dt.addColumn("jobs", reflect.String, names)
+			dt.addColumn("n_jobs", reflect.Int64, counts)
+		}
+		return dt, nil
+	case TableJobs:
+		if len(ll.JobTiers) == 0 {
+			return nil, fmt.Errorf("%s has no jobs (its job column is empty): no table %s", ll.Source, TableJobs)
+		}
+		return newDataTable(ll.Source, ll.JobTiers), nil
 	}
-	return nil, fmt.Errorf("the link-load report has the tables tiers and top, not %q", name)
+	return nil, fmt.Errorf("the link-load report has the tables tiers, top and jobs, not %q", name)
 }
 
 // Human units of the report: the unit units.SizeScale and TimeScale pick
@@ -458,6 +480,9 @@ func (ll *LinkLoads) tables() []*textTable {
 			made += "; " + j
 		}
 		h.rows = append(h.rows, []string{count(i + 1), l.Tier, count(l.Link), l.Label(), gbpsBW(l.BWbps), humanBytes(l.Bytes), pct(l.Utilization), made})
+	}
+	if jt := ll.jobTable(); jt != nil {
+		return []*textTable{t, h, jt}
 	}
 	return []*textTable{t, h}
 }

@@ -32,6 +32,15 @@ func (dt *DataTable) AddParam(name, value string) error {
 	return nil
 }
 
+// addColumn appends a column of the given kind, one cell per row.
+func (dt *DataTable) addColumn(name string, k reflect.Kind, cells []cell) {
+	dt.Names = append(dt.Names, name)
+	dt.kinds = append(dt.kinds, k)
+	for i := range dt.rows {
+		dt.rows[i] = append(dt.rows[i], cells[i])
+	}
+}
+
 // parseCell types one value as AddParam does.
 func parseCell(s string) (reflect.Kind, cell) {
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
