@@ -150,3 +150,49 @@ func TestChakraBadInput(t *testing.T) {
 	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "typ")), 1, "typ.0.et: record 2 (node id 4), field type", "node type 12")
 	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", filepath.Join(dir, "pg"), "--granularity", "collective"), 2, "--granularity flow only")
 }
+
+// A collective-granularity stream written as Chakra and read back at flow
+// granularity gives the flows the workload gives directly (the same
+// transfers and delays, whatever their order) and the same simulated
+// time: the pipeline (send/receive pairs on every PP group), collectives
+// on groups and their siblings, and a sweep's barriers.
+func TestChakraFromCollectiveStream(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	type key struct {
+		src, dst   int32
+		size       int64
+		conn       string
+		delay      int64
+		chunkCount int32
+	}
+	bag := func(d *dagStream) map[key]int {
+		m := map[key]int{}
+		for _, f := range d.flows {
+			m[key{f.Src, f.Dst, f.Size, f.ConnType, f.DelayPs, f.ChunkCount}]++
+		}
+		return m
+	}
+	for _, args := range [][]string{
+		{"--workload", "examples/workloads/pipeline_pp4_ga8.txt"},
+		{"--workload", "examples/workloads/micro_allreduce.txt", "--tp", "4", "--ep", "2"},
+		{"--op", "allreduce", "--sweep", "1MiB:4MiB:2", "--group", "dp", "--tp", "4"},
+	} {
+		direct := mustRun(t, topo, "simccl-decompose", args...)
+		coll := mustRun(t, topo, "simccl-decompose", append(args, "--granularity", "collective")...)
+		prefix := filepath.Join(t.TempDir(), "s")
+		mustRun(t, coll, "simccl-decompose", "--format", "chakra", "--out", prefix)
+		back := mustRun(t, topo, "simccl-decompose", "--chakra", prefix, "--comm-groups", prefix+".comm_groups.json")
+		d, b := readDAG(t, direct), readDAG(t, back)
+		if len(d.flows) != len(b.flows) || !reflect.DeepEqual(bag(d), bag(b)) || len(d.colls) != len(b.colls) {
+			t.Errorf("%v: %d flows, %d collectives back; %d, %d direct (or other flows)", args, len(b.flows), len(b.colls), len(d.flows), len(d.colls))
+			continue
+		}
+		sd := span(t, mustRun(t, direct, "flowsim-analytical", "--model", "fluid"))
+		sb := span(t, mustRun(t, back, "flowsim-analytical", "--model", "fluid"))
+		if sd != sb {
+			t.Errorf("%v: %d ns back, %d ns direct", args, sb, sd)
+		}
+	}
+	oneLineError(t, run(t, mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB"), "simccl-decompose", "--format", "chakra", "--out", filepath.Join(t.TempDir(), "f")),
+		1, "field conn_type", "flow-granularity stream")
+}

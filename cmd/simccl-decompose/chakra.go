@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -68,4 +69,69 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 		}
 		return run.Emit(collective.NewEmitter(meteredSink(sw, c.meter, run.Colls)))
 	})
+}
+
+// chakraFromStream writes the collective-granularity stream on the input
+// as Chakra traces.
+func (c *command) chakraFromStream() error {
+	r, in, err := cli.OpenStream(c.Input, "pipe a collective-granularity stream in, e.g. topogen --gpus 16 | simccl-decompose --workload W --granularity collective | simccl-decompose --format chakra --out PREFIX")
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	s := chakrarun.CollectiveStream{Name: r.Name()}
+	jobs := 0
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case stream.KindTopology:
+			top, err := r.Topology()
+			if err != nil {
+				return err
+			}
+			s.GPUs = top.GPUs
+		case stream.KindGroup:
+			g, err := r.Group()
+			if err != nil {
+				return err
+			}
+			s.Groups = append(s.Groups, *g)
+		case stream.KindCollective:
+			col, err := r.Collective()
+			if err != nil {
+				return err
+			}
+			s.Colls = append(s.Colls, *col)
+		case stream.KindFlow:
+			var f stream.Flow
+			if err := r.Flow(&f); err != nil {
+				return err
+			}
+			s.Flows = append(s.Flows, f)
+		case stream.KindJob:
+			jobs++
+			if jobs > 1 {
+				return r.Errorf("", "a second job: Chakra traces hold one job (write each job's stream before --merge)")
+			}
+		}
+	}
+	if s.GPUs == 0 {
+		return fmt.Errorf("%s: no topology record", r.Name())
+	}
+	if len(s.Flows) == 0 {
+		return fmt.Errorf("%s: no flows: pipe in simccl-decompose's output at --granularity collective (or give --workload or --op)", r.Name())
+	}
+	files, err := chakrarun.WriteCollectiveStream(&s, c.Out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "simccl-decompose: wrote %d Chakra traces %s and the group file %s (run them with --chakra %s --comm-groups %s)\n",
+		len(files)-1, chakra.RankFile(c.Out, 0)+"...", files[len(files)-1], c.Out, files[len(files)-1])
+	return nil
 }

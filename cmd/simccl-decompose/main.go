@@ -280,9 +280,14 @@ func (c *command) run() (err error) {
 	case c.PlaceKeepTP && c.Place == "":
 		return cli.Usagef("--place-keep-tp checks a --place")
 	case c.Format == "chakra" && (traffic || c.Chakra != ""):
-		return cli.Usagef("--format chakra writes a workload (--workload or --op) as Chakra traces")
+		return cli.Usagef("--format chakra writes a workload (--workload or --op) or a collective-granularity stream on stdin as Chakra traces")
 	case c.Format == "chakra" && (c.Out == "" || c.Summary):
 		return cli.Usagef("--format chakra needs --out PREFIX (the traces are PREFIX.<rank>.et), and no --summary")
+	case c.Format == "chakra" && c.Workload == "" && c.Op == "":
+		if c.GA != 0 || c.VPP != 0 || c.TP != 0 || c.DP != 0 || c.PP != 0 || c.EP != 0 || c.Sweep != "" || c.CommGroups != "" {
+			return cli.Usagef("--format chakra without --workload or --op writes the collective-granularity stream on stdin as it is: its groups give the layout (no --tp, --dp, --pp, --ep, --ga, --vpp, --sweep or --comm-groups)")
+		}
+		return c.chakraFromStream()
 	case c.Chakra != "":
 		if traffic || c.Workload != "" || c.Op != "" {
 			return cli.Usagef("--chakra replaces --workload, --op, --pattern and --from-htsim: give one input")
