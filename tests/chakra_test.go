@@ -196,3 +196,52 @@ func TestChakraFromCollectiveStream(t *testing.T) {
 	oneLineError(t, run(t, mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB"), "simccl-decompose", "--format", "chakra", "--out", filepath.Join(t.TempDir(), "f")),
 		1, "field conn_type", "flow-granularity stream")
 }
+
+// GATHER and SCATTER run as nccl-tests runs them, grouped send/receive
+// between the root (the group's first rank) and every other rank, each a
+// piece of comm_size / n: on a star of 50 GB/s, 500 ns links the n-1
+// pieces share the root's link, (n-1) x piece / bw plus a path of two
+// links (1 us).
+func TestChakraGatherScatterClosedForm(t *testing.T) {
+	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "8", "--gpus-per-server", "1",
+		"--nic-bw", "400Gbps", "--nic-latency", "500ns")
+	const n, size, bw, path = 8, 1 << 20, 50e9, 1e-6
+	want := ((n-1)*(size/n)/bw + path) * 1e9 // ns
+	dir := t.TempDir()
+	for _, ct := range []etpb.CollectiveCommType{etpb.CollectiveCommType_GATHER, etpb.CollectiveCommType_SCATTER} {
+		prefix := filepath.Join(dir, ct.String())
+		for r := range n {
+			f, err := os.Create(chakra.RankFile(prefix, r))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := chakra.NewWriter(f, "0.0.4")
+			w.Node(&etpb.Node{Id: 1, Name: "g", Type: etpb.NodeType_COMM_COLL_NODE, Attr: []*etpb.AttributeProto{
+				chakra.Int("comm_type", int64(ct)), chakra.Int("comm_size", size)}})
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+		st := mustRun(t, topo, "simccl-decompose", "--chakra", prefix, "--no-launch-latency")
+		rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+		var end, bytes int64
+		transfers := 0
+		for _, r := range rows {
+			end = max(end, r.EndNs)
+			if r.SizeBytes > 0 {
+				transfers++
+				bytes += r.SizeBytes
+				if to := r.Dst == 0; to != (ct == etpb.CollectiveCommType_GATHER) || (r.Src != 0 && r.Dst != 0) {
+					t.Errorf("%s: a transfer from %d to %d", ct, r.Src, r.Dst)
+				}
+			}
+		}
+		if transfers != n-1 || bytes != (n-1)*size/n {
+			t.Errorf("%s: %d transfers of %d bytes, want %d of %d", ct, transfers, bytes, n-1, (n-1)*size/n)
+		}
+		if math.Abs(float64(end)-want) > 1 {
+			t.Errorf("%s: %d ns, closed form %.1f ns", ct, end, want)
+		}
+	}
+}
