@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/pkg/chakra"
@@ -244,4 +245,46 @@ func TestChakraGatherScatterClosedForm(t *testing.T) {
 			t.Errorf("%s: %d ns, closed form %.1f ns", ct, end, want)
 		}
 	}
+}
+
+// A COMP node without a duration takes the roofline's time, ASTRA-sim's
+// max(num_ops / peak, tensor_size / bandwidth), with the topology's GPU's
+// figures or the flags', and a note says how many did. By hand: 989e9
+// FLOPs on 1 GB take 1 ms on an H100 (989 TFLOP/s; the memory's 298.5 us
+// hide under it), 2 ms with a peak of 494.5 TFLOP/s; on an A100 (312
+// TFLOP/s, 2039 GB/s) 3.17 ms.
+func TestChakraRoofline(t *testing.T) {
+	prefix := filepath.Join(t.TempDir(), "roof")
+	f, err := os.Create(chakra.RankFile(prefix, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := chakra.NewWriter(f, "0.0.4")
+	w.Node(&etpb.Node{Id: 1, Name: "gemm", Type: etpb.NodeType_COMP_NODE, Attr: []*etpb.AttributeProto{
+		chakra.Uint("num_ops", 989e9), chakra.Int("tensor_size", 1e9)}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, tc := range []struct {
+		gpu  string
+		args []string
+		want int64 // ns
+	}{
+		{"H100", nil, 1e6},
+		{"H100", []string{"--roofline-tflops", "494.5"}, 2e6},
+		{"A100", nil, int64(math.Round(989e9 / 312e12 * 1e9))},
+	} {
+		topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1", "--gpu-type", tc.gpu)
+		r := run(t, topo, "simccl-decompose", append([]string{"--chakra", prefix}, tc.args...)...)
+		if r.code != 0 || !strings.Contains(string(r.stderr), "note: 1 COMP nodes have no duration: they take the roofline's time") {
+			t.Fatalf("%s %v: exit %d, stderr %s", tc.gpu, tc.args, r.code, r.stderr)
+		}
+		rows, _ := readTrace(t, mustRun(t, r.stdout, "flowsim-analytical"))
+		if len(rows) != 1 || math.Abs(float64(rows[0].EndNs-rows[0].StartNs-tc.want)) > 1 {
+			t.Errorf("%s %v: rows %+v, want one of %d ns", tc.gpu, tc.args, rows, tc.want)
+		}
+	}
+	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", prefix, "--roofline-mem-gbps", "0"), 1, "roof.0.et: record 1 (node id 1), field duration_micros", "--roofline-mem-gbps 0")
 }

@@ -26,6 +26,15 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 			return err
 		}
 	}
+	var roof chakrarun.Roofline
+	roofs, err := chakrarun.ApplyRoofline(c.traces, func() (chakrarun.Roofline, error) {
+		var err error
+		roof, err = c.roofline(top.GPUType)
+		return roof, err
+	})
+	if err != nil {
+		return err
+	}
 	layout, err := collective.NewLayout(top.GPUs, 1, top.GPUs, 1, 1)
 	if err != nil {
 		return err
@@ -41,6 +50,10 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 	c.meter.Hide()
 	for _, n := range run.Notes {
 		fmt.Fprintln(os.Stderr, "simccl-decompose: note:", n)
+	}
+	if roofs > 0 {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d COMP nodes have no duration: they take the roofline's time, max(num_ops / %g TFLOP/s, tensor_size / %g GB/s) (--roofline-tflops, --roofline-mem-gbps)\n",
+			roofs, roof.PeakFlops/1e12, roof.MemBps/1e9)
 	}
 	if len(c.traces) < top.GPUs {
 		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d ranks have Chakra traces, the topology has %d GPUs: GPUs %d.. stay idle\n", len(c.traces), top.GPUs, len(c.traces))
@@ -134,4 +147,28 @@ func (c *command) chakraFromStream() error {
 	fmt.Fprintf(os.Stderr, "simccl-decompose: wrote %d Chakra traces %s and the group file %s (run them with --chakra %s --comm-groups %s)\n",
 		len(files)-1, chakra.RankFile(c.Out, 0)+"...", files[len(files)-1], c.Out, files[len(files)-1])
 	return nil
+}
+
+// roofline is the GPU's roof for COMP nodes without a duration: the flags,
+// else gpuType's datasheet figures.
+func (c *command) roofline(gpuType string) (chakrarun.Roofline, error) {
+	r, known := chakrarun.Rooflines[gpuType]
+	for _, f := range []struct {
+		name  string
+		v     *float64
+		to    *float64
+		scale float64
+	}{{"roofline-tflops", c.RoofTFlops, &r.PeakFlops, 1e12}, {"roofline-mem-gbps", c.RoofMemBW, &r.MemBps, 1e9}} {
+		if f.v == nil {
+			continue
+		}
+		if !(*f.v > 0 && *f.v < 1e9) {
+			return r, fmt.Errorf("--%s %g: a rate above 0 (and below 1e9)", f.name, *f.v)
+		}
+		*f.to = *f.v * f.scale
+	}
+	if !known && (c.RoofTFlops == nil || c.RoofMemBW == nil) {
+		return r, fmt.Errorf("no duration, and the topology's GPU type %q has no roofline figures: give --roofline-tflops and --roofline-mem-gbps", gpuType)
+	}
+	return r, nil
 }
