@@ -78,13 +78,35 @@ func TestChakraRingClosedForm(t *testing.T) {
 }
 
 // Chakra's feeder trace (one rank): its 3,664 nodes run as 3,664 delay
-// nodes (COMP, CPU-side COMM_COLL, and 1-rank collectives as joins).
+// nodes (COMP, CPU-side COMM_COLL, and 1-rank collectives as joins). What
+// was left out (dropped dependencies, CPU-side collectives) reaches the
+// trace's metadata and every fctstats report, as the stderr notes say.
 func TestChakraFeederTrace(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
-	st := mustRun(t, topo, "simccl-decompose", "--chakra", filepath.Join(chakraData, "chakra"))
-	rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical"))
+	r := run(t, topo, "simccl-decompose", "--chakra", filepath.Join(chakraData, "chakra"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	tr := mustRun(t, r.stdout, "flowsim-analytical")
+	rows, meta := readTrace(t, tr)
 	if len(rows) != 3664 {
 		t.Fatalf("%d rows, want 3664", len(rows))
+	}
+	if len(meta.Notes) != 3 {
+		t.Fatalf("notes %q, want the 3 of simccl-decompose", meta.Notes)
+	}
+	report := string(mustRun(t, tr, "fctstats"))
+	for _, n := range meta.Notes {
+		text := strings.TrimPrefix(n, "simccl-decompose: ")
+		if !strings.Contains(string(r.stderr), "simccl-decompose: note: "+text+"\n") {
+			t.Errorf("note %q is not on stderr: %s", text, r.stderr)
+		}
+		if !strings.Contains(report, "NOTE (from the stream): "+n+"\n") {
+			t.Errorf("note %q is not in fctstats' report", n)
+		}
+	}
+	if !strings.Contains(meta.Notes[1], "554 ctrl_deps name a node later in their file: dropped") {
+		t.Errorf("notes %q", meta.Notes)
 	}
 }
 

@@ -48,12 +48,15 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 		return err
 	}
 	c.meter.Hide()
-	for _, n := range run.Notes {
-		fmt.Fprintln(os.Stderr, "simccl-decompose: note:", n)
-	}
+	// What was left out or assumed goes to stderr and, as note records,
+	// into the stream, whose traces carry it to fctstats.
+	notes := run.Notes
 	if roofs > 0 {
-		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d COMP nodes have no duration: they take the roofline's time, max(num_ops / %g TFLOP/s, tensor_size / %g GB/s) (--roofline-tflops, --roofline-mem-gbps)\n",
-			roofs, roof.PeakFlops/1e12, roof.MemBps/1e9)
+		notes = append(notes, fmt.Sprintf("%d COMP nodes have no duration: they take the roofline's time, max(num_ops / %g TFLOP/s, tensor_size / %g GB/s) (--roofline-tflops, --roofline-mem-gbps)",
+			roofs, roof.PeakFlops/1e12, roof.MemBps/1e9))
+	}
+	for _, n := range notes {
+		fmt.Fprintln(os.Stderr, "simccl-decompose: note:", n)
 	}
 	if len(c.traces) < top.GPUs {
 		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d ranks have Chakra traces, the topology has %d GPUs: GPUs %d.. stay idle\n", len(c.traces), top.GPUs, len(c.traces))
@@ -70,6 +73,11 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 		return done(collective.WriteSummary(out, run.Colls))
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
+		for _, n := range notes {
+			if err := sw.Note(&stream.Note{Producer: "simccl-decompose", Text: n}); err != nil {
+				return err
+			}
+		}
 		for i := range run.Groups {
 			if err := sw.Group(&run.Groups[i]); err != nil {
 				return err
