@@ -218,6 +218,10 @@ func TestChakraFromCollectiveStream(t *testing.T) {
 	}
 	oneLineError(t, run(t, mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB"), "simccl-decompose", "--format", "chakra", "--out", filepath.Join(t.TempDir(), "f")),
 		1, "field conn_type", "flow-granularity stream")
+	// A job placed on GPUs 16..31 has no Chakra ranks 0..15.
+	topo32 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32")
+	placed := mustRun(t, topo32, "simccl-decompose", "--workload", "examples/workloads/pipeline_pp4_ga8.txt", "--granularity", "collective", "--place", "16-31")
+	oneLineError(t, run(t, placed, "simccl-decompose", "--format", "chakra", "--out", filepath.Join(t.TempDir(), "p")), 1, "field ranks", "--place")
 }
 
 // GATHER and SCATTER run as nccl-tests runs them, grouped send/receive

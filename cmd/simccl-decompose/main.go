@@ -71,7 +71,7 @@ type command struct {
 	CommGroups string   `name:"comm-groups" type:"existingfile" placeholder:"FILE" help:"ASTRA-sim's --comm-group-configuration JSON for --chakra: {\"1\":[0,1,2,3],...}; a node's pg_name is the key, an empty pg_name or \"0\" means every rank with a trace."`
 	RoofTFlops *float64 `name:"roofline-tflops" placeholder:"TFLOPS" help:"--chakra: the GPU's peak for COMP nodes without a duration (time max(num_ops / peak, tensor_size / bandwidth), ASTRA-sim's roofline); default: the topology's gpu_type's dense BF16 peak (H100 989)."`
 	RoofMemBW  *float64 `name:"roofline-mem-gbps" placeholder:"GBPS" help:"--chakra: the GPU's memory bandwidth in GB/s for the roofline; default: the topology's gpu_type's HBM bandwidth (H100 3350)."`
-	Format     string   `default:"stream" enum:"stream,chakra" help:"Output: stream (the flow DAG) or chakra: the workload as Chakra execution traces, one per rank, --out PREFIX writing PREFIX.<rank>.et and PREFIX.comm_groups.json (for ASTRA-sim, or --chakra)."`
+	Format     string   `default:"stream" enum:"stream,chakra" help:"Output: stream (the flow DAG) or chakra: the workload (without --workload or --op: the collective-granularity stream on stdin) as Chakra execution traces, one per rank, --out PREFIX writing PREFIX.<rank>.et and PREFIX.comm_groups.json (for ASTRA-sim, or --chakra)."`
 
 	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
 	Out     string `short:"o" help:"Write the stream (or --summary) to FILE instead of stdout."`
@@ -117,6 +117,7 @@ Examples:
   simccl-decompose --merge a.stream,b.stream | flowsim-analytical | fctstats --iteration   (a.stream, b.stream: decomposed with --job a / --job b on disjoint --place)
   topogen --gpus 128 | simccl-decompose --pattern uniform --msg-size 4KiB --rate 50% --duration 100us | flowsim-packet | fctstats
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
+  topogen --gpus 16 | simccl-decompose --workload examples/workloads/pipeline_pp4_ga8.txt --granularity collective | simccl-decompose --format chakra --out pp
 
 Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
 AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE, AS_SEND_LAT (as SimAI reads them: a channel count
