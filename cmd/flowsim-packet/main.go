@@ -426,7 +426,7 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	// The flows without a row make the trace partial in its metadata, so
 	// that no reader takes what finished for the whole run.
 	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
-		Unfinished: int64(set.Flows()) - rows}
+		Unfinished: int64(set.Flows()) - rows, Notes: set.Notes}
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
 		// The ps -> ns rules every backend uses (des.Time.Ns: to nearest;
 		// des.BoundNs for the ideal, a lower bound).

@@ -98,7 +98,7 @@ func (c *command) run() error {
 	}
 	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
 		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
-		Topology: set.TopologyMeta(), Rows: int64(set.Flows())}
+		Topology: set.TopologyMeta(), Rows: int64(set.Flows()), Notes: set.Notes}
 	var end int64
 	for _, r := range res {
 		end = max(end, r.End)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -25,6 +26,15 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 			return err
 		}
 	}
+	var roof chakrarun.Roofline
+	roofs, err := chakrarun.ApplyRoofline(c.traces, func() (chakrarun.Roofline, error) {
+		var err error
+		roof, err = c.roofline(top.GPUType)
+		return roof, err
+	})
+	if err != nil {
+		return err
+	}
 	layout, err := collective.NewLayout(top.GPUs, 1, top.GPUs, 1, 1)
 	if err != nil {
 		return err
@@ -38,7 +48,14 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 		return err
 	}
 	c.meter.Hide()
-	for _, n := range run.Notes {
+	// What was left out or assumed goes to stderr and, as note records,
+	// into the stream, whose traces carry it to fctstats.
+	notes := run.Notes
+	if roofs > 0 {
+		notes = append(notes, fmt.Sprintf("%d COMP nodes have no duration: they take the roofline's time, max(num_ops / %g TFLOP/s, tensor_size / %g GB/s) (--roofline-tflops, --roofline-mem-gbps)",
+			roofs, roof.PeakFlops/1e12, roof.MemBps/1e9))
+	}
+	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "simccl-decompose: note:", n)
 	}
 	if len(c.traces) < top.GPUs {
@@ -56,6 +73,11 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 		return done(collective.WriteSummary(out, run.Colls))
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
+		for _, n := range notes {
+			if err := sw.Note(&stream.Note{Producer: "simccl-decompose", Text: n}); err != nil {
+				return err
+			}
+		}
 		for i := range run.Groups {
 			if err := sw.Group(&run.Groups[i]); err != nil {
 				return err
@@ -68,4 +90,93 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 		}
 		return run.Emit(collective.NewEmitter(meteredSink(sw, c.meter, run.Colls)))
 	})
+}
+
+// chakraFromStream writes the collective-granularity stream on the input
+// as Chakra traces.
+func (c *command) chakraFromStream() error {
+	r, in, err := cli.OpenStream(c.Input, "pipe a collective-granularity stream in, e.g. topogen --gpus 16 | simccl-decompose --workload W --granularity collective | simccl-decompose --format chakra --out PREFIX")
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	s := chakrarun.CollectiveStream{Name: r.Name()}
+	jobs := 0
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case stream.KindTopology:
+			top, err := r.Topology()
+			if err != nil {
+				return err
+			}
+			s.GPUs = top.GPUs
+		case stream.KindGroup:
+			g, err := r.Group()
+			if err != nil {
+				return err
+			}
+			s.Groups = append(s.Groups, *g)
+		case stream.KindCollective:
+			col, err := r.Collective()
+			if err != nil {
+				return err
+			}
+			s.Colls = append(s.Colls, *col)
+		case stream.KindFlow:
+			var f stream.Flow
+			if err := r.Flow(&f); err != nil {
+				return err
+			}
+			s.Flows = append(s.Flows, f)
+		case stream.KindJob:
+			jobs++
+			if jobs > 1 {
+				return r.Errorf("", "a second job: Chakra traces hold one job (write each job's stream before --merge)")
+			}
+		}
+	}
+	if s.GPUs == 0 {
+		return fmt.Errorf("%s: no topology record", r.Name())
+	}
+	if len(s.Flows) == 0 {
+		return fmt.Errorf("%s: no flows: pipe in simccl-decompose's output at --granularity collective (or give --workload or --op)", r.Name())
+	}
+	files, err := chakrarun.WriteCollectiveStream(&s, c.Out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "simccl-decompose: wrote %d Chakra traces %s and the group file %s (run them with --chakra %s --comm-groups %s)\n",
+		len(files)-1, chakra.RankFile(c.Out, 0)+"...", files[len(files)-1], c.Out, files[len(files)-1])
+	return nil
+}
+
+// roofline is the GPU's roof for COMP nodes without a duration: the flags,
+// else gpuType's datasheet figures.
+func (c *command) roofline(gpuType string) (chakrarun.Roofline, error) {
+	r, known := chakrarun.Rooflines[gpuType]
+	for _, f := range []struct {
+		name  string
+		v     *float64
+		to    *float64
+		scale float64
+	}{{"roofline-tflops", c.RoofTFlops, &r.PeakFlops, 1e12}, {"roofline-mem-gbps", c.RoofMemBW, &r.MemBps, 1e9}} {
+		if f.v == nil {
+			continue
+		}
+		if !(*f.v > 0 && *f.v < 1e9) {
+			return r, fmt.Errorf("--%s %g: a rate above 0 (and below 1e9)", f.name, *f.v)
+		}
+		*f.to = *f.v * f.scale
+	}
+	if !known && (c.RoofTFlops == nil || c.RoofMemBW == nil) {
+		return r, fmt.Errorf("no duration, and the topology's GPU type %q has no roofline figures: give --roofline-tflops and --roofline-mem-gbps", gpuType)
+	}
+	return r, nil
 }

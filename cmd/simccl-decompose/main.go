@@ -67,9 +67,11 @@ type command struct {
 	Seed      uint64         `default:"1" help:"Random seed of --pattern and of --place random." group:"traffic"`
 	FromHtsim string         `name:"from-htsim" type:"existingfile" help:"An htsim connection matrix (.cm): host i is GPU i, start times in ps, triggers become dependencies." group:"traffic"`
 
-	Chakra     string `placeholder:"PREFIX" help:"Chakra execution traces instead of a workload: PREFIX.0.et, PREFIX.1.et, ... one per rank (ASTRA-sim's --workload-configuration; gzipped or not). COMP nodes are delays of duration_micros, COMM_COLL nodes collectives over their pg_name's group (matched across ranks by their order in the group), COMM_SEND/COMM_RECV pairs (src, dst, tag) transfers; each node waits for its ctrl_deps and data_deps. Flow granularity only."`
-	CommGroups string `name:"comm-groups" type:"existingfile" placeholder:"FILE" help:"ASTRA-sim's --comm-group-configuration JSON for --chakra: {\"1\":[0,1,2,3],...}; a node's pg_name is the key, an empty pg_name or \"0\" means every rank with a trace."`
-	Format     string `default:"stream" enum:"stream,chakra" help:"Output: stream (the flow DAG) or chakra: the workload as Chakra execution traces, one per rank, --out PREFIX writing PREFIX.<rank>.et and PREFIX.comm_groups.json (for ASTRA-sim, or --chakra)."`
+	Chakra     string   `placeholder:"PREFIX" help:"Chakra execution traces instead of a workload: PREFIX.0.et, PREFIX.1.et, ... one per rank (ASTRA-sim's --workload-configuration; gzipped or not). COMP nodes are delays of duration_micros, COMM_COLL nodes collectives over their pg_name's group (matched across ranks by their order in the group), COMM_SEND/COMM_RECV pairs (src, dst, tag) transfers; each node waits for its ctrl_deps and data_deps. Flow granularity only."`
+	CommGroups string   `name:"comm-groups" type:"existingfile" placeholder:"FILE" help:"ASTRA-sim's --comm-group-configuration JSON for --chakra: {\"1\":[0,1,2,3],...}; a node's pg_name is the key, an empty pg_name or \"0\" means every rank with a trace."`
+	RoofTFlops *float64 `name:"roofline-tflops" placeholder:"TFLOPS" help:"--chakra: the GPU's peak for COMP nodes without a duration (time max(num_ops / peak, tensor_size / bandwidth), ASTRA-sim's roofline); default: the topology's gpu_type's dense BF16 peak (H100 989)."`
+	RoofMemBW  *float64 `name:"roofline-mem-gbps" placeholder:"GBPS" help:"--chakra: the GPU's memory bandwidth in GB/s for the roofline; default: the topology's gpu_type's HBM bandwidth (H100 3350)."`
+	Format     string   `default:"stream" enum:"stream,chakra" help:"Output: stream (the flow DAG) or chakra: the workload (without --workload or --op: the collective-granularity stream on stdin) as Chakra execution traces, one per rank, --out PREFIX writing PREFIX.<rank>.et and PREFIX.comm_groups.json (for ASTRA-sim, or --chakra)."`
 
 	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
 	Out     string `short:"o" help:"Write the stream (or --summary) to FILE instead of stdout."`
@@ -115,6 +117,7 @@ Examples:
   simccl-decompose --merge a.stream,b.stream | flowsim-analytical | fctstats --iteration   (a.stream, b.stream: decomposed with --job a / --job b on disjoint --place)
   topogen --gpus 128 | simccl-decompose --pattern uniform --msg-size 4KiB --rate 50% --duration 100us | flowsim-packet | fctstats
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
+  topogen --gpus 16 | simccl-decompose --workload examples/workloads/pipeline_pp4_ga8.txt --granularity collective | simccl-decompose --format chakra --out pp
 
 Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
 AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE, AS_SEND_LAT (as SimAI reads them: a channel count
@@ -280,9 +283,14 @@ func (c *command) run() (err error) {
 	case c.PlaceKeepTP && c.Place == "":
 		return cli.Usagef("--place-keep-tp checks a --place")
 	case c.Format == "chakra" && (traffic || c.Chakra != ""):
-		return cli.Usagef("--format chakra writes a workload (--workload or --op) as Chakra traces")
+		return cli.Usagef("--format chakra writes a workload (--workload or --op) or a collective-granularity stream on stdin as Chakra traces")
 	case c.Format == "chakra" && (c.Out == "" || c.Summary):
 		return cli.Usagef("--format chakra needs --out PREFIX (the traces are PREFIX.<rank>.et), and no --summary")
+	case c.Format == "chakra" && c.Workload == "" && c.Op == "":
+		if c.GA != 0 || c.VPP != 0 || c.TP != 0 || c.DP != 0 || c.PP != 0 || c.EP != 0 || c.Sweep != "" || c.CommGroups != "" || c.RoofTFlops != nil || c.RoofMemBW != nil {
+			return cli.Usagef("--format chakra without --workload or --op writes the collective-granularity stream on stdin as it is: its groups give the layout (no --tp, --dp, --pp, --ep, --ga, --vpp, --sweep, --comm-groups or --roofline-*)")
+		}
+		return c.chakraFromStream()
 	case c.Chakra != "":
 		if traffic || c.Workload != "" || c.Op != "" {
 			return cli.Usagef("--chakra replaces --workload, --op, --pattern and --from-htsim: give one input")
@@ -296,8 +304,8 @@ func (c *command) run() (err error) {
 		if c.traces, err = chakra.ReadPrefix(c.Chakra); err != nil {
 			return err
 		}
-	case c.CommGroups != "":
-		return cli.Usagef("--comm-groups goes with --chakra")
+	case c.CommGroups != "" || c.RoofTFlops != nil || c.RoofMemBW != nil:
+		return cli.Usagef("--comm-groups, --roofline-tflops and --roofline-mem-gbps go with --chakra")
 	case !traffic:
 		if w, err = c.workload(); err != nil {
 			return err

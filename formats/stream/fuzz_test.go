@@ -17,6 +17,14 @@ func FuzzReader(f *testing.F) {
 	f.Add(writeSample(f))
 	f.Add([]byte{})
 	f.Add([]byte{0x92, 0xa6, 'h', 'e', 'a', 'd', 'e', 'r', 0x80})
+	{
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, "fuzz seed")
+		must(f, err)
+		must(f, w.Note(&Note{Producer: "simccl-decompose", Text: "3 dependencies dropped"}))
+		must(f, w.Close())
+		f.Add(buf.Bytes())
+	}
 	// Topologies that once went through unchecked: a negative or huge GPU
 	// count, bandwidths NaN, zero or 1 bit/s, a latency of 2^62 ps, a link
 	// to a missing node, an error rate of 1.

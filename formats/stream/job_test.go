@@ -54,3 +54,47 @@ func TestJobRecord(t *testing.T) {
 		t.Errorf("unknown key: %+v, %v", j, err)
 	}
 }
+
+// A note record round-trips; an empty or oversized text, or an oversized
+// producer, is refused naming the field.
+func TestNoteRecord(t *testing.T) {
+	read := func(body any) (*Note, error) {
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Record(KindNote, body); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewReader(&buf, "s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, err := r.Next(); err != nil || k != KindNote {
+			t.Fatalf("next: %q, %v", k, err)
+		}
+		return r.Note()
+	}
+	want := Note{Producer: "simccl-decompose", Text: "554 ctrl_deps dropped"}
+	if got, err := read(&want); err != nil || *got != want {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+	for _, c := range []struct {
+		body  map[string]any
+		field string
+	}{
+		{map[string]any{"producer": "p"}, "field text"},
+		{map[string]any{"text": ""}, "field text"},
+		{map[string]any{"text": strings.Repeat("x", MaxNoteBytes+1)}, "field text"},
+		{map[string]any{"text": "t", "producer": strings.Repeat("x", 257)}, "field producer"},
+		{map[string]any{"text": 3}, "field text"},
+	} {
+		if _, err := read(c.body); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%v: %v, want an error naming %s", c.body, err, c.field)
+		}
+	}
+}

@@ -426,6 +426,38 @@ func (r *Reader) Job() (*Job, error) {
 	return j, nil
 }
 
+// Note decodes the current note record: a text of 1 to MaxNoteBytes
+// bytes, a producer of at most 256.
+func (r *Reader) Note() (*Note, error) {
+	if err := r.body(KindNote); err != nil {
+		return nil, err
+	}
+	n := &Note{}
+	err := r.eachKey(func(key string) error {
+		var err error
+		switch key {
+		case "producer":
+			if n.Producer, err = r.str(key); err == nil && len(n.Producer) > 256 {
+				err = r.Errorf(key, "%d bytes, at most 256", len(n.Producer))
+			}
+		case "text":
+			if n.Text, err = r.str(key); err == nil && len(n.Text) > MaxNoteBytes {
+				err = r.Errorf(key, "%d bytes, at most %d", len(n.Text), MaxNoteBytes)
+			}
+		default:
+			err = r.skip(key)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n.Text == "" {
+		return nil, r.Errorf("text", "missing")
+	}
+	return n, nil
+}
+
 // Group decodes the current group record.
 func (r *Reader) Group() (*Group, error) {
 	if err := r.body(KindGroup); err != nil {

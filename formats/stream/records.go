@@ -21,6 +21,7 @@ const (
 	KindCollective = "collective"
 	KindFlow       = "flow"
 	KindTrailer    = "trailer"
+	KindNote       = "note"
 )
 
 // Header is always the first record.
@@ -93,6 +94,21 @@ type Job struct {
 	FirstCollective int64  `msgpack:"first_collective"`
 	FirstFlow       int64  `msgpack:"first_flow"`
 }
+
+// Note is what a producer left out of, or assumed in, the stream it
+// wrote (an input's nodes it could not run, dependencies it dropped): an
+// incomplete result says so, and backends carry the notes into their
+// traces' metadata (fabricsim.notes) for fctstats to print.
+type Note struct {
+	Producer string `msgpack:"producer"` // the program, e.g. simccl-decompose
+	Text     string `msgpack:"text"`
+}
+
+// MaxNotes and MaxNoteBytes bound a stream's notes (readers refuse more).
+const (
+	MaxNotes     = 256
+	MaxNoteBytes = 4096
+)
 
 // Group is a communicator.
 type Group struct {

@@ -188,6 +188,10 @@ func readAll(data []byte) error {
 			_, err = r.Group()
 		case KindCollective:
 			_, err = r.Collective()
+		case KindNote:
+			_, err = r.Note()
+		case KindJob:
+			_, err = r.Job()
 		}
 		if err != nil {
 			return err

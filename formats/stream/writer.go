@@ -67,6 +67,9 @@ func (w *Writer) Record(kind string, body any) error {
 // Group writes a group record.
 func (w *Writer) Group(g *Group) error { return w.Record(KindGroup, g) }
 
+// Note writes a note record.
+func (w *Writer) Note(n *Note) error { return w.Record(KindNote, n) }
+
 // Job writes a job record.
 func (w *Writer) Job(j *Job) error { return w.Record(KindJob, j) }
 

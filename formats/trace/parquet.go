@@ -6,12 +6,13 @@ import (
 	"io"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/formats/internal/errtext"
-	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/encoding"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
+	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 )
 
 // pqRowGroupRows is the row group size (a variable for tests).

@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 )
 
 // parquetWith writes n test rows as a trace with parquet-go's writer and

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/apache/arrow-go/v18/arrow"
+
 	"github.com/fabricsim/fabricsim/internal/outfile"
 )
 

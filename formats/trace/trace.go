@@ -50,6 +50,8 @@ const (
 	// "false" and the count of flows that have no row.
 	KeyComplete   = "fabricsim.complete"
 	KeyUnfinished = "fabricsim.unfinished_flows"
+	// What the stream's producers left out (its note records).
+	KeyNotes = "fabricsim.notes"
 )
 
 // Backends allowed in Meta.Backend.
@@ -121,6 +123,11 @@ type Meta struct {
 	// the trace is partial (fabricsim.complete=false). 0 is a whole run,
 	// as is a trace written before these keys existed.
 	Unfinished int64
+	// Notes are what the stream's producers said they left out or
+	// assumed (the stream's note records, formats/stream.md), carried so
+	// that a report of the run says so (fabricsim.notes, a JSON array of
+	// strings; absent when there are none).
+	Notes []string
 }
 
 // Partial reports whether the trace is of a run that stopped early.
@@ -414,6 +421,13 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 		keys = append(keys, KeyComplete, KeyUnfinished)
 		values = append(values, "false", strconv.FormatInt(m.Unfinished, 10))
 	}
+	if len(m.Notes) > 0 {
+		nj, err := json.Marshal(m.Notes)
+		if err != nil {
+			return nil, nil, fmt.Errorf("trace: notes: %w", err)
+		}
+		keys, values = append(keys, KeyNotes), append(values, string(nj))
+	}
 	return keys, values, nil
 }
 
@@ -467,6 +481,11 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 			return m, fmt.Errorf("%s: schema metadata %s is %q, want a positive row count", name, KeyRows, errtext.Clip(v))
 		}
 		m.Rows = n
+	}
+	if v, ok := lookup(KeyNotes); ok {
+		if err := json.Unmarshal([]byte(v), &m.Notes); err != nil || len(m.Notes) == 0 || !bytes.HasPrefix(bytes.TrimSpace([]byte(v)), []byte("[")) {
+			return m, fmt.Errorf("%s: schema metadata %s is not a JSON array of strings: %q", name, KeyNotes, errtext.Clip(v))
+		}
 	}
 	return m, decodeComplete(name, lookup, &m)
 }

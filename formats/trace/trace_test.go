@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -1246,5 +1247,32 @@ func TestPartialMeta(t *testing.T) {
 	kv[KeyComplete] = "true"
 	if r, err := NewReader(bytes.NewReader(parquetVariant(t, pqPlainReordered, three, kv)), "t"); err != nil || r.Meta().Partial() {
 		t.Errorf("complete=true: %v", err)
+	}
+}
+
+// The stream's notes round-trip in every container as fabricsim.notes;
+// a value that is not a non-empty JSON array of strings is refused,
+// naming the key.
+func TestNotesMeta(t *testing.T) {
+	notes := []string{`simccl-decompose: 3 dependencies dropped`, "a \"quoted\" note"}
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		m := testMeta()
+		m.Notes = notes
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, genRows(2))
+		r, err := NewReader(bytes.NewReader(buf.Bytes()), "noted")
+		if got, _ := readBack(t, r, err); !slices.Equal(got.Notes, notes) {
+			t.Errorf("%v: notes %q, want %q", c, got.Notes, notes)
+		}
+	}
+	for _, v := range []string{"[]", `"one"`, "[1]", "{"} {
+		edit := func(m map[string]string) { m[KeyNotes] = v }
+		if err := readErr(t, v, arrowStreamOf(t, schemaVariant(same, edit), 3)); err == nil || !strings.Contains(err.Error(), "fabricsim.notes is not a JSON array") {
+			t.Errorf("notes %s: error %v", v, err)
+		}
 	}
 }

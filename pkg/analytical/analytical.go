@@ -142,6 +142,7 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		Backend:  opt.Model.Backend(),
 		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "routing": opt.Routing.String(), "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
 		Topology: in.TopologyMeta(),
+		Notes:    in.Notes,
 	}
 }
 

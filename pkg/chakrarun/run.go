@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/chakra"
@@ -25,6 +26,7 @@ const (
 	uBarrier                 // a BARRIER collective: one join
 	uPair                    // a send matched with its receive: one transfer
 	uRecv                    // the receive's own place in its rank's program
+	uRooted                  // GATHER or SCATTER: n-1 transfers to or from the group's first rank
 )
 
 // unit is what is emitted at once.
@@ -33,7 +35,7 @@ type unit struct {
 	key     [2]uint64 // emission order among ready units: node id, then rank or group
 	nodes   []int     // global node indexes whose deps it waits for (a pair: the send)
 	group   int       // uColl, uBarrier, uPair: stream group id
-	rec     int64     // its collective record (-1: none)
+	rec     int64     // its collective record (-1: none); uRooted: the first of its n-1
 	pair    int       // uRecv: its pair unit
 	waiting int
 }
@@ -287,6 +289,8 @@ func Plan(traces []*chakra.Trace, groups *chakra.Groups, d *collective.Decompose
 		kind := uColl
 		if n0.CommType == etpb.CollectiveCommType_BARRIER {
 			kind = uBarrier
+		} else if rooted(n0.CommType) {
+			kind = uRooted
 		} else if _, err := opOf(n0.CommType); err != nil {
 			return nil, r.wrap(&nodeErr{first, "attr comm_type", err})
 		}
@@ -340,7 +344,27 @@ func opOf(t etpb.CollectiveCommType) (collective.Op, error) {
 	case etpb.CollectiveCommType_REDUCE:
 		return collective.Reduce, nil
 	}
-	return "", fmt.Errorf("%s has no decomposition in fabricsim (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE, BARRIER do)", t)
+	return "", fmt.Errorf("%s has no decomposition in fabricsim (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE, GATHER, SCATTER, BARRIER do)", t)
+}
+
+// rooted: GATHER and SCATTER, which NCCL has no collective for. They run
+// as nccl-tests' gather and scatter do (grouped ncclSend/ncclRecv): the
+// root, the group's first rank (as a Broadcast's here), receives from or
+// sends to every other rank its piece of comm_size / n (comm_size is the
+// root's full buffer, as nccl-tests sizes them; ASTRA-sim's workload
+// layer refuses both types, so defines no size for them).
+func rooted(t etpb.CollectiveCommType) bool {
+	return t == etpb.CollectiveCommType_GATHER || t == etpb.CollectiveCommType_SCATTER
+}
+
+// piece is rank position i's share of size over n ranks (the first
+// size mod n positions take a byte more).
+func piece(size int64, n, i int) int64 {
+	p := size / int64(n)
+	if int64(i) < size%int64(n) {
+		p++
+	}
+	return p
 }
 
 // nodeErr is an error about global node g, made a chakra.Error by wrap.
@@ -490,6 +514,23 @@ func (r *Run) records() error {
 			}
 			un.rec = c.Rec.ID
 			r.Colls = append(r.Colls, c)
+		case uRooted:
+			gr := r.Groups[un.group]
+			n := r.nodes[un.nodes[0]]
+			un.rec = int64(len(r.Colls))
+			root := gr.Ranks[0]
+			for i, peer := range gr.Ranks[1:] {
+				ranks := []int32{peer, root}
+				if n.CommType == etpb.CollectiveCommType_SCATTER {
+					ranks = []int32{root, peer}
+				}
+				c, err := r.d.NewColl(int64(len(r.Colls)), collective.SendRecv, piece(n.CommSize, len(gr.Ranks), i+1), gr.Type, gr.ID, ranks,
+					fmt.Sprintf("%s (%s, rank %d)", n.Name, strings.ToLower(n.CommType.String()), peer))
+				if err != nil {
+					return r.wrap(&nodeErr{un.nodes[0], "attr comm_size", err})
+				}
+				r.Colls = append(r.Colls, c)
+			}
 		}
 	}
 	if cpu > 0 {
@@ -541,6 +582,32 @@ func (r *Run) Emit(e *collective.Emitter) error {
 			}
 			for p, rank := range c.Ranks {
 				exit[at[rank]] = exits[p]
+			}
+		case uRooted:
+			at := map[int32]int{}
+			for _, g := range un.nodes {
+				at[r.rankOf[g]] = g
+			}
+			ranks := r.Groups[un.group].Ranks
+			root := ranks[0]
+			exit[at[root]] = entry(at[root])
+			for i, peer := range ranks[1:] {
+				c := &r.Colls[un.rec+int64(i)]
+				// Both sides have entered: the root's receive (or send) and the peer's.
+				both := collective.Union(entry(at[peer]), entry(at[root]))
+				exits, err := r.d.EmitCollective(e, c, true, func(int32) []int64 { return both })
+				if err != nil {
+					return err
+				}
+				p, q := 0, 1 // the peer's side, the root's
+				if c.Ranks[0] == root {
+					p, q = 1, 0
+				}
+				exit[at[peer]] = exits[p]
+				if i == 0 {
+					exit[at[root]] = nil
+				}
+				exit[at[root]] = collective.Union(exit[at[root]], exits[q])
 			}
 		case uPair:
 			g := un.nodes[0]

@@ -2,10 +2,12 @@ package chakrarun
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -177,4 +179,36 @@ func FuzzPlan(f *testing.F) {
 		}
 		_ = r.Emit(collective.NewEmitter(&collect{}))
 	})
+}
+
+// The roofline by hand: on an H100 (989 TFLOP/s, 3350 GB/s) 989e9 FLOPs
+// on 1 GB take 1 ms of compute and 298.5 us of memory (compute-bound: 1
+// ms); on 6.7 GB they take 2 ms of memory (memory-bound); a node with a
+// duration keeps it, one with neither num_ops nor tensor_size stays 0.
+func TestRoofline(t *testing.T) {
+	tr := &chakra.Trace{File: "r.0.et", Nodes: []chakra.Node{
+		{ID: 1, Kind: chakra.Comp, NumOps: 989e9, TensorSize: 1e9},
+		{ID: 2, Kind: chakra.Comp, NumOps: 989e9, TensorSize: 6.7e9},
+		{ID: 3, Kind: chakra.Comp, NumOps: 989e9, TensorSize: 1e9, DurationMicros: 5},
+		{ID: 4, Kind: chakra.Comp},
+		{ID: 5, Kind: chakra.Coll, NumOps: 989e9, TensorSize: 1e9},
+	}}
+	n, err := ApplyRoofline([]*chakra.Trace{tr}, func() (Roofline, error) { return Rooflines["H100"], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []int64{1e9, 2e9, 5e6, 0, 0} // ps
+	for i, w := range want {
+		if got := tr.Nodes[i].DurationPicos(); got != w {
+			t.Errorf("node %d: %d ps, want %d", tr.Nodes[i].ID, got, w)
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d nodes took the roofline, want 2", n)
+	}
+	_, err = ApplyRoofline([]*chakra.Trace{{File: "x.0.et", Nodes: []chakra.Node{{Index: 1, ID: 7, Kind: chakra.Comp, NumOps: 1}}}},
+		func() (Roofline, error) { return Roofline{}, errors.New("no figures") })
+	if err == nil || !strings.Contains(err.Error(), "x.0.et: record 1 (node id 7), field duration_micros: no figures") {
+		t.Errorf("error %v", err)
+	}
 }

@@ -33,6 +33,10 @@ type Set struct {
 	// Jobs are the stream's job records in id order (formats/stream.md):
 	// job i holds the ids from its firsts up to job i+1's.
 	Jobs []stream.Job
+	// Notes are the stream's note records, "producer: text", in order:
+	// what its producers left out, which the trace carries on
+	// (fabricsim.notes).
+	Notes []string
 
 	DAG *dag.DAG
 	// CollNodes counts COLL flows: a collective-granularity stream, which
@@ -554,6 +558,19 @@ func decode(r *stream.Reader, in *Set, full chan<- *flowBatch, free <-chan *flow
 				}
 			}
 			in.Jobs = append(in.Jobs, *j)
+		case stream.KindNote:
+			n, err := r.Note()
+			if err != nil {
+				return err
+			}
+			if len(in.Notes) == stream.MaxNotes {
+				return r.Errorf("", "more than %d note records", stream.MaxNotes)
+			}
+			t := n.Text
+			if n.Producer != "" {
+				t = n.Producer + ": " + t
+			}
+			in.Notes = append(in.Notes, t)
 		case stream.KindGroup:
 			g, err := r.Group()
 			if err != nil {

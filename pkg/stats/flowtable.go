@@ -8,10 +8,11 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
-	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
 // FlowRow is one row of the per-flow table: the input's name, every

@@ -133,6 +133,7 @@ type Iteration struct {
 	// the flows that finished.
 	Partial         bool            `json:"partial,omitempty"`
 	UnfinishedFlows int64           `json:"unfinished_flows,omitempty"`
+	Notes           []string        `json:"notes,omitempty"` // the trace's fabricsim.notes
 	StartNs         int64           `json:"start_ns"`
 	EndNs           int64           `json:"end_ns"`
 	IterationNs     int64           `json:"iteration_ns"`
@@ -417,6 +418,7 @@ func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteratio
 		if in.Meta != nil {
 			it.Backend = in.Meta.Backend
 			it.Partial, it.UnfinishedFlows = in.Meta.Partial(), in.Meta.Unfinished
+			it.Notes = in.Meta.Notes
 		}
 		its = append(its, it)
 	}

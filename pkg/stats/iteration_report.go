@@ -106,7 +106,9 @@ func (it *Iteration) headline() string {
 
 // WriteText writes the report for people.
 func (it *Iteration) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "%s\n\n", it.headline())
+	fmt.Fprintln(w, it.headline())
+	writeNotes(w, it.Notes, "")
+	fmt.Fprintln(w)
 	for _, t := range it.tables() {
 		t.writeText(w)
 	}
@@ -115,6 +117,7 @@ func (it *Iteration) WriteText(w io.Writer) {
 // WriteMarkdown writes the report as Markdown tables.
 func (it *Iteration) WriteMarkdown(w io.Writer) {
 	fmt.Fprintf(w, "## %s\n\n", mdEscape(it.headline()))
+	writeNotes(w, it.Notes, "> ")
 	for _, t := range it.tables() {
 		t.writeMarkdown(w)
 	}

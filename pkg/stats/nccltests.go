@@ -102,6 +102,7 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	if run.Partial {
 		fmt.Fprintf(bw, "# PARTIAL: the run stopped early; %d flows never finished and are not in these rows\n", run.UnfinishedFlows)
 	}
+	writeNotes(bw, run.Notes, "# ")
 	ops := map[string]bool{}
 	for _, c := range run.Collectives {
 		ops[fmt.Sprintf("%s on %s of %s (%s)", c.Op, units.Plural(int64(c.NRanks), "rank"), orStr(c.GroupType, "?"), c.Algorithm)] = true

@@ -208,10 +208,25 @@ func (run *Run) headline() string {
 	return b.String()
 }
 
+// writeNotes writes the trace's notes (what the stream's producers left
+// out), one line each after prefix; Markdown gets a blank line after.
+func writeNotes(w io.Writer, notes []string, prefix string) {
+	for _, n := range notes {
+		if prefix == "> " {
+			n = mdEscape(n)
+		}
+		fmt.Fprintf(w, "%sNOTE (from the stream): %s\n", prefix, n)
+	}
+	if len(notes) > 0 && prefix == "> " {
+		fmt.Fprintln(w)
+	}
+}
+
 // WriteText writes the run's report for a terminal; maxRows bounds the
 // per-collective listing (0: all).
 func (run *Run) WriteText(w io.Writer, maxRows int) {
 	fmt.Fprintln(w, run.headline())
+	writeNotes(w, run.Notes, "")
 	fmt.Fprintln(w)
 	for _, t := range run.tables(maxRows) {
 		t.writeText(w)
@@ -221,6 +236,7 @@ func (run *Run) WriteText(w io.Writer, maxRows int) {
 // WriteMarkdown writes the report as GitHub-flavoured Markdown.
 func (run *Run) WriteMarkdown(w io.Writer, maxRows int) {
 	fmt.Fprintf(w, "## %s\n\n", mdEscape(run.headline()))
+	writeNotes(w, run.Notes, "> ")
 	for _, t := range run.tables(maxRows) {
 		t.writeMarkdown(w)
 	}
