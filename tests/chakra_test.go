@@ -298,7 +298,7 @@ func TestChakraRoofline(t *testing.T) {
 		want int64 // ns
 	}{
 		{"H100", nil, 1e6},
-		{"H100", []string{"--roofline-tflops", "494.5"}, 2e6},
+		{"H100", []string{"--peak-tflops", "494.5"}, 2e6},
 		{"A100", nil, int64(math.Round(989e9 / 312e12 * 1e9))},
 	} {
 		topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1", "--gpu-type", tc.gpu)
@@ -312,5 +312,5 @@ func TestChakraRoofline(t *testing.T) {
 		}
 	}
 	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
-	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", prefix, "--roofline-mem-gbps", "0"), 1, "roof.0.et: record 1 (node id 1), field duration_micros", "--roofline-mem-gbps 0")
+	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", prefix, "--peak-tflops", "0"), 1, "roof.0.et: record 1 (node id 1), field duration_micros", "--peak-tflops 0")
 }

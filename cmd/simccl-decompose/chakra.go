@@ -10,6 +10,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/chakrarun"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/roofline"
 )
 
 // runChakra decomposes the --chakra traces into the stream.
@@ -52,8 +53,8 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 	// into the stream, whose traces carry it to fctstats.
 	notes := run.Notes
 	if roofs > 0 {
-		notes = append(notes, fmt.Sprintf("%d COMP nodes have no duration: they take the roofline's time, max(num_ops / %g TFLOP/s, tensor_size / %g GB/s) (--roofline-tflops, --roofline-mem-gbps)",
-			roofs, roof.PeakFlops/1e12, roof.MemBps/1e9))
+		notes = append(notes, fmt.Sprintf("%d COMP nodes have no duration: they take the roofline's time, max(num_ops / %g TFLOP/s, tensor_size / %g GB/s) (--peak-tflops, --hbm-bw)",
+			roofs, roof.PeakFLOPs/1e12, roof.HBMBps/1e9))
 	}
 	for _, n := range notes {
 		fmt.Fprintln(os.Stderr, "simccl-decompose: note:", n)
@@ -160,23 +161,21 @@ func (c *command) chakraFromStream() error {
 // roofline is the GPU's roof for COMP nodes without a duration: the flags,
 // else gpuType's datasheet figures.
 func (c *command) roofline(gpuType string) (chakrarun.Roofline, error) {
-	r, known := chakrarun.Rooflines[gpuType]
-	for _, f := range []struct {
-		name  string
-		v     *float64
-		to    *float64
-		scale float64
-	}{{"roofline-tflops", c.RoofTFlops, &r.PeakFlops, 1e12}, {"roofline-mem-gbps", c.RoofMemBW, &r.MemBps, 1e9}} {
-		if f.v == nil {
-			continue
+	r, err := roofline.For(gpuType)
+	if c.RoofTFlops != nil {
+		if !(*c.RoofTFlops > 0 && *c.RoofTFlops < 1e9) {
+			return r, fmt.Errorf("--peak-tflops %g: a rate above 0 (and below 1e9)", *c.RoofTFlops)
 		}
-		if !(*f.v > 0 && *f.v < 1e9) {
-			return r, fmt.Errorf("--%s %g: a rate above 0 (and below 1e9)", f.name, *f.v)
-		}
-		*f.to = *f.v * f.scale
+		r.PeakFLOPs = *c.RoofTFlops * 1e12
 	}
-	if !known && (c.RoofTFlops == nil || c.RoofMemBW == nil) {
-		return r, fmt.Errorf("no duration, and the topology's GPU type %q has no roofline figures: give --roofline-tflops and --roofline-mem-gbps", gpuType)
+	if c.RoofMemBW < 0 {
+		return r, fmt.Errorf("--hbm-bw %v: a bandwidth above 0", c.RoofMemBW)
+	}
+	if c.RoofMemBW > 0 {
+		r.HBMBps = float64(c.RoofMemBW) / 8
+	}
+	if err != nil && (c.RoofTFlops == nil || c.RoofMemBW == 0) {
+		return r, fmt.Errorf("no duration, and the topology's GPU type %q has no roofline figures: give --peak-tflops and --hbm-bw", gpuType)
 	}
 	return r, nil
 }

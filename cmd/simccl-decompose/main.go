@@ -69,8 +69,8 @@ type command struct {
 
 	Chakra     string   `placeholder:"PREFIX" help:"Chakra execution traces instead of a workload: PREFIX.0.et, PREFIX.1.et, ... one per rank (ASTRA-sim's --workload-configuration; gzipped or not). COMP nodes are delays of duration_micros, COMM_COLL nodes collectives over their pg_name's group (matched across ranks by their order in the group), COMM_SEND/COMM_RECV pairs (src, dst, tag) transfers; each node waits for its ctrl_deps and data_deps. Flow granularity only."`
 	CommGroups string   `name:"comm-groups" type:"existingfile" placeholder:"FILE" help:"ASTRA-sim's --comm-group-configuration JSON for --chakra: {\"1\":[0,1,2,3],...}; a node's pg_name is the key, an empty pg_name or \"0\" means every rank with a trace."`
-	RoofTFlops *float64 `name:"roofline-tflops" placeholder:"TFLOPS" help:"--chakra: the GPU's peak for COMP nodes without a duration (time max(num_ops / peak, tensor_size / bandwidth), ASTRA-sim's roofline); default: the topology's gpu_type's dense BF16 peak (H100 989)."`
-	RoofMemBW  *float64 `name:"roofline-mem-gbps" placeholder:"GBPS" help:"--chakra: the GPU's memory bandwidth in GB/s for the roofline; default: the topology's gpu_type's HBM bandwidth (H100 3350)."`
+	RoofTFlops *float64        `name:"peak-tflops" placeholder:"TFLOPS" help:"--chakra: the GPU's peak in TFLOP/s for COMP nodes without a duration (time max(num_ops / peak, tensor_size / bandwidth), ASTRA-sim's roofline); default: the topology's gpu_type's dense BF16 peak (H100 989; pkg/roofline)."`
+	RoofMemBW  units.Bandwidth `name:"hbm-bw" placeholder:"BW" help:"--chakra: the GPU's memory bandwidth for the roofline, e.g. 3350GB/s; default: the topology's gpu_type's HBM bandwidth (H100 3350GB/s)."`
 	Format     string   `default:"stream" enum:"stream,chakra" help:"Output: stream (the flow DAG) or chakra: the workload (without --workload or --op: the collective-granularity stream on stdin) as Chakra execution traces, one per rank, --out PREFIX writing PREFIX.<rank>.et and PREFIX.comm_groups.json (for ASTRA-sim, or --chakra)."`
 
 	Summary bool   `help:"Print per collective: algorithm, protocol, channels, flows, bytes on the wire, predicted time (instead of the stream)."`
@@ -287,7 +287,7 @@ func (c *command) run() (err error) {
 	case c.Format == "chakra" && (c.Out == "" || c.Summary):
 		return cli.Usagef("--format chakra needs --out PREFIX (the traces are PREFIX.<rank>.et), and no --summary")
 	case c.Format == "chakra" && c.Workload == "" && c.Op == "":
-		if c.GA != 0 || c.VPP != 0 || c.TP != 0 || c.DP != 0 || c.PP != 0 || c.EP != 0 || c.Sweep != "" || c.CommGroups != "" || c.RoofTFlops != nil || c.RoofMemBW != nil {
+		if c.GA != 0 || c.VPP != 0 || c.TP != 0 || c.DP != 0 || c.PP != 0 || c.EP != 0 || c.Sweep != "" || c.CommGroups != "" || c.RoofTFlops != nil || c.RoofMemBW != 0 {
 			return cli.Usagef("--format chakra without --workload or --op writes the collective-granularity stream on stdin as it is: its groups give the layout (no --tp, --dp, --pp, --ep, --ga, --vpp, --sweep, --comm-groups or --roofline-*)")
 		}
 		return c.chakraFromStream()
@@ -304,8 +304,8 @@ func (c *command) run() (err error) {
 		if c.traces, err = chakra.ReadPrefix(c.Chakra); err != nil {
 			return err
 		}
-	case c.CommGroups != "" || c.RoofTFlops != nil || c.RoofMemBW != nil:
-		return cli.Usagef("--comm-groups, --roofline-tflops and --roofline-mem-gbps go with --chakra")
+	case c.CommGroups != "" || c.RoofTFlops != nil || c.RoofMemBW != 0:
+		return cli.Usagef("--comm-groups, --peak-tflops and --hbm-bw go with --chakra")
 	case !traffic:
 		if w, err = c.workload(); err != nil {
 			return err

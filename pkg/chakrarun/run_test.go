@@ -13,6 +13,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/roofline"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
@@ -193,7 +194,7 @@ func TestRoofline(t *testing.T) {
 		{ID: 4, Kind: chakra.Comp},
 		{ID: 5, Kind: chakra.Coll, NumOps: 989e9, TensorSize: 1e9},
 	}}
-	n, err := ApplyRoofline([]*chakra.Trace{tr}, func() (Roofline, error) { return Rooflines["H100"], nil })
+	n, err := ApplyRoofline([]*chakra.Trace{tr}, func() (Roofline, error) { return roofline.ByGPU["H100"], nil })
 	if err != nil {
 		t.Fatal(err)
 	}

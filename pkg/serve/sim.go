@@ -636,7 +636,7 @@ func (s *sim) decodeDone(now des.Time, idx int) {
 // latency).
 func (s *sim) iterTime(rep *replica, newTokens, attended, ctx, seqs int64) des.Time {
 	m := &s.cfg.Model
-	sec := s.cfg.Roof.Time(m.Iteration(newTokens, attended, ctx, seqs), rep.spec.TP)
+	sec := iterationSeconds(s.cfg.Roof, m.Iteration(newTokens, attended, ctx, seqs), rep.spec.TP)
 	act := newTokens * m.Hidden * m.DTypeBytes
 	if rep.tpTuner != nil {
 		us, ok := rep.arCache[act]

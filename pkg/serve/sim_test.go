@@ -5,6 +5,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/requests"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/roofline"
 )
 
 // serveRun runs reqs on fatTree16 with Llama-3-8B, one TP=1 prefill
@@ -14,7 +15,7 @@ func serveRun(t *testing.T, cfg Config, reqs []Request) []requests.Row {
 	tp, _ := fatTree16(t)
 	cfg.Model = readExample(t, "llama-3-8b.json")
 	if cfg.Roof == (Roofline{}) {
-		cfg.Roof = Rooflines["H100"]
+		cfg.Roof = roofline.ByGPU["H100"]
 	}
 	if cfg.Prefill.Count == 0 {
 		cfg.Prefill = ReplicaSpec{1, 1, 1, 1}
