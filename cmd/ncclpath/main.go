@@ -277,27 +277,7 @@ func (c *command) reportTopology(named bool) (*stream.Topology, error) {
 		}
 		defer in.Close()
 	}
-	var top *stream.Topology
-	// Read to the end: the trailer check catches a truncated input, and the
-	// writer upstream is not cut off mid-stream.
-	for {
-		kind, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if kind == stream.KindTopology {
-			if top, err = r.Topology(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if top == nil {
-		return nil, fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
-	}
-	return top, nil
+	return stream.ReadTopology(r)
 }
 
 // pathMeaning explains the path types as nvidia-smi topo -m's legend does.

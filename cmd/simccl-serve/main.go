@@ -6,7 +6,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"time"
 
@@ -211,23 +210,5 @@ func readTopology(path string) (*stream.Topology, error) {
 		return nil, err
 	}
 	defer rc.Close()
-	var t *stream.Topology
-	for {
-		kind, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		if kind == stream.KindTopology {
-			if t, err = r.Topology(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if t == nil {
-		return nil, fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
-	}
-	return t, nil
+	return stream.ReadTopology(r)
 }

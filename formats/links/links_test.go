@@ -12,8 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/loads.parquet and the fuzz seeds")

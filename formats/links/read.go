@@ -8,10 +8,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/formats/internal/errtext"
-	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
+	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
 )
 
 // maxRows bounds the rows a file may announce (0: no bound); the fuzz
@@ -118,15 +119,9 @@ func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File, v1 bool)
 		}
 		leaves = append(leaves, leaf.ColumnIndex)
 	}
-	var total int64
-	for i, rg := range f.RowGroups() {
-		if len(rg.ColumnChunks()) != len(f.Schema().Columns()) || rg.NumRows() < 0 {
-			return nil, fmt.Errorf("%s: corrupt Parquet row group %d", name, i)
-		}
-		total += rg.NumRows()
-		if total < 0 || (maxRows > 0 && total > maxRows) {
-			return nil, fmt.Errorf("%s: the row groups announce more than %d rows", name, maxRows)
-		}
+	total, err := pqcheck.RowGroups(name, f, maxRows)
+	if err != nil {
+		return nil, err
 	}
 	if err := pqcheck.Pages(name, ra, size, f.Metadata(), leaves, "a links file is ZSTD or UNCOMPRESSED (links.md)"); err != nil {
 		return nil, err

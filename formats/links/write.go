@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/formats/internal/errtext"
-	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/fabricsim/fabricsim/formats/internal/errtext"
+	"github.com/fabricsim/fabricsim/formats/internal/pqcheck"
+	"github.com/fabricsim/fabricsim/internal/outfile"
 )
 
 // Write writes rows with the metadata m to path, as Parquet (.parquet,
@@ -79,18 +81,7 @@ func writeParquet(w io.Writer, keys, values []string, rows []Row) error {
 		opts = append(opts, parquet.KeyValueMetadata(keys[i], values[i]))
 	}
 	pw := parquet.NewGenericWriter[Row](w, opts...)
-	const chunk = 4096
-	for len(rows) > 0 {
-		n := min(chunk, len(rows))
-		if _, err := pw.Write(rows[:n]); err != nil {
-			return fmt.Errorf("parquet: %v", err)
-		}
-		rows = rows[n:]
-	}
-	if err := pw.Close(); err != nil {
-		return fmt.Errorf("parquet: %v", err)
-	}
-	return nil
+	return pqcheck.WriteRows(pw, rows)
 }
 
 // writeCSV writes the header line and one line per row; floats in their

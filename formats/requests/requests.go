@@ -150,17 +150,7 @@ func Write(w io.Writer, m Meta, rows []Row) error {
 		parquet.KeyValueMetadata(KeyModel, m.Model),
 		parquet.KeyValueMetadata(KeyParams, string(params)),
 		parquet.KeyValueMetadata(KeyTopology, string(topo)))
-	for len(rows) > 0 {
-		n := min(4096, len(rows))
-		if _, err := pw.Write(rows[:n]); err != nil {
-			return fmt.Errorf("parquet: %v", err)
-		}
-		rows = rows[n:]
-	}
-	if err := pw.Close(); err != nil {
-		return fmt.Errorf("parquet: %v", err)
-	}
-	return nil
+	return pqcheck.WriteRows(pw, rows)
 }
 
 // MetricsColumns are the request_metrics.csv columns WriteMetricsCSV
@@ -287,15 +277,9 @@ func readRows(name string, ra io.ReaderAt, size int64, f *parquet.File) ([]Row, 
 		leaf, _ := f.Schema().Lookup(wf.Name())
 		leaves = append(leaves, leaf.ColumnIndex)
 	}
-	var total int64
-	for i, rg := range f.RowGroups() {
-		if len(rg.ColumnChunks()) != len(f.Schema().Columns()) || rg.NumRows() < 0 {
-			return nil, fmt.Errorf("%s: corrupt Parquet row group %d", name, i)
-		}
-		total += rg.NumRows()
-		if total < 0 || (maxRows > 0 && total > maxRows) {
-			return nil, fmt.Errorf("%s: the row groups announce more than %d rows", name, maxRows)
-		}
+	total, err := pqcheck.RowGroups(name, f, maxRows)
+	if err != nil {
+		return nil, err
 	}
 	if err := pqcheck.Pages(name, ra, size, f.Metadata(), leaves, "a requests file is ZSTD or UNCOMPRESSED (requests.md)"); err != nil {
 		return nil, err

@@ -993,3 +993,28 @@ func describe(c byte) string {
 	}
 	return fmt.Sprintf("byte 0x%02x", c)
 }
+
+// ReadTopology reads r to its end and returns its topology record: reading
+// on catches a truncated input (the trailer check) and never cuts the
+// writer upstream off mid-stream. A stream without one is an error.
+func ReadTopology(r *Reader) (*Topology, error) {
+	var top *Topology
+	for {
+		kind, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if kind == KindTopology {
+			if top, err = r.Topology(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if top == nil {
+		return nil, fmt.Errorf("%s: no topology record (pipe topogen's output in)", r.Name())
+	}
+	return top, nil
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
 )
@@ -233,4 +234,38 @@ func Guard[T any](f func() (T, error)) (v T, err error) {
 		}
 	}()
 	return f()
+}
+
+// RowGroups checks that every row group of f has a chunk per schema column
+// and a row count of at least 0, and returns the rows they announce in
+// all, refusing more than maxRows (0: no limit) before anything is
+// allocated for them.
+func RowGroups(name string, f *parquet.File, maxRows int64) (int64, error) {
+	var total int64
+	for i, rg := range f.RowGroups() {
+		if len(rg.ColumnChunks()) != len(f.Schema().Columns()) || rg.NumRows() < 0 {
+			return 0, fmt.Errorf("%s: corrupt Parquet row group %d", name, i)
+		}
+		total += rg.NumRows()
+		if total < 0 || (maxRows > 0 && total > maxRows) {
+			return 0, fmt.Errorf("%s: the row groups announce more than %d rows", name, maxRows)
+		}
+	}
+	return total, nil
+}
+
+// WriteRows writes rows through pw a few thousand at a time (parquet-go
+// buffers a call's rows whole) and closes it.
+func WriteRows[T any](pw *parquet.GenericWriter[T], rows []T) error {
+	for len(rows) > 0 {
+		n := min(4096, len(rows))
+		if _, err := pw.Write(rows[:n]); err != nil {
+			return fmt.Errorf("parquet: %v", err)
+		}
+		rows = rows[n:]
+	}
+	if err := pw.Close(); err != nil {
+		return fmt.Errorf("parquet: %v", err)
+	}
+	return nil
 }
