@@ -276,6 +276,27 @@ func (c *Calendar) Pop() Event {
 // is over, or its horizon reached). One pass: peeking first and then
 // popping scanned for the bucket twice, a tenth of a partitioned run.
 func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
+	if c.active >= 0 && c.active == c.cur {
+		// The sorted bucket being popped is the wheel's first (nothing
+		// can be pushed before the cursor): its head, unless a late or a
+		// far event comes first, without the scan for it and its re-check.
+		i := c.active & c.mask
+		h := c.buckets[i]
+		if c.head < len(h) && len(c.late) == 0 {
+			top := &h[c.head]
+			if c.far.Len() == 0 || !less(&c.far.h[0], top) {
+				if top.At >= end {
+					return Event{}, false
+				}
+				e = *top
+				c.inWheel--
+				if c.head++; c.head == len(h) {
+					c.emptied(i, h)
+				}
+				return e, true
+			}
+		}
+	}
 	if c.inWheel == 0 {
 		return c.popFarBefore(end)
 	}
@@ -298,16 +319,21 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 		c.late = heapPop(c.late)
 	}
 	if c.head == len(h) && len(c.late) == 0 {
-		c.bits[i>>6] &^= 1 << (i & 63)
-		if cap(h) > keepCap {
-			c.release(h)
-			c.buckets[i] = nil
-		} else {
-			c.buckets[i] = h[:0]
-		}
-		c.active = -1
+		c.emptied(i, h)
 	}
 	return e, true
+}
+
+// emptied retires bucket i, h, whose last event was just popped.
+func (c *Calendar) emptied(i int64, h []Event) {
+	c.bits[i>>6] &^= 1 << (i & 63)
+	if cap(h) > keepCap {
+		c.release(h)
+		c.buckets[i] = nil
+	} else {
+		c.buckets[i] = h[:0]
+	}
+	c.active = -1
 }
 
 // popFarBefore pops the far heap's head if there is one before end.
@@ -336,6 +362,16 @@ func (c *Calendar) PeekNear() (kind uint16, target int32, ok bool) {
 	}
 	e := c.first(c.active)
 	return e.Kind, e.Target, true
+}
+
+// PeekNearArg is PeekNear with the event's Arg too (a simulator that
+// carries an index there reads ahead of that memory as well).
+func (c *Calendar) PeekNearArg() (kind uint16, target int32, arg int64, ok bool) {
+	if c.active < 0 {
+		return 0, 0, 0, false
+	}
+	e := c.first(c.active)
+	return e.Kind, e.Target, e.Arg, true
 }
 
 // PeekTime is the time of the next event, or Never when empty.
