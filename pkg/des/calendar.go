@@ -126,6 +126,15 @@ const sortRun = 16
 // moves many events per event popped, so past a budget of moves the rest
 // is merge-sorted, whose moves grow as n log n.
 func (c *Calendar) sortEvents(h []Event) {
+	if len(h) > 2*sortRun {
+		// Merges of runs already in order cost one comparison each, so
+		// a sorted bucket costs what insertion would; an unsorted one is
+		// spared insertion's pass up to its budget (tie-heavy buckets of
+		// symmetric fabrics: 180 events each in SimAI's micro AllReduce
+		// on 128 GPUs). Both sorts are stable: the order is the same.
+		c.mergeSort(h)
+		return
+	}
 	if k := insertionSort(h, 2*len(h)); k < len(h) {
 		c.mergeSort(h[k:])
 		c.merge(h, k)
@@ -169,6 +178,9 @@ func insertionSort(h []Event, budget int) int {
 // the right's first and the right's that come after the left's last stay
 // where they are.
 func (c *Calendar) merge(h []Event, mid int) {
+	if !less(&h[mid], &h[mid-1]) {
+		return // already in order
+	}
 	lo, hi := 0, len(h)
 	for lo < mid && !less(&h[mid], &h[lo]) {
 		lo++
@@ -282,19 +294,28 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 		// far event comes first, without the scan for it and its re-check.
 		i := c.active & c.mask
 		h := c.buckets[i]
-		if c.head < len(h) && len(c.late) == 0 {
-			top := &h[c.head]
-			if c.far.Len() == 0 || !less(&c.far.h[0], top) {
-				if top.At >= end {
-					return Event{}, false
-				}
-				e = *top
-				c.inWheel--
-				if c.head++; c.head == len(h) {
-					c.emptied(i, h)
-				}
-				return e, true
+		var top *Event // not nil: an emptied bucket is no longer active
+		late := len(c.late) > 0 && (c.head == len(h) || less(&c.late[0], &h[c.head]))
+		if late {
+			top = &c.late[0]
+		} else {
+			top = &h[c.head]
+		}
+		if c.far.Len() == 0 || !less(&c.far.h[0], top) {
+			if top.At >= end {
+				return Event{}, false
 			}
+			e = *top
+			c.inWheel--
+			if late {
+				c.late = heapPop(c.late)
+			} else {
+				c.head++
+			}
+			if c.head == len(h) && len(c.late) == 0 {
+				c.emptied(i, h)
+			}
+			return e, true
 		}
 	}
 	if c.inWheel == 0 {

@@ -168,7 +168,7 @@ func (fa *fabric) transmit(pid int32, pi int32, q int) {
 		// the packet's path), so that the loop can load its port ahead.
 		s.push(s.now+tx+p.lat, evArrive, pi, int64(pid)+1)
 	}
-	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
+	if len(p.qps) > 0 || p.full != 0 { // a queued packet has bytes: full is qBytes != 0
 		p.txDoneAt = p.busyUntil
 		s.push(p.busyUntil, evTxDone, pid, 0)
 	}
