@@ -71,7 +71,7 @@ func (c *Calendar) Len() int { return c.inWheel + c.far.Len() }
 // Push schedules an event. Events must not be earlier than the last popped
 // one (a discrete-event simulation never schedules into its past).
 func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
-	c.push(Event{At: at, seq: c.seq, Kind: kind, Target: target, Arg: arg})
+	c.push(at, c.seq, kind, target, arg)
 	c.seq++
 }
 
@@ -91,23 +91,30 @@ func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg i
 		h := c.buckets[i]
 		if n := len(h); n < cap(h) {
 			h = h[:n+1]
-			h[n] = Event{At: at, seq: seq, Kind: kind, Target: target, Arg: arg}
+			// Field by field: a composite literal was built on the stack
+			// and copied in 16-byte loads that its narrow stores could
+			// not forward to (a tenth of the mixed 128-GPU case's profile).
+			e := &h[n]
+			e.At, e.seq, e.Kind, e.Target, e.Arg = at, seq, kind, target, arg
 			c.buckets[i] = h
 			c.bits[i>>6] |= 1 << (i & 63)
 			c.inWheel++
 			return
 		}
 	}
-	c.push(Event{At: at, seq: seq, Kind: kind, Target: target, Arg: arg})
+	c.push(at, seq, kind, target, arg)
 }
 
-func (c *Calendar) push(e Event) {
-	b := int64(e.At) >> c.shift
+// push takes the event's fields, not an Event: a struct of five fields
+// lives in memory, and copying it from there in 16-byte loads just after
+// its narrow stores stalled every push (see PushSeq).
+func (c *Calendar) push(at Time, seq uint64, kind uint16, target int32, arg int64) {
+	b := int64(at) >> c.shift
 	if b < c.cur {
 		b = c.cur // not earlier than the cursor's bucket (equal-time pushes)
 	}
 	if b-c.cur > c.mask {
-		c.far.pushEvent(e)
+		c.far.pushEvent(Event{At: at, seq: seq, Kind: kind, Target: target, Arg: arg})
 		return
 	}
 	c.inWheel++
@@ -115,17 +122,24 @@ func (c *Calendar) push(e Event) {
 		// Into the sorted bucket being popped (an equal-time push, or
 		// one a few ps ahead): a small heap beside it, not an insertion
 		// that could move a huge bucket's tail at every push.
-		c.late = heapPush(c.late, e)
+		c.pushLate(Event{At: at, seq: seq, Kind: kind, Target: target, Arg: arg})
 		return
 	}
 	i := b & c.mask
 	h := c.buckets[i]
-	if len(h) == cap(h) {
+	n := len(h)
+	if n == cap(h) {
 		h = c.grow(h)
 	}
-	c.buckets[i] = append(h, e)
+	h = h[:n+1]
+	e := &h[n]
+	e.At, e.seq, e.Kind, e.Target, e.Arg = at, seq, kind, target, arg
+	c.buckets[i] = h
 	c.bits[i>>6] |= 1 << (i & 63)
 }
+
+// pushLate puts e in the late heap of the bucket being popped.
+func (c *Calendar) pushLate(e Event) { c.late = heapPush(c.late, e) }
 
 // sortRun is the length of the stretches mergeSort sorts by insertion
 // before merging them.
