@@ -183,7 +183,7 @@ func (q *Queue) Pop() Event {
 
 // heapPush adds e to heap h.
 func heapPush(h []Event, e Event) []Event {
-	h = append(h, e)
+	h = append(h, Event{})
 	i := len(h) - 1
 	for i > 0 {
 		p := (i - 1) / 4
@@ -193,7 +193,10 @@ func heapPush(h []Event, e Event) []Event {
 		h[i] = h[p]
 		i = p
 	}
-	h[i] = e
+	// Field by field: e was just stored to the stack in narrow pieces,
+	// which a 16-byte copy cannot read until they reach the cache.
+	d := &h[i]
+	d.At, d.seq, d.Kind, d.Target, d.Arg = e.At, e.seq, e.Kind, e.Target, e.Arg
 	return h
 }
 

@@ -85,8 +85,11 @@ func (p *port) nextQueue(now int64, hostFree bool) int {
 	if p.full&^1 == 0 {
 		return 0
 	}
+	i := int(p.rr) // 0..6: the queue after rr, 1..7, comes first
 	for k := 0; k < nQ-1; k++ {
-		i := 1 + (int(p.rr)+k)%(nQ-1)
+		if i++; i == nQ {
+			i = 1
+		}
 		if p.full&(1<<i) != 0 && !p.pausedNow(i, now, hostFree) {
 			p.rr = uint8(i % (nQ - 1))
 			return i

@@ -164,25 +164,33 @@ func (fa *fabric) transmit(pid int32, pi int32, q int) {
 	case s.pv.abroad(p.to):
 		s.pv.sendAway(pi, s.now+tx+p.lat, p.to)
 	default:
-		s.push(s.now+tx+p.lat, evArrive, pi, 0)
+		// The link rides in the event (plus one: 0 leaves arrive to read
+		// the packet's path), so that the loop can load its port ahead.
+		s.push(s.now+tx+p.lat, evArrive, pi, int64(pid)+1)
 	}
-	if len(p.qps) > 0 || p.qBytes != [nQ]int64{} {
+	if len(p.qps) > 0 || p.full != 0 { // a queued packet has bytes: full is qBytes != 0
 		p.txDoneAt = p.busyUntil
 		s.push(p.busyUntil, evTxDone, pid, 0)
 	}
 }
 
-// arrive handles a packet reaching the far end of its current link.
-func (fa *fabric) arrive(pi int32) {
+// arrive handles a packet reaching the far end of its current link:
+// link+1 when the event carries it (transmit), else 0.
+func (fa *fabric) arrive(pi int32, link int64) {
 	s := fa.s
 	pkt := &s.pkts[pi]
 	if pkt.ep != s.nic.epoch[pkt.qp] {
 		fa.stale(pi)
 		return
 	}
-	dl := fa.dl(pkt)
-	if fa.fwding.perPacket() && pkt.kind == pktData {
+	var dl route.DirLink
+	switch {
+	case link > 0:
+		dl = route.DirLink(link - 1)
+	case fa.fwding.perPacket() && pkt.kind == pktData:
 		dl = route.DirLink(pkt.link)
+	default:
+		dl = fa.dl(pkt)
 	}
 	p := &fa.ports[dl]
 	s.cur = p.to

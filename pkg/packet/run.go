@@ -338,10 +338,13 @@ func (s *Sim) loop(end int64, window bool) error {
 		// Touch the next arrival's packet now: at 1024 GPUs packets and
 		// ports are no longer in cache, and the load overlaps this event's
 		// work instead of stalling the next one.
-		if k, t, ok := s.q.PeekNear(); ok {
+		if k, t, a, ok := s.q.PeekNearArg(); ok {
 			switch k {
 			case evArrive:
 				prefetch.Line(unsafe.Pointer(&s.pkts[t]))
+				if a > 0 {
+					prefetch.Line(unsafe.Pointer(&s.fab.ports[a-1]))
+				}
 			case evTxDone:
 				prefetch.Line(unsafe.Pointer(&s.fab.ports[t]))
 			}
@@ -354,7 +357,7 @@ func (s *Sim) loop(end int64, window bool) error {
 		s.curSeq, s.cur = ev.Seq(), int32(len(s.t.Nodes))
 		switch ev.Kind {
 		case evArrive:
-			s.fab.arrive(ev.Target)
+			s.fab.arrive(ev.Target, ev.Arg)
 		case evTxDone:
 			if p := &s.fab.ports[ev.Target]; p.txDoneAt == s.now {
 				p.txDoneAt = 0
