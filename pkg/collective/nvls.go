@@ -188,6 +188,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 	red := grid(nn, ppn)  // switch -> shard owner, per server and local index
 	done := grid(nn, ppn) // per server and local index: the shard is final
 	upID := make([]int64, nn)
+	round := proxyRounds(trees, nn, channels, size, c.step.proxyOp)
 	ids := make([]int64, 0, ppn) // one server's uploads to its switch
 	for ch := 0; ch < channels; ch++ {
 		data := splitEven(size, channels, ch)
@@ -237,7 +238,9 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
-					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					lat := c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard)
+					c.proxyPace(shard, at(round, j), at(round, par))
+					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 				for _, j := range tr.order {
 					p := nodes[j][li]
@@ -257,7 +260,9 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
 						deps := append(c.deps(nil), done[j][li])
-						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, c.firstHop(k, c.ranks[p], c.ranks[q], shard), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+						lat := c.firstHop(k, c.ranks[p], c.ranks[q], shard)
+						c.proxyPace(shard, at(round, j), at(round, kj))
+						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
 			}
@@ -282,6 +287,50 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 		}
 	}
 	return nil
+}
+
+// proxyRounds is, per server, how long (ps) a GPU's proxy takes to serve
+// one step of each of its NVLS-Tree network connections: every GPU heads
+// every channel's tree, so its proxy sends and receives a step on each of
+// its server's tree edges in every channel (Transport.ProxyOpUs). nil
+// without the cost.
+func proxyRounds(trees [2]serverTree, nn, channels int, size, op int64) []int64 {
+	if op <= 0 {
+		return nil
+	}
+	round := make([]int64, nn)
+	for ch := 0; ch < channels; ch++ {
+		if splitEven(size, channels, ch) == 0 {
+			continue
+		}
+		tr := &trees[ch%2]
+		for j := range round {
+			edges := int64(len(tr.kids[j]))
+			if tr.par[j] >= 0 {
+				edges++
+			}
+			round[j] += 2 * edges * op // a send and a receive per edge
+		}
+	}
+	return round
+}
+
+// proxyPace holds a tree connection's next chunk of wire bytes b until
+// both ends' proxies have gone round their connections once per step
+// (proxyRounds; rounds nil: no cost), if that is longer than its pace.
+func (c *cctx) proxyPace(b int64, src, dst int64) {
+	if src == 0 && dst == 0 {
+		return
+	}
+	c.pace = max(c.pace, c.step.steps(b)*max(src, dst))
+}
+
+// at is l[i], 0 past l's end (a nil list).
+func at(l []int64, i int) int64 {
+	if i < len(l) {
+		return l[i]
+	}
+	return 0
 }
 
 // grid is a rows x cols table in one allocation.

@@ -59,7 +59,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		return stepCosts{}
 	}
 	s := o.transport().costsFor(pl.Proto)
-	if s.intra == 0 && s.inter == 0 && s.serial == 0 {
+	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more

@@ -66,6 +66,15 @@ type Transport struct {
 	// hides behind its slices' fixed work on the pipeline's fill (the
 	// longer of the two is paid).
 	SliceUs [3]float64
+	// ProxyOpUs: the proxy thread's occupancy per network send or
+	// receive step, in series over all of a GPU's network connections:
+	// one progress thread per GPU (proxy.cc) posts and polls every
+	// channel's steps in turn. It binds where a GPU has many network
+	// connections, NVLS-Tree's, in which every GPU heads every channel's
+	// tree: a GPU's tree connection starts a step at most once per its
+	// proxy's round over all of them (a ring's network connections are
+	// spread over the server's GPUs and not paced by it).
+	ProxyOpUs float64
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
@@ -101,15 +110,22 @@ var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
+		t.ProxyOpUs = 0.8
+	},
+	"h100-efa": func(t *Transport) {
+		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
+		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
+		t.ProxyOpUs = 2.4
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
+		t.ProxyOpUs = 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -123,7 +139,7 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want h100-ib or none", v)
+			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa or none", v)
 		}
 		set(t)
 	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize":
@@ -144,7 +160,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -162,6 +178,8 @@ func (t *Transport) Set(kv string) error {
 			t.SliceUs[LL128] = us
 		case "slice-simple":
 			t.SliceUs[Simple] = us
+		case "proxy-op":
+			t.ProxyOpUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -186,6 +204,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
 	case !(t.CreditRTTUs >= 0):
 		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	case !(t.ProxyOpUs >= 0):
+		return fmt.Errorf("transport proxy-op %v: a cost is not negative", t.ProxyOpUs)
 	}
 	for p, us := range t.SliceUs {
 		if !(us >= 0) {
@@ -233,6 +253,9 @@ type stepCosts struct {
 	// and slices: how a ring chunk is cut (sliceOf)
 	serial int64
 	slice  sliceRule
+	// proxyOp: the proxy's occupancy per network step (ps), in series
+	// over a GPU's network connections (Transport.ProxyOpUs)
+	proxyOp int64
 }
 
 // sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices
@@ -246,7 +269,7 @@ type sliceRule struct {
 
 // costsFor is the transport's step costs under protocol p.
 func (t Transport) costsFor(p Proto) stepCosts {
-	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true), serial: usToPs(t.SliceUs[p])}
+	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true), serial: usToPs(t.SliceUs[p]), proxyOp: usToPs(t.ProxyOpUs)}
 }
 
 // slices is how many slices a ring chunk of wire bytes b is cut into.
@@ -299,7 +322,7 @@ func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
 func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, serial int64) {
 	pl := co.Plan
 	n := len(co.Ranks)
-	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 {
+	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 {
 		return 0, 0, 0
 	}
 	channels := int64(max(pl.Channels, 1))
@@ -345,6 +368,16 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		return 0, 0, 0
 	}
 	chunk := max(co.chunk(1, k), 1)
+	if pl.Algo == AlgoNVLSTree && op == AllReduce {
+		chunk = max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
+		if s.proxyOp > 0 && nNodes > 1 {
+			// the busiest proxy's round paces its tree connections (nvlsTree)
+			trees := [2]serverTree{newServerTree(nNodes, 0), newServerTree(nNodes, 1)}
+			for _, r := range proxyRounds(trees, nNodes, pl.Channels, co.Rec.Size, s.proxyOp) {
+				slow = max(slow, r)
+			}
+		}
+	}
 	chunks := (per + chunk - 1) / chunk
 	ppn := int64(n / max(nNodes, 1))
 	piece := min(chunk, per)

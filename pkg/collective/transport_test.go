@@ -57,3 +57,46 @@ func TestRingHopSerial(t *testing.T) {
 		t.Errorf("a negative slice cost validates")
 	}
 }
+
+// A GPU's proxy round over its NVLS-Tree connections is a send and a
+// receive per tree edge of its server in every channel (hand-counted on
+// NCCL's double binary tree: over 4 servers tree 0 is 0-2, 2-1, 2-3 and
+// tree 1 its mirror 3-1, 1-2, 1-0, even channels on tree 0).
+func TestProxyRounds(t *testing.T) {
+	const op = 1_000_000 // 1 us
+	for _, x := range []struct {
+		nodes, channels int
+		want            []int64
+	}{
+		{2, 16, []int64{32 * op, 32 * op}},                   // one edge each, 16 channels
+		{4, 16, []int64{32 * op, 64 * op, 64 * op, 32 * op}}, // 1+1, 1+3, 3+1, 1+1 edges
+		{4, 1, []int64{2 * op, 2 * op, 6 * op, 2 * op}},      // tree 0 only
+	} {
+		trees := [2]serverTree{newServerTree(x.nodes, 0), newServerTree(x.nodes, 1)}
+		got := proxyRounds(trees, x.nodes, x.channels, 1<<30, op)
+		if len(got) != len(x.want) {
+			t.Fatalf("%d servers: %d rounds, want %d", x.nodes, len(got), len(x.want))
+		}
+		for j := range got {
+			if got[j] != x.want[j] {
+				t.Errorf("%d servers, %d channels: server %d round %d ps, want %d", x.nodes, x.channels, j, got[j], x.want[j])
+			}
+		}
+	}
+	// A channel with no data (size below the channel count) costs nothing.
+	trees := [2]serverTree{newServerTree(2, 0), newServerTree(2, 1)}
+	if got := proxyRounds(trees, 2, 16, 4, op); got[0] != 4*2*op {
+		t.Errorf("4 bytes over 16 channels: round %d ps, want %d (4 channels carry data)", got[0], 4*2*op)
+	}
+	if proxyRounds(trees, 2, 16, 1<<20, 0) != nil {
+		t.Errorf("no proxy cost: want no rounds")
+	}
+	var bad Transport = DefaultTransport()
+	if err := bad.Set("proxy-op=-1"); err == nil {
+		t.Errorf("proxy-op=-1 accepted")
+	}
+	bad.ProxyOpUs = -1
+	if err := bad.Validate(); err == nil {
+		t.Errorf("a negative proxy-op validates")
+	}
+}
