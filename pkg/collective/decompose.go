@@ -666,8 +666,9 @@ func (co *Coll) chunk(unitsPerLoop int, k cut) int64 {
 // (steps: the transport's step costs apply) it is NCCL's loop, as the
 // per-step costs are paid per NCCL step: enqueue.cc's calcCollChunking
 // gives each of a channel's nHeads (ppn) heads a chunk of nvlsChunkSize
-// (pl.Chunk: 128 KiB, 64 KiB from 4 servers), halved to 64 KiB while
-// nBytes < 4 x concurrentOps x chunk and to 32 KiB while nBytes <
+// (pl.Chunk: 128 KiB, 64 KiB from 4 servers, or Transport.NVLSChunk),
+// cut to 256 KiB while nBytes < 32 x concurrentOps x chunk, 128 KiB
+// while < 16 x, 64 KiB while < 4 x and 32 KiB while nBytes <
 // concurrentOps x chunk (concurrentOps = channels x nHeads), and a loop
 // moves nHeads chunks per channel, each head's chunk one network step of
 // the tree. The cap on chunks per channel (chunk) applies to the loop.
@@ -679,6 +680,12 @@ func (co *Coll) nvlsTreeChunk(k cut, steps bool) int64 {
 	channels := int64(max(pl.Channels, 1))
 	ppn := int64(len(co.Ranks) / max(len(k.f.nodesOf(co.Ranks)), 1))
 	ops, size, ck := channels*ppn, co.Rec.Size, pl.Chunk
+	if size < 32*ops*ck && ck > 256<<10 {
+		ck = 256 << 10
+	}
+	if size < 16*ops*ck && ck > 128<<10 {
+		ck = 128 << 10
+	}
 	if size < 4*ops*ck && ck > 64<<10 {
 		ck = 64 << 10
 	}

@@ -188,7 +188,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 	red := grid(nn, ppn)  // switch -> shard owner, per server and local index
 	done := grid(nn, ppn) // per server and local index: the shard is final
 	upID := make([]int64, nn)
-	round := proxyRounds(trees, nn, channels, size, c.step.proxyOp)
+	round := proxyRound(channels, size, c.step.proxyOp)
 	ids := make([]int64, 0, ppn) // one server's uploads to its switch
 	for ch := 0; ch < channels; ch++ {
 		data := splitEven(size, channels, ch)
@@ -239,7 +239,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 						deps = append(deps, upID[kj])
 					}
 					lat := c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard)
-					c.proxyPace(shard, at(round, j), at(round, par))
+					c.proxyPace(shard, round)
 					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 				for _, j := range tr.order {
@@ -261,7 +261,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 						q := nodes[kj][li]
 						deps := append(c.deps(nil), done[j][li])
 						lat := c.firstHop(k, c.ranks[p], c.ranks[q], shard)
-						c.proxyPace(shard, at(round, j), at(round, kj))
+						c.proxyPace(shard, round)
 						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
@@ -289,48 +289,30 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 	return nil
 }
 
-// proxyRounds is, per server, how long (ps) a GPU's proxy takes to serve
-// one step of each of its NVLS-Tree network connections: every GPU heads
-// every channel's tree, so its proxy sends and receives a step on each of
-// its server's tree edges in every channel (Transport.ProxyOpUs). nil
-// without the cost.
-func proxyRounds(trees [2]serverTree, nn, channels int, size, op int64) []int64 {
+// proxyRound is how long (ps) a GPU's proxy thread takes to serve one
+// step of each of its NVLS-Tree channels: every GPU heads every channel's
+// tree, and its one proxy thread (proxy.cc's progress loop) posts a send
+// and a receive per channel and step, in turn over the channels
+// (Transport.ProxyOpUs each). A channel's sends or receives to several
+// tree peers count once: the proxy groups a step's receives into one
+// call (ncclNetIrecv's n buffers), and counting every tree edge made the
+// held-out 4-server p5 sweep 1.4-2.7x slow at 32-256 MiB where the
+// 2-server fit was within 20%. 0 without the cost.
+func proxyRound(channels int, size, op int64) int64 {
 	if op <= 0 {
-		return nil
+		return 0
 	}
-	round := make([]int64, nn)
-	for ch := 0; ch < channels; ch++ {
-		if splitEven(size, channels, ch) == 0 {
-			continue
-		}
-		tr := &trees[ch%2]
-		for j := range round {
-			edges := int64(len(tr.kids[j]))
-			if tr.par[j] >= 0 {
-				edges++
-			}
-			round[j] += 2 * edges * op // a send and a receive per edge
-		}
-	}
-	return round
+	active := int64(min(int64(channels), max(size, 0))) // channels carrying data
+	return 2 * active * op
 }
 
 // proxyPace holds a tree connection's next chunk of wire bytes b until
-// both ends' proxies have gone round their connections once per step
-// (proxyRounds; rounds nil: no cost), if that is longer than its pace.
-func (c *cctx) proxyPace(b int64, src, dst int64) {
-	if src == 0 && dst == 0 {
-		return
+// its GPU's proxy has gone round its channels once per step (proxyRound;
+// 0: no cost), if that is longer than its pace.
+func (c *cctx) proxyPace(b, round int64) {
+	if round > 0 {
+		c.pace = max(c.pace, c.step.steps(b)*round)
 	}
-	c.pace = max(c.pace, c.step.steps(b)*max(src, dst))
-}
-
-// at is l[i], 0 past l's end (a nil list).
-func at(l []int64, i int) int64 {
-	if i < len(l) {
-		return l[i]
-	}
-	return 0
 }
 
 // grid is a rows x cols table in one allocation.

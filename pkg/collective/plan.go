@@ -268,6 +268,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		pl.Channels = p.Opt.RingChannels
 	}
 	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
+	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
+		pl.Chunk = c
+	}
 	pl.Lat = t.latencyAt(op, pl.Algo, pl.Proto, size)
 	return pl, nil
 }

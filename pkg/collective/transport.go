@@ -67,14 +67,19 @@ type Transport struct {
 	// longer of the two is paid).
 	SliceUs [3]float64
 	// ProxyOpUs: the proxy thread's occupancy per network send or
-	// receive step, in series over all of a GPU's network connections:
-	// one progress thread per GPU (proxy.cc) posts and polls every
-	// channel's steps in turn. It binds where a GPU has many network
-	// connections, NVLS-Tree's, in which every GPU heads every channel's
-	// tree: a GPU's tree connection starts a step at most once per its
-	// proxy's round over all of them (a ring's network connections are
-	// spread over the server's GPUs and not paced by it).
+	// receive step, in series over all of a GPU's channels: one progress
+	// thread per GPU (proxy.cc) posts and polls every channel's steps in
+	// turn. It binds where a GPU has a network connection in every
+	// channel, NVLS-Tree's, in which every GPU heads every channel's tree:
+	// a GPU's tree connection starts a step at most once per its proxy's
+	// round (proxyRound; a ring's network connections are spread over the
+	// server's GPUs and not paced by it).
 	ProxyOpUs float64
+	// NVLSChunk: NVLS-Tree's chunk per head before enqueue.cc shrinks it
+	// (NCCL_NVLS_CHUNKSIZE, with NCCL_NVLSTREE_MAX_CHUNKSIZE at least as
+	// large, as aws-ofi-nccl sets both to 512 KiB on AWS); 0: NCCL's
+	// defaults, 128 KiB, 64 KiB from 4 servers.
+	NVLSChunk int64
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
@@ -110,22 +115,24 @@ var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
-		t.ProxyOpUs = 0.8
+		t.ProxyOpUs = 1.6
+		t.BuffSimple, t.NVLSChunk = 4<<20, 0
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
 		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
 		t.ProxyOpUs = 2.4
+		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
-		t.ProxyOpUs = 0
+		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -142,7 +149,7 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa or none", v)
 		}
 		set(t)
-	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize":
+	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "nvls-chunk":
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1<<40 {
 			return fmt.Errorf("--transport %s=%q: want a positive integer", k, v)
@@ -157,6 +164,8 @@ func (t *Transport) Set(kv string) error {
 			t.BuffSimple = n
 		case "ll-buffsize":
 			t.BuffLL = n
+		case "nvls-chunk":
+			t.NVLSChunk = n
 		default:
 			t.BuffLL128 = n
 		}
@@ -204,6 +213,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
 	case !(t.CreditRTTUs >= 0):
 		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	case t.NVLSChunk < 0:
+		return fmt.Errorf("transport nvls-chunk %d: a size is not negative", t.NVLSChunk)
 	case !(t.ProxyOpUs >= 0):
 		return fmt.Errorf("transport proxy-op %v: a cost is not negative", t.ProxyOpUs)
 	}
@@ -370,12 +381,9 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	chunk := max(co.chunk(1, k), 1)
 	if pl.Algo == AlgoNVLSTree && op == AllReduce {
 		chunk = max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
-		if s.proxyOp > 0 && nNodes > 1 {
-			// the busiest proxy's round paces its tree connections (nvlsTree)
-			trees := [2]serverTree{newServerTree(nNodes, 0), newServerTree(nNodes, 1)}
-			for _, r := range proxyRounds(trees, nNodes, pl.Channels, co.Rec.Size, s.proxyOp) {
-				slow = max(slow, r)
-			}
+		if nNodes > 1 {
+			// the proxy's round paces the tree connections (nvlsTree)
+			slow = max(slow, proxyRound(int(channels), co.Rec.Size, s.proxyOp))
 		}
 	}
 	chunks := (per + chunk - 1) / chunk

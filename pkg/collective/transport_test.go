@@ -58,42 +58,40 @@ func TestRingHopSerial(t *testing.T) {
 	}
 }
 
-// A GPU's proxy round over its NVLS-Tree connections is a send and a
-// receive per tree edge of its server in every channel (hand-counted on
-// NCCL's double binary tree: over 4 servers tree 0 is 0-2, 2-1, 2-3 and
-// tree 1 its mirror 3-1, 1-2, 1-0, even channels on tree 0).
-func TestProxyRounds(t *testing.T) {
+// A GPU's proxy round is a send and a receive per channel carrying data,
+// whatever the server's place in the tree.
+func TestProxyRound(t *testing.T) {
 	const op = 1_000_000 // 1 us
 	for _, x := range []struct {
-		nodes, channels int
-		want            []int64
+		channels   int
+		size, want int64
 	}{
-		{2, 16, []int64{32 * op, 32 * op}},                   // one edge each, 16 channels
-		{4, 16, []int64{32 * op, 64 * op, 64 * op, 32 * op}}, // 1+1, 1+3, 3+1, 1+1 edges
-		{4, 1, []int64{2 * op, 2 * op, 6 * op, 2 * op}},      // tree 0 only
+		{16, 1 << 30, 32 * op},
+		{1, 1 << 30, 2 * op},
+		{16, 4, 8 * op}, // 4 bytes: 4 channels carry data
+		{16, 0, 0},
 	} {
-		trees := [2]serverTree{newServerTree(x.nodes, 0), newServerTree(x.nodes, 1)}
-		got := proxyRounds(trees, x.nodes, x.channels, 1<<30, op)
-		if len(got) != len(x.want) {
-			t.Fatalf("%d servers: %d rounds, want %d", x.nodes, len(got), len(x.want))
-		}
-		for j := range got {
-			if got[j] != x.want[j] {
-				t.Errorf("%d servers, %d channels: server %d round %d ps, want %d", x.nodes, x.channels, j, got[j], x.want[j])
-			}
+		if got := proxyRound(x.channels, x.size, op); got != x.want {
+			t.Errorf("%d channels, %d B: round %d ps, want %d", x.channels, x.size, got, x.want)
 		}
 	}
-	// A channel with no data (size below the channel count) costs nothing.
-	trees := [2]serverTree{newServerTree(2, 0), newServerTree(2, 1)}
-	if got := proxyRounds(trees, 2, 16, 4, op); got[0] != 4*2*op {
-		t.Errorf("4 bytes over 16 channels: round %d ps, want %d (4 channels carry data)", got[0], 4*2*op)
+	if proxyRound(16, 1<<20, 0) != 0 {
+		t.Errorf("no proxy cost: want no round")
 	}
-	if proxyRounds(trees, 2, 16, 1<<20, 0) != nil {
-		t.Errorf("no proxy cost: want no rounds")
+	// The round paces a tree transfer by its steps when longer than its
+	// pace: 300 KiB is 3 steps of 128 KiB.
+	c := &cctx{step: stepCosts{bytes: 128 << 10}, pace: 10}
+	if c.proxyPace(300<<10, 32*op); c.pace != 96*op {
+		t.Errorf("pace %d ps, want %d", c.pace, 96*op)
+	}
+	if c.proxyPace(300<<10, op); c.pace != 96*op {
+		t.Errorf("a shorter round changed the pace to %d ps", c.pace)
 	}
 	var bad Transport = DefaultTransport()
-	if err := bad.Set("proxy-op=-1"); err == nil {
-		t.Errorf("proxy-op=-1 accepted")
+	for _, kv := range []string{"proxy-op=-1", "nvls-chunk=0", "nvls-chunk=-5"} {
+		if err := bad.Set(kv); err == nil {
+			t.Errorf("%s accepted", kv)
+		}
 	}
 	bad.ProxyOpUs = -1
 	if err := bad.Validate(); err == nil {
