@@ -87,9 +87,10 @@ type Transport struct {
 // transport was modelled. The calibrated costs (TransportPresets) are
 // opt-in until they meet issue 30's targets: with h100-ib, fluid's 32-GPU
 // H100 AllGather and AllReduce come within 20% of the Voltage Park sweeps
-// at every size from 1 MiB to 4 GiB but four (AllGather 1-2 MiB at 1.8x
-// and 64 MiB at 0.79x, AllReduce 256 MiB at 0.66x; tests/transport_test.go
-// TestTransportVPBands says why), packet within 5% of fluid at 4-64 MiB
+// at every size from 1 MiB to 4 GiB but three (AllGather 1-2 MiB at 1.8x
+// and 64 MiB at 0.79x; tests/transport_test.go TestTransportVPBands says
+// why), with h100-efa the AWS p5 2- and 4-server AllReduce's NVLS-Tree
+// sizes within 20% (TestTransportP5Band), packet within 5% of fluid at 4-64 MiB
 // and up to 12% slower at 128-512 MiB AllGather, and collective
 // granularity still differs from flow granularity by up to 30%.
 func DefaultTransport() Transport {
@@ -109,8 +110,22 @@ func DefaultTransport() Transport {
 // MiB. The model has no per-channel rate cap, so a channel's fixed work
 // lets its neighbours take its links meanwhile and the calibrated values
 // sit above those fits. The AllReduce sweep's ring sizes (512 MiB-4 GiB)
-// are held out for the slice costs. none is DefaultTransport's: no
-// per-step cost.
+// are held out for the slice costs. The proxy round (ProxyOpUs 1.6 us)
+// is fitted on the AllReduce sweep's NVLS-Tree sizes (1-256 MiB).
+//
+// h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
+// server), fitted on the 2 x 8 p5 AllReduce (examples/reference/
+// aws-p5-2x8h100-efa_allreduce.csv, all NVLS-Tree): 18 us per proxy side
+// and 2.4 us of proxy round per send or receive, where IB's are 4 and 1.6
+// (the sweep's 1-8 MiB times, 123-205 us, need about twice IB's fill; its
+// 16-64 MiB steps, one NCCL loop per 70 us whatever the chunk, the
+// round); with the buffers and NVLS chunk aws-ofi-nccl sets on AWS
+// (NCCL_BUFFSIZE 8 MiB, NCCL_NVLS_CHUNKSIZE and
+// NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB: its release notes, and the 4 x 8
+// p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
+// aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
+// IB's (not fitted on EFA). none is DefaultTransport's: no per-step
+// cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
