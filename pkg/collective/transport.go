@@ -338,8 +338,22 @@ func (s stepCosts) steps(b int64) int64 {
 // adds whichever of the two excesses is larger.
 func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
 	fill, steady, serial := transportTerms(co, k, s, nNodes)
-	bw := co.Rec.PredictedPs - usToPs(co.Plan.Lat.Total)
-	return fill + max(0, steady-max(bw, 0), serial)
+	bw := max(co.Rec.PredictedPs-usToPs(co.Plan.Lat.Total), 0)
+	if co.Plan.Algo == AlgoNVLSTree && Op(co.Rec.Op) == AllReduce && steady > 0 {
+		// A paced tree exposes its first chunk's NVLS phases before the
+		// steps and its last chunk's after them (nvlsTree's chain).
+		steady += 2 * bw / nvlsTreeChunks(co, k, s)
+	}
+	return fill + max(0, steady-bw, serial)
+}
+
+// nvlsTreeChunks is how many loops an NVLS-Tree AllReduce's channel runs
+// under the transport (nvlsTreeChunk).
+func nvlsTreeChunks(co *Coll, k cut, s stepCosts) int64 {
+	channels := int64(max(co.Plan.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels
+	chunk := max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
+	return max((per+chunk-1)/chunk, 1)
 }
 
 // transportTerms splits transportPs into the pipeline's fill, the
