@@ -606,6 +606,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.StepInterPs
 		case "step_serial_ps":
 			dst = &c.StepSerialPs
+		case "step_proxy_ps":
+			dst = &c.StepProxyPs
 		case "first_flow":
 			c.FirstFlow = new(int64)
 			dst, limit = c.FirstFlow, MaxFirstFlow

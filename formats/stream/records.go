@@ -176,6 +176,10 @@ type Cut struct {
 	// StepSerialPs: a ring thread block's fixed work per slice, in series
 	// with the slice's bytes on its connection (0 or absent: none).
 	StepSerialPs int64 `msgpack:"step_serial_ps,omitempty"`
+	// StepProxyPs: a proxy thread's occupancy per network step, in series
+	// over all of a GPU's NVLS-Tree network connections (0 or absent:
+	// none).
+	StepProxyPs int64 `msgpack:"step_proxy_ps,omitempty"`
 	// FirstFlow is the id flow granularity gives the collective's first
 	// flow (its group's, then its siblings' follow): an expanded flow's id
 	// is FirstFlow plus its index in the expansion, so that ECMP, which

@@ -660,6 +660,46 @@ func (co *Coll) chunk(unitsPerLoop int, k cut) int64 {
 	return c
 }
 
+// nvlsTreeChunk is an NVLS-Tree channel's chunk. Without the transport's
+// costs it is NCCL's per-head chunk, cut finer than NCCL does so that the
+// DAG's pipeline fills as fast as NCCL's model time assumes. With them
+// (steps: the transport's step costs apply) it is NCCL's loop, as the
+// per-step costs are paid per NCCL step: enqueue.cc's calcCollChunking
+// gives each of a channel's nHeads (ppn) heads a chunk of nvlsChunkSize
+// (pl.Chunk: 128 KiB, 64 KiB from 4 servers, or Transport.NVLSChunk),
+// cut to 256 KiB while nBytes < 32 x concurrentOps x chunk, 128 KiB
+// while < 16 x, 64 KiB while < 4 x and 32 KiB while nBytes <
+// concurrentOps x chunk (concurrentOps = channels x nHeads), and a loop
+// moves nHeads chunks per channel, each head's chunk one network step of
+// the tree. The cap on chunks per channel (chunk) applies to the loop.
+func (co *Coll) nvlsTreeChunk(k cut, steps bool) int64 {
+	if !steps {
+		return co.chunk(1, k)
+	}
+	pl := co.Plan
+	channels := int64(max(pl.Channels, 1))
+	ppn := int64(len(co.Ranks) / max(len(k.f.nodesOf(co.Ranks)), 1))
+	ops, size, ck := channels*ppn, co.Rec.Size, pl.Chunk
+	if size < 32*ops*ck && ck > 256<<10 {
+		ck = 256 << 10
+	}
+	if size < 16*ops*ck && ck > 128<<10 {
+		ck = 128 << 10
+	}
+	if size < 4*ops*ck && ck > 64<<10 {
+		ck = 64 << 10
+	}
+	if size < ops*ck && ck > 32<<10 {
+		ck = 32 << 10
+	}
+	loop := ck * ppn
+	if m := 4 * int64(k.maxChunks); m > 0 {
+		per := (size + channels - 1) / channels
+		loop = max(loop, (per+m-1)/m)
+	}
+	return loop
+}
+
 // ringSpec is the collective as a ring runs it.
 func (co *Coll) ringSpec(k cut) ringSpec {
 	pl := co.Plan
@@ -711,7 +751,7 @@ func decompose(c *cctx, co *Coll, k cut) error {
 			ring(c, f, sp)
 			return nil
 		}
-		return nvlsTree(c, f, size, channels, co.chunk(1, k), k.nvlsEff)
+		return nvlsTree(c, f, size, channels, co.nvlsTreeChunk(k, c.step.intra > 0 || c.step.inter > 0), k.nvlsEff)
 	case AlgoPAT:
 		pat(c, op, size, channels, co.chunk(len(co.Ranks), k))
 	case AlgoDirect:
@@ -775,6 +815,6 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 		c.BaseLatPs, c.IntraLatPs, c.InterLatPs = usToPs(pl.Lat.Base), usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
 	}
 	s := d.Planner.Opt.stepCosts(pl)
-	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs = s.bytes, s.intra, s.inter, s.serial
+	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
 	return c
 }

@@ -188,6 +188,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 	red := grid(nn, ppn)  // switch -> shard owner, per server and local index
 	done := grid(nn, ppn) // per server and local index: the shard is final
 	upID := make([]int64, nn)
+	round := proxyRound(channels, size, c.step.proxyOp)
 	ids := make([]int64, 0, ppn) // one server's uploads to its switch
 	for ch := 0; ch < channels; ch++ {
 		data := splitEven(size, channels, ch)
@@ -237,7 +238,9 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					for _, kj := range tr.kids[j] {
 						deps = append(deps, upID[kj])
 					}
-					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					lat := c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard)
+					c.proxyPace(shard, round)
+					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 				for _, j := range tr.order {
 					p := nodes[j][li]
@@ -257,7 +260,9 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					for _, kj := range tr.kids[j] {
 						q := nodes[kj][li]
 						deps := append(c.deps(nil), done[j][li])
-						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, c.firstHop(k, c.ranks[p], c.ranks[q], shard), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+						lat := c.firstHop(k, c.ranks[p], c.ranks[q], shard)
+						c.proxyPace(shard, round)
+						done[kj][li] = c.connFlow(&st[q].lastTreeDown, deps, c.ranks[p], c.ranks[q], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 					}
 				}
 			}
@@ -282,6 +287,32 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 		}
 	}
 	return nil
+}
+
+// proxyRound is how long (ps) a GPU's proxy thread takes to serve one
+// step of each of its NVLS-Tree channels: every GPU heads every channel's
+// tree, and its one proxy thread (proxy.cc's progress loop) posts a send
+// and a receive per channel and step, in turn over the channels
+// (Transport.ProxyOpUs each). A channel's sends or receives to several
+// tree peers count once: the proxy groups a step's receives into one
+// call (ncclNetIrecv's n buffers), and counting every tree edge made the
+// held-out 4-server p5 sweep 1.4-2.7x slow at 32-256 MiB where the
+// 2-server fit was within 20%. 0 without the cost.
+func proxyRound(channels int, size, op int64) int64 {
+	if op <= 0 {
+		return 0
+	}
+	active := int64(min(int64(channels), max(size, 0))) // channels carrying data
+	return 2 * active * op
+}
+
+// proxyPace holds a tree connection's next chunk of wire bytes b until
+// its GPU's proxy has gone round its channels once per step (proxyRound;
+// 0: no cost), if that is longer than its pace.
+func (c *cctx) proxyPace(b, round int64) {
+	if round > 0 {
+		c.pace = max(c.pace, c.step.steps(b)*round)
+	}
 }
 
 // grid is a rows x cols table in one allocation.

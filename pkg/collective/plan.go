@@ -59,7 +59,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		return stepCosts{}
 	}
 	s := o.transport().costsFor(pl.Proto)
-	if s.intra == 0 && s.inter == 0 && s.serial == 0 {
+	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more
@@ -268,6 +268,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		pl.Channels = p.Opt.RingChannels
 	}
 	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
+	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
+		pl.Chunk = c
+	}
 	pl.Lat = t.latencyAt(op, pl.Algo, pl.Proto, size)
 	return pl, nil
 }

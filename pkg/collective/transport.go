@@ -66,6 +66,20 @@ type Transport struct {
 	// hides behind its slices' fixed work on the pipeline's fill (the
 	// longer of the two is paid).
 	SliceUs [3]float64
+	// ProxyOpUs: the proxy thread's occupancy per network send or
+	// receive step, in series over all of a GPU's channels: one progress
+	// thread per GPU (proxy.cc) posts and polls every channel's steps in
+	// turn. It binds where a GPU has a network connection in every
+	// channel, NVLS-Tree's, in which every GPU heads every channel's tree:
+	// a GPU's tree connection starts a step at most once per its proxy's
+	// round (proxyRound; a ring's network connections are spread over the
+	// server's GPUs and not paced by it).
+	ProxyOpUs float64
+	// NVLSChunk: NVLS-Tree's chunk per head before enqueue.cc shrinks it
+	// (NCCL_NVLS_CHUNKSIZE, with NCCL_NVLSTREE_MAX_CHUNKSIZE at least as
+	// large, as aws-ofi-nccl sets both to 512 KiB on AWS); 0: NCCL's
+	// defaults, 128 KiB, 64 KiB from 4 servers.
+	NVLSChunk int64
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
@@ -73,9 +87,10 @@ type Transport struct {
 // transport was modelled. The calibrated costs (TransportPresets) are
 // opt-in until they meet issue 30's targets: with h100-ib, fluid's 32-GPU
 // H100 AllGather and AllReduce come within 20% of the Voltage Park sweeps
-// at every size from 1 MiB to 4 GiB but four (AllGather 1-2 MiB at 1.8x
-// and 64 MiB at 0.79x, AllReduce 256 MiB at 0.66x; tests/transport_test.go
-// TestTransportVPBands says why), packet within 5% of fluid at 4-64 MiB
+// at every size from 1 MiB to 4 GiB but three (AllGather 1-2 MiB at 1.8x
+// and 64 MiB at 0.79x; tests/transport_test.go TestTransportVPBands says
+// why), with h100-efa the AWS p5 2- and 4-server AllReduce's NVLS-Tree
+// sizes within 20% (TestTransportP5Band), packet within 5% of fluid at 4-64 MiB
 // and up to 12% slower at 128-512 MiB AllGather, and collective
 // granularity still differs from flow granularity by up to 30%.
 func DefaultTransport() Transport {
@@ -95,21 +110,44 @@ func DefaultTransport() Transport {
 // MiB. The model has no per-channel rate cap, so a channel's fixed work
 // lets its neighbours take its links meanwhile and the calibrated values
 // sit above those fits. The AllReduce sweep's ring sizes (512 MiB-4 GiB)
-// are held out for the slice costs. none is DefaultTransport's: no
-// per-step cost.
+// are held out for the slice costs. The proxy round (ProxyOpUs 1.6 us)
+// is fitted on the AllReduce sweep's NVLS-Tree sizes (1-256 MiB).
+//
+// h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
+// server), fitted on the 2 x 8 p5 AllReduce (examples/reference/
+// aws-p5-2x8h100-efa_allreduce.csv, all NVLS-Tree): 18 us per proxy side
+// and 2.4 us of proxy round per send or receive, where IB's are 4 and 1.6
+// (the sweep's 1-8 MiB times, 123-205 us, need about twice IB's fill; its
+// 16-64 MiB steps, one NCCL loop per 70 us whatever the chunk, the
+// round); with the buffers and NVLS chunk aws-ofi-nccl sets on AWS
+// (NCCL_BUFFSIZE 8 MiB, NCCL_NVLS_CHUNKSIZE and
+// NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB: its release notes, and the 4 x 8
+// p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
+// aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
+// IB's (not fitted on EFA). none is DefaultTransport's: no per-step
+// cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
+		t.ProxyOpUs = 1.6
+		t.BuffSimple, t.NVLSChunk = 4<<20, 0
+	},
+	"h100-efa": func(t *Transport) {
+		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
+		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
+		t.ProxyOpUs = 2.4
+		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
+		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -123,10 +161,10 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want h100-ib or none", v)
+			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa or none", v)
 		}
 		set(t)
-	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize":
+	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "nvls-chunk":
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1<<40 {
 			return fmt.Errorf("--transport %s=%q: want a positive integer", k, v)
@@ -141,10 +179,12 @@ func (t *Transport) Set(kv string) error {
 			t.BuffSimple = n
 		case "ll-buffsize":
 			t.BuffLL = n
+		case "nvls-chunk":
+			t.NVLSChunk = n
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -162,6 +202,8 @@ func (t *Transport) Set(kv string) error {
 			t.SliceUs[LL128] = us
 		case "slice-simple":
 			t.SliceUs[Simple] = us
+		case "proxy-op":
+			t.ProxyOpUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -186,6 +228,10 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
 	case !(t.CreditRTTUs >= 0):
 		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	case t.NVLSChunk < 0:
+		return fmt.Errorf("transport nvls-chunk %d: a size is not negative", t.NVLSChunk)
+	case !(t.ProxyOpUs >= 0):
+		return fmt.Errorf("transport proxy-op %v: a cost is not negative", t.ProxyOpUs)
 	}
 	for p, us := range t.SliceUs {
 		if !(us >= 0) {
@@ -233,6 +279,9 @@ type stepCosts struct {
 	// and slices: how a ring chunk is cut (sliceOf)
 	serial int64
 	slice  sliceRule
+	// proxyOp: the proxy's occupancy per network step (ps), in series
+	// over a GPU's network connections (Transport.ProxyOpUs)
+	proxyOp int64
 }
 
 // sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices
@@ -246,7 +295,7 @@ type sliceRule struct {
 
 // costsFor is the transport's step costs under protocol p.
 func (t Transport) costsFor(p Proto) stepCosts {
-	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true), serial: usToPs(t.SliceUs[p])}
+	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true), serial: usToPs(t.SliceUs[p]), proxyOp: usToPs(t.ProxyOpUs)}
 }
 
 // slices is how many slices a ring chunk of wire bytes b is cut into.
@@ -289,8 +338,22 @@ func (s stepCosts) steps(b int64) int64 {
 // adds whichever of the two excesses is larger.
 func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
 	fill, steady, serial := transportTerms(co, k, s, nNodes)
-	bw := co.Rec.PredictedPs - usToPs(co.Plan.Lat.Total)
-	return fill + max(0, steady-max(bw, 0), serial)
+	bw := max(co.Rec.PredictedPs-usToPs(co.Plan.Lat.Total), 0)
+	if co.Plan.Algo == AlgoNVLSTree && Op(co.Rec.Op) == AllReduce && steady > 0 {
+		// A paced tree exposes its first chunk's NVLS phases before the
+		// steps and its last chunk's after them (nvlsTree's chain).
+		steady += 2 * bw / nvlsTreeChunks(co, k, s)
+	}
+	return fill + max(0, steady-bw, serial)
+}
+
+// nvlsTreeChunks is how many loops an NVLS-Tree AllReduce's channel runs
+// under the transport (nvlsTreeChunk).
+func nvlsTreeChunks(co *Coll, k cut, s stepCosts) int64 {
+	channels := int64(max(co.Plan.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels
+	chunk := max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
+	return max((per+chunk-1)/chunk, 1)
 }
 
 // transportTerms splits transportPs into the pipeline's fill, the
@@ -299,7 +362,7 @@ func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
 func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, serial int64) {
 	pl := co.Plan
 	n := len(co.Ranks)
-	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 {
+	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 {
 		return 0, 0, 0
 	}
 	channels := int64(max(pl.Channels, 1))
@@ -345,6 +408,13 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		return 0, 0, 0
 	}
 	chunk := max(co.chunk(1, k), 1)
+	if pl.Algo == AlgoNVLSTree && op == AllReduce {
+		chunk = max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
+		if nNodes > 1 {
+			// the proxy's round paces the tree connections (nvlsTree)
+			slow = max(slow, proxyRound(int(channels), co.Rec.Size, s.proxyOp))
+		}
+	}
 	chunks := (per + chunk - 1) / chunk
 	ppn := int64(n / max(nNodes, 1))
 	piece := min(chunk, per)

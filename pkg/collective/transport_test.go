@@ -57,3 +57,44 @@ func TestRingHopSerial(t *testing.T) {
 		t.Errorf("a negative slice cost validates")
 	}
 }
+
+// A GPU's proxy round is a send and a receive per channel carrying data,
+// whatever the server's place in the tree.
+func TestProxyRound(t *testing.T) {
+	const op = 1_000_000 // 1 us
+	for _, x := range []struct {
+		channels   int
+		size, want int64
+	}{
+		{16, 1 << 30, 32 * op},
+		{1, 1 << 30, 2 * op},
+		{16, 4, 8 * op}, // 4 bytes: 4 channels carry data
+		{16, 0, 0},
+	} {
+		if got := proxyRound(x.channels, x.size, op); got != x.want {
+			t.Errorf("%d channels, %d B: round %d ps, want %d", x.channels, x.size, got, x.want)
+		}
+	}
+	if proxyRound(16, 1<<20, 0) != 0 {
+		t.Errorf("no proxy cost: want no round")
+	}
+	// The round paces a tree transfer by its steps when longer than its
+	// pace: 300 KiB is 3 steps of 128 KiB.
+	c := &cctx{step: stepCosts{bytes: 128 << 10}, pace: 10}
+	if c.proxyPace(300<<10, 32*op); c.pace != 96*op {
+		t.Errorf("pace %d ps, want %d", c.pace, 96*op)
+	}
+	if c.proxyPace(300<<10, op); c.pace != 96*op {
+		t.Errorf("a shorter round changed the pace to %d ps", c.pace)
+	}
+	var bad Transport = DefaultTransport()
+	for _, kv := range []string{"proxy-op=-1", "nvls-chunk=0", "nvls-chunk=-5"} {
+		if err := bad.Set(kv); err == nil {
+			t.Errorf("%s accepted", kv)
+		}
+	}
+	bad.ProxyOpUs = -1
+	if err := bad.Validate(); err == nil {
+		t.Errorf("a negative proxy-op validates")
+	}
+}
