@@ -50,6 +50,10 @@ const (
 	// "false" and the count of flows that have no row.
 	KeyComplete   = "fabricsim.complete"
 	KeyUnfinished = "fabricsim.unfinished_flows"
+	// A run that approximated what it simulates (flowsim-analytical
+	// --approx-lockstep) says how, in words; absent for a run without
+	// approximations beyond its model's.
+	KeyApproximate = "fabricsim.approximate"
 )
 
 // Backends allowed in Meta.Backend.
@@ -121,6 +125,9 @@ type Meta struct {
 	// the trace is partial (fabricsim.complete=false). 0 is a whole run,
 	// as is a trace written before these keys existed.
 	Unfinished int64
+	// Approximate, when not empty, says what the run approximated
+	// (fabricsim.approximate): readers print it beside its results.
+	Approximate string
 }
 
 // Partial reports whether the trace is of a run that stopped early.
@@ -414,6 +421,9 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 		keys = append(keys, KeyComplete, KeyUnfinished)
 		values = append(values, "false", strconv.FormatInt(m.Unfinished, 10))
 	}
+	if m.Approximate != "" {
+		keys, values = append(keys, KeyApproximate), append(values, m.Approximate)
+	}
 	return keys, values, nil
 }
 
@@ -468,6 +478,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 		}
 		m.Rows = n
 	}
+	m.Approximate, _ = lookup(KeyApproximate)
 	return m, decodeComplete(name, lookup, &m)
 }
 

@@ -114,6 +114,14 @@ type Options struct {
 	SendLat des.Time
 	// Progress, when set, is called every few thousand completed flows.
 	Progress func(done, total int, now des.Time)
+	// ApproxLockstep, with Expand under fluid, runs the sibling groups of
+	// each COLL node not run exactly by symmetry in lockstep with a
+	// representative per layout class (lockstep.go): an APPROXIMATION,
+	// which the trace's metadata states (fabricsim.approximate).
+	ApproxLockstep bool
+	// LockstepGroups bounds the groups of a lockstep class (0: every
+	// sibling group of a layout): fewer couple less and cost more.
+	LockstepGroups int
 	// Expand runs each COLL node of a collective-granularity stream as
 	// the flows flow granularity would have held (expand.go) instead of
 	// its model time and the fabric's price.
@@ -135,11 +143,23 @@ type Options struct {
 
 // Meta is the trace metadata of a run.
 func Meta(in *flowset.Set, opt Options) trace.Meta {
-	return trace.Meta{
+	m := trace.Meta{
 		Backend:  opt.Model.Backend(),
 		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "routing": opt.Routing.String(), "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
 		Topology: in.TopologyMeta(),
 	}
+	if opt.Lockstepping(in) {
+		m.Params["approx_lockstep"] = true
+		m.Params["lockstep_groups"] = opt.LockstepGroups
+		m.Approximate = ApproxLockstepNote
+	}
+	return m
+}
+
+// Lockstepping reports whether a run of in under opt runs groups in
+// lockstep (Options.ApproxLockstep takes effect).
+func (opt Options) Lockstepping(in *flowset.Set) bool {
+	return opt.ApproxLockstep && opt.Expand && opt.Model == Fluid && in.CollNodes > 0
 }
 
 // Result summarises a run.
@@ -156,8 +176,12 @@ type Result struct {
 	// in SymmetricNodes COLL nodes: only the first group's were made.
 	Mirrored       int64
 	SymmetricNodes int
-	Warnings       []string      // what the run could not model, once each
-	Loads          *linkload.Acc // with Options.LinkLoads
+	// Of those, approx-lockstep's: the COLL nodes whose groups moved in
+	// lockstep, the classes (representatives) they ran, and the flows that
+	// moved with their representatives' (in Expanded, not in Mirrored).
+	LockstepNodes, LockstepClasses, LockstepMembers int64
+	Warnings                                        []string      // what the run could not model, once each
+	Loads                                           *linkload.Acc // with Options.LinkLoads
 }
 
 // Event kinds.
@@ -193,6 +217,11 @@ type engine struct {
 	key      int64                       // busbw: the private links adaptive routing looks at
 	fl       *fluid
 	res      Result
+	// approx-lockstep's union of a flow's and its members' links
+	// (lockstep.go), their weights, and a member's path
+	lockLinks []route.DirLink
+	lockW     []float32
+	lockPath  []route.DirLink
 	// sameSrc picks the transfers sending from sentSrc (built once: no
 	// allocation per release).
 	sameSrc func(j int32) bool
@@ -258,6 +287,9 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 				e.res.SymmetricNodes = sym.Nodes
 			}
 			e.sym = sym
+		}
+		if opt.Lockstepping(in) {
+			e.ex.UseLockstep(opt.LockstepGroups)
 		}
 	case in.CollNodes > 0:
 		e.price = newCollLoad(in, r, opt.Routing, opt.Seed, &e.res)
@@ -352,6 +384,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	if e.ex != nil {
 		e.res.Mirrored, _ = e.ex.Mirrored()
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
+		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
@@ -522,10 +555,24 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	e.pace.Began(i, f, e.now)
+	members := e.members(i)
+	if len(members) > 0 { // approx-lockstep: f carries its siblings' flows
+		if err := e.lockstepUnion(f, members); err != nil {
+			return e.flowError(i, "dst", err)
+		}
+	}
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
 	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
-	if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
+	if len(members) > 0 {
+		path = e.lockLinks
+		if len(e.lockW) > 0 {
+			w, bottleneck = e.lockW, math.Inf(1)
+			for k, l := range path {
+				bottleneck = min(bottleneck, e.r.Bandwidth(l)/float64(w[k]))
+			}
+		}
+	} else if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
 		e.key = key
 		if path, w, err = e.sprayed(f); err != nil {
 			return e.flowError(i, "dst", fmt.Errorf("flow %d: %v", f.ID, err))

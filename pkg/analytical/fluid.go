@@ -242,6 +242,17 @@ func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
 	return float64(f.wts[l][p])
 }
 
+// claims is what link l's flows claim of it per unit of rate: their
+// count, or their weights' sum when that is more (lockstep flows weigh
+// as many flows as cross the link; sprayed ones weigh less than one).
+func (f *fluid) claims(l route.DirLink) float64 {
+	n := float64(len(f.flows[l]))
+	if f.wts != nil {
+		return max(n, f.wsum[l])
+	}
+	return n
+}
+
 // load is how many flows, weighted, send over link l per bit/s of it: what
 // adaptive routing steers away from.
 func (f *fluid) load(l route.DirLink) float64 {
@@ -305,7 +316,7 @@ func (f *fluid) update(now des.Time) {
 	theta := f.theta
 	for _, id := range f.added {
 		for _, l := range f.slots[id].path {
-			theta = min(theta, f.cap[l]/float64(len(f.flows[l])))
+			theta = min(theta, f.cap[l]/f.claims(l))
 			f.seeds = append(f.seeds, l)
 		}
 	}

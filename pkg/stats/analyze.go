@@ -45,9 +45,11 @@ type Run struct {
 	// Partial: the trace says its run stopped early with UnfinishedFlows
 	// flows never finished (formats/trace.md); only read when the caller
 	// allowed it, and every output then says PARTIAL.
-	Partial         bool   `json:"partial,omitempty"`
-	UnfinishedFlows int64  `json:"unfinished_flows,omitempty"`
-	Totals          Totals `json:"totals"`
+	Partial         bool  `json:"partial,omitempty"`
+	UnfinishedFlows int64 `json:"unfinished_flows,omitempty"`
+	// Approximate says what the run approximated (fabricsim.approximate).
+	Approximate string `json:"approximate,omitempty"`
+	Totals      Totals `json:"totals"`
 	// Collectives lists every collective by id; Summary aggregates
 	// identical ones (same op, size, group type, ranks and algorithm).
 	Collectives []Collective `json:"collectives"`
@@ -227,6 +229,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	if m := in.Meta; m != nil {
 		run.Backend, run.Params = m.Backend, m.Params
 		run.Partial, run.UnfinishedFlows = m.Partial(), m.Unfinished
+		run.Approximate = m.Approximate
 		t := m.Topology
 		run.Topology = &t
 	}
