@@ -28,6 +28,7 @@ type command struct {
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
 	Lockstep   bool           `name:"approx-lockstep" help:"APPROXIMATE, with --expand under fluid: the sibling groups of a COLL node that share a layout (size, ranks per server, relative GPU indexes) move in lockstep with the first of them, each of its flows sent with its siblings' matching flows as one flow over all their own paths (ECMP-hashed as at flow granularity) at one rate, the slowest's. Exact where the groups would run at the same rates anyway (an even split on a symmetric fabric); elsewhere a group no longer finishes before its siblings. One group's flows and events per class instead of every group's. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	LockGroups int            `name:"lockstep-groups" placeholder:"N" help:"With --approx-lockstep, at most N groups per lockstep class (0, the default: all the sibling groups of a layout). Fewer groups per class couple less (each step waits for the slowest of N groups' ECMP draws, not of all) and cost more."`
+	LockRate   string         `name:"lockstep-rate" default:"slowest" enum:"slowest,representative" help:"With --approx-lockstep, what sets a class's common rate: slowest (every member's path: the class waits for its unluckiest member's ECMP collisions, slow under ECMP) or representative (the representative's path alone; the members' other links carry their load, held to each link's fair share when it saturates: the members fare as the representative does)."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
 	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
@@ -116,6 +117,9 @@ func (c *command) run() error {
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry,
 		LinkLoads: c.Links != "", ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups}
+	if c.LockRate == "representative" {
+		opt.LockstepRate = analytical.RepresentativePace
+	}
 	meta := analytical.Meta(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
 	w, err := cli.TraceWriter(c.Out, meta)

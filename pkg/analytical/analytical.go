@@ -122,6 +122,8 @@ type Options struct {
 	// LockstepGroups bounds the groups of a lockstep class (0: every
 	// sibling group of a layout): fewer couple less and cost more.
 	LockstepGroups int
+	// LockstepRate is how a lockstep class's common rate is found.
+	LockstepRate LockstepRate
 	// Expand runs each COLL node of a collective-granularity stream as
 	// the flows flow granularity would have held (expand.go) instead of
 	// its model time and the fabric's price.
@@ -222,6 +224,8 @@ type engine struct {
 	lockLinks []route.DirLink
 	lockW     []float32
 	lockPath  []route.DirLink
+	hardAt    []bool // per directed link, while lockstepUnion sums
+	lockAbs   []float32
 	// sameSrc picks the transfers sending from sentSrc (built once: no
 	// allocation per release).
 	sameSrc func(j int32) bool
@@ -569,7 +573,9 @@ func (e *engine) send(i int32, started bool) error {
 		if len(e.lockW) > 0 {
 			w, bottleneck = e.lockW, math.Inf(1)
 			for k, l := range path {
-				bottleneck = min(bottleneck, e.r.Bandwidth(l)/float64(w[k]))
+				if w[k] > 0 { // soft ones never limit it
+					bottleneck = min(bottleneck, e.r.Bandwidth(l)/float64(w[k]))
+				}
 			}
 		}
 	} else if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
@@ -591,6 +597,9 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	if e.links != nil {
+		if len(members) > 0 {
+			w = e.lockstepLoads()
+		}
 		e.links.AddPath(f, path, w, size)
 		if i < e.n && e.price != nil { // a stage's first rank stands for the others
 			if err := e.price.addFlowSiblings(e.links, f); err != nil {
