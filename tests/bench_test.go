@@ -253,7 +253,7 @@ func BenchmarkApproxLockstepFidelity(b *testing.B) {
 				"simccl-decompose", "--workload", c.workload, "--granularity", "collective")
 			for i := 0; i < b.N; i++ {
 				var full [6]int64
-				for k, args := range [][]string{nil, {"--approx-lockstep"}, {"--approx-lockstep", "--lockstep-groups", "2"}} {
+				for k, args := range [][]string{nil, {"--approx-lockstep"}, {"--approx-lockstep", "--lockstep-rate", "slowest"}, {"--approx-lockstep", "--lockstep-rate", "slowest", "--lockstep-groups", "2"}} {
 					cmd := exec.Command(filepath.Join(binDir, "flowsim-analytical"), append([]string{"--expand", "--quiet"}, args...)...)
 					var stderr strings.Builder
 					cmd.Stdin, cmd.Stderr = bytes.NewReader(st), &stderr
@@ -276,7 +276,7 @@ func BenchmarkApproxLockstepFidelity(b *testing.B) {
 					}
 					x := it.Critical
 					got := [6]int64{x.DP, x.DPEP, x.TP, x.EP, x.PP, it.IterationNs}
-					name := [...]string{"full", "lockstep", "lockstep2"}[k]
+					name := [...]string{"full", "lockstep", "slowest", "slowest2"}[k]
 					for j, typ := range [...]string{"DP", "DP_EP", "TP", "EP", "PP", "iteration"} {
 						if k == 0 {
 							full[j] = got[j]

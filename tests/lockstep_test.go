@@ -66,9 +66,9 @@ func TestApproxLockstep(t *testing.T) {
 			}
 		}
 		full := sim(c.what, c.st)
-		all := sim(c.what, c.st, "--approx-lockstep")
-		two := sim(c.what, c.st, "--approx-lockstep", "--lockstep-groups", "2")
-		rep := sim(c.what, c.st, "--approx-lockstep", "--lockstep-rate", "representative")
+		all := sim(c.what, c.st, "--approx-lockstep", "--lockstep-rate", "slowest")
+		two := sim(c.what, c.st, "--approx-lockstep", "--lockstep-rate", "slowest", "--lockstep-groups", "2")
+		rep := sim(c.what, c.st, "--approx-lockstep") // at the representative's rate
 		for _, x := range []struct {
 			name     string
 			got      int64

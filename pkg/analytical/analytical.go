@@ -153,6 +153,7 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 	if opt.Lockstepping(in) {
 		m.Params["approx_lockstep"] = true
 		m.Params["lockstep_groups"] = opt.LockstepGroups
+		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
 		m.Approximate = ApproxLockstepNote
 	}
 	return m

@@ -82,7 +82,7 @@ func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
 		return e.r.SpreadLeast(src, dst, port, 1, load, add)
 	}
 	err := one(f.Src, f.Dst, int(f.Port), e.path)
-	hard = e.opt.LockstepRate != RepresentativePace // every member's links limit the rate
+	hard = e.opt.LockstepRate == SlowestMember // every member's links limit the rate
 	for k := 0; err == nil && k < len(members); k++ {
 		m := &members[k]
 		hash := route.QPHash(m.Src, m.Dst, m.ID, 0, e.opt.Seed)
@@ -173,11 +173,11 @@ func (e *engine) lockstepLoads() []float32 {
 type LockstepRate int
 
 const (
+	// RepresentativePace (the default): the representative's path alone;
+	// the members' other links only carry their load, held to each link's
+	// fair level when it saturates (soft entries).
+	RepresentativePace LockstepRate = iota
 	// SlowestMember: every member's path (the class moves at its slowest
 	// member's pace; comes out slow under ECMP).
-	SlowestMember LockstepRate = iota
-	// RepresentativePace: the representative's path alone; the members'
-	// other links only carry their load, held to each link's fair level
-	// when it saturates (soft entries).
-	RepresentativePace
+	SlowestMember
 )
