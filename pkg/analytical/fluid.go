@@ -274,6 +274,9 @@ func (f *fluid) load(l route.DirLink) float64 {
 func (f *fluid) remove(id int32) {
 	s := &f.slots[id]
 	f.theta = min(f.theta, s.rate)
+	if s.soft {
+		f.theta = min(f.theta, f.softLevel(s))
+	}
 	for k, l := range s.path {
 		list := f.flows[l]
 		p := s.pos[k]

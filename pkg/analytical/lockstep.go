@@ -31,7 +31,7 @@ import (
 // (Options.LockstepGroups). RepresentativePace: the representative's
 // path alone; the members' links off it are soft entries (below), loaded
 // but never the limit: the representative is taken as a typical group,
-// the members faring as it does (-5% and -11% on the same). Where the
+// the members faring as it does (-11% and -10% on the same). Where the
 // groups are alike and so are their paths' loads (an even split on a
 // symmetric fabric, or groups on links of their own) both are the full
 // run.
@@ -181,3 +181,15 @@ const (
 	// member's pace; comes out slow under ECMP).
 	SlowestMember
 )
+
+// softLevel is the lowest cap on slot s's soft entries: removing s frees
+// a share at that level on the link where it was held there.
+func (f *fluid) softLevel(s *slot) float64 {
+	level := math.Inf(1)
+	for k, l := range s.path {
+		if s.w[k] < 0 {
+			level = min(level, f.caps[l][s.pos[k]])
+		}
+	}
+	return level
+}
