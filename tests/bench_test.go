@@ -233,10 +233,11 @@ func BenchmarkIterationGPT13B8192Lockstep(b *testing.B) {
 // against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):
 // each group type's exposed time, full and lockstep (all groups of a
 // layout in one class, then classes of 2), and their CPU seconds. Measured
-// (load 15-19): Spectrum-X the same to the ns or 1 ns; the fat-tree's
-// GPT-13B exposed DP 188.2 ms full, 246.5 (+31%) lockstep, and the MoE's
-// exposed DP_EP 1289 ms full, 1892 (+47%) lockstep, 1379 (+7%) in classes
-// of 2, EP 20.7 / 26.9 / 22.4 ms, with 60 / 7.4 / 25 s of CPU.
+// (load 15-19): Spectrum-X the same to the ns or 1 ns; on the fat-tree,
+// full / representative (default) / slowest / slowest in classes of 2:
+// GPT-13B's exposed DP 188.2 / 166.2 / 246.5 / 204.5 ms (CPU 48 / 11 / 9 /
+// 30 s), the MoE's exposed DP_EP 1289 / 1085 / 1892 / 1379 ms and EP
+// 20.7 / 18.5 / 26.9 / 22.4 ms (CPU 60 / 31 / 7 / 25 s).
 func BenchmarkApproxLockstepFidelity(b *testing.B) {
 	cases := []struct {
 		name, workload string
