@@ -2,7 +2,11 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -18,9 +22,9 @@ import (
 // collisions: measured 34% over the full run with all 8 groups in one
 // class, 8-10% with classes of 2 (--lockstep-groups 2); at the
 // representative's rate (the default) 11% and 10% under.
-// The bounds below hold those, with their direction. The trace says it is
-// approximate (fabricsim.approximate), and so do the summary line and
-// fctstats' reports.
+// The bounds below hold those, with their direction. Per-link loads are
+// the full run's. The trace says it is approximate (fabricsim.approximate),
+// and so do the summary line and fctstats' reports.
 func TestApproxLockstep(t *testing.T) {
 	t.Parallel()
 	ft := mustRun(t, mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128"), "ncclpath")
@@ -88,6 +92,28 @@ func TestApproxLockstep(t *testing.T) {
 			}
 		}
 	}
+	// Every member's bytes load its own path: the per-link loads are the
+	// full run's, link by link (all but the busy time and utilization).
+	dir := t.TempDir()
+	ftEP := mustRun(t, ft, "simccl-decompose", ep...)
+	var loads [2][]string
+	for k, args := range [][]string{nil, {"--approx-lockstep"}} {
+		path := filepath.Join(dir, fmt.Sprintf("loads%d.csv", k))
+		mustRun(t, ftEP, "flowsim-analytical", append([]string{"--expand", "--link-loads", path}, args...)...)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Split(line, ","); len(f) >= 12 {
+				loads[k] = append(loads[k], strings.Join(f[:12], ","))
+			}
+		}
+	}
+	if len(loads[0]) < 100 || !slices.Equal(loads[0], loads[1]) {
+		t.Errorf("link loads: %d rows full, %d lockstep, or different bytes", len(loads[0]), len(loads[1]))
+	}
+
 	// AICB GPT-13B on 16 Spectrum-X GPUs: its DP groups (8 of 2 ranks, one
 	// per rail) in lockstep give the full run's iteration, which
 	// fctstats --iteration reports as approximate.
