@@ -214,9 +214,9 @@ func BenchmarkSimAIExample9216CollectiveFluid(b *testing.B) {
 // minute, with the opt-in approximation --approx-lockstep: AICB GPT-13B on
 // 8192 Spectrum-X GPUs, its 8 DP groups (one per rail, on links of their
 // own) moving in lockstep with the first. Measured on the 2-core VM
-// shared with other jobs (load 15-19): 22.3 s of CPU (97.8 s wall) and
-// 119 MB, the iteration 382.165 ms with exposed DP 144.148 ms, the full
-// run's 144.1 (issue 29); the full run took 67.5-88 s of CPU (README).
+// shared with other jobs (load 12-19): 25.9 s of CPU (80.8 s wall) and
+// 116 MB, against 66.2 s of CPU (253 s wall) and 579 MB for the full run
+// beside it, the iteration the same 382.165 ms (exposed DP 144.148 ms).
 func BenchmarkIterationGPT13B8192Lockstep(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,
