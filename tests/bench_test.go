@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"bytes"
+	"encoding/json"
 	"io"
 	"os/exec"
 	"path/filepath"
@@ -253,5 +255,88 @@ func BenchmarkSimAIExample9216CollectiveFluid(b *testing.B) {
 			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_workload_analytical.txt", "--granularity", "collective"},
 			[]string{"flowsim-analytical", "--model", "fluid"},
 			[]string{"fctstats", "--iteration"})
+	}
+}
+
+// Issue 29: flow granularity (--expand, fluid) at 8192 GPUs within a
+// minute, with the opt-in approximation --approx-lockstep: AICB GPT-13B on
+// 8192 Spectrum-X GPUs, its 8 DP groups (one per rail, on links of their
+// own) moving in lockstep with the first. Measured on the 2-core VM
+// shared with other jobs (load 12-19): 25.9 s of CPU (80.8 s wall) and
+// 116 MB, against 66.2 s of CPU (253 s wall) and 579 MB for the full run
+// beside it, the iteration the same 382.165 ms (exposed DP 144.148 ms).
+func BenchmarkIterationGPT13B8192Lockstep(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "8192"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand", "--approx-lockstep"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
+// Issue 29: what --approx-lockstep costs in fidelity and saves in CPU at
+// 1024 GPUs (GPT-13B) and 128 GPUs (SimAI's MoE example at 128 GPUs),
+// against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):
+// each group type's exposed time, full and lockstep (all groups of a
+// layout in one class, then classes of 2), and their CPU seconds. Measured
+// (load 15-19): Spectrum-X the same to the ns or 1 ns; on the fat-tree,
+// full / representative (default) / slowest / slowest in classes of 2:
+// GPT-13B's exposed DP 188.2 / 166.2 / 246.5 / 204.5 ms (CPU 48 / 11 / 9 /
+// 30 s), the MoE's exposed DP_EP 1289 / 1085 / 1892 / 1379 ms and EP
+// 20.7 / 18.5 / 26.9 / 22.4 ms (CPU 60 / 31 / 7 / 25 s).
+func BenchmarkApproxLockstepFidelity(b *testing.B) {
+	cases := []struct {
+		name, workload string
+		topo           []string
+	}{
+		{"GPT13B-1024-spectrum-x", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", []string{"--family", "spectrum-x", "--gpus", "1024"}},
+		{"GPT13B-1024-fat-tree", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", []string{"--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "1024"}},
+		{"MoE-128-spectrum-x", "examples/workloads/simai_moe_128gpus.txt", []string{"--family", "spectrum-x", "--gpus", "128"}},
+		{"MoE-128-fat-tree", "examples/workloads/simai_moe_128gpus.txt", []string{"--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128"}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			st := mustRun(b, mustRun(b, mustRun(b, nil, "topogen", c.topo...), "ncclpath"),
+				"simccl-decompose", "--workload", c.workload, "--granularity", "collective")
+			for i := 0; i < b.N; i++ {
+				var full [6]int64
+				for k, args := range [][]string{nil, {"--approx-lockstep"}, {"--approx-lockstep", "--lockstep-rate", "slowest"}, {"--approx-lockstep", "--lockstep-rate", "slowest", "--lockstep-groups", "2"}} {
+					cmd := exec.Command(filepath.Join(binDir, "flowsim-analytical"), append([]string{"--expand", "--quiet"}, args...)...)
+					var stderr strings.Builder
+					cmd.Stdin, cmd.Stderr = bytes.NewReader(st), &stderr
+					out, err := cmd.Output()
+					if err != nil {
+						b.Fatalf("%v: %v: %s", args, err, stderr.String())
+					}
+					var it struct {
+						Critical struct {
+							DP   int64 `json:"exposed_dp_ns"`
+							DPEP int64 `json:"exposed_dp_ep_ns"`
+							TP   int64 `json:"exposed_tp_ns"`
+							EP   int64 `json:"exposed_ep_ns"`
+							PP   int64 `json:"exposed_pp_ns"`
+						} `json:"critical"`
+						IterationNs int64 `json:"iteration_ns"`
+					}
+					if err := json.Unmarshal(mustRun(b, out, "fctstats", "--iteration", "--format", "json"), &it); err != nil {
+						b.Fatal(err)
+					}
+					x := it.Critical
+					got := [6]int64{x.DP, x.DPEP, x.TP, x.EP, x.PP, it.IterationNs}
+					name := [...]string{"full", "lockstep", "slowest", "slowest2"}[k]
+					for j, typ := range [...]string{"DP", "DP_EP", "TP", "EP", "PP", "iteration"} {
+						if k == 0 {
+							full[j] = got[j]
+						}
+						if full[j] > 0 {
+							b.ReportMetric(float64(got[j])/1e6, name+"-"+typ+"-ms")
+						}
+					}
+					b.ReportMetric((cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds(), name+"-cpu-s")
+				}
+			}
+		})
 	}
 }

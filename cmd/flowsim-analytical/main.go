@@ -23,17 +23,20 @@ import (
 
 type command struct {
 	progress.Quiet
-	Model     string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
-	Out       string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
-	Seed      uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
-	Routing   string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive splits them evenly, hop by hop, over the least loaded next hops when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
-	Expand    bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
-	Symmetry  bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
-	Links     string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
-	SendLat   units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
-	LinkDown  []string       `name:"link-down" placeholder:"A-B@TIME" help:"Fail the link between nodes A and B (node ids, as flowsim-packet's LINK_DOWN names them) at TIME (with its unit: 2ms; @0s or no @: from the start); repeatable. Flows sending over it move, with the bytes they have left, to the equal-cost paths that remain (hashed anew, as packet's queue pairs); a flow with no path left fails (trace status failed) and the run exits 1 after writing the trace, as flowsim-packet. At collective granularity the COLL nodes released later are priced without it, and under fluid those in flight are re-priced."`
-	LinkScale []string       `name:"link-scale" placeholder:"A-B=FACTOR[@TIME]" help:"Multiply the bandwidth of the link between nodes A and B by FACTOR (> 0; 0.5 halves it) in both directions, for the whole run, or from TIME on with A-B=FACTOR@TIME (the flows on it re-solved then; FACTOR always of the nominal bandwidth); repeatable."`
-	Input     string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
+	Model      string         `default:"fluid" enum:"fluid,busbw" help:"fluid: every link shared max-min fairly among the flows crossing it, recomputed at each flow start and finish (shows incast, ECMP collisions, oversubscription). busbw: no contention, a flow takes its path latency plus size over its bottleneck bandwidth (SimAI-analytical-like, fastest)."`
+	Out        string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
+	Seed       uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
+	Routing    string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive splits them evenly, hop by hop, over the least loaded next hops when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
+	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
+	Lockstep   bool           `name:"approx-lockstep" help:"APPROXIMATE, with --expand under fluid: the sibling groups of a COLL node that share a layout (size, ranks per server, relative GPU indexes) move in lockstep with the first of them, each of its flows sent with its siblings' matching flows as one flow over all their own paths (ECMP-hashed as at flow granularity) at one rate (--lockstep-rate). Exact where the groups would run at the same rates anyway (an even split on a symmetric fabric, groups on rails of their own); elsewhere within about 16% under or 47% over, by --lockstep-rate (measured, see README). One group's flows and events per class instead of every group's. The trace (fabricsim.approximate), the summary line and fctstats say so."`
+	LockGroups int            `name:"lockstep-groups" placeholder:"N" help:"With --approx-lockstep, at most N groups per lockstep class (0, the default: all the sibling groups of a layout). Fewer groups per class couple less and cost more (at --lockstep-rate slowest, each step waits for the slowest of N groups' ECMP draws, not of all)."`
+	LockRate   string         `name:"lockstep-rate" default:"representative" enum:"representative,slowest" help:"With --approx-lockstep, what sets a class's common rate: representative (the default: the representative's path alone; the members' other links carry their load, held to each link's fair share when it saturates: the members fare as the representative does, a typical group; 10-16% under the full run under ECMP on a k=16 fat-tree) or slowest (every member's path: each step waits for the unluckiest member's ECMP collisions; 31-47% over, 7-10% with --lockstep-groups 2)."`
+	Symmetry   bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
+	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
+	LinkDown   []string       `name:"link-down" placeholder:"A-B@TIME" help:"Fail the link between nodes A and B (node ids, as flowsim-packet's LINK_DOWN names them) at TIME (with its unit: 2ms; @0s or no @: from the start); repeatable. Flows sending over it move, with the bytes they have left, to the equal-cost paths that remain (hashed anew, as packet's queue pairs); a flow with no path left fails (trace status failed) and the run exits 1 after writing the trace, as flowsim-packet. At collective granularity the COLL nodes released later are priced without it, and under fluid those in flight are re-priced."`
+	LinkScale  []string       `name:"link-scale" placeholder:"A-B=FACTOR[@TIME]" help:"Multiply the bandwidth of the link between nodes A and B by FACTOR (> 0; 0.5 halves it) in both directions, for the whole run, or from TIME on with A-B=FACTOR@TIME (the flows on it re-solved then; FACTOR always of the nominal bandwidth); repeatable."`
+	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where the time goes at scale (go tool pprof).
 	CPUProfile string `name:"cpuprofile" hidden:"" placeholder:"FILE"`
 }
@@ -114,11 +117,24 @@ func (c *command) run() error {
 	if c.Expand && in.CollNodes == 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-analytical: warning: --expand: %s has no COLL nodes (flow granularity); its flows run as they are\n", sr.Name())
 	}
+	if c.Lockstep && (!c.Expand || model != analytical.Fluid) {
+		return cli.Usagef("--approx-lockstep needs --expand and --model fluid")
+	}
+	if c.Lockstep && (len(c.LinkDown) > 0 || len(c.LinkScale) > 0) {
+		// A failed or slowed link makes the members of a class differ.
+		return cli.Usagef("--approx-lockstep does not take --link-down or --link-scale: run faults without it")
+	}
+	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
+		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
+	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry,
-		LinkLoads: c.Links != "", Faults: faults}
+		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.
 		opt.NoSymmetry = true
+	}
+	if c.LockRate == "slowest" {
+		opt.LockstepRate = analytical.SlowestMember
 	}
 	meta := analytical.MetaFaults(in, opt)
 	meta.Rows = int64(in.Flows()) // every flow ends in a finished run
@@ -171,6 +187,10 @@ func (c *command) run() error {
 			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once; %d of them not run: in %d COLL nodes the first group, alone on its server's NVLinks, stood for its siblings)",
 				res.Expanded, res.PeakExpanded, res.Mirrored, res.SymmetricNodes)
 		}
+	}
+	if res.LockstepNodes > 0 {
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-lockstep): in %d COLL nodes, %d flows of sibling groups moved in lockstep with %d representative groups' flows;",
+			res.LockstepNodes, res.LockstepMembers, res.LockstepClasses)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

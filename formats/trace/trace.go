@@ -52,6 +52,10 @@ const (
 	KeyUnfinished = "fabricsim.unfinished_flows"
 	// What the stream's producers left out (its note records).
 	KeyNotes = "fabricsim.notes"
+	// A run that approximated what it simulates (flowsim-analytical
+	// --approx-lockstep) says how, in words; absent for a run without
+	// approximations beyond its model's.
+	KeyApproximate = "fabricsim.approximate"
 )
 
 // Backends allowed in Meta.Backend.
@@ -128,6 +132,9 @@ type Meta struct {
 	// that a report of the run says so (fabricsim.notes, a JSON array of
 	// strings; absent when there are none).
 	Notes []string
+	// Approximate, when not empty, says what the run approximated
+	// (fabricsim.approximate): readers print it beside its results.
+	Approximate string
 }
 
 // Partial reports whether the trace is of a run that stopped early.
@@ -428,6 +435,9 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 		}
 		keys, values = append(keys, KeyNotes), append(values, string(nj))
 	}
+	if m.Approximate != "" {
+		keys, values = append(keys, KeyApproximate), append(values, m.Approximate)
+	}
 	return keys, values, nil
 }
 
@@ -487,6 +497,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 			return m, fmt.Errorf("%s: schema metadata %s is not a JSON array of strings: %q", name, KeyNotes, errtext.Clip(v))
 		}
 	}
+	m.Approximate, _ = lookup(KeyApproximate)
 	return m, decodeComplete(name, lookup, &m)
 }
 

@@ -115,6 +115,16 @@ type Options struct {
 	SendLat des.Time
 	// Progress, when set, is called every few thousand completed flows.
 	Progress func(done, total int, now des.Time)
+	// ApproxLockstep, with Expand under fluid, runs the sibling groups of
+	// each COLL node not run exactly by symmetry in lockstep with a
+	// representative per layout class (lockstep.go): an APPROXIMATION,
+	// which the trace's metadata states (fabricsim.approximate).
+	ApproxLockstep bool
+	// LockstepGroups bounds the groups of a lockstep class (0: every
+	// sibling group of a layout): fewer couple less and cost more.
+	LockstepGroups int
+	// LockstepRate is how a lockstep class's common rate is found.
+	LockstepRate LockstepRate
 	// Expand runs each COLL node of a collective-granularity stream as
 	// the flows flow granularity would have held (expand.go) instead of
 	// its model time and the fabric's price.
@@ -138,12 +148,25 @@ type Options struct {
 
 // Meta is the trace metadata of a run.
 func Meta(in *flowset.Set, opt Options) trace.Meta {
-	return trace.Meta{
+	m := trace.Meta{
 		Backend:  opt.Model.Backend(),
 		Params:   map[string]any{"model": opt.Model.String(), "seed": opt.Seed, "routing": opt.Routing.String(), "expand": opt.Expand, "symmetry": opt.Expand && opt.Model == Fluid && !opt.NoSymmetry},
 		Topology: in.TopologyMeta(),
 		Notes:    in.Notes,
 	}
+	if opt.Lockstepping(in) {
+		m.Params["approx_lockstep"] = true
+		m.Params["lockstep_groups"] = opt.LockstepGroups
+		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
+		m.Approximate = ApproxLockstepNote
+	}
+	return m
+}
+
+// Lockstepping reports whether a run of in under opt runs groups in
+// lockstep (Options.ApproxLockstep takes effect).
+func (opt Options) Lockstepping(in *flowset.Set) bool {
+	return opt.ApproxLockstep && opt.Expand && opt.Model == Fluid && in.CollNodes > 0
 }
 
 // MetaFaults is Meta naming the run's faults in its params.
@@ -167,8 +190,12 @@ type Result struct {
 	// in SymmetricNodes COLL nodes: only the first group's were made.
 	Mirrored       int64
 	SymmetricNodes int
-	Warnings       []string      // what the run could not model, once each
-	Loads          *linkload.Acc // with Options.LinkLoads
+	// Of those, approx-lockstep's: the COLL nodes whose groups moved in
+	// lockstep, the classes (representatives) they ran, and the flows that
+	// moved with their representatives' (in Expanded, not in Mirrored).
+	LockstepNodes, LockstepClasses, LockstepMembers int64
+	Warnings                                        []string      // what the run could not model, once each
+	Loads                                           *linkload.Acc // with Options.LinkLoads
 	// With Options.Faults: trace rows of flows failed links left without a
 	// path, and the bytes they never delivered.
 	Failed      int
@@ -210,6 +237,13 @@ type engine struct {
 	key      int64                       // busbw: the private links adaptive routing looks at
 	fl       *fluid
 	res      Result
+	// approx-lockstep's union of a flow's and its members' links
+	// (lockstep.go), their weights, and a member's path
+	lockLinks []route.DirLink
+	lockW     []float32
+	lockPath  []route.DirLink
+	hardAt    []bool // per directed link, while lockstepUnion sums
+	lockAbs   []float32
 	// sameSrc picks the transfers sending from sentSrc (built once: no
 	// allocation per release).
 	sameSrc func(j int32) bool
@@ -276,6 +310,9 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 				e.res.SymmetricNodes = sym.Nodes
 			}
 			e.sym = sym
+		}
+		if opt.Lockstepping(in) {
+			e.ex.UseLockstep(opt.LockstepGroups)
 		}
 	case in.CollNodes > 0:
 		e.price = newCollLoad(in, r, opt.Routing, opt.Seed, &e.res)
@@ -383,6 +420,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	if e.ex != nil {
 		e.res.Mirrored, _ = e.ex.Mirrored()
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
+		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
@@ -562,10 +600,26 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	e.pace.Began(i, f, e.now)
+	members := e.members(i)
+	if len(members) > 0 { // approx-lockstep: f carries its siblings' flows
+		if err := e.lockstepUnion(f, members); err != nil {
+			return e.flowError(i, "dst", err)
+		}
+	}
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
 	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
-	if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
+	if len(members) > 0 {
+		path = e.lockLinks
+		if len(e.lockW) > 0 {
+			w, bottleneck = e.lockW, math.Inf(1)
+			for k, l := range path {
+				if w[k] > 0 { // soft ones never limit it
+					bottleneck = min(bottleneck, e.r.Bandwidth(l)/float64(w[k]))
+				}
+			}
+		}
+	} else if !e.opt.Routing.Hashed() && size > 0 && len(path) > 0 {
 		e.key = key
 		if path, w, err = e.sprayed(f); err != nil {
 			if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
@@ -587,6 +641,9 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	if e.links != nil {
+		if len(members) > 0 {
+			w = e.lockstepLoads()
+		}
 		e.links.AddPath(f, path, w, size)
 		if i < e.n && e.price != nil { // a stage's first rank stands for the others
 			if err := e.price.addFlowSiblings(e.links, f); err != nil {

@@ -50,6 +50,9 @@ type fluid struct {
 	// wsum is each link's sum of them (adaptive routing reads it per hop).
 	wts  [][]float32
 	wsum []float64
+	// caps, once a flow with soft entries came (approx-lockstep,
+	// lockstep.go), parallels flows: what a soft entry's load is held to.
+	caps [][]float64
 
 	// pending changes of this instant
 	seeds []route.DirLink // links whose set of flows changed
@@ -108,6 +111,7 @@ type slot struct {
 	lat   des.Time
 	ideal des.Time
 	live  bool
+	soft  bool // some entry is soft (lockstep.go)
 }
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
@@ -204,12 +208,16 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 		}
 	}
 	s.pos = s.pos[:0]
+	s.soft = f.hasSoft(w)
 	for k, l := range path {
 		s.pos = append(s.pos, int32(len(f.flows[l])))
 		f.flows[l] = append(f.flows[l], id)
 		if f.wts != nil {
-			f.wts[l] = append(f.wts[l], s.weight(k))
+			f.wts[l] = append(f.wts[l], s.signed(k))
 			f.wsum[l] += float64(s.weight(k))
+		}
+		if f.caps != nil {
+			f.caps[l] = append(f.caps[l], math.Inf(1))
 		}
 	}
 	f.added = append(f.added, id)
@@ -231,7 +239,7 @@ func (s *slot) weight(k int) float32 {
 	if len(s.w) == 0 {
 		return 1
 	}
-	return s.w[k]
+	return abs32(s.w[k])
 }
 
 // entryWeight is the weight of entry p of link l's flows.
@@ -239,7 +247,18 @@ func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
 	if f.wts == nil {
 		return 1
 	}
-	return float64(f.wts[l][p])
+	return float64(abs32(f.wts[l][p]))
+}
+
+// claims is what link l's flows claim of it per unit of rate: their
+// count, or their weights' sum when that is more (lockstep flows weigh
+// as many flows as cross the link; sprayed ones weigh less than one).
+func (f *fluid) claims(l route.DirLink) float64 {
+	n := float64(len(f.flows[l]))
+	if f.wts != nil {
+		return max(n, f.wsum[l])
+	}
+	return n
 }
 
 // load is how many flows, weighted, send over link l per bit/s of it: what
@@ -255,6 +274,9 @@ func (f *fluid) load(l route.DirLink) float64 {
 func (f *fluid) remove(id int32) {
 	s := &f.slots[id]
 	f.theta = min(f.theta, s.rate)
+	if s.soft {
+		f.theta = min(f.theta, f.softLevel(s))
+	}
 	for k, l := range s.path {
 		list := f.flows[l]
 		p := s.pos[k]
@@ -263,12 +285,17 @@ func (f *fluid) remove(id int32) {
 		f.flows[l] = list[:len(list)-1]
 		if f.wts != nil {
 			ws := f.wts[l]
-			f.wsum[l] -= float64(ws[p])
+			f.wsum[l] -= float64(abs32(ws[p]))
 			if len(ws) == 1 {
 				f.wsum[l] = 0 // no drift left on an idle link
 			}
 			ws[p] = ws[len(ws)-1]
 			f.wts[l] = ws[:len(ws)-1]
+		}
+		if f.caps != nil {
+			cs := f.caps[l]
+			cs[p] = cs[len(cs)-1]
+			f.caps[l] = cs[:len(cs)-1]
 		}
 		if f.private && len(list) == 1 {
 			f.emptied = append(f.emptied, l)
@@ -305,7 +332,7 @@ func (f *fluid) update(now des.Time) {
 	theta := f.theta
 	for _, id := range f.added {
 		for _, l := range f.slots[id].path {
-			theta = min(theta, f.cap[l]/float64(len(f.flows[l])))
+			theta = min(theta, f.cap[l]/f.claims(l))
 			f.seeds = append(f.seeds, l)
 		}
 	}
@@ -347,11 +374,16 @@ func (f *fluid) update(now des.Time) {
 				f.members = append(f.members, id)
 				n++
 				wsum += f.entryWeight(l, p)
+				if s.soft {
+					f.uncap(s)
+				}
 				for _, l2 := range s.path {
 					if f.linkMark[l2] != in {
 						f.stack = append(f.stack, l2)
 					}
 				}
+			case f.caps != nil && f.wts[l][p] < 0:
+				resid -= min(s.rate, f.caps[l][p]) * f.entryWeight(l, p)
 			default:
 				resid -= s.rate * f.entryWeight(l, p)
 			}
@@ -399,9 +431,13 @@ func (f *fluid) update(now des.Time) {
 		// them, as the channels of a ring share a NIC, moved in the heap
 		// once per flow.
 		f.touched = f.touched[:0]
-		for _, id := range f.flows[l] {
+		for p, id := range f.flows[l] {
 			s := &f.slots[id]
 			if s.mark != in {
+				continue
+			}
+			if s.soft && f.wts[l][p] < 0 {
+				f.caps[l][p] = level // not limited here: its load is
 				continue
 			}
 			s.mark = frozen
@@ -474,7 +510,9 @@ func (f *fluid) alone() bool {
 			if len(f.flows[l]) > 1 {
 				return false
 			}
-			r = min(r, f.cap[l]/float64(s.weight(k)))
+			if s.signed(k) > 0 {
+				r = min(r, f.cap[l]/float64(s.weight(k)))
+			}
 		}
 		s.rate = r
 		s.gen++

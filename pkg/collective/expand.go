@@ -54,6 +54,10 @@ const maxExpandChannels = 1024
 // latencies, joins, other algorithms).
 type Origin struct {
 	Group, Gen, Row int32
+	// Base is the id of the group's first flow: a flow's id less Base
+	// is its index in its group's expansion, which is the same in every
+	// group of like layout (expand's lockstep pairs flows so).
+	Base int64
 }
 
 // Expansion is one COLL node being expanded: Start emits what begins it,
@@ -67,9 +71,10 @@ type Expansion struct {
 }
 
 type expGroup struct {
-	c     *cctx
-	left  int     // channels not finished
-	joins Emitter // numbers the joins that end the ranks' parts
+	c        *cctx
+	firstGen int     // its first channel in gens
+	left     int     // channels not finished
+	joins    Emitter // numbers the joins that end the ranks' parts
 }
 
 // rowGen is a channel emitted a row at a time (ringChannel,
@@ -137,7 +142,7 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	rows := ringRows(algo, op) || algo == AlgoNVLS
 	var next int64 // first id of the next group
 	for gi, ranks := range groups {
-		start := &Emitter{next: next, sink: &expSink{x: p, o: Origin{Group: int32(gi), Gen: -1}}, sendLat: rec.SendLatPs}
+		start := &Emitter{next: next, sink: &expSink{x: p, o: Origin{Group: int32(gi), Gen: -1, Base: next}}, sendLat: rec.SendLatPs}
 		entry := make([][]int64, len(ranks))
 		if base := rec.Cut.BaseLatPs; base > 0 {
 			for q, r := range ranks {
@@ -160,8 +165,8 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 			next = start.next
 			continue
 		}
-		g := expGroup{c: c}
-		id := start.next
+		g := expGroup{c: c, firstGen: len(p.gens)}
+		base, id := next, start.next
 		first := len(p.gens)
 		channels := max(p.co.Plan.Channels, 1)
 		sp, nvlsChunk, nodes := p.co.ringSpec(p.k), p.co.chunk(1, p.k), x.f.nodesOf(ranks)
@@ -190,7 +195,7 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 		p.groups = append(p.groups, g)
 		for k := first; k < len(p.gens); k++ {
 			gen := p.gens[k]
-			gen.sink = expSink{x: p, o: Origin{Group: int32(gi), Gen: int32(k)}}
+			gen.sink = expSink{x: p, o: Origin{Group: int32(gi), Gen: int32(k), Base: base}}
 			gen.e.sink = &gen.sink
 			if _, err := p.Row(k); err != nil {
 				return nil, err
@@ -236,6 +241,22 @@ func (p *Expansion) Row(gen int) (bool, error) {
 	}
 	return true, nil
 }
+
+// GroupGens is the range of channels group g emits row by row: gens
+// first to first+n-1.
+func (p *Expansion) GroupGens(g int) (first, n int) {
+	if g < 0 || g >= len(p.groups) {
+		return 0, 0
+	}
+	first = p.groups[g].firstGen
+	for n = 0; first+n < len(p.gens) && p.gens[first+n].group == int32(g); n++ {
+	}
+	return first, n
+}
+
+// GenGroup is the group (its position in Start's groups) channel gen
+// belongs to.
+func (p *Expansion) GenGroup(gen int) int { return int(p.gens[gen].group) }
 
 // Rows is how many rows channel gen has emitted.
 func (p *Expansion) Rows(gen int) int32 { return p.gens[gen].rows.emitted() }

@@ -75,6 +75,15 @@ type Store struct {
 	bytes                 int64 // the transfers' made so far
 	limit, slotCap        int64 // the memory budget; slots' capacity in all sets
 	maxIndex              int64 // bound on flow indexes (LimitIndex)
+	// Lockstep (lockstep.go), an approximation: per slot, the member
+	// flows moving with it; per group id, its classes.
+	lockstep               bool
+	members                [][]Member
+	classes                map[int64][]int32
+	local, perServer       []int32
+	lockNodes, lockClasses int64
+	lockMembers            int64
+	lockMax                int
 	// Mark, when set, sees each dependant Release frees (flow index),
 	// before it may be made ready: the backends' flowset.Pacer.
 	Mark func(j int32)
@@ -118,6 +127,10 @@ type expSet struct {
 	// flows all stay in server.
 	copies int32
 	server int32
+	// Lockstep: per group, the group it moves with (itself for a
+	// representative; nil: none) and its first flow's id.
+	rep   []int32
+	bases []int64
 }
 
 // portKey packs a connection (source, destination, channel) into a map
@@ -133,7 +146,7 @@ func New(in *flowset.Set, limit int64, rule Rule) *Store {
 	x := collective.NewExpander(in.Topology)
 	x.Job(slices.Collect(maps.Values(in.Groups)))
 	return &Store{x: x, in: in, base: int32(in.DAG.Len()), limit: limit,
-		rule: rule, groups: map[int64][][]int32{}, runSet: -1, maxIndex: math.MaxInt32, multiNIC: multiNIC(in.Topology)}
+		rule: rule, groups: map[int64][][]int32{}, classes: map[int64][]int32{}, runSet: -1, maxIndex: math.MaxInt32, multiNIC: multiNIC(in.Topology)}
 }
 
 // multiNIC reports whether some GPU has several NIC links (a dual-homed
@@ -266,10 +279,23 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
 		set.idBase = *rec.Cut.FirstFlow
 	}
-	set.copies = 0
+	set.copies, set.rep = 0, nil
 	if x.sym.Alone(i) {
 		set.copies, set.server = int32(len(groups)-1), x.in.Topology.Nodes[groups[0][0]].Server
 		groups = groups[:1]
+	} else if x.lockstep && len(groups) > 1 {
+		if set.rep = x.classesOf(rec.Group, groups); set.rep != nil {
+			set.bases = set.bases[:0]
+			for range groups {
+				set.bases = append(set.bases, -1)
+			}
+			x.lockNodes++
+			for g, r := range set.rep {
+				if int(r) == g {
+					x.lockClasses++
+				}
+			}
+		}
 	}
 	clear(set.ports)
 	clear(set.next)
@@ -289,6 +315,12 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 // made takes in flow sf of set s's expansion: a slot, its deps that have
 // not finished, its NIC port; ready ones go to x.ready.
 func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
+	if set := &x.sets[s]; set.rep != nil {
+		set.bases[o.Group] = o.Base
+		if r := set.rep[o.Group]; r != o.Group {
+			return x.attach(s, r, o, sf)
+		}
+	}
 	slot, err := x.alloc()
 	if err != nil {
 		return err
@@ -472,6 +504,11 @@ func (x *Store) Started(i int32) ([]int32, error) {
 			break
 		}
 	}
+	if set.rep != nil {
+		if err := x.followRows(d.set, gen); err != nil {
+			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
+		}
+	}
 	if len(x.ready) == mark {
 		return nil, nil
 	}
@@ -499,6 +536,9 @@ func (x *Store) alloc() (int32, error) {
 	}
 	x.flows = append(x.flows, dynFlow{})
 	x.waiting = append(x.waiting, 0)
+	if x.lockstep {
+		x.members = append(x.members, nil)
+	}
 	return int32(len(x.flows) - 1), nil
 }
 
@@ -551,6 +591,9 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 		}
 	}
 	x.free = append(x.free, slot)
+	if x.lockstep {
+		x.members[slot] = x.members[slot][:0]
+	}
 	x.inFlight--
 	if set.left--; set.left > 0 {
 		return out, -1

@@ -49,8 +49,10 @@ type Run struct {
 	UnfinishedFlows int64 `json:"unfinished_flows,omitempty"`
 	// Notes: what the stream's producers left out or assumed (the
 	// trace's fabricsim.notes); every text output prints them.
-	Notes  []string `json:"notes,omitempty"`
-	Totals Totals   `json:"totals"`
+	Notes []string `json:"notes,omitempty"`
+	// Approximate says what the run approximated (fabricsim.approximate).
+	Approximate string `json:"approximate,omitempty"`
+	Totals      Totals `json:"totals"`
 	// Collectives lists every collective by id; Summary aggregates
 	// identical ones (same op, size, group type, ranks and algorithm).
 	Collectives []Collective `json:"collectives"`
@@ -231,6 +233,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		run.Backend, run.Params = m.Backend, m.Params
 		run.Partial, run.UnfinishedFlows = m.Partial(), m.Unfinished
 		run.Notes = m.Notes
+		run.Approximate = m.Approximate
 		t := m.Topology
 		run.Topology = &t
 	}

@@ -131,17 +131,19 @@ type Iteration struct {
 	Backend string `json:"backend,omitempty"`
 	// A partial trace's (only with --allow-partial): the report covers
 	// the flows that finished.
-	Partial         bool            `json:"partial,omitempty"`
-	UnfinishedFlows int64           `json:"unfinished_flows,omitempty"`
-	Notes           []string        `json:"notes,omitempty"` // the trace's fabricsim.notes
-	StartNs         int64           `json:"start_ns"`
-	EndNs           int64           `json:"end_ns"`
-	IterationNs     int64           `json:"iteration_ns"`
-	CriticalRank    int32           `json:"critical_rank"`
-	Critical        RankBreakdown   `json:"critical"`
-	Mean            MeanBreakdown   `json:"mean"`
-	Ranks           []RankBreakdown `json:"ranks"`
-	Layers          []LayerRow      `json:"layers"`
+	Partial         bool     `json:"partial,omitempty"`
+	UnfinishedFlows int64    `json:"unfinished_flows,omitempty"`
+	Notes           []string `json:"notes,omitempty"` // the trace's fabricsim.notes
+	// Approximate says what the run approximated (fabricsim.approximate).
+	Approximate  string          `json:"approximate,omitempty"`
+	StartNs      int64           `json:"start_ns"`
+	EndNs        int64           `json:"end_ns"`
+	IterationNs  int64           `json:"iteration_ns"`
+	CriticalRank int32           `json:"critical_rank"`
+	Critical     RankBreakdown   `json:"critical"`
+	Mean         MeanBreakdown   `json:"mean"`
+	Ranks        []RankBreakdown `json:"ranks"`
+	Layers       []LayerRow      `json:"layers"`
 	// PerStage: a collective-granularity trace, in which each rank stands
 	// for every rank of its pipeline stage.
 	PerStage bool `json:"one_rank_per_stage"`
@@ -419,6 +421,7 @@ func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteratio
 			it.Backend = in.Meta.Backend
 			it.Partial, it.UnfinishedFlows = in.Meta.Partial(), in.Meta.Unfinished
 			it.Notes = in.Meta.Notes
+			it.Approximate = in.Meta.Approximate
 		}
 		its = append(its, it)
 	}

@@ -101,6 +101,9 @@ func (it *Iteration) headline() string {
 	if it.Backend != "" {
 		h += " (" + it.Backend + ")"
 	}
+	if it.Approximate != "" {
+		h = "APPROXIMATE (" + it.Approximate + ") " + h
+	}
 	return h
 }
 

@@ -181,6 +181,9 @@ func (run *Run) headline() string {
 	if run.Partial {
 		fmt.Fprintf(&b, "PARTIAL (the run stopped early; %d flows never finished and are not in these figures) ", run.UnfinishedFlows)
 	}
+	if run.Approximate != "" {
+		fmt.Fprintf(&b, "APPROXIMATE (%s) ", run.Approximate)
+	}
 	b.WriteString(run.Source + ": ")
 	if run.Input == string(KindSimAIFCT) {
 		b.WriteString("SimAI fct.txt")

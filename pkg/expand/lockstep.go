@@ -1,0 +1,217 @@
+package expand
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+)
+
+// Lockstep: an APPROXIMATION, opt-in (flowsim-analytical
+// --approx-lockstep). The sibling groups of a COLL node that have the
+// same layout (size, ranks per server, local GPU indexes relative to the
+// group's first rank) make the same flows, index for index. The first
+// group of each such class (its representative) gets slots; each other
+// group's flow is attached to the representative's flow of the same index
+// as a Member (its own source, destination, id and NIC port), and makes
+// no slot, no dep and no event. A backend sends a representative's flow
+// and its members as one flow over all their paths (each link weighted by
+// how many of them cross it) at one rate: the members move in lockstep
+// with their representative, at the pace of the most loaded of their
+// paths, and the class ends when it does.
+//
+// Every member's bytes still load its own path, hashed as at flow
+// granularity, so ECMP collisions between groups stay; what is lost is
+// each group's own pace (a group on lighter paths no longer finishes
+// earlier and frees its links). Where the groups would run at the same
+// rates anyway (a fabric that treats them alike, as routing with an even
+// split over a symmetric tree does), the result is the full expansion's.
+// It makes one group's flows, events and solver entries per class instead
+// of every group's; routing still computes every member's path.
+
+// Member is a flow of a sibling group that moves in lockstep with a
+// representative's flow (see above).
+type Member struct {
+	Src, Dst int32
+	ID       int64 // the id flow granularity gives it (ECMP hashes it)
+	Port     uint8
+}
+
+// UseLockstep makes every COLL node not marked by UseSymmetry run its
+// sibling groups in lockstep with the representative of their layout
+// class (see above): an approximation.
+// At most max groups share a class (0: no bound): fewer groups per
+// class cost more and couple less.
+func (x *Store) UseLockstep(max int) { x.lockstep, x.lockMax = true, max }
+
+// Members is the sibling flows moving in lockstep with expanded flow i
+// (nil for none); valid until i completes.
+func (x *Store) Members(i int32) []Member {
+	if !x.lockstep {
+		return nil
+	}
+	return x.members[i-x.base]
+}
+
+// Lockstepped is the COLL nodes run in lockstep so far, the classes
+// (representatives) they ran and the member flows that moved with the
+// representatives' (counted in Made, not in Mirrored).
+func (x *Store) Lockstepped() (nodes, classes, members int64) {
+	return x.lockNodes, x.lockClasses, x.lockMembers
+}
+
+// classesOf is, for each of groups, the position of the group standing
+// for it (its own for a representative); nil when every group stands for
+// itself. Cached per group id.
+func (x *Store) classesOf(id int64, groups [][]int32) []int32 {
+	if c, ok := x.classes[id]; ok {
+		return c
+	}
+	if x.local == nil {
+		x.local, x.perServer = localIndexes(x.in.Topology)
+	}
+	rep := make([]int32, len(groups))
+	first := map[string]int32{}
+	size := map[string]int{}
+	shared := false
+	for gi, g := range groups {
+		k := x.layout(g)
+		r, ok := first[k]
+		if !ok || (x.lockMax > 0 && size[k] >= x.lockMax) {
+			r = int32(gi)
+			first[k], size[k] = r, 0
+		} else {
+			shared = true
+		}
+		size[k]++
+		rep[gi] = r
+	}
+	if !shared {
+		rep = nil
+	}
+	x.classes[id] = rep
+	return rep
+}
+
+// layout is a group's class key: per rank, its server's order of first
+// appearance in the group and its local GPU index less the first rank's
+// (modulo the server's GPUs). Ranks outside the fabric's GPUs get a key
+// of their own (the expansion refuses them).
+func (x *Store) layout(g []int32) string {
+	t := x.in.Topology
+	b := make([]byte, 0, 8*len(g))
+	servers := map[int32]int32{}
+	var l0 int32
+	for q, r := range g {
+		if r < 0 || int(r) >= t.GPUs {
+			return "bad:" + strconv.Itoa(int(r))
+		}
+		s := t.Nodes[r].Server
+		o, ok := servers[s]
+		if !ok {
+			o = int32(len(servers))
+			servers[s] = o
+		}
+		l := x.local[r]
+		if q == 0 {
+			l0 = l
+		}
+		n := max(x.perServer[r], 1)
+		b = strconv.AppendInt(b, int64(o), 36)
+		b = append(b, '.')
+		b = strconv.AppendInt(b, int64(((l-l0)%n+n)%n), 36)
+		b = append(b, ',')
+	}
+	return string(b)
+}
+
+// localIndexes is each GPU's index among its server's GPUs (in GPU
+// order) and its server's GPU count.
+func localIndexes(t *stream.Topology) (local, perServer []int32) {
+	local, perServer = make([]int32, t.GPUs), make([]int32, t.GPUs)
+	count := map[int32]int32{}
+	for r := 0; r < t.GPUs; r++ {
+		s := t.Nodes[r].Server
+		local[r] = count[s]
+		count[s]++
+	}
+	for r := 0; r < t.GPUs; r++ {
+		perServer[r] = count[t.Nodes[r].Server]
+	}
+	return local, perServer
+}
+
+// attach takes in flow sf of a member group of set s (its representative
+// is group rep): the representative's flow of the same index carries it.
+func (x *Store) attach(s int32, rep int32, o collective.Origin, sf *stream.Flow) error {
+	set := &x.sets[s]
+	id := set.bases[rep] + (sf.ID - o.Base)
+	if set.bases[rep] < 0 || id < 0 || id >= int64(len(set.slots)) || set.slots[id] == 0 {
+		return fmt.Errorf("flow %d of group %d has no flow of its representative group %d in flight to move in lockstep with (an internal error: run without --approx-lockstep)", sf.ID, o.Group, rep)
+	}
+	slot := set.slots[id] - 1
+	d := &x.flows[slot]
+	kind := flowset.Transfer
+	switch {
+	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
+		kind = flowset.Delay
+	case sf.ConnType == stream.ConnDelay:
+		kind = flowset.Join
+	}
+	if kind != d.Kind || (kind == flowset.Transfer && (sf.Size != d.Size || des.Time(sf.DelayPs) != d.Lat)) {
+		return fmt.Errorf("flow %d of group %d differs from flow %d of its representative group %d (size, kind or step latency): the groups' layouts are not alike (an internal error: run without --approx-lockstep)", sf.ID, o.Group, id, rep)
+	}
+	x.total++
+	x.lockMembers++
+	if kind != flowset.Transfer {
+		return nil
+	}
+	m := Member{Src: sf.Src, Dst: sf.Dst, ID: set.idBase + sf.ID}
+	t := x.in.Topology
+	if gpus := int32(t.GPUs); x.multiNIC && sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server {
+		k := portKey(sf.Src, sf.Dst, sf.Channel)
+		p, ok := set.ports[k]
+		if !ok {
+			p = set.next[sf.Src]
+			set.next[sf.Src]++
+			set.ports[k] = p
+		}
+		m.Port = p
+	}
+	x.members[slot] = append(x.members[slot], m)
+	x.bytes += sf.Size
+	return nil
+}
+
+// followRows makes, after representative channel gen emitted rows, the
+// same rows of its members' matching channels.
+func (x *Store) followRows(s int32, gen int) error {
+	set := &x.sets[s]
+	p := set.p
+	g := p.GenGroup(gen)
+	first, _ := p.GroupGens(g)
+	want := p.Rows(gen)
+	for m, r := range set.rep {
+		if int(r) != g || m == g {
+			continue
+		}
+		mf, n := p.GroupGens(m)
+		mg := mf + gen - first
+		if gen-first >= n {
+			return fmt.Errorf("group %d has fewer channels than its representative group %d (an internal error: run without --approx-lockstep)", m, g)
+		}
+		for p.Rows(mg) < want {
+			more, err := p.Row(mg)
+			if err != nil {
+				return err
+			}
+			if !more {
+				break
+			}
+		}
+	}
+	return nil
+}
