@@ -10,7 +10,11 @@
 # fctstats --format json. A per-link load file (formats/links.md) is read
 # the same way: DuckDB reads the Parquet file and pandas fctstats --links'
 # CSV, each checked against fctstats --links --format json; the file is the
-# demo run's (flowsim-analytical --link-loads). The Node packages are pinned in
+# demo run's (flowsim-analytical --link-loads). A serving run's per-request
+# Parquet (formats/requests.md, simccl-serve) is read by DuckDB, and its
+# request_metrics.csv and fctstats --requests' CSV by pandas, each checked
+# against fctstats --requests --format json (Arrow JS has no Parquet reader
+# and simccl-serve writes no Arrow IPC). The Node packages are pinned in
 # tests/interop/package-lock.json and installed with npm ci only when the
 # lock file changed since the last install.
 #
@@ -24,7 +28,7 @@ if [ "${INTEROP:-1}" = 0 ]; then
 	exit 0
 fi
 GO=${GO:-go}
-$GO build -o bin/ ./cmd/topogen ./cmd/ncclpath ./cmd/simccl-decompose ./cmd/flowsim-analytical ./cmd/fctstats
+$GO build -o bin/ ./cmd/topogen ./cmd/ncclpath ./cmd/simccl-decompose ./cmd/flowsim-analytical ./cmd/fctstats ./cmd/simccl-serve
 dir=out/interop
 mkdir -p "$dir"
 bin/topogen --family spectrum-x --gpus 16 | bin/ncclpath |
@@ -40,6 +44,13 @@ bin/fctstats --format csv out/demo.parquet >"$dir/collectives.csv"
 links=$dir/demo-links.parquet
 bin/fctstats --links "$links" --format json --top 0 >"$dir/links.json"
 bin/fctstats --links "$links" --format csv >"$dir/links-tiers.csv"
+# Serving: prompts and outputs of varied lengths, some of one output token
+# (no KV transfer, no TPOT), so the counts differ per latency.
+bin/topogen --family spectrum-x --gpus 16 |
+	quiet bin/simccl-serve --model examples/models/llama-3-8b.json --requests 200 --prompt-tokens 64-2048 \
+		--output-tokens 1-64 --prefill 1:tp=4 --decode 2:tp=4 --out "$dir/requests.parquet" --request-metrics "$dir/request_metrics.csv"
+bin/fctstats --requests "$dir/requests.parquet" --format json >"$dir/requests.json"
+bin/fctstats --requests "$dir/requests.parquet" --format csv >"$dir/requests-latencies.csv"
 failed=0
 
 # Node: DuckDB and Arrow JS.
@@ -58,6 +69,7 @@ if command -v node >/dev/null && command -v npm >/dev/null; then
 	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrows" "../../$dir/arrows.json") || failed=1
 	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrow" "../../$dir/parquet.json") || failed=1
 	(cd tests/interop && node check.mjs links "../../$links" "../../$dir/links.json") || failed=1
+	(cd tests/interop && node check.mjs requests "../../$dir/requests.parquet" "../../$dir/requests.json") || failed=1
 else
 	echo "interop: SKIP DuckDB and Arrow JS checks: node and npm are not installed"
 fi
@@ -79,6 +91,7 @@ fi
 if [ -x "$py" ] && "$py" -c 'import pandas' 2>/dev/null; then
 	"$py" tests/interop/check_csv.py "$dir/collectives.csv" "$dir/parquet.json" || failed=1
 	"$py" tests/interop/check_links_csv.py "$dir/links-tiers.csv" "$dir/links.json" || failed=1
+	"$py" tests/interop/check_requests_csv.py "$dir/request_metrics.csv" "$dir/requests-latencies.csv" "$dir/requests.json" || failed=1
 else
 	echo "interop: SKIP pandas check: $why"
 fi

@@ -4,19 +4,25 @@
 //   node check.mjs parquet TRACE.parquet FCTSTATS.json   DuckDB (@duckdb/node-api)
 //   node check.mjs arrow   TRACE.arrows|.arrow FCTSTATS.json   Arrow JS (apache-arrow)
 //   node check.mjs links   LOADS.parquet LINKS.json   DuckDB, a per-link load file
+//   node check.mjs requests REQUESTS.parquet SERVING.json   DuckDB, a per-request serving trace
 //
 // Row count, column names (the 26 of fabricsim.flows/v3, formats/trace.md),
 // sum(size_bytes), sum(fct_ns), the schema metadata, every row's status
 // and every collective's completion time must agree. For a links file
 // (formats/links.md) against fctstats --links FILE --format json --top 0:
 // rows, columns and their types, the metadata, and per tier and group type
-// the directed links, bytes and mean and max utilization. Prints one
+// the directed links, bytes and mean and max utilization. For a request
+// file (formats/requests.md) against fctstats --requests FILE --format json:
+// rows, the 16 columns and their types, the metadata, the token and KV byte
+// sums, the span, the KV transfer share and per latency (ttft, tpot,
+// kv_transfer, e2e) the count, nearest-rank p50/p90/p99, max and mean,
+// recomputed in SQL from the rows' times. Prints one
 // "ok" line, or the differences and exits 1.
 import { readFileSync } from 'node:fs';
 
 const [kind, file, jsonFile] = process.argv.slice(2);
 if (!kind || !file || !jsonFile) {
-  console.error('usage: node check.mjs parquet|arrow|links FILE FCTSTATS.json');
+  console.error('usage: node check.mjs parquet|arrow|links|requests FILE FCTSTATS.json');
   process.exit(2);
 }
 const want = JSON.parse(readFileSync(jsonFile, 'utf8'));
@@ -90,6 +96,68 @@ if (kind === 'links') {
   }
   console.log(`interop: ${reader} read ${file}: ${want.rows} rows, ${columns.length} columns, ${want.links} directed links, ` +
     `sum(bytes) ${want.bytes}, ${want.tiers.length} tier and group type sums: as fctstats --links says`);
+  process.exit(0);
+}
+if (kind === 'requests') {
+  reader = 'DuckDB';
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const db = await DuckDBInstance.create(':memory:');
+  const con = await db.connect();
+  const quoted = `'${file.replaceAll("'", "''")}'`;
+  const src = `read_parquet(${quoted})`;
+  const rows = async (sql) => (await con.runAndReadAll(sql)).getRowObjects();
+  // formats/requests.md, in order: replicas INT32, the rest INT64.
+  const columns = [
+    'request_id', 'prefill_replica', 'decode_replica', 'prefill_tokens', 'decode_tokens', 'kv_bytes',
+    'arrival_ns', 'scheduled_ns', 'prefill_done_ns', 'kv_start_ns', 'kv_end_ns', 'decode_start_ns', 'completed_ns',
+    'ttft_ns', 'tpot_ns', 'e2e_ns',
+  ].map((c) => [c, c.endsWith('_replica') ? 'INTEGER' : 'BIGINT']);
+  const cols = await rows(`DESCRIBE SELECT * FROM ${src}`);
+  expect('columns', cols.map((c) => [c.column_name, c.column_type]), columns);
+  const meta = Object.fromEntries((await rows(`SELECT decode(key) AS k, decode(value) AS v FROM parquet_kv_metadata(${quoted})`)).map((m) => [m.k, m.v]));
+  expect('fabricsim.schema', meta['fabricsim.schema'], 'fabricsim.requests/v1');
+  expect('fabricsim.model', meta['fabricsim.model'], want.model);
+  const [t] = await rows(`SELECT count(*)::BIGINT AS n, sum(prefill_tokens)::BIGINT AS p, sum(decode_tokens)::BIGINT AS d,
+                          sum(kv_bytes)::BIGINT AS kv, (max(completed_ns) - min(arrival_ns))::BIGINT AS span,
+                          sum(kv_end_ns - kv_start_ns)::DOUBLE / sum(e2e_ns)::DOUBLE AS share FROM ${src}`);
+  expect('rows', t.n, big(want.requests));
+  expect('sum(prefill_tokens)', t.p, big(want.prefill_tokens));
+  expect('sum(decode_tokens)', t.d, big(want.decode_tokens));
+  expect('sum(kv_bytes)', t.kv, big(want.kv_bytes));
+  expect('span (max completed_ns - min arrival_ns)', t.span, big(want.span_ns));
+  expectNear('KV transfer share', t.share, want.kv_share);
+  // Each latency from its definition, not from the stored latency columns
+  // alone: TTFT and e2e from the stage times, TPOT over requests of more
+  // than one output token, KV transfer over requests that moved bytes.
+  const metrics = {
+    ttft: ['prefill_done_ns - arrival_ns', 'true'],
+    tpot: ['(completed_ns - prefill_done_ns) // (decode_tokens - 1)', 'decode_tokens > 1'],
+    kv_transfer: ['kv_end_ns - kv_start_ns', 'kv_bytes > 0'],
+    e2e: ['completed_ns - arrival_ns', 'true'],
+  };
+  expect('latencies', want.latencies.map((l) => l.metric), Object.keys(metrics));
+  for (const w of want.latencies) {
+    const [expr, where] = metrics[w.metric];
+    // Nearest rank: the ceil(p n / 100)-th smallest (pkg/stats.NearestRank).
+    const [g] = await rows(`WITH v AS (SELECT (${expr})::BIGINT AS x FROM ${src} WHERE ${where}),
+        r AS (SELECT x, row_number() OVER (ORDER BY x) AS k, count(*) OVER () AS n FROM v)
+      SELECT count(*)::BIGINT AS count, max(x)::BIGINT AS max, avg(x)::DOUBLE AS mean,
+        max(x) FILTER (WHERE k = greatest(1, ceil(50 * n / 100)))::BIGINT AS p50,
+        max(x) FILTER (WHERE k = greatest(1, ceil(90 * n / 100)))::BIGINT AS p90,
+        max(x) FILTER (WHERE k = greatest(1, ceil(99 * n / 100)))::BIGINT AS p99 FROM r`);
+    expect(`${w.metric}: count`, g.count, big(w.count));
+    if (w.count === 0) continue;
+    for (const p of ['p50', 'p90', 'p99', 'max']) expect(`${w.metric}: ${p}`, g[p], big(w[`${p}_ns`]));
+    expectNear(`${w.metric}: mean`, g.mean, w.mean_ns);
+  }
+  con.closeSync?.();
+  if (problems.length) {
+    for (const p of problems) console.error(`interop: ${file}: ${p}`);
+    process.exit(1);
+  }
+  console.log(`interop: ${reader} read ${file}: ${want.requests} rows, ${columns.length} columns, ` +
+    `sum(prefill_tokens) ${want.prefill_tokens}, sum(decode_tokens) ${want.decode_tokens}, sum(kv_bytes) ${want.kv_bytes}, ` +
+    `${want.latencies.length} latencies' percentiles: as fctstats --requests says`);
   process.exit(0);
 }
 // formats/trace.md, in order; fctstats must list the same.
