@@ -87,6 +87,36 @@ func TestServeBadInput(t *testing.T) {
 	oneLineError(t, run(t, stream, "simccl-serve", "--model", model, "--prefill", "2:tp=8", "--decode", "2:tp=8"), 1, "do not fit the topology's 16 GPUs")
 	oneLineError(t, run(t, stream, "simccl-serve", "--model", model, "--prefill", "1:tp=2,ep=2"), 1, "ep=2 but Llama-3-8B has no experts")
 	oneLineError(t, run(t, stream, "simccl-serve", "--model", model, "--prefill", "1:xp=2"), 2, "unknown key \"xp\"")
+	badTable := writeFile(t, "tab.csv", "operation,num_tokens,time_ms\nmlp_up_proj,8,0.1\nmlp_up_proj,-8,0.1\n")
+	oneLineError(t, run(t, stream, "simccl-serve", "--model", model, "--compute-table", badTable), 1, "tab.csv: line 3: column \"num_tokens\": \"-8\" is not a number from 1")
+	oneLineError(t, run(t, stream, "simccl-serve", "--model", model, "--compute-table", "examples/compute/vidur-h100-llama-2-70b.csv"), 1,
+		"vidur-h100-llama-2-70b.csv: column \"n_head\" is 64, the model Llama-3-8B has 32: a table of another model")
+	oneLineError(t, run(t, stream, "simccl-serve", "--model", model, "--compute-efficiency", "1.5"), 2, "--compute-efficiency 1.5")
+}
+
+// --compute-efficiency and --hbm-efficiency derate the roofline: at 0.5
+// each, a request on TP=1 replicas (no collective in its iterations) has
+// its prefill and its decode iterations take twice as long; the KV
+// transfer is the fabric's and stays. Without the flags, or at 1, the
+// file is the same bytes.
+func TestServeComputeEfficiency(t *testing.T) {
+	stream := fatTree16Stream(t)
+	args := []string{"--model", "examples/models/llama-3-8b.json", "--requests", "1", "--prompt-tokens", "700", "--output-tokens", "20", "--place", "0,8"}
+	full := serveRows(t, stream, args...)[0]
+	half := serveRows(t, stream, append(args, "--compute-efficiency", "0.5", "--hbm-efficiency", "0.5")...)[0]
+	near := func(what string, got, want int64) {
+		if got < want-2 || got > want+2 {
+			t.Errorf("%s: %d ns at half the peaks, want %d (twice %d)", what, got, want, want/2)
+		}
+	}
+	near("TTFT", half.TTFTNs, 2*full.TTFTNs)
+	near("decode", half.CompletedNs-half.DecodeStartNs, 2*(full.CompletedNs-full.DecodeStartNs))
+	if a, b := half.KVEndNs-half.KVStartNs, full.KVEndNs-full.KVStartNs; a < b-1 || a > b+1 { // ns rounding of absolute times
+		t.Errorf("KV transfer %d ns at half the peaks, %d at full: the fabric's, not compute's", a, b)
+	}
+	if a, b := mustRun(t, stream, "simccl-serve", args...), mustRun(t, stream, "simccl-serve", append(args, "--mfu", "1")...); !bytes.Equal(a, b) {
+		t.Errorf("--mfu 1 changed the file")
+	}
 }
 
 // The scale target: the Splitwise slice (1,000 requests) on 64

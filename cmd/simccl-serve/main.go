@@ -7,6 +7,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/requests"
@@ -41,6 +42,9 @@ type command struct {
 	KVSharing      string          `name:"kv-sharing" default:"max-min" enum:"max-min,none" help:"How KV transfers share the fabric: max-min (every link shared fairly among the transfers crossing it) or none (each at its path's bottleneck whatever else is in flight, as SimAI's transfer does; for comparison)."`
 	PeakTFLOPs     float64         `name:"peak-tflops" placeholder:"TFLOPS" help:"GPU dense BF16 peak in TFLOP/s (default: the topology's GPU type's datasheet figure, README)."`
 	HBMBw          units.Bandwidth `name:"hbm-bw" placeholder:"BW" help:"GPU HBM bandwidth, e.g. 3350GB/s (default: the GPU type's datasheet figure)."`
+	ComputeTable   string          `name:"compute-table" placeholder:"FILE.csv" help:"Per-operation times of a layer on one GPU by batch tokens (Vidur's profiling mlp.csv, or operation,num_tokens,time_ms; formats/compute-table.md), interpolated linearly, in place of the roofline for the operations it gives; the roofline prices the rest (named on stderr)."`
+	ComputeEff     float64         `name:"compute-efficiency" aliases:"mfu" default:"1" placeholder:"F" help:"Share of the peak FLOP/s the roofline's kernels reach, 0 to 1 (1: the datasheet peak, a lower bound on time)."`
+	HBMEff         float64         `name:"hbm-efficiency" default:"1" placeholder:"F" help:"Share of the HBM bandwidth the roofline's kernels reach, 0 to 1 (1: the datasheet figure)."`
 	Seed           uint64          `default:"1" help:"Seed of the generated trace, ECMP hashing and random placement."`
 	Out            string          `short:"o" placeholder:"FILE.parquet" help:"Write the per-request Parquet (fabricsim.requests/v1) to FILE instead of stdout."`
 	RequestMetrics string          `name:"request-metrics" placeholder:"FILE.csv" help:"Also write Vidur/SimAI's request_metrics.csv columns (seconds) to FILE."`
@@ -93,6 +97,9 @@ func (c *command) run() error {
 	if c.MaxBatch < 1 || c.PrefillTokens < 1 || c.KVTokens < 0 {
 		return cli.Usagef("--max-batch and --prefill-tokens must be at least 1, --kv-tokens at least 0")
 	}
+	if !(c.ComputeEff > 0 && c.ComputeEff <= 1) || !(c.HBMEff > 0 && c.HBMEff <= 1) {
+		return cli.Usagef("--compute-efficiency %g, --hbm-efficiency %g: each a share of the peak above 0, at most 1", c.ComputeEff, c.HBMEff)
+	}
 	if c.Out == "" {
 		if err := cli.CheckBinaryStdout("Parquet request trace"); err != nil {
 			return err
@@ -120,6 +127,13 @@ func (c *command) run() error {
 	if err != nil && (c.PeakTFLOPs <= 0 || c.HBMBw <= 0) {
 		return err
 	}
+	// A factor of 1 leaves the peaks as they were (x * 1 is exact).
+	roof.PeakFLOPs *= c.ComputeEff
+	roof.HBMBps *= c.HBMEff
+	table, err := c.readTable(&model, pre, dec)
+	if err != nil {
+		return err
+	}
 	world := pre.Count*pre.GPUs() + dec.Count*dec.GPUs()
 	gpus, err := place.Resolve(t, world, c.Seed)
 	if err != nil {
@@ -131,7 +145,7 @@ func (c *command) run() error {
 	wall := time.Now()
 	meter := c.Meter("simccl-serve")
 	meter.Phase(fmt.Sprintf("serving %d requests", len(reqs)))
-	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Prefill: pre, Decode: dec, GPUs: gpus,
+	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Table: table, Prefill: pre, Decode: dec, GPUs: gpus,
 		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, Chunk: c.Chunk, NoContention: c.KVSharing == "none", Seed: c.Seed}, reqs)
 	meter.Stop()
 	if err != nil {
@@ -141,6 +155,13 @@ func (c *command) run() error {
 		Params: map[string]any{"prefill": pre.String(), "decode": dec.String(), "place": c.Place, "max_batch": c.MaxBatch,
 			"prefill_tokens": c.PrefillTokens, "kv_tokens": c.KVTokens, "chunk": c.Chunk, "kv_sharing": c.KVSharing, "peak_flops": roof.PeakFLOPs, "hbm_bytes_per_s": roof.HBMBps,
 			"gpu_type": t.GPUType, "seed": c.Seed, "trace": c.Trace}}
+	// Only when given, so that a run without them writes the same file.
+	if c.ComputeTable != "" {
+		meta.Params["compute_table"] = c.ComputeTable
+	}
+	if c.ComputeEff != 1 || c.HBMEff != 1 {
+		meta.Params["compute_efficiency"], meta.Params["hbm_efficiency"] = c.ComputeEff, c.HBMEff
+	}
 	out, done, err := cli.CreateOutput(c.Out, "Parquet request trace")
 	if err != nil {
 		return err
@@ -167,6 +188,36 @@ func (c *command) run() error {
 		len(rows), model.Name, units.Plural(int64(world), "GPU"), pre, dec, sum.PrefillIterations, sum.DecodeIterations,
 		sum.KVFlows, units.HumanSize(sum.KVBytes), units.HumanDuration(sum.MakespanNs*1000), time.Since(wall).Seconds())
 	return nil
+}
+
+// readTable reads --compute-table and says on stderr what the roofline
+// still prices.
+func (c *command) readTable(m *serve.Model, specs ...serve.ReplicaSpec) (*serve.ComputeTable, error) {
+	if c.ComputeTable == "" {
+		return nil, nil
+	}
+	f, err := os.Open(c.ComputeTable)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := serve.ReadComputeTable(c.ComputeTable, f)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int]bool{}
+	for _, spec := range specs {
+		if spec.Count == 0 || seen[spec.TP] {
+			continue
+		}
+		seen[spec.TP] = true
+		rest, err := t.Roofline(m, spec.TP)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "simccl-serve: note: %s at tp=%d: the roofline prices %s\n", c.ComputeTable, spec.TP, strings.Join(rest, ", "))
+	}
+	return t, nil
 }
 
 func readModel(path string) (serve.Model, error) {

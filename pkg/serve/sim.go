@@ -13,8 +13,11 @@ import (
 
 // Config is one serving run.
 type Config struct {
-	Model   Model
-	Roof    Roofline
+	Model Model
+	Roof  Roofline
+	// Table, when not nil, times the layers' operations it gives in place
+	// of the roofline (the roofline prices the rest).
+	Table   *ComputeTable
 	Prefill ReplicaSpec
 	Decode  ReplicaSpec
 	// GPUs holds the GPU of every rank: the prefill replicas' ranks first,
@@ -56,7 +59,8 @@ type replica struct {
 	spec       ReplicaSpec
 	tpTuner    *collective.Tuner
 	epTuner    *collective.Tuner
-	ppHops     []hop // per stage boundary: the activations' path
+	ppHops     []hop      // per stage boundary: the activations' path
+	table      layerTable // nil: the roofline alone
 	arCache    map[int64]float64
 	a2aCache   map[int64]float64
 	busy       bool
@@ -243,6 +247,13 @@ func (s *sim) tuner(n int, gpus []int32) *collective.Tuner {
 
 func (s *sim) newReplica(spec ReplicaSpec, gpus []int32) (*replica, error) {
 	rep := &replica{gpus: gpus, spec: spec, arCache: map[int64]float64{}, a2aCache: map[int64]float64{}}
+	if s.cfg.Table != nil {
+		lt, err := s.cfg.Table.forReplica(&s.cfg.Model, spec.TP)
+		if err != nil {
+			return nil, err
+		}
+		rep.table = lt
+	}
 	if spec.TP > 1 {
 		rep.tpTuner = s.tuner(spec.TP, gpus[:spec.TP])
 	}
@@ -636,7 +647,13 @@ func (s *sim) decodeDone(now des.Time, idx int) {
 // latency).
 func (s *sim) iterTime(rep *replica, newTokens, attended, ctx, seqs int64) des.Time {
 	m := &s.cfg.Model
-	sec := iterationSeconds(s.cfg.Roof, m.Iteration(newTokens, attended, ctx, seqs), rep.spec.TP)
+	w := m.Iteration(newTokens, attended, ctx, seqs)
+	var sec float64
+	if rep.table != nil {
+		sec = tableSeconds(rep.table, s.cfg.Roof, m, w, newTokens, rep.spec.TP)
+	} else {
+		sec = iterationSeconds(s.cfg.Roof, w, rep.spec.TP)
+	}
 	act := newTokens * m.Hidden * m.DTypeBytes
 	if rep.tpTuner != nil {
 		us, ok := rep.arCache[act]
