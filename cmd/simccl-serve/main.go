@@ -45,6 +45,7 @@ type command struct {
 	ComputeTable   string          `name:"compute-table" placeholder:"FILE.csv" help:"Per-operation times of a layer on one GPU by batch tokens (Vidur's profiling mlp.csv, or operation,num_tokens,time_ms; formats/compute-table.md), interpolated linearly, in place of the roofline for the operations it gives; the roofline prices the rest (named on stderr)."`
 	ComputeEff     float64         `name:"compute-efficiency" aliases:"mfu" default:"1" placeholder:"F" help:"Share of the peak FLOP/s the roofline's kernels reach, 0 to 1 (1: the datasheet peak, a lower bound on time)."`
 	HBMEff         float64         `name:"hbm-efficiency" default:"1" placeholder:"F" help:"Share of the HBM bandwidth the roofline's kernels reach, 0 to 1 (1: the datasheet figure)."`
+	PPFlows        bool            `name:"pp-flows" help:"Send the activations between pipeline stages as flows on the fabric, sharing its links with the KV transfers (each stage computing an equal share of the iteration, then sending on), instead of bytes / path bottleneck + latency."`
 	Seed           uint64          `default:"1" help:"Seed of the generated trace, ECMP hashing and random placement."`
 	Out            string          `short:"o" placeholder:"FILE.parquet" help:"Write the per-request Parquet (fabricsim.requests/v1) to FILE instead of stdout."`
 	RequestMetrics string          `name:"request-metrics" placeholder:"FILE.csv" help:"Also write Vidur/SimAI's request_metrics.csv columns (seconds) to FILE."`
@@ -145,7 +146,7 @@ func (c *command) run() error {
 	wall := time.Now()
 	meter := c.Meter("simccl-serve")
 	meter.Phase(fmt.Sprintf("serving %d requests", len(reqs)))
-	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Table: table, Prefill: pre, Decode: dec, GPUs: gpus,
+	rows, sum, err := serve.Run(t, serve.Config{Model: model, Roof: roof, Table: table, PPFlows: c.PPFlows, Prefill: pre, Decode: dec, GPUs: gpus,
 		MaxBatch: c.MaxBatch, PrefillTokens: c.PrefillTokens, KVTokens: c.KVTokens, Chunk: c.Chunk, NoContention: c.KVSharing == "none", Seed: c.Seed}, reqs)
 	meter.Stop()
 	if err != nil {
@@ -158,6 +159,9 @@ func (c *command) run() error {
 	// Only when given, so that a run without them writes the same file.
 	if c.ComputeTable != "" {
 		meta.Params["compute_table"] = c.ComputeTable
+	}
+	if c.PPFlows {
+		meta.Params["pp_flows"] = true
 	}
 	if c.ComputeEff != 1 || c.HBMEff != 1 {
 		meta.Params["compute_efficiency"], meta.Params["hbm_efficiency"] = c.ComputeEff, c.HBMEff

@@ -40,6 +40,10 @@ type Config struct {
 	// and full outputs fit, so no request is ever preempted; one that
 	// alone exceeds the bound runs alone.
 	KVTokens int64
+	// PPFlows sends the activations between pipeline stages as flows on
+	// the fabric, sharing links with the KV transfers, instead of pricing
+	// them at bytes / path bottleneck + latency.
+	PPFlows bool
 	// NoContention runs every KV transfer at its path's bottleneck
 	// whatever else is in flight (SimAI's model), for comparison.
 	NoContention bool
@@ -59,7 +63,10 @@ type replica struct {
 	spec       ReplicaSpec
 	tpTuner    *collective.Tuner
 	epTuner    *collective.Tuner
-	ppHops     []hop      // per stage boundary: the activations' path
+	ppHops     []hop // per stage boundary: the activations' path
+	ppPaths    [][]route.DirLink
+	id         int        // among all replicas, prefill's first (flow owner of its hops)
+	iter       iter       // --pp-flows: the iteration running
 	table      layerTable // nil: the roofline alone
 	arCache    map[int64]float64
 	a2aCache   map[int64]float64
@@ -74,6 +81,15 @@ type replica struct {
 	admitted   int     // chunked prefill: requests of queue being prefilled
 	load       int     // decode: requests assigned and not completed
 	iterations int64
+}
+
+// iter is an iteration run stage by stage (--pp-flows): each stage
+// computes for stageSec, then sends act bytes to the next as a flow.
+type iter struct {
+	kind, idx int // the event that ends it
+	stage     int // the stage computing, or whose activations are in flight
+	stageSec  float64
+	act       int64
 }
 
 type hop struct {
@@ -98,6 +114,7 @@ const (
 	evPrefillDone
 	evDecodeDone
 	evMixedDone
+	evStage // --pp-flows: a pipeline stage's compute ended
 	evArrive
 )
 
@@ -142,6 +159,7 @@ type sim struct {
 	prefill []*replica
 	decode  []*replica
 	sum     Summary
+	reps    []*replica // prefill's, then decode's
 	flowID  int64
 	tuners  map[[2]int]*collective.Tuner
 	err     error // the first error of a handler
@@ -199,6 +217,8 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 			if err != nil {
 				return nil, Summary{}, err
 			}
+			rep.id = len(s.reps)
+			s.reps = append(s.reps, rep)
 			*grp.dst = append(*grp.dst, rep)
 			rank += grp.spec.GPUs()
 		}
@@ -267,6 +287,7 @@ func (s *sim) newReplica(spec ReplicaSpec, gpus []int32) (*replica, error) {
 			return nil, fmt.Errorf("pipeline stage %d to %d: %v", b-1, b, err)
 		}
 		rep.ppHops = append(rep.ppHops, hop{s.r.Bottleneck(p), s.r.Latency(p)})
+		rep.ppPaths = append(rep.ppPaths, p)
 	}
 	return rep, nil
 }
@@ -305,7 +326,13 @@ func (s *sim) loop() error {
 				return err
 			}
 		case evKV:
+			if e.x < 0 { // a pipeline hop's activations (--pp-flows)
+				s.hopArrived(now, -e.x-1)
+				break
+			}
 			s.kvArrived(now, e.x)
+		case evStage:
+			s.stageDone(now, e.x)
 		case evDecodeDone:
 			s.decodeDone(now, e.x)
 		case evMixedDone:
@@ -396,7 +423,7 @@ func (s *sim) startMixed(now des.Time, idx int) {
 	}
 	rep.busy = true
 	rep.iterations++
-	s.push(now.Add(s.iterTime(rep, tokens+b, attended+ctx, ctx, int64(n)+b)), evMixedDone, idx)
+	s.startIter(now, rep, evMixedDone, idx, tokens+b, attended+ctx, ctx, int64(n)+b)
 }
 
 // startChunked is startMixed with chunked prefill: the running requests'
@@ -449,7 +476,7 @@ func (s *sim) startChunked(now des.Time, idx int) {
 	}
 	rep.busy = true
 	rep.iterations++
-	s.push(now.Add(s.iterTime(rep, tokens+b, attended+ctx, read+ctx, seqs)), evMixedDone, idx)
+	s.startIter(now, rep, evMixedDone, idx, tokens+b, attended+ctx, read+ctx, seqs)
 }
 
 func (s *sim) mixedDone(now des.Time, idx int) {
@@ -517,7 +544,7 @@ func (s *sim) startPrefill(now des.Time, idx int) {
 	}
 	rep.busy = true
 	rep.iterations++
-	s.push(now.Add(s.iterTime(rep, tokens, attended, 0, int64(n))), evPrefillDone, idx)
+	s.startIter(now, rep, evPrefillDone, idx, tokens, attended, 0, int64(n))
 }
 
 // prefillDone hands each request of the batch to the decode replica with
@@ -618,7 +645,7 @@ func (s *sim) startDecode(now des.Time, idx int) {
 	b := int64(len(rep.running))
 	rep.busy = true
 	rep.iterations++
-	s.push(now.Add(s.iterTime(rep, b, ctx, ctx, b)), evDecodeDone, idx)
+	s.startIter(now, rep, evDecodeDone, idx, b, ctx, ctx, b)
 }
 
 func (s *sim) decodeDone(now des.Time, idx int) {
@@ -646,6 +673,46 @@ func (s *sim) decodeDone(now des.Time, idx int) {
 // activations sent between pipeline stages (bytes / path bottleneck +
 // latency).
 func (s *sim) iterTime(rep *replica, newTokens, attended, ctx, seqs int64) des.Time {
+	return des.FromSeconds(s.iterSeconds(rep, newTokens, attended, ctx, seqs, true))
+}
+
+// startIter starts an iteration of rep that ends with event kind for idx:
+// at once its whole time, or with --pp-flows stage by stage, each stage
+// an equal share of the compute and collectives (the layers split evenly)
+// and the activations sent on as flows.
+func (s *sim) startIter(now des.Time, rep *replica, kind, idx int, newTokens, attended, ctx, seqs int64) {
+	if !s.cfg.PPFlows || len(rep.ppPaths) == 0 {
+		s.push(now.Add(s.iterTime(rep, newTokens, attended, ctx, seqs)), kind, idx)
+		return
+	}
+	sec := s.iterSeconds(rep, newTokens, attended, ctx, seqs, false)
+	rep.iter = iter{kind: kind, idx: idx, stageSec: sec / float64(rep.spec.PP), act: newTokens * s.cfg.Model.Hidden * s.cfg.Model.DTypeBytes}
+	s.push(now.Add(des.FromSeconds(rep.iter.stageSec)), evStage, rep.id)
+}
+
+// stageDone: the last stage ends the iteration; another sends its
+// activations to the next stage.
+func (s *sim) stageDone(now des.Time, id int) {
+	rep := s.reps[id]
+	it := &rep.iter
+	if it.stage == rep.spec.PP-1 {
+		it.stage = 0
+		s.push(now, it.kind, it.idx)
+		return
+	}
+	s.net.add(-id-1, rep.ppPaths[it.stage], max(it.act, 1))
+	it.stage++
+}
+
+// hopArrived starts the next stage's compute.
+func (s *sim) hopArrived(now des.Time, id int) {
+	rep := s.reps[id]
+	s.push(now.Add(des.FromSeconds(rep.iter.stageSec)), evStage, id)
+}
+
+// iterSeconds is iterTime in seconds, the pipeline hops left out unless
+// hops.
+func (s *sim) iterSeconds(rep *replica, newTokens, attended, ctx, seqs int64, hops bool) float64 {
 	m := &s.cfg.Model
 	w := m.Iteration(newTokens, attended, ctx, seqs)
 	var sec float64
@@ -675,12 +742,14 @@ func (s *sim) iterTime(rep *replica, newTokens, attended, ctx, seqs int64) des.T
 		}
 		sec += float64(2*m.Layers) * us * 1e-6
 	}
-	for _, h := range rep.ppHops {
-		sec += float64(act)*8/h.bps + h.lat.Seconds()
+	if hops {
+		for _, h := range rep.ppHops {
+			sec += float64(act)*8/h.bps + h.lat.Seconds()
+		}
 	}
 	if !(sec < 1e5) && s.err == nil { // also NaN
 		s.err = fmt.Errorf("an iteration of %s over %d tokens would take %.3g s: check the model and --peak-tflops/--hbm-bw", m.Name, newTokens, sec)
 		return 0
 	}
-	return des.FromSeconds(sec)
+	return sec
 }

@@ -201,3 +201,29 @@ func TestServeChunkedPrefill(t *testing.T) {
 		t.Errorf("B's TTFT %d ns chunked, %d whole: want later", small[1].TTFTNs, plain[1].TTFTNs)
 	}
 }
+
+// --pp-flows: on an idle fabric the stage hop as a flow takes what the
+// formula says (bytes / bottleneck + latency), so TTFT agrees to rounding.
+// Under contention it shares GPU 0's 100 Gbps uplink: A's 8,000-token
+// prompt finishes prefill and its KV cache (8,001 x 131,072 bytes, half
+// from each stage's GPU) leaves GPU 0 for the decode GPU 9 over that
+// uplink for ~42 ms, while B (1,000 tokens, queued behind A by --max-batch
+// 1) runs stage 0 and sends its 8,192,000 bytes of activations to GPU 8
+// over the same uplink at half of it: 1,310.72 instead of 655.36 us, so
+// B's TTFT grows by 655.36 us; A's own hop ran alone and its TTFT stays.
+func TestServePipelineHopFlows(t *testing.T) {
+	pp := ReplicaSpec{1, 1, 2, 1}
+	gpus := []int32{0, 8, 9}
+	reqs := []Request{{ID: 0, Prefill: 8000, Decode: 2}, {ID: 1, Prefill: 1000, Decode: 2}}
+	formula := serveRun(t, Config{Prefill: pp, GPUs: gpus, MaxBatch: 1}, reqs)
+	flows := serveRun(t, Config{Prefill: pp, GPUs: gpus, MaxBatch: 1, PPFlows: true}, reqs)
+	if d := flows[0].TTFTNs - formula[0].TTFTNs; d < -2 || d > 2 {
+		t.Errorf("A alone: TTFT %d ns with the hop as a flow, %d by the formula", flows[0].TTFTNs, formula[0].TTFTNs)
+	}
+	if flows[1].ScheduledNs != flows[0].PrefillDoneNs || flows[1].KVStartNs-flows[1].ScheduledNs > flows[0].KVEndNs-flows[0].KVStartNs {
+		t.Fatalf("B's prefill does not overlap A's KV transfer: %+v %+v", flows[0], flows[1])
+	}
+	if d := float64(flows[1].TTFTNs-formula[1].TTFTNs) - 655_360; d < -2 || d > 2 {
+		t.Errorf("B: its hop sharing GPU 0's uplink with A's KV adds %d ns to TTFT, want 655360", flows[1].TTFTNs-formula[1].TTFTNs)
+	}
+}
