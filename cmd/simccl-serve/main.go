@@ -62,13 +62,16 @@ the other transfers in flight; then it decodes under continuous batching (one to
 requests joining and leaving between iterations, --max-batch at most). An iteration takes the
 roofline time of its FLOPs and HBM bytes on the replica's TP GPUs, plus two TP AllReduces per
 layer (NCCL's tuning model), two EP AllToAlls per MoE layer and the pipeline stages' activation
-sends. With --decode 0 each replica decodes what it prefilled instead (colocated: new prompts
+sends (--compute-table: measured per-operation times, Vidur's profiles, in place of the roofline
+for the operations they give; --compute-efficiency and --hbm-efficiency derate the roofline's
+peaks; --pp-flows: the stage sends as flows sharing the fabric). With --decode 0 each replica decodes what it prefilled instead (colocated: new prompts
 share iterations with the running decodes, no KV transfer). TTFT is prefill done - arrival;
 TPOT is (completed - prefill done) / (output tokens - 1).
 
 Examples:
   topogen --family fat-tree --gpus 64 --gpu-type H100 | simccl-serve --model examples/models/llama-3-8b.json --trace tests/testdata/serve/splitwise_conv_1000.csv --prefill 4:tp=8 --decode 4:tp=8 > requests.parquet
   fctstats --requests requests.parquet --plot serving.png
+  topogen --gpus 64 --gpu-type H100 | simccl-serve --model examples/models/llama-2-70b.json --prefill 4:tp=8 --decode 4:tp=8 --compute-table examples/compute/vidur-h100-llama-2-70b.csv > requests.parquet
   topogen --gpus 16 | simccl-serve --model examples/models/mixtral-8x7b.json --prefill 1:tp=8,ep=8 --decode 1:tp=8,ep=8 --arrivals gamma --rate 5 --requests 200 --out run.parquet --request-metrics request_metrics.csv`
 
 func main() {
