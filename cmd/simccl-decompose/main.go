@@ -281,6 +281,8 @@ func (c *command) run() (err error) {
 		return cli.Usagef("--place places a workload (--workload or --op) in the stream; --pattern, --from-htsim and --chakra name GPUs themselves, and --format chakra writes one trace per rank")
 	case len(c.Straggler) > 0 && (traffic || c.Chakra != "" || c.Format == "chakra"):
 		return cli.Usagef("--straggler slows a workload's ranks (--workload or --op); --pattern, --from-htsim and --chakra bring their own timing, and --format chakra writes the workload as it is")
+	case c.CollTime != "nccl" && c.Granularity != "collective":
+		return cli.Usagef("--coll-time times COLL nodes: it needs --granularity collective")
 	case c.PlaceKeepTP && c.Place == "":
 		return cli.Usagef("--place-keep-tp checks a --place")
 	case c.Format == "chakra" && (traffic || c.Chakra != ""):
