@@ -58,6 +58,7 @@ type command struct {
 	Straggler    []string       `placeholder:"SPEC" help:"A straggler (repeatable; a later spec for the same rank wins): rank=R:1.5 slows job rank R's compute phases by the factor (> 0), server=S:1.5 every rank of the job on the fabric's server S; rank=R:+2ms or server=S:+2ms delays the rank's first operation. At --granularity collective a stage's representative takes its stage's slowest factor and latest start."`
 	Merge        []string       `placeholder:"A.stream,B.stream" help:"Merge jobs' streams (simccl-decompose's outputs, each decomposed with --job and --place on disjoint GPUs of the same topology) into one stream with disjoint group, collective and flow ids, each job starting at its --job-start; instead of decomposing. Comma-separated or repeated."`
 	Granularity  string         `default:"flow" enum:"flow,collective" help:"flow: every collective as its flows (every backend runs it). collective: one rank per pipeline stage stands for the stage, each collective other than a pipeline transfer one COLL node with NCCL's model time; for SimAI-scale workloads through flowsim-analytical, busbw or fluid (formats/stream.md)."`
+	CollTime     string         `name:"coll-time" default:"nccl" enum:"nccl,links" help:"How a COLL node is timed at collective granularity: nccl, NCCL's tuning-model time (plus the --transport costs); links, the flows' mechanism in closed form: the same latencies and step costs, the bytes the flows put on each GPU's NVLink and NIC over the links' rates, so that it agrees with flow granularity."`
 
 	Pattern   string         `help:"Synthetic traffic instead of a workload: uniform, permutation, incast, shift-alltoall, stencil, nearest-neighbour. Every sending GPU injects --msg-size messages as a Poisson process at --rate of its NIC bandwidth for --duration (incast: --fan-in random GPUs into GPU 0, together at --rate of its bandwidth)." group:"traffic"`
 	MsgSize   units.Size     `name:"msg-size" help:"Message size of --pattern (e.g. 1KiB)." group:"traffic"`
@@ -143,7 +144,7 @@ func envInt(name string) (int, error) {
 
 func (c *command) options() (collective.Options, error) {
 	opt := collective.Options{Selector: c.Selector, Algo: c.Algo, Proto: c.Proto,
-		AlgoList: os.Getenv("NCCL_ALGO"), ProtoList: os.Getenv("NCCL_PROTO"), LaunchLatency: !c.NoLaunch, MaxChunks: c.MaxChunks}
+		AlgoList: os.Getenv("NCCL_ALGO"), ProtoList: os.Getenv("NCCL_PROTO"), LaunchLatency: !c.NoLaunch, MaxChunks: c.MaxChunks, CollTime: c.CollTime}
 	var err error
 	if opt.SendLatPs, err = cli.SendLatency(int64(c.SendLat)); err != nil {
 		return opt, err
@@ -280,6 +281,8 @@ func (c *command) run() (err error) {
 		return cli.Usagef("--place places a workload (--workload or --op) in the stream; --pattern, --from-htsim and --chakra name GPUs themselves, and --format chakra writes one trace per rank")
 	case len(c.Straggler) > 0 && (traffic || c.Chakra != "" || c.Format == "chakra"):
 		return cli.Usagef("--straggler slows a workload's ranks (--workload or --op); --pattern, --from-htsim and --chakra bring their own timing, and --format chakra writes the workload as it is")
+	case c.CollTime != "nccl" && c.Granularity != "collective":
+		return cli.Usagef("--coll-time times COLL nodes: it needs --granularity collective")
 	case c.PlaceKeepTP && c.Place == "":
 		return cli.Usagef("--place-keep-tp checks a --place")
 	case c.Format == "chakra" && (traffic || c.Chakra != ""):

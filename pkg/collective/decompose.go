@@ -604,8 +604,16 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 	} else {
 		// NCCL's model time plus the transport's per-step costs in closed
 		// form, as flow granularity's transfers carry them.
-		tp := transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), len(d.Fabric.nodesOf(c.Ranks)))
-		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(c.Rec.PredictedPs+tp, 1), entry)
+		nNodes := len(d.Fabric.nodesOf(c.Ranks))
+		t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
+		if d.Planner.Opt.CollTime == CollTimeLinks {
+			// The flows' mechanism instead of NCCL's bandwidth: the same
+			// latencies, the bytes at the links' rates (linkBwPs).
+			if bw, ok := d.linkBwPs(c); ok {
+				t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
+			}
+		}
+		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t, 1), entry)
 	}
 	exit := []int64{id}
 	if async {

@@ -41,7 +41,17 @@ type Options struct {
 	// (transport.go); the zero value means DefaultTransport. Off under
 	// SimAI replay and without LaunchLatency.
 	Transport *Transport
+	// CollTime is how a COLL node (collective granularity) is timed:
+	// CollTimeNCCL (""), NCCL's tuning-model time, or CollTimeLinks, the
+	// flows' mechanism in closed form (linktime.go).
+	CollTime string
 }
+
+// The COLL node timings (Options.CollTime).
+const (
+	CollTimeNCCL  = "nccl"
+	CollTimeLinks = "links"
+)
 
 // transport is the options' transport, DefaultTransport when unset.
 func (o Options) transport() Transport {

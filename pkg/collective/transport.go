@@ -336,9 +336,11 @@ func (s stepCosts) steps(b int64) int64 {
 // adds its slices' work to the bandwidth term; a connection's chunk takes
 // the longer of its pace and its work plus bytes, so the steady state
 // adds whichever of the two excesses is larger.
-func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
+//
+// bw is the bandwidth term the costs overlap: NCCL's model's (ncclBwPs),
+// or the flows' link time (Decomposer.linkBwPs).
+func transportPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) int64 {
 	fill, steady, serial := transportTerms(co, k, s, nNodes)
-	bw := max(co.Rec.PredictedPs-usToPs(co.Plan.Lat.Total), 0)
 	if co.Plan.Algo == AlgoNVLSTree && Op(co.Rec.Op) == AllReduce && steady > 0 {
 		// A paced tree exposes its first chunk's NVLS phases before the
 		// steps and its last chunk's after them (nvlsTree's chain).
@@ -346,6 +348,9 @@ func transportPs(co *Coll, k cut, s stepCosts, nNodes int) int64 {
 	}
 	return fill + max(0, steady-bw, serial)
 }
+
+// ncclBwPs is the bandwidth term of NCCL's model time for co.
+func ncclBwPs(co *Coll) int64 { return max(co.Rec.PredictedPs-usToPs(co.Plan.Lat.Total), 0) }
 
 // nvlsTreeChunks is how many loops an NVLS-Tree AllReduce's channel runs
 // under the transport (nvlsTreeChunk).
