@@ -1,0 +1,317 @@
+package packet
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// The load-balanced cut (planParts). A window ends when its busiest part
+// has run its events, and every packet that crosses parts is copied
+// between them, so a good cut gives each part the same share of the
+// events and keeps each packet's hops in one part where it can. Cutting
+// whole servers in blocks, as newPartitioning does, leaves every switch of
+// a rail-optimised fabric in one part and most of its GPUs in others: on
+// the 1024-GPU DP AllReduce nearly every hop crossed.
+//
+// Here the events are estimated from the flows: each flow's bytes spread
+// over its equal-cost paths (route.Spread, as ECMP spreads many flows) are
+// charged to both ends of every link they cross (a packet is sent at one
+// and arrives at the other; its ACK retraces it). Nodes joined by a link
+// that may carry a packet and is shorter than the network's shortest
+// (NVLink, in a server whose GPUs send each other anything) stay in one
+// part, so the lookahead stays the network's; nodes joined by a dependency
+// (a flow released at one node and starting at another) too. Then the
+// heaviest links are kept inside clusters as long as a cluster stays
+// within a part's fair share, and the clusters are dealt to the parts,
+// heaviest first, each to the lightest part so far: a leaf with its GPUs
+// is a cluster, the spines fill the gaps.
+
+// maxSpreadFlows bounds the flows whose paths are spread to estimate the
+// load (every k-th flow beyond): an estimate, exact counts are not needed.
+const maxSpreadFlows = 1 << 17
+
+// loadModel is the estimate planParts cuts by: each node's events (in
+// bytes), each link's bytes, and the sets of nodes that must share a part.
+type loadModel struct {
+	w, traffic []float64
+	inServer   []bool
+	spreadAll  bool
+	units      *unionFind
+	total      float64
+}
+
+// model estimates the run's load (see the top of this file).
+func (s *Sim) model() (*loadModel, error) {
+	t := s.t
+	nodes := len(t.Nodes)
+	f := s.flows
+	flows := f.DAG.Len()
+	servers := int32(0)
+	for _, v := range t.Nodes {
+		servers = max(servers, v.Server+1)
+	}
+	m := &loadModel{w: make([]float64, nodes), traffic: make([]float64, len(t.Links)), inServer: make([]bool, servers)}
+	step := max(1, flows/maxSpreadFlows)
+	add := func(dl route.DirLink, b float64) {
+		li := dl.Link()
+		l := &t.Links[li]
+		m.w[l.A] += b
+		m.w[l.B] += b
+		m.traffic[li] += b
+	}
+	for i := int32(0); int(i) < flows; i++ {
+		b := f.size(i)
+		if b == 0 {
+			continue
+		}
+		a, d := f.src(i), f.dst(i)
+		if a < 0 || d < 0 || int(a) >= nodes || int(d) >= nodes {
+			continue
+		}
+		if t.Nodes[a].Kind != stream.NodeGPU || t.Nodes[d].Kind != stream.NodeGPU {
+			m.spreadAll = true // a switch's flow: which links it uses is not worked out here
+		}
+		if sa := t.Nodes[a].Server; sa >= 0 && sa == t.Nodes[d].Server {
+			m.inServer[sa] = true
+		}
+		if int(i)%step != 0 {
+			continue
+		}
+		if err := s.r.Spread(a, d, float64(b)*float64(step), add); err != nil {
+			return nil, err
+		}
+	}
+	for _, x := range m.w {
+		m.total += x
+	}
+	// Links that may carry a packet and are shorter than the network's
+	// shortest are not cut: the lookahead stays the network's.
+	net := int64(maxTime)
+	for _, l := range t.Links {
+		if !s.intraServer(l.A, l.B) {
+			net = min(net, l.LatencyPs)
+		}
+	}
+	m.units = newUnionFind(nodes)
+	for _, l := range t.Links {
+		if l.LatencyPs < net && s.mayCarry(l.A, l.B, m) {
+			m.units.union(l.A, l.B)
+		}
+	}
+	// A flow and what releases it share a part (checkReleases).
+	d := f.DAG
+	for c := int32(0); int(c) < flows; c++ {
+		vc := s.flowNode(c)
+		if int(vc) >= nodes {
+			continue
+		}
+		for _, p := range d.Deps(c) {
+			vp := s.flowNode(p)
+			if f.size(p) > 0 && f.src(c) == f.dst(p) {
+				vp = f.dst(p)
+			}
+			if int(vp) < nodes {
+				m.units.union(vp, vc)
+			}
+		}
+	}
+	return m, nil
+}
+
+// keeps reports whether pt keeps every set of nodes that must share a
+// part in one.
+func (m *loadModel) keeps(pt *partitioning) bool {
+	for v := range pt.of {
+		if pt.of[v] != pt.of[m.units.find(int32(v))] {
+			return false
+		}
+	}
+	return true
+}
+
+// cost is the estimated time of a window's busiest part under pt: its
+// events, plus as many again for each byte crossing into or out of it
+// (a crossing copies the packet and makes its pair's shadow).
+func (m *loadModel) cost(s *Sim, pt *partitioning) float64 {
+	load := make([]float64, pt.n)
+	for v, x := range m.w {
+		load[pt.of[v]] += x
+	}
+	for li, l := range s.t.Links {
+		if a, b := pt.of[l.A], pt.of[l.B]; a != b {
+			load[a] += m.traffic[li]
+			load[b] += m.traffic[li]
+		}
+	}
+	return slices.Max(load)
+}
+
+// planParts cuts the fabric into n parts: by the flows' load (cluster),
+// or in blocks of servers (newPartitioning), whichever the load model
+// says runs faster.
+func (s *Sim) planParts(n int) (*partitioning, error) {
+	m, err := s.model()
+	if err != nil {
+		return nil, err
+	}
+	var best *partitioning
+	bestCost := 0.0
+	if blocks, err := newPartitioning(s.t, n); err == nil && m.keeps(blocks) {
+		best, bestCost = blocks, m.cost(s, blocks)
+	}
+	if m.total > 0 {
+		// A looser cap keeps more links inside clusters; a tighter one
+		// makes more, smaller clusters to deal.
+		for _, fair := range []float64{1.03, 0.5, 0.25} {
+			pt := s.cluster(m, n, fair)
+			if pt == nil {
+				continue
+			}
+			if c := m.cost(s, pt); best == nil || c < bestCost {
+				best, bestCost = pt, c
+			}
+		}
+	}
+	if best == nil {
+		return newPartitioning(s.t, n) // its error
+	}
+	return best, nil
+}
+
+// cluster cuts by m: clusters joined along their heaviest links while
+// within fair parts of the total, dealt to the n parts heaviest first,
+// each to the lightest part. nil when there are fewer clusters than parts
+// or a cut link may carry a packet and has no latency.
+func (s *Sim) cluster(m *loadModel, n int, fair float64) *partitioning {
+	t := s.t
+	nodes := len(t.Nodes)
+	uf := &unionFind{up: slices.Clone(m.units.up)}
+	weight := make([]float64, nodes)
+	for v := range nodes {
+		weight[uf.find(int32(v))] += m.w[v]
+	}
+	limit := m.total / float64(n) * fair
+	links := make([]int32, 0, len(t.Links))
+	for li, l := range t.Links {
+		if m.traffic[li] > 0 && uf.find(l.A) != uf.find(l.B) {
+			links = append(links, int32(li))
+		}
+	}
+	slices.SortStableFunc(links, func(a, b int32) int { return cmp.Compare(m.traffic[b], m.traffic[a]) })
+	for _, li := range links {
+		l := &t.Links[li]
+		ra, rb := uf.find(l.A), uf.find(l.B)
+		if ra != rb && weight[ra]+weight[rb] <= limit {
+			sum := weight[ra] + weight[rb]
+			uf.union(ra, rb)
+			weight[uf.find(ra)] = sum
+		}
+	}
+	// Deal the clusters, heaviest first (ties: lowest node), each to the
+	// lightest part (ties: lowest part).
+	var roots []int32
+	for v := range nodes {
+		if uf.find(int32(v)) == int32(v) && weight[v] > 0 {
+			roots = append(roots, int32(v))
+		}
+	}
+	if len(roots) < n {
+		return nil
+	}
+	slices.SortStableFunc(roots, func(a, b int32) int { return cmp.Compare(weight[b], weight[a]) })
+	load := make([]float64, n)
+	partOf := make([]int, nodes)
+	for i := range partOf {
+		partOf[i] = -1
+	}
+	for _, r := range roots {
+		best := 0
+		for k := 1; k < n; k++ {
+			if load[k] < load[best] {
+				best = k
+			}
+		}
+		partOf[r] = best
+		load[best] += weight[r]
+	}
+	pt := &partitioning{of: make([]uint8, nodes), n: n}
+	adj := topo.BuildAdjacency(t)
+	for v := range nodes {
+		k := partOf[uf.find(int32(v))]
+		if k < 0 {
+			// No load: beside a neighbour with some (an idle NVSwitch by
+			// its GPUs), else the first part.
+			k = 0
+			for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
+				if q := partOf[uf.find(topo.Other(t, li, int32(v)))]; q >= 0 {
+					k = q
+					break
+				}
+			}
+		}
+		pt.of[v] = uint8(k)
+	}
+	pt.lookahead = maxTime
+	for _, l := range t.Links {
+		if pt.of[l.A] != pt.of[l.B] && s.mayCarry(l.A, l.B, m) {
+			pt.lookahead = min(pt.lookahead, l.LatencyPs)
+		}
+	}
+	if pt.lookahead <= 0 {
+		return nil
+	}
+	return pt
+}
+
+// intraServer reports whether a link joins two nodes of one server.
+func (s *Sim) intraServer(a, b int32) bool {
+	sa := s.t.Nodes[a].Server
+	return sa >= 0 && sa == s.t.Nodes[b].Server
+}
+
+// mayCarry reports whether a packet (or a PFC frame) may cross the link
+// a-b: any link between servers and switches may; a link inside a server
+// only if its GPUs send each other something (a flow between servers
+// never crosses an NVSwitch, route.Router's paths go through the network
+// switches towards the destination's attachments).
+func (s *Sim) mayCarry(a, b int32, m *loadModel) bool {
+	if m.spreadAll || !s.intraServer(a, b) {
+		return true
+	}
+	return m.inServer[s.t.Nodes[a].Server]
+}
+
+// unionFind joins nodes into sets.
+type unionFind struct{ up []int32 }
+
+func newUnionFind(n int) *unionFind {
+	u := &unionFind{up: make([]int32, n)}
+	for i := range u.up {
+		u.up[i] = int32(i)
+	}
+	return u
+}
+
+func (u *unionFind) find(v int32) int32 {
+	for u.up[v] != v {
+		u.up[v] = u.up[u.up[v]]
+		v = u.up[v]
+	}
+	return v
+}
+
+// union joins the sets of a and b under the lower root (deterministic).
+func (u *unionFind) union(a, b int32) {
+	ra, rb := u.find(a), u.find(b)
+	if ra == rb {
+		return
+	}
+	if rb < ra {
+		ra, rb = rb, ra
+	}
+	u.up[rb] = ra
+}
