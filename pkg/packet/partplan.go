@@ -17,7 +17,7 @@ import (
 // a rail-optimised fabric in one part and most of its GPUs in others: on
 // the 1024-GPU DP AllReduce nearly every hop crossed.
 //
-// Here the events are estimated from the flows: each flow's bytes spread
+// Here the events are estimated from the flows: each flow's packets spread
 // over its equal-cost paths (route.Spread, as ECMP spreads many flows) are
 // charged to both ends of every link they cross (a packet is sent at one
 // and arrives at the other; its ACK retraces it). Nodes joined by a link
@@ -78,10 +78,18 @@ func (s *Sim) model() (*loadModel, error) {
 		if sa := t.Nodes[a].Server; sa >= 0 && sa == t.Nodes[d].Server {
 			m.inServer[sa] = true
 		}
+		// Whole packets: a flow's last packet costs the events of a full
+		// one. And its own events at its ends (opening its queue pair, the
+		// timeout, the completion), in packet-hop units: about three at
+		// the source, one at the destination.
+		pay := float64(s.cfg.PayloadSize)
+		m.w[a] += 1.5 * pay
+		m.w[d] += 0.5 * pay
 		if int(i)%step != 0 {
 			continue
 		}
-		if err := s.r.Spread(a, d, float64(b)*float64(step), add); err != nil {
+		pkts := float64((b + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize))
+		if err := s.r.Spread(a, d, pkts*pay*float64(step), add); err != nil {
 			return nil, err
 		}
 	}
