@@ -15,6 +15,7 @@ import (
 // a window ends only when its busiest part has run its events.
 type ParallelStats struct {
 	Parts, Threads int
+	Cut            string // how the parts were cut
 	LookaheadPs    int64
 	// Windows run, and the simulated time from the first one's start to
 	// the last one's end (windows skip time in which nothing happens).
@@ -77,10 +78,10 @@ func (p *ParallelStats) Summary() string {
 	if p.SpanPs > 0 {
 		full = float64(p.Windows) * float64(p.LookaheadPs) / float64(p.SpanPs)
 	}
-	return fmt.Sprintf("parallel: %d parts on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f)\n"+
+	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f)\n"+
 		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event)\n"+
 		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time\n",
-		p.Parts, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(),
+		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(),
 		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)),
 		p.Loop.Seconds(), 100*p.WaitShare())
 }

@@ -52,6 +52,7 @@ type partitioning struct {
 	of        []uint8 // part of each node
 	n         int
 	lookahead int64 // ps: the shortest link between two parts
+	by        string // how the parts were cut: blocks, tiers or clusters
 }
 
 // PartitionedSlotBytes is what a partitioned run holds per queue pair
@@ -81,7 +82,7 @@ func newPartitioning(t *topo.Topology, n int) (*partitioning, error) {
 	if int(servers) < n {
 		return nil, fmt.Errorf("partitions: %d parts but the topology has %d servers (a part holds whole servers)", n, servers)
 	}
-	pt := &partitioning{of: make([]uint8, len(t.Nodes)), n: n}
+	pt := &partitioning{of: make([]uint8, len(t.Nodes)), n: n, by: "blocks of servers"}
 	placed := make([]bool, len(t.Nodes))
 	var switches []int32
 	for i, v := range t.Nodes {
@@ -451,7 +452,7 @@ func (s *Sim) runPartitioned() error {
 	defer crew.stop()
 	stop := s.cfg.StopPs
 	var events uint64
-	ps := &ParallelStats{Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n)}
+	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n)}
 	s.pv.stats = ps
 	var wlog *windowLog
 	if s.pv.log != nil {

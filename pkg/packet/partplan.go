@@ -158,9 +158,9 @@ func (m *loadModel) cost(s *Sim, pt *partitioning) float64 {
 	return slices.Max(load)
 }
 
-// planParts cuts the fabric into n parts: by the flows' load (cluster),
-// or in blocks of servers (newPartitioning), whichever the load model
-// says runs faster.
+// planParts cuts the fabric into n parts: tier by tier (tiers), by
+// clusters (cluster), or in blocks of servers (newPartitioning), whichever
+// the load model says runs fastest.
 func (s *Sim) planParts(n int) (*partitioning, error) {
 	m, err := s.model()
 	if err != nil {
@@ -172,6 +172,11 @@ func (s *Sim) planParts(n int) (*partitioning, error) {
 		best, bestCost = blocks, m.cost(s, blocks)
 	}
 	if m.total > 0 {
+		if pt := s.tiers(m, n); pt != nil {
+			if c := m.cost(s, pt); best == nil || c < bestCost {
+				best, bestCost = pt, c
+			}
+		}
 		// A looser cap keeps more links inside clusters; a tighter one
 		// makes more, smaller clusters to deal.
 		for _, fair := range []float64{1.03, 0.5, 0.25} {
@@ -188,6 +193,114 @@ func (s *Sim) planParts(n int) (*partitioning, error) {
 		return newPartitioning(s.t, n) // its error
 	}
 	return best, nil
+}
+
+// tiers cuts by m along the fabric's tiers: each tier's switches dealt
+// to the parts heaviest first, each to the part with the least of that
+// tier's load (a phase busy at one tier, such as an AllToAll's wave
+// through the spines, is then spread too), and the GPUs (or the servers
+// that must stay whole) each to the part of the switch it sends the most
+// through, unless that part has its share of the GPUs' load already:
+// then to the part with the least. nil when a part would get no load.
+func (s *Sim) tiers(m *loadModel, n int) *partitioning {
+	t := s.t
+	nodes := len(t.Nodes)
+	uf := m.units
+	weight := make([]float64, nodes)
+	hasGPU := make([]bool, nodes)
+	tier := make([]int8, nodes)
+	for v := range nodes {
+		r := uf.find(int32(v))
+		weight[r] += m.w[v]
+		if t.Nodes[v].Kind == stream.NodeGPU {
+			hasGPU[r] = true
+		}
+		tier[r] = max(tier[r], t.Nodes[v].Tier)
+	}
+	var switches, gpus []int32
+	gpuTotal := 0.0
+	for v := range nodes {
+		if uf.find(int32(v)) != int32(v) || weight[v] == 0 {
+			continue
+		}
+		if hasGPU[v] {
+			gpus = append(gpus, int32(v))
+			gpuTotal += weight[v]
+		} else {
+			switches = append(switches, int32(v))
+		}
+	}
+	heavier := func(a, b int32) int { return cmp.Compare(weight[b], weight[a]) }
+	slices.SortStableFunc(switches, heavier)
+	slices.SortStableFunc(gpus, heavier)
+	partOf := make([]int, nodes)
+	for i := range partOf {
+		partOf[i] = -1
+	}
+	load := make([]float64, n)
+	tierLoad := map[int8][]float64{}
+	for _, r := range switches {
+		tl := tierLoad[tier[r]]
+		if tl == nil {
+			tl = make([]float64, n)
+			tierLoad[tier[r]] = tl
+		}
+		best := 0
+		for k := 1; k < n; k++ {
+			if tl[k] < tl[best] || (tl[k] == tl[best] && load[k] < load[best]) {
+				best = k
+			}
+		}
+		partOf[r] = best
+		tl[best] += weight[r]
+		load[best] += weight[r]
+	}
+	// The switch each GPU set sends the most through.
+	via := make([]float64, nodes)
+	pref := make([]int32, nodes)
+	for i := range pref {
+		pref[i] = -1
+	}
+	for li, l := range t.Links {
+		ra, rb := uf.find(l.A), uf.find(l.B)
+		if ra == rb || m.traffic[li] == 0 {
+			continue
+		}
+		for _, e := range [2][2]int32{{ra, rb}, {rb, ra}} {
+			if g, o := e[0], e[1]; hasGPU[g] && !hasGPU[o] && m.traffic[li] > via[g] {
+				via[g], pref[g] = m.traffic[li], o
+			}
+		}
+	}
+	gpuLoad := make([]float64, n)
+	fair := gpuTotal / float64(n) * 1.03
+	for _, r := range gpus {
+		best := -1
+		if pref[r] >= 0 {
+			if k := partOf[pref[r]]; k >= 0 && gpuLoad[k]+weight[r] <= fair {
+				best = k
+			}
+		}
+		if best < 0 {
+			best = 0
+			for k := 1; k < n; k++ {
+				if gpuLoad[k] < gpuLoad[best] {
+					best = k
+				}
+			}
+		}
+		partOf[r] = best
+		gpuLoad[best] += weight[r]
+		load[best] += weight[r]
+	}
+	if slices.Min(load) == 0 {
+		return nil
+	}
+	pt := s.place(m, uf, partOf, n)
+	if pt != nil {
+		pt.by = "tiers"
+	}
+	return pt
 }
 
 // cluster cuts by m: clusters joined along their heaviest links while
@@ -246,13 +359,25 @@ func (s *Sim) cluster(m *loadModel, n int, fair float64) *partitioning {
 		partOf[r] = best
 		load[best] += weight[r]
 	}
+	pt := s.place(m, uf, partOf, n)
+	if pt != nil {
+		pt.by = "clusters"
+	}
+	return pt
+}
+
+// place makes the partitioning that puts each set of uf where partOf
+// says (by its root; a set without load beside a neighbour with some, an
+// idle NVSwitch by its GPUs, else in the first part). nil when a cut link
+// may carry a packet and has no latency.
+func (s *Sim) place(m *loadModel, uf *unionFind, partOf []int, n int) *partitioning {
+	t := s.t
+	nodes := len(t.Nodes)
 	pt := &partitioning{of: make([]uint8, nodes), n: n}
 	adj := topo.BuildAdjacency(t)
 	for v := range nodes {
 		k := partOf[uf.find(int32(v))]
 		if k < 0 {
-			// No load: beside a neighbour with some (an idle NVSwitch by
-			// its GPUs), else the first part.
 			k = 0
 			for _, li := range adj.Links[adj.Start[v]:adj.Start[v+1]] {
 				if q := partOf[uf.find(topo.Other(t, li, int32(v)))]; q >= 0 {
