@@ -38,6 +38,11 @@ const maxSpreadFlows = 1 << 17
 // bytes), each link's bytes, and the sets of nodes that must share a part.
 type loadModel struct {
 	w, traffic []float64
+	// The same by phase (phases of them, node or link within): a
+	// part with its share of the run's events may have all of one
+	// phase's, as blocks of servers had an AllToAll's wave through the
+	// destinations in order.
+	sliceW, sliceTraffic []float64
 	inServer   []bool
 	spreadAll  bool
 	units      *unionFind
@@ -54,14 +59,27 @@ func (s *Sim) model() (*loadModel, error) {
 	for _, v := range t.Nodes {
 		servers = max(servers, v.Server+1)
 	}
-	m := &loadModel{w: make([]float64, nodes), traffic: make([]float64, len(t.Links)), inServer: make([]bool, servers)}
+	m := &loadModel{w: make([]float64, nodes), traffic: make([]float64, len(t.Links)), inServer: make([]bool, servers),
+		sliceW: make([]float64, phases*nodes), sliceTraffic: make([]float64, phases*len(t.Links))}
 	step := max(1, flows/maxSpreadFlows)
+	// A flow's phase: where it stands among its source's flows.
+	perSrc := make([]int32, nodes+1)
+	for i := int32(0); int(i) < flows; i++ {
+		if a := f.src(i); a >= 0 && int(a) < nodes {
+			perSrc[a]++
+		}
+	}
+	seen := make([]int32, nodes+1)
+	phase := 0
 	add := func(dl route.DirLink, b float64) {
 		li := dl.Link()
 		l := &t.Links[li]
 		m.w[l.A] += b
 		m.w[l.B] += b
 		m.traffic[li] += b
+		m.sliceW[phase*nodes+int(l.A)] += b
+		m.sliceW[phase*nodes+int(l.B)] += b
+		m.sliceTraffic[phase*len(t.Links)+int(li)] += b
 	}
 	for i := int32(0); int(i) < flows; i++ {
 		b := f.size(i)
@@ -83,8 +101,12 @@ func (s *Sim) model() (*loadModel, error) {
 		// timeout, the completion), in packet-hop units: about three at
 		// the source, one at the destination.
 		pay := float64(s.cfg.PayloadSize)
+		phase = int(int64(seen[a]) * phases / int64(perSrc[a]))
+		seen[a]++
 		m.w[a] += 1.5 * pay
 		m.w[d] += 0.5 * pay
+		m.sliceW[phase*nodes+int(a)] += 1.5 * pay
+		m.sliceW[phase*nodes+int(d)] += 0.5 * pay
 		if int(i)%step != 0 {
 			continue
 		}
@@ -141,21 +163,33 @@ func (m *loadModel) keeps(pt *partitioning) bool {
 	return true
 }
 
-// cost is the estimated time of a window's busiest part under pt: its
-// events, plus as many again for each byte crossing into or out of it
-// (a crossing copies the packet and makes its pair's shadow).
+// phases a run's flows are cut into by where they stand among their
+// source's flows (a ring's steps, an AllToAll's destinations in order).
+const phases = 16
+
+// cost is the estimated time of the busiest parts under pt, summed over
+// the phases: in each, the events of the part with the most, plus as
+// many again for each byte crossing into or out of it (a crossing copies
+// the packet and makes its pair's shadow).
 func (m *loadModel) cost(s *Sim, pt *partitioning) float64 {
+	nodes, links := len(s.t.Nodes), len(s.t.Links)
 	load := make([]float64, pt.n)
-	for v, x := range m.w {
-		load[pt.of[v]] += x
-	}
-	for li, l := range s.t.Links {
-		if a, b := pt.of[l.A], pt.of[l.B]; a != b {
-			load[a] += m.traffic[li]
-			load[b] += m.traffic[li]
+	total := 0.0
+	for ph := range phases {
+		clear(load)
+		for v, x := range m.sliceW[ph*nodes : (ph+1)*nodes] {
+			load[pt.of[v]] += x
 		}
+		for li, x := range m.sliceTraffic[ph*links : (ph+1)*links] {
+			l := &s.t.Links[li]
+			if a, b := pt.of[l.A], pt.of[l.B]; a != b {
+				load[a] += x
+				load[b] += x
+			}
+		}
+		total += slices.Max(load)
 	}
-	return slices.Max(load)
+	return total
 }
 
 // planParts cuts the fabric into n parts: tier by tier (tiers), by
