@@ -51,7 +51,7 @@ import (
 type partitioning struct {
 	of        []uint8 // part of each node
 	n         int
-	lookahead int64 // ps: the shortest link between two parts
+	lookahead int64  // ps: the shortest link between two parts
 	by        string // how the parts were cut: blocks, tiers or clusters
 }
 

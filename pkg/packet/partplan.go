@@ -43,10 +43,10 @@ type loadModel struct {
 	// phase's, as blocks of servers had an AllToAll's wave through the
 	// destinations in order.
 	sliceW, sliceTraffic []float64
-	inServer   []bool
-	spreadAll  bool
-	units      *unionFind
-	total      float64
+	inServer             []bool
+	spreadAll            bool
+	units                *unionFind
+	total                float64
 }
 
 // model estimates the run's load (see the top of this file).
