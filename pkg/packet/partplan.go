@@ -24,11 +24,19 @@ import (
 // that may carry a packet and is shorter than the network's shortest
 // (NVLink, in a server whose GPUs send each other anything) stay in one
 // part, so the lookahead stays the network's; nodes joined by a dependency
-// (a flow released at one node and starting at another) too. Then the
-// heaviest links are kept inside clusters as long as a cluster stays
-// within a part's fair share, and the clusters are dealt to the parts,
-// heaviest first, each to the lightest part so far: a leaf with its GPUs
-// is a cluster, the spines fill the gaps.
+// (a flow released at one node and starting at another) too. Three cuts
+// are made of that, and the one whose busiest part's load (plus what
+// crosses into and out of it), summed over the run's phases, is least is
+// taken: blocks of whole servers (newPartitioning); tiers (each tier's
+// switches spread, the GPUs with the switch they send the most through);
+// clusters (the heaviest links kept inside clusters while a cluster stays
+// within a share of the load, the clusters dealt to the parts heaviest
+// first, each to the lightest part: a leaf with its GPUs is a cluster, the
+// spines fill the gaps). A phase is where a flow stands among its
+// source's flows: a ring's step, an AllToAll's destination (sent in
+// order, a wave through the servers that blocks of them took one part at
+// a time: 6.07 ideal speedup at 8 parts on a 1024-GPU AllToAll, 7.77 in
+// clusters).
 
 // maxSpreadFlows bounds the flows whose paths are spread to estimate the
 // load (every k-th flow beyond): an estimate, exact counts are not needed.
