@@ -146,7 +146,10 @@ func loadAverage() string {
 // 7.42 and 14.15 on the AllReduce, with 0.41 and 0.48 packets crossing
 // parts an event, and 4.52 and 8.44 on the AllToAll (0.36 and 0.44; a
 // part's events over the whole run within 1% of the others', but not
-// window by window).
+// window by window). Cut by the flows' load (partplan.go), on a loaded
+// 2-core machine: 7.08 and 13.35 on the AllReduce (tiers; 0.007 and
+// 0.008 crossings an event, and 48 and 61 s of CPU against 68 and 80 s
+// in blocks), 6.34 and 12.18 on the AllToAll (clusters; 0.45 and 0.49).
 func BenchmarkPacketParallelCeiling(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for _, c := range packetCases {
