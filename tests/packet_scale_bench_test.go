@@ -149,7 +149,7 @@ func loadAverage() string {
 // window by window). Cut by the flows' load (partplan.go), on a loaded
 // 2-core machine: 7.08 and 13.35 on the AllReduce (tiers; 0.007 and
 // 0.008 crossings an event, and 48 and 61 s of CPU against 68 and 80 s
-// in blocks), 6.34 and 12.18 on the AllToAll (clusters; 0.45 and 0.49).
+// in blocks), 6.78 and 12.30 on the AllToAll (clusters; 0.46 and 0.50).
 func BenchmarkPacketParallelCeiling(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for _, c := range packetCases {
