@@ -2,6 +2,7 @@ package packet
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -205,6 +206,9 @@ func (m *loadModel) cost(s *Sim, pt *partitioning) float64 {
 // clusters (cluster), or in blocks of servers (newPartitioning), whichever
 // the load model says runs fastest.
 func (s *Sim) planParts(n int) (*partitioning, error) {
+	if n < 2 || n > maxPartitions {
+		return nil, fmt.Errorf("partitions: %d is outside 2 to %d", n, maxPartitions)
+	}
 	m, err := s.model()
 	if err != nil {
 		return nil, err
