@@ -255,7 +255,7 @@ func TestPacketSurrogateAuto(t *testing.T) {
 }
 
 // --threads: the fabric cut into parts run in parallel windows writes the
-// very bytes the single event loop writes, with two parts or three, on one
+// very bytes the single event loop writes, with two parts, three or five, on one
 // thread or two, under DCQCN and HPCC, with ECMP and per-packet routing;
 // what the partitioned loop cannot run is refused in one line.
 func TestPacketThreads(t *testing.T) {
@@ -263,7 +263,10 @@ func TestPacketThreads(t *testing.T) {
 	tp := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32")
 	st := mustRun(t, tp, "simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8")
 	single := mustRun(t, st, "flowsim-packet")
-	for _, args := range [][]string{{"--threads", "2"}, {"--partitions", "1"}, {"--partitions", "3", "--threads", "1"}, {"--partitions", "3", "--threads", "2"}} {
+	// Five parts of four servers: the cut follows the flows' load, not
+	// whole servers (the NVLinks of a server whose GPUs send each other
+	// something stay whole).
+	for _, args := range [][]string{{"--threads", "2"}, {"--partitions", "1"}, {"--partitions", "3", "--threads", "1"}, {"--partitions", "3", "--threads", "2"}, {"--partitions", "5", "--threads", "2"}} {
 		if out := mustRun(t, st, "flowsim-packet", args...); !bytes.Equal(out, single) {
 			t.Fatalf("%v wrote another trace than the single loop", args)
 		}
@@ -283,7 +286,7 @@ func TestPacketThreads(t *testing.T) {
 		{[]string{"--threads", "3", "--partitions", "2"}, "more than the 2 parts"},
 		{[]string{"--threads", "0"}, "--threads 0"},
 		{[]string{"--threads", "2", "--set", "PFC_MODE=port"}, "PFC_MODE port"},
-		{[]string{"--partitions", "5"}, "4 servers"},
+		{[]string{"--partitions", "65"}, "outside 2 to 64"},
 		{[]string{"--partitions", "0"}, "--partitions 0"},
 	} {
 		r := run(t, st, "flowsim-packet", c.args...)

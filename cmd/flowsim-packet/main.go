@@ -45,8 +45,9 @@ type command struct {
 	Window     units.Duration `name:"surrogate-window" placeholder:"TIME" help:"With --surrogate auto: the window of steady-state detection (default 100us)."`
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: memory follows the collectives in flight. The trace keeps one row per COLL node, its ideal time NCCL's model time."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand, a COLL node whose sibling groups each sit alone in their own server (TP groups, one per server), on NVLink routes that leave no choice, runs its first group only, which ends when they all would: exact (the same events, group for group), and most of a TP-heavy iteration's packets. Off with monitors, --surrogate, LINK_DOWN, per-packet routing or loss on NVLink. --no-symmetry runs every group."`
-	Threads    int            `default:"1" placeholder:"N" help:"Run the simulation on N goroutines: the fabric cut into --partitions parts along whole servers, each with its own event loop, run in windows as long as the shortest link between parts (a conservative parallel simulation). Flow-level streams under PFC_MODE priority, without --expand, monitors, --surrogate or LINK_DOWN; every dependency must be released where its dependant starts (NCCL's rings and trees are)."`
+	Threads    int            `default:"1" placeholder:"N" help:"Run the simulation on N goroutines: the fabric cut into --partitions parts by the flows' load (leaves with their GPUs, tiers spread, or blocks of whole servers; a server whose GPUs send each other anything stays whole), each with its own event loop, run in windows as long as the shortest link between parts that may carry a packet (a conservative parallel simulation); stderr then gives the ideal speedup. Flow-level streams under PFC_MODE priority, without --expand, monitors, --surrogate or LINK_DOWN; every dependency must be released where its dependant starts (NCCL's rings and trees are)."`
 	Partitions *int           `placeholder:"N" help:"Parts for --threads (default: as many as threads; at least as many). Every N gives the single loop's trace, byte for byte: events at one instant are ordered by the node that made them, not by when they were pushed. --partitions 1 is the single loop."`
+	ParReport  string         `name:"parallel-report" placeholder:"FILE" help:"With --threads or --partitions: write a CSV line a window (start and end in ps, each part's events, the busiest part's, the wait at its barrier in ns) to FILE. The stderr summary gives the ideal speedup (events over the sum of each window's busiest part: a count, the same on any machine) either way."`
 	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
@@ -256,6 +257,17 @@ func (c *command) run() error {
 			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 		}
 	}
+	var parReport *os.File
+	if c.ParReport != "" {
+		if parts < 2 {
+			return cli.Usagef("--parallel-report needs --threads or --partitions above 1")
+		}
+		if parReport, err = os.Create(c.ParReport); err != nil {
+			return err
+		}
+		defer parReport.Close()
+		sim.SetParallelLog(parReport)
+	}
 	loop := time.Now()
 	if meter != nil {
 		// Called every 2^20 events of the single loop, whose count is
@@ -345,6 +357,17 @@ func (c *command) run() error {
 		return fmt.Errorf("%v; the trace holds the flows that finished", incomplete)
 	case failed != nil:
 		return fmt.Errorf("%v; the trace marks %d failed flows (status failed, %s never delivered)", failed, st.Failed, units.HumanSize(st.FailedBytes))
+	}
+	if ps := sim.ParallelStats(); ps != nil {
+		for _, l := range strings.SplitAfter(strings.TrimSuffix(ps.Summary(), "\n"), "\n") {
+			fmt.Fprintf(os.Stderr, "flowsim-packet: %s", l)
+		}
+		fmt.Fprintln(os.Stderr)
+	}
+	if parReport != nil {
+		if err := parReport.Close(); err != nil {
+			return err
+		}
 	}
 	expanded := ""
 	if made, peak, bytes, mirrored, mirroredBytes := flows.Expanded(); made > 0 {

@@ -2,6 +2,7 @@ package packet
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -50,7 +51,8 @@ import (
 type partitioning struct {
 	of        []uint8 // part of each node
 	n         int
-	lookahead int64 // ps: the shortest link between two parts
+	lookahead int64  // ps: the shortest link between two parts
+	by        string // how the parts were cut: blocks, tiers or clusters
 }
 
 // PartitionedSlotBytes is what a partitioned run holds per queue pair
@@ -80,7 +82,7 @@ func newPartitioning(t *topo.Topology, n int) (*partitioning, error) {
 	if int(servers) < n {
 		return nil, fmt.Errorf("partitions: %d parts but the topology has %d servers (a part holds whole servers)", n, servers)
 	}
-	pt := &partitioning{of: make([]uint8, len(t.Nodes)), n: n}
+	pt := &partitioning{of: make([]uint8, len(t.Nodes)), n: n, by: "blocks of servers"}
 	placed := make([]bool, len(t.Nodes))
 	var switches []int32
 	for i, v := range t.Nodes {
@@ -185,7 +187,34 @@ type partView struct {
 	// pair of this part's).
 	shadows  [][]shadowRef
 	shadowOf []qpKey
+	// What the run measured of its ceiling (the first part's), the CSV
+	// of its windows if asked for, and the crossings this part took in.
+	stats    *ParallelStats
+	log      io.Writer
+	received uint64
+	// end is the current window's; early the first crossing due before
+	// it (a cut the lookahead missed: the run stops rather than be wrong).
+	end   int64
+	early error
 }
+
+// check stops the run if what it sends node v at time at is due inside
+// the window: the part there may already have run past it.
+func (pv *partView) check(at int64, v int32) {
+	if at < pv.end && pv.early == nil {
+		s := pv.s
+		pv.early = fmt.Errorf("partitions: internal: node %d (part %d) sent node %d (part %d) something due at %d ps, inside the window ending at %d ps (lookahead %d ps); run with one partition",
+			s.cur, pv.me, v, pv.part.of[v], at, pv.end, pv.part.lookahead)
+	}
+}
+
+// ParallelStats is what the partitioned run measured (nil after the
+// single loop).
+func (s *Sim) ParallelStats() *ParallelStats { return s.pv.stats }
+
+// SetParallelLog has a partitioned run write a CSV line a window to w
+// (see windowLog).
+func (s *Sim) SetParallelLog(w io.Writer) { s.pv.log = w }
 
 // abroad reports whether node v is in another part than this Sim's (never
 // in the single loop).
@@ -205,6 +234,7 @@ func (pv *partView) home(i int32) uint8 {
 
 // post queues c for the part node v is in.
 func (pv *partView) post(v int32, c crossing) {
+	pv.check(c.at, v)
 	box := &pv.out[pv.par][pv.part.of[v]]
 	*box = append(*box, c)
 	pv.sentMin = min(pv.sentMin, c.at)
@@ -213,6 +243,7 @@ func (pv *partView) post(v int32, c crossing) {
 // sendAway hands packet pi, put on a link to node v of another part, to
 // that part, arriving at time at.
 func (pv *partView) sendAway(pi int32, at int64, v int32) {
+	pv.check(at, v)
 	s := pv.s
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
@@ -376,9 +407,14 @@ func (s *Sim) runPartitioned() error {
 	if err := s.partitionable(); err != nil {
 		return err
 	}
-	pt, err := newPartitioning(s.t, s.Partitions)
+	pt, err := s.planParts(s.Partitions)
 	if err != nil {
 		return err
+	}
+	if pt == nil {
+		if pt, err = newPartitioning(s.t, s.Partitions); err != nil {
+			return err
+		}
 	}
 	sims := make([]*Sim, pt.n)
 	for k := range sims {
@@ -416,6 +452,22 @@ func (s *Sim) runPartitioned() error {
 	defer crew.stop()
 	stop := s.cfg.StopPs
 	var events uint64
+	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n)}
+	s.pv.stats = ps
+	var wlog *windowLog
+	if s.pv.log != nil {
+		wlog = newWindowLog(s.pv.log, pt.n)
+	}
+	windowEvents := make([]uint64, pt.n)
+	first := int64(-1)
+	loopStart := time.Now()
+	defer func() {
+		ps.Loop = time.Since(loopStart)
+		ps.Wait += time.Duration(crew.waited.Load())
+		for _, c := range sims {
+			ps.Crossings += c.pv.received
+		}
+	}()
 	for w := 0; ; w++ {
 		// The next window starts at the earliest event anywhere, pending
 		// or sent in the last window.
@@ -439,15 +491,32 @@ func (s *Sim) runPartitioned() error {
 		for _, c := range sims {
 			c.pv.sentMin = maxTime
 		}
-		crew.run(end, w&1)
-		var total uint64
+		wait := crew.run(end, w&1)
+		var total, most uint64
 		stalled := false
-		for _, c := range sims {
+		for k, c := range sims {
 			if c.err != nil {
+				if wlog != nil {
+					wlog.close()
+				}
 				return c.err // the first part's: the same whatever the threads
 			}
 			stalled = stalled || c.watch.stalled != nil
 			total += c.Stats.Events
+			windowEvents[k] = c.Stats.Events - ps.PartEvents[k]
+			ps.PartEvents[k] = c.Stats.Events
+			most = max(most, windowEvents[k])
+		}
+		if first < 0 {
+			first = next
+		}
+		ps.Windows++
+		ps.SpanPs = end - first
+		ps.Events = total
+		ps.MaxSum += most
+		ps.ThreadSum += max(most, (total-events+uint64(ps.Threads)-1)/uint64(ps.Threads))
+		if wlog != nil {
+			wlog.line(w, next, end, windowEvents, most, wait)
 		}
 		if !stalled {
 			// Every part is between windows: the deadlock detector may read
@@ -468,6 +537,11 @@ func (s *Sim) runPartitioned() error {
 		}
 		events = total
 	}
+	if wlog != nil {
+		if err := wlog.close(); err != nil {
+			return fmt.Errorf("parallel report: %w", err)
+		}
+	}
 	s.merge(sims)
 	return s.finish()
 }
@@ -482,9 +556,13 @@ func (s *Sim) runWindow(end int64, par int) {
 			s.pv.takeIn(&box[i])
 		}
 		src.pv.out[1-par][s.pv.me] = box[:0]
+		s.pv.received += uint64(len(box))
 	}
-	s.pv.par = par
+	s.pv.par, s.pv.end = par, end
 	s.err = s.loop(end, true)
+	if s.err == nil {
+		s.err = s.pv.early
+	}
 }
 
 // crew runs the parts' windows on its threads. Each window, every thread
@@ -512,6 +590,9 @@ type crew struct {
 	// many it ran alone last time (see run).
 	solo, backoff int
 	stopped       sync.WaitGroup
+	// waited is the threads' time at barriers (ns), the workers' and
+	// the caller's.
+	waited atomic.Int64
 }
 
 func newCrew(sims []*Sim, threads int) *crew {
@@ -530,7 +611,9 @@ func (c *crew) work() {
 	defer c.stopped.Done()
 	n := int64(len(c.sims))
 	for {
+		t0 := time.Now()
 		v := c.next.wait(func(v int64) bool { return v < 0 || v&0xffff < n })
+		c.waited.Add(int64(time.Since(t0)))
 		if v < 0 {
 			return
 		}
@@ -560,14 +643,14 @@ const soloAfter = time.Millisecond
 // thread, the caller runs the next windows alone, twice as many each time
 // it happens again (up to 4096), and shares them again after: threads
 // waiting on each other's time slices beside other work ran slower than
-// one thread alone.
-func (c *crew) run(end int64, par int) {
+// one thread alone. It returns how long the caller waited for the others.
+func (c *crew) run(end int64, par int) time.Duration {
 	if c.threads == 1 || c.solo > 0 {
 		c.solo--
 		for _, s := range c.sims {
 			s.runWindow(end, par)
 		}
-		return
+		return 0
 	}
 	n := int64(len(c.sims))
 	c.end, c.par = end, par
@@ -581,16 +664,19 @@ func (c *crew) run(end int64, par int) {
 		}
 	}
 	if mine == n {
-		return
+		return 0
 	}
 	t0 := time.Now()
 	c.finished.wait(func(d int64) bool { return d+mine == n })
-	if time.Since(t0) > soloAfter {
+	waited := time.Since(t0)
+	c.waited.Add(int64(waited))
+	if waited > soloAfter {
 		c.backoff = min(max(2*c.backoff, 16), 4096)
 		c.solo = c.backoff
 	} else {
 		c.backoff /= 2
 	}
+	return waited
 }
 
 func (c *crew) stop() {

@@ -230,9 +230,6 @@ func TestPartitionedRefusals(t *testing.T) {
 	}{
 		{cfg, cc.ModeDCQCN, cross, "LINK_DOWN"},
 		{portPFC, cc.ModeDCQCN, cross, "PFC_MODE port"},
-		// GPU 40's flow waits on 0 -> 63, whose completion (its last ACK)
-		// happens at GPU 0, in the other part.
-		{DefaultConfig(), cc.ModeDCQCN, append(cross, flowSpec{40, 41, 1 << 20, []int64{0}}), "waits on flow 0"},
 	} {
 		s, _ := newSim(t, tp, c.cfg, c.cc, c.specs)
 		s.Partitions = 2
@@ -242,4 +239,23 @@ func TestPartitionedRefusals(t *testing.T) {
 	}
 	// The receiver's next step, released where it starts, runs.
 	runParts(t, tp, DefaultConfig(), cc.ModeDCQCN, append(cross, flowSpec{63, 40, 1 << 20, []int64{0}}), 2, 2)
+	// GPU 40's flow waits on 0 -> 63, whose completion (its last ACK)
+	// happens at GPU 0: the parts keep GPUs 0 and 40 together, and the
+	// run is the single loop's.
+	waits := append(cross, flowSpec{40, 41, 1 << 20, []int64{0}})
+	_, f0 := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, waits)
+	s, f1 := runParts(t, tp, DefaultConfig(), cc.ModeDCQCN, waits, 2, 2)
+	if p := s.pv.part; p.of[0] != p.of[40] || !slices.Equal(f0.End, f1.End) {
+		t.Fatalf("GPUs 0 and 40 in parts %d and %d; flows ended at %v, in the single loop %v", p.of[0], p.of[40], f1.End, f0.End)
+	}
+	// A part that would have to hear of a release at once is refused.
+	pt, err := newPartitioning(tp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ = newSim(t, tp, DefaultConfig(), cc.ModeDCQCN, waits)
+	s.pv.part, s.pv.s = pt, s
+	if err := s.pv.checkReleases(); err == nil || !strings.Contains(err.Error(), "waits on flow 0") {
+		t.Errorf("blocks of servers: want an error naming the release, got %v", err)
+	}
 }

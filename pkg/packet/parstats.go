@@ -1,0 +1,138 @@
+package packet
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// ParallelStats is what a partitioned run measured of its own ceiling.
+// The counts (events per part and window) are the same on any machine and
+// at any number of threads: the ideal speedup they give is what P threads
+// on P idle cores could reach at best if synchronisation were free, since
+// a window ends only when its busiest part has run its events.
+type ParallelStats struct {
+	Parts, Threads int
+	Cut            string // how the parts were cut
+	LookaheadPs    int64
+	// Windows run, and the simulated time from the first one's start to
+	// the last one's end (windows skip time in which nothing happens).
+	Windows int
+	SpanPs  int64
+	// Events is every part's; MaxSum the sum over windows of the busiest
+	// part's events, ThreadSum the sum over windows of the least any
+	// schedule of Threads threads could take (the busiest part, or the
+	// window's events over the threads if more).
+	Events, MaxSum, ThreadSum uint64
+	// PartEvents is each part's events; Crossings the packets and PFC
+	// frames that went from one part to another.
+	PartEvents []uint64
+	Crossings  uint64
+	// Loop is the wall time of the windows; Wait the time threads spent
+	// at the barrier (waiting for a window's other parts, or for the next
+	// window), summed over threads.
+	Loop, Wait time.Duration
+}
+
+// Ideal is the speedup of Parts threads over one if synchronisation were
+// free: events over the sum of each window's busiest part.
+func (p *ParallelStats) Ideal() float64 {
+	if p.MaxSum == 0 {
+		return 1
+	}
+	return float64(p.Events) / float64(p.MaxSum)
+}
+
+// IdealThreads is the same bound with Threads threads taking the parts.
+func (p *ParallelStats) IdealThreads() float64 {
+	if p.ThreadSum == 0 {
+		return 1
+	}
+	return float64(p.Events) / float64(p.ThreadSum)
+}
+
+// WaitShare is the share of the threads' time spent at barriers.
+func (p *ParallelStats) WaitShare() float64 {
+	if p.Loop <= 0 || p.Threads < 2 {
+		return 0
+	}
+	return float64(p.Wait) / (float64(p.Loop) * float64(p.Threads))
+}
+
+// Summary is the one block flowsim-packet prints on stderr.
+func (p *ParallelStats) Summary() string {
+	mean := 0.0
+	if p.Windows > 0 {
+		mean = float64(p.Events) / float64(p.Windows)
+	}
+	var minE, maxE uint64
+	for i, e := range p.PartEvents {
+		if i == 0 || e < minE {
+			minE = e
+		}
+		maxE = max(maxE, e)
+	}
+	full := 0.0
+	if p.SpanPs > 0 {
+		full = float64(p.Windows) * float64(p.LookaheadPs) / float64(p.SpanPs)
+	}
+	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f)\n"+
+		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event)\n"+
+		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time\n",
+		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(),
+		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)),
+		p.Loop.Seconds(), 100*p.WaitShare())
+}
+
+// windowLog writes one CSV line a window: its number, start and end
+// (ps), each part's events and the caller's wait at its barrier (ns).
+type windowLog struct {
+	w   *bufio.Writer
+	buf []byte
+	err error
+}
+
+func newWindowLog(w io.Writer, parts int) *windowLog {
+	l := &windowLog{w: bufio.NewWriterSize(w, 1<<16)}
+	l.buf = append(l.buf, "window,start_ps,end_ps"...)
+	for k := range parts {
+		l.buf = append(l.buf, ",part"...)
+		l.buf = strconv.AppendInt(l.buf, int64(k), 10)
+	}
+	l.buf = append(l.buf, ",max,wait_ns\n"...)
+	l.flushLine()
+	return l
+}
+
+func (l *windowLog) line(w int, start, end int64, events []uint64, most uint64, wait time.Duration) {
+	l.buf = strconv.AppendInt(l.buf[:0], int64(w), 10)
+	for _, v := range []int64{start, end} {
+		l.buf = append(l.buf, ',')
+		l.buf = strconv.AppendInt(l.buf, v, 10)
+	}
+	for _, e := range events {
+		l.buf = append(l.buf, ',')
+		l.buf = strconv.AppendUint(l.buf, e, 10)
+	}
+	l.buf = append(l.buf, ',')
+	l.buf = strconv.AppendUint(l.buf, most, 10)
+	l.buf = append(l.buf, ',')
+	l.buf = strconv.AppendInt(l.buf, int64(wait), 10)
+	l.buf = append(l.buf, '\n')
+	l.flushLine()
+}
+
+func (l *windowLog) flushLine() {
+	if l.err == nil {
+		_, l.err = l.w.Write(l.buf)
+	}
+}
+
+func (l *windowLog) close() error {
+	if l.err == nil {
+		l.err = l.w.Flush()
+	}
+	return l.err
+}

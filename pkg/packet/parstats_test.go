@@ -1,0 +1,124 @@
+package packet
+
+import (
+	"bytes"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// The parallel loop's counts add up: its windows' events per part are the
+// run's events, the single loop's one for one, and the ideal speedup
+// (events over the sum of each window's busiest part) lies between 1 and
+// the parts, whatever the threads; the CSV holds the same counts.
+func TestParallelStatsCounts(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	specs := crossServerAllToAll(64 << 10)
+	cfg := DefaultConfig()
+	one, _ := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
+	if one.ParallelStats() != nil {
+		t.Fatal("the single loop reported parallel stats")
+	}
+	for _, parts := range []int{2, 4} {
+		s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
+		s.Partitions, s.Threads = parts, 1
+		var csv bytes.Buffer
+		s.SetParallelLog(&csv)
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		ps := s.ParallelStats()
+		if ps == nil || ps.Parts != parts || ps.Windows == 0 {
+			t.Fatalf("%d parts: stats %+v", parts, ps)
+		}
+		var sum uint64
+		for _, e := range ps.PartEvents {
+			sum += e
+		}
+		// Each part but the first has a timeout FIFO of its own, whose
+		// head's event may pop after its timeout died (popRTO drops the
+		// dead behind the head, not the head): here one event each.
+		if ps.Events != one.Stats.Events+uint64(parts-1) || sum != ps.Events || s.Stats.Events != ps.Events {
+			t.Fatalf("%d parts: %d events counted by window, %d by part, %d in the run's stats; the single loop ran %d", parts, ps.Events, sum, s.Stats.Events, one.Stats.Events)
+		}
+		if id := ps.Ideal(); id < 1 || id > float64(parts) || ps.MaxSum > ps.Events || ps.MaxSum*uint64(parts) < ps.Events {
+			t.Fatalf("%d parts: ideal speedup %.3f (%d events, %d in the busiest parts)", parts, id, ps.Events, ps.MaxSum)
+		}
+		if ps.IdealThreads() != 1 {
+			t.Fatalf("%d parts on one thread: ideal %.3f, want 1", parts, ps.IdealThreads())
+		}
+		lines := strings.Split(strings.TrimSuffix(csv.String(), "\n"), "\n")
+		if len(lines) != ps.Windows+1 {
+			t.Fatalf("%d parts: %d CSV lines for %d windows", parts, len(lines), ps.Windows)
+		}
+		var csvSum, csvMax uint64
+		for _, l := range lines[1:] {
+			f := strings.Split(l, ",")
+			if len(f) != parts+5 {
+				t.Fatalf("%d parts: CSV line %q", parts, l)
+			}
+			for _, x := range f[3 : 3+parts] {
+				v, _ := strconv.ParseUint(x, 10, 64)
+				csvSum += v
+			}
+			v, _ := strconv.ParseUint(f[3+parts], 10, 64)
+			csvMax += v
+		}
+		if csvSum != ps.Events || csvMax != ps.MaxSum {
+			t.Fatalf("%d parts: CSV has %d events, %d in busiest parts; stats %d, %d", parts, csvSum, csvMax, ps.Events, ps.MaxSum)
+		}
+		t.Logf("%d parts: %s", parts, ps.Summary())
+	}
+}
+
+// DP rings along the rails of a rail-optimised fabric (each rail's GPUs
+// under one leaf) cut into as many parts as rails: each leaf goes with
+// its GPUs, no packet crosses parts, each part runs an eighth of the
+// events, and the lookahead is still the network's 500 ns (the NVLinks
+// cut carry nothing: no GPU sends another of its server anything). In
+// blocks of servers every hop to or from a leaf crossed.
+func TestPlanPartsRails(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9, PSWs: 4})
+	var specs []flowSpec
+	for rail := int32(0); rail < 8; rail++ {
+		for server := int32(0); server < 8; server++ {
+			specs = append(specs, flowSpec{server*8 + rail, (server+1)%8*8 + rail, 256 << 10, nil})
+		}
+	}
+	cfg := DefaultConfig()
+	one, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
+	s, f1 := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
+	s.Partitions, s.Threads = 8, 2
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pt, ps := s.pv.part, s.ParallelStats()
+	for rail := int32(0); rail < 8; rail++ {
+		for server := int32(1); server < 8; server++ {
+			if pt.of[server*8+rail] != pt.of[rail] {
+				t.Fatalf("rail %d: GPU %d in part %d, GPU %d in part %d", rail, rail, pt.of[rail], server*8+rail, pt.of[server*8+rail])
+			}
+		}
+	}
+	if pt.lookahead != 500_000 || ps.Crossings != 0 || ps.Ideal() < 7.5 {
+		t.Fatalf("lookahead %d ps, %d crossings, ideal speedup %.2f: want 500 ns, none, about 8", pt.lookahead, ps.Crossings, ps.Ideal())
+	}
+	if !slices.Equal(f0.End, f1.End) || s.Stats.Delivered != one.Stats.Delivered {
+		t.Fatalf("flows ended at %v, in the single loop %v", f1.End, f0.End)
+	}
+	blocks, err := newPartitioning(tp, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := m.cost(s, pt), m.cost(s, blocks); a >= b {
+		t.Fatalf("estimated cost %.0f, blocks of servers %.0f", a, b)
+	}
+}
