@@ -234,7 +234,8 @@ func jobLinkBytes(t *testing.T, s []byte, path string) map[[2]int32]map[string]i
 // The per-link load file names the job of each link's bytes: merged on a
 // 4:1 fat-tree, a and b share some uplink, and each job's bytes per link
 // are its bytes as run alone (within a few bytes of rounding per row);
-// on disjoint pods no link carries two jobs. fctstats --links lists the
+// no direction is busy longer than the run; on disjoint pods no link
+// carries two jobs. fctstats --links lists the
 // jobs sharing each of the hottest links.
 func TestLinkLoadsJobs(t *testing.T) {
 	t.Parallel()
@@ -253,6 +254,21 @@ func TestLinkLoadsJobs(t *testing.T) {
 	}
 	if shared == 0 {
 		t.Errorf("no link carries both jobs on a shared 4:1 fat-tree")
+	}
+	// Sharing never puts more through a link than it carries: each
+	// direction's bytes take at most the run's makespan at its rate.
+	_, rows, err := links.Read(filepath.Join(dir, "merged.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := map[[2]int32]float64{}
+	for _, r := range rows {
+		busy[[2]int32{r.Link, r.Src}] += r.Utilization
+	}
+	for k, u := range busy {
+		if u > 1+1e-6 {
+			t.Errorf("link %d from %d: busy %.4f of the run: more bytes than its bandwidth carries", k[0], k[1], u)
+		}
 	}
 	for job, solo := range map[string][]byte{"a": a, "b": b} {
 		alone := jobLinkBytes(t, solo, filepath.Join(dir, job+".parquet"))
