@@ -62,6 +62,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/prefetch"
+	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/expand"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -220,6 +221,7 @@ const progressEvery = 1 << 12
 type engine struct {
 	replayed map[int64]bool // SimAI replay's collectives (flowset.Set.Replayed)
 	in       *flowset.Set
+	run      *dag.Run // this run's DAG state: the set is never written
 	opt      Options
 	r        *route.Router
 	q        *des.Calendar
@@ -279,9 +281,8 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	in.DAG.Reset()
 	n := in.DAG.Len()
-	e := &engine{in: in, opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
+	e := &engine{in: in, run: in.DAG.NewRun(), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
 	e.sameSrc = func(j int32) bool {
 		f := e.flow(j)
 		if f.Kind != flowset.Transfer || f.Src != e.sentSrc {
@@ -412,8 +413,8 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		}
 		e.fl.update(e.now)
 	}
-	if e.in.DAG.Done() != n {
-		i, _ := e.in.DAG.Stuck()
+	if e.run.Done() != n {
+		i, _ := e.run.Stuck()
 		return e.res, in.FlowError(i, "deps", fmt.Errorf("flow %d never became ready", in.DAG.ID(i)))
 	}
 	e.res.Flows = n
@@ -701,7 +702,7 @@ func (e *engine) sent(i int32) error {
 	if i >= e.n {
 		e.ready = e.ex.Release(i, expand.OnSent, e.ready[:0])
 	} else {
-		e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
+		e.ready = e.run.ReleaseEarly(i, e.sameSrc, e.ready[:0])
 	}
 	e.pace.Clear()
 	for _, j := range e.ready {
@@ -727,9 +728,9 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	}
 	e.res.Bytes += e.row.SizeBytes
 	e.res.End = e.now
-	e.ready = e.in.DAG.Complete(i, e.ready[:0])
-	if p := e.opt.Progress; p != nil && e.in.DAG.Done()%progressEvery == 0 {
-		p(e.in.DAG.Done(), e.in.DAG.Len(), e.now)
+	e.ready = e.run.Complete(i, e.ready[:0])
+	if p := e.opt.Progress; p != nil && e.run.Done()%progressEvery == 0 {
+		p(e.run.Done(), e.in.DAG.Len(), e.now)
 	}
 	for _, j := range e.ready {
 		if err := e.release(j); err != nil {

@@ -88,8 +88,9 @@ func TestReadKeepsTheStream(t *testing.T) {
 		t.Fatalf("ready at start: %v, want [0]", r)
 	}
 	var out []int32
+	run := in.DAG.NewRun()
 	for i := int32(0); i < 3; i++ {
-		out = in.DAG.Complete(i, out[:0])
+		out = run.Complete(i, out[:0])
 		if !slices.Equal(out, []int32{i + 1}) {
 			t.Fatalf("completing %d released %v, want [%d]", i, out, i+1)
 		}

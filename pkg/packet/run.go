@@ -23,6 +23,9 @@ import (
 // fills Start, End and Ideal (ps).
 type Flows struct {
 	DAG *dag.DAG
+	// run is this simulation's DAG state (prepare makes it afresh): the
+	// DAG itself is never written.
+	run *dag.Run
 	// set, when not nil, holds what the input columns would (which are then
 	// nil): copying them cost 33 bytes a flow, 550 MB at 16.8 M flows.
 	set   *flowset.Set
@@ -250,7 +253,7 @@ func (s *Sim) Run() error {
 // simulation of the same flows (another Sim) runs as the first did.
 func (s *Sim) prepare() {
 	f := s.flows
-	f.DAG.Reset()
+	f.run = f.DAG.NewRun()
 	s.pace = flowset.Pacer{}
 	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
@@ -437,7 +440,7 @@ func (s *Sim) loop(end int64, window bool) error {
 			return nil
 		}
 		if !window && s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
-			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), s.now)
+			s.Progress(s.flows.run.Done(), s.flows.DAG.Len(), s.now)
 		}
 	}
 }
@@ -446,26 +449,26 @@ func (s *Sim) loop(end int64, window bool) error {
 func (s *Sim) finish() error {
 	stop := s.cfg.StopPs
 	s.Stats.SimPs = s.now
-	if d := s.flows.DAG; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
+	if d := s.flows.run; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
 		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
 	if s.watch.stalled != nil {
-		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
+		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.run.Done(), s.flows.DAG.Len()
 		return s.watch.stalled
 	}
-	if i, stuck := s.flows.DAG.Stuck(); stuck {
+	if i, stuck := s.flows.run.Stuck(); stuck {
 		if s.failure != nil {
 			return s.failure
 		}
 		if stop > 0 && s.now >= stop {
 			return &Incomplete{Reason: fmt.Sprintf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i)),
-				Done: s.flows.DAG.Done(), Flows: s.flows.DAG.Len(), StopTime: true}
+				Done: s.flows.run.Done(), Flows: s.flows.DAG.Len(), StopTime: true}
 		}
 		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
-			s.flows.DAG.ID(i), s.flows.DAG.Done(), s.flows.DAG.Len())
+			s.flows.DAG.ID(i), s.flows.run.Done(), s.flows.DAG.Len())
 	}
 	if s.failure != nil {
 		return s.failure
@@ -582,7 +585,7 @@ func (s *Sim) finishFlow(i int32) {
 	}
 	s.flows.End[i] = s.now
 	if i < s.flows.n {
-		s.work = s.flows.DAG.Complete(i, s.work)
+		s.work = s.flows.run.Complete(i, s.work)
 		return
 	}
 	var coll int32

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 )
@@ -130,6 +131,7 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 
 type runner struct {
 	set      *flowset.Set
+	dag      *dag.Run // this run's DAG state: the set is never written
 	opt      Options
 	conns    []*ctlConn
 	events   chan event
@@ -238,10 +240,10 @@ func (r *runner) now() int64 { return time.Now().UnixNano() - r.epoch }
 
 func (r *runner) run() error {
 	set := r.set
-	d := set.DAG
-	d.Reset()
+	r.dag = set.DAG.NewRun()
+	d := r.dag
 	r.epoch = time.Now().UnixNano()
-	r.work = append(r.work[:0], d.Ready()...)
+	r.work = append(r.work[:0], set.DAG.Ready()...)
 	if err := r.drain(); err != nil {
 		return err
 	}
@@ -292,7 +294,7 @@ func (r *runner) holdNext(i int32) {
 		return
 	}
 	r.pace.Sent(i, f)
-	r.set.DAG.ReleaseEarly(i, func(j int32) bool {
+	r.dag.ReleaseEarly(i, func(j int32) bool {
 		r.pace.Mark(j, r.set.Flow(j))
 		return false
 	}, nil)
@@ -314,7 +316,7 @@ func (r *runner) drain() error {
 			continue
 		case f.Kind == flowset.Join: // done at once
 			r.res[i].End = r.res[i].Start
-			release = r.set.DAG.Complete(i, release[:0])
+			release = r.dag.Complete(i, release[:0])
 			r.work = append(r.work, release...)
 			continue
 		}
