@@ -222,6 +222,7 @@ type engine struct {
 	replayed map[int64]bool // SimAI replay's collectives (flowset.Set.Replayed)
 	in       *flowset.Set
 	run      *dag.Run // this run's DAG state: the set is never written
+	rows     *flowset.Rows
 	opt      Options
 	r        *route.Router
 	q        *des.Calendar
@@ -282,7 +283,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		return Result{}, err
 	}
 	n := in.DAG.Len()
-	e := &engine{in: in, run: in.DAG.NewRun(), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
+	e := &engine{in: in, run: in.DAG.NewRun(), rows: in.Rows(), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
 	e.sameSrc = func(j int32) bool {
 		f := e.flow(j)
 		if f.Kind != flowset.Transfer || f.Src != e.sentSrc {
@@ -718,8 +719,7 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	if i >= e.n {
 		return e.completeExpanded(i)
 	}
-	start := e.in.Flow(i).Start
-	e.row = e.in.Row(i, start.Ns(), e.now.Ns(), des.BoundNs(ideal, start, e.now))
+	e.row = e.rows.Row(i, flowset.Result{Start: e.in.Flow(i).Start, End: e.now, Ideal: ideal})
 	if e.fail.flows != nil {
 		e.markFailed(i, &e.row)
 	}

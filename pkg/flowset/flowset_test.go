@@ -97,12 +97,13 @@ func TestReadKeepsTheStream(t *testing.T) {
 	}
 
 	// A row carries the collective's columns; a delay's ideal is its time.
-	r := in.Row(0, 10, 30, 15)
+	rows := in.Rows()
+	r := rows.Row(0, Result{Start: 10_000, End: 30_000, Ideal: 15_000})
 	if r.FlowID != 0 || r.StartNs != 10 || r.EndNs != 30 || r.FctNs != 20 || r.IdealFctNs != 15 ||
 		r.SizeBytes != 1000 || r.Op != "allreduce" || r.Algorithm != "ring" || r.GroupType != "TP" || r.NRanks != 8 || r.CollSizeBytes != 1<<20 {
 		t.Errorf("row of flow 0: %+v", r)
 	}
-	if d := in.Row(1, 30, 35, 0); d.IdealFctNs != 5 || d.SizeBytes != 0 {
+	if d := rows.Row(1, Result{Start: 30_000, End: 35_000}); d.IdealFctNs != 5 || d.SizeBytes != 0 {
 		t.Errorf("row of the delay node: ideal %d ns, size %d, want 5 and 0", d.IdealFctNs, d.SizeBytes)
 	}
 	if in.RefuseColl("x") != nil || in.RefuseEmpty("x") != nil {

@@ -179,6 +179,12 @@ func (f *Flows) StartPs(i int32) int64 {
 	return f.Start[i]
 }
 
+// Result is flow i's outcome as every backend reports it (ps).
+func (f *Flows) Result(i int32) flowset.Result {
+	return flowset.Result{Start: des.Time(f.StartPs(i)), End: des.Time(f.End[i]), Ideal: des.Time(f.Ideal[i]),
+		Failed: f.Failed != nil && f.Failed[i]}
+}
+
 func (f *Flows) setStart(i int32, t int64) {
 	if f.Start == nil {
 		f.rec(i).Start = des.Time(t)

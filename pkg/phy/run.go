@@ -30,9 +30,10 @@ type Options struct {
 	Progress func(done, total int)
 }
 
-// Result is one flow's measured timing, in ns since the run started, and
-// a transfer's ideal FCT from the calibration.
-type Result struct {
+// timing is one flow's measured timing, in ns since the run started, and
+// a transfer's ideal FCT from the calibration; Run reports it in ps, as
+// every backend does (flowset.Result).
+type timing struct {
 	Start, End, Ideal int64
 }
 
@@ -50,8 +51,9 @@ type event struct {
 }
 
 // Run executes the DAG of set over real TCP transfers between worker
-// processes and returns the timing of every flow (by DAG index).
-func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
+// processes and returns the timing of every flow (by DAG index), in ps
+// since the run started.
+func Run(set *flowset.Set, opt Options) ([]flowset.Result, Calibration, error) {
 	if opt.Workers < 1 {
 		return nil, Calibration{}, fmt.Errorf("need at least one worker")
 	}
@@ -120,13 +122,18 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 		}
 	}()
 	r := &runner{set: set, opt: opt, conns: conns, events: events, deadline: deadline,
-		res: make([]Result, set.Flows())}
+		res: make([]timing, set.Flows())}
 	cal, err := r.calibrate()
 	if err != nil {
 		return nil, Calibration{}, err
 	}
 	r.cal = cal
-	return r.res, cal, r.run()
+	err = r.run()
+	res := make([]flowset.Result, len(r.res))
+	for i, t := range r.res {
+		res[i] = flowset.Result{Start: des.Time(t.Start) * 1000, End: des.Time(t.End) * 1000, Ideal: des.Time(t.Ideal) * 1000}
+	}
+	return res, cal, err
 }
 
 type runner struct {
@@ -137,7 +144,7 @@ type runner struct {
 	events   chan event
 	deadline time.Time
 	epoch    int64
-	res      []Result
+	res      []timing
 	cal      Calibration
 	work     []int32
 	// pace is the NCCL transport's limit on a connection's steps (the
