@@ -223,6 +223,9 @@ type engine struct {
 	in       *flowset.Set
 	run      *dag.Run // this run's DAG state: the set is never written
 	rows     *flowset.Rows
+	// start is when each flow was released, by index (expanded flows'
+	// slots after the stream's): run state, kept out of the set.
+	start []des.Time
 	opt      Options
 	r        *route.Router
 	q        *des.Calendar
@@ -283,7 +286,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		return Result{}, err
 	}
 	n := in.DAG.Len()
-	e := &engine{in: in, run: in.DAG.NewRun(), rows: in.Rows(), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
+	e := &engine{in: in, run: in.DAG.NewRun(), rows: in.Rows(), start: make([]des.Time, n), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
 	e.sameSrc = func(j int32) bool {
 		f := e.flow(j)
 		if f.Kind != flowset.Transfer || f.Src != e.sentSrc {
@@ -516,6 +519,15 @@ func (e *engine) flowError(i int32, field string, err error) error {
 	return e.in.FlowError(i, field, err)
 }
 
+// setStart records that flow i is released now, growing the column over
+// the expanded flows' slots as the store makes them.
+func (e *engine) setStart(i int32) {
+	if int(i) >= len(e.start) {
+		e.start = append(e.start, make([]des.Time, int(e.n)+e.ex.Slots()-len(e.start))...)
+	}
+	e.start[i] = e.now
+}
+
 // release starts flow i now.
 func (e *engine) release(i int32) error {
 	if i >= e.n {
@@ -530,7 +542,7 @@ func (e *engine) release(i int32) error {
 		}
 	}
 	f := e.flow(i)
-	f.Start = e.now
+	e.setStart(i)
 	size := f.Size
 	switch f.Kind {
 	case flowset.Delay:
@@ -637,7 +649,7 @@ func (e *engine) send(i int32, started bool) error {
 		}
 	}
 	ideal := lat.Add(des.TransferTime(size, bottleneck))
-	idealFCT := ideal.Add(e.now - f.Start) // send and step latency count in the flow's time
+	idealFCT := ideal.Add(e.now - e.start[i]) // send and step latency count in the flow's time
 	if size == 0 || len(path) == 0 {
 		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
@@ -719,7 +731,7 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	if i >= e.n {
 		return e.completeExpanded(i)
 	}
-	e.row = e.rows.Row(i, flowset.Result{Start: e.in.Flow(i).Start, End: e.now, Ideal: ideal})
+	e.row = e.rows.Row(i, flowset.Result{Start: e.start[i], End: e.now, Ideal: ideal})
 	if e.fail.flows != nil {
 		e.markFailed(i, &e.row)
 	}

@@ -23,7 +23,7 @@ import (
 )
 
 // Set is a stream read into memory: the topology, groups, collectives and
-// the flow DAG. Flows are kept in compact records (64 bytes a flow,
+// the flow DAG. Flows are kept in compact records (56 bytes a flow,
 // TestFlowRecordSize) because a run may hold millions of them.
 type Set struct {
 	Name        string
@@ -82,7 +82,6 @@ type Flow struct {
 	Coll    int64
 	Size    int64    // bytes; delay_ps for a delay node
 	Lat     des.Time // a transfer's step latency (delay_ps), path propagation included
-	Start   des.Time // release time, set by the backend
 	Src     int32
 	Dst     int32
 	Chunk   int32
@@ -96,7 +95,7 @@ type Flow struct {
 	Port uint8
 	// PaceNs is a transfer's pace_ps in ns, rounded up (formats/stream.md):
 	// its connection's next transfer starts no sooner than PaceNs after
-	// this one started sending (Pacer). 32 bits keep Flow at 64 bytes.
+	// this one started sending (Pacer). 32 bits keep Flow at 56 bytes.
 	PaceNs uint32
 }
 
@@ -127,7 +126,9 @@ func (ft *flowTable) add() *Flow {
 	return ft.get(ft.n - 1)
 }
 
-// Flow returns flow i (DAG index); backends may set its Start.
+// Flow returns flow i (DAG index). A backend reads it and keeps what a run
+// changes (release times, progress) in its own state: several runs, of one
+// backend or several, may use the same set one after another.
 func (in *Set) Flow(i int32) *Flow { return in.flows.get(i) }
 
 // ConnName is the connection type name of a flow.

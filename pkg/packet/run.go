@@ -43,8 +43,8 @@ type Flows struct {
 	// a dual-homed NIC sends queue pair j on port Port+j mod 2.
 	Port []uint8
 
-	// Start is nil from FromSet, whose flows have a start field of
-	// their own (8 bytes a flow): read it with StartPs.
+	// Start is when each flow was released (ps, -1: never): run state,
+	// kept out of the flow set.
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays); nil from FromSet (only tests read it)
 	// Failed marks transfers a failed link left without a path (nil when
@@ -124,6 +124,7 @@ func (f *Flows) cover() {
 		return
 	}
 	k := n - len(f.End)
+	f.Start = append(f.Start, make([]int64, k)...)
 	f.End = append(f.End, make([]int64, k)...)
 	f.Ideal = append(f.Ideal, make([]int64, k)...)
 	f.qpsLeft = append(f.qpsLeft, make([]uint8, k)...)
@@ -160,24 +161,18 @@ func (f *Flows) name(i int32) string {
 func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 	f := newFlows(d)
 	f.Src, f.Dst, f.Size, f.Delay = src, dst, size, delay
-	f.Start = make([]int64, d.Len())
 	f.RxDone = make([]int64, d.Len())
 	return f
 }
 
 func newFlows(d *dag.DAG) *Flows {
 	n := d.Len()
-	return &Flows{DAG: d, n: math.MaxInt32, End: make([]int64, n), Ideal: make([]int64, n),
+	return &Flows{DAG: d, n: math.MaxInt32, Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n),
 		qpsLeft: make([]uint8, n), rxLeft: make([]uint8, n), txLeft: make([]uint8, n), Sport: make([]uint16, n)}
 }
 
 // StartPs is when flow i was released (ps), -1 if it never was.
-func (f *Flows) StartPs(i int32) int64 {
-	if f.Start == nil {
-		return int64(f.rec(i).Start)
-	}
-	return f.Start[i]
-}
+func (f *Flows) StartPs(i int32) int64 { return f.Start[i] }
 
 // Result is flow i's outcome as every backend reports it (ps).
 func (f *Flows) Result(i int32) flowset.Result {
@@ -185,13 +180,7 @@ func (f *Flows) Result(i int32) flowset.Result {
 		Failed: f.Failed != nil && f.Failed[i]}
 }
 
-func (f *Flows) setStart(i int32, t int64) {
-	if f.Start == nil {
-		f.rec(i).Start = des.Time(t)
-		return
-	}
-	f.Start[i] = t
-}
+func (f *Flows) setStart(i int32, t int64) { f.Start[i] = t }
 
 // The input columns, from the set or the slices. A set's delay node keeps
 // its delay in Size, a collective node its model time in Lat.
@@ -272,7 +261,7 @@ func (s *Sim) prepare() {
 			}}))
 		}
 		n := f.n
-		f.End, f.Ideal, f.qpsLeft, f.rxLeft, f.txLeft, f.Sport = f.End[:n], f.Ideal[:n], f.qpsLeft[:n], f.rxLeft[:n], f.txLeft[:n], f.Sport[:n]
+		f.Start, f.End, f.Ideal, f.qpsLeft, f.rxLeft, f.txLeft, f.Sport = f.Start[:n], f.End[:n], f.Ideal[:n], f.qpsLeft[:n], f.rxLeft[:n], f.txLeft[:n], f.Sport[:n]
 	}
 	for i := range f.End {
 		f.setStart(int32(i), -1)
