@@ -223,9 +223,6 @@ type engine struct {
 	in       *flowset.Set
 	run      *dag.Run // this run's DAG state: the set is never written
 	rows     *flowset.Rows
-	// start is when each flow was released, by index (expanded flows'
-	// slots after the stream's): run state, kept out of the set.
-	start []des.Time
 	opt      Options
 	r        *route.Router
 	q        *des.Calendar
@@ -263,6 +260,9 @@ type engine struct {
 	links   *linkload.Acc // Options.LinkLoads
 	n       int32         // the stream's flows; indexes from n on are ex's
 	fail    failures      // Options.Faults
+	// start is when each flow was released, by index (expanded flows'
+	// slots after the stream's): run state, kept out of the set.
+	start []des.Time
 }
 
 // The event calendar's geometry: 16.4 ns buckets, a 268 us horizon. The
