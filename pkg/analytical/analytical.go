@@ -222,13 +222,11 @@ type engine struct {
 	replayed map[int64]bool // SimAI replay's collectives (flowset.Set.Replayed)
 	in       *flowset.Set
 	run      *dag.Run // this run's DAG state: the set is never written
-	rows     *flowset.Rows
 	opt      Options
 	r        *route.Router
 	q        *des.Calendar
 	now      des.Time
-	emit     func(*trace.Row) error
-	row      trace.Row
+	emit     func(int32, flowset.Result) error
 	ready    []int32
 	path     []route.DirLink
 	// a sprayed flow's links and the share of its bytes on each
@@ -281,12 +279,24 @@ func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
 // order, with its trace row (the row is reused: copy it to keep it). An
 // Input may be run several times, not concurrently.
 func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, error) {
+	rows := in.Rows()
+	var row trace.Row
+	return RunResults(in, opt, func(i int32, r flowset.Result) error {
+		row = rows.Row(i, r)
+		return emit(&row)
+	})
+}
+
+// RunResults is Run that reports each flow's result (by DAG index, in
+// completion order) instead of its trace row: the contract every backend
+// keeps (flowset.Result, written as rows by flowset.Rows).
+func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Result) error) (Result, error) {
 	r, err := route.New(opt.Faults.Topology(in.Topology))
 	if err != nil {
 		return Result{}, err
 	}
 	n := in.DAG.Len()
-	e := &engine{in: in, run: in.DAG.NewRun(), rows: in.Rows(), start: make([]des.Time, n), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
+	e := &engine{in: in, run: in.DAG.NewRun(), start: make([]des.Time, n), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
 	e.sameSrc = func(j int32) bool {
 		f := e.flow(j)
 		if f.Kind != flowset.Transfer || f.Src != e.sentSrc {
@@ -731,14 +741,13 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	if i >= e.n {
 		return e.completeExpanded(i)
 	}
-	e.row = e.rows.Row(i, flowset.Result{Start: e.start[i], End: e.now, Ideal: ideal})
-	if e.fail.flows != nil {
-		e.markFailed(i, &e.row)
-	}
-	if err := e.emit(&e.row); err != nil {
+	failed := e.fail.flows != nil && e.fail.flows[i]
+	if err := e.emit(i, flowset.Result{Start: e.start[i], End: e.now, Ideal: ideal, Failed: failed}); err != nil {
 		return err
 	}
-	e.res.Bytes += e.row.SizeBytes
+	if f := e.in.Flow(i); f.Kind == flowset.Transfer || f.Kind == flowset.Coll {
+		e.res.Bytes += f.Size
+	}
 	e.res.End = e.now
 	e.ready = e.run.Complete(i, e.ready[:0])
 	if p := e.opt.Progress; p != nil && e.run.Done()%progressEvery == 0 {
