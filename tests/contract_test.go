@@ -80,6 +80,14 @@ func TestBackendsShareOneSet(t *testing.T) {
 			}
 
 			shared := load()
+			records := func() []flowset.Flow {
+				var fs []flowset.Flow
+				for i := int32(0); int(i) < shared.Flows(); i++ {
+					fs = append(fs, *shared.Flow(i))
+				}
+				return fs
+			}
+			before := records()
 			first := fluid(shared)
 			if len(first) != shared.Flows() {
 				t.Fatalf("fluid: %d rows for %d flows", len(first), shared.Flows())
@@ -98,6 +106,9 @@ func TestBackendsShareOneSet(t *testing.T) {
 			}
 			if again := fluid(shared); !slices.Equal(again, first) {
 				t.Errorf("fluid after packet on one set: rows differ from fluid's first run")
+			}
+			if !slices.Equal(records(), before) {
+				t.Errorf("the runs wrote into the set's flow records")
 			}
 			var end int64
 			for _, r := range pShared {
