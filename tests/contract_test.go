@@ -17,7 +17,8 @@ import (
 // times, the DAG's progress and the row writer's cache are each run's
 // own), so one set in memory serves several runs in one process. Fluid
 // twice on one set gives the same rows, and fluid then packet on one set
-// give what each gives on a set of its own, at flow and (expanded)
+// give what each gives on a set of its own, packet twice the same, at flow
+// and (expanded)
 // collective granularity.
 func TestBackendsShareOneSet(t *testing.T) {
 	topology := mustRun(t, nil, "topogen", "--gpus", "16")
@@ -106,6 +107,9 @@ func TestBackendsShareOneSet(t *testing.T) {
 			}
 			if again := fluid(shared); !slices.Equal(again, first) {
 				t.Errorf("fluid after packet on one set: rows differ from fluid's first run")
+			}
+			if again := pkt(shared); !slices.Equal(again, pShared) {
+				t.Errorf("packet twice on one set: the second run's rows differ from the first's")
 			}
 			if !slices.Equal(records(), before) {
 				t.Errorf("the runs wrote into the set's flow records")
