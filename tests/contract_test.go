@@ -18,8 +18,7 @@ import (
 // own), so one set in memory serves several runs in one process. Fluid
 // twice on one set gives the same rows, and fluid then packet on one set
 // give what each gives on a set of its own, packet twice the same, at flow
-// and (expanded)
-// collective granularity.
+// and (expanded) collective granularity.
 func TestBackendsShareOneSet(t *testing.T) {
 	topology := mustRun(t, nil, "topogen", "--gpus", "16")
 	for _, tc := range []struct {
