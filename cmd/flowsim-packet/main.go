@@ -455,15 +455,9 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	// that no reader takes what finished for the whole run.
 	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
 		Unfinished: int64(set.Flows()) - rows, Notes: set.Notes}
+	rs := set.Rows()
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		// The ps -> ns rules every backend uses (des.Time.Ns: to nearest;
-		// des.BoundNs for the ideal, a lower bound).
-		ns := func(ps int64) int64 { return des.Time(ps).Ns() }
-		r := set.Row(i, ns(fl.StartPs(i)), ns(fl.End[i]), idealNs(fl, i))
-		if fl.Failed != nil && fl.Failed[i] {
-			r.Status = trace.StatusFailed
-		}
-		return r, written(i)
+		return rs.Row(i, fl.Result(i)), written(i)
 	})
 }
 

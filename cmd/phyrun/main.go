@@ -13,6 +13,7 @@ import (
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/progress"
+	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/phy"
 	"github.com/fabricsim/fabricsim/pkg/units"
@@ -99,16 +100,17 @@ func (c *command) run() error {
 	meta := trace.Meta{Backend: "phy", Params: map[string]any{"launch": c.Launch, "step_bytes": int64(c.Step),
 		"calibration_gbps": cal.BytesPerNs * 8, "calibration_latency_ns": cal.LatencyNs},
 		Topology: set.TopologyMeta(), Rows: int64(set.Flows()), Notes: set.Notes}
-	var end int64
+	var end des.Time
 	for _, r := range res {
 		end = max(end, r.End)
 	}
+	rows := set.Rows()
 	if err := cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		return set.Row(i, res[i].Start, res[i].End, res[i].Ideal), true
+		return rows.Row(i, res[i]), true
 	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "phyrun: %d workers, %d flows, %s moved, took %s (calibrated %.2f Gbps, %d ns latency), wall %.2f s\n",
-		workers, set.Flows(), units.HumanSize(set.TotalBytes()), time.Duration(end), cal.BytesPerNs*8, cal.LatencyNs, time.Since(wall).Seconds())
+		workers, set.Flows(), units.HumanSize(set.TotalBytes()), time.Duration(end.Ns()), cal.BytesPerNs*8, cal.LatencyNs, time.Since(wall).Seconds())
 	return nil
 }

@@ -62,6 +62,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/prefetch"
+	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/expand"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
@@ -220,12 +221,12 @@ const progressEvery = 1 << 12
 type engine struct {
 	replayed map[int64]bool // SimAI replay's collectives (flowset.Set.Replayed)
 	in       *flowset.Set
+	run      *dag.Run // this run's DAG state: the set is never written
 	opt      Options
 	r        *route.Router
 	q        *des.Calendar
 	now      des.Time
-	emit     func(*trace.Row) error
-	row      trace.Row
+	emit     func(int32, flowset.Result) error
 	ready    []int32
 	path     []route.DirLink
 	// a sprayed flow's links and the share of its bytes on each
@@ -257,6 +258,9 @@ type engine struct {
 	links   *linkload.Acc // Options.LinkLoads
 	n       int32         // the stream's flows; indexes from n on are ex's
 	fail    failures      // Options.Faults
+	// start is when each flow was released, by index (expanded flows'
+	// slots after the stream's): run state, kept out of the set.
+	start []des.Time
 }
 
 // The event calendar's geometry: 16.4 ns buckets, a 268 us horizon. The
@@ -275,13 +279,24 @@ func (e *engine) after(d des.Time, kind uint16, target int32, arg int64) {
 // order, with its trace row (the row is reused: copy it to keep it). An
 // Input may be run several times, not concurrently.
 func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, error) {
+	rows := in.Rows()
+	var row trace.Row
+	return RunResults(in, opt, func(i int32, r flowset.Result) error {
+		row = rows.Row(i, r)
+		return emit(&row)
+	})
+}
+
+// RunResults is Run that reports each flow's result (by DAG index, in
+// completion order) instead of its trace row: the contract every backend
+// keeps (flowset.Result, written as rows by flowset.Rows).
+func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Result) error) (Result, error) {
 	r, err := route.New(opt.Faults.Topology(in.Topology))
 	if err != nil {
 		return Result{}, err
 	}
-	in.DAG.Reset()
 	n := in.DAG.Len()
-	e := &engine{in: in, opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
+	e := &engine{in: in, run: in.DAG.NewRun(), start: make([]des.Time, n), opt: opt, r: r, emit: emit, n: int32(n), replayed: in.Replayed()}
 	e.sameSrc = func(j int32) bool {
 		f := e.flow(j)
 		if f.Kind != flowset.Transfer || f.Src != e.sentSrc {
@@ -412,8 +427,8 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 		}
 		e.fl.update(e.now)
 	}
-	if e.in.DAG.Done() != n {
-		i, _ := e.in.DAG.Stuck()
+	if e.run.Done() != n {
+		i, _ := e.run.Stuck()
 		return e.res, in.FlowError(i, "deps", fmt.Errorf("flow %d never became ready", in.DAG.ID(i)))
 	}
 	e.res.Flows = n
@@ -514,6 +529,15 @@ func (e *engine) flowError(i int32, field string, err error) error {
 	return e.in.FlowError(i, field, err)
 }
 
+// setStart records that flow i is released now, growing the column over
+// the expanded flows' slots as the store makes them.
+func (e *engine) setStart(i int32) {
+	if int(i) >= len(e.start) {
+		e.start = append(e.start, make([]des.Time, int(e.n)+e.ex.Slots()-len(e.start))...)
+	}
+	e.start[i] = e.now
+}
+
 // release starts flow i now.
 func (e *engine) release(i int32) error {
 	if i >= e.n {
@@ -528,7 +552,7 @@ func (e *engine) release(i int32) error {
 		}
 	}
 	f := e.flow(i)
-	f.Start = e.now
+	e.setStart(i)
 	size := f.Size
 	switch f.Kind {
 	case flowset.Delay:
@@ -635,7 +659,7 @@ func (e *engine) send(i int32, started bool) error {
 		}
 	}
 	ideal := lat.Add(des.TransferTime(size, bottleneck))
-	idealFCT := ideal.Add(e.now - f.Start) // send and step latency count in the flow's time
+	idealFCT := ideal.Add(e.now - e.start[i]) // send and step latency count in the flow's time
 	if size == 0 || len(path) == 0 {
 		e.after(ideal, evComplete, i, int64(idealFCT))
 		return nil
@@ -701,7 +725,7 @@ func (e *engine) sent(i int32) error {
 	if i >= e.n {
 		e.ready = e.ex.Release(i, expand.OnSent, e.ready[:0])
 	} else {
-		e.ready = e.in.DAG.ReleaseEarly(i, e.sameSrc, e.ready[:0])
+		e.ready = e.run.ReleaseEarly(i, e.sameSrc, e.ready[:0])
 	}
 	e.pace.Clear()
 	for _, j := range e.ready {
@@ -717,19 +741,17 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	if i >= e.n {
 		return e.completeExpanded(i)
 	}
-	start := e.in.Flow(i).Start
-	e.row = e.in.Row(i, start.Ns(), e.now.Ns(), des.BoundNs(ideal, start, e.now))
-	if e.fail.flows != nil {
-		e.markFailed(i, &e.row)
-	}
-	if err := e.emit(&e.row); err != nil {
+	failed := e.fail.flows != nil && e.fail.flows[i]
+	if err := e.emit(i, flowset.Result{Start: e.start[i], End: e.now, Ideal: ideal, Failed: failed}); err != nil {
 		return err
 	}
-	e.res.Bytes += e.row.SizeBytes
+	if f := e.in.Flow(i); f.Kind == flowset.Transfer || f.Kind == flowset.Coll {
+		e.res.Bytes += f.Size
+	}
 	e.res.End = e.now
-	e.ready = e.in.DAG.Complete(i, e.ready[:0])
-	if p := e.opt.Progress; p != nil && e.in.DAG.Done()%progressEvery == 0 {
-		p(e.in.DAG.Done(), e.in.DAG.Len(), e.now)
+	e.ready = e.run.Complete(i, e.ready[:0])
+	if p := e.opt.Progress; p != nil && e.run.Done()%progressEvery == 0 {
+		p(e.run.Done(), e.in.DAG.Len(), e.now)
 	}
 	for _, j := range e.ready {
 		if err := e.release(j); err != nil {

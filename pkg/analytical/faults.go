@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -336,13 +335,6 @@ func (e *engine) failFlow(i int32, delivered int64, ideal des.Time, why error) e
 	}
 	e.after(0, evComplete, i, int64(ideal))
 	return nil
-}
-
-// markFailed sets a failed flow's row status.
-func (e *engine) markFailed(i int32, row *trace.Row) {
-	if e.fail.flows[i] {
-		row.Status = trace.StatusFailed
-	}
 }
 
 // failed is the run's failure, nil when every flow delivered.

@@ -97,7 +97,9 @@ func (b *Builder) Add(id int64, deps []int64) error {
 // Len is the number of flows added.
 func (b *Builder) Len() int { return b.n }
 
-// DAG is the resolved dependency graph and its execution state.
+// DAG is the resolved dependency graph. It is never written once built:
+// an execution's state lives in a Run (NewRun), so that several runs, of
+// one backend or of several, may execute the same DAG one after another.
 type DAG struct {
 	ids     []int64 // nil when flow i's id is i
 	n       int
@@ -106,8 +108,14 @@ type DAG struct {
 	deps    []int32 // dep indexes, parallel to the input's dep lists
 	succOff []int32 // successors of i are succ[succOff[i]:succOff[i+1]]
 	succ    []int32
-	waiting []int32 // deps not yet done, per flow; -1 once the flow is done
 	ready   []int32 // initial ready set
+}
+
+// Run is one execution of a DAG: which flows are done and which deps
+// they still wait on. A backend makes one per simulation.
+type Run struct {
+	d       *DAG
+	waiting []int32 // deps not yet done, per flow; -1 once the flow is done
 	early   []bool  // per successor edge: released by ReleaseEarly
 	// nDone is atomic: a partitioned simulation completes flows from
 	// several goroutines (each flow's own state is touched by one at a time).
@@ -151,7 +159,7 @@ func (b *Builder) Build() (*DAG, error) {
 		return nil, err
 	}
 	d.deps = make([]int32, b.nDeps)
-	d.waiting = make([]int32, n)
+	waiting := make([]int32, n)
 	d.succOff = make([]int32, n+1)
 	for i := 0; i < n; i++ {
 		for k := d.depOff[i]; k < d.depOff[i+1]; k++ {
@@ -163,7 +171,7 @@ func (b *Builder) Build() (*DAG, error) {
 			d.deps[k] = j
 			d.succOff[j+1]++
 		}
-		d.waiting[i] = d.depOff[i+1] - d.depOff[i]
+		waiting[i] = d.depOff[i+1] - d.depOff[i]
 	}
 	b.depIDs = nil
 	for i := 0; i < n; i++ {
@@ -179,11 +187,11 @@ func (b *Builder) Build() (*DAG, error) {
 		}
 	}
 	for i := 0; i < n; i++ {
-		if d.waiting[i] == 0 {
+		if waiting[i] == 0 {
 			d.ready = append(d.ready, int32(i))
 		}
 	}
-	if err := d.checkAcyclic(fill); err != nil {
+	if err := d.checkAcyclic(waiting); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -229,13 +237,11 @@ func (d *DAG) index(ordered bool) error {
 	return nil
 }
 
-// checkAcyclic runs Kahn's algorithm on a scratch copy of the wait counts
-// (scratch has n entries). Flows left over wait on a cycle; it reports one
-// flow on the cycle with the cycle itself.
-func (d *DAG) checkAcyclic(scratch []int32) error {
+// checkAcyclic runs Kahn's algorithm on the wait counts (wait, which it
+// consumes). Flows left over wait on a cycle; it reports one flow on the
+// cycle with the cycle itself.
+func (d *DAG) checkAcyclic(wait []int32) error {
 	n := d.n
-	wait := scratch
-	copy(wait, d.waiting)
 	queue := make([]int32, 0, n)
 	queue = append(queue, d.ready...)
 	for h := 0; h < len(queue); h++ {
@@ -290,21 +296,28 @@ func (d *DAG) checkAcyclic(scratch []int32) error {
 		Msg: fmt.Sprintf("never becomes ready: dependency cycle %s (%d flows can never start)", sb.String(), n-len(queue))}
 }
 
-// Reset makes every flow not done again, so a DAG can be executed anew.
-func (d *DAG) Reset() {
-	for i := range d.waiting {
-		d.waiting[i] = d.depOff[i+1] - d.depOff[i]
+// NewRun starts an execution of the DAG: no flow done, the flows of Ready
+// ready.
+func (d *DAG) NewRun() *Run {
+	r := &Run{d: d, waiting: make([]int32, d.n)}
+	for i := range r.waiting {
+		r.waiting[i] = d.depOff[i+1] - d.depOff[i]
 	}
-	d.nDone.Store(0)
-	clear(d.early)
+	return r
 }
+
+// DAG is the graph r executes.
+func (r *Run) DAG() *DAG { return r.d }
+
+// Len is the number of flows.
+func (r *Run) Len() int { return r.d.n }
 
 // PrepareEarly allocates ReleaseEarly's per-edge state now, so that
 // goroutines releasing different flows' dependants never allocate it at
 // once.
-func (d *DAG) PrepareEarly() {
-	if d.early == nil {
-		d.early = make([]bool, len(d.succ))
+func (r *Run) PrepareEarly() {
+	if r.early == nil {
+		r.early = make([]bool, len(r.d.succ))
 	}
 }
 
@@ -331,18 +344,19 @@ func (d *DAG) Ready() []int32 { return d.ready }
 // Complete marks flow i done and appends the flows it releases (in the
 // order their records appear in the input) to out. Completing a flow twice
 // or one that was not ready panics: that is a backend bug, not bad input.
-func (d *DAG) Complete(i int32, out []int32) []int32 {
-	if d.waiting[i] != 0 {
+func (r *Run) Complete(i int32, out []int32) []int32 {
+	d := r.d
+	if r.waiting[i] != 0 {
 		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ID(i)))
 	}
-	d.waiting[i] = -1
-	d.nDone.Add(1)
+	r.waiting[i] = -1
+	r.nDone.Add(1)
 	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
-		if d.early != nil && d.early[k] {
+		if r.early != nil && r.early[k] {
 			continue // released already by ReleaseEarly
 		}
 		s := d.succ[k]
-		if d.waiting[s]--; d.waiting[s] == 0 {
+		if r.waiting[s]--; r.waiting[s] == 0 {
 			out = append(out, s)
 		}
 	}
@@ -354,18 +368,19 @@ func (d *DAG) Complete(i int32, out []int32) []int32 {
 // releases only the others. A packet backend uses it for receive
 // completion: a receiver forwards data as soon as it has landed, while the
 // sender's own next step waits for the last ACK.
-func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int32 {
-	if d.waiting[i] != 0 {
+func (r *Run) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int32 {
+	d := r.d
+	if r.waiting[i] != 0 {
 		panic(fmt.Sprintf("dag: flow %d released before it started or after it completed", d.ID(i)))
 	}
-	d.PrepareEarly()
+	r.PrepareEarly()
 	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
 		s := d.succ[k]
-		if d.early[k] || !keep(s) {
+		if r.early[k] || !keep(s) {
 			continue
 		}
-		d.early[k] = true
-		if d.waiting[s]--; d.waiting[s] == 0 {
+		r.early[k] = true
+		if r.waiting[s]--; r.waiting[s] == 0 {
 			out = append(out, s)
 		}
 	}
@@ -376,15 +391,15 @@ func (d *DAG) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 func (d *DAG) Dependants(i int32) int { return int(d.succOff[i+1] - d.succOff[i]) }
 
 // Done is the number of flows completed.
-func (d *DAG) Done() int { return int(d.nDone.Load()) }
+func (r *Run) Done() int { return int(r.nDone.Load()) }
 
 // IsDone reports whether flow i completed.
-func (d *DAG) IsDone(i int32) bool { return d.waiting[i] < 0 }
+func (r *Run) IsDone(i int32) bool { return r.waiting[i] < 0 }
 
 // Stuck returns a flow that was never completed, for a deadlock message
 // from a backend that stopped early; ok is false when every flow is done.
-func (d *DAG) Stuck() (i int32, ok bool) {
-	for k, w := range d.waiting {
+func (r *Run) Stuck() (i int32, ok bool) {
+	for k, w := range r.waiting {
 		if w >= 0 {
 			return int32(k), true
 		}

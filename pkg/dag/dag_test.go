@@ -26,13 +26,20 @@ func build(t testing.TB, flows []fl) (*DAG, error) {
 
 // run completes ready flows first-in first-out and returns ids in order.
 func run(d *DAG) []int64 {
+	order, _ := runDone(d)
+	return order
+}
+
+// runDone is run, with the number of flows its Run counted done.
+func runDone(d *DAG) ([]int64, int) {
+	r := d.NewRun()
 	queue := slices.Clone(d.Ready())
 	var order []int64
 	for h := 0; h < len(queue); h++ {
 		order = append(order, d.ID(queue[h]))
-		queue = d.Complete(queue[h], queue)
+		queue = r.Complete(queue[h], queue)
 	}
-	return order
+	return order, r.Done()
 }
 
 func TestReleaseOrder(t *testing.T) {
@@ -53,12 +60,13 @@ func TestReleaseOrder(t *testing.T) {
 		if got := run(d); !slices.Equal(got, []int64{a, e, b, c, dd}) {
 			t.Errorf("ids %v: order %v", ids, got)
 		}
-		d.Reset()
-		if got := run(d); !slices.Equal(got, []int64{a, e, b, c, dd}) {
-			t.Errorf("ids %v: order after Reset %v", ids, got)
+		// A second Run of the same DAG starts afresh.
+		got, done := runDone(d)
+		if !slices.Equal(got, []int64{a, e, b, c, dd}) {
+			t.Errorf("ids %v: order of a second run %v", ids, got)
 		}
-		if d.Done() != 5 || d.Len() != 5 {
-			t.Errorf("done %d of %d", d.Done(), d.Len())
+		if done != 5 || d.Len() != 5 {
+			t.Errorf("done %d of %d", done, d.Len())
 		}
 		if i, ok := d.Index(c); !ok || d.ID(i) != c || len(d.Deps(i)) != 2 {
 			t.Errorf("Index(%d) = %d %v", c, i, ok)
@@ -162,19 +170,23 @@ func TestReleaseEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := d.ReleaseEarly(0, func(s int32) bool { return s == 1 || s == 3 }, nil)
+	r := d.NewRun()
+	got := r.ReleaseEarly(0, func(s int32) bool { return s == 1 || s == 3 }, nil)
 	if len(got) != 1 || got[0] != 1 {
 		t.Fatalf("early release gave %v, want [1]", got)
 	}
-	if got = d.Complete(1, nil); len(got) != 1 || got[0] != 3 {
+	if got = r.Complete(1, nil); len(got) != 1 || got[0] != 3 {
 		t.Fatalf("completing 1 released %v, want [3]", got)
 	}
-	if got = d.Complete(0, nil); len(got) != 1 || got[0] != 2 {
+	if got = r.Complete(0, nil); len(got) != 1 || got[0] != 2 {
 		t.Fatalf("completing 0 released %v, want [2] only", got)
 	}
-	d.Reset()
-	if got = d.Complete(0, nil); len(got) != 2 {
-		t.Fatalf("after Reset, completing 0 released %v, want 1 and 2", got)
+	if _, stuck := r.Stuck(); !stuck || r.IsDone(2) || !r.IsDone(1) {
+		t.Errorf("flow 2 should be the one left: stuck %v, 2 done %v, 1 done %v", stuck, r.IsDone(2), r.IsDone(1))
+	}
+	// A second Run of the same DAG knows nothing of the first's.
+	if got = d.NewRun().Complete(0, nil); len(got) != 2 {
+		t.Fatalf("in a new run, completing 0 released %v, want 1 and 2", got)
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 )
 
 // Set is a stream read into memory: the topology, groups, collectives and
-// the flow DAG. Flows are kept in compact records (64 bytes a flow,
+// the flow DAG. Flows are kept in compact records (56 bytes a flow,
 // TestFlowRecordSize) because a run may hold millions of them.
 type Set struct {
 	Name        string
@@ -47,9 +47,6 @@ type Set struct {
 	// flow i is record recBreaks[k].rec + i - recBreaks[k].flow for the
 	// last k with recBreaks[k].flow <= i (flows are usually contiguous).
 	recBreaks []recBreak
-	// last caches Collective's latest lookup: flows of one collective
-	// come together, so most rows skip both map lookups.
-	last collInfo
 }
 
 type recBreak struct{ flow, rec int32 }
@@ -85,7 +82,6 @@ type Flow struct {
 	Coll    int64
 	Size    int64    // bytes; delay_ps for a delay node
 	Lat     des.Time // a transfer's step latency (delay_ps), path propagation included
-	Start   des.Time // release time, set by the backend
 	Src     int32
 	Dst     int32
 	Chunk   int32
@@ -99,7 +95,7 @@ type Flow struct {
 	Port uint8
 	// PaceNs is a transfer's pace_ps in ns, rounded up (formats/stream.md):
 	// its connection's next transfer starts no sooner than PaceNs after
-	// this one started sending (Pacer). 32 bits keep Flow at 64 bytes.
+	// this one started sending (Pacer). 32 bits keep Flow at 56 bytes.
 	PaceNs uint32
 }
 
@@ -130,7 +126,9 @@ func (ft *flowTable) add() *Flow {
 	return ft.get(ft.n - 1)
 }
 
-// Flow returns flow i (DAG index); backends may set its Start.
+// Flow returns flow i (DAG index). A backend reads it and keeps what a run
+// changes (release times, progress) in its own state: several runs, of one
+// backend or several, may use the same set one after another.
 func (in *Set) Flow(i int32) *Flow { return in.flows.get(i) }
 
 // ConnName is the connection type name of a flow.
@@ -138,34 +136,31 @@ func (in *Set) ConnName(f *Flow) string { return in.flows.connNames[f.Conn] }
 
 // Collective returns the op, algorithm, size, group type and group size of
 // a collective id, for the trace's collective columns; ok is false when
-// the stream has no such record. It caches the last id looked up, so it is
-// not safe for concurrent use (nor is Row).
+// the stream has no such record. (Rows caches these lookups for a run's
+// rows.)
 func (in *Set) Collective(id int64) (op, algo string, size int64, groupType string, nranks int32, ok bool) {
-	c := in.coll(id)
+	var c collInfo
+	in.coll(id, &c)
 	return c.op, c.algo, c.size, c.groupType, c.nranks, c.ok
 }
 
-// coll returns the cached record of collective id, looking it up when the
-// id differs from the last one. An id the stream has no record of (-1 for
-// the delay nodes of raw flows) gets layer, microbatch and stage -1.
-func (in *Set) coll(id int64) *collInfo {
-	c := &in.last
-	if !c.cached || c.id != id {
-		*c = collInfo{id: id, cached: true, layer: -1, microbatch: -1, stage: -1}
-		if co, ok := in.Collectives[id]; ok {
-			c.ok, c.op, c.algo, c.size = true, co.Op, co.Algorithm, co.Size
-			c.layer, c.layerName, c.phase = co.Layer, co.LayerName, co.Phase
-			c.microbatch, c.stage, c.proto = co.Microbatch, co.Stage, protoName(co.Protocol)
-			c.predictedNs = psToNs(co.PredictedPs)
-			if j := in.JobOf(co.ID, func(j *stream.Job) int64 { return j.FirstCollective }); j != nil {
-				c.job = j.Name
-			}
-			if g, ok := in.Groups[co.Group]; ok {
-				c.groupType, c.nranks = g.Type, int32(len(g.Ranks))
-			}
+// coll fills c with the record of collective id. An id the stream has no
+// record of (-1 for the delay nodes of raw flows) gets layer, microbatch
+// and stage -1.
+func (in *Set) coll(id int64, c *collInfo) {
+	*c = collInfo{id: id, cached: true, layer: -1, microbatch: -1, stage: -1}
+	if co, ok := in.Collectives[id]; ok {
+		c.ok, c.op, c.algo, c.size = true, co.Op, co.Algorithm, co.Size
+		c.layer, c.layerName, c.phase = co.Layer, co.LayerName, co.Phase
+		c.microbatch, c.stage, c.proto = co.Microbatch, co.Stage, protoName(co.Protocol)
+		c.predictedNs = psToNs(co.PredictedPs)
+		if j := in.JobOf(co.ID, func(j *stream.Job) int64 { return j.FirstCollective }); j != nil {
+			c.job = j.Name
+		}
+		if g, ok := in.Groups[co.Group]; ok {
+			c.groupType, c.nranks = g.Type, int32(len(g.Ranks))
 		}
 	}
-	return c
 }
 
 // JobOf is the job whose range of ids, by first (a job's first id of
@@ -697,32 +692,14 @@ func (in *Set) RefuseEmpty(backend string) error {
 	return fmt.Errorf("%s: no flows, only a topology: %s has nothing to simulate; pipe the topology through simccl-decompose first, e.g. topogen --gpus 16 | simccl-decompose --workload examples/workloads/micro_allreduce.txt | %s", in.Name, backend, backend)
 }
 
-// Row is flow i's trace row for a backend's measured times (ns): ids,
-// ends, size (transfers only), connection and the collective's columns,
-// its training-iteration position and NCCL model (flows/v2), status "ok".
-// Delay nodes and joins get ideal = fct, so their slowdown is 1.
-func (in *Set) Row(i int32, startNs, endNs, idealNs int64) trace.Row {
-	f := in.Flow(i)
-	r := trace.Row{FlowID: f.ID, CollectiveID: f.Coll, Src: f.Src, Dst: f.Dst, ConnType: in.ConnName(f),
-		Channel: f.Channel, Chunk: f.Chunk, StartNs: startNs, EndNs: endNs, FctNs: endNs - startNs, IdealFctNs: idealNs}
-	if f.Kind == Transfer || f.Kind == Coll {
-		r.SizeBytes = f.Size
-	}
-	if f.Kind == Delay || f.Kind == Join {
-		r.IdealFctNs = r.FctNs
-	}
-	c := in.coll(f.Coll)
-	r.Op, r.Algorithm, r.CollSizeBytes, r.GroupType, r.NRanks = c.op, c.algo, c.size, c.groupType, c.nranks
-	r.Layer, r.LayerName, r.Phase, r.Microbatch, r.Stage = c.layer, c.layerName, c.phase, c.microbatch, c.stage
-	r.Protocol, r.PredictedNs, r.Status = c.proto, c.predictedNs, trace.StatusOK
-	r.Job = in.jobName(f, c)
-	return r
-}
-
 // JobName is the name of the job flow f belongs to, as the trace's job
 // column says it: its collective's job, or for a flow of no collective the
 // job whose range of flow ids holds it; "" in a stream without jobs.
-func (in *Set) JobName(f *Flow) string { return in.jobName(f, in.coll(f.Coll)) }
+func (in *Set) JobName(f *Flow) string {
+	var c collInfo
+	in.coll(f.Coll, &c)
+	return in.jobName(f, &c)
+}
 
 func (in *Set) jobName(f *Flow, c *collInfo) string {
 	if !c.ok && len(in.Jobs) > 0 {

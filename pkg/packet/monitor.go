@@ -144,7 +144,7 @@ func (m *Monitors) sample(s *Sim, kind int64) {
 		}
 	}
 	// Keep sampling while the run has work and the window is open.
-	if s.flows.DAG.Done() == s.flows.DAG.Len() {
+	if s.flows.run.Done() == s.flows.DAG.Len() {
 		return
 	}
 	iv := c.QPMonPs

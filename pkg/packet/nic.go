@@ -525,7 +525,7 @@ func (nc *nic) received(f int32) {
 		return
 	}
 	s.rcvDst = fl.dst(f)
-	s.work = fl.DAG.ReleaseEarly(f, s.fromDst, s.work)
+	s.work = fl.run.ReleaseEarly(f, s.fromDst, s.work)
 }
 
 // sent handles a queue pair putting its last byte on the wire: once all of
@@ -547,7 +547,7 @@ func (nc *nic) sent(f int32) {
 		return
 	}
 	s.sentSrc = fl.src(f)
-	s.work = fl.DAG.ReleaseEarly(f, s.sameSrc, s.work)
+	s.work = fl.run.ReleaseEarly(f, s.sameSrc, s.work)
 }
 
 // sendCtl turns a delivered data packet into an ACK or NACK travelling the

@@ -439,7 +439,7 @@ func (s *Sim) runPartitioned() error {
 		return err
 	}
 	s.prepare()
-	s.flows.DAG.PrepareEarly()
+	s.flows.run.PrepareEarly()
 	for _, c := range sims {
 		// What the flows released with the run send is read in the first
 		// window (parity 0 reads parity 1), and counts for its start.
@@ -533,7 +533,7 @@ func (s *Sim) runPartitioned() error {
 			break
 		}
 		if s.Progress != nil && total>>20 != events>>20 {
-			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), next)
+			s.Progress(s.flows.run.Done(), s.flows.DAG.Len(), next)
 		}
 		events = total
 	}

@@ -23,6 +23,9 @@ import (
 // fills Start, End and Ideal (ps).
 type Flows struct {
 	DAG *dag.DAG
+	// run is this simulation's DAG state (prepare makes it afresh): the
+	// DAG itself is never written.
+	run *dag.Run
 	// set, when not nil, holds what the input columns would (which are then
 	// nil): copying them cost 33 bytes a flow, 550 MB at 16.8 M flows.
 	set   *flowset.Set
@@ -40,8 +43,8 @@ type Flows struct {
 	// a dual-homed NIC sends queue pair j on port Port+j mod 2.
 	Port []uint8
 
-	// Start is nil from FromSet, whose flows have a start field of
-	// their own (8 bytes a flow): read it with StartPs.
+	// Start is when each flow was released (ps, -1: never): run state,
+	// kept out of the flow set.
 	Start, End, Ideal []int64
 	RxDone            []int64 // ps the receiver got the last byte (0 for delays); nil from FromSet (only tests read it)
 	// Failed marks transfers a failed link left without a path (nil when
@@ -121,6 +124,7 @@ func (f *Flows) cover() {
 		return
 	}
 	k := n - len(f.End)
+	f.Start = append(f.Start, make([]int64, k)...)
 	f.End = append(f.End, make([]int64, k)...)
 	f.Ideal = append(f.Ideal, make([]int64, k)...)
 	f.qpsLeft = append(f.qpsLeft, make([]uint8, k)...)
@@ -157,32 +161,26 @@ func (f *Flows) name(i int32) string {
 func NewFlows(d *dag.DAG, src, dst []int32, size, delay []int64) *Flows {
 	f := newFlows(d)
 	f.Src, f.Dst, f.Size, f.Delay = src, dst, size, delay
-	f.Start = make([]int64, d.Len())
 	f.RxDone = make([]int64, d.Len())
 	return f
 }
 
 func newFlows(d *dag.DAG) *Flows {
 	n := d.Len()
-	return &Flows{DAG: d, n: math.MaxInt32, End: make([]int64, n), Ideal: make([]int64, n),
+	return &Flows{DAG: d, n: math.MaxInt32, Start: make([]int64, n), End: make([]int64, n), Ideal: make([]int64, n),
 		qpsLeft: make([]uint8, n), rxLeft: make([]uint8, n), txLeft: make([]uint8, n), Sport: make([]uint16, n)}
 }
 
 // StartPs is when flow i was released (ps), -1 if it never was.
-func (f *Flows) StartPs(i int32) int64 {
-	if f.Start == nil {
-		return int64(f.rec(i).Start)
-	}
-	return f.Start[i]
+func (f *Flows) StartPs(i int32) int64 { return f.Start[i] }
+
+// Result is flow i's outcome as every backend reports it (ps).
+func (f *Flows) Result(i int32) flowset.Result {
+	return flowset.Result{Start: des.Time(f.StartPs(i)), End: des.Time(f.End[i]), Ideal: des.Time(f.Ideal[i]),
+		Failed: f.Failed != nil && f.Failed[i]}
 }
 
-func (f *Flows) setStart(i int32, t int64) {
-	if f.Start == nil {
-		f.rec(i).Start = des.Time(t)
-		return
-	}
-	f.Start[i] = t
-}
+func (f *Flows) setStart(i int32, t int64) { f.Start[i] = t }
 
 // The input columns, from the set or the slices. A set's delay node keeps
 // its delay in Size, a collective node its model time in Lat.
@@ -250,7 +248,7 @@ func (s *Sim) Run() error {
 // simulation of the same flows (another Sim) runs as the first did.
 func (s *Sim) prepare() {
 	f := s.flows
-	f.DAG.Reset()
+	f.run = f.DAG.NewRun()
 	s.pace = flowset.Pacer{}
 	if f.expanding() {
 		// Queue pair j of flow i is numbered i<<pendShift | j.
@@ -263,7 +261,7 @@ func (s *Sim) prepare() {
 			}}))
 		}
 		n := f.n
-		f.End, f.Ideal, f.qpsLeft, f.rxLeft, f.txLeft, f.Sport = f.End[:n], f.Ideal[:n], f.qpsLeft[:n], f.rxLeft[:n], f.txLeft[:n], f.Sport[:n]
+		f.Start, f.End, f.Ideal, f.qpsLeft, f.rxLeft, f.txLeft, f.Sport = f.Start[:n], f.End[:n], f.Ideal[:n], f.qpsLeft[:n], f.rxLeft[:n], f.txLeft[:n], f.Sport[:n]
 	}
 	for i := range f.End {
 		f.setStart(int32(i), -1)
@@ -437,7 +435,7 @@ func (s *Sim) loop(end int64, window bool) error {
 			return nil
 		}
 		if !window && s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
-			s.Progress(s.flows.DAG.Done(), s.flows.DAG.Len(), s.now)
+			s.Progress(s.flows.run.Done(), s.flows.DAG.Len(), s.now)
 		}
 	}
 }
@@ -446,26 +444,26 @@ func (s *Sim) loop(end int64, window bool) error {
 func (s *Sim) finish() error {
 	stop := s.cfg.StopPs
 	s.Stats.SimPs = s.now
-	if d := s.flows.DAG; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
+	if d := s.flows.run; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
 		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
 	if s.watch.stalled != nil {
-		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.DAG.Done(), s.flows.DAG.Len()
+		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.run.Done(), s.flows.DAG.Len()
 		return s.watch.stalled
 	}
-	if i, stuck := s.flows.DAG.Stuck(); stuck {
+	if i, stuck := s.flows.run.Stuck(); stuck {
 		if s.failure != nil {
 			return s.failure
 		}
 		if stop > 0 && s.now >= stop {
 			return &Incomplete{Reason: fmt.Sprintf("SIMULATOR_STOP_TIME reached with flow %d unfinished", s.flows.DAG.ID(i)),
-				Done: s.flows.DAG.Done(), Flows: s.flows.DAG.Len(), StopTime: true}
+				Done: s.flows.run.Done(), Flows: s.flows.DAG.Len(), StopTime: true}
 		}
 		return fmt.Errorf("flow %d never completed (%d of %d done): a failed link cut its path, or its dependencies never finished",
-			s.flows.DAG.ID(i), s.flows.DAG.Done(), s.flows.DAG.Len())
+			s.flows.DAG.ID(i), s.flows.run.Done(), s.flows.DAG.Len())
 	}
 	if s.failure != nil {
 		return s.failure
@@ -582,7 +580,7 @@ func (s *Sim) finishFlow(i int32) {
 	}
 	s.flows.End[i] = s.now
 	if i < s.flows.n {
-		s.work = s.flows.DAG.Complete(i, s.work)
+		s.work = s.flows.run.Complete(i, s.work)
 		return
 	}
 	var coll int32

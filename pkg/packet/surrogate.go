@@ -389,7 +389,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	if alone && f.RxDone == nil && sg.AutoWindowPs == 0 && (s.cfg.StopPs == 0 || end <= s.cfg.StopPs) {
 		// A message of a traffic pattern, and nothing counts transfers in
 		// progress: it is done, its end known.
-		s.work = f.DAG.Complete(i, s.work)
+		s.work = f.run.Complete(i, s.work)
 		f.End[i] = end
 		return nil
 	}
@@ -856,7 +856,7 @@ func (sg *surrogate) surrogateSample() error {
 // run alive.
 func (sg *surrogate) runGoesOn() bool {
 	s := sg.s
-	return s.q.Len() > 0 && s.flows.DAG.Done() < s.flows.DAG.Len()
+	return s.q.Len() > 0 && s.flows.run.Done() < s.flows.DAG.Len()
 }
 
 // transfersInProgress adds d to the transfers in progress, integrating

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmihailenco/msgpack/v5"
+
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/topo"
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // workerEnv makes the test binary a worker of a test's run (the role
@@ -118,7 +119,7 @@ func TestStrangersDoNotDelayTheWorkers(t *testing.T) {
 	}
 	start := time.Now()
 	type result struct {
-		res []Result
+		res []flowset.Result
 		err error
 	}
 	done := make(chan result, 1)

@@ -59,7 +59,7 @@ func TestPaceHoldsTheConnectionsNextStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gap := res[1].End - res[0].Start; gap < pace.Nanoseconds() {
+	if gap := (res[1].End - res[0].Start).Ns(); gap < pace.Nanoseconds() {
 		t.Errorf("the connection's next step ended %v after the paced one began, before its pace of %v", time.Duration(gap), pace)
 	}
 }

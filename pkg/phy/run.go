@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 )
@@ -29,9 +30,10 @@ type Options struct {
 	Progress func(done, total int)
 }
 
-// Result is one flow's measured timing, in ns since the run started, and
-// a transfer's ideal FCT from the calibration.
-type Result struct {
+// timing is one flow's measured timing, in ns since the run started, and
+// a transfer's ideal FCT from the calibration; Run reports it in ps, as
+// every backend does (flowset.Result).
+type timing struct {
 	Start, End, Ideal int64
 }
 
@@ -49,8 +51,9 @@ type event struct {
 }
 
 // Run executes the DAG of set over real TCP transfers between worker
-// processes and returns the timing of every flow (by DAG index).
-func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
+// processes and returns the timing of every flow (by DAG index), in ps
+// since the run started.
+func Run(set *flowset.Set, opt Options) ([]flowset.Result, Calibration, error) {
 	if opt.Workers < 1 {
 		return nil, Calibration{}, fmt.Errorf("need at least one worker")
 	}
@@ -119,23 +122,29 @@ func Run(set *flowset.Set, opt Options) ([]Result, Calibration, error) {
 		}
 	}()
 	r := &runner{set: set, opt: opt, conns: conns, events: events, deadline: deadline,
-		res: make([]Result, set.Flows())}
+		res: make([]timing, set.Flows())}
 	cal, err := r.calibrate()
 	if err != nil {
 		return nil, Calibration{}, err
 	}
 	r.cal = cal
-	return r.res, cal, r.run()
+	err = r.run()
+	res := make([]flowset.Result, len(r.res))
+	for i, t := range r.res {
+		res[i] = flowset.Result{Start: des.Time(t.Start) * 1000, End: des.Time(t.End) * 1000, Ideal: des.Time(t.Ideal) * 1000}
+	}
+	return res, cal, err
 }
 
 type runner struct {
 	set      *flowset.Set
+	dag      *dag.Run // this run's DAG state: the set is never written
 	opt      Options
 	conns    []*ctlConn
 	events   chan event
 	deadline time.Time
 	epoch    int64
-	res      []Result
+	res      []timing
 	cal      Calibration
 	work     []int32
 	// pace is the NCCL transport's limit on a connection's steps (the
@@ -238,10 +247,10 @@ func (r *runner) now() int64 { return time.Now().UnixNano() - r.epoch }
 
 func (r *runner) run() error {
 	set := r.set
-	d := set.DAG
-	d.Reset()
+	r.dag = set.DAG.NewRun()
+	d := r.dag
 	r.epoch = time.Now().UnixNano()
-	r.work = append(r.work[:0], d.Ready()...)
+	r.work = append(r.work[:0], set.DAG.Ready()...)
 	if err := r.drain(); err != nil {
 		return err
 	}
@@ -292,7 +301,7 @@ func (r *runner) holdNext(i int32) {
 		return
 	}
 	r.pace.Sent(i, f)
-	r.set.DAG.ReleaseEarly(i, func(j int32) bool {
+	r.dag.ReleaseEarly(i, func(j int32) bool {
 		r.pace.Mark(j, r.set.Flow(j))
 		return false
 	}, nil)
@@ -314,7 +323,7 @@ func (r *runner) drain() error {
 			continue
 		case f.Kind == flowset.Join: // done at once
 			r.res[i].End = r.res[i].Start
-			release = r.set.DAG.Complete(i, release[:0])
+			release = r.dag.Complete(i, release[:0])
 			r.work = append(r.work, release...)
 			continue
 		}
