@@ -46,6 +46,7 @@ type port struct {
 	qpTurn    bool  // alternate forwarded data and local QPs
 	rr        uint8 // last data queue served
 	full      uint8 // bit q: queue q is not empty
+	lz        uint8 // how many PAUSEs wait to be applied (lzs, pfc.go)
 	from, to  int32
 	bitPs     float64 // ps per byte
 	lat       int64
@@ -63,6 +64,7 @@ type port struct {
 	kmax      int64
 	pmax      float64
 	pauseTill [nQ]int64
+	lzs       [lzCap]lzFrame // the PAUSEs on their way here, oldest first
 	q         [nQ]fifo
 }
 

@@ -1,6 +1,10 @@
 package packet
 
-import "math"
+import (
+	"math"
+
+	"github.com/fabricsim/fabricsim/pkg/des"
+)
 
 // Priority flow control, both PFC_MODEs, in one place: the frames a
 // switch sends upstream, what they do to the egress port they reach, the
@@ -130,10 +134,15 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 		arg |= 1
 		s.Stats.Pauses++
 	}
-	at := s.now + s.fab.ports[dl].lat
-	if up := s.fab.ports[dl].from; s.pv.abroad(up) {
+	p := &s.fab.ports[dl]
+	at := s.now + p.lat
+	switch up := p.from; {
+	case s.pv.abroad(up):
 		s.pv.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
-	} else {
+	case pause && p.lz < lzCap && !s.suspended:
+		p.lzs[p.lz] = lzFrame{at: at, seq: s.seq(at), q: int8(q)}
+		p.lz++
+	default:
 		s.push(at, evPFC, dl, arg)
 	}
 	if s.mon != nil {
@@ -149,23 +158,109 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 func (f *pfc) frame(pid int32, arg int64) {
 	s := f.s
 	p := &s.fab.ports[pid]
+	f.settle(p)
 	q := int(arg >> 1)
-	if q == portPFC {
-		f.portFrame(pid, arg&1 == 1)
+	if arg&1 == 1 {
+		f.pause(p, q, s.now)
 		return
 	}
-	if arg&1 == 1 {
-		p.paused[q] = true
-		p.pauseTill[q] = s.now + s.cfg.PauseTimePs
+	if q == portPFC {
+		f.portFrame(pid, false)
 		return
 	}
 	p.paused[q] = false
 	s.fab.tryTx(pid)
 }
 
+// pause applies a PAUSE of queue q (portPFC: the whole port) that reached
+// egress port p at time at.
+func (f *pfc) pause(p *port, q int, at int64) {
+	if q == portPFC {
+		for q := 1; q < nQ; q++ {
+			p.paused[q] = true
+			p.pauseTill[q] = maxTime
+		}
+		return
+	}
+	p.paused[q] = true
+	p.pauseTill[q] = at + f.s.cfg.PauseTimePs
+}
+
+// A PAUSE, unlike a RESUME, does nothing when it arrives but set its
+// egress port's state, which only the port's own events and a few
+// lookers read. So a PAUSE to a port of this part skips the calendar (in
+// a PFC-heavy incast PAUSE arrivals were a third of the events): the port
+// keeps it, with the time and number its event would have had (send), and
+// applies it once an event that would have popped after it looks
+// (settle). A port keeps up to lzCap (PAUSEs to one port arrive in the
+// order sent: one link's latency, one sender); more, every RESUME, frames
+// from another part and frames while the surrogate holds the fabric are
+// events as before, and frame settles the waiting ones first, so frames
+// still apply in their order.
+
+// lzCap is how many PAUSEs a port keeps out of the calendar: SimAI's
+// refreshes pile up (a queue that resumes and pauses again within half a
+// PAUSE_TIME keeps its old refresh going beside the new one).
+const lzCap = 4
+
+// lzFrame is a PAUSE of queue q (portPFC: the port) reaching a port at
+// time at, its event numbered seq.
+type lzFrame struct {
+	at  int64
+	seq uint64
+	q   int8
+}
+
+// settle applies port p's waiting PAUSEs whose events would have popped
+// before the event being handled.
+func (f *pfc) settle(p *port) {
+	if p.lz > 0 {
+		f.settleAt(p, f.s.now, f.s.curSeq)
+	}
+}
+
+// settleAt applies port p's waiting PAUSEs whose events would have popped
+// before one at time now numbered seq.
+func (f *pfc) settleAt(p *port, now int64, seq uint64) {
+	n := 0
+	for ; n < int(p.lz); n++ {
+		e := &p.lzs[n]
+		if e.at > now || e.at == now && e.seq >= seq {
+			break
+		}
+		f.pause(p, int(e.q), e.at)
+	}
+	if n > 0 {
+		copy(p.lzs[:], p.lzs[n:p.lz])
+		p.lz -= uint8(n)
+	}
+}
+
+// settleAll applies every waiting PAUSE whose event would have popped
+// before one at time now numbered seq (a look across all ports).
+func (f *pfc) settleAll(now int64, seq uint64) {
+	for pid := range f.s.fab.ports {
+		f.settleAt(&f.s.fab.ports[pid], now, seq)
+	}
+}
+
+// unsettle puts the waiting PAUSEs back in the calendar as the events
+// they stand for, for the surrogate to hold while it suspends the fabric.
+func (f *pfc) unsettle() {
+	s := f.s
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
+		for _, e := range p.lzs[:p.lz] {
+			s.q.PushSeq(des.Time(e.at), e.seq, evPFC, int32(pid), int64(e.q)<<1|1)
+		}
+		p.lz = 0
+	}
+}
+
 // holds reports whether priority q of egress port p is paused now. A
 // suspended fabric (--surrogate, not lite) does not hold hosts back.
 func (f *pfc) holds(p *port, q int) bool {
+	f.settle(p)
 	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.fab.isSwitch[p.from])
 }
 

@@ -165,6 +165,11 @@ func (fa *fabric) forward(pkt *packet, v int32) route.DirLink {
 	case 1:
 		return c[0]
 	}
+	if fa.fwding.mode == RouteAdaptive { // it reads their PAUSE state
+		for _, d := range c {
+			s.pfc.settle(&fa.ports[d])
+		}
+	}
 	return fa.fwding.choose(c, fa.fwding.hashes[pkt.qp], pkt, v, fa.ports, s.now)
 }
 

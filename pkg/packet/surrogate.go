@@ -708,6 +708,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 	if sg.Lite {
 		return nil
 	}
+	s.pfc.unsettle() // the frozen fabric holds PAUSEs on their way as events
 	// Suspend: what waits in a host's NIC leaves through the predictor; what
 	// is in the fabric freezes and a copy goes through the predictor.
 	free := make([]bool, len(s.pkts))

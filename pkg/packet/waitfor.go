@@ -2,6 +2,7 @@ package packet
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -158,6 +159,16 @@ func (ww *waitWatch) partOf(v int32) int {
 // leave.
 func (ww *waitWatch) waitCycle(sims []*Sim, now int64) ([]int32, int) {
 	s := ww.s
+	// The PAUSEs still waiting at their ports (pfc.go) whose events would
+	// have popped by now: before the event being handled, or, between a
+	// partitioned run's windows, all before the window's end.
+	seq := s.curSeq
+	if s.pv.part != nil {
+		seq = math.MaxUint64
+	}
+	for _, c := range sims {
+		c.pfc.settleAll(now, seq)
+	}
 	blocked := func(c *Sim, pid int32, q int) bool {
 		p := &c.fab.ports[pid]
 		return p.paused[q] && now < p.pauseTill[q] && (p.full&(1<<q) != 0 || len(p.qps) > 0)
