@@ -2,15 +2,18 @@ package tests
 
 import (
 	"bytes"
+	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/analytical"
+	"github.com/fabricsim/fabricsim/pkg/backend"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/packet"
-	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/phy"
 )
 
 // The backend contract: a flow set is read-only during a run (release
@@ -18,7 +21,9 @@ import (
 // own), so one set in memory serves several runs in one process. Fluid
 // twice on one set gives the same rows, and fluid then packet on one set
 // give what each gives on a set of its own, packet twice the same, at flow
-// and (expanded) collective granularity.
+// and (expanded) collective granularity; phyrun's workers on the same set
+// report every flow and leave it as fluid found it. All run through
+// backend.Backend, reporting each flow once.
 func TestBackendsShareOneSet(t *testing.T) {
 	topology := mustRun(t, nil, "topogen", "--gpus", "16")
 	for _, tc := range []struct {
@@ -43,40 +48,35 @@ func TestBackendsShareOneSet(t *testing.T) {
 				}
 				return set
 			}
-			fluid := func(set *flowset.Set) []trace.Row {
+			// Each backend runs through the one contract; rows come from
+			// its results by the one row writer, in index order.
+			run := func(b backend.Backend, set *flowset.Set) []trace.Row {
 				t.Helper()
-				var rows []trace.Row
-				if _, err := analytical.Run(set, analytical.Options{Model: analytical.Fluid, Expand: tc.expand}, func(r *trace.Row) error {
-					rows = append(rows, *r)
+				res := make([]flowset.Result, set.Flows())
+				seen := make([]bool, set.Flows())
+				if err := b.Run(set, func(i int32, r flowset.Result) error {
+					if seen[i] {
+						t.Errorf("%T: flow %d reported twice", b, i)
+					}
+					res[i], seen[i] = r, true
 					return nil
 				}); err != nil {
-					t.Fatal(err)
-				}
-				return rows
-			}
-			pkt := func(set *flowset.Set) []trace.Row {
-				t.Helper()
-				r, err := route.New(set.Topology)
-				if err != nil {
-					t.Fatal(err)
-				}
-				fl := packet.FromSet(set)
-				if tc.expand {
-					fl.Expand(0)
-				}
-				s, err := packet.New(set.Topology, r, packet.DefaultConfig(), fl, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := s.Run(); err != nil {
 					t.Fatal(err)
 				}
 				var rows []trace.Row
 				w := set.Rows()
 				for i := int32(0); int(i) < set.Flows(); i++ {
-					rows = append(rows, w.Row(i, fl.Result(i)))
+					if seen[i] {
+						rows = append(rows, w.Row(i, res[i]))
+					}
 				}
 				return rows
+			}
+			fluid := func(set *flowset.Set) []trace.Row {
+				return run(backend.Analytical{Options: analytical.Options{Model: analytical.Fluid, Expand: tc.expand}}, set)
+			}
+			pkt := func(set *flowset.Set) []trace.Row {
+				return run(backend.Packet{Options: packet.Options{Config: packet.DefaultConfig(), Seed: 1, Expand: tc.expand}}, set)
 			}
 
 			shared := load()
@@ -98,6 +98,9 @@ func TestBackendsShareOneSet(t *testing.T) {
 				t.Errorf("fluid twice on one set: the second run's rows differ from the first's")
 			}
 			pShared := pkt(shared)
+			if len(pShared) != shared.Flows() {
+				t.Fatalf("packet: %d flows finished of %d", len(pShared), shared.Flows())
+			}
 			if pFresh := pkt(load()); !slices.Equal(pShared, pFresh) {
 				t.Errorf("packet after fluid on one set: rows differ from packet on a fresh set")
 			}
@@ -109,6 +112,24 @@ func TestBackendsShareOneSet(t *testing.T) {
 			}
 			if again := pkt(shared); !slices.Equal(again, pShared) {
 				t.Errorf("packet twice on one set: the second run's rows differ from the first's")
+			}
+			if !tc.expand { // phyrun runs flow-granularity sets
+				// Real transfers between two worker processes: their times
+				// are measured, so only the contract is checked, then that
+				// the set still gives fluid's rows.
+				ph := run(backend.Phy{Options: phy.Options{Workers: 2, Exec: filepath.Join(binDir, "phyrun"), Timeout: time.Minute,
+					WorkerArgs: phy.WorkerArgs}}, shared)
+				if len(ph) != shared.Flows() {
+					t.Errorf("phy: %d flows reported of %d", len(ph), shared.Flows())
+				}
+				for _, r := range ph {
+					if r.StartNs < 0 || r.EndNs < r.StartNs {
+						t.Fatalf("phy: flow %d from %d to %d ns", r.FlowID, r.StartNs, r.EndNs)
+					}
+				}
+				if again := fluid(shared); !slices.Equal(again, first) {
+					t.Errorf("fluid after phy on one set: rows differ from fluid's first run")
+				}
 			}
 			if !slices.Equal(records(), before) {
 				t.Errorf("the runs wrote into the set's flow records")

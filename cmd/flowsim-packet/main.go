@@ -25,7 +25,6 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/packet"
-	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -176,24 +175,10 @@ func (c *command) run() error {
 			return err
 		}
 	}
-	r, err := route.New(set.Topology)
-	if err != nil {
-		return err
-	}
 	sendLat, err := cli.BackendSendLatency("flowsim-packet", int64(c.SendLat), set.Collectives)
 	if err != nil {
 		return err
 	}
-	flows := packet.FromSet(set)
-	if c.Expand {
-		flows.Expand(limit)
-	}
-	sim, err := packet.New(set.Topology, r, cfg, flows, c.Seed)
-	if err != nil {
-		return err
-	}
-	sim.SendLatPs = sendLat
-	sim.NoSymmetry = !c.Symmetry
 	if c.Threads < 1 {
 		return cli.Usagef("--threads %d: at least 1", c.Threads)
 	}
@@ -209,41 +194,59 @@ func (c *command) run() error {
 	case c.Threads > 1:
 		parts = c.Threads
 	}
-	sim.Partitions, sim.Threads = parts, c.Threads
-	for _, w := range sim.Warnings {
-		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
-	}
-	sim.OnWarning = func(w string) {
-		meter.Hide()
-		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
-	}
+	opt := packet.Options{Config: cfg, Seed: c.Seed, SendLatPs: sendLat, Expand: c.Expand, MemoryLimit: limit,
+		NoSymmetry: !c.Symmetry, Partitions: parts, Threads: c.Threads}
 	if c.Surrogate != "" {
 		sur, err := c.surrogate()
 		if err != nil {
 			return err
 		}
-		if err := sim.SetSurrogate(sur); err != nil {
-			return cli.Usagef("--surrogate: %v", err)
-		}
+		opt.Surrogate = &sur
 	} else if c.Lite || c.Track > 0 || c.Window > 0 {
 		return cli.Usagef("--surrogate-lite, --surrogate-track and --surrogate-window need --surrogate")
 	}
-	var mon *packet.Monitors
 	if c.MonitorDir != "" {
 		if err := os.MkdirAll(c.MonitorDir, 0o755); err != nil {
 			return err
 		}
-		if mon, err = packet.OpenMonitors(c.MonitorDir); err != nil {
+		if opt.Monitors, err = packet.OpenMonitors(c.MonitorDir); err != nil {
 			return err
 		}
-		sim.SetMonitors(mon)
 	}
+	mon := opt.Monitors
 	if c.LoopWindow != "" {
 		start, end, err := parseWindow(c.LoopWindow)
 		if err != nil {
 			return cli.Usagef("--loop-window: %v", err)
 		}
-		sim.Loop = packet.NewLoopWindow(start, end)
+		opt.Loop = packet.NewLoopWindow(start, end)
+	}
+	opt.OnWarning = func(w string) {
+		meter.Hide()
+		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+	}
+	var parReport *os.File
+	if c.ParReport != "" {
+		if parts < 2 {
+			return cli.Usagef("--parallel-report needs --threads or --partitions above 1")
+		}
+		if parReport, err = os.Create(c.ParReport); err != nil {
+			return err
+		}
+		defer parReport.Close()
+		opt.ParallelLog = parReport
+	}
+	sim, err := packet.NewRun(set, opt)
+	var surErr *packet.SurrogateError
+	if errors.As(err, &surErr) {
+		return cli.Usagef("--surrogate: %v", surErr.Err)
+	}
+	if err != nil {
+		return err
+	}
+	flows := sim.Flows()
+	for _, w := range sim.Warnings {
+		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
 	if parts > 1 && sim.Partitionable() == nil {
 		if r := <-idle; r.Busy(c.Threads) {
@@ -256,17 +259,6 @@ func (c *command) run() error {
 			}
 			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 		}
-	}
-	var parReport *os.File
-	if c.ParReport != "" {
-		if parts < 2 {
-			return cli.Usagef("--parallel-report needs --threads or --partitions above 1")
-		}
-		if parReport, err = os.Create(c.ParReport); err != nil {
-			return err
-		}
-		defer parReport.Close()
-		sim.SetParallelLog(parReport)
 	}
 	loop := time.Now()
 	if meter != nil {
@@ -444,7 +436,7 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	}
 	// A run that stopped early (SIMULATOR_STOP_TIME, a deadlock) writes
 	// the flows that finished.
-	written := func(i int32) bool { return fl.StartPs(i) >= 0 && fl.End[i] >= 0 }
+	written := fl.Finished
 	var rows int64
 	for i := int32(0); i < int32(set.Flows()); i++ {
 		if written(i) {
@@ -479,7 +471,7 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 	w := simaifct.NewWriter(bw)
 	for i := int32(0); i < int32(set.Flows()); i++ {
 		fr := set.Flow(i)
-		if fr.Kind != flowset.Transfer || fl.StartPs(i) < 0 || fl.End[i] < 0 { // not a transfer, or unfinished
+		if fr.Kind != flowset.Transfer || !fl.Finished(i) { // not a transfer, or unfinished
 			continue
 		}
 		start := fl.StartPs(i) + sendLat
