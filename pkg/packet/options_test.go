@@ -1,0 +1,118 @@
+package packet
+
+import (
+	"bytes"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/route"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
+
+// chain is a 1 MiB transfer between two servers' GPUs, then one back once
+// it has arrived.
+func chain(t *testing.T) *flowset.Set {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := stream.NewWriter(&buf, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Topology(gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16}))
+	w.Flow(&stream.Flow{ID: 0, Src: 0, Dst: 8, Size: 1 << 20, ConnType: stream.ConnP2P})
+	w.Flow(&stream.Flow{ID: 1, Src: 8, Dst: 0, Size: 1 << 20, ConnType: stream.ConnP2P, Deps: []int64{0}})
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := stream.NewReader(&buf, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := flowset.Read(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// RunResults reports what New, the fields and Run give, flow by flow in
+// index order; a run stopped between the two flows reports the first only,
+// with the same result, and says it stopped; a surrogate it refuses is a
+// SurrogateError.
+func TestRunResults(t *testing.T) {
+	set := chain(t)
+	type got struct {
+		i int32
+		r flowset.Result
+	}
+	collect := func(opt Options) ([]got, error) {
+		var out []got
+		_, err := RunResults(set, opt, func(i int32, r flowset.Result) error {
+			out = append(out, got{i, r})
+			return nil
+		})
+		return out, err
+	}
+	opt := Options{Config: DefaultConfig(), Seed: 1}
+	all, err := collect(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].i != 0 || all[1].i != 1 {
+		t.Fatalf("reported %+v; want flows 0 and 1 in order", all)
+	}
+	// Flow 1 starts once flow 0's last byte has arrived (its receive
+	// completion; flow 0 ends at the last ACK): at least 1 MiB at GPU 0's
+	// NIC line rate after flow 0 started.
+	var bw float64
+	for _, l := range set.Topology.Links {
+		if l.Kind == "nic" && (l.A == 0 || l.B == 0) {
+			bw = l.BWbps
+		}
+	}
+	if bw == 0 {
+		t.Fatal("no NIC link at GPU 0")
+	}
+	wire := des.Time(float64(1<<20*8) / bw * 1e12)
+	if a, b := all[0].r, all[1].r; a.End < a.Start+wire || b.Start < a.Start+wire || b.End < b.Start+wire {
+		t.Fatalf("flow 0 %+v, flow 1 %+v: each takes at least %s, flow 1 starting after flow 0's bytes arrived", a, b, wire)
+	}
+
+	r, err := route.New(set.Topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := FromSet(set)
+	s, err := New(set.Topology, r, DefaultConfig(), fl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if want := []got{{0, fl.Result(0)}, {1, fl.Result(1)}}; !slices.Equal(all, want) {
+		t.Errorf("RunResults %+v; New and Run %+v", all, want)
+	}
+
+	stopped := opt
+	stopped.Config.StopPs = int64(all[0].r.End) + 1
+	part, err := collect(stopped)
+	var inc *Incomplete
+	if !errors.As(err, &inc) {
+		t.Fatalf("stopped at %d ps: error %v; want Incomplete", stopped.Config.StopPs, err)
+	}
+	if len(part) != 1 || part[0] != all[0] {
+		t.Errorf("stopped after flow 0 ended: reported %+v; want flow 0 only, as %+v", part, all[0])
+	}
+
+	bad := opt
+	bad.Surrogate = &Surrogate{StartPs: 10, EndPs: 5}
+	var se *SurrogateError
+	if _, err := collect(bad); !errors.As(err, &se) {
+		t.Errorf("a surrogate window ending before it starts: error %v; want a SurrogateError", err)
+	}
+}
