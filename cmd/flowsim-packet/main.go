@@ -205,15 +205,6 @@ func (c *command) run() error {
 	} else if c.Lite || c.Track > 0 || c.Window > 0 {
 		return cli.Usagef("--surrogate-lite, --surrogate-track and --surrogate-window need --surrogate")
 	}
-	if c.MonitorDir != "" {
-		if err := os.MkdirAll(c.MonitorDir, 0o755); err != nil {
-			return err
-		}
-		if opt.Monitors, err = packet.OpenMonitors(c.MonitorDir); err != nil {
-			return err
-		}
-	}
-	mon := opt.Monitors
 	if c.LoopWindow != "" {
 		start, end, err := parseWindow(c.LoopWindow)
 		if err != nil {
@@ -225,16 +216,8 @@ func (c *command) run() error {
 		meter.Hide()
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
-	var parReport *os.File
-	if c.ParReport != "" {
-		if parts < 2 {
-			return cli.Usagef("--parallel-report needs --threads or --partitions above 1")
-		}
-		if parReport, err = os.Create(c.ParReport); err != nil {
-			return err
-		}
-		defer parReport.Close()
-		opt.ParallelLog = parReport
+	if c.ParReport != "" && parts < 2 {
+		return cli.Usagef("--parallel-report needs --threads or --partitions above 1")
 	}
 	sim, err := packet.NewRun(set, opt)
 	var surErr *packet.SurrogateError
@@ -245,6 +228,26 @@ func (c *command) run() error {
 		return err
 	}
 	flows := sim.Flows()
+	// Opened once the run is set up, so that a refused setup leaves no
+	// monitor or report files behind.
+	var mon *packet.Monitors
+	if c.MonitorDir != "" {
+		if err := os.MkdirAll(c.MonitorDir, 0o755); err != nil {
+			return err
+		}
+		if mon, err = packet.OpenMonitors(c.MonitorDir); err != nil {
+			return err
+		}
+		sim.SetMonitors(mon)
+	}
+	var parReport *os.File
+	if c.ParReport != "" {
+		if parReport, err = os.Create(c.ParReport); err != nil {
+			return err
+		}
+		defer parReport.Close()
+		sim.SetParallelLog(parReport)
+	}
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
