@@ -3,7 +3,6 @@ package chakrarun
 import (
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 
@@ -378,22 +377,5 @@ func WriteCollectiveStream(s *CollectiveStream, prefix string) ([]string, error)
 			}
 		}
 	}
-	var files []string
-	for r := range world {
-		name := chakra.RankFile(prefix, r)
-		if err := writeRank(name, nodes[r]); err != nil {
-			return files, err
-		}
-		files = append(files, name)
-	}
-	gf := GroupsFile(prefix)
-	f, err := os.Create(gf)
-	if err != nil {
-		return files, err
-	}
-	err = chakra.WriteGroups(f, names, ranks)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return append(files, gf), err
+	return writeFiles(prefix, nodes, names, ranks)
 }

@@ -183,24 +183,7 @@ func WriteWorkload(w *collective.Workload, l collective.Layout, prefix string) (
 			}
 		}
 	}
-	var files []string
-	for r := range world {
-		name := chakra.RankFile(prefix, r)
-		if err := writeRank(name, nodes[r]); err != nil {
-			return files, err
-		}
-		files = append(files, name)
-	}
-	gf := GroupsFile(prefix)
-	f, err := os.Create(gf)
-	if err != nil {
-		return files, err
-	}
-	err = chakra.WriteGroups(f, names, ranks)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return append(files, gf), err
+	return writeFiles(prefix, nodes, names, ranks)
 }
 
 func writeRank(name string, nodes []*etpb.Node) error {
@@ -220,4 +203,27 @@ func writeRank(name string, nodes []*etpb.Node) error {
 		return fmt.Errorf("%s: %v", name, err)
 	}
 	return nil
+}
+
+// writeFiles writes each rank's nodes to its trace file, PREFIX.<rank>.et,
+// then the group file, and returns the files written.
+func writeFiles(prefix string, nodes [][]*etpb.Node, names []string, ranks [][]int32) ([]string, error) {
+	var files []string
+	for r := range nodes {
+		name := chakra.RankFile(prefix, r)
+		if err := writeRank(name, nodes[r]); err != nil {
+			return files, err
+		}
+		files = append(files, name)
+	}
+	gf := GroupsFile(prefix)
+	f, err := os.Create(gf)
+	if err != nil {
+		return files, err
+	}
+	err = chakra.WriteGroups(f, names, ranks)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return append(files, gf), err
 }
