@@ -108,11 +108,12 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		case flowset.Coll:
 			rec := in.Collectives[f.Coll]
 			algo := strings.ToLower(rec.Algorithm)
-			relays := rec.PXN || strings.Contains(algo, "nvls") || strings.Contains(algo, "pxn")
+			groups, _ := groupRanks(in, rec.Group)
+			// PXN relays a ring's hops between servers only.
+			relays := (rec.PXN && spans(t, groups)) || strings.Contains(algo, "nvls") || strings.Contains(algo, "pxn")
 			key := rec.Group<<1 | int64(b2i(relays))
 			gs, ok := resCache[key]
 			if !ok {
-				groups, _ := groupRanks(in, rec.Group)
 				for _, g := range groups {
 					for _, rank := range g {
 						if rank < 0 || int(rank) >= gpus {
@@ -203,9 +204,11 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		}
 		rec := in.Collectives[f.Coll]
 		algo := strings.ToLower(rec.Algorithm)
-		// NVLS sends to switches; a ring under PXN relays through GPUs
-		// that are not its group's: either leaves the group's own links.
-		if strings.Contains(algo, "nvls") || (rec.PXN && !pxnAlgo(rec)) {
+		groups, _ := groupRanks(in, rec.Group)
+		// NVLS sends to switches; a ring under PXN relays its hops
+		// between servers through GPUs that are not its group's: either
+		// leaves the group's own links.
+		if strings.Contains(algo, "nvls") || (rec.PXN && !pxnAlgo(rec) && spans(t, groups)) {
 			continue
 		}
 		if !fa.alike(rec.Group, pxnAlgo(rec)) {
@@ -213,7 +216,6 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		}
 		// The groups on a GPU where another node may overlap run in
 		// full; the first of the others stands for the rest.
-		groups, _ := groupRanks(in, rec.Group)
 		dirty := map[int32]bool{}
 		for _, g := range tainted[i] {
 			dirty[g] = true
@@ -247,6 +249,18 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		marked++
 	}
 	return marked
+}
+
+// spans reports whether some group has ranks in two servers.
+func spans(t *stream.Topology, groups [][]int32) bool {
+	for _, g := range groups {
+		for _, r := range g {
+			if server(t, r) != server(t, g[0]) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // pxnAlgo reports whether a collective runs PXN's AllToAll (PairsOf).

@@ -16,6 +16,7 @@ import (
 type fabNode struct {
 	groups   [][]int32
 	algo     string
+	pxn      bool
 	src, dst int32
 	deps     []int64
 }
@@ -44,7 +45,7 @@ func fabSet(t *testing.T, tp *topo.Topology, nodes []fabNode) *flowset.Set {
 			w.Group(&stream.Group{ID: id + 1 + int64(k), Type: "EP", Ranks: ranks})
 		}
 		id += int64(len(n.groups))
-		w.Collective(&stream.Collective{ID: int64(i), Op: "alltoall", Size: 1 << 20, Group: first[i], Algorithm: n.algo,
+		w.Collective(&stream.Collective{ID: int64(i), Op: "alltoall", Size: 1 << 20, Group: first[i], Algorithm: n.algo, PXN: n.pxn,
 			Protocol: "simple", PredictedPs: 1e6, Layer: -1, Microbatch: -1, Stage: -1})
 	}
 	for i, n := range nodes {
@@ -86,10 +87,11 @@ func TestFabricSymmetry(t *testing.T) {
 	}
 	sx := gen(topo.Params{Family: topo.SpectrumX, GPUs: 32})
 	ft := gen(topo.Params{Family: topo.FatTree, GPUs: 32, K: 8})
-	var rails, across [][]int32
+	var rails, across, pairs [][]int32
 	for k := int32(0); k < 8; k++ {
 		rails = append(rails, []int32{k, 8 + k, 16 + k, 24 + k})
 		across = append(across, []int32{k, 8 + (k+1)%8, 16 + (k+2)%8, 24 + (k+3)%8})
+		pairs = append(pairs, []int32{2 * k, 2*k + 1}, []int32{16 + 2*k, 16 + 2*k + 1})
 	}
 	type want struct {
 		alone, fabric bool
@@ -103,6 +105,13 @@ func TestFabricSymmetry(t *testing.T) {
 		want  []want // per node
 	}{
 		{"rails", sx, []fabNode{{groups: rails, algo: "direct"}}, []want{{true, true, nil, 0}}},
+		// A ring under PXN relays hops between servers through other
+		// GPUs; inside a server it has none to relay (TP pairs).
+		{"ring on rails, PXN", sx, []fabNode{{groups: rails, algo: "ring", pxn: true}}, []want{{}}},
+		{"ring on rails", sx, []fabNode{{groups: rails, algo: "ring"}}, []want{{true, true, nil, 0}}},
+		// (A transfer inside server 0 keeps symmetry.go's servers
+		// out; the pair on GPU 0 and 1 runs for itself.)
+		{"TP pairs, PXN", sx, []fabNode{{src: 0, dst: 1}, {groups: pairs, algo: "ring", pxn: true}}, []want{{}, {true, true, []int32{0, 1}, 1}}},
 		{"rails, PXN", sx, []fabNode{{groups: rails, algo: "pxn"}}, []want{{true, true, nil, 0}}},
 		{"across rails", sx, []fabNode{{groups: across, algo: "direct"}}, []want{{}}},
 		{"fat-tree", ft, []fabNode{{groups: rails, algo: "direct"}}, []want{{}}},
