@@ -258,6 +258,27 @@ func BenchmarkSimAIExample9216CollectiveFluid(b *testing.B) {
 	}
 }
 
+// Issue 29: SimAI's 9216-GPU example at flow granularity (--expand,
+// fluid; target 60 s, 2 GB). Its EP AllToAlls (1.4 G of its 2.2 G flows,
+// 48 groups a node) and TP collectives keep each group to links of its
+// own on Spectrum-X: exact symmetry (pkg/expand/fabricsym.go) runs 1-4% of
+// their groups (those a pipeline transfer may overlap run for
+// themselves), by default. Measured on the 2-core VM shared with other
+// jobs (load 3-19): 1192 s of CPU (1411 s wall) and 1.04 GB, 221 M of
+// its 2.19 G flows run, iteration 7997 ms (exposed DP_EP 1137.7, EP
+// 1153.8 ms); its DP and DP_EP rings (across segments, on ECMP-chosen
+// spines) still run every hop as a flow. Its first 16 lines at 1152 GPUs: 10.2 s
+// of CPU against 13-15 s before, the same trace.
+func BenchmarkSimAIExample9216Expand(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "9216"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_workload_analytical.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 29: flow granularity (--expand, fluid) at 8192 GPUs within a
 // minute, with the opt-in approximation --approx-lockstep: AICB GPT-13B on
 // 8192 Spectrum-X GPUs, its 8 DP groups (one per rail, on links of their

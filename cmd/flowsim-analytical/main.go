@@ -184,7 +184,7 @@ func (c *command) run() error {
 	if res.Expanded > 0 {
 		expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once)", res.Expanded, res.PeakExpanded)
 		if res.Mirrored > 0 {
-			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once; %d of them not run: in %d COLL nodes the first group, alone on its server's NVLinks, stood for its siblings)",
+			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once; %d of them not run: in %d COLL nodes a group alone on links of its own (its server's NVLinks, or its rails) stood for its siblings)",
 				res.Expanded, res.PeakExpanded, res.Mirrored, res.SymmetricNodes)
 		}
 	}

@@ -319,7 +319,7 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			// Max-min rates on one group's links depend only on the
 			// flows over them: a group alone on its links runs as its
 			// siblings do.
-			sym := expand.FindSymmetry(in, r, expand.SymmetryRules{})
+			sym := expand.FindSymmetry(in, r, expand.SymmetryRules{Fabric: true})
 			e.ex.UseSymmetry(sym)
 			if sym != nil {
 				e.res.SymmetricNodes = sym.Nodes
@@ -564,7 +564,8 @@ func (e *engine) release(i int32) error {
 	case flowset.Coll: // collective granularity: NCCL's model time, shared under fluid
 		if e.ex != nil {
 			if e.links != nil && e.sym.Alone(i) {
-				if err := e.price.addSiblings(e.links, f); err != nil {
+				run, _ := e.sym.Run(i)
+				if err := e.price.addSiblings(e.links, f, run); err != nil {
 					return e.flowError(i, "collective", err)
 				}
 			}

@@ -286,8 +286,9 @@ func (c *collLoad) addLoads(acc *linkload.Acc, f *flowset.Flow) {
 // addSiblings counts in acc the bytes the sibling groups of COLL node f
 // (all but its first) send, split as Spread splits them: the groups a
 // symmetric expansion stands for without running them, which cross only
-// links without a choice.
-func (c *collLoad) addSiblings(acc *linkload.Acc, f *flowset.Flow) error {
+// links without a choice. The groups at positions run (0 for f's own, k
+// for its kth sibling; expand.Symmetry.Run) ran and are not counted.
+func (c *collLoad) addSiblings(acc *linkload.Acc, f *flowset.Flow, run []int32) error {
 	co := c.in.Collectives[f.Coll]
 	g := c.in.Groups[co.Group]
 	sp, err := collective.SpecOf(co, c.in.Topology.GPUType)
@@ -297,7 +298,10 @@ func (c *collLoad) addSiblings(acc *linkload.Acc, f *flowset.Flow) error {
 	k := acc.ClassOf(f)
 	add := func(l route.DirLink, x float64) { acc.Add(k, l, x) }
 	var spreadErr error
-	for _, id := range g.Siblings {
+	for k, id := range g.Siblings {
+		if slices.Contains(run, int32(k+1)) {
+			continue
+		}
 		if err := collective.Traffic(c.fab, sp, float64(f.Size), c.in.Groups[id].Ranks, func(a, b int32, x float64) {
 			if spreadErr == nil {
 				spreadErr = c.r.Spread(a, b, x, add)

@@ -101,7 +101,11 @@ func (x *Store) classesOf(id int64, groups [][]int32) []int32 {
 // (modulo the server's GPUs). Ranks outside the fabric's GPUs get a key
 // of their own (the expansion refuses them).
 func (x *Store) layout(g []int32) string {
-	t := x.in.Topology
+	return layoutKey(x.in.Topology, x.local, x.perServer, g)
+}
+
+// layoutKey is layout's key, given localIndexes' tables.
+func layoutKey(t *stream.Topology, local, perServer []int32, g []int32) string {
 	b := make([]byte, 0, 8*len(g))
 	servers := map[int32]int32{}
 	var l0 int32
@@ -115,11 +119,11 @@ func (x *Store) layout(g []int32) string {
 			o = int32(len(servers))
 			servers[s] = o
 		}
-		l := x.local[r]
+		l := local[r]
 		if q == 0 {
 			l0 = l
 		}
-		n := max(x.perServer[r], 1)
+		n := max(perServer[r], 1)
 		b = strconv.AppendInt(b, int64(o), 36)
 		b = append(b, '.')
 		b = strconv.AppendInt(b, int64(((l-l0)%n+n)%n), 36)

@@ -127,10 +127,32 @@ type expSet struct {
 	// flows all stay in server.
 	copies int32
 	server int32
+	// fabric: the first group stands for siblings across servers
+	// (fabricsym.go); its flows all go between pairs of its ranks that
+	// were checked: pos0 is a GPU's position in it + 1 (0: none), pairs
+	// the pairs of positions (PairsOf).
+	fabric bool
+	pos0   []int32
+	grp    []int32 // a GPU's group among those run
+	pairs  []bool
+	m      int32 // group 0's size
+	repAt  int32 // the position, among the groups run, of the one with copies
 	// Lockstep: per group, the group it moves with (itself for a
 	// representative; nil: none) and its first flow's id.
 	rep   []int32
 	bases []int64
+}
+
+// checked reports whether a flow from src to dst is within what
+// fabricsym.go checked for the set's first group: a delay at one of its
+// ranks, or a pair of them it may send between.
+func (set *expSet) checked(src, dst int32) bool {
+	gpus := int32(len(set.pos0))
+	if src < 0 || src >= gpus || dst < 0 || dst >= gpus || set.pos0[src] == 0 || set.pos0[dst] == 0 {
+		return false
+	}
+	i, j := set.pos0[src]-1, set.pos0[dst]-1
+	return set.grp[src] == set.grp[dst] && (i == j || set.pairs[i*set.m+j])
 }
 
 // portKey packs a connection (source, destination, channel) into a map
@@ -279,10 +301,36 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
 		set.idBase = *rec.Cut.FirstFlow
 	}
-	set.copies, set.rep = 0, nil
+	set.copies, set.rep, set.fabric, set.repAt = 0, nil, false, 0
 	if x.sym.Alone(i) {
 		set.copies, set.server = int32(len(groups)-1), x.in.Topology.Nodes[groups[0][0]].Server
-		groups = groups[:1]
+		if set.fabric = x.sym.Fabric(i); set.fabric {
+			if set.pos0 == nil {
+				set.pos0, set.grp = make([]int32, x.in.Topology.GPUs), make([]int32, x.in.Topology.GPUs)
+			}
+			sub := groups[:1]
+			set.repAt = 0
+			if run, rep := x.sym.Run(i); run != nil {
+				set.repAt = rep
+				sub = make([][]int32, len(run))
+				for k, g := range run {
+					sub[k] = groups[g]
+				}
+				set.copies = int32(len(groups) - len(run))
+			}
+			groups = sub
+			clear(set.pos0)
+			for gi, g := range groups {
+				for p, r := range g {
+					set.pos0[r] = int32(p + 1)
+					set.grp[r] = int32(gi)
+				}
+			}
+			set.pairs, set.m = PairsOf(x.in.Topology, groups[0], pxnAlgo(rec)), int32(len(groups[0]))
+		}
+		if run, _ := x.sym.Run(i); run == nil {
+			groups = groups[:1]
+		}
 	} else if x.lockstep && len(groups) > 1 {
 		if set.rep = x.classesOf(rec.Group, groups); set.rep != nil {
 			set.bases = set.bases[:0]
@@ -327,7 +375,11 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	set := &x.sets[s]
 	t := x.in.Topology
-	if set.copies > 0 {
+	if set.fabric {
+		if !set.checked(sf.Src, sf.Dst) {
+			return fmt.Errorf("flow %d from %d to %d is not between ranks of the group standing for its siblings that symmetry checked (an internal error: --no-symmetry expands every group)", sf.ID, sf.Src, sf.Dst)
+		}
+	} else if set.copies > 0 {
 		if t.Nodes[sf.Src].Server != set.server || t.Nodes[sf.Dst].Server != set.server {
 			return fmt.Errorf("flow %d leaves the server of the group standing for its siblings (an internal error: --no-symmetry expands every group)", sf.ID)
 		}
@@ -396,6 +448,9 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	set.left++
 	copies := int64(set.copies)
+	if o.Group != set.repAt {
+		copies = 0 // a group run for itself (fabricsym.go)
+	}
 	x.total += 1 + copies
 	x.mirrored += copies
 	if d.Kind == flowset.Transfer {

@@ -47,32 +47,75 @@ type SymmetryRules struct {
 	// may cross (say, no random loss or marking there: draws from one
 	// generator couple the groups).
 	LinkOK func(route.DirLink) bool
+	// Fabric: groups that span servers may stand for their siblings too
+	// when each keeps to links of its own (fabricsym.go). Only a model in
+	// which flows on disjoint links do not interact at all may set it.
+	Fabric bool
 }
 
 // Symmetry marks the COLL nodes whose first group may stand for all.
 type Symmetry struct {
-	alone []bool // by stream flow index
-	Nodes int    // COLL nodes marked
+	alone  []bool // by stream flow index
+	fabric []bool // by stream flow index: marked by fabricsym.go
+	Nodes  int    // COLL nodes marked
+	// FabricNodes of them have groups that span servers (fabricsym.go).
+	FabricNodes int
+	runs        map[int32][]int32 // fabricsym.go: the groups a node runs, when not its first alone
+	reps        map[int32]int32   // and which of them stands for the others
 }
 
 // Alone reports whether COLL node i's first group stands for its siblings.
 func (s *Symmetry) Alone(i int32) bool { return s != nil && int(i) < len(s.alone) && s.alone[i] }
 
+// Fabric reports whether COLL node i's first group stands for siblings
+// that span servers (fabricsym.go).
+func (s *Symmetry) Fabric(i int32) bool {
+	return s != nil && int(i) < len(s.fabric) && s.fabric[i]
+}
+
+// Run is the positions, among COLL node i's groups (its own, then its
+// siblings'), of the groups it runs when Alone: its first only (nil), or
+// those listed, ascending, of which the one at rep stands for the groups
+// not listed and the others for themselves (fabricsym.go).
+func (s *Symmetry) Run(i int32) (groups []int32, rep int32) {
+	if s == nil {
+		return nil, 0
+	}
+	return s.runs[i], s.reps[i]
+}
+
 // FindSymmetry marks the COLL nodes of in whose sibling groups would run
-// exactly as their first group (see above) under rules; nil when there
-// are none.
+// exactly as their first group (see above, and fabricsym.go under
+// rules.Fabric) under rules; nil when there are none.
 func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmetry {
-	t := in.Topology
-	n := in.DAG.Len()
 	if in.CollNodes == 0 {
 		return nil
 	}
+	n := in.DAG.Len()
+	sym := &Symmetry{alone: make([]bool, n)}
+	sym.Nodes = findServerSymmetry(in, r, rules, sym.alone)
+	if rules.Fabric {
+		sym.fabric, sym.runs, sym.reps = make([]bool, n), map[int32][]int32{}, map[int32]int32{}
+		sym.FabricNodes = findFabricSymmetry(in, r, rules, sym.alone, sym.fabric, sym.runs, sym.reps)
+		sym.Nodes += sym.FabricNodes
+	}
+	if sym.Nodes == 0 {
+		return nil
+	}
+	return sym
+}
+
+// findServerSymmetry marks in alone the COLL nodes whose groups each sit
+// in a server of their own (see above) and returns how many.
+func findServerSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, alone []bool) int {
+	t := in.Topology
+	n := in.DAG.Len()
 	servers := 0
 	for _, v := range t.Nodes {
 		servers = max(servers, int(v.Server)+1)
 	}
 	if servers < 2 {
-		return nil
+		return 0
 	}
 	a := symAnalysis{in: in, r: r, rules: rules, closed: make([]bool, servers), switches: make([][]int32, servers),
 		geom: map[int64]bool{}, mark: make([]int32, len(t.Nodes)), owner: make([]int32, r.DirLinks())}
@@ -106,7 +149,7 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 	for i := int32(0); int(i) < n; i++ {
 		for _, d := range in.DAG.Deps(i) {
 			if d >= i {
-				return nil // not in stream order: no cheap ancestor sets
+				return 0 // not in stream order: no cheap ancestor sets
 			}
 		}
 		f := in.Flow(i)
@@ -123,7 +166,7 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 				ranks += len(g)
 			}
 			if ranks > maxSymmetryRanks {
-				return nil
+				return 0
 			}
 			// NVLS sends to the NVSwitch, PXN relays through another
 			// GPU of the sender's server: either may move bytes inside
@@ -138,7 +181,7 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 		}
 	}
 	if len(u) == 0 || int64(n)*int64(len(u)) > maxSymmetryBits {
-		return nil
+		return 0
 	}
 
 	// anc[i]: the nodes of u that node i waits on, directly or not.
@@ -171,7 +214,7 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 		}
 	}
 
-	sym := &Symmetry{alone: make([]bool, n)}
+	marked := 0
 	for k, i := range u {
 		f := in.Flow(i)
 		if f.Kind != flowset.Coll {
@@ -182,14 +225,11 @@ func FindSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules) *Symmet
 			ok = ok && inOrder[s]
 		}
 		if ok && a.alike(in.Collectives[f.Coll].Group) {
-			sym.alone[i] = true
-			sym.Nodes++
+			alone[i] = true
+			marked++
 		}
 	}
-	if sym.Nodes == 0 {
-		return nil
-	}
-	return sym
+	return marked
 }
 
 // touched lists the servers in which a collective over groups may move
