@@ -121,9 +121,15 @@ type Run struct {
 	// so each array Complete touched cost a cache miss a flow.
 	nodes []node
 	early []bool // per successor edge: released by ReleaseEarly
-	// nDone is atomic: a partitioned simulation completes flows from
-	// several goroutines (each flow's own state is touched by one at a time).
-	nDone atomic.Int64
+	// done counts completions from one goroutine; once Concurrent,
+	// nDone counts them instead, atomically: a partitioned simulation
+	// completes flows from several goroutines (each flow's own state is
+	// touched by one at a time). An atomic add is a barrier that waits
+	// out the cache miss on the flow's node, which an ordinary add
+	// overlaps with the work that follows.
+	done       int64
+	concurrent bool
+	nDone      atomic.Int64
 }
 
 // node is a flow's state in a Run with its successors: the successor
@@ -369,7 +375,11 @@ func (r *Run) Complete(i int32, out []int32) []int32 {
 		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ID(i)))
 	}
 	nd.waiting = -1
-	r.nDone.Add(1)
+	if r.concurrent {
+		r.nDone.Add(1)
+	} else {
+		r.done++
+	}
 	if r.early != nil {
 		return r.completeLate(i, out)
 	}
@@ -435,7 +445,14 @@ func (r *Run) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 func (d *DAG) Dependants(i int32) int { return int(d.succOff[i+1] - d.succOff[i]) }
 
 // Done is the number of flows completed.
-func (r *Run) Done() int { return int(r.nDone.Load()) }
+func (r *Run) Done() int { return int(r.done + r.nDone.Load()) }
+
+// Concurrent lets goroutines complete (and release early) different flows
+// at once from now on; call it before they start.
+func (r *Run) Concurrent() {
+	r.PrepareEarly()
+	r.concurrent = true
+}
 
 // IsDone reports whether flow i completed.
 func (r *Run) IsDone(i int32) bool { return r.nodes[i].waiting < 0 }
