@@ -444,6 +444,10 @@ func (r *Run) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 // Dependants is the number of flows that wait on flow i.
 func (d *DAG) Dependants(i int32) int { return int(d.succOff[i+1] - d.succOff[i]) }
 
+// Dependants is the number of flows that wait on flow i, read from the
+// run's record of i, which completing i reads anyway.
+func (r *Run) Dependants(i int32) int { return int(r.nodes[i].nSucc) }
+
 // Done is the number of flows completed.
 func (r *Run) Done() int { return int(r.done + r.nDone.Load()) }
 

@@ -539,7 +539,7 @@ func (sg *surrogate) restartSampling() {
 func (sg *surrogate) bypasses(i int32) (alone, ok bool) {
 	s := sg.s
 	f := s.flows
-	alone = i < f.n && f.DAG.Dependants(i) == 0
+	alone = i < f.n && f.run.Dependants(i) == 0
 	return alone, alone || f.size(i) <= int64(s.cfg.PayloadSize)
 }
 
