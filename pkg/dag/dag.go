@@ -114,12 +114,31 @@ type DAG struct {
 // Run is one execution of a DAG: which flows are done and which deps
 // they still wait on. A backend makes one per simulation.
 type Run struct {
-	d       *DAG
-	waiting []int32 // deps not yet done, per flow; -1 once the flow is done
-	early   []bool  // per successor edge: released by ReleaseEarly
-	// nDone is atomic: a partitioned simulation completes flows from
-	// several goroutines (each flow's own state is touched by one at a time).
-	nDone atomic.Int64
+	d *DAG
+	// nodes is per flow what Complete reads and writes, in one place:
+	// flows complete in simulated-time order, which the input's order
+	// need not follow (a pattern lists each source's messages in turn),
+	// so each array Complete touched cost a cache miss a flow.
+	nodes []node
+	early []bool // per successor edge: released by ReleaseEarly
+	// done counts completions from one goroutine; once Concurrent,
+	// nDone counts them instead, atomically: a partitioned simulation
+	// completes flows from several goroutines (each flow's own state is
+	// touched by one at a time). An atomic add is a barrier that waits
+	// out the cache miss on the flow's node, which an ordinary add
+	// overlaps with the work that follows.
+	done       int64
+	concurrent bool
+	nDone      atomic.Int64
+}
+
+// node is a flow's state in a Run with its successors: the successor
+// itself when it has one (a delay node releasing its message, a step of a
+// chain), which spares reading the successor list.
+type node struct {
+	waiting int32 // deps not yet done; -1 once the flow is done
+	nSucc   int32
+	succ    int32 // the successor when nSucc == 1, else the first's index in DAG.succ
 }
 
 // idIndex maps ids to indexes: identity when ids are 0..N-1 in order, a
@@ -299,9 +318,14 @@ func (d *DAG) checkAcyclic(wait []int32) error {
 // NewRun starts an execution of the DAG: no flow done, the flows of Ready
 // ready.
 func (d *DAG) NewRun() *Run {
-	r := &Run{d: d, waiting: make([]int32, d.n)}
-	for i := range r.waiting {
-		r.waiting[i] = d.depOff[i+1] - d.depOff[i]
+	r := &Run{d: d, nodes: make([]node, d.n)}
+	for i := range r.nodes {
+		lo, hi := d.succOff[i], d.succOff[i+1]
+		nd := node{waiting: d.depOff[i+1] - d.depOff[i], nSucc: hi - lo, succ: lo}
+		if hi-lo == 1 {
+			nd.succ = d.succ[lo]
+		}
+		r.nodes[i] = nd
 	}
 	return r
 }
@@ -346,17 +370,47 @@ func (d *DAG) Ready() []int32 { return d.ready }
 // or one that was not ready panics: that is a backend bug, not bad input.
 func (r *Run) Complete(i int32, out []int32) []int32 {
 	d := r.d
-	if r.waiting[i] != 0 {
+	nd := &r.nodes[i]
+	if nd.waiting != 0 {
 		panic(fmt.Sprintf("dag: flow %d completed twice or before its deps", d.ID(i)))
 	}
-	r.waiting[i] = -1
-	r.nDone.Add(1)
+	nd.waiting = -1
+	if r.concurrent {
+		r.nDone.Add(1)
+	} else {
+		r.done++
+	}
+	if r.early != nil {
+		return r.completeLate(i, out)
+	}
+	switch nd.nSucc {
+	case 0:
+		return out
+	case 1:
+		s := nd.succ
+		if r.nodes[s].waiting--; r.nodes[s].waiting == 0 {
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, s := range d.succ[nd.succ : nd.succ+nd.nSucc] {
+		if r.nodes[s].waiting--; r.nodes[s].waiting == 0 {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// completeLate is Complete's release once ReleaseEarly may have released
+// some of flow i's dependants already.
+func (r *Run) completeLate(i int32, out []int32) []int32 {
+	d := r.d
 	for k := d.succOff[i]; k < d.succOff[i+1]; k++ {
-		if r.early != nil && r.early[k] {
+		if r.early[k] {
 			continue // released already by ReleaseEarly
 		}
 		s := d.succ[k]
-		if r.waiting[s]--; r.waiting[s] == 0 {
+		if r.nodes[s].waiting--; r.nodes[s].waiting == 0 {
 			out = append(out, s)
 		}
 	}
@@ -370,7 +424,7 @@ func (r *Run) Complete(i int32, out []int32) []int32 {
 // sender's own next step waits for the last ACK.
 func (r *Run) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int32 {
 	d := r.d
-	if r.waiting[i] != 0 {
+	if r.nodes[i].waiting != 0 {
 		panic(fmt.Sprintf("dag: flow %d released before it started or after it completed", d.ID(i)))
 	}
 	r.PrepareEarly()
@@ -380,7 +434,7 @@ func (r *Run) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 			continue
 		}
 		r.early[k] = true
-		if r.waiting[s]--; r.waiting[s] == 0 {
+		if r.nodes[s].waiting--; r.nodes[s].waiting == 0 {
 			out = append(out, s)
 		}
 	}
@@ -390,17 +444,28 @@ func (r *Run) ReleaseEarly(i int32, keep func(s int32) bool, out []int32) []int3
 // Dependants is the number of flows that wait on flow i.
 func (d *DAG) Dependants(i int32) int { return int(d.succOff[i+1] - d.succOff[i]) }
 
+// Dependants is the number of flows that wait on flow i, read from the
+// run's record of i, which completing i reads anyway.
+func (r *Run) Dependants(i int32) int { return int(r.nodes[i].nSucc) }
+
 // Done is the number of flows completed.
-func (r *Run) Done() int { return int(r.nDone.Load()) }
+func (r *Run) Done() int { return int(r.done + r.nDone.Load()) }
+
+// Concurrent lets goroutines complete (and release early) different flows
+// at once from now on; call it before they start.
+func (r *Run) Concurrent() {
+	r.PrepareEarly()
+	r.concurrent = true
+}
 
 // IsDone reports whether flow i completed.
-func (r *Run) IsDone(i int32) bool { return r.waiting[i] < 0 }
+func (r *Run) IsDone(i int32) bool { return r.nodes[i].waiting < 0 }
 
 // Stuck returns a flow that was never completed, for a deadlock message
 // from a backend that stopped early; ok is false when every flow is done.
 func (r *Run) Stuck() (i int32, ok bool) {
-	for k, w := range r.waiting {
-		if w >= 0 {
+	for k := range r.nodes {
+		if r.nodes[k].waiting >= 0 {
 			return int32(k), true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -217,5 +218,55 @@ func TestOrderedIDs(t *testing.T) {
 				t.Fatalf("last id %d: Index(%d) = %d, %v", last, want, j, ok)
 			}
 		}
+	}
+}
+
+// TestConcurrent completes flows from one goroutine, then, once
+// Concurrent, two chains from two goroutines at once: every flow counts
+// once, and each chain is released in order.
+func TestConcurrent(t *testing.T) {
+	const n = 1000 // flows per chain: chain c is ids c, c+2, c+4, ...
+	var flows []fl
+	for i := int64(0); i < 2*n; i++ {
+		var deps []int64
+		if i >= 2 {
+			deps = []int64{i - 2}
+		}
+		flows = append(flows, fl{i, deps})
+	}
+	d, err := build(t, flows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := d.NewRun()
+	next := [2]int32{}
+	for c := range next {
+		next[c] = r.Complete(int32(c), nil)[0] // one goroutine: the chains' heads
+	}
+	r.Concurrent()
+	var wg sync.WaitGroup
+	for c := range next {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, k := next[c], 1; ; k++ {
+				if want := int32(c + 2*k); i != want {
+					t.Errorf("chain %d released %d, want %d", c, i, want)
+					return
+				}
+				out := r.Complete(i, nil)
+				if len(out) == 0 {
+					return
+				}
+				i = out[0]
+			}
+		}()
+	}
+	wg.Wait()
+	if r.Done() != 2*n {
+		t.Errorf("done %d, want %d", r.Done(), 2*n)
+	}
+	if _, stuck := r.Stuck(); stuck {
+		t.Error("a flow left undone")
 	}
 }

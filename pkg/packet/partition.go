@@ -439,7 +439,7 @@ func (s *Sim) runPartitioned() error {
 		return err
 	}
 	s.prepare()
-	s.flows.run.PrepareEarly()
+	s.flows.run.Concurrent()
 	for _, c := range sims {
 		// What the flows released with the run send is read in the first
 		// window (parity 0 reads parity 1), and counts for its start.

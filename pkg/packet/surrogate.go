@@ -539,7 +539,7 @@ func (sg *surrogate) restartSampling() {
 func (sg *surrogate) bypasses(i int32) (alone, ok bool) {
 	s := sg.s
 	f := s.flows
-	alone = i < f.n && f.DAG.Dependants(i) == 0
+	alone = i < f.n && f.run.Dependants(i) == 0
 	return alone, alone || f.size(i) <= int64(s.cfg.PayloadSize)
 }
 
@@ -625,7 +625,7 @@ func (sg *surrogate) nicBacklogs() {
 // pair and NIC port choice (a hashed port is the pair's first transfer's;
 // a failed link clears them): the latencies measured for the pair's data
 // and acknowledgement classes, or the unloaded path's where none was.
-func (sg *surrogate) pairPrediction(i, src, dst int32) (pairPrediction, error) {
+func (sg *surrogate) pairPrediction(i, src, dst int32) (*pairPrediction, error) {
 	s := sg.s
 	port := s.flows.port(i, 0)
 	if pp, ok := sg.pairs.get(src, dst, port); ok {
@@ -633,10 +633,10 @@ func (sg *surrogate) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	}
 	h := route.QPHash(src, dst, s.flows.id(i), 0, s.seed)
 	if err := s.fab.route(&s.fab.fwd, &s.fab.fwdLen, src, dst, h, port); err != nil {
-		return pairPrediction{}, err
+		return nil, err
 	}
 	if err := s.fab.route(&s.fab.rev, &s.fab.revLen, dst, src, h^0x5bd1e995, -1); err != nil {
-		return pairPrediction{}, fmt.Errorf("acknowledgements: %v", err)
+		return nil, fmt.Errorf("acknowledgements: %v", err)
 	}
 	fwd, rev := s.fab.fwd[:s.fab.fwdLen], s.fab.rev[:s.fab.revLen]
 	pp := pairPrediction{port: int32(fwd[0]), ideal: s.fab.idealPath(fwd, rev)}
@@ -644,7 +644,7 @@ func (sg *surrogate) pairPrediction(i, src, dst int32) (pairPrediction, error) {
 	pp.data = sg.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 	pp.ack = sg.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
 	sg.pairs.put(src, dst, port, pp)
-	return pp, nil
+	return &pp, nil
 }
 
 // onBypass delivers a packet that skipped the fabric; with zombie set, a
