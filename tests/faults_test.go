@@ -154,8 +154,12 @@ func TestFaultsLinkDownMidCollective(t *testing.T) {
 	if b1 := endNs(rowsOf(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw", "--link-down", "16-24"))); b1 != t1 {
 		t.Errorf("busbw, link down from the start: %d ns, fluid %d", b1, t1)
 	}
-	if b := endNs(rowsOf(t, mustRun(t, st, "flowsim-analytical", "--model", "busbw", "--link-down", "16-24@100us"))); b != t0 {
+	r := run(t, st, "flowsim-analytical", "--model", "busbw", "--link-down", "16-24@100us")
+	if b := endNs(rowsOf(t, r.stdout)); b != t0 {
 		t.Errorf("busbw, link down at 100 us: %d ns, want the healthy %d (the collective was in flight)", b, t0)
+	}
+	if !strings.Contains(string(r.stderr), "COLL nodes then in flight keep the time they were priced at") {
+		t.Errorf("busbw, link down at 100 us: stderr does not say the collective in flight ignored it:\n%s", r.stderr)
 	}
 	for _, at := range []int64{100_000, 600_000} {
 		got := endNs(rowsOf(t, mustRun(t, st, "flowsim-analytical", "--link-down", fmt.Sprintf("16-24@%dns", at))))

@@ -406,10 +406,12 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 				if err := e.linkDown(ev.Target); err != nil {
 					return e.res, err
 				}
+				e.busbwFaultNote()
 			case evScale:
 				if err := e.linkScale(ev.Target, e.opt.Faults.Scale[ev.Arg].Factor); err != nil {
 					return e.res, err
 				}
+				e.busbwFaultNote()
 			case evDrained:
 				if f := e.fl; f.slots[ev.Target].gen == ev.Arg {
 					s := &f.slots[ev.Target]

@@ -163,6 +163,7 @@ func (fs *Faults) params(p map[string]any) {
 // failures is the engine's record of failed links and flows.
 type failures struct {
 	down    int      // links down so far
+	noted   bool     // busbwFaultNote said its piece
 	names   []string // their names
 	flows   map[int32]bool
 	count   int   // failed trace rows
@@ -458,4 +459,16 @@ func (e *engine) linkScale(li int32, factor float64) error {
 		return e.share.reprice(e)
 	}
 	return nil
+}
+
+// busbwFaultNote says, once, that busbw left the COLL nodes in flight at
+// a fault at the time they were priced at: without it a busbw run with a
+// mid-run fault would read as if every collective had seen it.
+func (e *engine) busbwFaultNote() {
+	if e.opt.Model != Busbw || e.opt.Expand || e.in.CollNodes == 0 || e.now == 0 || e.fail.noted {
+		return
+	}
+	e.fail.noted = true
+	e.res.Warnings = append(e.res.Warnings, fmt.Sprintf(
+		"busbw: a link changed at %v; COLL nodes then in flight keep the time they were priced at (--model fluid re-prices them)", e.now))
 }
