@@ -17,6 +17,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/outfile"
 	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/roofline"
 	"github.com/fabricsim/fabricsim/pkg/serve"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
@@ -121,7 +122,7 @@ func (c *command) run() error {
 	if err != nil {
 		return err
 	}
-	roof, err := serve.RooflineFor(t.GPUType)
+	roof, err := roofline.For(t.GPUType)
 	if c.PeakTFLOPs > 0 {
 		roof.PeakFLOPs = c.PeakTFLOPs * 1e12
 	}

@@ -8,9 +8,6 @@ import "github.com/fabricsim/fabricsim/pkg/roofline"
 // for one batch, so PP does not divide it).
 type Roofline = roofline.Roof
 
-// RooflineFor returns the roofline of a GPU type.
-func RooflineFor(gpuType string) (Roofline, error) { return roofline.For(gpuType) }
-
 // iterationSeconds is the roofline time in seconds of work w on tp GPUs.
 func iterationSeconds(r Roofline, w Work, tp int) float64 {
 	return r.Seconds(w.FLOPs/float64(tp), w.Bytes/float64(tp))
