@@ -10,11 +10,13 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/chakrarun"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/roofline"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // runChakra decomposes the --chakra traces into the stream.
-func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.ServerModel, fab collective.Fabric, opt collective.Options) error {
+func (c *command) runChakra(top *stream.Topology, fwd []rec, model nccl.ServerModel, fab collective.Fabric, opt collective.Options) error {
 	var groups *chakra.Groups
 	if c.CommGroups != "" {
 		f, err := os.Open(c.CommGroups)
@@ -36,7 +38,7 @@ func (c *command) runChakra(top *stream.Topology, fwd []rec, model collective.Se
 	if err != nil {
 		return err
 	}
-	layout, err := collective.NewLayout(top.GPUs, 1, top.GPUs, 1, 1)
+	layout, err := workload.NewLayout(top.GPUs, 1, top.GPUs, 1, 1)
 	if err != nil {
 		return err
 	}

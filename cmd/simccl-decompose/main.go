@@ -18,8 +18,10 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/chakrarun"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 type command struct {
@@ -185,7 +187,7 @@ func (c *command) options() (collective.Options, error) {
 	return opt, nil
 }
 
-func (c *command) workload() (*collective.Workload, error) {
+func (c *command) workload() (*workload.Workload, error) {
 	switch {
 	case c.Workload != "" && c.Op != "":
 		return nil, cli.Usagef("give either --workload or --op, not both")
@@ -199,9 +201,9 @@ func (c *command) workload() (*collective.Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		return collective.ReadWorkloadLimit(f, c.Workload, mem)
+		return workload.ReadLimit(f, c.Workload, mem)
 	case c.Op != "":
-		op, err := collective.ParseOp(c.Op)
+		op, err := nccl.ParseOp(c.Op)
 		if err != nil {
 			return nil, err
 		}
@@ -216,10 +218,10 @@ func (c *command) workload() (*collective.Workload, error) {
 		case c.Sweep != "":
 			// Sizes depend on the group's size: sweepSizes fills them in
 			// once the layout is known.
-			if _, err := collective.ParseSweep(c.Sweep); err != nil {
+			if _, err := workload.ParseSweep(c.Sweep); err != nil {
 				return nil, fmt.Errorf("--sweep %v", err)
 			}
-			return &collective.Workload{}, nil
+			return &workload.Workload{}, nil
 		case c.Size == nil:
 			return nil, cli.Usagef("--op needs --size (or --sweep)")
 		case *c.Size <= 0:
@@ -227,15 +229,15 @@ func (c *command) workload() (*collective.Workload, error) {
 		case int64(*c.Size)%elem != 0:
 			return nil, fmt.Errorf("--size %d is not a multiple of the %d-byte %s element (--dtype)", int64(*c.Size), elem, c.DType)
 		}
-		return &collective.Workload{Steps: []collective.Step{{Op: op, Size: int64(*c.Size), Group: g, Label: string(op)}}}, nil
+		return &workload.Workload{Steps: []workload.Step{{Op: op, Size: int64(*c.Size), Group: g, Label: string(op)}}}, nil
 	}
 	return nil, cli.Usagef("nothing to decompose: give --workload FILE or --op OP --size SIZE")
 }
 
 // sweepSizes builds the --sweep workload for the layout's group size.
-func (c *command) sweepSizes(l collective.Layout) (*collective.Workload, error) {
-	op, _ := collective.ParseOp(c.Op)
-	sw, _ := collective.ParseSweep(c.Sweep)
+func (c *command) sweepSizes(l workload.Layout) (*workload.Workload, error) {
+	op, _ := nccl.ParseOp(c.Op)
+	sw, _ := workload.ParseSweep(c.Sweep)
 	g := strings.ToUpper(c.Group)
 	groups, err := l.Groups(g)
 	if err != nil {
@@ -245,7 +247,7 @@ func (c *command) sweepSizes(l collective.Layout) (*collective.Workload, error) 
 	if err != nil {
 		return nil, fmt.Errorf("--sweep %s: %v (--dtype %s)", c.Sweep, err, c.DType)
 	}
-	return collective.SweepWorkload(op, g, sizes), nil
+	return workload.FromSweep(op, g, sizes), nil
 }
 
 func (c *command) run() (err error) {
@@ -269,7 +271,7 @@ func (c *command) run() (err error) {
 		return cli.Usagef("--job tags a workload's stream (--workload or --op)")
 	}
 	traffic := c.Pattern != "" || c.FromHtsim != ""
-	var w *collective.Workload
+	var w *workload.Workload
 	switch {
 	case c.Pattern != "" && c.FromHtsim != "":
 		return cli.Usagef("give either --pattern or --from-htsim, not both")
@@ -383,11 +385,11 @@ func (c *command) run() (err error) {
 	}
 	// Prefer NCCL's own path computation (ncclpath) over the topology's
 	// fixed assumptions; the model treats all servers like server 0.
-	var model collective.ServerModel
-	if p := collective.PathsOf(paths, 0); p != nil {
-		model, err = collective.ModelFromPaths(p, &modelTopo)
+	var model nccl.ServerModel
+	if p := nccl.PathsOf(paths, 0); p != nil {
+		model, err = nccl.ModelFromPaths(p, &modelTopo)
 	} else {
-		model, err = collective.ModelFromTopology(&modelTopo)
+		model, err = nccl.ModelFromTopology(&modelTopo)
 	}
 	if err != nil {
 		return err
@@ -410,9 +412,9 @@ func (c *command) run() (err error) {
 	if err != nil {
 		return err
 	}
-	layout, err := collective.NewLayout(world, tp, dp, pp, ep)
+	layout, err := workload.NewLayout(world, tp, dp, pp, ep)
 	if err != nil {
-		if m := w.Model; m != nil && c.PP == 0 && pp > 1 && world%pp != 0 {
+		if m := w.AICB; m != nil && c.PP == 0 && pp > 1 && world%pp != 0 {
 			whose := "topology's"
 			if c.Place != "" {
 				whose = "job's"
@@ -542,8 +544,8 @@ func (c *command) memory() (int64, error) {
 
 // schedule rebuilds a SimAI/AICB workload's pipeline schedule for the
 // layout's stages and the --ga and --vpp flags, and passes its warnings on.
-func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
-	m := w.Model
+func (c *command) schedule(w *workload.Workload, l workload.Layout) error {
+	m := w.AICB
 	if m == nil {
 		if c.GA != 0 || c.VPP != 0 {
 			return cli.Usagef("--ga and --vpp schedule a SimAI/AICB workload's pipeline; give --workload with such a file")
@@ -574,7 +576,7 @@ func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
 		return err
 	}
 	steps, err := m.ScheduleLimit(l.PP, ga, vpp, mem)
-	var fe *collective.FieldError
+	var fe *workload.FieldError
 	if errors.As(err, &fe) {
 		return cli.Usagef("--%s: %v (workload %s)", fe.Field, fe.Err, m.File)
 	}
@@ -588,7 +590,7 @@ func (c *command) schedule(w *collective.Workload, l collective.Layout) error {
 // jobSize parses --place and gives the job's size: the topology's GPUs
 // without --place; with it, the GPU list's length, else tp x dp x pp when
 // --dp is given, else the workload's all_gpus, else the topology's GPUs.
-func (c *command) jobSize(w *collective.Workload, top *stream.Topology, tp, pp int) (collective.Placement, int, error) {
+func (c *command) jobSize(w *workload.Workload, top *stream.Topology, tp, pp int) (collective.Placement, int, error) {
 	if c.Place == "" {
 		return collective.Placement{}, top.GPUs, nil
 	}
@@ -597,9 +599,9 @@ func (c *command) jobSize(w *collective.Workload, top *stream.Topology, tp, pp i
 		return p, 0, fmt.Errorf("--place: %v", err)
 	}
 	world := top.GPUs
-	switch m := w.Model; {
+	switch m := w.AICB; {
 	case p.Policy == "":
-		if err := collective.CheckPlacement(p.GPUs, top.GPUs); err != nil {
+		if err := workload.CheckPlacement(p.GPUs, top.GPUs); err != nil {
 			return p, 0, fmt.Errorf("--place %s: %v", c.Place, err)
 		}
 		world = len(p.GPUs)
@@ -649,7 +651,7 @@ func (discard) Flow(*stream.Flow) error { return nil }
 
 // newDecomposer plans with NCCL's model on fab's servers and lays the
 // collectives out as layout says.
-func newDecomposer(model collective.ServerModel, fab collective.Fabric, layout collective.Layout, opt collective.Options) (*collective.Decomposer, error) {
+func newDecomposer(model nccl.ServerModel, fab collective.Fabric, layout workload.Layout, opt collective.Options) (*collective.Decomposer, error) {
 	planner, err := collective.NewPlanner(model, fab, opt)
 	if err != nil {
 		return nil, err

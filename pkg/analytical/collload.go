@@ -10,6 +10,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/linkload"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
@@ -162,7 +163,7 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	for _, id := range g.Siblings {
 		groups = append(groups, c.in.Groups[id].Ranks)
 	}
-	if n := int64(len(g.Ranks)); n*n*int64(len(groups)) > maxPricedPairs && (sp.Algo == collective.AlgoDirect || sp.Algo == collective.AlgoPXN) {
+	if n := int64(len(g.Ranks)); n*n*int64(len(groups)) > maxPricedPairs && (sp.Algo == nccl.AlgoDirect || sp.Algo == nccl.AlgoPXN) {
 		return nil, fmt.Errorf("%d groups of %d ranks are more than %d rank pairs", len(groups), n, maxPricedPairs)
 	}
 	// The pairs are gathered in a slice and merged after a stable sort,
@@ -231,8 +232,8 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		c.load[l] = 0
 	}
 	if c.policy.Hashed() {
-		pipelined := sp.Algo != collective.AlgoDirect && sp.Algo != collective.AlgoPXN && sp.Algo != collective.AlgoP2P
-		if sp.Algo == collective.AlgoPXN && co.Cut != nil {
+		pipelined := sp.Algo != nccl.AlgoDirect && sp.Algo != nccl.AlgoPXN && sp.Algo != nccl.AlgoP2P
+		if sp.Algo == nccl.AlgoPXN && co.Cut != nil {
 			// PXN's transfers go in pieces, each hashed anew, when a
 			// server's ranks hand them off (collective.PXNPieces).
 			local := 0

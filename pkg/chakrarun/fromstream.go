@@ -9,7 +9,8 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/chakra/etpb"
-	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // CollectiveStream is a collective-granularity stream's records
@@ -114,7 +115,7 @@ func WriteCollectiveStream(s *CollectiveStream, prefix string) ([]string, error)
 			return nil, errf(f.ID, "collective", "collective %d has no record in the stream", f.Collective)
 		}
 		c := &s.Colls[ci]
-		switch collective.Op(c.Op) {
+		switch nccl.Op(c.Op) {
 		case stream.OpCompute:
 			if f.Size != 0 {
 				return nil, errf(f.ID, "size", "%d bytes in a compute phase", f.Size)
@@ -122,7 +123,7 @@ func WriteCollectiveStream(s *CollectiveStream, prefix string) ([]string, error)
 			unitOf[f.ID] = len(units)
 			units = append(units, sUnit{kind: sComp, rep: f.Src, coll: ci, delayPs: f.DelayPs, deps: deps, flowFirst: f.ID})
 			continue
-		case collective.SendRecv:
+		case nccl.SendRecv:
 			u, ok := byColl[ci]
 			if !ok {
 				u = len(units)
@@ -155,7 +156,7 @@ func WriteCollectiveStream(s *CollectiveStream, prefix string) ([]string, error)
 		if f.ConnType != stream.ConnColl && f.ConnType != stream.ConnDelay {
 			return nil, errf(f.ID, "conn_type", "%s of collective %d (%s): a flow-granularity stream; Chakra is written from a collective-granularity one (--granularity collective) or from the workload (--workload, --op)", f.ConnType, c.ID, c.Op)
 		}
-		if _, ok := commType[collective.Op(c.Op)]; !ok {
+		if _, ok := commType[nccl.Op(c.Op)]; !ok {
 			return nil, errf(f.ID, "collective", "collective %d: %s has no Chakra collective type", c.ID, c.Op)
 		}
 		if u, ok := byColl[ci]; ok {
@@ -359,7 +360,7 @@ func WriteCollectiveStream(s *CollectiveStream, prefix string) ([]string, error)
 			for _, r := range stages[stageOf[un.rep]] {
 				g := in[r]
 				nodes[r] = append(nodes[r], &etpb.Node{Id: id, Name: label(un, string(c.Op)), Type: etpb.NodeType_COMM_COLL_NODE, CtrlDeps: ids(un.deps),
-					Attr: []*etpb.AttributeProto{chakra.Bool("is_cpu_op", false), chakra.Int("comm_type", int64(commType[collective.Op(c.Op)])), chakra.Int("comm_size", c.Size),
+					Attr: []*etpb.AttributeProto{chakra.Bool("is_cpu_op", false), chakra.Int("comm_type", int64(commType[nccl.Op(c.Op)])), chakra.Int("comm_size", c.Size),
 						chakra.Str("pg_name", names[g]), chakra.Str("fabricsim.group_type", s.Groups[g].Type)}})
 			}
 		case sPair:
@@ -370,7 +371,7 @@ func WriteCollectiveStream(s *CollectiveStream, prefix string) ([]string, error)
 				src, dst := g.Ranks[from], g.Ranks[to]
 				attrs := func() []*etpb.AttributeProto {
 					return []*etpb.AttributeProto{chakra.Bool("is_cpu_op", false), chakra.Int("comm_src", int64(src)), chakra.Int("comm_dst", int64(dst)),
-						chakra.Int("comm_size", c.Size), chakra.Int("comm_tag", int64(u)), chakra.Str("pg_name", names[gi]), chakra.Str("fabricsim.group_type", collective.PP)}
+						chakra.Int("comm_size", c.Size), chakra.Int("comm_tag", int64(u)), chakra.Str("pg_name", names[gi]), chakra.Str("fabricsim.group_type", workload.PP)}
 				}
 				nodes[src] = append(nodes[src], &etpb.Node{Id: id, Name: label(un, "send"), Type: etpb.NodeType_COMM_SEND_NODE, CtrlDeps: ids(un.deps), Attr: attrs()})
 				nodes[dst] = append(nodes[dst], &etpb.Node{Id: id, Name: label(un, "recv"), Type: etpb.NodeType_COMM_RECV_NODE, Attr: attrs()})

@@ -16,6 +16,8 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/chakra/etpb"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 type unitKind int
@@ -215,7 +217,7 @@ func Plan(traces []*chakra.Trace, groups *chakra.Groups, d *collective.Decompose
 				}
 			} else if !ok {
 				gid = len(r.Groups)
-				r.Groups = append(r.Groups, stream.Group{ID: int64(gid), Type: collective.PP, Ranks: []int32{pk[0], pk[1]}})
+				r.Groups = append(r.Groups, stream.Group{ID: int64(gid), Type: workload.PP, Ranks: []int32{pk[0], pk[1]}})
 				pairGroup[pk] = gid
 			}
 			u := r.add(g, unit{kind: uPair, key: [2]uint64{n.ID, uint64(gid)}, nodes: []int{g}, group: gid, rec: -1})
@@ -322,27 +324,27 @@ func (r *Run) link(recv, pair int) {
 
 func groupType(t string) string {
 	switch t {
-	case collective.TP, collective.DP, collective.PP, collective.EP, collective.DPEP:
+	case workload.TP, workload.DP, workload.PP, workload.EP, workload.DPEP:
 		return t
 	}
-	return collective.DP
+	return workload.DP
 }
 
 // opOf maps a Chakra collective to fabricsim's.
-func opOf(t etpb.CollectiveCommType) (collective.Op, error) {
+func opOf(t etpb.CollectiveCommType) (nccl.Op, error) {
 	switch t {
 	case etpb.CollectiveCommType_ALL_REDUCE:
-		return collective.AllReduce, nil
+		return nccl.AllReduce, nil
 	case etpb.CollectiveCommType_ALL_GATHER:
-		return collective.AllGather, nil
+		return nccl.AllGather, nil
 	case etpb.CollectiveCommType_REDUCE_SCATTER, etpb.CollectiveCommType_REDUCE_SCATTER_BLOCK:
-		return collective.ReduceScatter, nil
+		return nccl.ReduceScatter, nil
 	case etpb.CollectiveCommType_ALL_TO_ALL:
-		return collective.AllToAll, nil
+		return nccl.AllToAll, nil
 	case etpb.CollectiveCommType_BROADCAST:
-		return collective.Broadcast, nil
+		return nccl.Broadcast, nil
 	case etpb.CollectiveCommType_REDUCE:
-		return collective.Reduce, nil
+		return nccl.Reduce, nil
 	}
 	return "", fmt.Errorf("%s has no decomposition in fabricsim (ALL_REDUCE, ALL_GATHER, REDUCE_SCATTER, ALL_TO_ALL, BROADCAST, REDUCE, GATHER, SCATTER, BARRIER do)", t)
 }
@@ -503,7 +505,7 @@ func (r *Run) records() error {
 		case uColl, uPair:
 			gr := r.Groups[un.group]
 			n := r.nodes[un.nodes[0]]
-			op, ranks := collective.SendRecv, []int32{r.rankOf[un.nodes[0]], int32(n.CommDst)}
+			op, ranks := nccl.SendRecv, []int32{r.rankOf[un.nodes[0]], int32(n.CommDst)}
 			if un.kind == uColl {
 				op, _ = opOf(n.CommType)
 				ranks = gr.Ranks
@@ -524,7 +526,7 @@ func (r *Run) records() error {
 				if n.CommType == etpb.CollectiveCommType_SCATTER {
 					ranks = []int32{root, peer}
 				}
-				c, err := r.d.NewColl(int64(len(r.Colls)), collective.SendRecv, piece(n.CommSize, len(gr.Ranks), i+1), gr.Type, gr.ID, ranks,
+				c, err := r.d.NewColl(int64(len(r.Colls)), nccl.SendRecv, piece(n.CommSize, len(gr.Ranks), i+1), gr.Type, gr.ID, ranks,
 					fmt.Sprintf("%s (%s, rank %d)", n.Name, strings.ToLower(n.CommType.String()), peer))
 				if err != nil {
 					return r.wrap(&nodeErr{un.nodes[0], "attr comm_size", err})

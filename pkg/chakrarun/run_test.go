@@ -13,8 +13,10 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/roofline"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 type collect struct{ flows []stream.Flow }
@@ -26,13 +28,13 @@ func (c *collect) Flow(f *stream.Flow) error {
 	return nil
 }
 
-func decomposer(t testing.TB, p topo.Params, l func(gpus int) collective.Layout) *collective.Decomposer {
+func decomposer(t testing.TB, p topo.Params, l func(gpus int) workload.Layout) *collective.Decomposer {
 	t.Helper()
 	tp, _, err := topo.Generate(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := collective.ModelFromTopology(tp)
+	m, err := nccl.ModelFromTopology(tp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,14 +98,14 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			w, err := collective.ReadWorkload(f, tc.file)
+			w, err := workload.Read(f, tc.file)
 			f.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
 			p := topo.Params{Family: "spectrum-x", GPUs: tc.gpus}
-			layout := func(g int) collective.Layout {
-				l, err := collective.NewLayout(g, tc.tp, 0, tc.pp, tc.ep)
+			layout := func(g int) workload.Layout {
+				l, err := workload.NewLayout(g, tc.tp, 0, tc.pp, tc.ep)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -122,7 +124,7 @@ func TestRoundTrip(t *testing.T) {
 			if _, err := WriteWorkload(w, d.Layout, prefix); err != nil {
 				t.Fatal(err)
 			}
-			d2 := decomposer(t, p, func(g int) collective.Layout { l, _ := collective.NewLayout(g, 1, g, 1, 1); return l })
+			d2 := decomposer(t, p, func(g int) workload.Layout { l, _ := workload.NewLayout(g, 1, g, 1, 1); return l })
 			r, got := runChakra(t, d2, prefix, GroupsFile(prefix))
 			if !reflect.DeepEqual(r.Groups, d.Groups()) {
 				t.Fatalf("groups differ:\n got %v\nwant %v", r.Groups, d.Groups())
@@ -153,7 +155,7 @@ func TestRoundTrip(t *testing.T) {
 // FuzzPlan: two ranks' traces, whatever they hold, plan and emit or fail
 // with an error; never a panic.
 func FuzzPlan(f *testing.F) {
-	d := decomposer(f, topo.Params{Family: "fat-tree", GPUs: 4, GPUsPerServer: 1}, func(g int) collective.Layout { l, _ := collective.NewLayout(g, 1, g, 1, 1); return l })
+	d := decomposer(f, topo.Params{Family: "fat-tree", GPUs: 4, GPUsPerServer: 1}, func(g int) workload.Layout { l, _ := workload.NewLayout(g, 1, g, 1, 1); return l })
 	for _, p := range []string{"custom_ring_allreduce_8npus_1MB/custom_allreduce.", "microbenchmarks/all_reduce/4npus_1MB/all_reduce."} {
 		a, err := os.ReadFile("../../tests/testdata/chakra/" + p + "0.et")
 		if err != nil {

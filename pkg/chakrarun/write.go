@@ -10,7 +10,8 @@ import (
 
 	"github.com/fabricsim/fabricsim/pkg/chakra"
 	"github.com/fabricsim/fabricsim/pkg/chakra/etpb"
-	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // Version is the Chakra schema version the written traces declare (that
@@ -21,10 +22,10 @@ const Version = "0.0.4"
 func GroupsFile(prefix string) string { return prefix + ".comm_groups.json" }
 
 // commType is the Chakra collective of fabricsim's op.
-var commType = map[collective.Op]etpb.CollectiveCommType{
-	collective.AllReduce: etpb.CollectiveCommType_ALL_REDUCE, collective.AllGather: etpb.CollectiveCommType_ALL_GATHER,
-	collective.ReduceScatter: etpb.CollectiveCommType_REDUCE_SCATTER, collective.AllToAll: etpb.CollectiveCommType_ALL_TO_ALL,
-	collective.Broadcast: etpb.CollectiveCommType_BROADCAST, collective.Reduce: etpb.CollectiveCommType_REDUCE,
+var commType = map[nccl.Op]etpb.CollectiveCommType{
+	nccl.AllReduce: etpb.CollectiveCommType_ALL_REDUCE, nccl.AllGather: etpb.CollectiveCommType_ALL_GATHER,
+	nccl.ReduceScatter: etpb.CollectiveCommType_REDUCE_SCATTER, nccl.AllToAll: etpb.CollectiveCommType_ALL_TO_ALL,
+	nccl.Broadcast: etpb.CollectiveCommType_BROADCAST, nccl.Reduce: etpb.CollectiveCommType_REDUCE,
 }
 
 // WriteWorkload writes workload w (scheduled for layout l) as one Chakra
@@ -38,7 +39,7 @@ var commType = map[collective.Op]etpb.CollectiveCommType{
 // barriers are BARRIER collectives on every rank. Compute times go in
 // duration_micros (rounded) and exactly in fabricsim.duration_ps; group
 // types in fabricsim.group_type. It returns the files written.
-func WriteWorkload(w *collective.Workload, l collective.Layout, prefix string) ([]string, error) {
+func WriteWorkload(w *workload.Workload, l workload.Layout, prefix string) ([]string, error) {
 	world := l.World()
 	nodes := make([][]*etpb.Node, world)
 	cursor := make([][]uint64, world)
@@ -57,7 +58,7 @@ func WriteWorkload(w *collective.Workload, l collective.Layout, prefix string) (
 	var ranks [][]int32
 	groups := map[string][][]int32{}
 	per := l.TP * l.DP
-	stageRanks := func(s collective.Step) []int32 {
+	stageRanks := func(s workload.Step) []int32 {
 		lo, hi := 0, world
 		if s.Staged {
 			lo, hi = s.Stage*per, (s.Stage+1)*per
@@ -114,14 +115,14 @@ func WriteWorkload(w *collective.Workload, l collective.Layout, prefix string) (
 				v := rs[0]
 				nodes[r] = append(nodes[r], &etpb.Node{Id: id, Name: v.name, Type: etpb.NodeType_COMM_RECV_NODE, CtrlDeps: cursor[r],
 					Attr: []*etpb.AttributeProto{chakra.Bool("is_cpu_op", false), chakra.Int("comm_src", int64(v.src)), chakra.Int("comm_dst", int64(r)),
-						chakra.Int("comm_size", v.size), chakra.Int("comm_tag", v.tag), chakra.Str("pg_name", v.pg), chakra.Str("fabricsim.group_type", collective.PP)}})
+						chakra.Int("comm_size", v.size), chakra.Int("comm_tag", v.tag), chakra.Str("pg_name", v.pg), chakra.Str("fabricsim.group_type", workload.PP)}})
 				cursor[r] = []uint64{id}
 			}
 			delete(pendRecv, s.Wait)
 			continue
 		}
 		op, ok := commType[s.Op]
-		if !ok && s.Op != collective.SendRecv {
+		if !ok && s.Op != nccl.SendRecv {
 			return nil, fmt.Errorf("step %q: %s has no Chakra collective type", s.Label, s.Op)
 		}
 		gs, ok := groups[s.Group]
@@ -137,14 +138,14 @@ func WriteWorkload(w *collective.Workload, l collective.Layout, prefix string) (
 				ranks = append(ranks, g)
 			}
 		}
-		transfer := s.Group == collective.PP && s.Staged
+		transfer := s.Group == workload.PP && s.Staged
 		if transfer {
 			for gi, g := range gs {
 				src, dst := g[s.Stage], g[s.Peer]
 				pg := strconv.Itoa(groupKey[s.Group] + gi)
 				nodes[src] = append(nodes[src], &etpb.Node{Id: id, Name: s.Label, Type: etpb.NodeType_COMM_SEND_NODE, CtrlDeps: cursor[src],
 					Attr: []*etpb.AttributeProto{chakra.Bool("is_cpu_op", false), chakra.Int("comm_src", int64(src)), chakra.Int("comm_dst", int64(dst)),
-						chakra.Int("comm_size", s.Size), chakra.Int("comm_tag", int64(si)), chakra.Str("pg_name", pg), chakra.Str("fabricsim.group_type", collective.PP)}})
+						chakra.Int("comm_size", s.Size), chakra.Int("comm_tag", int64(si)), chakra.Str("pg_name", pg), chakra.Str("fabricsim.group_type", workload.PP)}})
 				cursor[src] = []uint64{id}
 				if pendRecv[s.Tag] == nil {
 					pendRecv[s.Tag] = map[int32][]recv{}

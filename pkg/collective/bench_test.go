@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
@@ -18,7 +19,7 @@ func benchEmit(b *testing.B, gpus int, opt Options, st Step) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := ModelFromTopology(tp)
+	m, err := nccl.ModelFromTopology(tp)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,9 @@ import (
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // collect keeps the flows (copying deps, which the emitter reuses).
@@ -33,7 +35,7 @@ func newSetup(t testing.TB, p topo.Params) setup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := ModelFromTopology(tp)
+	m, err := nccl.ModelFromTopology(tp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,28 +398,13 @@ func TestAllToAllPXN(t *testing.T) {
 	}
 }
 
-// NCCL's own worked numbers for the search (NCCL_FACTS section 3.2).
-func TestSearchWorkedExamples(t *testing.T) {
-	for _, c := range []struct {
-		gpu string
-		ch  int
-		bw  float64
-	}{{"A100", 12, 20}, {"H100", 12, 30}} {
-		s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: c.gpu})
-		g := search(s.m, 1, false)
-		if g.NChannels != c.ch || g.BwIntra != c.bw {
-			t.Errorf("%s: %d channels x %g GB/s, want %d x %g", c.gpu, g.NChannels, g.BwIntra, c.ch, c.bw)
-		}
-	}
-}
-
 // The time formula by hand for 8xA100 in one server (12 channels x 20 GB/s):
 // Ring Simple AllReduce of 1 GiB: busBw 240, algBw 240*8/14, latency
 // 8.4 + 14 steps x 3.4 us = 56 us; time = 56 + 2^30/(1000*137.142857) us.
 // For 1 KiB Ring LL wins: busBw min(87.7, 240/2), latency 6.6 + 14 x 0.6.
 func TestTuningByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
-	tu := NewTuner(s.m, 8, 1)
+	tu := nccl.NewTuner(s.m, 8, 1)
 	want := 56 + float64(1<<30)/(1000*240*8.0/14)
 	if got := tu.Time(AllReduce, AlgoRing, Simple, 1<<30); math.Abs(got-want) > 1e-6 {
 		t.Errorf("ring simple 1 GiB: %g us, want %g", got, want)
@@ -442,7 +429,7 @@ func TestTuningByHand(t *testing.T) {
 	}
 	// Hopper with NVLS: large AllReduce on one server goes through the switch.
 	h := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
-	if a, _, _, _ := NewTuner(h.m, 8, 1).Select(AllReduce, 1<<30); a != AlgoNVLS {
+	if a, _, _, _ := nccl.NewTuner(h.m, 8, 1).Select(AllReduce, 1<<30); a != AlgoNVLS {
 		t.Errorf("H100 1 GiB AllReduce picked %s, want nvls", a)
 	}
 }
@@ -466,7 +453,7 @@ func TestSimAISelector(t *testing.T) {
 
 // Megatron layout, TP innermost: 8 ranks as tp 2 x dp 2 x pp 2.
 func TestLayout(t *testing.T) {
-	l, err := NewLayout(8, 2, 0, 2, 1)
+	l, err := workload.NewLayout(8, 2, 0, 2, 1)
 	if err != nil || l.DP != 2 {
 		t.Fatal(l, err)
 	}
@@ -488,7 +475,7 @@ func TestLayout(t *testing.T) {
 			}
 		}
 	}
-	l2, _ := NewLayout(16, 2, 0, 1, 2) // dp 8, ep 2: EP pairs consecutive DP ranks
+	l2, _ := workload.NewLayout(16, 2, 0, 1, 2) // dp 8, ep 2: EP pairs consecutive DP ranks
 	ep, _ := l2.Groups(EP)
 	if len(ep) != 8 || ep[0][0] != 0 || ep[0][1] != 2 {
 		t.Fatalf("EP groups %v", ep)
@@ -497,7 +484,7 @@ func TestLayout(t *testing.T) {
 	if len(dpep) != 4 || len(dpep[0]) != 4 || dpep[0][1] != 4 {
 		t.Fatalf("DP_EP groups %v", dpep)
 	}
-	if _, err := NewLayout(16, 3, 0, 1, 1); err == nil {
+	if _, err := workload.NewLayout(16, 3, 0, 1, 1); err == nil {
 		t.Fatal("tp 3 on 16 GPUs accepted")
 	}
 }
@@ -507,7 +494,7 @@ func TestWorkloads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ReadWorkload(f, "simai_microAllReduce.txt")
+	w, err := workload.Read(f, "simai_microAllReduce.txt")
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -541,14 +528,14 @@ func TestWorkloads(t *testing.T) {
 		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8\n1\nl -1 5 ALLREDUCE x 1 NONE 0 1 NONE 0 1\n", "line 3, field fwd_size"},
 	}
 	for _, b := range bad {
-		if _, err := ReadWorkload(strings.NewReader(b.text), "w"); err == nil || !strings.Contains(err.Error(), b.want) {
+		if _, err := workload.Read(strings.NewReader(b.text), "w"); err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("%q: error %v, want %q", b.text, err, b.want)
 		}
 	}
 	// SimAI reads the layers that are there when the count disagrees; so
 	// do we, with a warning (aicb's Llama-65B file announces 839, holds 33).
-	w, err = ReadWorkload(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8\n839\nl -1 5 ALLREDUCE 10 1 NONE 0 1 NONE 0 1\n"), "w")
-	if err != nil || len(w.Model.Layers) != 1 || len(w.Warnings) != 1 || !strings.Contains(w.Warnings[0], "announces 839 layers, the file has 1") {
+	w, err = workload.Read(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8\n839\nl -1 5 ALLREDUCE 10 1 NONE 0 1 NONE 0 1\n"), "w")
+	if err != nil || len(w.AICB.Layers) != 1 || len(w.Warnings) != 1 || !strings.Contains(w.Warnings[0], "announces 839 layers, the file has 1") {
 		t.Errorf("layer count mismatch: err %v, warnings %q", err, w.Warnings)
 	}
 }
@@ -558,12 +545,12 @@ func TestWorkloads(t *testing.T) {
 func TestIterationDAG(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
 	f, _ := os.Open("../../examples/workloads/simai_microAllReduce.txt")
-	w, err := ReadWorkload(f, "w")
+	w, err := workload.Read(f, "w")
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, _ := NewLayout(16, w.TP, 0, w.PP, w.EP)
+	l, _ := workload.NewLayout(16, w.TP, 0, w.PP, w.EP)
 	c, colls := s.run(t, Options{LaunchLatency: true}, l, w)
 	if len(colls) != 4 {
 		t.Fatalf("%d collectives, want 2 layers x 2 TP groups", len(colls))
@@ -754,12 +741,14 @@ func TestMSCCL(t *testing.T) {
 		if r := colls[0].Rec; r.Algorithm != "msccl" || r.Protocol != strings.ToLower(c.proto) || r.Channels != a.Channels || r.PredictedPs < 0 {
 			t.Errorf("%s: collective %+v", name, r)
 		}
+		// NCCL's launch latency of a ring kernel of the schedule's protocol.
+		base := nccl.NewTuner(s.m, c.gpus, 1).LatencyTerms(AllReduce, AlgoRing, a.Proto).Base
 		n, launches := 0, 0
 		for _, f := range col.flows {
 			switch {
 			case f.ConnType == stream.ConnMSCCL:
 				n++
-			case f.ConnType == stream.ConnDelay && f.DelayPs == int64(baseLat[AlgoRing][a.Proto]*1e6):
+			case f.ConnType == stream.ConnDelay && f.DelayPs == int64(base*1e6):
 				launches++
 			}
 		}

@@ -7,7 +7,9 @@ import (
 	"slices"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/units"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // Coll is one planned collective: its record, its group and its plan.
@@ -64,8 +66,8 @@ func NewDecomposer(f Fabric, l Layout, p *Planner) (*Decomposer, error) {
 	if l.World() > f.GPUs {
 		return nil, fmt.Errorf("parallelism covers %d ranks, the topology has %d GPUs", l.World(), f.GPUs)
 	}
-	if l.Place != nil && len(l.rankOf) != f.GPUs {
-		return nil, fmt.Errorf("the placement was made for %d GPUs, the topology has %d", len(l.rankOf), f.GPUs)
+	if l.Place != nil && l.PlacedGPUs() != f.GPUs {
+		return nil, fmt.Errorf("the placement was made for %d GPUs, the topology has %d", l.PlacedGPUs(), f.GPUs)
 	}
 	f.Job = l.Member(f.GPUs)
 	return &Decomposer{Fabric: f, Layout: l, Planner: p, sets: map[string]*groupSet{}}, nil
@@ -310,7 +312,7 @@ func (d *Decomposer) checkMemory(w *Workload) (int, error) {
 	if d.MemoryLimit <= 0 {
 		return colls, nil
 	}
-	if need := int64(len(w.Steps))*(StepBytes-CollBytes) + int64(colls)*CollBytes; need > d.MemoryLimit {
+	if need := int64(len(w.Steps))*(workload.StepBytes-CollBytes) + int64(colls)*CollBytes; need > d.MemoryLimit {
 		return 0, fmt.Errorf("the workload's %d steps make %d collectives on %d GPUs (one per group at flow granularity), about %s in memory, beyond the %s this machine has (FABRICSIM_MEMORY sets it): decompose with --granularity collective, or lower --ga or the layers",
 			len(w.Steps), colls, d.Layout.World(), units.HumanSize(need), units.HumanSize(d.MemoryLimit))
 	}
@@ -643,7 +645,7 @@ type cut struct {
 
 // cut is the decomposer's own.
 func (d *Decomposer) cut() cut {
-	return cut{f: d.Fabric, maxChunks: d.Planner.Opt.MaxChunks, nvlsEff: nvlsEfficiency(d.Planner.M.CC), msccl: d.Planner.MSCCL}
+	return cut{f: d.Fabric, maxChunks: d.Planner.Opt.MaxChunks, nvlsEff: nccl.NVLSEfficiency(d.Planner.M.CC), msccl: d.Planner.MSCCL}
 }
 
 // chunk is the bytes per channel and pipeline step of a plan that moves

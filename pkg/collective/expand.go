@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
@@ -22,7 +23,7 @@ type Expander struct {
 
 // NewExpander expands collectives on topology t.
 func NewExpander(t *stream.Topology) *Expander {
-	return &Expander{f: FabricOf(t), nvlsEff: nvlsEfficiency(topo.GPUSpecs[t.GPUType].CC)}
+	return &Expander{f: FabricOf(t), nvlsEff: nccl.NVLSEfficiency(topo.GPUSpecs[t.GPUType].CC)}
 }
 
 // Job tells the expander the GPUs the stream's job runs on: those its
@@ -112,18 +113,18 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	if rec.Cut == nil {
 		return nil, fmt.Errorf("collective %d has no cut record to expand it with (simccl-decompose --granularity collective writes one; streams from before the field lack it)", rec.ID)
 	}
-	op, err := ParseOp(rec.Op)
+	op, err := nccl.ParseOp(rec.Op)
 	if err != nil {
 		return nil, err
 	}
-	algo, err := ParseAlgo(rec.Algorithm)
+	algo, err := nccl.ParseAlgo(rec.Algorithm)
 	if err != nil {
 		return nil, err
 	}
 	if algo == AlgoMSCCL {
 		return nil, fmt.Errorf("collective %d runs an MSCCL schedule, which the stream does not carry: decompose it with --granularity flow", rec.ID)
 	}
-	proto, err := ParseProto(rec.Protocol)
+	proto, err := nccl.ParseProto(rec.Protocol)
 	if err != nil {
 		return nil, err
 	}

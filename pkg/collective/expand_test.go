@@ -9,6 +9,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // Expanding a COLL node gives the flows flow granularity writes for the
@@ -160,7 +161,7 @@ func TestFirstFlowIsFlowGranularitys(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
-		w, err := ReadWorkload(f, path)
+		w, err := workload.Read(f, path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -173,7 +174,7 @@ func TestFirstFlowIsFlowGranularitys(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.SplitN(string(simai), "\n", 19)[2:18]
-	moe, err := ReadWorkload(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 4 pp: 2 vpp: 1 ga: 2 all_gpus: 32 pp_comm 1048576\n16\n"+strings.Join(lines, "\n")), "moe")
+	moe, err := workload.Read(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 4 pp: 2 vpp: 1 ga: 2 all_gpus: 32 pp_comm 1048576\n16\n"+strings.Join(lines, "\n")), "moe")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 package collective
 
+import "github.com/fabricsim/fabricsim/pkg/nccl"
+
 // linkBwPs is the bandwidth term of collective c as flow granularity's
 // transfers make it: the bytes the decomposition puts on each GPU's
 // NVLink (to its peers and NVSwitch) and on its NIC links, each way, over
@@ -15,7 +17,7 @@ func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
 	if m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 || c.Rec.Size <= 0 {
 		return 0, false
 	}
-	sp := TrafficSpec{Op: Op(c.Rec.Op), Algo: c.Plan.Algo, Proto: c.Plan.Proto, Channels: max(c.Plan.Channels, 1), PXN: c.Plan.PXN, NVLSEff: nvlsEfficiency(m.CC)}
+	sp := TrafficSpec{Op: Op(c.Rec.Op), Algo: c.Plan.Algo, Proto: c.Plan.Proto, Channels: max(c.Plan.Channels, 1), PXN: c.Plan.PXN, NVLSEff: nccl.NVLSEfficiency(m.CC)}
 	// bytes per ps of one GPU's NVLink and of its share of the NICs
 	nv := m.NVLinkGBps * 1e-3
 	nic := 0.0

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/xmltree"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
 // MSCCLAlgo is an MSCCL algorithm (msccl-tools XML): per GPU, threadblocks
@@ -120,7 +121,7 @@ func ParseMSCCL(r io.Reader, name string) (*MSCCLAlgo, error) {
 func (a *MSCCLAlgo) algo(e *xmltree.Elem) error {
 	a.Name, _ = e.Attr("name")
 	coll, _ := e.Attr("coll")
-	op, err := ParseOp(coll)
+	op, err := nccl.ParseOp(coll)
 	if err != nil {
 		return e.Errorf("attribute \"coll\": %v", err)
 	}
@@ -133,7 +134,7 @@ func (a *MSCCLAlgo) algo(e *xmltree.Elem) error {
 	}
 	a.Proto = Simple
 	if p, _ := e.Attr("proto"); p != "" {
-		if a.Proto, err = ParseProto(p); err != nil {
+		if a.Proto, err = nccl.ParseProto(p); err != nil {
 			return e.Errorf("attribute \"proto\": %v", err)
 		}
 	}

@@ -16,18 +16,6 @@ func (f Fabric) nvswitch(server, ch int) (int32, error) {
 	return s[ch%len(s)], nil
 }
 
-// nvlsEfficiency is the share of NVLink bandwidth NVLink SHARP traffic
-// gets (NCCL 2.28's nvlsEfficiency, tuning.cc: Hopper 0.85, Blackwell
-// 0.74): the NVSwitch's in-switch reduction and multicast do not run at
-// the links' rate. The DAG carries it as wire overhead on NVLS flows, the
-// way LL's flag bytes are carried, so every backend pays it.
-func nvlsEfficiency(cc int) float64 {
-	if cc >= 100 {
-		return 0.74
-	}
-	return 0.85
-}
-
 // nvlsWire is the bytes on the NVLinks for an NVLS payload.
 func nvlsWire(payload int64, eff float64) int64 {
 	return int64(math.Ceil(float64(payload) / eff))

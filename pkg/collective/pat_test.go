@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
@@ -43,7 +44,7 @@ func TestPATBlocksAddUp(t *testing.T) {
 // leaves large ones to the ring.
 func TestPATTuningByHand(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100"})
-	tu := NewTuner(s.m, 16, 16)
+	tu := nccl.NewTuner(s.m, 16, 16)
 	for _, c := range []struct {
 		op   Op
 		p    Proto
@@ -53,7 +54,7 @@ func TestPATTuningByHand(t *testing.T) {
 			t.Errorf("16 ranks on 16 servers: PAT %s %s available %v, want %v", c.op, c.p, got, c.want)
 		}
 	}
-	if NewTuner(s.m, 128, 16).Available(AllGather, AlgoPAT, Simple) {
+	if nccl.NewTuner(s.m, 128, 16).Available(AllGather, AlgoPAT, Simple) {
 		t.Error("PAT offered with 8 GPUs per server")
 	}
 	g := tu.Ring

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 func TestParsePlacement(t *testing.T) {
@@ -28,7 +29,7 @@ func TestParsePlacement(t *testing.T) {
 // A placed layout's groups are the GPUs of its ranks; stages and
 // representatives are counted in job ranks.
 func TestLayoutPlaced(t *testing.T) {
-	l, err := NewLayout(16, 8, 0, 1, 1)
+	l, err := workload.NewLayout(16, 8, 0, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestPlacePolicies(t *testing.T) {
 	r1, _ := Placement{Policy: PlaceRandom}.Resolve(s.topo, 64, 7)
 	r2, _ := Placement{Policy: PlaceRandom}.Resolve(s.topo, 64, 7)
 	r3, _ := Placement{Policy: PlaceRandom}.Resolve(s.topo, 64, 8)
-	if !slices.Equal(r1, r2) || slices.Equal(r1, r3) || CheckPlacement(r1, 128) != nil {
+	if !slices.Equal(r1, r2) || slices.Equal(r1, r3) || workload.CheckPlacement(r1, 128) != nil {
 		t.Errorf("random: seed 7 %v / %v, seed 8 %v", r1, r2, r3)
 	}
 	if _, err := (Placement{Policy: PlaceSpread}).Resolve(s.topo, 129, 1); err == nil {
@@ -112,7 +113,7 @@ func TestPlacePolicies(t *testing.T) {
 // KeepTP refuses a TP group across servers.
 func TestKeepTP(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100"})
-	l, _ := NewLayout(16, 8, 0, 1, 1)
+	l, _ := workload.NewLayout(16, 8, 0, 1, 1)
 	for _, c := range []struct {
 		first int32
 		ok    bool
@@ -135,7 +136,7 @@ func TestKeepTP(t *testing.T) {
 // GPUs, and every flow stays on its GPUs and their NVSwitches.
 func TestDecomposePlacedPartialServers(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100"})
-	l, _ := NewLayout(8, 1, 0, 1, 1)
+	l, _ := workload.NewLayout(8, 1, 0, 1, 1)
 	place := []int32{0, 1, 2, 3, 12, 13, 14, 15} // half of server 0, half of server 1
 	pl, err := l.Placed(place, 32)
 	if err != nil {

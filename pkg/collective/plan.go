@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fabricsim/fabricsim/pkg/ncclpath"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
 // Options steer algorithm selection and decomposition.
@@ -35,7 +35,7 @@ type Options struct {
 	// ns-3 SendFlow delays every flow's send by that much and adds no
 	// other software latency, so every transfer's step latency becomes
 	// this, in place of NCCL's base and per-step latencies, and the model
-	// time counts it once per step of the algorithm (replayLatency).
+	// time counts it once per step of the algorithm (ReplayLatency).
 	SendLatPs int64
 	// Transport is the NCCL transport's slots and per-step costs
 	// (transport.go); the zero value means DefaultTransport. Off under
@@ -139,20 +139,20 @@ func NewPlanner(m ServerModel, f Fabric, opt Options) (*Planner, error) {
 		return nil, fmt.Errorf("--selector %q: nccl or simai", opt.Selector)
 	}
 	if opt.Algo != "" {
-		if _, err := ParseAlgo(opt.Algo); err != nil {
+		if _, err := nccl.ParseAlgo(opt.Algo); err != nil {
 			return nil, err
 		}
 	}
 	if opt.Proto != "" {
-		if _, err := ParseProto(opt.Proto); err != nil {
+		if _, err := nccl.ParseProto(opt.Proto); err != nil {
 			return nil, err
 		}
 	}
 	var err error
-	if p.algoOK, err = parseEnableList(opt.AlgoList, "NCCL_ALGO", func(s string) bool { _, e := ParseAlgo(s); return e == nil }); err != nil {
+	if p.algoOK, err = parseEnableList(opt.AlgoList, "NCCL_ALGO", func(s string) bool { _, e := nccl.ParseAlgo(s); return e == nil }); err != nil {
 		return nil, err
 	}
-	if p.protoOK, err = parseEnableList(opt.ProtoList, "NCCL_PROTO", func(s string) bool { _, e := ParseProto(s); return e == nil }); err != nil {
+	if p.protoOK, err = parseEnableList(opt.ProtoList, "NCCL_PROTO", func(s string) bool { _, e := nccl.ParseProto(s); return e == nil }); err != nil {
 		return nil, err
 	}
 	switch opt.PXN {
@@ -167,7 +167,7 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 	k := [2]int{nRanks, nNodes}
 	t := p.tuners[k]
 	if t == nil {
-		t = NewTuner(p.M, nRanks, nNodes)
+		t = nccl.NewTuner(p.M, nRanks, nNodes)
 		t.Enabled = func(op Op, a Algo, pr Proto) bool {
 			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
 		}
@@ -199,7 +199,7 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	// SimAI replay: the choice stands; its latency terms become the send
 	// latency, on every transfer.
 	send := float64(p.Opt.SendLatPs) / 1e6
-	lat := p.tuner(len(ranks), len(p.F.nodesOf(ranks))).replayLatency(op, pl.Algo, send)
+	lat := p.tuner(len(ranks), len(p.F.nodesOf(ranks))).ReplayLatency(op, pl.Algo, send)
 	if pl.PredictedUs > 0 {
 		pl.PredictedUs += lat - pl.Lat.Total
 	}
@@ -235,18 +235,18 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		}
 		pl.Chunk = p2pNetChunk // PXN's proxies forward in steps of this
 		if p.Opt.Algo != "" {
-			a, _ := ParseAlgo(p.Opt.Algo)
+			a, _ := nccl.ParseAlgo(p.Opt.Algo)
 			if a != AlgoDirect && a != AlgoPXN {
 				return pl, fmt.Errorf("algorithm %s does not implement %s (direct or pxn)", a, op)
 			}
 			pl.Algo = a
 		}
-		pl.Lat = p2pLat(t)
-		pl.PredictedUs = p.a2aTime(t, size, n, nNodes)
+		pl.Lat = t.P2PLatency()
+		pl.PredictedUs = nccl.AllToAllTime(p.M, t, size)
 		return pl, nil
 	case SendRecv:
 		pl.Algo, pl.Proto, pl.Channels = AlgoP2P, Simple, 1
-		pl.Lat = p2pLat(t)
+		pl.Lat = t.P2PLatency()
 		bw := p.M.GPUGPUGBps
 		if nNodes > 1 {
 			bw = p.M.GPUNICGBps
@@ -277,11 +277,11 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	} else if p.Opt.RingChannels > 0 {
 		pl.Channels = p.Opt.RingChannels
 	}
-	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
+	pl.Chunk = nccl.ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c
 	}
-	pl.Lat = t.latencyAt(op, pl.Algo, pl.Proto, size)
+	pl.Lat = t.LatencyAt(op, pl.Algo, pl.Proto, size)
 	return pl, nil
 }
 
@@ -290,13 +290,13 @@ func (p *Planner) forced(t *Tuner, op Op, size int64, pl *Plan) error {
 	best := -1.0
 	for a := AlgoTree; a <= AlgoPAT; a++ {
 		if p.Opt.Algo != "" {
-			if fa, _ := ParseAlgo(p.Opt.Algo); fa != a {
+			if fa, _ := nccl.ParseAlgo(p.Opt.Algo); fa != a {
 				continue
 			}
 		}
 		for pr := LL; pr <= Simple; pr++ {
 			if p.Opt.Proto != "" {
-				if fp, _ := ParseProto(p.Opt.Proto); fp != pr {
+				if fp, _ := nccl.ParseProto(p.Opt.Proto); fp != pr {
 					continue
 				}
 			}
@@ -349,38 +349,6 @@ func (p *Planner) simai(t *Tuner, op Op, groupType string, n int, size int64, pl
 	return nil
 }
 
-// p2pLat are the latency terms of point-to-point operations (AllToAll,
-// SendRecv), which NCCL's tuning model leaves out: a Simple ring kernel's
-// launch and one Simple ring step over NVLink (or PCIe) or the network.
-// All transfers of an AllToAll run at once, so its latency is the launch
-// plus the slowest hop.
-func p2pLat(t *Tuner) LatTerms {
-	intraHw := 0
-	if t.Ring.TypeIntra != ncclpath.PathNVL {
-		intraHw = 1
-	}
-	lt := LatTerms{Base: baseLat[AlgoRing][Simple], Intra: hwLat[intraHw][AlgoRing][Simple], Inter: hwLat[2][AlgoRing][Simple]}
-	lt.Total = lt.Base + lt.Intra
-	if t.NNodes > 1 {
-		lt.Total = lt.Base + lt.Inter
-	}
-	return lt
-}
-
-// a2aTime estimates AllToAll: the slower of the NVLink share and the NIC
-// share of one rank's traffic, plus the point-to-point latency.
-func (p *Planner) a2aTime(t *Tuner, size int64, n, nNodes int) float64 {
-	ppn := n / nNodes
-	per := float64(size) / float64(n)
-	intra := per * float64(ppn-1) / (1000 * max(p.M.GPUGPUGBps, 1e-9))
-	inter := 0.0
-	if nNodes > 1 {
-		nicPerGPU := p.M.NICGBps * float64(max(p.M.NICs, 1)) / float64(max(p.M.GPUs, 1))
-		inter = per * float64(n-ppn) / (1000 * max(nicPerGPU, 1e-9))
-	}
-	return p2pLat(t).Total + max(intra, inter)
-}
-
 // parseEnableList reads NCCL's NCCL_ALGO / NCCL_PROTO syntax:
 // "[^]a,b[;func:[^]c,d]" with case-insensitive names; the first list may
 // omit the function and then applies to all.
@@ -405,7 +373,7 @@ func parseEnableList(s, name string, valid func(string) bool) (func(op Op, v str
 		var op Op
 		list := part
 		if k := strings.Index(part, ":"); k >= 0 {
-			o, err := ParseOp(part[:k])
+			o, err := nccl.ParseOp(part[:k])
 			if err != nil {
 				return nil, fmt.Errorf("%s=%q: %v", name, s, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
@@ -23,15 +24,15 @@ type TrafficSpec struct {
 // SpecOf reads a collective record (as the stream carries it) into a
 // TrafficSpec; gpuType picks NVLS's efficiency.
 func SpecOf(c *stream.Collective, gpuType string) (TrafficSpec, error) {
-	op, err := ParseOp(c.Op)
+	op, err := nccl.ParseOp(c.Op)
 	if err != nil {
 		return TrafficSpec{}, err
 	}
-	a, err := ParseAlgo(c.Algorithm)
+	a, err := nccl.ParseAlgo(c.Algorithm)
 	if err != nil {
 		return TrafficSpec{}, err
 	}
-	sp := TrafficSpec{Op: op, Algo: a, Proto: Simple, Channels: max(c.Channels, 1), PXN: c.PXN, NVLSEff: nvlsEfficiency(topo.GPUSpecs[gpuType].CC)}
+	sp := TrafficSpec{Op: op, Algo: a, Proto: Simple, Channels: max(c.Channels, 1), PXN: c.PXN, NVLSEff: nccl.NVLSEfficiency(topo.GPUSpecs[gpuType].CC)}
 	switch strings.ToLower(c.Protocol) {
 	case "ll":
 		sp.Proto = LL

@@ -3,6 +3,7 @@ package collective
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 )
@@ -235,7 +236,7 @@ func (t Transport) Validate() error {
 	}
 	for p, us := range t.SliceUs {
 		if !(us >= 0) {
-			return fmt.Errorf("transport slice-%s %v: a cost is not negative", protoNames[p], us)
+			return fmt.Errorf("transport slice-%s %v: a cost is not negative", Proto(p), us)
 		}
 	}
 	return nil
@@ -427,7 +428,7 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		piece = (piece + ppn - 1) / ppn // each GPU carries a shard across servers
 	}
 	st := s.steps(wire(piece, pl.Proto))
-	levels := int64(log2i(max(nNodes, 1)))
+	levels := int64(bits.Len(uint(max(nNodes, 1))) - 1) // log2, rounded down
 	switch pl.Algo {
 	case AlgoTree:
 		fill = 2 * ((ppn-1)*s.intra + levels*s.inter)

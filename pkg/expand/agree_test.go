@@ -9,15 +9,17 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/analytical"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/flowset"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 // decompose writes w on tp at flow or collective granularity, as
 // simccl-decompose does, and returns the stream and each collective
 // record's step.
-func decompose(t *testing.T, tp *topo.Topology, l collective.Layout, w *collective.Workload, coll bool) ([]byte, map[int64]int) {
+func decompose(t *testing.T, tp *topo.Topology, l workload.Layout, w *workload.Workload, coll bool) ([]byte, map[int64]int) {
 	t.Helper()
-	m, err := collective.ModelFromTopology(tp)
+	m, err := nccl.ModelFromTopology(tp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +116,12 @@ func TestExpandedRoutesAsFlowGranularity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := collective.Layout{TP: 8, DP: 16, PP: 1, EP: 16}
-	w := &collective.Workload{Steps: []collective.Step{
-		{Op: collective.AllGather, Size: 8 << 20, Group: collective.TP}, {Barrier: true},
-		{Op: collective.AllToAll, Size: 16 << 20, Group: collective.EP}, {Barrier: true},
-		{Op: collective.AllReduce, Size: 64 << 20, Group: collective.DP}, {Barrier: true},
-		{Op: collective.AllToAll, Size: 32 << 20, Group: collective.EP},
+	l := workload.Layout{TP: 8, DP: 16, PP: 1, EP: 16}
+	w := &workload.Workload{Steps: []workload.Step{
+		{Op: nccl.AllGather, Size: 8 << 20, Group: workload.TP}, {Barrier: true},
+		{Op: nccl.AllToAll, Size: 16 << 20, Group: workload.EP}, {Barrier: true},
+		{Op: nccl.AllReduce, Size: 64 << 20, Group: workload.DP}, {Barrier: true},
+		{Op: nccl.AllToAll, Size: 32 << 20, Group: workload.EP},
 	}}
 	flowSt, flowStep := decompose(t, tp, l, w, false)
 	collSt, collStep := decompose(t, tp, l, w, true)

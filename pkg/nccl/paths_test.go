@@ -1,4 +1,4 @@
-package collective
+package nccl
 
 import (
 	"strings"
@@ -64,7 +64,7 @@ func TestModelFromPathsWorkedExamples(t *testing.T) {
 		}
 		// The record knows the NIC shares the GPU's PCIe switch (PIX) where
 		// the fallback assumes PXB; channels and speeds agree.
-		top := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: c.gpu}).m
+		top := topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: c.gpu})
 		for _, nn := range []int{1, 2} {
 			a, b := search(m, nn, false), search(top, nn, false)
 			if a.NChannels != b.NChannels || a.BwIntra != b.BwIntra || a.BwInter != b.BwInter {
@@ -125,46 +125,17 @@ func TestModelFromPathsErrors(t *testing.T) {
 	}
 }
 
-// With or without ncclpath in the pipeline, a cluster gets the same NICs
-// and plans: a dual-homed NIC (hpn-single-plane's two 200 Gbps ports) is
-// one 400 Gbps adapter to both models.
-func TestModelFromTopologyMatchesPaths(t *testing.T) {
-	for _, fam := range []string{topo.SpectrumX, topo.HPNSinglePlane} {
-		tp, _, err := topo.Generate(topo.Params{Family: fam, GPUs: 32, GPUType: "H100"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		fromTopo, err := ModelFromTopology(tp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		fromPaths, err := ModelFromPaths(pathsFor(t, "dgx-h100", ncclpath.Options{}), tp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fromTopo.NICs != 8 || fromTopo.NICGBps != 50 || fromPaths.NICs != fromTopo.NICs || fromPaths.NICGBps != fromTopo.NICGBps {
-			t.Errorf("%s: topology gives %d NICs x %g GB/s, paths %d x %g, want 8 x 50", fam,
-				fromTopo.NICs, fromTopo.NICGBps, fromPaths.NICs, fromPaths.NICGBps)
-		}
-		f := FabricOf(tp)
-		all := make([]int32, 32)
-		for i := range all {
-			all[i] = int32(i)
-		}
-		for _, op := range []Op{AllReduce, AllGather, AllToAll} {
-			var plans [2]Plan
-			for i, m := range []ServerModel{fromTopo, fromPaths} {
-				pl, err := NewPlanner(m, f, Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if plans[i], err = pl.Plan(op, 64<<20, DP, all); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if plans[0] != plans[1] {
-				t.Errorf("%s %s: topology plans %+v, paths %+v", fam, op, plans[0], plans[1])
-			}
-		}
+// topologyModel is the server model of a generated fabric, with no paths
+// record.
+func topologyModel(t *testing.T, p topo.Params) ServerModel {
+	t.Helper()
+	tp, _, err := topo.Generate(p)
+	if err != nil {
+		t.Fatal(err)
 	}
+	m, err := ModelFromTopology(tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }

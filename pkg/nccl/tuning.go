@@ -1,4 +1,10 @@
-package collective
+// Package nccl is NCCL as fabricsim models it: the vocabulary
+// (operations, algorithms, protocols), the server model its path
+// computation yields (server.go, paths.go), and its tuning model, the
+// graph search, bandwidths, latencies, channels and chunk sizes from which
+// it picks an algorithm and protocol (tuning.go). Decomposing a collective
+// into flows is pkg/collective's.
+package nccl
 
 import (
 	"fmt"
@@ -453,7 +459,7 @@ func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
 // 1374). NCCL 2.27's own 5/6 factor gives 612 GB/s busbw on 8 H100s.
 func (t *Tuner) nvlsAlgBw(op Op) float64 {
 	n := float64(t.NRanks)
-	bw := nvlsEfficiency(t.M.CC) * t.M.NVLinkGBps
+	bw := NVLSEfficiency(t.M.CC) * t.M.NVLinkGBps
 	switch op {
 	case AllReduce:
 		return bw * n / (n + 1)
@@ -572,13 +578,13 @@ func (t *Tuner) Time(op Op, a Algo, p Proto, nBytes int64) float64 {
 		idx := min(max(log2i(int(nBytes/64)), 0), 22)
 		bw *= treeCorrection[p][idx]
 	}
-	return t.latencyAt(op, a, p, nBytes).Total + float64(nBytes)/(1000*bw)
+	return t.LatencyAt(op, a, p, nBytes).Total + float64(nBytes)/(1000*bw)
 }
 
-// latencyAt is LatencyTerms with the ring plateau: a multi-node Simple ring
+// LatencyAt is LatencyTerms with the ring plateau: a multi-node Simple ring
 // AllReduce moving at least 64 bytes per channel and rank pays its latency
 // 1.4 times (1.9 before Ampere), every term alike.
-func (t *Tuner) latencyAt(op Op, a Algo, p Proto, nBytes int64) LatTerms {
+func (t *Tuner) LatencyAt(op Op, a Algo, p Proto, nBytes int64) LatTerms {
 	lt := t.LatencyTerms(op, a, p)
 	if a == AlgoRing && p == Simple && op == AllReduce && t.NNodes > 1 &&
 		nBytes/int64(t.RuntimeChannels(a)*t.NRanks) >= 64 {
@@ -708,12 +714,12 @@ func ChunkBytes(op Op, a Algo, p Proto, nNodes, nRanks, nc int, nBytes int64) in
 	return 512 << 10
 }
 
-// replayLatency is SimAI replay's latency in microseconds (Options.SendLatPs):
+// ReplayLatency is SimAI replay's latency in microseconds (Options.SendLatPs):
 // NCCL's latency formula with no base and every step, inside a server or
 // across, costing the send latency, and without the ring plateau factor
 // or the proxy overhead, which SimAI does not model; PXN's AllToAll pays
 // it on the NVLink hand-off and on the network send.
-func (t *Tuner) replayLatency(op Op, a Algo, send float64) float64 {
+func (t *Tuner) ReplayLatency(op Op, a Algo, send float64) float64 {
 	nNodes, ppn := t.NNodes, t.ppn()
 	switch a {
 	case AlgoTree:
@@ -733,4 +739,16 @@ func (t *Tuner) replayLatency(op Op, a Algo, send float64) float64 {
 		return 2 * send
 	}
 	return float64(nSteps(op, t.NRanks)) * send
+}
+
+// NVLSEfficiency is the share of NVLink bandwidth NVLink SHARP traffic
+// gets (NCCL 2.28's nvlsEfficiency, tuning.cc: Hopper 0.85, Blackwell
+// 0.74): the NVSwitch's in-switch reduction and multicast do not run at
+// the links' rate. The DAG carries it as wire overhead on NVLS flows, the
+// way LL's flag bytes are carried, so every backend pays it.
+func NVLSEfficiency(cc int) float64 {
+	if cc >= 100 {
+		return 0.74
+	}
+	return 0.85
 }

@@ -7,8 +7,10 @@ import (
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/dag"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/workload"
 )
 
 type flowCollect struct{ flows []stream.Flow }
@@ -23,13 +25,13 @@ func (c *flowCollect) Flow(f *stream.Flow) error {
 // microFlows decomposes SimAI's micro benchmark (TP AllReduce 1 MiB, DP
 // AllReduce 64 MiB, EP AllToAll 16 MiB) on a cluster.
 func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
-	m, _ := collective.ModelFromTopology(tp)
+	m, _ := nccl.ModelFromTopology(tp)
 	fab := collective.FabricOf(tp)
 	pl, err := collective.NewPlanner(m, fab, collective.Options{LaunchLatency: true, MaxChunks: 16})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	l, err := collective.NewLayout(tp.GPUs, tpSize, 0, 1, ep)
+	l, err := workload.NewLayout(tp.GPUs, tpSize, 0, 1, ep)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/requests"
 	"github.com/fabricsim/fabricsim/formats/stream"
-	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
@@ -61,8 +61,8 @@ type Summary struct {
 type replica struct {
 	gpus       []int32
 	spec       ReplicaSpec
-	tpTuner    *collective.Tuner
-	epTuner    *collective.Tuner
+	tpTuner    *nccl.Tuner
+	epTuner    *nccl.Tuner
 	ppHops     []hop // per stage boundary: the activations' path
 	ppPaths    [][]route.DirLink
 	id         int        // among all replicas, prefill's first (flow owner of its hops)
@@ -151,7 +151,7 @@ type sim struct {
 	cfg     Config
 	t       *stream.Topology
 	r       *route.Router
-	server  collective.ServerModel
+	server  nccl.ServerModel
 	net     *network
 	q       eventQueue
 	seq     uint64
@@ -161,7 +161,7 @@ type sim struct {
 	sum     Summary
 	reps    []*replica // prefill's, then decode's
 	flowID  int64
-	tuners  map[[2]int]*collective.Tuner
+	tuners  map[[2]int]*nccl.Tuner
 	err     error // the first error of a handler
 }
 
@@ -201,11 +201,11 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 	if err != nil {
 		return nil, Summary{}, err
 	}
-	server, err := collective.ModelFromTopology(t)
+	server, err := nccl.ModelFromTopology(t)
 	if err != nil {
 		return nil, Summary{}, err
 	}
-	s := &sim{cfg: cfg, t: t, r: r, server: server, net: newNetwork(r), tuners: map[[2]int]*collective.Tuner{}}
+	s := &sim{cfg: cfg, t: t, r: r, server: server, net: newNetwork(r), tuners: map[[2]int]*nccl.Tuner{}}
 	s.net.alone = cfg.NoContention
 	rank := 0
 	for _, grp := range []struct {
@@ -251,7 +251,7 @@ func Run(t *stream.Topology, cfg Config, reqs []Request) ([]requests.Row, Summar
 	return rows, s.sum, nil
 }
 
-func (s *sim) tuner(n int, gpus []int32) *collective.Tuner {
+func (s *sim) tuner(n int, gpus []int32) *nccl.Tuner {
 	servers := map[int32]bool{}
 	for _, g := range gpus {
 		servers[g/int32(s.t.GPUsPerServer)] = true
@@ -260,7 +260,7 @@ func (s *sim) tuner(n int, gpus []int32) *collective.Tuner {
 	if t, ok := s.tuners[key]; ok {
 		return t
 	}
-	t := collective.NewTuner(s.server, n, len(servers))
+	t := nccl.NewTuner(s.server, n, len(servers))
 	s.tuners[key] = t
 	return t
 }
@@ -726,7 +726,7 @@ func (s *sim) iterSeconds(rep *replica, newTokens, attended, ctx, seqs int64, ho
 		us, ok := rep.arCache[act]
 		if !ok {
 			var err error
-			if _, _, us, err = rep.tpTuner.Select(collective.AllReduce, act); err != nil && s.err == nil {
+			if _, _, us, err = rep.tpTuner.Select(nccl.AllReduce, act); err != nil && s.err == nil {
 				s.err = fmt.Errorf("TP AllReduce of %d bytes: %v", act, err)
 			}
 			rep.arCache[act] = us
@@ -737,7 +737,7 @@ func (s *sim) iterSeconds(rep *replica, newTokens, attended, ctx, seqs int64, ho
 		size := max(act*m.TopK/int64(rep.spec.EP), 1)
 		us, ok := rep.a2aCache[size]
 		if !ok {
-			us = collective.AllToAllTime(s.server, rep.epTuner, size)
+			us = nccl.AllToAllTime(s.server, rep.epTuner, size)
 			rep.a2aCache[size] = us
 		}
 		sec += float64(2*m.Layers) * us * 1e-6

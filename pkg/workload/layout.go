@@ -1,8 +1,4 @@
-// Package collective turns a workload into the flow DAG every backend
-// simulates: communicator groups laid out as Megatron does, NCCL-style
-// algorithm and protocol selection, and the decomposition of each
-// collective into chunked point-to-point flows with their dependencies.
-package collective
+package workload
 
 import (
 	"fmt"
@@ -85,6 +81,10 @@ func placeInverse(place []int32, gpus int) ([]int32, error) {
 	}
 	return inv, nil
 }
+
+// PlacedGPUs is the GPU count of the fabric the placement was made for (0
+// without a placement).
+func (l Layout) PlacedGPUs() int { return len(l.rankOf) }
 
 // GPU is the GPU job rank r runs on.
 func (l Layout) GPU(r int) int32 {

@@ -1,9 +1,10 @@
-package collective
+package workload
 
 import (
 	"fmt"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -17,8 +18,8 @@ type Layer struct {
 	HasFwd, HasIG, HasWG bool
 }
 
-// Model is a parsed SimAI/AICB workload: its header and its layer lines.
-type Model struct {
+// AICB is a parsed SimAI/AICB workload: its header and its layer lines.
+type AICB struct {
 	File       string
 	HeaderLine int
 	Policy     string
@@ -45,7 +46,7 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
 // whole iteration. A file without ga copies is one microbatch that every
 // microbatch runs. Among decompositions the one covering the most lines
 // wins, then the earliest.
-func (m *Model) split(ga int) (pre, post [2]int, blocks [][2]int) {
+func (m *AICB) split(ga int) (pre, post [2]int, blocks [][2]int) {
 	n := len(m.Layers)
 	if ga > 1 {
 		for p := n / ga; p >= 1; p-- {
@@ -66,7 +67,7 @@ func (m *Model) split(ga int) (pre, post [2]int, blocks [][2]int) {
 }
 
 // repeats reports whether lines i.. hold ga copies of the p names from i.
-func (m *Model) repeats(i, p, ga int) bool {
+func (m *AICB) repeats(i, p, ga int) bool {
 	for k := 1; k < ga; k++ {
 		for j := 0; j < p; j++ {
 			if m.Layers[i+k*p+j].Name != m.Layers[i+j].Name {
@@ -82,7 +83,7 @@ func (m *Model) repeats(i, p, ga int) bool {
 // name (AICB names a layer's lines attention_layer, or attention_column
 // then attention_row), or every line when no line is so named. Lines before the first start belong to the first
 // layer.
-func (m *Model) layerStarts(a, b int) []int {
+func (m *AICB) layerStarts(a, b int) []int {
 	var starts []int
 	attn := func(i int) bool { return strings.HasPrefix(m.Layers[i].Name, "attention") }
 	for i := a; i < b; i++ {
@@ -163,7 +164,7 @@ func pipelineOrder(s, p, m, v int) []unit {
 // collectives are issued on each stage's last microbatch, beside the
 // backward compute that follows them, and joined at the iteration's end;
 // the bubble is what the dependencies leave idle.
-func (m *Model) Schedule(pp, ga, vpp int) ([]Step, error) {
+func (m *AICB) Schedule(pp, ga, vpp int) ([]Step, error) {
 	return m.ScheduleLimit(pp, ga, vpp, 0)
 }
 
@@ -180,7 +181,7 @@ const StepBytes = 700
 // ScheduleLimit is Schedule that counts the steps first, holding nothing,
 // and refuses a schedule past limit bytes (0: no bound) in a moment
 // instead of dying for want of memory once built.
-func (m *Model) ScheduleLimit(pp, ga, vpp int, limit int64) ([]Step, error) {
+func (m *AICB) ScheduleLimit(pp, ga, vpp int, limit int64) ([]Step, error) {
 	if m.Policy == "MICRO" {
 		// SimAI's micro benchmark issues each layer's weight-gradient collective.
 		var steps []Step
@@ -234,7 +235,7 @@ func (m *Model) ScheduleLimit(pp, ga, vpp int, limit int64) ([]Step, error) {
 
 // build writes every stage's program, or with count only counts the
 // steps (the total, held or not).
-func (m *Model) build(pp, ga, vpp int, count bool) ([][]Step, int64, error) {
+func (m *AICB) build(pp, ga, vpp int, count bool) ([][]Step, int64, error) {
 	pre, post, blocks := m.split(ga)
 	starts := m.layerStarts(blocks[0][0], blocks[0][1])
 	if len(starts) < vpp || len(starts)%vpp != 0 {
@@ -305,7 +306,7 @@ func (m *Model) build(pp, ga, vpp int, count bool) ([][]Step, int64, error) {
 
 // scheduler writes one stage's program.
 type scheduler struct {
-	m           *Model
+	m           *AICB
 	count       bool  // only count the steps (n), keep none
 	n           int64 // steps, counted or kept
 	pp, ga, vpp int
@@ -391,7 +392,7 @@ func (b *scheduler) send(dir string, mb, from, to int) {
 	if dir == "b" {
 		what = "gradient"
 	}
-	b.add(Step{Op: SendRecv, Size: b.m.PPComm, Group: PP, Peer: to % b.pp, Tag: ppTag(dir, mb, to),
+	b.add(Step{Op: nccl.SendRecv, Size: b.m.PPComm, Group: PP, Peer: to % b.pp, Tag: ppTag(dir, mb, to),
 		Phase: "pp", Layer: -1, Microbatch: int32(mb),
 		Label: fmt.Sprintf("pp/%s/mb%d/vstage%d-%d", what, mb, from, to)})
 }

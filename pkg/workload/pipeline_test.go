@@ -1,4 +1,4 @@
-package collective
+package workload
 
 import (
 	"os"
@@ -12,7 +12,7 @@ func readModel(t *testing.T, path string) *Workload {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	w, err := ReadWorkload(f, path)
+	w, err := Read(f, path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func readModel(t *testing.T, path string) *Workload {
 // lines (cross entropy, optimizer). vpp 8 puts one layer in each chunk.
 func TestAICBLayout(t *testing.T) {
 	w := readModel(t, "../../examples/workloads/simai_workload_analytical.txt")
-	m := w.Model
+	m := w.AICB
 	if m.PP != 12 || m.VPP != 8 || m.GA != 24 || m.EP != 16 || m.TP != 2 || m.PPComm != 50331648 || m.AllGPUs != 9216 {
 		t.Fatalf("header %+v", *m)
 	}

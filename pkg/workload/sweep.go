@@ -1,4 +1,4 @@
-package collective
+package workload
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -55,7 +56,7 @@ func ParseSweep(s string) (Sweep, error) {
 // (AllGather, ReduceScatter, AllToAll) nccl-tests rounds the per-rank
 // count down, so the sizes are rounded down to a multiple of elem x ranks,
 // and a size that rounds to 0 is a no-op, as in nccl-tests' output.
-func (sw Sweep) Sizes(op Op, elem int64, ranks int) ([]int64, error) {
+func (sw Sweep) Sizes(op nccl.Op, elem int64, ranks int) ([]int64, error) {
 	for _, v := range []int64{sw.Min, sw.Max} {
 		if v%elem != 0 {
 			return nil, fmt.Errorf("size %d is not a multiple of the %d-byte element", v, elem)
@@ -63,7 +64,7 @@ func (sw Sweep) Sizes(op Op, elem int64, ranks int) ([]int64, error) {
 	}
 	unit := elem
 	switch op {
-	case AllGather, ReduceScatter, AllToAll:
+	case nccl.AllGather, nccl.ReduceScatter, nccl.AllToAll:
 		unit *= int64(max(ranks, 1))
 	}
 	var out []int64
@@ -77,9 +78,9 @@ func (sw Sweep) Sizes(op Op, elem int64, ranks int) ([]int64, error) {
 	return out, nil
 }
 
-// SweepWorkload runs op on group once per size, each after every rank has
+// FromSweep runs op on group once per size, each after every rank has
 // finished the previous one (nccl-tests times each size on its own).
-func SweepWorkload(op Op, group string, sizes []int64) *Workload {
+func FromSweep(op nccl.Op, group string, sizes []int64) *Workload {
 	w := &Workload{}
 	for _, s := range sizes {
 		w.Steps = append(w.Steps, Step{Op: op, Size: s, Group: group, Label: fmt.Sprintf("%s %s", op, units.ExactSize(s))}, Step{Barrier: true})

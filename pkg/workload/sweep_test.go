@@ -1,12 +1,11 @@
-package collective
+package workload
 
 import (
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
-	"github.com/fabricsim/fabricsim/pkg/topo"
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
 func TestParseSweep(t *testing.T) {
@@ -36,72 +35,24 @@ func TestParseSweep(t *testing.T) {
 // round down to a multiple of ranks x element, 0 where it does not fit.
 func TestSweepSizes(t *testing.T) {
 	sw := Sweep{8, 1 << 10, 4}
-	got, err := sw.Sizes(AllReduce, 4, 8)
+	got, err := sw.Sizes(nccl.AllReduce, 4, 8)
 	if want := []int64{8, 32, 128, 512}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("allreduce sizes %v, %v; want %v", got, err, want)
 	}
-	got, _ = sw.Sizes(AllGather, 4, 8)
+	got, _ = sw.Sizes(nccl.AllGather, 4, 8)
 	if want := []int64{0, 32, 128, 512}; !slices.Equal(got, want) {
 		t.Errorf("allgather sizes %v, want %v", got, want)
 	}
-	got, _ = Sweep{100, 100, 2}.Sizes(AllToAll, 4, 8)
+	got, _ = Sweep{100, 100, 2}.Sizes(nccl.AllToAll, 4, 8)
 	if want := []int64{96}; !slices.Equal(got, want) {
 		t.Errorf("alltoall sizes %v, want %v", got, want)
 	}
-	if _, err := (Sweep{6, 64, 2}).Sizes(AllReduce, 4, 8); err == nil || !strings.Contains(err.Error(), "size 6 is not a multiple of the 4-byte element") {
+	if _, err := (Sweep{6, 64, 2}).Sizes(nccl.AllReduce, 4, 8); err == nil || !strings.Contains(err.Error(), "size 6 is not a multiple of the 4-byte element") {
 		t.Errorf("odd size: %v", err)
 	}
 	// A sweep to the top of int64 ends instead of overflowing.
-	if got, err := (Sweep{1 << 61, 1<<63 - 1, 2}).Sizes(AllReduce, 1, 1); err != nil || len(got) != 2 {
+	if got, err := (Sweep{1 << 61, 1<<63 - 1, 2}).Sizes(nccl.AllReduce, 1, 1); err != nil || len(got) != 2 {
 		t.Errorf("huge sweep %v, %v", got, err)
-	}
-}
-
-// Each size of a sweep starts after every rank has finished the previous
-// one: its first transfers all wait on one join that waits on every rank's
-// exit of the previous collective. A 0-byte size is a no-op: a join per rank
-// and no transfer.
-func TestSweepBarrier(t *testing.T) {
-	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100"})
-	w := SweepWorkload(AllGather, TP, []int64{0, 1 << 20, 4 << 20})
-	col, colls := s.run(t, Options{LaunchLatency: true}, Layout{TP: 8, DP: 2, PP: 1, EP: 1}, w)
-	if len(colls) != 6 || !colls[0].Plan.NoOp || colls[2].Plan.NoOp {
-		t.Fatalf("%d collectives, plans %+v", len(colls), colls[0].Plan)
-	}
-	byID := map[int64]stream.Flow{}
-	var barriers []stream.Flow
-	transfers := map[int64]int{}
-	for _, f := range col.flows {
-		byID[f.ID] = f
-		if f.ConnType == stream.ConnDelay && f.Collective == -1 {
-			barriers = append(barriers, f)
-		}
-		if f.ConnType != stream.ConnDelay {
-			transfers[f.Collective]++
-		}
-	}
-	if transfers[0]+transfers[1] != 0 || transfers[2] == 0 {
-		t.Errorf("transfers per collective %v: the 0-byte ones have none", transfers)
-	}
-	if len(barriers) != 3 {
-		t.Fatalf("%d barriers, want one per size", len(barriers))
-	}
-	// The barrier after size 2 (collectives 2, 3) waits for all 16 ranks'
-	// exits; collective 4's launch delays all wait on it.
-	b := barriers[1]
-	ranks := map[int32]bool{}
-	for _, d := range b.Deps {
-		if f := byID[d]; f.Collective == 2 || f.Collective == 3 {
-			ranks[f.Src] = true
-		}
-	}
-	if len(ranks) != 16 {
-		t.Errorf("barrier waits on ranks %v, want all 16", ranks)
-	}
-	for _, f := range col.flows {
-		if f.Collective == 4 && f.ConnType == stream.ConnDelay && f.DelayPs > 0 && !slices.Equal(f.Deps, []int64{b.ID}) {
-			t.Errorf("launch of collective 4 on rank %d waits on %v, want the barrier %d", f.Src, f.Deps, b.ID)
-		}
 	}
 }
 
@@ -119,7 +70,7 @@ func FuzzParseSweep(f *testing.F) {
 		if sw.Min <= 0 || sw.Min > sw.Max || sw.Factor < 2 {
 			t.Fatalf("%q parsed to %+v", s, sw)
 		}
-		sizes, err := sw.Sizes(AllGather, 1, 8)
+		sizes, err := sw.Sizes(nccl.AllGather, 1, 8)
 		if err != nil {
 			return
 		}

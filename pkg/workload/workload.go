@@ -1,4 +1,9 @@
-package collective
+// Package workload is what a job runs, before any NCCL choice: SimAI/AICB
+// workload files and fabricsim's micro format read into per-stage programs
+// of steps, AICB's layer layout and its 1F1B pipeline schedule
+// (pipeline.go), nccl-tests size sweeps, and the Megatron-style rank layout
+// of the TP/DP/PP/EP groups (layout.go).
+package workload
 
 import (
 	"bufio"
@@ -8,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
@@ -15,15 +21,15 @@ import (
 // Step is one instruction of the ranks of one pipeline stage (or of every
 // rank), in program order.
 type Step struct {
-	ComputePs int64  // > 0: a compute phase of this length
-	Op        Op     // else a collective
-	Size      int64  // bytes
-	Group     string // TP, DP, PP, EP, DP_EP
-	Async     bool   // issue and continue; Wait joins it later
-	Tag       string // names an async collective (or a PP transfer) for Wait
-	Wait      string // > "": wait for the async collective with this tag
-	Barrier   bool   // every rank waits until all ranks have reached it
-	Label     string // layer and phase, for traces and summaries
+	ComputePs int64   // > 0: a compute phase of this length
+	Op        nccl.Op // else a collective
+	Size      int64   // bytes
+	Group     string  // TP, DP, PP, EP, DP_EP
+	Async     bool    // issue and continue; Wait joins it later
+	Tag       string  // names an async collective (or a PP transfer) for Wait
+	Wait      string  // > "": wait for the async collective with this tag
+	Barrier   bool    // every rank waits until all ranks have reached it
+	Label     string  // layer and phase, for traces and summaries
 
 	// Staged steps are run by the ranks of pipeline stage Stage only,
 	// others by every rank. A PP transfer (Group PP, Staged) goes from
@@ -46,23 +52,23 @@ type Workload struct {
 	PP    int
 	EP    int
 
-	// Model is the parsed SimAI/AICB file, nil for other workloads; its
+	// AICB is the parsed SimAI/AICB file, nil for other workloads; its
 	// schedule (Steps) follows PP, GA and VPP.
-	Model *Model
+	AICB *AICB
 	// Warnings are things SimAI accepts that a user should know about.
 	Warnings []string
 }
 
-// ReadWorkload reads a SimAI/AICB workload file or fabricsim's micro
+// Read reads a SimAI/AICB workload file or fabricsim's micro
 // format ("passes OP size GROUP" per line), telling them apart by the
 // first line.
-func ReadWorkload(r io.Reader, name string) (*Workload, error) {
-	return ReadWorkloadLimit(r, name, 0)
+func Read(r io.Reader, name string) (*Workload, error) {
+	return ReadLimit(r, name, 0)
 }
 
-// ReadWorkloadLimit is ReadWorkload whose SimAI/AICB schedule is bounded
+// ReadLimit is Read whose SimAI/AICB schedule is bounded
 // by limit bytes (ScheduleLimit).
-func ReadWorkloadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
+func ReadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<24)
 	type line struct {
@@ -115,7 +121,7 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 	if err != nil || passes < 1 || passes > 1<<20 {
 		return bad("passes", fmt.Errorf("%q is not a positive count", f[0]))
 	}
-	op, err := ParseOp(f[1])
+	op, err := nccl.ParseOp(f[1])
 	if err != nil {
 		return bad("op", err)
 	}
@@ -141,12 +147,12 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // Compute times are nanoseconds. A plain collective runs on TP in the
 // forward and input-gradient columns and on DP in the weight-gradient
 // column; suffixes _EP, _DP_EP, _DP and _TP pick the group. The schedule
-// (Steps) is built from the header's pp, ga and vpp (see Model.Schedule).
+// (Steps) is built from the header's pp, ga and vpp (see AICB.Schedule).
 func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workload, error) {
 	bad := func(i int, field string, err error) error {
 		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
 	}
-	m := &Model{File: file, HeaderLine: nums[0], Policy: lines[0][0], TP: 1, PP: 1, EP: 1, GA: 1, VPP: 1}
+	m := &AICB{File: file, HeaderLine: nums[0], Policy: lines[0][0], TP: 1, PP: 1, EP: 1, GA: 1, VPP: 1}
 	h := lines[0]
 	seen := map[string]string{}
 	for i := 1; i+1 < len(h); i += 2 {
@@ -204,7 +210,7 @@ func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workloa
 	if err != nil || nLayers < 0 || len(lines[1]) != 1 {
 		return nil, bad(1, "layers", fmt.Errorf("expected the number of layers"))
 	}
-	w := &Workload{TP: m.TP, PP: m.PP, EP: m.EP, Model: m}
+	w := &Workload{TP: m.TP, PP: m.PP, EP: m.EP, AICB: m}
 	if have := len(lines) - 2; have != nLayers {
 		// SimAI reads the lines that are there; so do we, and say so.
 		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: line %d: announces %d layers, the file has %d: using the %d present", file, nums[1], nLayers, have, have))
@@ -229,7 +235,7 @@ func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workloa
 		case strings.HasSuffix(t, "_TP"):
 			g, t = TP, strings.TrimSuffix(t, "_TP")
 		}
-		op, err := ParseOp(t)
+		op, err := nccl.ParseOp(t)
 		if err != nil {
 			return Step{}, false, bad(i, field+"_type", err)
 		}

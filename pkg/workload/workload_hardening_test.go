@@ -1,4 +1,4 @@
-package collective
+package workload
 
 import (
 	"os"
@@ -24,19 +24,19 @@ func TestWorkloadHeaderRefusesNonsense(t *testing.T) {
 		{"pp_comm: 1024 pp_comm: 2048", "line 1, field pp_comm: given twice"},
 	} {
 		text := "HYBRID_TRANSFORMER_FWD_IN_BCKWD " + c.header + "\n" + layer
-		if _, err := ReadWorkload(strings.NewReader(text), "w.txt"); err == nil || !strings.Contains(err.Error(), "w.txt: "+c.want) {
+		if _, err := Read(strings.NewReader(text), "w.txt"); err == nil || !strings.Contains(err.Error(), "w.txt: "+c.want) {
 			t.Errorf("%q: %v, want %q", c.header, err, c.want)
 		}
 	}
 	for _, compute := range []string{"NaN", "1_0", "0x10p0", "Inf"} {
 		text := "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1\n1\nl -1 " + compute + " ALLREDUCE 1024 1 NONE 0 1 NONE 0 1\n"
-		if _, err := ReadWorkload(strings.NewReader(text), "w.txt"); err == nil || !strings.Contains(err.Error(), "w.txt: line 3, field fwd_compute") {
+		if _, err := Read(strings.NewReader(text), "w.txt"); err == nil || !strings.Contains(err.Error(), "w.txt: line 3, field fwd_compute") {
 			t.Errorf("fwd_compute %s: %v", compute, err)
 		}
 	}
 	// What a valid header sets is still read as written.
-	w, err := ReadWorkload(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 3 checkpoints: 0\n"+layer), "w.txt")
-	if err != nil || w.TP != 2 || w.Model.GA != 3 {
+	w, err := Read(strings.NewReader("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 1 pp: 1 vpp: 1 ga: 3 checkpoints: 0\n"+layer), "w.txt")
+	if err != nil || w.TP != 2 || w.AICB.GA != 3 {
 		t.Errorf("valid header: %v %+v", err, w)
 	}
 }
@@ -56,7 +56,7 @@ func TestShippedWorkloadsLoad(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = ReadWorkload(f, name)
+		_, err = Read(f, name)
 		f.Close()
 		if err != nil {
 			t.Errorf("%v", err)
@@ -80,16 +80,16 @@ func TestScheduleCountIsBuilt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := ReadWorkload(f, c.file)
+		w, err := Read(f, c.file)
 		f.Close()
 		if err != nil {
 			t.Fatal(err)
 		}
-		steps, err := w.Model.Schedule(c.pp, c.ga, c.vpp)
+		steps, err := w.AICB.Schedule(c.pp, c.ga, c.vpp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, n, err := w.Model.build(c.pp, c.ga, c.vpp, true); err != nil || n != int64(len(steps)) {
+		if _, n, err := w.AICB.build(c.pp, c.ga, c.vpp, true); err != nil || n != int64(len(steps)) {
 			t.Errorf("%s pp %d ga %d vpp %d: counted %d steps, built %d (%v)", c.file, c.pp, c.ga, c.vpp, n, len(steps), err)
 		}
 	}
@@ -102,17 +102,17 @@ func TestScheduleLimit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ReadWorkload(f, "p.txt")
+	w, err := Read(f, "p.txt")
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 100,000 microbatches: 6 M steps, 4.2 GB at StepBytes.
-	_, err = w.Model.ScheduleLimit(4, 100000, 1, 1<<30)
+	_, err = w.AICB.ScheduleLimit(4, 100000, 1, 1<<30)
 	if err == nil || !strings.Contains(err.Error(), "6000000 steps") || !strings.Contains(err.Error(), "beyond the 1GiB") || !strings.Contains(err.Error(), "FABRICSIM_MEMORY") {
 		t.Errorf("ga 100000 within 1 GiB: %v", err)
 	}
-	if steps, err := w.Model.ScheduleLimit(4, 8, 1, 1<<30); err != nil || len(steps) != 480 {
+	if steps, err := w.AICB.ScheduleLimit(4, 8, 1, 1<<30); err != nil || len(steps) != 480 {
 		t.Errorf("ga 8 within 1 GiB: %d steps, %v", len(steps), err)
 	}
 }
