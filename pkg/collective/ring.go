@@ -1,9 +1,8 @@
 package collective
 
 import (
-	"slices"
-
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"slices"
 )
 
 // Fabric is what decomposition needs to know of the cluster: which server
