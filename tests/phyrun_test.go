@@ -94,9 +94,10 @@ func TestPhyrunStepLatency(t *testing.T) {
 
 // A transfer between two servers crosses a socket even when one worker
 // hosts both (--launch local:1): it once became an in-process copy that
-// "moved" 64 MiB in 24 µs. No socket on this machine moves 64 MiB at
-// 50 GB/s, so the transfer must take at least 64 MiB / 50 GB/s = 1.34 ms.
-// A transfer inside one server stays a local copy.
+// "moved" 64 MiB in 24 µs. A transfer inside one server stays a local
+// copy. The two are told apart by their ratio, not by a rate: a machine
+// of any speed, loaded or not, copies nothing far faster than it pushes
+// 64 MiB through a socket, and a copy on both sides gives a ratio near 1.
 func TestPhyrunOneWorkerStillUsesSockets(t *testing.T) {
 	topoOut := mustRun(t, nil, "topogen", "--gpus", "16")
 	const size = 64 << 20
@@ -109,12 +110,9 @@ func TestPhyrunOneWorkerStillUsesSockets(t *testing.T) {
 	for _, r := range rows {
 		fct[r.FlowID] = r.EndNs - r.StartNs
 	}
-	if minNs := int64(size / 50); fct[0] < minNs {
-		t.Errorf("GPU 0 -> GPU 8 (two servers, one worker): 64 MiB in %d ns, faster than %d ns at 50 GB/s", fct[0], minNs)
-	}
 	// The copy moves nothing: it ends with the control messages' round
 	// trip, a small part of the socket transfer however loaded the machine.
-	if fct[1] > fct[0]/4 {
+	if fct[0] <= 0 || fct[1] > fct[0]/4 {
 		t.Errorf("GPU 0 -> GPU 1 (one server): %d ns against %d ns through the socket, want a local copy", fct[1], fct[0])
 	}
 }

@@ -496,8 +496,11 @@ func TestDeterminism(t *testing.T) {
 	if !slices.Equal(seqs[0], seqs[1]) {
 		t.Error("same seed, different trace rows (or row order)")
 	}
-	if ends[0] == ends[2] {
-		t.Logf("seeds 1 and 2 happen to give the same makespan %v", ends[0])
+	// Another seed hashes the ring's flows onto other spines: some flow
+	// shares its links differently, so some row changes (the makespan may
+	// not: the slowest link can stay as loaded).
+	if slices.Equal(seqs[0], seqs[2]) {
+		t.Error("seeds 1 and 2 give the same trace rows: the seed does not reach ECMP")
 	}
 }
 

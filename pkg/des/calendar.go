@@ -34,8 +34,8 @@ type Calendar struct {
 	// spare holds emptied bucket arrays by capacity class (spare[k] has
 	// capacity 2^k): a bucket that grew to hundreds of events hands its
 	// array back when it empties, so the wheel holds about what is pending
-	// now, not each bucket's peak (at 4096 GPUs, the sum of those peaks
-	// was 400 MB while a tenth of the buckets were busy at any time).
+	// now, not each bucket's peak (buckets are busy in turn, so the sum
+	// of their peaks is many times what is ever pending at once).
 	spare [][][]Event
 	// scratch holds the left half of a merge (sortEvents).
 	scratch []Event
