@@ -11,7 +11,8 @@
 # Not part of make test: the workloads take minutes, and the md5s are
 # whatever the tree gives now, not answers a test could hold.
 # The inputs (topologies, streams) are cached in OUT/in; a run of the
-# packet backend is redone every time. CASES=regex limits the cases.
+# packet backend is redone every time. CASES=regex limits the cases;
+# BIG=1 adds the 4096-GPU AllToAll (below).
 set -eu
 BIN=${1:-bin}
 OUT=${2:-out/packet-traces}
@@ -33,6 +34,13 @@ input ar16coll "$T --family spectrum-x --gpus 16 --gpu-type A100 --nic-bw 100Gbp
 input incast16 "$T --family spectrum-x --gpus 16 --gpu-type A100 --nic-bw 100Gbps | $D --op alltoall --size 4MiB --group dp --algo direct"
 input htinc16 "$T --family fat-tree --gpus 16 --gpus-per-server 1 2>/dev/null | $D --from-htsim examples/htsim/incast16.cm"
 input seed003 "$T --family dragonfly --gpus 72 --gpus-per-server 1 --routers-per-group 4 --terminals-per-router 2 --global-per-router 2 --switch-bw 16Gbps --nic-bw 16Gbps | $D --pattern uniform --msg-size 1KiB --rate 100% --duration 1ms --seed 1"
+# BIG=1 adds make bench's 4096-GPU AllToAll (16.8 M flows: about 5 min and
+# 3.3 GB a packet run; its collective-granularity stream feeds
+# analytical-traces.sh).
+if [ "${BIG:-0}" = 1 ]; then
+	input a2a4096 "$T --family spectrum-x --gpus 4096 | $D --op alltoall --size 16MiB --group dp --algo direct"
+	input a2a4096coll "$T --family spectrum-x --gpus 4096 | $D --op alltoall --size 16MiB --group dp --algo direct --granularity collective"
+fi
 
 # The leaf of GPU 0's NIC link in the 16-GPU topology, for LINK_DOWN
 # (topogen --format simai: the line "0 18 100Gbps").
@@ -92,3 +100,7 @@ run pfcprio-nocc16 incast16 --set CC_MODE=0 --set BUFFER_SIZE=2
 run pfcprio-nocc16-t2 incast16 --set CC_MODE=0 --set BUFFER_SIZE=2 $P2
 run pfcport-htinc16 htinc16 --set CC_MODE=0 --set PFC_MODE=port
 run pfcport-htinc16-lossy htinc16 --set CC_MODE=0 --set PFC_MODE=port --set ERROR_RATE_PER_LINK=0.001
+if [ "${BIG:-0}" = 1 ]; then
+	run a2a4096 a2a4096 --conf "$CONF"
+	run a2a4096-t2 a2a4096 --conf "$CONF" $P2
+fi
