@@ -36,12 +36,12 @@ arun() { # case name, input, flowsim-analytical arguments
 	echo "$name" | grep -Eq "$CASES" || return 0
 	[ -s "$OUT/in/$in" ] || return 0 # a BIG input not made
 	rc=0
-	rm -f "$OUT/fluid/$name.parquet" "$OUT/fluid/$name.links"
+	rm -f "$OUT/fluid/$name.parquet" "$OUT/fluid/$name.links.csv"
 	(cd "$ROOT" && "$BIN/flowsim-analytical" --quiet "$@" -o "$OUT/fluid/$name.parquet" <"$OUT/in/$in") 2>"$OUT/fluid/$name.log" || rc=$?
 	sum=none
 	[ ! -f "$OUT/fluid/$name.parquet" ] || sum=$(md5sum <"$OUT/fluid/$name.parquet" | cut -d' ' -f1)
 	extra=
-	[ ! -f "$OUT/fluid/$name.links" ] || extra=" links=$(md5sum <"$OUT/fluid/$name.links" | cut -d' ' -f1)"
+	[ ! -f "$OUT/fluid/$name.links.csv" ] || extra=" links=$(md5sum <"$OUT/fluid/$name.links.csv" | cut -d' ' -f1)"
 	echo "$name $sum rc=$rc$extra"
 }
 arun fluid-micro128 micro128
@@ -54,8 +54,7 @@ arun fluid-gpt128x gpt128coll --expand
 arun fluid-gpt128x-nosym gpt128coll --expand --no-symmetry
 arun fluid-gpt128x-lockstep gpt128coll --expand --approx-lockstep
 arun busbw-gpt128coll gpt128coll --model busbw
-arun fluid-seed003 seed003
-arun fluid-ar16-links ar16 --link-loads "$OUT/fluid/fluid-ar16-links.links"
+arun fluid-ar16-links ar16 --link-loads "$OUT/fluid/fluid-ar16-links.links.csv"
 arun fluid-ar16-down ar16 --link-down 0-18@20us
 arun fluid-ar16coll-x ar16coll --expand
 arun fluid-htinc16 htinc16
