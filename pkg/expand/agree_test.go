@@ -8,7 +8,6 @@ import (
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/analytical"
 	"github.com/fabricsim/fabricsim/pkg/collective"
-	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 	"github.com/fabricsim/fabricsim/pkg/workload"
@@ -74,14 +73,7 @@ type span struct{ start, end int64 }
 // collective step's span.
 func spans(t *testing.T, data []byte, step map[int64]int, opt analytical.Options) map[int]span {
 	t.Helper()
-	r, err := stream.NewReader(bytes.NewReader(data), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := flowset.Read(r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := readSet(t, data)
 	out := map[int]span{}
 	if _, err := analytical.Run(in, opt, func(row *trace.Row) error {
 		s, ok := step[row.CollectiveID]
