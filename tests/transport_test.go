@@ -206,3 +206,40 @@ func TestTransportP5Band(t *testing.T) {
 		t.Errorf("p5 allreduce 16 MiB with h100-ib: %.2f of measured; the test no longer tells the presets apart", x)
 	}
 }
+
+// One HGX H100 (8 GPUs, NVSwitch), AllReduce against the Voltage Park
+// single-node sweep (NCCL 2.24.3, examples/reference/vp-1x8h100_*): with
+// h100-ib every size from 1 MiB to 8 GiB within 15% of measured through
+// fluid. NVLS from 2 MiB pays its chunk's fixed work (nvls-op, 1.6 us,
+// fitted on this sweep) beyond what nvlsEfficiency carries at NCCL's 128
+// KiB chunk, on the 16-64 KiB chunks enqueue.cc cuts below 1 GiB; without
+// it 8-32 MiB were 0.75-0.77 and are 0.87-1.04. The plateau is the
+// default's (1 GiB-8 GiB, checked against preset none within 1%). Below 1
+// MiB (ring LL) the preset gives 0.82-0.88 of the published 33 us: that
+// run drove the 8 GPUs from one process (-g 8), whose launches nccl-tests
+// times too, while the multi-node VP AllGather, one process per GPU, is
+// 1.4-1.5x slower than measured at the same small sizes; no LL cost fits
+// both, so those sizes are pinned to [0.80, 0.90].
+func TestTransportDGXH100Band(t *testing.T) {
+	t.Parallel()
+	pub := measuredUs(t, "vp-1x8h100_allreduce_nccl-2.24.csv")
+	fl := []string{"flowsim-analytical", "--model", "fluid"}
+	got := sweepBackend(t, "allreduce", 8, "8:8GiB:4", fl, "--transport", "preset=h100-ib")
+	def := sweepBackend(t, "allreduce", 8, "1GiB:8GiB:2", fl)
+	if len(got) != 16 || len(def) != 4 {
+		t.Fatalf("%d and %d sizes, want 16 and 4", len(got), len(def))
+	}
+	for size, us := range got {
+		x := us / pub[size]
+		lo, hi := 0.85, 1.15
+		if size < 1<<20 {
+			lo, hi = 0.80, 0.90
+		}
+		if x < lo || x > hi {
+			t.Errorf("DGX H100 allreduce %d B, h100-ib: simulated / measured %.2f outside [%.2f, %.2f]", size, x, lo, hi)
+		}
+		if d, ok := def[size]; ok && (us/d < 0.99 || us/d > 1.01) {
+			t.Errorf("DGX H100 allreduce %d B: h100-ib %.1f us, default %.1f us: the plateau moved", size, us, d)
+		}
+	}
+}

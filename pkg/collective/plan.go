@@ -68,7 +68,11 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	if !o.LaunchLatency || o.SendLatPs > 0 {
 		return stepCosts{}
 	}
-	s := o.transport().costsFor(pl.Proto)
+	tr := o.transport()
+	s := tr.costsFor(pl.Proto)
+	if pl.Algo == AlgoNVLS {
+		s.serial = usToPs(tr.NVLSChunkUs) // an NVLS chunk's fixed work (nvlsChunkPs)
+	}
 	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 && pl.RingRoundPs == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
@@ -83,8 +87,8 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		s.bytes = min(s.bytes, max(wire(pl.Chunk, pl.Proto)/chunkSteps, 1))
 	}
 	s.slice = sliceRuleOf(pl.Algo, pl.Proto, s.bytes)
-	if pl.Algo != AlgoRing {
-		s.serial = 0 // NVLS and trees give each role its own warps
+	if pl.Algo != AlgoRing && pl.Algo != AlgoNVLS {
+		s.serial = 0 // trees give each role its own warps
 	} else {
 		s.serial = max(s.serial, pl.RingRoundPs) // the cut carries the floor in step_serial_ps
 	}
@@ -285,6 +289,11 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	pl.Chunk = ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c
+	}
+	if tr := p.Opt.transport(); pl.Algo == AlgoNVLS && tr.NVLSChunkUs > 0 && p.Opt.LaunchLatency && p.Opt.SendLatPs <= 0 {
+		// NCCL shrinks the NVLS chunk for smaller sizes; under the
+		// transport's costs, which it pays per chunk, the DAG does too.
+		pl.Chunk = nvlsChunk(pl.Chunk, size, int64(max(pl.Channels, 1))*int64(n))
 	}
 	pl.Lat = t.latencyAt(op, pl.Algo, pl.Proto, size)
 	if pl.Algo == AlgoRing && (op == AllReduce || op == AllGather || op == ReduceScatter) && p.Opt.LaunchLatency {

@@ -98,6 +98,13 @@ type Transport struct {
 	// no adaptive routing (RoCE, EFA).
 	AROpUs      float64
 	ARThreshold int64
+	// NVLSChunkUs: a single-server NVLS chunk's fixed work (the kernel's
+	// flag waits and barrier across the server's GPUs) in series with its
+	// bytes. nvlsEfficiency (0.85, NCCL's) already carries it at NCCL's
+	// full 128 KiB chunk; below that, where enqueue.cc shrinks the chunk to
+	// 64, 32 and 16 KiB by size (nvlsChunk), a chunk of x bytes pays the
+	// rest, NVLSChunkUs x (1 - x / 128 KiB).
+	NVLSChunkUs float64
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
@@ -150,6 +157,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.ProxyOpUs = 1.6
 		t.BuffSimple, t.NVLSChunk = 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
+		t.NVLSChunkUs = 1.6
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -157,17 +165,19 @@ var TransportPresets = map[string]func(*Transport){
 		t.ProxyOpUs = 2.4
 		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 1.2, 0, 0
+		t.NVLSChunkUs = 1.6
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
 		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
+		t.NVLSChunkUs = 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -210,7 +220,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -234,6 +244,8 @@ func (t *Transport) Set(kv string) error {
 			t.RingOpUs = us
 		case "ar-op":
 			t.AROpUs = us
+		case "nvls-op":
+			t.NVLSChunkUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -268,6 +280,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport ar-op %v: a cost is not negative", t.AROpUs)
 	case t.ARThreshold < 0:
 		return fmt.Errorf("transport ar-threshold %d: a size is not negative", t.ARThreshold)
+	case !(t.NVLSChunkUs >= 0):
+		return fmt.Errorf("transport nvls-op %v: a cost is not negative", t.NVLSChunkUs)
 	}
 	for p, us := range t.SliceUs {
 		if !(us >= 0) {
@@ -278,6 +292,36 @@ func (t Transport) Validate() error {
 }
 
 func (t Transport) slots() int64 { return int64(max(t.Slots, 1)) }
+
+// nvlsFullChunk is NCCL_NVLS_CHUNKSIZE's default, the chunk at which
+// nvlsEfficiency carries an NVLS chunk's fixed work (Transport.NVLSChunkUs).
+const nvlsFullChunk = 128 << 10
+
+// nvlsChunk is enqueue.cc's (calcCollChunking) single-server NVLS chunk
+// for size bytes over ops = channels x heads concurrent chunks: 64 KiB
+// below 64 loops of the full chunk, 32 KiB below 8, 16 KiB below 2.
+func nvlsChunk(ck, size, ops int64) int64 {
+	if size < 64*ops*ck && ck > 64<<10 {
+		ck = 64 << 10
+	}
+	if size < 8*ops*ck && ck > 32<<10 {
+		ck = 32 << 10
+	}
+	if size < 2*ops*ck && ck > 16<<10 {
+		ck = 16 << 10
+	}
+	return ck
+}
+
+// nvlsChunkPs is the fixed work (ps) an NVLS transfer of payload b pays
+// beyond nvlsEfficiency, in NCCL chunks of x bytes each costing serial
+// (Transport.NVLSChunkUs) x (1 - x / 128 KiB).
+func nvlsChunkPs(b, x, serial int64) int64 {
+	if serial <= 0 || x <= 0 || x >= nvlsFullChunk || b <= 0 {
+		return 0
+	}
+	return (b + x - 1) / x * (serial * (nvlsFullChunk - x) / nvlsFullChunk)
+}
 
 // RingRoundPs is a multi-server LL or LL128 ring's proxy round (ps), a
 // floor on its hops' fixed work (RingOpUs): every ring step, each GPU's
@@ -474,6 +518,9 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		return 0, 0, 0
 	}
 	chunk := max(co.chunk(1, k), 1)
+	if pl.Algo == AlgoNVLS {
+		serial = (per + chunk - 1) / chunk * nvlsChunkPs(min(chunk, per), s.bytes, s.serial)
+	}
 	if pl.Algo == AlgoNVLSTree && op == AllReduce {
 		chunk = max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
 		if nNodes > 1 {
@@ -499,5 +546,5 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	default: // Broadcast, Reduce: a chain through every rank
 		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
 	}
-	return fill, (chunks - 1) * st * slow, 0
+	return fill, (chunks - 1) * st * slow, serial
 }
