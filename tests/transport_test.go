@@ -99,7 +99,10 @@ func sweepBackend(t *testing.T, op string, gpus int, sweep string, backend []str
 // 5-6% before fluid with or without the transport: the backends' NVSwitch
 // sharing, not the transport's steps. Not covered: the Simple ring's
 // AllGather at 128-512 MiB, where packet is 6-12% slower than fluid with
-// PXN's relays (1.4% apart at 256 MiB with --pxn off, 1% on one server).
+// PXN's relays (1.4% apart at 256 MiB with --pxn off, 1% on one server):
+// the first loop's steps on a connection are not ordered, and where the
+// relay brings several to a NIC at once they share it instead of going
+// in order as a queue pair sends them (README).
 func TestTransportPacketFluidAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("packet sweeps take a minute")
