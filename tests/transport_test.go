@@ -60,7 +60,7 @@ func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) 
 // Bad transport parameters exit 1 with one line naming the key.
 func TestTransportBadInput(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--gpus", "8")
-	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "nonsense=1"} {
+	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "nonsense=1"} {
 		key, _, _ := strings.Cut(kv, "=")
 		oneLineError(t, run(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--tp", "8", "--transport", kv), 1, key)
 	}
@@ -88,15 +88,21 @@ func sweepBackend(t *testing.T, op string, gpus int, sweep string, backend []str
 }
 
 // With the transport's costs (issue 30), packet and fluid agree within 5%
-// at every size of the VP AllReduce and AllGather mid range: both pay a
-// connection's step costs on the fill and as the same pace (stream
-// pace_ps, flowset.Pacer). When every chunk paid them in series on its
-// delay_ps, the packet backend, whose last byte leaves the NIC at line
-// rate, hid them and ended 10-35% before fluid at 4-64 MiB. One size may
-// be up to 6% apart: AllReduce at 4 MiB, one NVLS-Tree loop per channel
-// (NCCL's 32 KiB chunk per head), whose NVLS phases packet ends 5% before
-// fluid with or without the transport (97.5 against 102.4 us without it):
-// the backends' NVSwitch sharing, not the transport's steps.
+// at every size of the VP AllReduce and AllGather mid range, 1 to 64 MiB:
+// both pay a connection's step costs on the fill and as the same pace
+// (stream pace_ps, flowset.Pacer), and an LL128 ring's proxy round on its
+// slices' fixed work (ring-op). When every chunk paid them in series on
+// its delay_ps, the packet backend, whose last byte leaves the NIC at line
+// rate, hid them and ended 10-35% before fluid at 4-64 MiB. AllReduce at
+// 2 and 4 MiB may be up to 7% apart: one or two NVLS-Tree loops per
+// channel (NCCL's 32-64 KiB chunk per head), whose NVLS phases packet ends
+// 5-6% before fluid with or without the transport: the backends' NVSwitch
+// sharing, not the transport's steps. Not covered: the Simple ring's
+// AllGather at 128-512 MiB, where packet is 6-12% slower than fluid with
+// PXN's relays (1.4% apart at 256 MiB with --pxn off, 1% on one server):
+// the first loop's steps on a connection are not ordered, and where the
+// relay brings several to a NIC at once they share it instead of going
+// in order as a queue pair sends them (README).
 func TestTransportPacketFluidAgree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("packet sweeps take a minute")
@@ -104,15 +110,15 @@ func TestTransportPacketFluidAgree(t *testing.T) {
 	t.Parallel()
 	for _, op := range []string{"allreduce", "allgather"} {
 		tr := []string{"--transport", "preset=h100-ib"}
-		fl := sweepBackend(t, op, 32, "4MiB:32MiB:2", []string{"flowsim-analytical", "--model", "fluid"}, tr...)
-		pk := sweepBackend(t, op, 32, "4MiB:32MiB:2", []string{"flowsim-packet"}, tr...)
-		if len(fl) != 4 || len(pk) != 4 {
-			t.Fatalf("%s: %d and %d sizes, want 4", op, len(fl), len(pk))
+		fl := sweepBackend(t, op, 32, "1MiB:64MiB:2", []string{"flowsim-analytical", "--model", "fluid"}, tr...)
+		pk := sweepBackend(t, op, 32, "1MiB:64MiB:2", []string{"flowsim-packet"}, tr...)
+		if len(fl) != 7 || len(pk) != 7 {
+			t.Fatalf("%s: %d and %d sizes, want 7", op, len(fl), len(pk))
 		}
 		for size, f := range fl {
 			tol := 0.05
-			if op == "allreduce" && size == 4<<20 {
-				tol = 0.06
+			if op == "allreduce" && (size == 2<<20 || size == 4<<20) {
+				tol = 0.07
 			}
 			if r := pk[size] / f; r < 1-tol || r > 1+tol {
 				t.Errorf("%s %d B: packet %.1f us, fluid %.1f us (%.3f), want within %.0f%%", op, size, pk[size], f, r, tol*100)
@@ -121,51 +127,38 @@ func TestTransportPacketFluidAgree(t *testing.T) {
 	}
 }
 
-// The h100-ib preset's ring slice costs (Transport.SliceUs: a ring
-// slice's fixed work in series with its bytes) are chosen on the VP
-// AllGather sweep; the VP AllReduce sweep's ring sizes (512 MiB to 4 GiB,
-// where NCCL runs a Simple ring with 1-2 MiB chunks) are held out for
-// them. Every size must stay within 20% of measured through fluid, except
-// four, which must stay within their own recorded band: AllGather at 64
-// MiB (0.79), where LL128's bytes, not its chain of steps, set the time
-// and fluid's channels take over the links a neighbour's fixed work
-// leaves idle (a thread block's own copy rate, which would stop them, is
-// not modelled); and three that a different choice than NCCL 2.24's
-// leaves elsewhere: AllGather at 1-2 MiB, where
-// the selection (NCCL 2.27's) runs LL128 on a chain of 31 hops at LL128's
-// per-step cost while the measured sweep, flat at 110 us and jumping at 4
-// MiB, evidently ran a cheaper one. AllReduce's NVLS-Tree sizes (1-256
-// MiB) are cut as NCCL cuts them (nvlsTreeChunk) and paced by the proxy
-// thread's round over a GPU's channels (proxy-op 1.6 us, fitted on
-// them); without that round they were 0.80 at 32-64 MiB and 0.68 at 256
-// MiB. Without the slice costs AllGather was 0.55-0.69 at 4-128 MiB.
+// The h100-ib preset on the Voltage Park 4 x 8 H100 sweeps (NCCL 2.24.3):
+// every size from 1 MiB to 4 GiB of AllGather and AllReduce within 20% of
+// measured through fluid. The ring slice costs (Transport.SliceUs) are
+// chosen on the AllGather sweep, the AllReduce sweep's ring sizes (512
+// MiB to 4 GiB, a Simple ring with 1-2 MiB chunks) held out for them; its
+// NVLS-Tree sizes (1-256 MiB) are cut as NCCL cuts them (nvlsTreeChunk)
+// and paced by the proxy thread's round over a GPU's channels (proxy-op
+// 1.6 us). AllGather's LL128 ring (1-64 MiB) is paced by its own proxy
+// round (ring-op): every ring step each GPU's proxy posts and polls 2 x 16
+// channels / 8 GPUs network steps, 0.5 us each, 0.7 us more (ar-op) once
+// a step's message passes NCCL_IB_AR_THRESHOLD (8 KiB, adaptive routing's
+// second write), which a 16-channel ring's 4 MiB step does and its 2 MiB
+// step does not: the measured sweep is flat at 110 us to 2 MiB and jumps
+// to 193 at 4 MiB. Before (slice costs only, 5.5 us per LL128 slice)
+// AllGather was 1.95 1.94 at 1-2 MiB and 0.79 at 64 MiB; without the AR
+// surcharge 4 MiB is 0.61, which the test checks too.
 func TestTransportVPBands(t *testing.T) {
 	t.Parallel()
-	type band struct{ lo, hi float64 }
-	for _, c := range []struct {
-		op     string
-		except map[int64]band
-	}{
-		{"allgather", map[int64]band{1 << 20: {1.5, 2.2}, 2 << 20: {1.5, 2.2}, 64 << 20: {0.75, 0.85}}},
-		{"allreduce", nil},
-	} {
-		r := sweepRatios(t, c.op, 32, "vp-4x8h100-ib_"+c.op+"_nccl-2.24.csv", "--transport", "preset=h100-ib")
+	for _, op := range []string{"allgather", "allreduce"} {
+		r := sweepRatios(t, op, 32, "vp-4x8h100-ib_"+op+"_nccl-2.24.csv", "--transport", "preset=h100-ib")
 		if len(r) != 13 {
-			t.Fatalf("%s: %d sizes compared, want 13 (1 MiB to 4 GiB)", c.op, len(r))
+			t.Fatalf("%s: %d sizes compared, want 13 (1 MiB to 4 GiB)", op, len(r))
 		}
 		for size, x := range r {
-			b, known := c.except[size]
-			if !known {
-				b = band{0.8, 1.2}
-			}
-			if x < b.lo || x > b.hi {
-				t.Errorf("VP %s %d B: simulated / measured %.2f outside [%.2f, %.2f]", c.op, size, x, b.lo, b.hi)
+			if x < 0.8 || x > 1.2 {
+				t.Errorf("VP %s %d B: simulated / measured %.2f outside [0.80, 1.20]", op, size, x)
 			}
 		}
 	}
-	free := sweepRatios(t, "allgather", 32, "vp-4x8h100-ib_allgather_nccl-2.24.csv", "--transport", "preset=h100-ib", "--transport", "slice-ll=0", "--transport", "slice-ll128=0", "--transport", "slice-simple=0")
-	if x := free[32<<20]; x > 0.7 {
-		t.Errorf("AllGather 32 MiB without the slice costs: %.2f of measured; the test no longer tells them apart", x)
+	noAR := sweepRatios(t, "allgather", 32, "vp-4x8h100-ib_allgather_nccl-2.24.csv", "--transport", "preset=h100-ib", "--transport", "ar-op=0")
+	if x := noAR[4<<20]; x > 0.7 {
+		t.Errorf("AllGather 4 MiB without the AR surcharge: %.2f of measured; the test no longer tells it apart", x)
 	}
 }
 
@@ -214,5 +207,42 @@ func TestTransportP5Band(t *testing.T) {
 	}
 	if x := ratios("h100-ib", 16, "16MiB:16MiB:2", "aws-p5-2x8h100-efa_allreduce.csv", 1)[16<<20]; x > 0.7 {
 		t.Errorf("p5 allreduce 16 MiB with h100-ib: %.2f of measured; the test no longer tells the presets apart", x)
+	}
+}
+
+// One HGX H100 (8 GPUs, NVSwitch), AllReduce against the Voltage Park
+// single-node sweep (NCCL 2.24.3, examples/reference/vp-1x8h100_*): with
+// h100-ib every size from 1 MiB to 8 GiB within 15% of measured through
+// fluid. NVLS from 2 MiB pays its chunk's fixed work (nvls-op, 1.6 us,
+// fitted on this sweep) beyond what nvlsEfficiency carries at NCCL's 128
+// KiB chunk, on the 16-64 KiB chunks enqueue.cc cuts below 1 GiB; without
+// it 8-32 MiB were 0.75-0.77 and are 0.87-1.04. The plateau is the
+// default's (1 GiB-8 GiB, checked against preset none within 1%). Below 1
+// MiB (ring LL) the preset gives 0.82-0.88 of the published 33 us: that
+// run drove the 8 GPUs from one process (-g 8), whose launches nccl-tests
+// times too, while the multi-node VP AllGather, one process per GPU, is
+// 1.4-1.5x slower than measured at the same small sizes; no LL cost fits
+// both, so those sizes are pinned to [0.80, 0.90].
+func TestTransportDGXH100Band(t *testing.T) {
+	t.Parallel()
+	pub := measuredUs(t, "vp-1x8h100_allreduce_nccl-2.24.csv")
+	fl := []string{"flowsim-analytical", "--model", "fluid"}
+	got := sweepBackend(t, "allreduce", 8, "8:8GiB:4", fl, "--transport", "preset=h100-ib")
+	def := sweepBackend(t, "allreduce", 8, "1GiB:8GiB:2", fl)
+	if len(got) != 16 || len(def) != 4 {
+		t.Fatalf("%d and %d sizes, want 16 and 4", len(got), len(def))
+	}
+	for size, us := range got {
+		x := us / pub[size]
+		lo, hi := 0.85, 1.15
+		if size < 1<<20 {
+			lo, hi = 0.80, 0.90
+		}
+		if x < lo || x > hi {
+			t.Errorf("DGX H100 allreduce %d B, h100-ib: simulated / measured %.2f outside [%.2f, %.2f]", size, x, lo, hi)
+		}
+		if d, ok := def[size]; ok && (us/d < 0.99 || us/d > 1.01) {
+			t.Errorf("DGX H100 allreduce %d B: h100-ib %.1f us, default %.1f us: the plateau moved", size, us, d)
+		}
 	}
 }

@@ -128,7 +128,8 @@ func (g *nvlsChannel) row() bool {
 		if k == 0 {
 			deps = append(deps, c.entry[p]...)
 		}
-		g.ups[p] = c.connFlow(&g.lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), c.firstHop(k, c.ranks[p], sw, nvlsWire(up, eff)), ch, int32(k), chunks, stream.ConnNVLS)
+		lat := c.firstHop(k, c.ranks[p], sw, nvlsWire(up, eff)) + nvlsChunkPs(b, c.step.bytes, c.step.serial)
+		g.ups[p] = c.connFlow(&g.lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), lat, ch, int32(k), chunks, stream.ConnNVLS)
 	}
 	if g.op == AllReduce {
 		for p := 0; p < n; p++ {

@@ -68,8 +68,12 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	if !o.LaunchLatency || o.SendLatPs > 0 {
 		return stepCosts{}
 	}
-	s := o.transport().costsFor(pl.Proto)
-	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 {
+	tr := o.transport()
+	s := tr.costsFor(pl.Proto)
+	if pl.Algo == AlgoNVLS {
+		s.serial = usToPs(tr.NVLSChunkUs) // an NVLS chunk's fixed work (nvlsChunkPs)
+	}
+	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 && pl.RingRoundPs == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more
@@ -83,8 +87,10 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		s.bytes = min(s.bytes, max(wire(pl.Chunk, pl.Proto)/chunkSteps, 1))
 	}
 	s.slice = sliceRuleOf(pl.Algo, pl.Proto, s.bytes)
-	if pl.Algo != AlgoRing {
-		s.serial = 0 // NVLS and trees give each role its own warps
+	if pl.Algo != AlgoRing && pl.Algo != AlgoNVLS {
+		s.serial = 0 // trees give each role its own warps
+	} else {
+		s.serial = max(s.serial, pl.RingRoundPs) // the cut carries the floor in step_serial_ps
 	}
 	return s
 }
@@ -114,6 +120,9 @@ type Plan struct {
 	PXN         bool
 	PredictedUs float64  // NCCL's model; 0 where it has none (MSCCL schedules)
 	Lat         LatTerms // the model's latency terms the DAG carries
+	// RingRoundPs: a multi-server LL or LL128 ring's proxy round per ring
+	// step (Transport.RingRoundPs), a floor on its slices' fixed work.
+	RingRoundPs int64
 	// NoOp: a 1-rank group or 0 bytes; NCCL returns without moving data.
 	NoOp bool
 }
@@ -281,7 +290,26 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c
 	}
+	if tr := p.Opt.transport(); pl.Algo == AlgoNVLS && tr.NVLSChunkUs > 0 && p.Opt.LaunchLatency && p.Opt.SendLatPs <= 0 {
+		// NCCL shrinks the NVLS chunk for smaller sizes; under the
+		// transport's costs, which it pays per chunk, the DAG does too.
+		pl.Chunk = nvlsChunk(pl.Chunk, size, int64(max(pl.Channels, 1))*int64(n))
+	}
 	pl.Lat = t.LatencyAt(op, pl.Algo, pl.Proto, size)
+	if pl.Algo == AlgoRing && (op == AllReduce || op == AllGather || op == ReduceScatter) && p.Opt.LaunchLatency {
+		// One ring step's message per channel connection: a rank's share
+		// of the channel's loop, at most a chunk.
+		per := (size + int64(pl.Channels) - 1) / int64(max(pl.Channels, 1))
+		step := min(max(pl.Chunk, 1), (per+int64(n)-1)/int64(n))
+		pl.RingRoundPs = p.Opt.transport().RingRoundPs(pl.Proto, pl.Channels, n/nNodes, nNodes, wire(step, pl.Proto))
+		if bw := t.BusBw(op, AlgoRing, LL128) / float64(max(t.Ring.NChannels, 1)); pl.RingRoundPs > 0 && pl.Proto == LL128 && bw > 0 {
+			// The proxy posts a step once the channel's thread block has
+			// written it, at LL128's per-channel rate in NCCL's model
+			// (perChMaxRingLL128Bw, 36.7 GB/s on Hopper): the two are in
+			// series on every ring step.
+			pl.RingRoundPs += int64(float64(step) / bw * 1e3)
+		}
+	}
 	return pl, nil
 }
 

@@ -81,19 +81,40 @@ type Transport struct {
 	// large, as aws-ofi-nccl sets both to 512 KiB on AWS); 0: NCCL's
 	// defaults, 128 KiB, 64 KiB from 4 servers.
 	NVLSChunk int64
+	// RingOpUs: the proxy thread's us per network send or receive step of
+	// a multi-server LL or LL128 ring. Every ring step moves one step on
+	// each channel's connection into and out of every server, and a GPU's
+	// one proxy thread posts and polls its share of them (2 x channels /
+	// GPUs per server), so a ring step takes at least that many ops: the
+	// ring's proxy round (Plan.RingRoundPs), a floor on every hop's fixed
+	// work. LL and LL128 steps are a few KiB, so the round, not the bytes,
+	// sets their ring's pace; a Simple step's 512 KiB hide it.
+	RingOpUs float64
+	// AROpUs: what an op costs more when its message exceeds ARThreshold:
+	// with InfiniBand adaptive routing (NCCL_IB_ADAPTIVE_ROUTING, on by
+	// default on IB) net_ib.cc posts such a message as an RDMA write and
+	// a second, 0-byte write with immediate for the completion, "an extra
+	// message ... with every transfer" (NCCL's maintainers, NVIDIA/nccl
+	// issue 1050). ARThreshold is NCCL_IB_AR_THRESHOLD (8192 bytes); 0:
+	// no adaptive routing (RoCE, EFA).
+	AROpUs      float64
+	ARThreshold int64
+	// NVLSChunkUs: a single-server NVLS chunk's fixed work (the kernel's
+	// flag waits and barrier across the server's GPUs) in series with its
+	// bytes. nvlsEfficiency (0.85, NCCL's) already carries it at NCCL's
+	// full 128 KiB chunk; below that, where enqueue.cc shrinks the chunk to
+	// 64, 32 and 16 KiB by size (nvlsChunk), a chunk of x bytes pays the
+	// rest, NVLSChunkUs x (1 - x / 128 KiB).
+	NVLSChunkUs float64
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
 // transfers pay NCCL's tuning-model latencies alone, as before the
 // transport was modelled. The calibrated costs (TransportPresets) are
-// opt-in until they meet issue 30's targets: with h100-ib, fluid's 32-GPU
-// H100 AllGather and AllReduce come within 20% of the Voltage Park sweeps
-// at every size from 1 MiB to 4 GiB but three (AllGather 1-2 MiB at 1.8x
-// and 64 MiB at 0.79x; tests/transport_test.go TestTransportVPBands says
-// why), with h100-efa the AWS p5 2- and 4-server AllReduce's NVLS-Tree
-// sizes within 20% (TestTransportP5Band), packet within 5% of fluid at 4-64 MiB
-// and up to 12% slower at 128-512 MiB AllGather, and collective
-// granularity still differs from flow granularity by up to 30%.
+// opt-in: with h100-ib, fluid's 32-GPU H100 AllGather and AllReduce are
+// within 20% of the Voltage Park sweeps at every size from 1 MiB to 4
+// GiB (tests/transport_test.go TestTransportVPBands), with h100-efa the
+// AWS p5 2- and 4-server AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
 	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200}
 }
@@ -104,15 +125,17 @@ func DefaultTransport() Transport {
 // the fill and pace (cctx.firstHop; 0.5 us GPU, 4 us per proxy side, 20
 // us credit round trip) on the AllReduce sweep, of the order NCCL's own
 // tuning model gives a step (hwLat NVLink Simple 0.6 us, network 2-14
-// us); the ring slices' serial work (SliceUs: 3 us LL, 5.5 us LL128, 8 us
-// Simple) on the AllGather sweep, whose ring times it fits: a Simple
-// ring step of two slices there costs 2 x (6.4 us + slice / 23 GB/s) from
-// 128 MiB (256 KiB chunks) to 4 GiB, LL128 steps about 6 us from 4 to 64
-// MiB. The model has no per-channel rate cap, so a channel's fixed work
-// lets its neighbours take its links meanwhile and the calibrated values
-// sit above those fits. The AllReduce sweep's ring sizes (512 MiB-4 GiB)
-// are held out for the slice costs. The proxy round (ProxyOpUs 1.6 us)
-// is fitted on the AllReduce sweep's NVLS-Tree sizes (1-256 MiB).
+// us); the Simple ring slices' serial work (SliceUs, 8 us) on the
+// AllGather sweep from 128 MiB, whose Simple ring step of two slices
+// costs 2 x (6.4 us + slice / 23 GB/s) there; its LL128 ring (1-64 MiB)
+// by the ring's proxy round (RingOpUs 0.5 us per op, AROpUs 0.7 us more
+// per op above InfiniBand's adaptive-routing threshold, 8 KiB: the sweep
+// is flat at 110 us to 2 MiB, a 16-channel ring's 4 KiB steps, and 193 us
+// at 4 MiB, 8 KiB steps) plus the step's bytes at NCCL's per-channel
+// LL128 rate (36.7 GB/s). The AllReduce sweep's ring sizes (512 MiB-4
+// GiB) are held out for the slice costs. The proxy round over NVLS-Tree
+// channels (ProxyOpUs 1.6 us) is fitted on the AllReduce sweep's
+// NVLS-Tree sizes (1-256 MiB).
 //
 // h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
 // server), fitted on the 2 x 8 p5 AllReduce (examples/reference/
@@ -125,30 +148,37 @@ func DefaultTransport() Transport {
 // NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB: its release notes, and the 4 x 8
 // p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
 // aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
-// IB's (not fitted on EFA). none is DefaultTransport's: no per-step
+// IB's and its ring round IB's op cost above the AR threshold, with no
+// threshold (not fitted on EFA). none is DefaultTransport's: no per-step
 // cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
-		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
+		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
 		t.ProxyOpUs = 1.6
 		t.BuffSimple, t.NVLSChunk = 4<<20, 0
+		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
+		t.NVLSChunkUs = 1.6
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
-		t.SliceUs = [3]float64{LL: 3, LL128: 5.5, Simple: 8}
+		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
 		t.ProxyOpUs = 2.4
 		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
+		t.RingOpUs, t.AROpUs, t.ARThreshold = 1.2, 0, 0
+		t.NVLSChunkUs = 1.6
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
 		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
+		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
+		t.NVLSChunkUs = 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -165,6 +195,12 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa or none", v)
 		}
 		set(t)
+	case "ar-threshold":
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<40 {
+			return fmt.Errorf("--transport ar-threshold=%q: want a size in bytes, 0 (no adaptive routing) or more", v)
+		}
+		t.ARThreshold = n
 	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "nvls-chunk":
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1<<40 {
@@ -185,7 +221,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -205,6 +241,12 @@ func (t *Transport) Set(kv string) error {
 			t.SliceUs[Simple] = us
 		case "proxy-op":
 			t.ProxyOpUs = us
+		case "ring-op":
+			t.RingOpUs = us
+		case "ar-op":
+			t.AROpUs = us
+		case "nvls-op":
+			t.NVLSChunkUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -233,6 +275,14 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport nvls-chunk %d: a size is not negative", t.NVLSChunk)
 	case !(t.ProxyOpUs >= 0):
 		return fmt.Errorf("transport proxy-op %v: a cost is not negative", t.ProxyOpUs)
+	case !(t.RingOpUs >= 0):
+		return fmt.Errorf("transport ring-op %v: a cost is not negative", t.RingOpUs)
+	case !(t.AROpUs >= 0):
+		return fmt.Errorf("transport ar-op %v: a cost is not negative", t.AROpUs)
+	case t.ARThreshold < 0:
+		return fmt.Errorf("transport ar-threshold %d: a size is not negative", t.ARThreshold)
+	case !(t.NVLSChunkUs >= 0):
+		return fmt.Errorf("transport nvls-op %v: a cost is not negative", t.NVLSChunkUs)
 	}
 	for p, us := range t.SliceUs {
 		if !(us >= 0) {
@@ -243,6 +293,54 @@ func (t Transport) Validate() error {
 }
 
 func (t Transport) slots() int64 { return int64(max(t.Slots, 1)) }
+
+// nvlsFullChunk is NCCL_NVLS_CHUNKSIZE's default, the chunk at which
+// nvlsEfficiency carries an NVLS chunk's fixed work (Transport.NVLSChunkUs).
+const nvlsFullChunk = 128 << 10
+
+// nvlsChunk is enqueue.cc's (calcCollChunking) single-server NVLS chunk
+// for size bytes over ops = channels x heads concurrent chunks: 64 KiB
+// below 64 loops of the full chunk, 32 KiB below 8, 16 KiB below 2.
+func nvlsChunk(ck, size, ops int64) int64 {
+	if size < 64*ops*ck && ck > 64<<10 {
+		ck = 64 << 10
+	}
+	if size < 8*ops*ck && ck > 32<<10 {
+		ck = 32 << 10
+	}
+	if size < 2*ops*ck && ck > 16<<10 {
+		ck = 16 << 10
+	}
+	return ck
+}
+
+// nvlsChunkPs is the fixed work (ps) an NVLS transfer of payload b pays
+// beyond nvlsEfficiency, in NCCL chunks of x bytes each costing serial
+// (Transport.NVLSChunkUs) x (1 - x / 128 KiB).
+func nvlsChunkPs(b, x, serial int64) int64 {
+	if serial <= 0 || x <= 0 || x >= nvlsFullChunk || b <= 0 {
+		return 0
+	}
+	return (b + x - 1) / x * (serial * (nvlsFullChunk - x) / nvlsFullChunk)
+}
+
+// RingRoundPs is a multi-server LL or LL128 ring's proxy round (ps), a
+// floor on its hops' fixed work (RingOpUs): every ring step, each GPU's
+// proxy posts and polls ceil(2 x channels / ppn) network steps of msg
+// wire bytes, RingOpUs each and AROpUs more when msg exceeds
+// ARThreshold. 0 inside a server, for Simple, or without the costs.
+func (t Transport) RingRoundPs(p Proto, channels, ppn, nNodes int, msg int64) int64 {
+	if nNodes < 2 || p == Simple || t.RingOpUs == 0 && t.AROpUs == 0 {
+		return 0
+	}
+	ppn = max(ppn, 1)
+	ops := (2*max(channels, 1) + ppn - 1) / ppn
+	us := t.RingOpUs
+	if t.ARThreshold > 0 && msg > t.ARThreshold {
+		us += t.AROpUs
+	}
+	return int64(ops) * usToPs(us)
+}
 
 // StepBytes is the wire bytes one slot holds under protocol p.
 func (t Transport) StepBytes(p Proto) int64 {
@@ -256,13 +354,20 @@ func (t Transport) StepBytes(p Proto) int64 {
 	return max(b/t.slots(), 1)
 }
 
-// StepPs is the cost (ps) one step exposes (inter: a network hop, which
-// adds the proxies' costs and a credit round trip): its fixed work, or,
-// when the slots run dry first, the credit loop's share per slot.
-func (t Transport) StepPs(inter bool) int64 {
+// StepPs is the cost (ps) one step of protocol p exposes (inter: a
+// network hop, which adds the proxies' costs and a credit round trip):
+// its fixed work, or, when the slots run dry first, the credit loop's
+// share per slot. LL and LL128 carry their flags in the data, so the
+// receiving GPU polls the lines as they land and the receive proxy
+// skips the completion (net.cc, NCCL_NET_OPTIONAL_RECV_COMPLETION=1):
+// only Simple's steps wait on the receive proxy.
+func (t Transport) StepPs(p Proto, inter bool) int64 {
 	us, rtt := t.GPUStepUs, 0.0
 	if inter {
-		us += t.SendProxyUs + t.RecvProxyUs
+		us += t.SendProxyUs
+		if p == Simple {
+			us += t.RecvProxyUs
+		}
 		rtt = t.CreditRTTUs
 	}
 	work := usToPs(us)
@@ -296,7 +401,7 @@ type sliceRule struct {
 
 // costsFor is the transport's step costs under protocol p.
 func (t Transport) costsFor(p Proto) stepCosts {
-	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(false), inter: t.StepPs(true), serial: usToPs(t.SliceUs[p]), proxyOp: usToPs(t.ProxyOpUs)}
+	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(p, false), inter: t.StepPs(p, true), serial: usToPs(t.SliceUs[p]), proxyOp: usToPs(t.ProxyOpUs)}
 }
 
 // slices is how many slices a ring chunk of wire bytes b is cut into.
@@ -414,6 +519,9 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		return 0, 0, 0
 	}
 	chunk := max(co.chunk(1, k), 1)
+	if pl.Algo == AlgoNVLS {
+		serial = (per + chunk - 1) / chunk * nvlsChunkPs(min(chunk, per), s.bytes, s.serial)
+	}
 	if pl.Algo == AlgoNVLSTree && op == AllReduce {
 		chunk = max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
 		if nNodes > 1 {
@@ -439,5 +547,5 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	default: // Broadcast, Reduce: a chain through every rank
 		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
 	}
-	return fill, (chunks - 1) * st * slow, 0
+	return fill, (chunks - 1) * st * slow, serial
 }

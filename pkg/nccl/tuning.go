@@ -350,7 +350,7 @@ func (t *Tuner) Available(op Op, a Algo, p Proto) bool {
 	if t.Enabled != nil && !t.Enabled(op, a, p) {
 		return false
 	}
-	return t.busBw(op, a, p) > 0
+	return t.BusBw(op, a, p) > 0
 }
 
 // LL128 is on by default only over NVLink inside servers, PXB (or PXN on
@@ -364,8 +364,8 @@ func (t *Tuner) ll128Enabled() bool {
 	return t.M.CC >= 70 && g.TypeIntra <= ncclpath.PathNVB && g.TypeInter <= maxInter
 }
 
-// busBw is tuning.cc's per-(algo, proto) bus bandwidth before conversion.
-func (t *Tuner) busBw(op Op, a Algo, p Proto) float64 {
+// BusBw is tuning.cc's per-(algo, proto) bus bandwidth before conversion.
+func (t *Tuner) BusBw(op Op, a Algo, p Proto) float64 {
 	g := t.graph(a)
 	if g.NChannels == 0 {
 		return 0
@@ -436,7 +436,7 @@ func (t *Tuner) AlgBw(op Op, a Algo, p Proto) float64 {
 	if a == AlgoNVLS && t.NNodes == 1 {
 		return t.nvlsAlgBw(op)
 	}
-	bus := t.busBw(op, a, p)
+	bus := t.BusBw(op, a, p)
 	switch a {
 	case AlgoRing:
 		return bus * float64(t.NRanks) / float64(nSteps(op, t.NRanks))
