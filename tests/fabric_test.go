@@ -85,16 +85,20 @@ func TestOversubscriptionNeverFaster(t *testing.T) {
 		t.Logf("%s: %s", k, fmt.Sprint(e))
 	}
 	// Packets against the flows' fluid model on the same routing: within
-	// 10% on the non-blocking tree, and never more than 10% faster (fluid
-	// shares every link max-min with nothing lost). With thin uplinks these
-	// few-MiB collectives run 15-40% slower as packets, as slow under PFC
-	// alone as under DCQCN: fluid does not see the pauses' unfairness
-	// among the flows sharing an uplink (README, "Flows against packets").
+	// 10% on the non-blocking tree under ecmp and adaptive routing, and
+	// never more than 10% faster (fluid shares every link max-min with
+	// nothing lost). Sprayed, the 4 MiB AllToAll's packets take 12% more
+	// than the even split at 1:1 (a flow ends with its last packet, on
+	// whichever path queued most). With thin uplinks these few-MiB
+	// collectives run 15-40% slower as packets: the AllToAll by DCQCN's
+	// rate cuts (under PFC alone within 7% of fluid), the ring as slow
+	// under PFC alone, its steps waiting on hops the pauses slow (README,
+	// "flows against packets").
 	for w := range work {
 		for _, routing := range routings {
 			fl, pk := ends[w+", fluid flows "+routing], ends[w+", packet "+routing]
 			for i, r := range ratios {
-				if float64(pk[i]) < 0.9*float64(fl[i]) || (r == 1 && float64(pk[i]) > 1.1*float64(fl[i])) {
+				if float64(pk[i]) < 0.9*float64(fl[i]) || (r == 1 && routing != "spray" && float64(pk[i]) > 1.1*float64(fl[i])) {
 					t.Errorf("%s, %s, %d:1: packets %d ns, fluid flows %d ns", w, routing, r, pk[i], fl[i])
 				}
 			}
