@@ -10,7 +10,12 @@
 #      granularity against the expanded flows (fluid), ecmp and adaptive;
 #   3. SimAI's 9216-GPU example at collective granularity (Spectrum-X and a
 #      k=48 fat-tree at 1:1 and 4:1): busbw and fluid;
-#   4. GPT-13B on 8192 Spectrum-X GPUs as flows (--expand).
+#   4. GPT-13B on 8192 Spectrum-X GPUs as flows (--expand);
+#   5. flows against packets: one MoE layer of the 128-GPU MoE example on
+#      five 128-GPU fabrics and on 1024-GPU Spectrum-X, and GPT-13B on a
+#      128-GPU fat-tree and Spectrum-X, expanded into flows through fluid
+#      and packet by packet (DCQCN), ecmp (about 11 CPU minutes, most of
+#      it GPT-13B's packets on the fat-tree and the 1024-GPU MoE layer's).
 # Usage: pipelines/fabric.sh [--out DIR] [--quick] (--quick: tables 1 and 3,
 # without packets). The tables also go to DIR/tables.txt.
 set -euo pipefail
@@ -113,5 +118,30 @@ if [ $quick = 0 ]; then
 		"$bin/simccl-decompose" --workload $gpt --granularity collective >"$out/gpt8k.stream" 2>/dev/null
 	t=$(timed "$out/gpt8k.stream" "$bin/flowsim-analytical" --expand)
 	printf "  spectrum-x 8192%s  (%s)\n" "$(exposed)" "$t"
+fi
+if [ $quick = 0 ]; then
+	echo
+	echo "5. flows (--expand, fluid) against packets (flowsim-packet --expand, DCQCN), ecmp, exposed per group type (ms; wall s, peak MB)"
+	# One layer of the 128-GPU MoE example: its header, the embedding,
+	# attention and MoE lines, no gradient sync.
+	{ sed -n 1p examples/workloads/simai_moe_128gpus.txt; echo 10; sed -n 9,18p examples/workloads/simai_moe_128gpus.txt; } >"$out/moe_layer.txt"
+	for c in "MoE layer|128|fat-tree 1:1|--family fat-tree --fat-tree-k 16" \
+		"MoE layer|128|fat-tree 2:1|--family fat-tree --fat-tree-k 16 --oversubscription 2 --oversubscribe-by uplinks" \
+		"MoE layer|128|fat-tree 4:1|--family fat-tree --fat-tree-k 16 --oversubscription 4 --oversubscribe-by uplinks" \
+		"MoE layer|128|spectrum-x|--family spectrum-x" "MoE layer|128|hpn-dual-plane|--family hpn-dual-plane" \
+		"MoE layer|1024|spectrum-x|--family spectrum-x" \
+		"GPT-13B|128|fat-tree 1:1|--family fat-tree --fat-tree-k 16" "GPT-13B|128|spectrum-x|--family spectrum-x"; do
+		IFS='|' read -r w g name fargs <<<"$c"
+		wl=$out/moe_layer.txt
+		[ "$w" = GPT-13B ] && wl=$gpt
+		# shellcheck disable=SC2086
+		"$bin/topogen" $fargs --gpus "$g" 2>/dev/null | "$bin/ncclpath" |
+			"$bin/simccl-decompose" --workload "$wl" --granularity collective >"$out/fp.stream" 2>/dev/null
+		for m in "flows|flowsim-analytical" "packets|flowsim-packet"; do
+			t=$(timed "$out/fp.stream" "$bin/${m#*|}" --expand --quiet)
+			printf "  %-9s %4s %-15s %-8s%s  (%s)\n" "$w" "$g" "$name" "${m%%|*}" "$(exposed)" "$t"
+		done
+	done
+	rm -f "$out/moe_layer.txt"
 fi
 rm -f "$out/last.arrows" "$out/time" "$out/stderr" "$out"/*.stream
