@@ -157,6 +157,13 @@ func (c *cctx) ringHop(k int, src, dst int32, b int64) int64 {
 	return max(c.firstHop(k, src, dst, b), c.step.serial*c.step.slices(b))
 }
 
+// queued reports whether a ring's first-loop steps keep their
+// connection's order (ringConns.send): under the transport's costs, not
+// in SimAI replay. Default streams stay as they were.
+func (c *cctx) queued() bool {
+	return (c.step.intra > 0 || c.step.inter > 0) && c.e.sendLat == 0
+}
+
 // stepCost is the transport's cost of one step between two nodes (ps).
 func (c *cctx) stepCost(src, dst int32) int64 {
 	if c.crosses(src, dst) {

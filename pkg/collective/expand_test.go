@@ -22,6 +22,10 @@ func TestExpandMatchesFlowGranularity(t *testing.T) {
 	ep := Layout{TP: 1, DP: 32, PP: 1, EP: 8}
 	lat := Options{LaunchLatency: true, MaxChunks: 16}
 	with := func(o Options, f func(*Options)) Options { f(&o); return o }
+	ib := DefaultTransport()
+	if err := ib.Set("preset=h100-ib"); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		opt  Options
@@ -32,6 +36,7 @@ func TestExpandMatchesFlowGranularity(t *testing.T) {
 		{"ring, no latency, no cap", Options{Algo: "ring", Proto: "simple", RingChannels: 4}, dp, Step{Op: AllReduce, Size: 48 << 20, Group: DP}},
 		{"tp groups of four servers", with(lat, func(o *Options) { o.Algo, o.Proto = "ring", "ll128" }), tp, Step{Op: AllGather, Size: 12 << 20, Group: TP}},
 		{"dp groups across servers", with(lat, func(o *Options) { o.Algo, o.PXN = "ring", "on" }), tp, Step{Op: ReduceScatter, Size: 24 << 20, Group: DP}},
+		{"ring simple pxn, h100-ib transport (queued first loop)", with(lat, func(o *Options) { o.Algo, o.Proto, o.PXN, o.Transport = "ring", "simple", "on", &ib }), dp, Step{Op: AllGather, Size: 48 << 20, Group: DP}},
 		{"tree ll", with(lat, func(o *Options) { o.Algo, o.Proto = "tree", "ll" }), dp, Step{Op: AllReduce, Size: 1 << 20, Group: DP}},
 		{"nvls", with(lat, func(o *Options) { o.Algo = "nvls" }), tp, Step{Op: AllReduce, Size: 48 << 20, Group: TP}},
 		{"nvls reducescatter", with(lat, func(o *Options) { o.Algo = "nvls" }), tp, Step{Op: ReduceScatter, Size: 48 << 20, Group: TP}},
@@ -42,6 +47,20 @@ func TestExpandMatchesFlowGranularity(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			want, _ := s.run(t, c.opt, c.l, one(c.st))
+			if c.opt.Transport != nil {
+				// A Simple ring's first loop under the transport: a latency
+				// node per connection and later step (ringConns.send), 31
+				// steps of 32 connections a channel.
+				delays := 0
+				for _, f := range want.flows {
+					if f.ConnType == stream.ConnDelay && f.DelayPs > 0 {
+						delays++
+					}
+				}
+				if delays < 31*32 {
+					t.Fatalf("%d delay nodes; want a first-loop latency node per connection and step", delays)
+				}
+			}
 			var d *Decomposer
 			got, colls := s.run(t, c.opt, c.l, one(c.st), func(x *Decomposer) { x.Collectives = true; d = x })
 			rec := colls[0].Rec
@@ -182,6 +201,10 @@ func TestFirstFlowIsFlowGranularitys(t *testing.T) {
 		{Barrier: true}, {Op: AllGather, Size: 1 << 20, Group: TP}, {Op: AllToAll, Size: 4 << 20, Group: EP}}}
 	lat := Options{LaunchLatency: true, MaxChunks: 16}
 	with := func(o Options, f func(*Options)) Options { f(&o); return o }
+	ib := DefaultTransport()
+	if err := ib.Set("preset=h100-ib"); err != nil {
+		t.Fatal(err)
+	}
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100"})
 	for _, c := range []struct {
 		name string

@@ -159,7 +159,10 @@ type ringSpec struct {
 // ranks as NCCL's do. The first loop pays every step's latency, the data
 // dependency carrying it from hop to hop; its steps do not also wait on
 // their connection, or a slow hop's latency would add up along its own
-// connection as well (NCCL's FIFO keeps several steps in flight).
+// connection as well (NCCL's FIFO keeps several steps in flight). Under
+// the transport's costs a Simple ring's first-loop steps do keep their
+// connection's order, their latency moved onto a delay node
+// (ringConns.send).
 func ring(c *cctx, f Fabric, sp ringSpec) {
 	nodes := f.nodesOf(c.ranks)
 	for ch := 0; ch < sp.channels; ch++ {
@@ -207,6 +210,7 @@ func newRingChannel(c *cctx, f Fabric, nodes [][]int, sp ringSpec, ch int) *ring
 	}
 	g.order = ringOrder(nodes, ch)
 	g.conn = newRingConns(c, f, g.order, sp.pxn)
+	g.conn.queued = sp.proto == Simple && c.queued()
 	g.loopBytes = int64(g.n) * sp.chunk
 	g.loops = int((g.data + g.loopBytes - 1) / g.loopBytes)
 	g.prev, g.cur = make([]int64, g.n), make([]int64, g.n)
@@ -225,7 +229,11 @@ func (g *ringChannel) flows() int64 {
 			per++
 		}
 	}
-	return per * int64(g.loops) * int64(g.steps)
+	total := per * int64(g.loops) * int64(g.steps)
+	if g.conn.queued && g.loops > 0 {
+		total += int64(g.n) * int64(g.steps-1) // the first loop's latency nodes (ringConns.send)
+	}
+	return total
 }
 
 func (g *ringChannel) emitted() int32 { return int32(g.k*g.steps + g.s) }
@@ -272,6 +280,9 @@ type ringConns struct {
 	proxy   []int32 // -1 when i sends directly
 	last    []int64 // last flow on i's (final) connection
 	lastPXN []int64 // last PXN_INIT flow of i
+	// queued: a first loop's later steps keep their connection's order
+	// (send); a Simple ring's under the transport's costs
+	queued bool
 }
 
 func newRingConns(c *cctx, f Fabric, order []int, pxn bool) *ringConns {
@@ -297,6 +308,17 @@ func (rc *ringConns) src(i int) int32 { return rc.c.ranks[rc.order[i]] }
 // send emits ring index i's flow of chunk k and returns the id the next
 // step depends on; ordered: the flow also waits for the previous flow on
 // its connection.
+//
+// Unordered (a first loop's later step) on a queued ring (a Simple ring
+// under the transport's costs, cctx.queued), the step still goes out after the previous one on its
+// connection, as a queue pair sends its writes, but its step latency runs
+// from its data, not from that flow: a delay node on the sender waits the
+// latency after the data, and the flow waits for it and for its
+// connection's previous flow (released when that one's last byte has
+// left), keeping only its slices' fixed work (Transport.SliceUs) in
+// series. Without it, behind PXN relays several first-loop steps reached
+// a NIC at once and shared it as equals, and the packet backend, whose
+// flows on a port interleave, ended 6-12% after fluid at 128-512 MiB.
 func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, k int, ch, chunks int32, ordered bool) int64 {
 	c := rc.c
 	deps := c.deps(entry)
@@ -306,7 +328,8 @@ func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, k int
 	src, dst := rc.src(i), rc.dst(i)
 	kind := stream.ConnRing
 	prevPXN, prev := rc.lastPXN[i], rc.last[i]
-	if !ordered {
+	inOrder := !ordered && prev >= 0 && rc.queued
+	if !ordered && !inOrder {
 		prevPXN, prev = -1, -1
 	}
 	if rc.proxy[i] >= 0 {
@@ -314,7 +337,13 @@ func (rc *ringConns) send(i int, size int64, dataDep int64, entry []int64, k int
 		deps = append(c.deps(nil), rc.lastPXN[i])
 		src, kind = rc.proxy[i], stream.ConnNet
 	}
-	rc.last[i] = c.connFlow(&prev, deps, src, dst, size, c.ringHop(k, src, dst, size), ch, int32(k), chunks, kind)
+	lat := c.ringHop(k, src, dst, size)
+	if inOrder {
+		serial := c.step.serial * c.step.slices(size)
+		d := c.e.Delay(c.id, src, lat-serial, deps)
+		deps, lat = append(c.deps(nil), d), serial
+	}
+	rc.last[i] = c.connFlow(&prev, deps, src, dst, size, lat, ch, int32(k), chunks, kind)
 	return rc.last[i]
 }
 

@@ -1,6 +1,11 @@
 package collective
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
 
 // NCCL's ring cuts a Simple chunk into SlicePerChunk (2) slices of
 // sliceSteps (2) steps, each at least 1/32 of a full slice
@@ -96,5 +101,71 @@ func TestProxyRound(t *testing.T) {
 	bad.ProxyOpUs = -1
 	if err := bad.Validate(); err == nil {
 		t.Errorf("a negative proxy-op validates")
+	}
+}
+
+// Under the transport, a Simple ring's first-loop steps go out in their
+// connection's order (a queue pair's writes), yet each still waits its
+// step latency from its data alone: step s > 0 of a connection waits for
+// the connection's previous flow and for a delay node on its sender that
+// waits, after the data, the latency the connection's first step pays
+// (less the slices' work, which stays in series on the flow). Without the
+// transport the first loop's steps do not wait on their connection.
+func TestRingFirstLoopQueued(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	ib := DefaultTransport()
+	if err := ib.Set("preset=h100-ib"); err != nil {
+		t.Fatal(err)
+	}
+	st := Step{Op: AllGather, Size: 4 << 20, Group: DP}
+	l := Layout{TP: 1, DP: 16, PP: 1, EP: 1}
+	for _, tr := range []*Transport{nil, &ib} {
+		c, _ := s.run(t, Options{LaunchLatency: true, Algo: "ring", Proto: "simple", PXN: "on", RingChannels: 2, Transport: tr}, l, one(st))
+		byID := map[int64]stream.Flow{}
+		type conn struct{ src, dst, ch int32 }
+		first := map[conn]stream.Flow{}
+		prev := map[conn]int64{}
+		checked, relayed := 0, 0
+		for _, f := range c.flows {
+			byID[f.ID] = f
+			if f.Size == 0 || f.ConnType == stream.ConnDelay || f.ConnType == stream.ConnPXNInit || f.Chunk != 0 {
+				continue
+			}
+			k := conn{f.Src, f.Dst, f.Channel}
+			p0, seen := first[k]
+			if !seen {
+				first[k], prev[k] = f, f.ID
+				continue
+			}
+			waitsConn, delay := false, int64(-1)
+			for _, d := range f.Deps {
+				if d == prev[k] {
+					waitsConn = true
+				}
+				if g := byID[d]; g.ConnType == stream.ConnDelay {
+					delay = g.DelayPs
+				}
+			}
+			prev[k] = f.ID
+			checked++
+			if f.ConnType == stream.ConnNet {
+				relayed++
+			}
+			if tr == nil {
+				if waitsConn || delay >= 0 || f.DelayPs != p0.DelayPs {
+					t.Fatalf("no transport: flow %d waits on its connection (%v) or a delay node (%d ps), delay %d ps vs first step's %d", f.ID, waitsConn, delay, f.DelayPs, p0.DelayPs)
+				}
+				continue
+			}
+			if !waitsConn || delay < 0 {
+				t.Fatalf("flow %d (%s %d->%d ch %d): waits on its connection %v, latency node %d ps", f.ID, f.ConnType, f.Src, f.Dst, f.Channel, waitsConn, delay)
+			}
+			if delay+f.DelayPs != p0.DelayPs {
+				t.Errorf("flow %d: latency node %d ps + flow %d ps, want the first step's %d ps", f.ID, delay, f.DelayPs, p0.DelayPs)
+			}
+		}
+		if checked < 2*16*14 || relayed == 0 {
+			t.Fatalf("%d first-loop later steps checked (%d relayed by PXN), want every connection's", checked, relayed)
+		}
 	}
 }
