@@ -425,6 +425,28 @@ func (c *Calendar) PeekNearArg() (kind uint16, target int32, arg int64, ok bool)
 	return e.Kind, e.Target, e.Arg, true
 }
 
+// PeekSeq is the time and number of the next event (ok false when
+// empty): a simulator holding a sorted list of its own (one head of it in
+// the calendar at a time) can run the list's next entries without pushing
+// and popping each, while they still come first.
+func (c *Calendar) PeekSeq() (at Time, seq uint64, ok bool) {
+	var top *Event
+	if c.inWheel > 0 {
+		b := c.active
+		if b < 0 || b != c.cur {
+			b = c.nextBucket()
+		}
+		top = c.first(b)
+	}
+	if c.far.Len() > 0 && (top == nil || less(&c.far.h[0], top)) {
+		top = &c.far.h[0]
+	}
+	if top == nil {
+		return 0, 0, false
+	}
+	return top.At, top.seq, true
+}
+
 // PeekTime is the time of the next event, or Never when empty.
 func (c *Calendar) PeekTime() Time {
 	t := Never

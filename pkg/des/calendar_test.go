@@ -37,6 +37,9 @@ func TestCalendarMatchesQueue(t *testing.T) {
 			if q.PeekTime() != c.PeekTime() {
 				t.Fatalf("seed %d step %d: peek %d vs %d", seed, step, q.PeekTime(), c.PeekTime())
 			}
+			if at, seq, ok := c.PeekSeq(); !ok || at != q.h[0].At || seq != q.h[0].seq {
+				t.Fatalf("seed %d step %d: PeekSeq gave (%d, %d, %v), the heap's head is (%d, %d)", seed, step, at, seq, ok, q.h[0].At, q.h[0].seq)
+			}
 			k, tg, ok := c.PeekNear()
 			farFirst := ok && c.far.Len() > 0 && less(&c.far.h[0], c.first(c.active))
 			a, b := q.Pop(), c.Pop()

@@ -386,6 +386,12 @@ func (s *Sim) loop(end int64, window bool) error {
 			s.cur = s.flowNode(ev.Target)
 			s.finishFlow(ev.Target)
 		case evStart:
+			if s.bypassing {
+				if err := s.sur.foldStarts(end); err != nil {
+					return err
+				}
+				break
+			}
 			i := s.popStart()
 			s.cur = s.flowNode(i)
 			s.finishFlow(i)
