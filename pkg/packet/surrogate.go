@@ -300,6 +300,18 @@ func (sg *surrogate) predict(pkt *packet) int64 {
 	if *cache > 0 {
 		return *cache
 	}
+	// A pair that delivered packets of this kind while latencies were
+	// tracked holds its class: its mean, without finding the pair's ends
+	// (two cache misses a pair as the surrogate opens) and the class map.
+	lat := q.latData
+	if pkt.kind != pktData {
+		lat = q.latCtl
+	}
+	if lat > 0 {
+		st := sg.stats[lat-1]
+		*cache = max(st.sum/st.n, 1)
+		return *cache
+	}
 	src, dst := sg.ends(pkt)
 	*cache = sg.measured(latKey(src, dst, pkt.kind != pktData), s.fab.path(pkt.path), int64(pkt.wire))
 	return *cache
