@@ -438,12 +438,7 @@ func (c *Calendar) rescale(shift uint) {
 			} else {
 				mv = append(mv, h...)
 			}
-			if cap(h) > keepCap {
-				c.release(h)
-				c.buckets[i] = nil
-			} else {
-				c.buckets[i] = h[:0]
-			}
+			c.buckets[i] = h[:0] // refilled below: releasing it allocated anew
 		}
 	}
 	clear(c.bits)
@@ -461,7 +456,10 @@ func (c *Calendar) rescale(shift uint) {
 // emptied retires bucket i, h, whose last event was just popped.
 func (c *Calendar) emptied(i int64, h []Event) {
 	c.bits[i>>6] &^= 1 << (i & 63)
-	if cap(h) > keepCap {
+	if cap(h) >= keepCap {
+		// keepCap's own class too: a bucket kept the array it first
+		// grew to, and wider buckets (retune) overflowing their slab
+		// once each made one per bucket.
 		c.release(h)
 		c.buckets[i] = nil
 	} else {
