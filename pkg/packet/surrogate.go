@@ -2,8 +2,10 @@ package packet
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/internal/grow"
+	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -101,7 +103,8 @@ type surrogate struct {
 	active bool
 	qps    []surQP          // per queue pair slot
 	stats  []latStat        // per latency class
-	class  map[uint64]int32 // latKey -> index in stats + 1
+	class  map[uint64]int32 // latKey -> index in stats + 1, beyond densePairNodes
+	dense  []int32          // the same by (src*nodes+dst)*2+ctl, up to densePairNodes
 	onAt   int64            // when the surrogate last opened
 	// held are the suspended fabric's events that came due while the
 	// surrogate was open; they happen as much later as it stayed open.
@@ -214,6 +217,9 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
 	sg := &surrogate{s: s, Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.fab.ports))}
+	if n := len(s.t.Nodes); n <= densePairNodes {
+		sg.dense = make([]int32, 2*n*n)
+	}
 	for pid := range s.fab.ports {
 		if !s.fab.isSwitch[s.fab.ports[pid].from] {
 			sg.hostPorts = append(sg.hostPorts, int32(pid))
@@ -238,6 +244,37 @@ func latKey(src, dst int32, ctl bool) uint64 {
 		k |= 1
 	}
 	return k
+}
+
+// classSlot is where class (src, dst, ctl)'s index + 1 is kept: in the
+// dense table up to densePairNodes nodes (the map's lookups were a tenth
+// of opening seed 003's surrogate, one per frozen packet's queue pair),
+// else nil (the map).
+func (sg *surrogate) classSlot(src, dst int32, ctl bool) *int32 {
+	if sg.dense == nil {
+		return nil
+	}
+	i := (int(src)*len(sg.s.t.Nodes) + int(dst)) * 2
+	if ctl {
+		i++
+	}
+	return &sg.dense[i]
+}
+
+// classOf is class (src, dst, ctl)'s index + 1, 0 when none was measured.
+func (sg *surrogate) classOf(src, dst int32, ctl bool) int32 {
+	if p := sg.classSlot(src, dst, ctl); p != nil {
+		return *p
+	}
+	return sg.class[latKey(src, dst, ctl)]
+}
+
+func (sg *surrogate) setClass(src, dst int32, ctl bool, c int32) {
+	if p := sg.classSlot(src, dst, ctl); p != nil {
+		*p = c
+		return
+	}
+	sg.class[latKey(src, dst, ctl)] = c
 }
 
 // ends are a packet's source and destination nodes.
@@ -273,11 +310,11 @@ func (sg *surrogate) track(pkt *packet) {
 	}
 	if *c == 0 {
 		src, dst := sg.ends(pkt)
-		k := latKey(src, dst, pkt.kind != pktData)
-		if *c = sg.class[k]; *c == 0 {
+		ctl := pkt.kind != pktData
+		if *c = sg.classOf(src, dst, ctl); *c == 0 {
 			sg.stats = append(sg.stats, latStat{})
 			*c = int32(len(sg.stats))
-			sg.class[k] = *c
+			sg.setClass(src, dst, ctl, *c)
 		}
 	}
 	st := &sg.stats[*c-1]
@@ -313,15 +350,15 @@ func (sg *surrogate) predict(pkt *packet) int64 {
 		return *cache
 	}
 	src, dst := sg.ends(pkt)
-	*cache = sg.measured(latKey(src, dst, pkt.kind != pktData), s.fab.path(pkt.path), int64(pkt.wire))
+	*cache = sg.measured(src, dst, pkt.kind != pktData, s.fab.path(pkt.path), int64(pkt.wire))
 	return *cache
 }
 
-// measured is latency class k's mean, or when nothing was measured the
+// measured is latency class (src, dst, ctl)'s mean, or when nothing was measured the
 // unloaded latency of a packet of wire bytes along path.
-func (sg *surrogate) measured(k uint64, path []route.DirLink, wire int64) int64 {
+func (sg *surrogate) measured(src, dst int32, ctl bool, path []route.DirLink, wire int64) int64 {
 	s := sg.s
-	if c := sg.class[k]; c > 0 {
+	if c := sg.classOf(src, dst, ctl); c > 0 {
 		st := sg.stats[c-1]
 		return max(st.sum/st.n, 1)
 	}
@@ -710,8 +747,8 @@ func (sg *surrogate) pairPrediction(i, src, dst int32) (*pairPrediction, error) 
 	fwd, rev := s.fab.fwd[:s.fab.fwdLen], s.fab.rev[:s.fab.revLen]
 	pp := pairPrediction{port: int32(fwd[0]), ideal: s.fab.idealPath(fwd, rev)}
 	_, pp.win = s.fab.baseRTT(fwd, rev, s.fab.ports[fwd[0]].bw)
-	pp.data = sg.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
-	pp.ack = sg.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
+	pp.data = sg.measured(src, dst, false, fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
+	pp.ack = sg.measured(dst, src, true, rev, int64(s.cfg.AckBytes))
 	sg.pairs.put(src, dst, port, pp)
 	return &pp, nil
 }
@@ -803,7 +840,14 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		}
 	}
 	n := len(s.pkts)
+	const ahead = 8 // packets: the queue pairs of tens of thousands are out of cache
 	for pi := 0; pi < n; pi++ {
+		if pa := pi + ahead; pa < n {
+			if qi := s.pkts[pa].qp; qi >= 0 && int(qi) < len(sg.qps) && int(qi) < len(s.nic.qps) {
+				prefetch.Line(unsafe.Pointer(&sg.qps[qi]))
+				prefetch.Line(unsafe.Pointer(&s.nic.qps[qi]))
+			}
+		}
 		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.fab.isSwitch[s.fab.ports[s.fab.dl(&s.pkts[pi])].from]) {
 			continue
 		}
@@ -964,6 +1008,7 @@ func (sg *surrogate) restartTracking() {
 	// window of a warm-up.
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
+	clear(sg.dense)
 	clear(sg.qps)
 	sg.pairs.reset()
 }
