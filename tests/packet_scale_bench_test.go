@@ -149,7 +149,9 @@ func loadAverage() string {
 // window by window). Cut by the flows' load (partplan.go), on a loaded
 // 2-core machine: 7.08 and 13.35 on the AllReduce (tiers; 0.007 and
 // 0.008 crossings an event, and 48 and 61 s of CPU against 68 and 80 s
-// in blocks), 6.78 and 12.30 on the AllToAll (clusters; 0.46 and 0.50).
+// in blocks), 6.78 and 12.30 on the AllToAll (clusters; 0.46 and 0.50);
+// with the clusters refined by the model's phase-summed cost, 7.41 and
+// 12.34 on the AllToAll (0.467 and 0.501), the AllReduce unchanged.
 func BenchmarkPacketParallelCeiling(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for _, c := range packetCases {

@@ -47,7 +47,7 @@ type command struct {
 	Threads    int            `default:"1" placeholder:"N" help:"Run the simulation on N goroutines: the fabric cut into --partitions parts by the flows' load (leaves with their GPUs, tiers spread, or blocks of whole servers; a server whose GPUs send each other anything stays whole), each with its own event loop, run in windows as long as the shortest link between parts that may carry a packet (a conservative parallel simulation); stderr then gives the ideal speedup. Flow-level streams under PFC_MODE priority, without --expand, monitors, --surrogate or LINK_DOWN; every dependency must be released where its dependant starts (NCCL's rings and trees are)."`
 	Partitions *int           `placeholder:"N" help:"Parts for --threads (default: as many as threads; at least as many). Every N gives the single loop's trace, byte for byte: events at one instant are ordered by the node that made them, not by when they were pushed. --partitions 1 is the single loop."`
 	ParReport  string         `name:"parallel-report" placeholder:"FILE" help:"With --threads or --partitions: write a CSV line a window (start and end in ps, each part's events, the busiest part's, the wait at its barrier in ns) to FILE. The stderr summary gives the ideal speedup (events over the sum of each window's busiest part: a count, the same on any machine) either way."`
-	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time and events while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
+	LoopWindow string         `name:"loop-window" placeholder:"START:END" help:"Report the event loop's wall time, events and the process's CPU time while the simulated time is within START:END (e.g. 3ms:8ms): one part of a run timed in one process, as the surrogate pipeline compares its window with high fidelity's."`
 	Keys       bool           `help:"List every configuration key (SimAI.conf's, fabricsim's and the congestion-control ones) with its type, unit, range, default and meaning, then exit."`
 	Input      string         `arg:"" optional:"" placeholder:"STREAM" help:"Stream file to read (default: stdin)."`
 	// For finding where time and bytes go at scale (go tool pprof). The
@@ -325,7 +325,7 @@ func (c *command) run() error {
 		}
 	}
 	if w := sim.Loop; w != nil {
-		fmt.Fprintf(os.Stderr, "flowsim-packet: event loop from %s to %s: %.3f s, %d events\n", des.Time(w.StartPs), des.Time(w.EndPs), w.Secs, w.Events)
+		fmt.Fprintf(os.Stderr, "flowsim-packet: event loop from %s to %s: %.3f s, %d events, %.3f s CPU\n", des.Time(w.StartPs), des.Time(w.EndPs), w.Secs, w.Events, w.CPUSecs)
 	}
 	if worst, mean, n := sim.UplinkImbalance(); n > 0 {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: routing %s: uplink max/mean load per leaf %.3f mean, %.3f worst (%d leaves); %d data packets placed out of order\n",

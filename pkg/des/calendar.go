@@ -39,7 +39,30 @@ type Calendar struct {
 	spare [][][]Event
 	// scratch holds the left half of a merge (sortEvents).
 	scratch []Event
+	// Bucket width (retune): pops and buckets visited since the last
+	// look, and the narrowest width (the one asked for).
+	pops, visits int64
+	minShift     uint
+	moving       []Event // scratch of rescale
 }
+
+// The width adapts to the run (retune). A bucket is worth its cost (the
+// scan to it, its sort, a cache line or two) when it holds a few events:
+// a sparse run, such as a PFC incast's handful of links busy for
+// milliseconds, popped 1.25 events a bucket of 1 ns, and 8 ns buckets
+// took a fifth off its CPU time, while they slowed dense runs, whose
+// 1 ns buckets already hold 60 to 200 events. Every retuneVisits buckets
+// (or retuneVisits*widenBelow events, which wide buckets of a dense run
+// pop in few visits) the width is doubled as often as it takes for
+// widenBelow events a bucket, up to maxWiden doublings, or halved (never
+// below the width asked for) for at most narrowAbove. The order popped is (At,
+// number) at any width.
+const (
+	retuneVisits = 1 << 12
+	widenBelow   = 8
+	narrowAbove  = 64
+	maxWiden     = 6
+)
 
 // keepCap is the largest bucket array an emptied bucket keeps.
 const keepCap = 16
@@ -50,7 +73,7 @@ const keepCap = 16
 func NewCalendar(shift uint, logBuckets uint) *Calendar {
 	const slot = 8
 	nb := 1 << logBuckets
-	c := &Calendar{shift: shift, mask: int64(nb - 1), buckets: make([][]Event, nb), bits: make([]uint64, max(nb/64, 1)), active: -1}
+	c := &Calendar{shift: shift, minShift: shift, mask: int64(nb - 1), buckets: make([][]Event, nb), bits: make([]uint64, max(nb/64, 1)), active: -1}
 	slab := make([]Event, nb*slot)
 	for i := range c.buckets {
 		c.buckets[i] = slab[i*slot : i*slot : (i+1)*slot]
@@ -337,6 +360,7 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 			}
 			e = *top
 			c.inWheel--
+			c.pops++
 			if late {
 				c.late = heapPop(c.late)
 			} else {
@@ -351,6 +375,11 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 	if c.inWheel == 0 {
 		return c.popFarBefore(end)
 	}
+	if c.visits++; c.visits == retuneVisits || c.pops >= retuneVisits*widenBelow {
+		if c.retune(); c.inWheel == 0 {
+			return c.popFarBefore(end) // all beyond a narrower wheel
+		}
+	}
 	b := c.nextBucket()
 	top := c.first(b)
 	if c.far.Len() > 0 && less(&c.far.h[0], top) {
@@ -362,6 +391,7 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 	e = *top
 	c.cur = b
 	c.inWheel--
+	c.pops++
 	i := b & c.mask
 	h := c.buckets[i]
 	if c.head < len(h) && top == &h[c.head] {
@@ -375,10 +405,61 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 	return e, true
 }
 
+// retune doubles or halves the buckets' width by the events popped a
+// bucket since the last look (see retuneVisits).
+func (c *Calendar) retune() {
+	per := float64(c.pops) / float64(c.visits)
+	c.pops, c.visits = 0, 0
+	shift := c.shift
+	for ; per < widenBelow && shift < c.minShift+maxWiden; shift++ {
+		per *= 2 // a sparse run's events a bucket grow with its width
+	}
+	for ; per > narrowAbove && shift > c.minShift; shift-- {
+		per /= 2
+	}
+	if shift != c.shift {
+		c.rescale(shift)
+	}
+}
+
+// rescale moves the wheel's events into buckets of 2^shift ps: the
+// cursor's bucket is the one its start falls in, and an event beyond the
+// new horizon goes to the far heap. Events popped from the bucket being
+// popped stay popped.
+func (c *Calendar) rescale(shift uint) {
+	mv := c.moving[:0]
+	for w, word := range c.bits {
+		for word != 0 {
+			i := int64(w<<6 + bits.TrailingZeros64(word))
+			word &= word - 1
+			h := c.buckets[i]
+			if c.active >= 0 && i == c.active&c.mask {
+				mv = append(mv, h[c.head:]...)
+			} else {
+				mv = append(mv, h...)
+			}
+			c.buckets[i] = h[:0] // refilled below: releasing it allocated anew
+		}
+	}
+	clear(c.bits)
+	mv = append(mv, c.late...)
+	c.late = c.late[:0]
+	c.cur = c.cur << c.shift >> shift
+	c.shift, c.active, c.head, c.inWheel = shift, -1, 0, 0
+	for k := range mv {
+		e := &mv[k]
+		c.push(e.At, e.seq, e.Kind, e.Target, e.Arg)
+	}
+	c.moving = mv[:0]
+}
+
 // emptied retires bucket i, h, whose last event was just popped.
 func (c *Calendar) emptied(i int64, h []Event) {
 	c.bits[i>>6] &^= 1 << (i & 63)
-	if cap(h) > keepCap {
+	if cap(h) >= keepCap {
+		// keepCap's own class too: a bucket kept the array it first
+		// grew to, and wider buckets (retune) overflowing their slab
+		// once each made one per bucket.
 		c.release(h)
 		c.buckets[i] = nil
 	} else {
@@ -423,6 +504,28 @@ func (c *Calendar) PeekNearArg() (kind uint16, target int32, arg int64, ok bool)
 	}
 	e := c.first(c.active)
 	return e.Kind, e.Target, e.Arg, true
+}
+
+// PeekSeq is the time and number of the next event (ok false when
+// empty): a simulator holding a sorted list of its own (one head of it in
+// the calendar at a time) can run the list's next entries without pushing
+// and popping each, while they still come first.
+func (c *Calendar) PeekSeq() (at Time, seq uint64, ok bool) {
+	var top *Event
+	if c.inWheel > 0 {
+		b := c.active
+		if b < 0 || b != c.cur {
+			b = c.nextBucket()
+		}
+		top = c.first(b)
+	}
+	if c.far.Len() > 0 && (top == nil || less(&c.far.h[0], top)) {
+		top = &c.far.h[0]
+	}
+	if top == nil {
+		return 0, 0, false
+	}
+	return top.At, top.seq, true
 }
 
 // PeekTime is the time of the next event, or Never when empty.

@@ -37,6 +37,9 @@ func TestCalendarMatchesQueue(t *testing.T) {
 			if q.PeekTime() != c.PeekTime() {
 				t.Fatalf("seed %d step %d: peek %d vs %d", seed, step, q.PeekTime(), c.PeekTime())
 			}
+			if at, seq, ok := c.PeekSeq(); !ok || at != q.h[0].At || seq != q.h[0].seq {
+				t.Fatalf("seed %d step %d: PeekSeq gave (%d, %d, %v), the heap's head is (%d, %d)", seed, step, at, seq, ok, q.h[0].At, q.h[0].seq)
+			}
 			k, tg, ok := c.PeekNear()
 			farFirst := ok && c.far.Len() > 0 && less(&c.far.h[0], c.first(c.active))
 			a, b := q.Pop(), c.Pop()
@@ -314,4 +317,43 @@ func TestCalendarSortsNumberedBuckets(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The buckets widen through a sparse stretch (events microseconds apart,
+// about one a bucket) and narrow again through a dense one (hundreds of
+// events a bucket), and at every width the calendar pops exactly what
+// the heap pops.
+func TestCalendarRetunes(t *testing.T) {
+	c := NewCalendar(10, 10)
+	var q Queue
+	rng := rand.New(rand.NewPCG(5, 6))
+	now := Time(0)
+	widest := c.shift
+	for phase := range 4 {
+		sparse := phase%2 == 0
+		for range 300_000 {
+			for q.Len() < 64 || (!sparse && q.Len() < 4096 && rng.IntN(2) == 0) {
+				d := Time(rng.IntN(4096)) // dense: a few ns ahead, many ties
+				if sparse {
+					d = Time(rng.IntN(2_000_000)) // up to 2 us, past a 1 us horizon
+				}
+				k, tg := uint16(rng.IntN(9)), int32(rng.IntN(100))
+				q.Push(now+d, k, tg, 0)
+				c.Push(now+d, k, tg, 0)
+			}
+			a, b := q.Pop(), c.Pop()
+			if a != b {
+				t.Fatalf("phase %d (sparse %v, shift %d): heap popped %+v, calendar %+v", phase, sparse, c.shift, a, b)
+			}
+			now = a.At
+		}
+		widest = max(widest, c.shift)
+		if sparse && c.shift == c.minShift {
+			t.Fatalf("phase %d: a sparse run left the buckets at 2^%d ps", phase, c.shift)
+		}
+		if !sparse && c.shift != c.minShift {
+			t.Fatalf("phase %d: a dense run left the buckets at 2^%d ps, want 2^%d", phase, c.shift, c.minShift)
+		}
+	}
+	t.Logf("widest buckets 2^%d ps", widest)
 }

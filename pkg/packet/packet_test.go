@@ -948,3 +948,61 @@ func TestSurrogateZombiesOutliveWindow(t *testing.T) {
 		t.Fatalf("%d of %d packets back in the pool at the end", len(free), len(s.pkts))
 	}
 }
+
+// Folding start times (foldStarts) changes nothing but the calendar's
+// traffic: a traffic pattern's messages, some of them released by others
+// (their transfers then push events while starts are folded), some longer
+// than a packet, started before, during and after the surrogate's window,
+// end at the same times, with the same ideal times and counts, as when
+// every start goes through the calendar; hybrid and lite.
+func TestSurrogateFoldedStartsChangeNothing(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	rng := rand.New(rand.NewPCG(3, 1))
+	var specs []flowSpec
+	var delays []int64
+	for range 400 {
+		src := int32(rng.IntN(32))
+		dst := (src + 1 + int32(rng.IntN(31))) % 32
+		d := int64(len(specs))
+		specs = append(specs, flowSpec{src, src, 0, nil})
+		delays = append(delays, int64(rng.IntN(400_000_000)))
+		size := []int64{1 << 10, 4 << 10, 64 << 10}[rng.IntN(3)]
+		specs = append(specs, flowSpec{src, dst, size, []int64{d}})
+		delays = append(delays, 0)
+		if rng.IntN(4) == 0 { // the destination answers: the message is not alone
+			specs = append(specs, flowSpec{dst, src, 1 << 10, []int64{d + 1}})
+			delays = append(delays, 0)
+		}
+	}
+	for _, lite := range []bool{false, true} {
+		var runs [2]*Flows
+		var stats [2]Stats
+		for k, noFold := range []bool{true, false} {
+			s, fl, err := newSimDelays(t, tp, DefaultConfig(), cc.ModeDCQCN, specs, delays)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetSurrogate(Surrogate{StartPs: 100_000_000, EndPs: 300_000_000, TrackPs: 50_000_000, Lite: lite}); err != nil {
+				t.Fatal(err)
+			}
+			s.sur.noFold = noFold
+			if err := s.Run(); err != nil {
+				t.Fatal(err)
+			}
+			if folded := s.sur.folded; (folded == 0) != noFold {
+				t.Fatalf("lite %v, no folding %v: %d starts folded", lite, noFold, folded)
+			}
+			runs[k], stats[k] = fl, s.Stats
+		}
+		a, b := runs[0], runs[1]
+		for i := range specs {
+			if a.StartPs(int32(i)) != b.StartPs(int32(i)) || a.End[i] != b.End[i] || a.Ideal[i] != b.Ideal[i] {
+				t.Fatalf("lite %v: flow %d: start %d end %d ideal %d through the calendar, %d %d %d folded", lite, i,
+					a.StartPs(int32(i)), a.End[i], a.Ideal[i], b.StartPs(int32(i)), b.End[i], b.Ideal[i])
+			}
+		}
+		if stats[0] != stats[1] {
+			t.Fatalf("lite %v: stats %+v through the calendar, %+v folded", lite, stats[0], stats[1])
+		}
+	}
+}

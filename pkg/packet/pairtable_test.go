@@ -1,6 +1,9 @@
 package packet
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // Every (source, destination, port choice) gets back what was put for it,
 // dense or not, a second port choice of a pair included; reset forgets all.
@@ -33,5 +36,13 @@ func TestPairTable(t *testing.T) {
 		if pp, ok := tb.get(1, 2, 3); !ok || pp.data != 7 {
 			t.Fatalf("%d nodes: after reset, put then get gave %v, %v", nodes, pp.data, ok)
 		}
+	}
+}
+
+// An entry is one cache line: the surrogate reads the table at random,
+// once per message, and an entry across two lines missed twice.
+func TestPairEntryOneLine(t *testing.T) {
+	if n := unsafe.Sizeof(pairEntry{}); n != 64 {
+		t.Fatalf("pairEntry takes %d bytes; want 64", n)
 	}
 }

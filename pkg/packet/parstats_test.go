@@ -122,3 +122,58 @@ func TestPlanPartsRails(t *testing.T) {
 		t.Fatalf("estimated cost %.0f, blocks of servers %.0f", a, b)
 	}
 }
+
+// refine only lowers the model's cost: from a cut that piles all but a
+// few sets of nodes into one part, on 64 GPUs each sending to eight
+// others in turn (eight phases), it spreads them (to a local minimum:
+// one set moves at a time, 7.2e7 here where blocks of servers cost
+// 5.9e7), keeps every set that must share a part whole and leaves no
+// part without load.
+func TestRefineLowersCost(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 64, GPUType: "A100", NICBW: 100e9, PSWs: 4})
+	var specs []flowSpec
+	for g := int32(0); g < 64; g++ {
+		for k := int32(1); k <= 8; k++ {
+			specs = append(specs, flowSpec{g, (g + 8*k) % 64, 64 << 10, nil})
+		}
+	}
+	s, _ := newSim(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
+	m, err := s.model()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	uf := &unionFind{up: slices.Clone(m.units.up)}
+	nodes := len(tp.Nodes)
+	weight := make([]float64, nodes)
+	for v := range nodes {
+		weight[uf.find(int32(v))] += m.w[v]
+	}
+	partOf := make([]int, nodes)
+	k := 0
+	for v := range nodes {
+		partOf[v] = -1
+		if uf.find(int32(v)) == int32(v) && weight[v] > 0 {
+			partOf[v] = max(0, n-1-k) // the first n-1 sets alone, the rest in part 0
+			k++
+		}
+	}
+	before := m.cost(s, s.place(m, uf, partOf, n))
+	s.refine(m, uf, partOf, n)
+	pt := s.place(m, uf, partOf, n)
+	after := m.cost(s, pt)
+	if after >= 0.6*before {
+		t.Fatalf("cost %.4g before refining, %.4g after", before, after)
+	}
+	if !m.keeps(pt) {
+		t.Fatal("a set of nodes that must share a part was split")
+	}
+	load := make([]float64, n)
+	for v := range nodes {
+		load[pt.of[v]] += m.w[v]
+	}
+	if slices.Min(load) == 0 {
+		t.Fatalf("a part without load: %v", load)
+	}
+	t.Logf("cost %.4g -> %.4g; parts' loads %v", before, after, load)
+}

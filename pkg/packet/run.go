@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -386,6 +387,12 @@ func (s *Sim) loop(end int64, window bool) error {
 			s.cur = s.flowNode(ev.Target)
 			s.finishFlow(ev.Target)
 		case evStart:
+			if s.bypassing {
+				if err := s.sur.foldStarts(end); err != nil {
+					return err
+				}
+				break
+			}
 			i := s.popStart()
 			s.cur = s.flowNode(i)
 			s.finishFlow(i)
@@ -474,12 +481,15 @@ func (s *Sim) finish() error {
 // LoopWindow is the event loop's wall time and events while the simulated
 // time was within [StartPs, EndPs): how long a part of a run took, in one
 // process (the surrogate's speedup is one window's against another's).
+// CPUSecs is the process's CPU time over it (user and system, garbage
+// collection included): on a shared machine, the time to compare.
 type LoopWindow struct {
 	StartPs, EndPs int64
-	Secs           float64
+	Secs, CPUSecs  float64
 	Events         uint64
 	next           int64 // the simulated time of the next crossing (StartPs, then EndPs)
 	from           time.Time
+	cpuFrom        float64
 	events         uint64
 }
 
@@ -491,11 +501,20 @@ func NewLoopWindow(start, end int64) *LoopWindow {
 // cross notes the loop reaching simulated time now with events popped.
 func (w *LoopWindow) cross(now int64, events uint64) {
 	if w.next == w.StartPs && now >= w.StartPs {
-		w.from, w.events, w.next = time.Now(), events, w.EndPs
+		w.from, w.cpuFrom, w.events, w.next = time.Now(), cpuSecs(), events, w.EndPs
 	}
 	if w.next == w.EndPs && now >= w.EndPs {
-		w.Secs, w.Events, w.next = time.Since(w.from).Seconds(), events-w.events, math.MaxInt64
+		w.Secs, w.CPUSecs, w.Events, w.next = time.Since(w.from).Seconds(), cpuSecs()-w.cpuFrom, events-w.events, math.MaxInt64
 	}
+}
+
+// cpuSecs is the process's CPU time so far (0 where getrusage fails).
+func cpuSecs() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)*1e-6
 }
 
 // Incomplete is what Run returns when it stopped before every flow was

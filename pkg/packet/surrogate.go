@@ -2,8 +2,10 @@ package packet
 
 import (
 	"fmt"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/internal/grow"
+	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -101,7 +103,8 @@ type surrogate struct {
 	active bool
 	qps    []surQP          // per queue pair slot
 	stats  []latStat        // per latency class
-	class  map[uint64]int32 // latKey -> index in stats + 1
+	class  map[uint64]int32 // latKey -> index in stats + 1, beyond densePairNodes
+	dense  []int32          // the same by (src*nodes+dst)*2+ctl, up to densePairNodes
 	onAt   int64            // when the surrogate last opened
 	// held are the suspended fabric's events that came due while the
 	// surrogate was open; they happen as much later as it stayed open.
@@ -124,6 +127,10 @@ type surrogate struct {
 	deferred []int32
 	conv     []int32 // scratch of bypassPending
 	load     SurrogateLoad
+	// folded counts the start times run without their calendar round
+	// trip (foldStarts); noFold, for tests, runs each through it.
+	folded int
+	noFold bool
 	// Service rates (see Surrogate): the host ports, and the backlog
 	// samples taken since trackFrom.
 	hostPorts []int32
@@ -173,12 +180,14 @@ const maxSurrogateNodes = 1 << 24
 
 // pairPrediction is what a bypassed transfer between two nodes takes: the
 // first hop's port, the predicted latency of a data packet and of its
-// acknowledgement, and the unloaded round trip and bottleneck for its
-// ideal time.
+// acknowledgement, the window on the unloaded round trip, and the path's
+// figures for its ideal time. With pairTable's port it fills one cache
+// line (pairtable_test.go): the table is read at random, a line missed per
+// message, two while an entry took 72 bytes.
 type pairPrediction struct {
 	port      int32 // the first hop's
 	data, ack int64
-	rtt, win  int64 // unloaded round trip (ps) and the window on it (bytes)
+	win       int64 // the window on the unloaded round trip (bytes)
 	ideal     idealPath
 }
 
@@ -208,6 +217,9 @@ func (s *Sim) SetSurrogate(c Surrogate) error {
 		return fmt.Errorf("the surrogate needs ROUTING ecmp and TRANSPORT roce, not %s and %s", s.cfg.Routing, s.cfg.Transport)
 	}
 	sg := &surrogate{s: s, Surrogate: c, class: map[uint64]int32{}, pairs: newPairTable(len(s.t.Nodes)), nic: make([]surNIC, len(s.fab.ports))}
+	if n := len(s.t.Nodes); n <= densePairNodes {
+		sg.dense = make([]int32, 2*n*n)
+	}
 	for pid := range s.fab.ports {
 		if !s.fab.isSwitch[s.fab.ports[pid].from] {
 			sg.hostPorts = append(sg.hostPorts, int32(pid))
@@ -232,6 +244,37 @@ func latKey(src, dst int32, ctl bool) uint64 {
 		k |= 1
 	}
 	return k
+}
+
+// classSlot is where class (src, dst, ctl)'s index + 1 is kept: in the
+// dense table up to densePairNodes nodes (the map's lookups were a tenth
+// of opening seed 003's surrogate, one per frozen packet's queue pair),
+// else nil (the map).
+func (sg *surrogate) classSlot(src, dst int32, ctl bool) *int32 {
+	if sg.dense == nil {
+		return nil
+	}
+	i := (int(src)*len(sg.s.t.Nodes) + int(dst)) * 2
+	if ctl {
+		i++
+	}
+	return &sg.dense[i]
+}
+
+// classOf is class (src, dst, ctl)'s index + 1, 0 when none was measured.
+func (sg *surrogate) classOf(src, dst int32, ctl bool) int32 {
+	if p := sg.classSlot(src, dst, ctl); p != nil {
+		return *p
+	}
+	return sg.class[latKey(src, dst, ctl)]
+}
+
+func (sg *surrogate) setClass(src, dst int32, ctl bool, c int32) {
+	if p := sg.classSlot(src, dst, ctl); p != nil {
+		*p = c
+		return
+	}
+	sg.class[latKey(src, dst, ctl)] = c
 }
 
 // ends are a packet's source and destination nodes.
@@ -267,11 +310,11 @@ func (sg *surrogate) track(pkt *packet) {
 	}
 	if *c == 0 {
 		src, dst := sg.ends(pkt)
-		k := latKey(src, dst, pkt.kind != pktData)
-		if *c = sg.class[k]; *c == 0 {
+		ctl := pkt.kind != pktData
+		if *c = sg.classOf(src, dst, ctl); *c == 0 {
 			sg.stats = append(sg.stats, latStat{})
 			*c = int32(len(sg.stats))
-			sg.class[k] = *c
+			sg.setClass(src, dst, ctl, *c)
 		}
 	}
 	st := &sg.stats[*c-1]
@@ -294,16 +337,28 @@ func (sg *surrogate) predict(pkt *packet) int64 {
 	if *cache > 0 {
 		return *cache
 	}
+	// A pair that delivered packets of this kind while latencies were
+	// tracked holds its class: its mean, without finding the pair's ends
+	// (two cache misses a pair as the surrogate opens) and the class map.
+	lat := q.latData
+	if pkt.kind != pktData {
+		lat = q.latCtl
+	}
+	if lat > 0 {
+		st := sg.stats[lat-1]
+		*cache = max(st.sum/st.n, 1)
+		return *cache
+	}
 	src, dst := sg.ends(pkt)
-	*cache = sg.measured(latKey(src, dst, pkt.kind != pktData), s.fab.path(pkt.path), int64(pkt.wire))
+	*cache = sg.measured(src, dst, pkt.kind != pktData, s.fab.path(pkt.path), int64(pkt.wire))
 	return *cache
 }
 
-// measured is latency class k's mean, or when nothing was measured the
+// measured is latency class (src, dst, ctl)'s mean, or when nothing was measured the
 // unloaded latency of a packet of wire bytes along path.
-func (sg *surrogate) measured(k uint64, path []route.DirLink, wire int64) int64 {
+func (sg *surrogate) measured(src, dst int32, ctl bool, path []route.DirLink, wire int64) int64 {
 	s := sg.s
-	if c := sg.class[k]; c > 0 {
+	if c := sg.classOf(src, dst, ctl); c > 0 {
 		st := sg.stats[c-1]
 		return max(st.sum/st.n, 1)
 	}
@@ -398,6 +453,57 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	s.push(rx, evFlowRecv, i, 0)
 	s.push(end, evDelayDone, i, 0)
 	return nil
+}
+
+// foldStarts runs the start time whose event just popped (evStart), then
+// the following ones of the sorted list (queueStarts) for as long as each
+// still comes before every event in the calendar and before end, each as
+// its own event would have run (same time, number and order), without
+// pushing and popping it. While the surrogate is open a traffic
+// pattern's message costs no event past its start (bypassFlow), and the
+// calendar round trip of its start was a large share of what is left.
+func (sg *surrogate) foldStarts(end int64) error {
+	s := sg.s
+	// The calendar's head, read again only once something was pushed
+	// (nothing is popped meanwhile): a sparse wheel's head is a scan away.
+	var headAt des.Time
+	var headSeq uint64
+	var pending = -1
+	for {
+		i := s.starts[s.startHead].flow
+		s.startHead++
+		s.cur = s.flowNode(i)
+		s.finishFlow(i)
+		if len(s.work) > 0 {
+			if err := s.drain(); err != nil {
+				return err
+			}
+		}
+		if s.startHead == len(s.starts) {
+			s.starts, s.startHead = s.starts[:0], 0
+			return nil
+		}
+		h := &s.starts[s.startHead]
+		if n := s.q.Len(); n != pending {
+			pending = n
+			var ok bool
+			if headAt, headSeq, ok = s.q.PeekSeq(); !ok {
+				headAt = des.Never
+			}
+		}
+		first := des.Time(h.at) < headAt || des.Time(h.at) == headAt && h.seq < headSeq
+		if sg.noFold || !s.bypassing || h.at >= end || !first {
+			s.q.PushSeq(des.Time(h.at), h.seq, evStart, 0, 0)
+			return nil
+		}
+		// The loop's bookkeeping of an event.
+		s.now, s.curSeq = h.at, h.seq
+		if s.Loop != nil && s.now >= s.Loop.next {
+			s.Loop.cross(s.now, s.Stats.Events)
+		}
+		s.Stats.Events++
+		sg.folded++
+	}
 }
 
 // trackStart is when a fixed window's tracking starts.
@@ -640,9 +746,9 @@ func (sg *surrogate) pairPrediction(i, src, dst int32) (*pairPrediction, error) 
 	}
 	fwd, rev := s.fab.fwd[:s.fab.fwdLen], s.fab.rev[:s.fab.revLen]
 	pp := pairPrediction{port: int32(fwd[0]), ideal: s.fab.idealPath(fwd, rev)}
-	pp.rtt, pp.win = s.fab.baseRTT(fwd, rev, s.fab.ports[fwd[0]].bw)
-	pp.data = sg.measured(latKey(src, dst, false), fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
-	pp.ack = sg.measured(latKey(dst, src, true), rev, int64(s.cfg.AckBytes))
+	_, pp.win = s.fab.baseRTT(fwd, rev, s.fab.ports[fwd[0]].bw)
+	pp.data = sg.measured(src, dst, false, fwd, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
+	pp.ack = sg.measured(dst, src, true, rev, int64(s.cfg.AckBytes))
 	sg.pairs.put(src, dst, port, pp)
 	return &pp, nil
 }
@@ -734,7 +840,14 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		}
 	}
 	n := len(s.pkts)
+	const ahead = 8 // packets: the queue pairs of tens of thousands are out of cache
 	for pi := 0; pi < n; pi++ {
+		if pa := pi + ahead; pa < n {
+			if qi := s.pkts[pa].qp; qi >= 0 && int(qi) < len(sg.qps) && int(qi) < len(s.nic.qps) {
+				prefetch.Line(unsafe.Pointer(&sg.qps[qi]))
+				prefetch.Line(unsafe.Pointer(&s.nic.qps[qi]))
+			}
+		}
 		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.fab.isSwitch[s.fab.ports[s.fab.dl(&s.pkts[pi])].from]) {
 			continue
 		}
@@ -895,6 +1008,7 @@ func (sg *surrogate) restartTracking() {
 	// window of a warm-up.
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
+	clear(sg.dense)
 	clear(sg.qps)
 	sg.pairs.reset()
 }
