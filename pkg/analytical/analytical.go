@@ -212,7 +212,6 @@ type Result struct {
 	// path, and the bytes they never delivered.
 	Failed      int
 	FailedBytes int64
-	inexact     bool // a merged run's check failed (chanmerge.go)
 }
 
 // Event kinds.
@@ -317,7 +316,7 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		rows = append(rows, row{i, r})
 		return nil
 	})
-	if err == nil && res.inexact {
+	if errors.Is(err, errInexact) {
 		opt.MergeChannels = false
 		res, err = runResults(in, opt, emit)
 		res.MergeRerun = true
@@ -330,6 +329,10 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	}
 	return res, err
 }
+
+// errInexact ends a run merging ring channels once its check failed:
+// it is run again unmerged.
+var errInexact = errors.New("merged ring channels would not have run at one rate")
 
 // merging reports whether a run of in under opt merges ring channels
 // (chanmerge.go).
@@ -479,6 +482,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			}
 		}
 		e.fl.update(e.now)
+		if e.fl.inexact {
+			return e.res, errInexact
+		}
 	}
 	if e.run.Done() != n {
 		i, _ := e.run.Stuck()
@@ -492,7 +498,6 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	}
 	if e.merging {
 		e.res.ChannelsMerged = e.ex.ChannelsMerged()
-		e.res.inexact = e.fl.inexact
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
