@@ -297,6 +297,23 @@ func BenchmarkIterationGPT13B8192Lockstep(b *testing.B) {
 	}
 }
 
+// Issue 29: the same iteration exactly, with --merge-channels (a DP
+// ring's 4 channels of one ring order as one weighted flow, checked at
+// every solve; pkg/expand/chanmerge.go). Measured on the 2-core VM shared
+// with other jobs (load 14-16): 36.8 s of CPU (268 s wall) and 465 MB,
+// against 68.2 s (531 s wall) and 609 MB unmerged right after it, the
+// traces the same to the byte (382.165 ms, exposed DP 144.148 ms).
+func BenchmarkIterationGPT13B8192Merged(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "spectrum-x", "--gpus", "8192"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand", "--merge-channels"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 29: what --approx-lockstep costs in fidelity and saves in CPU at
 // 1024 GPUs (GPT-13B) and 128 GPUs (SimAI's MoE example at 128 GPUs),
 // against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):
