@@ -132,6 +132,11 @@ type Options struct {
 	// fails. Off by default: a weighted link's sums round differently, so
 	// times may move by a nanosecond.
 	MergeChannels bool
+	// ApproxMergeChannels merges them as MergeChannels does but never
+	// runs again: where a link only some of a class's channels cross
+	// limits them, the class moves at that rate (its slowest channel's):
+	// an APPROXIMATION, which the trace's metadata states.
+	ApproxMergeChannels bool
 	// Expand runs each COLL node of a collective-granularity stream as
 	// the flows flow granularity would have held (expand.go) instead of
 	// its model time and the fabric's price.
@@ -166,6 +171,10 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		m.Params["lockstep_groups"] = opt.LockstepGroups
 		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
 		m.Approximate = ApproxLockstepNote
+	}
+	if opt.ApproxMergeChannels && opt.merging(in) {
+		m.Params["approx_merge_channels"] = true
+		m.Approximate = ApproxMergeNote
 	}
 	return m
 }
@@ -206,8 +215,11 @@ type Result struct {
 	// and ran again without (then 0).
 	ChannelsMerged int64
 	MergeRerun     bool
-	Warnings       []string      // what the run could not model, once each
-	Loads          *linkload.Acc // with Options.LinkLoads
+	// With ApproxMergeChannels: the solves in which a merged flow was
+	// limited by a link only some of its channels cross.
+	MergeInexact uint64
+	Warnings     []string      // what the run could not model, once each
+	Loads        *linkload.Acc // with Options.LinkLoads
 	// With Options.Faults: trace rows of flows failed links left without a
 	// path, and the bytes they never delivered.
 	Failed      int
@@ -303,7 +315,7 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 // completion order) instead of its trace row: the contract every backend
 // keeps (flowset.Result, written as rows by flowset.Rows).
 func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Result) error) (Result, error) {
-	if !opt.merging(in) {
+	if !opt.merging(in) || opt.ApproxMergeChannels {
 		return runResults(in, opt, emit)
 	}
 	// The merged run's rows are held until it is known to be exact.
@@ -334,10 +346,14 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 // it is run again unmerged.
 var errInexact = errors.New("merged ring channels would not have run at one rate")
 
+// ApproxMergeNote is what the trace (fabricsim.approximate), the summary
+// line and fctstats say of an --approx-merge-channels run.
+const ApproxMergeNote = "approx-merge-channels: a ring's channels of one order moved as one flow, at their slowest channel's rate where ECMP gave them different links"
+
 // merging reports whether a run of in under opt merges ring channels
 // (chanmerge.go).
 func (opt Options) merging(in *flowset.Set) bool {
-	return opt.MergeChannels && opt.Expand && opt.Model == Fluid && in.CollNodes > 0 && !opt.ApproxLockstep && !opt.Faults.active()
+	return (opt.MergeChannels || opt.ApproxMergeChannels) && opt.Expand && opt.Model == Fluid && in.CollNodes > 0 && !opt.ApproxLockstep && !opt.Faults.active()
 }
 
 func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Result) error) (Result, error) {
@@ -482,7 +498,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			}
 		}
 		e.fl.update(e.now)
-		if e.fl.inexact {
+		if e.fl.inexact && !e.opt.ApproxMergeChannels {
 			return e.res, errInexact
 		}
 	}
@@ -498,6 +514,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	}
 	if e.merging {
 		e.res.ChannelsMerged = e.ex.ChannelsMerged()
+		e.res.MergeInexact = e.fl.inexacts
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes

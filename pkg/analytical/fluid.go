@@ -79,8 +79,9 @@ type fluid struct {
 	// inexact: a merged flow was limited by a link only some of its
 	// channels' flows cross (chanmerge.go): they would not have run at
 	// one rate.
-	inexact bool
-	verify  func() // tests: called after every update
+	inexact  bool
+	inexacts uint64 // solves that found it so
+	verify   func() // tests: called after every update
 
 	// Private links (busbw): each collective gets its own copy of every
 	// directed link it uses, so its flows share links among themselves
@@ -450,6 +451,7 @@ func (f *fluid) update(now des.Time) {
 			}
 			if s.full > 0 && f.wts[l][p] != s.full && !f.tiedFull(s, level) {
 				f.inexact = true
+				f.inexacts++
 			}
 			s.mark = frozen
 			s.next = level
@@ -530,6 +532,7 @@ func (f *fluid) alone() bool {
 		}
 		if s.full > 0 && r < rFull {
 			f.inexact = true
+			f.inexacts++
 		}
 		s.rate = r
 		s.gen++
