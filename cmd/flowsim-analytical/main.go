@@ -32,6 +32,8 @@ type command struct {
 	LockGroups int            `name:"lockstep-groups" placeholder:"N" help:"With --approx-lockstep, at most N groups per lockstep class (0, the default: all the sibling groups of a layout). Fewer groups per class couple less and cost more (at --lockstep-rate slowest, each step waits for the slowest of N groups' ECMP draws, not of all)."`
 	LockRate   string         `name:"lockstep-rate" default:"representative" enum:"representative,slowest" help:"With --approx-lockstep, what sets a class's common rate: representative (the default: the representative's path alone; the members' other links carry their load, held to each link's fair share when it saturates: the members fare as the representative does, a typical group; 10-16% under the full run under ECMP on a k=16 fat-tree) or slowest (every member's path: each step waits for the unluckiest member's ECMP collisions; 31-47% over, 7-10% with --lockstep-groups 2)."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	Merge      bool           `name:"merge-channels" help:"With --expand under fluid, the ring channels of a group that make the same flows (same ring order, same bytes: NCCL's 16 channels of a DP ring in 4 orders) move as one flow weighted by their count: exact, checked at every rate solve (should a link only some of them cross ever limit them, the run is repeated unmerged). The times are the unmerged run's up to rounding (a weighted link's sums: 1 ns here and there), hence off by default."`
+	MergeAppx  bool           `name:"approx-merge-channels" help:"APPROXIMATE, with --expand under fluid: merge ring channels as --merge-channels does, but where a link only some of a class's channels cross limits them (ECMP collisions on the spines), move the class at that rate instead of running again unmerged: each of its steps waits for its slowest channel. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
 	LinkDown   []string       `name:"link-down" placeholder:"A-B@TIME" help:"Fail the link between nodes A and B (node ids, as flowsim-packet's LINK_DOWN names them) at TIME (with its unit: 2ms; @0s or no @: from the start); repeatable. Flows sending over it move, with the bytes they have left, to the equal-cost paths that remain (hashed anew, as packet's queue pairs); a flow with no path left fails (trace status failed) and the run exits 1 after writing the trace, as flowsim-packet. At collective granularity the COLL nodes released later are priced without it, and under fluid those in flight are re-priced."`
@@ -124,11 +126,14 @@ func (c *command) run() error {
 		// A failed or slowed link makes the members of a class differ.
 		return cli.Usagef("--approx-lockstep does not take --link-down or --link-scale: run faults without it")
 	}
+	if (c.Merge || c.MergeAppx) && (!c.Expand || model != analytical.Fluid || c.Lockstep) {
+		return cli.Usagef("--merge-channels needs --expand and --model fluid, without --approx-lockstep")
+	}
 	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
 		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry,
-		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups}
+		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.
 		opt.NoSymmetry = true
@@ -187,6 +192,15 @@ func (c *command) run() error {
 			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once; %d of them not run: in %d COLL nodes a group alone on links of its own (its server's NVLinks, or its rails) stood for its siblings)",
 				res.Expanded, res.PeakExpanded, res.Mirrored, res.SymmetricNodes)
 		}
+	}
+	if res.ChannelsMerged > 0 && !c.MergeAppx {
+		expanded += fmt.Sprintf(" %d flows of ring channels moved with an identical channel's (exact, checked);", res.ChannelsMerged)
+	}
+	if c.MergeAppx && res.ChannelsMerged > 0 {
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-merge-channels): %d flows of ring channels moved with an identical channel's; in %d solves a link only some of a class's channels cross limited them all;", res.ChannelsMerged, res.MergeInexact)
+	}
+	if res.MergeRerun {
+		expanded += " ring channels ran unmerged (merged, a link only some of a class's flows cross limited them);"
 	}
 	if res.LockstepNodes > 0 {
 		expanded += fmt.Sprintf(" APPROXIMATE (--approx-lockstep): in %d COLL nodes, %d flows of sibling groups moved in lockstep with %d representative groups' flows;",

@@ -126,6 +126,17 @@ type Options struct {
 	LockstepGroups int
 	// LockstepRate is how a lockstep class's common rate is found.
 	LockstepRate LockstepRate
+	// MergeChannels, with Expand under fluid, moves the ring channels of
+	// a group that make the same flows as one (expand/chanmerge.go):
+	// exact, checked at every solve, and run again unmerged when the check
+	// fails. Off by default: a weighted link's sums round differently, so
+	// times may move by a nanosecond.
+	MergeChannels bool
+	// ApproxMergeChannels merges them as MergeChannels does but never
+	// runs again: where a link only some of a class's channels cross
+	// limits them, the class moves at that rate (its slowest channel's):
+	// an APPROXIMATION, which the trace's metadata states.
+	ApproxMergeChannels bool
 	// Expand runs each COLL node of a collective-granularity stream as
 	// the flows flow granularity would have held (expand.go) instead of
 	// its model time and the fabric's price.
@@ -161,6 +172,10 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
 		m.Approximate = ApproxLockstepNote
 	}
+	if opt.ApproxMergeChannels && opt.merging(in) {
+		m.Params["approx_merge_channels"] = true
+		m.Approximate = ApproxMergeNote
+	}
 	return m
 }
 
@@ -195,8 +210,16 @@ type Result struct {
 	// lockstep, the classes (representatives) they ran, and the flows that
 	// moved with their representatives' (in Expanded, not in Mirrored).
 	LockstepNodes, LockstepClasses, LockstepMembers int64
-	Warnings                                        []string      // what the run could not model, once each
-	Loads                                           *linkload.Acc // with Options.LinkLoads
+	// Of Expanded, the flows that moved with another channel's
+	// (chanmerge.go), and whether the run merging them was found inexact
+	// and ran again without (then 0).
+	ChannelsMerged int64
+	MergeRerun     bool
+	// With ApproxMergeChannels: the solves in which a merged flow was
+	// limited by a link only some of its channels cross.
+	MergeInexact uint64
+	Warnings     []string      // what the run could not model, once each
+	Loads        *linkload.Acc // with Options.LinkLoads
 	// With Options.Faults: trace rows of flows failed links left without a
 	// path, and the bytes they never delivered.
 	Failed      int
@@ -253,6 +276,7 @@ type engine struct {
 	share   *collShare    // fluid at collective granularity
 	price   *collLoad     // the fabric's cost for COLL nodes
 	ex      *expand.Store // COLL nodes run as their flows
+	merging bool          // ex merges ring channels (chanmerge.go)
 	sym     *expand.Symmetry
 	steps   steps         // busbw: the collective records run as one workload step
 	links   *linkload.Acc // Options.LinkLoads
@@ -291,6 +315,48 @@ func Run(in *flowset.Set, opt Options, emit func(*trace.Row) error) (Result, err
 // completion order) instead of its trace row: the contract every backend
 // keeps (flowset.Result, written as rows by flowset.Rows).
 func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Result) error) (Result, error) {
+	if !opt.merging(in) || opt.ApproxMergeChannels {
+		return runResults(in, opt, emit)
+	}
+	// The merged run's rows are held until it is known to be exact.
+	type row struct {
+		i int32
+		r flowset.Result
+	}
+	var rows []row
+	res, err := runResults(in, opt, func(i int32, r flowset.Result) error {
+		rows = append(rows, row{i, r})
+		return nil
+	})
+	if errors.Is(err, errInexact) {
+		opt.MergeChannels = false
+		res, err = runResults(in, opt, emit)
+		res.MergeRerun = true
+		return res, err
+	}
+	for _, x := range rows {
+		if err := emit(x.i, x.r); err != nil {
+			return res, err
+		}
+	}
+	return res, err
+}
+
+// errInexact ends a run merging ring channels once its check failed:
+// it is run again unmerged.
+var errInexact = errors.New("merged ring channels would not have run at one rate")
+
+// ApproxMergeNote is what the trace (fabricsim.approximate), the summary
+// line and fctstats say of an --approx-merge-channels run.
+const ApproxMergeNote = "approx-merge-channels: a ring's channels of one order moved as one flow, at their slowest channel's rate where ECMP gave them different links"
+
+// merging reports whether a run of in under opt merges ring channels
+// (chanmerge.go).
+func (opt Options) merging(in *flowset.Set) bool {
+	return (opt.MergeChannels || opt.ApproxMergeChannels) && opt.Expand && opt.Model == Fluid && in.CollNodes > 0 && !opt.ApproxLockstep && !opt.Faults.active()
+}
+
+func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Result) error) (Result, error) {
 	r, err := route.New(opt.Faults.Topology(in.Topology))
 	if err != nil {
 		return Result{}, err
@@ -328,6 +394,10 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		}
 		if opt.Lockstepping(in) {
 			e.ex.UseLockstep(opt.LockstepGroups)
+		}
+		if opt.merging(in) {
+			e.ex.UseChannelMerge()
+			e.merging = true
 		}
 	case in.CollNodes > 0:
 		e.price = newCollLoad(in, r, opt.Routing, opt.Seed, &e.res)
@@ -428,6 +498,9 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			}
 		}
 		e.fl.update(e.now)
+		if e.fl.inexact && !e.opt.ApproxMergeChannels {
+			return e.res, errInexact
+		}
 	}
 	if e.run.Done() != n {
 		i, _ := e.run.Stuck()
@@ -438,6 +511,10 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.res.Mirrored, _ = e.ex.Mirrored()
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
 		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
+	}
+	if e.merging {
+		e.res.ChannelsMerged = e.ex.ChannelsMerged()
+		e.res.MergeInexact = e.fl.inexacts
 	}
 	e.res.Events = e.q.Pushed()
 	e.res.Recomputes = e.fl.recomputes
@@ -636,7 +713,14 @@ func (e *engine) send(i int32, started bool) error {
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
 	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
-	if len(members) > 0 {
+	if len(members) > 0 && e.merging {
+		// The merged channels' flows (chanmerge.go): the bottleneck stays
+		// the flow's own, as each member's.
+		path = e.lockLinks
+		if len(e.lockW) > 0 {
+			w = e.lockW
+		}
+	} else if len(members) > 0 {
 		path = e.lockLinks
 		if len(e.lockW) > 0 {
 			w, bottleneck = e.lockW, math.Inf(1)
@@ -681,7 +765,10 @@ func (e *engine) send(i int32, started bool) error {
 	if e.fl.private {
 		path = e.fl.privatePath(key, path)
 	}
-	e.fl.add(i, path, w, size, lat, idealFCT, e.now)
+	id := e.fl.add(i, path, w, size, lat, idealFCT, e.now)
+	if e.merging && len(members) > 0 {
+		e.fl.slots[id].full = float32(1 + len(members))
+	}
 	return nil
 }
 

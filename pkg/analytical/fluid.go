@@ -76,7 +76,12 @@ type fluid struct {
 	stack     []route.DirLink
 
 	recomputes uint64
-	verify     func() // tests: called after every update
+	// inexact: a merged flow was limited by a link only some of its
+	// channels' flows cross (chanmerge.go): they would not have run at
+	// one rate.
+	inexact  bool
+	inexacts uint64 // solves that found it so
+	verify   func() // tests: called after every update
 
 	// Private links (busbw): each collective gets its own copy of every
 	// directed link it uses, so its flows share links among themselves
@@ -112,6 +117,9 @@ type slot struct {
 	ideal des.Time
 	live  bool
 	soft  bool // some entry is soft (lockstep.go)
+	// full: merged channels' flows (chanmerge.go), how many (0: not
+	// merged); a link they all cross has that weight.
+	full float32
 }
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
@@ -185,7 +193,7 @@ func (f *fluid) recycle() {
 
 // add starts sending flow i over path (copied) now; w, when not nil, is
 // the share of its bytes each link of path carries (a sprayed flow).
-func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat, ideal, now des.Time) {
+func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat, ideal, now des.Time) int32 {
 	var id int32
 	if n := len(f.free); n > 0 {
 		id = f.free[n-1]
@@ -198,7 +206,7 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 		f.slots = append(f.slots, slot{})
 	}
 	s := &f.slots[id]
-	s.flow, s.rate, s.bits, s.at, s.lat, s.ideal, s.live = i, 0, float64(size)*8, now, lat, ideal, true
+	s.flow, s.rate, s.bits, s.at, s.lat, s.ideal, s.live, s.full = i, 0, float64(size)*8, now, lat, ideal, true, 0
 	s.path = append(s.path[:0], path...)
 	s.w = s.w[:0]
 	if w != nil {
@@ -221,6 +229,7 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 		}
 	}
 	f.added = append(f.added, id)
+	return id
 }
 
 // weigh starts keeping the entries' weights (the first sprayed flow).
@@ -440,6 +449,10 @@ func (f *fluid) update(now des.Time) {
 				f.caps[l][p] = level // not limited here: its load is
 				continue
 			}
+			if s.full > 0 && f.wts[l][p] != s.full && !f.tiedFull(s, level) {
+				f.inexact = true
+				f.inexacts++
+			}
 			s.mark = frozen
 			s.next = level
 			for k2, l2 := range s.path {
@@ -505,14 +518,21 @@ func (f *fluid) alone() bool {
 	if len(f.added) == 1 {
 		id := f.added[0]
 		s := &f.slots[id]
-		r := math.Inf(1)
+		r, rFull := math.Inf(1), math.Inf(1)
 		for k, l := range s.path {
 			if len(f.flows[l]) > 1 {
 				return false
 			}
 			if s.signed(k) > 0 {
 				r = min(r, f.cap[l]/float64(s.weight(k)))
+				if s.full > 0 && s.weight(k) == s.full {
+					rFull = min(rFull, f.cap[l]/float64(s.weight(k)))
+				}
 			}
+		}
+		if s.full > 0 && r < rFull {
+			f.inexact = true
+			f.inexacts++
 		}
 		s.rate = r
 		s.gen++
@@ -594,4 +614,20 @@ func (f *fluid) pop() int32 {
 		f.down(0)
 	}
 	return j
+}
+
+// tiedFull reports whether merged slot s, frozen at level on a link only
+// some of its channels' flows cross, has a link they all cross that
+// saturates at the same level: then each of them is limited there too.
+func (f *fluid) tiedFull(s *slot, level float64) bool {
+	for k, l := range s.path {
+		if s.weight(k) != s.full || f.linkMark[l] != f.epoch {
+			continue
+		}
+		j := f.local[l]
+		if f.weight[j] > 0 && math.Abs(f.resid[j]/f.weight[j]-level) <= 1e-9*level {
+			return true
+		}
+	}
+	return false
 }

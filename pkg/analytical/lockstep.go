@@ -82,7 +82,7 @@ func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
 		return e.r.SpreadLeast(src, dst, port, 1, load, add)
 	}
 	err := one(f.Src, f.Dst, int(f.Port), e.path)
-	hard = e.opt.LockstepRate == SlowestMember // every member's links limit the rate
+	hard = e.opt.LockstepRate == SlowestMember || e.merging // every member's links limit the rate
 	for k := 0; err == nil && k < len(members); k++ {
 		m := &members[k]
 		hash := route.QPHash(m.Src, m.Dst, m.ID, 0, e.opt.Seed)

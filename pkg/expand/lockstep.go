@@ -50,7 +50,7 @@ func (x *Store) UseLockstep(max int) { x.lockstep, x.lockMax = true, max }
 // Members is the sibling flows moving in lockstep with expanded flow i
 // (nil for none); valid until i completes.
 func (x *Store) Members(i int32) []Member {
-	if !x.lockstep {
+	if !x.lockstep && !x.chanMerge {
 		return nil
 	}
 	return x.members[i-x.base]

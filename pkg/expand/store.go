@@ -84,6 +84,12 @@ type Store struct {
 	lockNodes, lockClasses int64
 	lockMembers            int64
 	lockMax                int
+	// Channel merging (chanmerge.go): exact, checked by the backend.
+	chanMerge   bool
+	chanCache   map[string][]int32
+	pos         []int32 // scratch: a GPU's position in a group + 1
+	chanMembers int64
+	depBuf      []int64
 	// Mark, when set, sees each dependant Release frees (flow index),
 	// before it may be made ready: the backends' flowset.Pacer.
 	Mark func(j int32)
@@ -141,6 +147,7 @@ type expSet struct {
 	// representative; nil: none) and its first flow's id.
 	rep   []int32
 	bases []int64
+	chans chanState
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -167,7 +174,7 @@ func portKey(src, dst, ch int32) uint64 {
 func New(in *flowset.Set, limit int64, rule Rule) *Store {
 	x := collective.NewExpander(in.Topology)
 	x.Job(slices.Collect(maps.Values(in.Groups)))
-	return &Store{x: x, in: in, base: int32(in.DAG.Len()), limit: limit,
+	return &Store{x: x, in: in, base: int32(in.DAG.Len()), limit: limit, chanCache: map[string][]int32{},
 		rule: rule, groups: map[int64][][]int32{}, classes: map[int64][]int32{}, runSet: -1, maxIndex: math.MaxInt32, multiNIC: multiNIC(in.Topology)}
 }
 
@@ -345,6 +352,19 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 			}
 		}
 	}
+	set.chans.on = false
+	if x.chanMerge && set.rep == nil && mergeable(rec) {
+		c := &set.chans
+		c.cls, c.gfirst, c.gstart = c.cls[:0], c.gfirst[:0], c.gstart[:0]
+		for _, g := range groups {
+			cls, err := x.chanClasses(rec, g)
+			if err != nil {
+				return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
+			}
+			c.cls, c.gfirst = append(c.cls, cls), append(c.gfirst, -1)
+			c.on = c.on || cls != nil
+		}
+	}
 	clear(set.ports)
 	clear(set.next)
 	x.ready = x.ready[:0]
@@ -367,6 +387,11 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		set.bases[o.Group] = o.Base
 		if r := set.rep[o.Group]; r != o.Group {
 			return x.attach(s, r, o, sf)
+		}
+	} else if set.chans.on {
+		set.chans.seen(o.Group, o.Gen, sf.ID)
+		if r := set.chans.chanRep(o.Group, o.Gen); r != o.Gen {
+			return x.attachChan(s, r, o, sf)
 		}
 	}
 	slot, err := x.alloc()
@@ -411,6 +436,14 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	x.waiting[slot] = 0
 	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false
 	deps := sf.Deps
+	if set.chans.on && len(deps) > 0 {
+		// A dep on a merged channel's flow is one on the flow carrying it.
+		x.depBuf = x.depBuf[:0]
+		for _, dep := range deps {
+			x.depBuf = append(x.depBuf, set.chans.mapDep(o.Group, dep))
+		}
+		deps = x.depBuf
+	}
 	if j := x.shared(s, slot, deps); j >= 0 {
 		x.link(j, slot, AtCompletion)
 		deps = deps[len(deps)-1:]
@@ -559,6 +592,11 @@ func (x *Store) Started(i int32) ([]int32, error) {
 			break
 		}
 	}
+	if set.chans.on {
+		if err := x.followChans(d.set, gen); err != nil {
+			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
+		}
+	}
 	if set.rep != nil {
 		if err := x.followRows(d.set, gen); err != nil {
 			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
@@ -591,7 +629,7 @@ func (x *Store) alloc() (int32, error) {
 	}
 	x.flows = append(x.flows, dynFlow{})
 	x.waiting = append(x.waiting, 0)
-	if x.lockstep {
+	if x.lockstep || x.chanMerge {
 		x.members = append(x.members, nil)
 	}
 	return int32(len(x.flows) - 1), nil
@@ -646,7 +684,7 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 		}
 	}
 	x.free = append(x.free, slot)
-	if x.lockstep {
+	if x.lockstep || x.chanMerge {
 		x.members[slot] = x.members[slot][:0]
 	}
 	x.inFlight--
