@@ -463,7 +463,7 @@ func (fa *fabric) linkDown(li int32) error {
 			err = fa.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)
 		}
 		if err != nil {
-			s.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
+			s.nic.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
 				s.flows.name(q.flow), des.Time(s.now), li, fa.linkName(li), err))
 			continue
 		}
@@ -486,7 +486,7 @@ func (fa *fabric) noPath(i int32, err error) error {
 	if s.downLinks == 0 {
 		return fmt.Errorf("%s: %v", s.flows.name(i), err)
 	}
-	s.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
+	s.nic.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
 	return nil
 }
 

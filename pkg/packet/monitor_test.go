@@ -5,10 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/fabricsim/fabricsim/formats/monitor"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/topo"
-	"github.com/parquet-go/parquet-go"
 )
 
 // CNPs a queue pair received after the last sample before it finished are

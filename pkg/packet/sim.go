@@ -182,19 +182,14 @@ type Sim struct {
 	intN     []uint8
 	freeINT  []int32
 
-	// The delay nodes released with the run, by end (queueStarts), while
-	// collectStarts gathers them.
-	starts        []start
-	startHead     int
-	collectStarts bool
+	// The delay nodes released with the run (waits.go).
+	starts startList
 
 	// The NICs: queue pairs, their timers and loss recovery (nic.go).
 	nic nic
 
-	// Flows waiting out their step latency, by the time it ends.
-	lanes     []stepLane
-	laneAt    map[laneKey]int32
-	freeLanes []int32
+	// Flows waiting out their step latency, by the time it ends (waits.go).
+	lanes stepLanes
 
 	flows *Flows
 	Stats Stats
@@ -256,8 +251,9 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	// Validate built the algorithm once: it cannot fail here.
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
-		flows: flows, laneAt: map[laneKey]int32{}}
+		flows: flows}
 	s.nic.s, s.fab.s, s.fab.pathW, s.watch.s, s.pv.s = s, s, 6, s, s
+	s.starts.s, s.lanes.s, s.lanes.at = s, s, map[laneKey]int32{}
 	if len(t.Nodes) >= 1<<23 {
 		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
 	}

@@ -379,7 +379,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 		sent += rounds * max(pp.data+pp.ack-int64(float64(pp.win)*p.bitPs+0.5), 0)
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
-	f.Sport[i] = s.sport(f.id(i), 0)
+	f.Sport[i] = s.nic.sport(f.id(i), 0)
 	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
 	s.Stats.DataPackets += uint64(n)
 	s.Stats.Bypassed += uint64(n)
@@ -693,7 +693,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 			s.fab.tryTx(pid)
 		}
 		for _, i := range sg.deferred {
-			if err := s.openQPs(i, true); err != nil {
+			if err := s.nic.openQPs(i, true); err != nil {
 				return err
 			}
 		}
