@@ -111,6 +111,27 @@ func (fa *fabric) tryTx(pid int32) {
 	}
 }
 
+// onTxDone is port pid's serialization ending: the next packet goes,
+// unless the event is stale (the port was started since).
+func (fa *fabric) onTxDone(pid int32) {
+	s := fa.s
+	if p := &fa.ports[pid]; p.txDoneAt == s.now {
+		p.txDoneAt, s.cur = 0, p.from
+		fa.tryTx(pid)
+	}
+}
+
+// onWake is port pid's pacing or PAUSE deadline passing.
+func (fa *fabric) onWake(pid int32) {
+	s := fa.s
+	p := &fa.ports[pid]
+	if p.wakeAt == s.now {
+		p.wakeAt = 0
+	}
+	s.cur = p.from
+	fa.tryTx(pid)
+}
+
 // wake schedules a port re-check (the earliest pending one wins).
 func (fa *fabric) wake(pid int32, at int64) {
 	s := fa.s

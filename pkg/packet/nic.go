@@ -428,6 +428,7 @@ func (nc *nic) compactRTO() {
 // trigger a NACK).
 func (nc *nic) onRTO(qi int32, gen int64) {
 	s := nc.s
+	s.cur = nc.qpNode(qi)
 	q := &nc.qps[qi]
 	if gen != q.rtoGen || q.done || s.pfc.deadlocked() {
 		return
@@ -661,6 +662,7 @@ func (nc *nic) ccSchedule(qi int32, wake int64) {
 
 func (nc *nic) onCCTimer(qi int32, gen int64) {
 	s := nc.s
+	s.cur = nc.qpNode(qi)
 	q := &nc.qps[qi]
 	if gen != q.ccGen || q.done {
 		return
@@ -713,6 +715,12 @@ func (nc *nic) recycle(qi int32) {
 func (nc *nic) qpNode(qi int32) int32 {
 	s := nc.s
 	return s.fab.ports[nc.qps[qi].port].from
+}
+
+// onSend opens transfer i's queue pairs once its send latency is over.
+func (nc *nic) onSend(i int32) error {
+	nc.s.cur = nc.s.flowNode(i)
+	return nc.openQPs(i, false)
 }
 
 // openQPs creates a transfer's queue pairs and starts them sending, once

@@ -111,6 +111,7 @@ func (f *pfc) leave(pkt *packet) {
 // (waitfor.go).
 func (f *pfc) refresh(k int32) {
 	s := f.s
+	s.cur = s.fab.ports[k/nQ].to
 	if !s.mmu.pausedUp[k] {
 		return
 	}
@@ -158,6 +159,7 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 func (f *pfc) frame(pid int32, arg int64) {
 	s := f.s
 	p := &s.fab.ports[pid]
+	s.cur = p.from
 	f.settle(p)
 	q := int(arg >> 1)
 	if arg&1 == 1 {

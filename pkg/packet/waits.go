@@ -55,6 +55,14 @@ func (sl *startList) queue() {
 	}
 }
 
+// due ends the head delay node, whose event just popped.
+func (sl *startList) due() {
+	s := sl.s
+	i := sl.pop()
+	s.cur = s.flowNode(i)
+	s.finishFlow(i)
+}
+
 // pop takes the head delay node, whose event just popped, and puts
 // the next one in the calendar.
 func (sl *startList) pop() int32 {
@@ -122,6 +130,15 @@ func (sl *stepLanes) push(at int64, f int32) {
 	l := &sl.lanes[k]
 	l.flow = append(l.flow, f)
 	l.seq = append(l.seq, seq)
+}
+
+// due opens the queue pairs of lane k's next flow, whose step latency is
+// over.
+func (sl *stepLanes) due(k int32) error {
+	s := sl.s
+	i := sl.pop(k)
+	s.cur = s.flowNode(i)
+	return s.nic.openQPs(i, true)
 }
 
 // pop takes the next flow of lane k, whose event just popped, and puts
