@@ -263,8 +263,8 @@ func (fa *fabric) stale(pi int32) {
 		s.sur.freeZombie(pi)
 		return
 	}
-	s.Stats.Stale++
-	s.Stats.Discarded += int64(pkt.size)
+	s.stats.Stale++
+	s.stats.Discarded += int64(pkt.size)
 	s.freePacket(pi)
 }
 
@@ -274,8 +274,8 @@ func (fa *fabric) drop(pi int32) {
 		s.sur.freeZombie(pi) // a duplicate of a packet the predictor delivers
 		return
 	}
-	s.Stats.Dropped++
-	s.Stats.DroppedBytes += int64(s.pkts[pi].size)
+	s.stats.Dropped++
+	s.stats.DroppedBytes += int64(s.pkts[pi].size)
 	s.freePacket(pi)
 }
 
@@ -339,7 +339,7 @@ func (fa *fabric) idealFCT(size int64, a idealPath) int64 {
 	n := (size + pay - 1) / pay
 	smallest := float64(size-(n-1)*pay) + hdr
 	wire := float64(size) + float64(n)*hdr
-	return s.SendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
+	return s.sendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
 }
 
 // routeBuf computes the path from a to b into fa.buf, refusing one longer

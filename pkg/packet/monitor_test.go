@@ -39,14 +39,14 @@ func TestMonitorCNPsStayWithTheirFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SetMonitors(m)
+	s.mon = m
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s.Stats.CNPs == 0 {
+	if s.Stats().CNPs == 0 {
 		t.Fatal("the incast got no CNPs")
 	}
 	if end := fl.End[incast[0]]; end >= cfg.QPMonPs || fl.End[lone] <= cfg.QPMonPs {

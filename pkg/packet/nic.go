@@ -227,7 +227,7 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 		pkt.link, pkt.flowlet = pid, s.fab.fwding.sent(qi, s.now)
 	}
 	if seq < q.maxSent {
-		s.Stats.Retransmitted += size
+		s.stats.Retransmitted += size
 	}
 	if seq == q.sndNxt {
 		q.sndNxt += size
@@ -239,8 +239,8 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 		nc.tp.resent(q, qi, seq, size)
 	}
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/nc.paceRate(q))
-	s.Stats.DataPackets++
-	s.Stats.SentBytes += size
+	s.stats.DataPackets++
+	s.stats.SentBytes += size
 	if s.surWatch {
 		s.sur.sent(pid, int64(pkt.wire))
 	}
@@ -465,12 +465,12 @@ func (nc *nic) deliver(pi int32) {
 		// Per-packet routing: placed where it belongs, acknowledged
 		// cumulatively; a duplicate is thrown away and re-acknowledged.
 		if !nc.placed.add(pkt.qp, pkt.seq) {
-			s.Stats.Discarded += int64(pkt.size)
+			s.stats.Discarded += int64(pkt.size)
 			nc.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 			return
 		}
-		s.Stats.Delivered += int64(pkt.size)
-		s.Stats.Reordered++
+		s.stats.Delivered += int64(pkt.size)
+		s.stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if int(q.rcvCount) >= s.cfg.AckInterval || nc.ackEach {
@@ -483,7 +483,7 @@ func (nc *nic) deliver(pi int32) {
 		if nc.placed != nil {
 			q.rcvNext = nc.placed.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
 		}
-		s.Stats.Delivered += int64(pkt.size)
+		s.stats.Delivered += int64(pkt.size)
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if q.rcvNext >= q.size && !q.rxDone {
@@ -500,7 +500,7 @@ func (nc *nic) deliver(pi int32) {
 			return
 		}
 	default:
-		s.Stats.Discarded += int64(pkt.size)
+		s.stats.Discarded += int64(pkt.size)
 		// A duplicate after a go-back-N: re-acknowledge.
 		nc.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 		return
@@ -602,7 +602,7 @@ func (nc *nic) onAck(pi int32) {
 		fb.Hops = s.ints[pkt.intI]
 	}
 	if pkt.ecn {
-		s.Stats.CNPs++
+		s.stats.CNPs++
 		if s.mon != nil {
 			s.mon.cnp(qi)
 		}
@@ -876,7 +876,7 @@ func (nc *nic) failFlow(i int32, why error) {
 	if !f.Failed[row] { // failed rows of the trace are counted, not expanded flows
 		f.Failed[row] = true
 		s.failure.Count++
-		s.Stats.Failed++
+		s.stats.Failed++
 	}
 	delivered := int64(0)
 	for qi := range nc.qps {
@@ -895,7 +895,7 @@ func (nc *nic) failFlow(i int32, why error) {
 		nc.removeQP(q.port, int32(qi))
 		nc.recycle(int32(qi))
 	}
-	s.Stats.FailedBytes += max(f.size(i)-delivered, 0)
+	s.stats.FailedBytes += max(f.size(i)-delivered, 0)
 	if f.RxDone != nil && f.RxDone[i] == 0 {
 		f.RxDone[i] = s.now
 	}

@@ -133,7 +133,7 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 	arg := int64(q) << 1
 	if pause {
 		arg |= 1
-		s.Stats.Pauses++
+		s.stats.Pauses++
 	}
 	p := &s.fab.ports[dl]
 	at := s.now + p.lat
@@ -288,7 +288,7 @@ func (f *pfc) enterPort(v int32, pkt *packet) bool {
 	dl := pkt.inDL
 	ok, pause := f.admitPort(&s.mmu, v, dl, int64(pkt.wire))
 	if ok {
-		s.Stats.PeakIngress = max(s.Stats.PeakIngress, f.ing[dl])
+		s.stats.PeakIngress = max(s.stats.PeakIngress, f.ing[dl])
 	}
 	if pause {
 		f.send(dl, portPFC, true)

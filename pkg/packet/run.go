@@ -95,7 +95,7 @@ func (f *Flows) newStore(maxIndex int64) {
 // Expanded is the number of flows COLL nodes were expanded into, the
 // most held at once (hidden joins included), and the bytes they carried;
 // of those, the flows and bytes groups standing for their siblings did not
-// run (Sim.NoSymmetry).
+// run (Options.NoSymmetry).
 func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 	if f.ex == nil {
 		return 0, 0, 0, 0, 0
@@ -112,7 +112,7 @@ func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 // (monitors list every queue pair, the surrogate measures the whole
 // fabric, a failed link reroutes, per-packet routing).
 func (s *Sim) symmetric() bool {
-	return !s.NoSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fab.fwding.perPacket()
+	return !s.noSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fab.fwding.perPacket()
 }
 
 // cover grows the run columns over the expanded flows' slots.
@@ -222,12 +222,22 @@ func (f *Flows) delay(i int32) int64 {
 }
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
-func (s *Sim) Run() error {
-	if s.Partitions > 1 {
+func (s *Sim) Run() (err error) {
+	if s.ownMon {
+		defer func() {
+			if cerr := s.mon.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	if s.parts > 1 && s.busy != nil && s.partitionable() == nil && s.busy() {
+		s.parts, s.threads = 0, 1
+	}
+	if s.parts > 1 {
 		return s.runPartitioned()
 	}
-	if s.Threads > 1 {
-		return fmt.Errorf("partitions: %d threads need as many parts", s.Threads)
+	if s.threads > 1 {
+		return fmt.Errorf("partitions: %d threads need as many parts", s.threads)
 	}
 	s.prepare()
 	if err := s.begin(); err != nil {
@@ -236,8 +246,8 @@ func (s *Sim) Run() error {
 	if err := s.loop(0, false); err != nil {
 		return err
 	}
-	if s.Loop != nil {
-		s.Loop.cross(maxTime, s.Stats.Events) // a run that ends inside the window
+	if s.loopWin != nil {
+		s.loopWin.cross(maxTime, s.stats.Events) // a run that ends inside the window
 	}
 	return s.finish()
 }
@@ -324,10 +334,10 @@ func (s *Sim) loop(end int64, window bool) error {
 			return nil
 		}
 		s.now = int64(ev.At)
-		if s.Loop != nil && s.now >= s.Loop.next {
-			s.Loop.cross(s.now, s.Stats.Events)
+		if s.loopWin != nil && s.now >= s.loopWin.next {
+			s.loopWin.cross(s.now, s.stats.Events)
 		}
-		s.Stats.Events++
+		s.stats.Events++
 		// Touch the next arrival's packet now: at 1024 GPUs packets and
 		// ports are no longer in cache, and the load overlaps this event's
 		// work instead of stalling the next one.
@@ -399,8 +409,8 @@ func (s *Sim) loop(end int64, window bool) error {
 		if s.watch.stalled != nil {
 			return nil
 		}
-		if !window && s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
-			s.Progress(s.flows.run.Done(), s.flows.DAG.Len(), s.now)
+		if !window && s.progress != nil && s.stats.Events&(1<<20-1) == 0 {
+			s.progress(s.flows.run.Done(), s.flows.DAG.Len(), s.now)
 		}
 	}
 }
@@ -408,12 +418,12 @@ func (s *Sim) loop(end int64, window bool) error {
 // finish ends a run: the simulated time, and what stopped it early.
 func (s *Sim) finish() error {
 	stop := s.cfg.StopPs
-	s.Stats.SimPs = s.now
+	s.stats.SimPs = s.now
 	if d := s.flows.run; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
-		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
+		s.stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
 	if s.watch.stalled != nil {
 		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.run.Done(), s.flows.DAG.Len()
@@ -575,8 +585,8 @@ func (s *Sim) startFlow(i int32) error {
 	if s.surCount {
 		s.sur.transfersInProgress(1)
 	}
-	if s.SendLatPs > 0 {
-		s.push(s.now+s.SendLatPs, evSend, i, 0)
+	if s.sendLatPs > 0 {
+		s.push(s.now+s.sendLatPs, evSend, i, 0)
 		return nil
 	}
 	return s.nic.openQPs(i, false)

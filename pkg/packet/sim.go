@@ -151,8 +151,6 @@ type Sim struct {
 	// Warnings are configuration problems the run works around, and
 	// what the run found worth telling (PFC starvation) as it went.
 	Warnings []string
-	// OnWarning, if set, is told each warning the run finds as it goes.
-	OnWarning func(string)
 	// SurrogateSwitches are the surrogate's openings and closings, in
 	// order, with --surrogate auto.
 	SurrogateSwitches []SurrogateSwitch
@@ -192,7 +190,7 @@ type Sim struct {
 	lanes stepLanes
 
 	flows *Flows
-	Stats Stats
+	stats Stats
 	mon   *Monitors
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
@@ -207,24 +205,16 @@ type Sim struct {
 	sur                                      *surrogate
 	surWatch, bypassing, suspended, surCount bool
 
-	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
-	SendLatPs int64
-	// NoSymmetry expands every sibling group of a COLL node, even those
-	// that would run exactly as the first (symmetric).
-	NoSymmetry bool
-	// Progress, if set, is called every million events.
-	Progress func(done, total int, nowPs int64)
-	// Loop, when set before Run, measures the event loop while the
-	// simulated time is within its window.
-	Loop *LoopWindow
+	// What NewRun's Options set besides the configuration (see Options).
+	sendLatPs      int64
+	noSymmetry     bool
+	progress       func(done, total int, nowPs int64)
+	loopWin        *LoopWindow
+	onWarning      func(string)
+	parts, threads int
+	busy           func() bool
+	ownMon         bool // NewRun opened the monitors (MonitorDir): Run closes them
 
-	// Partitions, when over 1, splits the fabric into that many parts,
-	// each with its own event loop, run in step windows as long as the
-	// shortest link between two parts (partition.go); Threads of them run
-	// at once. Every Partitions gives the same trace as the single loop
-	// (0 or 1): events simultaneous at a node are ordered by who made
-	// them (seq), not by when they were pushed.
-	Partitions, Threads int
 	// This Sim as a part of a partitioned run (partition.go).
 	pv partView
 }
@@ -238,6 +228,9 @@ const maxTime = 1 << 62
 
 // maxPath bounds a route's hops (the families here need at most 6).
 const maxPath = 16
+
+// Stats is what the run did (so far).
+func (s *Sim) Stats() Stats { return s.stats }
 
 // Algorithm is the congestion control the simulation runs.
 func (s *Sim) Algorithm() cc.Algorithm { return s.alg }

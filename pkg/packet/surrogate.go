@@ -320,7 +320,7 @@ func (sg *surrogate) measured(k uint64, path []route.DirLink, wire int64) int64 
 func (sg *surrogate) bypass(pi int32, tx int64) {
 	s := sg.s
 	pkt := &s.pkts[pi]
-	s.Stats.Bypassed++
+	s.stats.Bypassed++
 	at := pkt.born + sg.predict(pkt)
 	if at < s.now+tx {
 		at = s.now + tx
@@ -381,10 +381,10 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.nic.sport(f.id(i), 0)
 	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
-	s.Stats.DataPackets += uint64(n)
-	s.Stats.Bypassed += uint64(n)
-	s.Stats.SentBytes += size
-	s.Stats.Delivered += size
+	s.stats.DataPackets += uint64(n)
+	s.stats.Bypassed += uint64(n)
+	s.stats.SentBytes += size
+	s.stats.Delivered += size
 	end := rx + pp.ack
 	if alone && f.RxDone == nil && sg.AutoWindowPs == 0 && (s.cfg.StopPs == 0 || end <= s.cfg.StopPs) {
 		// A message of a traffic pattern, and nothing counts transfers in
@@ -747,7 +747,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		if z.ecn {
 			z.zombie |= copyECN // it may be marked again before its copy is due
 		}
-		s.Stats.Zombies++
+		s.stats.Zombies++
 		sg.bypass(int32(pi), 0)
 	}
 	return nil

@@ -251,8 +251,8 @@ func sameCycle(a, b []int32) bool {
 // through OnWarning when set.
 func (s *Sim) warn(msg string) {
 	s.Warnings = append(s.Warnings, msg)
-	if s.OnWarning != nil {
-		s.OnWarning(msg)
+	if s.onWarning != nil {
+		s.onWarning(msg)
 	}
 }
 
