@@ -120,3 +120,16 @@ func TestRoutingRefusesSurrogate(t *testing.T) {
 		t.Fatalf("surrogate with adaptive routing: %v", err)
 	}
 }
+
+// A policy the packet core has no forwarder for is refused when the run is
+// made, naming it, rather than indexing past the table.
+func TestForwarderMissing(t *testing.T) {
+	for _, p := range []Routing{RouteECMP, RouteSpray, RouteFlowlet, RouteAdaptive} {
+		if err := checkForwarder(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if err := checkForwarder(Routing(len(forwarders))); err == nil || !strings.Contains(err.Error(), "no forwarder") {
+		t.Errorf("an unregistered policy: %v", err)
+	}
+}

@@ -241,6 +241,9 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkForwarder(cfg.Routing); err != nil {
+		return nil, err
+	}
 	// Validate built the algorithm once: it cannot fail here.
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
