@@ -101,13 +101,8 @@ func (fa *fabric) tryTx(pid int32) {
 	// surrogate frees is not held by PAUSE (one left from before it opened
 	// has expired unrefreshed): waking for it spun every picosecond, a
 	// million events per 0.2 us of a 127-to-1 incast under --surrogate.
-	if hostFree {
-		return
-	}
-	for i := 1; i < nQ; i++ {
-		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
-			fa.wake(pid, p.pauseTill[i])
-		}
+	if !hostFree {
+		s.pfc.wakeAtExpiry(pid, p)
 	}
 }
 

@@ -18,7 +18,7 @@ func chooseLeastLoaded(_ *forwarding, c []route.DirLink, qpHash uint64, pkt *pac
 		if p.busyUntil > now { // the packet on the wire counts too
 			load += int64(float64(p.busyUntil-now) / p.bitPs)
 		}
-		if p.paused[pkt.q] && now < p.pauseTill[pkt.q] {
+		if p.pausedAt(pkt.q, now) {
 			load = maxTime // paused: only if every egress is
 		}
 		if bestLoad < 0 || load < bestLoad {

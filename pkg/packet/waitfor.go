@@ -171,7 +171,7 @@ func (ww *waitWatch) waitCycle(sims []*Sim, now int64) ([]int32, int) {
 	}
 	blocked := func(c *Sim, pid int32, q int) bool {
 		p := &c.fab.ports[pid]
-		return p.paused[q] && now < p.pauseTill[q] && (p.full&(1<<q) != 0 || len(p.qps) > 0)
+		return p.pausedAt(uint8(q), now) && (p.full&(1<<q) != 0 || len(p.qps) > 0)
 	}
 	waits := map[int32][]int32{}
 	paused := 0
