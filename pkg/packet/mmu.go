@@ -38,7 +38,7 @@ func newMMU(t *topo.Topology, cfg *Config) (m *mmu, short int, worst int32) {
 	nd := 2 * len(t.Links)
 	m = &mmu{reserve: max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes)), resumeOffset: cfg.ResumeOffset,
 		enablePFC: cfg.EnablePFC, dynamic: cfg.DynamicPFC,
-		ingBytes: make([]int64, nd*nQ), hdrmBytes: make([]int64, nd*nQ), 
+		ingBytes: make([]int64, nd*nQ), hdrmBytes: make([]int64, nd*nQ),
 		headroom: make([]int64, nd), shift: make([]uint8, nd),
 		shared: make([]int64, len(t.Nodes)), buffer: make([]int64, len(t.Nodes)), rsrvHdrm: make([]int64, len(t.Nodes))}
 	// The NIC rate: the fastest NIC link (PFC alpha is scaled against it).
