@@ -445,7 +445,7 @@ func (fa *fabric) linkDown(li int32) error {
 		return err
 	}
 	if s.surWatch {
-		s.sur.pairs.reset() // their routes may cross the link
+		s.sur.linkDown()
 	}
 	s.downLinks++
 	if s.downNames != "" {

@@ -22,3 +22,7 @@ func (sg *surrogate) event(ev des.Event) error {
 	}
 	return nil
 }
+
+// linkDown forgets what the surrogate learned of the queue pairs' paths:
+// their routes may cross the link that failed.
+func (sg *surrogate) linkDown() { sg.pairs.reset() }
