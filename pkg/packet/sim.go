@@ -115,14 +115,18 @@ type Stats struct {
 }
 
 // Sim is one packet-level simulation. It keeps the clock, the event
-// queue and its dispatch (run.go), the packet pool and the flows; the
-// parts own the rest, each in its file: nic (queue pairs, RTO, transport),
-// fab (ports, paths, forwarding), mmu (switch buffers), pfc (PAUSE and
-// RESUME), watch (the deadlock detector, waitfor.go), pv (this Sim as a
-// part of a partitioned run) and sur (the surrogate, nil unless on). They
-// are held by value and called as concrete types: the per-packet path
-// makes no interface call but the transport's and the congestion
-// control's.
+// queue and its dispatch (run.go: each event kind is one call to its
+// owner), the packet pool and the flows' release; the parts own the rest,
+// each in its file: nic (queue pairs, their opening, RTO, transport,
+// placement), fab (ports, paths, forwarding: fabric.go, routing.go and a
+// file per routing policy), mmu (switch buffers), pfc (PAUSE and RESUME,
+// both PFC modes and their state), starts and lanes (flows waiting without
+// an event each, waits.go), watch (the deadlock detector, waitfor.go), pv
+// (this Sim as a part of a partitioned run, set only then) and sur (the
+// surrogate, nil unless on; its wiring is hooks.go). They are held by value
+// and called as concrete types: the per-packet path makes no interface
+// call but the transport's and the congestion control's (and, under a
+// per-packet routing, its forwarder's).
 type Sim struct {
 	// sameSrc picks the transfers from sentSrc: a flow's dependants that a
 	// NIC may start once the flow's last byte has left (built once, so
