@@ -360,7 +360,6 @@ func (s *Sim) loop(end int64, window bool) error {
 		s.curSeq, s.cur = ev.Seq(), int32(len(s.t.Nodes))
 		// Each kind is its owner's: one concrete call a case (a table of
 		// handlers, an indirect call per event, cost the loop 4%).
-		var err error
 		switch ev.Kind {
 		case evArrive:
 			s.fab.arrive(ev.Target, ev.Arg)
@@ -383,23 +382,28 @@ func (s *Sim) loop(end int64, window bool) error {
 		case evFlowRecv:
 			s.nic.received(ev.Target)
 		case evSend:
-			err = s.nic.onSend(ev.Target)
+			if err := s.nic.onSend(ev.Target); err != nil {
+				return err
+			}
 		case evStepLat:
-			err = s.lanes.due(ev.Target)
+			if err := s.lanes.due(ev.Target); err != nil {
+				return err
+			}
 		case evDelayDone:
 			s.cur = s.flowNode(ev.Target)
 			s.finishFlow(ev.Target)
 		case evStart:
 			s.starts.due()
 		case evLinkDown:
-			err = s.fab.linkDown(ev.Target)
+			if err := s.fab.linkDown(ev.Target); err != nil {
+				return err
+			}
 		case evMonitor:
 			s.mon.sample(s, ev.Arg)
 		case evSurrogate, evBypass, evSurrogateSample, evBacklogSample:
-			err = s.sur.event(ev)
-		}
-		if err != nil {
-			return err
+			if err := s.sur.event(ev); err != nil {
+				return err
+			}
 		}
 		if len(s.work) > 0 {
 			if err := s.drain(); err != nil {
