@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -516,4 +517,13 @@ func (fa *fabric) crosses(pid int32, li int32) bool {
 		}
 	}
 	return false
+}
+
+// nodeName is "GPU n" or "switch n".
+func (fa *fabric) nodeName(v int32) string {
+	s := fa.s
+	if s.t.Nodes[v].Kind == stream.NodeGPU {
+		return fmt.Sprintf("GPU %d", v)
+	}
+	return fmt.Sprintf("switch %d", v)
 }

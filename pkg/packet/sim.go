@@ -404,11 +404,3 @@ func (s *Sim) freePacket(i int32) {
 	}
 	s.freePkts = append(s.freePkts, i)
 }
-
-// nodeName is "GPU n" or "switch n".
-func (s *Sim) nodeName(v int32) string {
-	if s.t.Nodes[v].Kind == stream.NodeGPU {
-		return fmt.Sprintf("GPU %d", v)
-	}
-	return fmt.Sprintf("switch %d", v)
-}

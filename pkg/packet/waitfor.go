@@ -114,7 +114,7 @@ func (ww *waitWatch) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 	}
 	names := make([]string, 0, len(cycle)+1)
 	for _, pid := range cycle {
-		names = append(names, s.nodeName(s.fab.ports[pid].from))
+		names = append(names, s.fab.nodeName(s.fab.ports[pid].from))
 	}
 	names = append(names, names[0])
 	ww.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %d egress ports paused, in a cycle %s, none of which has sent a data packet since %s",
@@ -136,10 +136,10 @@ func (ww *waitWatch) starvation(sims []*Sim, now int64, v, k int32, paused int) 
 	last := sims[ww.partOf(v)].watch.lastMove[v]
 	what := "its upstream"
 	if k >= 0 {
-		what = s.nodeName(s.fab.ports[k/nQ].from)
+		what = s.fab.nodeName(s.fab.ports[k/nQ].from)
 	}
 	return fmt.Sprintf("PFC starvation, not a deadlock: %s has sent no data packet for %s (since %s) while pausing %s; %d egress ports paused, in no cycle; the run goes on",
-		s.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
+		s.fab.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
 }
 
 // partOf is the part node v is in (0 without partitions).
