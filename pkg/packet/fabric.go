@@ -158,7 +158,11 @@ func (fa *fabric) transmit(pid int32, pi int32, q int) {
 		pkt.ecn = p.red(p.qBytes[pkt.q], &fa.rngs[2*pid])
 	}
 	if p.inINT && pkt.kind == pktData && pkt.intI >= 0 {
-		s.ints.add(pkt.intI, cc.IntHop{TimePs: s.now, TxBytes: p.txBytes, QLen: p.qBytes[pkt.q], LineRate: p.bw})
+		n := s.intN[pkt.intI]
+		if int(n) < cc.MaxHops {
+			s.ints[pkt.intI][n] = cc.IntHop{TimePs: s.now, TxBytes: p.txBytes, QLen: p.qBytes[pkt.q], LineRate: p.bw}
+			s.intN[pkt.intI] = n + 1
+		}
 	}
 	tx := int64(float64(pkt.wire)*p.bitPs + 0.5)
 	if pkt.kind == pktData {

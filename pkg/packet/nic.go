@@ -221,7 +221,7 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 	*pkt = packet{seq: seq, sent: s.now, born: s.now, qp: qi, ep: nc.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
 		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
 	if s.usesINT {
-		pkt.intI = s.ints.alloc()
+		pkt.intI = nc.newINT()
 	}
 	if s.fab.fwding.perPacket() {
 		pkt.link, pkt.flowlet = pid, s.fab.fwding.sent(qi, s.now)
@@ -259,6 +259,19 @@ func (nc *nic) paceRate(q *qp) float64 {
 		return q.cc.LineRate
 	}
 	return q.cc.Rate
+}
+
+func (nc *nic) newINT() int32 {
+	s := nc.s
+	if n := len(s.freeINT); n > 0 {
+		i := s.freeINT[n-1]
+		s.freeINT = s.freeINT[:n-1]
+		s.intN[i] = 0
+		return i
+	}
+	s.ints = append(s.ints, [cc.MaxHops]cc.IntHop{})
+	s.intN = append(s.intN, 0)
+	return int32(len(s.ints) - 1)
 }
 
 func (nc *nic) armRTO(qi int32) {
@@ -585,8 +598,8 @@ func (nc *nic) onAck(pi int32) {
 		fb.Prev = &nc.hist[qi]
 	}
 	if pkt.intI >= 0 {
-		fb.NHops = int(s.ints.n[pkt.intI])
-		fb.Hops = s.ints.hops[pkt.intI]
+		fb.NHops = int(s.intN[pkt.intI])
+		fb.Hops = s.ints[pkt.intI]
 	}
 	if pkt.ecn {
 		s.stats.CNPs++

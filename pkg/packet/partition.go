@@ -260,7 +260,7 @@ func (pv *partView) sendAway(pi int32, at int64, v int32) {
 	c.fwdLen = uint8(copy(c.fwd[:], s.fab.path(2*qi)))
 	c.revLen = uint8(copy(c.rev[:], s.fab.path(2*qi+1)))
 	if pkt.intI >= 0 {
-		c.nHops, c.hops = s.ints.n[pkt.intI], s.ints.hops[pkt.intI]
+		c.nHops, c.hops = s.intN[pkt.intI], s.ints[pkt.intI]
 	}
 	pv.sentMin = min(pv.sentMin, at)
 	s.freePacket(pi)
@@ -277,8 +277,8 @@ func (pv *partView) takeIn(c *crossing) {
 	pkt := &s.pkts[pi]
 	*pkt = c.pkt
 	if pkt.intI >= 0 {
-		pkt.intI = s.ints.alloc()
-		s.ints.n[pkt.intI], s.ints.hops[pkt.intI] = c.nHops, c.hops
+		pkt.intI = s.nic.newINT()
+		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, c.hops
 	}
 	dir := c.pkt.path & 1
 	if c.home.part == pv.me {

@@ -180,7 +180,9 @@ type Sim struct {
 
 	pkts     []packet
 	freePkts []int32
-	ints     intRecords // the data packets' INT records (intrec.go)
+	ints     [][cc.MaxHops]cc.IntHop
+	intN     []uint8
+	freeINT  []int32
 
 	// The delay nodes released with the run (waits.go).
 	starts startList
@@ -395,7 +397,7 @@ func (s *Sim) newPacket() int32 {
 func (s *Sim) freePacket(i int32) {
 	p := &s.pkts[i]
 	if p.intI >= 0 {
-		s.ints.release(p.intI)
+		s.freeINT = append(s.freeINT, p.intI)
 		p.intI = -1
 	}
 	if s.nic.live[p.qp]--; s.nic.live[p.qp] == 0 && s.nic.qps[p.qp].parked {
