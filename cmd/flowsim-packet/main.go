@@ -219,7 +219,52 @@ func (c *command) run() error {
 	if c.ParReport != "" && parts < 2 {
 		return cli.Usagef("--parallel-report needs --threads or --partitions above 1")
 	}
-	sim, err := packet.NewRun(set, opt)
+	opt.MonitorDir = c.MonitorDir
+	if parts > 1 {
+		opt.Busy = func() bool {
+			r := <-idle
+			if !r.Busy(c.Threads) {
+				return false
+			}
+			w := cpuidle.Warning(c.Threads, r.Idle, r.Cores)
+			single := c.Partitions == nil
+			if single {
+				// The trace is the same for any parts: the single loop is the
+				// faster one beside busy cores.
+				w += "; running the single loop instead (the same trace; --partitions forces the parts)"
+			}
+			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
+			return single
+		}
+	}
+	var parReport *os.File
+	if c.ParReport != "" {
+		if parReport, err = os.Create(c.ParReport); err != nil {
+			return err
+		}
+		defer parReport.Close()
+		opt.ParallelLog = parReport
+	}
+	var sim *packet.Sim
+	var loop time.Time
+	if meter != nil {
+		// Called every 2^20 events of the single loop, whose count is
+		// then exact; under --threads after windows that crossed a
+		// multiple of 2^20, so that the calls give a lower bound.
+		var calls uint64
+		opt.Progress = func(done, total int, nowPs int64) {
+			calls++
+			events := max(sim.Stats().Events, calls<<20)
+			meter.Set(int64(done), int64(total), progress.Flows(des.Time(nowPs), events, loop))
+		}
+	}
+	sim, err = packet.NewRun(set, opt)
+	if err != nil && parReport != nil {
+		// A refused setup leaves no report behind (NewRun makes the
+		// monitor files only once the run is set up).
+		parReport.Close()
+		os.Remove(c.ParReport)
+	}
 	var surErr *packet.SurrogateError
 	if errors.As(err, &surErr) {
 		return cli.Usagef("--surrogate: %v", surErr.Err)
@@ -228,53 +273,10 @@ func (c *command) run() error {
 		return err
 	}
 	flows := sim.Flows()
-	// Opened once the run is set up, so that a refused setup leaves no
-	// monitor or report files behind.
-	var mon *packet.Monitors
-	if c.MonitorDir != "" {
-		if err := os.MkdirAll(c.MonitorDir, 0o755); err != nil {
-			return err
-		}
-		if mon, err = packet.OpenMonitors(c.MonitorDir); err != nil {
-			return err
-		}
-		sim.SetMonitors(mon)
-	}
-	var parReport *os.File
-	if c.ParReport != "" {
-		if parReport, err = os.Create(c.ParReport); err != nil {
-			return err
-		}
-		defer parReport.Close()
-		sim.SetParallelLog(parReport)
-	}
 	for _, w := range sim.Warnings {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
 	}
-	if parts > 1 && sim.Partitionable() == nil {
-		if r := <-idle; r.Busy(c.Threads) {
-			w := cpuidle.Warning(c.Threads, r.Idle, r.Cores)
-			if c.Partitions == nil {
-				// The trace is the same for any parts: the single loop is the
-				// faster one beside busy cores.
-				sim.Partitions, sim.Threads = 0, 1
-				w += "; running the single loop instead (the same trace; --partitions forces the parts)"
-			}
-			fmt.Fprintf(os.Stderr, "flowsim-packet: warning: %s\n", w)
-		}
-	}
-	loop := time.Now()
-	if meter != nil {
-		// Called every 2^20 events of the single loop, whose count is
-		// then exact; under --threads after windows that crossed a
-		// multiple of 2^20, so that the calls give a lower bound.
-		var calls uint64
-		sim.Progress = func(done, total int, nowPs int64) {
-			calls++
-			events := max(sim.Stats.Events, calls<<20)
-			meter.Set(int64(done), int64(total), progress.Flows(des.Time(nowPs), events, loop))
-		}
-	}
+	loop = time.Now()
 	runErr := sim.Run()
 	loopSecs := time.Since(loop).Seconds()
 	if c.MemProfile != "" {
@@ -284,11 +286,6 @@ func (c *command) run() error {
 		}
 	}
 	meter.Stop()
-	if mon != nil {
-		if err := mon.Close(); err != nil && runErr == nil {
-			runErr = err
-		}
-	}
 	// Transfers a failed link cut off are in the trace with status failed,
 	// the rest of the run complete; then the run exits 1 naming them.
 	var failed *packet.FlowsFailed
@@ -304,7 +301,7 @@ func (c *command) run() error {
 			return err
 		}
 	}
-	st := sim.Stats
+	st := sim.Stats()
 	secs := time.Since(wall).Seconds()
 	if c.Surrogate != "" {
 		for _, sw := range sim.SurrogateSwitches {
@@ -324,7 +321,7 @@ func (c *command) run() error {
 			fmt.Fprintf(os.Stderr, "flowsim-packet: surrogate: %d transfers waiting at NICs when it opened skipped their queue pairs\n", l.Backlog)
 		}
 	}
-	if w := sim.Loop; w != nil {
+	if w := opt.Loop; w != nil {
 		fmt.Fprintf(os.Stderr, "flowsim-packet: event loop from %s to %s: %.3f s, %d events, %.3f s CPU\n", des.Time(w.StartPs), des.Time(w.EndPs), w.Secs, w.Events, w.CPUSecs)
 	}
 	if worst, mean, n := sim.UplinkImbalance(); n > 0 {

@@ -89,10 +89,10 @@ func BenchmarkMicro128(b *testing.B) {
 			b.Fatal(err)
 		}
 		wall := time.Since(start).Seconds()
-		b.ReportMetric(float64(s.Stats.Events)/wall, "events/s")
-		b.ReportMetric(float64(s.Stats.DataPackets)/wall, "datapkts/s")
-		b.ReportMetric(float64(s.Stats.DataPackets), "datapkts")
-		b.ReportMetric(float64(s.Stats.SimPs)/1e9, "sim-ms")
+		b.ReportMetric(float64(s.Stats().Events)/wall, "events/s")
+		b.ReportMetric(float64(s.Stats().DataPackets)/wall, "datapkts/s")
+		b.ReportMetric(float64(s.Stats().DataPackets), "datapkts")
+		b.ReportMetric(float64(s.Stats().SimPs)/1e9, "sim-ms")
 		b.ReportMetric(wall, "run-s")
 	}
 }

@@ -27,15 +27,15 @@ func TestPFCDeadlockDetected(t *testing.T) {
 	for i, e := range fl.End {
 		if e >= 0 {
 			done++
-			if e < fl.Start[i] || e > s.Stats.SimPs {
+			if e < fl.Start[i] || e > s.Stats().SimPs {
 				t.Errorf("flow %d: start %d, end %d", i, fl.Start[i], e)
 			}
 		}
 	}
-	if done != inc.Done || done == 0 || done == len(specs) || s.Stats.SimPs > s.watch.lastMoveAny+2*s.watch.stallWindow() {
-		t.Fatalf("%d flows done (%d reported), stopped at %d ps, last move at %d ps", done, inc.Done, s.Stats.SimPs, s.watch.lastMoveAny)
+	if done != inc.Done || done == 0 || done == len(specs) || s.Stats().SimPs > s.watch.lastMoveAny+2*s.watch.stallWindow() {
+		t.Fatalf("%d flows done (%d reported), stopped at %d ps, last move at %d ps", done, inc.Done, s.Stats().SimPs, s.watch.lastMoveAny)
 	}
-	if st := s.Stats; st.SentBytes < st.Delivered+st.DroppedBytes+st.Discarded {
+	if st := s.Stats(); st.SentBytes < st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("sent %d < delivered %d + dropped %d + discarded %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -101,14 +102,30 @@ func (fa *fabric) tryTx(pid int32) {
 	// surrogate frees is not held by PAUSE (one left from before it opened
 	// has expired unrefreshed): waking for it spun every picosecond, a
 	// million events per 0.2 us of a 127-to-1 incast under --surrogate.
-	if hostFree {
-		return
+	if !hostFree {
+		s.pfc.wakeAtExpiry(pid, p)
 	}
-	for i := 1; i < nQ; i++ {
-		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
-			fa.wake(pid, p.pauseTill[i])
-		}
+}
+
+// onTxDone is port pid's serialization ending: the next packet goes,
+// unless the event is stale (the port was started since).
+func (fa *fabric) onTxDone(pid int32) {
+	s := fa.s
+	if p := &fa.ports[pid]; p.txDoneAt == s.now {
+		p.txDoneAt, s.cur = 0, p.from
+		fa.tryTx(pid)
 	}
+}
+
+// onWake is port pid's pacing or PAUSE deadline passing.
+func (fa *fabric) onWake(pid int32) {
+	s := fa.s
+	p := &fa.ports[pid]
+	if p.wakeAt == s.now {
+		p.wakeAt = 0
+	}
+	s.cur = p.from
+	fa.tryTx(pid)
 }
 
 // wake schedules a port re-check (the earliest pending one wins).
@@ -242,8 +259,8 @@ func (fa *fabric) stale(pi int32) {
 		s.sur.freeZombie(pi)
 		return
 	}
-	s.Stats.Stale++
-	s.Stats.Discarded += int64(pkt.size)
+	s.stats.Stale++
+	s.stats.Discarded += int64(pkt.size)
 	s.freePacket(pi)
 }
 
@@ -253,8 +270,8 @@ func (fa *fabric) drop(pi int32) {
 		s.sur.freeZombie(pi) // a duplicate of a packet the predictor delivers
 		return
 	}
-	s.Stats.Dropped++
-	s.Stats.DroppedBytes += int64(s.pkts[pi].size)
+	s.stats.Dropped++
+	s.stats.DroppedBytes += int64(s.pkts[pi].size)
 	s.freePacket(pi)
 }
 
@@ -318,7 +335,7 @@ func (fa *fabric) idealFCT(size int64, a idealPath) int64 {
 	n := (size + pay - 1) / pay
 	smallest := float64(size-(n-1)*pay) + hdr
 	wire := float64(size) + float64(n)*hdr
-	return s.SendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
+	return s.sendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
 }
 
 // routeBuf computes the path from a to b into fa.buf, refusing one longer
@@ -429,7 +446,7 @@ func (fa *fabric) linkDown(li int32) error {
 		return err
 	}
 	if s.surWatch {
-		s.sur.pairs.reset() // their routes may cross the link
+		s.sur.linkDown()
 	}
 	s.downLinks++
 	if s.downNames != "" {
@@ -463,7 +480,7 @@ func (fa *fabric) linkDown(li int32) error {
 			err = fa.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)
 		}
 		if err != nil {
-			s.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
+			s.nic.failFlow(q.flow, fmt.Errorf("%s failed at %s: link %d (%s) went down and left it no path (%v)",
 				s.flows.name(q.flow), des.Time(s.now), li, fa.linkName(li), err))
 			continue
 		}
@@ -486,7 +503,7 @@ func (fa *fabric) noPath(i int32, err error) error {
 	if s.downLinks == 0 {
 		return fmt.Errorf("%s: %v", s.flows.name(i), err)
 	}
-	s.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
+	s.nic.failFlow(i, fmt.Errorf("%s failed at %s: link %s went down and left it no path (%v)", s.flows.name(i), des.Time(s.now), s.downNames, err))
 	return nil
 }
 
@@ -504,4 +521,13 @@ func (fa *fabric) crosses(pid int32, li int32) bool {
 		}
 	}
 	return false
+}
+
+// nodeName is "GPU n" or "switch n".
+func (fa *fabric) nodeName(v int32) string {
+	s := fa.s
+	if s.t.Nodes[v].Kind == stream.NodeGPU {
+		return fmt.Sprintf("GPU %d", v)
+	}
+	return fmt.Sprintf("switch %d", v)
 }

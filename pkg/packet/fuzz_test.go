@@ -72,10 +72,10 @@ func FuzzRun(f *testing.F) {
 			}
 			return
 		}
-		if s.Stats.Delivered != set.TotalBytes() {
-			t.Fatalf("delivered %d of %d bytes", s.Stats.Delivered, set.TotalBytes())
+		if s.Stats().Delivered != set.TotalBytes() {
+			t.Fatalf("delivered %d of %d bytes", s.Stats().Delivered, set.TotalBytes())
 		}
-		if st := s.Stats; st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
+		if st := s.Stats(); st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 			t.Fatalf("conservation: sent %d, delivered %d, dropped %d, discarded %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)
 		}
 		// Two parts on two threads run what the single loop ran (when the
@@ -85,14 +85,14 @@ func FuzzRun(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p.Partitions, p.Threads = 2, 2
+		p.parts, p.threads = 2, 2
 		if err := p.Run(); err != nil {
 			if strings.HasPrefix(err.Error(), "partitions: ") {
 				return // a part refuses what it cannot run
 			}
 			t.Fatalf("two parts: %v, one loop none", err)
 		}
-		a, b := p.Stats, s.Stats
+		a, b := p.Stats(), s.Stats()
 		a.Events, b.Events = 0, 0
 		if !slices.Equal(fl.End, s.flows.End) || a != b {
 			t.Fatalf("two parts: stats %+v, one loop %+v", a, b)

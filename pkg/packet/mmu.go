@@ -22,7 +22,6 @@ type mmu struct {
 
 	ingBytes  []int64 // per queue: bytes in reserve and shared pool
 	hdrmBytes []int64 // per queue: bytes in headroom
-	pausedUp  []bool  // per queue: it has paused its sender
 	headroom  []int64 // per directed link into a switch
 	shift     []uint8 // per directed link: dynamic threshold = free >> shift
 	shared    []int64 // per node: shared bytes in use (port mode: all bytes)
@@ -39,7 +38,7 @@ func newMMU(t *topo.Topology, cfg *Config) (m *mmu, short int, worst int32) {
 	nd := 2 * len(t.Links)
 	m = &mmu{reserve: max(cfg.ReservePerQ, int64(cfg.PayloadSize+cfg.HeaderBytes)), resumeOffset: cfg.ResumeOffset,
 		enablePFC: cfg.EnablePFC, dynamic: cfg.DynamicPFC,
-		ingBytes: make([]int64, nd*nQ), hdrmBytes: make([]int64, nd*nQ), pausedUp: make([]bool, nd*nQ),
+		ingBytes: make([]int64, nd*nQ), hdrmBytes: make([]int64, nd*nQ),
 		headroom: make([]int64, nd), shift: make([]uint8, nd),
 		shared: make([]int64, len(t.Nodes)), buffer: make([]int64, len(t.Nodes)), rsrvHdrm: make([]int64, len(t.Nodes))}
 	// The NIC rate: the fastest NIC link (PFC alpha is scaled against it).
@@ -110,10 +109,11 @@ func (m *mmu) sharedUsed(k int) int64 {
 	return max(0, m.ingBytes[k]-m.reserve)
 }
 
-// admit takes size bytes into queue q of switch v, come in on link dl:
-// ok false when they do not fit (the packet is dropped); pause when the
-// queue has just gone over its share and must pause its sender.
-func (m *mmu) admit(v, dl int32, q uint8, size int64) (ok, pause bool) {
+// admit takes size bytes into queue q of switch v, come in on link dl,
+// whose sender is paused or not (the PFC's state): ok false when they do
+// not fit (the packet is dropped); pause when the queue has just gone over
+// its share and must pause its sender.
+func (m *mmu) admit(v, dl int32, q uint8, size int64, paused bool) (ok, pause bool) {
 	k := int(dl)*nQ + int(q)
 	thr := m.threshold(v, dl)
 	if !m.enablePFC {
@@ -136,26 +136,24 @@ func (m *mmu) admit(v, dl int32, q uint8, size int64) (ok, pause bool) {
 	}
 	// A queue within its reserve never pauses its sender, even with the
 	// shared pool exhausted (threshold 0): the reserve is guaranteed.
-	if su := m.sharedUsed(k); m.enablePFC && !m.pausedUp[k] && (m.hdrmBytes[k] > 0 || su > 0 && su >= m.threshold(v, dl)) {
-		m.pausedUp[k] = true
+	if su := m.sharedUsed(k); m.enablePFC && !paused && (m.hdrmBytes[k] > 0 || su > 0 && su >= m.threshold(v, dl)) {
 		return true, true
 	}
 	return true, false
 }
 
 // release gives back size bytes of queue q of switch v (come in on dl);
-// resume when the queue is back under its threshold by the resume offset
-// and its sender may go on.
-func (m *mmu) release(v, dl int32, q uint8, size int64) (resume bool) {
+// resume when its sender is paused and the queue is back under its
+// threshold by the resume offset: the sender may go on.
+func (m *mmu) release(v, dl int32, q uint8, size int64, paused bool) (resume bool) {
 	k := int(dl)*nQ + int(q)
 	fromHdrm := min(m.hdrmBytes[k], size)
 	fromShared := min(size-fromHdrm, max(0, m.ingBytes[k]-m.reserve))
 	m.hdrmBytes[k] -= fromHdrm
 	m.ingBytes[k] -= size - fromHdrm
 	m.shared[v] -= fromShared
-	if m.pausedUp[k] && m.hdrmBytes[k] == 0 {
+	if paused && m.hdrmBytes[k] == 0 {
 		if used := m.sharedUsed(k); used == 0 || used+m.resumeOffset <= m.threshold(v, dl) {
-			m.pausedUp[k] = false
 			return true
 		}
 	}

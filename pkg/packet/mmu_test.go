@@ -26,11 +26,16 @@ func TestMMUByHand(t *testing.T) {
 	// Packets 1-4 fill the reserve, 5-14 the shared pool (9,904 B, under
 	// the threshold (90,000 - 9,904) / 8 = 10,012); packet 15 would take
 	// 10,904 B, over 10,012: it goes to headroom and pauses the sender.
+	paused := false // the PFC's state, which it keeps
 	for i := 1; i <= 15; i++ {
-		ok, pause := m.admit(v, dl, q, 1000)
+		ok, pause := m.admit(v, dl, q, 1000, paused)
 		if !ok || pause != (i == 15) {
 			t.Fatalf("packet %d: admitted %v, pause %v", i, ok, pause)
 		}
+		paused = paused || pause
+	}
+	if _, pause := m.admit(v, dl, q, 0, paused); pause {
+		t.Fatal("a paused sender paused again")
 	}
 	if k := dl*nQ + q; m.hdrmBytes[k] != 1000 || m.ingBytes[k] != 14_000 || m.shared[v] != 9_904 {
 		t.Fatalf("headroom %d, queue %d, shared %d", m.hdrmBytes[k], m.ingBytes[k], m.shared[v])
@@ -40,7 +45,7 @@ func TestMMUByHand(t *testing.T) {
 	// (12,976 > 10,012), 8,904 (11,976 > 10,137), 7,904 (10,976 >
 	// 10,262), 6,904 (9,976 <= 10,387): the 4th departure resumes.
 	for i := 1; i <= 4; i++ {
-		if resume := m.release(v, dl, q, 1000); resume != (i == 4) {
+		if resume := m.release(v, dl, q, 1000, paused); resume != (i == 4) {
 			t.Fatalf("departure %d: resume %v", i, resume)
 		}
 	}
@@ -51,7 +56,7 @@ func TestMMUByHand(t *testing.T) {
 	cfg.DynamicPFC = false
 	m, _, _ = newMMU(tp, &cfg)
 	for i := 1; i <= 16; i++ {
-		if ok, pause := m.admit(v, dl, q, 1000); !ok || pause != (i == 16) {
+		if ok, pause := m.admit(v, dl, q, 1000, false); !ok || pause != (i == 16) {
 			t.Fatalf("static threshold, packet %d: admitted %v, pause %v", i, ok, pause)
 		}
 	}
@@ -62,7 +67,7 @@ func TestMMUByHand(t *testing.T) {
 	cfg.BufferBytes = 2*(8*4096) + 90_000 // no headroom set aside without PFC
 	m, _, _ = newMMU(tp, &cfg)
 	for i := 1; i <= 15; i++ {
-		if ok, pause := m.admit(v, dl, q, 1000); ok != (i < 15) || pause {
+		if ok, pause := m.admit(v, dl, q, 1000, false); ok != (i < 15) || pause {
 			t.Fatalf("lossy packet %d: admitted %v, pause %v", i, ok, pause)
 		}
 	}

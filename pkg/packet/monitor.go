@@ -73,9 +73,6 @@ func closeFile[T any](f *monitor.File[T], first *error) {
 	}
 }
 
-// SetMonitors attaches monitors before Run.
-func (s *Sim) SetMonitors(m *Monitors) { s.mon = m }
-
 func (m *Monitors) start(s *Sim) {
 	m.lastTx = make([]int64, s.t.GPUs)
 	m.tx = make([]int64, s.t.GPUs)

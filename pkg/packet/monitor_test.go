@@ -5,10 +5,11 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/fabricsim/fabricsim/formats/monitor"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/topo"
-	"github.com/parquet-go/parquet-go"
 )
 
 // CNPs a queue pair received after the last sample before it finished are
@@ -38,14 +39,14 @@ func TestMonitorCNPsStayWithTheirFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.SetMonitors(m)
+	s.mon = m
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if s.Stats.CNPs == 0 {
+	if s.Stats().CNPs == 0 {
 		t.Fatal("the incast got no CNPs")
 	}
 	if end := fl.End[incast[0]]; end >= cfg.QPMonPs || fl.End[lone] <= cfg.QPMonPs {

@@ -7,6 +7,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/expand"
+	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
 // qp is one RDMA queue pair: the sender's window and rate state and the
@@ -135,7 +136,7 @@ func (nc *nic) materialize(pid int32, i int) int32 {
 	p := &s.fab.ports[pid]
 	flow, j := nc.pending(p.qps[i])
 	qi := nc.allocQP()
-	if err := s.initQP(qi, flow, j); err != nil {
+	if err := nc.initQP(qi, flow, j); err != nil {
 		panic(fmt.Sprintf("packet: queue pair routed when opened fails later: %v", err)) // same inputs, same route
 	}
 	p.qps[i] = qi
@@ -226,7 +227,7 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 		pkt.link, pkt.flowlet = pid, s.fab.fwding.sent(qi, s.now)
 	}
 	if seq < q.maxSent {
-		s.Stats.Retransmitted += size
+		s.stats.Retransmitted += size
 	}
 	if seq == q.sndNxt {
 		q.sndNxt += size
@@ -238,8 +239,8 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 		nc.tp.resent(q, qi, seq, size)
 	}
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/nc.paceRate(q))
-	s.Stats.DataPackets++
-	s.Stats.SentBytes += size
+	s.stats.DataPackets++
+	s.stats.SentBytes += size
 	if s.surWatch {
 		s.sur.sent(pid, int64(pkt.wire))
 	}
@@ -427,6 +428,7 @@ func (nc *nic) compactRTO() {
 // trigger a NACK).
 func (nc *nic) onRTO(qi int32, gen int64) {
 	s := nc.s
+	s.cur = nc.qpNode(qi)
 	q := &nc.qps[qi]
 	if gen != q.rtoGen || q.done || s.pfc.deadlocked() {
 		return
@@ -463,12 +465,12 @@ func (nc *nic) deliver(pi int32) {
 		// Per-packet routing: placed where it belongs, acknowledged
 		// cumulatively; a duplicate is thrown away and re-acknowledged.
 		if !nc.placed.add(pkt.qp, pkt.seq) {
-			s.Stats.Discarded += int64(pkt.size)
+			s.stats.Discarded += int64(pkt.size)
 			nc.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 			return
 		}
-		s.Stats.Delivered += int64(pkt.size)
-		s.Stats.Reordered++
+		s.stats.Delivered += int64(pkt.size)
+		s.stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if int(q.rcvCount) >= s.cfg.AckInterval || nc.ackEach {
@@ -481,7 +483,7 @@ func (nc *nic) deliver(pi int32) {
 		if nc.placed != nil {
 			q.rcvNext = nc.placed.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
 		}
-		s.Stats.Delivered += int64(pkt.size)
+		s.stats.Delivered += int64(pkt.size)
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if q.rcvNext >= q.size && !q.rxDone {
@@ -498,7 +500,7 @@ func (nc *nic) deliver(pi int32) {
 			return
 		}
 	default:
-		s.Stats.Discarded += int64(pkt.size)
+		s.stats.Discarded += int64(pkt.size)
 		// A duplicate after a go-back-N: re-acknowledge.
 		nc.sendCtl(pi, pktAck, q.rcvNext, pkt.ecn)
 		return
@@ -600,7 +602,7 @@ func (nc *nic) onAck(pi int32) {
 		fb.Hops = s.ints[pkt.intI]
 	}
 	if pkt.ecn {
-		s.Stats.CNPs++
+		s.stats.CNPs++
 		if s.mon != nil {
 			s.mon.cnp(qi)
 		}
@@ -660,6 +662,7 @@ func (nc *nic) ccSchedule(qi int32, wake int64) {
 
 func (nc *nic) onCCTimer(qi int32, gen int64) {
 	s := nc.s
+	s.cur = nc.qpNode(qi)
 	q := &nc.qps[qi]
 	if gen != q.ccGen || q.done {
 		return
@@ -712,4 +715,189 @@ func (nc *nic) recycle(qi int32) {
 func (nc *nic) qpNode(qi int32) int32 {
 	s := nc.s
 	return s.fab.ports[nc.qps[qi].port].from
+}
+
+// onSend opens transfer i's queue pairs once its send latency is over.
+func (nc *nic) onSend(i int32) error {
+	nc.s.cur = nc.s.flowNode(i)
+	return nc.openQPs(i, false)
+}
+
+// openQPs creates a transfer's queue pairs and starts them sending, once
+// its step latency less its path's propagation has passed (waited: it has;
+// Ideal[i] holds that wait meanwhile).
+func (nc *nic) openQPs(i int32, waited bool) error {
+	s := nc.s
+	f := s.flows
+	src, dst := f.src(i), f.dst(i)
+	size := f.size(i)
+	id := f.id(i)
+	if lat := f.lat(i); lat > 0 && !waited {
+		var err error
+		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
+		if err != nil {
+			return s.fab.noPath(i, err)
+		}
+		wait := lat - int64(s.r.Latency(s.fab.buf))
+		if f.replayed != nil && f.replayed[f.rec(i).Coll] {
+			wait = lat // SimAI replay: a send latency, before the propagation
+		}
+		if wait > 0 {
+			f.Ideal[i] = wait
+			s.lanes.push(s.now+wait, i)
+			return nil
+		}
+	}
+	if f.set != nil {
+		// The connection's pace (flowset.Pacer): not before the transport
+		// can start another step on it.
+		if t := int64(s.pace.Take(i)); t > s.now {
+			f.Ideal[i] = t - f.StartPs(i)
+			s.lanes.push(t, i)
+			return nil
+		}
+		s.pace.Began(i, f.rec(i), des.Time(s.now))
+	}
+	if s.bypassing {
+		if alone, ok := s.sur.bypasses(i); ok {
+			return s.sur.bypassFlow(i, alone)
+		}
+	}
+	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
+	// ports, hence distinct ECMP hashes.
+	pktsTotal := (size + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize)
+	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
+	per := (pktsTotal + nq - 1) / nq
+	left := size
+	for j := int64(0); j < nq && left > 0; j++ {
+		left -= min(left, per*int64(s.cfg.PayloadSize))
+		var port int32
+		if nc.lazy {
+			// Route now (the first hop names the port; errors surface
+			// here as they always did), keep only the flow and j.
+			if err := s.fab.routePart(i, j); err != nil {
+				return err
+			}
+			port = int32(s.fab.fwd[0])
+			if j == 0 {
+				f.Sport[i] = nc.sport(id, j)
+				f.Ideal[i] += s.fab.routedIdeal(i)
+			}
+			nc.addPending(port, i, int32(j))
+		} else {
+			qi := nc.allocQP()
+			if err := nc.initQP(qi, i, j); err != nil {
+				if s.downLinks == 0 {
+					return err
+				}
+				nc.qps[qi].done = true // never opened: failFlow must not close it again
+				nc.recycle(qi)
+				return s.fab.noPath(i, err)
+			}
+			q := &nc.qps[qi]
+			port = q.port
+			if j == 0 {
+				f.Sport[i] = q.sport
+				f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), s.fab.idealPath(s.fab.path(2*qi), s.fab.path(2*qi+1)))
+			}
+			nc.addQP(port, qi)
+		}
+		f.qpsLeft[i]++
+		f.rxLeft[i]++
+		f.txLeft[i]++
+		s.fab.tryTx(port)
+	}
+	return nil
+}
+
+// initQP sets up queue pair qi as part j of transfer i: its share of the
+// bytes, both paths, and its congestion control at line rate.
+func (nc *nic) initQP(qi, i int32, j int64) error {
+	s := nc.s
+	f := s.flows
+	src, dst := f.src(i), f.dst(i)
+	id := f.id(i)
+	part := s.partSize(i, j)
+	q := &nc.qps[qi]
+	nc.epoch[qi]++
+	if nc.placed != nil {
+		nc.placed.clear(qi)
+	}
+	nc.tp.open(qi)
+	// The timer generations carry over from the slot's last pair: its
+	// pending timer events must not match the new pair's.
+	*q = qp{flow: i, size: part, lastProg: s.now, sport: nc.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
+	h := route.QPHash(src, dst, id, j, s.seed)
+	s.fab.fwding.open(qi, h)
+	if err := s.fab.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
+		return fmt.Errorf("%s: %v", f.name(i), err)
+	}
+	if err := s.fab.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
+		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
+	}
+	q.port = int32(s.fab.paths[int(2*qi)*s.fab.pathW])
+	lineRate := s.fab.ports[q.port].bw
+	rtt, win := s.fab.baseRTT(s.fab.path(2*qi), s.fab.path(2*qi+1), lineRate)
+	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
+	if s.usesINT {
+		nc.hist[qi] = cc.HopHistory{}
+	}
+	if s.surWatch {
+		s.sur.openQP(qi)
+	}
+	s.alg.Init(&q.cc)
+	return nil
+}
+
+func (nc *nic) sport(id, j int64) uint16 {
+	s := nc.s
+	return uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)
+}
+
+// failFlow ends transfer i for want of a path: its queue pairs stop (what
+// they have in flight is dropped as stale), the bytes they never delivered
+// are counted, and the flow completes as failed so that its dependants,
+// and the rest of the run, go on.
+func (nc *nic) failFlow(i int32, why error) {
+	s := nc.s
+	f := s.flows
+	if f.Failed == nil {
+		f.Failed = make([]bool, f.DAG.Len())
+	}
+	row := i // an expanded flow's failure is its COLL node's
+	if i >= f.n {
+		row = f.ex.Coll(i)
+	} else if f.Failed[i] {
+		return
+	}
+	if s.failure == nil {
+		s.failure = &FlowsFailed{First: why}
+	}
+	if !f.Failed[row] { // failed rows of the trace are counted, not expanded flows
+		f.Failed[row] = true
+		s.failure.Count++
+		s.stats.Failed++
+	}
+	delivered := int64(0)
+	for qi := range nc.qps {
+		q := &nc.qps[qi]
+		if q.flow != i || q.done {
+			continue
+		}
+		delivered += q.rcvNext
+		nc.epoch[qi]++
+		q.done = true
+		q.rtoGen++
+		q.ccGen++
+		if s.mon != nil {
+			s.mon.qpDone(int32(qi))
+		}
+		nc.removeQP(q.port, int32(qi))
+		nc.recycle(int32(qi))
+	}
+	s.stats.FailedBytes += max(f.size(i)-delivered, 0)
+	if f.RxDone != nil && f.RxDone[i] == 0 {
+		f.RxDone[i] = s.now
+	}
+	s.finishFlow(i)
 }

@@ -3,6 +3,7 @@ package packet
 import (
 	"errors"
 	"io"
+	"os"
 
 	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -21,13 +22,21 @@ type Options struct {
 	MemoryLimit int64
 	NoSymmetry  bool // with Expand: run every sibling group
 	// Partitions and Threads: the parallel run (0 parts: the single loop).
+	// Every Partitions gives the single loop's trace (partition.go).
 	Partitions, Threads int
-	Surrogate           *Surrogate // hybrid simulation, when set
-	Monitors            *Monitors  // written during the run; the caller closes them
-	Loop                *LoopWindow
-	ParallelLog         io.Writer             // a CSV line a window (Sim.SetParallelLog)
-	OnWarning           func(string)          // warnings that arise while running
-	Progress            func(int, int, int64) // done, total, now (ps); as Sim.Progress
+	// Busy, if set, is asked once as a partitioned run starts (one that
+	// can be partitioned): true runs the single loop instead, the same
+	// trace (flowsim-packet asks whether the cores are free).
+	Busy      func() bool
+	Surrogate *Surrogate // hybrid simulation, when set
+	Monitors  *Monitors  // written during the run; the caller closes them
+	// MonitorDir, without Monitors: NewRun makes the directory and the
+	// monitor files in it once the run is set up, and Run closes them.
+	MonitorDir  string
+	Loop        *LoopWindow           // measured during the run
+	ParallelLog io.Writer             // a CSV line a window of a partitioned run (windowLog)
+	OnWarning   func(string)          // warnings that arise while running
+	Progress    func(int, int, int64) // done, total, now (ps): every million events
 }
 
 // SurrogateError is NewRun's error for an Options.Surrogate it refuses.
@@ -53,19 +62,25 @@ func NewRun(set *flowset.Set, opt Options) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.SendLatPs, s.NoSymmetry = opt.SendLatPs, opt.NoSymmetry
-	s.Partitions, s.Threads = opt.Partitions, opt.Threads
-	s.OnWarning, s.Progress, s.Loop = opt.OnWarning, opt.Progress, opt.Loop
+	s.sendLatPs, s.noSymmetry = opt.SendLatPs, opt.NoSymmetry
+	s.parts, s.threads, s.busy = opt.Partitions, opt.Threads, opt.Busy
+	s.onWarning, s.progress, s.loopWin = opt.OnWarning, opt.Progress, opt.Loop
+	s.pv.log = opt.ParallelLog
 	if opt.Surrogate != nil {
 		if err := s.SetSurrogate(*opt.Surrogate); err != nil {
 			return nil, &SurrogateError{err}
 		}
 	}
-	if opt.Monitors != nil {
-		s.SetMonitors(opt.Monitors)
-	}
-	if opt.ParallelLog != nil {
-		s.SetParallelLog(opt.ParallelLog)
+	s.mon = opt.Monitors
+	if opt.Monitors == nil && opt.MonitorDir != "" {
+		// Last, so that a refused setup leaves no files behind.
+		if err := os.MkdirAll(opt.MonitorDir, 0o755); err != nil {
+			return nil, err
+		}
+		if s.mon, err = OpenMonitors(opt.MonitorDir); err != nil {
+			return nil, err
+		}
+		s.ownMon = true
 	}
 	return s, nil
 }
@@ -91,15 +106,15 @@ func RunResults(set *flowset.Set, opt Options, emit func(i int32, r flowset.Resu
 	var failed *FlowsFailed
 	var incomplete *Incomplete
 	if runErr != nil && !errors.As(runErr, &failed) && !errors.As(runErr, &incomplete) {
-		return s.Stats, runErr
+		return s.Stats(), runErr
 	}
 	fl := s.flows
 	for i := int32(0); i < int32(set.Flows()); i++ {
 		if fl.Finished(i) {
 			if err := emit(i, fl.Result(i)); err != nil {
-				return s.Stats, err
+				return s.Stats(), err
 			}
 		}
 	}
-	return s.Stats, runErr
+	return s.Stats(), runErr
 }

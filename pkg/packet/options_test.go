@@ -3,6 +3,8 @@ package packet
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -114,5 +116,50 @@ func TestRunResults(t *testing.T) {
 	var se *SurrogateError
 	if _, err := collect(bad); !errors.As(err, &se) {
 		t.Errorf("a surrogate window ending before it starts: error %v; want a SurrogateError", err)
+	}
+}
+
+// Options.Busy is asked once as a partitioned run starts, and true runs the
+// single loop (the same results, no parallel statistics); it is not asked
+// of a single-loop run. MonitorDir makes the monitor files, which Run
+// closes.
+func TestOptionsBusyAndMonitorDir(t *testing.T) {
+	set := chain(t)
+	run := func(opt Options) (*Sim, []flowset.Result) {
+		t.Helper()
+		s, err := NewRun(set, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		return s, []flowset.Result{s.Flows().Result(0), s.Flows().Result(1)}
+	}
+	asked := 0
+	busy := func(single bool) func() bool { return func() bool { asked++; return single } }
+	_, one := run(Options{Config: DefaultConfig(), Seed: 1, Busy: busy(true)})
+	if asked != 0 {
+		t.Fatalf("a single-loop run asked Busy %d times", asked)
+	}
+	s, fallback := run(Options{Config: DefaultConfig(), Seed: 1, Partitions: 2, Threads: 2, Busy: busy(true)})
+	if asked != 1 || s.ParallelStats() != nil || !slices.Equal(fallback, one) {
+		t.Fatalf("busy: asked %d times, parallel stats %v, results %+v; want once, none, %+v", asked, s.ParallelStats(), fallback, one)
+	}
+	s, parts := run(Options{Config: DefaultConfig(), Seed: 1, Partitions: 2, Threads: 2, Busy: busy(false)})
+	if asked != 2 || s.ParallelStats() == nil || !slices.Equal(parts, one) {
+		t.Fatalf("idle: asked %d times, parallel stats %v, results %+v; want twice, some, %+v", asked, s.ParallelStats(), parts, one)
+	}
+
+	dir := filepath.Join(t.TempDir(), "mon")
+	s, _ = run(Options{Config: DefaultConfig(), Seed: 1, MonitorDir: dir})
+	if !s.ownMon {
+		t.Fatal("MonitorDir: the run does not hold its monitors")
+	}
+	for _, f := range []string{"qlen.parquet", "host_bw.parquet", "qp_rate.parquet", "cnp.parquet", "pfc.parquet"} {
+		// Parquet ends with its footer's magic once closed.
+		if b, err := os.ReadFile(filepath.Join(dir, f)); err != nil || len(b) < 8 || string(b[len(b)-4:]) != "PAR1" {
+			t.Errorf("%s: %v, %d bytes: not closed", f, err, len(b))
+		}
 	}
 }

@@ -79,12 +79,12 @@ func runFlows(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 	for _, f := range specs {
 		total += f.size
 	}
-	if s.Stats.Delivered != total {
-		t.Fatalf("delivered %d bytes in order, sent %d", s.Stats.Delivered, total)
+	if s.Stats().Delivered != total {
+		t.Fatalf("delivered %d bytes in order, sent %d", s.Stats().Delivered, total)
 	}
 	// Conservation: every payload byte a sender put on the wire was
 	// delivered, dropped in the network, or discarded by its receiver.
-	if st := s.Stats; st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
+	if st := s.Stats(); st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("sent %d payload bytes = delivered %d + dropped %d + discarded %d does not hold", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded)
 	}
 	return s, fl
@@ -125,10 +125,10 @@ func TestIncastPFCLossless(t *testing.T) {
 		specs = append(specs, flowSpec{i, 0, 8 << 20, nil})
 	}
 	s, _ := runFlows(t, tp, cfg, cc.ModeNone, specs)
-	if s.Stats.Dropped != 0 {
-		t.Fatalf("%d packets dropped with PFC on", s.Stats.Dropped)
+	if s.Stats().Dropped != 0 {
+		t.Fatalf("%d packets dropped with PFC on", s.Stats().Dropped)
 	}
-	if s.Stats.Pauses == 0 {
+	if s.Stats().Pauses == 0 {
 		t.Fatalf("no PAUSE sent in an 8:1 incast into a 1 MB buffer")
 	}
 }
@@ -146,8 +146,8 @@ func TestIncastLossyRecovers(t *testing.T) {
 		specs = append(specs, flowSpec{i, 0, 4 << 20, nil})
 	}
 	s, _ := runFlows(t, tp, cfg, cc.ModeNone, specs)
-	if s.Stats.Dropped == 0 || s.Stats.Retransmitted == 0 {
-		t.Fatalf("dropped %d, retransmitted %d: expected losses and repairs", s.Stats.Dropped, s.Stats.Retransmitted)
+	if s.Stats().Dropped == 0 || s.Stats().Retransmitted == 0 {
+		t.Fatalf("dropped %d, retransmitted %d: expected losses and repairs", s.Stats().Dropped, s.Stats().Retransmitted)
 	}
 }
 
@@ -200,11 +200,11 @@ func TestDCQCNFairness(t *testing.T) {
 		}
 		samples[len(samples)-1].rate[flow] = rate
 	}}
-	s.SetMonitors(m)
+	s.mon = m
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if s.Stats.CNPs == 0 {
+	if s.Stats().CNPs == 0 {
 		t.Fatal("no CNPs: the shared port never marked")
 	}
 	end := min(fl.End[0], fl.End[1])
@@ -221,7 +221,7 @@ func TestDCQCNFairness(t *testing.T) {
 		t.Fatalf("only %d samples in the second half", n)
 	}
 	jain := (sum[0] + sum[1]) * (sum[0] + sum[1]) / (2 * (sum[0]*sum[0] + sum[1]*sum[1]))
-	t.Logf("Jain %.4f, mean rates %.2f and %.2f Gbps, %d CNPs, %d samples", jain, sum[0]/float64(n)/1e9, sum[1]/float64(n)/1e9, s.Stats.CNPs, n)
+	t.Logf("Jain %.4f, mean rates %.2f and %.2f Gbps, %d CNPs, %d samples", jain, sum[0]/float64(n)/1e9, sum[1]/float64(n)/1e9, s.Stats().CNPs, n)
 	if jain < 0.95 {
 		t.Fatalf("Jain index %.3f over the second half (mean rates %.2f and %.2f Gbps)", jain, sum[0]/float64(n)/1e9, sum[1]/float64(n)/1e9)
 	}
@@ -278,8 +278,8 @@ func TestDeterminism(t *testing.T) {
 	}
 	s1, f1 := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
 	s2, f2 := runFlows(t, tp, DefaultConfig(), cc.ModeDCQCN, specs)
-	if s1.Stats != s2.Stats {
-		t.Fatalf("stats differ: %+v vs %+v", s1.Stats, s2.Stats)
+	if s1.Stats() != s2.Stats() {
+		t.Fatalf("stats differ: %+v vs %+v", s1.Stats(), s2.Stats())
 	}
 	for i := range f1.End {
 		if f1.End[i] != f2.End[i] {
@@ -302,7 +302,7 @@ func TestLinkDownReroutes(t *testing.T) {
 	}
 	// In flight on the old path: lost on the dead link, or arriving after
 	// the pair went back to its first unacknowledged byte (stale).
-	if s.Stats.Dropped+s.Stats.Stale == 0 {
+	if s.Stats().Dropped+s.Stats().Stale == 0 {
 		t.Fatal("nothing in flight was cut off by the failure")
 	}
 }
@@ -341,15 +341,15 @@ func TestSurrogate(t *testing.T) {
 		if err := s.Run(); err != nil {
 			t.Fatal(err)
 		}
-		st := s.Stats
+		st := s.Stats()
 		if st.Delivered != int64(len(specs))<<20 || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 			t.Fatalf("lite=%v: delivered %d, sent %d, dropped %d, discarded %d", lite, st.Delivered, st.SentBytes, st.DroppedBytes, st.Discarded)
 		}
 		if st.Bypassed == 0 || (st.Zombies == 0) != lite {
 			t.Fatalf("lite=%v: %d bypassed, %d zombies", lite, st.Bypassed, st.Zombies)
 		}
-		if st.Events >= full.Stats.Events {
-			t.Fatalf("lite=%v: %d events, packet-level run had %d", lite, st.Events, full.Stats.Events)
+		if st.Events >= full.Stats().Events {
+			t.Fatalf("lite=%v: %d events, packet-level run had %d", lite, st.Events, full.Stats().Events)
 		}
 		// The NICs are the bottleneck (each sends at line rate to 24
 		// others): busy all the time, yet not held back by the fabric.
@@ -363,7 +363,7 @@ func TestSurrogate(t *testing.T) {
 		if d := float64(e2-end) / float64(end); d < -0.15 || d > 0.15 {
 			t.Fatalf("lite=%v: makespan %d ps vs %d ps packet-level (%.0f%%)", lite, e2, end, 100*d)
 		}
-		t.Logf("lite=%v: %d events (packet-level %d), makespan %+.1f%%, %d bypassed, %d zombies", lite, st.Events, full.Stats.Events, 100*float64(e2-end)/float64(end), st.Bypassed, st.Zombies)
+		t.Logf("lite=%v: %d events (packet-level %d), makespan %+.1f%%, %d bypassed, %d zombies", lite, st.Events, full.Stats().Events, 100*float64(e2-end)/float64(end), st.Bypassed, st.Zombies)
 	}
 }
 
@@ -384,7 +384,7 @@ func TestLinkDownNVLS(t *testing.T) {
 		{0, 16, 16 << 20, nil}, {16, 0, 16 << 20, nil}, // moved mid-transfer
 		{0, 16, 16 << 20, []int64{0}}, {16, 0, 16 << 20, []int64{1}}, // routed after the failure
 	})
-	if s.Stats.Dropped+s.Stats.Stale == 0 {
+	if s.Stats().Dropped+s.Stats().Stale == 0 {
 		t.Fatal("nothing in flight was cut off by the failure")
 	}
 	for qi := range s.nic.qps {
@@ -421,8 +421,8 @@ func TestRunAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
-	per := float64(after.Mallocs-before.Mallocs) / float64(s.Stats.DataPackets)
-	t.Logf("%d allocations for %d data packets of %d flows: %.4f per packet", after.Mallocs-before.Mallocs, s.Stats.DataPackets, len(specs), per)
+	per := float64(after.Mallocs-before.Mallocs) / float64(s.Stats().DataPackets)
+	t.Logf("%d allocations for %d data packets of %d flows: %.4f per packet", after.Mallocs-before.Mallocs, s.Stats().DataPackets, len(specs), per)
 	if per > 0.05 {
 		t.Fatalf("%.3f allocations per data packet", per)
 	}
@@ -443,8 +443,8 @@ func TestRateBound(t *testing.T) {
 	_, none := run(cc.ModeNone, true)
 	sUnbound, unbound := run(cc.ModeDCQCN, false)
 	sBound, bound := run(cc.ModeDCQCN, true)
-	if sUnbound.Stats.CNPs == 0 || sBound.Stats.CNPs == 0 {
-		t.Fatalf("CNPs %d (RATE_BOUND 0), %d (RATE_BOUND 1): the shared port never marked", sUnbound.Stats.CNPs, sBound.Stats.CNPs)
+	if sUnbound.Stats().CNPs == 0 || sBound.Stats().CNPs == 0 {
+		t.Fatalf("CNPs %d (RATE_BOUND 0), %d (RATE_BOUND 1): the shared port never marked", sUnbound.Stats().CNPs, sBound.Stats().CNPs)
 	}
 	for i := range specs {
 		if unbound.End[i] != none.End[i] {
@@ -569,8 +569,8 @@ func TestLinkDownNoPath(t *testing.T) {
 	if !errors.As(err, &ff) || ff.Count != 2 || !strings.Contains(err.Error(), "flow 0 failed at 20us: link "+strconv.Itoa(nic)) {
 		t.Fatalf("Run: %v", err)
 	}
-	if fl.Failed == nil || !fl.Failed[0] || fl.Failed[1] || !fl.Failed[2] || fl.Failed[3] || s.Stats.Failed != 2 {
-		t.Fatalf("failed %v, stats %d", fl.Failed, s.Stats.Failed)
+	if fl.Failed == nil || !fl.Failed[0] || fl.Failed[1] || !fl.Failed[2] || fl.Failed[3] || s.Stats().Failed != 2 {
+		t.Fatalf("failed %v, stats %d", fl.Failed, s.Stats().Failed)
 	}
 	for i, e := range fl.End {
 		if e <= 0 || e < fl.Start[i] {
@@ -580,7 +580,7 @@ func TestLinkDownNoPath(t *testing.T) {
 	if fl.End[0] != 20_000_000 || fl.Start[3] != fl.End[0] {
 		t.Errorf("flow 0 ends at %d ps (the failure was at 20 us), flow 3 starts at %d", fl.End[0], fl.Start[3])
 	}
-	st := s.Stats
+	st := s.Stats()
 	if st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded || st.Delivered+st.FailedBytes != 64<<20+3<<20 || st.Delivered < 2<<20 {
 		t.Fatalf("sent %d, delivered %d, dropped %d, discarded %d, never delivered %d", st.SentBytes, st.Delivered, st.DroppedBytes, st.Discarded, st.FailedBytes)
 	}
@@ -599,8 +599,8 @@ func TestLoneFlowSmallBuffer(t *testing.T) {
 			cfg := DefaultConfig()
 			cfg.BufferBytes, cfg.EnablePFC, cfg.StopPs = mb<<20, pfc, 10e9
 			s, fl := runFlows(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{0, 8, 4 << 20, nil}})
-			if s.Stats.Pauses != 0 || s.Stats.Dropped != 0 || fl.End[0] <= 0 || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "no shared buffer") {
-				t.Errorf("%d MB, PFC %v: %d pauses, %d dropped, end %d, warnings %q", mb, pfc, s.Stats.Pauses, s.Stats.Dropped, fl.End[0], s.Warnings)
+			if s.Stats().Pauses != 0 || s.Stats().Dropped != 0 || fl.End[0] <= 0 || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0], "no shared buffer") {
+				t.Errorf("%d MB, PFC %v: %d pauses, %d dropped, end %d, warnings %q", mb, pfc, s.Stats().Pauses, s.Stats().Dropped, fl.End[0], s.Warnings)
 			}
 		}
 	}
@@ -624,7 +624,7 @@ func TestRunTwice(t *testing.T) {
 	if err := s2.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(end, fl.End) || s2.Stats.Delivered != s.Stats.Delivered {
+	if !slices.Equal(end, fl.End) || s2.Stats().Delivered != s.Stats().Delivered {
 		t.Fatalf("second run ends %v, first %v", fl.End, end)
 	}
 }
@@ -678,8 +678,8 @@ func TestSurrogateAutoPhases(t *testing.T) {
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if want := int64(hosts * 2 * perPhase * 4096); s.Stats.Delivered != want {
-		t.Fatalf("delivered %d of %d bytes", s.Stats.Delivered, want)
+	if want := int64(hosts * 2 * perPhase * 4096); s.Stats().Delivered != want {
+		t.Fatalf("delivered %d of %d bytes", s.Stats().Delivered, want)
 	}
 	sw := s.SurrogateSwitches
 	if len(sw) != 4 || !sw[0].On || sw[1].On || !sw[2].On || sw[3].On {
@@ -724,7 +724,7 @@ func TestSpuriousTimeoutIsNotLoss(t *testing.T) {
 		}
 	}
 	s, _ := runFlows(t, tp, cfg, cc.ModeNone, specs)
-	st := s.Stats
+	st := s.Stats()
 	if st.Dropped != 0 || st.Retransmitted == 0 || st.Stale != 0 || st.Discarded < st.Retransmitted/2 {
 		t.Fatalf("%d dropped, %d stale, %d B retransmitted, %d B discarded: want spurious resends discarded as duplicates, none lost or stale",
 			st.Dropped, st.Stale, st.Retransmitted, st.Discarded)
@@ -804,7 +804,7 @@ func TestSurrogateBypassesFlows(t *testing.T) {
 	// Bypassed: flows 1 and 3 (117 packets each), 5, 6 and 8 (one each);
 	// flow 7's 8 packets and their acknowledgements went packet by packet
 	// through the predictor.
-	if st := s.Stats; st.Delivered != 2<<20+3*4096+64<<10 || st.SentBytes != st.Delivered || st.Bypassed != 2*117+3+2*8 {
+	if st := s.Stats(); st.Delivered != 2<<20+3*4096+64<<10 || st.SentBytes != st.Delivered || st.Bypassed != 2*117+3+2*8 {
 		t.Errorf("delivered %d, sent %d, bypassed %d packets", st.Delivered, st.SentBytes, st.Bypassed)
 	}
 }
@@ -893,7 +893,7 @@ func saturatedSurrogate(t *testing.T, buffer int64) {
 			late++
 		}
 	}
-	if st := s.Stats; deferred == 0 || st.DataPackets-st.Bypassed < uint64(deferred+late) {
+	if st := s.Stats(); deferred == 0 || st.DataPackets-st.Bypassed < uint64(deferred+late) {
 		t.Errorf("%d transfers deferred past the window; %d data packets through the fabric, want at least %d more than them", deferred, st.DataPackets-st.Bypassed, late)
 	}
 	hfRate, surRate := delivered(hf, off-300_000_000, off), delivered(sg, off-300_000_000, off)
@@ -914,7 +914,7 @@ func saturatedSurrogate(t *testing.T, buffer int64) {
 			t.Fatalf("message %d: ideal %d ps (%d without the surrogate), message 0's %d", i/2, sg.Ideal[i], hf.Ideal[i], sg.Ideal[1])
 		}
 	}
-	if st := s.Stats; st.Delivered != st.SentBytes-st.Retransmitted || st.Delivered != int64(len(specs)/2)*msg {
+	if st := s.Stats(); st.Delivered != st.SentBytes-st.Retransmitted || st.Delivered != int64(len(specs)/2)*msg {
 		t.Errorf("sent %d (%d again), delivered %d bytes of %d", st.SentBytes, st.Retransmitted, st.Delivered, int64(len(specs)/2)*msg)
 	}
 }
@@ -933,7 +933,7 @@ func TestSurrogateZombiesOutliveWindow(t *testing.T) {
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
-	st := s.Stats
+	st := s.Stats()
 	if st.Zombies == 0 || st.Delivered != int64(len(specs))<<18 || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("%d zombies; delivered %d of %d, sent %d, dropped %d, discarded %d", st.Zombies, st.Delivered, len(specs)<<18, st.SentBytes, st.DroppedBytes, st.Discarded)
 	}
@@ -992,7 +992,7 @@ func TestSurrogateFoldedStartsChangeNothing(t *testing.T) {
 			if folded := s.sur.folded; (folded == 0) != noFold {
 				t.Fatalf("lite %v, no folding %v: %d starts folded", lite, noFold, folded)
 			}
-			runs[k], stats[k] = fl, s.Stats
+			runs[k], stats[k] = fl, s.Stats()
 		}
 		a, b := runs[0], runs[1]
 		for i := range specs {

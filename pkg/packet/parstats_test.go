@@ -25,9 +25,9 @@ func TestParallelStatsCounts(t *testing.T) {
 	}
 	for _, parts := range []int{2, 4} {
 		s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
-		s.Partitions, s.Threads = parts, 1
+		s.parts, s.threads = parts, 1
 		var csv bytes.Buffer
-		s.SetParallelLog(&csv)
+		s.pv.log = &csv
 		if err := s.Run(); err != nil {
 			t.Fatal(err)
 		}
@@ -42,8 +42,8 @@ func TestParallelStatsCounts(t *testing.T) {
 		// Each part but the first has a timeout FIFO of its own, whose
 		// head's event may pop after its timeout died (popRTO drops the
 		// dead behind the head, not the head): here one event each.
-		if ps.Events != one.Stats.Events+uint64(parts-1) || sum != ps.Events || s.Stats.Events != ps.Events {
-			t.Fatalf("%d parts: %d events counted by window, %d by part, %d in the run's stats; the single loop ran %d", parts, ps.Events, sum, s.Stats.Events, one.Stats.Events)
+		if ps.Events != one.Stats().Events+uint64(parts-1) || sum != ps.Events || s.Stats().Events != ps.Events {
+			t.Fatalf("%d parts: %d events counted by window, %d by part, %d in the run's stats; the single loop ran %d", parts, ps.Events, sum, s.Stats().Events, one.Stats().Events)
 		}
 		if id := ps.Ideal(); id < 1 || id > float64(parts) || ps.MaxSum > ps.Events || ps.MaxSum*uint64(parts) < ps.Events {
 			t.Fatalf("%d parts: ideal speedup %.3f (%d events, %d in the busiest parts)", parts, id, ps.Events, ps.MaxSum)
@@ -92,7 +92,7 @@ func TestPlanPartsRails(t *testing.T) {
 	cfg := DefaultConfig()
 	one, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
 	s, f1 := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
-	s.Partitions, s.Threads = 8, 2
+	s.parts, s.threads = 8, 2
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestPlanPartsRails(t *testing.T) {
 	if pt.lookahead != 500_000 || ps.Crossings != 0 || ps.Ideal() < 7.5 {
 		t.Fatalf("lookahead %d ps, %d crossings, ideal speedup %.2f: want 500 ns, none, about 8", pt.lookahead, ps.Crossings, ps.Ideal())
 	}
-	if !slices.Equal(f0.End, f1.End) || s.Stats.Delivered != one.Stats.Delivered {
+	if !slices.Equal(f0.End, f1.End) || s.Stats().Delivered != one.Stats().Delivered {
 		t.Fatalf("flows ended at %v, in the single loop %v", f1.End, f0.End)
 	}
 	blocks, err := newPartitioning(tp, 8)

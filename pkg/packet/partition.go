@@ -16,7 +16,7 @@ import (
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
-// The partitioned event loop (Sim.Partitions > 1): a conservative
+// The partitioned event loop (Options.Partitions > 1): a conservative
 // parallel simulation. The fabric is cut into parts along whole servers;
 // each part is a Sim of its own with its own calendar, packet pool and
 // queue pairs, and owns the ports leaving its nodes, its switches' buffers
@@ -212,10 +212,6 @@ func (pv *partView) check(at int64, v int32) {
 // single loop).
 func (s *Sim) ParallelStats() *ParallelStats { return s.pv.stats }
 
-// SetParallelLog has a partitioned run write a CSV line a window to w
-// (see windowLog).
-func (s *Sim) SetParallelLog(w io.Writer) { s.pv.log = w }
-
 // abroad reports whether node v is in another part than this Sim's (never
 // in the single loop).
 func (pv *partView) abroad(v int32) bool {
@@ -339,10 +335,6 @@ func (pv *partView) newShadow(c *crossing) int32 {
 	return sh
 }
 
-// Partitionable says why this run cannot be partitioned, if it cannot
-// (what Run would refuse with Partitions above 1).
-func (s *Sim) Partitionable() error { return s.partitionable() }
-
 // partitionable says why this run cannot be partitioned, if it cannot.
 func (s *Sim) partitionable() error {
 	var why []string
@@ -355,7 +347,7 @@ func (s *Sim) partitionable() error {
 	if s.surWatch {
 		why = append(why, "--surrogate")
 	}
-	if s.Loop != nil {
+	if s.loopWin != nil {
 		why = append(why, "--loop-window")
 	}
 	if len(s.cfg.LinkDown) > 0 {
@@ -407,12 +399,12 @@ func (s *Sim) runPartitioned() error {
 	if err := s.partitionable(); err != nil {
 		return err
 	}
-	pt, err := s.planParts(s.Partitions)
+	pt, err := s.planParts(s.parts)
 	if err != nil {
 		return err
 	}
 	if pt == nil {
-		if pt, err = newPartitioning(s.t, s.Partitions); err != nil {
+		if pt, err = newPartitioning(s.t, s.parts); err != nil {
 			return err
 		}
 	}
@@ -427,7 +419,7 @@ func (s *Sim) runPartitioned() error {
 			if c, err = New(s.t, r, s.cfg, s.flows, s.seed); err != nil {
 				return err
 			}
-			c.SendLatPs, c.Partitions, c.watch.stallFloorPs = s.SendLatPs, s.Partitions, s.watch.stallFloorPs
+			c.sendLatPs, c.parts, c.watch.stallFloorPs = s.sendLatPs, s.parts, s.watch.stallFloorPs
 		}
 		c.pv.part, c.pv.me, c.pv.peers = pt, uint8(k), sims
 		c.pv.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
@@ -448,7 +440,7 @@ func (s *Sim) runPartitioned() error {
 			return err
 		}
 	}
-	crew := newCrew(sims, min(max(s.Threads, 1), pt.n))
+	crew := newCrew(sims, min(max(s.threads, 1), pt.n))
 	defer crew.stop()
 	stop := s.cfg.StopPs
 	var events uint64
@@ -502,9 +494,9 @@ func (s *Sim) runPartitioned() error {
 				return c.err // the first part's: the same whatever the threads
 			}
 			stalled = stalled || c.watch.stalled != nil
-			total += c.Stats.Events
-			windowEvents[k] = c.Stats.Events - ps.PartEvents[k]
-			ps.PartEvents[k] = c.Stats.Events
+			total += c.stats.Events
+			windowEvents[k] = c.stats.Events - ps.PartEvents[k]
+			ps.PartEvents[k] = c.stats.Events
 			most = max(most, windowEvents[k])
 		}
 		if first < 0 {
@@ -532,8 +524,8 @@ func (s *Sim) runPartitioned() error {
 		if stalled {
 			break
 		}
-		if s.Progress != nil && total>>20 != events>>20 {
-			s.Progress(s.flows.run.Done(), s.flows.DAG.Len(), next)
+		if s.progress != nil && total>>20 != events>>20 {
+			s.progress(s.flows.run.Done(), s.flows.DAG.Len(), next)
 		}
 		events = total
 	}
@@ -753,7 +745,7 @@ func (s *signal) wait(ready func(int64) bool) int64 {
 // summary), the latest time and the first stall into s.
 func (s *Sim) merge(sims []*Sim) {
 	for _, c := range sims[1:] {
-		a, b := &s.Stats, &c.Stats
+		a, b := &s.stats, &c.stats
 		a.Events += b.Events
 		a.DataPackets += b.DataPackets
 		a.SentBytes += b.SentBytes

@@ -74,7 +74,7 @@ func TestPartitioning(t *testing.T) {
 func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []flowSpec, parts, threads int) (*Sim, *Flows) {
 	t.Helper()
 	s, fl := newSim(t, tp, cfg, ccMode, specs)
-	s.Partitions, s.Threads = parts, threads
+	s.parts, s.threads = parts, threads
 	if err := s.Run(); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 	for _, f := range specs {
 		total += f.size
 	}
-	if st := s.Stats; st.Delivered != total || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
+	if st := s.Stats(); st.Delivered != total || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 		t.Fatalf("%d parts: delivered %d of %d bytes; sent %d = delivered + dropped %d + discarded %d?", parts, st.Delivered, total, st.SentBytes, st.DroppedBytes, st.Discarded)
 	}
 	if parts > 1 {
@@ -153,32 +153,32 @@ func TestPartitionedThreadsIdentical(t *testing.T) {
 		cfg.HasWin, cfg.BufferBytes, cfg.Routing, cfg.Transport, cfg.ErrorRate = false, 2<<20, c.routing, c.transport, c.loss
 		one, f0 := runFlows(t, tp, cfg, c.mode, specs)
 		name := fmt.Sprintf("%s %s %s loss %g", one.Algorithm().Name(), c.routing, c.transport, c.loss)
-		if c.routing != RouteECMP && one.Stats.Reordered == 0 {
+		if c.routing != RouteECMP && one.Stats().Reordered == 0 {
 			t.Fatalf("%s: no packet arrived out of order", name)
 		}
-		if c.loss > 0 && one.Stats.Retransmitted == 0 {
+		if c.loss > 0 && one.Stats().Retransmitted == 0 {
 			t.Fatalf("%s: nothing was resent", name)
 		}
 		for _, parts := range partCounts {
 			s1, f1 := runParts(t, tp, cfg, c.mode, specs, parts, 1)
 			s2, f2 := runParts(t, tp, cfg, c.mode, specs, parts, 2)
-			if s1.Stats != s2.Stats {
-				t.Fatalf("%s, %d parts: stats differ with two threads: %+v vs %+v", name, parts, s1.Stats, s2.Stats)
+			if s1.Stats() != s2.Stats() {
+				t.Fatalf("%s, %d parts: stats differ with two threads: %+v vs %+v", name, parts, s1.Stats(), s2.Stats())
 			}
 			if !slices.Equal(f1.End, f2.End) || !slices.Equal(f1.Start, f2.Start) {
 				t.Fatalf("%s, %d parts: flow times differ with two threads", name, parts)
 			}
-			if (c.mode == cc.ModeDCQCN && s1.Stats.CNPs == 0) || s1.Stats.Pauses == 0 {
-				t.Fatalf("%s, %d parts: %d CNPs, %d pauses: marking and PFC were not exercised", name, parts, s1.Stats.CNPs, s1.Stats.Pauses)
+			if (c.mode == cc.ModeDCQCN && s1.Stats().CNPs == 0) || s1.Stats().Pauses == 0 {
+				t.Fatalf("%s, %d parts: %d CNPs, %d pauses: marking and PFC were not exercised", name, parts, s1.Stats().CNPs, s1.Stats().Pauses)
 			}
-			t.Logf("%s, %d parts: makespan %d ps (single loop %d ps), %d CNPs, %d pauses", name, parts, s1.Stats.SimPs, one.Stats.SimPs, s1.Stats.CNPs, s1.Stats.Pauses)
+			t.Logf("%s, %d parts: makespan %d ps (single loop %d ps), %d CNPs, %d pauses", name, parts, s1.Stats().SimPs, one.Stats().SimPs, s1.Stats().CNPs, s1.Stats().Pauses)
 			for i := range f0.End {
 				if f1.End[i] != f0.End[i] || f1.Start[i] != f0.Start[i] {
 					t.Fatalf("%s, %d parts: flow %d ran %d-%d ps, in the single loop %d-%d ps", name, parts, i, f1.Start[i], f1.End[i], f0.Start[i], f0.End[i])
 				}
 			}
 			// All stats but the events (a part counts its window ends).
-			a, b := s1.Stats, one.Stats
+			a, b := s1.Stats(), one.Stats()
 			a.Events, b.Events = 0, 0
 			if a != b {
 				t.Fatalf("%s, %d parts: stats %+v, single loop %+v", name, parts, a, b)
@@ -204,12 +204,12 @@ func TestPartitionedIncastClosedForm(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.HasWin, cfg.BufferBytes = false, 1<<20
 	s, _ := runParts(t, tp, cfg, cc.ModeNone, specs, 2, 2)
-	if s.Stats.Dropped != 0 || s.Stats.Pauses == 0 {
-		t.Fatalf("%d dropped, %d pauses: want a lossless incast held back by PAUSE", s.Stats.Dropped, s.Stats.Pauses)
+	if s.Stats().Dropped != 0 || s.Stats().Pauses == 0 {
+		t.Fatalf("%d dropped, %d pauses: want a lossless incast held back by PAUSE", s.Stats().Dropped, s.Stats().Pauses)
 	}
 	wire := float64(total) * float64(cfg.PayloadSize+cfg.HeaderBytes) / float64(cfg.PayloadSize)
 	ideal := int64(wire * 8e12 / 100e9)
-	if got := s.Stats.SimPs; got < ideal || got > ideal+20_000_000 {
+	if got := s.Stats().SimPs; got < ideal || got > ideal+20_000_000 {
 		t.Fatalf("makespan %d ps: want the %d ps the receiver's 100 Gb/s takes, plus at most 20 us", got, ideal)
 	}
 }
@@ -232,7 +232,7 @@ func TestPartitionedRefusals(t *testing.T) {
 		{portPFC, cc.ModeDCQCN, cross, "PFC_MODE port"},
 	} {
 		s, _ := newSim(t, tp, c.cfg, c.cc, c.specs)
-		s.Partitions = 2
+		s.parts = 2
 		if err := s.Run(); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("want an error naming %q, got %v", c.want, err)
 		}

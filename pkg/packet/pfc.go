@@ -35,6 +35,9 @@ const portPFC = -1
 // events and the ports; the state below is its own.
 type pfc struct {
 	s *Sim
+	// priority: per ingress queue of a switch (dl*nQ + q), whether it has
+	// paused its sender; the MMU (mmu.go) decides when to pause and resume.
+	pausedQ []bool
 	// port: PFC_MODE port. Then per directed link into a switch: the bytes
 	// its ingress port holds and whether it has paused its sender; high
 	// and low are the marks.
@@ -46,7 +49,9 @@ type pfc struct {
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
 	f := pfc{s: s, port: cfg.PortPFC}
-	if f.port {
+	if !f.port {
+		f.pausedQ = make([]bool, links*nQ)
+	} else {
 		f.high, f.low = cfg.portThresholds()
 		f.ing = make([]int64, links)
 		f.pausedUp = make([]bool, links)
@@ -78,9 +83,10 @@ func (f *pfc) enter(v int32, pkt *packet) bool {
 	if f.port {
 		return f.enterPort(v, pkt)
 	}
-	ok, pause := s.mmu.admit(v, pkt.inDL, pkt.q, int64(pkt.wire))
+	k := pkt.inDL*nQ + int32(pkt.q)
+	ok, pause := s.mmu.admit(v, pkt.inDL, pkt.q, int64(pkt.wire), f.pausedQ[k])
 	if pause {
-		k := pkt.inDL*nQ + int32(pkt.q)
+		f.pausedQ[k] = true
 		f.send(pkt.inDL, int(pkt.q), true)
 		s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
 	}
@@ -100,7 +106,8 @@ func (f *pfc) leave(pkt *packet) {
 	s := f.s
 	dl := pkt.inDL
 	pkt.inDL = -1
-	if s.mmu.release(s.fab.ports[dl].to, dl, pkt.q, int64(pkt.wire)) {
+	if k := dl*nQ + int32(pkt.q); s.mmu.release(s.fab.ports[dl].to, dl, pkt.q, int64(pkt.wire), f.pausedQ[k]) {
+		f.pausedQ[k] = false
 		f.send(dl, int(pkt.q), false)
 	}
 }
@@ -111,7 +118,8 @@ func (f *pfc) leave(pkt *packet) {
 // (waitfor.go).
 func (f *pfc) refresh(k int32) {
 	s := f.s
-	if !s.mmu.pausedUp[k] {
+	s.cur = s.fab.ports[k/nQ].to
+	if !f.pausedQ[k] {
 		return
 	}
 	if v := s.fab.ports[k/nQ].to; s.now-s.watch.lastMove[v] > s.watch.stallWindow() {
@@ -132,7 +140,7 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 	arg := int64(q) << 1
 	if pause {
 		arg |= 1
-		s.Stats.Pauses++
+		s.stats.Pauses++
 	}
 	p := &s.fab.ports[dl]
 	at := s.now + p.lat
@@ -158,6 +166,7 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 func (f *pfc) frame(pid int32, arg int64) {
 	s := f.s
 	p := &s.fab.ports[pid]
+	s.cur = p.from
 	f.settle(p)
 	q := int(arg >> 1)
 	if arg&1 == 1 {
@@ -264,6 +273,20 @@ func (f *pfc) holds(p *port, q int) bool {
 	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.fab.isSwitch[p.from])
 }
 
+// wakeAtExpiry has port pid (p) look again when a PAUSE holding back
+// something it has to send expires.
+func (f *pfc) wakeAtExpiry(pid int32, p *port) {
+	for i := 1; i < nQ; i++ {
+		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
+			f.s.fab.wake(pid, p.pauseTill[i])
+		}
+	}
+}
+
+// pausedAt reports whether priority q of the port is paused at now
+// (reading only: its waiting PAUSEs settled, pfc.settle).
+func (p *port) pausedAt(q uint8, now int64) bool { return p.paused[q] && now < p.pauseTill[q] }
+
 // pausedNow reports whether priority q is paused at now; a PAUSE that
 // expired without a refresh is cleared. hostFree: the port is a host's and
 // a suspended fabric (--surrogate) does not hold hosts back.
@@ -286,7 +309,7 @@ func (f *pfc) enterPort(v int32, pkt *packet) bool {
 	dl := pkt.inDL
 	ok, pause := f.admitPort(&s.mmu, v, dl, int64(pkt.wire))
 	if ok {
-		s.Stats.PeakIngress = max(s.Stats.PeakIngress, f.ing[dl])
+		s.stats.PeakIngress = max(s.stats.PeakIngress, f.ing[dl])
 	}
 	if pause {
 		f.send(dl, portPFC, true)

@@ -26,11 +26,11 @@ func TestPortPFCIncast(t *testing.T) {
 	s, fl := runFlows(t, tp, cfg, 0, specs)
 	pkts := math.Ceil(float64(size) / float64(cfg.PayloadSize))
 	want := 15 * (float64(size) + pkts*float64(cfg.HeaderBytes)) * 8e12 / 100e9
-	if got := float64(s.Stats.SimPs); math.Abs(got-want) > 0.02*want {
+	if got := float64(s.Stats().SimPs); math.Abs(got-want) > 0.02*want {
 		t.Fatalf("makespan %.1f us, want the sink's %.1f us within 2%%", got/1e6, want/1e6)
 	}
-	if s.Stats.Dropped != 0 || s.Stats.Pauses == 0 {
-		t.Fatalf("%d dropped, %d PAUSE frames: want lossless, with pauses", s.Stats.Dropped, s.Stats.Pauses)
+	if s.Stats().Dropped != 0 || s.Stats().Pauses == 0 {
+		t.Fatalf("%d dropped, %d PAUSE frames: want lossless, with pauses", s.Stats().Dropped, s.Stats().Pauses)
 	}
 	// A port stops growing once its PAUSE is in force: above the high
 	// threshold by at most what a round trip of the link carries plus the
@@ -42,8 +42,8 @@ func TestPortPFCIncast(t *testing.T) {
 		lat = max(lat, l.LatencyPs)
 	}
 	bound := high + 2*int64(float64(lat)*100e9/8e12) + 2*pkt
-	if s.Stats.PeakIngress <= high || s.Stats.PeakIngress > bound {
-		t.Fatalf("an ingress port held %d B; want above the %d B threshold (it pauses there) and at most %d B", s.Stats.PeakIngress, high, bound)
+	if s.Stats().PeakIngress <= high || s.Stats().PeakIngress > bound {
+		t.Fatalf("an ingress port held %d B; want above the %d B threshold (it pauses there) and at most %d B", s.Stats().PeakIngress, high, bound)
 	}
 	for dl, up := range s.pfc.pausedUp {
 		if up || s.pfc.ing[dl] != 0 {
@@ -102,7 +102,7 @@ func TestPortPFCDeadlockStops(t *testing.T) {
 	if !errors.As(err, &inc) || !strings.Contains(err.Error(), "PFC deadlock") || !strings.Contains(err.Error(), "in a cycle switch") || inc.Done == 0 {
 		t.Fatalf("Run: %v", err)
 	}
-	if s.Stats.SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4+s.cfg.RTOPs {
-		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats.SimPs, s.Stats.SimPs-s.watch.lastMoveAny)
+	if s.Stats().SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4+s.cfg.RTOPs {
+		t.Fatalf("stopped at %d ps, %d ps after the last move", s.Stats().SimPs, s.Stats().SimPs-s.watch.lastMoveAny)
 	}
 }

@@ -1,6 +1,8 @@
 package packet
 
 import (
+	"fmt"
+
 	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -23,7 +25,8 @@ import (
 //     bytes queued at the packet's priority or still on the wire, never a
 //     paused one unless all are; ties go to a per-queue-pair hashed choice.
 //
-// Under spray, flowlet and adaptive routing packets may arrive out of order.
+// Each per-packet policy is a file: routespray.go, routeflowlet.go,
+// routeadaptive.go. Under them packets may arrive out of order.
 // The receiving NIC then places them directly (Spectrum-X's direct data
 // placement) and acknowledges cumulatively, never with a NACK, so a loss is
 // repaired only by the sender's timeout (RTO_US) going back to its first
@@ -43,20 +46,39 @@ var routingNames = route.PolicyNames
 // ParseRouting reads a ROUTING value.
 func ParseRouting(s string) (Routing, error) { return parseEnum[Routing](s, routingNames[:]) }
 
-// flowlet is a queue pair's flowlet state (ROUTING flowlet only).
-type flowlet struct {
-	last int64  // when its last data packet left
-	id   uint16 // current flowlet, carried by its packets
+// forwarder is a routing policy's part in the packet core: how switches
+// choose among the egresses on shortest paths. A new policy is a file
+// holding its forwarder and its line in forwarders (its name is pkg/route's,
+// the spelling every backend shares).
+type forwarder struct {
+	// choose picks the egress among c (two or more next hops on shortest
+	// paths from switch v) for data packet pkt of a queue pair hashing to
+	// qpHash, at time now.
+	choose func(f *forwarding, c []route.DirLink, qpHash uint64, pkt *packet, v int32, ports []port, now int64) route.DirLink
+	// readsPause: choose reads the egresses' PAUSE state, which the PFC
+	// applies first (pfc.settle).
+	readsPause bool
+	// flowlets: it keeps a flowlet per queue pair, stamped on each data
+	// packet as it leaves (forwarding.sent).
+	flowlets bool
+}
+
+// forwarders is every per-packet policy's forwarder, by its Routing. Under
+// ecmp none is asked: a queue pair's hashed path is its packets'.
+var forwarders = [...]forwarder{
+	RouteSpray:    sprayForwarder,
+	RouteFlowlet:  flowletForwarder,
+	RouteAdaptive: adaptiveForwarder,
 }
 
 // forwarding is the switches' forwarding policy: which of the egresses on
-// a shortest path a data packet takes (ROUTING), and the per-queue-pair
-// flowlets it keeps. Under ecmp it is not consulted: a queue pair's hashed
-// path is its packets'.
+// a shortest path a data packet takes (ROUTING, by its forwarder), and the
+// per-queue-pair state the policies keep. Under ecmp it is not consulted:
+// a queue pair's hashed path is its packets'.
 type forwarding struct {
 	mode     Routing
 	gapPs    int64     // FLOWLET_GAP_US
-	flowlets []flowlet // per queue pair slot (flowlet only)
+	flowlets []flowlet // per queue pair slot (flowlet only, routeflowlet.go)
 	// hashes is each queue pair slot's ECMP hash (all but ecmp), which
 	// seeds its per-packet choices: the pair's, not its slot's, so a
 	// partitioned run (whose slots are numbered otherwise, and whose
@@ -64,12 +86,20 @@ type forwarding struct {
 	hashes []uint64
 }
 
+// checkForwarder says whether the packet core can route under mode.
+func checkForwarder(mode Routing) error {
+	if mode.PerPacket() && (int(mode) >= len(forwarders) || forwarders[mode].choose == nil) {
+		return fmt.Errorf("ROUTING %s: the packet backend has no forwarder for it", mode)
+	}
+	return nil
+}
+
 // perPacket reports whether switches choose per packet (all but ecmp).
 func (f *forwarding) perPacket() bool { return f.mode.PerPacket() }
 
 // addQP makes room for a new queue pair slot.
 func (f *forwarding) addQP() {
-	if f.mode == RouteFlowlet {
+	if forwarders[f.mode].flowlets {
 		f.flowlets = grow.Append(f.flowlets, flowlet{})
 	}
 	if f.perPacket() {
@@ -96,50 +126,10 @@ func (f *forwarding) hash(qi int32) uint64 {
 	return f.hashes[qi]
 }
 
-// sent stamps a data packet leaving queue pair qi at now with its flowlet:
-// a new one after an idle gap longer than FLOWLET_GAP_US.
-func (f *forwarding) sent(qi int32, now int64) uint16 {
-	if f.flowlets == nil {
-		return 0
-	}
-	fl := &f.flowlets[qi]
-	if now-fl.last > f.gapPs {
-		fl.id++
-	}
-	fl.last = now
-	return fl.id
-}
-
-// choose picks the egress among c (two or more next hops on shortest
-// paths from switch v) for data packet pkt of a queue pair hashing to
-// qpHash: hashed per packet (spray) or per flowlet, or, adaptive, the
-// least loaded at the packet's priority (queued bytes and what is still on
-// the wire; a paused egress only if all are), starting from a hashed one
-// so that ties (an idle fabric) keep a queue pair on one path.
+// choose picks the egress among c for data packet pkt, as the policy's
+// forwarder does.
 func (f *forwarding) choose(c []route.DirLink, qpHash uint64, pkt *packet, v int32, ports []port, now int64) route.DirLink {
-	switch f.mode {
-	case RouteSpray:
-		return c[route.Pick(qpHash^uint64(pkt.seq)*0x9e3779b97f4a7c15, v, len(c))]
-	case RouteFlowlet:
-		return c[route.Pick(qpHash^uint64(pkt.flowlet)*0x9e3779b97f4a7c15, v, len(c))]
-	}
-	start := route.Pick(qpHash, v, len(c))
-	best, bestLoad := c[start], int64(-1)
-	for k := range c {
-		d := c[(start+k)%len(c)]
-		p := &ports[d]
-		load := p.qBytes[pkt.q]
-		if p.busyUntil > now { // the packet on the wire counts too
-			load += int64(float64(p.busyUntil-now) / p.bitPs)
-		}
-		if p.paused[pkt.q] && now < p.pauseTill[pkt.q] {
-			load = maxTime // paused: only if every egress is
-		}
-		if bestLoad < 0 || load < bestLoad {
-			best, bestLoad = d, load
-		}
-	}
-	return best
+	return forwarders[f.mode].choose(f, c, qpHash, pkt, v, ports, now)
 }
 
 // forward picks the egress of data packet pkt, standing at switch v, for
@@ -165,7 +155,7 @@ func (fa *fabric) forward(pkt *packet, v int32) route.DirLink {
 	case 1:
 		return c[0]
 	}
-	if fa.fwding.mode == RouteAdaptive { // it reads their PAUSE state
+	if forwarders[fa.fwding.mode].readsPause {
 		for _, d := range c {
 			s.pfc.settle(&fa.ports[d])
 		}

@@ -63,9 +63,9 @@ func TestRoutingOneFlowOverFourSpines(t *testing.T) {
 			if leaves != 2 || worst != 4 || spread && mean > (1.15+4)/2 || !spread && mean != 4 {
 				t.Fatalf("%d leaves sent up, max/mean per leaf: worst %.3f, mean %.3f", leaves, worst, mean)
 			}
-			if (s.Stats.Reordered > 0) != c.ooo || s.Stats.Discarded != 0 || s.Stats.Retransmitted != 0 {
+			if (s.Stats().Reordered > 0) != c.ooo || s.Stats().Discarded != 0 || s.Stats().Retransmitted != 0 {
 				t.Fatalf("reordered %d packets, discarded %d B, retransmitted %d B; want reordering %v and no waste",
-					s.Stats.Reordered, s.Stats.Discarded, s.Stats.Retransmitted, c.ooo)
+					s.Stats().Reordered, s.Stats().Discarded, s.Stats().Retransmitted, c.ooo)
 			}
 		})
 	}
@@ -103,8 +103,8 @@ func TestRoutingRepairsLossByTimeout(t *testing.T) {
 		cfg.ErrorRate = 0.002
 		cfg.RTOPs = 20_000_000 // 20 us
 		s, _ := runFlows(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 8 << 20}, {src: 1, dst: 12, size: 4 << 20}})
-		if s.Stats.Dropped == 0 || s.Stats.Retransmitted == 0 || s.Stats.Reordered == 0 {
-			t.Fatalf("%s: dropped %d packets, retransmitted %d B, placed %d out of order: expected losses, repairs and reordering", r, s.Stats.Dropped, s.Stats.Retransmitted, s.Stats.Reordered)
+		if s.Stats().Dropped == 0 || s.Stats().Retransmitted == 0 || s.Stats().Reordered == 0 {
+			t.Fatalf("%s: dropped %d packets, retransmitted %d B, placed %d out of order: expected losses, repairs and reordering", r, s.Stats().Dropped, s.Stats().Retransmitted, s.Stats().Reordered)
 		}
 	}
 }
@@ -118,5 +118,18 @@ func TestRoutingRefusesSurrogate(t *testing.T) {
 	s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{src: 0, dst: 9, size: 1 << 20}})
 	if err := s.SetSurrogate(Surrogate{StartPs: 1, EndPs: 2}); err == nil || !strings.Contains(err.Error(), "ROUTING ecmp") {
 		t.Fatalf("surrogate with adaptive routing: %v", err)
+	}
+}
+
+// A policy the packet core has no forwarder for is refused when the run is
+// made, naming it, rather than indexing past the table.
+func TestForwarderMissing(t *testing.T) {
+	for _, p := range []Routing{RouteECMP, RouteSpray, RouteFlowlet, RouteAdaptive} {
+		if err := checkForwarder(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+	if err := checkForwarder(Routing(len(forwarders))); err == nil || !strings.Contains(err.Error(), "no forwarder") {
+		t.Errorf("an unregistered policy: %v", err)
 	}
 }

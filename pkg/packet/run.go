@@ -1,7 +1,6 @@
 package packet
 
 import (
-	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/fabricsim/fabricsim/internal/prefetch"
 
-	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/dag"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/expand"
@@ -98,7 +96,7 @@ func (f *Flows) newStore(maxIndex int64) {
 // Expanded is the number of flows COLL nodes were expanded into, the
 // most held at once (hidden joins included), and the bytes they carried;
 // of those, the flows and bytes groups standing for their siblings did not
-// run (Sim.NoSymmetry).
+// run (Options.NoSymmetry).
 func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 	if f.ex == nil {
 		return 0, 0, 0, 0, 0
@@ -115,7 +113,7 @@ func (f *Flows) Expanded() (made, peak, bytes, mirrored, mirroredBytes int64) {
 // (monitors list every queue pair, the surrogate measures the whole
 // fabric, a failed link reroutes, per-packet routing).
 func (s *Sim) symmetric() bool {
-	return !s.NoSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fab.fwding.perPacket()
+	return !s.noSymmetry && s.mon == nil && !s.surWatch && len(s.cfg.LinkDown) == 0 && !s.fab.fwding.perPacket()
 }
 
 // cover grows the run columns over the expanded flows' slots.
@@ -225,12 +223,22 @@ func (f *Flows) delay(i int32) int64 {
 }
 
 // Run simulates until every flow is done (or SIMULATOR_STOP_TIME).
-func (s *Sim) Run() error {
-	if s.Partitions > 1 {
+func (s *Sim) Run() (err error) {
+	if s.ownMon {
+		defer func() {
+			if cerr := s.mon.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}()
+	}
+	if s.parts > 1 && s.busy != nil && s.partitionable() == nil && s.busy() {
+		s.parts, s.threads = 0, 1
+	}
+	if s.parts > 1 {
 		return s.runPartitioned()
 	}
-	if s.Threads > 1 {
-		return fmt.Errorf("partitions: %d threads need as many parts", s.Threads)
+	if s.threads > 1 {
+		return fmt.Errorf("partitions: %d threads need as many parts", s.threads)
 	}
 	s.prepare()
 	if err := s.begin(); err != nil {
@@ -239,8 +247,8 @@ func (s *Sim) Run() error {
 	if err := s.loop(0, false); err != nil {
 		return err
 	}
-	if s.Loop != nil {
-		s.Loop.cross(maxTime, s.Stats.Events) // a run that ends inside the window
+	if s.loopWin != nil {
+		s.loopWin.cross(maxTime, s.stats.Events) // a run that ends inside the window
 	}
 	return s.finish()
 }
@@ -297,16 +305,13 @@ func (s *Sim) begin() error {
 			delays++
 		}
 	}
-	if cap(s.starts) < delays {
-		s.starts = make([]start, 0, delays)
-	}
-	s.starts, s.startHead, s.collectStarts = s.starts[:0], 0, true
+	s.starts.reset(delays)
 	err := s.drain()
-	s.collectStarts = false
+	s.starts.collect = false
 	if err != nil {
 		return err
 	}
-	s.queueStarts()
+	s.starts.queue()
 	return nil
 }
 
@@ -330,10 +335,10 @@ func (s *Sim) loop(end int64, window bool) error {
 			return nil
 		}
 		s.now = int64(ev.At)
-		if s.Loop != nil && s.now >= s.Loop.next {
-			s.Loop.cross(s.now, s.Stats.Events)
+		if s.loopWin != nil && s.now >= s.loopWin.next {
+			s.loopWin.cross(s.now, s.stats.Events)
 		}
-		s.Stats.Events++
+		s.stats.Events++
 		// Touch the next arrival's packet now: at 1024 GPUs packets and
 		// ports are no longer in cache, and the load overlaps this event's
 		// work instead of stalling the next one.
@@ -354,35 +359,37 @@ func (s *Sim) loop(end int64, window bool) error {
 		// The node this event happens at makes the events it leads
 		// to (arrive sets it once it knows the link).
 		s.curSeq, s.cur = ev.Seq(), int32(len(s.t.Nodes))
+		// Each kind is its owner's: one concrete call a case (a table of
+		// handlers, an indirect call per event, cost the loop 4%).
 		switch ev.Kind {
 		case evArrive:
 			s.fab.arrive(ev.Target, ev.Arg)
 		case evTxDone:
-			if p := &s.fab.ports[ev.Target]; p.txDoneAt == s.now {
-				p.txDoneAt = 0
-				s.cur = p.from
-				s.fab.tryTx(ev.Target)
-			}
+			s.fab.onTxDone(ev.Target)
 		case evWake:
-			p := &s.fab.ports[ev.Target]
-			if p.wakeAt == s.now {
-				p.wakeAt = 0
-			}
-			s.cur = p.from
-			s.fab.tryTx(ev.Target)
+			s.fab.onWake(ev.Target)
 		case evPFC:
-			s.cur = s.fab.ports[ev.Target].from
 			s.pfc.frame(ev.Target, ev.Arg)
+		case evPFCRefresh:
+			s.pfc.refresh(ev.Target)
 		case evCCTimer:
-			s.cur = s.nic.qpNode(ev.Target)
 			s.nic.onCCTimer(ev.Target, ev.Arg)
 		case evRTO:
-			s.cur = s.nic.qpNode(ev.Target)
 			s.nic.onRTO(ev.Target, ev.Arg)
 		case evRTOFIFO:
-			qi, gen := s.nic.popRTO()
-			s.cur = s.nic.qpNode(qi)
-			s.nic.onRTO(qi, gen)
+			s.nic.onRTO(s.nic.popRTO())
+		case evFlowSent:
+			s.nic.sent(ev.Target)
+		case evFlowRecv:
+			s.nic.received(ev.Target)
+		case evSend:
+			if err := s.nic.onSend(ev.Target); err != nil {
+				return err
+			}
+		case evStepLat:
+			if err := s.lanes.due(ev.Target); err != nil {
+				return err
+			}
 		case evDelayDone:
 			s.cur = s.flowNode(ev.Target)
 			s.finishFlow(ev.Target)
@@ -393,43 +400,15 @@ func (s *Sim) loop(end int64, window bool) error {
 				}
 				break
 			}
-			i := s.popStart()
-			s.cur = s.flowNode(i)
-			s.finishFlow(i)
-		case evMonitor:
-			s.mon.sample(s, ev.Arg)
+			s.starts.due()
 		case evLinkDown:
 			if err := s.fab.linkDown(ev.Target); err != nil {
 				return err
 			}
-		case evPFCRefresh:
-			s.cur = s.fab.ports[ev.Target/nQ].to
-			s.pfc.refresh(ev.Target)
-		case evSurrogate:
-			if err := s.sur.surrogateSwitch(ev.Arg == 1); err != nil {
-				return err
-			}
-		case evBypass:
-			s.sur.onBypass(ev.Target, ev.Arg == 1)
-		case evFlowSent:
-			s.nic.sent(ev.Target)
-		case evFlowRecv:
-			s.nic.received(ev.Target)
-		case evSurrogateSample:
-			if err := s.sur.surrogateSample(); err != nil {
-				return err
-			}
-		case evBacklogSample:
-			s.sur.backlogSample(ev.Arg)
-		case evSend:
-			s.cur = s.flowNode(ev.Target)
-			if err := s.openQPs(ev.Target, false); err != nil {
-				return err
-			}
-		case evStepLat:
-			i := s.popStepLat(ev.Target)
-			s.cur = s.flowNode(i)
-			if err := s.openQPs(i, true); err != nil {
+		case evMonitor:
+			s.mon.sample(s, ev.Arg)
+		case evSurrogate, evBypass, evSurrogateSample, evBacklogSample:
+			if err := s.sur.event(ev); err != nil {
 				return err
 			}
 		}
@@ -441,8 +420,8 @@ func (s *Sim) loop(end int64, window bool) error {
 		if s.watch.stalled != nil {
 			return nil
 		}
-		if !window && s.Progress != nil && s.Stats.Events&(1<<20-1) == 0 {
-			s.Progress(s.flows.run.Done(), s.flows.DAG.Len(), s.now)
+		if !window && s.progress != nil && s.stats.Events&(1<<20-1) == 0 {
+			s.progress(s.flows.run.Done(), s.flows.DAG.Len(), s.now)
 		}
 	}
 }
@@ -450,12 +429,12 @@ func (s *Sim) loop(end int64, window bool) error {
 // finish ends a run: the simulated time, and what stopped it early.
 func (s *Sim) finish() error {
 	stop := s.cfg.StopPs
-	s.Stats.SimPs = s.now
+	s.stats.SimPs = s.now
 	if d := s.flows.run; s.watch.stalled == nil && d.Done() == d.Len() && len(s.flows.End) > 0 {
 		// Every flow is done: the simulated time is the last one's end,
 		// not the last event's (a finished pair's timeout lingers for
 		// RTO_US after it, doing nothing).
-		s.Stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
+		s.stats.SimPs = slices.Max(s.flows.End[:s.flows.DAG.Len()])
 	}
 	if s.watch.stalled != nil {
 		s.watch.stalled.Done, s.watch.stalled.Flows = s.flows.run.Done(), s.flows.DAG.Len()
@@ -544,53 +523,6 @@ func (e *FlowsFailed) Error() string {
 	return fmt.Sprintf("%v (and %d more flows failed)", e.First, e.Count-1)
 }
 
-// failFlow ends transfer i for want of a path: its queue pairs stop (what
-// they have in flight is dropped as stale), the bytes they never delivered
-// are counted, and the flow completes as failed so that its dependants,
-// and the rest of the run, go on.
-func (s *Sim) failFlow(i int32, why error) {
-	f := s.flows
-	if f.Failed == nil {
-		f.Failed = make([]bool, f.DAG.Len())
-	}
-	row := i // an expanded flow's failure is its COLL node's
-	if i >= f.n {
-		row = f.ex.Coll(i)
-	} else if f.Failed[i] {
-		return
-	}
-	if s.failure == nil {
-		s.failure = &FlowsFailed{First: why}
-	}
-	if !f.Failed[row] { // failed rows of the trace are counted, not expanded flows
-		f.Failed[row] = true
-		s.failure.Count++
-		s.Stats.Failed++
-	}
-	delivered := int64(0)
-	for qi := range s.nic.qps {
-		q := &s.nic.qps[qi]
-		if q.flow != i || q.done {
-			continue
-		}
-		delivered += q.rcvNext
-		s.nic.epoch[qi]++
-		q.done = true
-		q.rtoGen++
-		q.ccGen++
-		if s.mon != nil {
-			s.mon.qpDone(int32(qi))
-		}
-		s.nic.removeQP(q.port, int32(qi))
-		s.nic.recycle(int32(qi))
-	}
-	s.Stats.FailedBytes += max(f.size(i)-delivered, 0)
-	if f.RxDone != nil && f.RxDone[i] == 0 {
-		f.RxDone[i] = s.now
-	}
-	s.finishFlow(i)
-}
-
 // finishFlow marks a flow done and queues what it releases; the last
 // flow of a COLL node's expansion ends the node too.
 func (s *Sim) finishFlow(i int32) {
@@ -624,7 +556,7 @@ func (s *Sim) drain() error {
 
 func (s *Sim) startFlow(i int32) error {
 	f := s.flows
-	if s.collectStarts {
+	if s.starts.collect {
 		// Released with the run: what starting it makes, its node makes.
 		// Later, the node whose event released it does, so that the flows
 		// one event releases number their events in release order (a
@@ -651,8 +583,8 @@ func (s *Sim) startFlow(i int32) error {
 			return fmt.Errorf("%s: delay node ends after the %d ps the simulator can represent", f.name(i), int64(maxTime))
 		}
 		f.Ideal[i] = delay
-		if s.collectStarts {
-			s.starts = append(s.starts, start{at: s.now + delay, seq: s.seq(s.now + delay), flow: i})
+		if s.starts.collect {
+			s.starts.add(s.now+delay, i)
 			return nil
 		}
 		s.push(s.now+delay, evDelayDone, i, 0)
@@ -676,11 +608,11 @@ func (s *Sim) startFlow(i int32) error {
 	if s.surCount {
 		s.sur.transfersInProgress(1)
 	}
-	if s.SendLatPs > 0 {
-		s.push(s.now+s.SendLatPs, evSend, i, 0)
+	if s.sendLatPs > 0 {
+		s.push(s.now+s.sendLatPs, evSend, i, 0)
 		return nil
 	}
-	return s.openQPs(i, false)
+	return s.nic.openQPs(i, false)
 }
 
 // expand runs COLL node i as its flows; one that moves nothing ends now.
@@ -700,105 +632,6 @@ func (s *Sim) expand(i int32) error {
 	}
 	s.work = append(s.work, ready...)
 	return nil
-}
-
-// start is a delay node released with the run (a traffic pattern's start
-// time): when it ends, and the insertion number its event would have had.
-type start struct {
-	at   int64
-	seq  uint64
-	flow int32
-}
-
-// queueStarts sorts the delay nodes released with the run by end and puts
-// the first in the calendar: a traffic pattern's million start times were
-// a million events in the calendar's far heap, each push and pop a walk
-// down it; in a list sorted as the calendar would pop them (by end, then
-// number) only the head waits there.
-func (s *Sim) queueStarts() {
-	slices.SortFunc(s.starts, func(a, b start) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) })
-	if len(s.starts) > 0 {
-		h := &s.starts[0]
-		s.q.PushSeq(des.Time(h.at), h.seq, evStart, 0, 0)
-	}
-}
-
-// popStart takes the head delay node, whose event just popped, and puts
-// the next one in the calendar.
-func (s *Sim) popStart() int32 {
-	i := s.starts[s.startHead].flow
-	s.startHead++
-	if s.startHead < len(s.starts) {
-		h := &s.starts[s.startHead]
-		s.q.PushSeq(des.Time(h.at), h.seq, evStart, 0, 0)
-	} else {
-		s.starts, s.startHead = s.starts[:0], 0
-	}
-	return i
-}
-
-// stepLane holds the flows that wait out their step latency until one
-// time, in push order, each with the insertion number its own event would
-// have had. Only the head is in the calendar: the flows of a collective
-// released at once wait out a handful of distinct times, and an event each
-// (32 bytes, in a few calendar buckets grown to millions) was the largest
-// table of a 4096-GPU AllToAll.
-//
-// A lane holds one node's flows (its events' numbers are that node's, so
-// push order is their order).
-type stepLane struct {
-	at   int64
-	node int32
-	flow []int32
-	seq  []uint64
-	head int
-}
-
-// laneKey finds a lane: its time and node.
-type laneKey struct {
-	at   int64
-	node int32
-}
-
-// pushStepLat schedules flow f's evStepLat at time at.
-func (s *Sim) pushStepLat(at int64, f int32) {
-	seq := s.seq(at)
-	key := laneKey{at, s.cur}
-	k, ok := s.laneAt[key]
-	if !ok {
-		if n := len(s.freeLanes); n > 0 {
-			k = s.freeLanes[n-1]
-			s.freeLanes = s.freeLanes[:n-1]
-		} else {
-			k = int32(len(s.lanes))
-			s.lanes = append(s.lanes, stepLane{})
-		}
-		s.lanes[k].at, s.lanes[k].node = at, s.cur
-		s.laneAt[key] = k
-		s.q.PushSeq(des.Time(at), seq, evStepLat, k, 0)
-	}
-	l := &s.lanes[k]
-	l.flow = append(l.flow, f)
-	l.seq = append(l.seq, seq)
-}
-
-// popStepLat takes the next flow of lane k, whose event just popped, and
-// puts the lane's following flow in the calendar.
-func (s *Sim) popStepLat(k int32) int32 {
-	l := &s.lanes[k]
-	f := l.flow[l.head]
-	l.head++
-	if l.head < len(l.flow) {
-		s.q.PushSeq(des.Time(l.at), l.seq[l.head], evStepLat, k, 0)
-		return f
-	}
-	delete(s.laneAt, laneKey{l.at, l.node})
-	if cap(l.flow) > 1<<12 { // a big lane's arrays go back to the heap
-		l.flow, l.seq = nil, nil
-	}
-	l.flow, l.seq, l.head = l.flow[:0], l.seq[:0], 0
-	s.freeLanes = append(s.freeLanes, k)
-	return f
 }
 
 // port is the NIC port index of queue pair j of flow i (-1: hash).
@@ -825,92 +658,6 @@ func (f *Flows) lat(i int32) int64 {
 	return f.Lat[i]
 }
 
-// openQPs creates a transfer's queue pairs and starts them sending, once
-// its step latency less its path's propagation has passed (waited: it has;
-// Ideal[i] holds that wait meanwhile).
-func (s *Sim) openQPs(i int32, waited bool) error {
-	f := s.flows
-	src, dst := f.src(i), f.dst(i)
-	size := f.size(i)
-	id := f.id(i)
-	if lat := f.lat(i); lat > 0 && !waited {
-		var err error
-		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
-		if err != nil {
-			return s.fab.noPath(i, err)
-		}
-		wait := lat - int64(s.r.Latency(s.fab.buf))
-		if f.replayed != nil && f.replayed[f.rec(i).Coll] {
-			wait = lat // SimAI replay: a send latency, before the propagation
-		}
-		if wait > 0 {
-			f.Ideal[i] = wait
-			s.pushStepLat(s.now+wait, i)
-			return nil
-		}
-	}
-	if f.set != nil {
-		// The connection's pace (flowset.Pacer): not before the transport
-		// can start another step on it.
-		if t := int64(s.pace.Take(i)); t > s.now {
-			f.Ideal[i] = t - f.StartPs(i)
-			s.pushStepLat(t, i)
-			return nil
-		}
-		s.pace.Began(i, f.rec(i), des.Time(s.now))
-	}
-	if s.bypassing {
-		if alone, ok := s.sur.bypasses(i); ok {
-			return s.sur.bypassFlow(i, alone)
-		}
-	}
-	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
-	// ports, hence distinct ECMP hashes.
-	pktsTotal := (size + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize)
-	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
-	per := (pktsTotal + nq - 1) / nq
-	left := size
-	for j := int64(0); j < nq && left > 0; j++ {
-		left -= min(left, per*int64(s.cfg.PayloadSize))
-		var port int32
-		if s.nic.lazy {
-			// Route now (the first hop names the port; errors surface
-			// here as they always did), keep only the flow and j.
-			if err := s.fab.routePart(i, j); err != nil {
-				return err
-			}
-			port = int32(s.fab.fwd[0])
-			if j == 0 {
-				f.Sport[i] = s.sport(id, j)
-				f.Ideal[i] += s.fab.routedIdeal(i)
-			}
-			s.nic.addPending(port, i, int32(j))
-		} else {
-			qi := s.nic.allocQP()
-			if err := s.initQP(qi, i, j); err != nil {
-				if s.downLinks == 0 {
-					return err
-				}
-				s.nic.qps[qi].done = true // never opened: failFlow must not close it again
-				s.nic.recycle(qi)
-				return s.fab.noPath(i, err)
-			}
-			q := &s.nic.qps[qi]
-			port = q.port
-			if j == 0 {
-				f.Sport[i] = q.sport
-				f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), s.fab.idealPath(s.fab.path(2*qi), s.fab.path(2*qi+1)))
-			}
-			s.nic.addQP(port, qi)
-		}
-		f.qpsLeft[i]++
-		f.rxLeft[i]++
-		f.txLeft[i]++
-		s.fab.tryTx(port)
-	}
-	return nil
-}
-
 // idealPath is what a transfer's ideal FCT needs of its paths: the
 // propagation both ways, and the time per byte at the first of the forward
 // path's slowest hops and summed over its other hops. It does not depend on
@@ -918,48 +665,6 @@ func (s *Sim) openQPs(i int32, waited bool) error {
 type idealPath struct {
 	prop          int64
 	bottle, other float64 // ps per byte
-}
-
-func (s *Sim) sport(id, j int64) uint16 {
-	return uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)
-}
-
-// initQP sets up queue pair qi as part j of transfer i: its share of the
-// bytes, both paths, and its congestion control at line rate.
-func (s *Sim) initQP(qi, i int32, j int64) error {
-	f := s.flows
-	src, dst := f.src(i), f.dst(i)
-	id := f.id(i)
-	part := s.partSize(i, j)
-	q := &s.nic.qps[qi]
-	s.nic.epoch[qi]++
-	if s.nic.placed != nil {
-		s.nic.placed.clear(qi)
-	}
-	s.nic.tp.open(qi)
-	// The timer generations carry over from the slot's last pair: its
-	// pending timer events must not match the new pair's.
-	*q = qp{flow: i, size: part, lastProg: s.now, sport: s.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
-	h := route.QPHash(src, dst, id, j, s.seed)
-	s.fab.fwding.open(qi, h)
-	if err := s.fab.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
-		return fmt.Errorf("%s: %v", f.name(i), err)
-	}
-	if err := s.fab.setPath(2*qi+1, dst, src, h^0x5bd1e995, -1); err != nil {
-		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
-	}
-	q.port = int32(s.fab.paths[int(2*qi)*s.fab.pathW])
-	lineRate := s.fab.ports[q.port].bw
-	rtt, win := s.fab.baseRTT(s.fab.path(2*qi), s.fab.path(2*qi+1), lineRate)
-	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}
-	if s.usesINT {
-		s.nic.hist[qi] = cc.HopHistory{}
-	}
-	if s.surWatch {
-		s.sur.openQP(qi)
-	}
-	s.alg.Init(&q.cc)
-	return nil
 }
 
 // partSize is the bytes of queue pair j of transfer i: its packets are

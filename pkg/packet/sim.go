@@ -115,14 +115,18 @@ type Stats struct {
 }
 
 // Sim is one packet-level simulation. It keeps the clock, the event
-// queue and its dispatch (run.go), the packet pool and the flows; the
-// parts own the rest, each in its file: nic (queue pairs, RTO, transport),
-// fab (ports, paths, forwarding), mmu (switch buffers), pfc (PAUSE and
-// RESUME), watch (the deadlock detector, waitfor.go), pv (this Sim as a
-// part of a partitioned run) and sur (the surrogate, nil unless on). They
-// are held by value and called as concrete types: the per-packet path
-// makes no interface call but the transport's and the congestion
-// control's.
+// queue and its dispatch (run.go: each event kind is one call to its
+// owner), the packet pool and the flows' release; the parts own the rest,
+// each in its file: nic (queue pairs, their opening, RTO, transport,
+// placement), fab (ports, paths, forwarding: fabric.go, routing.go and a
+// file per routing policy), mmu (switch buffers), pfc (PAUSE and RESUME,
+// both PFC modes and their state), starts and lanes (flows waiting without
+// an event each, waits.go), watch (the deadlock detector, waitfor.go), pv
+// (this Sim as a part of a partitioned run, set only then) and sur (the
+// surrogate, nil unless on; its wiring is hooks.go). They are held by value
+// and called as concrete types: the per-packet path makes no interface
+// call but the transport's and the congestion control's (and, under a
+// per-packet routing, its forwarder's).
 type Sim struct {
 	// sameSrc picks the transfers from sentSrc: a flow's dependants that a
 	// NIC may start once the flow's last byte has left (built once, so
@@ -151,8 +155,6 @@ type Sim struct {
 	// Warnings are configuration problems the run works around, and
 	// what the run found worth telling (PFC starvation) as it went.
 	Warnings []string
-	// OnWarning, if set, is told each warning the run finds as it goes.
-	OnWarning func(string)
 	// SurrogateSwitches are the surrogate's openings and closings, in
 	// order, with --surrogate auto.
 	SurrogateSwitches []SurrogateSwitch
@@ -182,22 +184,17 @@ type Sim struct {
 	intN     []uint8
 	freeINT  []int32
 
-	// The delay nodes released with the run, by end (queueStarts), while
-	// collectStarts gathers them.
-	starts        []start
-	startHead     int
-	collectStarts bool
+	// The delay nodes released with the run (waits.go).
+	starts startList
 
 	// The NICs: queue pairs, their timers and loss recovery (nic.go).
 	nic nic
 
-	// Flows waiting out their step latency, by the time it ends.
-	lanes     []stepLane
-	laneAt    map[laneKey]int32
-	freeLanes []int32
+	// Flows waiting out their step latency, by the time it ends (waits.go).
+	lanes stepLanes
 
 	flows *Flows
-	Stats Stats
+	stats Stats
 	mon   *Monitors
 	// flows started or finished at the current instant, processed in order
 	// (a loop rather than recursion: chains of joins can be long).
@@ -212,24 +209,16 @@ type Sim struct {
 	sur                                      *surrogate
 	surWatch, bypassing, suspended, surCount bool
 
-	// SendLatPs delays every flow's first packet (SimAI's AS_SEND_LAT).
-	SendLatPs int64
-	// NoSymmetry expands every sibling group of a COLL node, even those
-	// that would run exactly as the first (symmetric).
-	NoSymmetry bool
-	// Progress, if set, is called every million events.
-	Progress func(done, total int, nowPs int64)
-	// Loop, when set before Run, measures the event loop while the
-	// simulated time is within its window.
-	Loop *LoopWindow
+	// What NewRun's Options set besides the configuration (see Options).
+	sendLatPs      int64
+	noSymmetry     bool
+	progress       func(done, total int, nowPs int64)
+	loopWin        *LoopWindow
+	onWarning      func(string)
+	parts, threads int
+	busy           func() bool
+	ownMon         bool // NewRun opened the monitors (MonitorDir): Run closes them
 
-	// Partitions, when over 1, splits the fabric into that many parts,
-	// each with its own event loop, run in step windows as long as the
-	// shortest link between two parts (partition.go); Threads of them run
-	// at once. Every Partitions gives the same trace as the single loop
-	// (0 or 1): events simultaneous at a node are ordered by who made
-	// them (seq), not by when they were pushed.
-	Partitions, Threads int
 	// This Sim as a part of a partitioned run (partition.go).
 	pv partView
 }
@@ -244,6 +233,9 @@ const maxTime = 1 << 62
 // maxPath bounds a route's hops (the families here need at most 6).
 const maxPath = 16
 
+// Stats is what the run did (so far).
+func (s *Sim) Stats() Stats { return s.stats }
+
 // Algorithm is the congestion control the simulation runs.
 func (s *Sim) Algorithm() cc.Algorithm { return s.alg }
 
@@ -253,11 +245,15 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkForwarder(cfg.Routing); err != nil {
+		return nil, err
+	}
 	// Validate built the algorithm once: it cannot fail here.
 	alg, _ := cc.New(cfg.CCMode, cfg.CC)
 	s := &Sim{cfg: cfg, t: t, r: r, alg: alg, usesINT: alg.UsesINT(), q: des.NewCalendar(10, 14), seed: seed, // 1.024 ns buckets, 16.8 us horizon
-		flows: flows, laneAt: map[laneKey]int32{}}
+		flows: flows}
 	s.nic.s, s.fab.s, s.fab.pathW, s.watch.s, s.pv.s = s, s, 6, s, s
+	s.starts.s, s.lanes.s, s.lanes.at = s, s, map[laneKey]int32{}
 	if len(t.Nodes) >= 1<<23 {
 		return nil, fmt.Errorf("%d nodes: more than the packet backend numbers (2^23)", len(t.Nodes))
 	}
@@ -409,12 +405,4 @@ func (s *Sim) freePacket(i int32) {
 		s.nic.freeQP = append(s.nic.freeQP, p.qp)
 	}
 	s.freePkts = append(s.freePkts, i)
-}
-
-// nodeName is "GPU n" or "switch n".
-func (s *Sim) nodeName(v int32) string {
-	if s.t.Nodes[v].Kind == stream.NodeGPU {
-		return fmt.Sprintf("GPU %d", v)
-	}
-	return fmt.Sprintf("switch %d", v)
 }

@@ -375,7 +375,7 @@ func (sg *surrogate) measured(src, dst int32, ctl bool, path []route.DirLink, wi
 func (sg *surrogate) bypass(pi int32, tx int64) {
 	s := sg.s
 	pkt := &s.pkts[pi]
-	s.Stats.Bypassed++
+	s.stats.Bypassed++
 	at := pkt.born + sg.predict(pkt)
 	if at < s.now+tx {
 		at = s.now + tx
@@ -434,12 +434,12 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 		sent += rounds * max(pp.data+pp.ack-int64(float64(pp.win)*p.bitPs+0.5), 0)
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
-	f.Sport[i] = s.sport(f.id(i), 0)
+	f.Sport[i] = s.nic.sport(f.id(i), 0)
 	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
-	s.Stats.DataPackets += uint64(n)
-	s.Stats.Bypassed += uint64(n)
-	s.Stats.SentBytes += size
-	s.Stats.Delivered += size
+	s.stats.DataPackets += uint64(n)
+	s.stats.Bypassed += uint64(n)
+	s.stats.SentBytes += size
+	s.stats.Delivered += size
 	end := rx + pp.ack
 	if alone && f.RxDone == nil && sg.AutoWindowPs == 0 && (s.cfg.StopPs == 0 || end <= s.cfg.StopPs) {
 		// A message of a traffic pattern, and nothing counts transfers in
@@ -464,14 +464,15 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 // calendar round trip of its start was a large share of what is left.
 func (sg *surrogate) foldStarts(end int64) error {
 	s := sg.s
+	sl := &s.starts
 	// The calendar's head, read again only once something was pushed
 	// (nothing is popped meanwhile): a sparse wheel's head is a scan away.
 	var headAt des.Time
 	var headSeq uint64
 	var pending = -1
 	for {
-		i := s.starts[s.startHead].flow
-		s.startHead++
+		i := sl.list[sl.head].flow
+		sl.head++
 		s.cur = s.flowNode(i)
 		s.finishFlow(i)
 		if len(s.work) > 0 {
@@ -479,11 +480,11 @@ func (sg *surrogate) foldStarts(end int64) error {
 				return err
 			}
 		}
-		if s.startHead == len(s.starts) {
-			s.starts, s.startHead = s.starts[:0], 0
+		if sl.head == len(sl.list) {
+			sl.list, sl.head = sl.list[:0], 0
 			return nil
 		}
-		h := &s.starts[s.startHead]
+		h := &sl.list[sl.head]
 		if n := s.q.Len(); n != pending {
 			pending = n
 			var ok bool
@@ -498,10 +499,10 @@ func (sg *surrogate) foldStarts(end int64) error {
 		}
 		// The loop's bookkeeping of an event.
 		s.now, s.curSeq = h.at, h.seq
-		if s.Loop != nil && s.now >= s.Loop.next {
-			s.Loop.cross(s.now, s.Stats.Events)
+		if s.loopWin != nil && s.now >= s.loopWin.next {
+			s.loopWin.cross(s.now, s.stats.Events)
 		}
-		s.Stats.Events++
+		s.stats.Events++
 		sg.folded++
 	}
 }
@@ -799,7 +800,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 			s.fab.tryTx(pid)
 		}
 		for _, i := range sg.deferred {
-			if err := s.openQPs(i, true); err != nil {
+			if err := s.nic.openQPs(i, true); err != nil {
 				return err
 			}
 		}
@@ -860,7 +861,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		if z.ecn {
 			z.zombie |= copyECN // it may be marked again before its copy is due
 		}
-		s.Stats.Zombies++
+		s.stats.Zombies++
 		sg.bypass(int32(pi), 0)
 	}
 	return nil

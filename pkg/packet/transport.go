@@ -125,7 +125,7 @@ type tpHost struct{ s *Sim }
 
 func (h tpHost) now() int64 { return h.s.now }
 
-func (h tpHost) discard(pi int32) { h.s.Stats.Discarded += int64(h.s.pkts[pi].size) }
+func (h tpHost) discard(pi int32) { h.s.stats.Discarded += int64(h.s.pkts[pi].size) }
 
 func (h tpHost) reply(pi int32, kind uint8, seq int64) {
 	h.s.nic.sendCtl(pi, kind, seq, h.s.pkts[pi].ecn)

@@ -36,7 +36,7 @@ func TestSACKResendsOnlyLostPackets(t *testing.T) {
 			if err := s.Run(); err != nil {
 				t.Fatal(err)
 			}
-			st := s.Stats
+			st := s.Stats()
 			if st.Delivered != 8<<20 || st.SentBytes != st.Delivered+st.DroppedBytes+st.Discarded {
 				t.Fatalf("%s/%s seed %d: delivered %d, sent %d = delivered + dropped %d + discarded %d does not hold", tr, r, seed, st.Delivered, st.SentBytes, st.DroppedBytes, st.Discarded)
 			}
@@ -132,7 +132,7 @@ func TestTransportRegistered(t *testing.T) {
 		if err := s.Run(); err != nil {
 			t.Fatalf("%s: %v", tr, err)
 		}
-		return s.Stats
+		return s.Stats()
 	}
 	want, got := run(TransportRoCE), run(transportNull)
 	if got.Delivered != 7<<20 || got != want {

@@ -114,7 +114,7 @@ func (ww *waitWatch) lookForDeadlock(sims []*Sim, now int64, v, k int32) {
 	}
 	names := make([]string, 0, len(cycle)+1)
 	for _, pid := range cycle {
-		names = append(names, s.nodeName(s.fab.ports[pid].from))
+		names = append(names, s.fab.nodeName(s.fab.ports[pid].from))
 	}
 	names = append(names, names[0])
 	ww.stalled = &Incomplete{Reason: fmt.Sprintf("PFC deadlock: %d egress ports paused, in a cycle %s, none of which has sent a data packet since %s",
@@ -136,10 +136,10 @@ func (ww *waitWatch) starvation(sims []*Sim, now int64, v, k int32, paused int) 
 	last := sims[ww.partOf(v)].watch.lastMove[v]
 	what := "its upstream"
 	if k >= 0 {
-		what = s.nodeName(s.fab.ports[k/nQ].from)
+		what = s.fab.nodeName(s.fab.ports[k/nQ].from)
 	}
 	return fmt.Sprintf("PFC starvation, not a deadlock: %s has sent no data packet for %s (since %s) while pausing %s; %d egress ports paused, in no cycle; the run goes on",
-		s.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
+		s.fab.nodeName(v), des.Time(now-last), des.Time(last), what, paused)
 }
 
 // partOf is the part node v is in (0 without partitions).
@@ -171,7 +171,7 @@ func (ww *waitWatch) waitCycle(sims []*Sim, now int64) ([]int32, int) {
 	}
 	blocked := func(c *Sim, pid int32, q int) bool {
 		p := &c.fab.ports[pid]
-		return p.paused[q] && now < p.pauseTill[q] && (p.full&(1<<q) != 0 || len(p.qps) > 0)
+		return p.pausedAt(uint8(q), now) && (p.full&(1<<q) != 0 || len(p.qps) > 0)
 	}
 	waits := map[int32][]int32{}
 	paused := 0
@@ -251,8 +251,8 @@ func sameCycle(a, b []int32) bool {
 // through OnWarning when set.
 func (s *Sim) warn(msg string) {
 	s.Warnings = append(s.Warnings, msg)
-	if s.OnWarning != nil {
-		s.OnWarning(msg)
+	if s.onWarning != nil {
+		s.onWarning(msg)
 	}
 }
 

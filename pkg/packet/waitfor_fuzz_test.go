@@ -101,7 +101,7 @@ func FuzzFatTreeNoDeadlock(f *testing.F) {
 		if err := s.Run(); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		st := s.Stats
+		st := s.Stats()
 		if st.Delivered != total {
 			t.Fatalf("%s: delivered %d of %d bytes", what, st.Delivered, total)
 		}

@@ -66,9 +66,9 @@ func runIncast(t *testing.T, tp *topo.Topology, c incastCase, senders int, size 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.OnWarning = c.hook
+	s.onWarning = c.hook
 	calls := 0
-	s.Progress = func(done, total int, nowPs int64) { // every million events
+	s.progress = func(done, total int, nowPs int64) { // every million events
 		if calls++; calls > maxIncastMEvents {
 			t.Fatalf("%v: %d M events by %d ps, %d of %d flows done: spinning", c, calls, nowPs, done, total)
 		}
@@ -94,7 +94,7 @@ func checkIncastWhole(t *testing.T, c incastCase, s *Sim, err error, senders int
 			t.Fatalf("%v: flow %d did not finish", c, i)
 		}
 	}
-	st := s.Stats
+	st := s.Stats()
 	if want := int64(senders) * size; st.Delivered != want {
 		t.Fatalf("%v: delivered %d B, sent by the flows %d B", c, st.Delivered, want)
 	}
@@ -185,7 +185,7 @@ func TestPFCDeadlockNamesItsCycle(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.StopPs = 20e9
 		s, _, _ := dragonflyShift8(t, cfg)
-		s.Partitions, s.Threads = parts, 1
+		s.parts, s.threads = parts, 1
 		err := s.Run()
 		var inc *Incomplete
 		if !errors.As(err, &inc) {
@@ -210,8 +210,8 @@ func TestPFCDeadlockNamesItsCycle(t *testing.T) {
 				t.Fatalf("%d parts: %s -> %s: no link in cycle %q", parts, names[i], names[i+1], m[1])
 			}
 		}
-		if s.Stats.SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4 {
-			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats.SimPs, s.Stats.SimPs-s.watch.lastMoveAny)
+		if s.Stats().SimPs > s.watch.lastMoveAny+s.watch.stallWindow()+s.watch.persistWindow()*5/4 {
+			t.Fatalf("%d parts: stopped at %d ps, %d ps after the last move", parts, s.Stats().SimPs, s.Stats().SimPs-s.watch.lastMoveAny)
 		}
 	}
 }
