@@ -173,18 +173,7 @@ func (x *Store) attach(s int32, rep int32, o collective.Origin, sf *stream.Flow)
 	if kind != flowset.Transfer {
 		return nil
 	}
-	m := Member{Src: sf.Src, Dst: sf.Dst, ID: set.idBase + sf.ID}
-	t := x.in.Topology
-	if gpus := int32(t.GPUs); x.multiNIC && sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server {
-		k := portKey(sf.Src, sf.Dst, sf.Channel)
-		p, ok := set.ports[k]
-		if !ok {
-			p = set.next[sf.Src]
-			set.next[sf.Src]++
-			set.ports[k] = p
-		}
-		m.Port = p
-	}
+	m := x.member(set, sf)
 	x.members[slot] = append(x.members[slot], m)
 	x.bytes += sf.Size
 	return nil

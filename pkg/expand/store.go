@@ -162,6 +162,31 @@ func (set *expSet) checked(src, dst int32) bool {
 	return set.grp[src] == set.grp[dst] && (i == j || set.pairs[i*set.m+j])
 }
 
+// port is connection (src, dst, ch)'s index among src's connections to
+// other servers, numbered in order of first use as flowset numbers them
+// at flow granularity.
+func (set *expSet) port(src, dst, ch int32) uint8 {
+	k := portKey(src, dst, ch)
+	p, ok := set.ports[k]
+	if !ok {
+		p = set.next[src]
+		set.next[src]++
+		set.ports[k] = p
+	}
+	return p
+}
+
+// member is a transfer of the expansion that rides on another's flow:
+// its ends, id and (multi-NIC GPUs, across servers) NIC port.
+func (x *Store) member(set *expSet, sf *stream.Flow) Member {
+	m := Member{Src: sf.Src, Dst: sf.Dst, ID: set.idBase + sf.ID}
+	t := x.in.Topology
+	if gpus := int32(t.GPUs); x.multiNIC && sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server {
+		m.Port = set.port(sf.Src, sf.Dst, sf.Channel)
+	}
+	return m
+}
+
 // portKey packs a connection (source, destination, channel) into a map
 // key: Go's maps hash a uint64 key faster than a struct one. GPUs stay
 // under 2^21, channels under 2^22 (maxExpandChannels is 1024).
@@ -424,14 +449,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		// Only a GPU with several NIC ports uses it: numbering the
 		// connections of one-port GPUs cost about 6% of an 8192-GPU
 		// Spectrum-X iteration in map lookups.
-		k := portKey(sf.Src, sf.Dst, sf.Channel)
-		p, ok := set.ports[k]
-		if !ok {
-			p = set.next[sf.Src]
-			set.next[sf.Src]++
-			set.ports[k] = p
-		}
-		d.Port = p
+		d.Port = set.port(sf.Src, sf.Dst, sf.Channel)
 	}
 	x.waiting[slot] = 0
 	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false
