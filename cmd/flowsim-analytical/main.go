@@ -199,7 +199,10 @@ func (c *command) run() error {
 	if c.MergeAppx && res.ChannelsMerged > 0 {
 		expanded += fmt.Sprintf(" APPROXIMATE (--approx-merge-channels): %d flows of ring channels moved with an identical channel's; in %d solves a link only some of a class's channels cross limited them all;", res.ChannelsMerged, res.MergeInexact)
 	}
-	if res.MergeRerun {
+	switch {
+	case res.MergeRerun && res.MergeSkipped > 0:
+		expanded += fmt.Sprintf(" ring channels of %d collective shapes ran unmerged after %d runs (merged, a link only some of a class's flows cross limited them);", res.MergeSkipped, res.MergeReruns+1)
+	case res.MergeRerun:
 		expanded += " ring channels ran unmerged (merged, a link only some of a class's flows cross limited them);"
 	}
 	if res.LockstepNodes > 0 {

@@ -128,10 +128,14 @@ type Options struct {
 	LockstepRate LockstepRate
 	// MergeChannels, with Expand under fluid, moves the ring channels of
 	// a group that make the same flows as one (expand/chanmerge.go):
-	// exact, checked at every solve, and run again unmerged when the check
-	// fails. Off by default: a weighted link's sums round differently, so
-	// times may move by a nanosecond.
+	// exact, checked at every solve; when the check fails, run again with
+	// the failing collective shape unmerged (RunResults). Off by default:
+	// a weighted link's sums round differently, so times may move by a
+	// nanosecond.
 	MergeChannels bool
+	// skipMerge: the collective shapes (expand.Store.Shape) a run merging
+	// channels leaves unmerged, found inexact by an earlier run.
+	skipMerge []string
 	// ApproxMergeChannels merges them as MergeChannels does but never
 	// runs again: where a link only some of a class's channels cross
 	// limits them, the class moves at that rate (its slowest channel's):
@@ -211,10 +215,18 @@ type Result struct {
 	// moved with their representatives' (in Expanded, not in Mirrored).
 	LockstepNodes, LockstepClasses, LockstepMembers int64
 	// Of Expanded, the flows that moved with another channel's
-	// (chanmerge.go), and whether the run merging them was found inexact
-	// and ran again without (then 0).
+	// (chanmerge.go), and whether a run merging them was found inexact
+	// and ran again: MergeReruns times, the last with MergeSkipped
+	// collective shapes unmerged (0: with none merged; then
+	// ChannelsMerged is 0).
 	ChannelsMerged int64
 	MergeRerun     bool
+	MergeReruns    int
+	MergeSkipped   int
+	// A run merging channels exactly: the shapes of the merged flows found
+	// inexact, and whether one had none (RunResults).
+	inexactShapes  []string
+	inexactUnknown bool
 	// With ApproxMergeChannels: the solves in which a merged flow was
 	// limited by a link only some of its channels cross.
 	MergeInexact uint64
@@ -272,11 +284,12 @@ type engine struct {
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
-	pace    flowset.Pacer // the transport's limit on a connection's steps
-	share   *collShare    // fluid at collective granularity
-	price   *collLoad     // the fabric's cost for COLL nodes
-	ex      *expand.Store // COLL nodes run as their flows
-	merging bool          // ex merges ring channels (chanmerge.go)
+	pace    flowset.Pacer  // the transport's limit on a connection's steps
+	share   *collShare     // fluid at collective granularity
+	price   *collLoad      // the fabric's cost for COLL nodes
+	ex      *expand.Store  // COLL nodes run as their flows
+	merging bool           // ex merges ring channels (chanmerge.go)
+	badColl map[int32]bool // COLL nodes noted inexact (noteInexact)
 	sym     *expand.Symmetry
 	steps   steps         // busbw: the collective records run as one workload step
 	links   *linkload.Acc // Options.LinkLoads
@@ -318,33 +331,81 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	if !opt.merging(in) || opt.ApproxMergeChannels {
 		return runResults(in, opt, emit)
 	}
-	// The merged run's rows are held until it is known to be exact.
+	// The merged run's rows are held until it is known to be exact. A
+	// run found inexact goes on to its end as --approx-merge-channels
+	// would, noting the collective shape (expand.Store.Shape) of every
+	// merged flow that failed the check; the next leaves those shapes
+	// unmerged and the others merged, and is checked again. Shapes found
+	// after the first failure may not have failed in the exact run: they
+	// only merge less. Each rerun adds a shape (those left unmerged cannot
+	// fail), so reruns are bounded by the shapes; should one not (a
+	// failing flow of no known shape), the run is repeated unmerged.
 	type row struct {
 		i int32
 		r flowset.Result
 	}
 	var rows []row
-	res, err := runResults(in, opt, func(i int32, r flowset.Result) error {
+	hold := func(i int32, r flowset.Result) error {
 		rows = append(rows, row{i, r})
 		return nil
-	})
-	if errors.Is(err, errInexact) {
-		opt.MergeChannels = false
-		res, err = runResults(in, opt, emit)
-		res.MergeRerun = true
-		return res, err
 	}
-	for _, x := range rows {
-		if err := emit(x.i, x.r); err != nil {
+	opt.skipMerge = nil
+	for reruns := 0; ; reruns++ {
+		rows = rows[:0]
+		res, err := runResults(in, opt, hold)
+		if res.inexactUnknown || len(res.inexactShapes) > 0 {
+			added := false
+			for _, sh := range res.inexactShapes {
+				if !slices.Contains(opt.skipMerge, sh) {
+					opt.skipMerge = append(slices.Clip(opt.skipMerge), sh)
+					added = true
+				}
+			}
+			if !added || res.inexactUnknown {
+				opt.MergeChannels, opt.skipMerge = false, nil
+				res, err = runResults(in, opt, emit)
+				res.MergeRerun, res.MergeReruns = true, reruns+1
+				return res, err
+			}
+			continue
+		}
+		if reruns > 0 {
+			res.MergeRerun, res.MergeReruns, res.MergeSkipped = true, reruns, len(opt.skipMerge)
+		}
+		if err != nil {
 			return res, err
 		}
+		for _, x := range rows {
+			if err := emit(x.i, x.r); err != nil {
+				return res, err
+			}
+		}
+		return res, nil
 	}
-	return res, err
 }
 
-// errInexact ends a run merging ring channels once its check failed:
-// it is run again unmerged.
-var errInexact = errors.New("merged ring channels would not have run at one rate")
+// noteInexact notes the collective shapes of the merged flows the
+// solve just made found inexact (RunResults).
+func (e *engine) noteInexact() {
+	for _, i := range e.fl.inexactFlows {
+		if i < e.n {
+			e.res.inexactUnknown = true
+			continue
+		}
+		c := e.ex.Coll(i)
+		if e.badColl[c] {
+			continue
+		}
+		if e.badColl == nil {
+			e.badColl = map[int32]bool{}
+		}
+		e.badColl[c] = true
+		if sh := e.ex.Shape(i); !slices.Contains(e.res.inexactShapes, sh) {
+			e.res.inexactShapes = append(e.res.inexactShapes, sh)
+		}
+	}
+	e.fl.inexactFlows = e.fl.inexactFlows[:0]
+}
 
 // ApproxMergeNote is what the trace (fabricsim.approximate), the summary
 // line and fctstats say of an --approx-merge-channels run.
@@ -397,6 +458,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		}
 		if opt.merging(in) {
 			e.ex.UseChannelMerge()
+			for _, sh := range opt.skipMerge {
+				e.ex.SkipChannelMerge(sh)
+			}
 			e.merging = true
 		}
 	case in.CollNodes > 0:
@@ -411,6 +475,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	}
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, e.q)
+		e.fl.noteFlows = e.merging && !opt.ApproxMergeChannels
 		if e.price != nil && e.ex == nil {
 			e.share = newCollShare(e.price, r.DirLinks())
 		}
@@ -443,6 +508,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		}
 	}
 	e.fl.update(0)
+	if len(e.fl.inexactFlows) > 0 {
+		e.noteInexact()
+	}
 	for e.q.Len() > 0 {
 		// Handle every event of this instant before recomputing rates once:
 		// a ring step or an incast releases many flows at the same time.
@@ -498,8 +566,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			}
 		}
 		e.fl.update(e.now)
-		if e.fl.inexact && !e.opt.ApproxMergeChannels {
-			return e.res, errInexact
+		if len(e.fl.inexactFlows) > 0 {
+			e.noteInexact()
 		}
 	}
 	if e.run.Done() != n {

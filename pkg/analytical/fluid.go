@@ -81,7 +81,11 @@ type fluid struct {
 	// one rate.
 	inexact  bool
 	inexacts uint64 // solves that found it so
-	verify   func() // tests: called after every update
+	// noteFlows: keep in inexactFlows the merged flows found so, until
+	// the engine takes them (exact merging's reruns, RunResults).
+	noteFlows    bool
+	inexactFlows []int32
+	verify       func() // tests: called after every update
 
 	// Private links (busbw): each collective gets its own copy of every
 	// directed link it uses, so its flows share links among themselves
@@ -450,8 +454,7 @@ func (f *fluid) update(now des.Time) {
 				continue
 			}
 			if s.full > 0 && f.wts[l][p] != s.full && !f.tiedFull(s, level) {
-				f.inexact = true
-				f.inexacts++
+				f.found(s.flow)
 			}
 			s.mark = frozen
 			s.next = level
@@ -531,8 +534,7 @@ func (f *fluid) alone() bool {
 			}
 		}
 		if s.full > 0 && r < rFull {
-			f.inexact = true
-			f.inexacts++
+			f.found(s.flow)
 		}
 		s.rate = r
 		s.gen++
@@ -614,6 +616,15 @@ func (f *fluid) pop() int32 {
 		f.down(0)
 	}
 	return j
+}
+
+// found records that merged flow i was found inexact in this solve.
+func (f *fluid) found(i int32) {
+	if f.noteFlows {
+		f.inexactFlows = append(f.inexactFlows, i)
+	}
+	f.inexact = true
+	f.inexacts++
 }
 
 // tiedFull reports whether merged slot s, frozen at level on a link only

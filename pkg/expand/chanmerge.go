@@ -42,6 +42,22 @@ import (
 // lockstep's groups (UseLockstep).
 func (x *Store) UseChannelMerge() { x.chanMerge = true }
 
+// SkipChannelMerge leaves unmerged the COLL nodes of the collective
+// shape named (as Shape names it): a run found them inexact there.
+func (x *Store) SkipChannelMerge(shape string) {
+	if x.chanSkip == nil {
+		x.chanSkip = map[string]bool{}
+	}
+	x.chanSkip[shape] = true
+}
+
+// Shape names the collective shape of expanded flow i's COLL node: what
+// its expansion depends on besides its groups' ranks.
+func (x *Store) Shape(i int32) string {
+	f := x.in.Flow(x.Coll(i))
+	return shapeKey(x.in.Collectives[f.Coll])
+}
+
 // ChannelsMerged is the flows that moved with another channel's flow
 // (counted in Made, not in Mirrored).
 func (x *Store) ChannelsMerged() int64 { return x.chanMembers }

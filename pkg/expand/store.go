@@ -87,7 +87,8 @@ type Store struct {
 	// Channel merging (chanmerge.go): exact, checked by the backend.
 	chanMerge   bool
 	chanCache   map[string][]int32
-	pos         []int32 // scratch: a GPU's position in a group + 1
+	chanSkip    map[string]bool // shapes left unmerged (SkipChannelMerge)
+	pos         []int32         // scratch: a GPU's position in a group + 1
 	chanMembers int64
 	depBuf      []int64
 	// Mark, when set, sees each dependant Release frees (flow index),
@@ -378,7 +379,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		}
 	}
 	set.chans.on = false
-	if x.chanMerge && set.rep == nil && mergeable(rec) {
+	if x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)]) {
 		c := &set.chans
 		c.cls, c.gfirst, c.gstart = c.cls[:0], c.gfirst[:0], c.gstart[:0]
 		for _, g := range groups {
