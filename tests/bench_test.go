@@ -281,8 +281,8 @@ func BenchmarkSimAIExample9216Expand(b *testing.B) {
 
 // Issue 29: the same with --approx-merge-channels (a ring's channels of
 // one order as one flow, each step at the slowest channel's rate where
-// ECMP parts them; --merge-channels's exact check fails on this example
-// and it runs unmerged). Measured on the 2-core VM shared with other jobs
+// ECMP parts them; --merge-channels's exact check fails on this example's
+// DP and DP_EP rings, which it then runs unmerged). Measured on the 2-core VM shared with other jobs
 // (load 12-17): 643 s of CPU (1489 s wall) and 730 MB, 129 M flows riding
 // on another channel's, iteration 7998.7 ms (exposed DP_EP 1140.2, EP
 // 1153.8 ms; the exact run's 7997, 1137.7, 1153.8).

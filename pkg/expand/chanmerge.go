@@ -29,7 +29,8 @@ import (
 // between segments, over the spines), they are equal when each is limited
 // by a link all of them cross (their NIC): the backend checks that at
 // every solve (analytical: fluid.merged) and, if one was limited by a
-// link only some cross, runs again without merging. So the result is the
+// link only some cross, runs again with that collective's shape
+// (SkipChannelMerge) unmerged. So the result is the
 // unmerged run's, up to the rounding of a weighted link's sum.
 //
 // The classes come from a dry expansion of the collective on the group
