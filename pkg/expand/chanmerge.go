@@ -310,14 +310,21 @@ func (x *Store) followChans(s int32, gen int) error {
 		if c.chanRep(g, int32(m)) != int32(gen) {
 			continue
 		}
-		for p.Rows(m) < want {
-			more, err := p.Row(m)
-			if err != nil {
-				return err
-			}
-			if !more {
-				break
-			}
+		if err := rowsUpTo(p, m, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rowsUpTo makes generator gen's rows until it has want of them or
+// has none left: a member channel or group catching up with the one it
+// moves with.
+func rowsUpTo(p *collective.Expansion, gen int, want int32) error {
+	for p.Rows(gen) < want {
+		more, err := p.Row(gen)
+		if err != nil || !more {
+			return err
 		}
 	}
 	return nil

@@ -196,14 +196,8 @@ func (x *Store) followRows(s int32, gen int) error {
 		if gen-first >= n {
 			return fmt.Errorf("group %d has fewer channels than its representative group %d (an internal error: run without --approx-lockstep)", m, g)
 		}
-		for p.Rows(mg) < want {
-			more, err := p.Row(mg)
-			if err != nil {
-				return err
-			}
-			if !more {
-				break
-			}
+		if err := rowsUpTo(p, mg, want); err != nil {
+			return err
 		}
 	}
 	return nil
