@@ -180,6 +180,9 @@ type Cut struct {
 	// over all of a GPU's NVLS-Tree network connections (0 or absent:
 	// none).
 	StepProxyPs int64 `msgpack:"step_proxy_ps,omitempty"`
+	// LaunchFloorPs: the shortest the collective takes when one process
+	// launches it on several GPUs in turn (0 or absent: none).
+	LaunchFloorPs int64 `msgpack:"launch_floor_ps,omitempty"`
 	// FirstFlow is the id flow granularity gives the collective's first
 	// flow (its group's, then its siblings' follow): an expanded flow's id
 	// is FirstFlow plus its index in the expansion, so that ECMP, which

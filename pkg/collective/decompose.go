@@ -568,6 +568,13 @@ func (d *Decomposer) Emit(w *Workload, colls []Coll, e *Emitter) error {
 func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool, wait func(r int32) []int64) ([][]int64, error) {
 	entry := make([][]int64, len(c.Ranks))
 	lat := d.Planner.Opt.LaunchLatency
+	// A process driving several GPUs launches the collective on each in
+	// turn: its ranks are done no sooner than the launches (launchFloorPs).
+	floor := d.Planner.Opt.launchFloorPs()
+	if transfer || c.Plan.NoOp {
+		floor = 0
+	}
+	launched := make([]int64, len(c.Ranks))
 	for p, r := range c.Ranks {
 		if transfer && p == 1 {
 			if c.Plan.NoOp {
@@ -576,6 +583,9 @@ func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool,
 			continue // the receiver's side starts when the data arrives
 		}
 		entry[p] = wait(r)
+		if floor > 0 {
+			launched[p] = e.Delay(c.Rec.ID, r, floor, entry[p])
+		}
 		if lat && c.Plan.Lat.Base > 0 {
 			entry[p] = []int64{e.Delay(c.Rec.ID, r, usToPs(c.Plan.Lat.Base), entry[p])}
 		}
@@ -588,6 +598,11 @@ func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool,
 	ctx.step = d.Planner.Opt.stepCosts(c.Plan)
 	if err := decompose(ctx, c, k); err != nil {
 		return nil, fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
+	}
+	if floor > 0 {
+		for p := range c.Ranks {
+			ctx.exit[p] = append(ctx.exit[p], launched[p])
+		}
 	}
 	return ctx.finish(), nil
 }
@@ -615,6 +630,8 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 				t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
 			}
 		}
+		// A process driving several GPUs: no sooner than its launches.
+		t = max(t, d.Planner.Opt.launchFloorPs())
 		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t, 1), entry)
 	}
 	exit := []int64{id}
@@ -826,5 +843,6 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	}
 	s := d.Planner.Opt.stepCosts(pl)
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
+	c.LaunchFloorPs = d.Planner.Opt.launchFloorPs()
 	return c
 }

@@ -131,6 +131,8 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 	switch {
 	case rec.Size < 0 || rec.Size > MaxCollectiveBytes:
 		return nil, fmt.Errorf("collective %d: size %d outside 0 to %d bytes", rec.ID, rec.Size, int64(MaxCollectiveBytes))
+	case rec.Cut.LaunchFloorPs > 0:
+		return nil, fmt.Errorf("collective %d: cut.launch_floor_ps %d (--transport gpus-per-process above 1) is not expanded: decompose it with --granularity flow", rec.ID, rec.Cut.LaunchFloorPs)
 	case rec.Channels > maxExpandChannels:
 		return nil, fmt.Errorf("collective %d: %d channels, more than the %d a collective is cut into", rec.ID, rec.Channels, maxExpandChannels)
 	}

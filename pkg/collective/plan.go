@@ -73,7 +73,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	if pl.Algo == AlgoNVLS {
 		s.serial = usToPs(tr.NVLSChunkUs) // an NVLS chunk's fixed work (nvlsChunkPs)
 	}
-	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 && pl.RingRoundPs == 0 {
+	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more
@@ -90,7 +90,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	if pl.Algo != AlgoRing && pl.Algo != AlgoNVLS {
 		s.serial = 0 // trees give each role its own warps
 	} else {
-		s.serial = max(s.serial, pl.RingRoundPs) // the cut carries the floor in step_serial_ps
+		s.serial = max(s.serial, pl.RingRoundPs) + pl.LLSlicePs // the cut carries both in step_serial_ps
 	}
 	return s
 }
@@ -123,6 +123,9 @@ type Plan struct {
 	// RingRoundPs: a multi-server LL or LL128 ring's proxy round per ring
 	// step (Transport.RingRoundPs), a floor on its slices' fixed work.
 	RingRoundPs int64
+	// LLSlicePs: an LL ring slice's bytes at LL's bus bandwidth
+	// (Transport.LLBusGBps), in series with its fixed work.
+	LLSlicePs int64
 	// NoOp: a 1-rank group or 0 bytes; NCCL returns without moving data.
 	NoOp bool
 }
@@ -308,6 +311,11 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 			// (perChMaxRingLL128Bw, 36.7 GB/s on Hopper): the two are in
 			// series on every ring step.
 			pl.RingRoundPs += int64(float64(step) / bw * 1e3)
+		}
+		if llBw := p.Opt.transport().LLBusGBps; pl.Proto == LL && llBw > 0 && p.Opt.SendLatPs <= 0 {
+			// A slice of step payload bytes on one of the ring's channels
+			// at LL's bus bandwidth (Transport.LLBusGBps).
+			pl.LLSlicePs = int64(float64(step) * float64(max(pl.Channels, 1)) / llBw * 1e3)
 		}
 	}
 	return pl, nil

@@ -106,6 +106,51 @@ type Transport struct {
 	// 64, 32 and 16 KiB by size (nvlsChunk), a chunk of x bytes pays the
 	// rest, NVLSChunkUs x (1 - x / 128 KiB).
 	NVLSChunkUs float64
+	// LLBusGBps: LL's bus bandwidth on a ring (GB/s, nccl-tests' busbw
+	// convention; 0: none), in series with each LL slice: a thread block
+	// polls every 8-byte flag and stores every 16-byte line, so LL's
+	// bytes go at what the GPUs' threads, not the links, sustain. NCCL's
+	// tuning model caps LL's bus bandwidth so (llMaxBws: 87.7 GB/s on one
+	// A100 server, 141 on one H100 server); the flows move LL's bytes at
+	// the links' rate, so each slice of b payload bytes on one of a
+	// ring's C channels waits b x C / LLBusGBps more (Plan.LLSlicePs),
+	// which over a ring's 2(n-1) slices per channel is the collective's
+	// bytes at that bus bandwidth.
+	LLBusGBps float64
+	// LaunchUs: the host's cost to launch one GPU's part of a collective
+	// (ncclGroupEnd's per-device enqueue and kernel launch), and
+	// GPUsPerProcess how many GPUs one host thread drives (nccl-tests'
+	// -g; 1, one process per GPU, by default). One thread launches its
+	// GPUs' kernels one after another, and back-to-back collectives (an
+	// nccl-tests loop) cannot start faster than it launches them, so a
+	// collective takes at least GPUsPerProcess x LaunchUs
+	// (LaunchFloorPs): the "CUDA latency overheads of single process
+	// jobs" (NCCL's maintainers, NVIDIA/nccl-tests issue 333). With one
+	// GPU per process the launch hides behind the GPU's previous work
+	// and nothing is added. Fitted on single-process (-g 8) sweeps: flat
+	// at 33 us on 8 H100s (vp-1x8h100_*, 4.1 us a launch) and 32 us on 8
+	// A100s (oci-1x8a100_*, 4.0 us).
+	LaunchUs       float64
+	GPUsPerProcess int
+}
+
+// LaunchFloorPs is the shortest a collective takes when one host thread
+// launches it on GPUsPerProcess GPUs (ps): GPUsPerProcess x LaunchUs, 0
+// with one GPU per process.
+func (t Transport) LaunchFloorPs() int64 {
+	if t.GPUsPerProcess <= 1 || t.LaunchUs <= 0 {
+		return 0
+	}
+	return int64(t.GPUsPerProcess) * usToPs(t.LaunchUs)
+}
+
+// launchFloorPs is the options' launch floor: none under SimAI replay (its
+// send latency is all the software latency) or without launch latency.
+func (o Options) launchFloorPs() int64 {
+	if !o.LaunchLatency || o.SendLatPs > 0 {
+		return 0
+	}
+	return o.transport().LaunchFloorPs()
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
@@ -116,7 +161,7 @@ type Transport struct {
 // GiB (tests/transport_test.go TestTransportVPBands), with h100-efa the
 // AWS p5 2- and 4-server AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
-	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200}
+	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1}
 }
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
@@ -159,6 +204,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.BuffSimple, t.NVLSChunk = 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 		t.NVLSChunkUs = 1.6
+		t.LLBusGBps, t.LaunchUs = 0, 4.1
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -167,6 +213,15 @@ var TransportPresets = map[string]func(*Transport){
 		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 1.2, 0, 0
 		t.NVLSChunkUs = 1.6
+		t.LLBusGBps, t.LaunchUs = 0, 4.1
+	},
+	"a100": func(t *Transport) {
+		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
+		t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
+		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
+		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
+		t.NVLSChunkUs = 0
+		t.LLBusGBps, t.LaunchUs = 62, 4.0
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -174,11 +229,12 @@ var TransportPresets = map[string]func(*Transport){
 		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
 		t.NVLSChunkUs = 0
+		t.LLBusGBps, t.LaunchUs = 0, 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -192,7 +248,7 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa or none", v)
+			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa, a100 or none", v)
 		}
 		set(t)
 	case "ar-threshold":
@@ -201,6 +257,18 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ar-threshold=%q: want a size in bytes, 0 (no adaptive routing) or more", v)
 		}
 		t.ARThreshold = n
+	case "ll-bw":
+		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
+		if err != nil || math.IsNaN(bw) || bw < 0 || bw > 1e6 {
+			return fmt.Errorf("--transport ll-bw=%q: want a bus bandwidth in GB/s, 0 (none) to 1e6", v)
+		}
+		t.LLBusGBps = bw
+	case "gpus-per-process":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<20 {
+			return fmt.Errorf("--transport gpus-per-process=%q: want a positive integer (nccl-tests' -g)", v)
+		}
+		t.GPUsPerProcess = n
 	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "nvls-chunk":
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1<<40 {
@@ -221,7 +289,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -247,6 +315,8 @@ func (t *Transport) Set(kv string) error {
 			t.AROpUs = us
 		case "nvls-op":
 			t.NVLSChunkUs = us
+		case "launch":
+			t.LaunchUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -283,6 +353,12 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport ar-threshold %d: a size is not negative", t.ARThreshold)
 	case !(t.NVLSChunkUs >= 0):
 		return fmt.Errorf("transport nvls-op %v: a cost is not negative", t.NVLSChunkUs)
+	case !(t.LLBusGBps >= 0):
+		return fmt.Errorf("transport ll-bw %v: a bandwidth is not negative", t.LLBusGBps)
+	case !(t.LaunchUs >= 0):
+		return fmt.Errorf("transport launch %v: a cost is not negative", t.LaunchUs)
+	case t.GPUsPerProcess < 0:
+		return fmt.Errorf("transport gpus-per-process %d: not negative (0 and 1: one GPU per process)", t.GPUsPerProcess)
 	}
 	for p, us := range t.SliceUs {
 		if !(us >= 0) {

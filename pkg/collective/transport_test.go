@@ -169,3 +169,67 @@ func TestRingFirstLoopQueued(t *testing.T) {
 		}
 	}
 }
+
+// A process driving several GPUs (gpus-per-process) launches each
+// collective on them in turn: 8 GPUs at 4 us a launch take at least 32 us.
+// Every rank then has one delay node of 32 us from its entry, which the
+// join ending its part waits for; with one GPU per process, or under
+// SimAI replay, there is none.
+func TestLaunchFloor(t *testing.T) {
+	tr := DefaultTransport()
+	for _, kv := range []string{"launch=4", "gpus-per-process=8"} {
+		if err := tr.Set(kv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tr.LaunchFloorPs(); got != 32_000_000 {
+		t.Fatalf("floor %d ps, want 8 x 4 us", got)
+	}
+	for _, kv := range []string{"gpus-per-process=0", "gpus-per-process=x", "launch=-1", "ll-bw=-3", "ll-bw=NaN"} {
+		bad := tr
+		if err := bad.Set(kv); err == nil {
+			t.Errorf("%s accepted", kv)
+		}
+	}
+	for _, bad := range []Transport{{Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8, LaunchUs: -1}, {Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8, LLBusGBps: -1}} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("%+v validates", bad)
+		}
+	}
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "A100"})
+	st := Step{Op: AllReduce, Size: 8, Group: TP}
+	l := Layout{TP: 8, DP: 1, PP: 1, EP: 1}
+	one1 := tr
+	one1.GPUsPerProcess = 1
+	for _, x := range []struct {
+		opt  Options
+		want int
+	}{
+		{Options{LaunchLatency: true, Transport: &tr}, 8},
+		{Options{LaunchLatency: true, Transport: &one1}, 0},
+		{Options{LaunchLatency: true, Transport: &tr, SendLatPs: 3_000_000}, 0},
+	} {
+		c, _ := s.run(t, x.opt, l, one(st))
+		checkDAG(t, c.flows)
+		floors := map[int64]bool{}
+		for _, f := range c.flows {
+			if f.ConnType == stream.ConnDelay && f.DelayPs == 32_000_000 {
+				floors[f.ID] = true
+			}
+		}
+		if len(floors) != x.want {
+			t.Fatalf("%+v: %d launch-floor nodes, want %d", x.opt, len(floors), x.want)
+		}
+		ended := 0
+		for _, f := range c.flows {
+			for _, d := range f.Deps {
+				if floors[d] && f.ConnType == stream.ConnDelay && f.DelayPs == 0 {
+					ended++
+				}
+			}
+		}
+		if ended != x.want {
+			t.Errorf("%+v: %d ranks' ends wait for their floor, want %d", x.opt, ended, x.want)
+		}
+	}
+}
