@@ -266,8 +266,10 @@ func TestTransportDGXH100Band(t *testing.T) {
 // 8 GPUs, 64 B-8 GiB): with preset a100 and gpus-per-process=8 every
 // published size within 15% of measured through fluid, and the plateau
 // (1 and 8 GiB) within 5% of the default's. The preset's NVLink costs
-// are fitted on this sweep: the launch floor (4.0 us a GPU) sets the flat
-// 32 us to 32 KiB; LL (to 2 MiB) grows with size at LL's bus bandwidth
+// are fitted on this sweep: flat at 32 us to 32 KiB, which the launch
+// floor (8 x 4.0 us) and the LL ring's own time with the preset's costs
+// (31.7 us) both give, so this sweep does not tell them apart (the H100
+// one does); LL (to 2 MiB) grows with size at LL's bus bandwidth
 // (ll-bw, 62 GB/s in series with each slice: the sweep goes from 35 to
 // 112 us between 64 KiB and 2 MiB, where the flows alone, at NVLink
 // rate, add 30 us), which the test checks is needed (without it 2 MiB

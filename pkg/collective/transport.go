@@ -128,8 +128,8 @@ type Transport struct {
 	// jobs" (NCCL's maintainers, NVIDIA/nccl-tests issue 333). With one
 	// GPU per process the launch hides behind the GPU's previous work
 	// and nothing is added. Fitted on single-process (-g 8) sweeps: flat
-	// at 33 us on 8 H100s (vp-1x8h100_*, 4.1 us a launch) and 32 us on 8
-	// A100s (oci-1x8a100_*, 4.0 us).
+	// at 33 us on 8 H100s (vp-1x8h100_*, 4.1 us a launch; without the
+	// floor 0.82-0.88 of it) and 32 us on 8 A100s (oci-1x8a100_*, 4.0 us).
 	LaunchUs       float64
 	GPUsPerProcess int
 }
@@ -194,8 +194,22 @@ func DefaultTransport() Transport {
 // p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
 // aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
 // IB's and its ring round IB's op cost above the AR threshold, with no
-// threshold (not fitted on EFA). none is DefaultTransport's: no per-step
-// cost.
+// threshold (not fitted on EFA). Both set the host's launch to 4.1 us a
+// GPU (LaunchUs, which only a process driving several GPUs pays: the VP
+// single-server sweep, -g 8, is flat at 33 us).
+//
+// a100 is one 8 x A100 SXM4 server (NVSwitch), fitted on the OCI
+// BM.GPU4.8 AllReduce (examples/reference/oci-1x8a100_allreduce_*, one
+// process driving 8 GPUs, 64 B-8 GiB): LL's bus bandwidth 62 GB/s in
+// series with each LL slice (LLBusGBps; the sweep climbs from 35 to 112
+// us between 64 KiB and 2 MiB, 0.38-0.45 of the default there) and 1.8
+// us of fixed work per LL slice, 6 us per LL128 slice (4-16 MiB), 3.5 us
+// per Simple slice (the plateau 3.7% above the default's, the measured
+// one 2%), launch 4.0 us a GPU (flat 32 us to 32 KiB, which the LL costs
+// alone give as well: this sweep does not separate the two). Its network
+// costs are h100-ib's, not fitted: no A100 sweep across servers from
+// small sizes over InfiniBand is among the references. none is
+// DefaultTransport's: no per-step cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
