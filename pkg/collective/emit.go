@@ -153,8 +153,19 @@ func (c *cctx) firstHop(k int, src, dst int32, b int64) int64 {
 // (Transport.SliceUs) is in series with its bytes on every chunk: on the
 // pipeline's fill the chunk's hop latency and step cost hide behind it, or
 // it behind them, whichever is longer.
+//
+// An LL or LL128 ring's network steps are paced by the ring's proxy round
+// instead (stepCosts.roundPaced): the step's cost (the GPU's and the send
+// proxy's) is the latency of its post, which the connection's slots
+// pipeline, while the proxy thread's occupancy per post (ring-op) is the
+// round already in series with every slice (Plan.RingRoundPs), so the
+// connection's next step waits for this one to have left, no more.
 func (c *cctx) ringHop(k int, src, dst int32, b int64) int64 {
-	return max(c.firstHop(k, src, dst, b), c.step.serial*c.step.slices(b))
+	d := max(c.firstHop(k, src, dst, b), c.step.serial*c.step.slices(b))
+	if c.step.roundPaced && c.crosses(src, dst) {
+		c.pace = 0
+	}
+	return d
 }
 
 // queued reports whether a ring's first-loop steps keep their

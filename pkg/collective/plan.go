@@ -87,6 +87,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		s.bytes = min(s.bytes, max(wire(pl.Chunk, pl.Proto)/chunkSteps, 1))
 	}
 	s.slice = sliceRuleOf(pl.Algo, pl.Proto, s.bytes)
+	s.roundPaced = pl.Algo == AlgoRing && pl.Proto != Simple
 	if pl.Algo != AlgoRing && pl.Algo != AlgoNVLS {
 		s.serial = 0 // trees give each role its own warps
 	} else {

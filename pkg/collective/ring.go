@@ -160,7 +160,7 @@ type ringSpec struct {
 // dependency carrying it from hop to hop; its steps do not also wait on
 // their connection, or a slow hop's latency would add up along its own
 // connection as well (NCCL's FIFO keeps several steps in flight). Under
-// the transport's costs a Simple ring's first-loop steps do keep their
+// the transport's costs a ring's first-loop steps do keep their
 // connection's order, their latency moved onto a delay node
 // (ringConns.send).
 func ring(c *cctx, f Fabric, sp ringSpec) {
@@ -210,7 +210,7 @@ func newRingChannel(c *cctx, f Fabric, nodes [][]int, sp ringSpec, ch int) *ring
 	}
 	g.order = ringOrder(nodes, ch)
 	g.conn = newRingConns(c, f, g.order, sp.pxn)
-	g.conn.queued = sp.proto == Simple && c.queued()
+	g.conn.queued = c.queued()
 	g.loopBytes = int64(g.n) * sp.chunk
 	g.loops = int((g.data + g.loopBytes - 1) / g.loopBytes)
 	g.prev, g.cur = make([]int64, g.n), make([]int64, g.n)
@@ -281,7 +281,7 @@ type ringConns struct {
 	last    []int64 // last flow on i's (final) connection
 	lastPXN []int64 // last PXN_INIT flow of i
 	// queued: a first loop's later steps keep their connection's order
-	// (send); a Simple ring's under the transport's costs
+	// (send); every ring's under the transport's costs
 	queued bool
 }
 
@@ -309,8 +309,8 @@ func (rc *ringConns) src(i int) int32 { return rc.c.ranks[rc.order[i]] }
 // step depends on; ordered: the flow also waits for the previous flow on
 // its connection.
 //
-// Unordered (a first loop's later step) on a queued ring (a Simple ring
-// under the transport's costs, cctx.queued), the step still goes out after the previous one on its
+// Unordered (a first loop's later step) on a queued ring (under the
+// transport's costs, cctx.queued), the step still goes out after the previous one on its
 // connection, as a queue pair sends its writes, but its step latency runs
 // from its data, not from that flow: a delay node on the sender waits the
 // latency after the data, and the flow waits for it and for its

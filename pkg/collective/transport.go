@@ -88,7 +88,9 @@ type Transport struct {
 	// GPUs per server), so a ring step takes at least that many ops: the
 	// ring's proxy round (Plan.RingRoundPs), a floor on every hop's fixed
 	// work. LL and LL128 steps are a few KiB, so the round, not the bytes,
-	// sets their ring's pace; a Simple step's 512 KiB hide it.
+	// sets their ring's pace; a Simple step's 512 KiB hide it. It is the
+	// only pace of their network steps (cctx.ringHop): the step's cost is
+	// the latency of its post, which the slots pipeline.
 	RingOpUs float64
 	// AROpUs: what an op costs more when its message exceeds ARThreshold:
 	// with InfiniBand adaptive routing (NCCL_IB_ADAPTIVE_ROUTING, on by
@@ -478,6 +480,9 @@ type stepCosts struct {
 	// proxyOp: the proxy's occupancy per network step (ps), in series
 	// over a GPU's network connections (Transport.ProxyOpUs)
 	proxyOp int64
+	// roundPaced: an LL or LL128 ring, whose network steps are paced by
+	// the ring's proxy round in serial, not by the step cost (cctx.ringHop)
+	roundPaced bool
 }
 
 // sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices
@@ -571,6 +576,9 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	slow := s.intra
 	if nNodes > 1 {
 		slow = s.inter
+		if s.roundPaced {
+			slow = s.intra // its network steps' pace is the round in serial
+		}
 	}
 	op := Op(co.Rec.Op)
 	if ringRows(pl.Algo, op) {

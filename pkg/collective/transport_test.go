@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -231,5 +232,44 @@ func TestLaunchFloor(t *testing.T) {
 		if ended != x.want {
 			t.Errorf("%+v: %d ranks' ends wait for their floor, want %d", x.opt, ended, x.want)
 		}
+	}
+}
+
+// An LL128 ring's first loop keeps its connections' order as a Simple
+// ring's does, and its network hops carry no pace: the ring's proxy round
+// in series with each slice paces them (cctx.ringHop). Its NVLink hops
+// keep the GPU's step as their pace.
+func TestLLRingPacedByRound(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	ib := DefaultTransport()
+	if err := ib.Set("preset=h100-ib"); err != nil {
+		t.Fatal(err)
+	}
+	st := Step{Op: AllGather, Size: 4 << 20, Group: DP}
+	c, _ := s.run(t, Options{LaunchLatency: true, Algo: "ring", Proto: "ll128", PXN: "off", RingChannels: 2, Transport: &ib}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, one(st))
+	type conn struct{ src, dst, ch int32 }
+	prev := map[conn]int64{}
+	ordered, net, intra := 0, 0, 0
+	for _, f := range c.flows {
+		if f.Size == 0 || f.ConnType == stream.ConnDelay {
+			continue
+		}
+		k := conn{f.Src, f.Dst, f.Channel}
+		if p, ok := prev[k]; ok && slices.Contains(f.Deps, p) {
+			ordered++
+		}
+		prev[k] = f.ID
+		if s.fab.server(f.Src) != s.fab.server(f.Dst) {
+			net++
+			if f.PacePs != 0 {
+				t.Fatalf("network flow %d (%d->%d): pace %d ps, want none", f.ID, f.Src, f.Dst, f.PacePs)
+			}
+		} else if f.PacePs > 0 {
+			intra++
+		}
+	}
+	// 16 connections a channel, 14 later steps each in the first loop
+	if ordered < 2*16*14 || net == 0 || intra == 0 {
+		t.Fatalf("%d later steps wait on their connection (want at least %d), %d network flows, %d paced NVLink flows", ordered, 2*16*14, net, intra)
 	}
 }
