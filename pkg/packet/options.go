@@ -58,6 +58,9 @@ func NewRun(set *flowset.Set, opt Options) (*Sim, error) {
 	if opt.Expand {
 		flows.Expand(opt.MemoryLimit)
 	}
+	if opt.Config.PushTies && (opt.Partitions > 1 || opt.Threads > 1) {
+		return nil, errors.New("TIE_ORDER push: a partitioned run orders the events of one instant by the nodes that made them (TIE_ORDER maker); push order is the single loop's")
+	}
 	s, err := New(set.Topology, r, opt.Config, flows, opt.Seed)
 	if err != nil {
 		return nil, err

@@ -34,6 +34,8 @@ var confKeys = []confKey{
 		set: func(c *Config, x float64, _ []string) error { c.PauseTimePs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "PFC_MODE", Type: "choice", Range: "priority|port", Default: "priority", Doc: "fabricsim: SimAI's per-queue PFC, or a whole ingress port paused above PFC_PORT_HIGH_KB and resumed below PFC_PORT_LOW_KB, no refresh (htsim's)"},
 		set: func(c *Config, x float64, _ []string) error { c.PortPFC = x == 1; return nil }},
+	{Key: confkey.Key{Name: "TIE_ORDER", Type: "choice", Range: "maker|push", Default: "maker", Doc: "fabricsim: events of one instant in the order of the nodes that made them (shuffled per instant; every --threads run's order) or in the order they were scheduled (ns-3's; the single loop only, and faster on symmetric fabrics)"},
+		set: func(c *Config, x float64, _ []string) error { c.PushTies = x == 1; return nil }},
 	{Key: confkey.Key{Name: "PFC_PORT_HIGH_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: pause threshold (unset: 15 packets)"},
 		set: func(c *Config, x float64, _ []string) error { c.PortHighKB = x; return positiveBytes(x) }},
 	{Key: confkey.Key{Name: "PFC_PORT_LOW_KB", Type: "number", Unit: "KB", Range: "(0,1073741824]", Doc: "fabricsim, PFC_MODE port: resume threshold (unset: 12 packets)"},

@@ -172,6 +172,7 @@ type Sim struct {
 	cur    int32
 	made   []uint64
 	curSeq uint64
+	pushed uint64 // events numbered so far, under TIE_ORDER push
 	seed   uint64
 	// The links, their ports and the packets' paths (fabric.go).
 	fab fabric
@@ -356,7 +357,14 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 // the ties of a symmetric fabric faster so (des.Calendar.sortEvents), but
 // its trace then differed from a partitioned run's in the order of exact
 // ties (a 1024-GPU AllReduce ended 1.5% later).
+//
+// TIE_ORDER push numbers events in the order they are pushed instead
+// (ns-3's order): the single loop only.
 func (s *Sim) seq(at int64) uint64 {
+	if s.cfg.PushTies {
+		s.pushed++
+		return s.pushed
+	}
 	n := s.made[s.cur]
 	s.made[s.cur] = n + 1
 	d := uint64(min((at-s.now)>>5, 1<<16-1))
