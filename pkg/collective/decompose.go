@@ -608,11 +608,19 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		// form, as flow granularity's transfers carry them.
 		nNodes := len(d.Fabric.nodesOf(c.Ranks))
 		t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
+		bw := ncclBwPs(c)
 		if d.Planner.Opt.CollTime == CollTimeLinks {
 			// The flows' mechanism instead of NCCL's bandwidth: the same
 			// latencies, the bytes at the links' rates (linkBwPs).
-			if bw, ok := d.linkBwPs(c); ok {
+			if lb, ok := d.linkBwPs(c); ok {
+				bw = lb
 				t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
+			}
+		}
+		if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
+			// Its connections' step cycle in closed form (ringCyclePs).
+			if phase, ok := d.ringPhasePs(c); ok {
+				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
 			}
 		}
 		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t, 1), entry)
