@@ -622,6 +622,8 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 			if phase, ok := d.ringPhasePs(c); ok {
 				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
 			}
+		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
+			t = nt // its stages' chain and cycle in closed form
 		}
 		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t, 1), entry)
 	}

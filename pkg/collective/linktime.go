@@ -128,3 +128,146 @@ func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
 	}
 	return t / conn, true
 }
+
+// nvlsTreePs is an NVLS-Tree AllReduce's time (ps) across servers under
+// the transport's costs in closed form, the mechanism nvlsTree's flows
+// carry: every channel's chunk goes through the same stages at the same
+// time (the channels start together and are cut alike), so each stage
+// takes its latency and step cost (the first chunk's: firstHop) plus the
+// bytes all channels put at once on the GPU link it loads most:
+//
+//   - upload: each GPU sends its chunk to the NVSwitch (NVLink, at NVLS's
+//     efficiency), after NVLink's hop latency and step cost;
+//   - reduce: the switch returns each GPU its reduced shard;
+//   - the tree up, one stage per height of the sending server in its
+//     channel's server tree (trees alternate by channel), then down, one
+//     stage per depth of the sending server: each a network hop's
+//     latency and step cost plus the shards every channel sends out of
+//     or into one GPU's NIC in that stage;
+//   - multicast, where a server's tree ends (the root after the tree up,
+//     each other server after the down stage reaching it): the GPU stores
+//     its shard and the switch writes the chunk to it, over the channels
+//     ending there at once.
+//
+// The first chunk takes the longest of these chains, and each later one
+// adds a cycle, the slowest connection's: its pace (steps x the longer
+// of the step cost and the proxy's round, proxyRound) or a stage's bytes:
+//
+//	T = base + chain + (K - 1) x cycle.
+//
+// ok is false where the server model lacks a rate or the plan is not an
+// NVLS-Tree AllReduce across servers under step costs.
+func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool) {
+	pl := co.Plan
+	m, f := d.Planner.M, d.Fabric
+	if pl.NoOp || pl.Algo != AlgoNVLSTree || Op(co.Rec.Op) != AllReduce || nNodes < 2 || co.Rec.Size <= 0 ||
+		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || m.NICs <= 0 || m.NICGBps <= 0 || f.GPUsPerServer <= 0 {
+		return 0, false
+	}
+	k := d.cut()
+	nv := m.NVLinkGBps * 1e-3 // bytes per ps
+	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
+	eff := k.nvlsEff
+	if eff <= 0 {
+		eff = 1
+	}
+	channels := int64(max(pl.Channels, 1))
+	active := min(channels, co.Rec.Size) // channels carrying data
+	per := (co.Rec.Size + channels - 1) / channels
+	chunk := max(co.nvlsTreeChunk(k, true), 1)
+	chunks := (per + chunk - 1) / chunk
+	ppn := int64(len(co.Ranks) / nNodes)
+	b := min(chunk, per)
+	shard := (b + ppn - 1) / ppn
+	nvPs := func(n int64, x int64) float64 { return float64(n) * float64(nvlsWire(x, eff)) / nv }
+	netHop := usToPs(pl.Lat.Inter) + s.inter
+
+	// Channel c runs server tree c mod 2; n[w] channels run tree w.
+	var trees [2]serverTree
+	var height, depth [2][]int
+	n := [2]int64{(active + 1) / 2, active / 2}
+	levels := 0
+	for w := range trees {
+		t := newServerTree(nNodes, w)
+		trees[w], height[w], depth[w] = t, make([]int, nNodes), make([]int, nNodes)
+		for _, j := range t.order { // parents first
+			if p := t.par[j]; p >= 0 {
+				depth[w][j] = depth[w][p] + 1
+			}
+		}
+		for i := len(t.order) - 1; i >= 0; i-- { // children first
+			j := t.order[i]
+			for _, kid := range t.kids[j] {
+				height[w][j] = max(height[w][j], height[w][kid]+1)
+			}
+			levels = max(levels, height[w][j])
+		}
+	}
+	// stage is a tree stage's time: the hop plus the most shards one GPU
+	// sends or receives in it over its NIC (sends(w, j): how many server
+	// j sends in tree w, to whom through to).
+	out, in := make([]int64, nNodes), make([]int64, nNodes)
+	stage := func(sends func(w, j int) []int) float64 {
+		clear(out)
+		clear(in)
+		for w := range trees {
+			for j := 0; j < nNodes; j++ {
+				for _, to := range sends(w, j) {
+					out[j] += n[w]
+					in[to] += n[w]
+				}
+			}
+		}
+		most := int64(0)
+		for j := range out {
+			most = max(most, out[j], in[j])
+		}
+		return float64(netHop) + float64(most*shard)/nic
+	}
+	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
+	reduce := nvPs(active, shard)
+	t := upload + reduce
+	busiest := max(upload-float64(usToPs(pl.Lat.Intra)+s.intra), reduce)
+	for u := 0; u < levels; u++ {
+		st := stage(func(w, j int) []int {
+			if p := trees[w].par[j]; p >= 0 && height[w][j] == u {
+				return []int{p}
+			}
+			return nil
+		})
+		t += st
+		busiest = max(busiest, st-float64(netHop))
+	}
+	// down[dd]: when the down stage from depth dd begins.
+	down := make([]float64, levels+1)
+	down[0] = t
+	for dd := 0; dd < levels; dd++ {
+		st := stage(func(w, j int) []int {
+			if depth[w][j] == dd {
+				return trees[w].kids[j]
+			}
+			return nil
+		})
+		down[dd+1] = down[dd] + st
+		busiest = max(busiest, st-float64(netHop))
+	}
+	chain := 0.0
+	for j := 0; j < nNodes; j++ {
+		for dd := 0; dd <= levels; dd++ {
+			var ending int64 // channels whose tree ends at server j, depth dd
+			for w := range trees {
+				if depth[w][j] == dd {
+					ending += n[w]
+				}
+			}
+			if ending > 0 {
+				mc := nvPs(ending, shard) + nvPs(ending, b)
+				chain = max(chain, down[dd]+mc)
+				busiest = max(busiest, mc)
+			}
+		}
+	}
+	pace := max(s.steps(wire(shard, pl.Proto))*max(s.inter, proxyRound(int(channels), co.Rec.Size, s.proxyOp)), s.intra*s.steps(nvlsWire(b, eff)))
+	cycle := max(float64(pace), busiest)
+	return usToPs(pl.Lat.Base) + int64(chain+float64(chunks-1)*cycle), true
+}
