@@ -624,6 +624,14 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 			}
 		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 			t = nt // its stages' chain and cycle in closed form
+		} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
+			// Its pieces' pipeline along the tree in closed form, its bytes
+			// at the links' rates as the flows move them.
+			if lb, ok := d.linkBwPs(c); ok {
+				if tt, ok := d.treePs(c, s, lb); ok {
+					t = tt
+				}
+			}
 		}
 		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t, 1), entry)
 	}
@@ -720,6 +728,24 @@ func (co *Coll) nvlsTreeChunk(k cut, steps bool) int64 {
 	return loop
 }
 
+// treeChunk is a tree AllReduce's chunk per channel and how many of them
+// share one NCCL step (cctx.stepDiv). LL and LL128 pass each line on as
+// it lands, so a tree node forwards before a whole chunk has arrived; the
+// DAG forwards whole chunks, so it cuts a channel into at least eight to
+// keep that store-and-forward an eighth of a chunk per hop, and the pieces
+// of one NCCL step share its cost.
+func (co *Coll) treeChunk(k cut) (ck, div int64) {
+	ck, div = co.chunk(1, k), 0
+	if co.Plan.Proto != Simple {
+		channels := int64(max(co.Plan.Channels, 1))
+		per := (co.Rec.Size + channels - 1) / channels
+		nccl := min(ck, per)
+		ck = min(ck, max(64, (per+7)/8))
+		div = max(1, nccl/ck)
+	}
+	return ck, div
+}
+
 // ringSpec is the collective as a ring runs it.
 func (co *Coll) ringSpec(k cut) ringSpec {
 	pl := co.Plan
@@ -750,17 +776,8 @@ func decompose(c *cctx, co *Coll, k cut) error {
 			ring(c, f, sp)
 		}
 	case AlgoTree:
-		ck := co.chunk(1, k)
-		if pl.Proto != Simple {
-			// LL and LL128 pass each line on as it lands, so a tree node
-			// forwards before a whole chunk has arrived; the DAG forwards
-			// whole chunks, so it cuts a channel into at least eight to keep
-			// that store-and-forward an eighth of a chunk per hop.
-			per := (size + int64(channels) - 1) / int64(channels)
-			nccl := min(ck, per)
-			ck = min(ck, max(64, (per+7)/8))
-			c.stepDiv = max(1, nccl/ck) // the pieces of one NCCL step share its cost
-		}
+		var ck int64
+		ck, c.stepDiv = co.treeChunk(k)
 		treeAllReduce(c, f, size, channels, ck, pl.Proto)
 	case AlgoNVLS:
 		return nvls(c, f, op, size, channels, co.chunk(1, k), k.nvlsEff)

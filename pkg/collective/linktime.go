@@ -271,3 +271,97 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	cycle := max(float64(pace), busiest)
 	return usToPs(pl.Lat.Base) + int64(chain+float64(chunks-1)*cycle), true
 }
+
+// treePs is a tree AllReduce's time (ps) under the transport's costs in
+// closed form, the mechanism treeAllReduce's flows carry: a channel's
+// pieces go up its rank tree and back down, each hop a connection that
+// sends its pieces in order. The first piece pays every hop's latency and
+// step cost (firstHop: L_h, the cost shared by the pieces of one NCCL
+// step) before its bytes (b_h), and a later piece leaves a hop no sooner
+// than its pace (the step cost x slots) or its bytes after the one
+// before: c_h = max(pace_h, b_h). Along the slowest leaf's path up and
+// back down, hop h's last piece leaves K - 1 cycles after its first, and
+// the pieces behind it then only pay their bytes, so
+//
+//	T = base + max over h of (E_h + (K-1) c_h + sum of b over the hops after h),
+//
+// E_h being when the first piece has crossed hop h (the L and b of the
+// hops up to h). The channels on a rail (ceil(channels / ppn)) run the
+// same chain and the same NIC, alternating trees in which a server has up
+// to two children: that many pieces share a hop's link at once, NVLink
+// inside a server, the GPU's NIC across. Channels that differ share a
+// link too, so the first piece's latencies plus all the bytes on the
+// busiest link (bw) bound it from below as well. ok is false where the
+// server model lacks a rate or the plan is not a tree AllReduce under step
+// costs.
+func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
+	pl := co.Plan
+	m, f := d.Planner.M, d.Fabric
+	n := len(co.Ranks)
+	if pl.NoOp || pl.Algo != AlgoTree || pl.Proto == Simple || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
+		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 {
+		return 0, false
+	}
+	k := d.cut()
+	nNodes := len(f.nodesOf(co.Ranks))
+	nv := m.NVLinkGBps * 1e-3 // bytes per ps
+	nic := 0.0
+	if m.NICs > 0 {
+		nic = m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
+	}
+	if nNodes > 1 && nic <= 0 {
+		return 0, false
+	}
+	channels := int64(max(pl.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels
+	ck, div := co.treeChunk(k)
+	ck = max(ck, 1)
+	pieces := (per + ck - 1) / ck
+	w := wire(min(ck, per), pl.Proto)
+	ppn := int64(n / nNodes)
+	share := float64((channels + ppn - 1) / ppn) // pieces on one link at once
+	type hop struct{ lat, bytes, cycle float64 }
+	hopOf := func(a, b int) hop {
+		h, cost, rate := usToPs(pl.Lat.Intra), s.intra, nv
+		if f.server(co.Ranks[a]) != f.server(co.Ranks[b]) {
+			h, cost, rate = usToPs(pl.Lat.Inter), s.inter, nic
+		}
+		cost /= max(div, 1)
+		x := share * float64(w) / rate
+		return hop{lat: float64(h + cost), bytes: x, cycle: max(float64(cost*s.steps(w)), x)}
+	}
+	var worst float64
+	for ch := 0; ch < int(min(channels, 2*ppn)); ch++ { // the distinct trees
+		parent, _, _ := rankTree(f, co.Ranks, ch)
+		// The slowest leaf's path to the root, by first-piece time.
+		var path []hop
+		best := -1.0
+		for leaf := range parent {
+			var up []hop
+			total := 0.0
+			for p := leaf; parent[p] >= 0; p = parent[p] {
+				h := hopOf(p, parent[p])
+				up = append(up, h)
+				total += h.lat + h.bytes
+			}
+			if total > best {
+				best, path = total, up
+			}
+		}
+		for i := len(path) - 1; i >= 0; i-- { // and back down
+			path = append(path, path[i])
+		}
+		var e, after, lat float64
+		for _, h := range path {
+			after += h.bytes
+			lat += h.lat
+		}
+		worst = max(worst, lat+float64(bw))
+		for _, h := range path {
+			e += h.lat + h.bytes
+			after -= h.bytes
+			worst = max(worst, e+float64(pieces-1)*h.cycle+after)
+		}
+	}
+	return usToPs(pl.Lat.Base) + int64(worst), true
+}
