@@ -150,8 +150,11 @@ func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
 //     ending there at once.
 //
 // The first chunk takes the longest of these chains, and each later one
-// adds a cycle, the slowest connection's: its pace (steps x the longer
-// of the step cost and the proxy's round, proxyRound) or a stage's bytes:
+// adds a cycle: the slowest connection's pace (steps x the longer of the
+// step cost and the proxy's round, proxyRound), or a chunk's bytes on the
+// busiest link (a GPU's NVLink carries the upload and the multicast store
+// out, the reduced shard and the multicast in; its NIC the tree stages'
+// shards), whichever is longer:
 //
 //	T = base + chain + (K - 1) x cycle.
 //
@@ -207,6 +210,7 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	// sends or receives in it over its NIC (sends(w, j): how many server
 	// j sends in tree w, to whom through to).
 	out, in := make([]int64, nNodes), make([]int64, nNodes)
+	outAll, inAll := make([]int64, nNodes), make([]int64, nNodes) // over a chunk's stages
 	stage := func(sends func(w, j int) []int) float64 {
 		clear(out)
 		clear(in)
@@ -215,6 +219,8 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 				for _, to := range sends(w, j) {
 					out[j] += n[w]
 					in[to] += n[w]
+					outAll[j] += n[w]
+					inAll[to] += n[w]
 				}
 			}
 		}
@@ -227,7 +233,10 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
 	reduce := nvPs(active, shard)
 	t := upload + reduce
-	busiest := max(upload-float64(usToPs(pl.Lat.Intra)+s.intra), reduce)
+	// A chunk's bytes on the busiest link: each GPU's NVLink carries its
+	// upload and multicast store out, its reduced shard and the multicast
+	// in; its NIC its tree stages' shards.
+	nvBusy, nicBusy := nvPs(active, b)+nvPs(active, shard), 0.0
 	for u := 0; u < levels; u++ {
 		st := stage(func(w, j int) []int {
 			if p := trees[w].par[j]; p >= 0 && height[w][j] == u {
@@ -236,7 +245,6 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 			return nil
 		})
 		t += st
-		busiest = max(busiest, st-float64(netHop))
 	}
 	// down[dd]: when the down stage from depth dd begins.
 	down := make([]float64, levels+1)
@@ -249,7 +257,9 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 			return nil
 		})
 		down[dd+1] = down[dd] + st
-		busiest = max(busiest, st-float64(netHop))
+	}
+	for j := range outAll {
+		nicBusy = max(nicBusy, float64(max(outAll[j], inAll[j])*shard)/nic)
 	}
 	chain := 0.0
 	for j := 0; j < nNodes; j++ {
@@ -261,14 +271,12 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 				}
 			}
 			if ending > 0 {
-				mc := nvPs(ending, shard) + nvPs(ending, b)
-				chain = max(chain, down[dd]+mc)
-				busiest = max(busiest, mc)
+				chain = max(chain, down[dd]+nvPs(ending, shard)+nvPs(ending, b))
 			}
 		}
 	}
 	pace := max(s.steps(wire(shard, pl.Proto))*max(s.inter, proxyRound(int(channels), co.Rec.Size, s.proxyOp)), s.intra*s.steps(nvlsWire(b, eff)))
-	cycle := max(float64(pace), busiest)
+	cycle := max(float64(pace), nvBusy, nicBusy)
 	return usToPs(pl.Lat.Base) + int64(chain+float64(chunks-1)*cycle), true
 }
 
