@@ -95,3 +95,43 @@ func TestRingCyclePs(t *testing.T) {
 		t.Errorf("queued without step costs: default streams would change")
 	}
 }
+
+// nvlsTreePs by hand: an NVLS-Tree AllReduce of 1 MiB on 2 servers x 2
+// GPUs, 2 channels, NCCL's 64 KiB chunk per head: a channel's 512 KiB go
+// in 4 loops of 128 KiB (a 64 KiB shard per GPU). NVLink 100 GB/s, one 50
+// GB/s NIC per GPU, NVLS at 85% of NVLink's rate. The two channels run
+// the two trees (server 0 the root of one, server 1 of the other), so in
+// each tree stage every GPU sends one shard and receives one over its NIC.
+// The first loop: upload (25 us NVLink latency, 0.5 us step cost, both
+// channels' 128 KiB), the reduced shards back, the tree up and down (14 us
+// network latency, 8.5 us step cost, a 64 KiB shard), then the multicast
+// where a tree ends: each server ends one channel's tree after the down
+// stage, storing its shard and receiving the loop. Each later loop adds
+// the slowest pace, the tree connection's step cost (8.5 us, more than
+// the proxy round of 2 x 2 channels x 1.6 us = 6.4 us, and than the
+// loop's 4.6 us of NVLink bytes).
+func TestNVLSTreePs(t *testing.T) {
+	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 50}, F: f}}
+	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 1 << 20}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoNVLSTree, Proto: Simple, Channels: 2, Chunk: 64 << 10, Lat: LatTerms{Intra: 25, Inter: 14}}}
+	s := stepCosts{bytes: 64 << 10, intra: 500_000, inter: 8_500_000, proxyOp: 1_600_000}
+	nvls := func(x float64) float64 { return math.Ceil(x/0.85) / 0.1 } // ps on NVLink at 85%
+	upload := 25.5e6 + 2*nvls(128<<10)
+	reduce := 2 * nvls(64<<10)
+	tree := 22.5e6 + float64(64<<10)/0.05
+	mc := nvls(64<<10) + nvls(128<<10)
+	want := upload + reduce + 2*tree + mc + 3*8.5e6
+	got, ok := d.nvlsTreePs(co, s, 2)
+	if !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("NVLS-Tree: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// A proxy round longer than the step cost paces the later loops.
+	s.proxyOp = 3_000_000 // 2 x 2 x 3 us = 12 us
+	if got, _ := d.nvlsTreePs(co, s, 2); math.Abs(float64(got)-(want+3*3.5e6)) > 10 {
+		t.Errorf("NVLS-Tree paced by its proxy round: %d ps, want %.0f", got, want+3*3.5e6)
+	}
+	if _, ok := d.nvlsTreePs(co, stepCosts{}, 2); ok {
+		t.Errorf("priced without step costs: default streams would change")
+	}
+}
