@@ -605,7 +605,9 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		id = e.Delay(c.Rec.ID, rep, 0, entry)
 	} else {
 		// NCCL's model time plus the transport's per-step costs in closed
-		// form, as flow granularity's transfers carry them.
+		// form, as flow granularity's transfers carry them; for a queued
+		// ring, an NVLS-Tree or a tree AllReduce under the transport's
+		// costs, the mechanism's own closed form (linktime.go) instead.
 		nNodes := len(d.Fabric.nodesOf(c.Ranks))
 		t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
 		bw := ncclBwPs(c)
