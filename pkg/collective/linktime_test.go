@@ -135,3 +135,36 @@ func TestNVLSTreePs(t *testing.T) {
 		t.Errorf("priced without step costs: default streams would change")
 	}
 }
+
+// treePs by hand: an LL128 tree AllReduce of 256 KiB on 2 servers x 2
+// GPUs, 2 channels (one per rail, both on server tree 0), NCCL's 36000-byte
+// chunk. A channel's 128 KiB go in 8 pieces of 16 KiB (17477 wire bytes),
+// two to an NCCL step (which share its cost). Each channel's slowest leaf
+// climbs its server's chain (NVLink, 100 GB/s: 1.25 us latency, half of
+// the 0.5 us step cost) and crosses to the root server (a 50 GB/s NIC:
+// 8.5 us, half of 4.5 us), and the result comes back the same way. A
+// hop's later pieces follow its first at the longer of their pace (the
+// shared step cost) and their bytes; the last network hop's train (7 x
+// 2.25 us) then only pays the last NVLink hop's bytes, and ends last.
+func TestTreePs(t *testing.T) {
+	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 50}, F: f}}
+	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 256 << 10}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoTree, Proto: LL128, Channels: 2, Chunk: 36000, Lat: LatTerms{Base: 14, Intra: 1.25, Inter: 8.5}}}
+	s := stepCosts{bytes: 19200, intra: 500_000, inter: 4_500_000}
+	w := 17477.0
+	nvHop, netHop := 1.5e6+w/0.1, 10.75e6+w/0.05 // first piece: latency, cost share, bytes
+	firstAcross := nvHop + netHop + netHop      // the first piece has crossed the last network hop
+	want := 14e6 + firstAcross + 7*2.25e6 + w/0.1
+	got, ok := d.treePs(co, s, 0)
+	if !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("tree: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// The latencies plus the busiest link's bytes bound it from below.
+	if got, _ := d.treePs(co, s, 100e6); math.Abs(float64(got)-(14e6+24.5e6+100e6)) > 10 {
+		t.Errorf("tree, bytes-bound: %d ps, want %.0f", got, 14e6+24.5e6+100e6)
+	}
+	if _, ok := d.treePs(co, stepCosts{}, 0); ok {
+		t.Errorf("priced without step costs: default streams would change")
+	}
+}
