@@ -154,7 +154,7 @@ func TestTreePs(t *testing.T) {
 	s := stepCosts{bytes: 19200, intra: 500_000, inter: 4_500_000}
 	w := 17477.0
 	nvHop, netHop := 1.5e6+w/0.1, 10.75e6+w/0.05 // first piece: latency, cost share, bytes
-	firstAcross := nvHop + netHop + netHop      // the first piece has crossed the last network hop
+	firstAcross := nvHop + netHop + netHop       // the first piece has crossed the last network hop
 	want := 14e6 + firstAcross + 7*2.25e6 + w/0.1
 	got, ok := d.treePs(co, s, 0)
 	if !ok || math.Abs(float64(got)-want) > 10 {
