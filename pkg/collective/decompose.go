@@ -620,14 +620,34 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		id = e.Delay(c.Rec.ID, rep, 0, entry)
 	} else {
 		// NCCL's model time plus the transport's per-step costs in closed
-		// form, as flow granularity's transfers carry them.
+		// form, as flow granularity's transfers carry them; for a queued
+		// ring, an NVLS-Tree or a tree AllReduce under the transport's
+		// costs, the mechanism's own closed form (linktime.go) instead.
 		nNodes := len(d.Fabric.nodesOf(c.Ranks))
 		t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
+		bw := ncclBwPs(c)
 		if d.Planner.Opt.CollTime == CollTimeLinks {
 			// The flows' mechanism instead of NCCL's bandwidth: the same
 			// latencies, the bytes at the links' rates (linkBwPs).
-			if bw, ok := d.linkBwPs(c); ok {
+			if lb, ok := d.linkBwPs(c); ok {
+				bw = lb
 				t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
+			}
+		}
+		if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
+			// Its connections' step cycle in closed form (ringCyclePs).
+			if phase, ok := d.ringPhasePs(c); ok {
+				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
+			}
+		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
+			t = nt // its stages' chain and cycle in closed form
+		} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
+			// Its pieces' pipeline along the tree in closed form, its bytes
+			// at the links' rates as the flows move them.
+			if lb, ok := d.linkBwPs(c); ok {
+				if tt, ok := d.treePs(c, s, lb); ok {
+					t = tt
+				}
 			}
 		}
 		// A process driving several GPUs: no sooner than its launches.
@@ -727,6 +747,24 @@ func (co *Coll) nvlsTreeChunk(k cut, steps bool) int64 {
 	return loop
 }
 
+// treeChunk is a tree AllReduce's chunk per channel and how many of them
+// share one NCCL step (cctx.stepDiv). LL and LL128 pass each line on as
+// it lands, so a tree node forwards before a whole chunk has arrived; the
+// DAG forwards whole chunks, so it cuts a channel into at least eight to
+// keep that store-and-forward an eighth of a chunk per hop, and the pieces
+// of one NCCL step share its cost.
+func (co *Coll) treeChunk(k cut) (ck, div int64) {
+	ck, div = co.chunk(1, k), 0
+	if co.Plan.Proto != Simple {
+		channels := int64(max(co.Plan.Channels, 1))
+		per := (co.Rec.Size + channels - 1) / channels
+		nccl := min(ck, per)
+		ck = min(ck, max(64, (per+7)/8))
+		div = max(1, nccl/ck)
+	}
+	return ck, div
+}
+
 // ringSpec is the collective as a ring runs it.
 func (co *Coll) ringSpec(k cut) ringSpec {
 	pl := co.Plan
@@ -757,17 +795,8 @@ func decompose(c *cctx, co *Coll, k cut) error {
 			ring(c, f, sp)
 		}
 	case AlgoTree:
-		ck := co.chunk(1, k)
-		if pl.Proto != Simple {
-			// LL and LL128 pass each line on as it lands, so a tree node
-			// forwards before a whole chunk has arrived; the DAG forwards
-			// whole chunks, so it cuts a channel into at least eight to keep
-			// that store-and-forward an eighth of a chunk per hop.
-			per := (size + int64(channels) - 1) / int64(channels)
-			nccl := min(ck, per)
-			ck = min(ck, max(64, (per+7)/8))
-			c.stepDiv = max(1, nccl/ck) // the pieces of one NCCL step share its cost
-		}
+		var ck int64
+		ck, c.stepDiv = co.treeChunk(k)
 		treeAllReduce(c, f, size, channels, ck, pl.Proto)
 	case AlgoNVLS:
 		return nvls(c, f, op, size, channels, co.chunk(1, k), k.nvlsEff)

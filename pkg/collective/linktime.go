@@ -2,64 +2,374 @@ package collective
 
 import "github.com/fabricsim/fabricsim/pkg/nccl"
 
-// linkBwPs is the bandwidth term of collective c as flow granularity's
-// transfers make it: the bytes the decomposition puts on each GPU's
-// NVLink (to its peers and NVSwitch) and on its NIC links, each way, over
-// that link's rate, the most loaded of them (Traffic: the flows' bytes
-// summed over chunks and steps). Flow granularity's transfers move at
-// link rates, so this, not NCCL's tuning-model bandwidth, is what their
-// pipeline's steady state takes; ok is false where the server model
-// lacks a rate (no NVLink, no NIC) or the traffic cannot be formed, and
-// the caller keeps NCCL's model time.
-func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
+// gpuLoad is the bytes a decomposition puts on one GPU's links, each way:
+// its NVLink (to its peers and NVSwitch) and its share of its server's NICs.
+type gpuLoad struct{ nvOut, nvIn, nicOut, nicIn float64 }
+
+// time is the load's most loaded link's time (ps) at rates nv and nic
+// (bytes per ps; nic 0: no NIC).
+func (l *gpuLoad) time(nv, nic float64) float64 {
+	t := max(l.nvOut/nv, l.nvIn/nv)
+	if nic > 0 {
+		t = max(t, l.nicOut/nic, l.nicIn/nic)
+	}
+	return t
+}
+
+// gpuTraffic adds collective c's traffic (Traffic: the flows' bytes summed
+// over chunks and steps) onto the loads at returns, by GPU and by ring
+// (trafficGroups' group: channels whose rings coincide, which run in
+// phase), and returns the rates (bytes per ps) of a GPU's NVLink and of
+// its share of the NICs; ok is false where the server model lacks a rate
+// (no NVLink, no NIC) or the traffic cannot be formed.
+func (d *Decomposer) gpuTraffic(c *Coll, at func(g int32, group int) *gpuLoad) (nv, nic float64, ok bool) {
 	m := d.Planner.M
 	f := d.Fabric
 	if m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 || c.Rec.Size <= 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	sp := TrafficSpec{Op: Op(c.Rec.Op), Algo: c.Plan.Algo, Proto: c.Plan.Proto, Channels: max(c.Plan.Channels, 1), PXN: c.Plan.PXN, NVLSEff: nccl.NVLSEfficiency(m.CC)}
-	// bytes per ps of one GPU's NVLink and of its share of the NICs
-	nv := m.NVLinkGBps * 1e-3
-	nic := 0.0
+	nv = m.NVLinkGBps * 1e-3
 	if m.NICs > 0 {
 		nic = m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
 	}
-	type load struct{ nvOut, nvIn, nicOut, nicIn float64 }
-	loads := map[int32]*load{}
-	at := func(g int32) *load {
-		l := loads[g]
-		if l == nil {
-			l = &load{}
-			loads[g] = l
-		}
-		return l
-	}
 	gpu := func(n int32) bool { return int(n) < f.GPUs }
 	inter := false
-	err := Traffic(f, sp, float64(c.Rec.Size), c.Ranks, func(a, b int32, x float64) {
+	err := trafficGroups(f, sp, float64(c.Rec.Size), c.Ranks, func(a, b int32, x float64, _, group int) {
 		switch {
 		case gpu(a) && gpu(b) && f.server(a) != f.server(b):
-			at(a).nicOut += x
-			at(b).nicIn += x
+			at(a, group).nicOut += x
+			at(b, group).nicIn += x
 			inter = true
 		default: // inside a server: GPU to GPU, or to or from an NVSwitch
 			if gpu(a) {
-				at(a).nvOut += x
+				at(a, group).nvOut += x
 			}
 			if gpu(b) {
-				at(b).nvIn += x
+				at(b, group).nvIn += x
 			}
 		}
 	})
 	if err != nil || inter && nic <= 0 {
+		return 0, 0, false
+	}
+	return nv, nic, true
+}
+
+// linkBwPs is the bandwidth term of collective c as flow granularity's
+// transfers make it: the bytes the decomposition puts on each GPU's
+// NVLink (to its peers and NVSwitch) and on its NIC links, each way, over
+// that link's rate, the most loaded of them. Flow granularity's transfers
+// move at link rates, so this, not NCCL's tuning-model bandwidth, is what
+// their pipeline's steady state takes; ok is false where the server model
+// lacks a rate or the traffic cannot be formed, and the caller keeps
+// NCCL's model time.
+func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
+	loads := map[int32]*gpuLoad{}
+	nv, nic, ok := d.gpuTraffic(c, func(g int32, _ int) *gpuLoad {
+		l := loads[g]
+		if l == nil {
+			l = &gpuLoad{}
+			loads[g] = l
+		}
+		return l
+	})
+	if !ok {
 		return 0, false
 	}
 	var t float64
 	for _, l := range loads {
-		t = max(t, l.nvOut/nv, l.nvIn/nv)
-		if nic > 0 {
-			t = max(t, l.nicOut/nic, l.nicIn/nic)
-		}
+		t = max(t, l.time(nv, nic))
 	}
 	return int64(t), true
+}
+
+// ringPhasePs is, for a ring collective, how long (ps per wire byte of one
+// connection) the bytes of one ring's channels take on the GPU link they
+// load most. Channels whose rings coincide (ringPeriod) start together and
+// stay in phase, so on a link they share they pay their fixed work at the
+// same time and then share the link among themselves: a connection's
+// step of b bytes takes at least its fixed work plus b x this. Rings
+// that differ are out of phase and hide one another's fixed work behind
+// their bytes; those only add to the link's total (linkBwPs).
+func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
+	n := len(c.Ranks)
+	if !ringRows(c.Plan.Algo, Op(c.Rec.Op)) || n < 2 {
+		return 0, false
+	}
+	type key struct {
+		g     int32
+		group int
+	}
+	loads := map[key]*gpuLoad{}
+	nv, nic, ok := d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
+		l := loads[key{g, group}]
+		if l == nil {
+			l = &gpuLoad{}
+			loads[key{g, group}] = l
+		}
+		return l
+	})
+	if !ok {
+		return 0, false
+	}
+	var t float64
+	for _, l := range loads {
+		t = max(t, l.time(nv, nic))
+	}
+	// A connection's wire bytes over the collective (Traffic's ring term).
+	steps := float64(n - 1)
+	if Op(c.Rec.Op) == AllReduce {
+		steps *= 2
+	}
+	conn := wireShare(c.Plan.Proto) * float64(c.Rec.Size) / float64(max(c.Plan.Channels, 1)) * steps / float64(n)
+	if conn <= 0 {
+		return 0, false
+	}
+	return t / conn, true
+}
+
+// nvlsTreePs is an NVLS-Tree AllReduce's time (ps) across servers under
+// the transport's costs in closed form, the mechanism nvlsTree's flows
+// carry: every channel's chunk goes through the same stages at the same
+// time (the channels start together and are cut alike), so each stage
+// takes its latency and step cost (the first chunk's: firstHop) plus the
+// bytes all channels put at once on the GPU link it loads most:
+//
+//   - upload: each GPU sends its chunk to the NVSwitch (NVLink, at NVLS's
+//     efficiency), after NVLink's hop latency and step cost;
+//   - reduce: the switch returns each GPU its reduced shard;
+//   - the tree up, one stage per height of the sending server in its
+//     channel's server tree (trees alternate by channel), then down, one
+//     stage per depth of the sending server: each a network hop's
+//     latency and step cost plus the shards every channel sends out of
+//     or into one GPU's NIC in that stage;
+//   - multicast, where a server's tree ends (the root after the tree up,
+//     each other server after the down stage reaching it): the GPU stores
+//     its shard and the switch writes the chunk to it, over the channels
+//     ending there at once.
+//
+// The first chunk takes the longest of these chains, and each later one
+// adds a cycle: the slowest connection's pace (steps x the longer of the
+// step cost and the proxy's round, proxyRound), or a chunk's bytes on the
+// busiest link (a GPU's NVLink carries the upload and the multicast store
+// out, the reduced shard and the multicast in; its NIC the tree stages'
+// shards), whichever is longer:
+//
+//	T = base + chain + (K - 1) x cycle.
+//
+// ok is false where the server model lacks a rate or the plan is not an
+// NVLS-Tree AllReduce across servers under step costs.
+func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool) {
+	pl := co.Plan
+	m, f := d.Planner.M, d.Fabric
+	if pl.NoOp || pl.Algo != AlgoNVLSTree || Op(co.Rec.Op) != AllReduce || nNodes < 2 || co.Rec.Size <= 0 ||
+		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || m.NICs <= 0 || m.NICGBps <= 0 || f.GPUsPerServer <= 0 {
+		return 0, false
+	}
+	k := d.cut()
+	nv := m.NVLinkGBps * 1e-3 // bytes per ps
+	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
+	eff := k.nvlsEff
+	if eff <= 0 {
+		eff = 1
+	}
+	channels := int64(max(pl.Channels, 1))
+	active := min(channels, co.Rec.Size) // channels carrying data
+	per := (co.Rec.Size + channels - 1) / channels
+	chunk := max(co.nvlsTreeChunk(k, true), 1)
+	chunks := (per + chunk - 1) / chunk
+	ppn := int64(len(co.Ranks) / nNodes)
+	b := min(chunk, per)
+	shard := (b + ppn - 1) / ppn
+	nvPs := func(n int64, x int64) float64 { return float64(n) * float64(nvlsWire(x, eff)) / nv }
+	netHop := usToPs(pl.Lat.Inter) + s.inter
+
+	// Channel c runs server tree c mod 2; n[w] channels run tree w.
+	var trees [2]serverTree
+	var height, depth [2][]int
+	n := [2]int64{(active + 1) / 2, active / 2}
+	levels := 0
+	for w := range trees {
+		t := newServerTree(nNodes, w)
+		trees[w], height[w], depth[w] = t, make([]int, nNodes), make([]int, nNodes)
+		for _, j := range t.order { // parents first
+			if p := t.par[j]; p >= 0 {
+				depth[w][j] = depth[w][p] + 1
+			}
+		}
+		for i := len(t.order) - 1; i >= 0; i-- { // children first
+			j := t.order[i]
+			for _, kid := range t.kids[j] {
+				height[w][j] = max(height[w][j], height[w][kid]+1)
+			}
+			levels = max(levels, height[w][j])
+		}
+	}
+	// stage is a tree stage's time: the hop plus the most shards one GPU
+	// sends or receives in it over its NIC (sends(w, j): how many server
+	// j sends in tree w, to whom through to).
+	out, in := make([]int64, nNodes), make([]int64, nNodes)
+	outAll, inAll := make([]int64, nNodes), make([]int64, nNodes) // over a chunk's stages
+	stage := func(sends func(w, j int) []int) float64 {
+		clear(out)
+		clear(in)
+		for w := range trees {
+			for j := 0; j < nNodes; j++ {
+				for _, to := range sends(w, j) {
+					out[j] += n[w]
+					in[to] += n[w]
+					outAll[j] += n[w]
+					inAll[to] += n[w]
+				}
+			}
+		}
+		most := int64(0)
+		for j := range out {
+			most = max(most, out[j], in[j])
+		}
+		return float64(netHop) + float64(most*shard)/nic
+	}
+	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
+	reduce := nvPs(active, shard)
+	t := upload + reduce
+	// A chunk's bytes on the busiest link: each GPU's NVLink carries its
+	// upload and multicast store out, its reduced shard and the multicast
+	// in; its NIC its tree stages' shards.
+	nvBusy, nicBusy := nvPs(active, b)+nvPs(active, shard), 0.0
+	for u := 0; u < levels; u++ {
+		st := stage(func(w, j int) []int {
+			if p := trees[w].par[j]; p >= 0 && height[w][j] == u {
+				return []int{p}
+			}
+			return nil
+		})
+		t += st
+	}
+	// down[dd]: when the down stage from depth dd begins.
+	down := make([]float64, levels+1)
+	down[0] = t
+	for dd := 0; dd < levels; dd++ {
+		st := stage(func(w, j int) []int {
+			if depth[w][j] == dd {
+				return trees[w].kids[j]
+			}
+			return nil
+		})
+		down[dd+1] = down[dd] + st
+	}
+	for j := range outAll {
+		nicBusy = max(nicBusy, float64(max(outAll[j], inAll[j])*shard)/nic)
+	}
+	chain := 0.0
+	for j := 0; j < nNodes; j++ {
+		for dd := 0; dd <= levels; dd++ {
+			var ending int64 // channels whose tree ends at server j, depth dd
+			for w := range trees {
+				if depth[w][j] == dd {
+					ending += n[w]
+				}
+			}
+			if ending > 0 {
+				chain = max(chain, down[dd]+nvPs(ending, shard)+nvPs(ending, b))
+			}
+		}
+	}
+	pace := max(s.steps(wire(shard, pl.Proto))*max(s.inter, proxyRound(int(channels), co.Rec.Size, s.proxyOp)), s.intra*s.steps(nvlsWire(b, eff)))
+	cycle := max(float64(pace), nvBusy, nicBusy)
+	return usToPs(pl.Lat.Base) + int64(chain+float64(chunks-1)*cycle), true
+}
+
+// treePs is a tree AllReduce's time (ps) under the transport's costs in
+// closed form, the mechanism treeAllReduce's flows carry: a channel's
+// pieces go up its rank tree and back down, each hop a connection that
+// sends its pieces in order. The first piece pays every hop's latency and
+// step cost (firstHop: L_h, the cost shared by the pieces of one NCCL
+// step) before its bytes (b_h), and a later piece leaves a hop no sooner
+// than its pace (the step cost x slots) or its bytes after the one
+// before: c_h = max(pace_h, b_h). Along the slowest leaf's path up and
+// back down, hop h's last piece leaves K - 1 cycles after its first, and
+// the pieces behind it then only pay their bytes, so
+//
+//	T = base + max over h of (E_h + (K-1) c_h + sum of b over the hops after h),
+//
+// E_h being when the first piece has crossed hop h (the L and b of the
+// hops up to h). The channels on a rail (ceil(channels / ppn)) run the
+// same chain and the same NIC, alternating trees in which a server has up
+// to two children: that many pieces share a hop's link at once, NVLink
+// inside a server, the GPU's NIC across. Channels that differ share a
+// link too, so the first piece's latencies plus all the bytes on the
+// busiest link (bw) bound it from below as well. ok is false where the
+// server model lacks a rate or the plan is not a tree AllReduce under step
+// costs.
+func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
+	pl := co.Plan
+	m, f := d.Planner.M, d.Fabric
+	n := len(co.Ranks)
+	if pl.NoOp || pl.Algo != AlgoTree || pl.Proto == Simple || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
+		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 {
+		return 0, false
+	}
+	k := d.cut()
+	nNodes := len(f.nodesOf(co.Ranks))
+	nv := m.NVLinkGBps * 1e-3 // bytes per ps
+	nic := 0.0
+	if m.NICs > 0 {
+		nic = m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
+	}
+	if nNodes > 1 && nic <= 0 {
+		return 0, false
+	}
+	channels := int64(max(pl.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels
+	ck, div := co.treeChunk(k)
+	ck = max(ck, 1)
+	pieces := (per + ck - 1) / ck
+	w := wire(min(ck, per), pl.Proto)
+	ppn := int64(n / nNodes)
+	share := float64((channels + ppn - 1) / ppn) // pieces on one link at once
+	type hop struct{ lat, bytes, cycle float64 }
+	hopOf := func(a, b int) hop {
+		h, cost, rate := usToPs(pl.Lat.Intra), s.intra, nv
+		if f.server(co.Ranks[a]) != f.server(co.Ranks[b]) {
+			h, cost, rate = usToPs(pl.Lat.Inter), s.inter, nic
+		}
+		cost /= max(div, 1)
+		x := share * float64(w) / rate
+		return hop{lat: float64(h + cost), bytes: x, cycle: max(float64(cost*s.steps(w)), x)}
+	}
+	var worst float64
+	for ch := 0; ch < int(min(channels, 2*ppn)); ch++ { // the distinct trees
+		parent, _, _ := rankTree(f, co.Ranks, ch)
+		// The slowest leaf's path to the root, by first-piece time.
+		var path []hop
+		best := -1.0
+		for leaf := range parent {
+			var up []hop
+			total := 0.0
+			for p := leaf; parent[p] >= 0; p = parent[p] {
+				h := hopOf(p, parent[p])
+				up = append(up, h)
+				total += h.lat + h.bytes
+			}
+			if total > best {
+				best, path = total, up
+			}
+		}
+		for i := len(path) - 1; i >= 0; i-- { // and back down
+			path = append(path, path[i])
+		}
+		var e, after, lat float64
+		for _, h := range path {
+			after += h.bytes
+			lat += h.lat
+		}
+		worst = max(worst, lat+float64(bw))
+		for _, h := range path {
+			e += h.lat + h.bytes
+			after -= h.bytes
+			worst = max(worst, e+float64(pieces-1)*h.cycle+after)
+		}
+	}
+	return usToPs(pl.Lat.Base) + int64(worst), true
 }

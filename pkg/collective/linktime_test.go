@@ -43,3 +43,128 @@ func TestLinkBwPs(t *testing.T) {
 		t.Errorf("priced without an NVLink rate")
 	}
 }
+
+// A queued ring's closed form (ringCyclePs), by hand: AllGather of 512
+// MiB on 2 servers x 8 GPUs, 16 channels of 2 MiB chunks, no PXN. Channel
+// ch enters each server at local GPU ch mod 8, so channels ch and ch+8
+// run the same ring, in phase: a GPU leaving its server sends both of
+// their connections over its one 50 GB/s NIC, 2 bytes per connection byte
+// at 50 GB/s, 40 ps. Every other GPU's NVLink (100 GB/s) carries 14
+// connections, 140 ps a byte in all, but 2 per ring, 20 ps: the rings
+// are out of phase, so that only bounds the total (bw).
+// Each channel moves 32 MiB, one loop of 16 x 2 MiB, 15 steps of 2 MiB:
+// each waits 2 slices x 8 us of fixed work, then 2 MiB at 40 ps a byte
+// (83.9 us), more than its pace (4 slots of 512 KiB x 8.5 us = 34 us). The
+// first step waits the network hop's 14 us latency and 8.5 us cost
+// instead of its 16 us of fixed work, after the 8.4 us base latency.
+func TestRingCyclePs(t *testing.T) {
+	f := Fabric{GPUs: 16, GPUsPerServer: 8, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 8, NICGBps: 50}, F: f}}
+	ranks := make([]int32, 16)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	const size = 512 << 20
+	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: size}, Ranks: ranks,
+		Plan: Plan{Algo: AlgoRing, Proto: Simple, Channels: 16, Chunk: 2 << 20, Lat: LatTerms{Base: 8.4, Intra: 3.4, Inter: 14}}}
+	s := stepCosts{bytes: 512 << 10, intra: 500_000, inter: 8_500_000, serial: 8_000_000, slice: sliceRuleOf(AlgoRing, Simple, 512<<10)}
+	if !queuedRing(co, s) {
+		t.Fatal("a Simple ring under step costs is not queued")
+	}
+	phase, ok := d.ringPhasePs(co)
+	if !ok || math.Abs(phase-40) > 1e-9 {
+		t.Fatalf("phase %v ps per byte (ok %v), want 40: two in-phase connections on a 50 GB/s NIC", phase, ok)
+	}
+	k := cut{f: f}
+	step := 16e6 + float64(2<<20)*2/50e-3 // ps: fixed work, then 2 MiB for each of two connections at 50 GB/s
+	want := 8.4e6 + (14e6 + 8.5e6 - 16e6) + 15*step
+	if got := ringCyclePs(co, k, s, 2, phase, 0); math.Abs(float64(got)-want) > 15 {
+		t.Errorf("step-bound: %d ps, want %.0f", got, want)
+	}
+	// The link's total bytes bound it when longer (out-of-phase rings).
+	if got := ringCyclePs(co, k, s, 2, phase, 3e9); math.Abs(float64(got)-(8.4e6+6.5e6+3e9)) > 1 {
+		t.Errorf("bytes-bound: %d ps, want %.0f", got, 8.4e6+6.5e6+3e9)
+	}
+	// A pace longer than the step: 4 slots x 30 us.
+	s.inter = 30_000_000
+	want = 8.4e6 + (14e6 + 30e6 - 16e6) + 15*120e6
+	if got := ringCyclePs(co, k, s, 2, phase, 0); math.Abs(float64(got)-want) > 15 {
+		t.Errorf("paced: %d ps, want %.0f", got, want)
+	}
+	if queuedRing(co, stepCosts{}) {
+		t.Errorf("queued without step costs: default streams would change")
+	}
+}
+
+// nvlsTreePs by hand: an NVLS-Tree AllReduce of 1 MiB on 2 servers x 2
+// GPUs, 2 channels, NCCL's 64 KiB chunk per head: a channel's 512 KiB go
+// in 4 loops of 128 KiB (a 64 KiB shard per GPU). NVLink 100 GB/s, one 50
+// GB/s NIC per GPU, NVLS at 85% of NVLink's rate. The two channels run
+// the two trees (server 0 the root of one, server 1 of the other), so in
+// each tree stage every GPU sends one shard and receives one over its NIC.
+// The first loop: upload (25 us NVLink latency, 0.5 us step cost, both
+// channels' 128 KiB), the reduced shards back, the tree up and down (14 us
+// network latency, 8.5 us step cost, a 64 KiB shard), then the multicast
+// where a tree ends: each server ends one channel's tree after the down
+// stage, storing its shard and receiving the loop. Each later loop adds
+// the slowest pace, the tree connection's step cost (8.5 us, more than
+// the proxy round of 2 x 2 channels x 1.6 us = 6.4 us, and than the
+// loop's 4.6 us of NVLink bytes).
+func TestNVLSTreePs(t *testing.T) {
+	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 50}, F: f}}
+	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 1 << 20}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoNVLSTree, Proto: Simple, Channels: 2, Chunk: 64 << 10, Lat: LatTerms{Intra: 25, Inter: 14}}}
+	s := stepCosts{bytes: 64 << 10, intra: 500_000, inter: 8_500_000, proxyOp: 1_600_000}
+	nvls := func(x float64) float64 { return math.Ceil(x/0.85) / 0.1 } // ps on NVLink at 85%
+	upload := 25.5e6 + 2*nvls(128<<10)
+	reduce := 2 * nvls(64<<10)
+	tree := 22.5e6 + float64(64<<10)/0.05
+	mc := nvls(64<<10) + nvls(128<<10)
+	want := upload + reduce + 2*tree + mc + 3*8.5e6
+	got, ok := d.nvlsTreePs(co, s, 2)
+	if !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("NVLS-Tree: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// A proxy round longer than the step cost paces the later loops.
+	s.proxyOp = 3_000_000 // 2 x 2 x 3 us = 12 us
+	if got, _ := d.nvlsTreePs(co, s, 2); math.Abs(float64(got)-(want+3*3.5e6)) > 10 {
+		t.Errorf("NVLS-Tree paced by its proxy round: %d ps, want %.0f", got, want+3*3.5e6)
+	}
+	if _, ok := d.nvlsTreePs(co, stepCosts{}, 2); ok {
+		t.Errorf("priced without step costs: default streams would change")
+	}
+}
+
+// treePs by hand: an LL128 tree AllReduce of 256 KiB on 2 servers x 2
+// GPUs, 2 channels (one per rail, both on server tree 0), NCCL's 36000-byte
+// chunk. A channel's 128 KiB go in 8 pieces of 16 KiB (17477 wire bytes),
+// two to an NCCL step (which share its cost). Each channel's slowest leaf
+// climbs its server's chain (NVLink, 100 GB/s: 1.25 us latency, half of
+// the 0.5 us step cost) and crosses to the root server (a 50 GB/s NIC:
+// 8.5 us, half of 4.5 us), and the result comes back the same way. A
+// hop's later pieces follow its first at the longer of their pace (the
+// shared step cost) and their bytes; the last network hop's train (7 x
+// 2.25 us) then only pays the last NVLink hop's bytes, and ends last.
+func TestTreePs(t *testing.T) {
+	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 50}, F: f}}
+	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 256 << 10}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoTree, Proto: LL128, Channels: 2, Chunk: 36000, Lat: LatTerms{Base: 14, Intra: 1.25, Inter: 8.5}}}
+	s := stepCosts{bytes: 19200, intra: 500_000, inter: 4_500_000}
+	w := 17477.0
+	nvHop, netHop := 1.5e6+w/0.1, 10.75e6+w/0.05 // first piece: latency, cost share, bytes
+	firstAcross := nvHop + netHop + netHop       // the first piece has crossed the last network hop
+	want := 14e6 + firstAcross + 7*2.25e6 + w/0.1
+	got, ok := d.treePs(co, s, 0)
+	if !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("tree: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// The latencies plus the busiest link's bytes bound it from below.
+	if got, _ := d.treePs(co, s, 100e6); math.Abs(float64(got)-(14e6+24.5e6+100e6)) > 10 {
+		t.Errorf("tree, bytes-bound: %d ps, want %.0f", got, 14e6+24.5e6+100e6)
+	}
+	if _, ok := d.treePs(co, stepCosts{}, 0); ok {
+		t.Errorf("priced without step costs: default streams would change")
+	}
+}

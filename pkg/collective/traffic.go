@@ -71,7 +71,16 @@ func Traffic(f Fabric, sp TrafficSpec, size float64, ranks []int32, add func(src
 // Bytes that join another call's connection (PXN's relayed shares) come
 // with 0; summed over a pair's calls, conns counts its flows.
 func TrafficConns(f Fabric, sp TrafficSpec, size float64, ranks []int32, addConns func(src, dst int32, bytes float64, conns int)) error {
+	return trafficGroups(f, sp, size, ranks, func(src, dst int32, bytes float64, conns, _ int) { addConns(src, dst, bytes, conns) })
+}
+
+// trafficGroups is TrafficConns that also names each call's ring: a ring
+// collective's channels whose rings coincide run in phase, and group is
+// their ring's index (ringOrder's channel); 0 for other algorithms.
+func trafficGroups(f Fabric, sp TrafficSpec, size float64, ranks []int32, addGroup func(src, dst int32, bytes float64, conns, group int)) error {
 	n := len(ranks)
+	group := 0
+	addConns := func(src, dst int32, bytes float64, conns int) { addGroup(src, dst, bytes, conns, group) }
 	add := func(src, dst int32, bytes float64) { addConns(src, dst, bytes, 1) }
 	if n < 2 || size == 0 {
 		return nil
@@ -120,6 +129,7 @@ func TrafficConns(f Fabric, sp TrafficSpec, size float64, ranks []int32, addConn
 			nodes := f.nodesOf(ranks)
 			period := ringPeriod(nodes, ch)
 			for c := 0; c < period; c++ {
+				group = c
 				same := (ch - c + period - 1) / period
 				order := ringOrder(nodes, c)
 				for i := range order {

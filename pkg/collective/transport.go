@@ -647,3 +647,67 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	}
 	return fill, (chunks - 1) * st * slow, serial
 }
+
+// ringCyclePs is a queued ring's time (ps) under the transport's costs in
+// closed form: the mechanism flow granularity's transfers carry
+// (ringConns.send), step by step. Every connection of a channel runs its
+// steps in order: a step waits its slices' fixed work f (Transport.SliceUs
+// x slices) once the connection's previous step has left, then sends its
+// b wire bytes, and starts no sooner than its pace (step cost x slots it
+// fills) after the previous one started. Its data comes from the
+// upstream hop's previous step, which runs ahead of the slowest
+// connection, so the ring moves at its slowest connection's cycle,
+//
+//	cycle(b) = max(pace(b), f(b) + b x phase),
+//
+// phase being how long a byte of one connection takes on the link its ring
+// loads most when its channels share that link in phase (ringPhasePs).
+// Every connection makes a loop's P steps (n-1, or 2(n-1) for AllReduce)
+// per loop; the first step waits the hop's latency and step cost instead
+// of f (ringHop), after NCCL's base latency. Rings that are out of phase
+// share a link's bytes but hide one another's fixed work, so the link's
+// total bytes over its rate (bw) bound the steps from below instead:
+//
+//	T = base + max(lat + cost, f) - f + max(sum over loops of P x cycle(b), bw).
+//
+// co must be a queued ring (queuedRing).
+func ringCyclePs(co *Coll, k cut, s stepCosts, nNodes int, phase float64, bw int64) int64 {
+	pl := co.Plan
+	n := len(co.Ranks)
+	op := Op(co.Rec.Op)
+	channels := int64(max(pl.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels // channel 0's, the largest
+	steps := int64(n - 1)
+	if op == AllReduce {
+		steps *= 2
+	}
+	slow, hop := s.intra, usToPs(pl.Lat.Intra)
+	if nNodes > 1 {
+		slow, hop = s.inter, usToPs(pl.Lat.Inter)
+	}
+	loopBytes := int64(n) * max(co.chunk(n, k), 1)
+	cycle := func(b int64) int64 {
+		return max(slow*s.steps(b), s.serial*s.slices(b)+int64(float64(b)*phase))
+	}
+	full := per / loopBytes
+	var total int64
+	b0 := wire((min(per, loopBytes)+int64(n)-1)/int64(n), pl.Proto) // a loop's largest slice
+	if full > 0 {
+		total += full * steps * cycle(wire(loopBytes/int64(n), pl.Proto))
+	}
+	if rest := per - full*loopBytes; rest > 0 {
+		total += steps * cycle(wire((rest+int64(n)-1)/int64(n), pl.Proto))
+	}
+	f0 := s.serial * s.slices(b0)
+	return usToPs(pl.Lat.Base) + max(hop+slow, f0) - f0 + max(total, bw)
+}
+
+// queuedRing reports whether co is a ring whose steps keep their
+// connection's order on every loop (cctx.queued): a Simple ring of
+// AllReduce, AllGather or ReduceScatter under the transport's step costs.
+// SimAI replay and --no-launch-latency carry no step costs (stepCosts).
+func queuedRing(co *Coll, s stepCosts) bool {
+	pl := co.Plan
+	return !pl.NoOp && len(co.Ranks) > 1 && co.Rec.Size > 0 && pl.Algo == AlgoRing && pl.Proto == Simple &&
+		ringRows(pl.Algo, Op(co.Rec.Op)) && (s.intra > 0 || s.inter > 0)
+}
