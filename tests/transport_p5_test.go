@@ -1,0 +1,147 @@
+package tests
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+)
+
+// p5Misses are the sizes of the AWS p5 sweeps (crazyguitar/aws-gpu-
+// communication-benchmark, NCCL 2.28.7 with aws-ofi-nccl 1.16.3's tuner)
+// that h100-efa's fluid run does not yet bring within 20% of measured,
+// with their ratio when the list was written (issue 30). Each has a
+// mechanism, not a constant, behind it:
+//   - AllGather's first Simple ring size (2x8 64 MiB 1.85, 4x8 128 MiB
+//     1.90, 8x8 256 MiB 1.90): the selection leaves LL128 at 4 MiB a rank,
+//     and the Simple ring then pays both EFA proxies (18 us each) on every
+//     one of its n-1 ring steps in series, flat at 37 us a step whatever
+//     the size (--proto simple: 576, 1157 and 2323 us at 32 MiB on 16, 32
+//     and 64 GPUs). NCCL 2.28.7 kept LL128 to 16 MiB a rank: the measured
+//     busbw dips at its last LL128 size (2x8 256 MiB, 4x8 512 MiB, 8x8 1
+//     GiB) and climbs after, and aws-ofi-nccl's p5 tuner has no AllGather
+//     region at 8 ranks a node (src/tuner/nccl_ofi_regions.cpp), so that
+//     is NCCL's own choice. Those dip sizes are the 0.77 misses below.
+//   - AllReduce on 8 nodes at 64 and 128 MiB (0.70, 0.72) and 4 nodes at
+//     1 GiB (0.84, in band but by chance): aws-ofi-nccl's p5 regions pick
+//     Tree LL128 to 30-112 MiB (by rank count), Ring LL128 to 1-2 GiB and
+//     NVLS-Tree Simple above; fabricsim's selection picks NVLS-Tree first
+//     and the Simple ring last. Forced to the tuner's choices, Tree LL128
+//     and Ring LL128 are 0.90-1.12 at 32-128 MiB on 8 nodes, but the LL128
+//     ring's plateau is 200 GB/s busbw where the measured one is 275-280
+//     (1.24-1.40 at 256 MiB-2 GiB): the tuner's regions need that fixed
+//     first.
+//   - AllReduce on 2 nodes at 64 MiB (0.7996): NVLS-Tree's 512 KiB chunk
+//     per head, one loop per channel there; the fitted 2 x 8 sweep
+//     (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.81 at that size.
+var p5Misses = map[string]float64{
+	"allgather 16 67108864":   1.85,
+	"allgather 16 268435456":  0.77,
+	"allgather 32 134217728":  1.90,
+	"allgather 32 536870912":  0.77,
+	"allgather 64 33554432":   0.75,
+	"allgather 64 268435456":  1.90,
+	"allgather 64 1073741824": 0.77,
+	"allreduce 64 67108864":   0.70,
+	"allreduce 64 134217728":  0.72,
+	"allreduce 16 67108864":   0.80,
+}
+
+// TestTransportP5HeldOut (issue 30): the AWS p5 AllReduce and AllGather
+// sweeps at 2, 4 and 8 nodes (NCCL 2.28.7, 32 MiB-4 GiB AllReduce, 32
+// MiB-2 GiB AllGather, examples/reference/aws-p5-*), none of them used to
+// fit h100-efa except the 4-node AllReduce's NVLS-Tree sizes, through
+// fluid with --transport preset=h100-efa: every size within 20% of
+// measured except those p5Misses lists, which it prints; and without
+// -short, packet within 5% of fluid on the 2-node sweeps from 32 to 256
+// MiB (both ops; within 1% when written). -short runs 2 nodes (8 nodes
+// take most of its 30 s of CPU).
+func TestTransportP5HeldOut(t *testing.T) {
+	t.Parallel()
+	fl := []string{"flowsim-analytical", "--model", "fluid"}
+	nodes := []int{2, 4, 8}
+	if testing.Short() {
+		nodes = nodes[:1]
+	}
+	for _, op := range []string{"allreduce", "allgather"} {
+		if !testing.Short() {
+			tr := []string{"--transport", "preset=h100-efa"}
+			f := sweepBackend(t, op, 16, "32MiB:256MiB:2", fl, tr...)
+			p := sweepBackend(t, op, 16, "32MiB:256MiB:2", []string{"flowsim-packet"}, tr...)
+			if len(f) != 4 || len(p) != 4 {
+				t.Fatalf("%s packet agreement: %d and %d sizes, want 4", op, len(f), len(p))
+			}
+			for s, us := range f {
+				if r := p[s] / us; r < 0.95 || r > 1.05 {
+					t.Errorf("p5 2x8 %s %d B: packet %.1f us, fluid %.1f us (%.3f), want within 5%%", op, s, p[s], us, r)
+				}
+			}
+		}
+		for _, n := range nodes {
+			ref := fmt.Sprintf("aws-p5-%dx8h100-efa_%s.csv", n, op)
+			if op == "allreduce" && n == 2 {
+				ref = "aws-p5-2x8h100-efa_allreduce_nccl-2.28.csv"
+			}
+			pub := measuredUs(t, ref)
+			top, want := "4GiB", 8
+			if op == "allgather" {
+				top, want = "2GiB", 7
+			}
+			got := sweepBackend(t, op, n*8, "32MiB:"+top+":2", fl, "--transport", "preset=h100-efa")
+			var sizes []int64
+			for s := range got {
+				if _, ok := pub[s]; ok {
+					sizes = append(sizes, s)
+				}
+			}
+			if len(sizes) != want {
+				t.Fatalf("%s: %d sizes compared, want %d", ref, len(sizes), want)
+			}
+			sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+			for _, s := range sizes {
+				x := got[s] / pub[s]
+				key := fmt.Sprintf("%s %d %d", op, n*8, s)
+				if was, ok := p5Misses[key]; ok {
+					t.Logf("%s %dx8 %d B: %.2f of measured (known miss, %.2f when listed)", op, n, s, x, was)
+					continue
+				}
+				if x < 0.8 || x > 1.2 {
+					t.Errorf("%s %dx8 %d B, h100-efa: simulated %.1f us / measured %.1f us = %.2f outside [0.80, 1.20]", op, n, s, got[s], pub[s], x)
+				}
+			}
+		}
+	}
+}
+
+// Packet and fluid on one DGX A100 with preset a100 (issue 30): an LL
+// ring's step on a channel is 8 KiB on the wire (4 KiB payload), one
+// packet at flowsim-packet's default 9000-byte payload, so a GPU's
+// NVLink port sends the 16 channels' steps one after another: the first
+// channel's ends after its own bytes, its next step's hop latency runs
+// while the others' bytes still go, and the channels drift apart and
+// overlap their latencies with each other's bytes. Fluid shares the port
+// among them, which keeps them in step: each ring step costs the hop
+// latency plus all channels' bytes. So packet was 0.94 and 0.89 of fluid
+// at 256 and 512 KiB (0.86 and 0.73 without the transport, the same 6 us
+// at 512 KiB: 14 ring steps of 16 x 8 KiB at NVLink's rate), and from 1
+// MiB, where a step is two packets or more, 0.97-0.98. NVLink carries at
+// most 256 data bytes a packet (a write request), so the channels' writes
+// interleave on it as fluid shares it: at that payload the backends agree
+// within 5% (within 2% when written). The default payload stays (its traces byte-identical, and
+// 35 x the packets on NVLink at large sizes): set PACKET_PAYLOAD_SIZE to
+// 256 where one server's LL sizes matter.
+func TestLLNVLinkPacketGranularity(t *testing.T) {
+	t.Parallel()
+	a100 := []string{"--transport", "preset=a100", "--transport", "gpus-per-process=8"}
+	fl := sweepGPU(t, "A100", "allreduce", 8, "256KiB:512KiB:2", []string{"flowsim-analytical", "--model", "fluid"}, a100...)
+	pk := sweepGPU(t, "A100", "allreduce", 8, "256KiB:512KiB:2", []string{"flowsim-packet", "--set", "PACKET_PAYLOAD_SIZE=256"}, a100...)
+	def := sweepGPU(t, "A100", "allreduce", 8, "256KiB:512KiB:2", []string{"flowsim-packet"}, a100...)
+	if len(fl) != 2 || len(pk) != 2 || len(def) != 2 {
+		t.Fatalf("%d, %d and %d sizes, want 2", len(fl), len(pk), len(def))
+	}
+	for s, us := range fl {
+		if r := pk[s] / us; r < 0.95 || r > 1.05 {
+			t.Errorf("DGX A100 allreduce %d B: packet at 256-byte payloads %.2f us, fluid %.2f us (%.3f), want within 5%%", s, pk[s], us, r)
+		}
+		t.Logf("%d B: packet / fluid %.3f at the default payload, %.3f at 256 B", s, def[s]/us, pk[s]/us)
+	}
+}
