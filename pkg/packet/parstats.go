@@ -39,18 +39,30 @@ type ParallelStats struct {
 	// waited too long for another thread (crew.run).
 	Alone int
 	// CPU time, from each thread's clock (0 where it is not read), in
-	// the Timed windows that read it (every timedEvery-th): each part's;
-	// the sum over them of the busiest part's; the caller's between them
-	// and the next window (the serial work). Over the whole loop: the
-	// process's and the garbage collector's.
+	// the Timed windows that read it (one in timedEvery), which ran
+	// TimedEvents: each part's; the sum over them of the busiest part's;
+	// the caller's between them and the next window (the serial work).
+	// Over the whole loop: the process's and the garbage collector's.
 	PartCPU            []time.Duration
 	CPUMaxSum, Between time.Duration
 	Timed              int
+	TimedEvents        uint64
 	ProcessCPU, GCCPU  time.Duration
 }
 
-// scaled is d, measured in the timed windows, scaled to all windows.
+// scaled is d, the parts' CPU in the timed windows, scaled to all
+// windows by their events (windows differ in length more than events
+// differ in cost).
 func (p *ParallelStats) scaled(d time.Duration) time.Duration {
+	if p.TimedEvents == 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * float64(p.Events) / float64(p.TimedEvents))
+}
+
+// scaledWindows is d, the serial work after the timed windows, scaled to
+// all windows by their number.
+func (p *ParallelStats) scaledWindows(d time.Duration) time.Duration {
 	if p.Timed == 0 {
 		return 0
 	}
@@ -78,7 +90,7 @@ func (p *ParallelStats) ProjectedCPU() float64 {
 	if p.CPUMaxSum <= 0 {
 		return 1
 	}
-	path := p.scaled(p.CPUMaxSum+p.Between) + p.GCCPU/time.Duration(max(p.Threads, 1))
+	path := p.scaled(p.CPUMaxSum) + p.scaledWindows(p.Between) + p.GCCPU/time.Duration(max(p.Threads, 1))
 	return float64(p.PartsCPU()) / float64(path)
 }
 
@@ -146,9 +158,9 @@ func (p *ParallelStats) cpuLine() string {
 		}
 		hi = max(hi, c)
 	}
-	between := p.scaled(p.Between)
+	between := p.scaledWindows(p.Between)
 	rest := max(p.ProcessCPU-parts-between-p.GCCPU, 0)
-	return fmt.Sprintf("parallel: CPU %.2f s: parts %.2f s (%.2f to %.2f), between windows %.2f s, garbage collector %.2f s, barriers and the rest %.2f s; the busiest part a window summed %.2f s: projected speedup on idle cores %.2f over the parts on one thread (clocks read every %d windows)\n",
+	return fmt.Sprintf("parallel: CPU %.2f s: parts %.2f s (%.2f to %.2f), between windows %.2f s, garbage collector %.2f s, barriers and the rest %.2f s; the busiest part a window summed %.2f s: projected speedup on idle cores %.2f over the parts on one thread (clocks read in 1 window of %d)\n",
 		p.ProcessCPU.Seconds(), parts.Seconds(), p.scaled(lo).Seconds(), p.scaled(hi).Seconds(), between.Seconds(), p.GCCPU.Seconds(), rest.Seconds(), p.scaled(p.CPUMaxSum).Seconds(), p.ProjectedCPU(), timedEvery)
 }
 

@@ -77,8 +77,8 @@ func TestParallelStatsCounts(t *testing.T) {
 	}
 }
 
-// checkCPU checks the CPU figures add up: every timedEvery-th window
-// read the clocks, each part ran some of it, the busiest parts' sum lies
+// checkCPU checks the CPU figures add up: one window in timedEvery read
+// the clocks, each part ran some of it, the busiest parts' sum lies
 // between a part's share and the whole, the projection between 1 and the
 // parts, and all of it within the process's CPU over the loop.
 func checkCPU(t *testing.T, ps *ParallelStats) {
@@ -86,8 +86,14 @@ func checkCPU(t *testing.T, ps *ParallelStats) {
 	if threadCPU() == 0 {
 		t.Skip("no thread CPU clock here")
 	}
-	if want := (ps.Windows + timedEvery - 1) / timedEvery; ps.Timed != want {
-		t.Fatalf("%d windows timed of %d, want %d", ps.Timed, ps.Windows, want)
+	want := 0
+	for w := range ps.Windows {
+		if uint32(w)*0x9e3779b1>>29 == 0 {
+			want++
+		}
+	}
+	if ps.Timed != want || want == 0 || ps.TimedEvents == 0 || ps.TimedEvents > ps.Events {
+		t.Fatalf("%d windows timed of %d (%d of %d events), want %d", ps.Timed, ps.Windows, ps.TimedEvents, ps.Events, want)
 	}
 	var sum time.Duration
 	for k, c := range ps.PartCPU {
