@@ -113,8 +113,18 @@ func benchThreads2(b *testing.B, c packetCase) {
 		b.ReportMetric(one, "single-loop-s")
 		b.ReportMetric(one/two, "speedup-x")
 		fmt.Printf("packet %s, load average %s: single loop %.2f s, --threads 2 %.2f s: %.2fx (ideal %.2f)\n", c.name, load, one, two, one/two, idealSpeedup(b, out))
+		if m := cpuLine.FindStringSubmatch(out); m != nil {
+			// From the threads' clocks: what the parts cost, and whether
+			// the cores slowed each other (parts' CPU above the single
+			// loop's) or waited (projected above the measured speedup).
+			fmt.Printf("packet %s: %s\n", c.name, m[0])
+		}
 	}
 }
+
+// cpuLine is the parallel summary's CPU line, from its parts' CPU to its
+// projected speedup.
+var cpuLine = regexp.MustCompile(`parts [\d.]+ s.*projected speedup on idle cores [\d.]+`)
 
 var idealLine = regexp.MustCompile(`ideal speedup ([\d.]+)`)
 

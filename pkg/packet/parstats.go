@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"runtime/metrics"
 	"strconv"
 	"time"
 )
@@ -34,6 +35,67 @@ type ParallelStats struct {
 	// at the barrier (waiting for a window's other parts, or for the next
 	// window), summed over threads.
 	Loop, Wait time.Duration
+	// Alone is the windows the caller ran every part of itself, having
+	// waited too long for another thread (crew.run).
+	Alone int
+	// CPU time, from each thread's clock (0 where it is not read), in
+	// the Timed windows that read it (one in timedEvery), which ran
+	// TimedEvents: each part's; the sum over them of the busiest part's;
+	// the caller's between them and the next window (the serial work).
+	// Over the whole loop: the process's and the garbage collector's.
+	PartCPU            []time.Duration
+	CPUMaxSum, Between time.Duration
+	Timed              int
+	TimedEvents        uint64
+	ProcessCPU, GCCPU  time.Duration
+}
+
+// scaled is d, the parts' CPU in the timed windows, scaled to all
+// windows by their events (windows differ in length more than events
+// differ in cost).
+func (p *ParallelStats) scaled(d time.Duration) time.Duration {
+	if p.TimedEvents == 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * float64(p.Events) / float64(p.TimedEvents))
+}
+
+// scaledWindows is d, the serial work after the timed windows, scaled to
+// all windows by their number.
+func (p *ParallelStats) scaledWindows(d time.Duration) time.Duration {
+	if p.Timed == 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * float64(p.Windows) / float64(p.Timed))
+}
+
+// PartsCPU is the parts' CPU time summed (scaled from the timed windows).
+// On short windows it reads high (the 128-GPU mixed run's 40 us ones:
+// 7-30% above the process's own CPU, which all windows timed matched):
+// the clock's system call slows the window it times. ProjectedCPU, a
+// ratio of timed figures, does not depend on it.
+func (p *ParallelStats) PartsCPU() time.Duration {
+	var t time.Duration
+	for _, c := range p.PartCPU {
+		t += c
+	}
+	return p.scaled(t)
+}
+
+// ProjectedCPU is the speedup Parts idle cores could give over the parts
+// run on one, from CPU clocks rather than event counts: the parts' CPU
+// over the sum of each window's busiest part's, plus the serial work
+// between windows and each thread's share of the garbage collector's.
+// Spinning at barriers is left out (idle cores have nothing else to do).
+// A projection, not a measured wall time: it holds if the cores do not
+// slow each other down (shared caches, memory, or one physical core's two
+// hyperthreads), which a loaded machine's clocks cannot tell.
+func (p *ParallelStats) ProjectedCPU() float64 {
+	if p.CPUMaxSum <= 0 {
+		return 1
+	}
+	path := p.scaled(p.CPUMaxSum) + p.scaledWindows(p.Between) + p.GCCPU/time.Duration(max(p.Threads, 1))
+	return float64(p.PartsCPU()) / float64(path)
 }
 
 // Ideal is the speedup of Parts threads over one if synchronisation were
@@ -80,10 +142,41 @@ func (p *ParallelStats) Summary() string {
 	}
 	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f)\n"+
 		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event)\n"+
-		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time\n",
+		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time; %d windows run by one thread alone\n",
 		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(),
 		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)),
-		p.Loop.Seconds(), 100*p.WaitShare())
+		p.Loop.Seconds(), 100*p.WaitShare(), p.Alone) + p.cpuLine()
+}
+
+// cpuLine is the summary's CPU figures (none where threads' clocks are
+// not read).
+func (p *ParallelStats) cpuLine() string {
+	parts := p.PartsCPU()
+	if parts <= 0 {
+		return ""
+	}
+	var lo, hi time.Duration
+	for i, c := range p.PartCPU {
+		if i == 0 || c < lo {
+			lo = c
+		}
+		hi = max(hi, c)
+	}
+	between := p.scaledWindows(p.Between)
+	rest := max(p.ProcessCPU-parts-between-p.GCCPU, 0)
+	return fmt.Sprintf("parallel: CPU %.2f s: parts %.2f s (%.2f to %.2f), between windows %.2f s, garbage collector %.2f s, barriers and the rest %.2f s; the busiest part a window summed %.2f s: projected speedup on idle cores %.2f over the parts on one thread (clocks read in 1 window of %d)\n",
+		p.ProcessCPU.Seconds(), parts.Seconds(), p.scaled(lo).Seconds(), p.scaled(hi).Seconds(), between.Seconds(), p.GCCPU.Seconds(), rest.Seconds(), p.scaled(p.CPUMaxSum).Seconds(), p.ProjectedCPU(), timedEvery)
+}
+
+// gcCPU is the garbage collector's CPU time so far (s), as the runtime
+// estimates it.
+func gcCPU() float64 {
+	m := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(m)
+	if m[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return m[0].Value.Float64()
 }
 
 // windowLog writes one CSV line a window: its number, start and end

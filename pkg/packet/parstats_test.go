@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -72,6 +73,44 @@ func TestParallelStatsCounts(t *testing.T) {
 			t.Fatalf("%d parts: CSV has %d events, %d in busiest parts; stats %d, %d", parts, csvSum, csvMax, ps.Events, ps.MaxSum)
 		}
 		t.Logf("%d parts: %s", parts, ps.Summary())
+		checkCPU(t, ps)
+	}
+}
+
+// checkCPU checks the CPU figures add up: one window in timedEvery read
+// the clocks, each part ran some of it, the busiest parts' sum lies
+// between a part's share and the whole, the projection between 1 and the
+// parts, and all of it within the process's CPU over the loop.
+func checkCPU(t *testing.T, ps *ParallelStats) {
+	t.Helper()
+	if threadCPU() == 0 {
+		t.Skip("no thread CPU clock here")
+	}
+	want := 0
+	for w := range ps.Windows {
+		if uint32(w)*0x9e3779b1>>29 == 0 {
+			want++
+		}
+	}
+	if ps.Timed != want || want == 0 || ps.TimedEvents == 0 || ps.TimedEvents > ps.Events {
+		t.Fatalf("%d windows timed of %d (%d of %d events), want %d", ps.Timed, ps.Windows, ps.TimedEvents, ps.Events, want)
+	}
+	var sum time.Duration
+	for k, c := range ps.PartCPU {
+		if c <= 0 {
+			t.Fatalf("part %d: CPU %v in the timed windows", k, c)
+		}
+		sum += c
+	}
+	if ps.CPUMaxSum > sum || ps.CPUMaxSum*time.Duration(ps.Parts) < sum {
+		t.Fatalf("busiest parts' CPU %v against %v over %d parts", ps.CPUMaxSum, sum, ps.Parts)
+	}
+	if p := ps.ProjectedCPU(); p <= 0 || p > float64(ps.Parts) {
+		t.Fatalf("projected speedup %.2f with %d parts", p, ps.Parts)
+	}
+	// The process's clock ticks coarser (getrusage): a margin.
+	if ps.PartsCPU() > ps.ProcessCPU+50*time.Millisecond {
+		t.Fatalf("parts' CPU %v above the process's %v", ps.PartsCPU(), ps.ProcessCPU)
 	}
 }
 
