@@ -28,6 +28,9 @@ import (
 // and its groups that run for themselves (on a GPU another node may
 // overlap) still run in full. The counts (Made, Bytes, Mirrored,
 // ChannelsMerged) are those of the run that made the flows; Peak is not.
+// The delay's end is queued at the node's release, where the group's last
+// flow's end was queued later: of two nodes that end in the same
+// picosecond, the trace may list them in the other order (hence opt-in).
 
 // UseReuse lets a marked COLL node's standing group take, instead of its
 // flows, the time the same group took on the same collective shape the
