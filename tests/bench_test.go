@@ -287,7 +287,18 @@ func BenchmarkSimAIExample9216CollectiveFluid(b *testing.B) {
 // its 2.19 G flows run, iteration 7997 ms (exposed DP_EP 1137.7, EP
 // 1153.8 ms); its DP and DP_EP rings (across segments, on ECMP-chosen
 // spines) still run every hop as a flow. Its first 16 lines at 1152 GPUs: 10.2 s
-// of CPU against 13-15 s before, the same trace.
+// of CPU against 13-15 s before, the same trace. Those rings (141 M DP and
+// 27 M DP_EP flows) cannot stand for one another exactly: their spine hops'
+// ECMP draws differ (README). --reuse (opt-in, exact up to the order of
+// rows ending in the same ps) drops the standing EP/TP groups' repeats:
+// the whole example's lines at 1152 GPUs (ga 12) run 37.4 M
+// of 259 M flows instead of 68.0 M: 57 s of CPU and 279 MB against 106-116 s
+// and 357-365 MB, the same rows (load 12-21).
+// The 9216-GPU example with --expand --reuse (load 1-21): 1069 s of CPU
+// (1794 s wall) and 928 MB, 199 M flows run (30.6 M fewer), the same
+// iteration (7997.006 ms; exposed DP_EP 1137.7, EP 1153.8, TP 280.3, PP
+// 552.9 ms). Its first 16 lines alone (every DP and DP_EP ring, one MoE
+// layer) had not ended after 257 s of CPU (1.16 GB; load 13-18).
 func BenchmarkSimAIExample9216Expand(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,

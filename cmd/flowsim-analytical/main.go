@@ -32,6 +32,7 @@ type command struct {
 	LockGroups int            `name:"lockstep-groups" placeholder:"N" help:"With --approx-lockstep, at most N groups per lockstep class (0, the default: all the sibling groups of a layout). Fewer groups per class couple less and cost more (at --lockstep-rate slowest, each step waits for the slowest of N groups' ECMP draws, not of all)."`
 	LockRate   string         `name:"lockstep-rate" default:"representative" enum:"representative,slowest" help:"With --approx-lockstep, what sets a class's common rate: representative (the default: the representative's path alone; the members' other links carry their load, held to each link's fair share when it saturates: the members fare as the representative does, a typical group; 10-16% under the full run under ECMP on a k=16 fat-tree) or slowest (every member's path: each step waits for the unluckiest member's ECMP collisions; 31-47% over, 7-10% with --lockstep-groups 2)."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
+	Reuse      bool           `help:"With --expand under fluid, a COLL node's group that stands for its siblings (--symmetry) and ran the same collective (operation, size, cut) alone on its links before takes the time it took then, to the picosecond, instead of running its flows again (an EP AllToAll repeats per layer and microbatch): exact, every trace row the same, but rows that end in the same picosecond may come in another order, hence off by default. Not with --link-loads (the group's flows are not run)."`
 	Merge      bool           `name:"merge-channels" help:"With --expand under fluid, the ring channels of a group that make the same flows (same ring order, same bytes: NCCL's 16 channels of a DP ring in 4 orders) move as one flow weighted by their count: exact, checked at every rate solve (should a link only some of them cross ever limit them, the run is repeated with those collectives' shapes unmerged). The times are the unmerged run's up to rounding (a weighted link's sums: 1 ns here and there), hence off by default."`
 	MergeAppx  bool           `name:"approx-merge-channels" help:"APPROXIMATE, with --expand under fluid: merge ring channels as --merge-channels does, but where a link only some of a class's channels cross limits them (ECMP collisions on the spines), move the class at that rate instead of running again unmerged: each of its steps waits for its slowest channel. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
@@ -132,7 +133,7 @@ func (c *command) run() error {
 	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
 		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry,
+	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry, Reuse: c.Reuse,
 		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.
@@ -191,6 +192,9 @@ func (c *command) run() error {
 		if res.Mirrored > 0 {
 			expanded = fmt.Sprintf(" (COLL nodes expanded into %d flows, at most %d held at once; %d of them not run: in %d COLL nodes a group alone on links of its own (its server's NVLinks, or its rails) stood for its siblings)",
 				res.Expanded, res.PeakExpanded, res.Mirrored, res.SymmetricNodes)
+		}
+		if res.ReusedNodes > 0 {
+			expanded += fmt.Sprintf(" %d flows of a group standing for its siblings not run either: in %d COLL nodes it took the time it took on the same collective before;", res.ReusedFlows, res.ReusedNodes)
 		}
 	}
 	if res.ChannelsMerged > 0 && !c.MergeAppx {

@@ -152,6 +152,11 @@ type Options struct {
 	// fluid model, even those that would run exactly as the first
 	// (expand.FindSymmetry).
 	NoSymmetry bool
+	// Reuse: a group standing for its siblings (symmetry) takes the time
+	// it took on the same collective shape the last time instead of
+	// running again (expand.Store.UseReuse). The rows are those without
+	// it; rows that end in the same picosecond may come in another order.
+	Reuse bool
 	// LinkLoads sums the bytes every directed link carries, by group type
 	// and op, into Result.Loads: a flow's over its path (or its sprayed
 	// links' shares), a COLL node's from its traffic matrix as priced.
@@ -175,6 +180,9 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		m.Params["lockstep_groups"] = opt.LockstepGroups
 		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
 		m.Approximate = ApproxLockstepNote
+	}
+	if opt.Reuse && opt.Expand && opt.Model == Fluid && !opt.NoSymmetry && !opt.LinkLoads {
+		m.Params["reuse"] = true
 	}
 	if opt.ApproxMergeChannels && opt.merging(in) {
 		m.Params["approx_merge_channels"] = true
@@ -210,6 +218,10 @@ type Result struct {
 	// in SymmetricNodes COLL nodes: only the first group's were made.
 	Mirrored       int64
 	SymmetricNodes int
+	// Of those, ReusedNodes: the COLL nodes whose standing group took the
+	// time it took the last time instead of running again; ReusedFlows
+	// its flows (in Expanded, not in Mirrored).
+	ReusedNodes, ReusedFlows int64
 	// Of those, approx-lockstep's: the COLL nodes whose groups moved in
 	// lockstep, the classes (representatives) they ran, and the flows that
 	// moved with their representatives' (in Expanded, not in Mirrored).
@@ -450,6 +462,11 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			e.ex.UseSymmetry(sym)
 			if sym != nil {
 				e.res.SymmetricNodes = sym.Nodes
+				// The link loads add up the standing group's flows as
+				// they run.
+				if opt.Reuse && !opt.LinkLoads {
+					e.ex.UseReuse(func() des.Time { return e.now })
+				}
 			}
 			e.sym = sym
 		}
@@ -579,6 +596,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.res.Mirrored, _ = e.ex.Mirrored()
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
 		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
+		e.res.ReusedNodes, e.res.ReusedFlows = e.ex.Reused()
 	}
 	if e.merging {
 		e.res.ChannelsMerged = e.ex.ChannelsMerged()

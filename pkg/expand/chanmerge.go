@@ -287,6 +287,13 @@ func (x *Store) attachChan(s int32, rep int32, o collective.Origin, sf *stream.F
 	x.total += 1 + copies
 	x.mirrored += copies
 	x.chanMembers++
+	if set.reuse.key != "" && o.Group == set.repAt {
+		set.reuse.rec.made++
+		set.reuse.rec.chanms++
+		if kind == flowset.Transfer {
+			set.reuse.rec.bytes += sf.Size
+		}
+	}
 	if kind != flowset.Transfer {
 		return nil
 	}

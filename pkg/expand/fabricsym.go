@@ -29,7 +29,9 @@ import (
 // NVLS). Walking the stream in order, each GPU keeps the latest nodes
 // that touched it and are not an ancestor of a later toucher (an
 // antichain); a node that is not a descendant of all of them may overlap
-// with them there: the GPU is tainted for both. A group on a tainted GPU
+// with them there: the GPU is tainted for both, and for the GPU's older
+// touchers that are not its ancestors (those newer than its newest
+// ancestor among the GPU's last few touchers). A group on a tainted GPU
 // runs in full (a pipeline transfer of a stage's first rank overlaps the
 // next stage's collectives on that rank's links); the first of the
 // others stands for the rest, when there are two or more.
@@ -41,6 +43,10 @@ const maxFabricPairs = 1 << 24
 // maxAntichain bounds the nodes kept per GPU; past it every later node
 // touching the GPU is run in full.
 const maxAntichain = 64
+
+// maxHistory is how many of a GPU's latest touchers are kept to find,
+// when a node may overlap one of them, its newest ancestor there.
+const maxHistory = 4
 
 // maxVisits bounds the DAG walk's visits over the whole stream (ancestor
 // queries); past it no more node is marked.
@@ -84,6 +90,9 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		}
 	}
 	anti := make([][]int32, gpus)
+	hist := make([][]int32, gpus)      // the latest maxHistory touchers, oldest first
+	tspans := make([][][2]int32, gpus) // tainted: the touchers p with lo < p <= hi, disjoint, rising
+	collKey := make([]int64, n)        // per COLL node: its resCache key
 	poisoned := make([]bool, gpus)
 	stamp := make([]int32, gpus)    // per GPU: node + 1 during its resources
 	seen := make([]int32, n)        // per node: querying node + 1 when reached
@@ -135,6 +144,7 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 				resCache[key] = gs
 			}
 			res = append(res, gs...)
+			collKey[i] = key
 		default:
 			continue
 		}
@@ -154,6 +164,9 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 					cand = append(cand, p)
 					low = min(low, p)
 				}
+			}
+			for _, p := range hist[g] {
+				low = min(low, p)
 			}
 		}
 		// Walk i's ancestors down to the oldest of them.
@@ -175,22 +188,65 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		}
 		for _, g := range res {
 			a := anti[g][:0]
+			overlap := false
 			for _, p := range anti[g] {
 				if seen[p] != i+1 { // may overlap with i on g
 					taint(i, g)
 					taint(p, g)
 					a = append(a, p)
+					overlap = true
 				}
+			}
+			if overlap {
+				// A toucher of g dropped from the antichain (an ancestor
+				// of a later one) may overlap i too. Those older than
+				// i's newest ancestor on g are its ancestors (had one
+				// not been, it would have overlapped that ancestor and
+				// been tainted then); taint the others, all of them
+				// when no recent toucher of g is i's ancestor.
+				from := int32(-1)
+				for _, p := range hist[g] {
+					if seen[p] == i+1 {
+						from = max(from, p)
+					}
+				}
+				for _, p := range anti[g] {
+					if seen[p] == i+1 {
+						from = max(from, p)
+					}
+				}
+				tspans[g] = addSpan(tspans[g], from, i)
+			}
+			if h := hist[g]; len(h) < maxHistory {
+				hist[g] = append(h, i)
+			} else {
+				copy(h, h[1:])
+				h[len(h)-1] = i
 			}
 			a = append(a, i)
 			if len(a) > maxAntichain {
 				poisoned[g] = true
+				tspans[g] = addSpan(tspans[g], -1, i)
 				for _, p := range a {
 					taint(p, g)
 				}
 				a = a[:0]
 			}
 			anti[g] = a
+		}
+	}
+
+	// The spans' touchers: only COLL nodes' taints are read.
+	for i := int32(0); int(i) < n; i++ {
+		if in.Flow(i).Kind != flowset.Coll {
+			continue
+		}
+		for _, g := range resCache[collKey[i]] {
+			sp := tspans[g]
+			k, _ := slices.BinarySearchFunc(sp, i, func(s [2]int32, v int32) int { return int(s[1] - v) })
+			if k < len(sp) && sp[k][0] < i {
+				taint(i, g)
+			}
 		}
 	}
 
@@ -249,6 +305,16 @@ func findFabricSymmetry(in *flowset.Set, r *route.Router, rules SymmetryRules, a
 		marked++
 	}
 	return marked
+}
+
+// addSpan adds to sp, disjoint spans (lo, hi] in rising order, the span
+// (lo, hi], hi past them all.
+func addSpan(sp [][2]int32, lo, hi int32) [][2]int32 {
+	for len(sp) > 0 && lo <= sp[len(sp)-1][1] {
+		lo = min(lo, sp[len(sp)-1][0])
+		sp = sp[:len(sp)-1]
+	}
+	return append(sp, [2]int32{lo, hi})
 }
 
 // spans reports whether some group has ranks in two servers.

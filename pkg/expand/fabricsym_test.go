@@ -120,6 +120,14 @@ func TestFabricSymmetry(t *testing.T) {
 		// Groups 0 and 1: the first clean group, 2, stands for the rest.
 		{"a transfer beside group 0", sx, []fabNode{{groups: rails, algo: "direct"}, {src: 0, dst: 9}}, []want{{true, true, []int32{0, 1, 2}, 2}, {}}},
 		{"a transfer before", sx, []fabNode{{src: 9, dst: 2}, {groups: rails, algo: "direct", deps: []int64{0}}}, []want{{}, {true, true, nil, 0}}},
+		// A transfer beside two collectives in order overlaps the first
+		// too, though it left the GPUs' latest touchers (a pipeline
+		// transfer beside a stage's EP AllToAll and the TP collective
+		// after it): groups 0 and 1 run for themselves in both.
+		{"a transfer beside two in order", sx, []fabNode{{groups: rails, algo: "direct"}, {groups: rails, algo: "direct", deps: []int64{0}}, {src: 0, dst: 9}},
+			[]want{{true, true, []int32{0, 1, 2}, 2}, {true, true, []int32{0, 1, 2}, 2}, {}}},
+		{"a transfer after two in order", sx, []fabNode{{groups: rails, algo: "direct"}, {groups: rails, algo: "direct", deps: []int64{0}}, {src: 0, dst: 9, deps: []int64{1}}},
+			[]want{{true, true, nil, 0}, {true, true, nil, 0}, {}}},
 		// Two collectives on the same GPUs side by side: neither is alone.
 		{"two side by side", sx, []fabNode{{groups: rails, algo: "direct"}, {groups: rails, algo: "direct"}}, []want{{}, {}}},
 		{"two in order", sx, []fabNode{{groups: rails, algo: "direct"}, {groups: rails, algo: "direct", deps: []int64{0}}}, []want{{true, true, nil, 0}, {true, true, nil, 0}}},

@@ -91,6 +91,11 @@ type Store struct {
 	pos         []int32         // scratch: a GPU's position in a group + 1
 	chanMembers int64
 	depBuf      []int64
+	// Reuse (reuse.go): kept times, by reuseKey.
+	clock                    func() des.Time
+	reuse                    map[string]reuseRec
+	replayed                 map[int64]bool
+	reusedNodes, reusedFlows int64
 	// Mark, when set, sees each dependant Release frees (flow index),
 	// before it may be made ready: the backends' flowset.Pacer.
 	Mark func(j int32)
@@ -110,6 +115,7 @@ type dynFlow struct {
 	first  [3]int32 // by Early
 	more   [3]bool  // succ holds dependants of that kind
 	hidden bool     // a join of shared deps (shared), no flow of the stream's
+	inRep  bool     // of the group whose time reuse.go keeps
 	succ   []int32
 }
 
@@ -149,6 +155,7 @@ type expSet struct {
 	rep   []int32
 	bases []int64
 	chans chanState
+	reuse reuseState
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -378,8 +385,26 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 			}
 		}
 	}
+	merge := x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)])
+	// Reuse (reuse.go): the standing group's kept time, or keep it.
+	set.reuse = reuseState{}
+	var kept reuseRec
+	drop := false
+	if x.reuse != nil && x.sym.Alone(i) {
+		gid := rec.Group
+		if run, rep := x.sym.Run(i); run != nil {
+			gid = x.groupID(rec.Group, int(run[rep]))
+		}
+		key := x.reuseKey(i, gid, merge)
+		if kept, drop = x.reuse[key]; drop {
+			groups = slices.Delete(slices.Clone(groups), int(set.repAt), int(set.repAt)+1)
+			set.repAt = -1
+		} else {
+			set.reuse.key, set.reuse.at = key, x.clock()
+		}
+	}
 	set.chans.on = false
-	if x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)]) {
+	if merge {
 		c := &set.chans
 		c.cls, c.gfirst, c.gstart = c.cls[:0], c.gfirst[:0], c.gstart[:0]
 		for _, g := range groups {
@@ -395,9 +420,16 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	clear(set.next)
 	x.ready = x.ready[:0]
 	x.runSet = -1
-	p, err := x.x.Start(rec, groups, set.emit)
-	if err != nil {
-		return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
+	if drop {
+		if err := x.reuseDelay(s, kept, int64(set.copies)); err != nil {
+			return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
+		}
+	}
+	var p *collective.Expansion
+	if len(groups) > 0 {
+		if p, err = x.x.Start(rec, groups, set.emit); err != nil {
+			return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
+		}
 	}
 	x.sets[s].p = p
 	if x.sets[s].left == 0 {
@@ -454,6 +486,13 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	x.waiting[slot] = 0
 	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false
+	if d.inRep = set.reuse.key != "" && o.Group == set.repAt; d.inRep {
+		set.reuse.left++
+		set.reuse.rec.made++
+		if d.Kind == flowset.Transfer {
+			set.reuse.rec.bytes += d.Size
+		}
+	}
 	deps := sf.Deps
 	if set.chans.on && len(deps) > 0 {
 		// A dep on a merged channel's flow is one on the flow carrying it.
@@ -575,6 +614,9 @@ func (x *Store) shared(s, d int32, deps []int64) int32 {
 		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
 		x.waiting[j] = 0
 		jf.set, jf.gen, jf.row, jf.succ, jf.first, jf.more, jf.hidden = s, -1, f.row, jf.succ[:0], [3]int32{}, [3]bool{}, true
+		if jf.inRep = f.inRep; jf.inRep {
+			set.reuse.left++
+		}
 		for _, dep := range deps {
 			if p := set.slots[dep] - 1; p >= 0 {
 				x.link(p, j, AtCompletion)
@@ -688,6 +730,9 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 	set := &x.sets[d.set]
 	if !d.hidden {
 		set.slots[d.ID-set.idBase] = 0
+	}
+	if d.inRep {
+		x.reuseDone(set)
 	}
 	for _, e := range d.first {
 		if e > 0 {
