@@ -562,6 +562,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 					if err := e.sent(flow); err != nil {
 						return e.res, err
 					}
+				} else {
+					f.repush(ev.Target, ev.Arg)
 				}
 			}
 		}

@@ -132,6 +132,15 @@ type slot struct {
 	// full: merged channels' flows (chanmerge.go), how many (0: not
 	// merged); a link they all cross has that weight.
 	full float32
+	// The drain event (schedule): carry is the generation of the slot's
+	// earliest event still in the calendar (-1: none), due its time. A
+	// drain that moves later than due is held (drainAt, numbered drainSeq)
+	// and pushed when that event pops, instead of at every slowdown.
+	held     bool
+	carry    int64
+	due      des.Time
+	drainAt  des.Time
+	drainSeq uint64
 }
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
@@ -221,6 +230,7 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	s := &f.slots[id]
 	f.hot[id].rate = 0
 	s.flow, s.bits, s.at, s.lat, s.ideal, s.live, s.full = i, float64(size)*8, now, lat, ideal, true, 0
+	s.held, s.carry = false, -1
 	s.path = append(s.path[:0], path...)
 	s.w = s.w[:0]
 	if w != nil {
@@ -335,7 +345,7 @@ func (f *fluid) remove(id int32) {
 		f.seeds = append(f.seeds, l)
 	}
 	s.gen++
-	s.live = false
+	s.live, s.held = false, false // a held drain's carrier pops as stale
 	f.free = append(f.free, id)
 }
 
@@ -553,8 +563,7 @@ func (f *fluid) update(now des.Time) {
 			s.bits = max(s.bits-h.rate*float64(now-s.at)*1e-12, 0)
 			s.at, h.rate = now, r
 		}
-		s.gen++
-		f.q.Push(now.Add(des.FromSeconds(s.bits/h.rate)), evDrained, id, s.gen)
+		f.schedule(id, s, now.Add(des.FromSeconds(s.bits/h.rate)))
 	}
 	if f.verify != nil {
 		f.verify()
@@ -593,14 +602,40 @@ func (f *fluid) alone() bool {
 			f.found(s.flow)
 		}
 		f.hot[id].rate = r
-		s.gen++
-		f.q.Push(s.at.Add(des.FromSeconds(s.bits/r)), evDrained, id, s.gen)
+		f.schedule(id, s, s.at.Add(des.FromSeconds(s.bits/r)))
 	}
 	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
 	if f.verify != nil {
 		f.verify()
 	}
 	return true
+}
+
+// schedule moves slot id's drain to at. An event of the slot's that pops
+// before at (a drain that moved later) carries it: at is given its
+// calendar number now and pushed as that event pops (repush), so it pops
+// where a push now would have, and a flow slowed down several times in a
+// row costs one push instead of one each.
+func (f *fluid) schedule(id int32, s *slot, at des.Time) {
+	s.gen++
+	if s.carry >= 0 && at > s.due {
+		s.held, s.drainAt, s.drainSeq = true, at, f.q.Reserve()
+		return
+	}
+	f.q.Push(at, evDrained, id, s.gen)
+	s.held, s.carry, s.due = false, s.gen, at
+}
+
+// repush handles a popped drain event of generation gen that is no
+// longer slot id's drain: when it carries a held drain, the drain goes
+// into the calendar.
+func (f *fluid) repush(id int32, gen int64) {
+	s := &f.slots[id]
+	if !s.held || s.carry != gen {
+		return
+	}
+	f.q.PushSeq(s.drainAt, s.drainSeq, evDrained, id, s.gen)
+	s.held, s.carry, s.due = false, s.gen, s.drainAt
 }
 
 // --- binary heap of sub-problem links by fair share, ties by link id ---

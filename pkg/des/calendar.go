@@ -98,6 +98,14 @@ func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
 	c.seq++
 }
 
+// Reserve takes the number the next Push would give its event, for the
+// caller to push that event later with PushSeq: it then pops exactly where
+// it would have had it been pushed now (Pushed counts it).
+func (c *Calendar) Reserve() uint64 {
+	c.seq++
+	return c.seq - 1
+}
+
 // PushSeq schedules an event with a number of the caller's, in place of
 // the push order among events of one time: a backend that numbers its
 // events itself (so that it can hold many future ones in compact lists of
