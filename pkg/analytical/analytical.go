@@ -655,7 +655,9 @@ func (e *engine) readAhead() {
 	switch {
 	case !ok:
 	case k == evDrained:
-		prefetch.Line(unsafe.Pointer(&e.fl.slots[t]))
+		s := &e.fl.slots[t] // its three lines: all are read
+		prefetch.Value(s)
+		prefetch.Line(unsafe.Pointer(&s.gen))
 	case e.ex != nil && t >= e.n:
 		e.ex.Prefetch(t)
 	}

@@ -117,30 +117,35 @@ type slotHot struct {
 }
 
 type slot struct {
-	flow  int32
-	gen   int64 // bumped at every reschedule and at removal; never reset
-	path  []route.DirLink
-	pos   []int32   // index of this slot in flows[path[k]]
-	w     []float32 // share of the bytes on path[k] (sprayed), nil: all 1
-	next  float64   // rate found by the current update
-	bits  float64   // bits left to send at time at
-	at    des.Time
-	lat   des.Time
-	ideal des.Time
-	live  bool
-	soft  bool // some entry is soft (lockstep.go)
+	// The first cache line: what a solve reads of its members.
+	path []route.DirLink
+	w    []float32 // share of the bytes on path[k] (sprayed), nil: all 1
+	next float64   // rate found by the current update
 	// full: merged channels' flows (chanmerge.go), how many (0: not
 	// merged); a link they all cross has that weight.
 	full float32
+	soft bool // some entry is soft (lockstep.go)
+	live bool
 	// The drain event (schedule): carry is the generation of the slot's
 	// earliest event still in the calendar (-1: none), due its time. A
 	// drain that moves later than due is held (drainAt, numbered drainSeq)
 	// and pushed when that event pops, instead of at every slowdown.
-	held     bool
-	carry    int64
-	due      des.Time
+	held bool
+	// The second: what a changed rate reads and writes.
+	gen   int64   // bumped at every reschedule and at removal; never reset
+	bits  float64 // bits left to send at time at
+	at    des.Time
+	carry int64
+	due   des.Time
+	flow  int32
+	_     [20]byte
+	// The third: the drain's and the removal's.
+	pos      []int32 // index of this slot in flows[path[k]]
 	drainAt  des.Time
 	drainSeq uint64
+	lat      des.Time
+	ideal    des.Time
+	_        [8]byte // 192 bytes: a slot starts a cache line
 }
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
