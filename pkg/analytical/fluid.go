@@ -31,7 +31,15 @@ import (
 // flow whose rate comes out unchanged keeps its scheduled drain event, so a
 // flow alone on its path drains at exactly start + size*8/bottleneck, the
 // busbw time. A changed rate bumps the slot's generation, which turns the
-// old drain event stale.
+// old drain event stale. A drain that moves later is not pushed at once:
+// the slot's earlier event, when it pops, pushes it with the calendar
+// number it was given (schedule), so a flow slowed down by each of
+// several flows joining its links costs one push, in the same order.
+//
+// Memory: a solve reads every flow of each link it takes in for its mark
+// and rate (hot, 16 bytes a flow), and only its members' slots, whose
+// fields sit in cache lines by use (192 bytes a slot, plus its path).
+// Below scanSolve links it orders them by scan rather than a heap.
 //
 // A sprayed flow (route.Spray, route.Adaptive) crosses many links, each with the share w
 // of its bytes that the even split puts there: at rate r it uses r*w of
