@@ -331,6 +331,30 @@ func BenchmarkIterationGPT13B8192Merged(b *testing.B) {
 	}
 }
 
+// Issue 29: the same iteration exactly on a k=32 fat-tree at 1:1 (1024
+// servers, two under each edge switch): every DP ring hop that leaves its
+// edge is ECMP-hashed per chunk, so channels collide on the uplinks, the
+// 8 DP groups (one per rail) share them, and nothing is mirrored or merged
+// (--merge-channels's check fails on such trees and reruns unmerged). 34.4
+// M flows run of 965 M, each re-solved with the few dozen it shares links
+// with (pkg/analytical/fluid.go). Measured on the 2-core VM shared with
+// other jobs (load 7-19), --expand alone: 570 s of CPU and 494 MB before
+// (bc1a064), 450 s and 543 MB with the solve's rates in their own array,
+// small sub-problems ordered by scan and later drains held (71f2fe1), the
+// trace the same to the byte (412.188 ms, exposed DP 174.171 ms). At 1024
+// GPUs on a k=16 tree (GPT-13B, 4.5 M flows run): 35-41 s before, 27-30 s
+// after (c3a0c90); with --merge-channels 46.9 s against 36.4 s.
+func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 29: what --approx-lockstep costs in fidelity and saves in CPU at
 // 1024 GPUs (GPT-13B) and 128 GPUs (SimAI's MoE example at 128 GPUs),
 // against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):
