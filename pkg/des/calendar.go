@@ -111,7 +111,8 @@ func (c *Calendar) Reserve() uint64 {
 // events itself (so that it can hold many future ones in compact lists of
 // its own, one of each in the calendar at a time, or order ties in a way
 // that does not depend on push order) pops them by (At, number). It does
-// not mix with Push, whose numbers are the push count.
+// not mix with Push, whose numbers are the push count, except with a
+// number that count gave out (Reserve).
 func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg int64) {
 	// The common case inline: a later bucket of the wheel, not the one
 	// being popped, with room left (a push cost about 100 instructions
