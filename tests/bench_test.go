@@ -361,6 +361,33 @@ func BenchmarkIterationGPT13B8192Merged(b *testing.B) {
 	}
 }
 
+// Issue 29: the same iteration exactly on a k=32 fat-tree at 1:1 (1024
+// servers, two under each edge switch): every DP ring hop that leaves its
+// edge is ECMP-hashed per chunk, so channels collide on the uplinks, the
+// 8 DP groups (one per rail) share them, and nothing is mirrored or merged
+// (--merge-channels's check fails on such trees and reruns unmerged). 34.4
+// M flows run of 965 M, each re-solved with the few dozen it shares links
+// with (pkg/analytical/fluid.go). flowsim-analytical --expand alone, on
+// the idle 2-core VM (load 1-3), one run after the other: 401 s of CPU and
+// 593 MB before (bc1a064), 360 s and 496 MB after (17dcaef: the solve's
+// rates in their own array, small sub-problems ordered by scan, later
+// drains held, slots laid out by use), the trace the same to the byte
+// (412.188 ms, exposed DP 174.171 ms); on the loaded VM (load 7-19) 570 s
+// before, 450 s at 71f2fe1. At 1024 GPUs on a k=16 tree (GPT-13B, 4.5 M
+// flows run): 27.4 s against 20.7 s idle, 35-41 s against 27-30 s loaded;
+// with --merge-channels (which falls back there) 46.9 s against 36.4 s
+// loaded. Still 6x the issue's 60 s: tens of millions of small solves.
+func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 29: what --approx-lockstep costs in fidelity and saves in CPU at
 // 1024 GPUs (GPT-13B) and 128 GPUs (SimAI's MoE example at 128 GPUs),
 // against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):

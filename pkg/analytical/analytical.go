@@ -579,6 +579,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 					if err := e.sent(flow); err != nil {
 						return e.res, err
 					}
+				} else {
+					f.repush(ev.Target, ev.Arg)
 				}
 			}
 		}
@@ -671,7 +673,9 @@ func (e *engine) readAhead() {
 	switch {
 	case !ok:
 	case k == evDrained:
-		prefetch.Line(unsafe.Pointer(&e.fl.slots[t]))
+		s := &e.fl.slots[t] // its three lines: all are read
+		prefetch.Value(s)
+		prefetch.Line(unsafe.Pointer(&s.gen))
 	case e.ex != nil && t >= e.n:
 		e.ex.Prefetch(t)
 	}

@@ -448,7 +448,7 @@ func testFluidMatchesFullRecompute(t *testing.T, routing route.Policy) {
 		verify := func(f *fluid) {
 			checks++
 			for id, want := range referenceRates(f) {
-				got := f.slots[id].rate
+				got := f.hot[id].rate
 				if d := math.Abs(got-want) / want; d > worst {
 					worst = d
 				}
@@ -805,7 +805,7 @@ func TestNoLinkOverCapacity(t *testing.T) {
 			for i := range f.slots {
 				if s := &f.slots[i]; s.live {
 					for _, l := range s.path {
-						load[l] += s.rate
+						load[l] += f.hot[i].rate
 					}
 				}
 			}

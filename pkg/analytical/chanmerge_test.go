@@ -77,10 +77,10 @@ func TestMergedFlowCheck(t *testing.T) {
 		}
 		f.update(0)
 		switch {
-		case !cut && (f.inexact || f.slots[id].rate != nic):
-			t.Errorf("%+v: limited by the shared uplink: inexact %v, rate %g, want %g", c, f.inexact, f.slots[id].rate, nic)
+		case !cut && (f.inexact || f.hot[id].rate != nic):
+			t.Errorf("%+v: limited by the shared uplink: inexact %v, rate %g, want %g", c, f.inexact, f.hot[id].rate, nic)
 		case cut && !f.inexact:
-			t.Errorf("%+v: limited by a link of one channel only (rate %g): the check passed", c, f.slots[id].rate)
+			t.Errorf("%+v: limited by a link of one channel only (rate %g): the check passed", c, f.hot[id].rate)
 		}
 	}
 }

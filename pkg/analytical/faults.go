@@ -255,8 +255,8 @@ func (e *engine) rerouteFlows(li int32) error {
 	for _, id := range ids {
 		s := &f.slots[id]
 		bits := s.bits
-		if s.rate > 0 {
-			bits = max(s.bits-s.rate*float64(e.now-s.at)*1e-12, 0)
+		if r := f.hot[id].rate; r > 0 {
+			bits = max(s.bits-r*float64(e.now-s.at)*1e-12, 0)
 		}
 		i, ideal := s.flow, s.ideal
 		fl := e.flow(i)

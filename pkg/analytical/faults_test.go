@@ -90,7 +90,7 @@ func TestFluidFaultsMatchFullRecompute(t *testing.T) {
 		verify := func(f *fluid) {
 			checks++
 			for id, want := range referenceRates(f) {
-				if d := math.Abs(f.slots[id].rate-want) / want; d > worst {
+				if d := math.Abs(f.hot[id].rate-want) / want; d > worst {
 					worst = d
 				}
 			}
@@ -111,7 +111,7 @@ func TestFluidFaultsMatchFullRecompute(t *testing.T) {
 		for i := range f.slots {
 			if s := &f.slots[i]; s.live {
 				for k, l := range s.path {
-					load[l] += s.rate * float64(s.weight(k))
+					load[l] += f.hot[i].rate * float64(s.weight(k))
 				}
 			}
 		}

@@ -31,7 +31,15 @@ import (
 // flow whose rate comes out unchanged keeps its scheduled drain event, so a
 // flow alone on its path drains at exactly start + size*8/bottleneck, the
 // busbw time. A changed rate bumps the slot's generation, which turns the
-// old drain event stale.
+// old drain event stale. A drain that moves later is not pushed at once:
+// the slot's earlier event, when it pops, pushes it with the calendar
+// number it was given (schedule), so a flow slowed down by each of
+// several flows joining its links costs one push, in the same order.
+//
+// Memory: a solve reads every flow of each link it takes in for its mark
+// and rate (hot, 16 bytes a flow), and only its members' slots, whose
+// fields sit in cache lines by use (192 bytes a slot, plus its path).
+// Below scanSolve links it orders them by scan rather than a heap.
 //
 // A sprayed flow (route.Spray, route.Adaptive) crosses many links, each with the share w
 // of its bytes that the even split puts there: at rate r it uses r*w of
@@ -43,6 +51,10 @@ import (
 type fluid struct {
 	q     *des.Calendar
 	slots []slot
+	// hot parallels slots: what a solve reads of every flow on a link it
+	// takes in, most of which keep their rates, packed apart from the
+	// rest of the slot so that those reads stay in cache.
+	hot   []slotHot
 	free  []int32
 	flows [][]int32 // per directed link: the slots sending over it
 	cap   []float64 // per directed link, bit/s
@@ -76,6 +88,7 @@ type fluid struct {
 	stack     []route.DirLink
 
 	recomputes uint64
+	holds      uint64 // drains schedule held back (tests)
 	// inexact: a merged flow was limited by a link only some of its
 	// channels' flows cross (chanmerge.go): they would not have run at
 	// one rate.
@@ -106,24 +119,42 @@ type linkCopy struct {
 	link route.DirLink
 }
 
+// slotHot is a slot's part read for every flow of a link in a solve.
+type slotHot struct {
+	mark uint64
+	rate float64 // bit/s; 0 until the first update after add
+}
+
 type slot struct {
-	flow  int32
-	gen   int64 // bumped at every reschedule and at removal; never reset
-	mark  uint64
-	path  []route.DirLink
-	pos   []int32   // index of this slot in flows[path[k]]
-	w     []float32 // share of the bytes on path[k] (sprayed), nil: all 1
-	rate  float64   // bit/s; 0 until the first update after add
-	next  float64   // rate found by the current update
-	bits  float64   // bits left to send at time at
-	at    des.Time
-	lat   des.Time
-	ideal des.Time
-	live  bool
-	soft  bool // some entry is soft (lockstep.go)
+	// The first cache line: what a solve reads of its members.
+	path []route.DirLink
+	w    []float32 // share of the bytes on path[k] (sprayed), nil: all 1
+	next float64   // rate found by the current update
 	// full: merged channels' flows (chanmerge.go), how many (0: not
 	// merged); a link they all cross has that weight.
 	full float32
+	soft bool // some entry is soft (lockstep.go)
+	live bool
+	// The drain event (schedule): carry is the generation of the slot's
+	// earliest event still in the calendar (-1: none), due its time. A
+	// drain that moves later than due is held (drainAt, numbered drainSeq)
+	// and pushed when that event pops, instead of at every slowdown.
+	held bool
+	// The second: what a changed rate reads and writes.
+	gen   int64   // bumped at every reschedule and at removal; never reset
+	bits  float64 // bits left to send at time at
+	at    des.Time
+	carry int64
+	due   des.Time
+	flow  int32
+	_     [20]byte
+	// The third: the drain's and the removal's.
+	pos      []int32 // index of this slot in flows[path[k]]
+	drainAt  des.Time
+	drainSeq uint64
+	lat      des.Time
+	ideal    des.Time
+	_        [8]byte // 192 bytes: a slot starts a cache line
 }
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
@@ -208,9 +239,12 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	} else {
 		id = int32(len(f.slots))
 		f.slots = append(f.slots, slot{})
+		f.hot = append(f.hot, slotHot{})
 	}
 	s := &f.slots[id]
-	s.flow, s.rate, s.bits, s.at, s.lat, s.ideal, s.live, s.full = i, 0, float64(size)*8, now, lat, ideal, true, 0
+	f.hot[id].rate = 0
+	s.flow, s.bits, s.at, s.lat, s.ideal, s.live, s.full = i, float64(size)*8, now, lat, ideal, true, 0
+	s.held, s.carry = false, -1
 	s.path = append(s.path[:0], path...)
 	s.w = s.w[:0]
 	if w != nil {
@@ -286,7 +320,7 @@ func (f *fluid) load(l route.DirLink) float64 {
 // remove stops slot id (its bits are sent) and frees it.
 func (f *fluid) remove(id int32) {
 	s := &f.slots[id]
-	f.theta = min(f.theta, s.rate)
+	f.theta = min(f.theta, f.hot[id].rate)
 	if s.soft {
 		f.theta = min(f.theta, f.softLevel(s))
 	}
@@ -325,7 +359,7 @@ func (f *fluid) remove(id int32) {
 		f.seeds = append(f.seeds, l)
 	}
 	s.gen++
-	s.live = false
+	s.live, s.held = false, false // a held drain's carrier pops as stale
 	f.free = append(f.free, id)
 }
 
@@ -376,14 +410,41 @@ func (f *fluid) update(now des.Time) {
 		f.local[l] = int32(len(f.links))
 		f.links = append(f.links, l)
 		resid, n, wsum := f.cap[l], int32(0), 0.0
+		if f.wts == nil {
+			// Every entry weighs 1 (nothing sprayed, soft or merged):
+			// the same sums, without the weights' lookups.
+			for _, id := range f.flows[l] {
+				h := &f.hot[id]
+				switch {
+				case h.mark == in:
+					n++
+				case h.rate == 0 || h.rate >= thr:
+					h.mark = in
+					f.members = append(f.members, id)
+					n++
+					for _, l2 := range f.slots[id].path {
+						if f.linkMark[l2] != in {
+							f.stack = append(f.stack, l2)
+						}
+					}
+				default:
+					resid -= h.rate
+				}
+			}
+			f.resid = append(f.resid, resid)
+			f.count = append(f.count, n)
+			f.weight = append(f.weight, float64(n))
+			continue
+		}
 		for p, id := range f.flows[l] {
-			s := &f.slots[id]
+			h := &f.hot[id]
 			switch {
-			case s.mark == in:
+			case h.mark == in:
 				n++
 				wsum += f.entryWeight(l, p)
-			case s.rate == 0 || s.rate >= thr:
-				s.mark = in
+			case h.rate == 0 || h.rate >= thr:
+				h.mark = in
+				s := &f.slots[id]
 				f.members = append(f.members, id)
 				n++
 				wsum += f.entryWeight(l, p)
@@ -396,9 +457,9 @@ func (f *fluid) update(now des.Time) {
 					}
 				}
 			case f.caps != nil && f.wts[l][p] < 0:
-				resid -= min(s.rate, f.caps[l][p]) * f.entryWeight(l, p)
+				resid -= min(h.rate, f.caps[l][p]) * f.entryWeight(l, p)
 			default:
-				resid -= s.rate * f.entryWeight(l, p)
+				resid -= h.rate * f.entryWeight(l, p)
 			}
 		}
 		f.resid = append(f.resid, resid)
@@ -424,11 +485,23 @@ func (f *fluid) update(now des.Time) {
 		f.hpos[j] = int32(len(f.heap))
 		f.heap = append(f.heap, int32(j))
 	}
-	for j := len(f.heap)/2 - 1; j >= 0; j-- {
-		f.down(j)
+	// A sub-problem of a few dozen links (a ring step's change on a
+	// fat-tree: two NICs and their uplinks) takes its links in the same
+	// (share, link) order by a scan of an unordered list, which costs less
+	// than keeping a heap in order through every touched link's change.
+	small := len(f.heap) <= scanSolve
+	if !small {
+		for j := len(f.heap)/2 - 1; j >= 0; j-- {
+			f.down(j)
+		}
 	}
 	for len(f.heap) > 0 {
-		j := f.pop()
+		var j int32
+		if small {
+			j = f.popMin()
+		} else {
+			j = f.pop()
+		}
 		if f.count[j] == 0 {
 			continue
 		}
@@ -445,10 +518,11 @@ func (f *fluid) update(now des.Time) {
 		// once per flow.
 		f.touched = f.touched[:0]
 		for p, id := range f.flows[l] {
-			s := &f.slots[id]
-			if s.mark != in {
+			h := &f.hot[id]
+			if h.mark != in {
 				continue
 			}
+			s := &f.slots[id]
 			if s.soft && f.wts[l][p] < 0 {
 				f.caps[l][p] = level // not limited here: its load is
 				continue
@@ -456,7 +530,7 @@ func (f *fluid) update(now des.Time) {
 			if s.full > 0 && f.wts[l][p] != s.full && !f.tiedFull(s, level) {
 				f.found(s.flow)
 			}
-			s.mark = frozen
+			h.mark = frozen
 			s.next = level
 			for k2, l2 := range s.path {
 				if l2 == l {
@@ -476,29 +550,34 @@ func (f *fluid) update(now des.Time) {
 		f.count[j] = 0
 		for _, k := range f.touched {
 			f.isTouched[k] = false
-			if f.count[k] == 0 {
-				f.drop(int(f.hpos[k])) // no flow left to fix there
+			if f.count[k] == 0 { // no flow left to fix there
+				if small {
+					f.cut(int(f.hpos[k]))
+				} else {
+					f.drop(int(f.hpos[k]))
+				}
 				continue
 			}
 			f.share[k] = f.resid[k] / f.weight[k]
-			f.fix(int(f.hpos[k]))
+			if !small {
+				f.fix(int(f.hpos[k]))
+			}
 		}
 	}
 
 	for _, id := range f.members {
-		s := &f.slots[id]
+		s, h := &f.slots[id], &f.hot[id]
 		r := s.next
 		switch {
-		case s.rate == 0:
-			s.rate = r
-		case math.Abs(r-s.rate) <= 1e-12*s.rate:
+		case h.rate == 0:
+			h.rate = r
+		case math.Abs(r-h.rate) <= 1e-12*h.rate:
 			continue // unchanged: keep the scheduled drain
 		default:
-			s.bits = max(s.bits-s.rate*float64(now-s.at)*1e-12, 0)
-			s.at, s.rate = now, r
+			s.bits = max(s.bits-h.rate*float64(now-s.at)*1e-12, 0)
+			s.at, h.rate = now, r
 		}
-		s.gen++
-		f.q.Push(now.Add(des.FromSeconds(s.bits/s.rate)), evDrained, id, s.gen)
+		f.schedule(id, s, now.Add(des.FromSeconds(s.bits/h.rate)))
 	}
 	if f.verify != nil {
 		f.verify()
@@ -536,15 +615,45 @@ func (f *fluid) alone() bool {
 		if s.full > 0 && r < rFull {
 			f.found(s.flow)
 		}
-		s.rate = r
-		s.gen++
-		f.q.Push(s.at.Add(des.FromSeconds(s.bits/r)), evDrained, id, s.gen)
+		f.hot[id].rate = r
+		f.schedule(id, s, s.at.Add(des.FromSeconds(s.bits/r)))
 	}
 	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
 	if f.verify != nil {
 		f.verify()
 	}
 	return true
+}
+
+// holdDrains: schedule holds later drains (tests turn it off to compare).
+var holdDrains = true
+
+// schedule moves slot id's drain to at. An event of the slot's that pops
+// before at (a drain that moved later) carries it: at is given its
+// calendar number now and pushed as that event pops (repush), so it pops
+// where a push now would have, and a flow slowed down several times in a
+// row costs one push instead of one each.
+func (f *fluid) schedule(id int32, s *slot, at des.Time) {
+	s.gen++
+	if s.carry >= 0 && at > s.due && holdDrains {
+		s.held, s.drainAt, s.drainSeq = true, at, f.q.Reserve()
+		f.holds++
+		return
+	}
+	f.q.Push(at, evDrained, id, s.gen)
+	s.held, s.carry, s.due = false, s.gen, at
+}
+
+// repush handles a popped drain event of generation gen that is no
+// longer slot id's drain: when it carries a held drain, the drain goes
+// into the calendar.
+func (f *fluid) repush(id int32, gen int64) {
+	s := &f.slots[id]
+	if !s.held || s.carry != gen {
+		return
+	}
+	f.q.PushSeq(s.drainAt, s.drainSeq, evDrained, id, s.gen)
+	s.held, s.carry, s.due = false, s.gen, s.drainAt
 }
 
 // --- binary heap of sub-problem links by fair share, ties by link id ---
@@ -616,6 +725,37 @@ func (f *fluid) pop() int32 {
 		f.down(0)
 	}
 	return j
+}
+
+// scanSolve is the most links whose next saturating one update finds
+// by a scan (popMin) rather than a heap.
+const scanSolve = 48
+
+// popMin takes out of the unordered list f.heap the link that comes first
+// in the heap's order (share, then link id: a total order, so the list's
+// order does not matter).
+func (f *fluid) popMin() int32 {
+	h := f.heap
+	b := 0
+	for i := 1; i < len(h); i++ {
+		if f.less(h[i], h[b]) {
+			b = i
+		}
+	}
+	j := h[b]
+	f.cut(b)
+	return j
+}
+
+// cut takes entry i out of the unordered list f.heap.
+func (f *fluid) cut(i int) {
+	h := f.heap
+	n := len(h) - 1
+	j := h[i]
+	h[i] = h[n]
+	f.hpos[h[i]] = int32(i)
+	f.heap = h[:n]
+	f.hpos[j] = -1
 }
 
 // found records that merged flow i was found inexact in this solve.

@@ -98,12 +98,21 @@ func (c *Calendar) Push(at Time, kind uint16, target int32, arg int64) {
 	c.seq++
 }
 
+// Reserve takes the number the next Push would give its event, for the
+// caller to push that event later with PushSeq: it then pops exactly where
+// it would have had it been pushed now (Pushed counts it).
+func (c *Calendar) Reserve() uint64 {
+	c.seq++
+	return c.seq - 1
+}
+
 // PushSeq schedules an event with a number of the caller's, in place of
 // the push order among events of one time: a backend that numbers its
 // events itself (so that it can hold many future ones in compact lists of
 // its own, one of each in the calendar at a time, or order ties in a way
 // that does not depend on push order) pops them by (At, number). It does
-// not mix with Push, whose numbers are the push count.
+// not mix with Push, whose numbers are the push count, except with a
+// number that count gave out (Reserve).
 func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg int64) {
 	// The common case inline: a later bucket of the wheel, not the one
 	// being popped, with room left (a push cost about 100 instructions
