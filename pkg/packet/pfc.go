@@ -45,17 +45,12 @@ type pfc struct {
 	ing       []int64
 	pausedUp  []bool
 	high, low int64
-	// renews: a paused port may wait for its switch's RESUME rather than
-	// wake at each expiry (wakeAtExpiry): priority mode, with a refresh
-	// that comes before the expiry.
-	renews bool
 }
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
 	f := pfc{s: s, port: cfg.PortPFC}
 	if !f.port {
 		f.pausedQ = make([]bool, links*nQ)
-		f.renews = cfg.PauseTimePs >= 2 // a refresh comes before the expiry
 	} else {
 		f.high, f.low = cfg.portThresholds()
 		f.ing = make([]int64, links)
@@ -280,26 +275,9 @@ func (f *pfc) holds(p *port, q int) bool {
 
 // wakeAtExpiry has port pid (p) look again when a PAUSE holding back
 // something it has to send expires.
-//
-// Not while the switch the port feeds still holds the queue paused: its
-// refresh is then on its way (refresh: while pausedQ, one is pending at
-// most half a PAUSE_TIME after the last PAUSE sent) and arrives, one
-// link's latency later, before the PAUSE it renews expires; the chain
-// ends only with a RESUME, whose arrival starts the port (frame). A wake
-// at each expiry found the port still paused: in a 127-to-1 incast 1.1 M
-// of them, a quarter of its events (CPU 0.37 -> 0.27 s). Events are
-// numbered per maker (Sim.seq), so leaving some out reorders no others;
-// traces stay identical (TestPausedPortWaitsForResume,
-// tests/packet-traces.sh). The deadlock watch may stop a refresh, but the
-// run then stops. Only where nothing else moves frames or time: not for a
-// part of a partitioned run, whose switch may be another part's, nor
-// under the surrogate, which holds PFC events.
 func (f *pfc) wakeAtExpiry(pid int32, p *port) {
 	for i := 1; i < nQ; i++ {
 		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
-			if f.renews && f.pausedQ[pid*nQ+int32(i)] && f.s.pv.part == nil && f.s.sur == nil {
-				continue
-			}
 			f.s.fab.wake(pid, p.pauseTill[i])
 		}
 	}

@@ -1,11 +1,6 @@
 package packet
 
-import (
-	"testing"
-
-	"github.com/fabricsim/fabricsim/pkg/cc"
-	"github.com/fabricsim/fabricsim/pkg/topo"
-)
+import "testing"
 
 // A PAUSE kept at its port (not in the calendar) applies exactly when its
 // event would have popped: not to an event before it in (time, number)
@@ -40,53 +35,6 @@ func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 	for q := 1; q < nQ; q++ {
 		if !p.paused[q] || p.pauseTill[q] != maxTime {
 			t.Fatalf("port PAUSE: queue %d paused %v till %d", q, p.paused[q], p.pauseTill[q])
-		}
-	}
-}
-
-// A port paused by a switch that still holds its queue over the threshold
-// waits for the RESUME instead of waking at each expiry (wakeAtExpiry):
-// the refresh always renews the PAUSE first, so those wakes found the port
-// still paused. Without them, incasts through a two-tier fat-tree (PAUSEs
-// between switches and to hosts), without and with DCQCN's pacing, end
-// every flow at the same time, with the same PAUSEs, drops and packets, on
-// fewer events.
-func TestPausedPortWaitsForResume(t *testing.T) {
-	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, GPUs: 16, GPUsPerServer: 1, NICBW: 100e9, SwitchBW: 100e9})
-	var specs []flowSpec
-	for i := int32(1); i < 16; i++ {
-		specs = append(specs, flowSpec{i, 0, 1 << 20, nil})
-		if i%4 == 0 { // a second incast, crossing the first's paused switches
-			specs = append(specs, flowSpec{i, 5, 256 << 10, nil})
-		}
-	}
-	for _, mode := range []int{cc.ModeNone, cc.ModeDCQCN} {
-		cfg := DefaultConfig()
-		cfg.BufferBytes = 256 << 10
-		var ends [2][]int64
-		var stats [2]Stats
-		for k, renews := range []bool{false, true} {
-			s, fl := newSim(t, tp, cfg, mode, specs)
-			s.pfc.renews = renews
-			if err := s.Run(); err != nil {
-				t.Fatal(err)
-			}
-			ends[k], stats[k] = fl.End, s.Stats()
-		}
-		if stats[0].Pauses == 0 {
-			t.Fatalf("cc %d: no PAUSE in a 15-to-1 incast into 256 KB buffers", mode)
-		}
-		if stats[1].Events >= stats[0].Events {
-			t.Fatalf("cc %d: %d events waiting for RESUMEs, %d waking at each expiry", mode, stats[1].Events, stats[0].Events)
-		}
-		for i := range specs {
-			if ends[0][i] != ends[1][i] {
-				t.Fatalf("cc %d: flow %d ends at %d waking at each expiry, %d waiting for the RESUME", mode, i, ends[0][i], ends[1][i])
-			}
-		}
-		stats[0].Events, stats[1].Events = 0, 0
-		if stats[0] != stats[1] {
-			t.Fatalf("cc %d: stats %+v waking at each expiry, %+v waiting for the RESUME", mode, stats[0], stats[1])
 		}
 	}
 }
