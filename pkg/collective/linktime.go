@@ -65,12 +65,28 @@ func (d *Decomposer) gpuTraffic(c *Coll, at func(g int32, group int) *gpuLoad) (
 // lacks a rate or the traffic cannot be formed, and the caller keeps
 // NCCL's model time.
 func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
-	loads := map[int32]*gpuLoad{}
-	nv, nic, ok := d.gpuTraffic(c, func(g int32, _ int) *gpuLoad {
-		l := loads[g]
+	t, ok := d.busiestLinkPs(c, false)
+	return int64(t), ok
+}
+
+// busiestLinkPs is the longest any GPU link takes (ps) for the bytes the
+// decomposition puts on it: all of them, or, byGroup, only those of one
+// group of coinciding rings (trafficGroups) at a time.
+func (d *Decomposer) busiestLinkPs(c *Coll, byGroup bool) (float64, bool) {
+	type key struct {
+		g     int32
+		group int
+	}
+	loads := map[key]*gpuLoad{}
+	nv, nic, ok := d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
+		k := key{g: g}
+		if byGroup {
+			k.group = group
+		}
+		l := loads[k]
 		if l == nil {
 			l = &gpuLoad{}
-			loads[g] = l
+			loads[k] = l
 		}
 		return l
 	})
@@ -81,7 +97,7 @@ func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
 	for _, l := range loads {
 		t = max(t, l.time(nv, nic))
 	}
-	return int64(t), true
+	return t, true
 }
 
 // ringPhasePs is, for a ring collective, how long (ps per wire byte of one
@@ -97,25 +113,9 @@ func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
 	if !ringRows(c.Plan.Algo, Op(c.Rec.Op)) || n < 2 {
 		return 0, false
 	}
-	type key struct {
-		g     int32
-		group int
-	}
-	loads := map[key]*gpuLoad{}
-	nv, nic, ok := d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
-		l := loads[key{g, group}]
-		if l == nil {
-			l = &gpuLoad{}
-			loads[key{g, group}] = l
-		}
-		return l
-	})
+	t, ok := d.busiestLinkPs(c, true)
 	if !ok {
 		return 0, false
-	}
-	var t float64
-	for _, l := range loads {
-		t = max(t, l.time(nv, nic))
 	}
 	// A connection's wire bytes over the collective (Traffic's ring term).
 	steps := float64(n - 1)
