@@ -269,13 +269,7 @@ func (x *Store) attachChan(s int32, rep int32, o collective.Origin, sf *stream.F
 	}
 	slot := set.slots[id] - 1
 	d := &x.flows[slot]
-	kind := flowset.Transfer
-	switch {
-	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
-		kind = flowset.Delay
-	case sf.ConnType == stream.ConnDelay:
-		kind = flowset.Join
-	}
+	kind := flowKind(sf)
 	if kind != d.Kind || (kind == flowset.Transfer && (sf.Src != d.Src || sf.Dst != d.Dst || sf.Size != d.Size || des.Time(sf.DelayPs) != d.Lat || flowset.PaceNsOf(sf.PacePs) != d.PaceNs)) ||
 		(kind == flowset.Delay && sf.DelayPs != d.Size) {
 		return fmt.Errorf("flow %d of channel %d differs from flow %d of the channel it moves with (an internal error: run with --no-merge-channels)", sf.ID, o.Gen, id)

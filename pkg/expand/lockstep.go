@@ -158,13 +158,7 @@ func (x *Store) attach(s int32, rep int32, o collective.Origin, sf *stream.Flow)
 	}
 	slot := set.slots[id] - 1
 	d := &x.flows[slot]
-	kind := flowset.Transfer
-	switch {
-	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
-		kind = flowset.Delay
-	case sf.ConnType == stream.ConnDelay:
-		kind = flowset.Join
-	}
+	kind := flowKind(sf)
 	if kind != d.Kind || (kind == flowset.Transfer && (sf.Size != d.Size || des.Time(sf.DelayPs) != d.Lat)) {
 		return fmt.Errorf("flow %d of group %d differs from flow %d of its representative group %d (size, kind or step latency): the groups' layouts are not alike (an internal error: run without --approx-lockstep)", sf.ID, o.Group, id, rep)
 	}

@@ -471,11 +471,11 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	d := &x.flows[slot]
 	d.Flow = flowset.Flow{ID: set.idBase + sf.ID, Coll: x.in.Flow(set.coll).Coll, Size: sf.Size, Lat: des.Time(sf.DelayPs),
 		Src: sf.Src, Dst: sf.Dst, Chunk: sf.Chunk, Channel: sf.Channel, Kind: flowset.Transfer, PaceNs: flowset.PaceNsOf(sf.PacePs)}
+	d.Kind = flowKind(sf)
 	switch {
-	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
-		d.Kind, d.Size, d.Lat = flowset.Delay, sf.DelayPs, 0
-	case sf.ConnType == stream.ConnDelay:
-		d.Kind = flowset.Join
+	case d.Kind == flowset.Delay:
+		d.Size, d.Lat = sf.DelayPs, 0
+	case d.Kind == flowset.Join:
 	case x.multiNIC && sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server:
 		// The connection's index among its source's connections to
 		// other servers, as flowset numbers them at flow granularity.
@@ -798,4 +798,16 @@ func (x *Store) satisfy(s int32, out []int32) []int32 {
 		prefetch.Line(unsafe.Pointer(&x.flows[s])) // its start reads it
 	}
 	return out
+}
+
+// flowKind is what a stream flow expands to: a connection's transfer, a
+// delay (a connection-less flow with a duration) or a join (one without).
+func flowKind(sf *stream.Flow) uint8 {
+	switch {
+	case sf.ConnType == stream.ConnDelay && sf.DelayPs > 0:
+		return flowset.Delay
+	case sf.ConnType == stream.ConnDelay:
+		return flowset.Join
+	}
+	return flowset.Transfer
 }
