@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -72,19 +71,7 @@ func TestFluidFaultsMatchFullRecompute(t *testing.T) {
 	faults := &Faults{Down: []LinkDown{down}, Scale: scales}
 	g := int32(tp.GPUs)
 	rng := rand.New(rand.NewPCG(11, uint64(g)))
-	var flows []stream.Flow
-	for id := int64(0); id < 300; id++ {
-		size := 1 + rng.Int64N(8*MiB)
-		src, dst := rng.Int32N(g), rng.Int32N(g-1)
-		if dst >= src {
-			dst++
-		}
-		f := flow(id, src, dst, size)
-		for k := rng.IntN(3); k > 0 && id > 0; k-- {
-			f.Deps = append(f.Deps, rng.Int64N(id))
-		}
-		flows = append(flows, f)
-	}
+	flows := randomDAG(rng, g, 300, func() int64 { return 1 + rng.Int64N(8*MiB) })
 	for _, routing := range []route.Policy{route.ECMP, route.Spray, route.Adaptive} {
 		checks, worst := 0, 0.0
 		verify := func(f *fluid) {

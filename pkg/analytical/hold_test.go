@@ -18,19 +18,7 @@ func TestHeldDrainsSameTrace(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, Oversub: 2, GPUsPerServer: 1})
 	g := int32(tp.GPUs)
 	rng := rand.New(rand.NewPCG(5, 7))
-	var flows []stream.Flow
-	for id := int64(0); id < 600; id++ {
-		size := MiB * (1 + rng.Int64N(4)) // few sizes: drains tie
-		src, dst := rng.Int32N(g), rng.Int32N(g-1)
-		if dst >= src {
-			dst++
-		}
-		f := flow(id, src, dst, size)
-		for k := rng.IntN(3); k > 0 && id > 0; k-- {
-			f.Deps = append(f.Deps, rng.Int64N(id))
-		}
-		flows = append(flows, f)
-	}
+	flows := randomDAG(rng, g, 600, func() int64 { return MiB * (1 + rng.Int64N(4)) }) // few sizes: drains tie
 	in := mustRead(t, tp, flows)
 	run := func(hold bool) ([]trace.Row, Result, uint64) {
 		holdDrains = hold
@@ -57,4 +45,23 @@ func TestHeldDrainsSameTrace(t *testing.T) {
 	if resHeld.Events != resPushed.Events || resHeld.End != resPushed.End {
 		t.Errorf("events %d, end %v held; %d, %v pushed", resHeld.Events, resHeld.End, resPushed.Events, resPushed.End)
 	}
+}
+
+// randomDAG is n transfers between random distinct GPUs of g, of size(),
+// each after up to two random earlier ones.
+func randomDAG(rng *rand.Rand, g int32, n int64, size func() int64) []stream.Flow {
+	var flows []stream.Flow
+	for id := int64(0); id < n; id++ {
+		sz := size()
+		src, dst := rng.Int32N(g), rng.Int32N(g-1)
+		if dst >= src {
+			dst++
+		}
+		f := flow(id, src, dst, sz)
+		for k := rng.IntN(3); k > 0 && id > 0; k-- {
+			f.Deps = append(f.Deps, rng.Int64N(id))
+		}
+		flows = append(flows, f)
+	}
+	return flows
 }
