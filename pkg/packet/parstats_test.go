@@ -88,7 +88,7 @@ func checkCPU(t *testing.T, ps *ParallelStats) {
 	}
 	want := 0
 	for w := range ps.Windows {
-		if uint32(w)*0x9e3779b1>>29 == 0 {
+		if timedWindow(w) {
 			want++
 		}
 	}

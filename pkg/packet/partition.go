@@ -545,7 +545,7 @@ func (s *Sim) runPartitioned() error {
 		// tens of microseconds a window on 128 GPUs): one window in
 		// timedEvery reads them, picked by a hash of its number (a ring's
 		// windows can repeat with a period of a few).
-		timed := uint32(w)*0x9e3779b1>>29 == 0
+		timed := timedWindow(w)
 		wait := crew.run(end, w&1, timed)
 		if timed {
 			betweenFrom = threadCPU()
@@ -711,8 +711,14 @@ func (c *crew) take(v int64) bool {
 }
 
 // timedEvery is how often a window reads the threads' CPU clocks: one in
-// timedEvery (2^3, as the hash in runPartitioned picks them).
-const timedEvery = 8
+// timedEvery, 2^timedBits (timedWindow).
+const (
+	timedBits  = 3
+	timedEvery = 1 << timedBits
+)
+
+// timedWindow picks window w's number by a hash to read the CPU clocks.
+func timedWindow(w int) bool { return uint32(w)*0x9e3779b1>>(32-timedBits) == 0 }
 
 // soloAfter is a wait for another thread's part that says the kernel took
 // that thread off its core: about a time slice, against tens of
