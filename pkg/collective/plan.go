@@ -309,9 +309,12 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		if bw := t.BusBw(op, AlgoRing, LL128) / float64(max(t.Ring.NChannels, 1)); pl.RingRoundPs > 0 && pl.Proto == LL128 && bw > 0 {
 			// The proxy posts a step once the channel's thread block has
 			// written it, at LL128's per-channel rate in NCCL's model
-			// (perChMaxRingLL128Bw, 36.7 GB/s on Hopper): the two are in
-			// series on every ring step.
-			pl.RingRoundPs += int64(float64(step) / bw * 1e3)
+			// (perChMaxRingLL128Bw, 36.7 GB/s on Hopper). The block writes
+			// a step as the upstream hop's lines land (LL128's flag in
+			// every 128-byte line), so that copy overlaps the step's bytes
+			// on the wire beyond the step's first ll128-tail bytes
+			// (ll128CopyPs).
+			pl.RingRoundPs += ll128CopyPs(step, p.Opt.transport().LL128TailBytes, bw, p.M, pl.Channels)
 		}
 		if llBw := p.Opt.transport().LLBusGBps; pl.Proto == LL && llBw > 0 && p.Opt.SendLatPs <= 0 {
 			// A slice of step payload bytes on one of the ring's channels
@@ -444,4 +447,27 @@ func parseEnableList(s, name string, valid func(string) bool) (func(op Op, v str
 		}
 		return r.set[norm(v)] != r.neg
 	}, nil
+}
+
+// ll128CopyPs is what an LL128 ring step's copy of step payload bytes, at
+// bw GB/s per channel, adds in series with the step's wire bytes. The
+// receiving thread block consumes and forwards lines as they land (LL128's
+// flag in every 128-byte line), so beyond the step's first tail bytes
+// (Transport.LL128TailBytes) the copy overlaps the wire, at the channel's
+// share of the server's NICs (NICs x rate / channels), and adds only what
+// it takes beyond it; the first tail bytes are copied in series. On HGX
+// H100 with 8 x 400G and 16 channels the share is 25 GB/s and the copy
+// 36.7: hidden beyond the tail.
+func ll128CopyPs(step, tail int64, bw float64, m ServerModel, channels int) int64 {
+	head := min(step, max(tail, 0))
+	ps := float64(head) / bw * 1e3
+	if rest := step - head; rest > 0 {
+		over := float64(rest) / bw * 1e3
+		if m.NICs > 0 && m.NICGBps > 0 {
+			share := float64(m.NICs) * m.NICGBps / float64(max(channels, 1))
+			over -= float64(wire(rest, LL128)) / share * 1e3
+		}
+		ps += max(over, 0)
+	}
+	return int64(ps)
 }

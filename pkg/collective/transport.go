@@ -134,6 +134,20 @@ type Transport struct {
 	// floor 0.82-0.88 of it) and 32 us on 8 A100s (oci-1x8a100_*, 4.0 us).
 	LaunchUs       float64
 	GPUsPerProcess int
+	// LL128TailBytes: how much of a multi-server LL128 ring step its
+	// thread block copies in series with the step's wire bytes (at NCCL's
+	// per-channel LL128 rate, in series with the ring's proxy round);
+	// beyond it the copy overlaps the wire (ll128CopyPs), since LL128's
+	// flag in every 128-byte line lets the receiver consume and forward
+	// lines as they land. 128 KiB by default, the largest LL128 ring step
+	// of the Voltage Park AllGather (64 MiB on 32 ranks, 16 channels)
+	// that calibrated h100-ib with the copy wholly in series, so that
+	// calibration stands. Over the AWS p5 AllReduce's 256-512 KiB Ring
+	// LL128 steps (held out) the time per step grows at the wire's rate
+	// (about 21 GB/s a channel), not at the copy and the wire's in series
+	// (14 GB/s): with the copy wholly in series, the LL128 ring's plateau
+	// there was 200 GB/s busbw against the measured 275.
+	LL128TailBytes int64
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -163,7 +177,7 @@ func (o Options) launchFloorPs() int64 {
 // GiB (tests/transport_test.go TestTransportVPBands), with h100-efa the
 // AWS p5 2- and 4-server AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
-	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1}
+	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10}
 }
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
@@ -221,6 +235,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
+		t.LL128TailBytes = 128 << 10
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -230,6 +245,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 1.2, 0, 0
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
+		t.LL128TailBytes = 128 << 10
 	},
 	"a100": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
@@ -238,6 +254,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 		t.NVLSChunkUs = 0
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
+		t.LL128TailBytes = 128 << 10
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -246,11 +263,12 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
 		t.NVLSChunkUs = 0
 		t.LLBusGBps, t.LaunchUs = 0, 0
+		t.LL128TailBytes = 128 << 10
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -273,6 +291,12 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ar-threshold=%q: want a size in bytes, 0 (no adaptive routing) or more", v)
 		}
 		t.ARThreshold = n
+	case "ll128-tail":
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<40 {
+			return fmt.Errorf("--transport ll128-tail=%q: want a size in bytes, 0 (the copy wholly overlaps the wire) or more", v)
+		}
+		t.LL128TailBytes = n
 	case "ll-bw":
 		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
 		if err != nil || math.IsNaN(bw) || bw < 0 || bw > 1e6 {
@@ -373,6 +397,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport ll-bw %v: a bandwidth is not negative", t.LLBusGBps)
 	case !(t.LaunchUs >= 0):
 		return fmt.Errorf("transport launch %v: a cost is not negative", t.LaunchUs)
+	case t.LL128TailBytes < 0:
+		return fmt.Errorf("transport ll128-tail %d: a size is not negative", t.LL128TailBytes)
 	case t.GPUsPerProcess < 0:
 		return fmt.Errorf("transport gpus-per-process %d: not negative (0 and 1: one GPU per process)", t.GPUsPerProcess)
 	}
