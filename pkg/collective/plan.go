@@ -275,6 +275,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		err = p.simai(t, op, groupType, n, size, &pl)
 	default:
 		pl.Algo, pl.Proto, pl.PredictedUs, err = t.Select(op, size)
+		if a, pr, ok := t.PluginChoice(p.Opt.transport().Tuner, op, size); ok && err == nil {
+			pl.Algo, pl.Proto, pl.PredictedUs = a, pr, t.Time(op, a, pr, size)
+		}
 	}
 	if err != nil {
 		return pl, err

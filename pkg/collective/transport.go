@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
 // Transport is NCCL's per-connection transport as the decomposition
@@ -148,6 +151,12 @@ type Transport struct {
 	// (14 GB/s): with the copy wholly in series, the LL128 ring's plateau
 	// there was 200 GB/s busbw against the measured 275.
 	LL128TailBytes int64
+	// Tuner is the selection plugin NCCL loads (NCCL_TUNER_PLUGIN): ""
+	// or "nccl", none, NCCL's model chooses; "aws-p5", aws-ofi-nccl's
+	// tuner on p5/p5e, whose regions force the algorithm and protocol of
+	// an AllReduce at 8 ranks a server on 3 servers or more
+	// (nccl.Tuner.PluginChoice), as on the AWS p5 runs.
+	Tuner string
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -236,6 +245,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.LL128TailBytes = 128 << 10
+		t.Tuner = ""
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -246,6 +256,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.LL128TailBytes = 128 << 10
+		t.Tuner = "aws-p5"
 	},
 	"a100": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
@@ -255,6 +266,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.NVLSChunkUs = 0
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
 		t.LL128TailBytes = 128 << 10
+		t.Tuner = ""
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -264,11 +276,12 @@ var TransportPresets = map[string]func(*Transport){
 		t.NVLSChunkUs = 0
 		t.LLBusGBps, t.LaunchUs = 0, 0
 		t.LL128TailBytes = 128 << 10
+		t.Tuner = ""
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -291,6 +304,11 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ar-threshold=%q: want a size in bytes, 0 (no adaptive routing) or more", v)
 		}
 		t.ARThreshold = n
+	case "tuner":
+		if !slices.Contains(nccl.TunerPlugins, v) {
+			return fmt.Errorf("--transport tuner=%q: want %s", v, strings.Join(nccl.TunerPlugins, " or "))
+		}
+		t.Tuner = v
 	case "ll128-tail":
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 || n > 1<<40 {
@@ -397,6 +415,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport ll-bw %v: a bandwidth is not negative", t.LLBusGBps)
 	case !(t.LaunchUs >= 0):
 		return fmt.Errorf("transport launch %v: a cost is not negative", t.LaunchUs)
+	case t.Tuner != "" && !slices.Contains(nccl.TunerPlugins, t.Tuner):
+		return fmt.Errorf("transport tuner %q: want %s", t.Tuner, strings.Join(nccl.TunerPlugins, " or "))
 	case t.LL128TailBytes < 0:
 		return fmt.Errorf("transport ll128-tail %d: a size is not negative", t.LL128TailBytes)
 	case t.GPUsPerProcess < 0:
