@@ -21,15 +21,13 @@ import (
 //     GiB) and climbs after, and aws-ofi-nccl's p5 tuner has no AllGather
 //     region at 8 ranks a node (src/tuner/nccl_ofi_regions.cpp), so that
 //     is NCCL's own choice. Those dip sizes are the 0.77 misses below.
-//   - AllReduce on 8 nodes at 64 and 128 MiB (0.70, 0.72) and 4 nodes at
-//     1 GiB (0.84, in band but by chance): aws-ofi-nccl's p5 regions pick
-//     Tree LL128 to 30-112 MiB (by rank count), Ring LL128 to 1-2 GiB and
-//     NVLS-Tree Simple above; fabricsim's selection picks NVLS-Tree first
-//     and the Simple ring last. Forced to the tuner's choices, Tree LL128
-//     and Ring LL128 are 0.90-1.12 at 32-128 MiB on 8 nodes, but the LL128
-//     ring's plateau is 200 GB/s busbw where the measured one is 275-280
-//     (1.24-1.40 at 256 MiB-2 GiB): the tuner's regions need that fixed
-//     first.
+//   - (fixed) AllReduce on 8 nodes at 64 and 128 MiB (0.70, 0.72): the
+//     preset now selects as aws-ofi-nccl's p5 tuner regions do
+//     (--transport tuner=aws-p5: Tree LL128 to 36 MiB on 32 ranks and 112
+//     MiB on 64, Ring LL128 to 1.3 and 2 GiB, Ring Simple above), and an
+//     LL128 ring step's copy overlaps its wire bytes beyond its first 128
+//     KiB (ll128-tail), so the LL128 ring's plateau is the wire's: 4 and 8
+//     nodes are 0.97-1.12 from 32 MiB to 4 GiB.
 //   - AllReduce on 2 nodes at 64 MiB (0.7996): NVLS-Tree's 512 KiB chunk
 //     per head, one loop per channel there; the fitted 2 x 8 sweep
 //     (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.81 at that size.
@@ -41,8 +39,6 @@ var p5Misses = map[string]float64{
 	"allgather 64 33554432":   0.75,
 	"allgather 64 268435456":  1.90,
 	"allgather 64 1073741824": 0.77,
-	"allreduce 64 67108864":   0.70,
-	"allreduce 64 134217728":  0.72,
 	"allreduce 16 67108864":   0.80,
 }
 

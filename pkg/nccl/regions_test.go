@@ -1,0 +1,55 @@
+package nccl
+
+import (
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/ncclpath"
+)
+
+// aws-ofi-nccl's p5 regions for AllReduce at 8 ranks a server, read off
+// its polygons by hand (v1.16.3, src/tuner/nccl_ofi_regions.cpp): the
+// Tree LL128 edge runs from 30 MiB at 16 ranks to 36 MiB at 32 and 112
+// MiB at 64; Ring LL128 reaches 1 GiB + 15/47 GiB at 32 ranks (its lower
+// edge from (1 GiB, 17) to (2 GiB, 64)) and 2 GiB at 64 (a vertex, which
+// counts); Ring Simple starts at 1.5 GiB at 32 ranks and 2.5 GiB at 64;
+// NVLS-Tree Simple holds 4 GiB at 128 ranks (its lower edge); one or two
+// servers, other ranks per server and other operations are NCCL's.
+func TestAWSP5Regions(t *testing.T) {
+	m := ServerModel{CC: 90, GPUs: 8, NICs: 8, NICGBps: 50, NVLinkGBps: 370.8, NVSwitch: true,
+		IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB, GPUGPUGBps: 370.8, GPUNICGBps: 50, PXN: true, NVLS: true}
+	const MiB, GiB = 1 << 20, 1 << 30
+	for _, c := range []struct {
+		nodes int
+		size  int64
+		algo  Algo
+		proto Proto
+		ok    bool
+	}{
+		{4, 32 * MiB, AlgoTree, LL128, true},
+		{4, 64 * MiB, AlgoRing, LL128, true},
+		{4, 1 * GiB, AlgoRing, LL128, true},
+		{4, 2 * GiB, AlgoRing, Simple, true},
+		{8, 64 * MiB, AlgoTree, LL128, true},
+		{8, 128 * MiB, AlgoRing, LL128, true},
+		{8, 2 * GiB, AlgoRing, LL128, true},
+		{8, 4 * GiB, AlgoRing, Simple, true},
+		{16, 256 * MiB, AlgoTree, LL128, true},
+		{16, 1 * GiB, AlgoRing, LL128, true},
+		{16, 4 * GiB, AlgoNVLSTree, Simple, true},
+		{2, 64 * MiB, 0, 0, false},
+	} {
+		a, p, ok := NewTuner(m, 8*c.nodes, c.nodes).PluginChoice("aws-p5", AllReduce, c.size)
+		if ok != c.ok || ok && (a != c.algo || p != c.proto) {
+			t.Errorf("%d servers, %d B: %v %v %v, want %v %v %v", c.nodes, c.size, a, p, ok, c.algo, c.proto, c.ok)
+		}
+	}
+	if _, _, ok := NewTuner(m, 32, 4).PluginChoice("aws-p5", AllGather, 64*MiB); ok {
+		t.Error("AllGather at 8 ranks a server: the plugin has no region, NCCL's model chooses")
+	}
+	if _, _, ok := NewTuner(m, 32, 4).PluginChoice("nccl", AllReduce, 64*MiB); ok {
+		t.Error("tuner nccl: no plugin choice")
+	}
+	if _, _, ok := NewTuner(m, 16, 4).PluginChoice("aws-p5", AllReduce, 64*MiB); ok {
+		t.Error("4 ranks a server: the 8-a-server regions do not apply")
+	}
+}
