@@ -180,7 +180,11 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 	k := [2]int{nRanks, nNodes}
 	t := p.tuners[k]
 	if t == nil {
-		t = nccl.NewTuner(p.M, nRanks, nNodes)
+		m := p.M
+		if p.Opt.transport().AMDHost {
+			m.AMDCPU = true
+		}
+		t = nccl.NewTuner(m, nRanks, nNodes)
 		t.Enabled = func(op Op, a Algo, pr Proto) bool {
 			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
 		}

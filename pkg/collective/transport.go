@@ -157,6 +157,14 @@ type Transport struct {
 	// an AllReduce at 8 ranks a server on 3 servers or more
 	// (nccl.Tuner.PluginChoice), as on the AWS p5 runs.
 	Tuner string
+	// AMDHost: the servers' CPUs are AMD x86 (AWS p5.48xlarge: AMD EPYC
+	// 7R13), where NCCL's model doubles its network overhead
+	// (getNetOverhead: 2 us a step of a multi-server ring, 6 for Simple,
+	// against Intel's 1 and 3) and takes LL's multi-server bandwidth cap
+	// from its AMD row (tuning.cc); it moves the ring's LL128-to-Simple
+	// switch to larger sizes. false: Intel, NCCL's model as the topology
+	// gives it.
+	AMDHost bool
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -246,6 +254,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = ""
+		t.AMDHost = false
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -257,6 +266,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = "aws-p5"
+		t.AMDHost = true
 	},
 	"a100": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
@@ -267,6 +277,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = ""
+		t.AMDHost = false
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -277,11 +288,12 @@ var TransportPresets = map[string]func(*Transport){
 		t.LLBusGBps, t.LaunchUs = 0, 0
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = ""
+		t.AMDHost = false
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -304,6 +316,13 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ar-threshold=%q: want a size in bytes, 0 (no adaptive routing) or more", v)
 		}
 		t.ARThreshold = n
+	case "host-cpu":
+		switch v {
+		case "intel", "amd":
+			t.AMDHost = v == "amd"
+		default:
+			return fmt.Errorf("--transport host-cpu=%q: want intel or amd", v)
+		}
 	case "tuner":
 		if !slices.Contains(nccl.TunerPlugins, v) {
 			return fmt.Errorf("--transport tuner=%q: want %s", v, strings.Join(nccl.TunerPlugins, " or "))
