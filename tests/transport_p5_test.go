@@ -22,6 +22,12 @@ import (
 //     overhead to 8, and aws-ofi-nccl's p5 tuner has no AllGather region
 //     at 8 ranks a server (src/tuner/nccl_ofi_regions.cpp). Forced to
 //     LL128 these sizes are 0.79-0.80: the dip is slower than either.
+//     The plugin reports 75 us of network latency, which NCCL's model
+//     adds to every step across servers, twice for Simple: with
+//     --transport net-latency=75 the selection switches where NCCL 2.28.7
+//     did on 32 and 64 ranks (nccl TestNetLatencySelection), but no
+//     preset sets it, as it also moves the fitted 2-server AllReduce's
+//     1-16 MiB from NVLS-Tree to Tree (1.2-1.3x there).
 //   - AllGather 8x8 32 MiB (0.75): an LL128 ring step of 32 KiB takes 11
 //     us on EFA against 7.5 on the Voltage Park IB sweep; h100-efa's ring
 //     proxy round is IB's (ring-op), as no EFA sweep outside the held-out

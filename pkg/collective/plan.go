@@ -185,6 +185,7 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 			m.AMDCPU = true
 		}
 		t = nccl.NewTuner(m, nRanks, nNodes)
+		t.NetLatencyUs = p.Opt.transport().NetLatencyUs
 		t.Enabled = func(op Op, a Algo, pr Proto) bool {
 			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
 		}
@@ -347,7 +348,7 @@ func (p *Planner) forced(t *Tuner, op Op, size int64, pl *Plan) error {
 					continue
 				}
 			}
-			if tm := t.Time(op, a, pr, size); tm >= 0 && (best < 0 || tm < best) {
+			if tm := t.SelectionTime(op, a, pr, size); tm >= 0 && (best < 0 || tm < best) {
 				best, pl.Algo, pl.Proto = tm, a, pr
 			}
 		}
@@ -356,7 +357,7 @@ func (p *Planner) forced(t *Tuner, op Op, size int64, pl *Plan) error {
 		return fmt.Errorf("%s with algorithm %q protocol %q is not available on %d ranks over %d servers",
 			op, orAny(p.Opt.Algo), orAny(p.Opt.Proto), t.NRanks, t.NNodes)
 	}
-	pl.PredictedUs = best
+	pl.PredictedUs = t.Time(op, pl.Algo, pl.Proto, size)
 	return nil
 }
 

@@ -165,6 +165,18 @@ type Transport struct {
 	// switch to larger sizes. false: Intel, NCCL's model as the topology
 	// gives it.
 	AMDHost bool
+	// NetLatencyUs: the latency the network plugin reports to NCCL, which
+	// NCCL's model adds to every step across servers, twice for Simple,
+	// when it chooses (nccl.Tuner.SelectionTime): aws-ofi-nccl reports 75
+	// us on p4d, p4de and p5/p5e (src/platform-aws.cpp, v1.16.3); NCCL's
+	// IB plugin 0. It moves multi-server rings from LL128 to Simple at
+	// larger sizes; no transfer waits on it. No preset sets it: with 75
+	// and host-cpu=amd NCCL's model keeps p5's AllGather ring on LL128 to
+	// 16 MiB a rank on 32 and 64 ranks, as the p5 runs' busbw dips show
+	// NCCL 2.28.7 did, but it also moves the 2-server AllReduce from
+	// NVLS-Tree to Tree at 1-16 MiB, where h100-efa's costs (fitted on
+	// NVLS-Tree) put the 2 x 8 p5 sweep at 1.2-1.3x.
+	NetLatencyUs float64
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -255,6 +267,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = ""
 		t.AMDHost = false
+		t.NetLatencyUs = 0
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -267,6 +280,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = "aws-p5"
 		t.AMDHost = true
+		t.NetLatencyUs = 0
 	},
 	"a100": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
@@ -278,6 +292,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = ""
 		t.AMDHost = false
+		t.NetLatencyUs = 0
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -289,11 +304,12 @@ var TransportPresets = map[string]func(*Transport){
 		t.LL128TailBytes = 128 << 10
 		t.Tuner = ""
 		t.AMDHost = false
+		t.NetLatencyUs = 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -366,7 +382,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch", "net-latency":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -394,6 +410,8 @@ func (t *Transport) Set(kv string) error {
 			t.NVLSChunkUs = us
 		case "launch":
 			t.LaunchUs = us
+		case "net-latency":
+			t.NetLatencyUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -436,6 +454,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport launch %v: a cost is not negative", t.LaunchUs)
 	case t.Tuner != "" && !slices.Contains(nccl.TunerPlugins, t.Tuner):
 		return fmt.Errorf("transport tuner %q: want %s", t.Tuner, strings.Join(nccl.TunerPlugins, " or "))
+	case !(t.NetLatencyUs >= 0):
+		return fmt.Errorf("transport net-latency %v: a time is not negative", t.NetLatencyUs)
 	case t.LL128TailBytes < 0:
 		return fmt.Errorf("transport ll128-tail %d: a size is not negative", t.LL128TailBytes)
 	case t.GPUsPerProcess < 0:

@@ -53,3 +53,46 @@ func TestAWSP5Regions(t *testing.T) {
 		t.Error("4 ranks a server: the 8-a-server regions do not apply")
 	}
 }
+
+// The network plugin's latency in NCCL's choice (tuning.cc: interLat +=
+// latencyInter, twice for Simple): a ring AllGather on 8 servers has 7
+// steps across them, so Simple pays 7 x 2 x 75 us more and LL128 7 x 75;
+// a ring AllReduce 14 steps, x 1.4 (the ring plateau) for Simple; a tree
+// 2 x log2(8). With p5's facts (aws-ofi-nccl's 75 us, AMD hosts) NCCL's
+// model keeps the 64-rank AllGather ring on LL128 to 1 GiB and takes
+// Simple at 2 GiB, where the p5 run's busbw dips and climbs (NCCL 2.28.7,
+// examples/reference/aws-p5-8x8h100-efa_allgather.csv); without them it
+// leaves LL128 above 256 MiB.
+func TestNetLatencySelection(t *testing.T) {
+	m := ServerModel{CC: 90, GPUs: 8, NICs: 8, NICGBps: 50, NVLinkGBps: 370.8, NVSwitch: true,
+		IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB, GPUGPUGBps: 370.8, GPUNICGBps: 50, PXN: true, NVLS: true}
+	tu := NewTuner(m, 64, 8)
+	tu.NetLatencyUs = 75
+	const GiB = 1 << 30
+	for _, c := range []struct {
+		op   Op
+		a    Algo
+		p    Proto
+		want float64
+	}{
+		{AllGather, AlgoRing, Simple, 7 * 2 * 75},
+		{AllGather, AlgoRing, LL128, 7 * 75},
+		{AllReduce, AlgoRing, Simple, 14 * 2 * 75 * 1.4},
+		{AllReduce, AlgoTree, LL128, 2 * 3 * 75},
+	} {
+		if d := tu.SelectionTime(c.op, c.a, c.p, GiB) - tu.Time(c.op, c.a, c.p, GiB); d < c.want-1e-6 || d > c.want+1e-6 {
+			t.Errorf("%s %v %v: selection time %.1f us above the model's, want %.1f", c.op, c.a, c.p, d, c.want)
+		}
+	}
+	m.AMDCPU = true
+	tu = NewTuner(m, 64, 8)
+	tu.NetLatencyUs = 75
+	for size, want := range map[int64]Proto{GiB: LL128, 2 * GiB: Simple} {
+		if _, p, _, _ := tu.Select(AllGather, size); p != want {
+			t.Errorf("p5 AllGather on 64 ranks, %d B: %v, want %v", size, p, want)
+		}
+	}
+	if _, p, _, _ := NewTuner(m, 64, 8).Select(AllGather, 512<<20); p != Simple {
+		t.Errorf("without the plugin's latency, 512 MiB: %v, want simple", p)
+	}
+}

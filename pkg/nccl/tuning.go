@@ -225,6 +225,14 @@ type Tuner struct {
 	Ring           Graph // the tree uses it too: NCCL searches the tree with the ring's channel count
 	NVLSGraph      Graph
 	Enabled        func(op Op, a Algo, p Proto) bool // nil: all enabled
+	// NetLatencyUs is the latency the network plugin reports to NCCL
+	// (ncclNetProperties.latency; aws-ofi-nccl: 75 us on p4d, p4de and
+	// p5, NCCL's own IB plugin 0). NCCL's model adds it to every step
+	// across servers, twice for Simple (the flush), so it steers the
+	// choice (SelectionTime); it is a tuning constant, not a delay on the
+	// wire, so the model times the DAG carries (Time, LatencyTerms) leave
+	// it out.
+	NetLatencyUs float64
 }
 
 // NewTuner runs the graph search for a communicator. NCCL trims each
@@ -597,15 +605,16 @@ func (t *Tuner) LatencyAt(op Op, a Algo, p Proto, nBytes int64) LatTerms {
 	return lt
 }
 
-// Select returns NCCL's choice: the fastest available combination, ties
-// going to the first in NCCL's loop order.
+// Select returns NCCL's choice: the fastest available combination by
+// SelectionTime, ties going to the first in NCCL's loop order, and its
+// model time (Time).
 func (t *Tuner) Select(op Op, nBytes int64) (Algo, Proto, float64, error) {
 	best := -1.0
 	var ba Algo
 	var bp Proto
 	for a := AlgoTree; a <= AlgoPAT; a++ {
 		for p := LL; p <= Simple; p++ {
-			tm := t.Time(op, a, p, nBytes)
+			tm := t.SelectionTime(op, a, p, nBytes)
 			if tm >= 0 && (best < 0 || tm < best) {
 				best, ba, bp = tm, a, p
 			}
@@ -614,7 +623,42 @@ func (t *Tuner) Select(op Op, nBytes int64) (Algo, Proto, float64, error) {
 	if best < 0 {
 		return 0, 0, 0, fmt.Errorf("no algorithm/protocol is enabled for %s", op)
 	}
-	return ba, bp, best, nil
+	return ba, bp, t.Time(op, ba, bp, nBytes), nil
+}
+
+// SelectionTime is the time NCCL compares when it chooses: Time plus the
+// network plugin's latency (NetLatencyUs) on every step across servers,
+// twice for Simple (tuning.cc: interLat += latencyInter, and again for
+// the flush), with the ring plateau's factor where Time applies it.
+func (t *Tuner) SelectionTime(op Op, a Algo, p Proto, nBytes int64) float64 {
+	tm := t.Time(op, a, p, nBytes)
+	if tm < 0 || t.NetLatencyUs <= 0 || t.NNodes < 2 {
+		return tm
+	}
+	var steps float64
+	switch a {
+	case AlgoRing:
+		switch op {
+		case AllReduce:
+			steps = float64(2 * (t.NNodes - 1))
+		case AllGather, ReduceScatter:
+			steps = float64(t.NNodes - 1)
+		}
+	case AlgoTree, AlgoNVLSTree:
+		steps = float64(2 * log2i(t.NNodes))
+	case AlgoNVLS:
+		steps = 1
+	case AlgoPAT:
+		steps = float64(log2i(t.NNodes)) / 3.5
+	}
+	lat := steps * t.NetLatencyUs
+	if p == Simple {
+		lat *= 2
+	}
+	if f := t.LatencyAt(op, a, p, nBytes).Total / math.Max(t.LatencyTerms(op, a, p).Total, 1e-9); f > 1 {
+		lat *= f // the ring plateau's factor
+	}
+	return tm + lat
 }
 
 // RuntimeChannels is the channel count the kernels run with (connect.cc
