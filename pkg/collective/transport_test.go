@@ -2,6 +2,7 @@ package collective
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -272,4 +273,26 @@ func TestLLRingPacedByRound(t *testing.T) {
 	if ordered < 2*16*14 || net == 0 || intra == 0 {
 		t.Fatalf("%d later steps wait on their connection (want at least %d), %d network flows, %d paced NVLink flows", ordered, 2*16*14, net, intra)
 	}
+}
+
+// FuzzTransportSet: any --transport KEY=VALUE either fails with an error
+// naming the flag or leaves a transport that Validate accepts; never a
+// panic.
+func FuzzTransportSet(f *testing.F) {
+	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl",
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, kv string) {
+		tr := DefaultTransport()
+		if err := tr.Set(kv); err != nil {
+			if !strings.Contains(err.Error(), "--transport") {
+				t.Fatalf("%q: error %q does not name the flag", kv, err)
+			}
+			return
+		}
+		if err := tr.Validate(); err != nil {
+			t.Fatalf("%q accepted, then invalid: %v", kv, err)
+		}
+	})
 }
