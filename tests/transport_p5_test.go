@@ -19,7 +19,7 @@ import (
 //   - AllGather at NCCL 2.28.7's last LL128 size (2x8 256 MiB, 4x8 512
 //     MiB, 8x8 1 GiB, 0.77): the measured busbw dips there and climbs
 //     after; NCCL kept LL128 to 16 MiB a rank, our model with the AMD
-//     overhead to 8, and aws-ofi-nccl's p5 tuner has no AllGather region
+//     overhead to 4, and aws-ofi-nccl's p5 tuner has no AllGather region
 //     at 8 ranks a server (src/tuner/nccl_ofi_regions.cpp). Forced to
 //     LL128 these sizes are 0.79-0.80: the dip is slower than either.
 //     The plugin reports 75 us of network latency, which NCCL's model
