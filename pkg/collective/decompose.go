@@ -639,6 +639,8 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 			if phase, ok := d.ringPhasePs(c); ok {
 				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
 			}
+		} else if rt, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+			t = rt // an LL or LL128 ring's diagonal in closed form
 		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 			t = nt // its stages' chain and cycle in closed form
 		} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
