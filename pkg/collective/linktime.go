@@ -548,3 +548,55 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	}
 	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
 }
+
+// allToAllPs is an AllToAll's time (ps) across servers under the
+// transport's costs in closed form, the mechanism allToAllPXN's and
+// allToAllDirect's flows carry (p2pSteps): each network connection (with
+// PXN, a rail GPU's to one remote rank, gathering its server's hand-offs)
+// moves its share in K pieces (p2pPieces), the first after the hop's
+// latency and a step's cost (and, with PXN, after the first pieces'
+// hand-offs over the rail GPU's NVLink), each later one no sooner than
+// an interval after the one before (its steps x the longer of the step
+// cost and the proxy's round over the connections it serves). The last
+// piece then takes its row's bytes, every connection's last piece out of
+// the GPU's NIC share at once; all the bytes of the busiest link over
+// its rate (linkBwPs) bound it from below:
+//
+//	T = base + latency + cost + hand-off + max((K - 1) x interval + row, bw).
+//
+// ok is false where the server model lacks a rate or the plan is not an
+// AllToAll across servers under step costs.
+func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool) {
+	pl := co.Plan
+	m, f := d.Planner.M, d.Fabric
+	n := len(co.Ranks)
+	if pl.NoOp || pl.Algo != AlgoPXN && pl.Algo != AlgoDirect || nNodes < 2 || co.Rec.Size <= 0 || n < 2 ||
+		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || m.NICs <= 0 || m.NICGBps <= 0 || f.GPUsPerServer <= 0 {
+		return 0, false
+	}
+	bw, ok := d.busiestLinkPs(co, false)
+	if !ok {
+		return 0, false
+	}
+	nv := m.NVLinkGBps * 1e-3 // bytes per ps
+	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
+	ppn := max(n/nNodes, 1)
+	remote := n - ppn
+	share := co.Rec.Size / int64(n)
+	parts := max(pl.Channels, 1)
+	pieces, stepsPer := p2pPieces(share, parts, pl.Chunk, d.cut().maxChunks)
+	piece := float64(share) / float64(pieces)
+	conns := remote // a GPU's network connections, each one peer's share
+	ops := 2 * remote * parts
+	handoff := 0.0
+	if pl.Algo == AlgoPXN && ppn > 1 {
+		conns = (remote + ppn - 1) / ppn // the remote ranks on the rail
+		ops = (ppn*conns + remote) * parts
+		handoff = float64((ppn-1)*conns) * piece / nv
+		piece *= float64(ppn) // the server's hand-offs gathered
+	}
+	interval := stepsPer * max(s.inter, int64(ops)*s.proxyOp)
+	chain := float64((pieces-1)*interval) + float64(conns)*piece/nic
+	lat := usToPs(pl.Lat.Inter) + s.inter
+	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
+}

@@ -220,3 +220,47 @@ func TestTreePs(t *testing.T) {
 		t.Errorf("priced without step costs: default streams would change")
 	}
 }
+
+// An AllToAll's closed form (allToAllPs) by hand: 4 MiB a rank on 2
+// servers x 2 GPUs, NVLink 100 GB/s, one 25 GB/s NIC per GPU, one part in
+// 256 KiB steps: each rank's 1 MiB for a peer goes in 4 pieces. With PXN
+// a GPU relays its server-mate's share for the remote rank on its rail,
+// so its one network connection carries 2 x 256 KiB a piece, and its
+// proxy serves 2 sends and 2 receives a round: 4 x 10 us, more than the
+// 10 us step cost. The first piece pays 4 us of latency, a 10 us step and
+// its hand-off (256 KiB over NVLink, 2.62 us); each later one 40 us; the
+// last 512 KiB at 25 GB/s (20.97 us). The NIC's 2 MiB (83.9 us) is
+// shorter. With a 3 us proxy op the round (12 us) is shorter than the
+// NIC's bytes, which then set it. Base latency 5 us.
+func TestAllToAllPs(t *testing.T) {
+	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 25}, F: f}}
+	co := &Coll{Rec: stream.Collective{Op: string(AllToAll), Size: 4 << 20}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoPXN, Proto: Simple, Channels: 1, Chunk: 256 << 10, PXN: true, Lat: LatTerms{Base: 5, Inter: 4}}}
+	s := stepCosts{bytes: 256 << 10, intra: 500_000, inter: 10_000_000, proxyOp: 10_000_000}
+	fill := 5e6 + 4e6 + 10e6 + float64(256<<10)/0.1
+	want := fill + 3*40e6 + float64(512<<10)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("round-bound: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	s.proxyOp = 3_000_000
+	want = fill + float64(2<<20)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("NIC-bound: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Without PXN each rank sends its 2 remote peers their 1 MiB itself,
+	// 2 connections of 256 KiB pieces, and its proxy serves 2 sends and 2
+	// receives a round: 3 x 40 us, then 2 x 256 KiB at 25 GB/s.
+	co.Plan.Algo, co.Plan.PXN = AlgoDirect, false
+	s.proxyOp = 10_000_000
+	want = 5e6 + 4e6 + 10e6 + 3*40e6 + float64(512<<10)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("direct: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	if _, ok := d.allToAllPs(co, stepCosts{}, 2); ok {
+		t.Errorf("priced without step costs")
+	}
+	if _, ok := d.allToAllPs(co, s, 1); ok {
+		t.Errorf("priced inside one server")
+	}
+}
