@@ -50,32 +50,35 @@ func TestCollTimeLinksAgree(t *testing.T) {
 // model time plus the fill, where its one loop is a datum's diagonal
 // through the ring, every network hop paying its latency and step cost
 // beyond the slice's work and making its channel lag the rings that have
-// not crossed yet (ringPathPs). -short runs five sizes, one of them the
+// not crossed yet (ringPathPs). The LL128 ring of AllGather on 2 x 8
+// (1-64 MiB) is held to the same. -short runs five sizes, one of them the
 // LL128 ring's 16 MiB.
 func TestTransportCollFlowAgree(t *testing.T) {
 	t.Parallel()
 	fl := []string{"flowsim-analytical", "--model", "fluid"}
 	tr := []string{"--transport", "preset=h100-ib"}
-	cases := []struct{ op, sweep string }{{"allreduce", "1MiB:4GiB:2"}, {"allgather", "1MiB:4GiB:2"}}
-	want := 13
+	type sweep struct {
+		op, sweep  string
+		gpus, want int
+	}
+	cases := []sweep{{"allreduce", "1MiB:4GiB:2", 32, 13}, {"allgather", "1MiB:4GiB:2", 32, 13}, {"allgather", "1MiB:64MiB:2", 16, 7}}
 	if testing.Short() {
-		cases = []struct{ op, sweep string }{{"allreduce", "1MiB:8MiB:8"}, {"allreduce", "1GiB:1GiB:2"}, {"allgather", "16MiB:16MiB:2"}, {"allgather", "256MiB:256MiB:2"}}
-		want = 0
+		cases = []sweep{{"allreduce", "1MiB:8MiB:8", 32, 0}, {"allreduce", "1GiB:1GiB:2", 32, 0}, {"allgather", "16MiB:16MiB:2", 32, 0}, {"allgather", "256MiB:256MiB:2", 32, 0}}
 	}
 	n := 0
 	for _, c := range cases {
-		flow := sweepBackend(t, c.op, 32, c.sweep, fl, append(tr, "--granularity", "flow")...)
-		coll := sweepBackend(t, c.op, 32, c.sweep, fl, append(tr, "--granularity", "collective")...)
+		flow := sweepBackend(t, c.op, c.gpus, c.sweep, fl, append(tr, "--granularity", "flow")...)
+		coll := sweepBackend(t, c.op, c.gpus, c.sweep, fl, append(tr, "--granularity", "collective")...)
 		if len(flow) == 0 || len(coll) != len(flow) {
 			t.Fatalf("%s %s: %d flow sizes, %d collective sizes", c.op, c.sweep, len(flow), len(coll))
 		}
-		if want > 0 && len(flow) != want {
-			t.Fatalf("%s: %d sizes, want %d (1 MiB to 4 GiB)", c.op, len(flow), want)
+		if c.want > 0 && len(flow) != c.want {
+			t.Fatalf("%s %s on %d GPUs: %d sizes, want %d", c.op, c.sweep, c.gpus, len(flow), c.want)
 		}
 		for size, f := range flow {
 			n++
 			if r := coll[size] / f; r < 0.95 || r > 1.05 {
-				t.Errorf("%s %d B: collective %.1f us, flow %.1f us (%.3f), want within 5%%", c.op, size, coll[size], f, r)
+				t.Errorf("%s %d B on %d GPUs: collective %.1f us, flow %.1f us (%.3f), want within 5%%", c.op, size, c.gpus, coll[size], f, r)
 			}
 		}
 	}
