@@ -151,3 +151,72 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 		t.Logf("%d B: packet / fluid %.3f at the default payload, %.3f at 256 B", s, def[s]/us, pk[s]/us)
 	}
 }
+
+// p5AllToAllMisses are the sizes of the 4 x 8 p5 AllToAll (NCCL 2.28.7,
+// aws-p5-4x8h100-efa_alltoall.csv) that h100-efa's fluid run, with the
+// run's NCCL_P2P_NET_CHUNKSIZE, does not bring within 20% of measured,
+// with their ratio when listed (issue 30). Measured, they take 414 and
+// 469 us more than the rail NICs' bytes (24 and 48 MiB a GPU at 50 GB/s);
+// the transport's mechanism adds about 70 and 105: each rail GPU's 48
+// connections (8 local ranks x 3 remote servers x 2 parts, then 4) move
+// 2 steps each after a step's cost on the fill, and its proxy's round
+// over them and its own 48 receives (96 x 2.4 us) paces the second but
+// hides behind the first's bytes on the NIC. What the rest is (EFA's
+// per-message cost, the receiver-driven RDMA protocol's control round
+// trip, incast) no reference here separates; the same gap stands at 2
+// and 8 nodes (0.61 and 0.59 at 32 MiB, published-multinode.md).
+var p5AllToAllMisses = map[int64]float64{
+	32 << 20: 0.64,
+	64 << 20: 0.76,
+}
+
+// TestTransportP5AllToAll (issue 30): NCCL's AllToAll under the transport
+// (collective P2PPlan, p2pSteps, allToAllPs): each peer's share in parts
+// over channels and each part in NCCL_P2P_NET_CHUNKSIZE steps (the p5
+// run's 512 KiB, its environment's), every network piece after a step's
+// cost, paced by the step cost or the proxy's round over its connections.
+// Against the published 4 x 8 p5 sweep through fluid with h100-efa: every
+// size within 20% except p5AllToAllMisses, which it prints (before, with
+// the same preset: 0.56 0.69 0.83 0.85 0.84 0.84 0.85; now 0.64 0.76
+// 0.90 0.89 0.86 0.84 0.85). Collective granularity's closed form agrees
+// with flow granularity within 5% at every size (0.98-1.00 when written).
+// At 32 MiB the steps add at least their fill, a network step's cost (18
+// us per proxy side and 0.5 us of GPU: 36.5 us), to the run without the
+// transport's costs.
+func TestTransportP5AllToAll(t *testing.T) {
+	t.Parallel()
+	fl := []string{"flowsim-analytical", "--model", "fluid"}
+	tr := []string{"--transport", "preset=h100-efa"}
+	pub := measuredUs(t, "aws-p5-4x8h100-efa_alltoall.csv")
+	flow := sweepBackend(t, "alltoall", 32, "32MiB:2GiB:2", fl, append(tr, "--granularity", "flow")...)
+	coll := sweepBackend(t, "alltoall", 32, "32MiB:2GiB:2", fl, append(tr, "--granularity", "collective")...)
+	if len(flow) != 7 || len(coll) != 7 {
+		t.Fatalf("%d flow and %d collective sizes, want 7", len(flow), len(coll))
+	}
+	bare := sweepBackend(t, "alltoall", 32, "32MiB:32MiB:2", fl)
+	if d := flow[32<<20] - bare[32<<20]; d < 36.5 {
+		t.Errorf("alltoall 32 MiB: the transport adds %.1f us, less than one network step's cost (36.5 us)", d)
+	}
+	var sizes []int64
+	for s := range flow {
+		sizes = append(sizes, s)
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	for _, s := range sizes {
+		m, ok := pub[s]
+		if !ok {
+			t.Fatalf("%d B: no published row", s)
+		}
+		if r := coll[s] / flow[s]; r < 0.95 || r > 1.05 {
+			t.Errorf("alltoall %d B: collective %.1f us, flow %.1f us (%.3f), want within 5%%", s, coll[s], flow[s], r)
+		}
+		x := flow[s] / m
+		if was, ok := p5AllToAllMisses[s]; ok {
+			t.Logf("alltoall 4x8 %d B: %.2f of measured (known miss, %.2f when listed)", s, x, was)
+			continue
+		}
+		if x < 0.8 || x > 1.2 {
+			t.Errorf("alltoall 4x8 %d B, h100-efa: simulated %.1f us / measured %.1f us = %.2f outside [0.80, 1.20]", s, flow[s], m, x)
+		}
+	}
+}

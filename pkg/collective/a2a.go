@@ -4,10 +4,18 @@ import "github.com/fabricsim/fabricsim/formats/stream"
 
 // allToAllDirect sends size/n from every rank to every other rank at once:
 // n(n-1) flows, each waiting only for its sender to enter the collective.
-func allToAllDirect(c *cctx, size int64) {
+// Under the transport's costs (p2pSteps) a pair across servers is NCCL's
+// steps instead, in order on its connection.
+func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) {
 	n := len(c.ranks)
 	for i := range c.exit {
 		c.exit[i] = make([]int64, 0, 2*(n-1)) // a send to and a receive from every peer
+	}
+	remote := 0 // a rank's peers on other servers
+	for j := 1; j < n; j++ {
+		if c.crosses(c.ranks[0], c.ranks[j]) {
+			remote++
+		}
 	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
@@ -18,10 +26,67 @@ func allToAllDirect(c *cctx, size int64) {
 			if b == 0 {
 				continue
 			}
-			id := c.e.Flow(c.id, c.ranks[i], c.ranks[j], b, c.hop(c.ranks[i], c.ranks[j]), c.entry[i], 0, int32(j), int32(n), stream.ConnA2A)
+			src, dst := c.ranks[i], c.ranks[j]
+			if c.p2pPaced() && c.crosses(src, dst) {
+				// Its own proxy serves every remote peer's send and
+				// receive connections in turn.
+				last := int64(-1)
+				c.p2pSteps(b, parts, chunk, maxChunks, 2*remote*parts, func(k int, piece, lat int64) int64 {
+					last = c.connFlow(&last, c.deps(c.entry[i]), src, dst, piece, lat, 0, int32(j), int32(n), stream.ConnA2A)
+					return last
+				})
+				c.exit[i] = append(c.exit[i], last)
+				c.exit[j] = append(c.exit[j], last)
+				continue
+			}
+			id := c.e.Flow(c.id, src, dst, b, c.hop(src, dst), c.entry[i], 0, int32(j), int32(n), stream.ConnA2A)
 			c.exit[i] = append(c.exit[i], id)
 			c.exit[j] = append(c.exit[j], id)
 		}
+	}
+}
+
+// p2pPaced reports whether AllToAll's network transfers go in NCCL's
+// steps: under the transport's costs, not in SimAI replay (whose send
+// latency is all the software latency). Default streams stay as they were.
+func (c *cctx) p2pPaced() bool {
+	return (c.step.intra > 0 || c.step.inter > 0) && c.e.sendLat == 0
+}
+
+// p2pPieces is how many pieces a network point-to-point transfer of b
+// bytes (one peer's share, or PXN's hand-offs to one peer gathered) is
+// cut into under the transport, and how many NCCL steps each carries: a
+// part's steps (P2PPlan: parts in parallel, each in chunk steps), at
+// most maxChunks pieces (0: no cap), never more than b.
+func p2pPieces(b int64, parts int, chunk int64, maxChunks int) (pieces, stepsPer int64) {
+	part := (b + int64(parts) - 1) / int64(max(parts, 1))
+	steps := max((part+max(chunk, 1)-1)/max(chunk, 1), 1)
+	pieces = steps
+	if maxChunks > 0 {
+		pieces = min(pieces, int64(maxChunks))
+	}
+	pieces = max(min(pieces, b), 1)
+	return pieces, (steps + pieces - 1) / pieces
+}
+
+// p2pSteps emits a network point-to-point transfer of b bytes under the
+// transport as p2pPieces' pieces through send(k, piece bytes, step
+// latency), each waiting for the one before on its connection: the first
+// pays the hop's latency and a step's cost (the pipeline's fill, as
+// firstHop), and each piece holds the next until its steps have each had
+// a step interval (the step cost, pipelined by the slots) or a round of
+// the proxy thread that posts them, ops connections' steps of ProxyOpUs
+// each, whichever is longer.
+func (c *cctx) p2pSteps(b int64, parts int, chunk int64, maxChunks, ops int, send func(k int, piece, lat int64) int64) {
+	pieces, stepsPer := p2pPieces(b, parts, chunk, maxChunks)
+	interval := max(c.step.inter, int64(ops)*c.step.proxyOp)
+	for k := int64(0); k < pieces; k++ {
+		lat := int64(0)
+		if k == 0 {
+			lat = c.inter + c.step.inter
+		}
+		c.pace = stepsPer * interval
+		send(int(k), splitEven(b, int(pieces), int(k)), lat)
 	}
 }
 
@@ -36,9 +101,18 @@ func allToAllDirect(c *cctx, size int64) {
 // order. Without the pieces the NET transfer waited for every hand-off
 // whole, a serialisation NCCL does not have (1.44 against 1.28 ms for a
 // 64 MiB AllToAll on 128 GPUs, fluid, even split).
-func allToAllPXN(c *cctx, f Fabric, size, chunk int64, maxChunks int) {
+//
+// Under the transport's costs (p2pPaced) the pieces are NCCL's steps
+// instead (p2pPieces: each peer's share in parts, each part in chunk
+// steps): the first NET piece pays a step's cost on the fill, and each
+// holds the next on its connection for its steps' intervals, the step
+// cost or the proxy's round over the connections it serves, whichever is
+// longer (p2pSteps): the rail GPU's proxy posts every send its server has
+// for the remote ranks on its rail, and polls its own rank's receives.
+func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunks int) {
 	n := len(c.ranks)
 	nodes := f.nodesOf(c.ranks)
+	paced := c.p2pPaced()
 	localIdx := make([]int, n)
 	for _, l := range nodes {
 		for li, p := range l {
@@ -71,7 +145,13 @@ func allToAllPXN(c *cctx, f Fabric, size, chunk int64, maxChunks int) {
 				// The proxy is the GPU of server a with dst's local index
 				// (same rail); servers with fewer ranks fall back to index mod.
 				proxy := la[localIdx[dst]%len(la)]
-				pieces := PXNPieces(share, len(la), chunk, maxChunks)
+				pieces, interval := PXNPieces(share, len(la), chunk, maxChunks), int64(0)
+				if paced {
+					remote := n - len(la)
+					ops := (len(la)*((remote+len(la)-1)/len(la)) + remote) * parts // sends and receives
+					p, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
+					pieces, interval = int(p), stepsPer*max(c.step.inter, int64(ops)*c.step.proxyOp)
+				}
 				handoff = handoff[:0]
 				for range la {
 					handoff = append(handoff, -1)
@@ -95,7 +175,11 @@ func allToAllPXN(c *cctx, f Fabric, size, chunk int64, maxChunks int) {
 					lat := int64(0)
 					if k == 0 {
 						lat = c.inter
+						if paced {
+							lat += c.step.inter
+						}
 					}
+					c.e.pace = interval
 					// Not connFlow: it would alias gathered, this loop's scratch.
 					if net >= 0 {
 						gathered = append(gathered, net)

@@ -639,6 +639,10 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 			if phase, ok := d.ringPhasePs(c); ok {
 				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
 			}
+		} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
+			t = at // its network connections' steps in closed form
+		} else if rt, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+			t = rt // an LL or LL128 ring's diagonal in closed form
 		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 			t = nt // its stages' chain and cycle in closed form
 		} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
@@ -811,9 +815,9 @@ func decompose(c *cctx, co *Coll, k cut) error {
 	case AlgoPAT:
 		pat(c, op, size, channels, co.chunk(len(co.Ranks), k))
 	case AlgoDirect:
-		allToAllDirect(c, size)
+		allToAllDirect(c, size, max(pl.Channels, 1), pl.Chunk, k.maxChunks)
 	case AlgoPXN:
-		allToAllPXN(c, f, size, pl.Chunk, k.maxChunks)
+		allToAllPXN(c, f, size, max(pl.Channels, 1), pl.Chunk, k.maxChunks)
 	case AlgoP2P:
 		sendRecv(c, size)
 	case AlgoMSCCL:

@@ -1,6 +1,10 @@
 package collective
 
-import "github.com/fabricsim/fabricsim/pkg/nccl"
+import (
+	"math"
+
+	"github.com/fabricsim/fabricsim/pkg/nccl"
+)
 
 // gpuLoad is the bytes a decomposition puts on one GPU's links, each way:
 // its NVLink (to its peers and NVSwitch) and its share of its server's NICs.
@@ -372,4 +376,227 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 		}
 	}
 	return usToPs(pl.Lat.Base) + int64(worst), true
+}
+
+// ringLinkPhases is, for a ring collective, how long (ps per wire byte of
+// one connection) the most loaded GPU's NVLink and NIC share take for the
+// bytes of all its channels at once (all) and of one group of coinciding
+// rings (grp, trafficGroups).
+func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float64, ok bool) {
+	n := len(c.Ranks)
+	if !ringRows(c.Plan.Algo, Op(c.Rec.Op)) || n < 2 {
+		return 0, 0, 0, 0, false
+	}
+	steps := float64(n - 1)
+	if Op(c.Rec.Op) == AllReduce {
+		steps *= 2
+	}
+	conn := wireShare(c.Plan.Proto) * float64(c.Rec.Size) / float64(max(c.Plan.Channels, 1)) * steps / float64(n)
+	if conn <= 0 {
+		return 0, 0, 0, 0, false
+	}
+	type key struct {
+		g     int32
+		group int
+	}
+	for _, byGroup := range []bool{false, true} {
+		loads := map[key]*gpuLoad{}
+		nv, nic, ok := d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
+			k := key{g: g}
+			if byGroup {
+				k.group = group
+			}
+			l := loads[k]
+			if l == nil {
+				l = &gpuLoad{}
+				loads[k] = l
+			}
+			return l
+		})
+		if !ok {
+			return 0, 0, 0, 0, false
+		}
+		var tnv, tnic float64
+		for _, l := range loads {
+			tnv = max(tnv, l.nvOut/nv, l.nvIn/nv)
+			if nic > 0 {
+				tnic = max(tnic, l.nicOut/nic, l.nicIn/nic)
+			}
+		}
+		if byGroup {
+			nvGrp, nicGrp = tnv/conn, tnic/conn
+		} else {
+			nvAll, nicAll = tnv/conn, tnic/conn
+		}
+	}
+	return nvAll, nicAll, nvGrp, nicGrp, true
+}
+
+// ringPathPs is an LL or LL128 ring's time (ps) under the transport's
+// costs in closed form, the mechanism flow granularity's transfers carry
+// (ringConns.send, cctx.ringHop with stepCosts.roundPaced). A step of b
+// wire bytes on a connection waits for its data (the upstream hop's step
+// before it), then for its hop latency and step cost or its slices' fixed
+// work f, whichever is longer, then sends its bytes; its network steps are
+// paced by the proxy round already in f, not by the step cost. LL and
+// LL128 rings move a channel's data in one loop up to 18 MiB (LL128's
+// 576000-byte chunk x ranks), so a datum's path is the diagonal of the
+// ring's steps: P hops (n-1, 2(n-1) for AllReduce) one after the other,
+// each its latency-or-work plus its bytes, of which the ring's network
+// hops, nNodes of them (2 nNodes for AllReduce) when the window omits an
+// intra-server hop, cost
+//
+//	net = b x relay + max(L_net + cost_net, f) + b x nic
+//
+// (PXN's relay over NVLink runs while the ring's other connections wait
+// their fixed work, so it shares the link with its own ring's relays
+// only) and the others
+//
+//	hop = max(L_nv + cost_nv, f) + b x nv.
+//
+// A hop's bytes share a GPU's NVLink with the other rings' connections
+// out of it. Every ring starts in phase, and inside one server they stay
+// in phase (all of a GPU's connections at once, nvIn). Across servers a
+// network hop makes its channel lag the channels that have not crossed
+// a server yet by delta = net - (its hop in phase), modulo a step's
+// cycle: at any step a GPU's rings split into those whose window has
+// crossed one more server and those that have not, on average half of
+// them each (over the positions a server's GPUs hold in the rings). The
+// lagging half's bytes then take their own share in phase, or the
+// in-phase total less the offset, whichever is longer:
+//
+//	hop = max(L_nv + cost_nv, f) + max(b x (grp + (in - grp) / 2), b x in - delta).
+//
+// (grp: one group of coinciding rings, trafficGroups.) Later loops wait f
+// on every hop instead of latency and cost. All the bytes of the busiest
+// link over its rate (linkBwPs) bound it from below:
+//
+//	T = base + max(sum over loops of (P - I) x hop + I x net, bw).
+//
+// Worked by hand on 4 x 8 H100 (TestRingPathPs). ok is false where the
+// server model lacks a rate or co is not an LL or LL128 ring under step
+// costs.
+func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (int64, bool) {
+	pl := co.Plan
+	n := len(co.Ranks)
+	op := Op(co.Rec.Op)
+	if pl.NoOp || pl.Algo != AlgoRing || pl.Proto == Simple || !ringRows(pl.Algo, op) || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 {
+		return 0, false
+	}
+	_, nicAll, nvGrp, _, ok := d.ringLinkPhases(co)
+	if !ok {
+		return 0, false
+	}
+	if lb, ok := d.linkBwPs(co); ok {
+		bw = lb
+	}
+	// The ring's own hops in phase: without PXN's relays, which send
+	// while the ring's other connections wait their fixed work.
+	nr := *co
+	nr.Plan.PXN = false
+	nvIn, _, _, _, ok := d.ringLinkPhases(&nr)
+	if !ok {
+		return 0, false
+	}
+	steps := int64(n - 1)
+	inter := int64(0)
+	if nNodes > 1 {
+		inter = int64(nNodes)
+	}
+	if op == AllReduce {
+		steps, inter = 2*steps, 2*inter
+	}
+	inter = min(inter, steps)
+	relay := 0.0
+	if pl.PXN && nNodes > 1 && n > nNodes {
+		relay = 1
+	}
+	channels := int64(max(pl.Channels, 1))
+	per := (co.Rec.Size + channels - 1) / channels
+	loopBytes := int64(n) * max(co.chunk(n, k), 1)
+	hopIntra, hopInter := usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
+	loop := func(payload int64, first bool) float64 {
+		b := wire((payload+int64(n)-1)/int64(n), pl.Proto)
+		f := s.serial * s.slices(b)
+		li, ln := f, f
+		if first {
+			li, ln = max(hopIntra+s.intra, f), max(hopInter+s.inter, f)
+		}
+		x := float64(b)
+		in := float64(li) + x*nvIn
+		hopN := float64(ln) + x*nicAll + relay*x*nvGrp
+		bi := x * nvIn
+		if nNodes > 1 {
+			delta := math.Mod(max(hopN-in, 0), in)
+			delta = min(delta, in-delta)
+			bi = max(x*(nvGrp+(nvIn-nvGrp)/2), x*nvIn-delta)
+		}
+		hopI := float64(li) + bi
+		return float64(steps-inter)*hopI + float64(inter)*hopN
+	}
+	var t float64
+	for done, first := int64(0), true; done < per; first = false {
+		b := min(loopBytes, per-done)
+		if !first && b == loopBytes {
+			full := (per - done) / loopBytes
+			t += float64(full) * loop(b, false)
+			done += full * loopBytes
+			continue
+		}
+		t += loop(b, first)
+		done += b
+	}
+	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
+}
+
+// allToAllPs is an AllToAll's time (ps) across servers under the
+// transport's costs in closed form, the mechanism allToAllPXN's and
+// allToAllDirect's flows carry (p2pSteps): each network connection (with
+// PXN, a rail GPU's to one remote rank, gathering its server's hand-offs)
+// moves its share in K pieces (p2pPieces), the first after the hop's
+// latency and a step's cost (and, with PXN, after the first pieces'
+// hand-offs over the rail GPU's NVLink), each later one no sooner than
+// an interval after the one before (its steps x the longer of the step
+// cost and the proxy's round over the connections it serves). The last
+// piece then takes its row's bytes, every connection's last piece out of
+// the GPU's NIC share at once; all the bytes of the busiest link over
+// its rate (linkBwPs) bound it from below:
+//
+//	T = base + latency + cost + hand-off + max((K - 1) x interval + row, bw).
+//
+// ok is false where the server model lacks a rate or the plan is not an
+// AllToAll across servers under step costs.
+func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool) {
+	pl := co.Plan
+	m, f := d.Planner.M, d.Fabric
+	n := len(co.Ranks)
+	if pl.NoOp || pl.Algo != AlgoPXN && pl.Algo != AlgoDirect || nNodes < 2 || co.Rec.Size <= 0 || n < 2 ||
+		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || m.NICs <= 0 || m.NICGBps <= 0 || f.GPUsPerServer <= 0 {
+		return 0, false
+	}
+	bw, ok := d.busiestLinkPs(co, false)
+	if !ok {
+		return 0, false
+	}
+	nv := m.NVLinkGBps * 1e-3 // bytes per ps
+	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
+	ppn := max(n/nNodes, 1)
+	remote := n - ppn
+	share := co.Rec.Size / int64(n)
+	parts := max(pl.Channels, 1)
+	pieces, stepsPer := p2pPieces(share, parts, pl.Chunk, d.cut().maxChunks)
+	piece := float64(share) / float64(pieces)
+	conns := remote // a GPU's network connections, each one peer's share
+	ops := 2 * remote * parts
+	handoff := 0.0
+	if pl.Algo == AlgoPXN && ppn > 1 {
+		conns = (remote + ppn - 1) / ppn // the remote ranks on the rail
+		ops = (ppn*conns + remote) * parts
+		handoff = float64((ppn-1)*conns) * piece / nv
+		piece *= float64(ppn) // the server's hand-offs gathered
+	}
+	interval := stepsPer * max(s.inter, int64(ops)*s.proxyOp)
+	chain := float64((pieces-1)*interval) + float64(conns)*piece/nic
+	lat := usToPs(pl.Lat.Inter) + s.inter
+	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
 }

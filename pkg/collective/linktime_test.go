@@ -96,6 +96,58 @@ func TestRingCyclePs(t *testing.T) {
 	}
 }
 
+// An LL128 ring's diagonal (ringPathPs) by hand: AllGather of 491520 B
+// on 2 servers x 4 GPUs, 4 channels, no PXN: a channel's 122880 B are one
+// loop of 8 slices of 15360 B, 16384 wire bytes each. Channel c enters
+// each server at local GPU c mod 4, so every channel is its own ring and a
+// GPU sends 3 of its 4 channels over NVLink (100 GB/s: 10 ps a byte each,
+// 30 in phase) and 1 over its 25 GB/s NIC (40 ps a byte). A datum crosses
+// 7 hops, both network hops among them when its window omits an NVLink
+// one. Each waits its slice's fixed work (5 us), or its latency and step
+// cost when longer: NVLink's 1 + 0.5 us is not; the network's 4 + 4.5 us
+// is (8.5 us), then 16384 B at 40 ps: 9.155 us. In phase an NVLink hop
+// takes 5 us + 16384 x 30 ps = 5.492 us, so a network hop puts its
+// channel 3.664 us behind the others, 1.828 us before them modulo a step:
+// more than an NVLink step's 0.49 us of bytes, so the lagging half of the
+// rings sends alone: its own connection and half the other two, 20 ps a
+// byte, 5 us + 16384 x 20 ps. Base latency 10 us.
+func TestRingPathPs(t *testing.T) {
+	f := Fabric{GPUs: 8, GPUsPerServer: 4, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 4, NICGBps: 25}, F: f}}
+	ranks := make([]int32, 8)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: 491520}, Ranks: ranks,
+		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
+	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
+	k := cut{f: f}
+	nvHop := 5e6 + 16384*20.0
+	netHop := 8.5e6 + 16384*40.0
+	want := 10e6 + 5*nvHop + 2*netHop
+	if got, ok := d.ringPathPs(co, k, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Inside one server of 8 the 4 channels run one ring and stay in
+	// phase: 7 NVLink hops of 5 us plus 16384 B for each of a GPU's 4
+	// connections at 10 ps a byte.
+	f1 := Fabric{GPUs: 8, GPUsPerServer: 8, NVSwitches: make([][]int32, 1)}
+	d1 := &Decomposer{Fabric: f1, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100}, F: f1}}
+	want = 10e6 + 7*(5e6+16384*40.0)
+	if got, ok := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("one server: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Simple rings and rings without step costs keep their own forms.
+	if _, ok := d.ringPathPs(co, k, stepCosts{}, 2, 0); ok {
+		t.Errorf("priced without step costs")
+	}
+	sc := *co
+	sc.Plan.Proto = Simple
+	if _, ok := d.ringPathPs(&sc, k, s, 2, 0); ok {
+		t.Errorf("a Simple ring priced as LL128")
+	}
+}
+
 // nvlsTreePs by hand: an NVLS-Tree AllReduce of 1 MiB on 2 servers x 2
 // GPUs, 2 channels, NCCL's 64 KiB chunk per head: a channel's 512 KiB go
 // in 4 loops of 128 KiB (a 64 KiB shard per GPU). NVLink 100 GB/s, one 50
@@ -166,5 +218,49 @@ func TestTreePs(t *testing.T) {
 	}
 	if _, ok := d.treePs(co, stepCosts{}, 0); ok {
 		t.Errorf("priced without step costs: default streams would change")
+	}
+}
+
+// An AllToAll's closed form (allToAllPs) by hand: 4 MiB a rank on 2
+// servers x 2 GPUs, NVLink 100 GB/s, one 25 GB/s NIC per GPU, one part in
+// 256 KiB steps: each rank's 1 MiB for a peer goes in 4 pieces. With PXN
+// a GPU relays its server-mate's share for the remote rank on its rail,
+// so its one network connection carries 2 x 256 KiB a piece, and its
+// proxy serves 2 sends and 2 receives a round: 4 x 10 us, more than the
+// 10 us step cost. The first piece pays 4 us of latency, a 10 us step and
+// its hand-off (256 KiB over NVLink, 2.62 us); each later one 40 us; the
+// last 512 KiB at 25 GB/s (20.97 us). The NIC's 2 MiB (83.9 us) is
+// shorter. With a 3 us proxy op the round (12 us) is shorter than the
+// NIC's bytes, which then set it. Base latency 5 us.
+func TestAllToAllPs(t *testing.T) {
+	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 25}, F: f}}
+	co := &Coll{Rec: stream.Collective{Op: string(AllToAll), Size: 4 << 20}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoPXN, Proto: Simple, Channels: 1, Chunk: 256 << 10, PXN: true, Lat: LatTerms{Base: 5, Inter: 4}}}
+	s := stepCosts{bytes: 256 << 10, intra: 500_000, inter: 10_000_000, proxyOp: 10_000_000}
+	fill := 5e6 + 4e6 + 10e6 + float64(256<<10)/0.1
+	want := fill + 3*40e6 + float64(512<<10)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("round-bound: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	s.proxyOp = 3_000_000
+	want = fill + float64(2<<20)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("NIC-bound: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Without PXN each rank sends its 2 remote peers their 1 MiB itself,
+	// 2 connections of 256 KiB pieces, and its proxy serves 2 sends and 2
+	// receives a round: 3 x 40 us, then 2 x 256 KiB at 25 GB/s.
+	co.Plan.Algo, co.Plan.PXN = AlgoDirect, false
+	s.proxyOp = 10_000_000
+	want = 5e6 + 4e6 + 10e6 + 3*40e6 + float64(512<<10)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("direct: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	if _, ok := d.allToAllPs(co, stepCosts{}, 2); ok {
+		t.Errorf("priced without step costs")
+	}
+	if _, ok := d.allToAllPs(co, s, 1); ok {
+		t.Errorf("priced inside one server")
 	}
 }

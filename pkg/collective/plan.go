@@ -261,6 +261,17 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		}
 		pl.Lat = t.P2PLatency()
 		pl.PredictedUs = nccl.AllToAllTime(p.M, t, size)
+		if nNodes > 1 && p.Opt.stepCosts(pl) != (stepCosts{}) {
+			// Under the transport's costs, NCCL's grouped sends and
+			// receives: each peer's share in parts over channels, each
+			// part in steps (P2PPlan).
+			nic := 0.0
+			if p.F.GPUsPerServer > 0 {
+				nic = p.M.NICGBps * float64(p.M.NICs) / float64(p.F.GPUsPerServer)
+			}
+			nics := max(p.M.NICs/max(p.F.GPUsPerServer, 1), 1)
+			pl.Channels, pl.Chunk = p.Opt.transport().P2PPlan(size/int64(n), n, nics, nic, 2*t.Ring.NChannels)
+		}
 		return pl, nil
 	case SendRecv:
 		pl.Algo, pl.Proto, pl.Channels = AlgoP2P, Simple, 1

@@ -177,6 +177,11 @@ type Transport struct {
 	// NVLS-Tree to Tree at 1-16 MiB, where h100-efa's costs (fitted on
 	// NVLS-Tree) put the 2 x 8 p5 sweep at 1.2-1.3x.
 	NetLatencyUs float64
+	// P2PChunk: a network point-to-point connection's step
+	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
+	// KiB on AWS), the step AllToAll's grouped sends and receives move in
+	// (P2PPlan), at most a Simple buffer's slot.
+	P2PChunk int64
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -206,7 +211,7 @@ func (o Options) launchFloorPs() int64 {
 // GiB (tests/transport_test.go TestTransportVPBands), with h100-efa the
 // AWS p5 2- and 4-server AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
-	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10}
+	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10, P2PChunk: p2pNetChunk}
 }
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
@@ -268,6 +273,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.Tuner = ""
 		t.AMDHost = false
 		t.NetLatencyUs = 0
+		t.P2PChunk = p2pNetChunk
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -281,6 +287,10 @@ var TransportPresets = map[string]func(*Transport){
 		t.Tuner = "aws-p5"
 		t.AMDHost = true
 		t.NetLatencyUs = 0
+		// aws-ofi-nccl's platform table (src/platform-aws.cpp) sets
+		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
+		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
+		t.P2PChunk = 512 << 10
 	},
 	"a100": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
@@ -293,6 +303,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.Tuner = ""
 		t.AMDHost = false
 		t.NetLatencyUs = 0
+		t.P2PChunk = p2pNetChunk
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -305,11 +316,12 @@ var TransportPresets = map[string]func(*Transport){
 		t.Tuner = ""
 		t.AMDHost = false
 		t.NetLatencyUs = 0
+		t.P2PChunk = p2pNetChunk
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -362,7 +374,7 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport gpus-per-process=%q: want a positive integer (nccl-tests' -g)", v)
 		}
 		t.GPUsPerProcess = n
-	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "nvls-chunk":
+	case "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "nvls-chunk", "p2p-chunk":
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > 1<<40 {
 			return fmt.Errorf("--transport %s=%q: want a positive integer", k, v)
@@ -379,6 +391,8 @@ func (t *Transport) Set(kv string) error {
 			t.BuffLL = n
 		case "nvls-chunk":
 			t.NVLSChunk = n
+		case "p2p-chunk":
+			t.P2PChunk = n
 		default:
 			t.BuffLL128 = n
 		}
@@ -436,6 +450,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
 	case !(t.CreditRTTUs >= 0):
 		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	case t.P2PChunk < 0:
+		return fmt.Errorf("transport p2p-chunk %d: a size is not negative", t.P2PChunk)
 	case t.NVLSChunk < 0:
 		return fmt.Errorf("transport nvls-chunk %d: a size is not negative", t.NVLSChunk)
 	case !(t.ProxyOpUs >= 0):
@@ -517,6 +533,59 @@ func (t Transport) RingRoundPs(p Proto, channels, ppn, nNodes int, msg int64) in
 		us += t.AROpUs
 	}
 	return int64(ops) * usToPs(us)
+}
+
+// P2PPlan is how NCCL moves one peer's share of bytes over the network
+// in a group of sends and receives to each of n ranks (enqueue.cc
+// addP2pToPlan, paths.cc ncclTopoComputeP2pChannels): in parts on up to
+// the channels per peer (at least one per NIC and one per 14 GB/s of the
+// GPU's NIC bandwidth, nicGBps, a power of two, halved while the peers'
+// batches of 8 would not fit the comm's channels), one part while the
+// channels cannot give every peer one, doubled while a part exceeds a
+// step (P2PChunk); each part in steps of a step, a half of one below 8
+// steps of bytes and a quarter below one step (the network's tuning).
+func (t Transport) P2PPlan(bytes int64, n, nics int, nicGBps float64, channels int) (parts int, chunk int64) {
+	step := t.P2PChunk
+	if step <= 0 {
+		step = p2pNetChunk
+	}
+	step = min(step, max(t.BuffSimple/t.slots(), 1))
+	p2pChannels := pow2Up(min(max(channels, 1), 64))
+	perPeer := max(nics, 1)
+	if nicGBps > 0 {
+		perPeer = max(perPeer, int(math.Ceil(nicGBps/14)))
+	}
+	perPeer = min(pow2Up(perPeer), p2pChannels)
+	for perPeer*((n+7)/8) > p2pChannels && perPeer > 1 {
+		perPeer /= 2
+	}
+	minParts := perPeer
+	for minParts*n > p2pChannels && minParts > 1 {
+		minParts /= 2
+	}
+	half := max(step/2, 1)
+	parts = int(max(min(int64(minParts), (bytes+half-1)/half), 1))
+	part := max(half, (bytes+int64(parts)-1)/int64(parts))
+	for part > step && parts <= perPeer/2 {
+		parts *= 2
+		part = (bytes + int64(parts) - 1) / int64(parts)
+	}
+	chunk = step
+	if bytes < step {
+		chunk = max(step/4, 1)
+	} else if bytes < 8*step {
+		chunk = max(step/2, 1)
+	}
+	return parts, chunk
+}
+
+// pow2Up is the least power of two at least x (1 for x below 2).
+func pow2Up(x int) int {
+	p := 1
+	for p < x {
+		p *= 2
+	}
+	return p
 }
 
 // StepBytes is the wire bytes one slot holds under protocol p.

@@ -95,7 +95,7 @@ func TestProxyRound(t *testing.T) {
 		t.Errorf("a shorter round changed the pace to %d ps", c.pace)
 	}
 	var bad Transport = DefaultTransport()
-	for _, kv := range []string{"proxy-op=-1", "nvls-chunk=0", "nvls-chunk=-5"} {
+	for _, kv := range []string{"proxy-op=-1", "nvls-chunk=0", "nvls-chunk=-5", "p2p-chunk=0", "p2p-chunk=-1"} {
 		if err := bad.Set(kv); err == nil {
 			t.Errorf("%s accepted", kv)
 		}
@@ -279,7 +279,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // naming the flag or leaves a transport that Validate accepts; never a
 // panic.
 func FuzzTransportSet(f *testing.F) {
-	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl",
+	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
 		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "x"} {
 		f.Add(s)
 	}
@@ -295,4 +295,36 @@ func FuzzTransportSet(f *testing.F) {
 			t.Fatalf("%q accepted, then invalid: %v", kv, err)
 		}
 	})
+}
+
+// NCCL's grouped sends and receives (enqueue.cc addP2pToPlan) by hand, on
+// 32 ranks of 8 per server with a 50 GB/s NIC share per GPU (channels per
+// peer: 50 / 14 GB/s rounds up to 4; 4 x ceil(32 / 8) = 16 fits 32
+// channels) and AWS's 512 KiB step: a 1 MiB share starts as one part
+// (32 ranks leave each one channel of 32), doubled once to two parts of a
+// step, in half steps (below 8 steps); 64 MiB goes on all 4 channels in
+// full steps; 128 KiB, below the 256 KiB a part must exceed, is one part
+// in quarter steps. NCCL's default 128 KiB step: 1 MiB in 4 parts of 256
+// KiB (the channels' cap), in full steps (8 steps of bytes).
+func TestP2PPlan(t *testing.T) {
+	aws := DefaultTransport()
+	if err := aws.Set("p2p-chunk=524288"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tr    Transport
+		bytes int64
+		parts int
+		chunk int64
+	}{
+		{aws, 1 << 20, 2, 256 << 10},
+		{aws, 64 << 20, 4, 512 << 10},
+		{aws, 128 << 10, 1, 128 << 10},
+		{DefaultTransport(), 1 << 20, 4, 128 << 10},
+	} {
+		parts, chunk := c.tr.P2PPlan(c.bytes, 32, 1, 50, 32)
+		if parts != c.parts || chunk != c.chunk {
+			t.Errorf("%d B with %d B steps: %d parts of %d B steps, want %d of %d", c.bytes, c.tr.P2PChunk, parts, chunk, c.parts, c.chunk)
+		}
+	}
 }
