@@ -164,8 +164,7 @@ func (f *pfc) fire(w *keptWake) bool {
 	s := f.s
 	p := &s.fab.ports[w.pid]
 	f.settleAt(p, s.now, s.curSeq)
-	if !p.pausedAt(dataQ, s.now) || p.full&^(1<<dataQ) != 0 && s.now >= p.busyUntil ||
-		s.now < p.busyUntil && p.txDoneAt != p.busyUntil {
+	if !p.pausedAt(dataQ, s.now) || s.now < p.busyUntil && p.txDoneAt != p.busyUntil {
 		panic("packet: internal: a kept PAUSE-expiry wake found its port free to act")
 	}
 	if p.wakeAt == s.now {
@@ -175,7 +174,9 @@ func (f *pfc) fire(w *keptWake) bool {
 		return false
 	}
 	p.qpTurn = false
-	if p.full == 0 && len(p.qps) == 0 {
+	// Control frames go at once, and one queued since (the event that
+	// looks, enqueue) was not there then.
+	if p.full&(1<<dataQ) == 0 && len(p.qps) == 0 {
 		return false
 	}
 	at := p.pauseTill[dataQ] // after now: paused
