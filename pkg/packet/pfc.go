@@ -228,6 +228,7 @@ type lzFrame struct {
 // settle applies port p's waiting PAUSEs whose events would have popped
 // before the event being handled.
 func (f *pfc) settle(p *port) {
+	f.look(p.from) // its node's kept wakes saw the port before (pfcwake.go)
 	if p.lz > 0 {
 		f.settleAt(p, f.s.now, f.s.curSeq)
 	}
@@ -253,6 +254,9 @@ func (f *pfc) settleAt(p *port, now int64, seq uint64) {
 // settleAll applies every waiting PAUSE whose event would have popped
 // before one at time now numbered seq (a look across all ports).
 func (f *pfc) settleAll(now int64, seq uint64) {
+	for v := range f.kept.nodes {
+		f.look(int32(v)) // the kept wakes saw the ports before (pfcwake.go)
+	}
 	for pid := range f.s.fab.ports {
 		f.settleAt(&f.s.fab.ports[pid], now, seq)
 	}

@@ -30,15 +30,22 @@ import "github.com/fabricsim/fabricsim/pkg/des"
 // under the surrogate (it holds PFC events), with failing links, or under
 // TIE_ORDER push (numbers are the push count there).
 
-// keptWakes are the ports' kept wakes: per node its ports' (few: one a
-// port at most), and the earliest of their times (maxTime: none), which
-// is all a look reads when none is due.
+// keptWakes are the ports' kept wakes, a port's one at most: per node
+// the earliest of its ports' times (maxTime: none), which is all a look
+// reads when none is due, and where in w its ports' are (its out-degree of
+// slots from off, n of them taken).
 type keptWakes struct {
 	on     bool // priority PFC with a refresh before the expiry
 	off    bool // tests: every wake an event
 	firing bool // catchUp is running kept wakes
-	ports  [][]keptWake
-	next   []int64
+	nodes  []keptNode
+	w      []keptWake
+}
+
+type keptNode struct {
+	next int64
+	off  int32
+	n    int32
 }
 
 // keptWake is port pid's wake at time at, numbered seq.
@@ -46,6 +53,27 @@ type keptWake struct {
 	at  int64
 	seq uint64
 	pid int32
+}
+
+// list is node v's kept wakes.
+func (k *keptWakes) list(v int32) []keptWake {
+	nd := &k.nodes[v]
+	return k.w[nd.off : nd.off+nd.n]
+}
+
+// init sizes the kept wakes of s's nodes by their ports.
+func (k *keptWakes) init(s *Sim) {
+	k.nodes = make([]keptNode, len(s.t.Nodes)+1)
+	for i := range s.fab.ports {
+		k.nodes[s.fab.ports[i].from].off++ // the out-degree, for now
+	}
+	off := int32(0)
+	for v := range k.nodes {
+		deg := k.nodes[v].off
+		k.nodes[v] = keptNode{next: maxTime, off: off}
+		off += deg
+	}
+	k.w = make([]keptWake, off)
 }
 
 // keeps reports whether port pid's wake at its PAUSE's expiry may be kept
@@ -68,38 +96,35 @@ func (f *pfc) keep(pid int32, p *port, at int64) {
 	p.wakeAt = at
 	seq := s.seq(at)
 	k := &f.kept
-	if k.ports == nil {
-		k.ports = make([][]keptWake, len(s.t.Nodes)+1)
-		k.next = make([]int64, len(s.t.Nodes)+1)
-		for v := range k.next {
-			k.next[v] = maxTime
-		}
+	if k.nodes == nil {
+		k.init(s)
 	}
 	// One still to come at this instant stays an event: a port keeps one.
 	f.unkeep(pid)
-	k.ports[p.from] = append(k.ports[p.from], keptWake{at, seq, pid})
-	k.next[p.from] = min(k.next[p.from], at)
+	nd := &k.nodes[p.from]
+	k.w[nd.off+nd.n] = keptWake{at, seq, pid}
+	nd.n++
+	nd.next = min(nd.next, at)
 }
 
 // unkeep puts port pid's kept wake, if any, in the calendar.
 func (f *pfc) unkeep(pid int32) {
 	k := &f.kept
-	if k.ports == nil {
+	if k.nodes == nil {
 		return
 	}
 	v := f.s.fab.ports[pid].from
-	l := k.ports[v]
+	l := k.list(v)
 	for i, w := range l {
 		if w.pid == pid {
 			f.s.q.PushSeq(des.Time(w.at), w.seq, evWake, pid, 0)
 			l[i] = l[len(l)-1]
 			l = l[:len(l)-1]
-			k.ports[v] = l
 			next := int64(maxTime)
 			for _, w := range l {
 				next = min(next, w.at)
 			}
-			k.next[v] = next
+			k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
 			return
 		}
 	}
@@ -108,7 +133,7 @@ func (f *pfc) unkeep(pid int32) {
 // look runs the kept wakes of node v's ports that come before the current
 // event.
 func (f *pfc) look(v int32) {
-	if next := f.kept.next; next != nil && next[v] <= f.s.now {
+	if nodes := f.kept.nodes; nodes != nil && nodes[v].next <= f.s.now {
 		f.catchUp(v)
 	}
 }
@@ -123,7 +148,7 @@ func (f *pfc) catchUp(v int32) {
 	s := f.s
 	now, seq, cur := s.now, s.curSeq, s.cur
 	k.firing = true
-	l := k.ports[v]
+	l := k.list(v)
 	next := int64(maxTime)
 	for {
 		best := -1
@@ -148,8 +173,7 @@ func (f *pfc) catchUp(v int32) {
 			l = l[:len(l)-1]
 		}
 	}
-	k.ports[v] = l
-	k.next[v] = next
+	k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
 	s.now, s.curSeq, s.cur = now, seq, cur
 	k.firing = false
 }
