@@ -638,6 +638,9 @@ func (nc *nic) removeQP(pid int32, qi int32) {
 	if p.qpRR > int(last) {
 		p.qpRR = 0
 	}
+	if last == 0 {
+		s.pfc.drained(pid, p)
+	}
 }
 
 // addQP puts a queue pair in its port's round robin.

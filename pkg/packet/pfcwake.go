@@ -130,6 +130,16 @@ func (f *pfc) unkeep(pid int32) {
 	}
 }
 
+// drained is port pid (p) left with no queue pair: with nothing queued
+// either, its kept wake is an event again. The wake may then find the port
+// busy sending a control frame with no end event (transmit schedules one
+// only when something waits), and schedule it, which a kept one cannot.
+func (f *pfc) drained(pid int32, p *port) {
+	if p.full&(1<<dataQ) == 0 {
+		f.unkeep(pid)
+	}
+}
+
 // look runs the kept wakes of node v's ports that come before the current
 // event.
 func (f *pfc) look(v int32) {
@@ -149,6 +159,7 @@ func (f *pfc) catchUp(v int32) {
 	now, seq, cur := s.now, s.curSeq, s.cur
 	k.firing = true
 	l := k.list(v)
+	k.nodes[v].next = maxTime // its own looks (Sim.seq) while they run: none due
 	next := int64(maxTime)
 	for {
 		best := -1
@@ -187,7 +198,9 @@ func (f *pfc) catchUp(v int32) {
 func (f *pfc) fire(w *keptWake) bool {
 	s := f.s
 	p := &s.fab.ports[w.pid]
-	f.settleAt(p, s.now, s.curSeq)
+	if p.lz > 0 {
+		f.settleAt(p, s.now, s.curSeq)
+	}
 	if !p.pausedAt(dataQ, s.now) || s.now < p.busyUntil && p.txDoneAt != p.busyUntil {
 		panic("packet: internal: a kept PAUSE-expiry wake found its port free to act")
 	}
