@@ -47,9 +47,9 @@ func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 // A PAUSE-expiry wake kept at its port (pfcwake.go) is the event it stands
 // for, run at its own time and number: every node makes as many events as
 // when each wake is an event, so every other event keeps its number (Sim.seq;
-// skipping the wakes, 3918e14, left hosts making fewer, which moved where
-// their 24-bit counts wrap and so the order of ties across a wrap in a
-// 4096-GPU all-to-all), and every flow ends at the same time with the same
+// skipping the wakes, 3918e14, left nodes making fewer: their 24-bit counts
+// then wrap elsewhere, and the 4096-GPU all-to-all's single loop changed),
+// and every flow ends at the same time with the same
 // PAUSEs, drops and packets, on fewer calendar events. Incasts through a
 // two-tier fat-tree (PAUSEs between switches and to hosts), a second
 // incast crossing the first's paused switches, transfers that start behind

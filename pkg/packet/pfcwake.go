@@ -9,23 +9,25 @@ import "github.com/fabricsim/fabricsim/pkg/des"
 // the PAUSE it renews expires, and the chain of such wakes ends only at a
 // RESUME. In a 127-to-1 incast these wakes were a quarter of the events.
 //
-// Leaving them out (3918e14, reverted) was not exact: every wake is an
-// event its port's node made, so each one it skipped shifted the numbers
-// (Sim.seq) of that node's later events, whose 24-bit count wraps (a host
-// of a 4096-GPU all-to-all makes tens of millions): ties one node made
-// for one instant were ordered differently across a wrap. And the wake
-// pending when the RESUME arrives still pops later, a look at the port
-// that may send, and whose pending time holds back pacing wakes
-// (fabric.wake keeps the earliest).
+// Leaving them out (3918e14, reverted: the 4096-GPU all-to-all's single
+// loop changed, its partitioned run did not) was not exact in two ways.
+// Every wake is an event its port's node made, so each one skipped lowered
+// the numbers (Sim.seq) of that node's later events; their order among
+// themselves held, except where the 24-bit count wraps, which then fell
+// elsewhere among ties one node made for one instant. And the wake still
+// pending when the RESUME arrives pops later: a look at a port that may
+// send, whose pending time holds back pacing wakes (fabric.wake keeps the
+// earliest) until it pops and makes them then, numbered from then.
 //
 // So the wake is kept, not skipped: numbered when made, as the calendar
 // would have it, but held at its port (kept) instead of in the calendar,
 // and run, at its own time and number, as soon as anything could tell:
 // before the node it happens at makes an event (Sim.seq) or looks at its
-// ports (tryTx, onTxDone, onWake, a PFC frame, a queue pair joining or
-// leaving), so the node's count and the port's state are what the event
-// would have seen. A RESUME puts a kept wake back in the calendar: from
-// then on it may send. Only where nothing else moves frames or time: not
+// ports (tryTx, onTxDone, onWake, a PFC frame, a settle of waiting PAUSEs,
+// the deadlock watch's included, a queue pair joining or leaving), so the
+// node's count and the port's state are what the event would have seen. A
+// RESUME puts a kept wake back in the calendar (from then on it may send),
+// as does a port left with nothing to send (drained). Only where nothing else moves frames or time: not
 // for a part of a partitioned run (its switch may be another part's),
 // under the surrogate (it holds PFC events), with failing links, or under
 // TIE_ORDER push (numbers are the push count there).
