@@ -101,5 +101,18 @@ func TestKeptWakesAreExact(t *testing.T) {
 		if stats[0] != stats[1] {
 			t.Fatalf("cc %d: stats %+v with every wake an event, %+v with kept wakes", mode, stats[0], stats[1])
 		}
+		// A partitioned run keeps none (its switch may be another part's)
+		// and is the single loop's, flow for flow.
+		sp, fp := runParts(t, tp, cfg, mode, specs, 2, 2)
+		for _, c := range sp.pv.peers {
+			if c.pfc.kept.nodes != nil {
+				t.Fatalf("cc %d: a part kept a wake", mode)
+			}
+		}
+		for i := range specs {
+			if fp.End[i] != ends[1][i] {
+				t.Fatalf("cc %d: flow %d ends at %d in 2 parts, %d in the single loop with kept wakes", mode, i, fp.End[i], ends[1][i])
+			}
+		}
 	}
 }
