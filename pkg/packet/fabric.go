@@ -68,6 +68,7 @@ func (fa *fabric) enqueue(pi int32, dl route.DirLink) {
 func (fa *fabric) tryTx(pid int32) {
 	s := fa.s
 	p := &fa.ports[pid]
+	s.pfc.look(p.from) // its kept wakes first (pfcwake.go)
 	if p.down {
 		return
 	}
@@ -112,6 +113,7 @@ func (fa *fabric) tryTx(pid int32) {
 func (fa *fabric) onTxDone(pid int32) {
 	s := fa.s
 	if p := &fa.ports[pid]; p.txDoneAt == s.now {
+		s.pfc.look(p.from)
 		p.txDoneAt, s.cur = 0, p.from
 		fa.tryTx(pid)
 	}
@@ -121,6 +123,7 @@ func (fa *fabric) onTxDone(pid int32) {
 func (fa *fabric) onWake(pid int32) {
 	s := fa.s
 	p := &fa.ports[pid]
+	s.pfc.look(p.from)
 	if p.wakeAt == s.now {
 		p.wakeAt = 0
 	}

@@ -120,6 +120,7 @@ func (nc *nic) allocQP() int32 {
 func (nc *nic) addPending(pid int32, flow, j int32) {
 	s := nc.s
 	p := &s.fab.ports[pid]
+	s.pfc.look(p.from) // a kept wake sees the pairs it would have (pfcwake.go)
 	p.qps = append(p.qps, ^(flow<<nc.pendShift | j))
 }
 
@@ -622,6 +623,7 @@ func (nc *nic) onAck(pi int32) {
 func (nc *nic) removeQP(pid int32, qi int32) {
 	s := nc.s
 	p := &s.fab.ports[pid]
+	s.pfc.look(p.from) // a kept wake sees the pairs it would have (pfcwake.go)
 	i := nc.qps[qi].slot
 	if int(i) >= len(p.qps) || p.qps[i] != qi {
 		return
@@ -636,12 +638,16 @@ func (nc *nic) removeQP(pid int32, qi int32) {
 	if p.qpRR > int(last) {
 		p.qpRR = 0
 	}
+	if last == 0 {
+		s.pfc.drained(pid, p)
+	}
 }
 
 // addQP puts a queue pair in its port's round robin.
 func (nc *nic) addQP(pid int32, qi int32) {
 	s := nc.s
 	p := &s.fab.ports[pid]
+	s.pfc.look(p.from) // a kept wake sees the pairs it would have (pfcwake.go)
 	nc.qps[qi].slot = int32(len(p.qps))
 	p.qps = append(p.qps, qi)
 }

@@ -45,12 +45,15 @@ type pfc struct {
 	ing       []int64
 	pausedUp  []bool
 	high, low int64
+	// kept: the PAUSE-expiry wakes kept out of the calendar (keep).
+	kept keptWakes
 }
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
 	f := pfc{s: s, port: cfg.PortPFC}
 	if !f.port {
 		f.pausedQ = make([]bool, links*nQ)
+		f.kept.on = cfg.PauseTimePs >= 2 // a refresh comes before the expiry
 	} else {
 		f.high, f.low = cfg.portThresholds()
 		f.ing = make([]int64, links)
@@ -167,6 +170,7 @@ func (f *pfc) frame(pid int32, arg int64) {
 	s := f.s
 	p := &s.fab.ports[pid]
 	s.cur = p.from
+	f.look(p.from)
 	f.settle(p)
 	q := int(arg >> 1)
 	if arg&1 == 1 {
@@ -177,6 +181,7 @@ func (f *pfc) frame(pid int32, arg int64) {
 		f.portFrame(pid, false)
 		return
 	}
+	f.unkeep(pid) // the port may send again: its wake is an event again
 	p.paused[q] = false
 	s.fab.tryTx(pid)
 }
@@ -223,6 +228,7 @@ type lzFrame struct {
 // settle applies port p's waiting PAUSEs whose events would have popped
 // before the event being handled.
 func (f *pfc) settle(p *port) {
+	f.look(p.from) // its node's kept wakes saw the port before (pfcwake.go)
 	if p.lz > 0 {
 		f.settleAt(p, f.s.now, f.s.curSeq)
 	}
@@ -248,6 +254,9 @@ func (f *pfc) settleAt(p *port, now int64, seq uint64) {
 // settleAll applies every waiting PAUSE whose event would have popped
 // before one at time now numbered seq (a look across all ports).
 func (f *pfc) settleAll(now int64, seq uint64) {
+	for v := range f.kept.nodes {
+		f.look(int32(v)) // the kept wakes saw the ports before (pfcwake.go)
+	}
 	for pid := range f.s.fab.ports {
 		f.settleAt(&f.s.fab.ports[pid], now, seq)
 	}
@@ -278,6 +287,10 @@ func (f *pfc) holds(p *port, q int) bool {
 func (f *pfc) wakeAtExpiry(pid int32, p *port) {
 	for i := 1; i < nQ; i++ {
 		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
+			if i == dataQ && f.keeps(pid) {
+				f.keep(pid, p, p.pauseTill[i])
+				continue
+			}
 			f.s.fab.wake(pid, p.pauseTill[i])
 		}
 	}

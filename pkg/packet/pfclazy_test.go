@@ -1,6 +1,11 @@
 package packet
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/topo"
+)
 
 // A PAUSE kept at its port (not in the calendar) applies exactly when its
 // event would have popped: not to an event before it in (time, number)
@@ -35,6 +40,79 @@ func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 	for q := 1; q < nQ; q++ {
 		if !p.paused[q] || p.pauseTill[q] != maxTime {
 			t.Fatalf("port PAUSE: queue %d paused %v till %d", q, p.paused[q], p.pauseTill[q])
+		}
+	}
+}
+
+// A PAUSE-expiry wake kept at its port (pfcwake.go) is the event it stands
+// for, run at its own time and number: every node makes as many events as
+// when each wake is an event, so every other event keeps its number (Sim.seq;
+// skipping the wakes, 3918e14, left nodes making fewer: their 24-bit counts
+// then wrap elsewhere, and the 4096-GPU all-to-all's single loop changed),
+// and every flow ends at the same time with the same
+// PAUSEs, drops and packets, on fewer calendar events. Incasts through a
+// two-tier fat-tree (PAUSEs between switches and to hosts), a second
+// incast crossing the first's paused switches, transfers that start behind
+// others (queue pairs joining and leaving paused ports), with and without
+// DCQCN's pacing (wakes of paused ports beside pacing wakes).
+func TestKeptWakesAreExact(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, GPUs: 16, GPUsPerServer: 1, NICBW: 100e9, SwitchBW: 100e9})
+	var specs []flowSpec
+	for i := int32(1); i < 16; i++ {
+		specs = append(specs, flowSpec{i, 0, 1 << 20, nil})
+		if i%4 == 0 { // a second incast, crossing the first's paused switches
+			specs = append(specs, flowSpec{i, 5, 256 << 10, nil})
+		}
+		if i%3 == 0 { // behind the host's first: it joins a paused port
+			specs = append(specs, flowSpec{i, 0, 128 << 10, []int64{int64(len(specs) - 1)}})
+		}
+	}
+	for _, mode := range []int{cc.ModeNone, cc.ModeDCQCN} {
+		cfg := DefaultConfig()
+		cfg.BufferBytes = 256 << 10
+		var ends [2][]int64
+		var stats [2]Stats
+		var made [2][]uint64
+		for k, off := range []bool{true, false} {
+			s, fl := newSim(t, tp, cfg, mode, specs)
+			s.pfc.kept.off = off
+			if err := s.Run(); err != nil {
+				t.Fatal(err)
+			}
+			ends[k], stats[k], made[k] = fl.End, s.Stats(), s.made
+		}
+		if stats[0].Pauses == 0 {
+			t.Fatalf("cc %d: no PAUSE in a 15-to-1 incast into 256 KB buffers", mode)
+		}
+		if stats[1].Events >= stats[0].Events {
+			t.Fatalf("cc %d: %d events with kept wakes, %d with every wake an event", mode, stats[1].Events, stats[0].Events)
+		}
+		for v := range made[0] {
+			if made[0][v] != made[1][v] {
+				t.Fatalf("cc %d: node %d made %d events with every wake an event, %d with kept wakes", mode, v, made[0][v], made[1][v])
+			}
+		}
+		for i := range specs {
+			if ends[0][i] != ends[1][i] {
+				t.Fatalf("cc %d: flow %d ends at %d with every wake an event, %d with kept wakes", mode, i, ends[0][i], ends[1][i])
+			}
+		}
+		stats[0].Events, stats[1].Events = 0, 0
+		if stats[0] != stats[1] {
+			t.Fatalf("cc %d: stats %+v with every wake an event, %+v with kept wakes", mode, stats[0], stats[1])
+		}
+		// A partitioned run keeps none (its switch may be another part's)
+		// and is the single loop's, flow for flow.
+		sp, fp := runParts(t, tp, cfg, mode, specs, 2, 2)
+		for _, c := range sp.pv.peers {
+			if c.pfc.kept.nodes != nil {
+				t.Fatalf("cc %d: a part kept a wake", mode)
+			}
+		}
+		for i := range specs {
+			if fp.End[i] != ends[1][i] {
+				t.Fatalf("cc %d: flow %d ends at %d in 2 parts, %d in the single loop with kept wakes", mode, i, fp.End[i], ends[1][i])
+			}
 		}
 	}
 }

@@ -365,6 +365,7 @@ func (s *Sim) seq(at int64) uint64 {
 		s.pushed++
 		return s.pushed
 	}
+	s.pfc.look(s.cur) // its kept wakes first (pfcwake.go)
 	n := s.made[s.cur]
 	s.made[s.cur] = n + 1
 	d := uint64(min((at-s.now)>>5, 1<<16-1))

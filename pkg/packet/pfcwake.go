@@ -1,0 +1,228 @@
+package packet
+
+import "github.com/fabricsim/fabricsim/pkg/des"
+
+// A paused port with something to send wakes when its PAUSE expires
+// (wakeAtExpiry). While the switch it feeds still holds that queue over
+// its threshold, the wake finds the port paused again: the switch's
+// refresh (at most half a PAUSE_TIME after its last PAUSE) arrives before
+// the PAUSE it renews expires, and the chain of such wakes ends only at a
+// RESUME. In a 127-to-1 incast these wakes were a quarter of the events.
+//
+// Leaving them out (3918e14, reverted: the 4096-GPU all-to-all's single
+// loop changed, its partitioned run did not) was not exact in two ways.
+// Every wake is an event its port's node made, so each one skipped lowered
+// the numbers (Sim.seq) of that node's later events; their order among
+// themselves held, except where the 24-bit count wraps, which then fell
+// elsewhere among ties one node made for one instant. And the wake still
+// pending when the RESUME arrives pops later: a look at a port that may
+// send, whose pending time holds back pacing wakes (fabric.wake keeps the
+// earliest) until it pops and makes them then, numbered from then.
+//
+// So the wake is kept, not skipped: numbered when made, as the calendar
+// would have it, but held at its port (kept) instead of in the calendar,
+// and run, at its own time and number, as soon as anything could tell:
+// before the node it happens at makes an event (Sim.seq) or looks at its
+// ports (tryTx, onTxDone, onWake, a PFC frame, a settle of waiting PAUSEs,
+// the deadlock watch's included, a queue pair joining or leaving), so the
+// node's count and the port's state are what the event would have seen. A
+// RESUME puts a kept wake back in the calendar (from then on it may send),
+// as does a port left with nothing to send (drained). Only where nothing else moves frames or time: not
+// for a part of a partitioned run (its switch may be another part's),
+// under the surrogate (it holds PFC events), with failing links, or under
+// TIE_ORDER push (numbers are the push count there).
+
+// keptWakes are the ports' kept wakes, a port's one at most: per node
+// the earliest of its ports' times (maxTime: none), which is all a look
+// reads when none is due, and where in w its ports' are (its out-degree of
+// slots from off, n of them taken).
+type keptWakes struct {
+	on     bool // priority PFC with a refresh before the expiry
+	off    bool // tests: every wake an event
+	firing bool // catchUp is running kept wakes
+	nodes  []keptNode
+	w      []keptWake
+}
+
+type keptNode struct {
+	next int64
+	off  int32
+	n    int32
+}
+
+// keptWake is port pid's wake at time at, numbered seq.
+type keptWake struct {
+	at  int64
+	seq uint64
+	pid int32
+}
+
+// list is node v's kept wakes.
+func (k *keptWakes) list(v int32) []keptWake {
+	nd := &k.nodes[v]
+	return k.w[nd.off : nd.off+nd.n]
+}
+
+// init sizes the kept wakes of s's nodes by their ports.
+func (k *keptWakes) init(s *Sim) {
+	k.nodes = make([]keptNode, len(s.t.Nodes)+1)
+	for i := range s.fab.ports {
+		k.nodes[s.fab.ports[i].from].off++ // the out-degree, for now
+	}
+	off := int32(0)
+	for v := range k.nodes {
+		deg := k.nodes[v].off
+		k.nodes[v] = keptNode{next: maxTime, off: off}
+		off += deg
+	}
+	k.w = make([]keptWake, off)
+}
+
+// keeps reports whether port pid's wake at its PAUSE's expiry may be kept
+// out of the calendar: the switch it feeds holds its data queue paused.
+func (f *pfc) keeps(pid int32) bool {
+	s := f.s
+	return f.kept.on && !f.kept.off && f.pausedQ[pid*nQ+dataQ] &&
+		s.pv.part == nil && s.sur == nil && !s.cfg.PushTies && len(s.cfg.LinkDown) == 0
+}
+
+// keep is fabric.wake for a wake kept at port pid (p).
+func (f *pfc) keep(pid int32, p *port, at int64) {
+	s := f.s
+	if at <= s.now {
+		at = s.now + 1
+	}
+	if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > s.now {
+		return
+	}
+	p.wakeAt = at
+	seq := s.seq(at)
+	k := &f.kept
+	if k.nodes == nil {
+		k.init(s)
+	}
+	// One still to come at this instant stays an event: a port keeps one.
+	f.unkeep(pid)
+	nd := &k.nodes[p.from]
+	k.w[nd.off+nd.n] = keptWake{at, seq, pid}
+	nd.n++
+	nd.next = min(nd.next, at)
+}
+
+// unkeep puts port pid's kept wake, if any, in the calendar.
+func (f *pfc) unkeep(pid int32) {
+	k := &f.kept
+	if k.nodes == nil {
+		return
+	}
+	v := f.s.fab.ports[pid].from
+	l := k.list(v)
+	for i, w := range l {
+		if w.pid == pid {
+			f.s.q.PushSeq(des.Time(w.at), w.seq, evWake, pid, 0)
+			l[i] = l[len(l)-1]
+			l = l[:len(l)-1]
+			next := int64(maxTime)
+			for _, w := range l {
+				next = min(next, w.at)
+			}
+			k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
+			return
+		}
+	}
+}
+
+// drained is port pid (p) left with no queue pair: with nothing queued
+// either, its kept wake is an event again. The wake may then find the port
+// busy sending a control frame with no end event (transmit schedules one
+// only when something waits), and schedule it, which a kept one cannot.
+func (f *pfc) drained(pid int32, p *port) {
+	if p.full&(1<<dataQ) == 0 {
+		f.unkeep(pid)
+	}
+}
+
+// look runs the kept wakes of node v's ports that come before the current
+// event.
+func (f *pfc) look(v int32) {
+	if nodes := f.kept.nodes; nodes != nil && nodes[v].next <= f.s.now {
+		f.catchUp(v)
+	}
+}
+
+// catchUp runs node v's kept wakes that come before the current event, in
+// their order, each at its own time and number.
+func (f *pfc) catchUp(v int32) {
+	k := &f.kept
+	if k.firing {
+		return // a kept wake being run: the ones after it wait
+	}
+	s := f.s
+	now, seq, cur := s.now, s.curSeq, s.cur
+	k.firing = true
+	l := k.list(v)
+	k.nodes[v].next = maxTime // its own looks (Sim.seq) while they run: none due
+	next := int64(maxTime)
+	for {
+		best := -1
+		next = maxTime
+		for i := range l {
+			w := &l[i]
+			next = min(next, w.at)
+			if w.at > now || w.at == now && w.seq >= seq {
+				continue
+			}
+			if best < 0 || w.at < l[best].at || w.at == l[best].at && w.seq < l[best].seq {
+				best = i
+			}
+		}
+		if best < 0 {
+			break
+		}
+		w := &l[best]
+		s.now, s.curSeq, s.cur = w.at, w.seq, v
+		if !f.fire(w) {
+			l[best] = l[len(l)-1]
+			l = l[:len(l)-1]
+		}
+	}
+	k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
+	s.now, s.curSeq, s.cur = now, seq, cur
+	k.firing = false
+}
+
+// fire is a kept wake w popping (fabric.onWake) at its time and number
+// (s.now, s.curSeq): its port is still paused (until a RESUME event), so
+// of tryTx it only clears qpTurn and, while the port has something to
+// send, wakes again at the expiry, kept in w (it reports whether); a busy
+// port's wake does nothing (its transmission's end looks again). Anything
+// else would act in the past: a broken invariant, not an input's fault.
+func (f *pfc) fire(w *keptWake) bool {
+	s := f.s
+	p := &s.fab.ports[w.pid]
+	if p.lz > 0 {
+		f.settleAt(p, s.now, s.curSeq)
+	}
+	if !p.pausedAt(dataQ, s.now) || s.now < p.busyUntil && p.txDoneAt != p.busyUntil {
+		panic("packet: internal: a kept PAUSE-expiry wake found its port free to act")
+	}
+	if p.wakeAt == s.now {
+		p.wakeAt = 0
+	}
+	if s.now < p.busyUntil {
+		return false
+	}
+	p.qpTurn = false
+	// Control frames go at once, and one queued since (the event that
+	// looks, enqueue) was not there then.
+	if p.full&(1<<dataQ) == 0 && len(p.qps) == 0 {
+		return false
+	}
+	at := p.pauseTill[dataQ] // after now: paused
+	if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > s.now {
+		return false // an earlier wake is an event
+	}
+	p.wakeAt = at
+	w.at, w.seq = at, s.seq(at)
+	return true
+}
