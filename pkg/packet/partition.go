@@ -61,10 +61,13 @@ type partitioning struct {
 	by        string // how the parts were cut: blocks, tiers or clusters
 }
 
-// PartitionedSlotBytes is what a partitioned run holds per queue pair
-// beyond the single loop: each part's calendar, packets and ports of its
-// own, and the crossings between windows. Slots and shadows are reused
-// (reclaim), so it no longer grows with the pairs that ever ran.
+// PartitionedSlotBytes is what a partitioned run may hold per queue pair
+// beyond the single loop: the shadows of a pair in the parts its packets
+// cross, while the pair is open. The 1024-GPU DP AllReduce (132,096
+// flows, all open at once) peaks 83 MB above the single loop with two
+// parts. Finished pairs give their slots and shadows back (reclaim): the
+// 2048-GPU AllToAll (4.2 M one-packet flows) peaks at 1.13 GB on two
+// parts, as the single loop does, where it took 4.7 GB before.
 const PartitionedSlotBytes = 640
 
 // maxPartitions bounds Partitions (a part is a uint8).
