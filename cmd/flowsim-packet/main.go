@@ -155,8 +155,8 @@ func (c *command) run() error {
 	perFlow, also := int64(400), ""
 	if c.Threads > 1 || (c.Partitions != nil && *c.Partitions > 1) {
 		also = "run on one thread (400 B per flow)"
-		// Parts keep every queue pair's slot, and shadows of those whose
-		// packets cross them (packet.PartitionedSlotBytes each).
+		// Parts keep shadows of the open queue pairs whose packets cross
+		// them (packet.PartitionedSlotBytes each at most).
 		perFlow += packet.PartitionedSlotBytes * int64(cfg.QPsPerConn)
 	}
 	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: perFlow, Limit: limit, Expands: true, Also: also})

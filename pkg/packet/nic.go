@@ -704,12 +704,13 @@ func (nc *nic) qpDone(qi int32) {
 // recycle lets slot qi serve another queue pair once no packet of its
 // pair is left (live), so that a packet outliving its pair (a duplicate
 // after a spurious timeout) reaches its end as that pair's, never as
-// another's. A partitioned run never reuses a slot: its packets may be
-// in another part.
+// another's. A partitioned run's packets may be in another part: its
+// parts reclaim the slot together (partView.reclaim).
 func (nc *nic) recycle(qi int32) {
 	s := nc.s
 	switch {
 	case s.pv.part != nil:
+		s.pv.retire(qi)
 	case nc.live[qi] > 0:
 		nc.qps[qi].parked = true
 	default:

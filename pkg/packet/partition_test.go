@@ -87,14 +87,10 @@ func runParts(t *testing.T, tp *topo.Topology, cfg Config, ccMode int, specs []f
 	}
 	if parts > 1 {
 		// The run was cut, and packets crossed parts (each crossing pair
-		// has a shadow slot in the part it entered).
+		// had a shadow slot in the part it entered).
 		shadows := 0
 		for _, p := range s.pv.peers {
-			for _, k := range p.pv.shadowOf {
-				if k.qp >= 0 {
-					shadows++
-				}
-			}
+			shadows += p.pv.madeShadows
 		}
 		if s.pv.part == nil || s.pv.part.n != parts || shadows == 0 {
 			t.Fatalf("%d parts: the run was not partitioned, or no packet crossed parts (%d shadow slots)", parts, shadows)
@@ -257,5 +253,40 @@ func TestPartitionedRefusals(t *testing.T) {
 	s.pv.part, s.pv.s = pt, s
 	if err := s.pv.checkReleases(); err == nil || !strings.Contains(err.Error(), "waits on flow 0") {
 		t.Errorf("blocks of servers: want an error naming the release, got %v", err)
+	}
+}
+
+// A finished pair's slot serves other pairs in a partitioned run as in the
+// single loop, once none of its packets is left in any part, and so do its
+// shadows: 200 one-packet flows bouncing between two servers in different
+// parts, each started by the previous one's arrival, never have more than
+// a few pairs out at once, so each part needs a few slots (a pair's own,
+// a shadow of the other's, one or two waiting to be reclaimed) instead of
+// one a pair and a shadow. The flows run as in the single loop.
+func TestPartitionedSlotsReclaimed(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	const flows = 200
+	var specs []flowSpec
+	a, b := int32(0), int32(24) // servers 0 and 3: parts 0 and 1 of two
+	for i := range flows {
+		f := flowSpec{a, b, 4096, nil}
+		if i > 0 {
+			f.deps = []int64{int64(i - 1)}
+		}
+		specs = append(specs, f)
+		a, b = b, a
+	}
+	cfg := DefaultConfig()
+	_, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
+	for _, threads := range []int{1, 2} {
+		s, f := runParts(t, tp, cfg, cc.ModeDCQCN, specs, 2, threads)
+		if !slices.Equal(f.End, f0.End) {
+			t.Fatalf("%d threads: flow ends differ from the single loop's", threads)
+		}
+		for _, p := range s.pv.peers {
+			if n := len(p.nic.qps); n > 8 || p.pv.madeShadows < flows/2 {
+				t.Fatalf("%d threads: part %d holds %d queue pair slots for %d pairs of its own and %d shadows made", threads, p.pv.me, n, flows/2, p.pv.madeShadows)
+			}
+		}
 	}
 }
