@@ -34,6 +34,10 @@ type Config struct {
 	ReservePerQ   int64   // bytes reserved per ingress queue before the shared pool (4 KB)
 	PFCAlphaShift int     // dynamic threshold = free buffer >> shift (3, i.e. 1/8)
 	AckInterval   int     // L2_ACK_INTERVAL: ACK every N data packets (default 1)
+	// ACK_COALESCE (fabricsim): 0 (default) off; N > 0 acknowledges every
+	// N in-order packets of a queue pair, its last, and any packet its
+	// sender asked an ACK for (see nic.sendData).
+	AckCoalesce int
 	HasWin        bool    // HAS_WIN: window limit in addition to the rate (default 1)
 	VarWin        bool    // VAR_WIN: window scales with rate/line rate (default 1)
 	ErrorRate     float64 // ERROR_RATE_PER_LINK: packet loss probability added to every link
@@ -325,6 +329,9 @@ func (c *Config) Describe() map[string]any {
 	}
 	if c.PushTies {
 		d["tie_order"] = "push"
+	}
+	if c.AckCoalesce > 0 {
+		d["ack_coalesce"] = c.AckCoalesce
 	}
 	if c.PortPFC {
 		d["pfc_mode"] = "port"
