@@ -35,9 +35,9 @@ type Calendar struct {
 	lateNew  []Event
 	lateMin  int
 	lateTmp  []Event // the merge's output, swapped with late
-	far     Queue // events beyond the horizon (keeps its own order by seq)
-	seq     uint64
-	inWheel int // events in the buckets
+	far      Queue   // events beyond the horizon (keeps its own order by seq)
+	seq      uint64
+	inWheel  int // events in the buckets
 	// spare holds emptied bucket arrays by capacity class (spare[k] has
 	// capacity 2^k): a bucket that grew to hundreds of events hands its
 	// array back when it empties, so the wheel holds about what is pending

@@ -34,10 +34,6 @@ type Config struct {
 	ReservePerQ   int64   // bytes reserved per ingress queue before the shared pool (4 KB)
 	PFCAlphaShift int     // dynamic threshold = free buffer >> shift (3, i.e. 1/8)
 	AckInterval   int     // L2_ACK_INTERVAL: ACK every N data packets (default 1)
-	// ACK_COALESCE (fabricsim): 0 (default) off; N > 0 acknowledges every
-	// N in-order packets of a queue pair, its last, and any packet its
-	// sender asked an ACK for (see nic.sendData).
-	AckCoalesce int
 	HasWin        bool    // HAS_WIN: window limit in addition to the rate (default 1)
 	VarWin        bool    // VAR_WIN: window scales with rate/line rate (default 1)
 	ErrorRate     float64 // ERROR_RATE_PER_LINK: packet loss probability added to every link
@@ -60,17 +56,21 @@ type Config struct {
 	// scheduled, as ns-3's scheduler does: the single loop only, and a
 	// fifth less CPU on a symmetric fabric, whose buckets of hundreds of
 	// exact ties then need no sorting; see Sim.seq).
-	PushTies   bool
-	PortHighKB float64           // PFC_PORT_HIGH_KB; 0 = 15 packets (htsim's default)
-	PortLowKB  float64           // PFC_PORT_LOW_KB; 0 = 12 packets
-	Transport  Transport         // TRANSPORT (fabricsim): roce (default, go-back-N) or sack; see transport.go
-	MonStartPs int64             // MON_START us: monitors sample from here (default 0)
-	MonEndPs   int64             // MON_END us: and stop here (default 20000)
-	QPMonPs    int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
-	QLenMonPs  int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
-	BWMonPs    int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
-	CC         cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
-	ccConf     map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
+	PushTies bool
+	// ACK_COALESCE (fabricsim): 0 (default) off; N > 0 acknowledges every
+	// N in-order packets of a queue pair, its last, and any packet its
+	// sender asked an ACK for (see nic.sendData).
+	AckCoalesce int
+	PortHighKB  float64           // PFC_PORT_HIGH_KB; 0 = 15 packets (htsim's default)
+	PortLowKB   float64           // PFC_PORT_LOW_KB; 0 = 12 packets
+	Transport   Transport         // TRANSPORT (fabricsim): roce (default, go-back-N) or sack; see transport.go
+	MonStartPs  int64             // MON_START us: monitors sample from here (default 0)
+	MonEndPs    int64             // MON_END us: and stop here (default 20000)
+	QPMonPs     int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
+	QLenMonPs   int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
+	BWMonPs     int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
+	CC          cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
+	ccConf      map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
 }
 
 // maxLinkDownNs is the latest failure time LINK_DOWN takes: one day.
