@@ -198,13 +198,21 @@ func (c *Calendar) lateLen() int { return len(c.late) - c.lateHead + len(c.lateN
 
 // lateTop is the first late event, nil when there is none.
 func (c *Calendar) lateTop() *Event {
-	if len(c.lateNew) > 0 && (c.lateHead == len(c.late) || less(&c.lateNew[c.lateMin], &c.late[c.lateHead])) {
-		c.absorbLate()
+	if len(c.lateNew) > 0 {
+		return c.lateMerged()
 	}
 	if c.lateHead < len(c.late) {
 		return &c.late[c.lateHead]
 	}
 	return nil
+}
+
+// lateMerged is lateTop when lateNew holds events.
+func (c *Calendar) lateMerged() *Event {
+	if c.lateHead == len(c.late) || less(&c.lateNew[c.lateMin], &c.late[c.lateHead]) {
+		c.absorbLate()
+	}
+	return &c.late[c.lateHead]
 }
 
 // absorbLate sorts lateNew into late.
@@ -427,7 +435,10 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 		i := c.active & c.mask
 		h := c.buckets[i]
 		var top *Event // not nil: an emptied bucket is no longer active
-		lt := c.lateTop()
+		var lt *Event
+		if len(c.late)|len(c.lateNew) != 0 { // most pops find none: no call
+			lt = c.lateTop()
+		}
 		late := lt != nil && (c.head == len(h) || less(lt, &h[c.head]))
 		if late {
 			top = lt
