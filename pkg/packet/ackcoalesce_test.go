@@ -80,3 +80,31 @@ func TestAckCoalesceAckReqKeepsWindowsMoving(t *testing.T) {
 		t.Fatal("no CNP: the incast did not cut the rates, the case tests nothing")
 	}
 }
+
+// A partitioned run under ACK_COALESCE is the single loop's, flow for
+// flow: the AckReq mark rides in the packet, and a receiver's count is
+// its pair's (or its shadow's) in the part it is in.
+func TestAckCoalescePartitionedIdentical(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	specs := crossServerAllToAll(256 << 10)
+	for src := int32(16); src < 32; src += 2 { // an incast: DCQCN cuts rates and windows
+		specs = append(specs, flowSpec{src, 1, 2 << 20, nil})
+	}
+	cfg := DefaultConfig()
+	cfg.AckCoalesce = 8
+	one, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
+	s2, f2 := runParts(t, tp, cfg, cc.ModeDCQCN, specs, 3, 2)
+	for i := range f0.End {
+		if f2.End[i] != f0.End[i] || f2.Start[i] != f0.Start[i] {
+			t.Fatalf("flow %d ran %d-%d ps in 3 parts, %d-%d ps in the single loop", i, f2.Start[i], f2.End[i], f0.Start[i], f0.End[i])
+		}
+	}
+	a, b := s2.Stats(), one.Stats()
+	a.Events, b.Events = 0, 0
+	if a != b {
+		t.Fatalf("stats %+v in 3 parts, single loop %+v", a, b)
+	}
+	if b.CNPs == 0 {
+		t.Fatal("no CNP: the incast did not cut any rate")
+	}
+}
