@@ -56,21 +56,22 @@ type Config struct {
 	// scheduled, as ns-3's scheduler does: the single loop only, and a
 	// fifth less CPU on a symmetric fabric, whose buckets of hundreds of
 	// exact ties then need no sorting; see Sim.seq).
-	PushTies bool
+	PushTies   bool
+	PortHighKB float64           // PFC_PORT_HIGH_KB; 0 = 15 packets (htsim's default)
+	PortLowKB  float64           // PFC_PORT_LOW_KB; 0 = 12 packets
+	Transport  Transport         // TRANSPORT (fabricsim): roce (default, go-back-N) or sack; see transport.go
+	MonStartPs int64             // MON_START us: monitors sample from here (default 0)
+	MonEndPs   int64             // MON_END us: and stop here (default 20000)
+	QPMonPs    int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
+	QLenMonPs  int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
+	BWMonPs    int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
+	CC         cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
+	ccConf     map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
+
 	// ACK_COALESCE (fabricsim): 0 (default) off; N > 0 acknowledges every
 	// N in-order packets of a queue pair, its last, and any packet its
 	// sender asked an ACK for (see nic.sendData).
 	AckCoalesce int
-	PortHighKB  float64           // PFC_PORT_HIGH_KB; 0 = 15 packets (htsim's default)
-	PortLowKB   float64           // PFC_PORT_LOW_KB; 0 = 12 packets
-	Transport   Transport         // TRANSPORT (fabricsim): roce (default, go-back-N) or sack; see transport.go
-	MonStartPs  int64             // MON_START us: monitors sample from here (default 0)
-	MonEndPs    int64             // MON_END us: and stop here (default 20000)
-	QPMonPs     int64             // QP_MON_INTERVAL us: rate and CNP monitors (default 100)
-	QLenMonPs   int64             // QLEN_MON_INTERVAL us: queue lengths (default 10000)
-	BWMonPs     int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
-	CC          cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
-	ccConf      map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
 }
 
 // maxLinkDownNs is the latest failure time LINK_DOWN takes: one day.
