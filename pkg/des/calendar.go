@@ -408,8 +408,10 @@ func (c *Calendar) first(b int64) *Event {
 		c.sortEvents(h)
 		c.active, c.head = b, 0
 	}
-	if t := c.lateTop(); t != nil && (c.head == len(h) || less(t, &h[c.head])) {
-		return t
+	if len(c.late)|len(c.lateNew) != 0 { // most calls find none: no call
+		if t := c.lateTop(); t != nil && (c.head == len(h) || less(t, &h[c.head])) {
+			return t
+		}
 	}
 	return &h[c.head]
 }
