@@ -249,9 +249,9 @@ func TestCalendarSortedBucket(t *testing.T) {
 	for i := 0; q.Len() > 0; i++ {
 		if i%2 == 0 && i < n {
 			push(c.PeekTime(), int32(n+i)) // into the sorted bucket
-			if i == 0 && (len(c.late) != 1 || len(c.buckets[c.active&c.mask]) != n) {
+			if i == 0 && (c.lateLen() != 1 || len(c.buckets[c.active&c.mask]) != n) {
 				// Not beside it: an insertion moves the bucket's tail.
-				t.Fatalf("a push into the sorted bucket went into it (%d late, %d in the bucket)", len(c.late), len(c.buckets[c.active&c.mask]))
+				t.Fatalf("a push into the sorted bucket went into it (%d late, %d in the bucket)", c.lateLen(), len(c.buckets[c.active&c.mask]))
 			}
 		}
 		a, b := q.Pop(), c.Pop()
@@ -274,8 +274,8 @@ func TestCalendarSortedBucket(t *testing.T) {
 			t.Fatalf("heap %+v, calendar %+v", a, b)
 		}
 	}
-	if c.Len() != 0 || len(c.late) != 0 {
-		t.Fatalf("%d events (%d late) left", c.Len(), len(c.late))
+	if c.Len() != 0 || c.lateLen() != 0 {
+		t.Fatalf("%d events (%d late) left", c.Len(), c.lateLen())
 	}
 }
 
@@ -414,4 +414,50 @@ func TestCalendarRetunes(t *testing.T) {
 		}
 	}
 	t.Logf("widest buckets 2^%d ps", widest)
+}
+
+// Events pushed into the bucket being popped (late: at the instant being
+// popped or a few ps ahead), numbered out of push order as a backend that
+// numbers its own events does, pop as the heap pops them: in batches that
+// are merged with the late events left, and back into their bucket when
+// PeekTime sorted a later one first.
+func TestCalendarLateEvents(t *testing.T) {
+	for seed := uint64(0); seed < 30; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		c := NewCalendar(10, 4) // 1024 ps buckets, 16 of them
+		var q Queue
+		used := map[uint64]bool{}
+		push := func(at Time) {
+			seq := rng.Uint64() >> 1
+			for used[seq] {
+				seq = rng.Uint64() >> 1
+			}
+			used[seq] = true
+			c.PushSeq(at, seq, 1, int32(len(used)), 0)
+			q.pushEvent(Event{At: at, seq: seq, Kind: 1, Target: int32(len(used))})
+		}
+		for range 200 {
+			push(Time(1024 + rng.IntN(1024)))
+		}
+		now := Time(0)
+		for step := 0; q.Len() > 0; step++ {
+			if step < 5000 {
+				for range rng.IntN(4) {
+					// Into the bucket being popped, mostly, or the next.
+					push(now + Time(rng.IntN(3)*rng.IntN(700)))
+				}
+				if rng.IntN(50) == 0 {
+					c.PeekTime()
+				}
+			}
+			a, b := q.Pop(), c.Pop()
+			if a != b {
+				t.Fatalf("seed %d step %d: heap popped %+v, calendar %+v", seed, step, a, b)
+			}
+			now = a.At
+		}
+		if c.Len() != 0 || c.lateLen() != 0 {
+			t.Fatalf("seed %d: %d events (%d late) left", seed, c.Len(), c.lateLen())
+		}
+	}
 }

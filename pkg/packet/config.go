@@ -67,6 +67,11 @@ type Config struct {
 	BWMonPs    int64             // BW_MON_INTERVAL us: host bandwidth (default 10000)
 	CC         cc.Params         // congestion-control keys (pkg/cc documents them); cc.New validates them
 	ccConf     map[string]string // the CC keys set to other than their defaults, as written, for the trace metadata
+
+	// ACK_COALESCE (fabricsim): 0 (default) off; N > 0 acknowledges every
+	// N in-order packets of a queue pair, its last, and any packet its
+	// sender asked an ACK for (see nic.sendData).
+	AckCoalesce int
 }
 
 // maxLinkDownNs is the latest failure time LINK_DOWN takes: one day.
@@ -325,6 +330,9 @@ func (c *Config) Describe() map[string]any {
 	}
 	if c.PushTies {
 		d["tie_order"] = "push"
+	}
+	if c.AckCoalesce > 0 {
+		d["ack_coalesce"] = c.AckCoalesce
 	}
 	if c.PortPFC {
 		d["pfc_mode"] = "port"

@@ -425,6 +425,11 @@ func (fa *fabric) baseRTT(fwd, rev []route.DirLink, lineRate float64) (rtt, win 
 		ackWait += int64((mtu+float64(s.cfg.AckBytes))*p.bitPs + 0.5)
 	}
 	win = int64(float64(rtt+ackWait) * lineRate / 8e12)
+	if n := s.cfg.AckCoalesce; n > 1 {
+		// ACK_COALESCE holds a packet's ACK back for up to n-1 more:
+		// room for them, or the window stalls an unloaded flow.
+		win += int64(n-1) * int64(mtu)
+	}
 	return rtt, max(win, int64(s.cfg.PayloadSize+s.cfg.HeaderBytes))
 }
 

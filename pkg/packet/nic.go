@@ -81,6 +81,9 @@ type nic struct {
 	// packet, so a field rather than a call).
 	tp      transport
 	ackEach bool
+	// ackEvery: a receiver acknowledges every ackEvery in-order packets
+	// (L2_ACK_INTERVAL, or ACK_COALESCE when set).
+	ackEvery int32
 
 	rto rtoFIFO
 	fb  cc.Feedback // onAck's, reused: passed through the interface it would escape
@@ -210,6 +213,22 @@ func (nc *nic) sendFromQP(pid int32) bool {
 	return false
 }
 
+// windowRoom is what queue pair q's window (HAS_WIN) leaves for new data,
+// as sendFromQP reckons it (written out there: it is per packet sent).
+func (nc *nic) windowRoom(q *qp, qi int32) int64 {
+	win := q.cc.BaseWin
+	if nc.s.cfg.VarWin {
+		win = int64(float64(win) * q.cc.Rate / q.cc.LineRate)
+		if win < 1 {
+			win = 1
+		}
+	}
+	// SACKed packets have left the network (RFC 6675's pipe): new data
+	// keeps flowing while a hole is repaired, and its SACKs tell whether
+	// a repair was lost again.
+	return win - (q.sndNxt - q.sndUna - nc.tp.sackedBytes(qi))
+}
+
 // sendData sends queue pair qi's packet starting at byte seq: its next new
 // one (seq = sndNxt), or a selective retransmission (TRANSPORT sack).
 func (nc *nic) sendData(pid int32, qi int32, seq int64) {
@@ -238,6 +257,14 @@ func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 		q.maxSent = max(q.maxSent, q.sndNxt)
 	} else { // a selective retransmission (TRANSPORT sack)
 		nc.tp.resent(q, qi, seq, size)
+	}
+	// ACK_COALESCE: a window this packet fills would wait for an ACK
+	// coalescing holds back; ask for it (AckReq), as a requester does
+	// when it needs its responder's acknowledgement. (The window has
+	// room for the coalesced packets, baseRTT: this is for a window that
+	// congestion control has shrunk.)
+	if s.cfg.AckCoalesce > 0 && s.cfg.HasWin && nc.windowRoom(q, qi) <= 0 {
+		pkt.ackReq = true
 	}
 	q.nextAvail = s.now + int64(float64(pkt.wire)*8e12/nc.paceRate(q))
 	s.stats.DataPackets++
@@ -474,7 +501,7 @@ func (nc *nic) deliver(pi int32) {
 		s.stats.Reordered++
 		q.rcvCount++
 		q.rcvECN = q.rcvECN || pkt.ecn
-		if int(q.rcvCount) >= s.cfg.AckInterval || nc.ackEach {
+		if q.rcvCount >= nc.ackEvery || nc.ackEach || pkt.ackReq {
 			nc.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return
@@ -491,7 +518,7 @@ func (nc *nic) deliver(pi int32) {
 			q.rxDone = true // the receiver knows the message size: receive completion
 			nc.received(q.flow)
 		}
-		if int(q.rcvCount) >= s.cfg.AckInterval || q.rcvNext >= q.size {
+		if q.rcvCount >= nc.ackEvery || q.rcvNext >= q.size || pkt.ackReq {
 			nc.sendCtl(pi, pktAck, q.rcvNext, q.rcvECN)
 			q.rcvCount, q.rcvECN = 0, false
 			return

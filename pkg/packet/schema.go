@@ -63,6 +63,8 @@ var confKeys = []confKey{
 		}},
 	{Key: confkey.Key{Name: "L2_ACK_INTERVAL", Type: "integer", Range: "[0,1048576]", Default: "1", Doc: "ACK every N data packets (0 is 1)"},
 		set: func(c *Config, x float64, _ []string) error { c.AckInterval = max(int(x), 1); return nil }},
+	{Key: confkey.Key{Name: "ACK_COALESCE", Type: "integer", Range: "[0,1048576]", Default: "0", Doc: "fabricsim, a fidelity trade for speed: 0 off; N acknowledges every N in-order packets of a queue pair (in place of L2_ACK_INTERVAL), its last one, and at once a packet its sender marked for an ACK (the BTH AckReq bit) because its window had no room for another"},
+		set: func(c *Config, x float64, _ []string) error { c.AckCoalesce = int(x); return nil }},
 	{Key: confkey.Key{Name: "HAS_WIN", Type: "flag", Default: "1", Doc: "a BDP window limits each queue pair besides its rate"},
 		set: func(c *Config, x float64, _ []string) error { c.HasWin = x == 1; return nil }},
 	{Key: confkey.Key{Name: "VAR_WIN", Type: "flag", Default: "1", Doc: "the window scales with rate / line rate"},

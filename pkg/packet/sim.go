@@ -74,6 +74,9 @@ type packet struct {
 	kind    uint8
 	q       uint8
 	ecn     bool
+	// ackReq: a data packet its sender wants acknowledged at once
+	// (ACK_COALESCE; the BTH AckReq bit)
+	ackReq bool
 	// zombie, when not 0: frozen in the fabric when surrogate mode began
 	// (zombieFrozen); it loads queues and links after the fabric resumes
 	// but is never delivered. Until the predictor delivers its copy (made
@@ -282,6 +285,10 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 		s.nic.placed = newSeqSet()
 	}
 	s.nic.tp, s.nic.ackEach = newTransport(s), cfg.Transport.caps().ackEach
+	s.nic.ackEvery = int32(cfg.AckInterval)
+	if cfg.AckCoalesce > 0 {
+		s.nic.ackEvery = int32(cfg.AckCoalesce)
+	}
 	nd := 2 * len(t.Links)
 	s.fab.ports = make([]port, nd)
 	s.fab.rngs = make([]rand.PCG, 2*nd)
