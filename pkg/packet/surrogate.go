@@ -277,14 +277,15 @@ func (sg *surrogate) setClass(src, dst int32, ctl bool, c int32) {
 	sg.class[latKey(src, dst, ctl)] = c
 }
 
-// ends are a packet's source and destination nodes.
+// ends are a packet's source and destination nodes, as its queue pair
+// noted them when it opened: as the surrogate opens, finding them through
+// the pair's flow was two cache misses per frozen packet.
 func (sg *surrogate) ends(pkt *packet) (int32, int32) {
-	s := sg.s
-	f := s.nic.qps[pkt.qp].flow
+	q := &sg.qps[pkt.qp]
 	if pkt.kind == pktData {
-		return s.flows.src(f), s.flows.dst(f)
+		return q.src, q.dst
 	}
-	return s.flows.dst(f), s.flows.src(f)
+	return q.dst, q.src
 }
 
 // track records a delivered packet's one-way latency while tracking.
@@ -844,9 +845,8 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 	const ahead = 8 // packets: the queue pairs of tens of thousands are out of cache
 	for pi := 0; pi < n; pi++ {
 		if pa := pi + ahead; pa < n {
-			if qi := s.pkts[pa].qp; qi >= 0 && int(qi) < len(sg.qps) && int(qi) < len(s.nic.qps) {
-				prefetch.Line(unsafe.Pointer(&sg.qps[qi]))
-				prefetch.Line(unsafe.Pointer(&s.nic.qps[qi]))
+			if qi := s.pkts[pa].qp; qi >= 0 && int(qi) < len(sg.qps) {
+				prefetch.Line(unsafe.Pointer(&sg.qps[qi])) // predict reads only the pair's surrogate state
 			}
 		}
 		if free[pi] || s.pkts[pi].zombie != 0 || (inQueue[pi] && !s.fab.isSwitch[s.fab.ports[s.fab.dl(&s.pkts[pi])].from]) {
@@ -1010,7 +1010,10 @@ func (sg *surrogate) restartTracking() {
 	sg.stats = sg.stats[:0]
 	clear(sg.class)
 	clear(sg.dense)
-	clear(sg.qps)
+	for k := range sg.qps {
+		q := &sg.qps[k]
+		q.predData, q.predCtl, q.latData, q.latCtl = 0, 0, 0, 0 // its ends stay
+	}
 	sg.pairs.reset()
 }
 
@@ -1021,8 +1024,13 @@ func (sg *surrogate) restartTracking() {
 // addQP: the Sim made a queue pair slot.
 func (sg *surrogate) addQP() { sg.qps = grow.Append(sg.qps, surQP{}) }
 
-// openQP: slot qi holds a new pair, whose classes are yet to be learnt.
-func (sg *surrogate) openQP(qi int32) { sg.qps[qi] = surQP{} }
+// openQP: slot qi holds a new pair, whose classes are yet to be learnt;
+// its flow's record was just read (initQP), so its ends cost nothing now.
+func (sg *surrogate) openQP(qi int32) {
+	f := sg.s.flows
+	i := sg.s.nic.qps[qi].flow
+	sg.qps[qi] = surQP{src: f.src(i), dst: f.dst(i)}
+}
 
 // sent: a data packet of wire bytes left host port pid.
 func (sg *surrogate) sent(pid int32, wire int64) { sg.nic[pid].sent += wire }
