@@ -1,7 +1,9 @@
 package packet
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/fabricsim/fabricsim/internal/grow"
@@ -125,12 +127,17 @@ type surrogate struct {
 	// deferred are the transfers whose NIC would start them only after
 	// a fixed window closes: they open queue pairs when it does.
 	deferred []int32
-	conv     []convFlow // scratch of bypassPending
-	load     SurrogateLoad
+	// zombies are the frozen packets whose copies are due, in delivery
+	// order from zHead (zombieNext).
+	zombies []zombieDue
+	zHead   int
+	conv    []convFlow // scratch of bypassPending
+	load    SurrogateLoad
 	// folded counts the start times run without their calendar round
 	// trip (foldStarts); noFold, for tests, runs each through it.
 	folded int
 	noFold bool
+	noList bool // for tests: every zombie's delivery its own event
 	// Service rates (see Surrogate): the host ports, and the backlog
 	// samples taken since trackFrom.
 	hostPorts []int32
@@ -382,17 +389,64 @@ func (sg *surrogate) measured(src, dst int32, ctl bool, path []route.DirLink, wi
 // after the predicted latency (minus the serialization already paid).
 func (sg *surrogate) bypass(pi int32, tx int64) {
 	s := sg.s
-	pkt := &s.pkts[pi]
-	s.stats.Bypassed++
-	at := pkt.born + sg.predict(pkt)
-	if at < s.now+tx {
-		at = s.now + tx
-	}
+	at := sg.bypassAt(pi, tx)
 	var copyOf int64 // a zombie's copy is made when delivered (onBypass)
-	if pkt.zombie != 0 {
+	if s.pkts[pi].zombie != 0 {
 		copyOf = 1
 	}
 	s.push(at, evBypass, pi, copyOf)
+}
+
+// bypassAt counts packet pi as bypassed and says when the predictor
+// delivers it.
+func (sg *surrogate) bypassAt(pi int32, tx int64) int64 {
+	s := sg.s
+	pkt := &s.pkts[pi]
+	s.stats.Bypassed++
+	return max(pkt.born+sg.predict(pkt), s.now+tx)
+}
+
+// zombieDue is a frozen packet whose copy the predictor delivers at at:
+// the number its event would have had, and its queue pair.
+type zombieDue struct {
+	at     int64
+	seq    uint64
+	pi, qp int32
+}
+
+// zombieAhead is how many deliveries of the list ahead zombieNext
+// prefetches: a few events' time, for the loads to arrive.
+const zombieAhead = 4
+
+// zombieNext delivers the copy of the zombie list's head, whose event
+// (evBypass, Arg zombieList) just popped, and puts the next in the
+// calendar with the number its own event would have had: the calendar
+// pops them in the order their own events would have popped.
+func (sg *surrogate) zombieNext() {
+	s := sg.s
+	z := sg.zombies[sg.zHead]
+	sg.zHead++
+	if sg.zHead < len(sg.zombies) {
+		n := &sg.zombies[sg.zHead]
+		s.q.PushSeq(des.Time(n.at), n.seq, evBypass, n.pi, zombieList)
+		if k := sg.zHead + zombieAhead; k < len(sg.zombies) {
+			// In delivery order the frozen packets and their queue pairs
+			// are at random: their loads, started now, overlap the events
+			// before them instead of stalling each delivery.
+			a := &sg.zombies[k]
+			prefetch.Line(unsafe.Pointer(&s.pkts[a.pi]))
+			q := &s.nic.qps[a.qp]
+			prefetch.Line(unsafe.Pointer(q))
+			prefetch.Line(unsafe.Pointer(&q.rcvNext))
+			prefetch.Line(unsafe.Pointer(&q.cc))
+			prefetch.Line(unsafe.Pointer(&s.nic.epoch[a.qp]))
+			prefetch.Line(unsafe.Pointer(&s.nic.live[a.qp]))
+			prefetch.Line(unsafe.Pointer(&sg.qps[a.qp]))
+		}
+	} else {
+		sg.zombies, sg.zHead = sg.zombies[:0], 0
+	}
+	sg.onBypass(z.pi, true)
 }
 
 // bypassFlow runs transfer i, opened while the surrogate is open, without
@@ -858,6 +912,14 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 			}
 		}
 	}
+	// The frozen packets' deliveries wait in a list sorted as the calendar
+	// would pop them, only its head in the calendar (as startList does):
+	// seed 003's 69 k deliveries, milliseconds ahead, were as many pushes
+	// and pops in the calendar's far heap, and in delivery order their
+	// packets and queue pairs are at random (zombieNext prefetches them).
+	// A list not yet delivered from an earlier opening (auto mode) keeps
+	// the new ones in the calendar.
+	listed := len(sg.zombies) == 0 && !sg.noList
 	n := len(s.pkts)
 	const ahead = 8 // packets: the queue pairs of tens of thousands are out of cache
 	for pi := 0; pi < n; pi++ {
@@ -879,7 +941,17 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 			z.zombie |= copyECN // it may be marked again before its copy is due
 		}
 		s.stats.Zombies++
-		sg.bypass(int32(pi), 0)
+		if !listed {
+			sg.bypass(int32(pi), 0)
+			continue
+		}
+		at := sg.bypassAt(int32(pi), 0)
+		sg.zombies = append(sg.zombies, zombieDue{at: at, seq: s.seq(at), pi: int32(pi), qp: z.qp})
+	}
+	if listed && len(sg.zombies) > 0 {
+		slices.SortFunc(sg.zombies, func(a, b zombieDue) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) })
+		h := &sg.zombies[0]
+		s.q.PushSeq(des.Time(h.at), h.seq, evBypass, h.pi, zombieList)
 	}
 	return nil
 }
