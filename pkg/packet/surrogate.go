@@ -429,10 +429,11 @@ func (sg *surrogate) zombieNext() {
 	if sg.zHead < len(sg.zombies) {
 		n := &sg.zombies[sg.zHead]
 		s.q.PushSeq(des.Time(n.at), n.seq, evBypass, n.pi, zombieList)
-		if k := sg.zHead + zombieAhead; k < len(sg.zombies) {
-			// In delivery order the frozen packets and their queue pairs
-			// are at random: their loads, started now, overlap the events
-			// before them instead of stalling each delivery.
+		// In delivery order the frozen packets, their queue pairs and
+		// their flows are at random: their loads, started some deliveries
+		// ahead, overlap the events before them instead of stalling each
+		// delivery. The flow is known once its pair has arrived.
+		if k := sg.zHead + 2*zombieAhead; k < len(sg.zombies) {
 			a := &sg.zombies[k]
 			prefetch.Line(unsafe.Pointer(&s.pkts[a.pi]))
 			q := &s.nic.qps[a.qp]
@@ -442,6 +443,14 @@ func (sg *surrogate) zombieNext() {
 			prefetch.Line(unsafe.Pointer(&s.nic.epoch[a.qp]))
 			prefetch.Line(unsafe.Pointer(&s.nic.live[a.qp]))
 			prefetch.Line(unsafe.Pointer(&sg.qps[a.qp]))
+		}
+		if k := sg.zHead + zombieAhead; k < len(sg.zombies) {
+			f := s.flows
+			if i := s.nic.qps[sg.zombies[k].qp].flow; i >= 0 && int(i) < len(f.End) {
+				prefetch.Line(unsafe.Pointer(&f.rxLeft[i]))
+				prefetch.Line(unsafe.Pointer(&f.qpsLeft[i]))
+				prefetch.Line(unsafe.Pointer(&f.End[i]))
+			}
 		}
 	} else {
 		sg.zombies, sg.zHead = sg.zombies[:0], 0
@@ -949,7 +958,12 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		sg.zombies = append(sg.zombies, zombieDue{at: at, seq: s.seq(at), pi: int32(pi), qp: z.qp})
 	}
 	if listed && len(sg.zombies) > 0 {
-		slices.SortFunc(sg.zombies, func(a, b zombieDue) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) })
+		slices.SortFunc(sg.zombies, func(a, b zombieDue) int {
+			if a.at != b.at {
+				return cmp.Compare(a.at, b.at)
+			}
+			return cmp.Compare(a.seq, b.seq)
+		})
 		h := &sg.zombies[0]
 		s.q.PushSeq(des.Time(h.at), h.seq, evBypass, h.pi, zombieList)
 	}
