@@ -131,7 +131,8 @@ type surrogate struct {
 	// order from zHead (zombieNext).
 	zombies []zombieDue
 	zHead   int
-	conv    []convFlow // scratch of bypassPending
+	zTmp    []zombieDue // sortZombies' scratch
+	conv    []convFlow  // scratch of bypassPending
 	load    SurrogateLoad
 	// folded counts the start times run without their calendar round
 	// trip (foldStarts); noFold, for tests, runs each through it.
@@ -412,6 +413,49 @@ type zombieDue struct {
 	at     int64
 	seq    uint64
 	pi, qp int32
+}
+
+// sortZombies sorts z by delivery time, then number, as the calendar
+// pops them, using tmp as scratch; it returns the sorted list and the
+// other array. A radix sort by time (stable, eight bits a pass over the
+// bits in which the times differ), then equal times by number: compared
+// one pair at a time, seed 003's 69 k random times took a tenth of the
+// window in mispredicted branches.
+func sortZombies(z, tmp []zombieDue) ([]zombieDue, []zombieDue) {
+	if len(z) < 2 {
+		return z, tmp
+	}
+	lo, hi := z[0].at, z[0].at
+	for _, e := range z {
+		lo, hi = min(lo, e.at), max(hi, e.at)
+	}
+	tmp = slices.Grow(tmp[:0], len(z))[:len(z)]
+	for shift := uint(0); shift < 64 && (hi-lo)>>shift > 0; shift += 8 {
+		var count [257]int
+		for _, e := range z {
+			count[(e.at-lo)>>shift&0xff+1]++
+		}
+		for d := 1; d < 257; d++ {
+			count[d] += count[d-1]
+		}
+		for _, e := range z {
+			d := (e.at - lo) >> shift & 0xff
+			tmp[count[d]] = e
+			count[d]++
+		}
+		z, tmp = tmp, z
+	}
+	for i := 0; i < len(z); { // equal times (rare): by number
+		j := i + 1
+		for j < len(z) && z[j].at == z[i].at {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(z[i:j], func(a, b zombieDue) int { return cmp.Compare(a.seq, b.seq) })
+		}
+		i = j
+	}
+	return z, tmp
 }
 
 // zombieAhead is how many deliveries of the list ahead zombieNext
@@ -958,12 +1002,7 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		sg.zombies = append(sg.zombies, zombieDue{at: at, seq: s.seq(at), pi: int32(pi), qp: z.qp})
 	}
 	if listed && len(sg.zombies) > 0 {
-		slices.SortFunc(sg.zombies, func(a, b zombieDue) int {
-			if a.at != b.at {
-				return cmp.Compare(a.at, b.at)
-			}
-			return cmp.Compare(a.seq, b.seq)
-		})
+		sg.zombies, sg.zTmp = sortZombies(sg.zombies, sg.zTmp)
 		h := &sg.zombies[0]
 		s.q.PushSeq(des.Time(h.at), h.seq, evBypass, h.pi, zombieList)
 	}
