@@ -94,6 +94,7 @@ type surrogateRow struct {
 	WindowFrom int64   `parquet:"window_from_ns"`
 	WallS      float64 `parquet:"wall_s"`
 	LoopS      float64 `parquet:"window_loop_s"`
+	CPUS       float64 `parquet:"window_cpu_s"`
 	Events     int64   `parquet:"window_events"`
 }
 
@@ -127,7 +128,7 @@ func TestSurrogatePipeline(t *testing.T) {
 	}
 	hf := modes["hf"]
 	// The window's 200 us are two of the latency curves' 100 us bins.
-	if len(rows) != 3 || hf.MSE != 0 || hf.Matched == 0 || hf.WindowFrom != 800000 || hf.CurveBins != 2 || hf.CurveMSE != 0 {
+	if len(rows) != 3 || hf.MSE != 0 || hf.Matched == 0 || hf.WindowFrom != 800000 || hf.CurveBins != 2 || hf.CurveMSE != 0 || hf.CPUS <= 0 {
 		t.Fatalf("rows %+v", rows)
 	}
 	for _, m := range []string{"lite", "hybrid"} {

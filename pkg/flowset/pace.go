@@ -57,6 +57,10 @@ func (p *Pacer) Mark(j int32, d *Flow) {
 	p.until[j] = max(p.until[j], p.cur)
 }
 
+// Held says whether a transfer was ever held (Mark): until then every
+// transfer started sending when its step latency was over.
+func (p *Pacer) Held() bool { return p.until != nil }
+
 // Take is the earliest time transfer j may start sending (0: any), and
 // forgets it: call it once its step latency is over.
 func (p *Pacer) Take(j int32) des.Time {

@@ -32,6 +32,10 @@ func (sg *surrogate) event(ev des.Event) error {
 	case evSurrogate:
 		return sg.surrogateSwitch(ev.Arg == 1)
 	case evBypass:
+		if ev.Arg == zombieList {
+			sg.zombieNext()
+			break
+		}
 		sg.onBypass(ev.Target, ev.Arg == 1)
 	case evSurrogateSample:
 		return sg.surrogateSample()
@@ -40,6 +44,10 @@ func (sg *surrogate) event(ev des.Event) error {
 	}
 	return nil
 }
+
+// zombieList, as an evBypass's Arg: the head of the zombie list
+// (zombieNext); 1 is a zombie's copy, 0 a packet.
+const zombieList = 2
 
 // linkDown forgets what the surrogate learned of the queue pairs' paths:
 // their routes may cross the link that failed.

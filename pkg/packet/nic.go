@@ -48,6 +48,7 @@ type surQP struct {
 	predCtl  int64
 	latData  int32 // latency class of data and of control packets + 1, 0 before the first
 	latCtl   int32
+	src, dst int32 // its flow's ends (openQP): a prediction needs no look at the flow
 }
 
 // nic is the hosts' side of the packet core: the queue pairs (their

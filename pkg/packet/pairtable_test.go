@@ -1,6 +1,9 @@
 package packet
 
 import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -44,5 +47,28 @@ func TestPairTable(t *testing.T) {
 func TestPairEntryOneLine(t *testing.T) {
 	if n := unsafe.Sizeof(pairEntry{}); n != 64 {
 		t.Fatalf("pairEntry takes %d bytes; want 64", n)
+	}
+}
+
+// sortZombies orders as the calendar pops (time, then number), ties in
+// time included, whatever the spread of the times.
+func TestSortZombies(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 1))
+	var tmp []zombieDue
+	for _, c := range []struct {
+		n      int
+		spread int64
+	}{{0, 1}, {1, 1}, {2, 1}, {300, 4}, {5000, 1 << 12}, {5000, 1 << 40}, {5000, 1 << 62}} {
+		z := make([]zombieDue, c.n)
+		for k := range z {
+			z[k] = zombieDue{at: 1_000 + rng.Int64N(c.spread), seq: rng.Uint64(), pi: int32(k)}
+		}
+		want := slices.Clone(z)
+		slices.SortFunc(want, func(a, b zombieDue) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq)) })
+		var got []zombieDue
+		got, tmp = sortZombies(z, tmp)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d deliveries over %d ps: sorted wrong", c.n, c.spread)
+		}
 	}
 }
