@@ -111,6 +111,11 @@ type Options struct {
 	// ecmp and flowlet price the expected hash collisions, spray and
 	// adaptive the even split (collload.go).
 	Routing route.Policy
+	// ECMPKey is what a hashed path is drawn for at flow granularity (and
+	// expanded): each transfer (default) or each connection (its ends and
+	// channel: NCCL's one queue pair per connection, every chunk on its
+	// path). Collective granularity prices draws per connection either way.
+	ECMPKey route.HashKey
 	// SendLat delays every transfer's start (SimAI's AS_SEND_LAT): the
 	// flow is released at its time but moves data SendLat later.
 	SendLat des.Time
@@ -180,6 +185,9 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		m.Params["lockstep_groups"] = opt.LockstepGroups
 		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
 		m.Approximate = ApproxLockstepNote
+	}
+	if opt.ECMPKey != route.KeyTransfer {
+		m.Params["ecmp_key"] = opt.ECMPKey.String()
 	}
 	if opt.Reuse && opt.Expand && opt.Model == Fluid && !opt.NoSymmetry && !opt.LinkLoads {
 		m.Params["reuse"] = true
@@ -770,7 +778,7 @@ func (e *engine) send(i int32, started bool) error {
 	var err error
 	// Every backend hashes a transfer as the packet backend's first queue
 	// pair, so a seed routes it the same way in each.
-	hash := route.QPHash(f.Src, f.Dst, f.ID, 0, e.opt.Seed)
+	hash := route.QPHash(f.Src, f.Dst, e.opt.ECMPKey.ID(f.ID, f.Channel), 0, e.opt.Seed)
 	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
 	if err != nil {
 		if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {

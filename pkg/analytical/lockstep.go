@@ -85,7 +85,7 @@ func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
 	hard = e.opt.LockstepRate == SlowestMember || e.merging // every member's links limit the rate
 	for k := 0; err == nil && k < len(members); k++ {
 		m := &members[k]
-		hash := route.QPHash(m.Src, m.Dst, m.ID, 0, e.opt.Seed)
+		hash := route.QPHash(m.Src, m.Dst, e.opt.ECMPKey.ID(m.ID, m.Channel), 0, e.opt.Seed)
 		e.lockPath, err = e.r.AppendPathPort(e.lockPath[:0], m.Src, m.Dst, hash, int(m.Port))
 		if err != nil {
 			err = fmt.Errorf("flow %d (moving in lockstep with flow %d): %v", m.ID, f.ID, err)
