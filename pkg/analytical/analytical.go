@@ -352,12 +352,13 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		return runResults(in, opt, emit)
 	}
 	// The merged run's rows are held until it is known to be exact. A
-	// run found inexact goes on to its end as --approx-merge-channels
-	// would, noting the collective shape (expand.Store.Shape) of every
-	// merged flow that failed the check; the next leaves those shapes
-	// unmerged and the others merged, and is checked again. Shapes found
-	// after the first failure may not have failed in the exact run: they
-	// only merge less. Each rerun adds a shape (those left unmerged cannot
+	// run stops at the first solve that finds it inexact, noting the
+	// collective shape (expand.Store.Shape) of every merged flow that
+	// failed the check there (the rest of the run would be thrown away:
+	// on a fat-tree, where ECMP parts a ring's channels at once, running
+	// it to its end cost a whole merged run before the unmerged one); the
+	// next leaves those shapes unmerged and the others merged, and is
+	// checked again. Each rerun adds a shape (those left unmerged cannot
 	// fail), so reruns are bounded by the shapes; should one not (a
 	// failing flow of no known shape), the run is repeated unmerged.
 	type row struct {
@@ -405,8 +406,10 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 }
 
 // noteInexact notes the collective shapes of the merged flows the
-// solve just made found inexact (RunResults).
-func (e *engine) noteInexact() {
+// solve just made found inexact (RunResults), and reports whether the
+// run is to stop there: the first failure of an exact merging run settles
+// that it runs again, and the rest of it would be thrown away.
+func (e *engine) noteInexact() bool {
 	for _, i := range e.fl.inexactFlows {
 		if i < e.n {
 			e.res.inexactUnknown = true
@@ -425,6 +428,7 @@ func (e *engine) noteInexact() {
 		}
 	}
 	e.fl.inexactFlows = e.fl.inexactFlows[:0]
+	return e.fl.noteFlows && (e.res.inexactUnknown || len(e.res.inexactShapes) > 0)
 }
 
 // ApproxMergeNote is what the trace (fabricsim.approximate), the summary
@@ -533,8 +537,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		}
 	}
 	e.fl.update(0)
-	if len(e.fl.inexactFlows) > 0 {
-		e.noteInexact()
+	if len(e.fl.inexactFlows) > 0 && e.noteInexact() {
+		return e.res, nil
 	}
 	for e.q.Len() > 0 {
 		// Handle every event of this instant before recomputing rates once:
@@ -593,8 +597,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			}
 		}
 		e.fl.update(e.now)
-		if len(e.fl.inexactFlows) > 0 {
-			e.noteInexact()
+		if len(e.fl.inexactFlows) > 0 && e.noteInexact() {
+			return e.res, nil // RunResults runs again: nothing of this run is kept
 		}
 	}
 	if e.run.Done() != n {
