@@ -310,11 +310,17 @@ type engine struct {
 	ex      *expand.Store  // COLL nodes run as their flows
 	merging bool           // ex merges ring channels (chanmerge.go)
 	badColl map[int32]bool // COLL nodes noted inexact (noteInexact)
-	sym     *expand.Symmetry
-	steps   steps         // busbw: the collective records run as one workload step
-	links   *linkload.Acc // Options.LinkLoads
-	n       int32         // the stream's flows; indexes from n on are ex's
-	fail    failures      // Options.Faults
+	// An exact merging run: per collective shape, its COLL nodes not
+	// yet ended (shapeLeft), and how many shapes not noted inexact have
+	// some (shapesOpen): once a run found inexact has none, no later solve
+	// can note a new shape, so the rest of it is not run (settled).
+	shapeLeft  map[string]int
+	shapesOpen int
+	sym        *expand.Symmetry
+	steps      steps         // busbw: the collective records run as one workload step
+	links      *linkload.Acc // Options.LinkLoads
+	n          int32         // the stream's flows; indexes from n on are ex's
+	fail       failures      // Options.Faults
 	// start is when each flow was released, by index (expanded flows'
 	// slots after the stream's): run state, kept out of the set.
 	start []des.Time
@@ -352,13 +358,15 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		return runResults(in, opt, emit)
 	}
 	// The merged run's rows are held until it is known to be exact. A
-	// run stops at the first solve that finds it inexact, noting the
-	// collective shape (expand.Store.Shape) of every merged flow that
-	// failed the check there (the rest of the run would be thrown away:
-	// on a fat-tree, where ECMP parts a ring's channels at once, running
-	// it to its end cost a whole merged run before the unmerged one); the
-	// next leaves those shapes unmerged and the others merged, and is
-	// checked again. Each rerun adds a shape (those left unmerged cannot
+	// run found inexact goes on as --approx-merge-channels would, noting
+	// the collective shape (expand.Store.Shape) of every merged flow that
+	// fails the check, until no COLL node of a shape not noted is left
+	// to end (engine.settled: GPT-13B's DP ReduceScatter on a fat-tree
+	// fails as the iteration's last collective, and running that merged to
+	// its end cost a third more than the unmerged run); the next leaves
+	// those shapes unmerged and the others merged, and is checked again.
+	// Shapes noted after the first failure may not have failed in the
+	// exact run: they only merge less. Each rerun adds a shape (those left unmerged cannot
 	// fail), so reruns are bounded by the shapes; should one not (a
 	// failing flow of no known shape), the run is repeated unmerged.
 	type row struct {
@@ -406,10 +414,8 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 }
 
 // noteInexact notes the collective shapes of the merged flows the
-// solve just made found inexact (RunResults), and reports whether the
-// run is to stop there: the first failure of an exact merging run settles
-// that it runs again, and the rest of it would be thrown away.
-func (e *engine) noteInexact() bool {
+// solve just made found inexact (RunResults).
+func (e *engine) noteInexact() {
 	for _, i := range e.fl.inexactFlows {
 		if i < e.n {
 			e.res.inexactUnknown = true
@@ -425,10 +431,45 @@ func (e *engine) noteInexact() bool {
 		e.badColl[c] = true
 		if sh := e.ex.Shape(i); !slices.Contains(e.res.inexactShapes, sh) {
 			e.res.inexactShapes = append(e.res.inexactShapes, sh)
+			if e.shapeLeft[sh] > 0 {
+				e.shapesOpen--
+			}
 		}
 	}
 	e.fl.inexactFlows = e.fl.inexactFlows[:0]
-	return e.fl.noteFlows && (e.res.inexactUnknown || len(e.res.inexactShapes) > 0)
+}
+
+// countShapes sets shapeLeft and shapesOpen at the start of an exact
+// merging run.
+func (e *engine) countShapes() {
+	e.shapeLeft = map[string]int{}
+	for i := range int32(e.n) {
+		if e.in.Flow(i).Kind == flowset.Coll {
+			sh := e.ex.NodeShape(i)
+			if e.shapeLeft[sh] == 0 {
+				e.shapesOpen++
+			}
+			e.shapeLeft[sh]++
+		}
+	}
+}
+
+// shapeEnded counts COLL node i, ended, off its shape's.
+func (e *engine) shapeEnded(i int32) {
+	sh := e.ex.NodeShape(i)
+	if e.shapeLeft[sh]--; e.shapeLeft[sh] == 0 && !slices.Contains(e.res.inexactShapes, sh) {
+		e.shapesOpen--
+	}
+}
+
+// settled reports whether an exact merging run found inexact can stop:
+// every shape it might still note has ended (the rest would be thrown
+// away). A failure of no known shape reruns unmerged at once.
+func (e *engine) settled() bool {
+	if !e.fl.noteFlows || (!e.res.inexactUnknown && len(e.res.inexactShapes) == 0) {
+		return false
+	}
+	return e.res.inexactUnknown || e.shapesOpen == 0
 }
 
 // ApproxMergeNote is what the trace (fabricsim.approximate), the summary
@@ -505,6 +546,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, e.q)
 		e.fl.noteFlows = e.merging && !opt.ApproxMergeChannels
+		if e.fl.noteFlows {
+			e.countShapes()
+		}
 		if e.price != nil && e.ex == nil {
 			e.share = newCollShare(e.price, r.DirLinks())
 		}
@@ -537,8 +581,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		}
 	}
 	e.fl.update(0)
-	if len(e.fl.inexactFlows) > 0 && e.noteInexact() {
-		return e.res, nil
+	if len(e.fl.inexactFlows) > 0 {
+		e.noteInexact()
 	}
 	for e.q.Len() > 0 {
 		// Handle every event of this instant before recomputing rates once:
@@ -597,7 +641,10 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 			}
 		}
 		e.fl.update(e.now)
-		if len(e.fl.inexactFlows) > 0 && e.noteInexact() {
+		if len(e.fl.inexactFlows) > 0 {
+			e.noteInexact()
+		}
+		if e.settled() {
 			return e.res, nil // RunResults runs again: nothing of this run is kept
 		}
 	}
@@ -941,6 +988,9 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 		e.res.Bytes += f.Size
 	}
 	e.res.End = e.now
+	if e.shapeLeft != nil && e.in.Flow(i).Kind == flowset.Coll {
+		e.shapeEnded(i)
+	}
 	e.ready = e.run.Complete(i, e.ready[:0])
 	if p := e.opt.Progress; p != nil && e.run.Done()%progressEvery == 0 {
 		p(e.run.Done(), e.in.DAG.Len(), e.now)
