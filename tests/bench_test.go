@@ -406,6 +406,29 @@ func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
 	}
 }
 
+// Issue 29: the same iteration with each connection's chunks on one ECMP
+// path (--ecmp-key connection: NCCL's one queue pair per connection) and
+// the 8 DP groups in lockstep at their slowest member's pace, which is
+// what they do under that key (a collision lasts the whole collective).
+// Measured on the 2-core VM shared with other jobs (load 13-19): 78.9 s
+// of CPU (101.2 s before lockstep kept each connection's union of
+// paths, the same trace) and 502 MB, iteration 568.669 ms, exposed DP
+// 330.652 ms, against the exact run under the same key beside it: 348.6 s
+// and 1.86 GB (6.1 M flows held at once), 566.013 ms, exposed DP
+// 327.996 ms (+0.5% and +0.8%). The default key's exact iteration is
+// 412.188 ms (exposed DP 174.171): the key is a modelling choice worth
+// 150 ms of exposed DP here, the approximation under 3 ms.
+func BenchmarkIterationGPT13B8192FatTreeConnLockstep(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand", "--ecmp-key", "connection", "--approx-lockstep", "--lockstep-rate", "slowest"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 29: what --approx-lockstep costs in fidelity and saves in CPU at
 // 1024 GPUs (GPT-13B) and 128 GPUs (SimAI's MoE example at 128 GPUs),
 // against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):

@@ -27,6 +27,7 @@ type command struct {
 	Out        string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE: .parquet or .pq (Parquet), .arrow (Arrow IPC file), .arrows (Arrow IPC stream). Default: Arrow IPC stream on stdout."`
 	Seed       uint64         `default:"1" help:"Seed of the ECMP hash that pins each flow to one of its equal-cost paths (the same paths flowsim-packet's queue pairs take with that seed); the only randomness of a run."`
 	Routing    string         `default:"ecmp" enum:"ecmp,spray,flowlet,adaptive" placeholder:"POLICY" help:"How flows take equal-cost paths, as flowsim-packet's ROUTING: ecmp (default) and flowlet (a fluid flow never idles) pin a flow to its hashed path; spray splits its bytes evenly over the paths; adaptive splits them evenly, hop by hop, over the least loaded next hops when it starts. At collective granularity ecmp and flowlet price the mean bottleneck over draws of the connections' hashes, spray and adaptive the even split."`
+	ECMPKey    string         `name:"ecmp-key" default:"transfer" enum:"transfer,connection" placeholder:"KEY" help:"What an ECMP hash (--routing ecmp, flowlet) is drawn for at flow granularity and with --expand: transfer (default: every transfer on a path of its own, as SimAI's ns-3 opens a queue pair per flow) or connection (a GPU pair's channel: NCCL keeps one queue pair per connection, NCCL_IB_QPS_PER_CONNECTION=1, so all its chunks take one path and a collision lasts the whole collective). The trace's params say ecmp_key when connection."`
 	Expand     bool           `help:"On a collective-granularity stream, run each COLL node as the flows flow granularity would hold (its group and sibling groups, cut as simccl-decompose cuts them), made when it is released and freed when they finish: flow-level fidelity with memory that follows the collectives in flight. The trace keeps one row per COLL node."`
 	Lockstep   bool           `name:"approx-lockstep" help:"APPROXIMATE, with --expand under fluid: the sibling groups of a COLL node that share a layout (size, ranks per server, relative GPU indexes) move in lockstep with the first of them, each of its flows sent with its siblings' matching flows as one flow over all their own paths (ECMP-hashed as at flow granularity) at one rate (--lockstep-rate). Exact where the groups would run at the same rates anyway (an even split on a symmetric fabric, groups on rails of their own); elsewhere within about 16% under or 47% over, by --lockstep-rate (measured, see README). One group's flows and events per class instead of every group's. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	LockGroups int            `name:"lockstep-groups" placeholder:"N" help:"With --approx-lockstep, at most N groups per lockstep class (0, the default: all the sibling groups of a layout). Fewer groups per class couple less and cost more (at --lockstep-rate slowest, each step waits for the slowest of N groups' ECMP draws, not of all)."`
@@ -73,6 +74,10 @@ func (c *command) run() error {
 	routing, err := route.ParsePolicy(c.Routing)
 	if err != nil {
 		return cli.Usagef("--routing %v", err)
+	}
+	ecmpKey, err := route.ParseHashKey(c.ECMPKey)
+	if err != nil {
+		return cli.Usagef("--ecmp-key %v", err)
 	}
 	if err := cli.CheckTraceOut(c.Out); err != nil {
 		return err
@@ -133,7 +138,7 @@ func (c *command) run() error {
 	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
 		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
 	}
-	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry, Reuse: c.Reuse,
+	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, ECMPKey: ecmpKey, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry, Reuse: c.Reuse,
 		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.

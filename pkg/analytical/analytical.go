@@ -111,6 +111,11 @@ type Options struct {
 	// ecmp and flowlet price the expected hash collisions, spray and
 	// adaptive the even split (collload.go).
 	Routing route.Policy
+	// ECMPKey is what a hashed path is drawn for at flow granularity (and
+	// expanded): each transfer (default) or each connection (its ends and
+	// channel: NCCL's one queue pair per connection, every chunk on its
+	// path). Collective granularity prices draws per connection either way.
+	ECMPKey route.HashKey
 	// SendLat delays every transfer's start (SimAI's AS_SEND_LAT): the
 	// flow is released at its time but moves data SendLat later.
 	SendLat des.Time
@@ -180,6 +185,9 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		m.Params["lockstep_groups"] = opt.LockstepGroups
 		m.Params["lockstep_rate"] = [...]string{"representative", "slowest"}[opt.LockstepRate]
 		m.Approximate = ApproxLockstepNote
+	}
+	if opt.ECMPKey != route.KeyTransfer {
+		m.Params["ecmp_key"] = opt.ECMPKey.String()
 	}
 	if opt.Reuse && opt.Expand && opt.Model == Fluid && !opt.NoSymmetry && !opt.LinkLoads {
 		m.Params["reuse"] = true
@@ -288,6 +296,7 @@ type engine struct {
 	// approx-lockstep's union of a flow's and its members' links
 	// (lockstep.go), their weights, and a member's path
 	lockLinks []route.DirLink
+	unions    map[unionKey]*union // lockstepUnion's, per connection (route.KeyConnection)
 	lockW     []float32
 	lockPath  []route.DirLink
 	hardAt    []bool // per directed link, while lockstepUnion sums
@@ -302,11 +311,17 @@ type engine struct {
 	ex      *expand.Store  // COLL nodes run as their flows
 	merging bool           // ex merges ring channels (chanmerge.go)
 	badColl map[int32]bool // COLL nodes noted inexact (noteInexact)
-	sym     *expand.Symmetry
-	steps   steps         // busbw: the collective records run as one workload step
-	links   *linkload.Acc // Options.LinkLoads
-	n       int32         // the stream's flows; indexes from n on are ex's
-	fail    failures      // Options.Faults
+	// An exact merging run: per collective shape, its COLL nodes not
+	// yet ended (shapeLeft), and how many shapes not noted inexact have
+	// some (shapesOpen): once a run found inexact has none, no later solve
+	// can note a new shape, so the rest of it is not run (settled).
+	shapeLeft  map[string]int
+	shapesOpen int
+	sym        *expand.Symmetry
+	steps      steps         // busbw: the collective records run as one workload step
+	links      *linkload.Acc // Options.LinkLoads
+	n          int32         // the stream's flows; indexes from n on are ex's
+	fail       failures      // Options.Faults
 	// start is when each flow was released, by index (expanded flows'
 	// slots after the stream's): run state, kept out of the set.
 	start []des.Time
@@ -344,12 +359,15 @@ func RunResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		return runResults(in, opt, emit)
 	}
 	// The merged run's rows are held until it is known to be exact. A
-	// run found inexact goes on to its end as --approx-merge-channels
-	// would, noting the collective shape (expand.Store.Shape) of every
-	// merged flow that failed the check; the next leaves those shapes
-	// unmerged and the others merged, and is checked again. Shapes found
-	// after the first failure may not have failed in the exact run: they
-	// only merge less. Each rerun adds a shape (those left unmerged cannot
+	// run found inexact goes on as --approx-merge-channels would, noting
+	// the collective shape (expand.Store.Shape) of every merged flow that
+	// fails the check, until no COLL node of a shape not noted is left
+	// to end (engine.settled: GPT-13B's DP ReduceScatter on a fat-tree
+	// fails as the iteration's last collective, and running that merged to
+	// its end cost a third more than the unmerged run); the next leaves
+	// those shapes unmerged and the others merged, and is checked again.
+	// Shapes noted after the first failure may not have failed in the
+	// exact run: they only merge less. Each rerun adds a shape (those left unmerged cannot
 	// fail), so reruns are bounded by the shapes; should one not (a
 	// failing flow of no known shape), the run is repeated unmerged.
 	type row struct {
@@ -414,9 +432,45 @@ func (e *engine) noteInexact() {
 		e.badColl[c] = true
 		if sh := e.ex.Shape(i); !slices.Contains(e.res.inexactShapes, sh) {
 			e.res.inexactShapes = append(e.res.inexactShapes, sh)
+			if e.shapeLeft[sh] > 0 {
+				e.shapesOpen--
+			}
 		}
 	}
 	e.fl.inexactFlows = e.fl.inexactFlows[:0]
+}
+
+// countShapes sets shapeLeft and shapesOpen at the start of an exact
+// merging run.
+func (e *engine) countShapes() {
+	e.shapeLeft = map[string]int{}
+	for i := range int32(e.n) {
+		if e.in.Flow(i).Kind == flowset.Coll {
+			sh := e.ex.NodeShape(i)
+			if e.shapeLeft[sh] == 0 {
+				e.shapesOpen++
+			}
+			e.shapeLeft[sh]++
+		}
+	}
+}
+
+// shapeEnded counts COLL node i, ended, off its shape's.
+func (e *engine) shapeEnded(i int32) {
+	sh := e.ex.NodeShape(i)
+	if e.shapeLeft[sh]--; e.shapeLeft[sh] == 0 && !slices.Contains(e.res.inexactShapes, sh) {
+		e.shapesOpen--
+	}
+}
+
+// settled reports whether an exact merging run found inexact can stop:
+// every shape it might still note has ended (the rest would be thrown
+// away). A failure of no known shape reruns unmerged at once.
+func (e *engine) settled() bool {
+	if !e.fl.noteFlows || (!e.res.inexactUnknown && len(e.res.inexactShapes) == 0) {
+		return false
+	}
+	return e.res.inexactUnknown || e.shapesOpen == 0
 }
 
 // ApproxMergeNote is what the trace (fabricsim.approximate), the summary
@@ -493,6 +547,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 	if opt.Model == Fluid {
 		e.fl = newFluid(r, e.q)
 		e.fl.noteFlows = e.merging && !opt.ApproxMergeChannels
+		if e.fl.noteFlows {
+			e.countShapes()
+		}
 		if e.price != nil && e.ex == nil {
 			e.share = newCollShare(e.price, r.DirLinks())
 		}
@@ -587,6 +644,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.fl.update(e.now)
 		if len(e.fl.inexactFlows) > 0 {
 			e.noteInexact()
+		}
+		if e.settled() {
+			return e.res, nil // RunResults runs again: nothing of this run is kept
 		}
 	}
 	if e.run.Done() != n {
@@ -770,7 +830,7 @@ func (e *engine) send(i int32, started bool) error {
 	var err error
 	// Every backend hashes a transfer as the packet backend's first queue
 	// pair, so a seed routes it the same way in each.
-	hash := route.QPHash(f.Src, f.Dst, f.ID, 0, e.opt.Seed)
+	hash := route.QPHash(f.Src, f.Dst, e.opt.ECMPKey.ID(f.ID, f.Channel), 0, e.opt.Seed)
 	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
 	if err != nil {
 		if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
@@ -929,6 +989,9 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 		e.res.Bytes += f.Size
 	}
 	e.res.End = e.now
+	if e.shapeLeft != nil && e.in.Flow(i).Kind == flowset.Coll {
+		e.shapeEnded(i)
+	}
 	e.ready = e.run.Complete(i, e.ready[:0])
 	if p := e.opt.Progress; p != nil && e.run.Done()%progressEvery == 0 {
 		p(e.run.Done(), e.in.DAG.Len(), e.now)

@@ -941,3 +941,68 @@ func TestAdaptiveAvoidsLoadedLinks(t *testing.T) {
 		}
 	}
 }
+
+// With --ecmp-key connection every transfer of one connection (GPU pair
+// and channel) takes the path its queue pair hashed to: 16 transfers
+// from GPU 0 to a GPU in another pod, one after the other, load one of
+// GPU 0's edge switch's two uplinks with all their bytes. Hashed per
+// transfer, as by default, they spread over both (each transfer draws on
+// its own: all 16 on one uplink would be a 1 in 2^15 draw). The trace's
+// params name the key only when it is not the default.
+func TestECMPKeyConnection(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, GPUsPerServer: 1})
+	var edge int32 = -1
+	for _, l := range tp.Links {
+		if l.Kind == stream.LinkNIC && (l.A == 0 || l.B == 0) {
+			edge = l.A + l.B
+		}
+	}
+	ups := map[route.DirLink]bool{}
+	for i, l := range tp.Links {
+		if l.Kind == stream.LinkFabric && (l.A == edge || l.B == edge) {
+			if d := route.Directed(tp, int32(i), edge); tp.Nodes[l.A+l.B-edge].Kind != stream.NodeGPU {
+				ups[d] = true
+			}
+		}
+	}
+	if len(ups) != 2 {
+		t.Fatalf("GPU 0's edge switch has %d uplinks, want 2", len(ups))
+	}
+	const size = MiB
+	dst := int32(tp.GPUs - 1) // another pod
+	var flows []stream.Flow
+	for i := int64(0); i < 16; i++ {
+		f := flow(i, 0, dst, size)
+		if i > 0 {
+			f.Deps = []int64{i - 1}
+		}
+		flows = append(flows, f)
+	}
+	in := mustRead(t, tp, flows)
+	for _, key := range []route.HashKey{route.KeyTransfer, route.KeyConnection} {
+		_, res := simulate(t, in, Options{Model: Fluid, ECMPKey: key, LinkLoads: true})
+		per := map[route.DirLink]float64{}
+		res.Loads.Each(func(_ linkload.Class, l route.DirLink, b float64) {
+			if ups[l] {
+				per[l] += b
+			}
+		})
+		used, total := 0, 0.0
+		for _, b := range per {
+			if b > 0 {
+				used++
+			}
+			total += b
+		}
+		if total != 16*size {
+			t.Errorf("%s: the uplinks carry %.0f bytes, want %d", key, total, 16*size)
+		}
+		if want := map[route.HashKey]int{route.KeyTransfer: 2, route.KeyConnection: 1}[key]; used != want {
+			t.Errorf("%s: %d uplinks carry the connection's bytes, want %d", key, used, want)
+		}
+		_, named := Meta(in, Options{Model: Fluid, ECMPKey: key}).Params["ecmp_key"]
+		if named != (key == route.KeyConnection) {
+			t.Errorf("%s: params name ecmp_key: %v", key, named)
+		}
+	}
+}

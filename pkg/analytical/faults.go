@@ -275,7 +275,7 @@ func (e *engine) rerouteFlows(li int32) error {
 			e.links.AddPath(fl, old, w, -left)
 		}
 		f.remove(id)
-		hash := route.FlowHash(fl.Src, fl.Dst, fl.ID*64, e.opt.Seed^0xfa11) // as packet rehashes a moved queue pair
+		hash := route.FlowHash(fl.Src, fl.Dst, e.opt.ECMPKey.ID(fl.ID, fl.Channel)*64, e.opt.Seed^0xfa11) // as packet rehashes a moved queue pair
 		path, err := e.r.AppendPathPort(e.path[:0], fl.Src, fl.Dst, hash, -1)
 		e.path = path
 		var w []float32

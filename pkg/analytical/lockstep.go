@@ -53,6 +53,65 @@ func (e *engine) members(i int32) []expand.Member {
 // (sprayed ones with their shares). The weights are nil when each link
 // carries one of them.
 func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
+	// Hashed per connection (route.KeyConnection), a flow's path and its
+	// members' are their connections': a ring's representative hop comes
+	// back every step with the same members, so its union is kept.
+	cached := e.opt.ECMPKey == route.KeyConnection && e.opt.Routing.Hashed()
+	var key unionKey
+	if cached {
+		key = unionKey{f.Src, f.Dst, f.Channel, f.Port}
+		if u, ok := e.unions[key]; ok && sameConns(u.members, members) {
+			e.lockLinks = append(e.lockLinks[:0], u.links...)
+			e.lockW = append(e.lockW[:0], u.w...)
+			return nil
+		}
+	}
+	if err := e.unite(f, members); err != nil || !cached {
+		return err
+	}
+	if e.unions == nil {
+		e.unions = map[unionKey]*union{}
+	}
+	u := e.unions[key]
+	if u == nil {
+		u = &union{}
+		e.unions[key] = u
+	}
+	u.members = append(u.members[:0], members...)
+	u.links = append(u.links[:0], e.lockLinks...)
+	u.w = append(u.w[:0], e.lockW...)
+	return nil
+}
+
+// unionKey is a lockstep flow's connection; union what lockstepUnion
+// found for it, with the members it was for.
+type unionKey struct {
+	src, dst, ch int32
+	port         uint8
+}
+
+type union struct {
+	members []expand.Member
+	links   []route.DirLink
+	w       []float32
+}
+
+// sameConns reports whether members a and b are the same connections,
+// one for one (their transfers' ids aside).
+func sameConns(a, b []expand.Member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		if a[k].Src != b[k].Src || a[k].Dst != b[k].Dst || a[k].Channel != b[k].Channel || a[k].Port != b[k].Port {
+			return false
+		}
+	}
+	return true
+}
+
+// unite is lockstepUnion's work, done anew.
+func (e *engine) unite(f *flowset.Flow, members []expand.Member) error {
 	if e.spreadAt == nil {
 		e.spreadAt = make([]float64, e.r.DirLinks())
 	}
@@ -85,7 +144,7 @@ func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
 	hard = e.opt.LockstepRate == SlowestMember || e.merging // every member's links limit the rate
 	for k := 0; err == nil && k < len(members); k++ {
 		m := &members[k]
-		hash := route.QPHash(m.Src, m.Dst, m.ID, 0, e.opt.Seed)
+		hash := route.QPHash(m.Src, m.Dst, e.opt.ECMPKey.ID(m.ID, m.Channel), 0, e.opt.Seed)
 		e.lockPath, err = e.r.AppendPathPort(e.lockPath[:0], m.Src, m.Dst, hash, int(m.Port))
 		if err != nil {
 			err = fmt.Errorf("flow %d (moving in lockstep with flow %d): %v", m.ID, f.ID, err)

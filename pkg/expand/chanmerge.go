@@ -59,6 +59,11 @@ func (x *Store) Shape(i int32) string {
 	return shapeKey(x.in.Collectives[f.Coll])
 }
 
+// NodeShape is Shape for COLL node c.
+func (x *Store) NodeShape(c int32) string {
+	return shapeKey(x.in.Collectives[x.in.Flow(c).Coll])
+}
+
 // ChannelsMerged is the flows that moved with another channel's flow
 // (counted in Made, not in Mirrored).
 func (x *Store) ChannelsMerged() int64 { return x.chanMembers }

@@ -38,6 +38,7 @@ type Member struct {
 	Src, Dst int32
 	ID       int64 // the id flow granularity gives it (ECMP hashes it)
 	Port     uint8
+	Channel  int32 // its channel (ECMP hashes it per connection: route.KeyConnection)
 }
 
 // UseLockstep makes every COLL node not marked by UseSymmetry run its

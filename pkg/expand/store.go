@@ -187,7 +187,7 @@ func (set *expSet) port(src, dst, ch int32) uint8 {
 // member is a transfer of the expansion that rides on another's flow:
 // its ends, id and (multi-NIC GPUs, across servers) NIC port.
 func (x *Store) member(set *expSet, sf *stream.Flow) Member {
-	m := Member{Src: sf.Src, Dst: sf.Dst, ID: set.idBase + sf.ID}
+	m := Member{Src: sf.Src, Dst: sf.Dst, ID: set.idBase + sf.ID, Channel: sf.Channel}
 	t := x.in.Topology
 	if gpus := int32(t.GPUs); x.multiNIC && sf.Src < gpus && sf.Dst < gpus && t.Nodes[sf.Src].Server != t.Nodes[sf.Dst].Server {
 		m.Port = set.port(sf.Src, sf.Dst, sf.Channel)

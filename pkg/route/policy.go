@@ -62,6 +62,49 @@ func (p Policy) PerPacket() bool { return p != ECMP }
 // since fluid flows never idle, flowlet).
 func (p Policy) Hashed() bool { return p == ECMP || p == Flowlet }
 
+// HashKey is what an ECMP hash is drawn for: each transfer (the default,
+// as SimAI's ns-3 opens a queue pair per flow) or each connection, as NCCL
+// keeps one queue pair per channel's connection between two GPUs
+// (NCCL_IB_QPS_PER_CONNECTION=1), so that every chunk the connection
+// carries takes the path its queue pair hashed to.
+type HashKey uint8
+
+// The keys.
+const (
+	KeyTransfer HashKey = iota
+	KeyConnection
+)
+
+// HashKeyNames lists the keys by value, as the flags spell them.
+var HashKeyNames = [...]string{"transfer", "connection"}
+
+func (k HashKey) String() string {
+	if int(k) < len(HashKeyNames) {
+		return HashKeyNames[k]
+	}
+	return fmt.Sprintf("HashKey(%d)", k)
+}
+
+// ParseHashKey reads a key name.
+func ParseHashKey(s string) (HashKey, error) {
+	if i := slices.Index(HashKeyNames[:], s); i >= 0 {
+		return HashKey(i), nil
+	}
+	return 0, fmt.Errorf("%q: expected %s or %s", s, HashKeyNames[0], HashKeyNames[1])
+}
+
+// ID is the id QPHash hashes for transfer id on channel ch under key k:
+// the transfer's own, or its connection's (src and dst are hashed
+// besides). Transfer ids are not negative and connection ids are, so no
+// connection takes a transfer's draw. A connection is its ends and
+// channel: two communicators' channels between the same GPUs share one.
+func (k HashKey) ID(id int64, ch int32) int64 {
+	if k == KeyConnection {
+		return -2 - int64(ch) // channel -1 (no channel) too stays negative
+	}
+	return id
+}
+
 // QPHash is the ECMP hash of part j (queue pair j) of transfer id from src
 // to dst: every backend hashes a transfer's first part with j = 0, so the
 // same seed routes it the same way in each.

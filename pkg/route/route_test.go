@@ -407,3 +407,25 @@ func TestPathPort(t *testing.T) {
 		}
 	}
 }
+
+// A connection's key is one id for all its transfers, never a transfer's
+// own (those are not negative), and differs by channel.
+func TestHashKey(t *testing.T) {
+	for _, name := range HashKeyNames {
+		k, err := ParseHashKey(name)
+		if err != nil || k.String() != name {
+			t.Errorf("ParseHashKey(%q) = %v, %v", name, k, err)
+		}
+	}
+	if _, err := ParseHashKey("qp"); err == nil {
+		t.Error("ParseHashKey(qp) took it")
+	}
+	if KeyTransfer.ID(7, 3) != 7 || KeyConnection.ID(7, 3) != KeyConnection.ID(9, 3) {
+		t.Error("the transfer key must hash the transfer, the connection key the channel")
+	}
+	for ch := int32(-1); ch < 4; ch++ {
+		if KeyConnection.ID(0, ch) >= 0 || KeyConnection.ID(0, ch) == KeyConnection.ID(0, ch+1) {
+			t.Errorf("channel %d: connection id %d", ch, KeyConnection.ID(0, ch))
+		}
+	}
+}
