@@ -1,8 +1,6 @@
 package collective
 
 import (
-	"math"
-
 	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
@@ -458,20 +456,46 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 // out of it. Every ring starts in phase, and inside one server they stay
 // in phase (all of a GPU's connections at once, nvIn). Across servers a
 // network hop makes its channel lag the channels that have not crossed
-// a server yet by delta = net - (its hop in phase), modulo a step's
-// cycle: at any step a GPU's rings split into those whose window has
-// crossed one more server and those that have not, on average half of
-// them each (over the positions a server's GPUs hold in the rings). The
-// lagging half's bytes then take their own share in phase, or the
-// in-phase total less the offset, whichever is longer:
+// a server yet by lag = net - (its hop in phase): at any step a GPU's
+// rings split into those whose window has crossed one more server and
+// those that have not, on average half of them each (over the positions
+// a server's GPUs hold in the rings). The lagging half's bytes then take
+// their own share in phase, or, while the lag is less than a step's cycle
+// (in), the in-phase total less the offset delta = min(lag, in - lag),
+// whichever is longer:
 //
 //	hop = max(L_nv + cost_nv, f) + max(b x (grp + (in - grp) / 2), b x in - delta).
 //
-// (grp: one group of coinciding rings, trafficGroups.) Later loops wait f
-// on every hop instead of latency and cost. All the bytes of the busiest
-// link over its rate (linkBwPs) bound it from below:
+// A lag of a cycle or more (EFA's 18 us proxies on the first loop's
+// network steps) has passed the next ring's step, whose own cycle the
+// lagging ring then meets at no set offset: only the lagging half's share
+// holds (p5 4 x 8 AllReduce at 64 MiB was 1.075 of flow granularity with
+// the lag taken modulo the cycle, 1.03 without).
 //
-//	T = base + max(sum over loops of (P - I) x hop + I x net, bw).
+// (grp: one group of coinciding rings, trafficGroups.) Later loops wait f
+// on every hop instead of latency and cost.
+//
+// A network connection also runs its own P steps in order (ringConns.send
+// queues them), each its fixed work and then its bytes at its NIC share,
+// nic: with PXN its next step's relay runs meanwhile, and the NIC's
+// connections are coinciding rings' (one group), in phase. A flow waits
+// its step latency less the path's link latencies (NetPathPs), which it
+// adds after its last byte has left, and its connection's next step
+// starts when that byte has left (the backends' timing model), so each
+// step costs f - path + b x nic, the first one its latency and step cost
+// and the relay beyond f, and the last one the path:
+//
+//	conn = max(L_net + cost_net, f) - f + b x relay + P x (f - path + b x nic) + path.
+//
+// On the 4 x 8 AWS p5 AllReduce's Ring LL128 (128 MiB to 1 GiB, 560 KB
+// steps with 8.4 us of fixed work) it is the slower path: without it
+// collective granularity was 0.80-0.86 of flow granularity, and 1.03 with
+// it but without the path's 1 us (EFA's NIC and leaf links).
+//
+// All the bytes of the busiest link over its rate (linkBwPs) bound it
+// from below:
+//
+//	T = base + max(sum over loops of (P - I) x hop + I x net, conn, bw).
 //
 // Worked by hand on 4 x 8 H100 (TestRingPathPs). ok is false where the
 // server model lacks a rate or co is not an LL or LL128 ring under step
@@ -527,25 +551,50 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		hopN := float64(ln) + x*nicAll + relay*x*nvGrp
 		bi := x * nvIn
 		if nNodes > 1 {
-			delta := math.Mod(max(hopN-in, 0), in)
-			delta = min(delta, in-delta)
-			bi = max(x*(nvGrp+(nvIn-nvGrp)/2), x*nvIn-delta)
+			bi = x * (nvGrp + (nvIn-nvGrp)/2)
+			if lag := max(hopN-in, 0); lag < in {
+				// Within a cycle the lagging rings keep their offset;
+				// beyond it they have drifted past the next ring's
+				// steps, and only the lagging half's share holds.
+				delta := min(lag, in-lag)
+				bi = max(bi, x*nvIn-delta)
+			}
 		}
 		hopI := float64(li) + bi
 		return float64(steps-inter)*hopI + float64(inter)*hopN
 	}
-	var t float64
+	// connLoop: a network connection's own steps in order, each its fixed
+	// work and then its bytes at its NIC share (PXN's relay of its next
+	// step runs meanwhile), after the first step's latency and cost.
+	connLoop := func(payload int64, first bool) float64 {
+		if nNodes < 2 {
+			return 0
+		}
+		b := wire((payload+int64(n)-1)/int64(n), pl.Proto)
+		f := s.serial * s.slices(b)
+		x := float64(b)
+		pathLat := min(float64(d.Fabric.NetPathPs), float64(f))
+		t := float64(steps) * (float64(f) - pathLat + x*nicAll)
+		if first {
+			t += float64(max(hopInter+s.inter, f)-f) + relay*x*nvGrp + pathLat
+		}
+		return t
+	}
+	var t, tc float64
 	for done, first := int64(0), true; done < per; first = false {
 		b := min(loopBytes, per-done)
 		if !first && b == loopBytes {
 			full := (per - done) / loopBytes
 			t += float64(full) * loop(b, false)
+			tc += float64(full) * connLoop(b, false)
 			done += full * loopBytes
 			continue
 		}
 		t += loop(b, first)
+		tc += connLoop(b, first)
 		done += b
 	}
+	t = max(t, tc)
 	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
 }
 

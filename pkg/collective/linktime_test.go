@@ -264,3 +264,62 @@ func TestAllToAllPs(t *testing.T) {
 		t.Errorf("priced inside one server")
 	}
 }
+
+// An LL128 ring whose network connections' own steps are its slower path
+// (ringPathPs' conn): TestRingPathPs' 2 x 4 ring with 10 times the bytes,
+// AllGather of 4915200 B: a channel's one loop of 8 slices of 153600 B,
+// 163840 wire bytes each. A network connection runs its 7 steps in order,
+// each its 5 us of fixed work less the path's 0.5 us of link latency (which
+// a flow adds after its last byte has left, when its next step may start)
+// plus 163840 B at 40 ps: 11.0536 us; the first one its latency and cost
+// beyond f (3.5 us), the last one the path (0.5 us). The diagonal is
+// shorter: 5 NVLink hops of 5 us plus the lagging half's 163840 x 20 ps
+// (the network hop lags by 5.14 us, 0.135 us short of the in-phase
+// NVLink step's 9.915) and 2 network hops of 8.5 + 6.554 us: 71.49 us.
+func TestRingPathConnPs(t *testing.T) {
+	f := Fabric{GPUs: 8, GPUsPerServer: 4, NVSwitches: make([][]int32, 2), NetPathPs: 500_000}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 4, NICGBps: 25}, F: f}}
+	ranks := make([]int32, 8)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: 4915200}, Ranks: ranks,
+		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
+	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
+	want := 10e6 + 7*(4.5e6+163840*40.0) + 3.5e6 + 0.5e6
+	if got, ok := d.ringPathPs(co, cut{f: f}, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Without the path's latency every step pays its whole fixed work.
+	d.Fabric.NetPathPs = 0
+	want = 10e6 + 7*(5e6+163840*40.0) + 3.5e6
+	if got, _ := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); math.Abs(float64(got)-want) > 10 {
+		t.Errorf("no path latency: %d ps, want %.0f", got, want)
+	}
+}
+
+// netPathPs: the fewest-hop network path from GPU 0 to the next server's
+// first GPU, by hand: 0 -NIC 500 ns- leaf -NIC 700 ns- 4 (two hops); the
+// three-hop way through the spine (100 ns a link) and the NVLink links do
+// not count, nor does a path relayed through another GPU.
+func TestNetPathPs(t *testing.T) {
+	tp := &stream.Topology{GPUs: 8, GPUsPerServer: 4, Nodes: make([]stream.Node, 11)}
+	// 8: leaf, 9: other leaf, 10: spine
+	tp.Links = []stream.Link{
+		{A: 0, B: 8, LatencyPs: 500_000, Kind: "nic"},
+		{A: 4, B: 8, LatencyPs: 700_000, Kind: "nic"},
+		{A: 0, B: 9, LatencyPs: 100_000, Kind: "nic"},
+		{A: 9, B: 10, LatencyPs: 100_000, Kind: "fabric"},
+		{A: 10, B: 4, LatencyPs: 100_000, Kind: "fabric"},
+		{A: 0, B: 4, LatencyPs: 1, Kind: "nvlink"},
+		{A: 0, B: 1, LatencyPs: 1, Kind: "nic"},
+		{A: 1, B: 4, LatencyPs: 1, Kind: "nic"},
+	}
+	if got := netPathPs(tp); got != 1_200_000 {
+		t.Errorf("%d ps, want 1200000", got)
+	}
+	tp.GPUsPerServer = 8
+	if got := netPathPs(tp); got != 0 {
+		t.Errorf("one server: %d ps, want 0", got)
+	}
+}
