@@ -468,9 +468,18 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 //
 // A lag of a cycle or more (EFA's 18 us proxies on the first loop's
 // network steps) has passed the next ring's step, whose own cycle the
-// lagging ring then meets at no set offset: only the lagging half's share
-// holds (p5 4 x 8 AllReduce at 64 MiB was 1.075 of flow granularity with
-// the lag taken modulo the cycle, 1.03 without).
+// lagging ring then meets at no set offset. The datum's first hops, before
+// its first server crossing (ppn - 1 of them), still run in phase; after
+// it every ring's bytes go at their own group's share (grp), as a 4 x 8
+// p5 AllGather of 32 MiB's flows show: a GPU's NVLink steps take the
+// in-phase share at the start and their group's alone at the end:
+//
+//	I_in = min(ppn - 1, P - I), sum = I_in x hop_in + (P - I - I_in) x (f + b x grp) + I x net.
+//
+// (With the lag taken modulo the cycle and the lagging half's share, the
+// p5 AllGather at 32 MiB on 4 x 8 and 64 MiB on 8 x 8 was 1.056 and 1.076
+// of flow granularity, the 4 x 8 AllReduce at 64 MiB 1.075; now 1.010,
+// 1.000, 0.998.)
 //
 // (grp: one group of coinciding rings, trafficGroups.) Later loops wait f
 // on every hop instead of latency and cost.
@@ -549,19 +558,20 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		x := float64(b)
 		in := float64(li) + x*nvIn
 		hopN := float64(ln) + x*nicAll + relay*x*nvGrp
-		bi := x * nvIn
-		if nNodes > 1 {
-			bi = x * (nvGrp + (nvIn-nvGrp)/2)
-			if lag := max(hopN-in, 0); lag < in {
-				// Within a cycle the lagging rings keep their offset;
-				// beyond it they have drifted past the next ring's
-				// steps, and only the lagging half's share holds.
-				delta := min(lag, in-lag)
-				bi = max(bi, x*nvIn-delta)
-			}
+		intra := float64(steps - inter)
+		if nNodes < 2 {
+			return intra*(float64(li)+x*nvIn) + float64(inter)*hopN
 		}
-		hopI := float64(li) + bi
-		return float64(steps-inter)*hopI + float64(inter)*hopN
+		if lag := max(hopN-in, 0); lag < in {
+			// Within a cycle the lagging rings keep their offset.
+			bi := max(x*(nvGrp+(nvIn-nvGrp)/2), x*nvIn-min(lag, in-lag))
+			return intra*(float64(li)+bi) + float64(inter)*hopN
+		}
+		// A lag of a cycle or more: the datum's first hops, before its
+		// first server crossing, run in phase; after it the rings meet at
+		// no set offset and a hop's bytes go at its own group's share.
+		early := min(float64(n/nNodes-1), intra)
+		return early*in + (intra-early)*(float64(li)+x*nvGrp) + float64(inter)*hopN
 	}
 	// connLoop: a network connection's own steps in order, each its fixed
 	// work and then its bytes at its NIC share (PXN's relay of its next
