@@ -454,35 +454,28 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 //
 // A hop's bytes share a GPU's NVLink with the other rings' connections
 // out of it. Every ring starts in phase, and inside one server they stay
-// in phase (all of a GPU's connections at once, nvIn). Across servers a
-// network hop makes its channel lag the channels that have not crossed
-// a server yet by lag = net - (its hop in phase): at any step a GPU's
-// rings split into those whose window has crossed one more server and
-// those that have not, on average half of them each (over the positions
-// a server's GPUs hold in the rings). The lagging half's bytes then take
-// their own share in phase, or, while the lag is less than a step's cycle
-// (in), the in-phase total less the offset delta = min(lag, in - lag),
-// whichever is longer:
+// in phase (all of a GPU's connections at once, nvIn:
 //
-//	hop = max(L_nv + cost_nv, f) + max(b x (grp + (in - grp) / 2), b x in - delta).
+//	hop_in = max(L_nv + cost_nv, f) + b x nvIn).
 //
-// A lag of a cycle or more (EFA's 18 us proxies on the first loop's
-// network steps) has passed the next ring's step, whose own cycle the
-// lagging ring then meets at no set offset. The datum's first hops, before
-// its first server crossing (ppn - 1 of them), still run in phase; after
-// it every ring's bytes go at their own group's share (grp), as a 4 x 8
-// p5 AllGather of 32 MiB's flows show: a GPU's NVLink steps take the
-// in-phase share at the start and their group's alone at the end:
+// Across servers a network hop makes its channel lag the channels that
+// have not crossed a server yet, by its latency and step cost and its NIC
+// share beyond an NVLink step, and the rings crossing at other positions
+// lag by other amounts: after the datum's first server crossing (its
+// first ppn - 1 hops run in phase) the rings meet at no set offset and a
+// hop's bytes go at its own group of coinciding rings' share (grp,
+// trafficGroups), as the flows show (a 4 x 8 AllGather of 16 or 32 MiB: a
+// GPU's NVLink steps take the in-phase share at the start, their group's
+// alone from the 3rd to 7th step on, on IB and EFA alike):
 //
 //	I_in = min(ppn - 1, P - I), sum = I_in x hop_in + (P - I - I_in) x (f + b x grp) + I x net.
 //
-// (With the lag taken modulo the cycle and the lagging half's share, the
-// p5 AllGather at 32 MiB on 4 x 8 and 64 MiB on 8 x 8 was 1.056 and 1.076
-// of flow granularity, the 4 x 8 AllReduce at 64 MiB 1.075; now 1.010,
-// 1.000, 0.998.)
-//
-// (grp: one group of coinciding rings, trafficGroups.) Later loops wait f
-// on every hop instead of latency and cost.
+// (Before, a lagging half's share, or the in-phase total less the lag
+// modulo a step's cycle: the p5 AllGather at 32 MiB on 4 x 8 and 64 MiB
+// on 8 x 8, the IB one at 32 MiB on 8 x 8 and the p5 4 x 8 AllReduce at 64
+// MiB were 1.056, 1.076, 1.061 and 1.075 of flow granularity; now 1.010,
+// 1.000, 1.006 and 0.998.) Later loops wait f on every hop instead of
+// latency and cost.
 //
 // A network connection also runs its own P steps in order (ringConns.send
 // queues them), each its fixed work and then its bytes at its NIC share,
@@ -504,9 +497,9 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 // All the bytes of the busiest link over its rate (linkBwPs) bound it
 // from below:
 //
-//	T = base + max(sum over loops of (P - I) x hop + I x net, conn, bw).
+//	T = base + max(sum over loops, conn over loops, bw).
 //
-// Worked by hand on 4 x 8 H100 (TestRingPathPs). ok is false where the
+// Worked by hand on 2 x 4 GPUs (TestRingPathPs, TestRingPathConnPs). ok is false where the
 // server model lacks a rate or co is not an LL or LL128 ring under step
 // costs.
 func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (int64, bool) {
@@ -562,14 +555,9 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		if nNodes < 2 {
 			return intra*(float64(li)+x*nvIn) + float64(inter)*hopN
 		}
-		if lag := max(hopN-in, 0); lag < in {
-			// Within a cycle the lagging rings keep their offset.
-			bi := max(x*(nvGrp+(nvIn-nvGrp)/2), x*nvIn-min(lag, in-lag))
-			return intra*(float64(li)+bi) + float64(inter)*hopN
-		}
-		// A lag of a cycle or more: the datum's first hops, before its
-		// first server crossing, run in phase; after it the rings meet at
-		// no set offset and a hop's bytes go at its own group's share.
+		// The datum's first hops, before its first server crossing, run
+		// in phase; after it the rings meet at no set offset and a hop's
+		// bytes go at its own group's share.
 		early := min(float64(n/nNodes-1), intra)
 		return early*in + (intra-early)*(float64(li)+x*nvGrp) + float64(inter)*hopN
 	}
