@@ -1,8 +1,6 @@
 package collective
 
 import (
-	"math"
-
 	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
@@ -456,24 +454,52 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 //
 // A hop's bytes share a GPU's NVLink with the other rings' connections
 // out of it. Every ring starts in phase, and inside one server they stay
-// in phase (all of a GPU's connections at once, nvIn). Across servers a
-// network hop makes its channel lag the channels that have not crossed
-// a server yet by delta = net - (its hop in phase), modulo a step's
-// cycle: at any step a GPU's rings split into those whose window has
-// crossed one more server and those that have not, on average half of
-// them each (over the positions a server's GPUs hold in the rings). The
-// lagging half's bytes then take their own share in phase, or the
-// in-phase total less the offset, whichever is longer:
+// in phase (all of a GPU's connections at once, nvIn:
 //
-//	hop = max(L_nv + cost_nv, f) + max(b x (grp + (in - grp) / 2), b x in - delta).
+//	hop_in = max(L_nv + cost_nv, f) + b x nvIn).
 //
-// (grp: one group of coinciding rings, trafficGroups.) Later loops wait f
-// on every hop instead of latency and cost. All the bytes of the busiest
-// link over its rate (linkBwPs) bound it from below:
+// Across servers a network hop makes its channel lag the channels that
+// have not crossed a server yet, by its latency and step cost and its NIC
+// share beyond an NVLink step, and the rings crossing at other positions
+// lag by other amounts: after the datum's first server crossing (its
+// first ppn - 1 hops run in phase) the rings meet at no set offset and a
+// hop's bytes go at its own group of coinciding rings' share (grp,
+// trafficGroups), as the flows show (a 4 x 8 AllGather of 16 or 32 MiB: a
+// GPU's NVLink steps take the in-phase share at the start, their group's
+// alone from the 3rd to 7th step on, on IB and EFA alike):
 //
-//	T = base + max(sum over loops of (P - I) x hop + I x net, bw).
+//	I_in = min(ppn - 1, P - I), sum = I_in x hop_in + (P - I - I_in) x (f + b x grp) + I x net.
 //
-// Worked by hand on 4 x 8 H100 (TestRingPathPs). ok is false where the
+// (Before, a lagging half's share, or the in-phase total less the lag
+// modulo a step's cycle: the p5 AllGather at 32 MiB on 4 x 8 and 64 MiB
+// on 8 x 8, the IB one at 32 MiB on 8 x 8 and the p5 4 x 8 AllReduce at 64
+// MiB were 1.056, 1.076, 1.061 and 1.075 of flow granularity; now 1.010,
+// 1.000, 1.006 and 0.998.) Later loops wait f on every hop instead of
+// latency and cost.
+//
+// A network connection also runs its own P steps in order (ringConns.send
+// queues them), each its fixed work and then its bytes at its NIC share,
+// nic: with PXN its next step's relay runs meanwhile, and the NIC's
+// connections are coinciding rings' (one group), in phase. A flow waits
+// its step latency less the path's link latencies (NetPathPs), which it
+// adds after its last byte has left, and its connection's next step
+// starts when that byte has left (the backends' timing model), so each
+// step costs f - path + b x nic, the first one its latency and step cost
+// and the relay beyond f, and the last one the path:
+//
+//	conn = max(L_net + cost_net, f) - f + b x relay + P x (f - path + b x nic) + path.
+//
+// On the 4 x 8 AWS p5 AllReduce's Ring LL128 (128 MiB to 1 GiB, 560 KB
+// steps with 8.4 us of fixed work) it is the slower path: without it
+// collective granularity was 0.80-0.86 of flow granularity, and 1.03 with
+// it but without the path's 1 us (EFA's NIC and leaf links).
+//
+// All the bytes of the busiest link over its rate (linkBwPs) bound it
+// from below:
+//
+//	T = base + max(sum over loops, conn over loops, bw).
+//
+// Worked by hand on 2 x 4 GPUs (TestRingPathPs, TestRingPathConnPs). ok is false where the
 // server model lacks a rate or co is not an LL or LL128 ring under step
 // costs.
 func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (int64, bool) {
@@ -525,27 +551,48 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		x := float64(b)
 		in := float64(li) + x*nvIn
 		hopN := float64(ln) + x*nicAll + relay*x*nvGrp
-		bi := x * nvIn
-		if nNodes > 1 {
-			delta := math.Mod(max(hopN-in, 0), in)
-			delta = min(delta, in-delta)
-			bi = max(x*(nvGrp+(nvIn-nvGrp)/2), x*nvIn-delta)
+		intra := float64(steps - inter)
+		if nNodes < 2 {
+			return intra*(float64(li)+x*nvIn) + float64(inter)*hopN
 		}
-		hopI := float64(li) + bi
-		return float64(steps-inter)*hopI + float64(inter)*hopN
+		// The datum's first hops, before its first server crossing, run
+		// in phase; after it the rings meet at no set offset and a hop's
+		// bytes go at its own group's share.
+		early := min(float64(n/nNodes-1), intra)
+		return early*in + (intra-early)*(float64(li)+x*nvGrp) + float64(inter)*hopN
 	}
-	var t float64
+	// connLoop: a network connection's own steps in order, each its fixed
+	// work and then its bytes at its NIC share (PXN's relay of its next
+	// step runs meanwhile), after the first step's latency and cost.
+	connLoop := func(payload int64, first bool) float64 {
+		if nNodes < 2 {
+			return 0
+		}
+		b := wire((payload+int64(n)-1)/int64(n), pl.Proto)
+		f := s.serial * s.slices(b)
+		x := float64(b)
+		pathLat := min(float64(d.Fabric.NetPathPs), float64(f))
+		t := float64(steps) * (float64(f) - pathLat + x*nicAll)
+		if first {
+			t += float64(max(hopInter+s.inter, f)-f) + relay*x*nvGrp + pathLat
+		}
+		return t
+	}
+	var t, tc float64
 	for done, first := int64(0), true; done < per; first = false {
 		b := min(loopBytes, per-done)
 		if !first && b == loopBytes {
 			full := (per - done) / loopBytes
 			t += float64(full) * loop(b, false)
+			tc += float64(full) * connLoop(b, false)
 			done += full * loopBytes
 			continue
 		}
 		t += loop(b, first)
+		tc += connLoop(b, first)
 		done += b
 	}
+	t = max(t, tc)
 	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
 }
 

@@ -105,12 +105,11 @@ func TestRingCyclePs(t *testing.T) {
 // 7 hops, both network hops among them when its window omits an NVLink
 // one. Each waits its slice's fixed work (5 us), or its latency and step
 // cost when longer: NVLink's 1 + 0.5 us is not; the network's 4 + 4.5 us
-// is (8.5 us), then 16384 B at 40 ps: 9.155 us. In phase an NVLink hop
-// takes 5 us + 16384 x 30 ps = 5.492 us, so a network hop puts its
-// channel 3.664 us behind the others, 1.828 us before them modulo a step:
-// more than an NVLink step's 0.49 us of bytes, so the lagging half of the
-// rings sends alone: its own connection and half the other two, 20 ps a
-// byte, 5 us + 16384 x 20 ps. Base latency 10 us.
+// is (8.5 us), then 16384 B at 40 ps: 9.155 us. A datum's first 3 hops,
+// before its first server crossing, run in phase: 5 us + 16384 x 30 ps =
+// 5.492 us; after it the rings meet at no set offset, and each NVLink hop's
+// bytes go at its own ring's share, 10 ps a byte: 5 us + 16384 x 10 ps.
+// Base latency 10 us.
 func TestRingPathPs(t *testing.T) {
 	f := Fabric{GPUs: 8, GPUsPerServer: 4, NVSwitches: make([][]int32, 2)}
 	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 4, NICGBps: 25}, F: f}}
@@ -122,9 +121,9 @@ func TestRingPathPs(t *testing.T) {
 		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
 	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
 	k := cut{f: f}
-	nvHop := 5e6 + 16384*20.0
+	early, nvHop := 5e6+16384*30.0, 5e6+16384*10.0
 	netHop := 8.5e6 + 16384*40.0
-	want := 10e6 + 5*nvHop + 2*netHop
+	want := 10e6 + 3*early + 2*nvHop + 2*netHop
 	if got, ok := d.ringPathPs(co, k, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
 	}
@@ -262,5 +261,64 @@ func TestAllToAllPs(t *testing.T) {
 	}
 	if _, ok := d.allToAllPs(co, s, 1); ok {
 		t.Errorf("priced inside one server")
+	}
+}
+
+// An LL128 ring whose network connections' own steps are its slower path
+// (ringPathPs' conn): TestRingPathPs' 2 x 4 ring with 10 times the bytes,
+// AllGather of 4915200 B: a channel's one loop of 8 slices of 153600 B,
+// 163840 wire bytes each. A network connection runs its 7 steps in order,
+// each its 5 us of fixed work less the path's 0.5 us of link latency (which
+// a flow adds after its last byte has left, when its next step may start)
+// plus 163840 B at 40 ps: 11.0536 us; the first one its latency and cost
+// beyond f (3.5 us), the last one the path (0.5 us). The diagonal is
+// shorter: 3 NVLink hops in phase, 5 us + 163840 x 30 ps, 2 at their own
+// ring's share, 5 us + 163840 x 10 ps, and 2 network hops of 8.5 + 6.554
+// us: 73.13 us.
+func TestRingPathConnPs(t *testing.T) {
+	f := Fabric{GPUs: 8, GPUsPerServer: 4, NVSwitches: make([][]int32, 2), NetPathPs: 500_000}
+	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 4, NICGBps: 25}, F: f}}
+	ranks := make([]int32, 8)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: 4915200}, Ranks: ranks,
+		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
+	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
+	want := 10e6 + 7*(4.5e6+163840*40.0) + 3.5e6 + 0.5e6
+	if got, ok := d.ringPathPs(co, cut{f: f}, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Without the path's latency every step pays its whole fixed work.
+	d.Fabric.NetPathPs = 0
+	want = 10e6 + 7*(5e6+163840*40.0) + 3.5e6
+	if got, _ := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); math.Abs(float64(got)-want) > 10 {
+		t.Errorf("no path latency: %d ps, want %.0f", got, want)
+	}
+}
+
+// netPathPs: the fewest-hop network path from GPU 0 to the next server's
+// first GPU, by hand: 0 -NIC 500 ns- leaf -NIC 700 ns- 4 (two hops); the
+// three-hop way through the spine (100 ns a link) and the NVLink links do
+// not count, nor does a path relayed through another GPU.
+func TestNetPathPs(t *testing.T) {
+	tp := &stream.Topology{GPUs: 8, GPUsPerServer: 4, Nodes: make([]stream.Node, 11)}
+	// 8: leaf, 9: other leaf, 10: spine
+	tp.Links = []stream.Link{
+		{A: 0, B: 8, LatencyPs: 500_000, Kind: "nic"},
+		{A: 4, B: 8, LatencyPs: 700_000, Kind: "nic"},
+		{A: 0, B: 9, LatencyPs: 100_000, Kind: "nic"},
+		{A: 9, B: 10, LatencyPs: 100_000, Kind: "fabric"},
+		{A: 10, B: 4, LatencyPs: 100_000, Kind: "fabric"},
+		{A: 0, B: 4, LatencyPs: 1, Kind: "nvlink"},
+		{A: 0, B: 1, LatencyPs: 1, Kind: "nic"},
+		{A: 1, B: 4, LatencyPs: 1, Kind: "nic"},
+	}
+	if got := netPathPs(tp); got != 1_200_000 {
+		t.Errorf("%d ps, want 1200000", got)
+	}
+	tp.GPUsPerServer = 8
+	if got := netPathPs(tp); got != 0 {
+		t.Errorf("one server: %d ps, want 0", got)
 	}
 }

@@ -14,6 +14,11 @@ type Fabric struct {
 	// Job: by GPU id, the GPUs the job runs on (nil: all of them). A PXN
 	// proxy is a GPU of the job: NCCL relays through a peer rank.
 	Job []bool
+	// NetPathPs: the link latencies of a fewest-hop path from a server's
+	// first GPU to the next server's (its rail peer), which a flow across
+	// servers adds after its last byte has left (the backends' timing
+	// model); 0 when unknown.
+	NetPathPs int64
 }
 
 // inJob reports whether GPU g is one of the job's.
@@ -28,7 +33,57 @@ func FabricOf(t *stream.Topology) Fabric {
 			f.NVSwitches[n.Server] = append(f.NVSwitches[n.Server], n.ID)
 		}
 	}
+	f.NetPathPs = netPathPs(t)
 	return f
+}
+
+// netPathPs is the link latencies (ps) of a fewest-hop path from GPU 0 to
+// the next server's first GPU over the network's links (not NVLink or
+// PCIe): breadth first, the lowest latency among the fewest hops.
+func netPathPs(t *stream.Topology) int64 {
+	src, dst := int32(0), int32(t.GPUsPerServer)
+	if t.GPUsPerServer <= 0 || int(dst) >= t.GPUs || len(t.Nodes) == 0 {
+		return 0
+	}
+	adj := make([][]int32, len(t.Nodes))
+	for i, l := range t.Links {
+		if l.Kind == "nvlink" || l.Kind == "pcie" || l.A < 0 || l.B < 0 || int(l.A) >= len(adj) || int(l.B) >= len(adj) {
+			continue
+		}
+		adj[l.A] = append(adj[l.A], int32(i))
+		adj[l.B] = append(adj[l.B], int32(i))
+	}
+	lat := make([]int64, len(t.Nodes))
+	hops := make([]int32, len(t.Nodes))
+	for i := range hops {
+		hops[i] = -1
+	}
+	hops[src] = 0
+	for q := []int32{src}; len(q) > 0; q = q[1:] {
+		v := q[0]
+		if v == dst {
+			return lat[v]
+		}
+		for _, li := range adj[v] {
+			l := t.Links[li]
+			w := l.A
+			if w == v {
+				w = l.B
+			}
+			// GPUs other than the ends do not forward.
+			if int(w) < t.GPUs && w != dst {
+				continue
+			}
+			switch {
+			case hops[w] < 0:
+				hops[w], lat[w] = hops[v]+1, lat[v]+l.LatencyPs
+				q = append(q, w)
+			case hops[w] == hops[v]+1:
+				lat[w] = min(lat[w], lat[v]+l.LatencyPs)
+			}
+		}
+	}
+	return 0
 }
 
 func (f Fabric) server(r int32) int { return int(r) / f.GPUsPerServer }
