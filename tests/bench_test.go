@@ -143,26 +143,16 @@ func BenchmarkPacketMicroAllReduce128(b *testing.B) {
 // order they were scheduled, ns-3's order): their buckets of hundreds of
 // exact ties need no sorting. Same collective times at fctstats' precision
 // but for a few ns.
-func BenchmarkPacketSimAIPushTies(b *testing.B) {
-	conf := []string{"flowsim-packet", "--conf", "examples/conf/default.conf", "--set", "TIE_ORDER=push"}
-	mixed := []string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"}
-	a100 := []string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"}
-	b.Run("Micro128", func(b *testing.B) { packetSimAI(b, simaiNS3MixedA100, a100, mixed, conf) })
-	b.Run("Micro128H100", func(b *testing.B) {
-		packetSimAI(b, simaiNS3MixedH100,
-			[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "H100", "--nic-bw", "400Gbps"}, mixed, conf)
-	})
-	b.Run("MicroAllReduce128", func(b *testing.B) {
-		packetSimAI(b, simaiNS3MicroA100, a100,
-			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_microAllReduce.txt"}, conf)
-	})
-}
+func BenchmarkPacketSimAIPushTies(b *testing.B) { packetSimAIWith(b, "TIE_ORDER=push") }
 
 // The three cases above with ACK_COALESCE 4 (an ACK every four packets
 // of a queue pair, opt-in): about 40% fewer events, collective times
 // within 0.5% of the exact run's.
-func BenchmarkPacketSimAIAckCoalesce(b *testing.B) {
-	conf := []string{"flowsim-packet", "--conf", "examples/conf/default.conf", "--set", "ACK_COALESCE=4"}
+func BenchmarkPacketSimAIAckCoalesce(b *testing.B) { packetSimAIWith(b, "ACK_COALESCE=4") }
+
+// packetSimAIWith runs SimAI's three 128-GPU cases with one conf setting.
+func packetSimAIWith(b *testing.B, set string) {
+	conf := []string{"flowsim-packet", "--conf", "examples/conf/default.conf", "--set", set}
 	mixed := []string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"}
 	a100 := []string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"}
 	b.Run("Micro128", func(b *testing.B) { packetSimAI(b, simaiNS3MixedA100, a100, mixed, conf) })

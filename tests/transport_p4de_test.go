@@ -28,20 +28,7 @@ func TestP4deA100Plateau(t *testing.T) {
 	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "50Gbps"), "ncclpath")
 	run := func(algo string) map[int64]float64 {
 		st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "512MiB:2GiB:2", "--algo", algo, "--transport", "preset=a100")
-		rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
-		first, last := collSpans(rows)
-		size := map[int64]int64{}
-		for _, r := range rows {
-			if r.CollectiveID >= 0 {
-				size[r.CollectiveID] = r.CollSizeBytes
-			}
-		}
-		out := map[int64]float64{}
-		for id, f := range first {
-			if m, ok := pub[size[id]]; ok {
-				out[size[id]] = float64(last[id]-f) / 1e3 / m
-			}
-		}
+		out := fluidOverMeasured(t, st, pub)
 		if len(out) != 3 {
 			t.Fatalf("%s: %d sizes compared, want 3 (512 MiB to 2 GiB)", algo, len(out))
 		}

@@ -40,6 +40,14 @@ func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) 
 	pub := measuredUs(t, ref)
 	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", strconv.Itoa(gpus), "--gpu-type", "H100", "--nic-bw", "400Gbps")
 	st := mustRun(t, mustRun(t, topo, "ncclpath"), "simccl-decompose", append([]string{"--op", op, "--group", "dp", "--tp", "1", "--sweep", "1MiB:4GiB:2"}, args...)...)
+	return fluidOverMeasured(t, st, pub)
+}
+
+// fluidOverMeasured runs stream st through fluid and returns, by size,
+// each collective's time over the published one (pub, us by size), for
+// the sizes pub has.
+func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64]float64 {
+	t.Helper()
 	rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
 	first, last := collSpans(rows)
 	size := map[int64]int64{}

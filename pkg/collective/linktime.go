@@ -75,13 +75,24 @@ func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
 // decomposition puts on it: all of them, or, byGroup, only those of one
 // group of coinciding rings (trafficGroups) at a time.
 func (d *Decomposer) busiestLinkPs(c *Coll, byGroup bool) (float64, bool) {
-	type key struct {
-		g     int32
-		group int
+	loads, nv, nic, ok := d.gpuLoads(c, byGroup)
+	if !ok {
+		return 0, false
 	}
-	loads := map[key]*gpuLoad{}
-	nv, nic, ok := d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
-		k := key{g: g}
+	var t float64
+	for _, l := range loads {
+		t = max(t, l.time(nv, nic))
+	}
+	return t, true
+}
+
+// gpuLoads sums the bytes the decomposition puts on each GPU's links
+// (gpuTraffic): one load a GPU, or, byGroup, one a GPU and group of
+// coinciding rings (trafficGroups); nv and nic are the links' rates.
+func (d *Decomposer) gpuLoads(c *Coll, byGroup bool) (loads map[gpuGroup]*gpuLoad, nv, nic float64, ok bool) {
+	loads = map[gpuGroup]*gpuLoad{}
+	nv, nic, ok = d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
+		k := gpuGroup{g: g}
 		if byGroup {
 			k.group = group
 		}
@@ -92,14 +103,13 @@ func (d *Decomposer) busiestLinkPs(c *Coll, byGroup bool) (float64, bool) {
 		}
 		return l
 	})
-	if !ok {
-		return 0, false
-	}
-	var t float64
-	for _, l := range loads {
-		t = max(t, l.time(nv, nic))
-	}
-	return t, true
+	return loads, nv, nic, ok
+}
+
+// gpuGroup keys a GPU's load, by group of coinciding rings or not.
+type gpuGroup struct {
+	g     int32
+	group int
 }
 
 // ringPhasePs is, for a ring collective, how long (ps per wire byte of one
@@ -393,24 +403,8 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 	if conn <= 0 {
 		return 0, 0, 0, 0, false
 	}
-	type key struct {
-		g     int32
-		group int
-	}
 	for _, byGroup := range []bool{false, true} {
-		loads := map[key]*gpuLoad{}
-		nv, nic, ok := d.gpuTraffic(c, func(g int32, group int) *gpuLoad {
-			k := key{g: g}
-			if byGroup {
-				k.group = group
-			}
-			l := loads[k]
-			if l == nil {
-				l = &gpuLoad{}
-				loads[k] = l
-			}
-			return l
-		})
+		loads, nv, nic, ok := d.gpuLoads(c, byGroup)
 		if !ok {
 			return 0, 0, 0, 0, false
 		}

@@ -1,8 +1,9 @@
 package collective
 
 import (
-	"github.com/fabricsim/fabricsim/formats/stream"
 	"slices"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 )
 
 // Fabric is what decomposition needs to know of the cluster: which server
