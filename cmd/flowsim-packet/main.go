@@ -37,6 +37,7 @@ type command struct {
 	SimAIFCT   string         `name:"simai-fct" placeholder:"FILE" help:"Also write SimAI's fct.txt lines (src_ip dst_ip sport dport size start_ns fct_ns standalone_fct_ns) to FILE."`
 	Seed       uint64         `default:"1" help:"Seed of ECMP hashing, RED marking and link errors."`
 	Routing    string         `enum:",ecmp,spray,flowlet,adaptive" default:"" placeholder:"POLICY" help:"How switches take equal-cost paths, as the ROUTING key (this flag wins over it): ecmp (default) pins a queue pair to a hashed path, spray hashes every packet, flowlet re-picks after an idle gap, adaptive sends each packet to the least loaded egress. flowsim-analytical takes the same flag."`
+	ECMPKey    string         `name:"ecmp-key" enum:",transfer,connection" default:"" placeholder:"KEY" help:"What a queue pair's ECMP hash is drawn for, as the ECMP_KEY key (this flag wins over it): transfer (default: every transfer opens its own queue pair, as SimAI) or connection (a GPU pair's channel: NCCL keeps one queue pair per connection, so all its transfers take one path). flowsim-analytical takes the same flag; with the same --seed both route each transfer alike."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
 	Surrogate  string         `placeholder:"START:END|auto" help:"Hybrid simulation: between these times (e.g. 2ms:8ms) packets skip the fabric and arrive after the average latency measured before START for their source, destination and kind, and transfers opened meanwhile skip their queue pairs too (their bytes leave the NIC at line rate, or at the rate the fabric delivered a port's data while tracking when it saturated that port, and arrive, then are acknowledged, after those latencies); the fabric is suspended and resumes hot with its in-flight packets as zombies. auto: open it once the fabric is steady (mean packet latency and packets in flight within 10% over 3 windows of --surrogate-window, predicting from those windows) and close it when the number of transfers in progress (averaged over a window) moves by more than 20% (a new phase); it may open again. The switches are reported."`
 	Lite       bool           `name:"surrogate-lite" help:"With --surrogate: do not suspend the fabric (it drains during the window and restarts empty)."`
@@ -96,6 +97,11 @@ func (c *command) config() (packet.Config, error) {
 	}
 	if c.Routing != "" {
 		if err := cfg.SetKV("ROUTING=" + c.Routing); err != nil {
+			return cfg, err
+		}
+	}
+	if c.ECMPKey != "" {
+		if err := cfg.SetKV("ECMP_KEY=" + c.ECMPKey); err != nil {
 			return cfg, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/internal/confkey"
 	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
@@ -72,6 +73,13 @@ type Config struct {
 	// N in-order packets of a queue pair, its last, and any packet its
 	// sender asked an ACK for (see nic.sendData).
 	AckCoalesce int
+
+	// ECMP_KEY (fabricsim): what a queue pair's ECMP hash is drawn for:
+	// transfer (default: each transfer opens its own, as SimAI) or
+	// connection (NCCL's one queue pair per GPU pair and channel, so all
+	// the connection's transfers take one path), as flowsim-analytical's
+	// --ecmp-key.
+	ECMPKey route.HashKey
 }
 
 // maxLinkDownNs is the latest failure time LINK_DOWN takes: one day.
@@ -333,6 +341,9 @@ func (c *Config) Describe() map[string]any {
 	}
 	if c.AckCoalesce > 0 {
 		d["ack_coalesce"] = c.AckCoalesce
+	}
+	if c.ECMPKey != route.KeyTransfer {
+		d["ecmp_key"] = c.ECMPKey.String() // as flowsim-analytical names it
 	}
 	if c.PortPFC {
 		d["pfc_mode"] = "port"

@@ -18,7 +18,7 @@ func FuzzReadConfig(f *testing.F) {
 		}
 		f.Add(string(b))
 	}
-	for _, s := range []string{"CC_MODE 3\n", "KMAX_MAP 2 25000000000 400 100000000000 1600\n", "LINK_DOWN 1000 0 8\n", "BUFFER_SIZE 16 # MB\n", "RATE_AI 5Gb/s\n", "MON_START 0.5\n"} {
+	for _, s := range []string{"CC_MODE 3\n", "KMAX_MAP 2 25000000000 400 100000000000 1600\n", "LINK_DOWN 1000 0 8\n", "BUFFER_SIZE 16 # MB\n", "RATE_AI 5Gb/s\n", "MON_START 0.5\n", "ECMP_KEY connection\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {

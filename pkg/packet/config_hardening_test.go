@@ -35,6 +35,9 @@ func TestConfigRefusesNonsense(t *testing.T) {
 		"BUFFER_SIZE=0":           "outside (0,",
 		"PFC_PORT_LOW_KB=1e-320":  "rounds to 0 bytes",
 		"PFC_PORT_HIGH_KB=0.0001": "rounds to 0 bytes",
+		// A choice outside its list.
+		"ECMP_KEY=foo":        "expected transfer or connection",
+		"ECMP_KEY=Connection": "expected transfer or connection",
 	} {
 		c := DefaultConfig()
 		err := c.SetKV(kv)

@@ -284,7 +284,7 @@ func (fa *fabric) routePart(i int32, j int64) error {
 	s := fa.s
 	f := s.flows
 	src, dst := f.src(i), f.dst(i)
-	h := route.QPHash(src, dst, f.id(i), j, s.seed)
+	h := route.QPHash(src, dst, s.hashID(i), j, s.seed)
 	if err := fa.route(&fa.fwd, &fa.fwdLen, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)
 	}
@@ -482,7 +482,7 @@ func (fa *fabric) linkDown(li int32) error {
 		}
 		old := q.port
 		src, dst := s.flows.src(q.flow), s.flows.dst(q.flow)
-		h := route.FlowHash(src, dst, s.flows.id(q.flow)*64+int64(q.sport), s.seed^0xfa11)
+		h := route.FlowHash(src, dst, s.hashID(q.flow)*64+int64(q.sport), s.seed^0xfa11)
 		err := fa.setPath(int32(2*qi), src, dst, h, -1)
 		if err == nil {
 			err = fa.setPath(int32(2*qi+1), dst, src, h^0x5bd1e995, -1)

@@ -766,10 +766,9 @@ func (nc *nic) openQPs(i int32, waited bool) error {
 	f := s.flows
 	src, dst := f.src(i), f.dst(i)
 	size := f.size(i)
-	id := f.id(i)
 	if lat := f.lat(i); lat > 0 && !waited {
 		var err error
-		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, id, 0, s.seed), f.port(i, 0))
+		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, s.hashID(i), 0, s.seed), f.port(i, 0))
 		if err != nil {
 			return s.fab.noPath(i, err)
 		}
@@ -815,7 +814,7 @@ func (nc *nic) openQPs(i int32, waited bool) error {
 			}
 			port = int32(s.fab.fwd[0])
 			if j == 0 {
-				f.Sport[i] = nc.sport(id, j)
+				f.Sport[i] = nc.sport(i, j)
 				f.Ideal[i] += s.fab.routedIdeal(i)
 			}
 			nc.addPending(port, i, int32(j))
@@ -861,8 +860,8 @@ func (nc *nic) initQP(qi, i int32, j int64) error {
 	nc.tp.open(qi)
 	// The timer generations carry over from the slot's last pair: its
 	// pending timer events must not match the new pair's.
-	*q = qp{flow: i, size: part, lastProg: s.now, sport: nc.sport(id, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
-	h := route.QPHash(src, dst, id, j, s.seed)
+	*q = qp{flow: i, size: part, lastProg: s.now, sport: nc.sport(i, j), ccGen: q.ccGen, rtoGen: q.rtoGen}
+	h := route.QPHash(src, dst, s.hashID(i), j, s.seed)
 	s.fab.fwding.open(qi, h)
 	if err := s.fab.setPath(2*qi, src, dst, h, f.port(i, int(j))); err != nil {
 		return fmt.Errorf("%s: %v", f.name(i), err)
@@ -884,8 +883,15 @@ func (nc *nic) initQP(qi, i int32, j int64) error {
 	return nil
 }
 
-func (nc *nic) sport(id, j int64) uint16 {
+func (nc *nic) sport(i int32, j int64) uint16 {
 	s := nc.s
+	id := s.flows.id(i)
+	if s.cfg.ECMPKey != route.KeyTransfer {
+		// One queue pair per connection, so one port: a connection's
+		// transfers rehash alike when a link fails (fabric.linkDown).
+		f := s.flows
+		id = int64(route.FlowHash(f.src(i), f.dst(i), s.hashID(i), 0) % 50000)
+	}
 	return uint16(10000 + (id*int64(s.cfg.QPsPerConn)+j)%50000)
 }
 

@@ -148,6 +148,23 @@ func (f *Flows) id(i int32) int64 {
 	return f.DAG.ID(i)
 }
 
+// channel is flow i's channel (-1: none, and for flows given as columns).
+func (f *Flows) channel(i int32) int32 {
+	if f.set != nil {
+		return f.rec(i).Channel
+	}
+	return -1
+}
+
+// hashID is the id transfer i's queue pairs are hashed on (ECMP_KEY):
+// its own, or its connection's.
+func (s *Sim) hashID(i int32) int64 {
+	if s.cfg.ECMPKey == route.KeyTransfer {
+		return s.flows.id(i)
+	}
+	return s.cfg.ECMPKey.ID(s.flows.id(i), s.flows.channel(i))
+}
+
 // name names flow i in a message.
 func (f *Flows) name(i int32) string {
 	if i >= f.n {

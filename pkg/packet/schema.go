@@ -8,6 +8,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/internal/confkey"
 	"github.com/fabricsim/fabricsim/pkg/cc"
+	"github.com/fabricsim/fabricsim/pkg/route"
 )
 
 // confKeys is every SimAI.conf key flowsim-packet reads, except pkg/cc's
@@ -77,6 +78,8 @@ var confKeys = []confKey{
 		set: func(c *Config, x float64, _ []string) error { c.Transport = Transport(x); return nil }},
 	{Key: confkey.Key{Name: "ROUTING", Type: "choice", Range: strings.Join(routingNames[:], "|"), Default: "ecmp", Doc: "fabricsim: per-flow ECMP, per-packet spraying, flowlets, or Spectrum-X adaptive routing"},
 		set: func(c *Config, x float64, _ []string) error { c.Routing = Routing(x); return nil }},
+	{Key: confkey.Key{Name: "ECMP_KEY", Type: "choice", Range: strings.Join(route.HashKeyNames[:], "|"), Default: "transfer", Doc: "fabricsim: what an ECMP hash is drawn for: each transfer (its own queue pair, as SimAI) or each connection (a GPU pair's channel: NCCL's one queue pair per connection, so all its transfers take one path), as flowsim-analytical's --ecmp-key"},
+		set: func(c *Config, x float64, _ []string) error { c.ECMPKey = route.HashKey(x); return nil }},
 	{Key: confkey.Key{Name: "FLOWLET_GAP_US", Type: "time", Unit: "us", Range: "[0.001,1e6]", Default: "5", Doc: "fabricsim, ROUTING flowlet: an idle gap that starts a new flowlet"},
 		set: func(c *Config, x float64, _ []string) error { c.FlowletGapPs = confkey.PsOf(x, "us"); return nil }},
 	{Key: confkey.Key{Name: "ERROR_RATE_PER_LINK", Type: "number", Range: "[0,1)", Default: "0", Doc: "packet loss probability on every link"},

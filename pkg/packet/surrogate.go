@@ -549,7 +549,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 		sent += rounds * max(pp.data+pp.ack-int64(float64(pp.win)*p.bitPs+0.5), 0)
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
-	f.Sport[i] = s.nic.sport(f.id(i), 0)
+	f.Sport[i] = s.nic.sport(i, 0)
 	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
 	s.stats.DataPackets += uint64(n)
 	s.stats.Bypassed += uint64(n)
@@ -863,7 +863,7 @@ func (sg *surrogate) pairPrediction(i, src, dst int32) (*pairPrediction, error) 
 	if pp, ok := sg.pairs.get(src, dst, port); ok {
 		return pp, nil
 	}
-	h := route.QPHash(src, dst, s.flows.id(i), 0, s.seed)
+	h := route.QPHash(src, dst, s.hashID(i), 0, s.seed)
 	if err := s.fab.route(&s.fab.fwd, &s.fab.fwdLen, src, dst, h, port); err != nil {
 		return nil, err
 	}
