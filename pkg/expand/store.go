@@ -84,6 +84,12 @@ type Store struct {
 	lockNodes, lockClasses int64
 	lockMembers            int64
 	lockMax                int
+	// following is set while Started makes a representative's rows;
+	// rowMade is the slots made meanwhile (lockstep.go: followRows).
+	following bool
+	rowMade   []int32
+	noFollow  bool  // make members' rows (MakeMemberRows)
+	imaged    int64 // rows whose members were images (followImages)
 	// Channel merging (chanmerge.go): exact, checked by the backend.
 	chanMerge   bool
 	chanCache   map[string][]int32
@@ -154,8 +160,16 @@ type expSet struct {
 	// representative; nil: none) and its first flow's id.
 	rep   []int32
 	bases []int64
-	chans chanState
-	reuse reuseState
+	// Lockstep's member images (lockstep.go): the groups, a GPU's
+	// position in its representative group + 1, the members of each
+	// representative, and whether every member flow made so far was its
+	// representative's image (then later rows are not made: image).
+	lgroups [][]int32
+	lpos    []int32
+	lmembs  [][]int32
+	imaged  bool
+	chans   chanState
+	reuse   reuseState
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -383,6 +397,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 					x.lockClasses++
 				}
 			}
+			x.startImages(set, groups)
 		}
 	}
 	merge := x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)])
@@ -537,6 +552,9 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	if x.waiting[slot] == 0 {
 		x.ready = append(x.ready, slot+x.base)
 	}
+	if x.following {
+		x.rowMade = append(x.rowMade, slot)
+	}
 	set.left++
 	copies := int64(set.copies)
 	if o.Group != set.repAt {
@@ -644,15 +662,19 @@ func (x *Store) Started(i int32) ([]int32, error) {
 	mark := len(x.ready)
 	defer func() { x.ready = x.ready[:mark] }()
 	x.runSet = -1
+	x.following, x.rowMade = set.rep != nil && set.imaged, x.rowMade[:0]
 	for set.p.Rows(gen) <= row+1 {
 		more, err := set.p.Row(gen)
 		if err != nil {
+			x.following = false
 			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
 		}
 		if !more {
 			break
 		}
 	}
+	x.following = false
+	set = &x.sets[d.set]
 	if set.chans.on {
 		if err := x.followChans(d.set, gen); err != nil {
 			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
