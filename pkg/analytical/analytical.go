@@ -830,8 +830,17 @@ func (e *engine) send(i int32, started bool) error {
 	var err error
 	// Every backend hashes a transfer as the packet backend's first queue
 	// pair, so a seed routes it the same way in each.
-	hash := route.QPHash(f.Src, f.Dst, e.opt.ECMPKey.ID(f.ID, f.Channel), 0, e.opt.Seed)
-	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
+	members := e.members(i)
+	var kept *union
+	if len(members) > 0 {
+		kept = e.keptUnion(f, members)
+	}
+	if kept != nil { // the connection's path, routed when its union was kept
+		e.path = append(e.path[:0], kept.path...)
+	} else {
+		hash := route.QPHash(f.Src, f.Dst, e.opt.ECMPKey.ID(f.ID, f.Channel), 0, e.opt.Seed)
+		e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
+	}
 	if err != nil {
 		if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
 			return e.failFlow(i, 0, 0, err)
@@ -854,9 +863,8 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	e.pace.Began(i, f, e.now)
-	members := e.members(i)
 	if len(members) > 0 { // approx-lockstep: f carries its siblings' flows
-		if err := e.lockstepUnion(f, members); err != nil {
+		if err := e.lockstepUnion(f, members, kept); err != nil {
 			return e.flowError(i, "dst", err)
 		}
 	}

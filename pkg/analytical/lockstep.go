@@ -48,36 +48,51 @@ func (e *engine) members(i int32) []expand.Member {
 	return e.ex.Members(i)
 }
 
+// keptUnion is what lockstepUnion kept for flow f's connection with
+// these members, nil if none. Hashed per connection
+// (route.KeyConnection), a flow's path and its members' are their
+// connections': a ring's representative hop comes back every step with
+// the same members, so its union, and its own path, are kept.
+func (e *engine) keptUnion(f *flowset.Flow, members []expand.Member) *union {
+	if !e.keepUnions() {
+		return nil
+	}
+	if u, ok := e.unions[unionKey{f.Src, f.Dst, f.Channel, f.Port}]; ok && sameConns(u.members, members) {
+		return u
+	}
+	return nil
+}
+
+// keepUnions reports whether lockstep flows' unions are kept: not once
+// a link is down (faults.go), which reroutes.
+func (e *engine) keepUnions() bool {
+	return e.opt.ECMPKey == route.KeyConnection && e.opt.Routing.Hashed() && e.fail.down == 0
+}
+
 // lockstepUnion puts into e.lockLinks and e.lockW the links flow f (its
 // path e.path) and its members cross, each with how many of them do
 // (sprayed ones with their shares). The weights are nil when each link
-// carries one of them.
-func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
-	// Hashed per connection (route.KeyConnection), a flow's path and its
-	// members' are their connections': a ring's representative hop comes
-	// back every step with the same members, so its union is kept.
-	cached := e.opt.ECMPKey == route.KeyConnection && e.opt.Routing.Hashed()
-	var key unionKey
-	if cached {
-		key = unionKey{f.Src, f.Dst, f.Channel, f.Port}
-		if u, ok := e.unions[key]; ok && sameConns(u.members, members) {
-			e.lockLinks = append(e.lockLinks[:0], u.links...)
-			e.lockW = append(e.lockW[:0], u.w...)
-			return nil
-		}
+// carries one of them. u is keptUnion's answer for them.
+func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member, u *union) error {
+	if u != nil {
+		e.lockLinks = append(e.lockLinks[:0], u.links...)
+		e.lockW = append(e.lockW[:0], u.w...)
+		return nil
 	}
-	if err := e.unite(f, members); err != nil || !cached {
+	if err := e.unite(f, members); err != nil || !e.keepUnions() {
 		return err
 	}
 	if e.unions == nil {
 		e.unions = map[unionKey]*union{}
 	}
-	u := e.unions[key]
+	key := unionKey{f.Src, f.Dst, f.Channel, f.Port}
+	u = e.unions[key]
 	if u == nil {
 		u = &union{}
 		e.unions[key] = u
 	}
 	u.members = append(u.members[:0], members...)
+	u.path = append(u.path[:0], e.path...)
 	u.links = append(u.links[:0], e.lockLinks...)
 	u.w = append(u.w[:0], e.lockW...)
 	return nil
@@ -92,6 +107,7 @@ type unionKey struct {
 
 type union struct {
 	members []expand.Member
+	path    []route.DirLink // the flow's own
 	links   []route.DirLink
 	w       []float32
 }
