@@ -833,7 +833,7 @@ func (e *engine) send(i int32, started bool) error {
 	members := e.members(i)
 	var kept *union
 	if len(members) > 0 {
-		kept = e.keptUnion(f, members)
+		kept = e.keptUnion(i, f, members)
 	}
 	if kept != nil { // the connection's path, routed when its union was kept
 		e.path = append(e.path[:0], kept.path...)
@@ -864,7 +864,7 @@ func (e *engine) send(i int32, started bool) error {
 	}
 	e.pace.Began(i, f, e.now)
 	if len(members) > 0 { // approx-lockstep: f carries its siblings' flows
-		if err := e.lockstepUnion(f, members, kept); err != nil {
+		if err := e.lockstepUnion(i, f, members, kept); err != nil {
 			return e.flowError(i, "dst", err)
 		}
 	}

@@ -48,16 +48,23 @@ func (e *engine) members(i int32) []expand.Member {
 	return e.ex.Members(i)
 }
 
-// keptUnion is what lockstepUnion kept for flow f's connection with
+// keptUnion is what lockstepUnion kept for flow f's (i's) connection with
 // these members, nil if none. Hashed per connection
 // (route.KeyConnection), a flow's path and its members' are their
 // connections': a ring's representative hop comes back every step with
 // the same members, so its union, and its own path, are kept.
-func (e *engine) keptUnion(f *flowset.Flow, members []expand.Member) *union {
+func (e *engine) keptUnion(i int32, f *flowset.Flow, members []expand.Member) *union {
 	if !e.keepUnions() {
 		return nil
 	}
-	if u, ok := e.unions[unionKey{f.Src, f.Dst, f.Channel, f.Port}]; ok && sameConns(u.members, members) {
+	u, ok := e.unions[unionKey{f.Src, f.Dst, f.Channel, f.Port}]
+	if !ok {
+		return nil
+	}
+	if key, named := e.ex.MembersKey(i); named && u.named && u.key == key {
+		return u // the same members' connections (expand.Store.MembersKey)
+	}
+	if sameConns(u.members, members) {
 		return u
 	}
 	return nil
@@ -73,7 +80,7 @@ func (e *engine) keepUnions() bool {
 // path e.path) and its members cross, each with how many of them do
 // (sprayed ones with their shares). The weights are nil when each link
 // carries one of them. u is keptUnion's answer for them.
-func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member, u *union) error {
+func (e *engine) lockstepUnion(i int32, f *flowset.Flow, members []expand.Member, u *union) error {
 	if u != nil {
 		e.lockLinks = append(e.lockLinks[:0], u.links...)
 		e.lockW = append(e.lockW[:0], u.w...)
@@ -92,6 +99,7 @@ func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member, u *unio
 		e.unions[key] = u
 	}
 	u.members = append(u.members[:0], members...)
+	u.key, u.named = e.ex.MembersKey(i)
 	u.path = append(u.path[:0], e.path...)
 	u.links = append(u.links[:0], e.lockLinks...)
 	u.w = append(u.w[:0], e.lockW...)
@@ -107,6 +115,8 @@ type unionKey struct {
 
 type union struct {
 	members []expand.Member
+	key     int64 // the members' MembersKey, if named
+	named   bool
 	path    []route.DirLink // the flow's own
 	links   []route.DirLink
 	w       []float32

@@ -62,6 +62,24 @@ func (x *Store) Members(i int32) []Member {
 	return x.members[i-x.base]
 }
 
+// MembersKey names the connections of expanded flow i's members: two
+// flows on the same connection (source, destination, channel, port)
+// with the same key have members on the same connections, one for one
+// (their member groups' images of it: the groups come with the key, the
+// COLL node's group id). ok is false when there is no such name (the
+// members were made, not imaged, or ports are numbered per expansion):
+// compare the members themselves.
+func (x *Store) MembersKey(i int32) (key int64, ok bool) {
+	if !x.lockstep || x.multiNIC {
+		return 0, false
+	}
+	set := &x.sets[x.flow(i).set]
+	if set.rep == nil || !set.imaged {
+		return 0, false
+	}
+	return set.group, true
+}
+
 // Lockstepped is the COLL nodes run in lockstep so far, the classes
 // (representatives) they ran and the member flows that moved with the
 // representatives' (counted in Made, not in Mirrored).

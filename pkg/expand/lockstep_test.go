@@ -13,15 +13,15 @@ import (
 )
 
 // drainMembers runs COLL node i's expansion as drain does and returns,
-// for each flow in the order it started, its members (as text).
-func drainMembers(t *testing.T, x *expand.Store, i int32) []string {
+// for each flow in the order it started, its members (as text), and how
+// many flows with members had a MembersKey.
+func drainMembers(t *testing.T, x *expand.Store, i int32) (out []string, named int) {
 	t.Helper()
 	ready, err := x.Expand(i)
 	if err != nil {
 		t.Fatal(err)
 	}
 	queue := append([]int32(nil), ready...)
-	var out []string
 	for len(queue) > 0 {
 		j := queue[0]
 		queue = queue[1:]
@@ -31,10 +31,13 @@ func drainMembers(t *testing.T, x *expand.Store, i int32) []string {
 		}
 		queue = append(queue, more...)
 		f := x.Flow(j)
+		if _, ok := x.MembersKey(j); ok && len(x.Members(j)) > 0 {
+			named++
+		}
 		out = append(out, fmt.Sprintf("%d %d>%d ch%d %v", f.ID, f.Src, f.Dst, f.Channel, slices.Clone(x.Members(j))))
 		queue, _ = x.Complete(j, queue)
 	}
-	return out
+	return out, named
 }
 
 // Lockstep attaches to a representative's later rows its members'
@@ -42,7 +45,7 @@ func drainMembers(t *testing.T, x *expand.Store, i int32) []string {
 // group) instead of making the members' rows: the members, their ids,
 // channels and ports, and the counts of flows, bytes and members are
 // those of making every member row and matching it flow by flow
-// (MakeMemberRows). DP rings across servers on a fat-tree and on
+// (MakeMemberRows); only imaged members have a MembersKey. DP rings across servers on a fat-tree and on
 // Spectrum-X, whose 4 DP groups of 8 (one per TP index) share a layout.
 func TestLockstepMemberImages(t *testing.T) {
 	for _, fam := range []topo.Params{
@@ -64,6 +67,7 @@ func TestLockstepMemberImages(t *testing.T) {
 			var got [2][]string
 			var counts [2]string
 			var imaged [2]int64
+			var named [2]int
 			for k := range 2 {
 				in := readSet(t, collSt)
 				x := expand.New(in, 0, func(_, _ *flowset.Flow) expand.Early { return expand.AtCompletion })
@@ -73,7 +77,8 @@ func TestLockstepMemberImages(t *testing.T) {
 				}
 				for i := int32(0); i < int32(in.DAG.Len()); i++ {
 					if in.Flow(i).Kind == flowset.Coll {
-						got[k] = append(got[k], drainMembers(t, x, i)...)
+						out, n := drainMembers(t, x, i)
+						got[k], named[k] = append(got[k], out...), named[k]+n
 					}
 				}
 				n, c, m := x.Lockstepped()
@@ -83,6 +88,9 @@ func TestLockstepMemberImages(t *testing.T) {
 			name := fmt.Sprintf("%s %s %s", fam.Family, st.Op, st.Group)
 			if imaged[0] == 0 || imaged[1] != 0 {
 				t.Errorf("%s: %d rows imaged, %d with member rows made: want some, none", name, imaged[0], imaged[1])
+			}
+			if named[0] == 0 || named[1] != 0 {
+				t.Errorf("%s: %d flows with members had a MembersKey, %d with member rows made: want some, none", name, named[0], named[1])
 			}
 			if counts[0] != counts[1] {
 				t.Errorf("%s: images: %s; member rows: %s", name, counts[0], counts[1])

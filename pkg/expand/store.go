@@ -168,6 +168,7 @@ type expSet struct {
 	lpos    []int32
 	lmembs  [][]int32
 	imaged  bool
+	group   int64 // the COLL node's group id
 	chans   chanState
 	reuse   reuseState
 }
@@ -351,7 +352,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		x.sets[s].emit = func(o collective.Origin, sf *stream.Flow) error { return x.made(s, o, sf) }
 	}
 	set := &x.sets[s]
-	set.coll, set.left, set.idBase = i, 0, x.in.DAG.ID(i)<<32
+	set.coll, set.left, set.idBase, set.group = i, 0, x.in.DAG.ID(i)<<32, rec.Group
 	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
 		set.idBase = *rec.Cut.FirstFlow
 	}
