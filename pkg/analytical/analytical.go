@@ -830,10 +830,10 @@ func (e *engine) send(i int32, started bool) error {
 	var err error
 	// Every backend hashes a transfer as the packet backend's first queue
 	// pair, so a seed routes it the same way in each.
-	members := e.members(i)
+	nm := e.memberCount(i)
 	var kept *union
-	if len(members) > 0 {
-		kept = e.keptUnion(i, f, members)
+	if nm > 0 {
+		kept = e.keptUnion(i, f)
 	}
 	if kept != nil { // the connection's path, routed when its union was kept
 		e.path = append(e.path[:0], kept.path...)
@@ -863,22 +863,22 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	e.pace.Began(i, f, e.now)
-	if len(members) > 0 { // approx-lockstep: f carries its siblings' flows
-		if err := e.lockstepUnion(i, f, members, kept); err != nil {
+	if nm > 0 { // approx-lockstep: f carries its siblings' flows
+		if err := e.lockstepUnion(i, f, kept); err != nil {
 			return e.flowError(i, "dst", err)
 		}
 	}
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
 	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
-	if len(members) > 0 && e.merging {
+	if nm > 0 && e.merging {
 		// The merged channels' flows (chanmerge.go): the bottleneck stays
 		// the flow's own, as each member's.
 		path = e.lockLinks
 		if len(e.lockW) > 0 {
 			w = e.lockW
 		}
-	} else if len(members) > 0 {
+	} else if nm > 0 {
 		path = e.lockLinks
 		if len(e.lockW) > 0 {
 			w, bottleneck = e.lockW, math.Inf(1)
@@ -910,7 +910,7 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	if e.links != nil {
-		if len(members) > 0 {
+		if nm > 0 {
 			w = e.lockstepLoads()
 		}
 		e.links.AddPath(f, path, w, size)
@@ -924,8 +924,8 @@ func (e *engine) send(i int32, started bool) error {
 		path = e.fl.privatePath(key, path)
 	}
 	id := e.fl.add(i, path, w, size, lat, idealFCT, e.now)
-	if e.merging && len(members) > 0 {
-		e.fl.slots[id].full = float32(1 + len(members))
+	if e.merging && nm > 0 {
+		e.fl.slots[id].full = float32(1 + nm)
 	}
 	return nil
 }

@@ -40,7 +40,7 @@ import (
 const ApproxLockstepNote = "approx-lockstep: sibling groups of like layout moved in lockstep with one representative each (one rate per class, every member's own path)"
 
 // members is the lockstep members of flow i (none for a stream flow or
-// without lockstep).
+// without lockstep), valid until the next call.
 func (e *engine) members(i int32) []expand.Member {
 	if i < e.n || e.ex == nil {
 		return nil
@@ -48,12 +48,20 @@ func (e *engine) members(i int32) []expand.Member {
 	return e.ex.Members(i)
 }
 
+// memberCount is len(e.members(i)), without making them.
+func (e *engine) memberCount(i int32) int {
+	if i < e.n || e.ex == nil {
+		return 0
+	}
+	return e.ex.MemberCount(i)
+}
+
 // keptUnion is what lockstepUnion kept for flow f's (i's) connection with
 // these members, nil if none. Hashed per connection
 // (route.KeyConnection), a flow's path and its members' are their
 // connections': a ring's representative hop comes back every step with
 // the same members, so its union, and its own path, are kept.
-func (e *engine) keptUnion(i int32, f *flowset.Flow, members []expand.Member) *union {
+func (e *engine) keptUnion(i int32, f *flowset.Flow) *union {
 	if !e.keepUnions() {
 		return nil
 	}
@@ -64,7 +72,7 @@ func (e *engine) keptUnion(i int32, f *flowset.Flow, members []expand.Member) *u
 	if key, named := e.ex.MembersKey(i); named && u.named && u.key == key {
 		return u // the same members' connections (expand.Store.MembersKey)
 	}
-	if sameConns(u.members, members) {
+	if sameConns(u.members, e.members(i)) {
 		return u
 	}
 	return nil
@@ -76,16 +84,17 @@ func (e *engine) keepUnions() bool {
 	return e.opt.ECMPKey == route.KeyConnection && e.opt.Routing.Hashed() && e.fail.down == 0
 }
 
-// lockstepUnion puts into e.lockLinks and e.lockW the links flow f (its
-// path e.path) and its members cross, each with how many of them do
+// lockstepUnion puts into e.lockLinks and e.lockW the links flow f (i,
+// its path e.path) and its members cross, each with how many of them do
 // (sprayed ones with their shares). The weights are nil when each link
 // carries one of them. u is keptUnion's answer for them.
-func (e *engine) lockstepUnion(i int32, f *flowset.Flow, members []expand.Member, u *union) error {
+func (e *engine) lockstepUnion(i int32, f *flowset.Flow, u *union) error {
 	if u != nil {
 		e.lockLinks = append(e.lockLinks[:0], u.links...)
 		e.lockW = append(e.lockW[:0], u.w...)
 		return nil
 	}
+	members := e.members(i)
 	if err := e.unite(f, members); err != nil || !e.keepUnions() {
 		return err
 	}

@@ -54,12 +54,38 @@ func (x *Store) UseLockstep(max int) { x.lockstep, x.lockMax = true, max }
 func (x *Store) MakeMemberRows() { x.noFollow = true }
 
 // Members is the sibling flows moving in lockstep with expanded flow i
-// (nil for none); valid until i completes.
+// (nil for none); valid until i completes, or, for members imaged
+// (followImages), until the next call.
 func (x *Store) Members(i int32) []Member {
 	if !x.lockstep && !x.chanMerge {
 		return nil
 	}
-	return x.members[i-x.base]
+	d := x.flow(i)
+	if !d.imagedM {
+		return x.members[i-x.base]
+	}
+	set := &x.sets[d.set]
+	rep := set.p.GenGroup(int(d.gen))
+	idx := d.ID - set.idBase - set.bases[rep]
+	x.memBuf = x.memBuf[:0]
+	for _, m := range set.lmembs[rep] {
+		src, _ := set.image(m, d.Src) // followImages checked them
+		dst, _ := set.image(m, d.Dst)
+		x.memBuf = append(x.memBuf, Member{Src: src, Dst: dst, ID: set.idBase + set.bases[m] + idx, Channel: d.Channel})
+	}
+	return x.memBuf
+}
+
+// MemberCount is len(Members(i)), without making imaged ones.
+func (x *Store) MemberCount(i int32) int {
+	if !x.lockstep && !x.chanMerge {
+		return 0
+	}
+	d := x.flow(i)
+	if !d.imagedM {
+		return len(x.members[i-x.base])
+	}
+	return len(x.sets[d.set].lmembs[x.sets[d.set].p.GenGroup(int(d.gen))])
 }
 
 // MembersKey names the connections of expanded flow i's members: two
@@ -283,19 +309,23 @@ func (x *Store) followImages(s int32, gen int) error {
 		if d.Kind != flowset.Transfer || n == 0 {
 			continue
 		}
-		idx := d.ID - set.idBase - set.bases[rep]
 		for _, m := range membs {
 			src, ok1 := set.image(m, d.Src)
 			dst, ok2 := set.image(m, d.Dst)
 			if !ok1 || !ok2 || set.bases[m] < 0 {
 				return fmt.Errorf("flow %d of group %d has no image in group %d (an internal error: run without --approx-lockstep)", d.ID, rep, m)
 			}
-			mb := Member{Src: src, Dst: dst, ID: set.idBase + set.bases[m] + idx, Channel: d.Channel}
-			if gpus := int32(t.GPUs); x.multiNIC && src < gpus && dst < gpus && t.Nodes[src].Server != t.Nodes[dst].Server {
-				mb.Port = set.port(src, dst, d.Channel)
+			if x.multiNIC {
+				// Ports are numbered in order of first use: make them now.
+				mb := Member{Src: src, Dst: dst, ID: set.idBase + set.bases[m] + d.ID - set.idBase - set.bases[rep], Channel: d.Channel}
+				if gpus := int32(t.GPUs); src < gpus && dst < gpus && t.Nodes[src].Server != t.Nodes[dst].Server {
+					mb.Port = set.port(src, dst, d.Channel)
+				}
+				x.members[slot] = append(x.members[slot], mb)
 			}
-			x.members[slot] = append(x.members[slot], mb)
 		}
+		// Without ports to number, Members makes them when asked.
+		d.imagedM = !x.multiNIC
 		x.bytes += n * d.Size
 	}
 	return nil

@@ -88,7 +88,8 @@ type Store struct {
 	// rowMade is the slots made meanwhile (lockstep.go: followRows).
 	following bool
 	rowMade   []int32
-	noFollow  bool  // make members' rows (MakeMemberRows)
+	noFollow  bool // make members' rows (MakeMemberRows)
+	memBuf    []Member
 	imaged    int64 // rows whose members were images (followImages)
 	// Channel merging (chanmerge.go): exact, checked by the backend.
 	chanMerge   bool
@@ -122,7 +123,10 @@ type dynFlow struct {
 	more   [3]bool  // succ holds dependants of that kind
 	hidden bool     // a join of shared deps (shared), no flow of the stream's
 	inRep  bool     // of the group whose time reuse.go keeps
-	succ   []int32
+	// imagedM: its members are its member groups' images, made when
+	// asked (lockstep.go: Members).
+	imagedM bool
+	succ    []int32
 }
 
 // expSet is one COLL node's expansion.
@@ -501,7 +505,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		d.Port = set.port(sf.Src, sf.Dst, sf.Channel)
 	}
 	x.waiting[slot] = 0
-	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false
+	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.imagedM = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false, false
 	if d.inRep = set.reuse.key != "" && o.Group == set.repAt; d.inRep {
 		set.reuse.left++
 		set.reuse.rec.made++
@@ -632,7 +636,7 @@ func (x *Store) shared(s, d int32, deps []int64) int32 {
 		jf := &x.flows[j]
 		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
 		x.waiting[j] = 0
-		jf.set, jf.gen, jf.row, jf.succ, jf.first, jf.more, jf.hidden = s, -1, f.row, jf.succ[:0], [3]int32{}, [3]bool{}, true
+		jf.set, jf.gen, jf.row, jf.succ, jf.first, jf.more, jf.hidden, jf.imagedM = s, -1, f.row, jf.succ[:0], [3]int32{}, [3]bool{}, true, false
 		if jf.inRep = f.inRep; jf.inRep {
 			set.reuse.left++
 		}
