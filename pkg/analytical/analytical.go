@@ -296,7 +296,7 @@ type engine struct {
 	// approx-lockstep's union of a flow's and its members' links
 	// (lockstep.go), their weights, and a member's path
 	lockLinks []route.DirLink
-	unions    map[unionKey]*union // lockstepUnion's, per connection (route.KeyConnection)
+	unions    map[uint64]*union // lockstepUnion's, per connection (route.KeyConnection, connKey)
 	lockW     []float32
 	lockPath  []route.DirLink
 	hardAt    []bool // per directed link, while lockstepUnion sums

@@ -65,7 +65,11 @@ func (e *engine) keptUnion(i int32, f *flowset.Flow) *union {
 	if !e.keepUnions() {
 		return nil
 	}
-	u, ok := e.unions[unionKey{f.Src, f.Dst, f.Channel, f.Port}]
+	k, fits := connKey(f)
+	if !fits {
+		return nil
+	}
+	u, ok := e.unions[k]
 	if !ok {
 		return nil
 	}
@@ -98,10 +102,13 @@ func (e *engine) lockstepUnion(i int32, f *flowset.Flow, u *union) error {
 	if err := e.unite(f, members); err != nil || !e.keepUnions() {
 		return err
 	}
-	if e.unions == nil {
-		e.unions = map[unionKey]*union{}
+	key, fits := connKey(f)
+	if !fits {
+		return nil
 	}
-	key := unionKey{f.Src, f.Dst, f.Channel, f.Port}
+	if e.unions == nil {
+		e.unions = map[uint64]*union{}
+	}
 	u = e.unions[key]
 	if u == nil {
 		u = &union{}
@@ -115,11 +122,16 @@ func (e *engine) lockstepUnion(i int32, f *flowset.Flow, u *union) error {
 	return nil
 }
 
-// unionKey is a lockstep flow's connection; union what lockstepUnion
-// found for it, with the members it was for.
-type unionKey struct {
-	src, dst, ch int32
-	port         uint8
+// connKey packs a lockstep flow's connection (source, destination,
+// channel, NIC port) into a map key, as Go's maps hash a uint64 faster
+// than a struct; fits is false past 2^21 nodes or 2^14 channels (then
+// nothing is kept). union is what lockstepUnion found for it, with the
+// members it was for.
+func connKey(f *flowset.Flow) (key uint64, fits bool) {
+	if uint32(f.Src) >= 1<<21 || uint32(f.Dst) >= 1<<21 || uint32(f.Channel) >= 1<<14 {
+		return 0, false
+	}
+	return uint64(f.Src)<<43 | uint64(f.Dst)<<22 | uint64(f.Channel)<<8 | uint64(f.Port), true
 }
 
 type union struct {
