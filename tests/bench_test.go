@@ -400,9 +400,11 @@ func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
 // path (--ecmp-key connection: NCCL's one queue pair per connection) and
 // the 8 DP groups in lockstep at their slowest member's pace, which is
 // what they do under that key (a collision lasts the whole collective).
-// Measured on the 2-core VM shared with other jobs (load 13-19): 78.9 s
-// of CPU (101.2 s before lockstep kept each connection's union of
-// paths, the same trace) and 502 MB, iteration 568.669 ms, exposed DP
+// Measured on the 2-core VM shared with other jobs (load 5-6): 59.3 s of
+// CPU and 361 MB since members' rows are images of their
+// representative's (78.9 s and 502 MB before, at load 13-19; 101.2 s
+// before lockstep kept each connection's union of paths; the same
+// trace each time), iteration 568.669 ms, exposed DP
 // 330.652 ms, against the exact run under the same key beside it: 348.6 s
 // and 1.86 GB (6.1 M flows held at once), 566.013 ms, exposed DP
 // 327.996 ms (+0.5% and +0.8%). The default key's exact iteration is

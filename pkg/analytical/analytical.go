@@ -296,7 +296,7 @@ type engine struct {
 	// approx-lockstep's union of a flow's and its members' links
 	// (lockstep.go), their weights, and a member's path
 	lockLinks []route.DirLink
-	unions    map[unionKey]*union // lockstepUnion's, per connection (route.KeyConnection)
+	unions    map[uint64]*union // lockstepUnion's, per connection (route.KeyConnection, connKey)
 	lockW     []float32
 	lockPath  []route.DirLink
 	hardAt    []bool // per directed link, while lockstepUnion sums
@@ -830,8 +830,17 @@ func (e *engine) send(i int32, started bool) error {
 	var err error
 	// Every backend hashes a transfer as the packet backend's first queue
 	// pair, so a seed routes it the same way in each.
-	hash := route.QPHash(f.Src, f.Dst, e.opt.ECMPKey.ID(f.ID, f.Channel), 0, e.opt.Seed)
-	e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
+	nm := e.memberCount(i)
+	var kept *union
+	if nm > 0 {
+		kept = e.keptUnion(i, f)
+	}
+	if kept != nil { // the connection's path, routed when its union was kept
+		e.path = append(e.path[:0], kept.path...)
+	} else {
+		hash := route.QPHash(f.Src, f.Dst, e.opt.ECMPKey.ID(f.ID, f.Channel), 0, e.opt.Seed)
+		e.path, err = e.r.AppendPathPort(e.path[:0], f.Src, f.Dst, hash, int(f.Port))
+	}
 	if err != nil {
 		if e.fail.down > 0 && errors.Is(err, route.ErrNoPath) {
 			return e.failFlow(i, 0, 0, err)
@@ -854,23 +863,22 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	e.pace.Began(i, f, e.now)
-	members := e.members(i)
-	if len(members) > 0 { // approx-lockstep: f carries its siblings' flows
-		if err := e.lockstepUnion(f, members); err != nil {
+	if nm > 0 { // approx-lockstep: f carries its siblings' flows
+		if err := e.lockstepUnion(i, f, kept); err != nil {
 			return e.flowError(i, "dst", err)
 		}
 	}
 	path, w := e.path, []float32(nil)
 	bottleneck := e.r.Bottleneck(path)
 	key := e.steps.of(f.Coll) // busbw's private links: one set per workload step
-	if len(members) > 0 && e.merging {
+	if nm > 0 && e.merging {
 		// The merged channels' flows (chanmerge.go): the bottleneck stays
 		// the flow's own, as each member's.
 		path = e.lockLinks
 		if len(e.lockW) > 0 {
 			w = e.lockW
 		}
-	} else if len(members) > 0 {
+	} else if nm > 0 {
 		path = e.lockLinks
 		if len(e.lockW) > 0 {
 			w, bottleneck = e.lockW, math.Inf(1)
@@ -902,7 +910,7 @@ func (e *engine) send(i int32, started bool) error {
 		return nil
 	}
 	if e.links != nil {
-		if len(members) > 0 {
+		if nm > 0 {
 			w = e.lockstepLoads()
 		}
 		e.links.AddPath(f, path, w, size)
@@ -916,8 +924,8 @@ func (e *engine) send(i int32, started bool) error {
 		path = e.fl.privatePath(key, path)
 	}
 	id := e.fl.add(i, path, w, size, lat, idealFCT, e.now)
-	if e.merging && len(members) > 0 {
-		e.fl.slots[id].full = float32(1 + len(members))
+	if e.merging && nm > 0 {
+		e.fl.slots[id].full = float32(1 + nm)
 	}
 	return nil
 }

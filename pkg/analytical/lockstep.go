@@ -40,7 +40,7 @@ import (
 const ApproxLockstepNote = "approx-lockstep: sibling groups of like layout moved in lockstep with one representative each (one rate per class, every member's own path)"
 
 // members is the lockstep members of flow i (none for a stream flow or
-// without lockstep).
+// without lockstep), valid until the next call.
 func (e *engine) members(i int32) []expand.Member {
 	if i < e.n || e.ex == nil {
 		return nil
@@ -48,50 +48,97 @@ func (e *engine) members(i int32) []expand.Member {
 	return e.ex.Members(i)
 }
 
-// lockstepUnion puts into e.lockLinks and e.lockW the links flow f (its
-// path e.path) and its members cross, each with how many of them do
-// (sprayed ones with their shares). The weights are nil when each link
-// carries one of them.
-func (e *engine) lockstepUnion(f *flowset.Flow, members []expand.Member) error {
-	// Hashed per connection (route.KeyConnection), a flow's path and its
-	// members' are their connections': a ring's representative hop comes
-	// back every step with the same members, so its union is kept.
-	cached := e.opt.ECMPKey == route.KeyConnection && e.opt.Routing.Hashed()
-	var key unionKey
-	if cached {
-		key = unionKey{f.Src, f.Dst, f.Channel, f.Port}
-		if u, ok := e.unions[key]; ok && sameConns(u.members, members) {
-			e.lockLinks = append(e.lockLinks[:0], u.links...)
-			e.lockW = append(e.lockW[:0], u.w...)
-			return nil
-		}
+// memberCount is len(e.members(i)), without making them.
+func (e *engine) memberCount(i int32) int {
+	if i < e.n || e.ex == nil {
+		return 0
 	}
-	if err := e.unite(f, members); err != nil || !cached {
+	return e.ex.MemberCount(i)
+}
+
+// keptUnion is what lockstepUnion kept for flow f's (i's) connection with
+// these members, nil if none. Hashed per connection
+// (route.KeyConnection), a flow's path and its members' are their
+// connections': a ring's representative hop comes back every step with
+// the same members, so its union, and its own path, are kept.
+func (e *engine) keptUnion(i int32, f *flowset.Flow) *union {
+	if !e.keepUnions() {
+		return nil
+	}
+	k, fits := connKey(f)
+	if !fits {
+		return nil
+	}
+	u, ok := e.unions[k]
+	if !ok {
+		return nil
+	}
+	if key, named := e.ex.MembersKey(i); named && u.named && u.key == key {
+		return u // the same members' connections (expand.Store.MembersKey)
+	}
+	if sameConns(u.members, e.members(i)) {
+		return u
+	}
+	return nil
+}
+
+// keepUnions reports whether lockstep flows' unions are kept: not once
+// a link is down (faults.go), which reroutes.
+func (e *engine) keepUnions() bool {
+	return e.opt.ECMPKey == route.KeyConnection && e.opt.Routing.Hashed() && e.fail.down == 0
+}
+
+// lockstepUnion puts into e.lockLinks and e.lockW the links flow f (i,
+// its path e.path) and its members cross, each with how many of them do
+// (sprayed ones with their shares). The weights are nil when each link
+// carries one of them. u is keptUnion's answer for them.
+func (e *engine) lockstepUnion(i int32, f *flowset.Flow, u *union) error {
+	if u != nil {
+		e.lockLinks = append(e.lockLinks[:0], u.links...)
+		e.lockW = append(e.lockW[:0], u.w...)
+		return nil
+	}
+	members := e.members(i)
+	if err := e.unite(f, members); err != nil || !e.keepUnions() {
 		return err
 	}
-	if e.unions == nil {
-		e.unions = map[unionKey]*union{}
+	key, fits := connKey(f)
+	if !fits {
+		return nil
 	}
-	u := e.unions[key]
+	if e.unions == nil {
+		e.unions = map[uint64]*union{}
+	}
+	u = e.unions[key]
 	if u == nil {
 		u = &union{}
 		e.unions[key] = u
 	}
 	u.members = append(u.members[:0], members...)
+	u.key, u.named = e.ex.MembersKey(i)
+	u.path = append(u.path[:0], e.path...)
 	u.links = append(u.links[:0], e.lockLinks...)
 	u.w = append(u.w[:0], e.lockW...)
 	return nil
 }
 
-// unionKey is a lockstep flow's connection; union what lockstepUnion
-// found for it, with the members it was for.
-type unionKey struct {
-	src, dst, ch int32
-	port         uint8
+// connKey packs a lockstep flow's connection (source, destination,
+// channel, NIC port) into a map key, as Go's maps hash a uint64 faster
+// than a struct; fits is false past 2^21 nodes or 2^14 channels (then
+// nothing is kept). union is what lockstepUnion found for it, with the
+// members it was for.
+func connKey(f *flowset.Flow) (key uint64, fits bool) {
+	if uint32(f.Src) >= 1<<21 || uint32(f.Dst) >= 1<<21 || uint32(f.Channel) >= 1<<14 {
+		return 0, false
+	}
+	return uint64(f.Src)<<43 | uint64(f.Dst)<<22 | uint64(f.Channel)<<8 | uint64(f.Port), true
 }
 
 type union struct {
 	members []expand.Member
+	key     int64 // the members' MembersKey, if named
+	named   bool
+	path    []route.DirLink // the flow's own
 	links   []route.DirLink
 	w       []float32
 }

@@ -48,13 +48,62 @@ type Member struct {
 // class cost more and couple less.
 func (x *Store) UseLockstep(max int) { x.lockstep, x.lockMax = true, max }
 
+// MakeMemberRows makes every row of every member group, as attach
+// checks them, instead of attaching images of the representative's rows
+// (followImages): slower, for checking that the two agree.
+func (x *Store) MakeMemberRows() { x.noFollow = true }
+
 // Members is the sibling flows moving in lockstep with expanded flow i
-// (nil for none); valid until i completes.
+// (nil for none); valid until i completes, or, for members imaged
+// (followImages), until the next call.
 func (x *Store) Members(i int32) []Member {
 	if !x.lockstep && !x.chanMerge {
 		return nil
 	}
-	return x.members[i-x.base]
+	d := x.flow(i)
+	if !d.imagedM {
+		return x.members[i-x.base]
+	}
+	set := &x.sets[d.set]
+	rep := set.p.GenGroup(int(d.gen))
+	idx := d.ID - set.idBase - set.bases[rep]
+	x.memBuf = x.memBuf[:0]
+	for _, m := range set.lmembs[rep] {
+		src, _ := set.image(m, d.Src) // followImages checked them
+		dst, _ := set.image(m, d.Dst)
+		x.memBuf = append(x.memBuf, Member{Src: src, Dst: dst, ID: set.idBase + set.bases[m] + idx, Channel: d.Channel})
+	}
+	return x.memBuf
+}
+
+// MemberCount is len(Members(i)), without making imaged ones.
+func (x *Store) MemberCount(i int32) int {
+	if !x.lockstep && !x.chanMerge {
+		return 0
+	}
+	d := x.flow(i)
+	if !d.imagedM {
+		return len(x.members[i-x.base])
+	}
+	return len(x.sets[d.set].lmembs[x.sets[d.set].p.GenGroup(int(d.gen))])
+}
+
+// MembersKey names the connections of expanded flow i's members: two
+// flows on the same connection (source, destination, channel, port)
+// with the same key have members on the same connections, one for one
+// (their member groups' images of it: the groups come with the key, the
+// COLL node's group id). ok is false when there is no such name (the
+// members were made, not imaged, or ports are numbered per expansion):
+// compare the members themselves.
+func (x *Store) MembersKey(i int32) (key int64, ok bool) {
+	if !x.lockstep || x.multiNIC {
+		return 0, false
+	}
+	set := &x.sets[x.flow(i).set]
+	if set.rep == nil || !set.imaged {
+		return 0, false
+	}
+	return set.group, true
 }
 
 // Lockstepped is the COLL nodes run in lockstep so far, the classes
@@ -168,9 +217,117 @@ func (x *Store) attach(s int32, rep int32, o collective.Origin, sf *stream.Flow)
 	if kind != flowset.Transfer {
 		return nil
 	}
+	if set.imaged && !set.isImage(o.Group, d, sf) {
+		set.imaged = false
+	}
 	m := x.member(set, sf)
 	x.members[slot] = append(x.members[slot], m)
 	x.bytes += sf.Size
+	return nil
+}
+
+// Member images. A member group's flow is, index for index, its
+// representative's with each rank replaced by the rank at the same
+// position in the member group (same channel, same size), as far as the
+// flows made at Start show (every group's first row of every channel,
+// and all its flows outside rows). While that holds (set.imaged), a
+// representative's later rows are not made again for its members:
+// followRows attaches to each flow the representative's row made its
+// members' images, and counts their flows as attach would. Making those
+// rows was about a quarter of an 8192-GPU lockstep run's CPU. Any flow
+// that is not an image turns it off (every row is then made, as before).
+
+// startImages readies set's member images for groups (set.rep made).
+func (x *Store) startImages(set *expSet, groups [][]int32) {
+	set.imaged = !x.noFollow
+	if !set.imaged {
+		return
+	}
+	if len(set.lpos) != x.in.Topology.GPUs {
+		set.lpos = make([]int32, x.in.Topology.GPUs)
+	}
+	clear(set.lpos)
+	set.lgroups = groups
+	for len(set.lmembs) < len(groups) {
+		set.lmembs = append(set.lmembs, nil)
+	}
+	for g := range groups {
+		set.lmembs[g] = set.lmembs[g][:0]
+	}
+	for g, r := range set.rep {
+		if int(r) == g {
+			for p, rank := range groups[g] {
+				if rank >= 0 && int(rank) < len(set.lpos) {
+					set.lpos[rank] = int32(p + 1)
+				}
+			}
+		} else {
+			set.lmembs[r] = append(set.lmembs[r], int32(g))
+		}
+	}
+}
+
+// image is rank r of a representative group as member group m's rank at
+// the same position, false if r is none of the representatives' ranks.
+func (set *expSet) image(m int32, r int32) (int32, bool) {
+	if r < 0 || int(r) >= len(set.lpos) || set.lpos[r] == 0 {
+		return 0, false
+	}
+	g := set.lgroups[m]
+	p := set.lpos[r] - 1
+	if int(p) >= len(g) {
+		return 0, false
+	}
+	return g[p], true
+}
+
+// isImage reports whether member group m's flow sf is representative
+// flow d's image.
+func (set *expSet) isImage(m int32, d *dynFlow, sf *stream.Flow) bool {
+	src, ok1 := set.image(m, d.Src)
+	dst, ok2 := set.image(m, d.Dst)
+	return ok1 && ok2 && src == sf.Src && dst == sf.Dst && sf.Channel == d.Channel
+}
+
+// followImages attaches to the flows in rowMade (a representative's
+// rows of channel gen, just made) their members' images, as attach would
+// have.
+func (x *Store) followImages(s int32, gen int) error {
+	set := &x.sets[s]
+	t := x.in.Topology
+	rep := int32(set.p.GenGroup(gen))
+	x.imaged++
+	for _, slot := range x.rowMade {
+		d := &x.flows[slot]
+		if d.hidden {
+			continue
+		}
+		membs := set.lmembs[rep]
+		n := int64(len(membs))
+		x.total += n
+		x.lockMembers += n
+		if d.Kind != flowset.Transfer || n == 0 {
+			continue
+		}
+		for _, m := range membs {
+			src, ok1 := set.image(m, d.Src)
+			dst, ok2 := set.image(m, d.Dst)
+			if !ok1 || !ok2 || set.bases[m] < 0 {
+				return fmt.Errorf("flow %d of group %d has no image in group %d (an internal error: run without --approx-lockstep)", d.ID, rep, m)
+			}
+			if x.multiNIC {
+				// Ports are numbered in order of first use: make them now.
+				mb := Member{Src: src, Dst: dst, ID: set.idBase + set.bases[m] + d.ID - set.idBase - set.bases[rep], Channel: d.Channel}
+				if gpus := int32(t.GPUs); src < gpus && dst < gpus && t.Nodes[src].Server != t.Nodes[dst].Server {
+					mb.Port = set.port(src, dst, d.Channel)
+				}
+				x.members[slot] = append(x.members[slot], mb)
+			}
+		}
+		// Without ports to number, Members makes them when asked.
+		d.imagedM = !x.multiNIC
+		x.bytes += n * d.Size
+	}
 	return nil
 }
 
@@ -178,6 +335,9 @@ func (x *Store) attach(s int32, rep int32, o collective.Origin, sf *stream.Flow)
 // same rows of its members' matching channels.
 func (x *Store) followRows(s int32, gen int) error {
 	set := &x.sets[s]
+	if set.imaged {
+		return x.followImages(s, gen)
+	}
 	p := set.p
 	g := p.GenGroup(gen)
 	first, _ := p.GroupGens(g)

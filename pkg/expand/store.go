@@ -84,6 +84,13 @@ type Store struct {
 	lockNodes, lockClasses int64
 	lockMembers            int64
 	lockMax                int
+	// following is set while Started makes a representative's rows;
+	// rowMade is the slots made meanwhile (lockstep.go: followRows).
+	following bool
+	rowMade   []int32
+	noFollow  bool // make members' rows (MakeMemberRows)
+	memBuf    []Member
+	imaged    int64 // rows whose members were images (followImages)
 	// Channel merging (chanmerge.go): exact, checked by the backend.
 	chanMerge   bool
 	chanCache   map[string][]int32
@@ -116,7 +123,10 @@ type dynFlow struct {
 	more   [3]bool  // succ holds dependants of that kind
 	hidden bool     // a join of shared deps (shared), no flow of the stream's
 	inRep  bool     // of the group whose time reuse.go keeps
-	succ   []int32
+	// imagedM: its members are its member groups' images, made when
+	// asked (lockstep.go: Members).
+	imagedM bool
+	succ    []int32
 }
 
 // expSet is one COLL node's expansion.
@@ -154,8 +164,17 @@ type expSet struct {
 	// representative; nil: none) and its first flow's id.
 	rep   []int32
 	bases []int64
-	chans chanState
-	reuse reuseState
+	// Lockstep's member images (lockstep.go): the groups, a GPU's
+	// position in its representative group + 1, the members of each
+	// representative, and whether every member flow made so far was its
+	// representative's image (then later rows are not made: image).
+	lgroups [][]int32
+	lpos    []int32
+	lmembs  [][]int32
+	imaged  bool
+	group   int64 // the COLL node's group id
+	chans   chanState
+	reuse   reuseState
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -337,7 +356,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		x.sets[s].emit = func(o collective.Origin, sf *stream.Flow) error { return x.made(s, o, sf) }
 	}
 	set := &x.sets[s]
-	set.coll, set.left, set.idBase = i, 0, x.in.DAG.ID(i)<<32
+	set.coll, set.left, set.idBase, set.group = i, 0, x.in.DAG.ID(i)<<32, rec.Group
 	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
 		set.idBase = *rec.Cut.FirstFlow
 	}
@@ -383,6 +402,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 					x.lockClasses++
 				}
 			}
+			x.startImages(set, groups)
 		}
 	}
 	merge := x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)])
@@ -485,7 +505,7 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		d.Port = set.port(sf.Src, sf.Dst, sf.Channel)
 	}
 	x.waiting[slot] = 0
-	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false
+	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.imagedM = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false, false
 	if d.inRep = set.reuse.key != "" && o.Group == set.repAt; d.inRep {
 		set.reuse.left++
 		set.reuse.rec.made++
@@ -536,6 +556,9 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	}
 	if x.waiting[slot] == 0 {
 		x.ready = append(x.ready, slot+x.base)
+	}
+	if x.following {
+		x.rowMade = append(x.rowMade, slot)
 	}
 	set.left++
 	copies := int64(set.copies)
@@ -613,7 +636,7 @@ func (x *Store) shared(s, d int32, deps []int64) int32 {
 		jf := &x.flows[j]
 		jf.Flow = flowset.Flow{ID: set.idBase - 1, Coll: f.Coll, Src: f.Src, Dst: f.Src, Kind: flowset.Join}
 		x.waiting[j] = 0
-		jf.set, jf.gen, jf.row, jf.succ, jf.first, jf.more, jf.hidden = s, -1, f.row, jf.succ[:0], [3]int32{}, [3]bool{}, true
+		jf.set, jf.gen, jf.row, jf.succ, jf.first, jf.more, jf.hidden, jf.imagedM = s, -1, f.row, jf.succ[:0], [3]int32{}, [3]bool{}, true, false
 		if jf.inRep = f.inRep; jf.inRep {
 			set.reuse.left++
 		}
@@ -644,15 +667,19 @@ func (x *Store) Started(i int32) ([]int32, error) {
 	mark := len(x.ready)
 	defer func() { x.ready = x.ready[:mark] }()
 	x.runSet = -1
+	x.following, x.rowMade = set.rep != nil && set.imaged, x.rowMade[:0]
 	for set.p.Rows(gen) <= row+1 {
 		more, err := set.p.Row(gen)
 		if err != nil {
+			x.following = false
 			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
 		}
 		if !more {
 			break
 		}
 	}
+	x.following = false
+	set = &x.sets[d.set]
 	if set.chans.on {
 		if err := x.followChans(d.set, gen); err != nil {
 			return nil, x.in.FlowError(set.coll, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(set.coll), err))
