@@ -27,10 +27,11 @@ import "github.com/fabricsim/fabricsim/pkg/des"
 // the deadlock watch's included, a queue pair joining or leaving), so the
 // node's count and the port's state are what the event would have seen. A
 // RESUME puts a kept wake back in the calendar (from then on it may send),
-// as does a port left with nothing to send (drained). Only where nothing else moves frames or time: not
-// for a part of a partitioned run (its switch may be another part's),
-// under the surrogate (it holds PFC events), with failing links, or under
-// TIE_ORDER push (numbers are the push count there).
+// as does a port left with nothing to send (drained). Only where nothing
+// else moves frames or time: not for a part of a partitioned run (its
+// switch may be another part's), under the surrogate (it holds PFC
+// events), with failing links, or under TIE_ORDER push (numbers are the
+// push count there).
 
 // keptWakes are the ports' kept wakes, a port's one at most: per node
 // the earliest of its ports' times (maxTime: none), which is all a look
