@@ -1,12 +1,10 @@
 package packet
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/cc"
-	"github.com/fabricsim/fabricsim/pkg/flowset"
 	"github.com/fabricsim/fabricsim/pkg/route"
 	"github.com/fabricsim/fabricsim/pkg/topo"
 )
@@ -80,30 +78,15 @@ func TestECMPKeyConnection(t *testing.T) {
 func TestECMPKeyConnectionChannels(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, GPUsPerServer: 1})
 	for _, channels := range []int32{1, 16} {
-		var buf bytes.Buffer
-		w, err := stream.NewWriter(&buf, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Topology(tp)
+		var flows []stream.Flow
 		for k := int64(0); k < 16; k++ {
 			f := stream.Flow{ID: k, Collective: -1, Src: 0, Dst: int32(tp.GPUs - 1), Size: 1 << 20, Channel: int32(k) % channels, ConnType: stream.ConnP2P}
 			if k > 0 {
 				f.Deps = []int64{k - 1}
 			}
-			w.Flow(&f)
+			flows = append(flows, f)
 		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		r, err := stream.NewReader(&buf, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		set, err := flowset.Read(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		set := flowSet(t, tp, flows)
 		cfg := DefaultConfig()
 		cfg.ECMPKey = route.KeyConnection
 		s, err := NewRun(set, Options{Config: cfg, Seed: 1})

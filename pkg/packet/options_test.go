@@ -19,14 +19,24 @@ import (
 // it has arrived.
 func chain(t *testing.T) *flowset.Set {
 	t.Helper()
+	return flowSet(t, gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16}), []stream.Flow{
+		{ID: 0, Src: 0, Dst: 8, Size: 1 << 20, ConnType: stream.ConnP2P},
+		{ID: 1, Src: 8, Dst: 0, Size: 1 << 20, ConnType: stream.ConnP2P, Deps: []int64{0}},
+	})
+}
+
+// flowSet is flows on topology tp as a stream reader gives them.
+func flowSet(t *testing.T, tp *topo.Topology, flows []stream.Flow) *flowset.Set {
+	t.Helper()
 	var buf bytes.Buffer
 	w, err := stream.NewWriter(&buf, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.Topology(gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16}))
-	w.Flow(&stream.Flow{ID: 0, Src: 0, Dst: 8, Size: 1 << 20, ConnType: stream.ConnP2P})
-	w.Flow(&stream.Flow{ID: 1, Src: 8, Dst: 0, Size: 1 << 20, ConnType: stream.ConnP2P, Deps: []int64{0}})
+	w.Topology(tp)
+	for i := range flows {
+		w.Flow(&flows[i])
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
