@@ -269,11 +269,6 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
-		t.LL128TailBytes = 128 << 10
-		t.Tuner = ""
-		t.AMDHost = false
-		t.NetLatencyUs = 0
-		t.P2PChunk = p2pNetChunk
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
@@ -283,10 +278,8 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 1.2, 0, 0
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
-		t.LL128TailBytes = 128 << 10
 		t.Tuner = "aws-p5"
 		t.AMDHost = true
-		t.NetLatencyUs = 0
 		// aws-ofi-nccl's platform table (src/platform-aws.cpp) sets
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
@@ -299,11 +292,6 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 		t.NVLSChunkUs = 0
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
-		t.LL128TailBytes = 128 << 10
-		t.Tuner = ""
-		t.AMDHost = false
-		t.NetLatencyUs = 0
-		t.P2PChunk = p2pNetChunk
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -312,11 +300,6 @@ var TransportPresets = map[string]func(*Transport){
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
 		t.NVLSChunkUs = 0
 		t.LLBusGBps, t.LaunchUs = 0, 0
-		t.LL128TailBytes = 128 << 10
-		t.Tuner = ""
-		t.AMDHost = false
-		t.NetLatencyUs = 0
-		t.P2PChunk = p2pNetChunk
 	},
 }
 
@@ -337,6 +320,10 @@ func (t *Transport) Set(kv string) error {
 		if !ok {
 			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa, a100 or none", v)
 		}
+		// The platform's keys start from the default in every preset;
+		// a preset sets those its platform differs in.
+		d := DefaultTransport()
+		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
