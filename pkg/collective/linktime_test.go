@@ -25,12 +25,7 @@ func TestLinkBwPs(t *testing.T) {
 		{AllGather, 8, 8, 50, 7.0 / 8 * size / (400 * 1e-3)},
 		{AllGather, 16, 1, 10, 15.0 / 16 * size / (10 * 1e-3)},
 	} {
-		f := Fabric{GPUs: c.gpus, GPUsPerServer: 8, NVSwitches: make([][]int32, c.gpus/8)}
-		d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 400, NICs: 8, NICGBps: c.nicGBps}, F: f}}
-		ranks := make([]int32, c.gpus)
-		for i := range ranks {
-			ranks[i] = int32(i)
-		}
+		d, ranks := handDecomposer(c.gpus, 8, 400, 8, c.nicGBps, 0)
 		co := &Coll{Rec: stream.Collective{Op: string(c.op), Size: size}, Ranks: ranks, Plan: Plan{Algo: AlgoRing, Proto: Simple, Channels: c.ch}}
 		got, ok := d.linkBwPs(co)
 		if !ok || math.Abs(float64(got)-c.want) > 1e-6*c.want {
@@ -58,12 +53,7 @@ func TestLinkBwPs(t *testing.T) {
 // first step waits the network hop's 14 us latency and 8.5 us cost
 // instead of its 16 us of fixed work, after the 8.4 us base latency.
 func TestRingCyclePs(t *testing.T) {
-	f := Fabric{GPUs: 16, GPUsPerServer: 8, NVSwitches: make([][]int32, 2)}
-	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 8, NICGBps: 50}, F: f}}
-	ranks := make([]int32, 16)
-	for i := range ranks {
-		ranks[i] = int32(i)
-	}
+	d, ranks := handDecomposer(16, 8, 100, 8, 50, 0)
 	const size = 512 << 20
 	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: size}, Ranks: ranks,
 		Plan: Plan{Algo: AlgoRing, Proto: Simple, Channels: 16, Chunk: 2 << 20, Lat: LatTerms{Base: 8.4, Intra: 3.4, Inter: 14}}}
@@ -75,7 +65,7 @@ func TestRingCyclePs(t *testing.T) {
 	if !ok || math.Abs(phase-40) > 1e-9 {
 		t.Fatalf("phase %v ps per byte (ok %v), want 40: two in-phase connections on a 50 GB/s NIC", phase, ok)
 	}
-	k := cut{f: f}
+	k := cut{f: d.Fabric}
 	step := 16e6 + float64(2<<20)*2/50e-3 // ps: fixed work, then 2 MiB for each of two connections at 50 GB/s
 	want := 8.4e6 + (14e6 + 8.5e6 - 16e6) + 15*step
 	if got := ringCyclePs(co, k, s, 2, phase, 0); math.Abs(float64(got)-want) > 15 {
@@ -111,16 +101,11 @@ func TestRingCyclePs(t *testing.T) {
 // bytes go at its own ring's share, 10 ps a byte: 5 us + 16384 x 10 ps.
 // Base latency 10 us.
 func TestRingPathPs(t *testing.T) {
-	f := Fabric{GPUs: 8, GPUsPerServer: 4, NVSwitches: make([][]int32, 2)}
-	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 4, NICGBps: 25}, F: f}}
-	ranks := make([]int32, 8)
-	for i := range ranks {
-		ranks[i] = int32(i)
-	}
+	d, ranks := handDecomposer(8, 4, 100, 4, 25, 0)
 	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: 491520}, Ranks: ranks,
 		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
 	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
-	k := cut{f: f}
+	k := cut{f: d.Fabric}
 	early, nvHop := 5e6+16384*30.0, 5e6+16384*10.0
 	netHop := 8.5e6 + 16384*40.0
 	want := 10e6 + 3*early + 2*nvHop + 2*netHop
@@ -162,8 +147,7 @@ func TestRingPathPs(t *testing.T) {
 // the proxy round of 2 x 2 channels x 1.6 us = 6.4 us, and than the
 // loop's 4.6 us of NVLink bytes).
 func TestNVLSTreePs(t *testing.T) {
-	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
-	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 50}, F: f}}
+	d, _ := handDecomposer(4, 2, 100, 2, 50, 0)
 	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 1 << 20}, Ranks: []int32{0, 1, 2, 3},
 		Plan: Plan{Algo: AlgoNVLSTree, Proto: Simple, Channels: 2, Chunk: 64 << 10, Lat: LatTerms{Intra: 25, Inter: 14}}}
 	s := stepCosts{bytes: 64 << 10, intra: 500_000, inter: 8_500_000, proxyOp: 1_600_000}
@@ -198,8 +182,7 @@ func TestNVLSTreePs(t *testing.T) {
 // shared step cost) and their bytes; the last network hop's train (7 x
 // 2.25 us) then only pays the last NVLink hop's bytes, and ends last.
 func TestTreePs(t *testing.T) {
-	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
-	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 50}, F: f}}
+	d, _ := handDecomposer(4, 2, 100, 2, 50, 0)
 	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 256 << 10}, Ranks: []int32{0, 1, 2, 3},
 		Plan: Plan{Algo: AlgoTree, Proto: LL128, Channels: 2, Chunk: 36000, Lat: LatTerms{Base: 14, Intra: 1.25, Inter: 8.5}}}
 	s := stepCosts{bytes: 19200, intra: 500_000, inter: 4_500_000}
@@ -232,8 +215,7 @@ func TestTreePs(t *testing.T) {
 // shorter. With a 3 us proxy op the round (12 us) is shorter than the
 // NIC's bytes, which then set it. Base latency 5 us.
 func TestAllToAllPs(t *testing.T) {
-	f := Fabric{GPUs: 4, GPUsPerServer: 2, NVSwitches: make([][]int32, 2)}
-	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 2, NICGBps: 25}, F: f}}
+	d, _ := handDecomposer(4, 2, 100, 2, 25, 0)
 	co := &Coll{Rec: stream.Collective{Op: string(AllToAll), Size: 4 << 20}, Ranks: []int32{0, 1, 2, 3},
 		Plan: Plan{Algo: AlgoPXN, Proto: Simple, Channels: 1, Chunk: 256 << 10, PXN: true, Lat: LatTerms{Base: 5, Inter: 4}}}
 	s := stepCosts{bytes: 256 << 10, intra: 500_000, inter: 10_000_000, proxyOp: 10_000_000}
@@ -276,17 +258,12 @@ func TestAllToAllPs(t *testing.T) {
 // ring's share, 5 us + 163840 x 10 ps, and 2 network hops of 8.5 + 6.554
 // us: 73.13 us.
 func TestRingPathConnPs(t *testing.T) {
-	f := Fabric{GPUs: 8, GPUsPerServer: 4, NVSwitches: make([][]int32, 2), NetPathPs: 500_000}
-	d := &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100, NICs: 4, NICGBps: 25}, F: f}}
-	ranks := make([]int32, 8)
-	for i := range ranks {
-		ranks[i] = int32(i)
-	}
+	d, ranks := handDecomposer(8, 4, 100, 4, 25, 500_000)
 	co := &Coll{Rec: stream.Collective{Op: string(AllGather), Size: 4915200}, Ranks: ranks,
 		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
 	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
 	want := 10e6 + 7*(4.5e6+163840*40.0) + 3.5e6 + 0.5e6
-	if got, ok := d.ringPathPs(co, cut{f: f}, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
+	if got, ok := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
 	}
 	// Without the path's latency every step pays its whole fixed work.
@@ -321,4 +298,17 @@ func TestNetPathPs(t *testing.T) {
 	if got := netPathPs(tp); got != 0 {
 		t.Errorf("one server: %d ps, want 0", got)
 	}
+}
+
+// handDecomposer is a hand case's decomposer: gpus GPUs, perServer a
+// server, on NVLink of nvGBps and nics NICs of nicGBps each; netPathPs is
+// the network path's link latency (Fabric.NetPathPs). ranks are every GPU.
+func handDecomposer(gpus, perServer int, nvGBps float64, nics int, nicGBps float64, netPathPs int64) (d *Decomposer, ranks []int32) {
+	f := Fabric{GPUs: gpus, GPUsPerServer: perServer, NVSwitches: make([][]int32, gpus/perServer), NetPathPs: netPathPs}
+	d = &Decomposer{Fabric: f, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: nvGBps, NICs: nics, NICGBps: nicGBps}, F: f}}
+	ranks = make([]int32, gpus)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	return d, ranks
 }
