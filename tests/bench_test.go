@@ -409,7 +409,9 @@ func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
 // and 1.86 GB (6.1 M flows held at once), 566.013 ms, exposed DP
 // 327.996 ms (+0.5% and +0.8%). The default key's exact iteration is
 // 412.188 ms (exposed DP 174.171): the key is a modelling choice worth
-// 150 ms of exposed DP here, the approximation under 3 ms.
+// 150 ms of exposed DP here, the approximation under 3 ms. On the idle VM
+// at the end of that stop (a day its single loops ran 1.2-1.4x slower):
+// 65.5 s wall and 341 MB, above the 60 s target.
 func BenchmarkIterationGPT13B8192FatTreeConnLockstep(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,
