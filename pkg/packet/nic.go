@@ -180,21 +180,8 @@ func (nc *nic) sendFromQP(pid int32) bool {
 		case seq >= 0:
 		case q.sndNxt >= q.size:
 			continue
-		case s.cfg.HasWin:
-			win := q.cc.BaseWin
-			if s.cfg.VarWin {
-				win = int64(float64(win) * q.cc.Rate / q.cc.LineRate)
-				if win < 1 {
-					win = 1
-				}
-			}
-			// SACKed packets have left the network (RFC 6675's pipe):
-			// new data keeps flowing while a hole is repaired, and its
-			// SACKs tell whether a repair was lost again.
-			inflight := q.sndNxt - q.sndUna - nc.tp.sackedBytes(qi)
-			if inflight >= win {
-				continue
-			}
+		case s.cfg.HasWin && nc.windowRoom(q, qi) <= 0:
+			continue
 		}
 		if q.nextAvail > s.now {
 			if earliest < 0 || q.nextAvail < earliest {
@@ -214,8 +201,9 @@ func (nc *nic) sendFromQP(pid int32) bool {
 	return false
 }
 
-// windowRoom is what queue pair q's window (HAS_WIN) leaves for new data,
-// as sendFromQP reckons it (written out there: it is per packet sent).
+// windowRoom is what queue pair q's window (HAS_WIN) leaves for new data:
+// sendFromQP sends none without room, and ACK_COALESCE marks the packet
+// that fills it.
 func (nc *nic) windowRoom(q *qp, qi int32) int64 {
 	win := q.cc.BaseWin
 	if nc.s.cfg.VarWin {
