@@ -296,9 +296,9 @@ func (fa *fabric) routePart(i int32, j int64) error {
 
 // routedIdeal is transfer i's ideal FCT over the paths routePart left in
 // fa.fwd and fa.rev.
-func (fa *fabric) routedIdeal(i int32) int64 {
+func (fa *fabric) routedIdeal(i int32, cell uint16) int64 {
 	s := fa.s
-	return fa.idealFCT(s.partSize(i, 0), fa.idealPath(fa.fwd[:fa.fwdLen], fa.rev[:fa.revLen]))
+	return fa.idealFCT(s.partSize(i, 0), fa.idealPath(fa.fwd[:fa.fwdLen], fa.rev[:fa.revLen]), cell)
 }
 
 func (fa *fabric) idealPath(fwd, rev []route.DirLink) idealPath {
@@ -332,9 +332,18 @@ func (fa *fabric) idealPath(fwd, rev []route.DirLink) idealPath {
 // standalone FCT (a full-MTU packet at every hop plus size / bottleneck)
 // exceeds the measured FCT of a transfer of a few packets: on a 16 Gb/s
 // dragonfly 4 KiB transfers read slowdown 0.75 (issue 32).
-func (fa *fabric) idealFCT(size int64, a idealPath) int64 {
+func (fa *fabric) idealFCT(size int64, a idealPath, cell uint16) int64 {
 	s := fa.s
 	pay, hdr := int64(s.cfg.PayloadSize), float64(s.cfg.HeaderBytes)
+	if cell != 0 {
+		// NVLink cells (nvcell.go): the size's share of the headers,
+		// the smallest cell stored and forwarded.
+		h := int64(s.cfg.HeaderBytes)
+		last := size - (size-1)/int64(cell)*int64(cell)
+		smallest := float64(last + (h*last+pay-1)/pay)
+		wire := float64(size) + float64(h*size)/float64(pay)
+		return s.sendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
+	}
 	n := (size + pay - 1) / pay
 	smallest := float64(size-(n-1)*pay) + hdr
 	wire := float64(size) + float64(n)*hdr

@@ -39,7 +39,10 @@ type qp struct {
 	rcvECN    bool
 	done      bool
 	parked    bool // done, its slot waiting for its last packets (recycle)
-	cc        cc.State
+	// cell: the payload of its packets when it sends NVLink cells
+	// (nvcell.go), 0 for PACKET_PAYLOAD_SIZE (in the struct's padding)
+	cell uint16
+	cc   cc.State
 }
 
 // surQP is a queue pair's surrogate state.
@@ -223,12 +226,12 @@ func (nc *nic) windowRoom(q *qp, qi int32) int64 {
 func (nc *nic) sendData(pid int32, qi int32, seq int64) {
 	s := nc.s
 	q := &nc.qps[qi]
-	size := min(int64(s.cfg.PayloadSize), q.size-seq)
+	size := min(nc.payload(q), q.size-seq)
 	pi := s.newPacket()
 	nc.live[qi]++
 	pkt := &s.pkts[pi]
 	*pkt = packet{seq: seq, sent: s.now, born: s.now, qp: qi, ep: nc.epoch[qi], path: 2 * qi, inDL: -1, size: int32(size),
-		wire: int32(size) + int32(s.cfg.HeaderBytes), intI: -1, kind: pktData, q: dataQ}
+		wire: int32(size) + nc.header(q, size), intI: -1, kind: pktData, q: dataQ}
 	if s.usesINT {
 		pkt.intI = nc.newINT()
 	}
@@ -501,7 +504,11 @@ func (nc *nic) deliver(pi int32) {
 			q.rcvNext = nc.placed.advance(pkt.qp, q.rcvNext, int64(s.cfg.PayloadSize), q.size)
 		}
 		s.stats.Delivered += int64(pkt.size)
-		q.rcvCount++
+		if q.cell == 0 {
+			q.rcvCount++
+		} else {
+			q.rcvCount += nc.cellAcks(q.rcvNext, int64(pkt.size))
+		}
 		q.rcvECN = q.rcvECN || pkt.ecn
 		if q.rcvNext >= q.size && !q.rxDone {
 			q.rxDone = true // the receiver knows the message size: receive completion
@@ -803,7 +810,7 @@ func (nc *nic) openQPs(i int32, waited bool) error {
 			port = int32(s.fab.fwd[0])
 			if j == 0 {
 				f.Sport[i] = nc.sport(i, j)
-				f.Ideal[i] += s.fab.routedIdeal(i)
+				f.Ideal[i] += s.fab.routedIdeal(i, nc.cellFor(i, s.partSize(i, 0), s.fab.fwd[:s.fab.fwdLen]))
 			}
 			nc.addPending(port, i, int32(j))
 		} else {
@@ -820,7 +827,7 @@ func (nc *nic) openQPs(i int32, waited bool) error {
 			port = q.port
 			if j == 0 {
 				f.Sport[i] = q.sport
-				f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), s.fab.idealPath(s.fab.path(2*qi), s.fab.path(2*qi+1)))
+				f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), s.fab.idealPath(s.fab.path(2*qi), s.fab.path(2*qi+1)), q.cell)
 			}
 			nc.addQP(port, qi)
 		}
@@ -858,6 +865,7 @@ func (nc *nic) initQP(qi, i int32, j int64) error {
 		return fmt.Errorf("%s (acknowledgements): %v", f.name(i), err)
 	}
 	q.port = int32(s.fab.paths[int(2*qi)*s.fab.pathW])
+	q.cell = nc.cellFor(i, part, s.fab.path(2*qi))
 	lineRate := s.fab.ports[q.port].bw
 	rtt, win := s.fab.baseRTT(s.fab.path(2*qi), s.fab.path(2*qi+1), lineRate)
 	q.cc = cc.State{LineRate: lineRate, BaseRTT: rtt, BaseWin: win, Seed: s.seed ^ uint64(id)*0x9e3779b97f4a7c15 ^ uint64(j)}

@@ -397,6 +397,8 @@ func (pv *partView) newShadow(c *crossing) int32 {
 		copy(s.fab.paths[int(2*sh+int32(d))*s.fab.pathW:], p)
 		s.fab.pathLen[2*sh+int32(d)] = uint8(len(p))
 	}
+	// The receiver counts a cell's acknowledgements as its sender cut it.
+	q.cell = s.nic.cellFor(c.flow, c.size, c.fwd[:c.fwdLen])
 	pv.shadowOf[sh] = c.home
 	for int(sh>>6) >= len(pv.isShadow) {
 		pv.isShadow = append(pv.isShadow, 0)

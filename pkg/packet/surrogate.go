@@ -550,7 +550,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.nic.sport(i, 0)
-	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal)
+	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal, 0)
 	s.stats.DataPackets += uint64(n)
 	s.stats.Bypassed += uint64(n)
 	s.stats.SentBytes += size
@@ -818,7 +818,7 @@ func (sg *surrogate) bypassPending() error {
 			if err := s.fab.routePart(i, 0); err != nil {
 				return err // routed the same way when it was opened
 			}
-			f.Ideal[i] -= s.fab.routedIdeal(i)
+			f.Ideal[i] -= s.fab.routedIdeal(i, 0)
 		}
 		if err := sg.bypassFlow(i, c.alone); err != nil {
 			return err
