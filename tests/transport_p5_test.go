@@ -58,9 +58,14 @@ var p5Misses = map[string]float64{
 // regions run them as Tree and Ring LL128 now), through
 // fluid with --transport preset=h100-efa: every size within 20% of
 // measured except those p5Misses lists, which it prints; and without
-// -short, packet within 5% of fluid on the 2-node sweeps from 32 to 256
-// MiB (both ops; within 1% when written). -short runs 2 nodes (8 nodes
-// take most of its 30 s of CPU).
+// -short, packet within 5% of fluid on the 2-, 4- and 8-node sweeps from
+// 32 to 256 MiB (both ops). When written, over every size of the sweeps
+// (32 MiB to 4 GiB AllReduce, 2 GiB AllGather), packet / fluid was
+// 0.997-1.012 and 1.002-1.011 on 2 nodes, 0.993-1.010 and 0.995-1.021 on
+// 4, 0.991-1.010 and 0.992-1.010 on 8 (AllReduce and AllGather); the
+// sizes above 256 MiB are not run here (the 8-node AllReduce to 4 GiB
+// alone takes 2 minutes of packet CPU). -short runs 2 nodes through fluid
+// only (8 nodes take most of its fluid time).
 func TestTransportP5HeldOut(t *testing.T) {
 	t.Parallel()
 	fl := []string{"flowsim-analytical", "--model", "fluid"}
@@ -69,16 +74,19 @@ func TestTransportP5HeldOut(t *testing.T) {
 		nodes = nodes[:1]
 	}
 	for _, op := range []string{"allreduce", "allgather"} {
-		if !testing.Short() {
+		for _, n := range nodes {
+			if testing.Short() {
+				break
+			}
 			tr := []string{"--transport", "preset=h100-efa"}
-			f := sweepBackend(t, op, 16, "32MiB:256MiB:2", fl, tr...)
-			p := sweepBackend(t, op, 16, "32MiB:256MiB:2", []string{"flowsim-packet"}, tr...)
+			f := sweepBackend(t, op, n*8, "32MiB:256MiB:2", fl, tr...)
+			p := sweepBackend(t, op, n*8, "32MiB:256MiB:2", []string{"flowsim-packet"}, tr...)
 			if len(f) != 4 || len(p) != 4 {
-				t.Fatalf("%s packet agreement: %d and %d sizes, want 4", op, len(f), len(p))
+				t.Fatalf("%s %dx8 packet agreement: %d and %d sizes, want 4", op, n, len(f), len(p))
 			}
 			for s, us := range f {
 				if r := p[s] / us; r < 0.95 || r > 1.05 {
-					t.Errorf("p5 2x8 %s %d B: packet %.1f us, fluid %.1f us (%.3f), want within 5%%", op, s, p[s], us, r)
+					t.Errorf("p5 %dx8 %s %d B: packet %.1f us, fluid %.1f us (%.3f), want within 5%%", n, op, s, p[s], us, r)
 				}
 			}
 		}
@@ -214,6 +222,50 @@ func TestTransportP5AllToAll(t *testing.T) {
 		}
 		if x < 0.8 || x > 1.2 {
 			t.Errorf("alltoall 4x8 %d B, h100-efa: simulated %.1f us / measured %.1f us = %.2f outside [0.80, 1.20]", s, flow[s], m, x)
+		}
+	}
+}
+
+// dgxH100PacketGaps are the sizes of the one-server H100 sweep (h100-ib,
+// gpus-per-process=8) where packet is more than 5% from fluid, with
+// packet / fluid when listed (issue 30): NVLS at 256 and 512 MiB, whose 16
+// channels' uploads and multicasts fluid shares in step (a 308405-byte
+// multicast 14.9 us, 38551-byte steps 3.2) and packet's ports serve in
+// turn, after which the channels stay apart (11.3 and 1.6 us). Their
+// transfers are above the NVLink cells' 16 packets (pkg/packet
+// nvcell.go), and cutting them finer is no cure: at 4096-byte packets
+// 128 MiB moves to 0.92 and 256 MiB to 1.02, at 1024 both to 1.07.
+var dgxH100PacketGaps = map[int64]float64{
+	256 << 20: 0.92,
+	512 << 20: 0.92,
+}
+
+// Packet and fluid on one HGX H100 under h100-ib with gpus-per-process=8
+// (TestTransportDGXH100Band's setting), AllReduce from 1 MiB to 1 GiB:
+// within 5% except dgxH100PacketGaps, which it prints. LL, LL128 and NVLS
+// below 128 MiB were 0.967-0.988 before NVLink cells and are 0.95-1.00
+// (64 MiB the farthest); 8 B-512 KiB (the launch floor) and 1-8 GiB
+// (1.012) agree as well. -short runs 1-128 MiB.
+func TestTransportDGXH100PacketFluid(t *testing.T) {
+	t.Parallel()
+	tr := []string{"--transport", "preset=h100-ib", "--transport", "gpus-per-process=8"}
+	sweep, want := "1MiB:1GiB:2", 11
+	if testing.Short() {
+		sweep, want = "1MiB:128MiB:2", 8 // 0.6 s of packet CPU, not 2
+	}
+	fl := sweepBackend(t, "allreduce", 8, sweep, []string{"flowsim-analytical", "--model", "fluid"}, tr...)
+	pk := sweepBackend(t, "allreduce", 8, sweep, []string{"flowsim-packet"}, tr...)
+	if len(fl) != want || len(pk) != want {
+		t.Fatalf("%d and %d sizes, want %d", len(fl), len(pk), want)
+	}
+	for s, us := range fl {
+		r := pk[s] / us
+		if was, ok := dgxH100PacketGaps[s]; ok {
+			t.Logf("DGX H100 allreduce %d B: packet / fluid %.3f (known gap, %.2f when listed)", s, r, was)
+			continue
+		}
+		if r < 0.95 || r > 1.05 {
+			t.Errorf("DGX H100 allreduce %d B: packet %.1f us, fluid %.1f us (%.3f), want within 5%%", s, pk[s], us, r)
 		}
 	}
 }

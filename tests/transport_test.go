@@ -108,10 +108,19 @@ func sweepGPU(t *testing.T, gpuType, op string, gpus int, sweep string, backend 
 // slices' fixed work (ring-op). When every chunk paid them in series on
 // its delay_ps, the packet backend, whose last byte leaves the NIC at line
 // rate, hid them and ended 10-35% before fluid at 4-64 MiB. AllReduce at
-// 2 and 4 MiB may be up to 7% apart: one or two NVLS-Tree loops per
-// channel (NCCL's 32-64 KiB chunk per head), whose NVLS phases packet ends
-// 5-6% before fluid with or without the transport: the backends' NVSwitch
-// sharing, not the transport's steps. The Simple ring's sizes (AllGather
+// 2 and 4 MiB may be up to 7% apart (0.939 and 0.949 when written): one
+// or two NVLS-Tree loops per channel (NCCL's 32-64 KiB chunk per head),
+// whose channels fluid keeps in step and packet does not, with or without
+// the transport. Fluid starts a server's channels' 16 KiB tree steps
+// together and shares its NIC among them, each ending after all their
+// bytes (2.3 us past the step alone at 2 MiB); packet's NIC sends them
+// packet by packet, they end one after another, and from then on the
+// channels reach the NIC in turn and each step costs its own bytes, as the
+// NVSwitch's multicast after it does (0.6 us against fluid's 3.4). NVLink
+// cells (pkg/packet nvcell.go) do not change it; cutting network steps
+// into cells as well (a NIC does serialise packets) moved 2 MiB to 0.976
+// but 8 MiB from 0.991 to 0.938, and 4096-byte packets 8 MiB to 0.932.
+// Beyond this test's sizes, 1-4 GiB are within 1.1% (both ops). The Simple ring's sizes (AllGather
 // from 128 MiB, AllReduce's ring at 512 MiB) are covered since a ring's
 // first-loop steps keep their connection's order (collective ringConns):
 // with PXN's relays they had reached a NIC several at once and shared it,
