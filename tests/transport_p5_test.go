@@ -140,8 +140,8 @@ func TestTransportP5HeldOut(t *testing.T) {
 // it as fluid shares it: flowsim-packet now sends a transport step over
 // NVLink alone in about 16 cells (pkg/packet nvcell.go), and the backends
 // agree within 5% at every size from 64 KiB to 16 MiB, LL and LL128, at
-// the default payload (within 2% when written, 0.982 at 16 MiB the
-// farthest; the whole sweep to 8 GiB is within 1.2%).
+// the default payload (within 2% when written, 0.981 at 16 MiB the
+// farthest; from 32 MiB to 8 GiB within 1.2%).
 func TestLLNVLinkPacketGranularity(t *testing.T) {
 	t.Parallel()
 	a100 := []string{"--transport", "preset=a100", "--transport", "gpus-per-process=8"}
