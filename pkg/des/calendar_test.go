@@ -406,6 +406,12 @@ func TestCalendarRetunes(t *testing.T) {
 			now = a.At
 		}
 		widest = max(widest, c.shift)
+		// Wider buckets, fewer of them: past wideHorizon doublings the
+		// horizon stays put, down to minWheel buckets.
+		w := int(c.shift - c.minShift)
+		if h, want := (c.mask+1)<<c.shift, int64(max(1024>>max(0, w-wideHorizon), minWheel))<<c.shift; h != want {
+			t.Fatalf("phase %d: buckets of 2^%d ps span %d ps, want %d", phase, c.shift, h, want)
+		}
 		if sparse && c.shift == c.minShift {
 			t.Fatalf("phase %d: a sparse run left the buckets at 2^%d ps", phase, c.shift)
 		}

@@ -47,6 +47,10 @@ type pfc struct {
 	high, low int64
 	// kept: the PAUSE-expiry wakes kept out of the calendar (keep).
 	kept keptWakes
+	// to: per directed link, the node it leads to (its port's to), for
+	// refresh: a 127-to-1 incast's refreshes each missed the cache on
+	// the port struct for it.
+	to []int32
 }
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
@@ -121,11 +125,18 @@ func (f *pfc) leave(pkt *packet) {
 // (waitfor.go).
 func (f *pfc) refresh(k int32) {
 	s := f.s
-	s.cur = s.fab.ports[k/nQ].to
+	if f.to == nil {
+		f.to = make([]int32, len(s.fab.ports))
+		for i := range s.fab.ports {
+			f.to[i] = s.fab.ports[i].to
+		}
+	}
+	v := f.to[k/nQ]
+	s.cur = v
 	if !f.pausedQ[k] {
 		return
 	}
-	if v := s.fab.ports[k/nQ].to; s.now-s.watch.lastMove[v] > s.watch.stallWindow() {
+	if s.now-s.watch.lastMove[v] > s.watch.stallWindow() {
 		if s.watch.stalledSwitch(v, k); s.watch.stalled != nil {
 			return
 		}
@@ -245,7 +256,10 @@ func (f *pfc) settleAt(p *port, now int64, seq uint64) {
 		}
 		f.pause(p, int(e.q), e.at)
 	}
-	if n > 0 {
+	switch {
+	case n == int(p.lz):
+		p.lz = 0 // the common case: no copy (a memmove call, 1.6% of a 127-to-1 incast)
+	case n > 0:
 		copy(p.lzs[:], p.lzs[n:p.lz])
 		p.lz -= uint8(n)
 	}

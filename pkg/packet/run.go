@@ -359,15 +359,17 @@ func (s *Sim) loop(end int64, window bool) error {
 		// Touch the next arrival's packet now: at 1024 GPUs packets and
 		// ports are no longer in cache, and the load overlaps this event's
 		// work instead of stalling the next one.
-		if k, t, a, ok := s.q.PeekNearArg(); ok {
-			switch k {
-			case evArrive:
-				prefetch.Line(unsafe.Pointer(&s.pkts[t]))
-				if a > 0 {
-					prefetch.Line(unsafe.Pointer(&s.fab.ports[a-1]))
+		if s.readAhead {
+			if k, t, a, ok := s.q.PeekNearArg(); ok {
+				switch k {
+				case evArrive:
+					prefetch.Line(unsafe.Pointer(&s.pkts[t]))
+					if a > 0 {
+						prefetch.Line(unsafe.Pointer(&s.fab.ports[a-1]))
+					}
+				case evTxDone:
+					prefetch.Line(unsafe.Pointer(&s.fab.ports[t]))
 				}
-			case evTxDone:
-				prefetch.Line(unsafe.Pointer(&s.fab.ports[t]))
 			}
 		}
 		if s.suspended && s.sur.hold(ev) {

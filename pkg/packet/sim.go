@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/internal/grow"
@@ -225,6 +226,10 @@ type Sim struct {
 
 	// This Sim as a part of a partitioned run (partition.go).
 	pv partView
+
+	// readAhead: the loop touches the next event's packet and port ahead
+	// of it (loop), for fabrics whose ports outgrow the cache.
+	readAhead bool
 }
 
 // maxLinkLatency keeps every time sum far from int64's end (1 s of
@@ -291,6 +296,9 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 	}
 	nd := 2 * len(t.Links)
 	s.fab.ports = make([]port, nd)
+	// A k=8 fat-tree's 768 ports (480 KB) stay in cache: reading ahead
+	// only cost its PFC incasts' loop (a call and a peek per event).
+	s.readAhead = uintptr(nd)*unsafe.Sizeof(port{}) > 512<<10
 	s.fab.rngs = make([]rand.PCG, 2*nd)
 	s.watch.portMove = make([]int64, nd)
 	s.watch.stallFloorPs = 1_000_000_000
