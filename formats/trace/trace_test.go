@@ -293,20 +293,23 @@ func TestV2ColumnsRequired(t *testing.T) {
 	}
 }
 
-// TestArrowFileSpill forces the Arrow file writer's spool onto disk.
+// TestArrowFileSpill forces the Arrow file writer's spool onto disk: from
+// its first batch, after one held in memory, and never (the default).
 func TestArrowFileSpill(t *testing.T) {
 	defer func(v int) { spoolMemLimit = v }(spoolMemLimit)
-	spoolMemLimit = 1 << 20
-	rows := genRows(200_000)
-	var buf bytes.Buffer
-	w, err := NewWriter(&buf, ArrowFile, testMeta())
-	if err != nil {
-		t.Fatal(err)
+	rows := genRows(2*batchRows + 1000)
+	for _, limit := range []int{1 << 20, batchBytes(batchRows), spoolMemLimit} {
+		spoolMemLimit = limit
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, ArrowFile, testMeta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, rows)
+		r, err := NewReader(&buf, "spill.arrow")
+		_, got := readBack(t, r, err)
+		compareRows(t, got, rows)
 	}
-	writeAll(t, w, rows)
-	r, err := NewReader(&buf, "spill.arrow")
-	_, got := readBack(t, r, err)
-	compareRows(t, got, rows)
 }
 
 // TestArrowLayout checks the choices formats/trace.md documents: one

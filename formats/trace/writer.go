@@ -289,7 +289,9 @@ func (w *arrowWriter) flush() error {
 	if w.spool == nil {
 		w.spool = &spool{}
 	}
-	return w.spool.writeBatch(w.cur)
+	next, err := w.spool.add(w.cur)
+	w.cur = next
+	return err
 }
 
 type recordWriter interface {
@@ -374,6 +376,13 @@ func (w *arrowWriter) finish() error {
 	}
 	if w.spool != nil {
 		defer w.spool.close()
+	}
+	for _, b := range w.spool.batches() {
+		if err := w.writeRecord(fw, b); err != nil {
+			return err
+		}
+	}
+	if w.spool != nil && w.spool.f != nil {
 		r, err := w.spool.reader()
 		if err != nil {
 			return err
