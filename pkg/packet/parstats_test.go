@@ -49,6 +49,15 @@ func TestParallelStatsCounts(t *testing.T) {
 		if id := ps.Ideal(); id < 1 || id > float64(parts) || ps.MaxSum > ps.Events || ps.MaxSum*uint64(parts) < ps.Events {
 			t.Fatalf("%d parts: ideal speedup %.3f (%d events, %d in the busiest parts)", parts, id, ps.Events, ps.MaxSum)
 		}
+		// Longer windows: the busiest parts' sum never grows as windows
+		// merge, and never falls below a part's share.
+		prev := ps.MaxSum
+		for i := range widerBy {
+			if w := ps.Wider[i]; w > prev || w*uint64(parts) < ps.Events {
+				t.Fatalf("%d parts: windows %dx as long: busiest parts' sum %d (%dx shorter: %d, events %d)", parts, widerBy[i], w, widerBy[max(i-1, 0)], prev, ps.Events)
+			}
+			prev = ps.Wider[i]
+		}
 		if ps.IdealThreads() != 1 {
 			t.Fatalf("%d parts on one thread: ideal %.3f, want 1", parts, ps.IdealThreads())
 		}
@@ -215,4 +224,30 @@ func TestRefineLowersCost(t *testing.T) {
 		t.Fatalf("a part without load: %v", load)
 	}
 	t.Logf("cost %.4g -> %.4g; parts' loads %v", before, after, load)
+}
+
+// Windows taken widerBy at a time, by hand: two parts whose load swaps
+// every window (3,1 then 1,3) run 8 events in 6 busiest-part events a
+// window at a time (ideal 1.33) but in 4 two at a time (ideal 2); five
+// windows leave a partial last group, counted too.
+func TestWidenerByHand(t *testing.T) {
+	ps := &ParallelStats{}
+	w := newWidener(2)
+	win := [][]uint64{{3, 1}, {1, 3}, {3, 1}, {1, 3}, {5, 0}}
+	for _, e := range win {
+		ps.Events += e[0] + e[1]
+		ps.MaxSum += slices.Max(e)
+		w.add(ps, e)
+	}
+	w.close(ps)
+	// By 2: (4,4) (4,4) (5,0); by 4: (8,8) (5,0); by 16: (13,8).
+	want := map[int]uint64{2: 4 + 4 + 5, 4: 8 + 5, 16: 13}
+	for i, g := range widerBy {
+		if ps.Wider[i] != want[g] {
+			t.Fatalf("windows %dx as long: busiest parts' sum %d, want %d", g, ps.Wider[i], want[g])
+		}
+	}
+	if got := ps.IdealWider(0); got != 21.0/13 {
+		t.Fatalf("ideal at 2x: %v, want 21/13", got)
+	}
 }

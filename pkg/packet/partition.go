@@ -633,10 +633,12 @@ func (s *Sim) runPartitioned() error {
 		wlog = newWindowLog(s.pv.log, pt.n)
 	}
 	windowEvents := make([]uint64, pt.n)
+	wider := newWidener(pt.n)
 	first := int64(-1)
 	loopStart, cpuStart, gcStart := time.Now(), cpuSecs(), gcCPU()
 	var betweenFrom int64 // the caller's CPU clock as a timed window ended
 	defer func() {
+		wider.close(ps)
 		ps.Loop = time.Since(loopStart)
 		ps.ProcessCPU = time.Duration((cpuSecs() - cpuStart) * 1e9)
 		ps.GCCPU = time.Duration((gcCPU() - gcStart) * 1e9)
@@ -712,6 +714,7 @@ func (s *Sim) runPartitioned() error {
 		ps.SpanPs = end - first
 		ps.Events = total
 		ps.MaxSum += most
+		wider.add(ps, windowEvents)
 		ps.ThreadSum += max(most, (total-events+uint64(ps.Threads)-1)/uint64(ps.Threads))
 		if wlog != nil {
 			wlog.line(w, next, end, windowEvents, most, wait)
