@@ -58,6 +58,13 @@ func TestParallelStatsCounts(t *testing.T) {
 			}
 			prev = ps.Wider[i]
 		}
+		// Fewer threads taking the parts: never faster than the busiest
+		// part, nor than the threads sharing every event.
+		for i, th := range ps.TakenBy {
+			if x := ps.Taken[i]; x < ps.MaxSum || x*uint64(th) < ps.Events || x > ps.Events {
+				t.Fatalf("%d parts on %d threads: busiest threads' sum %d (busiest parts' %d, events %d)", parts, th, x, ps.MaxSum, ps.Events)
+			}
+		}
 		if ps.IdealThreads() != 1 {
 			t.Fatalf("%d parts on one thread: ideal %.3f, want 1", parts, ps.IdealThreads())
 		}
@@ -249,5 +256,31 @@ func TestWidenerByHand(t *testing.T) {
 	}
 	if got := ps.IdealWider(0); got != 21.0/13 {
 		t.Fatalf("ideal at 2x: %v, want 21/13", got)
+	}
+}
+
+// Parts taken by fewer threads, by hand: parts of 5, 1, 4 and 2 events
+// taken heaviest first (5, 4, 2, 1) by two threads, each by the first one
+// free: 5+1 and 4+2, 6 events the window; in part order 5+2 and 1+4, 7.
+func TestTakenByHand(t *testing.T) {
+	events := []uint64{5, 1, 4, 2}
+	order := []int32{0, 1, 2, 3}
+	ps := &ParallelStats{TakenBy: []int{2, 3}, Taken: make([]uint64, 2)}
+	free := make([]uint64, 4)
+	ps.take(order, events, free)
+	if ps.Taken[0] != 7 || ps.Taken[1] != 5 {
+		t.Fatalf("in part order: busiest of 2 threads %d, of 3 %d; want 7 and 5", ps.Taken[0], ps.Taken[1])
+	}
+	takeOrder(order, events)
+	if !slices.Equal(order, []int32{0, 2, 3, 1}) {
+		t.Fatalf("order %v, want heaviest first 0 2 3 1", order)
+	}
+	ps.Taken = make([]uint64, 2)
+	ps.take(order, events, free)
+	if ps.Taken[0] != 6 || ps.Taken[1] != 5 {
+		t.Fatalf("heaviest first: busiest of 2 threads %d, of 3 %d; want 6 and 5", ps.Taken[0], ps.Taken[1])
+	}
+	if got := takenBy(16); !slices.Equal(got, []int{2, 4, 8}) {
+		t.Fatalf("takenBy(16) = %v", got)
 	}
 }

@@ -626,7 +626,10 @@ func (s *Sim) runPartitioned() error {
 	defer crew.stop()
 	stop := s.cfg.StopPs
 	var events uint64
-	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n), PartCPU: make([]time.Duration, pt.n)}
+	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n), PartCPU: make([]time.Duration, pt.n),
+		TakenBy: takenBy(pt.n)}
+	ps.Taken = make([]uint64, len(ps.TakenBy))
+	free := make([]uint64, pt.n)
 	s.pv.stats = ps
 	var wlog *windowLog
 	if s.pv.log != nil {
@@ -715,6 +718,8 @@ func (s *Sim) runPartitioned() error {
 		ps.Events = total
 		ps.MaxSum += most
 		wider.add(ps, windowEvents)
+		ps.take(crew.order, windowEvents, free)
+		takeOrder(crew.order, windowEvents)
 		ps.ThreadSum += max(most, (total-events+uint64(ps.Threads)-1)/uint64(ps.Threads))
 		if wlog != nil {
 			wlog.line(w, next, end, windowEvents, most, wait)
@@ -787,6 +792,9 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 // sleeping thread takes), then sleep.
 type crew struct {
 	sims []*Sim
+	// order is the parts in the order the threads take them: the
+	// caller sets it between windows (takeOrder).
+	order []int32
 	// next is the window number + 1 in its high bits and the parts taken
 	// in its low 16 (a stale take cannot succeed in a later window); -1
 	// stops the threads.
@@ -808,7 +816,10 @@ type crew struct {
 }
 
 func newCrew(sims []*Sim, threads int) *crew {
-	c := &crew{sims: sims, threads: threads}
+	c := &crew{sims: sims, threads: threads, order: make([]int32, len(sims))}
+	for k := range c.order {
+		c.order[k] = int32(k)
+	}
 	c.next.init()
 	c.finished.init()
 	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
@@ -843,7 +854,7 @@ func (c *crew) take(v int64) bool {
 	if !c.next.v.CompareAndSwap(v, v+1) {
 		return false
 	}
-	c.sims[v&0xffff].runWindow(c.end, c.par, c.timed)
+	c.sims[c.order[v&0xffff]].runWindow(c.end, c.par, c.timed)
 	return true
 }
 
