@@ -58,6 +58,11 @@ func TestParallelStatsCounts(t *testing.T) {
 			}
 			prev = ps.Wider[i]
 		}
+		for i := range ps.TakenBy {
+			if p := ps.ProjectedTaken(i); p > float64(ps.TakenBy[i])+1e-9 || (threadCPU() != 0 && p <= 0) {
+				t.Fatalf("%d parts on %d threads: projected speedup %.2f", parts, ps.TakenBy[i], p)
+			}
+		}
 		// Fewer threads taking the parts: never faster than the busiest
 		// part, nor than the threads sharing every event.
 		for i, th := range ps.TakenBy {
@@ -265,7 +270,7 @@ func TestWidenerByHand(t *testing.T) {
 func TestTakenByHand(t *testing.T) {
 	events := []uint64{5, 1, 4, 2}
 	order := []int32{0, 1, 2, 3}
-	ps := &ParallelStats{TakenBy: []int{2, 3}, Taken: make([]uint64, 2)}
+	ps := &ParallelStats{TakenBy: []int{2, 3}, Taken: make([]uint64, 2), TakenCPU: make([]time.Duration, 2)}
 	free := make([]uint64, 4)
 	ps.take(order, events, free)
 	if ps.Taken[0] != 7 || ps.Taken[1] != 5 {
@@ -279,6 +284,10 @@ func TestTakenByHand(t *testing.T) {
 	ps.take(order, events, free)
 	if ps.Taken[0] != 6 || ps.Taken[1] != 5 {
 		t.Fatalf("heaviest first: busiest of 2 threads %d, of 3 %d; want 6 and 5", ps.Taken[0], ps.Taken[1])
+	}
+	ps.takeCPU(order, []uint64{50, 10, 40, 20}, free)
+	if ps.TakenCPU[0] != 60 || ps.TakenCPU[1] != 50 {
+		t.Fatalf("heaviest first by CPU: busiest of 2 threads %v, of 3 %v; want 60 and 50 ns", ps.TakenCPU[0], ps.TakenCPU[1])
 	}
 	if got := takenBy(16); !slices.Equal(got, []int{2, 4, 8}) {
 		t.Fatalf("takenBy(16) = %v", got)

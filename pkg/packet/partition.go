@@ -628,8 +628,8 @@ func (s *Sim) runPartitioned() error {
 	var events uint64
 	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n), PartCPU: make([]time.Duration, pt.n),
 		TakenBy: takenBy(pt.n)}
-	ps.Taken = make([]uint64, len(ps.TakenBy))
-	free := make([]uint64, pt.n)
+	ps.Taken, ps.TakenCPU = make([]uint64, len(ps.TakenBy)), make([]time.Duration, len(ps.TakenBy))
+	free, windowCPU := make([]uint64, pt.n), make([]uint64, pt.n)
 	s.pv.stats = ps
 	var wlog *windowLog
 	if s.pv.log != nil {
@@ -705,6 +705,7 @@ func (s *Sim) runPartitioned() error {
 			most = max(most, windowEvents[k])
 			if timed {
 				ps.PartCPU[k] += time.Duration(c.pv.cpu)
+				windowCPU[k] = uint64(max(c.pv.cpu, 0))
 				mostCPU = max(mostCPU, c.pv.cpu)
 				ps.TimedEvents += windowEvents[k]
 			}
@@ -719,6 +720,9 @@ func (s *Sim) runPartitioned() error {
 		ps.MaxSum += most
 		wider.add(ps, windowEvents)
 		ps.take(crew.order, windowEvents, free)
+		if timed {
+			ps.takeCPU(crew.order, windowCPU, free)
+		}
 		takeOrder(crew.order, windowEvents)
 		ps.ThreadSum += max(most, (total-events+uint64(ps.Threads)-1)/uint64(ps.Threads))
 		if wlog != nil {
