@@ -167,7 +167,8 @@ func loadAverage() string {
 // parts heaviest first: more parts than threads even out what drifts
 // between parts over hundreds of windows (the AllReduce's rails falling
 // out of step), which no cut does: 7.74 for 16 parts on 8 threads and
-// 15.28 for 32 on 16 on the AllReduce, 7.58 for 16 on 8 on the AllToAll.
+// 15.28 for 32 on 16 on the AllReduce, 7.58 for 16 on 8 and 14.29 for
+// 32 on 16 on the AllToAll (32 parts alone: 25.70 and 19.46).
 func BenchmarkPacketParallelCeiling(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for _, c := range packetCases {
