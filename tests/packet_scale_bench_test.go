@@ -148,8 +148,8 @@ func loadAverage() string {
 	return "unknown"
 }
 
-// Issue 36: the parallel loop's ceiling, on any machine. With 8 and 16
-// parts on one thread (slow, but the counts are the same at any threads),
+// Issue 36: the parallel loop's ceiling, on any machine. With 8, 16 and
+// 32 parts on one thread (slow, but the counts are the same at any threads),
 // the ideal speedup: events over the sum of each window's busiest part,
 // what as many idle cores could reach at best. The target is 7 at 8 parts
 // and 12 at 16 on both cases. With the parts in blocks of servers it was
@@ -161,18 +161,40 @@ func loadAverage() string {
 // 0.008 crossings an event, and 48 and 61 s of CPU against 68 and 80 s
 // in blocks), 6.78 and 12.30 on the AllToAll (clusters; 0.46 and 0.50);
 // with the clusters refined by the model's phase-summed cost, 7.41 and
-// 12.34 on the AllToAll (0.467 and 0.501), the AllReduce unchanged.
+// 12.34 on the AllToAll (0.467 and 0.501), the AllReduce unchanged. A
+// stop later, 7.08 and 13.35, and 7.38 and 12.14 (loaded machine).
+// Also 32 parts, and each count with half as many threads taking the
+// parts heaviest first: more parts than threads even out what drifts
+// between parts over hundreds of windows (the AllReduce's rails falling
+// out of step), which no cut does: 7.74 for 16 parts on 8 threads and
+// 15.28 for 32 on 16 on the AllReduce, 7.58 for 16 on 8 and 14.29 for
+// 32 on 16 on the AllToAll (32 parts alone: 25.70 and 19.46).
 func BenchmarkPacketParallelCeiling(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		for _, c := range packetCases {
-			for _, p := range []int{8, 16} {
+			for _, p := range []int{8, 16, 32} {
 				out := c.run(b, "--partitions", strconv.Itoa(p), "--threads", "1")
 				ideal := idealSpeedup(b, out)
-				fmt.Printf("packet %s, %d partitions: ideal speedup %.2f\n", c.name, p, ideal)
+				// Half as many threads taking the parts, heaviest first.
+				taken := takenSpeedup(b, out, p/2)
+				fmt.Printf("packet %s, %d partitions: ideal speedup %.2f; on %d threads %.2f\n", c.name, p, ideal, p/2, taken)
 				b.ReportMetric(ideal, fmt.Sprintf("ideal-%s-p%d", c.short, p))
+				b.ReportMetric(taken, fmt.Sprintf("ideal-%s-p%d-t%d", c.short, p, p/2))
 			}
 		}
 	}
+}
+
+// takenSpeedup reads from flowsim-packet's parallel summary the ideal
+// speedup of t threads taking the parts heaviest first.
+func takenSpeedup(b *testing.B, out string, t int) float64 {
+	b.Helper()
+	m := regexp.MustCompile(`taken heaviest first.*\b` + strconv.Itoa(t) + ` threads ([\d.]+)`).FindStringSubmatch(out)
+	if m == nil {
+		b.Fatalf("no ideal speedup on %d threads in %q", t, out)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
 }
 
 // A 4096-GPU Spectrum-X H100 cluster running one direct AllToAll of

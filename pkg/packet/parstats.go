@@ -2,10 +2,13 @@ package packet
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"io"
 	"runtime/metrics"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -27,6 +30,20 @@ type ParallelStats struct {
 	// schedule of Threads threads could take (the busiest part, or the
 	// window's events over the threads if more).
 	Events, MaxSum, ThreadSum uint64
+	// Wider[i] is MaxSum over windows widerBy[i] times as long: the
+	// windows taken widerBy[i] at a time, each group's busiest part's
+	// events summed (widen). A lookahead that many times the links'
+	// would run the same events in those longer windows.
+	Wider [len(widerBy)]uint64
+	// Taken[i] is the sum over windows of the events the busiest of
+	// TakenBy[i] threads runs when they take the parts as the crew does
+	// (heaviest in the window before first, each by the first thread
+	// free): with more parts than threads, a part that grows as another
+	// shrinks shares a thread's window with a light one.
+	TakenBy []int
+	Taken   []uint64
+	// TakenCPU is the same from the parts' CPU in the timed windows.
+	TakenCPU []time.Duration
 	// PartEvents is each part's events; Crossings the packets and PFC
 	// frames that went from one part to another.
 	PartEvents []uint64
@@ -107,6 +124,136 @@ func (p *ParallelStats) Ideal() float64 {
 	return float64(p.Events) / float64(p.MaxSum)
 }
 
+// IdealWider is the ideal speedup with windows widerBy[i] times as long.
+func (p *ParallelStats) IdealWider(i int) float64 {
+	if p.Wider[i] == 0 {
+		return 1
+	}
+	return float64(p.Events) / float64(p.Wider[i])
+}
+
+// widerBy are the factors the summary widens windows by (IdealWider): how
+// much a longer lookahead could raise the ceiling. On the 1024-GPU DP
+// AllReduce at 8 parts, hardly (7.08 at 1x, 7.10 at 16x): its parts'
+// shares drift over hundreds of windows as the rails fall out of step,
+// which no window length evens out.
+var widerBy = [...]int{2, 4, 16}
+
+// widener groups consecutive windows' events per part for Wider.
+type widener struct {
+	acc [len(widerBy)][]uint64
+	n   int // windows added
+}
+
+func newWidener(parts int) *widener {
+	w := &widener{}
+	for i := range w.acc {
+		w.acc[i] = make([]uint64, parts)
+	}
+	return w
+}
+
+// add counts one window's events per part into p.Wider, closing each
+// group that it completes.
+func (w *widener) add(p *ParallelStats, events []uint64) {
+	w.n++
+	for i, g := range widerBy {
+		acc := w.acc[i]
+		for k, e := range events {
+			acc[k] += e
+		}
+		if w.n%g == 0 {
+			p.Wider[i] += slices.Max(acc)
+			clear(acc)
+		}
+	}
+}
+
+// close counts the last, partial groups.
+func (w *widener) close(p *ParallelStats) {
+	for i, g := range widerBy {
+		if w.n%g != 0 {
+			p.Wider[i] += slices.Max(w.acc[i])
+			clear(w.acc[i])
+		}
+	}
+	w.n = 0
+}
+
+// IdealTaken is the ideal speedup of TakenBy[i] threads taking the parts
+// as the crew does.
+func (p *ParallelStats) IdealTaken(i int) float64 {
+	if p.Taken[i] == 0 {
+		return 1
+	}
+	return float64(p.Events) / float64(p.Taken[i])
+}
+
+// takenBy is the thread counts the summary schedules the parts on: the
+// powers of two below the parts.
+func takenBy(parts int) []int {
+	var ts []int
+	for t := 2; t < parts; t *= 2 {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// takeOrder sorts the parts by their events in the last window, heaviest
+// first (ties: the lower part), the order the crew's threads take them in
+// the next window: a part's load changes slowly from one window to the
+// next, so this is nearly the longest-first schedule. On the 1024-GPU DP
+// AllReduce's 16 parts (in part order: 7.20 on 8 threads), 7.74.
+func takeOrder(order []int32, events []uint64) {
+	slices.SortFunc(order, func(a, b int32) int {
+		return cmp.Or(cmp.Compare(events[b], events[a]), cmp.Compare(a, b))
+	})
+}
+
+// take adds to p.Taken the window whose events per part are events, the
+// parts taken in order by each count of threads.
+func (p *ParallelStats) take(order []int32, events []uint64, free []uint64) {
+	for i, t := range p.TakenBy {
+		p.Taken[i] += schedule(order, events, free[:t])
+	}
+}
+
+// takeCPU adds to p.TakenCPU a timed window whose CPU per part (ns) is
+// cpu, as take does.
+func (p *ParallelStats) takeCPU(order []int32, cpu []uint64, free []uint64) {
+	for i, t := range p.TakenBy {
+		p.TakenCPU[i] += time.Duration(schedule(order, cpu, free[:t]))
+	}
+}
+
+// schedule is the time the busiest of len(busy) threads takes when they
+// take the parts in order, each by the first thread free, part k costing
+// cost[k].
+func schedule(order []int32, cost []uint64, busy []uint64) uint64 {
+	clear(busy)
+	for _, k := range order {
+		j := 0
+		for x := 1; x < len(busy); x++ {
+			if busy[x] < busy[j] {
+				j = x
+			}
+		}
+		busy[j] += cost[k]
+	}
+	return slices.Max(busy)
+}
+
+// ProjectedTaken is ProjectedCPU for TakenBy[i] threads taking the parts
+// (heaviest first).
+func (p *ParallelStats) ProjectedTaken(i int) float64 {
+	t := p.TakenBy[i]
+	if p.TakenCPU[i] <= 0 {
+		return 1
+	}
+	path := p.scaled(p.TakenCPU[i]) + p.scaledWindows(p.Between) + p.GCCPU/time.Duration(t)
+	return float64(p.PartsCPU()) / float64(path)
+}
+
 // IdealThreads is the same bound with Threads threads taking the parts.
 func (p *ParallelStats) IdealThreads() float64 {
 	if p.ThreadSum == 0 {
@@ -140,12 +287,28 @@ func (p *ParallelStats) Summary() string {
 	if p.SpanPs > 0 {
 		full = float64(p.Windows) * float64(p.LookaheadPs) / float64(p.SpanPs)
 	}
-	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f)\n"+
+	var wider []string
+	for i, g := range widerBy {
+		wider = append(wider, fmt.Sprintf("%dx %.2f", g, p.IdealWider(i)))
+	}
+	taken := ""
+	if len(p.TakenBy) > 0 {
+		var ts []string
+		for i, t := range p.TakenBy {
+			x := fmt.Sprintf("%d threads %.2f", t, p.IdealTaken(i))
+			if p.PartsCPU() > 0 {
+				x += fmt.Sprintf(" (projected from CPU %.2f)", p.ProjectedTaken(i))
+			}
+			ts = append(ts, x)
+		}
+		taken = fmt.Sprintf("parallel: the parts taken heaviest first by fewer threads, ideal speedup at %s\n", strings.Join(ts, ", "))
+	}
+	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f; windows longer by %s)\n"+
 		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event)\n"+
 		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time; %d windows run by one thread alone\n",
-		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(),
+		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(), strings.Join(wider, ", "),
 		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)),
-		p.Loop.Seconds(), 100*p.WaitShare(), p.Alone) + p.cpuLine()
+		p.Loop.Seconds(), 100*p.WaitShare(), p.Alone) + taken + p.cpuLine()
 }
 
 // cpuLine is the summary's CPU figures (none where threads' clocks are

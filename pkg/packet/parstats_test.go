@@ -49,6 +49,27 @@ func TestParallelStatsCounts(t *testing.T) {
 		if id := ps.Ideal(); id < 1 || id > float64(parts) || ps.MaxSum > ps.Events || ps.MaxSum*uint64(parts) < ps.Events {
 			t.Fatalf("%d parts: ideal speedup %.3f (%d events, %d in the busiest parts)", parts, id, ps.Events, ps.MaxSum)
 		}
+		// Longer windows: the busiest parts' sum never grows as windows
+		// merge, and never falls below a part's share.
+		prev := ps.MaxSum
+		for i := range widerBy {
+			if w := ps.Wider[i]; w > prev || w*uint64(parts) < ps.Events {
+				t.Fatalf("%d parts: windows %dx as long: busiest parts' sum %d (%dx shorter: %d, events %d)", parts, widerBy[i], w, widerBy[max(i-1, 0)], prev, ps.Events)
+			}
+			prev = ps.Wider[i]
+		}
+		for i := range ps.TakenBy {
+			if p := ps.ProjectedTaken(i); p > float64(ps.TakenBy[i])+1e-9 || (threadCPU() != 0 && p <= 0) {
+				t.Fatalf("%d parts on %d threads: projected speedup %.2f", parts, ps.TakenBy[i], p)
+			}
+		}
+		// Fewer threads taking the parts: never faster than the busiest
+		// part, nor than the threads sharing every event.
+		for i, th := range ps.TakenBy {
+			if x := ps.Taken[i]; x < ps.MaxSum || x*uint64(th) < ps.Events || x > ps.Events {
+				t.Fatalf("%d parts on %d threads: busiest threads' sum %d (busiest parts' %d, events %d)", parts, th, x, ps.MaxSum, ps.Events)
+			}
+		}
 		if ps.IdealThreads() != 1 {
 			t.Fatalf("%d parts on one thread: ideal %.3f, want 1", parts, ps.IdealThreads())
 		}
@@ -215,4 +236,60 @@ func TestRefineLowersCost(t *testing.T) {
 		t.Fatalf("a part without load: %v", load)
 	}
 	t.Logf("cost %.4g -> %.4g; parts' loads %v", before, after, load)
+}
+
+// Windows taken widerBy at a time, by hand: two parts whose load swaps
+// every window (3,1 then 1,3) run 8 events in 6 busiest-part events a
+// window at a time (ideal 1.33) but in 4 two at a time (ideal 2); five
+// windows leave a partial last group, counted too.
+func TestWidenerByHand(t *testing.T) {
+	ps := &ParallelStats{}
+	w := newWidener(2)
+	win := [][]uint64{{3, 1}, {1, 3}, {3, 1}, {1, 3}, {5, 0}}
+	for _, e := range win {
+		ps.Events += e[0] + e[1]
+		ps.MaxSum += slices.Max(e)
+		w.add(ps, e)
+	}
+	w.close(ps)
+	// By 2: (4,4) (4,4) (5,0); by 4: (8,8) (5,0); by 16: (13,8).
+	want := map[int]uint64{2: 4 + 4 + 5, 4: 8 + 5, 16: 13}
+	for i, g := range widerBy {
+		if ps.Wider[i] != want[g] {
+			t.Fatalf("windows %dx as long: busiest parts' sum %d, want %d", g, ps.Wider[i], want[g])
+		}
+	}
+	if got := ps.IdealWider(0); got != 21.0/13 {
+		t.Fatalf("ideal at 2x: %v, want 21/13", got)
+	}
+}
+
+// Parts taken by fewer threads, by hand: parts of 5, 1, 4 and 2 events
+// taken heaviest first (5, 4, 2, 1) by two threads, each by the first one
+// free: 5+1 and 4+2, 6 events the window; in part order 5+2 and 1+4, 7.
+func TestTakenByHand(t *testing.T) {
+	events := []uint64{5, 1, 4, 2}
+	order := []int32{0, 1, 2, 3}
+	ps := &ParallelStats{TakenBy: []int{2, 3}, Taken: make([]uint64, 2), TakenCPU: make([]time.Duration, 2)}
+	free := make([]uint64, 4)
+	ps.take(order, events, free)
+	if ps.Taken[0] != 7 || ps.Taken[1] != 5 {
+		t.Fatalf("in part order: busiest of 2 threads %d, of 3 %d; want 7 and 5", ps.Taken[0], ps.Taken[1])
+	}
+	takeOrder(order, events)
+	if !slices.Equal(order, []int32{0, 2, 3, 1}) {
+		t.Fatalf("order %v, want heaviest first 0 2 3 1", order)
+	}
+	ps.Taken = make([]uint64, 2)
+	ps.take(order, events, free)
+	if ps.Taken[0] != 6 || ps.Taken[1] != 5 {
+		t.Fatalf("heaviest first: busiest of 2 threads %d, of 3 %d; want 6 and 5", ps.Taken[0], ps.Taken[1])
+	}
+	ps.takeCPU(order, []uint64{50, 10, 40, 20}, free)
+	if ps.TakenCPU[0] != 60 || ps.TakenCPU[1] != 50 {
+		t.Fatalf("heaviest first by CPU: busiest of 2 threads %v, of 3 %v; want 60 and 50 ns", ps.TakenCPU[0], ps.TakenCPU[1])
+	}
+	if got := takenBy(16); !slices.Equal(got, []int{2, 4, 8}) {
+		t.Fatalf("takenBy(16) = %v", got)
+	}
 }

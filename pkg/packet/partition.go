@@ -628,17 +628,22 @@ func (s *Sim) runPartitioned() error {
 	defer crew.stop()
 	stop := s.cfg.StopPs
 	var events uint64
-	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n), PartCPU: make([]time.Duration, pt.n)}
+	ps := &ParallelStats{Cut: pt.by, Parts: pt.n, Threads: crew.threads, LookaheadPs: pt.lookahead, PartEvents: make([]uint64, pt.n), PartCPU: make([]time.Duration, pt.n),
+		TakenBy: takenBy(pt.n)}
+	ps.Taken, ps.TakenCPU = make([]uint64, len(ps.TakenBy)), make([]time.Duration, len(ps.TakenBy))
+	free, windowCPU := make([]uint64, pt.n), make([]uint64, pt.n)
 	s.pv.stats = ps
 	var wlog *windowLog
 	if s.pv.log != nil {
 		wlog = newWindowLog(s.pv.log, pt.n)
 	}
 	windowEvents := make([]uint64, pt.n)
+	wider := newWidener(pt.n)
 	first := int64(-1)
 	loopStart, cpuStart, gcStart := time.Now(), cpuSecs(), gcCPU()
 	var betweenFrom int64 // the caller's CPU clock as a timed window ended
 	defer func() {
+		wider.close(ps)
 		ps.Loop = time.Since(loopStart)
 		ps.ProcessCPU = time.Duration((cpuSecs() - cpuStart) * 1e9)
 		ps.GCCPU = time.Duration((gcCPU() - gcStart) * 1e9)
@@ -702,6 +707,7 @@ func (s *Sim) runPartitioned() error {
 			most = max(most, windowEvents[k])
 			if timed {
 				ps.PartCPU[k] += time.Duration(c.pv.cpu)
+				windowCPU[k] = uint64(max(c.pv.cpu, 0))
 				mostCPU = max(mostCPU, c.pv.cpu)
 				ps.TimedEvents += windowEvents[k]
 			}
@@ -714,6 +720,12 @@ func (s *Sim) runPartitioned() error {
 		ps.SpanPs = end - first
 		ps.Events = total
 		ps.MaxSum += most
+		wider.add(ps, windowEvents)
+		ps.take(crew.order, windowEvents, free)
+		if timed {
+			ps.takeCPU(crew.order, windowCPU, free)
+		}
+		takeOrder(crew.order, windowEvents)
 		ps.ThreadSum += max(most, (total-events+uint64(ps.Threads)-1)/uint64(ps.Threads))
 		if wlog != nil {
 			wlog.line(w, next, end, windowEvents, most, wait)
@@ -786,6 +798,9 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 // sleeping thread takes), then sleep.
 type crew struct {
 	sims []*Sim
+	// order is the parts in the order the threads take them: the
+	// caller sets it between windows (takeOrder).
+	order []int32
 	// next is the window number + 1 in its high bits and the parts taken
 	// in its low 16 (a stale take cannot succeed in a later window); -1
 	// stops the threads.
@@ -807,7 +822,10 @@ type crew struct {
 }
 
 func newCrew(sims []*Sim, threads int) *crew {
-	c := &crew{sims: sims, threads: threads}
+	c := &crew{sims: sims, threads: threads, order: make([]int32, len(sims))}
+	for k := range c.order {
+		c.order[k] = int32(k)
+	}
 	c.next.init()
 	c.finished.init()
 	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
@@ -842,7 +860,7 @@ func (c *crew) take(v int64) bool {
 	if !c.next.v.CompareAndSwap(v, v+1) {
 		return false
 	}
-	c.sims[v&0xffff].runWindow(c.end, c.par, c.timed)
+	c.sims[c.order[v&0xffff]].runWindow(c.end, c.par, c.timed)
 	return true
 }
 
