@@ -196,16 +196,17 @@ func TestDualToRRing(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	for _, fam := range []string{"hpn-single-plane", "dcn-dual-tor"} {
 		in := mustRun(t, mustRun(t, nil, "topogen", "--family", fam, "--gpus", "64", "--gpu-type", "H100", "--nic-bw", "200Gbps"),
-			"simccl-decompose", "--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--algo", "ring")
+			"simccl-decompose", "--op", "allreduce", "--size", "128MiB", "--group", "dp", "--tp", "8", "--algo", "ring")
 		for _, b := range [][]string{{"flowsim-analytical"}, {"flowsim-packet"}} {
 			rows, _ := readTrace(t, mustRun(t, in, b[0], b[1:]...))
 			worst := math.Inf(1)
 			for _, ns := range collTimes(rows) {
-				worst = min(worst, busbw("allreduce", 8, 256<<20, ns))
+				worst = min(worst, busbw("allreduce", 8, 128<<20, ns))
 			}
 			if worst < 45 {
 				t.Errorf("%s, %s: ring bus bandwidth %.1f GB/s, want at least 45 (90%% of 2 x 200 Gbit/s)", fam, b[0], worst)
 			}
+			t.Logf("%s, %s: ring bus bandwidth %.1f GB/s", fam, b[0], worst)
 		}
 	}
 }
