@@ -22,7 +22,7 @@ build:
 ## just run them all. ./tests/ comes first so that its end-to-end tests, by
 ## far the longest package, start first: go test runs the packages in the
 ## order given, two at a time, and ./tests/ last ran its tests that run one
-## at a time (the first third of its time) alone on one core of two.
+## at a time (a minute of six on a loaded machine) alone on one core of two.
 test:
 	@mkdir -p out && date +%s >out/.test-start
 	@$(MAKE) --no-print-directory build
