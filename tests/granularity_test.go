@@ -95,7 +95,7 @@ func TestCollectiveGranularityAgrees(t *testing.T) {
 	topo16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
 	const gpt = "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"
 	for i, g := range []string{"flow", "collective"} {
-		ends[i] = end(mustRun(t, mustRun(t, topo16, "simccl-decompose", "--workload", gpt, "--granularity", g), "flowsim-analytical", "--model", "busbw"))
+		ends[i] = end(mustPipe(t, topo16, []string{"simccl-decompose", "--workload", gpt, "--granularity", g}, []string{"flowsim-analytical", "--model", "busbw"}))
 	}
 	if math.Abs(float64(ends[1]-ends[0])) > 0.05*float64(ends[0]) {
 		t.Errorf("GPT-13B on 16 GPUs: collective granularity %d ns, flow granularity %d ns", ends[1], ends[0])
@@ -316,7 +316,8 @@ func TestExpandedCollectives(t *testing.T) {
 	// GPT-13B (tp 8) on 16 GPUs: 1.8 M flows at flow granularity.
 	topo16 := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
 	gpt := []string{"--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"}
-	want := iterationReport(t, mustRun(t, decomp(topo16, "flow", gpt...), "flowsim-analytical")).IterationNs
+	want := iterationOf(t, mustPipe(t, topo16, append([]string{"simccl-decompose", "--granularity", "flow"}, gpt...),
+		[]string{"flowsim-analytical"}, []string{"fctstats", "--iteration", "--format", "json"})).IterationNs
 	r = run(t, decomp(topo16, "collective", gpt...), "flowsim-analytical", "--expand")
 	if r.code != 0 {
 		t.Fatalf("flowsim-analytical --expand: exit %d: %s", r.code, r.stderr)

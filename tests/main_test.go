@@ -109,6 +109,58 @@ func mustRun(t testing.TB, stdin []byte, prog string, args ...string) []byte {
 	return r.stdout
 }
 
+// mustPipe runs programs joined by pipes, as a shell pipeline would, with
+// stdin into the first, and returns the last one's output; it fails the
+// test unless each exits 0. The streams between them never enter the test
+// process: a flow-granularity stream of GPT-13B and its trace are 100 and
+// 255 MB, which buffered here cost seconds of CPU.
+func mustPipe(t testing.TB, stdin []byte, stages ...[]string) []byte {
+	t.Helper()
+	cmds := make([]*exec.Cmd, len(stages))
+	errs := make([]bytes.Buffer, len(stages))
+	var out bytes.Buffer
+	var ends []*os.File // the pipes' ends, which only the programs keep
+	for i, s := range stages {
+		cmds[i] = exec.Command(filepath.Join(binDir, s[0]), s[1:]...)
+		cmds[i].Dir = ".."
+		cmds[i].Stderr = &errs[i]
+		if i == 0 {
+			cmds[i].Stdin = bytes.NewReader(stdin)
+		} else {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds[i-1].Stdout, cmds[i].Stdin = w, r
+			ends = append(ends, r, w)
+		}
+	}
+	cmds[len(cmds)-1].Stdout = &out
+	started := 0
+	for _, c := range cmds {
+		if err := c.Start(); err != nil {
+			t.Error(err)
+			break
+		}
+		started++
+	}
+	// Closed here, a pipe ends when its programs do: a reader that fails
+	// stops its writer, which could otherwise block for good.
+	for _, f := range ends {
+		f.Close()
+	}
+	var failed []string
+	for i, c := range cmds[:started] {
+		if err := c.Wait(); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v: %s", strings.Join(stages[i], " "), err, errs[i].Bytes()))
+		}
+	}
+	if failed != nil {
+		t.Fatalf("pipeline failed: %s", strings.Join(failed, "; "))
+	}
+	return out.Bytes()
+}
+
 // oneLineError asserts exit status code with a single stderr line containing want.
 func oneLineError(t *testing.T, r result, code int, want ...string) {
 	t.Helper()
