@@ -170,9 +170,14 @@ func TestTransportVPBands(t *testing.T) {
 			}
 		}
 	}
-	noAR := sweepRatios(t, "allgather", 32, "vp-4x8h100-ib_allgather_nccl-2.24.csv", "--transport", "preset=h100-ib", "--transport", "ar-op=0")
-	if x := noAR[4<<20]; x > 0.7 {
-		t.Errorf("AllGather 4 MiB without the AR surcharge: %.2f of measured; the test no longer tells it apart", x)
+	// Only 4 MiB, alone: the sweep's other sizes (a barrier between each)
+	// took two thirds of the run.
+	noAR := sweepBackend(t, "allgather", 32, "4MiB:4MiB:2", []string{"flowsim-analytical", "--model", "fluid"}, "--transport", "preset=h100-ib", "--transport", "ar-op=0")
+	pub := measuredUs(t, "vp-4x8h100-ib_allgather_nccl-2.24.csv")
+	if x := noAR[4<<20] / pub[4<<20]; len(noAR) != 1 || x > 0.7 {
+		t.Errorf("AllGather 4 MiB without the AR surcharge: %.2f of measured (%d sizes run); the test no longer tells it apart", x, len(noAR))
+	} else {
+		t.Logf("AllGather 4 MiB without the AR surcharge: %.2f of measured", x)
 	}
 }
 
