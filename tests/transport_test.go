@@ -3,11 +3,14 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
 // measuredUs reads a published reference's size -> time (us) rows.
@@ -33,6 +36,37 @@ func measuredUs(t *testing.T, name string) map[int64]float64 {
 	return out
 }
 
+// collSpansSizes is collSpans of a trace, with each collective's size,
+// read a row at a time: a sweep to 4 GiB on 32 GPUs has millions of rows,
+// which readTrace would hold all at once.
+func collSpansSizes(t *testing.T, tr []byte) (first, last, size map[int64]int64) {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(tr), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, last, size = map[int64]int64{}, map[int64]int64{}, map[int64]int64{}
+	var row trace.Row
+	for {
+		err := r.Next(&row)
+		if err == io.EOF {
+			return first, last, size
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := row.CollectiveID
+		if id < 0 {
+			continue
+		}
+		if f, ok := first[id]; !ok || row.StartNs < f {
+			first[id] = row.StartNs
+		}
+		last[id] = max(last[id], row.EndNs)
+		size[id] = row.CollSizeBytes
+	}
+}
+
 // sweepRatios runs an nccl-tests sweep of op on gpus H100s (8 per server,
 // 400G NICs) through fluid and returns simulated / measured per size.
 func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) map[int64]float64 {
@@ -48,14 +82,7 @@ func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) 
 // the sizes pub has.
 func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64]float64 {
 	t.Helper()
-	rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
-	first, last := collSpans(rows)
-	size := map[int64]int64{}
-	for _, r := range rows {
-		if r.CollectiveID >= 0 {
-			size[r.CollectiveID] = r.CollSizeBytes
-		}
-	}
+	first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
 	out := map[int64]float64{}
 	for id, f := range first {
 		if us, ok := pub[size[id]]; ok {
@@ -86,14 +113,7 @@ func sweepGPU(t *testing.T, gpuType, op string, gpus int, sweep string, backend 
 	t.Helper()
 	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", strconv.Itoa(gpus), "--gpu-type", gpuType, "--nic-bw", "400Gbps")
 	st := mustRun(t, mustRun(t, topo, "ncclpath"), "simccl-decompose", append([]string{"--op", op, "--group", "dp", "--tp", "1", "--sweep", sweep}, args...)...)
-	rows, _ := readTrace(t, mustRun(t, st, backend[0], backend[1:]...))
-	first, last := collSpans(rows)
-	size := map[int64]int64{}
-	for _, r := range rows {
-		if r.CollectiveID >= 0 {
-			size[r.CollectiveID] = r.CollSizeBytes
-		}
-	}
+	first, last, size := collSpansSizes(t, mustRun(t, st, backend[0], backend[1:]...))
 	out := map[int64]float64{}
 	for id, f := range first {
 		out[size[id]] = float64(last[id]-f) / 1e3
