@@ -2,9 +2,7 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -112,28 +110,11 @@ func TestCollectiveGranularityAgrees(t *testing.T) {
 	}
 }
 
-// span is a trace's makespan: first start to last end, in ns. It reads
-// the rows one at a time: a flow-granularity trace of GPT-13B holds 1.8 M
-// of them, which readTrace would hold all at once (seconds of CPU, mostly
-// the kernel's for the memory).
+// span is a trace's makespan: first start to last end, in ns.
 func span(t *testing.T, tr []byte) int64 {
 	t.Helper()
-	r, err := trace.NewReader(bytes.NewReader(tr), "trace")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var first, last int64 = math.MaxInt64, 0
-	var row trace.Row
-	for {
-		err := r.Next(&row)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, last = min(first, row.StartNs), max(last, row.EndNs)
-	}
+	eachRow(t, tr, func(r *trace.Row) { first, last = min(first, r.StartNs), max(last, r.EndNs) })
 	return last - first
 }
 

@@ -5,6 +5,7 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,6 +179,29 @@ func oneLineError(t *testing.T, r result, code int, want ...string) {
 		if !strings.Contains(msg, w) {
 			t.Errorf("stderr %q lacks %q", msg, w)
 		}
+	}
+}
+
+// eachRow calls f on each row of a trace, read one at a time: the traces
+// of big runs hold millions of rows, which readTrace holds all at once
+// (seconds of CPU, mostly the kernel's for the memory). f must not keep
+// the row.
+func eachRow(t *testing.T, data []byte, f func(*trace.Row)) {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(data), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row trace.Row
+	for {
+		err := r.Next(&row)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(&row)
 	}
 }
 

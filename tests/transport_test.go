@@ -3,7 +3,6 @@ package tests
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -36,35 +35,23 @@ func measuredUs(t *testing.T, name string) map[int64]float64 {
 	return out
 }
 
-// collSpansSizes is collSpans of a trace, with each collective's size,
-// read a row at a time: a sweep to 4 GiB on 32 GPUs has millions of rows,
-// which readTrace would hold all at once.
+// collSpansSizes is collSpans of a trace read a row at a time (a sweep
+// to 4 GiB on 32 GPUs has millions of rows), with each collective's size.
 func collSpansSizes(t *testing.T, tr []byte) (first, last, size map[int64]int64) {
 	t.Helper()
-	r, err := trace.NewReader(bytes.NewReader(tr), "trace")
-	if err != nil {
-		t.Fatal(err)
-	}
 	first, last, size = map[int64]int64{}, map[int64]int64{}, map[int64]int64{}
-	var row trace.Row
-	for {
-		err := r.Next(&row)
-		if err == io.EOF {
-			return first, last, size
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := row.CollectiveID
+	eachRow(t, tr, func(r *trace.Row) {
+		id := r.CollectiveID
 		if id < 0 {
-			continue
+			return
 		}
-		if f, ok := first[id]; !ok || row.StartNs < f {
-			first[id] = row.StartNs
+		if f, ok := first[id]; !ok || r.StartNs < f {
+			first[id] = r.StartNs
 		}
-		last[id] = max(last[id], row.EndNs)
-		size[id] = row.CollSizeBytes
-	}
+		last[id] = max(last[id], r.EndNs)
+		size[id] = r.CollSizeBytes
+	})
+	return first, last, size
 }
 
 // sweepRatios runs an nccl-tests sweep of op on gpus H100s (8 per server,
