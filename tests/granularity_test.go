@@ -382,9 +382,9 @@ func TestExpandedCollectives(t *testing.T) {
 // does) starts and ends at the same ns expanded as at flow granularity.
 // With ids of their own (the COLL node's << 32), the 32 and 64 MiB
 // AllToAlls ended 84 us early and 336 us late (5.7%), the 8 and 16 MiB
-// AllReduces 18 and 23 us late. The AllReduces sweep 8 to 32 MiB: at
-// 4 MiB NCCL's protocol cuts a ring into many more chunks, and those
-// flows took half of the test's time.
+// AllReduces 18 and 23 us late. The AllReduces sweep 8 to 32 MiB: a
+// 4 MiB one alone took fluid seven times a 16 MiB one's CPU, half of the
+// test's in all.
 func TestExpandedSweepRoutesAsFlowGranularity(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	ft := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128", "--oversubscription", "2")
