@@ -17,14 +17,19 @@ build:
 	$(GO) build -o $(BIN)/ ./cmd/...
 
 ## test: vet, unit and end-to-end tests, a short run of every fuzz target,
-## then the interop checks (DuckDB, Arrow JS, pandas; INTEROP=0 skips them)
+## then the interop checks (DuckDB, Arrow JS, pandas; INTEROP=0 skips them).
+## go test's own vet (a subset of go vet's checks) is off: go vet ./... has
+## just run them all. ./tests/ comes first so that its end-to-end tests, by
+## far the longest package, start first: go test runs the packages in the
+## order given, two at a time, and ./tests/ last ran its tests that run one
+## at a time (a minute of six on a loaded machine) alone on one core of two.
 test:
 	@mkdir -p out && date +%s >out/.test-start
 	@$(MAKE) --no-print-directory build
 	@echo "vet: go vet ./..."
 	@$(GO) vet ./...
 	@echo "unit and end-to-end tests: go test -short ./... (the slow checks at full size: make test-long)"
-	$(GO) test -count=1 -short ./...
+	FABRICSIM_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -vet=off ./tests/ ./...
 	@$(MAKE) --no-print-directory race
 	@echo "fuzz: every fuzz target for $(FUZZTIME), two at a time; beside it, the interop and Slurm checks (mostly waiting on installs and daemons), their logs after it"
 	@$(MAKE) --no-print-directory interop-run >out/interop-step.log 2>&1 & ip=$$!; \
@@ -92,6 +97,8 @@ interop: build interop-run
 
 # interop-run and slurm-run are the checks without the build, which make
 # test runs beside the fuzzing (two builds at once would write bin/ twice).
+# FABRICSIM_TEST_BIN: the end-to-end tests run the programs make build has
+# just written instead of linking their own copies (tests/main_test.go).
 interop-run:
 	@GO=$(GO) ./pipelines/interop.sh
 
@@ -104,7 +111,7 @@ slurm-run:
 	@mkdir -p out
 	@if [ "$${SLURM:-1}" = 0 ] || [ "$${SLURM_CHECK:-1}" = 0 ]; then echo "slurm-check: skipped (SLURM=0)"; \
 	else echo "slurm-check: a sweep through a single-node Slurm (as root: installs slurm-wlm and munge, starts their daemons, stops them after)"; \
-	FABRICSIM_SLURM=1 $(GO) test -count=1 -v -run '^TestChunkSweepSlurm$$' ./tests/ >out/slurm-check.log 2>&1; rc=$$?; \
+	FABRICSIM_SLURM=1 FABRICSIM_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -v -run '^TestChunkSweepSlurm$$' ./tests/ >out/slurm-check.log 2>&1; rc=$$?; \
 	grep -E -- '--- (PASS|SKIP|FAIL)|sweep_test.go' out/slurm-check.log | sed 's/^/slurm-check: /'; \
 	if [ "$$(id -u)" = 0 ]; then ./pipelines/slurm-setup.sh stop | sed 's/^/slurm-check: /'; fi; exit $$rc; fi
 

@@ -33,7 +33,7 @@ type backendRun struct {
 func TestOversubscriptionNeverFaster(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	work := map[string][]string{
-		"DP AllReduce": {"--op", "allreduce", "--size", "8MiB", "--group", "dp", "--tp", "8"},
+		"DP AllReduce": {"--op", "allreduce", "--size", "4MiB", "--group", "dp", "--tp", "8"},
 		"AllToAll":     {"--op", "alltoall", "--size", "4MiB", "--group", "ep", "--ep", "128"},
 	}
 	var backends []backendRun

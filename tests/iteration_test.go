@@ -37,8 +37,15 @@ type iterationJSON struct {
 
 func iterationReport(t *testing.T, trace []byte) iterationJSON {
 	t.Helper()
+	return iterationOf(t, mustRun(t, trace, "fctstats", "--iteration", "--format", "json"))
+}
+
+// iterationOf decodes fctstats --iteration --format json's report and
+// checks that each rank's parts add up to the iteration.
+func iterationOf(t *testing.T, report []byte) iterationJSON {
+	t.Helper()
 	var it iterationJSON
-	if err := json.Unmarshal(mustRun(t, trace, "fctstats", "--iteration", "--format", "json"), &it); err != nil {
+	if err := json.Unmarshal(report, &it); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range it.Ranks {

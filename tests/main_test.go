@@ -5,6 +5,7 @@ package tests
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,7 +18,27 @@ import (
 
 var binDir string
 
+// TestMain builds the programs into a temporary directory, unless
+// FABRICSIM_TEST_BIN names a directory that make test has just built them
+// into (linking every program again took about 14 s of CPU per test
+// binary: go test ./... and the Slurm step each start one). Only make sets
+// it, right after make build, so a plain go test never runs stale programs.
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("FABRICSIM_TEST_BIN"); dir != "" {
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join("..", dir) // relative to the repository, as make's bin
+		}
+		abs, err := filepath.Abs(dir)
+		if err == nil {
+			_, err = os.Stat(filepath.Join(abs, "flowsim-packet"))
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "FABRICSIM_TEST_BIN:", err)
+			os.Exit(1)
+		}
+		binDir = abs
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "fabricsim-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -89,6 +110,58 @@ func mustRun(t testing.TB, stdin []byte, prog string, args ...string) []byte {
 	return r.stdout
 }
 
+// mustPipe runs programs joined by pipes, as a shell pipeline would, with
+// stdin into the first, and returns the last one's output; it fails the
+// test unless each exits 0. The streams between them never enter the test
+// process: a flow-granularity stream of GPT-13B and its trace are 100 and
+// 255 MB, which buffered here cost seconds of CPU.
+func mustPipe(t testing.TB, stdin []byte, stages ...[]string) []byte {
+	t.Helper()
+	cmds := make([]*exec.Cmd, len(stages))
+	errs := make([]bytes.Buffer, len(stages))
+	var out bytes.Buffer
+	var ends []*os.File // the pipes' ends, which only the programs keep
+	for i, s := range stages {
+		cmds[i] = exec.Command(filepath.Join(binDir, s[0]), s[1:]...)
+		cmds[i].Dir = ".."
+		cmds[i].Stderr = &errs[i]
+		if i == 0 {
+			cmds[i].Stdin = bytes.NewReader(stdin)
+		} else {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmds[i-1].Stdout, cmds[i].Stdin = w, r
+			ends = append(ends, r, w)
+		}
+	}
+	cmds[len(cmds)-1].Stdout = &out
+	started := 0
+	for _, c := range cmds {
+		if err := c.Start(); err != nil {
+			t.Error(err)
+			break
+		}
+		started++
+	}
+	// Closed here, a pipe ends when its programs do: a reader that fails
+	// stops its writer, which could otherwise block for good.
+	for _, f := range ends {
+		f.Close()
+	}
+	var failed []string
+	for i, c := range cmds[:started] {
+		if err := c.Wait(); err != nil {
+			failed = append(failed, fmt.Sprintf("%s: %v: %s", strings.Join(stages[i], " "), err, errs[i].Bytes()))
+		}
+	}
+	if failed != nil {
+		t.Fatalf("pipeline failed: %s", strings.Join(failed, "; "))
+	}
+	return out.Bytes()
+}
+
 // oneLineError asserts exit status code with a single stderr line containing want.
 func oneLineError(t *testing.T, r result, code int, want ...string) {
 	t.Helper()
@@ -106,6 +179,29 @@ func oneLineError(t *testing.T, r result, code int, want ...string) {
 		if !strings.Contains(msg, w) {
 			t.Errorf("stderr %q lacks %q", msg, w)
 		}
+	}
+}
+
+// eachRow calls f on each row of a trace, read one at a time: the traces
+// of big runs hold millions of rows, which readTrace holds all at once
+// (seconds of CPU, mostly the kernel's for the memory). f must not keep
+// the row.
+func eachRow(t *testing.T, data []byte, f func(*trace.Row)) {
+	t.Helper()
+	r, err := trace.NewReader(bytes.NewReader(data), "trace")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var row trace.Row
+	for {
+		err := r.Next(&row)
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		f(&row)
 	}
 }
 

@@ -69,7 +69,8 @@ func within(got, want, tol float64) bool { return math.Abs(got-want) <= tol*want
 // nccl-tests' sweep on one server through every simulator, against NCCL's
 // own model (the predicted time simccl-decompose records) and published
 // measurements: at 2 KiB every backend's time is the model's latency within
-// 10%; at 2 GiB the bus bandwidth is the model's within 5% and the published
+// 10%; at 512 MiB (on the plateau: 2 GiB took four times the packets'
+// time) the bus bandwidth is the model's within 5% and the published
 // plateau within 10%; packet and fluid agree within 5% at the small and the
 // large sizes. (Between them, where each channel's step is a packet or two,
 // packet serves the channels' packets in turn so that one channel's step
@@ -94,11 +95,11 @@ func TestNCCLTestsSweep(t *testing.T) {
 	} {
 		name := c.gpu + " " + c.op
 		topoOut := mustRun(t, nil, "topogen", "--gpus", "8", "--gpu-type", c.gpu)
-		in := mustRun(t, mustRun(t, topoOut, "ncclpath"), "simccl-decompose", "--op", c.op, "--group", "tp", "--tp", "8", "--sweep", "2KiB:2GiB:16")
+		in := mustRun(t, mustRun(t, topoOut, "ncclpath"), "simccl-decompose", "--op", c.op, "--group", "tp", "--tp", "8", "--sweep", "2KiB:512MiB:8")
 		d := readDAG(t, in)
 		top := d.colls[len(d.colls)-1]
-		if top.Size != 2<<30 || top.Algorithm != c.algo {
-			t.Fatalf("%s: top of the sweep is %d bytes by %s, want 2 GiB by %s", name, top.Size, top.Algorithm, c.algo)
+		if top.Size != 512<<20 || top.Algorithm != c.algo {
+			t.Fatalf("%s: top of the sweep is %d bytes by %s, want 512 MiB by %s", name, top.Size, top.Algorithm, c.algo)
 		}
 		model := busbw(c.op, 8, top.Size, top.PredictedPs/1000)
 		if c.ref != "" {
@@ -115,6 +116,7 @@ func TestNCCLTestsSweep(t *testing.T) {
 				t.Errorf("%s, %s: 2 KiB takes %.2f us, the model's latency %.2f us", name, b.name, got/1e3, want/1e3)
 			}
 			got := busbw(c.op, 8, big.Size, times[b.name][big.ID])
+			t.Logf("%s, %s: %.1f GB/s at %d bytes, the model's %.1f", name, b.name, got, big.Size, model)
 			if !within(got, model, 0.05) {
 				t.Errorf("%s, %s: plateau %.1f GB/s, the model's %.1f", name, b.name, got, model)
 			}
@@ -196,16 +198,17 @@ func TestDualToRRing(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	for _, fam := range []string{"hpn-single-plane", "dcn-dual-tor"} {
 		in := mustRun(t, mustRun(t, nil, "topogen", "--family", fam, "--gpus", "64", "--gpu-type", "H100", "--nic-bw", "200Gbps"),
-			"simccl-decompose", "--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--algo", "ring")
+			"simccl-decompose", "--op", "allreduce", "--size", "128MiB", "--group", "dp", "--tp", "8", "--algo", "ring")
 		for _, b := range [][]string{{"flowsim-analytical"}, {"flowsim-packet"}} {
 			rows, _ := readTrace(t, mustRun(t, in, b[0], b[1:]...))
 			worst := math.Inf(1)
 			for _, ns := range collTimes(rows) {
-				worst = min(worst, busbw("allreduce", 8, 256<<20, ns))
+				worst = min(worst, busbw("allreduce", 8, 128<<20, ns))
 			}
 			if worst < 45 {
 				t.Errorf("%s, %s: ring bus bandwidth %.1f GB/s, want at least 45 (90%% of 2 x 200 Gbit/s)", fam, b[0], worst)
 			}
+			t.Logf("%s, %s: ring bus bandwidth %.1f GB/s", fam, b[0], worst)
 		}
 	}
 }
@@ -240,23 +243,34 @@ func TestNoBackendBeyondLinks(t *testing.T) {
 		}
 		in := mustRun(t, topoOut, "simccl-decompose", c.decomp...)
 		for _, be := range [][]string{{"flowsim-analytical", "--model", "busbw"}, {"flowsim-analytical"}, {"flowsim-packet"}} {
-			rows, _ := readTrace(t, mustRun(t, in, be[0], be[1:]...))
 			type key struct {
 				coll int64
 				node int32
 			}
 			sent, recv, sw := map[key]int64{}, map[key]int64{}, map[[3]int64]int64{}
-			for _, r := range rows {
-				if r.SizeBytes == 0 || r.CollectiveID < 0 {
-					continue
+			first, last := map[int64]int64{}, map[int64]int64{}
+			eachRow(t, mustRun(t, in, be[0], be[1:]...), func(r *trace.Row) {
+				if r.CollectiveID < 0 {
+					return
+				}
+				// collTimes's spans, a row at a time.
+				if f, ok := first[r.CollectiveID]; !ok || r.StartNs < f {
+					first[r.CollectiveID] = r.StartNs
+				}
+				last[r.CollectiveID] = max(last[r.CollectiveID], r.EndNs)
+				if r.SizeBytes == 0 {
+					return
 				}
 				sent[key{r.CollectiveID, r.Src}] += r.SizeBytes
 				recv[key{r.CollectiveID, r.Dst}] += r.SizeBytes
 				if r.Src >= int32(top.GPUs) {
 					sw[[3]int64{r.CollectiveID, int64(r.Src), int64(r.Dst)}] += r.SizeBytes
 				}
+			})
+			times := map[int64]int64{}
+			for id, f := range first {
+				times[id] = last[id] - f
 			}
-			times := collTimes(rows)
 			for k, b := range sent {
 				if ns := float64(times[k.coll]); float64(b) > capOut[k.node]*ns*(1+1e-6) {
 					t.Errorf("%v, %v: node %d sends %d bytes in collective %d's %.0f ns, beyond its links' %.1f GB/s", c.topo, be, k.node, b, k.coll, ns, capOut[k.node])

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
 // measuredUs reads a published reference's size -> time (us) rows.
@@ -33,6 +35,25 @@ func measuredUs(t *testing.T, name string) map[int64]float64 {
 	return out
 }
 
+// collSpansSizes is collSpans of a trace read a row at a time (a sweep
+// to 4 GiB on 32 GPUs has millions of rows), with each collective's size.
+func collSpansSizes(t *testing.T, tr []byte) (first, last, size map[int64]int64) {
+	t.Helper()
+	first, last, size = map[int64]int64{}, map[int64]int64{}, map[int64]int64{}
+	eachRow(t, tr, func(r *trace.Row) {
+		id := r.CollectiveID
+		if id < 0 {
+			return
+		}
+		if f, ok := first[id]; !ok || r.StartNs < f {
+			first[id] = r.StartNs
+		}
+		last[id] = max(last[id], r.EndNs)
+		size[id] = r.CollSizeBytes
+	})
+	return first, last, size
+}
+
 // sweepRatios runs an nccl-tests sweep of op on gpus H100s (8 per server,
 // 400G NICs) through fluid and returns simulated / measured per size.
 func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) map[int64]float64 {
@@ -48,14 +69,7 @@ func sweepRatios(t *testing.T, op string, gpus int, ref string, args ...string) 
 // the sizes pub has.
 func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64]float64 {
 	t.Helper()
-	rows, _ := readTrace(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
-	first, last := collSpans(rows)
-	size := map[int64]int64{}
-	for _, r := range rows {
-		if r.CollectiveID >= 0 {
-			size[r.CollectiveID] = r.CollSizeBytes
-		}
-	}
+	first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
 	out := map[int64]float64{}
 	for id, f := range first {
 		if us, ok := pub[size[id]]; ok {
@@ -86,14 +100,7 @@ func sweepGPU(t *testing.T, gpuType, op string, gpus int, sweep string, backend 
 	t.Helper()
 	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", strconv.Itoa(gpus), "--gpu-type", gpuType, "--nic-bw", "400Gbps")
 	st := mustRun(t, mustRun(t, topo, "ncclpath"), "simccl-decompose", append([]string{"--op", op, "--group", "dp", "--tp", "1", "--sweep", sweep}, args...)...)
-	rows, _ := readTrace(t, mustRun(t, st, backend[0], backend[1:]...))
-	first, last := collSpans(rows)
-	size := map[int64]int64{}
-	for _, r := range rows {
-		if r.CollectiveID >= 0 {
-			size[r.CollectiveID] = r.CollSizeBytes
-		}
-	}
+	first, last, size := collSpansSizes(t, mustRun(t, st, backend[0], backend[1:]...))
 	out := map[int64]float64{}
 	for id, f := range first {
 		out[size[id]] = float64(last[id]-f) / 1e3
@@ -179,9 +186,14 @@ func TestTransportVPBands(t *testing.T) {
 			}
 		}
 	}
-	noAR := sweepRatios(t, "allgather", 32, "vp-4x8h100-ib_allgather_nccl-2.24.csv", "--transport", "preset=h100-ib", "--transport", "ar-op=0")
-	if x := noAR[4<<20]; x > 0.7 {
-		t.Errorf("AllGather 4 MiB without the AR surcharge: %.2f of measured; the test no longer tells it apart", x)
+	// Only 4 MiB, alone: the sweep's other sizes (a barrier between each)
+	// took two thirds of the run.
+	noAR := sweepBackend(t, "allgather", 32, "4MiB:4MiB:2", []string{"flowsim-analytical", "--model", "fluid"}, "--transport", "preset=h100-ib", "--transport", "ar-op=0")
+	pub := measuredUs(t, "vp-4x8h100-ib_allgather_nccl-2.24.csv")
+	if x := noAR[4<<20] / pub[4<<20]; len(noAR) != 1 || x > 0.7 {
+		t.Errorf("AllGather 4 MiB without the AR surcharge: %.2f of measured (%d sizes run); the test no longer tells it apart", x, len(noAR))
+	} else {
+		t.Logf("AllGather 4 MiB without the AR surcharge: %.2f of measured", x)
 	}
 }
 

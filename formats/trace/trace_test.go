@@ -439,8 +439,8 @@ func hasEncoding(es []format.Encoding, e format.Encoding) bool {
 // and one written by another tool with plain (not dictionary) strings.
 func TestParquetRowGroupsAndPlainStrings(t *testing.T) {
 	defer func(v int64) { pqRowGroupRows = v }(pqRowGroupRows)
-	pqRowGroupRows = 30_000
-	rows := genRows(100_000)
+	pqRowGroupRows = 3_000
+	rows := genRows(10_000)
 	var buf bytes.Buffer
 	w, err := NewWriter(&buf, Parquet, testMeta())
 	if err != nil {
