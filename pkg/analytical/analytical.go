@@ -163,7 +163,7 @@ type Options struct {
 	// it; rows that end in the same picosecond may come in another order.
 	Reuse bool
 	// ApproxReuse: a COLL node symmetry does not mark takes the time of
-	// the last node of the same collective shape on groups placed alike
+	// the first node of the same collective shape on groups placed alike
 	// instead of running (expand.Store.UseApproxReuse): an APPROXIMATION,
 	// which the trace's metadata states. Not with LinkLoads or Faults.
 	ApproxReuse bool
@@ -213,7 +213,7 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 
 // ApproxReuseNote is what the trace (fabricsim.approximate) says of a run
 // with Options.ApproxReuse.
-const ApproxReuseNote = "approx-reuse: COLL nodes of one collective shape on groups placed alike took the time of the last one run (not their own ECMP draws, and they loaded no link)"
+const ApproxReuseNote = "approx-reuse: COLL nodes of one collective shape on groups placed alike took the time of the first one run (not their own ECMP draws, and they loaded no link)"
 
 // approxReusing reports whether Options.ApproxReuse takes effect.
 func (opt Options) approxReusing(in *flowset.Set) bool {

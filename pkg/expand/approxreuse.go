@@ -15,8 +15,9 @@ import (
 // 9216-GPU example runs its DP ReduceScatter and AllGather and its DP_EP
 // rings once per stage, on 12 stages that are translations of one
 // another. Here such a node takes, instead of running its groups, the
-// time (release to last flow's end) of the last node run with the same
-// collective shape on groups of the same placement: every group's ranks
+// time (release to last flow's end) of the first node run with the same
+// collective shape on groups of the same placement (or, while that one
+// still runs, waits for its time): every group's ranks
 // as positions in servers, and each rank's server and fabric segment (or
 // pod, or plane) in the order the groups first reach them, so a stage
 // that straddles a segment boundary at another rank is not taken for
@@ -28,8 +29,8 @@ import (
 // the timed node (its time keeps whatever it met then). The trace
 // (fabricsim.approximate), the summary line and fctstats say so.
 
-// UseApproxReuse lets every COLL node that symmetry does not mark take
-// the time of the last node of the same shape on groups placed alike
+// UseApproxReuse lets every COLL node take
+// the time of the first node of the same shape on groups placed alike
 // (see above) instead of running. clock is the backend's current time.
 func (x *Store) UseApproxReuse(clock func() des.Time) {
 	x.clock = clock
