@@ -14,7 +14,9 @@ import (
 // collective on groups laid out alike, one per pipeline stage: SimAI's
 // 9216-GPU example runs its DP ReduceScatter and AllGather and its DP_EP
 // rings once per stage, on 12 stages that are translations of one
-// another. Here such a node takes, instead of running its groups, the
+// another. Here a COLL node (any: those symmetry marks too, whose groups
+// that run for themselves are not exact either) takes, instead of
+// running its groups, the
 // time (release to last flow's end) of the first node run with the same
 // collective shape on groups of the same placement (or, while that one
 // still runs, waits for its time): every group's ranks
