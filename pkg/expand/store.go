@@ -375,7 +375,9 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	var akept reuseRec
 	adrop, apend := false, ""
 	x.awaits = false
-	if x.areuse != nil {
+	// Not a node whose groups on GPUs another node may overlap run for
+	// themselves (symmetry's runs): it loads the links that node shares.
+	if run, _ := x.sym.Run(i); x.areuse != nil && run == nil {
 		key := x.approxKey(i, groups, x.chanMerge && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)]))
 		akept, adrop = x.areuse[key]
 		_, running := x.arun[key]
