@@ -162,10 +162,11 @@ type Options struct {
 	// running again (expand.Store.UseReuse). The rows are those without
 	// it; rows that end in the same picosecond may come in another order.
 	Reuse bool
-	// ApproxReuse: a COLL node symmetry does not mark takes the time of
-	// the first node of the same collective shape on groups placed alike
-	// instead of running (expand.Store.UseApproxReuse): an APPROXIMATION,
-	// which the trace's metadata states. Not with LinkLoads or Faults.
+	// ApproxReuse: a COLL node takes the time of the first node of the
+	// same collective shape on groups placed alike instead of running
+	// (expand.Store.UseApproxReuse; not one whose groups a pipeline
+	// transfer may overlap): an APPROXIMATION, which the trace's metadata
+	// states. Not with LinkLoads or Faults.
 	ApproxReuse bool
 	// LinkLoads sums the bytes every directed link carries, by group type
 	// and op, into Result.Loads: a flow's over its path (or its sprayed

@@ -370,7 +370,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	}
 	set.copies, set.rep, set.fabric, set.repAt = 0, nil, false, 0
 	// Approximate reuse (approxreuse.go): a node takes the time of the
-	// last one of its shape placed alike, or keeps its own.
+	// first one of its shape placed alike, or keeps its own.
 	set.areuse = reuseState{}
 	var akept reuseRec
 	adrop, apend := false, ""
