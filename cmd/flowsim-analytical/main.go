@@ -225,8 +225,8 @@ func (c *command) run() error {
 			res.LockstepNodes, res.LockstepMembers, res.LockstepClasses)
 	}
 	if c.AReuse {
-		expanded += fmt.Sprintf(" APPROXIMATE (--approx-reuse): %d flows not run: %d COLL nodes took the time of the first one of their collective on groups placed alike;",
-			res.ApproxReusedFlows, res.ApproxReusedNodes)
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-reuse): %d flows not run: %d COLL nodes took the time of the first one of their collective on groups placed alike (%d of them waited for it to end);",
+			res.ApproxReusedFlows, res.ApproxReusedNodes, res.ApproxWaited)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

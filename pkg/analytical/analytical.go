@@ -256,6 +256,7 @@ type Result struct {
 	// (Options.ApproxReuse) instead of running; ApproxReusedFlows the
 	// flows they stood for (in Expanded, not in Mirrored).
 	ApproxReusedNodes, ApproxReusedFlows int64
+	ApproxWaited                         int64 // of ApproxReusedNodes, released while the one they matched still ran
 	// Of those, approx-lockstep's: the COLL nodes whose groups moved in
 	// lockstep, the classes (representatives) they ran, and the flows that
 	// moved with their representatives' (in Expanded, not in Mirrored).
@@ -688,7 +689,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
 		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
 		e.res.ReusedNodes, e.res.ReusedFlows = e.ex.Reused()
-		e.res.ApproxReusedNodes, e.res.ApproxReusedFlows = e.ex.ApproxReused()
+		e.res.ApproxReusedNodes, e.res.ApproxReusedFlows, e.res.ApproxWaited = e.ex.ApproxReused()
 	}
 	if e.merging {
 		e.res.ChannelsMerged = e.ex.ChannelsMerged()

@@ -50,8 +50,11 @@ func (x *Store) UseApproxReuse(clock func() des.Time) {
 }
 
 // ApproxReused is the COLL nodes that took another node's time instead
-// of running (UseApproxReuse), and the flows they stood for.
-func (x *Store) ApproxReused() (nodes, flows int64) { return x.areusedNodes, x.areusedFlows }
+// of running (UseApproxReuse), the flows they stood for, and how many of
+// those nodes waited for the time of one still running.
+func (x *Store) ApproxReused() (nodes, flows, waited int64) {
+	return x.areusedNodes, x.areusedFlows, x.awaited
+}
 
 // Waits reports whether the COLL node Expand last started, though it
 // made no flow ready, waits for the time of one placed alike that is
@@ -178,6 +181,7 @@ func (x *Store) approxDelay(s int32, r reuseRec, pend string) error {
 	x.inFlight++
 	x.peak = max(x.peak, x.inFlight)
 	if pend != "" {
+		x.awaited++
 		x.waiting[slot] = 1
 		x.arun[pend] = append(x.arun[pend], apending{slot: slot, at: x.clock()})
 		return nil

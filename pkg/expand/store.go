@@ -110,6 +110,7 @@ type Store struct {
 	arun                       map[string][]apending // by key: a node runs, these wait for its time
 	awaits                     bool                  // the last node expanded waits (Waits)
 	areusedNodes, areusedFlows int64
+	awaited                    int64 // nodes that waited for a running one's time
 	// Mark, when set, sees each dependant Release frees (flow index),
 	// before it may be made ready: the backends' flowset.Pacer.
 	Mark func(j int32)
