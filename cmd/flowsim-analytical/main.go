@@ -34,6 +34,7 @@ type command struct {
 	LockRate   string         `name:"lockstep-rate" default:"representative" enum:"representative,slowest" help:"With --approx-lockstep, what sets a class's common rate: representative (the default: the representative's path alone; the members' other links carry their load, held to each link's fair share when it saturates: the members fare as the representative does, a typical group; 10-16% under the full run under ECMP on a k=16 fat-tree) or slowest (every member's path: each step waits for the unluckiest member's ECMP collisions; 31-47% over, 7-10% with --lockstep-groups 2)."`
 	Symmetry   bool           `default:"true" negatable:"" help:"With --expand under fluid, a COLL node whose sibling groups each sit inside one server on NVLinks of their own (TP groups) runs its first group only, which ends when they all would: exact, and most of a TP-heavy iteration's flows. --no-symmetry runs every group."`
 	Reuse      bool           `help:"With --expand under fluid, a COLL node's group that stands for its siblings (--symmetry) and ran the same collective (operation, size, cut) alone on its links before takes the time it took then, to the picosecond, instead of running its flows again (an EP AllToAll repeats per layer and microbatch): exact, every trace row the same, but rows that end in the same picosecond may come in another order, hence off by default. Not with --link-loads (the group's flows are not run)."`
+	AReuse     bool           `name:"approx-reuse" help:"APPROXIMATE, with --expand under fluid: a COLL node takes the time, release to end, of the first node run of the same collective (operation, size, cut) on groups placed alike (the same ranks per server, and the same servers in the same segments and planes, up to a translation: each pipeline stage's DP and DP_EP rings, which symmetry cannot run by one group) instead of running its flows (waiting for that time if that node still runs); not a node some of whose groups run for themselves because a pipeline transfer may overlap them. What it loses: its own ECMP draws, and the load it would put on links other nodes share. The trace (fabricsim.approximate), the summary line and fctstats say so. Not with --link-loads, --link-down or --link-scale."`
 	Merge      bool           `name:"merge-channels" help:"With --expand under fluid, the ring channels of a group that make the same flows (same ring order, same bytes: NCCL's 16 channels of a DP ring in 4 orders) move as one flow weighted by their count: exact, checked at every rate solve (should a link only some of them cross ever limit them, the run is repeated with those collectives' shapes unmerged). The times are the unmerged run's up to rounding (a weighted link's sums: 1 ns here and there), hence off by default."`
 	MergeAppx  bool           `name:"approx-merge-channels" help:"APPROXIMATE, with --expand under fluid: merge ring channels as --merge-channels does, but where a link only some of a class's channels cross limits them (ECMP collisions on the spines), move the class at that rate instead of running again unmerged: each of its steps waits for its slowest channel. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
@@ -135,11 +136,16 @@ func (c *command) run() error {
 	if (c.Merge || c.MergeAppx) && (!c.Expand || model != analytical.Fluid || c.Lockstep) {
 		return cli.Usagef("--merge-channels needs --expand and --model fluid, without --approx-lockstep")
 	}
+	if c.AReuse && (!c.Expand || model != analytical.Fluid || c.Links != "" || len(c.LinkDown) > 0 || len(c.LinkScale) > 0) {
+		// A reused node loads no link, and faults make nodes unlike.
+		return cli.Usagef("--approx-reuse needs --expand and --model fluid, without --link-loads, --link-down or --link-scale")
+	}
 	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
 		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, ECMPKey: ecmpKey, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry, Reuse: c.Reuse,
-		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx}
+		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx,
+		ApproxReuse: c.AReuse}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.
 		opt.NoSymmetry = true
@@ -217,6 +223,10 @@ func (c *command) run() error {
 	if res.LockstepNodes > 0 {
 		expanded += fmt.Sprintf(" APPROXIMATE (--approx-lockstep): in %d COLL nodes, %d flows of sibling groups moved in lockstep with %d representative groups' flows;",
 			res.LockstepNodes, res.LockstepMembers, res.LockstepClasses)
+	}
+	if c.AReuse {
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-reuse): %d flows not run: %d COLL nodes took the time of the first one of their collective on groups placed alike (%d of them waited for it to end);",
+			res.ApproxReusedFlows, res.ApproxReusedNodes, res.ApproxWaited)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

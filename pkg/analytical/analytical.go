@@ -162,6 +162,12 @@ type Options struct {
 	// running again (expand.Store.UseReuse). The rows are those without
 	// it; rows that end in the same picosecond may come in another order.
 	Reuse bool
+	// ApproxReuse: a COLL node takes the time of the first node of the
+	// same collective shape on groups placed alike instead of running
+	// (expand.Store.UseApproxReuse; not one whose groups a pipeline
+	// transfer may overlap): an APPROXIMATION, which the trace's metadata
+	// states. Not with LinkLoads or Faults.
+	ApproxReuse bool
 	// LinkLoads sums the bytes every directed link carries, by group type
 	// and op, into Result.Loads: a flow's over its path (or its sprayed
 	// links' shares), a COLL node's from its traffic matrix as priced.
@@ -196,7 +202,23 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		m.Params["approx_merge_channels"] = true
 		m.Approximate = ApproxMergeNote
 	}
+	if opt.approxReusing(in) {
+		m.Params["approx_reuse"] = true
+		if m.Approximate != "" {
+			m.Approximate += "; "
+		}
+		m.Approximate += ApproxReuseNote
+	}
 	return m
+}
+
+// ApproxReuseNote is what the trace (fabricsim.approximate) says of a run
+// with Options.ApproxReuse.
+const ApproxReuseNote = "approx-reuse: COLL nodes of one collective shape on groups placed alike took the time of the first one run (not their own ECMP draws, and they loaded no link)"
+
+// approxReusing reports whether Options.ApproxReuse takes effect.
+func (opt Options) approxReusing(in *flowset.Set) bool {
+	return opt.ApproxReuse && opt.Expand && opt.Model == Fluid && in.CollNodes > 0 && !opt.LinkLoads && !opt.Faults.active()
 }
 
 // Lockstepping reports whether a run of in under opt runs groups in
@@ -230,6 +252,11 @@ type Result struct {
 	// time it took the last time instead of running again; ReusedFlows
 	// its flows (in Expanded, not in Mirrored).
 	ReusedNodes, ReusedFlows int64
+	// Of those, ApproxReusedNodes: the COLL nodes that took another's time
+	// (Options.ApproxReuse) instead of running; ApproxReusedFlows the
+	// flows they stood for (in Expanded, not in Mirrored).
+	ApproxReusedNodes, ApproxReusedFlows int64
+	ApproxWaited                         int64 // of ApproxReusedNodes, released while the one they matched still ran
 	// Of those, approx-lockstep's: the COLL nodes whose groups moved in
 	// lockstep, the classes (representatives) they ran, and the flows that
 	// moved with their representatives' (in Expanded, not in Mirrored).
@@ -527,6 +554,9 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		if opt.Lockstepping(in) {
 			e.ex.UseLockstep(opt.LockstepGroups)
 		}
+		if opt.approxReusing(in) {
+			e.ex.UseApproxReuse(func() des.Time { return e.now })
+		}
 		if opt.merging(in) {
 			e.ex.UseChannelMerge()
 			for _, sh := range opt.skipMerge {
@@ -659,6 +689,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.res.Expanded, e.res.PeakExpanded = e.ex.Made(), e.ex.Peak()
 		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
 		e.res.ReusedNodes, e.res.ReusedFlows = e.ex.Reused()
+		e.res.ApproxReusedNodes, e.res.ApproxReusedFlows, e.res.ApproxWaited = e.ex.ApproxReused()
 	}
 	if e.merging {
 		e.res.ChannelsMerged = e.ex.ChannelsMerged()
@@ -1018,7 +1049,7 @@ func (e *engine) expand(i int32) error {
 	if err != nil {
 		return err
 	}
-	if len(ready) == 0 {
+	if len(ready) == 0 && !e.ex.Waits() {
 		e.after(0, evComplete, i, int64(e.in.Flow(i).Lat))
 		return nil
 	}

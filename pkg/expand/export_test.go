@@ -3,3 +3,6 @@ package expand
 // ImagedRows is how many representative rows' members were attached as
 // images (followImages) rather than made.
 func ImagedRows(x *Store) int64 { return x.imaged }
+
+// Placement is what approximate reuse matches groups on (placement).
+func Placement(x *Store, groups [][]int32) string { return x.placement(groups) }

@@ -103,6 +103,14 @@ type Store struct {
 	reuse                    map[string]reuseRec
 	replayed                 map[int64]bool
 	reusedNodes, reusedFlows int64
+	// Approximate reuse (approxreuse.go): kept times by approxKey, a
+	// group id's placement.
+	areuse                     map[string]reuseRec
+	aplace                     map[int64]string
+	arun                       map[string][]apending // by key: a node runs, these wait for its time
+	awaits                     bool                  // the last node expanded waits (Waits)
+	areusedNodes, areusedFlows int64
+	awaited                    int64 // nodes that waited for a running one's time
 	// Mark, when set, sees each dependant Release frees (flow index),
 	// before it may be made ready: the backends' flowset.Pacer.
 	Mark func(j int32)
@@ -175,6 +183,7 @@ type expSet struct {
 	group   int64 // the COLL node's group id
 	chans   chanState
 	reuse   reuseState
+	areuse  reuseState // approxreuse.go: the whole node's
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -361,7 +370,31 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		set.idBase = *rec.Cut.FirstFlow
 	}
 	set.copies, set.rep, set.fabric, set.repAt = 0, nil, false, 0
-	if x.sym.Alone(i) {
+	// Approximate reuse (approxreuse.go): a node takes the time of the
+	// first one of its shape placed alike, or keeps its own.
+	set.areuse = reuseState{}
+	var akept reuseRec
+	adrop, apend := false, ""
+	x.awaits = false
+	// Not a node whose groups on GPUs another node may overlap run for
+	// themselves (symmetry's runs): it loads the links that node shares.
+	if run, _ := x.sym.Run(i); x.areuse != nil && run == nil {
+		key := x.approxKey(i, groups, x.chanMerge && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)]))
+		akept, adrop = x.areuse[key]
+		_, running := x.arun[key]
+		switch {
+		case adrop:
+		case running: // a node placed alike is running: take its time when it ends
+			adrop, apend, x.awaits = true, key, true
+		default:
+			set.areuse.key, set.areuse.at = key, x.clock()
+			x.arun[key] = nil
+		}
+		if adrop {
+			groups = nil
+		}
+	}
+	if x.sym.Alone(i) && !adrop {
 		set.copies, set.server = int32(len(groups)-1), x.in.Topology.Nodes[groups[0][0]].Server
 		if set.fabric = x.sym.Fabric(i); set.fabric {
 			if set.pos0 == nil {
@@ -410,7 +443,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	set.reuse = reuseState{}
 	var kept reuseRec
 	drop := false
-	if x.reuse != nil && x.sym.Alone(i) {
+	if x.reuse != nil && x.sym.Alone(i) && !adrop {
 		gid := rec.Group
 		if run, rep := x.sym.Run(i); run != nil {
 			gid = x.groupID(rec.Group, int(run[rep]))
@@ -445,6 +478,11 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 			return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
 		}
 	}
+	if adrop {
+		if err := x.approxDelay(s, akept, apend); err != nil {
+			return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
+		}
+	}
 	var p *collective.Expansion
 	if len(groups) > 0 {
 		if p, err = x.x.Start(rec, groups, set.emit); err != nil {
@@ -454,6 +492,10 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	x.sets[s].p = p
 	if x.sets[s].left == 0 {
 		x.free2 = append(x.free2, s)
+		if k := x.sets[s].areuse.key; k != "" { // moves nothing: nothing to time
+			delete(x.arun, k)
+			x.sets[s].areuse.key = ""
+		}
 	}
 	return x.ready, nil
 }
@@ -461,6 +503,16 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 // made takes in flow sf of set s's expansion: a slot, its deps that have
 // not finished, its NIC port; ready ones go to x.ready.
 func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
+	if u := &x.sets[s].areuse; u.key != "" {
+		// A standing group's flow stands for its copies' too (Made counts them).
+		if set := &x.sets[s]; o.Group == set.repAt && (set.fabric || set.copies > 0) {
+			u.rec.made += int64(set.copies)
+		}
+		u.rec.made++
+		if flowKind(sf) == flowset.Transfer {
+			u.rec.bytes += sf.Size
+		}
+	}
 	if set := &x.sets[s]; set.rep != nil {
 		set.bases[o.Group] = o.Base
 		if r := set.rep[o.Group]; r != o.Group {
@@ -783,6 +835,7 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 		return out, -1
 	}
 	x.free2 = append(x.free2, d.set)
+	out = x.approxDone(set, out)
 	set.p, set.slots = nil, set.slots[:0] // all 0 again: every flow finished
 	return out, set.coll
 }

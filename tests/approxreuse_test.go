@@ -1,0 +1,65 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// flowsim-analytical --expand --approx-reuse (APPROXIMATE): a COLL node
+// takes the time of the first one run of its collective on groups placed
+// alike instead of running. SimAI's example's first 16 lines (its DP and
+// DP_EP rings, one MoE layer) on 192 Spectrum-X GPUs with 32 GPUs a
+// segment, in 4 stages of 48 GPUs: stages 0 and 2 (a full segment, then
+// half of one) are placed alike, and so are 1 and 3, so half the stages'
+// rings run (those of stages 2 and 3 wait for stage 0's and 1's, which
+// still run when they are released). Against the exact run: the iteration and the critical rank's
+// exposed DP_EP within 2%, and at least a third of the flows not run; the
+// trace and the summary line say it is approximate.
+func TestApproxReuse(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w := filepath.Join(dir, "moe.txt")
+	if err := os.WriteFile(w, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 8 pp: 4 vpp: 1 ga: 1 all_gpus: 192 checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n"+
+		string(firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "192", "--gpus-per-segment", "32"),
+		"simccl-decompose", "--workload", w, "--granularity", "collective")
+	exactTr := mustRun(t, st, "flowsim-analytical", "--expand")
+	r := run(t, st, "flowsim-analytical", "--expand", "--approx-reuse")
+	m := regexp.MustCompile(`expanded into (\d+) flows.*APPROXIMATE \(--approx-reuse\): (\d+) flows not run: (\d+) COLL nodes.*\((\d+) of them waited`).FindSubmatch(r.stderr)
+	if r.code != 0 || m == nil {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	total, _ := strconv.Atoi(string(m[1]))
+	notRun, _ := strconv.Atoi(string(m[2]))
+	if 3*notRun < total || notRun >= total {
+		t.Errorf("%d of %d flows not run, want at least a third", notRun, total)
+	}
+	// The stages' DP rings run at once: stage 2's waits for stage 0's time.
+	if waited, _ := strconv.Atoi(string(m[4])); waited == 0 {
+		t.Errorf("no node waited for the time of one still running: %s", r.stderr)
+	}
+	_, meta := readTrace(t, r.stdout)
+	if !strings.Contains(meta.Approximate, "approx-reuse") || meta.Params["approx_reuse"] != true {
+		t.Errorf("trace: approximate %q, params %v", meta.Approximate, meta.Params)
+	}
+	if _, exact := readTrace(t, exactTr); exact.Approximate != "" || exact.Params["approx_reuse"] != nil {
+		t.Errorf("the exact trace: approximate %q, params %v", exact.Approximate, exact.Params)
+	}
+	got, gotIt := exposedByGroup(t, r.stdout)
+	want, wantIt := exposedByGroup(t, exactTr)
+	if d := gotIt/wantIt - 1; d < -0.02 || d > 0.02 {
+		t.Errorf("iteration %.0f ns, exact %.0f ns: %+.2f%%", gotIt, wantIt, 100*d)
+	}
+	if d := got["DP_EP"]/want["DP_EP"] - 1; want["DP_EP"] < 0.5*wantIt || d < -0.02 || d > 0.02 {
+		t.Errorf("exposed DP_EP %.0f ns, exact %.0f ns (iteration %.0f)", got["DP_EP"], want["DP_EP"], wantIt)
+	}
+	if bad := run(t, st, "flowsim-analytical", "--expand", "--approx-reuse", "--link-loads", filepath.Join(dir, "l.csv")); bad.code == 0 || !strings.Contains(string(bad.stderr), "--approx-reuse") {
+		t.Errorf("--approx-reuse with --link-loads: exit %d: %s", bad.code, bad.stderr)
+	}
+}
