@@ -3,6 +3,7 @@ package analytical
 import (
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -46,8 +47,9 @@ import (
 // that link. Progressive filling then weighs each flow's claim on a link by
 // its w, so the link saturates at level resid/sum(w), and the bound above
 // becomes capacity / sum(w) >= capacity / flows. Unsprayed flows have w 1
-// everywhere and cost nothing extra: the per-entry weights (wts) exist only
-// once a sprayed flow has been added.
+// everywhere and cost nothing extra: each link's entries carry their
+// weights (1 unless sprayed), and the links' sums of them (wsum) exist
+// only once a sprayed flow has been added.
 type fluid struct {
 	q     *des.Calendar
 	slots []slot
@@ -56,11 +58,10 @@ type fluid struct {
 	// rest of the slot so that those reads stay in cache.
 	hot   []slotHot
 	free  []int32
-	flows [][]int32 // per directed link: the slots sending over it
+	flows [][]entry // per directed link: the slots sending over it
 	cap   []float64 // per directed link, bit/s
-	// wts, once a sprayed flow came, parallels flows: each entry's weight;
-	// wsum is each link's sum of them (adaptive routing reads it per hop).
-	wts  [][]float32
+	// wsum, once a sprayed flow came: each link's sum of its entries'
+	// weights (adaptive routing reads it per hop); nil until then.
 	wsum []float64
 	// caps, once a flow with soft entries came (approx-lockstep,
 	// lockstep.go), parallels flows: what a soft entry's load is held to.
@@ -72,16 +73,22 @@ type fluid struct {
 	theta float64 // smallest rate removed this instant
 
 	// scratch of update, reused
-	epoch     uint64
-	linkMark  []uint64 // == epoch: link is in the sub-problem
-	local     []int32  // per directed link: its position in links
-	links     []route.DirLink
-	resid     []float64
-	count     []int32   // unfrozen flows on the link
-	weight    []float64 // their weights' sum (count when none is sprayed)
-	share     []float64
-	heap      []int32
-	hpos      []int32
+	epoch    uint64
+	linkMark []uint64 // == epoch: link is in the sub-problem
+	local    []int32  // per directed link: its position in links
+	links    []route.DirLink
+	resid    []float64
+	count    []int32   // unfrozen flows on the link
+	weight   []float64 // their weights' sum (count when none is sprayed)
+	share    []float64
+	heap     []int32
+	hpos     []int32
+
+	// Below scanSolve links, heap is an unordered list; hs and hl hold
+	// its entries' shares and links in its order, so that popMin's scan
+	// reads two short arrays instead of two lookups an entry.
+	hs        []float64
+	hl        []route.DirLink
 	members   []int32
 	touched   []int32 // links a frozen link's flows cross, to re-place in the heap
 	isTouched []bool  // per sub-problem link: in touched (all false between uses)
@@ -117,6 +124,15 @@ type fluid struct {
 type linkCopy struct {
 	coll int64
 	link route.DirLink
+}
+
+// entry is a slot sending over a link: k is the link's index in the
+// slot's path, so that a removal that moves the entry fixes its pos
+// without searching the path for the link, and w its weight there, read
+// with the entry instead of from a list of its own.
+type entry struct {
+	id, k int32
+	w     float32 // the slot's signed weight there (slot.signed)
 }
 
 // slotHot is a slot's part read for every flow of a link in a solve.
@@ -159,7 +175,7 @@ type slot struct {
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
 	n := r.DirLinks()
-	f := &fluid{q: q, flows: make([][]int32, n), cap: make([]float64, n),
+	f := &fluid{q: q, flows: make([][]entry, n), cap: make([]float64, n),
 		linkMark: make([]uint64, n), local: make([]int32, n), theta: math.Inf(1)}
 	for d := range f.cap {
 		f.cap[d] = r.Bandwidth(route.DirLink(d))
@@ -191,8 +207,7 @@ func (f *fluid) privatePath(coll int64, path []route.DirLink) []route.DirLink {
 			} else {
 				c = route.DirLink(len(f.cap))
 				f.flows = append(f.flows, nil)
-				if f.wts != nil {
-					f.wts = append(f.wts, nil)
+				if f.wsum != nil {
 					f.wsum = append(f.wsum, 0)
 				}
 				f.cap = append(f.cap, 0)
@@ -249,7 +264,7 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	s.w = s.w[:0]
 	if w != nil {
 		s.w = append(s.w, w...)
-		if f.wts == nil {
+		if f.wsum == nil {
 			f.weigh()
 		}
 	}
@@ -257,9 +272,8 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	s.soft = f.hasSoft(w)
 	for k, l := range path {
 		s.pos = append(s.pos, int32(len(f.flows[l])))
-		f.flows[l] = append(f.flows[l], id)
-		if f.wts != nil {
-			f.wts[l] = append(f.wts[l], s.signed(k))
+		f.flows[l] = append(f.flows[l], entry{id, int32(k), s.signed(k)})
+		if f.wsum != nil {
 			f.wsum[l] += float64(s.weight(k))
 		}
 		if f.caps != nil {
@@ -270,13 +284,11 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	return id
 }
 
-// weigh starts keeping the entries' weights (the first sprayed flow).
+// weigh starts keeping the links' sums of weights (the first sprayed
+// flow); every entry so far weighs 1.
 func (f *fluid) weigh() {
-	f.wts, f.wsum = make([][]float32, len(f.flows)), make([]float64, len(f.flows))
+	f.wsum = make([]float64, len(f.flows))
 	for l, list := range f.flows {
-		for range list {
-			f.wts[l] = append(f.wts[l], 1)
-		}
 		f.wsum[l] = float64(len(list))
 	}
 }
@@ -291,10 +303,10 @@ func (s *slot) weight(k int) float32 {
 
 // entryWeight is the weight of entry p of link l's flows.
 func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
-	if f.wts == nil {
+	if f.wsum == nil {
 		return 1
 	}
-	return float64(abs32(f.wts[l][p]))
+	return float64(abs32(f.flows[l][p].w))
 }
 
 // claims is what link l's flows claim of it per unit of rate: their
@@ -302,7 +314,7 @@ func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
 // as many flows as cross the link; sprayed ones weigh less than one).
 func (f *fluid) claims(l route.DirLink) float64 {
 	n := float64(len(f.flows[l]))
-	if f.wts != nil {
+	if f.wsum != nil {
 		return max(n, f.wsum[l])
 	}
 	return n
@@ -311,7 +323,7 @@ func (f *fluid) claims(l route.DirLink) float64 {
 // load is how many flows, weighted, send over link l per bit/s of it: what
 // adaptive routing steers away from.
 func (f *fluid) load(l route.DirLink) float64 {
-	if f.wts == nil {
+	if f.wsum == nil {
 		return float64(len(f.flows[l])) / f.cap[l]
 	}
 	return f.wsum[l] / f.cap[l]
@@ -327,18 +339,15 @@ func (f *fluid) remove(id int32) {
 	for k, l := range s.path {
 		list := f.flows[l]
 		p := s.pos[k]
+		if f.wsum != nil {
+			f.wsum[l] -= float64(abs32(list[p].w))
+			if len(list) == 1 {
+				f.wsum[l] = 0 // no drift left on an idle link
+			}
+		}
 		last := list[len(list)-1]
 		list[p] = last
 		f.flows[l] = list[:len(list)-1]
-		if f.wts != nil {
-			ws := f.wts[l]
-			f.wsum[l] -= float64(abs32(ws[p]))
-			if len(ws) == 1 {
-				f.wsum[l] = 0 // no drift left on an idle link
-			}
-			ws[p] = ws[len(ws)-1]
-			f.wts[l] = ws[:len(ws)-1]
-		}
 		if f.caps != nil {
 			cs := f.caps[l]
 			cs[p] = cs[len(cs)-1]
@@ -347,14 +356,8 @@ func (f *fluid) remove(id int32) {
 		if f.private && len(list) == 1 {
 			f.emptied = append(f.emptied, l)
 		}
-		if last != id {
-			o := &f.slots[last]
-			for k2, l2 := range o.path {
-				if l2 == l {
-					o.pos[k2] = p
-					break
-				}
-			}
+		if last.id != id {
+			f.slots[last.id].pos[last.k] = p
 		}
 		f.seeds = append(f.seeds, l)
 	}
@@ -410,10 +413,11 @@ func (f *fluid) update(now des.Time) {
 		f.local[l] = int32(len(f.links))
 		f.links = append(f.links, l)
 		resid, n, wsum := f.cap[l], int32(0), 0.0
-		if f.wts == nil {
+		if f.wsum == nil {
 			// Every entry weighs 1 (nothing sprayed, soft or merged):
 			// the same sums, without the weights' lookups.
-			for _, id := range f.flows[l] {
+			for _, en := range f.flows[l] {
+				id := en.id
 				h := &f.hot[id]
 				switch {
 				case h.mark == in:
@@ -436,18 +440,19 @@ func (f *fluid) update(now des.Time) {
 			f.weight = append(f.weight, float64(n))
 			continue
 		}
-		for p, id := range f.flows[l] {
+		for p, en := range f.flows[l] {
+			id := en.id
 			h := &f.hot[id]
 			switch {
 			case h.mark == in:
 				n++
-				wsum += f.entryWeight(l, p)
+				wsum += float64(abs32(en.w))
 			case h.rate == 0 || h.rate >= thr:
 				h.mark = in
 				s := &f.slots[id]
 				f.members = append(f.members, id)
 				n++
-				wsum += f.entryWeight(l, p)
+				wsum += float64(abs32(en.w))
 				if s.soft {
 					f.uncap(s)
 				}
@@ -456,10 +461,10 @@ func (f *fluid) update(now des.Time) {
 						f.stack = append(f.stack, l2)
 					}
 				}
-			case f.caps != nil && f.wts[l][p] < 0:
-				resid -= min(h.rate, f.caps[l][p]) * f.entryWeight(l, p)
+			case f.caps != nil && en.w < 0:
+				resid -= min(h.rate, f.caps[l][p]) * float64(abs32(en.w))
 			default:
-				resid -= h.rate * f.entryWeight(l, p)
+				resid -= h.rate * float64(abs32(en.w))
 			}
 		}
 		f.resid = append(f.resid, resid)
@@ -467,6 +472,12 @@ func (f *fluid) update(now des.Time) {
 		f.weight = append(f.weight, wsum)
 	}
 	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
+	// A member whose rate changes has its second line read and written
+	// after the filling: start loading it now, so that the filling's work
+	// hides the wait.
+	for _, id := range f.members {
+		prefetch.Line(unsafe.Pointer(&f.slots[id].gen))
+	}
 
 	// Progressive filling over the sub-problem's links.
 	nl := len(f.links)
@@ -475,7 +486,7 @@ func (f *fluid) update(now des.Time) {
 	if len(f.isTouched) < nl {
 		f.isTouched = make([]bool, max(nl, 2*len(f.isTouched)))
 	}
-	f.heap = f.heap[:0]
+	f.heap, f.hs, f.hl = f.heap[:0], f.hs[:0], f.hl[:0]
 	for j := 0; j < nl; j++ {
 		if f.count[j] == 0 {
 			f.hpos[j] = -1
@@ -490,7 +501,12 @@ func (f *fluid) update(now des.Time) {
 	// (share, link) order by a scan of an unordered list, which costs less
 	// than keeping a heap in order through every touched link's change.
 	small := len(f.heap) <= scanSolve
-	if !small {
+	if small {
+		for _, j := range f.heap {
+			f.hs = append(f.hs, f.share[j])
+			f.hl = append(f.hl, f.links[j])
+		}
+	} else {
 		for j := len(f.heap)/2 - 1; j >= 0; j-- {
 			f.down(j)
 		}
@@ -517,17 +533,18 @@ func (f *fluid) update(now des.Time) {
 		// them, as the channels of a ring share a NIC, moved in the heap
 		// once per flow.
 		f.touched = f.touched[:0]
-		for p, id := range f.flows[l] {
+		for p, en := range f.flows[l] {
+			id := en.id
 			h := &f.hot[id]
 			if h.mark != in {
 				continue
 			}
 			s := &f.slots[id]
-			if s.soft && f.wts[l][p] < 0 {
+			if s.soft && en.w < 0 {
 				f.caps[l][p] = level // not limited here: its load is
 				continue
 			}
-			if s.full > 0 && f.wts[l][p] != s.full && !f.tiedFull(s, level) {
+			if s.full > 0 && en.w != s.full && !f.tiedFull(s, level) {
 				f.found(s.flow)
 			}
 			h.mark = frozen
@@ -559,7 +576,9 @@ func (f *fluid) update(now des.Time) {
 				continue
 			}
 			f.share[k] = f.resid[k] / f.weight[k]
-			if !small {
+			if small {
+				f.hs[f.hpos[k]] = f.share[k]
+			} else {
 				f.fix(int(f.hpos[k]))
 			}
 		}
@@ -735,26 +754,27 @@ const scanSolve = 48
 // in the heap's order (share, then link id: a total order, so the list's
 // order does not matter).
 func (f *fluid) popMin() int32 {
-	h := f.heap
-	b := 0
-	for i := 1; i < len(h); i++ {
-		if f.less(h[i], h[b]) {
-			b = i
+	hs, hl := f.hs, f.hl[:len(f.hs)]
+	b, bs, bl := 0, hs[0], hl[0]
+	for i := 1; i < len(hs); i++ {
+		if s := hs[i]; s < bs || (s == bs && hl[i] < bl) {
+			b, bs, bl = i, s, hl[i]
 		}
 	}
-	j := h[b]
+	j := f.heap[b]
 	f.cut(b)
 	return j
 }
 
-// cut takes entry i out of the unordered list f.heap.
+// cut takes entry i out of the unordered list f.heap (and hs, hl).
 func (f *fluid) cut(i int) {
 	h := f.heap
 	n := len(h) - 1
 	j := h[i]
 	h[i] = h[n]
+	f.hs[i], f.hl[i] = f.hs[n], f.hl[n]
 	f.hpos[h[i]] = int32(i)
-	f.heap = h[:n]
+	f.heap, f.hs, f.hl = h[:n], f.hs[:n], f.hl[:n]
 	f.hpos[j] = -1
 }
 
