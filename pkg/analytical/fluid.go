@@ -73,22 +73,16 @@ type fluid struct {
 	theta float64 // smallest rate removed this instant
 
 	// scratch of update, reused
-	epoch    uint64
-	linkMark []uint64 // == epoch: link is in the sub-problem
-	local    []int32  // per directed link: its position in links
-	links    []route.DirLink
-	resid    []float64
-	count    []int32   // unfrozen flows on the link
-	weight   []float64 // their weights' sum (count when none is sprayed)
-	share    []float64
-	heap     []int32
-	hpos     []int32
-
-	// Below scanSolve links, heap is an unordered list; hs and hl hold
-	// its entries' shares and links in its order, so that popMin's scan
-	// reads two short arrays instead of two lookups an entry.
-	hs        []float64
-	hl        []route.DirLink
+	epoch     uint64
+	linkMark  []uint64 // == epoch: link is in the sub-problem
+	local     []int32  // per directed link: its position in links
+	links     []route.DirLink
+	resid     []float64
+	count     []int32   // unfrozen flows on the link
+	weight    []float64 // their weights' sum (count when none is sprayed)
+	share     []float64
+	heap      []int32
+	hpos      []int32
 	members   []int32
 	touched   []int32 // links a frozen link's flows cross, to re-place in the heap
 	isTouched []bool  // per sub-problem link: in touched (all false between uses)
@@ -486,7 +480,7 @@ func (f *fluid) update(now des.Time) {
 	if len(f.isTouched) < nl {
 		f.isTouched = make([]bool, max(nl, 2*len(f.isTouched)))
 	}
-	f.heap, f.hs, f.hl = f.heap[:0], f.hs[:0], f.hl[:0]
+	f.heap = f.heap[:0]
 	for j := 0; j < nl; j++ {
 		if f.count[j] == 0 {
 			f.hpos[j] = -1
@@ -501,12 +495,7 @@ func (f *fluid) update(now des.Time) {
 	// (share, link) order by a scan of an unordered list, which costs less
 	// than keeping a heap in order through every touched link's change.
 	small := len(f.heap) <= scanSolve
-	if small {
-		for _, j := range f.heap {
-			f.hs = append(f.hs, f.share[j])
-			f.hl = append(f.hl, f.links[j])
-		}
-	} else {
+	if !small {
 		for j := len(f.heap)/2 - 1; j >= 0; j-- {
 			f.down(j)
 		}
@@ -576,9 +565,7 @@ func (f *fluid) update(now des.Time) {
 				continue
 			}
 			f.share[k] = f.resid[k] / f.weight[k]
-			if small {
-				f.hs[f.hpos[k]] = f.share[k]
-			} else {
+			if !small {
 				f.fix(int(f.hpos[k]))
 			}
 		}
@@ -754,27 +741,26 @@ const scanSolve = 48
 // in the heap's order (share, then link id: a total order, so the list's
 // order does not matter).
 func (f *fluid) popMin() int32 {
-	hs, hl := f.hs, f.hl[:len(f.hs)]
-	b, bs, bl := 0, hs[0], hl[0]
-	for i := 1; i < len(hs); i++ {
-		if s := hs[i]; s < bs || (s == bs && hl[i] < bl) {
-			b, bs, bl = i, s, hl[i]
+	h := f.heap
+	b := 0
+	for i := 1; i < len(h); i++ {
+		if f.less(h[i], h[b]) {
+			b = i
 		}
 	}
-	j := f.heap[b]
+	j := h[b]
 	f.cut(b)
 	return j
 }
 
-// cut takes entry i out of the unordered list f.heap (and hs, hl).
+// cut takes entry i out of the unordered list f.heap.
 func (f *fluid) cut(i int) {
 	h := f.heap
 	n := len(h) - 1
 	j := h[i]
 	h[i] = h[n]
-	f.hs[i], f.hl[i] = f.hs[n], f.hl[n]
 	f.hpos[h[i]] = int32(i)
-	f.heap, f.hs, f.hl = h[:n], f.hs[:n], f.hl[:n]
+	f.heap = h[:n]
 	f.hpos[j] = -1
 }
 
