@@ -3,6 +3,7 @@ package analytical
 import (
 	"math"
 	"slices"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/internal/prefetch"
 	"github.com/fabricsim/fabricsim/pkg/des"
@@ -46,8 +47,9 @@ import (
 // that link. Progressive filling then weighs each flow's claim on a link by
 // its w, so the link saturates at level resid/sum(w), and the bound above
 // becomes capacity / sum(w) >= capacity / flows. Unsprayed flows have w 1
-// everywhere and cost nothing extra: the per-entry weights (wts) exist only
-// once a sprayed flow has been added.
+// everywhere and cost nothing extra: each link's entries carry their
+// weights (1 unless sprayed), and the links' sums of them (wsum) exist
+// only once a sprayed flow has been added.
 type fluid struct {
 	q     *des.Calendar
 	slots []slot
@@ -56,11 +58,10 @@ type fluid struct {
 	// rest of the slot so that those reads stay in cache.
 	hot   []slotHot
 	free  []int32
-	flows [][]int32 // per directed link: the slots sending over it
+	flows [][]entry // per directed link: the slots sending over it
 	cap   []float64 // per directed link, bit/s
-	// wts, once a sprayed flow came, parallels flows: each entry's weight;
-	// wsum is each link's sum of them (adaptive routing reads it per hop).
-	wts  [][]float32
+	// wsum, once a sprayed flow came: each link's sum of its entries'
+	// weights (adaptive routing reads it per hop); nil until then.
 	wsum []float64
 	// caps, once a flow with soft entries came (approx-lockstep,
 	// lockstep.go), parallels flows: what a soft entry's load is held to.
@@ -119,6 +120,15 @@ type linkCopy struct {
 	link route.DirLink
 }
 
+// entry is a slot sending over a link: k is the link's index in the
+// slot's path, so that a removal that moves the entry fixes its pos
+// without searching the path for the link, and w its weight there, read
+// with the entry instead of from a list of its own.
+type entry struct {
+	id, k int32
+	w     float32 // the slot's signed weight there (slot.signed)
+}
+
 // slotHot is a slot's part read for every flow of a link in a solve.
 type slotHot struct {
 	mark uint64
@@ -159,7 +169,7 @@ type slot struct {
 
 func newFluid(r *route.Router, q *des.Calendar) *fluid {
 	n := r.DirLinks()
-	f := &fluid{q: q, flows: make([][]int32, n), cap: make([]float64, n),
+	f := &fluid{q: q, flows: make([][]entry, n), cap: make([]float64, n),
 		linkMark: make([]uint64, n), local: make([]int32, n), theta: math.Inf(1)}
 	for d := range f.cap {
 		f.cap[d] = r.Bandwidth(route.DirLink(d))
@@ -191,8 +201,7 @@ func (f *fluid) privatePath(coll int64, path []route.DirLink) []route.DirLink {
 			} else {
 				c = route.DirLink(len(f.cap))
 				f.flows = append(f.flows, nil)
-				if f.wts != nil {
-					f.wts = append(f.wts, nil)
+				if f.wsum != nil {
 					f.wsum = append(f.wsum, 0)
 				}
 				f.cap = append(f.cap, 0)
@@ -249,7 +258,7 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	s.w = s.w[:0]
 	if w != nil {
 		s.w = append(s.w, w...)
-		if f.wts == nil {
+		if f.wsum == nil {
 			f.weigh()
 		}
 	}
@@ -257,9 +266,8 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	s.soft = f.hasSoft(w)
 	for k, l := range path {
 		s.pos = append(s.pos, int32(len(f.flows[l])))
-		f.flows[l] = append(f.flows[l], id)
-		if f.wts != nil {
-			f.wts[l] = append(f.wts[l], s.signed(k))
+		f.flows[l] = append(f.flows[l], entry{id, int32(k), s.signed(k)})
+		if f.wsum != nil {
 			f.wsum[l] += float64(s.weight(k))
 		}
 		if f.caps != nil {
@@ -270,13 +278,11 @@ func (f *fluid) add(i int32, path []route.DirLink, w []float32, size int64, lat,
 	return id
 }
 
-// weigh starts keeping the entries' weights (the first sprayed flow).
+// weigh starts keeping the links' sums of weights (the first sprayed
+// flow); every entry so far weighs 1.
 func (f *fluid) weigh() {
-	f.wts, f.wsum = make([][]float32, len(f.flows)), make([]float64, len(f.flows))
+	f.wsum = make([]float64, len(f.flows))
 	for l, list := range f.flows {
-		for range list {
-			f.wts[l] = append(f.wts[l], 1)
-		}
 		f.wsum[l] = float64(len(list))
 	}
 }
@@ -291,10 +297,10 @@ func (s *slot) weight(k int) float32 {
 
 // entryWeight is the weight of entry p of link l's flows.
 func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
-	if f.wts == nil {
+	if f.wsum == nil {
 		return 1
 	}
-	return float64(abs32(f.wts[l][p]))
+	return float64(abs32(f.flows[l][p].w))
 }
 
 // claims is what link l's flows claim of it per unit of rate: their
@@ -302,7 +308,7 @@ func (f *fluid) entryWeight(l route.DirLink, p int) float64 {
 // as many flows as cross the link; sprayed ones weigh less than one).
 func (f *fluid) claims(l route.DirLink) float64 {
 	n := float64(len(f.flows[l]))
-	if f.wts != nil {
+	if f.wsum != nil {
 		return max(n, f.wsum[l])
 	}
 	return n
@@ -311,7 +317,7 @@ func (f *fluid) claims(l route.DirLink) float64 {
 // load is how many flows, weighted, send over link l per bit/s of it: what
 // adaptive routing steers away from.
 func (f *fluid) load(l route.DirLink) float64 {
-	if f.wts == nil {
+	if f.wsum == nil {
 		return float64(len(f.flows[l])) / f.cap[l]
 	}
 	return f.wsum[l] / f.cap[l]
@@ -327,18 +333,15 @@ func (f *fluid) remove(id int32) {
 	for k, l := range s.path {
 		list := f.flows[l]
 		p := s.pos[k]
+		if f.wsum != nil {
+			f.wsum[l] -= float64(abs32(list[p].w))
+			if len(list) == 1 {
+				f.wsum[l] = 0 // no drift left on an idle link
+			}
+		}
 		last := list[len(list)-1]
 		list[p] = last
 		f.flows[l] = list[:len(list)-1]
-		if f.wts != nil {
-			ws := f.wts[l]
-			f.wsum[l] -= float64(abs32(ws[p]))
-			if len(ws) == 1 {
-				f.wsum[l] = 0 // no drift left on an idle link
-			}
-			ws[p] = ws[len(ws)-1]
-			f.wts[l] = ws[:len(ws)-1]
-		}
 		if f.caps != nil {
 			cs := f.caps[l]
 			cs[p] = cs[len(cs)-1]
@@ -347,14 +350,8 @@ func (f *fluid) remove(id int32) {
 		if f.private && len(list) == 1 {
 			f.emptied = append(f.emptied, l)
 		}
-		if last != id {
-			o := &f.slots[last]
-			for k2, l2 := range o.path {
-				if l2 == l {
-					o.pos[k2] = p
-					break
-				}
-			}
+		if last.id != id {
+			f.slots[last.id].pos[last.k] = p
 		}
 		f.seeds = append(f.seeds, l)
 	}
@@ -410,10 +407,11 @@ func (f *fluid) update(now des.Time) {
 		f.local[l] = int32(len(f.links))
 		f.links = append(f.links, l)
 		resid, n, wsum := f.cap[l], int32(0), 0.0
-		if f.wts == nil {
+		if f.wsum == nil {
 			// Every entry weighs 1 (nothing sprayed, soft or merged):
 			// the same sums, without the weights' lookups.
-			for _, id := range f.flows[l] {
+			for _, en := range f.flows[l] {
+				id := en.id
 				h := &f.hot[id]
 				switch {
 				case h.mark == in:
@@ -436,18 +434,19 @@ func (f *fluid) update(now des.Time) {
 			f.weight = append(f.weight, float64(n))
 			continue
 		}
-		for p, id := range f.flows[l] {
+		for p, en := range f.flows[l] {
+			id := en.id
 			h := &f.hot[id]
 			switch {
 			case h.mark == in:
 				n++
-				wsum += f.entryWeight(l, p)
+				wsum += float64(abs32(en.w))
 			case h.rate == 0 || h.rate >= thr:
 				h.mark = in
 				s := &f.slots[id]
 				f.members = append(f.members, id)
 				n++
-				wsum += f.entryWeight(l, p)
+				wsum += float64(abs32(en.w))
 				if s.soft {
 					f.uncap(s)
 				}
@@ -456,10 +455,10 @@ func (f *fluid) update(now des.Time) {
 						f.stack = append(f.stack, l2)
 					}
 				}
-			case f.caps != nil && f.wts[l][p] < 0:
-				resid -= min(h.rate, f.caps[l][p]) * f.entryWeight(l, p)
+			case f.caps != nil && en.w < 0:
+				resid -= min(h.rate, f.caps[l][p]) * float64(abs32(en.w))
 			default:
-				resid -= h.rate * f.entryWeight(l, p)
+				resid -= h.rate * float64(abs32(en.w))
 			}
 		}
 		f.resid = append(f.resid, resid)
@@ -467,6 +466,12 @@ func (f *fluid) update(now des.Time) {
 		f.weight = append(f.weight, wsum)
 	}
 	f.seeds, f.added, f.theta = f.seeds[:0], f.added[:0], math.Inf(1)
+	// A member whose rate changes has its second line read and written
+	// after the filling: start loading it now, so that the filling's work
+	// hides the wait.
+	for _, id := range f.members {
+		prefetch.Line(unsafe.Pointer(&f.slots[id].gen))
+	}
 
 	// Progressive filling over the sub-problem's links.
 	nl := len(f.links)
@@ -517,17 +522,18 @@ func (f *fluid) update(now des.Time) {
 		// them, as the channels of a ring share a NIC, moved in the heap
 		// once per flow.
 		f.touched = f.touched[:0]
-		for p, id := range f.flows[l] {
+		for p, en := range f.flows[l] {
+			id := en.id
 			h := &f.hot[id]
 			if h.mark != in {
 				continue
 			}
 			s := &f.slots[id]
-			if s.soft && f.wts[l][p] < 0 {
+			if s.soft && en.w < 0 {
 				f.caps[l][p] = level // not limited here: its load is
 				continue
 			}
-			if s.full > 0 && f.wts[l][p] != s.full && !f.tiedFull(s, level) {
+			if s.full > 0 && en.w != s.full && !f.tiedFull(s, level) {
 				f.found(s.flow)
 			}
 			h.mark = frozen

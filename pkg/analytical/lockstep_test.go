@@ -34,13 +34,13 @@ func TestSoftEntriesStayWithinCapacity(t *testing.T) {
 		softSeen := false
 		for l, list := range f.flows {
 			load := 0.0
-			for p, id := range list {
+			for p, en := range list {
 				w := float64(f.entryWeight(route.DirLink(l), p))
-				if f.wts != nil && f.wts[l][p] < 0 {
+				if f.wsum != nil && en.w < 0 {
 					softSeen = true
-					load += min(f.hot[id].rate, f.caps[l][p]) * w
+					load += min(f.hot[en.id].rate, f.caps[l][p]) * w
 				} else {
-					load += f.hot[id].rate * w
+					load += f.hot[en.id].rate * w
 				}
 			}
 			if load > f.cap[l]*(1+1e-9) {
@@ -65,6 +65,7 @@ func TestSoftEntriesStayWithinCapacity(t *testing.T) {
 		if step > 100 && !softSeen {
 			t.Fatalf("step %d: no soft entry in flight", step)
 		}
+		checkEntries(t, f, step)
 	}
 	var live []int32
 	for step := 0; step < 600; step++ {
@@ -122,5 +123,42 @@ func TestSoftEntriesStayWithinCapacity(t *testing.T) {
 		}
 		f.update(des.Time(step))
 		check(step)
+	}
+}
+
+// checkEntries checks the solver's bookkeeping after a step: each live
+// slot's pos finds, on every link of its path, an entry naming the slot,
+// the link's index in its path and its signed weight there; no other
+// entry is left; and each link's wsum is its entries' weights' sum.
+func checkEntries(t *testing.T, f *fluid, step int) {
+	t.Helper()
+	entries := 0
+	for i := range f.slots {
+		s := &f.slots[i]
+		if !s.live {
+			continue
+		}
+		for k, l := range s.path {
+			entries++
+			if p := int(s.pos[k]); p >= len(f.flows[l]) || f.flows[l][p] != (entry{int32(i), int32(k), s.signed(k)}) {
+				t.Fatalf("step %d: slot %d's pos[%d] = %d on link %d does not find its entry", step, i, k, p, l)
+			}
+		}
+	}
+	for l, list := range f.flows {
+		entries -= len(list)
+		if f.wsum == nil {
+			continue
+		}
+		sum := 0.0
+		for _, en := range list {
+			sum += float64(abs32(en.w))
+		}
+		if math.Abs(sum-f.wsum[l]) > 1e-6*max(1, sum) {
+			t.Fatalf("step %d: link %d's wsum %g, its entries weigh %g", step, l, f.wsum[l], sum)
+		}
+	}
+	if entries != 0 {
+		t.Fatalf("step %d: %d entries more than the live slots' paths", step, -entries)
 	}
 }
