@@ -49,4 +49,30 @@ func TestGCPercentAbove(t *testing.T) {
 	runtime.KeepAlive(keep)
 }
 
+// A user's GOGC stands; a user's GOMEMLIMIT alone keeps its limit and
+// gets the percent (as before the floor: GOGC 20 under any limit).
+func TestGCPercentAboveUserSettings(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	debug.SetGCPercent(100)
+	debug.SetMemoryLimit(math.MaxInt64)
+	t.Setenv("GOGC", "100")
+	t.Setenv("GOMEMLIMIT", "")
+	GCPercentAbove(37, 32<<20)
+	if p := debug.SetGCPercent(-1); p != 100 {
+		t.Errorf("GOGC set: percent %d, want the user's 100", p)
+	}
+	debug.SetGCPercent(100)
+	t.Setenv("GOGC", "")
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	debug.SetMemoryLimit(1 << 30)
+	GCPercentAbove(37, 32<<20)
+	if p := debug.SetGCPercent(-1); p != 37 {
+		t.Errorf("GOMEMLIMIT set: percent %d, want 37", p)
+	}
+	if l := debug.SetMemoryLimit(-1); l != 1<<30 {
+		t.Errorf("GOMEMLIMIT set: limit %d, want the user's 1 GiB", l)
+	}
+}
+
 var sink []byte
