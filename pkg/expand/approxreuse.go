@@ -4,7 +4,6 @@ import (
 	"strconv"
 
 	"github.com/fabricsim/fabricsim/pkg/des"
-	"github.com/fabricsim/fabricsim/pkg/flowset"
 )
 
 // Approximate reuse: an APPROXIMATION, opt-in (flowsim-analytical
@@ -87,14 +86,6 @@ func (x *Store) placement(groups [][]int32) string {
 	}
 	t := x.in.Topology
 	servers, segs, planes := map[int32]int32{}, map[int32]int32{}, map[int8]int32{}
-	ord := func(m map[int32]int32, v int32) int32 {
-		o, ok := m[v]
-		if !ok {
-			o = int32(len(m))
-			m[v] = o
-		}
-		return o
-	}
 	var b []byte
 	l0 := int32(-1)
 	for _, g := range groups {
@@ -109,22 +100,27 @@ func (x *Store) placement(groups [][]int32) string {
 				l0 = l
 			}
 			n := max(x.perServer[r], 1)
-			po, ok := planes[nd.Plane]
-			if !ok {
-				po = int32(len(planes))
-				planes[nd.Plane] = po
-			}
 			b = strconv.AppendInt(b, int64(ord(servers, nd.Server)), 36)
 			b = append(b, '.')
 			b = strconv.AppendInt(b, int64(((l-l0)%n+n)%n), 36)
 			b = append(b, '.')
 			b = strconv.AppendInt(b, int64(ord(segs, nd.Group)), 36)
 			b = append(b, '.')
-			b = strconv.AppendInt(b, int64(po), 36)
+			b = strconv.AppendInt(b, int64(ord(planes, nd.Plane)), 36)
 			b = append(b, ',')
 		}
 	}
 	return string(b)
+}
+
+// ord is v's number in order of first appearance among m's keys.
+func ord[K comparable](m map[K]int32, v K) int32 {
+	o, ok := m[v]
+	if !ok {
+		o = int32(len(m))
+		m[v] = o
+	}
+	return o
 }
 
 // apending is a node waiting for the time of one placed alike that is
@@ -169,17 +165,10 @@ func (x *Store) counted(r reuseRec) {
 // time r: the node runs no group. With pend, the key of a node placed
 // alike that is running, the delay waits for that node's time instead.
 func (x *Store) approxDelay(s int32, r reuseRec, pend string) error {
-	slot, err := x.alloc()
+	slot, err := x.delaySlot(s, r.span)
 	if err != nil {
 		return err
 	}
-	set := &x.sets[s]
-	d := &x.flows[slot]
-	d.Flow = flowset.Flow{ID: set.idBase - 1, Coll: x.in.Flow(set.coll).Coll, Size: int64(r.span), Kind: flowset.Delay}
-	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.inRep = s, -1, 0, d.succ[:0], [3]int32{}, [3]bool{}, true, false
-	set.left++
-	x.inFlight++
-	x.peak = max(x.peak, x.inFlight)
 	if pend != "" {
 		x.awaited++
 		x.waiting[slot] = 1

@@ -88,18 +88,11 @@ func (x *Store) groupID(id int64, k int) int64 {
 // reuseDelay makes, in set s, the delay standing for its group's kept
 // time, counted as the flows it stands for; it is ready at once.
 func (x *Store) reuseDelay(s int32, r reuseRec, copies int64) error {
-	slot, err := x.alloc()
+	slot, err := x.delaySlot(s, r.span)
 	if err != nil {
 		return err
 	}
-	set := &x.sets[s]
-	d := &x.flows[slot]
-	d.Flow = flowset.Flow{ID: set.idBase - 1, Coll: x.in.Flow(set.coll).Coll, Size: int64(r.span), Kind: flowset.Delay}
 	x.waiting[slot] = 0
-	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.inRep = s, -1, 0, d.succ[:0], [3]int32{}, [3]bool{}, true, false
-	set.left++
-	x.inFlight++
-	x.peak = max(x.peak, x.inFlight)
 	x.ready = append(x.ready, slot+x.base)
 	x.total += r.made * (1 + copies)
 	x.mirrored += r.made * copies
@@ -109,6 +102,23 @@ func (x *Store) reuseDelay(s int32, r reuseRec, copies int64) error {
 	x.reusedNodes++
 	x.reusedFlows += r.made
 	return nil
+}
+
+// delaySlot makes, in set s, a delay of span standing for its node's
+// flows, counted in flight; the caller makes it ready or has it wait.
+func (x *Store) delaySlot(s int32, span des.Time) (int32, error) {
+	slot, err := x.alloc()
+	if err != nil {
+		return 0, err
+	}
+	set := &x.sets[s]
+	d := &x.flows[slot]
+	d.Flow = flowset.Flow{ID: set.idBase - 1, Coll: x.in.Flow(set.coll).Coll, Size: int64(span), Kind: flowset.Delay}
+	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.inRep = s, -1, 0, d.succ[:0], [3]int32{}, [3]bool{}, true, false
+	set.left++
+	x.inFlight++
+	x.peak = max(x.peak, x.inFlight)
+	return slot, nil
 }
 
 // reuseDone counts a standing group's flow done in set s; the last keeps
