@@ -275,7 +275,19 @@ var TransportPresets = map[string]func(*Transport){
 		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
 		t.ProxyOpUs = 2.4
 		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
-		t.RingOpUs, t.AROpUs, t.ARThreshold = 1.2, 0, 0
+		// A ring's network step is the same proxy op as NVLS-Tree's
+		// (post, then poll to completion), and no EFA sweep outside the
+		// held-out ones runs an LL or LL128 ring to fit it on, so the
+		// ring's op is the proxy op fitted here (2.4 us, where IB's ring
+		// op is 0.5, 1.2 above its AR threshold). That op was fitted
+		// with no LL128 copy in series with it, so the step's copy
+		// overlaps the wire from its first byte (ll128-tail 0: LL128's
+		// flag in every 128-byte line lets the receiving block forward
+		// lines as they land: NCCL 2.28.7 src/device/prims_ll128.h polls
+		// each line's flag, lines 185-240), where h100-ib keeps the
+		// first 128 KiB in series as its ring op was fitted with them.
+		t.RingOpUs, t.AROpUs, t.ARThreshold = t.ProxyOpUs, 0, 0
+		t.LL128TailBytes = 0
 		t.NVLSChunkUs = 1.6
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.Tuner = "aws-p5"
