@@ -328,3 +328,43 @@ func TestP2PPlan(t *testing.T) {
 		}
 	}
 }
+
+// An LL128 ring's proxy round by hand (Plan.RingRoundPs), AllGather of 32
+// MiB on 4 servers of 8 H100s with 8 x 400G NICs, 16 channels: a 64 KiB
+// step, each GPU's proxy serving ceil(2 x 16 / 8) = 4 network ops a ring
+// step. h100-efa: 4 x 2.4 us (its proxy op, fitted on NVLS-Tree) and the
+// step's copy wholly behind the wire (ll128-tail 0; at NCCL's 36.7 GB/s a
+// channel against the NICs' 25 GB/s share it adds nothing): 9.6 us, what
+// a p5 LL128 ring step costs beyond its wire bytes at 32-256 KiB.
+// h100-ib: 4 x (0.5 + 0.7 AR) us plus the step's first 128 KiB copied in
+// series, 64 KiB / 36.7 GB/s (perChMaxRingLL128Bw).
+func TestEFARingRound(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100", NICBW: 400e9})
+	ranks := make([]int32, 32)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	for _, c := range []struct {
+		preset string
+		wantUs float64
+	}{
+		{"h100-efa", 4 * 2.4},
+		{"h100-ib", 4*(0.5+0.7) + 65536/36.7e3},
+	} {
+		tr := DefaultTransport()
+		if err := tr.Set("preset=" + c.preset); err != nil {
+			t.Fatal(err)
+		}
+		pl, err := NewPlanner(s.m, s.fab, Options{LaunchLatency: true, Algo: "ring", Proto: "ll128", Transport: &tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pl.Plan(AllGather, 32<<20, DP, ranks)
+		if err != nil || p.Channels != 16 {
+			t.Fatalf("%s: plan %+v, %v; want 16 channels", c.preset, p, err)
+		}
+		if got := float64(p.RingRoundPs) / 1e6; got < c.wantUs*0.995 || got > c.wantUs*1.005 {
+			t.Errorf("%s: ring round %.3f us a step, want %.3f", c.preset, got, c.wantUs)
+		}
+	}
+}
