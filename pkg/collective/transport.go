@@ -243,8 +243,9 @@ func DefaultTransport() Transport {
 // NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB: its release notes, and the 4 x 8
 // p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
 // aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
-// IB's and its ring round IB's op cost above the AR threshold, with no
-// threshold (not fitted on EFA). Both set the host's launch to 4.1 us a
+// IB's (not fitted on EFA); its ring round's op is its proxy op, with no
+// AR threshold, and an LL128 step's copy wholly behind the wire
+// (ll128-tail 0). Both set the host's launch to 4.1 us a
 // GPU (LaunchUs, which only a process driving several GPUs pays: the VP
 // single-server sweep, -g 8, is flat at 33 us).
 //
