@@ -128,7 +128,14 @@ func (g *nvlsChannel) row() bool {
 		if k == 0 {
 			deps = append(deps, c.entry[p]...)
 		}
-		lat := c.firstHop(k, c.ranks[p], sw, nvlsWire(up, eff)) + nvlsChunkPs(b, c.step.bytes, c.step.serial)
+		// The chunk's GPU work paces the channel (Transport.NVLSChunkUs);
+		// the first chunk's precedes its bytes.
+		lat := c.firstHop(k, c.ranks[p], sw, nvlsWire(up, eff))
+		work := nvlsChunkPs(b, c.step.bytes, c.step.serial)
+		c.pace += work
+		if k == 0 {
+			lat += work
+		}
 		g.ups[p] = c.connFlow(&g.lastUp[p], deps, c.ranks[p], sw, nvlsWire(up, eff), lat, ch, int32(k), chunks, stream.ConnNVLS)
 	}
 	if g.op == AllReduce {

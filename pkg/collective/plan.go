@@ -70,10 +70,8 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	}
 	tr := o.transport()
 	s := tr.costsFor(pl.Proto)
-	if pl.Algo == AlgoNVLS {
-		s.serial = usToPs(tr.NVLSChunkUs) // an NVLS chunk's fixed work (nvlsChunkPs)
-	}
-	if s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
+	nvlsWork := pl.Algo == AlgoNVLS && tr.nvlsWork()
+	if s.intra == 0 && s.inter == 0 && !nvlsWork && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more
@@ -88,10 +86,13 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	}
 	s.slice = sliceRuleOf(pl.Algo, pl.Proto, s.bytes)
 	s.roundPaced = pl.Algo == AlgoRing && pl.Proto != Simple
-	if pl.Algo != AlgoRing && pl.Algo != AlgoNVLS {
-		s.serial = 0 // trees give each role its own warps
-	} else {
+	switch pl.Algo {
+	case AlgoNVLS:
+		s.serial = tr.nvlsWorkPs(s.bytes) // an NVLS chunk's GPU work (nvlsChunkPs), step_bytes its chunk
+	case AlgoRing:
 		s.serial = max(s.serial, pl.RingRoundPs) + pl.LLSlicePs // the cut carries both in step_serial_ps
+	default:
+		s.serial = 0 // trees give each role its own warps
 	}
 	return s
 }
@@ -313,7 +314,7 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c
 	}
-	if tr := p.Opt.transport(); pl.Algo == AlgoNVLS && tr.NVLSChunkUs > 0 && p.Opt.LaunchLatency && p.Opt.SendLatPs <= 0 {
+	if tr := p.Opt.transport(); pl.Algo == AlgoNVLS && tr.nvlsWork() && p.Opt.LaunchLatency && p.Opt.SendLatPs <= 0 {
 		// NCCL shrinks the NVLS chunk for smaller sizes; under the
 		// transport's costs, which it pays per chunk, the DAG does too.
 		pl.Chunk = nvlsChunk(pl.Chunk, size, int64(max(pl.Channels, 1))*int64(n))

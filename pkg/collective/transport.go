@@ -104,13 +104,24 @@ type Transport struct {
 	// no adaptive routing (RoCE, EFA).
 	AROpUs      float64
 	ARThreshold int64
-	// NVLSChunkUs: a single-server NVLS chunk's fixed work (the kernel's
-	// flag waits and barrier across the server's GPUs) in series with its
-	// bytes. nvlsEfficiency (0.85, NCCL's) already carries it at NCCL's
-	// full 128 KiB chunk; below that, where enqueue.cc shrinks the chunk to
-	// 64, 32 and 16 KiB by size (nvlsChunk), a chunk of x bytes pays the
-	// rest, NVLSChunkUs x (1 - x / 128 KiB).
-	NVLSChunkUs float64
+	// NVLSChunkUs and NVLSChannelGBps: a single-server NVLS channel's GPU
+	// work per chunk (its thread block's flag waits, multimem loads and
+	// stores), NVLSChunkUs plus the chunk's bytes at NVLSChannelGBps,
+	// which paces the channel's chunks: the kernel's scatter, reduce and
+	// gather warps work on different slots at once, so a chunk's work
+	// overlaps the bytes of the chunk before it and bounds the channel's
+	// rate rather than adding a gap after its bytes. nvlsEfficiency (0.85,
+	// NCCL's) already carries it at NCCL's full 128 KiB chunk, where 16
+	// channels' work fits in their NVLink share; below that, where
+	// enqueue.cc shrinks the chunk to 64, 32 and 16 KiB by size
+	// (nvlsChunk), the channel's chunks go no faster than their work
+	// (nvlsWorkPs). As a gap in series with the bytes (before issue 30's
+	// packet / fluid check) it depended on whether the 16 channels were in
+	// phase: fluid, symmetric, kept them so and paid every gap on the
+	// shared port; flowsim-packet's ports let them drift apart and hid the
+	// gaps behind each other's bytes, 8% faster at 256-512 MiB.
+	NVLSChunkUs     float64
+	NVLSChannelGBps float64
 	// LLBusGBps: LL's bus bandwidth on a ring (GB/s, nccl-tests' busbw
 	// convention; 0: none), in series with each LL slice: a thread block
 	// polls every 8-byte flag and stores every 16-byte line, so LL's
@@ -268,7 +279,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.ProxyOpUs = 1.6
 		t.BuffSimple, t.NVLSChunk = 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
-		t.NVLSChunkUs = 1.6
+		t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 	},
 	"h100-efa": func(t *Transport) {
@@ -289,7 +300,7 @@ var TransportPresets = map[string]func(*Transport){
 		// first 128 KiB in series as its ring op was fitted with them.
 		t.RingOpUs, t.AROpUs, t.ARThreshold = t.ProxyOpUs, 0, 0
 		t.LL128TailBytes = 0
-		t.NVLSChunkUs = 1.6
+		t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.Tuner = "aws-p5"
 		t.AMDHost = true
@@ -303,7 +314,7 @@ var TransportPresets = map[string]func(*Transport){
 		t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
 		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
-		t.NVLSChunkUs = 0
+		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
 	},
 	"none": func(t *Transport) {
@@ -311,13 +322,13 @@ var TransportPresets = map[string]func(*Transport){
 		t.SliceUs = [3]float64{}
 		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
-		t.NVLSChunkUs = 0
+		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 		t.LLBusGBps, t.LaunchUs = 0, 0
 	},
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -362,12 +373,16 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ll128-tail=%q: want a size in bytes, 0 (the copy wholly overlaps the wire) or more", v)
 		}
 		t.LL128TailBytes = n
-	case "ll-bw":
+	case "ll-bw", "nvls-bw":
 		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
 		if err != nil || math.IsNaN(bw) || bw < 0 || bw > 1e6 {
-			return fmt.Errorf("--transport ll-bw=%q: want a bus bandwidth in GB/s, 0 (none) to 1e6", v)
+			return fmt.Errorf("--transport %s=%q: want a bandwidth in GB/s, 0 (none) to 1e6", k, v)
 		}
-		t.LLBusGBps = bw
+		if k == "nvls-bw" {
+			t.NVLSChannelGBps = bw
+		} else {
+			t.LLBusGBps = bw
+		}
 	case "gpus-per-process":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1<<20 {
@@ -464,6 +479,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport ar-threshold %d: a size is not negative", t.ARThreshold)
 	case !(t.NVLSChunkUs >= 0):
 		return fmt.Errorf("transport nvls-op %v: a cost is not negative", t.NVLSChunkUs)
+	case !(t.NVLSChannelGBps >= 0):
+		return fmt.Errorf("transport nvls-bw %v: a bandwidth is not negative", t.NVLSChannelGBps)
 	case !(t.LLBusGBps >= 0):
 		return fmt.Errorf("transport ll-bw %v: a bandwidth is not negative", t.LLBusGBps)
 	case !(t.LaunchUs >= 0):
@@ -488,7 +505,7 @@ func (t Transport) Validate() error {
 func (t Transport) slots() int64 { return int64(max(t.Slots, 1)) }
 
 // nvlsFullChunk is NCCL_NVLS_CHUNKSIZE's default, the chunk at which
-// nvlsEfficiency carries an NVLS chunk's fixed work (Transport.NVLSChunkUs).
+// nvlsEfficiency carries an NVLS channel's work (Transport.NVLSChunkUs).
 const nvlsFullChunk = 128 << 10
 
 // nvlsChunk is enqueue.cc's (calcCollChunking) single-server NVLS chunk
@@ -507,14 +524,32 @@ func nvlsChunk(ck, size, ops int64) int64 {
 	return ck
 }
 
-// nvlsChunkPs is the fixed work (ps) an NVLS transfer of payload b pays
-// beyond nvlsEfficiency, in NCCL chunks of x bytes each costing serial
-// (Transport.NVLSChunkUs) x (1 - x / 128 KiB).
-func nvlsChunkPs(b, x, serial int64) int64 {
-	if serial <= 0 || x <= 0 || x >= nvlsFullChunk || b <= 0 {
+// nvlsWork reports whether the transport gives a single-server NVLS
+// channel's chunks a GPU work (nvlsWorkPs).
+func (t Transport) nvlsWork() bool { return t.NVLSChunkUs > 0 || t.NVLSChannelGBps > 0 }
+
+// nvlsWorkPs is a single-server NVLS channel's GPU work (ps) per NCCL
+// chunk of x bytes: NVLSChunkUs plus x at NVLSChannelGBps; 0 from NCCL's
+// full chunk up, where nvlsEfficiency carries it.
+func (t Transport) nvlsWorkPs(x int64) int64 {
+	if x <= 0 || x >= nvlsFullChunk {
 		return 0
 	}
-	return (b + x - 1) / x * (serial * (nvlsFullChunk - x) / nvlsFullChunk)
+	w := usToPs(t.NVLSChunkUs)
+	if t.NVLSChannelGBps > 0 {
+		w += int64(math.Round(float64(x) / t.NVLSChannelGBps * 1e3))
+	}
+	return w
+}
+
+// nvlsChunkPs is the GPU work (ps) of an NVLS transfer of payload b: its
+// NCCL chunks of x bytes at work each (nvlsWorkPs), a pace on its
+// connection (nvlsChannel.row).
+func nvlsChunkPs(b, x, work int64) int64 {
+	if work <= 0 || x <= 0 || b <= 0 {
+		return 0
+	}
+	return (b + x - 1) / x * work
 }
 
 // RingRoundPs is a multi-server LL or LL128 ring's proxy round (ps), a
@@ -771,8 +806,9 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		return 0, 0, 0
 	}
 	chunk := max(co.chunk(1, k), 1)
+	var work int64 // an NVLS chunk's GPU work, in its pace (nvlsChannel.row)
 	if pl.Algo == AlgoNVLS {
-		serial = (per + chunk - 1) / chunk * nvlsChunkPs(min(chunk, per), s.bytes, s.serial)
+		work = nvlsChunkPs(min(chunk, per), s.bytes, s.serial)
 	}
 	if pl.Algo == AlgoNVLSTree && op == AllReduce {
 		chunk = max(co.nvlsTreeChunk(k, s.intra > 0 || s.inter > 0), 1)
@@ -788,6 +824,9 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 		piece = (piece + ppn - 1) / ppn // each GPU carries a shard across servers
 	}
 	st := s.steps(wire(piece, pl.Proto))
+	if pl.Algo == AlgoNVLS && k.nvlsEff > 0 {
+		st = s.steps(nvlsWire(piece, k.nvlsEff)) // its uploads' wire bytes (nvlsChannel.row)
+	}
 	levels := int64(bits.Len(uint(max(nNodes, 1))) - 1) // log2, rounded down
 	switch pl.Algo {
 	case AlgoTree:
@@ -795,11 +834,11 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	case AlgoNVLSTree:
 		fill = 2 * (s.intra + levels*s.inter)
 	case AlgoNVLS:
-		fill = 2 * s.intra
+		fill = 2*s.intra + work
 	default: // Broadcast, Reduce: a chain through every rank
 		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
 	}
-	return fill, (chunks - 1) * st * slow, serial
+	return fill, (chunks - 1) * (st*slow + work), serial
 }
 
 // ringCyclePs is a queued ring's time (ps) under the transport's costs in

@@ -368,3 +368,62 @@ func TestEFARingRound(t *testing.T) {
 		}
 	}
 }
+
+// A single-server NVLS channel's GPU work per NCCL chunk of x bytes is
+// nvls-op plus x at nvls-bw, none from NCCL's full 128 KiB chunk up, a
+// transfer's being its chunks' (4 for 256 KiB of 64 KiB chunks), and it
+// paces the channel's uploads: a 256 MiB AllReduce on 8 H100s runs 16
+// channels of 16 MiB in NCCL's 64 KiB chunk below 1 GiB, 256 a channel.
+// Each upload is 64 KiB / 0.85 = 77102 wire bytes, 2 steps of 64 KiB at
+// h100-ib's 0.5 us GPU step, and a chunk of work, 0.2 us + 65536 B / 20
+// GB/s = 3.4768 us: a pace of 1 + 3.4768 us. The first chunk's work
+// precedes its bytes (in its delay); later chunks' uploads delay nothing.
+func TestNVLSWorkPaces(t *testing.T) {
+	tr := DefaultTransport()
+	for _, kv := range []string{"preset=h100-ib", "nvls-op=0.2", "nvls-bw=20"} {
+		if err := tr.Set(kv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, x := range []struct{ b, want int64 }{{32 << 10, 1_838_400}, {64 << 10, 3_476_800}, {128 << 10, 0}, {0, 0}} {
+		if got := tr.nvlsWorkPs(x.b); got != x.want {
+			t.Errorf("work of a %d B chunk: %d ps, want %d", x.b, got, x.want)
+		}
+	}
+	if got := nvlsChunkPs(256<<10, 64<<10, 3_476_800); got != 4*3_476_800 {
+		t.Errorf("work of 256 KiB in 64 KiB chunks: %d ps, want 4 chunks'", got)
+	}
+	for _, kv := range []string{"nvls-bw=-1", "nvls-bw=x", "nvls-op=-1"} {
+		bad := tr
+		if err := bad.Set(kv); err == nil {
+			t.Errorf("%s accepted", kv)
+		}
+	}
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 8, GPUType: "H100"})
+	c, _ := s.run(t, Options{LaunchLatency: true, Transport: &tr}, Layout{TP: 8, DP: 1, PP: 1, EP: 1}, one(Step{Op: AllReduce, Size: 256 << 20, Group: TP}))
+	checkDAG(t, c.flows)
+	const pace = 1_000_000 + 3_476_800
+	var first, later int
+	for _, f := range c.flows {
+		if f.ConnType != stream.ConnNVLS || f.Src >= 8 || f.Size != 77102 {
+			continue // not an upload
+		}
+		if f.ChunkCount != 256 {
+			t.Fatalf("uploads in %d chunks, want 256", f.ChunkCount)
+		}
+		if f.PacePs != pace {
+			t.Errorf("chunk %d: pace %d ps, want %d", f.Chunk, f.PacePs, pace)
+		}
+		switch {
+		case f.Chunk == 0 && f.DelayPs >= 3_476_800:
+			first++
+		case f.Chunk > 0 && f.DelayPs == 0:
+			later++
+		default:
+			t.Errorf("chunk %d: delay %d ps", f.Chunk, f.DelayPs)
+		}
+	}
+	if first != 16*8 || later != 16*8*255 {
+		t.Errorf("%d first and %d later uploads, want %d and %d", first, later, 16*8, 16*8*255)
+	}
+}
