@@ -82,7 +82,7 @@ func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64
 // Bad transport parameters exit 1 with one line naming the key.
 func TestTransportBadInput(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--gpus", "8")
-	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "nonsense=1"} {
+	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "nonsense=1"} {
 		key, _, _ := strings.Cut(kv, "=")
 		oneLineError(t, run(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--tp", "8", "--transport", kv), 1, key)
 	}
@@ -212,20 +212,23 @@ func TestTransportVPBands(t *testing.T) {
 	}
 }
 
-// h100-efa (issue 30): the AWS p5 2 x 8 H100 AllReduce (EFA), all
-// NVLS-Tree from 1 MiB to 4 GiB, on which its fill (send and receive
-// proxies, 18 us each) and proxy round (proxy-op: 2.4 us per send or
-// receive, a GPU's one proxy thread serving its 16 channels' tree
-// connections in turn) are fitted, with aws-ofi-nccl's AWS settings
-// (8 MiB buffers, 512 KiB NVLS chunks). Every size must stay within 20%
-// of measured through fluid; with h100-ib's IB costs it is 0.59-0.67 at
+// h100-efa (issue 30): the AWS p5 2 x 8 H100 AllReduce (EFA), on whose
+// NVLS-Tree sizes its fill (send and receive proxies, 18 us each) and
+// proxy round (proxy-op: 2.4 us per send or receive, a GPU's one proxy
+// thread serving its 16 channels' tree connections in turn) are fitted,
+// with aws-ofi-nccl's AWS settings (8 MiB buffers, 512 KiB NVLS chunks),
+// and on whose Tree LL128 sizes (1-16 MiB, under the 75 us the plugin
+// reports to NCCL, net-latency) the tree step's fixed work (tree-op).
+// Every size from 1 MiB to 4 GiB must stay within 20% of measured
+// through fluid (1.00 1.05 0.99 0.94 0.99 1.04 0.81 0.92 0.96 0.86 0.89
+// 0.89 0.91 when written); with h100-ib's IB costs it is 0.59-0.67 at
 // 1-64 MiB, which the test checks too, so that it tells the presets
 // apart. The 4 x 8 p5 AllReduce (NCCL 2.28.7, 32 MiB-8 GiB) is held out
 // of the fit: its 32-256 MiB must stay within 20% as well. They were
 // NVLS-Tree (it did choose a round per channel over one per tree edge,
 // which put them at 1.2-2.7x); h100-efa now selects as aws-ofi-nccl's p5
 // tuner does (tuner=aws-p5: Tree LL128 at 32 MiB, Ring LL128 above,
-// 0.98-1.07), and TestTransportP5HeldOut checks every size.
+// 0.95-1.07), and TestTransportP5HeldOut checks every size.
 func TestTransportP5Band(t *testing.T) {
 	t.Parallel()
 	ratios := func(preset string, gpus int, sweep, ref string, want int) map[int64]float64 {
@@ -247,7 +250,7 @@ func TestTransportP5Band(t *testing.T) {
 		sweep, ref string
 		want       int
 	}{
-		{16, "1MiB:4GiB:4", "aws-p5-2x8h100-efa_allreduce.csv", 7},
+		{16, "1MiB:4GiB:2", "aws-p5-2x8h100-efa_allreduce.csv", 13},
 		{32, "32MiB:256MiB:2", "aws-p5-4x8h100-efa_allreduce.csv", 4},
 	} {
 		for size, x := range ratios("h100-efa", c.gpus, c.sweep, c.ref, c.want) {

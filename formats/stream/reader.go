@@ -608,6 +608,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.StepSerialPs
 		case "step_proxy_ps":
 			dst = &c.StepProxyPs
+		case "step_tree_fs":
+			dst = &c.StepTreeFs
 		case "launch_floor_ps":
 			dst = &c.LaunchFloorPs
 		case "first_flow":

@@ -180,6 +180,10 @@ type Cut struct {
 	// over all of a GPU's NVLS-Tree network connections (0 or absent:
 	// none).
 	StepProxyPs int64 `msgpack:"step_proxy_ps,omitempty"`
+	// StepTreeFs: a tree LL128 AllReduce's thread block time per wire
+	// byte of one input (fs), with StepSerialPs its step's fixed work (0
+	// or absent: the tree's steps are paced by their step cost).
+	StepTreeFs int64 `msgpack:"step_tree_fs,omitempty"`
 	// LaunchFloorPs: the shortest the collective takes when one process
 	// launches it on several GPUs in turn (0 or absent: none).
 	LaunchFloorPs int64 `msgpack:"launch_floor_ps,omitempty"`

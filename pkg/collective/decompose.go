@@ -876,6 +876,7 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	}
 	s := d.Planner.Opt.stepCosts(pl)
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
+	c.StepTreeFs = s.treeFs
 	c.LaunchFloorPs = d.Planner.Opt.launchFloorPs()
 	return c
 }

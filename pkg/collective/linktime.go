@@ -341,35 +341,42 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 	ppn := int64(n / nNodes)
 	share := float64((channels + ppn - 1) / ppn) // pieces on one link at once
 	type hop struct{ lat, bytes, cycle float64 }
-	hopOf := func(a, b int) hop {
+	hopOf := func(a, b int, r role) hop {
 		h, cost, rate := usToPs(pl.Lat.Intra), s.intra, nv
 		if f.server(co.Ranks[a]) != f.server(co.Ranks[b]) {
 			h, cost, rate = usToPs(pl.Lat.Inter), s.inter, nic
 		}
-		cost /= max(div, 1)
 		x := share * float64(w) / rate
+		if s.treeFs > 0 {
+			// runTreeSplit's step on the sender's block paces it, and the
+			// first piece pays a whole step's cost (cctx.treeStep)
+			pace := s.serial*s.steps(w)/max(div, 1) + r.inputs*w*s.treeFs*10/(r.tenths*1000)
+			return hop{lat: float64(h + cost), bytes: x, cycle: max(float64(pace), x)}
+		}
+		cost /= max(div, 1)
 		return hop{lat: float64(h + cost), bytes: x, cycle: max(float64(cost*s.steps(w)), x)}
 	}
 	var worst float64
 	for ch := 0; ch < int(min(channels, 2*ppn)); ch++ { // the distinct trees
-		parent, _, _ := rankTree(f, co.Ranks, ch)
+		parent, children, root := rankTree(f, co.Ranks, ch)
 		// The slowest leaf's path to the root, by first-piece time.
-		var path []hop
+		var path, down []hop
 		best := -1.0
 		for leaf := range parent {
-			var up []hop
+			var up, dn []hop
 			total := 0.0
 			for p := leaf; parent[p] >= 0; p = parent[p] {
-				h := hopOf(p, parent[p])
+				h := hopOf(p, parent[p], treeRole(p, root, children, true))
 				up = append(up, h)
+				dn = append(dn, hopOf(parent[p], p, treeRole(parent[p], root, children, false)))
 				total += h.lat + h.bytes
 			}
 			if total > best {
-				best, path = total, up
+				best, path, down = total, up, dn
 			}
 		}
-		for i := len(path) - 1; i >= 0; i-- { // and back down
-			path = append(path, path[i])
+		for i := len(down) - 1; i >= 0; i-- { // and back down
+			path = append(path, down[i])
 		}
 		var e, after, lat float64
 		for _, h := range path {

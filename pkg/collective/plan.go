@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/pkg/nccl"
@@ -86,11 +87,15 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	}
 	s.slice = sliceRuleOf(pl.Algo, pl.Proto, s.bytes)
 	s.roundPaced = pl.Algo == AlgoRing && pl.Proto != Simple
-	switch pl.Algo {
-	case AlgoNVLS:
+	switch {
+	case pl.Algo == AlgoNVLS:
 		s.serial = tr.nvlsWorkPs(s.bytes) // an NVLS chunk's GPU work (nvlsChunkPs), step_bytes its chunk
-	case AlgoRing:
+	case pl.Algo == AlgoRing:
 		s.serial = max(s.serial, pl.RingRoundPs) + pl.LLSlicePs // the cut carries both in step_serial_ps
+	case pl.Algo == AlgoTree && pl.Proto == LL128 && tr.TreeGBps > 0:
+		// runTreeSplit's step: fixed work plus its inputs at the block's
+		// LL128 rate (Transport.TreeOpUs, TreeGBps)
+		s.serial, s.treeFs = usToPs(tr.TreeOpUs), int64(math.Round(1e6/tr.TreeGBps))
 	default:
 		s.serial = 0 // trees give each role its own warps
 	}

@@ -181,13 +181,27 @@ type Transport struct {
 	// when it chooses (nccl.Tuner.SelectionTime): aws-ofi-nccl reports 75
 	// us on p4d, p4de and p5/p5e (src/platform-aws.cpp, v1.16.3); NCCL's
 	// IB plugin 0. It moves multi-server rings from LL128 to Simple at
-	// larger sizes; no transfer waits on it. No preset sets it: with 75
-	// and host-cpu=amd NCCL's model keeps p5's AllGather ring on LL128 to
-	// 16 MiB a rank on 32 and 64 ranks, as the p5 runs' busbw dips show
-	// NCCL 2.28.7 did, but it also moves the 2-server AllReduce from
-	// NVLS-Tree to Tree at 1-16 MiB, where h100-efa's costs (fitted on
-	// NVLS-Tree) put the 2 x 8 p5 sweep at 1.2-1.3x.
+	// larger sizes; no transfer waits on it. h100-efa sets 75: NCCL's
+	// model then keeps p5's AllGather ring on LL128 to 16 MiB a rank on
+	// 32 and 64 ranks, as the p5 runs' busbw dips show NCCL 2.28.7 did,
+	// and runs the 2-server AllReduce as Tree LL128 to 16 MiB and Ring
+	// LL128 at 32 MiB before NVLS-Tree, as the 2 x 8 p5 sweep's shape says
+	// (its time per added byte changes between 32 and 64 MiB), where the
+	// tree step (TreeOpUs, TreeGBps) prices the tree.
 	NetLatencyUs float64
+	// TreeOpUs, TreeGBps: a tree LL128 AllReduce's step on every GPU
+	// (0: not modelled; the tree's network steps are then paced by the
+	// step cost). NCCL runs it with runTreeSplit (src/device/all_reduce.h,
+	// RunWorkColl for NCCL_ALGO_TREE, NCCL_PROTO_LL128): 70% of a
+	// channel's threads reduce up the tree (each step reads its children's
+	// lines and its own and sends one), 30% broadcast down (one input), and
+	// the root's block does both with all its threads. So a GPU sends a
+	// step no sooner than TreeOpUs of fixed work plus its inputs' wire
+	// bytes at its share of TreeGBps, a thread block's LL128 rate (NCCL's
+	// per-channel LL128 cap on Hopper, 36.7 GB/s: tuning.cc), while the
+	// step's network cost (proxies, credits) is its latency, which the
+	// slots pipeline, paid in full once on the pipeline's fill.
+	TreeOpUs, TreeGBps float64
 	// P2PChunk: a network point-to-point connection's step
 	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
 	// KiB on AWS), the step AllToAll's grouped sends and receives move in
@@ -256,7 +270,11 @@ func DefaultTransport() Transport {
 // aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
 // IB's (not fitted on EFA); its ring round's op is its proxy op, with no
 // AR threshold, and an LL128 step's copy wholly behind the wire
-// (ll128-tail 0). Both set the host's launch to 4.1 us a
+// (ll128-tail 0). It chooses with the 75 us aws-ofi-nccl reports to NCCL
+// (net-latency), which runs that sweep's 256 KiB-16 MiB as Tree LL128,
+// whose step on the GPUs (tree-op 7 us, fitted on those sizes, plus its
+// inputs' bytes at tree-bw 36.7 GB/s) brings them within 6% (0.78-0.87
+// at 256-512 KiB, 0.48-0.67 before). Both set the host's launch to 4.1 us a
 // GPU (LaunchUs, which only a process driving several GPUs pays: the VP
 // single-server sweep, -g 8, is flat at 33 us).
 //
@@ -304,6 +322,14 @@ var TransportPresets = map[string]func(*Transport){
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
 		t.Tuner = "aws-p5"
 		t.AMDHost = true
+		// The 75 us aws-ofi-nccl reports to NCCL as network latency
+		// (src/platform-aws.cpp, v1.16.3), which NCCL's model weighs
+		// when it chooses, and a tree LL128 step's work on the GPUs
+		// (TreeOpUs, TreeGBps): 7 us fixed, fitted on the 2 x 8 sweep's
+		// Tree LL128 sizes (1-16 MiB under that latency), plus its
+		// inputs' bytes at NCCL's per-channel LL128 rate.
+		t.NetLatencyUs = 75
+		t.TreeOpUs, t.TreeGBps = 7, 36.7
 		// aws-ofi-nccl's platform table (src/platform-aws.cpp) sets
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
@@ -328,7 +354,7 @@ var TransportPresets = map[string]func(*Transport){
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -348,6 +374,7 @@ func (t *Transport) Set(kv string) error {
 		// a preset sets those its platform differs in.
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
+		t.TreeOpUs, t.TreeGBps = d.TreeOpUs, d.TreeGBps
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -373,14 +400,17 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ll128-tail=%q: want a size in bytes, 0 (the copy wholly overlaps the wire) or more", v)
 		}
 		t.LL128TailBytes = n
-	case "ll-bw", "nvls-bw":
+	case "ll-bw", "nvls-bw", "tree-bw":
 		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
 		if err != nil || math.IsNaN(bw) || bw < 0 || bw > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a bandwidth in GB/s, 0 (none) to 1e6", k, v)
 		}
-		if k == "nvls-bw" {
+		switch k {
+		case "nvls-bw":
 			t.NVLSChannelGBps = bw
-		} else {
+		case "tree-bw":
+			t.TreeGBps = bw
+		default:
 			t.LLBusGBps = bw
 		}
 	case "gpus-per-process":
@@ -411,7 +441,7 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.BuffLL128 = n
 		}
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch", "net-latency":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch", "net-latency", "tree-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -441,6 +471,8 @@ func (t *Transport) Set(kv string) error {
 			t.LaunchUs = us
 		case "net-latency":
 			t.NetLatencyUs = us
+		case "tree-op":
+			t.TreeOpUs = us
 		default:
 			t.RecvProxyUs = us
 		}
@@ -473,6 +505,10 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport proxy-op %v: a cost is not negative", t.ProxyOpUs)
 	case !(t.RingOpUs >= 0):
 		return fmt.Errorf("transport ring-op %v: a cost is not negative", t.RingOpUs)
+	case !(t.TreeOpUs >= 0):
+		return fmt.Errorf("transport tree-op %v: a cost is not negative", t.TreeOpUs)
+	case !(t.TreeGBps >= 0):
+		return fmt.Errorf("transport tree-bw %v: a bandwidth is not negative", t.TreeGBps)
 	case !(t.AROpUs >= 0):
 		return fmt.Errorf("transport ar-op %v: a cost is not negative", t.AROpUs)
 	case t.ARThreshold < 0:
@@ -672,6 +708,10 @@ type stepCosts struct {
 	// roundPaced: an LL or LL128 ring, whose network steps are paced by
 	// the ring's proxy round in serial, not by the step cost (cctx.ringHop)
 	roundPaced bool
+	// treeFs: a tree LL128 AllReduce under Transport.TreeGBps, a thread
+	// block's time per wire byte of one input (fs); its step's fixed
+	// work (TreeOpUs) rides in serial (cctx.treeStep). 0: not modelled.
+	treeFs int64
 }
 
 // sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -280,7 +281,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {
@@ -425,5 +426,52 @@ func TestNVLSWorkPaces(t *testing.T) {
 	}
 	if first != 16*8 || later != 16*8*255 {
 		t.Errorf("%d first and %d later uploads, want %d and %d", first, later, 16*8, 16*8*255)
+	}
+}
+
+// A tree LL128 AllReduce under h100-efa (tree-op 7 us, tree-bw 36.7
+// GB/s): each later piece across servers holds its connection for the
+// sender's runTreeSplit step, by hand on 2 servers of 8 (a server's
+// chain enters at one GPU, the head): the child server's head reduces
+// its chain child's lines and its own with 70% of its block (2 inputs)
+// and sends up; the root's head reduces its chain child, the remote
+// child and its own with its whole block (3 inputs) and sends down. 8
+// MiB on 16 channels: NCCL's 72000-byte chunk, pieces of 64 KiB (69905
+// wire bytes), one step each. The first piece pays the step's whole
+// cost (0.5 us GPU + 18 us send proxy) after the hop latency.
+func TestTreeLL128StepPace(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100", NICBW: 400e9})
+	efa := DefaultTransport()
+	if err := efa.Set("preset=h100-efa"); err != nil {
+		t.Fatal(err)
+	}
+	st := Step{Op: AllReduce, Size: 8 << 20, Group: DP}
+	c, _ := s.run(t, Options{LaunchLatency: true, Algo: "tree", Proto: "ll128", Transport: &efa}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, one(st))
+	w := 65536.0 * 16 / 15
+	up := 7 + 2*w/(0.7*36.7e3)   // us
+	down := 7 + 3*w/(1.0*36.7e3) // us
+	seen := map[string]int{}
+	for _, f := range c.flows {
+		if f.ConnType != stream.ConnTree || s.fab.server(f.Src) == s.fab.server(f.Dst) {
+			continue
+		}
+		if f.Chunk == 0 {
+			if f.DelayPs < usToPs(18.5) {
+				t.Errorf("first network piece %d: delay %.2f us, want at least the step's 18.5", f.ID, float64(f.DelayPs)/1e6)
+			}
+			continue
+		}
+		got := float64(f.PacePs) / 1e6
+		switch {
+		case math.Abs(got-up) < 0.005*up:
+			seen["up"]++
+		case math.Abs(got-down) < 0.005*down:
+			seen["down"]++
+		default:
+			t.Fatalf("network piece %d (%d->%d, chunk %d): pace %.3f us, want %.3f (up) or %.3f (down)", f.ID, f.Src, f.Dst, f.Chunk, got, up, down)
+		}
+	}
+	if seen["up"] == 0 || seen["down"] == 0 || seen["up"] != seen["down"] {
+		t.Fatalf("later network pieces: %v, want as many up as down, some of each", seen)
 	}
 }

@@ -172,7 +172,8 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 				for _, q := range children[p] {
 					deps = append(deps, up[q])
 				}
-				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, c.firstHop(k, c.ranks[p], c.ranks[parent[p]], b), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+				d := c.treeStep(k, c.ranks[p], c.ranks[parent[p]], b, treeRole(p, root, children, true))
+				up[p] = c.connFlow(&lastUp[p], deps, c.ranks[p], c.ranks[parent[p]], b, d, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 			}
 			for _, p := range order {
 				for _, q := range children[p] {
@@ -187,7 +188,8 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 					} else {
 						deps = append(deps, down[p])
 					}
-					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, c.firstHop(k, c.ranks[p], c.ranks[q], b), int32(ch), int32(k), int32(chunks), stream.ConnTree)
+					d := c.treeStep(k, c.ranks[p], c.ranks[q], b, treeRole(p, root, children, false))
+					down[q] = c.connFlow(&lastDown[q], deps, c.ranks[p], c.ranks[q], b, d, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
 			}
 		}
@@ -199,5 +201,44 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 				c.exit[p] = append(c.exit[p], lastDown[q])
 			}
 		}
+	}
+}
+
+// treeStep is firstHop for a tree AllReduce's piece of wire bytes b
+// from src to dst. Under Transport.TreeGBps (stepCosts.treeFs) the
+// sender's thread block sends a piece no sooner than, after the one
+// before, its steps' fixed work (TreeOpUs, shared by the pieces of one
+// NCCL step) plus its inputs' bytes at the share r of the block's LL128
+// rate (treeRole); the connection's first piece pays the hop latency and
+// a whole step's cost, whose latency does not shrink with the piece.
+func (c *cctx) treeStep(k int, src, dst int32, b int64, r role) int64 {
+	d := c.firstHop(k, src, dst, b)
+	if c.step.treeFs <= 0 {
+		return d
+	}
+	c.pace = c.step.serial*c.step.steps(b)/max(c.stepDiv, 1) + r.inputs*b*c.step.treeFs*10/(r.tenths*1000)
+	if k == 0 {
+		d = c.hop(src, dst) + c.stepCost(src, dst)
+	}
+	return d
+}
+
+// role is what a tree rank's thread block does per step it sends: how
+// many inputs it reads and its tenths of the block's threads.
+type role struct{ inputs, tenths int64 }
+
+// treeRole is rank p's role sending up (toward the root) or down, as
+// NCCL's runTreeSplit splits a tree LL/LL128 channel's threads
+// (src/device/all_reduce.h): 70% reduce up, reading each child's lines
+// and its own; 30% broadcast down, reading its parent's; the root's
+// block reduces its children and its own and sends down with all of them.
+func treeRole(p, root int, children [][]int, up bool) role {
+	switch {
+	case p == root:
+		return role{int64(1 + len(children[p])), 10}
+	case up:
+		return role{int64(1 + len(children[p])), 7}
+	default:
+		return role{1, 3}
 	}
 }
