@@ -139,7 +139,12 @@ func (x *Store) approxDone(set *expSet, out []int32) []int32 {
 		return out
 	}
 	u.rec.span = x.clock() - u.at
-	x.areuse[u.key] = u.rec
+	// A run a stream transfer met (approxidle.go) is not the node's own
+	// time: its waiters take it, later nodes run again.
+	if u.gpus == nil || !x.metSince(u.gpus, u.at) {
+		x.areuse[u.key] = u.rec
+	}
+	u.gpus = nil
 	for _, p := range x.arun[u.key] {
 		d := &x.flows[p.slot]
 		// Released after the timed node, so ending no earlier than now.
