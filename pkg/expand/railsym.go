@@ -32,7 +32,7 @@ import (
 // component on luckier or unluckier spines would end earlier or later;
 // the node ends with the first), and the load they would put on links
 // other nodes share with them (a pipeline transfer on another rail's
-// leaf). The trace (fabricsym.approximate), the summary line and fctstats
+// leaf). The trace (fabricsim.approximate), the summary line and fctstats
 // say so.
 
 // UseApproxRails runs, of every COLL node that symmetry and lockstep
@@ -202,8 +202,7 @@ func (x *Store) railPlanOf(groups [][]int32, algo string) railPlan {
 	}
 	// Components: groups joined by a rail they share.
 	parent := make([]int, len(groups))
-	var find func(int) int
-	find = func(i int) int {
+	find := func(i int) int {
 		for parent[i] != i {
 			parent[i] = parent[parent[i]]
 			i = parent[i]
