@@ -1118,11 +1118,16 @@ func (e *engine) expand(i int32) error {
 	if err != nil {
 		return err
 	}
+	met := e.ex.TakeMet() // reused nodes this one meets run from now
 	if len(ready) == 0 && !e.ex.Waits() {
 		e.after(0, evComplete, i, int64(e.in.Flow(i).Lat))
-		return nil
 	}
 	for _, j := range ready {
+		if err := e.release(j); err != nil {
+			return err
+		}
+	}
+	for _, j := range met {
 		if err := e.release(j); err != nil {
 			return err
 		}

@@ -121,6 +121,8 @@ type Store struct {
 	// idleSets are the sets watched (idleState); materialized counts the
 	// nodes a transfer met.
 	idleSets                 []int32
+	flastBy                  []int32 // per GPU: the set whose start flast is, -1 a stream transfer's
+	metReady                 []int32 // flows of reused nodes a node's start met (TakeMet)
 	idleReused, materialized int64
 	awaited                  int64 // nodes that waited for a running one's time
 	// Mark, when set, sees each dependant Release frees (flow index),
@@ -198,6 +200,7 @@ type expSet struct {
 	areuse  reuseState // approxreuse.go: the whole node's
 	rcopies int32      // railsym.go: per flow made, those it stands for on other rails
 	idle    idleState  // approxidle.go: a reused node a transfer may yet meet
+	occ     []int32    // approxidle.go: the GPUs it occupies as a node a transfer may overlap
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -395,10 +398,17 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	run, runRep := x.sym.Run(i)
 	set.idle = idleState{}
 	var igpus []int32 // approxidle.go: a node a transfer may overlap, idle
+	set.occ = nil
 	if x.areuse != nil && run != nil && x.fbusy != nil {
-		if g := x.idleGPUs(rec.Group, groups, run, relaysOf(rec.PXN, rec.Algorithm, spans(x.in.Topology, groups))); x.idle(g) {
+		g := x.idleGPUs(rec.Group, groups, run, relaysOf(rec.PXN, rec.Algorithm, spans(x.in.Topology, groups)))
+		if x.idle(g) {
 			igpus = g
 		}
+		// It may overlap another such node there: it meets those reused.
+		if err := x.occupy(s, g); err != nil {
+			return nil, err
+		}
+		set = &x.sets[s]
 	}
 	if x.areuse != nil && (run == nil || igpus != nil) {
 		key := x.approxKey(i, groups, x.chanMerge && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)]))
@@ -533,6 +543,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	}
 	x.sets[s].p = p
 	if x.sets[s].left == 0 {
+		x.idleEnded(s)
 		x.free2 = append(x.free2, s)
 		if k := x.sets[s].areuse.key; k != "" { // moves nothing: nothing to time
 			delete(x.arun, k)
@@ -886,8 +897,8 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 		return out, -1
 	}
 	x.free2 = append(x.free2, d.set)
-	x.unwatchIdle(d.set)
-	out = x.approxDone(set, out)
+	x.idleEnded(d.set)
+	out = x.approxDone(d.set, out)
 	set.p, set.slots = nil, set.slots[:0] // all 0 again: every flow finished
 	return out, set.coll
 }
