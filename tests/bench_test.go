@@ -351,7 +351,7 @@ func BenchmarkSimAIExample9216ApproxMerge(b *testing.B) {
 // --approx-reuse-idle (the nodes a pipeline transfer may overlap reused
 // when none is in flight on their GPUs, run from the moment one starts
 // there), load 9-15: 33.3 s of CPU (133 s wall) and 271 MB, against 152 s
-// without the two the same hour; iteration 7995.0 ms, exposed DP_EP
+// without the two (profiled) half an hour before; iteration 7995.0 ms, exposed DP_EP
 // 1138.0, TP 279.7, EP 1148.0, PP 557.4 ms: each within 1% of the exact
 // run's, under the 60 s target.
 func BenchmarkSimAIExample9216ApproxReuse(b *testing.B) {
