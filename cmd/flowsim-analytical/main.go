@@ -36,6 +36,8 @@ type command struct {
 	Reuse      bool           `help:"With --expand under fluid, a COLL node's group that stands for its siblings (--symmetry) and ran the same collective (operation, size, cut) alone on its links before takes the time it took then, to the picosecond, instead of running its flows again (an EP AllToAll repeats per layer and microbatch): exact, every trace row the same, but rows that end in the same picosecond may come in another order, hence off by default. Not with --link-loads (the group's flows are not run)."`
 	AReuse     bool           `name:"approx-reuse" help:"APPROXIMATE, with --expand under fluid: a COLL node takes the time, release to end, of the first node run of the same collective (operation, size, cut) on groups placed alike (the same ranks per server, and the same servers in the same segments and planes, up to a translation: each pipeline stage's DP and DP_EP rings, which symmetry cannot run by one group) instead of running its flows (waiting for that time if that node still runs); not a node some of whose groups run for themselves because a pipeline transfer may overlap them. What it loses: its own ECMP draws, and the load it would put on links other nodes share. The trace (fabricsim.approximate), the summary line and fctstats say so. Not with --link-loads, --link-down or --link-scale."`
 	Merge      bool           `name:"merge-channels" help:"With --expand under fluid, the ring channels of a group that make the same flows (same ring order, same bytes: NCCL's 16 channels of a DP ring in 4 orders) move as one flow weighted by their count: exact, checked at every rate solve (should a link only some of them cross ever limit them, the run is repeated with those collectives' shapes unmerged). The times are the unmerged run's up to rounding (a weighted link's sums: 1 ns here and there), hence off by default."`
+	AReuseIdle bool           `name:"approx-reuse-idle" help:"APPROXIMATE, with --approx-reuse: also a COLL node some of whose groups run for themselves because a pipeline transfer may overlap them (a stage's first rank's EP AllToAll and TP groups) takes the time of the first one placed alike, when no stream transfer is in flight on their GPUs at its release; a time is kept only from a run no transfer met. What it loses beyond --approx-reuse: a transfer that starts during such a node neither slows it nor is slowed by it. The trace (fabricsim.approximate), the summary line and fctstats say so."`
+	ARails     bool           `name:"approx-rails" help:"APPROXIMATE, with --expand under fluid, on a rail-optimized fabric whose rails are alike (checked: Spectrum-X): of a COLL node whose groups run in full, only its groups on the first rails run when those on the other rails are their images under a relabelling of the rails (SimAI's example's DP rings: one of its two TP ranks' rings; its DP_EP rings: one rail's 4 of 32); the node ends when they do. What it loses: the other rails' own ECMP draws on the spines, and the load they would put on links other nodes share. The trace (fabricsim.approximate), the summary line and fctstats say so. Not with --approx-lockstep, --link-loads, --link-down or --link-scale."`
 	MergeAppx  bool           `name:"approx-merge-channels" help:"APPROXIMATE, with --expand under fluid: merge ring channels as --merge-channels does, but where a link only some of a class's channels cross limits them (ECMP collisions on the spines), move the class at that rate instead of running again unmerged: each of its steps waits for its slowest channel. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
@@ -140,12 +142,19 @@ func (c *command) run() error {
 		// A reused node loads no link, and faults make nodes unlike.
 		return cli.Usagef("--approx-reuse needs --expand and --model fluid, without --link-loads, --link-down or --link-scale")
 	}
+	if c.AReuseIdle && !c.AReuse {
+		return cli.Usagef("--approx-reuse-idle needs --approx-reuse")
+	}
+	if c.ARails && (!c.Expand || model != analytical.Fluid || c.Lockstep || c.Links != "" || len(c.LinkDown) > 0 || len(c.LinkScale) > 0) {
+		// The other rails' groups load no link, and faults make rails unlike.
+		return cli.Usagef("--approx-rails needs --expand and --model fluid, without --approx-lockstep, --link-loads, --link-down or --link-scale")
+	}
 	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
 		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, ECMPKey: ecmpKey, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry, Reuse: c.Reuse,
 		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx,
-		ApproxReuse: c.AReuse}
+		ApproxReuse: c.AReuse, ApproxRails: c.ARails, ApproxReuseIdle: c.AReuseIdle}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.
 		opt.NoSymmetry = true
@@ -227,6 +236,12 @@ func (c *command) run() error {
 	if c.AReuse {
 		expanded += fmt.Sprintf(" APPROXIMATE (--approx-reuse): %d flows not run: %d COLL nodes took the time of the first one of their collective on groups placed alike (%d of them waited for it to end);",
 			res.ApproxReusedFlows, res.ApproxReusedNodes, res.ApproxWaited)
+	}
+	if c.AReuseIdle {
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-reuse-idle): %d of those a pipeline transfer may overlap; a transfer met %d of them, whose groups ran from then on;", res.ApproxIdle, res.ApproxMet)
+	}
+	if c.ARails {
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-rails): %d flows of groups on other rails not run: in %d COLL nodes the groups on the first rails stood for their images;", res.RailFlows, res.RailNodes)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

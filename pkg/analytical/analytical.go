@@ -168,6 +168,16 @@ type Options struct {
 	// transfer may overlap): an APPROXIMATION, which the trace's metadata
 	// states. Not with LinkLoads or Faults.
 	ApproxReuse bool
+	// ApproxReuseIdle: with ApproxReuse, also a node some of whose groups
+	// a pipeline transfer may overlap, when no stream transfer is in
+	// flight on their GPUs at its release (expand.Store.UseApproxReuseIdle).
+	ApproxReuseIdle bool
+	// ApproxRails: of a COLL node whose groups run in full, only those
+	// on its first rails when the groups on the others are their images
+	// under a relabelling of a rail-optimized fabric's rails
+	// (expand.Store.UseApproxRails): an APPROXIMATION, which the trace's
+	// metadata states. Not with LinkLoads, Faults or ApproxLockstep.
+	ApproxRails bool
 	// LinkLoads sums the bytes every directed link carries, by group type
 	// and op, into Result.Loads: a flow's over its path (or its sprayed
 	// links' shares), a COLL node's from its traffic matrix as priced.
@@ -208,8 +218,32 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 			m.Approximate += "; "
 		}
 		m.Approximate += ApproxReuseNote
+		if opt.ApproxReuseIdle {
+			m.Params["approx_reuse_idle"] = true
+			m.Approximate += "; " + ApproxReuseIdleNote
+		}
+	}
+	if opt.approxRailing(in) {
+		m.Params["approx_rails"] = true
+		if m.Approximate != "" {
+			m.Approximate += "; "
+		}
+		m.Approximate += ApproxRailsNote
 	}
 	return m
+}
+
+// ApproxReuseIdleNote is what the trace (fabricsim.approximate) says of a
+// run with Options.ApproxReuseIdle.
+const ApproxReuseIdleNote = "approx-reuse-idle: so did COLL nodes a pipeline transfer may overlap, when none was in flight on their GPUs at their release (a transfer starting during one neither slowed it nor was slowed by it)"
+
+// ApproxRailsNote is what the trace (fabricsim.approximate) says of a run
+// with Options.ApproxRails.
+const ApproxRailsNote = "approx-rails: of COLL nodes whose groups on other rails are images of those on the first, only the first rails' groups ran (not the others' own ECMP draws, and the others loaded no link)"
+
+// approxRailing reports whether Options.ApproxRails takes effect.
+func (opt Options) approxRailing(in *flowset.Set) bool {
+	return opt.ApproxRails && opt.Expand && opt.Model == Fluid && in.CollNodes > 0 && !opt.LinkLoads && !opt.Faults.active() && !opt.ApproxLockstep
 }
 
 // ApproxReuseNote is what the trace (fabricsim.approximate) says of a run
@@ -257,6 +291,12 @@ type Result struct {
 	// flows they stood for (in Expanded, not in Mirrored).
 	ApproxReusedNodes, ApproxReusedFlows int64
 	ApproxWaited                         int64 // of ApproxReusedNodes, released while the one they matched still ran
+	// RailNodes: the COLL nodes of which only the first rails' groups ran
+	// (Options.ApproxRails); RailFlows the flows those stood for.
+	RailNodes, RailFlows int64
+	// ApproxMet: of ApproxReusedNodes (Options.ApproxReuseIdle), those a
+	// stream transfer met while they stood as a delay, whose groups then ran.
+	ApproxIdle, ApproxMet int64
 	// Of those, approx-lockstep's: the COLL nodes whose groups moved in
 	// lockstep, the classes (representatives) they ran, and the flows that
 	// moved with their representatives' (in Expanded, not in Mirrored).
@@ -302,6 +342,7 @@ const progressEvery = 1 << 12
 
 type engine struct {
 	replayed map[int64]bool // SimAI replay's collectives (flowset.Set.Replayed)
+	foreign  bool           // tell ex of every stream transfer's release and end (Options.ApproxReuseIdle)
 	in       *flowset.Set
 	run      *dag.Run // this run's DAG state: the set is never written
 	opt      Options
@@ -556,6 +597,15 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		}
 		if opt.approxReusing(in) {
 			e.ex.UseApproxReuse(func() des.Time { return e.now })
+			if opt.ApproxReuseIdle {
+				e.ex.UseApproxReuseIdle()
+				e.foreign = true
+			}
+		}
+		if opt.approxRailing(in) {
+			if err := e.ex.UseApproxRails(); err != nil {
+				return Result{}, err
+			}
 		}
 		if opt.merging(in) {
 			e.ex.UseChannelMerge()
@@ -690,6 +740,8 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.res.LockstepNodes, e.res.LockstepClasses, e.res.LockstepMembers = e.ex.Lockstepped()
 		e.res.ReusedNodes, e.res.ReusedFlows = e.ex.Reused()
 		e.res.ApproxReusedNodes, e.res.ApproxReusedFlows, e.res.ApproxWaited = e.ex.ApproxReused()
+		e.res.RailNodes, e.res.RailFlows = e.ex.RailMirrored()
+		e.res.ApproxIdle, e.res.ApproxMet = e.ex.IdleReused()
 	}
 	if e.merging {
 		e.res.ChannelsMerged = e.ex.ChannelsMerged()
@@ -845,6 +897,18 @@ func (e *engine) release(i int32) error {
 		}
 		e.after(f.Lat+e.price.extra(f), evComplete, i, int64(f.Lat))
 		return nil
+	}
+	if e.foreign && i < e.n {
+		// A reused node the transfer meets runs its groups from now.
+		met, err := e.ex.Foreign(f.Src, f.Dst, true)
+		if err != nil {
+			return err
+		}
+		for _, j := range met {
+			if err := e.release(j); err != nil {
+				return err
+			}
+		}
 	}
 	if e.opt.SendLat > 0 {
 		e.after(e.opt.SendLat, evSend, i, 0)
@@ -1026,6 +1090,11 @@ func (e *engine) complete(i int32, ideal des.Time) error {
 	}
 	if f := e.in.Flow(i); f.Kind == flowset.Transfer || f.Kind == flowset.Coll {
 		e.res.Bytes += f.Size
+		if e.foreign && f.Kind == flowset.Transfer {
+			if _, err := e.ex.Foreign(f.Src, f.Dst, false); err != nil {
+				return err
+			}
+		}
 	}
 	e.res.End = e.now
 	if e.shapeLeft != nil && e.in.Flow(i).Kind == flowset.Coll {
@@ -1049,11 +1118,16 @@ func (e *engine) expand(i int32) error {
 	if err != nil {
 		return err
 	}
+	met := e.ex.TakeMet() // reused nodes this one meets run from now
 	if len(ready) == 0 && !e.ex.Waits() {
 		e.after(0, evComplete, i, int64(e.in.Flow(i).Lat))
-		return nil
 	}
 	for _, j := range ready {
+		if err := e.release(j); err != nil {
+			return err
+		}
+	}
+	for _, j := range met {
 		if err := e.release(j); err != nil {
 			return err
 		}

@@ -133,13 +133,18 @@ type apending struct {
 // approxDone keeps, when set's node ends, its time under its key, and
 // makes ready the delays of the nodes placed alike that waited for it
 // (appended to out).
-func (x *Store) approxDone(set *expSet, out []int32) []int32 {
-	u := &set.areuse
+func (x *Store) approxDone(s int32, out []int32) []int32 {
+	u := &x.sets[s].areuse
 	if u.key == "" {
 		return out
 	}
 	u.rec.span = x.clock() - u.at
-	x.areuse[u.key] = u.rec
+	// A run a stream transfer met (approxidle.go) is not the node's own
+	// time: its waiters take it, later nodes run again.
+	if u.gpus == nil || !x.metSince(s, u.gpus, u.at) {
+		x.areuse[u.key] = u.rec
+	}
+	u.gpus = nil
 	for _, p := range x.arun[u.key] {
 		d := &x.flows[p.slot]
 		// Released after the timed node, so ending no earlier than now.

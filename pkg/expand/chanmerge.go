@@ -283,8 +283,10 @@ func (x *Store) attachChan(s int32, rep int32, o collective.Origin, sf *stream.F
 	if o.Group != set.repAt {
 		copies = 0
 	}
-	x.total += 1 + copies
+	rc := int64(set.rcopies)
+	x.total += 1 + copies + rc
 	x.mirrored += copies
+	x.railFlows += rc
 	x.chanMembers++
 	if set.reuse.key != "" && o.Group == set.repAt {
 		set.reuse.rec.made++
@@ -298,7 +300,7 @@ func (x *Store) attachChan(s int32, rep int32, o collective.Origin, sf *stream.F
 	}
 	m := x.member(set, sf)
 	x.members[slot] = append(x.members[slot], m)
-	x.bytes += (1 + copies) * sf.Size
+	x.bytes += (1 + copies + rc) * sf.Size
 	x.mirroredB += copies * sf.Size
 	return nil
 }

@@ -6,3 +6,10 @@ func ImagedRows(x *Store) int64 { return x.imaged }
 
 // Placement is what approximate reuse matches groups on (placement).
 func Placement(x *Store, groups [][]int32) string { return x.placement(groups) }
+
+func RailPlan(x *Store, groups [][]int32) ([]int32, int32) {
+	p := x.railPlanOf(groups, "ring")
+	return p.run, p.copies
+}
+
+func RailsAlike(x *Store) string { return railsAlike(x.in.Topology) }

@@ -61,6 +61,7 @@ type reuseState struct {
 	at   des.Time
 	left int32
 	rec  reuseRec
+	gpus []int32 // approxidle.go: the GPUs no transfer may meet for the time to be kept
 }
 
 // reuseKey names what the standing group's time depends on: the
@@ -94,6 +95,10 @@ func (x *Store) reuseDelay(s int32, r reuseRec, copies int64) error {
 	}
 	x.waiting[slot] = 0
 	x.ready = append(x.ready, slot+x.base)
+	if u := &x.sets[s].areuse; u.key != "" { // the node's time is kept: count what it stands for
+		u.rec.made += r.made * (1 + copies)
+		u.rec.bytes += r.bytes * (1 + copies)
+	}
 	x.total += r.made * (1 + copies)
 	x.mirrored += r.made * copies
 	x.bytes += r.bytes * (1 + copies)

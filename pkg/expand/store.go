@@ -110,7 +110,21 @@ type Store struct {
 	arun                       map[string][]apending // by key: a node runs, these wait for its time
 	awaits                     bool                  // the last node expanded waits (Waits)
 	areusedNodes, areusedFlows int64
-	awaited                    int64 // nodes that waited for a running one's time
+	// Rails as symmetry (railsym.go): per group id, the groups to run.
+	arails               map[int64]railPlan
+	railNodes, railFlows int64
+	// Idle reuse (approxidle.go): per GPU the stream transfers in flight
+	// and the last one's start; per group id the GPUs checked.
+	fbusy []int32
+	flast []des.Time
+	igpus map[int64][]int32
+	// idleSets are the sets watched (idleState); materialized counts the
+	// nodes a transfer met.
+	idleSets                 []int32
+	flastBy                  []int32 // per GPU: the set whose start flast is, -1 a stream transfer's
+	metReady                 []int32 // flows of reused nodes a node's start met (TakeMet)
+	idleReused, materialized int64
+	awaited                  int64 // nodes that waited for a running one's time
 	// Mark, when set, sees each dependant Release frees (flow index),
 	// before it may be made ready: the backends' flowset.Pacer.
 	Mark func(j int32)
@@ -184,6 +198,9 @@ type expSet struct {
 	chans   chanState
 	reuse   reuseState
 	areuse  reuseState // approxreuse.go: the whole node's
+	rcopies int32      // railsym.go: per flow made, those it stands for on other rails
+	idle    idleState  // approxidle.go: a reused node a transfer may yet meet
+	occ     []int32    // approxidle.go: the GPUs it occupies as a node a transfer may overlap
 }
 
 // checked reports whether a flow from src to dst is within what
@@ -378,8 +395,26 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	x.awaits = false
 	// Not a node whose groups on GPUs another node may overlap run for
 	// themselves (symmetry's runs): it loads the links that node shares.
-	if run, _ := x.sym.Run(i); x.areuse != nil && run == nil {
+	run, runRep := x.sym.Run(i)
+	set.idle = idleState{}
+	var igpus []int32 // approxidle.go: a node a transfer may overlap, idle
+	set.occ = nil
+	if x.areuse != nil && run != nil && x.fbusy != nil {
+		g := x.idleGPUs(rec.Group, groups, run, relaysOf(rec.PXN, rec.Algorithm, spans(x.in.Topology, groups)))
+		if x.idle(g) {
+			igpus = g
+		}
+		// It may overlap another such node there: it meets those reused.
+		if err := x.occupy(s, g); err != nil {
+			return nil, err
+		}
+		set = &x.sets[s]
+	}
+	if x.areuse != nil && (run == nil || igpus != nil) {
 		key := x.approxKey(i, groups, x.chanMerge && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)]))
+		if igpus != nil {
+			key += "#idle"
+		}
 		akept, adrop = x.areuse[key]
 		_, running := x.arun[key]
 		switch {
@@ -387,7 +422,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		case running: // a node placed alike is running: take its time when it ends
 			adrop, apend, x.awaits = true, key, true
 		default:
-			set.areuse.key, set.areuse.at = key, x.clock()
+			set.areuse.key, set.areuse.at, set.areuse.gpus = key, x.clock(), igpus
 			x.arun[key] = nil
 		}
 		if adrop {
@@ -438,6 +473,17 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 			x.startImages(set, groups)
 		}
 	}
+	set.rcopies = 0
+	if x.arails != nil && !adrop && !x.sym.Alone(i) && set.rep == nil {
+		if p := x.railRun(rec.Group, groups, rec.Algorithm); p.run != nil {
+			sub := make([][]int32, len(p.run))
+			for k, g := range p.run {
+				sub[k] = groups[g]
+			}
+			groups, set.rcopies = sub, p.copies
+			x.railNodes++
+		}
+	}
 	merge := x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)])
 	// Reuse (reuse.go): the standing group's kept time, or keep it.
 	set.reuse = reuseState{}
@@ -482,6 +528,12 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 		if err := x.approxDelay(s, akept, apend); err != nil {
 			return nil, x.in.FlowError(i, "collective", fmt.Errorf("COLL node %d: %v", x.in.DAG.ID(i), err))
 		}
+		if igpus != nil {
+			x.idleReused++
+			if apend == "" {
+				x.watchIdle(s, igpus, akept.span, run, runRep)
+			}
+		}
 	}
 	var p *collective.Expansion
 	if len(groups) > 0 {
@@ -491,6 +543,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	}
 	x.sets[s].p = p
 	if x.sets[s].left == 0 {
+		x.idleEnded(s)
 		x.free2 = append(x.free2, s)
 		if k := x.sets[s].areuse.key; k != "" { // moves nothing: nothing to time
 			delete(x.arun, k)
@@ -508,9 +561,10 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		if set := &x.sets[s]; o.Group == set.repAt && (set.fabric || set.copies > 0) {
 			u.rec.made += int64(set.copies)
 		}
-		u.rec.made++
+		rc := 1 + int64(x.sets[s].rcopies)
+		u.rec.made += rc
 		if flowKind(sf) == flowset.Transfer {
-			u.rec.bytes += sf.Size
+			u.rec.bytes += rc * sf.Size
 		}
 	}
 	if set := &x.sets[s]; set.rep != nil {
@@ -555,6 +609,9 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		// connections of one-port GPUs cost about 6% of an 8192-GPU
 		// Spectrum-X iteration in map lookups.
 		d.Port = set.port(sf.Src, sf.Dst, sf.Channel)
+	}
+	if sc := set.idle.scale; sc > 0 && d.Kind == flowset.Transfer {
+		d.Size = max(1, int64(float64(d.Size)*sc))
 	}
 	x.waiting[slot] = 0
 	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.imagedM = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false, false
@@ -617,14 +674,19 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	if o.Group != set.repAt {
 		copies = 0 // a group run for itself (fabricsym.go)
 	}
-	x.total += 1 + copies
-	x.mirrored += copies
-	if d.Kind == flowset.Transfer {
-		x.bytes += (1 + copies) * d.Size
-		x.mirroredB += copies * d.Size
-	}
 	x.inFlight++
 	x.peak = max(x.peak, x.inFlight)
+	if set.idle.scale > 0 {
+		return nil // the node's delay counted what it stands for
+	}
+	rc := int64(set.rcopies)
+	x.total += 1 + copies + rc
+	x.mirrored += copies
+	x.railFlows += rc
+	if d.Kind == flowset.Transfer {
+		x.bytes += (1 + copies + rc) * d.Size
+		x.mirroredB += copies * d.Size
+	}
 	return nil
 }
 
@@ -835,7 +897,8 @@ func (x *Store) Complete(i int32, out []int32) ([]int32, int32) {
 		return out, -1
 	}
 	x.free2 = append(x.free2, d.set)
-	out = x.approxDone(set, out)
+	x.idleEnded(d.set)
+	out = x.approxDone(d.set, out)
 	set.p, set.slots = nil, set.slots[:0] // all 0 again: every flow finished
 	return out, set.coll
 }
