@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/fabricsim/fabricsim/formats/links"
@@ -244,7 +245,7 @@ func (c *command) run() error {
 		expanded += fmt.Sprintf(" APPROXIMATE (--approx-rails): %d flows of groups on other rails not run: in %d COLL nodes the groups on the first rails stood for their images;", res.RailFlows, res.RailNodes)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
-		model, res.Flows, expanded, units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
+		model, res.Flows, strings.TrimSuffix(expanded, ";"), units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())
 	return nil
 }
 
