@@ -135,15 +135,16 @@ func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg i
 	b := int64(at) >> c.shift
 	if d := b - c.cur; d > 0 && d <= c.mask && b != c.active {
 		i := b & c.mask
-		h := c.buckets[i]
-		if n := len(h); n < cap(h) {
-			h = h[:n+1]
+		if h := &c.buckets[i]; len(*h) < cap(*h) {
+			// Resliced in place: only the length is stored (storing the
+			// slice took three stores and a write-barrier check).
+			n := len(*h)
+			*h = (*h)[:n+1]
 			// Field by field: a composite literal was built on the stack
 			// and copied in 16-byte loads that its narrow stores could
 			// not forward to (a tenth of the mixed 128-GPU case's profile).
-			e := &h[n]
+			e := &(*h)[n]
 			e.At, e.seq, e.Kind, e.Target, e.Arg = at, seq, kind, target, arg
-			c.buckets[i] = h
 			c.bits[i>>6] |= 1 << (i & 63)
 			c.inWheel++
 			return
