@@ -42,7 +42,20 @@ func TestCalendarMatchesQueue(t *testing.T) {
 			}
 			k, tg, ok := c.PeekNear()
 			farFirst := ok && c.far.Len() > 0 && less(&c.far.h[0], c.first(c.active))
+			var near Event
+			nearOK := false
+			if e := c.NearHead(); e != nil {
+				near, nearOK = *e, true
+			}
+			noLate := c.lateLen() == 0
+			if noLate && nearOK != ok {
+				t.Fatalf("seed %d step %d: NearHead gave an event: %v, PeekNear: %v", seed, step, nearOK, ok)
+			}
 			a, b := q.Pop(), c.Pop()
+			// Without late events, NearHead is PeekNear's event.
+			if nearOK && noLate && !farFirst && b != near {
+				t.Fatalf("seed %d step %d: NearHead said %+v, Pop gave %+v", seed, step, near, b)
+			}
 			// The cursor's bucket holds the wheel's earliest events, so
 			// its head is next unless the far heap's is earlier.
 			if ok && !farFirst && (b.Kind != k || b.Target != tg) {

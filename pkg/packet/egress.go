@@ -1,6 +1,9 @@
 package packet
 
-import "math/rand/v2"
+import (
+	"math/bits"
+	"math/rand/v2"
+)
 
 // The egress scheduler of every port: eight priority FIFOs of packet
 // indexes, the PAUSE state the downstream node sets, round robin over the
@@ -84,17 +87,20 @@ func (p *port) pop(q int) int32 {
 // nextQueue picks the data queue (1..7) to serve next, round robin over
 // the non-empty, unpaused ones; 0 when none can send.
 func (p *port) nextQueue(now int64, hostFree bool) int {
-	if p.full&^1 == 0 {
+	m := uint(p.full) &^ 1
+	if m == 0 {
 		return 0
 	}
-	i := int(p.rr) // 0..6: the queue after rr, 1..7, comes first
-	for k := 0; k < nQ-1; k++ {
-		if i++; i == nQ {
-			i = 1
-		}
-		if p.full&(1<<i) != 0 && !p.pausedNow(i, now, hostFree) {
-			p.rr = uint8(i % (nQ - 1))
-			return i
+	// The queues after rr (0..6) first, rr+1..7, then 1..rr: the set bits
+	// of full in that order (a step per queue, 7 a call, was 2% of a
+	// packet run's instructions where one queue carries the data).
+	after := uint(1)<<(p.rr+1) - 1
+	for _, c := range [2]uint{m &^ after, m & after} {
+		for ; c != 0; c &= c - 1 {
+			if i := bits.TrailingZeros(c); !p.pausedNow(i, now, hostFree) {
+				p.rr = uint8(i % (nQ - 1))
+				return i
+			}
 		}
 	}
 	return 0

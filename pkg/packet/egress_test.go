@@ -54,6 +54,43 @@ func TestEgressRoundRobin(t *testing.T) {
 	}
 }
 
+// nextQueue picks what a walk of the queues after rr in turn (rr+1..7,
+// then 1..rr) picks: the first non-empty one not held by PAUSE, expiring
+// the PAUSEs it looks at on its way and no others.
+func TestEgressNextQueueWalk(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 6))
+	for trial := 0; trial < 20000; trial++ {
+		var p port
+		p.full, p.rr = uint8(rng.UintN(256)), uint8(rng.UintN(nQ-1))
+		for q := range nQ {
+			p.paused[q], p.pauseTill[q] = rng.IntN(3) == 0, int64(rng.IntN(100))
+		}
+		now, hostFree := int64(rng.IntN(100)), rng.IntN(8) == 0
+		want := p
+		wq := 0
+		for k, i := 0, int(want.rr); k < nQ-1; k++ {
+			if i++; i == nQ {
+				i = 1
+			}
+			if want.full&(1<<i) == 0 {
+				continue
+			}
+			if want.paused[i] && !hostFree && now < want.pauseTill[i] {
+				continue
+			}
+			if want.paused[i] && !hostFree {
+				want.paused[i] = false // looked at, expired
+			}
+			wq, want.rr = i, uint8(i%(nQ-1))
+			break
+		}
+		if q := p.nextQueue(now, hostFree); q != wq || p.rr != want.rr || p.paused != want.paused {
+			t.Fatalf("full %08b rr %d paused %v till %v now %d hostFree %v: got queue %d rr %d paused %v, want %d %d %v",
+				want.full, want.rr, want.paused, want.pauseTill, now, hostFree, q, p.rr, p.paused, wq, want.rr, want.paused)
+		}
+	}
+}
+
 // RED as SimAI's ShouldSendCN: never at or below kmin, always above kmax,
 // and in between with probability pmax (q - kmin) / (kmax - kmin).
 func TestRED(t *testing.T) {

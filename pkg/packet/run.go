@@ -360,15 +360,15 @@ func (s *Sim) loop(end int64, window bool) error {
 		// ports are no longer in cache, and the load overlaps this event's
 		// work instead of stalling the next one.
 		if s.readAhead {
-			if k, t, a, ok := s.q.PeekNearArg(); ok {
-				switch k {
+			if e := s.q.NearHead(); e != nil {
+				switch e.Kind {
 				case evArrive:
-					prefetch.Line(unsafe.Pointer(&s.pkts[t]))
-					if a > 0 {
-						prefetch.Line(unsafe.Pointer(&s.fab.ports[a-1]))
+					prefetch.Line(unsafe.Pointer(&s.pkts[e.Target]))
+					if e.Arg > 0 {
+						prefetch.Line(unsafe.Pointer(&s.fab.ports[e.Arg-1]))
 					}
 				case evTxDone:
-					prefetch.Line(unsafe.Pointer(&s.fab.ports[t]))
+					prefetch.Line(unsafe.Pointer(&s.fab.ports[e.Target]))
 				}
 			}
 		}
