@@ -189,10 +189,14 @@ func TestMemoryBudget(t *testing.T) {
 	for _, prog := range []string{"flowsim-analytical", "flowsim-packet"} {
 		oneLineError(t, run(t, st, prog), 1, "<stdin>: record", prog+" needs about", "beyond the 4MiB", "--granularity collective", "--expand")
 	}
-	// --threads keeps every queue pair's slot: 76k flows need more than
-	// 50 MiB with it (1040 B a flow), less without (400 B).
-	t.Setenv("FABRICSIM_MEMORY", "50MiB")
-	oneLineError(t, run(t, st, "flowsim-packet", "--threads", "2"), 1, "needs about", "(1040 B per flow)", "or run on one thread")
+	// --threads holds back 640 MiB (a million queue pairs' shadows) and
+	// charges 400 B a flow as the single loop does: 76k flows (29 MiB)
+	// do not fit in 660 MiB with it, and do on one thread.
+	t.Setenv("FABRICSIM_MEMORY", "660MiB")
+	oneLineError(t, run(t, st, "flowsim-packet", "--threads", "2"), 1, "needs about", "(400 B per flow)", "or run on one thread")
+	if r := run(t, st, "flowsim-packet", "--quiet"); r.code != 0 {
+		t.Errorf("one thread in 660 MiB: exit %d: %s", r.code, r.stderr)
+	}
 	t.Setenv("FABRICSIM_MEMORY", "lots")
 	oneLineError(t, run(t, st, "flowsim-analytical"), 1, `FABRICSIM_MEMORY="lots"`)
 }

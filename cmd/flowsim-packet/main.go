@@ -157,11 +157,17 @@ func (c *command) run() error {
 	// once, 0.92 GB at GOGC 100. The estimate lies between, lowered by the
 	// 50 bytes a flow those cuts saved.
 	perFlow, also := int64(400), ""
-	if c.Threads > 1 || (c.Partitions != nil && *c.Partitions > 1) {
-		also = "run on one thread (400 B per flow)"
-		// Parts keep shadows of the open queue pairs whose packets cross
-		// them (packet.PartitionedSlotBytes each at most).
-		perFlow += packet.PartitionedSlotBytes * int64(cfg.QPsPerConn)
+	if parted := c.Threads > 1 || (c.Partitions != nil && *c.Partitions > 1); parted && limit > 0 {
+		also = "run on one thread"
+		// Parts keep shadows only of the open queue pairs whose packets
+		// cross them, and a finished pair's go back: measured above the
+		// single loop's peak on two parts, 83 MB for the 1024-GPU
+		// AllReduce (all 132,096 pairs open at once), 0.09 GB for the
+		// 2048-GPU AllToAll, 0.29 GB for the 4096-GPU one (16.8 M flows).
+		// So they get a fixed reserve of a million pairs' shadows, not
+		// one per flow, which asked 17.5 GB of the 4096-GPU AllToAll
+		// that peaks at 3.9 GB and stopped it on a 24 GB machine.
+		limit = max(limit-partitionedReserve*int64(cfg.QPsPerConn), 1)
 	}
 	set, err := flowset.ReadBudget(sr, flowset.Budget{Backend: "flowsim-packet", PerFlow: perFlow, Limit: limit, Expands: true, Also: also})
 	meter.Hide() // for the warnings below
@@ -490,6 +496,10 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 	}
 	return bw.Flush()
 }
+
+// partitionedReserve is what --threads holds back from the memory budget
+// for the parts' shadows of open queue pairs: a million pairs'.
+const partitionedReserve = 1 << 20 * packet.PartitionedSlotBytes
 
 func writeHeapProfile(path string) error {
 	f, err := outfile.Create(path)
