@@ -175,9 +175,10 @@ func TestTransportPacketFluidAgree(t *testing.T) {
 // The h100-ib preset on the Voltage Park 4 x 8 H100 sweeps (NCCL 2.24.3):
 // every size from 1 MiB to 4 GiB of AllGather and AllReduce within 20% of
 // measured through fluid. The ring slice costs (Transport.SliceUs) are
-// chosen on the AllGather sweep, the AllReduce sweep's ring sizes (512
-// MiB to 4 GiB, a Simple ring with 1-2 MiB chunks) held out for them; its
-// NVLS-Tree sizes (1-256 MiB) are cut as NCCL cuts them (nvlsTreeChunk)
+// chosen on the AllGather sweep, the AllReduce sweep's ring sizes (256
+// MiB to 4 GiB, a Simple ring with 1-2 MiB chunks; 256 MiB ran as
+// NVLS-Tree, 0.84, until the ring graph was NCCL's 8 x 48 GB/s, 1.04)
+// held out for them; its NVLS-Tree sizes (1-128 MiB) are cut as NCCL cuts them (nvlsTreeChunk)
 // and paced by the proxy thread's round over a GPU's channels (proxy-op
 // 1.6 us). AllGather's LL128 ring (1-64 MiB) is paced by its own proxy
 // round (ring-op): every ring step each GPU's proxy posts and polls 2 x 16

@@ -182,12 +182,13 @@ type Transport struct {
 	// us on p4d, p4de and p5/p5e (src/platform-aws.cpp, v1.16.3); NCCL's
 	// IB plugin 0. It moves multi-server rings from LL128 to Simple at
 	// larger sizes; no transfer waits on it. h100-efa sets 75: NCCL's
-	// model then keeps p5's AllGather ring on LL128 to 16 MiB a rank on
-	// 32 and 64 ranks, as the p5 runs' busbw dips show NCCL 2.28.7 did,
-	// and runs the 2-server AllReduce as Tree LL128 to 16 MiB and Ring
-	// LL128 at 32 MiB before NVLS-Tree, as the 2 x 8 p5 sweep's shape says
-	// (its time per added byte changes between 32 and 64 MiB), where the
-	// tree step (TreeOpUs, TreeGBps) prices the tree.
+	// model then keeps p5's AllGather ring on LL128 to 8 MiB a rank on
+	// 16, 32 and 64 ranks and takes Simple from 16 MiB a rank, where the
+	// p5 runs' busbw dips (Simple's first size), and runs the 2-server
+	// AllReduce as Tree LL128 to 16 MiB and Ring LL128 at 32 MiB before
+	// NVLS-Tree, as the 2 x 8 p5 sweep's shape says (its time per added
+	// byte changes between 32 and 64 MiB), where the tree step (TreeOpUs,
+	// TreeGBps) prices the tree.
 	NetLatencyUs float64
 	// TreeOpUs, TreeGBps: a tree LL128 AllReduce's step on every GPU
 	// (0: not modelled; the tree's network steps are then paced by the
@@ -252,10 +253,11 @@ func DefaultTransport() Transport {
 // per op above InfiniBand's adaptive-routing threshold, 8 KiB: the sweep
 // is flat at 110 us to 2 MiB, a 16-channel ring's 4 KiB steps, and 193 us
 // at 4 MiB, 8 KiB steps) plus the step's bytes at NCCL's per-channel
-// LL128 rate (36.7 GB/s). The AllReduce sweep's ring sizes (512 MiB-4
-// GiB) are held out for the slice costs. The proxy round over NVLS-Tree
-// channels (ProxyOpUs 1.6 us) is fitted on the AllReduce sweep's
-// NVLS-Tree sizes (1-256 MiB).
+// LL128 rate (36.7 GB/s). The AllReduce sweep's ring sizes (256 MiB-4
+// GiB; 512 MiB up when fitted) are held out for the slice costs. The
+// proxy round over NVLS-Tree channels (ProxyOpUs 1.6 us) is fitted on the
+// AllReduce sweep's NVLS-Tree sizes (1-256 MiB when fitted: with NCCL's
+// ring graph, 8 channels at 48 GB/s, 256 MiB runs as a Simple ring).
 //
 // h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
 // server), fitted on the 2 x 8 p5 AllReduce (examples/reference/

@@ -58,11 +58,14 @@ func TestAWSP5Regions(t *testing.T) {
 // latencyInter, twice for Simple): a ring AllGather on 8 servers has 7
 // steps across them, so Simple pays 7 x 2 x 75 us more and LL128 7 x 75;
 // a ring AllReduce 14 steps, x 1.4 (the ring plateau) for Simple; a tree
-// 2 x log2(8). With p5's facts (aws-ofi-nccl's 75 us, AMD hosts) NCCL's
-// model keeps the 64-rank AllGather ring on LL128 to 1 GiB and takes
-// Simple at 2 GiB, where the p5 run's busbw dips and climbs (NCCL 2.28.7,
-// examples/reference/aws-p5-8x8h100-efa_allgather.csv); without them it
-// leaves LL128 above 256 MiB.
+// 2 x log2(8). With p5's facts (aws-ofi-nccl's 75 us, AMD hosts, and
+// the ring graph NCCL finds there, 8 channels at 48 GB/s) NCCL's model
+// keeps the AllGather ring on LL128 to 8 MiB a rank on 16, 32 and 64
+// ranks and takes Simple from 16 MiB a rank, the size where each p5 run's
+// busbw dips before it climbs (NCCL 2.28.7, examples/reference/aws-p5-
+// {2,4,8}x8h100-efa_allgather.csv): the dip is Simple's first size, at
+// the same bytes a rank on every server count; without the plugin's
+// latency the 64-rank ring leaves LL128 above 256 MiB.
 func TestNetLatencySelection(t *testing.T) {
 	m := ServerModel{CC: 90, GPUs: 8, NICs: 8, NICGBps: 50, NVLinkGBps: 370.8, NVSwitch: true,
 		IntraType: ncclpath.PathNVL, InterType: ncclpath.PathPXB, GPUGPUGBps: 370.8, GPUNICGBps: 50, PXN: true, NVLS: true}
@@ -85,11 +88,14 @@ func TestNetLatencySelection(t *testing.T) {
 		}
 	}
 	m.AMDCPU = true
-	tu = NewTuner(m, 64, 8)
-	tu.NetLatencyUs = 75
-	for size, want := range map[int64]Proto{GiB: LL128, 2 * GiB: Simple} {
-		if _, p, _, _ := tu.Select(AllGather, size); p != want {
-			t.Errorf("p5 AllGather on 64 ranks, %d B: %v, want %v", size, p, want)
+	for _, nodes := range []int{2, 4, 8} {
+		tu = NewTuner(m, 8*nodes, nodes)
+		tu.NetLatencyUs = 75
+		perRank := int64(8 * nodes << 20)
+		for size, want := range map[int64]Proto{8 * perRank: LL128, 16 * perRank: Simple} {
+			if _, p, _, _ := tu.Select(AllGather, size); p != want {
+				t.Errorf("p5 AllGather on %d ranks, %d B: %v, want %v", 8*nodes, size, p, want)
+			}
 		}
 	}
 	if _, p, _, _ := NewTuner(m, 64, 8).Select(AllGather, 512<<20); p != Simple {

@@ -171,6 +171,23 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 		n := int(totalBw/s + 1e-9)
 		if !nvls && m.GPUs > 1 {
 			n = int(gpuBw/s + 1e-9) // each channel passes every GPU once, in and out
+			if nNodes > 1 {
+				// A multi-server ring enters and leaves each server by
+				// the network, so a channel crosses NVLink G-1 times
+				// over G GPUs (NCCL 2.28.7 src/graph/search.cc
+				// followPath, l. 111, takes a channel's bw only off the
+				// links it uses), and NCCL's search, retrying with
+				// sameChannels 0, spreads the entries and exits over the
+				// GPUs: n crossings of a GPU's NVLink serve n G/(G-1)
+				// channels. On 8 H100s with 400G NICs (PCIe path 48 GB/s)
+				// that is 8 channels at 48, as NCCL logs it ("Pattern 4,
+				// crossNic 2, nChannels 8, bw 48.000000/48.000000, type
+				// NVL/PIX" on 2 x 8), not 8 at 45: it raises the Simple
+				// ring's model bandwidth (tuning.cc l. 301) and moves
+				// its LL128 (l. 305, capped) and NVLS-Tree switches.
+				g := m.GPUs
+				n = n * g / (g - 1)
+			}
 		}
 		if nNodes > 1 && !nvls {
 			n = min(n, m.NICs*int(m.NICGBps/s+1e-9)) // and uses one NIC each way
