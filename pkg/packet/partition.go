@@ -67,8 +67,9 @@ type partitioning struct {
 // flows, all open at once) peaks 83 MB above the single loop with two
 // parts. Finished pairs give their slots and shadows back (reclaim): the
 // 2048-GPU AllToAll (4.2 M one-packet flows) peaks at 1.13 GB on two
-// parts, as the single loop does, where it took 4.7 GB before.
-const PartitionedSlotBytes = 640
+// parts, as the single loop does, where it took 4.7 GB before. Each slot
+// also keeps which parts hold its shadow (sentTo, 24 bytes).
+const PartitionedSlotBytes = 664
 
 // maxPartitions bounds Partitions (a part is a uint8).
 const maxPartitions = 64
@@ -152,9 +153,10 @@ type qpKey struct {
 }
 
 // crossing is a packet (evArrive) or a PFC frame (evPFC) for another
-// part, at its arrival time there. A packet for a part other than its
-// pair's own carries what that part needs to make the pair's shadow slot
-// (pairs[pair] of its outbox); one going home needs only its key. A
+// part, at its arrival time there. The first packet of a pair for a part
+// other than the pair's own carries what that part needs to make the
+// pair's shadow slot (pairs[pair] of its outbox, firstTo); the others,
+// and those going home, need only its key. A
 // crossing costs the cache lines written and read back by the other part:
 // it is two lines, and the pair's paths and a packet's INT record, which
 // few crossings need, wait beside it (outbox), not in it. At 432 bytes a
@@ -224,6 +226,8 @@ type partView struct {
 	// a slot of this part's own reads one bit, not shadowOf's 12 bytes a
 	// slot (a cache miss at 2048 GPUs).
 	isShadow []uint64
+	// sentTo is by slot, as shadowOf (firstTo).
+	sentTo []sentTo
 	// What the run measured of its ceiling (the first part's), the CSV
 	// of its windows if asked for, and the crossings this part took in.
 	stats    *ParallelStats
@@ -304,7 +308,7 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	}
 	c := &box.c[len(box.c)-1]
 	c.at, c.seq, c.kind, c.target, c.home, c.pkt, c.pair = at, s.seq(at), evArrive, link, home, *pkt, -1
-	if home.part != to {
+	if home.part != to && pv.firstTo(qi, home, to) {
 		c.pair = int32(len(box.pairs))
 		if len(box.pairs) < cap(box.pairs) {
 			box.pairs = box.pairs[:len(box.pairs)+1]
@@ -333,6 +337,40 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 		pkt.intI = -1
 	}
 	s.freePkts = append(s.freePkts, pi)
+}
+
+// sentTo is which parts were sent the pair a slot stands for (home),
+// with a packet of it: they hold its shadow until the pair's part
+// reclaims it, when the slot serves another pair (of another key).
+type sentTo struct {
+	home  qpKey
+	parts uint64
+}
+
+// firstTo reports whether the packet of slot qi (pair home) that
+// sendAway puts in the outbox to part to is the first there since the
+// pair took the slot: only that one carries the pair. Sent with every
+// packet, the pair's bytes, paths and hash cost a multi-packet flow's
+// crossings (SimAI's mixed case: 85 packets a flow) a tenth of the
+// part's time, reading the slot and writing three lines a packet.
+func (pv *partView) firstTo(qi int32, home qpKey, to uint8) bool {
+	if int(qi) >= len(pv.sentTo) {
+		n := len(pv.sentTo)
+		pv.sentTo = append(pv.sentTo, make([]sentTo, int(qi)+1-n)...)
+		pv.sentTo = pv.sentTo[:cap(pv.sentTo)]
+		for i := n; i < len(pv.sentTo); i++ {
+			pv.sentTo[i].home.qp = -1
+		}
+	}
+	st := &pv.sentTo[qi]
+	if st.home != home {
+		*st = sentTo{home: home}
+	}
+	if st.parts&(1<<to) != 0 {
+		return false
+	}
+	st.parts |= 1 << to
+	return true
 }
 
 // takeIn puts crossing c of box b, which another part sent, in this
