@@ -68,8 +68,8 @@ type partitioning struct {
 // parts. Finished pairs give their slots and shadows back (reclaim): the
 // 2048-GPU AllToAll (4.2 M one-packet flows) peaks at 1.13 GB on two
 // parts, as the single loop does, where it took 4.7 GB before. Each slot
-// also keeps which parts hold its shadow (sentTo, 24 bytes).
-const PartitionedSlotBytes = 664
+// keeps which parts hold its shadow (slotState: 24 bytes, was 12).
+const PartitionedSlotBytes = 652
 
 // maxPartitions bounds Partitions (a part is a uint8).
 const maxPartitions = 64
@@ -182,6 +182,7 @@ type crossPair struct {
 	rtt    int64  // the pair's base RTT (go-back-N's NACK pacing)
 	hash   uint64 // the pair's ECMP hash (per-packet routings' seed)
 	flow   int32
+	cell   uint16 // its NVLink cells' payload (cellFor)
 	fwdLen uint8
 	revLen uint8
 	fwd    [maxPath]route.DirLink
@@ -218,16 +219,13 @@ type partView struct {
 	par     int
 	sentMin int64
 	// The queue pairs of other parts whose packets cross this one: their
-	// shadow slots by part and slot there, and each slot's key (qp -1: a
-	// pair of this part's).
-	shadows  [][]shadowRef
-	shadowOf []qpKey
+	// shadow slots by part and slot there; and by slot, what sendAway
+	// reads (slotState).
+	shadows [][]shadowRef
+	slots   []slotState
 	// isShadow has bit qi set when slot qi is a shadow: a packet leaving
-	// a slot of this part's own reads one bit, not shadowOf's 12 bytes a
-	// slot (a cache miss at 2048 GPUs).
+	// a slot of this part's own reads one bit, not its slotState's key.
 	isShadow []uint64
-	// sentTo is by slot, as shadowOf (firstTo).
-	sentTo []sentTo
 	// What the run measured of its ceiling (the first part's), the CSV
 	// of its windows if asked for, and the crossings this part took in.
 	stats    *ParallelStats
@@ -296,9 +294,10 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
 	to := pv.part.of[v]
+	st := &pv.slots[qi]
 	home := qpKey{part: pv.me, qp: qi, ep: pkt.ep}
 	if pv.shadowed(qi) {
-		home = pv.shadowOf[qi]
+		home = st.key
 	}
 	box := &pv.out[pv.par][to]
 	if len(box.c) < cap(box.c) {
@@ -308,7 +307,7 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	}
 	c := &box.c[len(box.c)-1]
 	c.at, c.seq, c.kind, c.target, c.home, c.pkt, c.pair = at, s.seq(at), evArrive, link, home, *pkt, -1
-	if home.part != to && pv.firstTo(qi, home, to) {
+	if home.part != to && st.firstTo(home, to) {
 		c.pair = int32(len(box.pairs))
 		if len(box.pairs) < cap(box.pairs) {
 			box.pairs = box.pairs[:len(box.pairs)+1]
@@ -317,7 +316,7 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 		}
 		cp := &box.pairs[c.pair]
 		q := &s.nic.qps[qi]
-		cp.flow, cp.size, cp.rtt = q.flow, q.size, q.cc.BaseRTT
+		cp.flow, cp.size, cp.rtt, cp.cell = q.flow, q.size, q.cc.BaseRTT, q.cell
 		cp.hash = s.fab.fwding.hash(qi)
 		cp.fwdLen = uint8(copy(cp.fwd[:], s.fab.path(2*qi)))
 		cp.revLen = uint8(copy(cp.rev[:], s.fab.path(2*qi+1)))
@@ -339,37 +338,34 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	s.freePkts = append(s.freePkts, pi)
 }
 
-// sentTo is which parts were sent the pair a slot stands for (home),
-// with a packet of it: they hold its shadow until the pair's part
-// reclaims it, when the slot serves another pair (of another key).
-type sentTo struct {
-	home  qpKey
-	parts uint64
+// slotState is what sendAway reads of a slot, in one cache line: the
+// pair a shadow stands for (key); and which parts were sent the pair the
+// slot is now (key, for a slot of this part's own: the last pair sent),
+// with a packet of it (sent, a bit a part). They hold its shadow until
+// the pair's part reclaims it, when the slot serves another pair (of
+// another key).
+type slotState struct {
+	sent uint64
+	key  qpKey
 }
 
-// firstTo reports whether the packet of slot qi (pair home) that
-// sendAway puts in the outbox to part to is the first there since the
-// pair took the slot: only that one carries the pair. Sent with every
-// packet, the pair's bytes, paths and hash cost a multi-packet flow's
-// crossings (SimAI's mixed case: 85 packets a flow) a tenth of the
-// part's time, reading the slot and writing three lines a packet.
-func (pv *partView) firstTo(qi int32, home qpKey, to uint8) bool {
-	if int(qi) >= len(pv.sentTo) {
-		n := len(pv.sentTo)
-		pv.sentTo = append(pv.sentTo, make([]sentTo, int(qi)+1-n)...)
-		pv.sentTo = pv.sentTo[:cap(pv.sentTo)]
-		for i := n; i < len(pv.sentTo); i++ {
-			pv.sentTo[i].home.qp = -1
-		}
+// freeSlot is a slot that stands for no pair of another part.
+var freeSlot = slotState{key: qpKey{qp: -1}}
+
+// firstTo reports whether the packet of pair home that sendAway puts in
+// the outbox to part to is the first of that pair there: only that one
+// carries the pair. Sent with every packet, the pair's bytes, paths and
+// hash cost a multi-packet flow's crossings (SimAI's mixed case: 85
+// packets a flow) a tenth of the part's time, reading the slot and
+// writing three lines a packet.
+func (st *slotState) firstTo(home qpKey, to uint8) bool {
+	if st.key != home {
+		*st = slotState{key: home}
 	}
-	st := &pv.sentTo[qi]
-	if st.home != home {
-		*st = sentTo{home: home}
-	}
-	if st.parts&(1<<to) != 0 {
+	if st.sent&(1<<to) != 0 {
 		return false
 	}
-	st.parts |= 1 << to
+	st.sent |= 1 << to
 	return true
 }
 
@@ -472,9 +468,10 @@ func (pv *partView) newShadow(home qpKey, c *crossPair) int32 {
 		copy(s.fab.paths[int(2*sh+int32(d))*s.fab.pathW:], p)
 		s.fab.pathLen[2*sh+int32(d)] = uint8(len(p))
 	}
-	// The receiver counts a cell's acknowledgements as its sender cut it.
-	q.cell = s.nic.cellFor(c.flow, c.size, c.fwd[:c.fwdLen])
-	pv.shadowOf[sh] = home
+	// The receiver counts a cell's acknowledgements as its sender cut it
+	// (cellFor, which read the flow's record: a cache miss a pair).
+	q.cell = c.cell
+	pv.slots[sh] = slotState{key: home}
 	for int(sh>>6) >= len(pv.isShadow) {
 		pv.isShadow = append(pv.isShadow, 0)
 	}
@@ -579,7 +576,7 @@ func (pv *partView) reclaim() {
 				if refs := pv.shadows[from]; int(m.qp) < len(refs) && refs[m.qp].sh != 0 {
 					sh := refs[m.qp].sh - 1
 					refs[m.qp] = shadowRef{}
-					pv.shadowOf[sh] = qpKey{qp: -1}
+					pv.slots[sh] = freeSlot
 					pv.isShadow[sh>>6] &^= 1 << (sh & 63)
 					s.nic.live[sh] = 0
 					s.nic.freeQP = append(s.nic.freeQP, sh)
@@ -680,7 +677,7 @@ func (s *Sim) runPartitioned() error {
 		c.pv.out = [2][]outbox{make([]outbox, pt.n), make([]outbox, pt.n)}
 		c.pv.rel = [2][][]relMsg{make([][]relMsg, pt.n), make([][]relMsg, pt.n)}
 		c.pv.shadows = make([][]shadowRef, pt.n)
-		c.pv.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.nic.qps))
+		c.pv.slots = slices.Repeat([]slotState{freeSlot}, len(c.nic.qps))
 		sims[k] = c
 	}
 	if err := s.pv.checkReleases(); err != nil {
