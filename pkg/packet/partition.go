@@ -245,6 +245,7 @@ type partView struct {
 	finished    []int32
 	asked       []relWait
 	madeShadows int
+	pairsSent   int // the pairs put in outboxes (firstTo)
 }
 
 // check stops the run if what it sends node v at time at is due inside
@@ -309,6 +310,7 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	c.at, c.seq, c.kind, c.target, c.home, c.pkt, c.pair = at, s.seq(at), evArrive, link, home, *pkt, -1
 	if home.part != to && st.firstTo(home, to) {
 		c.pair = int32(len(box.pairs))
+		pv.pairsSent++
 		if len(box.pairs) < cap(box.pairs) {
 			box.pairs = box.pairs[:len(box.pairs)+1]
 		} else {
