@@ -725,6 +725,7 @@ func (s *Sim) runPartitioned() error {
 		ps.Alone = crew.alone
 		for _, c := range sims {
 			ps.Crossings += c.pv.received
+			ps.Pairs += uint64(c.pv.pairsSent)
 		}
 	}()
 	for w := 0; ; w++ {
