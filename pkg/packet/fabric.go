@@ -183,7 +183,7 @@ func (fa *fabric) transmit(pid int32, pi int32, q int) {
 	case bypass:
 		s.sur.bypass(pi, tx)
 	case s.pv.abroad(p.to):
-		s.pv.sendAway(pi, s.now+tx+p.lat, p.to)
+		s.pv.sendAway(pi, s.now+tx+p.lat, p.to, pid)
 	default:
 		// The link rides in the event (plus one: 0 leaves arrive to read
 		// the packet's path), so that the loop can load its port ahead.

@@ -67,8 +67,9 @@ type partitioning struct {
 // flows, all open at once) peaks 83 MB above the single loop with two
 // parts. Finished pairs give their slots and shadows back (reclaim): the
 // 2048-GPU AllToAll (4.2 M one-packet flows) peaks at 1.13 GB on two
-// parts, as the single loop does, where it took 4.7 GB before.
-const PartitionedSlotBytes = 640
+// parts, as the single loop does, where it took 4.7 GB before. Each slot
+// keeps which parts hold its shadow (slotState: 24 bytes, was 12).
+const PartitionedSlotBytes = 652
 
 // maxPartitions bounds Partitions (a part is a uint8).
 const maxPartitions = 64
@@ -152,33 +153,55 @@ type qpKey struct {
 }
 
 // crossing is a packet (evArrive) or a PFC frame (evPFC) for another
-// part, at its arrival time there. A packet for a part other than its
-// pair's own carries what that part needs to make the pair's shadow slot
-// (pair); one going home needs only its key. The fields each kind reads
-// come first: a crossing costs the cache lines written, and (measured on
-// a 512-GPU AllToAll, a quarter of whose events cross) reading the pair's
-// tables for a packet going home cost as much as the rest of sendAway.
+// part, at its arrival time there. The first packet of a pair for a part
+// other than the pair's own carries what that part needs to make the
+// pair's shadow slot (pairs[pair] of its outbox, firstTo); the others,
+// and those going home, need only its key. A
+// crossing costs the cache lines written and read back by the other part:
+// it is two lines, and the pair's paths and a packet's INT record, which
+// few crossings need, wait beside it (outbox), not in it. At 432 bytes a
+// crossing with them, a window's box overflowed the caches (measured on
+// a 1024-GPU AllToAll, a quarter of whose events cross). It also
+// carries the link the packet crossed (target), as an arrival pushed in
+// the part's own loop does, so that the loop loads its port ahead.
 type crossing struct {
 	at     int64
 	seq    uint64 // the event's number (its maker's, as Sim.seq gives)
 	arg    int64  // evPFC's
-	target int32  // evPFC's port
+	target int32  // evPFC's port; evArrive's link
 	kind   uint16
-	nHops  uint8 // the INT record's hops (when pkt.intI >= 0)
-	pair   bool  // size to rev are set
+	nHops  uint8 // the INT record's hops (when pkt.intI >= 0: its index in hops)
 	home   qpKey
+	pair   int32 // the index of its pair in pairs, or -1
 	pkt    packet
+}
+
+// crossPair is what makes a queue pair's shadow slot in another part.
+type crossPair struct {
 	size   int64  // the pair's bytes
 	rtt    int64  // the pair's base RTT (go-back-N's NACK pacing)
 	hash   uint64 // the pair's ECMP hash (per-packet routings' seed)
 	flow   int32
+	cell   uint16 // its NVLink cells' payload (cellFor)
 	fwdLen uint8
 	revLen uint8
 	fwd    [maxPath]route.DirLink
 	rev    [maxPath]route.DirLink
-	// The packet's INT record (HPCC), copied: its slot was the sending
-	// part's.
-	hops [cc.MaxHops]cc.IntHop
+}
+
+// outbox is what one part sends another in a window: the crossings, and
+// what some of them refer to by index.
+type outbox struct {
+	c     []crossing
+	pairs []crossPair
+	// The packets' INT records (HPCC), copied: their slots were the
+	// sending part's.
+	hops [][cc.MaxHops]cc.IntHop
+}
+
+// reset empties b, keeping its arrays.
+func (b *outbox) reset() {
+	b.c, b.pairs, b.hops = b.c[:0], b.pairs[:0], b.hops[:0]
 }
 
 // partView is a Sim as one part of a partitioned run: what it shares with
@@ -192,17 +215,16 @@ type partView struct {
 	// What this part sends each other part, in the window of parity par
 	// (read by the receiver in the next window, while this one fills the
 	// other), and the earliest of it.
-	out     [2][][]crossing
+	out     [2][]outbox
 	par     int
 	sentMin int64
 	// The queue pairs of other parts whose packets cross this one: their
-	// shadow slots by part and slot there, and each slot's key (qp -1: a
-	// pair of this part's).
-	shadows  [][]shadowRef
-	shadowOf []qpKey
+	// shadow slots by part and slot there; and by slot, what sendAway
+	// reads (slotState).
+	shadows [][]shadowRef
+	slots   []slotState
 	// isShadow has bit qi set when slot qi is a shadow: a packet leaving
-	// a slot of this part's own reads one bit, not shadowOf's 12 bytes a
-	// slot (a cache miss at 2048 GPUs).
+	// a slot of this part's own reads one bit, not its slotState's key.
 	isShadow []uint64
 	// What the run measured of its ceiling (the first part's), the CSV
 	// of its windows if asked for, and the crossings this part took in.
@@ -223,6 +245,7 @@ type partView struct {
 	finished    []int32
 	asked       []relWait
 	madeShadows int
+	pairsSent   int // the pairs put in outboxes (firstTo)
 }
 
 // check stops the run if what it sends node v at time at is due inside
@@ -259,39 +282,50 @@ func (pv *partView) home(i int32) uint8 {
 func (pv *partView) post(v int32, c crossing) {
 	pv.check(c.at, v)
 	box := &pv.out[pv.par][pv.part.of[v]]
-	*box = append(*box, c)
+	c.pair = -1
+	box.c = append(box.c, c)
 	pv.sentMin = min(pv.sentMin, c.at)
 }
 
-// sendAway hands packet pi, put on a link to node v of another part, to
-// that part, arriving at time at.
-func (pv *partView) sendAway(pi int32, at int64, v int32) {
+// sendAway hands packet pi, put on link (a port) to node v of another
+// part, to that part, arriving at time at.
+func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	pv.check(at, v)
 	s := pv.s
 	pkt := &s.pkts[pi]
 	qi := pkt.qp
 	to := pv.part.of[v]
+	st := &pv.slots[qi]
 	home := qpKey{part: pv.me, qp: qi, ep: pkt.ep}
 	if pv.shadowed(qi) {
-		home = pv.shadowOf[qi]
+		home = st.key
 	}
 	box := &pv.out[pv.par][to]
-	if len(*box) < cap(*box) {
-		*box = (*box)[:len(*box)+1]
+	if len(box.c) < cap(box.c) {
+		box.c = box.c[:len(box.c)+1]
 	} else {
-		*box = append(*box, crossing{})
+		box.c = append(box.c, crossing{})
 	}
-	c := &(*box)[len(*box)-1]
-	c.at, c.seq, c.kind, c.home, c.pkt, c.pair = at, s.seq(at), evArrive, home, *pkt, home.part != to
-	if c.pair {
+	c := &box.c[len(box.c)-1]
+	c.at, c.seq, c.kind, c.target, c.home, c.pkt, c.pair = at, s.seq(at), evArrive, link, home, *pkt, -1
+	if home.part != to && st.firstTo(home, to) {
+		c.pair = int32(len(box.pairs))
+		pv.pairsSent++
+		if len(box.pairs) < cap(box.pairs) {
+			box.pairs = box.pairs[:len(box.pairs)+1]
+		} else {
+			box.pairs = append(box.pairs, crossPair{})
+		}
+		cp := &box.pairs[c.pair]
 		q := &s.nic.qps[qi]
-		c.flow, c.size, c.rtt = q.flow, q.size, q.cc.BaseRTT
-		c.hash = s.fab.fwding.hash(qi)
-		c.fwdLen = uint8(copy(c.fwd[:], s.fab.path(2*qi)))
-		c.revLen = uint8(copy(c.rev[:], s.fab.path(2*qi+1)))
+		cp.flow, cp.size, cp.rtt, cp.cell = q.flow, q.size, q.cc.BaseRTT, q.cell
+		cp.hash = s.fab.fwding.hash(qi)
+		cp.fwdLen = uint8(copy(cp.fwd[:], s.fab.path(2*qi)))
+		cp.revLen = uint8(copy(cp.rev[:], s.fab.path(2*qi+1)))
 	}
 	if pkt.intI >= 0 {
-		c.nHops, c.hops = s.intN[pkt.intI], s.ints[pkt.intI]
+		c.nHops, c.pkt.intI = s.intN[pkt.intI], int32(len(box.hops))
+		box.hops = append(box.hops, s.ints[pkt.intI])
 	}
 	pv.sentMin = min(pv.sentMin, at)
 	// freePacket but for the pair's live count, which only decides when
@@ -306,8 +340,40 @@ func (pv *partView) sendAway(pi int32, at int64, v int32) {
 	s.freePkts = append(s.freePkts, pi)
 }
 
-// takeIn puts what another part sent in this part's calendar.
-func (pv *partView) takeIn(c *crossing) {
+// slotState is what sendAway reads of a slot, in one cache line: the
+// pair a shadow stands for (key); and which parts were sent the pair the
+// slot is now (key, for a slot of this part's own: the last pair sent),
+// with a packet of it (sent, a bit a part). They hold its shadow until
+// the pair's part reclaims it, when the slot serves another pair (of
+// another key).
+type slotState struct {
+	sent uint64
+	key  qpKey
+}
+
+// freeSlot is a slot that stands for no pair of another part.
+var freeSlot = slotState{key: qpKey{qp: -1}}
+
+// firstTo reports whether the packet of pair home that sendAway puts in
+// the outbox to part to is the first of that pair there: only that one
+// carries the pair. Sent with every packet, the pair's bytes, paths and
+// hash cost a multi-packet flow's crossings (SimAI's mixed case: 85
+// packets a flow) a tenth of the part's time, reading the slot and
+// writing three lines a packet.
+func (st *slotState) firstTo(home qpKey, to uint8) bool {
+	if st.key != home {
+		*st = slotState{key: home}
+	}
+	if st.sent&(1<<to) != 0 {
+		return false
+	}
+	st.sent |= 1 << to
+	return true
+}
+
+// takeIn puts crossing c of box b, which another part sent, in this
+// part's calendar.
+func (pv *partView) takeIn(b *outbox, c *crossing) {
 	s := pv.s
 	if c.kind == evPFC {
 		// A PAUSE waits at its port as one sent from this part does
@@ -328,17 +394,21 @@ func (pv *partView) takeIn(c *crossing) {
 	*pkt = c.pkt
 	if pkt.intI >= 0 {
 		pkt.intI = s.nic.newINT()
-		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, c.hops
+		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, b.hops[c.pkt.intI]
 	}
 	dir := c.pkt.path & 1
 	if c.home.part == pv.me {
 		pkt.qp, pkt.ep = c.home.qp, c.home.ep
 	} else {
-		sh := pv.shadow(c)
+		sh := pv.shadow(b, c)
+		if sh < 0 { // the run stops (early)
+			s.freePkts = append(s.freePkts, pi)
+			return
+		}
 		pkt.qp, pkt.ep = sh, s.nic.epoch[sh]
 	}
 	pkt.path = 2*pkt.qp + dir
-	s.q.PushSeq(des.Time(c.at), c.seq, evArrive, pi, 0)
+	s.q.PushSeq(des.Time(c.at), c.seq, evArrive, pi, int64(c.target)+1)
 }
 
 // shadowRef is the shadow slot of a queue pair of another part, by that
@@ -351,7 +421,7 @@ type shadowRef struct {
 // its first packet here. It stays until the pair's part reclaims the pair
 // (a late duplicate may still come), so a slot of another part is one
 // pair while it has a shadow here.
-func (pv *partView) shadow(c *crossing) int32 {
+func (pv *partView) shadow(b *outbox, c *crossing) int32 {
 	k := c.home
 	refs := pv.shadows[k.part]
 	if int(k.qp) >= len(refs) {
@@ -361,10 +431,13 @@ func (pv *partView) shadow(c *crossing) int32 {
 	}
 	r := &refs[k.qp]
 	if r.sh == 0 || r.ep != k.ep {
-		if !c.pair && pv.early == nil { // sendAway sends the pair wherever it is not home
-			pv.early = fmt.Errorf("partitions: internal: part %d got a packet of queue pair %d of part %d without the pair; run with one partition", pv.me, k.qp, k.part)
+		if c.pair < 0 { // sendAway sends the pair wherever it is not home
+			if pv.early == nil {
+				pv.early = fmt.Errorf("partitions: internal: part %d got a packet of queue pair %d of part %d without the pair; run with one partition", pv.me, k.qp, k.part)
+			}
+			return -1
 		}
-		*r = shadowRef{ep: k.ep, sh: pv.newShadow(c) + 1}
+		*r = shadowRef{ep: k.ep, sh: pv.newShadow(k, &b.pairs[c.pair]) + 1}
 	}
 	return r.sh - 1
 }
@@ -375,8 +448,8 @@ func (pv *partView) shadowed(qi int32) bool {
 	return w < len(pv.isShadow) && pv.isShadow[w]&(1<<(qi&63)) != 0
 }
 
-// newShadow makes c's queue pair's shadow slot.
-func (pv *partView) newShadow(c *crossing) int32 {
+// newShadow makes the shadow slot of queue pair home, c.
+func (pv *partView) newShadow(home qpKey, c *crossPair) int32 {
 	s := pv.s
 	sh := s.nic.allocQP()
 	s.nic.epoch[sh]++
@@ -397,9 +470,10 @@ func (pv *partView) newShadow(c *crossing) int32 {
 		copy(s.fab.paths[int(2*sh+int32(d))*s.fab.pathW:], p)
 		s.fab.pathLen[2*sh+int32(d)] = uint8(len(p))
 	}
-	// The receiver counts a cell's acknowledgements as its sender cut it.
-	q.cell = s.nic.cellFor(c.flow, c.size, c.fwd[:c.fwdLen])
-	pv.shadowOf[sh] = c.home
+	// The receiver counts a cell's acknowledgements as its sender cut it
+	// (cellFor, which read the flow's record: a cache miss a pair).
+	q.cell = c.cell
+	pv.slots[sh] = slotState{key: home}
 	for int(sh>>6) >= len(pv.isShadow) {
 		pv.isShadow = append(pv.isShadow, 0)
 	}
@@ -504,7 +578,7 @@ func (pv *partView) reclaim() {
 				if refs := pv.shadows[from]; int(m.qp) < len(refs) && refs[m.qp].sh != 0 {
 					sh := refs[m.qp].sh - 1
 					refs[m.qp] = shadowRef{}
-					pv.shadowOf[sh] = qpKey{qp: -1}
+					pv.slots[sh] = freeSlot
 					pv.isShadow[sh>>6] &^= 1 << (sh & 63)
 					s.nic.live[sh] = 0
 					s.nic.freeQP = append(s.nic.freeQP, sh)
@@ -602,10 +676,10 @@ func (s *Sim) runPartitioned() error {
 			c.sendLatPs, c.parts, c.watch.stallFloorPs = s.sendLatPs, s.parts, s.watch.stallFloorPs
 		}
 		c.pv.part, c.pv.me, c.pv.peers = pt, uint8(k), sims
-		c.pv.out = [2][][]crossing{make([][]crossing, pt.n), make([][]crossing, pt.n)}
+		c.pv.out = [2][]outbox{make([]outbox, pt.n), make([]outbox, pt.n)}
 		c.pv.rel = [2][][]relMsg{make([][]relMsg, pt.n), make([][]relMsg, pt.n)}
 		c.pv.shadows = make([][]shadowRef, pt.n)
-		c.pv.shadowOf = slices.Repeat([]qpKey{{qp: -1}}, len(c.nic.qps))
+		c.pv.slots = slices.Repeat([]slotState{freeSlot}, len(c.nic.qps))
 		sims[k] = c
 	}
 	if err := s.pv.checkReleases(); err != nil {
@@ -651,6 +725,7 @@ func (s *Sim) runPartitioned() error {
 		ps.Alone = crew.alone
 		for _, c := range sims {
 			ps.Crossings += c.pv.received
+			ps.Pairs += uint64(c.pv.pairsSent)
 		}
 	}()
 	for w := 0; ; w++ {
@@ -769,12 +844,12 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 	s.pv.par, s.pv.end = par, end
 	s.pv.reclaim()
 	for _, src := range s.pv.peers {
-		box := src.pv.out[1-par][s.pv.me]
-		for i := range box {
-			s.pv.takeIn(&box[i])
+		box := &src.pv.out[1-par][s.pv.me]
+		for i := range box.c {
+			s.pv.takeIn(box, &box.c[i])
 		}
-		src.pv.out[1-par][s.pv.me] = box[:0]
-		s.pv.received += uint64(len(box))
+		s.pv.received += uint64(len(box.c))
+		box.reset()
 	}
 	s.err = s.loop(end, true)
 	if s.err == nil {

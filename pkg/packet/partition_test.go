@@ -296,3 +296,34 @@ func TestPartitionedSlotsReclaimed(t *testing.T) {
 		}
 	}
 }
+
+// A pair's shadow is made from what its first packet into a part brings;
+// the pair's later packets there carry only its key. Four 64 KiB flows
+// (16 packets each) between a server of one part and a server of another
+// make at least four shadows, each from one pair sent, in at least 64
+// crossings (each data packet crosses), on 2, 3 or 4 parts.
+func TestPartitionedPairSentOnce(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	cfg := DefaultConfig()
+	var specs []flowSpec
+	for g := range int32(4) {
+		f := flowSpec{g, 28 + g, 64 << 10, nil} // servers 0 and 3, other rails
+		if g%2 == 1 {
+			f.src, f.dst = f.dst, f.src
+		}
+		specs = append(specs, f)
+	}
+	for _, parts := range []int{2, 3, 4} {
+		s, _ := runParts(t, tp, cfg, cc.ModeDCQCN, specs, parts, 1)
+		sent, made := 0, 0
+		crossings := uint64(0)
+		for _, p := range s.pv.peers {
+			sent += p.pv.pairsSent
+			made += p.pv.madeShadows
+			crossings += p.pv.received
+		}
+		if sent != made || made < len(specs) || crossings < 16*uint64(len(specs)) {
+			t.Fatalf("%d parts: %d pairs sent for %d shadows made (at least %d), in %d crossings", parts, sent, made, len(specs), crossings)
+		}
+	}
+}
