@@ -2,6 +2,7 @@ package analytical
 
 import (
 	"math"
+	"math/bits"
 	"slices"
 	"unsafe"
 
@@ -80,9 +81,8 @@ type fluid struct {
 	resid     []float64
 	count     []int32   // unfrozen flows on the link
 	weight    []float64 // their weights' sum (count when none is sprayed)
-	share     []float64
-	heap      []int32
-	hpos      []int32
+	heap      []hent    // links by fair share: those with unfrozen flows, and stale ones (update)
+	hpos      []int32   // per sub-problem link: its place in heap, -1: none
 	members   []int32
 	touched   []int32 // links a frozen link's flows cross, to re-place in the heap
 	isTouched []bool  // per sub-problem link: in touched (all false between uses)
@@ -475,7 +475,6 @@ func (f *fluid) update(now des.Time) {
 
 	// Progressive filling over the sub-problem's links.
 	nl := len(f.links)
-	f.share = slices.Grow(f.share[:0], nl)[:nl]
 	f.hpos = slices.Grow(f.hpos[:0], nl)[:nl]
 	if len(f.isTouched) < nl {
 		f.isTouched = make([]bool, max(nl, 2*len(f.isTouched)))
@@ -486,9 +485,8 @@ func (f *fluid) update(now des.Time) {
 			f.hpos[j] = -1
 			continue
 		}
-		f.share[j] = f.resid[j] / f.weight[j]
 		f.hpos[j] = int32(len(f.heap))
-		f.heap = append(f.heap, int32(j))
+		f.heap = append(f.heap, mkHent(f.resid[j]/f.weight[j], f.links[j], int32(j)))
 	}
 	// A sub-problem of a few dozen links (a ring step's change on a
 	// fat-tree: two NICs and their uplinks) takes its links in the same
@@ -500,20 +498,26 @@ func (f *fluid) update(now des.Time) {
 			f.down(j)
 		}
 	}
-	for len(f.heap) > 0 {
-		var j int32
+	// The filling ends when every member is frozen: the links left then
+	// have no flow to fix. A large sub-problem's links left without one
+	// before (a ring's uplinks, once the NICs froze its flows) stay in the
+	// heap as they were, and are skipped if they come up before the end;
+	// most do not, and dropping each would have cost a heap fix.
+	unfrozen := len(f.members)
+	for len(f.heap) > 0 && unfrozen > 0 {
+		var top hent
 		if small {
-			j = f.popMin()
+			top = f.popMin()
 		} else {
-			j = f.pop()
+			top = f.pop()
 		}
+		j, l := top.j, top.l
 		if f.count[j] == 0 {
 			continue
 		}
-		l := f.links[j]
 		// Rounding can leave a share a hair under zero; a flow still gets
 		// a sliver of the link rather than stalling forever.
-		level := max(f.share[j], 1e-9*f.cap[l])
+		level := max(top.share(), 1e-9*f.cap[l])
 		// The flows frozen here take their level off their other links in
 		// the same order as ever; each touched link's share is recomputed
 		// and its heap place fixed once, after the last of them (nothing
@@ -537,6 +541,7 @@ func (f *fluid) update(now des.Time) {
 				f.found(s.flow)
 			}
 			h.mark = frozen
+			unfrozen--
 			s.next = level
 			for k2, l2 := range s.path {
 				if l2 == l {
@@ -559,12 +564,10 @@ func (f *fluid) update(now des.Time) {
 			if f.count[k] == 0 { // no flow left to fix there
 				if small {
 					f.cut(int(f.hpos[k]))
-				} else {
-					f.drop(int(f.hpos[k]))
 				}
 				continue
 			}
-			f.share[k] = f.resid[k] / f.weight[k]
+			f.heap[f.hpos[k]].key = shareKey(f.resid[k] / f.weight[k])
 			if !small {
 				f.fix(int(f.hpos[k]))
 			}
@@ -664,73 +667,133 @@ func (f *fluid) repush(id int32, gen int64) {
 
 // --- binary heap of sub-problem links by fair share, ties by link id ---
 
-func (f *fluid) less(a, b int32) bool {
-	return f.share[a] < f.share[b] || (f.share[a] == f.share[b] && f.links[a] < f.links[b])
+// hent is a heap entry: sub-problem link j (links[j] is l) and its fair
+// share, kept with it so that ordering reads no other array. The share
+// is kept as key, its bits mapped so that unsigned order is the floats'
+// order (shares are never NaN nor -0), and (key, l) is compared as one
+// 128-bit number: no branch to mispredict at each level of the heap.
+type hent struct {
+	key uint64
+	l   route.DirLink
+	j   int32
 }
 
-func (f *fluid) swap(i, j int) {
-	h := f.heap
-	h[i], h[j] = h[j], h[i]
-	f.hpos[h[i]], f.hpos[h[j]] = int32(i), int32(j)
+func mkHent(share float64, l route.DirLink, j int32) hent {
+	return hent{shareKey(share), l, j}
 }
 
-func (f *fluid) down(i int) {
-	h := f.heap
+// shareKey maps a float's bits to an unsigned number in the same order:
+// a negative float's bits all flip, a positive one's sign bit is set.
+func shareKey(x float64) uint64 {
+	u := math.Float64bits(x)
+	return u ^ (uint64(int64(u)>>63) | 1<<63)
+}
+
+// share is the entry's share, exactly.
+func (a hent) share() float64 {
+	u := a.key
+	return math.Float64frombits(u ^ (uint64(int64(^u)>>63) | 1<<63))
+}
+
+// lt is 1 when a comes before b in (share, link) order, else 0.
+func (a hent) lt(b hent) int {
+	_, borrow := bits.Sub64(uint64(uint32(a.l)), uint64(uint32(b.l)), 0)
+	_, borrow = bits.Sub64(a.key, b.key, borrow)
+	return int(borrow)
+}
+
+func (a hent) less(b hent) bool { return a.lt(b) != 0 }
+
+// The sifts move a hole rather than swap entries: each entry moved is
+// written, and its place noted, once.
+
+// down sifts entry i down and reports whether it moved.
+func (f *fluid) down(i int) bool {
+	h, hpos := f.heap, f.hpos
+	x, i0 := h[i], i
 	for {
 		c := 2*i + 1
 		if c >= len(h) {
-			return
+			break
 		}
-		if c+1 < len(h) && f.less(h[c+1], h[c]) {
-			c++
+		if c+1 < len(h) {
+			c += h[c+1].lt(h[c])
 		}
-		if !f.less(h[c], h[i]) {
-			return
+		if !h[c].less(x) {
+			break
 		}
-		f.swap(i, c)
+		h[i] = h[c]
+		hpos[h[i].j] = int32(i)
 		i = c
 	}
+	h[i] = x
+	hpos[x.j] = int32(i)
+	return i != i0
 }
 
+// up sifts entry i up.
 func (f *fluid) up(i int) {
+	h, hpos := f.heap, f.hpos
+	x := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !f.less(f.heap[i], f.heap[p]) {
-			return
+		if !x.less(h[p]) {
+			break
 		}
-		f.swap(i, p)
+		h[i] = h[p]
+		hpos[h[i].j] = int32(i)
 		i = p
 	}
+	h[i] = x
+	hpos[x.j] = int32(i)
 }
 
+// fix re-places entry i after its share changed.
 func (f *fluid) fix(i int) {
-	f.down(i)
-	f.up(i)
-}
-
-// drop takes heap entry i out (its link has no unfrozen flow left).
-func (f *fluid) drop(i int) {
-	n := len(f.heap) - 1
-	j := f.heap[i]
-	f.swap(i, n)
-	f.heap = f.heap[:n]
-	f.hpos[j] = -1
-	if i < n {
-		f.fix(i)
+	if !f.down(i) {
+		f.up(i)
 	}
 }
 
-func (f *fluid) pop() int32 {
-	h := f.heap
-	j := h[0]
+// pop takes the first entry out. The hole it leaves goes down the smaller
+// children to a leaf, and the last entry sifts up from there: it belongs
+// near the bottom, so that costs one comparison a level, not two.
+func (f *fluid) pop() hent {
+	h, hpos := f.heap, f.hpos
+	top := h[0]
+	hpos[top.j] = -1
 	n := len(h) - 1
-	f.swap(0, n)
-	f.heap = h[:n]
-	f.hpos[j] = -1
-	if n > 0 {
-		f.down(0)
+	last := h[n]
+	h = h[:n]
+	f.heap = h
+	if n == 0 {
+		return top
 	}
-	return j
+	i := 0
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if c+1 < n {
+			c += h[c+1].lt(h[c])
+		}
+		h[i] = h[c]
+		hpos[h[i].j] = int32(i)
+		i = c
+	}
+	for i > 0 {
+		p := (i - 1) / 2
+		if !last.less(h[p]) {
+			break
+		}
+		h[i] = h[p]
+		hpos[h[i].j] = int32(i)
+		i = p
+	}
+	h[i] = last
+	hpos[last.j] = int32(i)
+	return top
 }
 
 // scanSolve is the most links whose next saturating one update finds
@@ -740,26 +803,32 @@ const scanSolve = 48
 // popMin takes out of the unordered list f.heap the link that comes first
 // in the heap's order (share, then link id: a total order, so the list's
 // order does not matter).
-func (f *fluid) popMin() int32 {
+func (f *fluid) popMin() hent {
 	h := f.heap
-	b := 0
+	// The first so far, chosen by masks rather than branches.
+	bk, bl, b := h[0].key, uint64(uint32(h[0].l)), 0
 	for i := 1; i < len(h); i++ {
-		if f.less(h[i], h[b]) {
-			b = i
-		}
+		e := h[i]
+		el := uint64(uint32(e.l))
+		_, borrow := bits.Sub64(el, bl, 0)
+		_, borrow = bits.Sub64(e.key, bk, borrow)
+		m := -borrow // all ones when e comes first
+		bk ^= (bk ^ e.key) & m
+		bl ^= (bl ^ el) & m
+		b ^= (b ^ i) & int(m)
 	}
-	j := h[b]
+	top := h[b]
 	f.cut(b)
-	return j
+	return top
 }
 
 // cut takes entry i out of the unordered list f.heap.
 func (f *fluid) cut(i int) {
 	h := f.heap
 	n := len(h) - 1
-	j := h[i]
+	j := h[i].j
 	h[i] = h[n]
-	f.hpos[h[i]] = int32(i)
+	f.hpos[h[i].j] = int32(i)
 	f.heap = h[:n]
 	f.hpos[j] = -1
 }

@@ -226,7 +226,9 @@ func (e *engine) unite(f *flowset.Flow, members []expand.Member) error {
 // by its representative's links. The link never carries more than its
 // capacity, and the members' bytes there still weigh on its other flows.
 
-func abs32(x float32) float32 { return max(x, -x) }
+// abs32 clears the sign bit: max(x, -x) without max's NaN and zero
+// checks (a weight is never NaN; -0 gives +0 either way).
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }
 
 // signed is the slot's weight on path[k], negative for a soft entry.
 func (s *slot) signed(k int) float32 {
