@@ -782,17 +782,8 @@ func (f *fluid) pop() hent {
 		hpos[h[i].j] = int32(i)
 		i = c
 	}
-	for i > 0 {
-		p := (i - 1) / 2
-		if !last.less(h[p]) {
-			break
-		}
-		h[i] = h[p]
-		hpos[h[i].j] = int32(i)
-		i = p
-	}
 	h[i] = last
-	hpos[last.j] = int32(i)
+	f.up(i)
 	return top
 }
 
