@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -22,11 +21,7 @@ import (
 func TestApproxReuse(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w := filepath.Join(dir, "moe.txt")
-	if err := os.WriteFile(w, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 8 pp: 4 vpp: 1 ga: 1 all_gpus: 192 checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n"+
-		string(firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w := simaiExample16(t, 8, 4, 1, 192)
 	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "192", "--gpus-per-segment", "32"),
 		"simccl-decompose", "--workload", w, "--granularity", "collective")
 	exactTr := mustRun(t, st, "flowsim-analytical", "--expand")
@@ -79,12 +74,7 @@ func TestApproxReuse(t *testing.T) {
 // a fat-tree (no rails) --approx-rails is refused.
 func TestApproxRails(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	w := filepath.Join(dir, "moe.txt")
-	if err := os.WriteFile(w, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 8 pp: 4 vpp: 1 ga: 4 all_gpus: 192 checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n"+
-		string(firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w := simaiExample16(t, 8, 4, 4, 192)
 	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "192", "--gpus-per-segment", "32"),
 		"simccl-decompose", "--workload", w, "--granularity", "collective")
 	exactTr := mustRun(t, st, "flowsim-analytical", "--expand")

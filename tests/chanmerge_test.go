@@ -25,13 +25,9 @@ import (
 func TestMergeChannelsExact(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w := filepath.Join(dir, "moe.txt")
-	// SimAI's example's header and its first 16 lines on 128 GPUs in 2
-	// stages (as TestFabricSymmetry), with its DP_EP rings' lines.
-	lines := string(firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16))
-	if err := os.WriteFile(w, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 16 pp: 2 vpp: 1 ga: 2 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n"+lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// SimAI's example's first 16 lines on 128 GPUs in 2 stages (as
+	// TestFabricSymmetry), with its DP_EP rings' lines.
+	w := simaiExample16(t, 16, 2, 2, 128)
 	merged := regexp.MustCompile(`expanded into (\d+) flows.* (\d+) flows of ring channels moved with an identical channel's`)
 	rerun := regexp.MustCompile(`ring channels (of (\d+) collective shapes )?ran unmerged`)
 	dp := []string{"--op", "reducescatter", "--size", "64MiB", "--group", "dp", "--tp", "2"}

@@ -24,13 +24,8 @@ func TestFabricSymmetry(t *testing.T) {
 	t.Parallel()
 	sx := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
 	dir := t.TempDir()
-	w := filepath.Join(dir, "moe.txt")
-	// SimAI's example's header and its first 16 lines: embedding, one
-	// attention block and one MoE layer, on 128 GPUs in 2 stages.
-	if err := os.WriteFile(w, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 16 pp: 2 vpp: 1 ga: 2 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n"+
-		string(firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	// SimAI's example's first 16 lines on 128 GPUs in 2 stages.
+	w := simaiExample16(t, 16, 2, 2, 128)
 	notRun := regexp.MustCompile(`expanded into (\d+) flows.*; (\d+) of them not run: in (\d+) COLL nodes`)
 	for _, c := range []struct {
 		what string
@@ -76,6 +71,20 @@ func TestFabricSymmetry(t *testing.T) {
 			t.Errorf("%s: per-link loads differ from --no-symmetry's (%d and %d bytes)", c.what, len(loads[0]), len(loads[1]))
 		}
 	}
+}
+
+// simaiExample16 writes SimAI's 9216-GPU example's header, reshaped (tp 2
+// with ep, pp, ga and gpus), and its first 16 lines (embedding, one
+// attention block and one MoE layer) into a workload file, and returns
+// its path.
+func simaiExample16(t *testing.T, ep, pp, ga, gpus int) string {
+	t.Helper()
+	w := filepath.Join(t.TempDir(), "moe.txt")
+	head := fmt.Sprintf("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: %d pp: %d vpp: 1 ga: %d all_gpus: %d checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n", ep, pp, ga, gpus)
+	if err := os.WriteFile(w, append([]byte(head), firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }
 
 // firstLines is lines from (1-based) of file, n of them.

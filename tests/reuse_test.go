@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -27,11 +26,7 @@ import (
 func TestReuseExact(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	w := filepath.Join(dir, "moe.txt")
-	if err := os.WriteFile(w, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 2 ep: 16 pp: 4 vpp: 1 ga: 4 all_gpus: 128 checkpoints: 0 checkpoint_initiates: 0 pp_comm 50331648\n16\n"+
-		string(firstLines(t, "examples/workloads/simai_workload_analytical.txt", 2, 16))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w := simaiExample16(t, 16, 4, 4, 128)
 	st := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128"), "simccl-decompose", "--workload", w, "--granularity", "collective")
 	reused := regexp.MustCompile(`expanded into (\d+) flows.* (\d+) flows of a group standing for its siblings not run either: in (\d+) COLL nodes`)
 	all := run(t, st, "flowsim-analytical", "--expand", "--no-symmetry")
