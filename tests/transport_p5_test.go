@@ -17,25 +17,31 @@ import (
 //     hosts (--transport host-cpu=amd, set by h100-efa) doubles its
 //     network overhead, 6 us a Simple ring step against 3, and keeps
 //     LL128 there (0.99, 0.99, 0.98).
-//   - AllGather's first Simple size, 16 MiB a rank (2x8 256 MiB, 4x8
-//     512 MiB, 8x8 1 GiB: 0.77 each): each p5 run's busbw dips there
-//     (215-224 GB/s) and climbs after. NCCL's ring graph on 8 H100s with
-//     400G rails is 8 channels at 48 GB/s (it logs "nChannels 8, bw
+//   - (fixed) AllGather's first Simple size, 16 MiB a rank (2x8 256
+//     MiB, 4x8 512 MiB, 8x8 1 GiB: 0.77 each): each p5 run's busbw dips
+//     there (215-224 GB/s) and climbs after. NCCL's ring graph on 8 H100s
+//     with 400G rails is 8 channels at 48 GB/s (it logs "nChannels 8, bw
 //     48.000000/48.000000, type NVL/PIX" on 2 x 8; search.cc: a multi-
 //     server ring crosses NVLink 7 times over 8 GPUs, 7 x 48 < 370.8),
 //     and with it and the plugin's 75 us of net-latency NCCL's model
 //     (tuning.cc: Simple 8 x 48 GB/s, LL128 capped at 8 x 36.7) keeps
 //     LL128 to 8 MiB a rank and takes Simple from 16 MiB a rank on 16,
-//     32 and 64 ranks alike (nccl TestNetLatencySelection). Our search
-//     counted 8 NVLink crossings a channel and found 8 at 45, which held
-//     4x8 512 MiB and 8x8 1 GiB on LL128 (0.83, 0.84: listed as fixed
-//     then) and 2x8 256 MiB on Simple (0.77; forced LL128 0.82). So the
-//     dip is Simple's, and the miss is the Simple ring's: measured, these
-//     sizes take 14-19 us a ring step more than the model (265, 540 and
-//     1070 us over 15, 31 and 63 steps), 32 MiB a rank the same (0.85-
-//     0.87, in the band), 64 MiB a rank 3-6 us. h100-efa's Simple ring
-//     costs are IB's, not fitted on EFA, and the only p5 sweeps with
-//     Simple rings are these held-out ones.
+//     32 and 64 ranks alike (nccl TestNetLatencySelection), so the dip
+//     is Simple's. Measured, a Simple ring step there costs about 32 us
+//     plus its chunk's wire bytes at the NIC share (16 to 64 MiB a rank,
+//     2, 4 and 8 nodes), where h100-efa's Simple ring slices had IB's 8
+//     us (16 a step) and NCCL's default 2 MiB chunk. Two changes, neither
+//     fitted on these sweeps: a Simple ring's chunk follows NCCL_BUFFSIZE
+//     (enqueue.cc calcCollChunking: buffSize/NCCL_STEPS x chunkSteps, 4
+//     MiB at aws-ofi-nccl's 8 MiB), and h100-efa's Simple slice is 10.5
+//     us, fitted on the one p5 Ring Simple size outside the held-out
+//     sweeps (16 x 8 AllReduce at 8 GiB, TestTransportP5Band). They are
+//     now 0.83, 0.83 and 0.84, 32 MiB a rank 0.88-0.92 (0.85-0.87), 64
+//     and 128 MiB a rank 0.94 (0.97-0.99), and the Ring Simple AllReduce
+//     (4x8 2 and 4 GiB, 8x8 4 GiB) 0.98, 1.00 and 0.99 (1.03-1.05). What
+//     is left of the dip, about 13 us a ring step, no sweep outside the
+//     held-out ones separates: the 16 x 8 AllReduce's 8 GiB, the only
+//     one, has 2 MiB slices, whose bytes dwarf a slice's fixed work.
 //   - (fixed) AllGather 8x8 32 MiB (0.75): an LL128 ring step of 32 KiB
 //     takes 11 us on EFA against 7.5 on the Voltage Park IB sweep, where
 //     h100-efa's ring proxy round was IB's (ring-op 1.2) plus the step's
@@ -67,11 +73,7 @@ import (
 //     16 x channels x heads chunks), one loop per channel; the fitted 2 x
 //     8 sweep (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.81 at
 //     that size.
-var p5Misses = map[string]float64{
-	"allgather 16 268435456":  0.77,
-	"allgather 32 536870912":  0.77,
-	"allgather 64 1073741824": 0.77,
-}
+var p5Misses = map[string]float64{}
 
 // knownDrift is how far a listed miss or gap (p5Misses, p5AllToAllMisses,
 // dgxH100PacketGaps) may move from the ratio it was listed with: one

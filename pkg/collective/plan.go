@@ -316,6 +316,14 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		pl.Channels = p.Opt.RingChannels
 	}
 	pl.Chunk = nccl.ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
+	if tr := p.Opt.transport(); pl.Algo == AlgoRing && pl.Proto == Simple && (op == AllReduce || op == AllGather || op == ReduceScatter) && tr.BuffSimple > 0 {
+		// A Simple ring's chunk is chunkSteps (NCCL_STEPS/2) of the
+		// buffer's steps (enqueue.cc calcCollChunking: stepSize =
+		// buffSize/NCCL_STEPS, chunkSize = stepSize x chunkSteps), so
+		// NCCL_BUFFSIZE moves it: 2 MiB at NCCL's 4 MiB, 4 MiB at the 8
+		// MiB aws-ofi-nccl sets on AWS (h100-efa).
+		pl.Chunk = tr.BuffSimple / 2
+	}
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c
 	}

@@ -269,8 +269,10 @@ func DefaultTransport() Transport {
 // (NCCL_BUFFSIZE 8 MiB, NCCL_NVLS_CHUNKSIZE and
 // NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB: its release notes, and the 4 x 8
 // p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
-// aws-p5-4x8h100-efa_allreduce.csv) is held out. Ring slice costs are
-// IB's (not fitted on EFA); its ring round's op is its proxy op, with no
+// aws-p5-4x8h100-efa_allreduce.csv) is held out. Its LL and LL128 ring
+// slice costs are IB's (not fitted on EFA), its Simple ring slice's is
+// fitted on the 16 x 8 p5 AllReduce's Ring Simple size (8 GiB: 10.5 us
+// a slice); its ring round's op is its proxy op, with no
 // AR threshold, and an LL128 step's copy wholly behind the wire
 // (ll128-tail 0). It chooses with the 75 us aws-ofi-nccl reports to NCCL
 // (net-latency), which runs that sweep's 256 KiB-16 MiB as Tree LL128,
@@ -304,7 +306,17 @@ var TransportPresets = map[string]func(*Transport){
 	},
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
-		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
+		// A Simple ring slice's fixed work, 10.5 us, is fitted on the
+		// one p5 Simple ring outside the held-out sweeps: the 16 x 8
+		// AllReduce at 8 GiB (aws-p5-16x8h100-efa_allreduce.csv, the
+		// same NCCL 2.28.7 runs; aws-ofi-nccl's p5 regions run Ring
+		// Simple there from about 6 GiB on 128 ranks, and its busbw,
+		// 356 GB/s, is the 4 x 8 and 8 x 8 Ring Simple plateau's): 254
+		// ring steps of NCCL's 4 MiB chunk (8 MiB buffers), two 2 MiB
+		// slices each, 1.000 of measured (IB's 8 us: 0.973; each us
+		// about 1%). With IB's 8 us the held-out AllGather's first
+		// Simple size (16 MiB a rank) was 0.77 of measured.
+		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 10.5}
 		t.ProxyOpUs = 2.4
 		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
 		// A ring's network step is the same proxy op as NVLS-Tree's

@@ -475,3 +475,36 @@ func TestTreeLL128StepPace(t *testing.T) {
 		t.Fatalf("later network pieces: %v, want as many up as down, some of each", seen)
 	}
 }
+
+// A Simple ring's chunk is NCCL_STEPS/2 of the Simple buffer's steps
+// (enqueue.cc calcCollChunking: chunkSize = buffSize/NCCL_STEPS x
+// chunkSteps), so it follows buffsize: 2 MiB at NCCL's 4 MiB buffer, 4
+// MiB at the 8 MiB aws-ofi-nccl sets on AWS (h100-efa). 16 ranks on 2
+// channels with 8 MiB a rank and channel move it in 4, 2 and 1 loops of
+// such chunks, every ring flow one chunk.
+func TestRingSimpleChunkFollowsBuffer(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	st := Step{Op: AllGather, Size: 16 * 2 * 8 << 20, Group: DP}
+	l := Layout{TP: 1, DP: 16, PP: 1, EP: 1}
+	for _, c := range []struct {
+		kv    []string
+		chunk int64
+	}{{nil, 2 << 20}, {[]string{"preset=h100-ib"}, 2 << 20}, {[]string{"preset=h100-efa"}, 4 << 20}, {[]string{"preset=h100-ib", "buffsize=16777216"}, 8 << 20}} {
+		tr := DefaultTransport()
+		for _, kv := range c.kv {
+			if err := tr.Set(kv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, _ := s.run(t, Options{LaunchLatency: true, Algo: "ring", Proto: "simple", PXN: "off", RingChannels: 2, Transport: &tr}, l, one(st))
+		sizes := map[int64]int{}
+		for _, f := range got.flows {
+			if f.ConnType == stream.ConnRing || f.ConnType == stream.ConnNet {
+				sizes[f.Size]++
+			}
+		}
+		if len(sizes) != 1 || sizes[c.chunk] != 16*2*15*int(8<<20/c.chunk) {
+			t.Errorf("%v: ring flow sizes %v, want %d flows of %d B", c.kv, sizes, 16*2*15*int(8<<20/c.chunk), c.chunk)
+		}
+	}
+}
