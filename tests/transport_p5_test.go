@@ -210,6 +210,27 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 // per-message cost, the receiver-driven RDMA protocol's control round
 // trip, incast) no reference here separates; the same gap stands at 2
 // and 8 nodes (0.61 and 0.59 at 32 MiB, published-multinode.md).
+//
+// Looked at again (not cured; nothing here changes the model): through
+// fluid the 2, 4 and 8 x 8 curves (32 MiB-2 GiB) are 0.61 0.80 0.81 0.83
+// 0.83 0.85 0.86, 0.64 0.76 0.90 0.89 0.86 0.84 0.85 and 0.59 0.69 0.68
+// 0.83 0.85 0.87 0.89. Two gaps add up. (1) A rate: measured, the 1 and
+// 2 GiB rows move a GPU's network bytes (S x remote/n) at 43.1, 42.1 and
+// 45.3 GB/s (84-91% of the 400G NIC, where the flows go at line rate),
+// which alone holds the plateau at 0.84-0.89; the rings' plateaus reach
+// 41-46 GB/s a NIC as well, but there the model's step costs give it.
+// No source here says what EFA's or aws-ofi-nccl's sustained rate is
+// (aws-ofi-nccl stripes a message over 128 KiB across a GPU's 4 EFA
+// rails, src/nccl_ofi_scheduler.cpp, min_stripe_size, which changes no
+// rate), so no preset takes it. (2) A fixed part: at 32 MiB, measured
+// less the model is 274, 339 and 472 us on 2, 4 and 8 nodes, about 209
+// us plus 33 us per 8 ranks, one network step's cost (36.5 us) per
+// group of 8 peers: NCCL schedules a grouped send/receive in rounds
+// whose groups of 8 (NCCL_P2P_SCHEDULE_GROUP_SIZE, NCCL_MAX_DEV_WORK_
+// P2P_PER_BATCH: a channel's p2p work batch holds at most 8, channel.h
+// ncclP2pChannelBaseForRound gives each group of 8 rounds its own
+// channel base) might each pay a fill, but at 32 ranks the 4 groups get
+// 4 channel bases and run side by side, so that is not shown to be it.
 var p5AllToAllMisses = map[int64]float64{
 	32 << 20: 0.64,
 	64 << 20: 0.76,
