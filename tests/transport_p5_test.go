@@ -222,7 +222,10 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 // No source here says what EFA's or aws-ofi-nccl's sustained rate is
 // (aws-ofi-nccl stripes a message over 128 KiB across a GPU's 4 EFA
 // rails, src/nccl_ofi_scheduler.cpp, min_stripe_size, which changes no
-// rate), so no preset takes it. (2) A fixed part: at 32 MiB, measured
+// rate), so no preset takes it; as a what-if, the NIC at 42 GB/s
+// (topogen --nic-bw 337Gbps) puts the 4 x 8 curve at 0.74 0.88 1.05 1.04
+// 1.01 1.00 1.00: the rate is the plateau's gap and most of 64 MiB's,
+// and 32 MiB stays about 250 us short. (2) A fixed part: at 32 MiB, measured
 // less the model is 274, 339 and 472 us on 2, 4 and 8 nodes, about 209
 // us plus 33 us per 8 ranks, one network step's cost (36.5 us) per
 // group of 8 peers: NCCL schedules a grouped send/receive in rounds
