@@ -68,10 +68,10 @@ import (
 //     0.95, 0.90 and 0.99.
 //   - (within the band, at its edge) AllReduce on 2 nodes at 64 MiB
 //     (0.7996 when listed, 0.804 at c5cbb11, before EFA's ring op, which
-//     does not touch it): NVLS-Tree, NCCL's 128 KiB chunk per head there
+//     does not touch it; 0.823 with the proxy's phase, proxyPhase): NVLS-Tree, NCCL's 128 KiB chunk per head there
 //     (enqueue.cc calcCollChunking shrinks aws-ofi-nccl's 512 KiB below
 //     16 x channels x heads chunks), one loop per channel; the fitted 2 x
-//     8 sweep (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.81 at
+//     8 sweep (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.83 at
 //     that size.
 var p5Misses = map[string]float64{}
 

@@ -143,10 +143,13 @@ func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
 
 // nvlsTreePs is an NVLS-Tree AllReduce's time (ps) across servers under
 // the transport's costs in closed form, the mechanism nvlsTree's flows
-// carry: every channel's chunk goes through the same stages at the same
-// time (the channels start together and are cut alike), so each stage
-// takes its latency and step cost (the first chunk's: firstHop) plus the
-// bytes all channels put at once on the GPU link it loads most:
+// carry: every channel's chunk goes through the same stages (the
+// channels are cut alike), each stage its latency and step cost (the
+// first chunk's: firstHop) plus the bytes the channels put at once on the
+// GPU link it loads most. All channels upload together; without the
+// proxy's cost they run the tree in step too, and with it the last
+// channel starts its tree its proxyPhase later, alone on the NIC and at
+// its multicast (the phase exceeds a stage's shards on the NIC):
 //
 //   - upload: each GPU sends its chunk to the NVSwitch (NVLink, at NVLS's
 //     efficiency), after NVLink's hop latency and step cost;
@@ -221,6 +224,17 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	// stage is a tree stage's time: the hop plus the most shards one GPU
 	// sends or receives in it over its NIC (sends(w, j): how many server
 	// j sends in tree w, to whom through to).
+	//
+	// With the proxy's cost, a GPU's proxy posts its channels' first
+	// network steps a share of its round apart (proxyPhase), more than a
+	// stage's shards take on the NIC: the last channel's chain starts its
+	// tree that much later and each stage costs its own shards, as does
+	// its multicast; without it the channels run in step and share.
+	phased := s.proxyOp > 0
+	at := n // channels in a stage at once, per tree
+	if phased {
+		at = [2]int64{min(n[0], 1), min(n[1], 1)}
+	}
 	out, in := make([]int64, nNodes), make([]int64, nNodes)
 	outAll, inAll := make([]int64, nNodes), make([]int64, nNodes) // over a chunk's stages
 	stage := func(sends func(w, j int) []int) float64 {
@@ -229,8 +243,8 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		for w := range trees {
 			for j := 0; j < nNodes; j++ {
 				for _, to := range sends(w, j) {
-					out[j] += n[w]
-					in[to] += n[w]
+					out[j] += at[w]
+					in[to] += at[w]
 					outAll[j] += n[w]
 					inAll[to] += n[w]
 				}
@@ -245,6 +259,9 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
 	reduce := nvPs(active, shard)
 	t := upload + reduce
+	if phased {
+		t += float64(proxyPhase(int(active)-1, s.proxyOp))
+	}
 	// A chunk's bytes on the busiest link: each GPU's NVLink carries its
 	// upload and multicast store out, its reduced shard and the multicast
 	// in; its NIC its tree stages' shards.
@@ -276,10 +293,10 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	chain := 0.0
 	for j := 0; j < nNodes; j++ {
 		for dd := 0; dd <= levels; dd++ {
-			var ending int64 // channels whose tree ends at server j, depth dd
+			var ending int64 // channels whose tree ends at server j, depth dd, at once
 			for w := range trees {
 				if depth[w][j] == dd {
-					ending += n[w]
+					ending += at[w]
 				}
 			}
 			if ending > 0 {

@@ -145,7 +145,9 @@ func TestRingPathPs(t *testing.T) {
 // stage, storing its shard and receiving the loop. Each later loop adds
 // the slowest pace, the tree connection's step cost (8.5 us, more than
 // the proxy round of 2 x 2 channels x 1.6 us = 6.4 us, and than the
-// loop's 4.6 us of NVLink bytes).
+// loop's 4.6 us of NVLink bytes). The GPUs' proxies post channel 1's
+// first tree step half a round (3.2 us) after channel 0's (proxyPhase),
+// and channel 1 ends last.
 func TestNVLSTreePs(t *testing.T) {
 	d, _ := handDecomposer(4, 2, 100, 2, 50, 0)
 	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 1 << 20}, Ranks: []int32{0, 1, 2, 3},
@@ -156,15 +158,21 @@ func TestNVLSTreePs(t *testing.T) {
 	reduce := 2 * nvls(64<<10)
 	tree := 22.5e6 + float64(64<<10)/0.05
 	mc := nvls(64<<10) + nvls(128<<10)
-	want := upload + reduce + 2*tree + mc + 3*8.5e6
+	want := upload + reduce + 3.2e6 + 2*tree + mc + 3*8.5e6
 	got, ok := d.nvlsTreePs(co, s, 2)
 	if !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("NVLS-Tree: %d ps (ok %v), want %.0f", got, ok, want)
 	}
-	// A proxy round longer than the step cost paces the later loops.
+	// A proxy round longer than the step cost paces the later loops, and
+	// channel 1's phase is half of it (6 us).
 	s.proxyOp = 3_000_000 // 2 x 2 x 3 us = 12 us
-	if got, _ := d.nvlsTreePs(co, s, 2); math.Abs(float64(got)-(want+3*3.5e6)) > 10 {
-		t.Errorf("NVLS-Tree paced by its proxy round: %d ps, want %.0f", got, want+3*3.5e6)
+	if got, _ := d.nvlsTreePs(co, s, 2); math.Abs(float64(got)-(want+2.8e6+3*3.5e6)) > 10 {
+		t.Errorf("NVLS-Tree paced by its proxy round: %d ps, want %.0f", got, want+2.8e6+3*3.5e6)
+	}
+	// Without the proxy's cost the channels run in step.
+	s.proxyOp = 0
+	if got, _ := d.nvlsTreePs(co, s, 2); math.Abs(float64(got)-(want-3.2e6)) > 10 {
+		t.Errorf("NVLS-Tree without proxy-op: %d ps, want %.0f", got, want-3.2e6)
 	}
 	if _, ok := d.nvlsTreePs(co, stepCosts{}, 2); ok {
 		t.Errorf("priced without step costs: default streams would change")

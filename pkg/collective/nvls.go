@@ -235,6 +235,9 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 						deps = append(deps, upID[kj])
 					}
 					lat := c.firstHop(k, c.ranks[p], c.ranks[nodes[par][li]], shard)
+					if k == 0 && len(tr.kids[j]) == 0 {
+						lat += proxyPhase(ch, c.step.proxyOp)
+					}
 					c.proxyPace(shard, round)
 					upID[j] = c.connFlow(&st[p].lastTreeUp, deps, c.ranks[p], c.ranks[nodes[par][li]], shard, lat, int32(ch), int32(k), int32(chunks), stream.ConnTree)
 				}
@@ -300,6 +303,22 @@ func proxyRound(channels int, size, op int64) int64 {
 	}
 	active := int64(min(int64(channels), max(size, 0))) // channels carrying data
 	return 2 * active * op
+}
+
+// proxyPhase is when (ps) a GPU's proxy thread posts channel ch's first
+// NVLS-Tree network step after channel 0's: the thread serves its
+// channels in turn (proxyRound), a send and a receive each, so steps
+// that are ready together (a leaf's first, after its channels' uploads
+// shared its NVLink) are posted ch rounds' shares apart and reach the
+// NIC one after another, as hardware and the packet backend's NIC, a
+// packet at a time, have them; fluid would share the NIC among them and
+// keep every channel in step. Later steps keep the phase (their pace
+// counts from the step before). 0 without the cost.
+func proxyPhase(ch int, op int64) int64 {
+	if op <= 0 {
+		return 0
+	}
+	return int64(ch) * 2 * op
 }
 
 // proxyPace holds a tree connection's next chunk of wire bytes b until

@@ -86,6 +86,11 @@ func TestProxyRound(t *testing.T) {
 	if proxyRound(16, 1<<20, 0) != 0 {
 		t.Errorf("no proxy cost: want no round")
 	}
+	// Channel 5's first step is posted 5 sends and 5 receives after
+	// channel 0's.
+	if got := proxyPhase(5, op); got != 10*op || proxyPhase(0, op) != 0 || proxyPhase(5, 0) != 0 {
+		t.Errorf("channel 5's phase %d ps, want %d (0 for channel 0 and without the cost)", got, 10*op)
+	}
 	// The round paces a tree transfer by its steps when longer than its
 	// pace: 300 KiB is 3 steps of 128 KiB.
 	c := &cctx{step: stepCosts{bytes: 128 << 10}, pace: 10}
