@@ -316,6 +316,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		pl.Channels = p.Opt.RingChannels
 	}
 	pl.Chunk = nccl.ChunkBytes(op, pl.Algo, pl.Proto, nNodes, n, pl.Channels, size)
+	if tr := p.Opt.transport(); tr.TreeDepthChunk && pl.Algo == AlgoTree && pl.Proto == Simple && op == AllReduce {
+		pl.Chunk = nccl.TreeSimpleChunk(tr.StepBytes(Simple), size, pl.Channels, n, nNodes)
+	}
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c
 	}

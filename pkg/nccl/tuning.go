@@ -775,6 +775,29 @@ func ChunkBytes(op Op, a Algo, p Proto, nNodes, nRanks, nc int, nBytes int64) in
 	return 512 << 10
 }
 
+// TreeSimpleChunk is NCCL 2.8-2.19's chunk of a tree Simple AllReduce
+// (enqueue.cc computeColl, v2.17.1 l. 1303-1311): the Simple step, halved
+// while nBytes / (nc x chunk) is below 8 x depth (down to 128 KiB), 4 x
+// depth (64 KiB) and depth (32 KiB), with the tree's depth nRanks/nNodes -
+// 1 + log2(nNodes) (NCCL_FACTS: the depth connect.cc stores). NCCL 2.20
+// dropped it: a tree Simple chunk is one step.
+func TreeSimpleChunk(step, nBytes int64, nc, nRanks, nNodes int) int64 {
+	nNodes = max(nNodes, 1)
+	depth := int64(nRanks/nNodes - 1 + log2i(nNodes))
+	per := func(chunk int64) int64 { return nBytes / (int64(max(nc, 1)) * chunk) }
+	chunk := step
+	for per(chunk) < depth*8 && chunk > 131072 {
+		chunk /= 2
+	}
+	for per(chunk) < depth*4 && chunk > 65536 {
+		chunk /= 2
+	}
+	for per(chunk) < depth && chunk > 32768 {
+		chunk /= 2
+	}
+	return chunk
+}
+
 // ReplayLatency is SimAI replay's latency in microseconds (Options.SendLatPs):
 // NCCL's latency formula with no base and every step, inside a server or
 // across, costing the send latency, and without the ring plateau factor

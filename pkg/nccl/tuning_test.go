@@ -30,3 +30,27 @@ func TestSearchWorkedExamples(t *testing.T) {
 		t.Errorf("2 x 8 H100, 400G NICs: %d channels x %g GB/s, want 8 x 48", g.NChannels, g.BwIntra)
 	}
 }
+
+// TreeSimpleChunk follows NCCL 2.17.1's enqueue.cc by hand: 16 ranks on 2
+// servers have depth 8 - 1 + 1 = 8; on 8 channels from a 512 KiB step,
+//   - 16 MiB: 16Mi/(8 x 512Ki) = 4 < 64 -> 256 KiB (8) -> 128 KiB (16,
+//     not above 131072: stop); 16 < 32 -> 64 KiB (32, stop); 32 >= 8.
+//   - 32 MiB: -> 128 KiB (32 a channel); 32 >= 32 and >= 8: 128 KiB.
+//   - 256 MiB: 256Mi/(8 x 512Ki) = 64 >= 64: 512 KiB.
+//   - 2 MiB: -> 128 KiB (2) -> 64 KiB (4 < 32, stop at 64 KiB) -> 4 < 8:
+//     32 KiB (8, stop).
+//   - 8 B: 32 KiB, the floor.
+func TestTreeSimpleChunk(t *testing.T) {
+	for _, c := range []struct {
+		size, want int64
+	}{{16 << 20, 64 << 10}, {32 << 20, 128 << 10}, {256 << 20, 512 << 10}, {2 << 20, 32 << 10}, {8, 32 << 10}} {
+		if got := TreeSimpleChunk(512<<10, c.size, 8, 16, 2); got != c.want {
+			t.Errorf("%d B on 8 channels, 2 x 8 ranks: chunk %d, want %d", c.size, got, c.want)
+		}
+	}
+	// One server of 8: depth 7; 64 MiB on 16 channels is 8 chunks of 512
+	// KiB, < 56 -> 256 KiB (16) -> 128 KiB (32, stop); 32 >= 28: 128 KiB.
+	if got := TreeSimpleChunk(512<<10, 64<<20, 16, 8, 1); got != 128<<10 {
+		t.Errorf("64 MiB on 16 channels, 1 x 8 ranks: chunk %d, want %d", got, 128<<10)
+	}
+}
