@@ -300,7 +300,17 @@ func DefaultTransport() Transport {
 // one 2%), launch 4.0 us a GPU (flat 32 us to 32 KiB, which the LL costs
 // alone give as well: this sweep does not separate the two). Its network
 // costs are h100-ib's, not fitted: no A100 sweep across servers from
-// small sizes over InfiniBand is among the references. none is
+// small sizes over InfiniBand is among the references.
+//
+// a100-efa is A100 servers over EFA (AWS p4d/p4de, 4 x 100G EFA a
+// server): a100's NVLink costs, h100-efa's EFA step costs (18 us per
+// proxy side, chosen among 14, 18 and 22 on the calibration sweep), and
+// NCCL 2.8-2.19's tree Simple chunk (TreeDepthChunk). Calibrated on the
+// AWS ParallelCluster workshop's 2 x p4de AllReduce (NCCL 2.17.1,
+// NCCL_PROTO=simple, examples/reference/aws-p4de-2x8a100-efa_allreduce_
+// simple_nccl-2.17.csv); awsome-distributed-training's 2 x p4de sweep is
+// held out (tests/transport_a100efa_test.go, which forces the tree and 8
+// channels as NCCL ran them and lists the sizes outside 20%). none is
 // DefaultTransport's: no per-step cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
