@@ -119,3 +119,78 @@ func TestTransportP4deHeldOut(t *testing.T) {
 	t.Parallel()
 	checkP4de(t, "awsome", "aws-p4de-2x8a100-efa_allreduce.csv", "2GiB", 29)
 }
+
+// ociMisses are the sizes of the OCI BM.GPU4.8 AllReduce sweeps (2 x 8
+// A100 40GB, 16 x 100G RoCE a server: oci-2x8a100-roce_*) that preset
+// a100 does not bring within 20%, keyed "run size", with their ratio when
+// listed. a100's NVLink costs are fitted on one OCI BM.GPU4.8 server; its
+// network costs are h100-ib's, fitted on none of these: the sweeps are
+// held out whole, and this is what the preset gives across servers, not a
+// calibration. The misses and their mechanisms:
+//   - 256 B-128 KiB (0.51-0.73, falling with size): the model's tree LL
+//     AllReduce is flat at 28 us from 512 B, measured climbs from 41 to 55
+//     us: a network step over OCI's RoCE costs more than h100-ib's 4 us
+//     per proxy side (fitted on InfiniBand), and more with its bytes.
+//   - 256 KiB (1.36): the model takes the LL ring for one size between
+//     trees (NCCL's model at 16 ranks, h100-ib's costs then make a 30-step
+//     ring slow); measured shows no such step.
+//   - 512 KiB-8 MiB (0.62-0.74, 2 MiB 0.88 in the band): tree LL and
+//     LL128 steps short as above.
+//   - 16-32 MiB (1.40, 1.46): the model's Ring Simple pays h100-ib's
+//     Simple slice cost (8 us) per slice; measured climbs smoothly there
+//     (busbw 111-139 GB/s), as an LL128 ring or a tree would.
+//   - 4 and 8 GiB (1.22, 1.23; 1 and 2 GiB 1.15, in the band): measured busbw jumps from 156 to 219-238 GB/s at 1 GiB, above
+//     the 200 GB/s a ring can move through a server's 16 x 100G: NCCL ran
+//     a tree, whose graph on 2 servers may carry twice the ring's
+//     intra-server bandwidth (search.cc, "increase bwIntra for trees");
+//     our search gives the tree the ring's graph and picks the ring. Forced
+//     to the tree (--algo tree) these sizes are 0.91-0.99. NCCL 2.25.1's
+//     run, busbw 187-190, was a ring: the two runs differ by 15% at 1 GiB.
+var ociMisses = map[string]float64{
+	"nccl-2.19 256":        0.73,
+	"nccl-2.19 512":        0.70,
+	"nccl-2.19 1024":       0.66,
+	"nccl-2.19 2048":       0.64,
+	"nccl-2.19 4096":       0.62,
+	"nccl-2.19 8192":       0.58,
+	"nccl-2.19 16384":      0.56,
+	"nccl-2.19 32768":      0.56,
+	"nccl-2.19 65536":      0.54,
+	"nccl-2.19 131072":     0.51,
+	"nccl-2.19 262144":     1.36,
+	"nccl-2.19 524288":     0.73,
+	"nccl-2.19 1048576":    0.74,
+	"nccl-2.19 4194304":    0.72,
+	"nccl-2.19 8388608":    0.62,
+	"nccl-2.19 16777216":   1.40,
+	"nccl-2.19 33554432":   1.46,
+	"nccl-2.19 4294967296": 1.22,
+	"nccl-2.19 8589934592": 1.23,
+}
+
+// TestTransportOCIA100HeldOut: preset a100 across two OCI BM.GPU4.8
+// servers through fluid, NCCL's model choosing (nccl-tests' default), on
+// 8 NICs of 200 Gb/s (topogen's one NIC a GPU; the server's 16 x 100G).
+func TestTransportOCIA100HeldOut(t *testing.T) {
+	t.Parallel()
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
+	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:8GiB:2", "--transport", "preset=a100")
+	for _, run := range []struct {
+		name, ref string
+		want      int
+	}{{"nccl-2.19", "oci-2x8a100-roce_allreduce_nccl-2.19.csv", 31}, {"nccl-2.25", "oci-2x8a100-roce_allreduce_nccl-2.25.csv", 3}} {
+		got := fluidOverMeasured(t, st, measuredUs(t, run.ref))
+		if len(got) != run.want {
+			t.Fatalf("%s: %d sizes compared, want %d", run.ref, len(got), run.want)
+		}
+		sizes := make([]int64, 0, len(got))
+		for s := range got {
+			sizes = append(sizes, s)
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+		for _, s := range sizes {
+			was, listed := ociMisses[fmt.Sprintf("%s %d", run.name, s)]
+			checkRatio(t, fmt.Sprintf("OCI 2x8 A100 %s %d B, a100: simulated / measured", run.name, s), got[s], 0.8, 1.2, was, listed)
+		}
+	}
+}
