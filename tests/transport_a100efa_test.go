@@ -61,6 +61,15 @@ import (
 //     (about 17 us per 32 KiB more at these sizes), which the model's
 //     pace, 36.5 us a network step whatever its bytes up to a slot, does
 //     not.
+//   - the NCCL 2.23.4 run from 32 KiB to 128 MiB (0.40-0.76): it is far
+//     slower than both NCCL 2.17-era runs at 512 KiB-64 MiB (4 MiB: 925
+//     us against 523 and 534) and as fast at the small sizes (8 B: 180 us)
+//     and the plateau (1 GiB: 26.4 ms). The mechanism is not identified:
+//     NCCL 2.20's one-step tree chunk makes the model faster there, not
+//     slower (with the depth rule it is still 0.46-0.67 at 512 KiB-4 MiB);
+//     NCCL 2.23 weighing the plugin's 75 us and choosing rings at some of
+//     these sizes, or aws-ofi-nccl 1.13's SENDRECV path, are candidates the
+//     printed log (cut) does not settle.
 var p4deMisses = map[string]float64{
 	"pcluster 32768":     0.79,
 	"pcluster 65536":     0.78,
@@ -74,25 +83,41 @@ var p4deMisses = map[string]float64{
 	"awsome 262144":      0.78,
 	"awsome 524288":      0.73,
 	"awsome 4194304":     0.79,
+	"dlami 32768":        0.75,
+	"dlami 65536":        0.74,
+	"dlami 131072":       0.75,
+	"dlami 262144":       0.74,
+	"dlami 524288":       0.64,
+	"dlami 1048576":      0.54,
+	"dlami 2097152":      0.44,
+	"dlami 4194304":      0.40,
+	"dlami 8388608":      0.40,
+	"dlami 16777216":     0.48,
+	"dlami 33554432":     0.59,
+	"dlami 67108864":     0.67,
+	"dlami 134217728":    0.76,
 }
 
 // p4deSweep runs a100-efa's AllReduce sweep (8 B to top) on 2 x 8 A100s
 // with 8 NICs of 50 Gb/s (p4de's 400 Gb/s a server) through fluid and
 // returns simulated / measured by size for ref's sizes.
-func p4deSweep(t *testing.T, ref, top string) map[int64]float64 {
+func p4deSweep(t *testing.T, ref, top string, transport ...string) map[int64]float64 {
 	t.Helper()
 	pub := measuredUs(t, ref)
 	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "50Gbps"), "ncclpath")
-	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:"+top+":2",
-		"--transport", "preset=a100-efa", "--proto", "simple", "--algo", "tree", "--channels", "8")
-	return fluidOverMeasured(t, st, pub)
+	args := []string{"--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:" + top + ":2",
+		"--transport", "preset=a100-efa", "--proto", "simple", "--algo", "tree", "--channels", "8"}
+	for _, kv := range transport {
+		args = append(args, "--transport", kv)
+	}
+	return fluidOverMeasured(t, mustRun(t, topo, "simccl-decompose", args...), pub)
 }
 
 // checkP4de asserts every size of one p4de sweep within 20% of measured
 // but the listed misses (checkRatio).
-func checkP4de(t *testing.T, name, ref, top string, want int) {
+func checkP4de(t *testing.T, name, ref, top string, want int, transport ...string) {
 	t.Helper()
-	got := p4deSweep(t, ref, top)
+	got := p4deSweep(t, ref, top, transport...)
 	if len(got) != want {
 		t.Fatalf("%s: %d sizes compared, want %d", ref, len(got), want)
 	}
@@ -114,10 +139,14 @@ func TestTransportP4deBand(t *testing.T) {
 }
 
 // TestTransportP4deHeldOut: the held-out sweep (29 sizes, 8 B-2 GiB),
-// which no a100-efa value was chosen on.
+// which no a100-efa value was chosen on; and a later NCCL's run on the
+// same network (p4d: A100 40GB, 4 x 100G EFA; AWS DLAMI guide, NCCL
+// 2.23.4 and aws-ofi-nccl 1.13.2, aws-p4d-2x8a100-efa_allreduce_nccl-
+// 2.23.csv), with NCCL 2.20's one-step tree chunk (tree-chunk=step).
 func TestTransportP4deHeldOut(t *testing.T) {
 	t.Parallel()
 	checkP4de(t, "awsome", "aws-p4de-2x8a100-efa_allreduce.csv", "2GiB", 29)
+	checkP4de(t, "dlami", "aws-p4d-2x8a100-efa_allreduce_nccl-2.23.csv", "1GiB", 28, "tree-chunk=step")
 }
 
 // ociMisses are the sizes of the OCI BM.GPU4.8 AllReduce sweeps (2 x 8
