@@ -192,6 +192,9 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 		}
 		t = nccl.NewTuner(m, nRanks, nNodes)
 		t.NetLatencyUs = p.Opt.transport().NetLatencyUs
+		if p.Opt.transport().TreeGraphNCCL {
+			t.RaiseTreeIntra()
+		}
 		t.Enabled = func(op Op, a Algo, pr Proto) bool {
 			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
 		}

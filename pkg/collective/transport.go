@@ -218,6 +218,12 @@ type Transport struct {
 	// channels into 64 KiB chunks, 32 network steps a channel, where a
 	// step's per-step costs (EFA's) dominate.
 	TreeDepthChunk bool
+	// TreeGraphNCCL: a 2-server tree takes the graph NCCL's search gives
+	// it, its intra-server bandwidth raised up to twice the inter-server
+	// one (nccl.Tuner.RaiseTreeIntra), which NCCL's model weighs when it
+	// chooses and collective granularity's closed form times the tree
+	// with. false: the tree uses the ring's graph, as before.
+	TreeGraphNCCL bool
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -304,13 +310,15 @@ func DefaultTransport() Transport {
 //
 // a100-efa is A100 servers over EFA (AWS p4d/p4de, 4 x 100G EFA a
 // server): a100's NVLink costs, h100-efa's EFA step costs (18 us per
-// proxy side, chosen among 14, 18 and 22 on the calibration sweep), and
-// NCCL 2.8-2.19's tree Simple chunk (TreeDepthChunk). Calibrated on the
+// proxy side, chosen among 14, 18 and 22 on the calibration sweep),
+// NCCL 2.8-2.19's tree Simple chunk (TreeDepthChunk) and NCCL's 2-server
+// tree graph (TreeGraphNCCL). Calibrated on the
 // AWS ParallelCluster workshop's 2 x p4de AllReduce (NCCL 2.17.1,
 // NCCL_PROTO=simple, examples/reference/aws-p4de-2x8a100-efa_allreduce_
 // simple_nccl-2.17.csv); awsome-distributed-training's 2 x p4de sweep is
-// held out (tests/transport_a100efa_test.go, which forces the tree and 8
-// channels as NCCL ran them and lists the sizes outside 20%). none is
+// held out (tests/transport_a100efa_test.go, which sets 8 channels and
+// the Simple protocol as the runs had them and lists the sizes outside
+// 20%). none is
 // DefaultTransport's: no per-step cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
@@ -383,6 +391,10 @@ var TransportPresets = map[string]func(*Transport){
 		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
 		t.TreeDepthChunk = true
+		// NCCL's 2-server tree graph, which makes its model take the tree
+		// at every size there, as both p4de runs did (busbw 78 GB/s, above
+		// what a ring moves through 50 GB/s of NICs).
+		t.TreeGraphNCCL = true
 		// aws-ofi-nccl reports 75 us of network latency on p4d and p4de
 		// (src/platform-aws.c, from 2023-05-31: v1.7.0-aws), which NCCL's
 		// model weighs when it chooses; the 1.5.0aws of both p4de sweeps
@@ -400,7 +412,7 @@ var TransportPresets = map[string]func(*Transport){
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-chunk"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-chunk", "tree-graph"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -421,7 +433,7 @@ func (t *Transport) Set(kv string) error {
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
 		t.TreeOpUs, t.TreeGBps = d.TreeOpUs, d.TreeGBps
-		t.TreeDepthChunk = d.TreeDepthChunk
+		t.TreeDepthChunk, t.TreeGraphNCCL = d.TreeDepthChunk, d.TreeGraphNCCL
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -435,6 +447,13 @@ func (t *Transport) Set(kv string) error {
 			t.AMDHost = v == "amd"
 		default:
 			return fmt.Errorf("--transport host-cpu=%q: want intel or amd", v)
+		}
+	case "tree-graph":
+		switch v {
+		case "ring", "nccl":
+			t.TreeGraphNCCL = v == "nccl"
+		default:
+			return fmt.Errorf("--transport tree-graph=%q: want ring (the tree uses the ring's graph) or nccl (NCCL's search raises a 2-server tree's intra-server bandwidth)", v)
 		}
 	case "tree-chunk":
 		switch v {

@@ -54,3 +54,41 @@ func TestTreeSimpleChunk(t *testing.T) {
 		t.Errorf("64 MiB on 16 channels, 1 x 8 ranks: chunk %d, want %d", got, 128<<10)
 	}
 }
+
+// RaiseTreeIntra climbs NCCL's inter-server speed ladder from the ring's
+// solution while the tree's intra-server bandwidth is below twice the
+// inter-server one and the GPUs' NVLink still carries the channels.
+func TestRaiseTreeIntra(t *testing.T) {
+	// 2 x 8 A100s with a 50 Gb/s NIC each (AWS p4de's 400 Gb/s a server):
+	// the ring's graph is 8 channels at 6 GB/s (a 6.25 GB/s NIC each), and
+	// the tree's intra bandwidth climbs the ladder 6 -> 7 -> 9 -> 10 -> 12
+	// (= 2 x 6): 8 channels at 12 GB/s cross a GPU's NVLink (240 GB/s)
+	// well within it. Its model bandwidth doubles.
+	m := topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 50e9})
+	tu := NewTuner(m, 16, 2)
+	ring := tu.Ring
+	if ring.NChannels != 8 || ring.BwIntra != 6 || ring.BwInter != 6 {
+		t.Fatalf("ring graph %d x %g/%g GB/s, want 8 x 6/6", ring.NChannels, ring.BwIntra, ring.BwInter)
+	}
+	treeBefore := tu.BusBw(AllReduce, AlgoTree, Simple)
+	tu.RaiseTreeIntra()
+	g := tu.TreeGraph
+	if g.NChannels != ring.NChannels || g.BwInter != ring.BwInter || g.BwIntra != 2*ring.BwInter {
+		t.Fatalf("tree graph %d x %g/%g GB/s from the ring's %d x %g/%g, want the intra bandwidth doubled", g.NChannels, g.BwIntra, g.BwInter, ring.NChannels, ring.BwIntra, ring.BwInter)
+	}
+	if after := tu.BusBw(AllReduce, AlgoTree, Simple); after < 1.99*treeBefore || after > 2.01*treeBefore {
+		t.Errorf("tree bus bandwidth %.1f -> %.1f GB/s, want doubled", treeBefore, after)
+	}
+	if tu.Ring != ring {
+		t.Errorf("the ring's graph moved: %+v, was %+v", tu.Ring, ring)
+	}
+	// One server, or 4: no effect (NCCL's model uses bwInter above 2
+	// servers, and a single server's trees keep the ring's graph here).
+	for _, n := range []int{1, 4} {
+		tu := NewTuner(topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 8 * n, GPUType: "A100", NICBW: 50e9}), 8*n, n)
+		tu.RaiseTreeIntra()
+		if tu.TreeGraph.NChannels != 0 {
+			t.Errorf("%d servers: a tree graph %+v, want none", n, tu.TreeGraph)
+		}
+	}
+}
