@@ -2,8 +2,11 @@ package tests
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/stats"
 )
 
 // A100 over EFA (issue 30): two published AllReduce sweeps of 2 x
@@ -302,5 +305,53 @@ func TestTransportP4dePacketFluid(t *testing.T) {
 		if r := float64(pk[s]) / float64(f); r < 0.95 || r > 1.05 {
 			t.Errorf("%d B: packet / fluid %.3f, want within 5%%", s, r)
 		}
+	}
+}
+
+// TestTransportNDmv4A100HeldOut: preset a100 across two Azure NDmv4 VMs
+// (8 A100 80GB, one 200G HDR InfiniBand NIC a GPU; NCCL 2.17.1, the
+// mscclpp performance page: azure-ndmv4-2x8a100-ib_allreduce_nccl-2.17.csv),
+// NCCL's model choosing, through fluid. The page gives busbw at 1 and 4
+// GiB (the measured time here is derived from it: 2(n-1)/n x size / busbw)
+// and a latency at 1 KiB. a100's network costs are h100-ib's (InfiniBand,
+// fitted on H100s): the plateau sizes are within 5% (when
+// written: 0.963, 0.977). 1 KiB is a known miss (0.77 when listed): the model's tree LL
+// takes 28 us where the run took 35.9 us, as on OCI's RoCE (ociMisses,
+// 0.66 at 1 KiB): an A100 server's network step costs more than
+// h100-ib's, fitted on H100 servers, and no A100 sweep across servers
+// from small sizes over InfiniBand is among the references to fit it.
+func TestTransportNDmv4A100HeldOut(t *testing.T) {
+	t.Parallel()
+	ref := "azure-ndmv4-2x8a100-ib_allreduce_nccl-2.17.csv"
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
+	sim := map[int64]float64{}
+	for _, sweep := range []string{"1KiB:1KiB:2", "1GiB:4GiB:4"} {
+		st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", sweep, "--transport", "preset=a100")
+		first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+		for id, f := range first {
+			sim[size[id]] = float64(last[id]-f) / 1e3
+		}
+	}
+	rows, err := stats.ReadReference(filepath.Join("..", "examples", "reference", ref))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rows.Rows {
+		us := r.TimeUs
+		if us == 0 {
+			us = 2 * 15.0 / 16 * float64(r.SizeBytes) / (r.BusbwGBps * 1e3) // derived from busbw
+		}
+		got, ok := sim[r.SizeBytes]
+		if !ok {
+			t.Fatalf("%s: %d B not simulated", ref, r.SizeBytes)
+		}
+		n++
+		t.Logf("NDmv4 %d B: %.3f", r.SizeBytes, got/us)
+		was, listed := map[int64]float64{1024: 0.77}[r.SizeBytes]
+		checkRatio(t, fmt.Sprintf("NDmv4 2x8 A100 %d B, a100: simulated %.1f us / measured %.1f us", r.SizeBytes, got, us), got/us, 0.8, 1.2, was, listed)
+	}
+	if n != 3 {
+		t.Fatalf("%s: %d rows, want 3", ref, n)
 	}
 }
