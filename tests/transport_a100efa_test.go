@@ -314,8 +314,8 @@ func TestTransportP4dePacketFluid(t *testing.T) {
 // NCCL's model choosing, through fluid. The page gives busbw at 1 and 4
 // GiB (the measured time here is derived from it: 2(n-1)/n x size / busbw)
 // and a latency at 1 KiB. a100's network costs are h100-ib's (InfiniBand,
-// fitted on H100s): the plateau sizes are within 5% (when
-// written: 0.963, 0.977). 1 KiB is a known miss (0.77 when listed): the model's tree LL
+// fitted on H100s): the plateau sizes are within 5% (0.963 and 0.977 when
+// written). 1 KiB is a known miss (0.77 when listed): the model's tree LL
 // takes 28 us where the run took 35.9 us, as on OCI's RoCE (ociMisses,
 // 0.66 at 1 KiB): an A100 server's network step costs more than
 // h100-ib's, fitted on H100 servers, and no A100 sweep across servers
