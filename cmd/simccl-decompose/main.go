@@ -47,6 +47,7 @@ type command struct {
 	Proto        string         `help:"Force a protocol: ll, ll128, simple. NCCL_PROTO restricts the choice NCCL's way."`
 	PXN          string         `name:"pxn" default:"auto" enum:"auto,on,off" help:"Route cross-server traffic through the NIC on the receiver's rail (auto: on for NVLink servers with --selector nccl; AS_PXN_ENABLE with --selector simai)."`
 	ChannelsFlag *int           `name:"channels" help:"Override the channel count of ring/tree collectives (AS_RING_CHANNELS), at least 1."`
+	MaxChannels  int            `name:"max-channels" help:"Cap ring/tree channels as NCCL_MAX_NCHANNELS does (small sizes still run on fewer, as NCCL's thread thresholds give); 0: no cap."`
 	MSCCL        string         `name:"msccl" type:"existingfile" help:"An MSCCL XML algorithm that replaces the built-in one for its collective and GPU count."`
 	MSCCLChunk   units.Size     `name:"msccl-chunk" help:"Chunk size of --msccl (MSCCL's chunk size, the ns-3 MSCCL ThreadBlock's chunkSize): larger collectives run the algorithm in several loops of such chunks. Default: one loop of size / nchunksperloop."`
 	MaxChunks    int            `name:"max-chunks" default:"16" help:"Cap pipeline chunks per channel (larger chunks for large collectives); 0 keeps NCCL's chunk sizes exactly."`
@@ -122,7 +123,7 @@ Examples:
   topogen --family fat-tree --gpus 16 --gpus-per-server 1 | simccl-decompose --from-htsim examples/htsim/incast16.cm | flowsim-analytical
   topogen --gpus 16 | simccl-decompose --workload examples/workloads/pipeline_pp4_ga8.txt --granularity collective | simccl-decompose --format chakra --out pp
 
-Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), AS_NVLS_ENABLE, AS_PXN_ENABLE,
+Environment (flags win): NCCL_ALGO, NCCL_PROTO (enable lists), NCCL_MAX_NCHANNELS, AS_NVLS_ENABLE, AS_PXN_ENABLE,
 AS_RING_CHANNELS, AS_NV_CHANNELS, AS_GPU_TYPE, AS_SEND_LAT (as SimAI reads them: a channel count
 of 0 means the model's own, as in SimAI; --channels 0 is refused; AS_SEND_LAT is SimAI replay,
 see --send-lat).`
@@ -171,6 +172,15 @@ func (c *command) options() (collective.Options, error) {
 	}
 	if c.Channels > 0 {
 		opt.RingChannels = c.Channels
+	}
+	if opt.MaxChannels, err = envInt("NCCL_MAX_NCHANNELS"); err != nil {
+		return opt, err
+	}
+	if c.MaxChannels < 0 {
+		return opt, fmt.Errorf("--max-channels=%d: want 0 (no cap) or more", c.MaxChannels)
+	}
+	if c.MaxChannels > 0 {
+		opt.MaxChannels = c.MaxChannels
 	}
 	switch c.PXN {
 	case "on", "off":

@@ -23,6 +23,9 @@ type Options struct {
 	SimAINVLS bool
 	// Channel overrides: AS_RING_CHANNELS, AS_NV_CHANNELS (0 = model's).
 	RingChannels, NVLSChannels int
+	// MaxChannels caps ring and tree channels as NCCL_MAX_NCHANNELS does,
+	// where NCCL still runs small sizes on fewer (0: no cap).
+	MaxChannels int
 	// MaxChunks caps the pipeline chunks per channel (0: NCCL's chunk
 	// sizes, however many chunks they make); NVLS gets four times as many. Beyond a few chunks a pipeline
 	// only repeats its steady state, so the cap trades little fidelity for
@@ -192,6 +195,7 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 		}
 		t = nccl.NewTuner(m, nRanks, nNodes)
 		t.NetLatencyUs = p.Opt.transport().NetLatencyUs
+		t.MaxChannels = p.Opt.MaxChannels
 		if p.Opt.transport().TreeGraphNCCL {
 			t.RaiseTreeIntra()
 		}

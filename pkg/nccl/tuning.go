@@ -243,8 +243,12 @@ type Tuner struct {
 	// TreeGraph, when it has channels, is the tree's graph instead of
 	// Ring (RaiseTreeIntra).
 	TreeGraph Graph
-	NVLSGraph Graph
-	Enabled   func(op Op, a Algo, p Proto) bool // nil: all enabled
+	// MaxChannels caps a ring's or tree's runtime channels
+	// (NCCL_MAX_NCHANNELS); 0: no cap. Small sizes still run on fewer
+	// (Channels).
+	MaxChannels int
+	NVLSGraph   Graph
+	Enabled     func(op Op, a Algo, p Proto) bool // nil: all enabled
 	// NetLatencyUs is the latency the network plugin reports to NCCL
 	// (ncclNetProperties.latency; aws-ofi-nccl: 75 us on p4d, p4de and
 	// p5, NCCL's own IB plugin 0). NCCL's model adds it to every step
@@ -743,6 +747,9 @@ func (t *Tuner) RuntimeChannels(a Algo) int {
 	c := min(maxChannels, 2*t.Ring.NChannels)
 	if t.M.CC >= 90 && t.NNodes > 1 && t.Ring.BwIntra > 45 && c < 16 {
 		c = min(maxChannels, 2*c)
+	}
+	if t.MaxChannels > 0 {
+		c = min(c, t.MaxChannels)
 	}
 	return c
 }

@@ -92,3 +92,24 @@ func TestRaiseTreeIntra(t *testing.T) {
 		}
 	}
 }
+
+// MaxChannels caps the runtime channels (NCCL_MAX_NCHANNELS) and small
+// sizes still run on fewer: a tree Simple AllReduce's threshold is 64
+// bytes a thread on 512 threads, 32 KiB a channel, so under a cap of 8
+// 256 KiB runs on 8, 128 KiB on 4, 32 KiB (and below) on 1; 1 GiB on 8.
+func TestMaxChannels(t *testing.T) {
+	m := topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 50e9})
+	tu := NewTuner(m, 16, 2)
+	if c := tu.RuntimeChannels(AlgoTree); c != 16 {
+		t.Fatalf("uncapped: %d runtime channels, want 16 (8 searched, doubled)", c)
+	}
+	tu.MaxChannels = 8
+	for _, c := range []struct {
+		size int64
+		want int
+	}{{1 << 30, 8}, {256 << 10, 8}, {128 << 10, 4}, {32 << 10, 1}, {8, 1}} {
+		if got := tu.Channels(AllReduce, AlgoTree, Simple, c.size); got != c.want {
+			t.Errorf("%d B under a cap of 8: %d channels, want %d", c.size, got, c.want)
+		}
+	}
+}
