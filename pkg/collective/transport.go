@@ -305,8 +305,12 @@ func DefaultTransport() Transport {
 // per Simple slice (the plateau 3.7% above the default's, the measured
 // one 2%), launch 4.0 us a GPU (flat 32 us to 32 KiB, which the LL costs
 // alone give as well: this sweep does not separate the two). Its network
-// costs are h100-ib's, not fitted: no A100 sweep across servers from
-// small sizes over InfiniBand is among the references.
+// costs are h100-ib's, not fitted on A100s. Held out across servers (2 x
+// 8 OCI BM.GPU4.8 over RoCE, 2 x 8 Azure NDmv4 over HDR InfiniBand:
+// tests/transport_a100efa_test.go) its plateaus are within 20% (NDmv4
+// 0.96-0.98) but its tree LL steps are short from 256 B to 128 KiB
+// (0.51-0.77): those runs' network steps cost more than h100-ib's, and
+// more with their bytes, which no one constant fits.
 //
 // a100-efa is A100 servers over EFA (AWS p4d/p4de, 4 x 100G EFA a
 // server): a100's NVLink costs, h100-efa's EFA step costs (18 us per
