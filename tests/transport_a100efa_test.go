@@ -10,12 +10,14 @@ import (
 )
 
 // A100 over EFA (issue 30): two published AllReduce sweeps of 2 x
-// p4de.24xlarge (16 A100 80GB, 4 x 100G EFA a server), both with
-// aws-ofi-nccl 1.5.0aws's platform code, which sets NCCL_PROTO=simple on
-// p4d/p4de ("Setting NCCL_PROTO to \"simple\"": its src/platform-aws.c,
-// and the log of a p4d run of the time, awsome-distributed-training commit
-// ca07522d, 3.test_cases/0.nccl-tests/slurm-104.out, NCCL 2.18.3, which
-// also shows "8 coll channels"). The AWS ParallelCluster workshop's run
+// p4de.24xlarge (16 A100 80GB, 4 x 100G EFA a server). The first ran with
+// aws-ofi-nccl 1.5.0aws (its log), whose platform code sets
+// NCCL_PROTO=simple on p4d/p4de ("Setting NCCL_PROTO to \"simple\"": its
+// src/platform-aws.c, and the log of a p4d run of the time,
+// awsome-distributed-training commit ca07522d,
+// 3.test_cases/0.nccl-tests/slurm-104.out, NCCL 2.18.3, which also shows
+// "8 coll channels"); the second names neither its NCCL nor its plugin,
+// and its flat 161 us from 8 B to 1 KiB matches the first's Simple tree. The AWS ParallelCluster workshop's run
 // (NCCL 2.17.1, NCCL_PROTO=simple set by hand, 8 B-1 GiB,
 // aws-p4de-2x8a100-efa_allreduce_simple_nccl-2.17.csv) calibrates
 // a100-efa; awsome-distributed-training's README run (8 B-2 GiB, NCCL
@@ -60,8 +62,8 @@ import (
 //     measured, the time jumps 30 us between 16 and 32 KiB (190 -> 220
 //     us) and stays flat to 256 KiB, then climbs to 257 us at 512 KiB;
 //     the model's tree moves those sizes in one network step a channel
-//     (8 channels from 256 KiB) and stays at 185-190 us. A size-dependent cost of
-//     EFA's messages would fit (libfabric's EFA provider sends small
+//     (8 channels from 256 KiB) and stays at 185-190 us. A size-dependent
+//     cost of EFA's messages would fit (libfabric's EFA provider sends small
 //     messages eagerly and larger ones by a read after a handshake), but
 //     no source here gives its threshold for aws-ofi-nccl 1.5's SENDRECV
 //     protocol, so it is not modelled.
