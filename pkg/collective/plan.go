@@ -23,6 +23,9 @@ type Options struct {
 	SimAINVLS bool
 	// Channel overrides: AS_RING_CHANNELS, AS_NV_CHANNELS (0 = model's).
 	RingChannels, NVLSChannels int
+	// MaxChannels caps ring and tree channels as NCCL_MAX_NCHANNELS does,
+	// where NCCL still runs small sizes on fewer (0: no cap).
+	MaxChannels int
 	// MaxChunks caps the pipeline chunks per channel (0: NCCL's chunk
 	// sizes, however many chunks they make); NVLS gets four times as many. Beyond a few chunks a pipeline
 	// only repeats its steady state, so the cap trades little fidelity for
@@ -192,6 +195,10 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 		}
 		t = nccl.NewTuner(m, nRanks, nNodes)
 		t.NetLatencyUs = p.Opt.transport().NetLatencyUs
+		t.MaxChannels = p.Opt.MaxChannels
+		if p.Opt.transport().TreeGraphNCCL {
+			t.RaiseTreeIntra()
+		}
 		t.Enabled = func(op Op, a Algo, pr Proto) bool {
 			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
 		}
@@ -323,6 +330,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		// NCCL_BUFFSIZE moves it: 2 MiB at NCCL's 4 MiB, 4 MiB at the 8
 		// MiB aws-ofi-nccl sets on AWS (h100-efa).
 		pl.Chunk = tr.BuffSimple / 2
+	}
+	if tr := p.Opt.transport(); tr.TreeDepthChunk && pl.Algo == AlgoTree && pl.Proto == Simple && op == AllReduce {
+		pl.Chunk = nccl.TreeSimpleChunk(tr.StepBytes(Simple), size, pl.Channels, n, nNodes)
 	}
 	if c := p.Opt.transport().NVLSChunk; c > 0 && pl.Algo == AlgoNVLSTree && op == AllReduce {
 		pl.Chunk = c

@@ -208,6 +208,22 @@ type Transport struct {
 	// KiB on AWS), the step AllToAll's grouped sends and receives move in
 	// (P2PPlan), at most a Simple buffer's slot.
 	P2PChunk int64
+	// TreeDepthChunk: a tree Simple AllReduce's chunk follows NCCL 2.8-2.19
+	// (enqueue.cc computeColl, v2.17.1 l. 1303-1311): the Simple step
+	// (buffsize/NCCL_STEPS), halved to 128 KiB while a channel would get
+	// fewer than 8 x depth chunks, to 64 KiB while fewer than 4 x depth and
+	// to 32 KiB while fewer than depth, with the tree's depth nRanks/nNodes
+	// - 1 + log2(nNodes). NCCL 2.20 dropped the rule (one step a chunk, as
+	// by default): on 2 servers of 8 GPUs it cuts a 16 MiB AllReduce on 8
+	// channels into 64 KiB chunks, 32 network steps a channel, where a
+	// step's per-step costs (EFA's) dominate.
+	TreeDepthChunk bool
+	// TreeGraphNCCL: a 2-server tree takes the graph NCCL's search gives
+	// it, its intra-server bandwidth raised up to twice the inter-server
+	// one (nccl.Tuner.RaiseTreeIntra), which NCCL's model weighs when it
+	// chooses and collective granularity's closed form times the tree
+	// with. false: the tree uses the ring's graph, as before.
+	TreeGraphNCCL bool
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -291,8 +307,24 @@ func DefaultTransport() Transport {
 // per Simple slice (the plateau 3.7% above the default's, the measured
 // one 2%), launch 4.0 us a GPU (flat 32 us to 32 KiB, which the LL costs
 // alone give as well: this sweep does not separate the two). Its network
-// costs are h100-ib's, not fitted: no A100 sweep across servers from
-// small sizes over InfiniBand is among the references. none is
+// costs are h100-ib's, not fitted on A100s. Held out across servers (2 x
+// 8 OCI BM.GPU4.8 over RoCE, 2 x 8 Azure NDmv4 over HDR InfiniBand:
+// tests/transport_a100efa_test.go) its plateaus are within 20% (NDmv4
+// 0.96-0.98) but its tree LL steps are short from 256 B to 128 KiB
+// (0.51-0.77): those runs' network steps cost more than h100-ib's, and
+// more with their bytes, which no one constant fits.
+//
+// a100-efa is A100 servers over EFA (AWS p4d/p4de, 4 x 100G EFA a
+// server): a100's NVLink costs, h100-efa's EFA step costs (18 us per
+// proxy side, chosen among 14, 18 and 22 on the calibration sweep),
+// NCCL 2.8-2.19's tree Simple chunk (TreeDepthChunk) and NCCL's 2-server
+// tree graph (TreeGraphNCCL). Calibrated on the
+// AWS ParallelCluster workshop's 2 x p4de AllReduce (NCCL 2.17.1,
+// NCCL_PROTO=simple, examples/reference/aws-p4de-2x8a100-efa_allreduce_
+// simple_nccl-2.17.csv); awsome-distributed-training's 2 x p4de sweep is
+// held out (tests/transport_a100efa_test.go, which sets 8 channels and
+// the Simple protocol as the runs had them and lists the sizes outside
+// 20%). none is
 // DefaultTransport's: no per-step cost.
 var TransportPresets = map[string]func(*Transport){
 	"h100-ib": func(t *Transport) {
@@ -357,6 +389,34 @@ var TransportPresets = map[string]func(*Transport){
 		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 		t.LLBusGBps, t.LaunchUs = 62, 4.0
 	},
+	"a100-efa": func(t *Transport) {
+		// An A100 server's NVLink costs are a100's; its network is EFA,
+		// whose per-step costs are h100-efa's (18 us per proxy side, 2.4
+		// us of proxy op): on p4de (A100, 4 x 100G EFA) the same 18 us
+		// brings the 8 B-8 KiB tree steps within 10% of both p4de sweeps,
+		// 14 and 22 us 10% under and over.
+		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
+		t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
+		t.ProxyOpUs = 2.4
+		// aws-ofi-nccl 1.5-1.7 set no NCCL_BUFFSIZE on p4d/p4de (NCCL's 4
+		// MiB; 1.16.3 sets 8 MiB), and the runs' NCCL (2.17.1) cut a tree
+		// Simple AllReduce's chunk by the tree's depth (tree-chunk=depth).
+		t.BuffSimple, t.NVLSChunk = 4<<20, 0
+		t.RingOpUs, t.AROpUs, t.ARThreshold = t.ProxyOpUs, 0, 0
+		t.LL128TailBytes = 0
+		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
+		t.LLBusGBps, t.LaunchUs = 62, 4.0
+		t.TreeDepthChunk = true
+		// NCCL's 2-server tree graph, which makes its model take the tree
+		// at every size there, as both p4de runs did (busbw 78 GB/s, above
+		// what a ring moves through 50 GB/s of NICs).
+		t.TreeGraphNCCL = true
+		// aws-ofi-nccl reports 75 us of network latency on p4d and p4de
+		// (src/platform-aws.c, from 2023-05-31: v1.7.0-aws), which NCCL's
+		// model weighs when it chooses; the 1.5.0aws of both p4de sweeps
+		// reported 150 (nccl_ofi_net.c). Neither moves a forced tree.
+		t.NetLatencyUs = 75
+	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
@@ -368,7 +428,7 @@ var TransportPresets = map[string]func(*Transport){
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-chunk", "tree-graph"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -382,13 +442,14 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa, a100 or none", v)
+			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa, a100, a100-efa or none", v)
 		}
 		// The platform's keys start from the default in every preset;
 		// a preset sets those its platform differs in.
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
 		t.TreeOpUs, t.TreeGBps = d.TreeOpUs, d.TreeGBps
+		t.TreeDepthChunk, t.TreeGraphNCCL = d.TreeDepthChunk, d.TreeGraphNCCL
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -402,6 +463,20 @@ func (t *Transport) Set(kv string) error {
 			t.AMDHost = v == "amd"
 		default:
 			return fmt.Errorf("--transport host-cpu=%q: want intel or amd", v)
+		}
+	case "tree-graph":
+		switch v {
+		case "ring", "nccl":
+			t.TreeGraphNCCL = v == "nccl"
+		default:
+			return fmt.Errorf("--transport tree-graph=%q: want ring (the tree uses the ring's graph) or nccl (NCCL's search raises a 2-server tree's intra-server bandwidth)", v)
+		}
+	case "tree-chunk":
+		switch v {
+		case "step", "depth":
+			t.TreeDepthChunk = v == "depth"
+		default:
+			return fmt.Errorf("--transport tree-chunk=%q: want step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)", v)
 		}
 	case "tuner":
 		if !slices.Contains(nccl.TunerPlugins, v) {

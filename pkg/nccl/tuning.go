@@ -240,8 +240,15 @@ type Tuner struct {
 	M              ServerModel
 	NRanks, NNodes int
 	Ring           Graph // the tree uses it too: NCCL searches the tree with the ring's channel count
-	NVLSGraph      Graph
-	Enabled        func(op Op, a Algo, p Proto) bool // nil: all enabled
+	// TreeGraph, when it has channels, is the tree's graph instead of
+	// Ring (RaiseTreeIntra).
+	TreeGraph Graph
+	// MaxChannels caps a ring's or tree's runtime channels
+	// (NCCL_MAX_NCHANNELS); 0: no cap. Small sizes still run on fewer
+	// (Channels).
+	MaxChannels int
+	NVLSGraph   Graph
+	Enabled     func(op Op, a Algo, p Proto) bool // nil: all enabled
 	// NetLatencyUs is the latency the network plugin reports to NCCL
 	// (ncclNetProperties.latency; aws-ofi-nccl: 75 us on p4d, p4de and
 	// p5, NCCL's own IB plugin 0). NCCL's model adds it to every step
@@ -314,8 +321,55 @@ func (t *Tuner) graph(a Algo) Graph {
 	switch a {
 	case AlgoNVLS, AlgoNVLSTree:
 		return t.NVLSGraph
+	case AlgoTree:
+		if t.TreeGraph.NChannels > 0 {
+			return t.TreeGraph
+		}
 	}
 	return t.Ring
+}
+
+// RaiseTreeIntra gives a 2-server communicator's tree the graph NCCL's
+// search gives it (src/graph/search.cc, ncclTopoCompute pass 2, "increase
+// bwIntra for trees (2 nodes or collnet)", v2.17.1-v2.30): from the ring's
+// solution (channels duplicated), the tree's intra-server bandwidth
+// climbs the speed ladder one step at a time, with the channel count
+// kept, while it is below twice the inter-server bandwidth and the
+// server's GPUs still carry it (a channel's chain crosses a GPU's NVLink
+// as the ring does). NCCL's model takes a 2-server tree's bandwidth from
+// bwIntra (tuning.cc: nNodes <= 2), so the tree may model up to twice
+// the ring's; without it a tree there models no more than the ring. No
+// effect on other shapes.
+func (t *Tuner) RaiseTreeIntra() {
+	t.TreeGraph = Graph{}
+	g := t.Ring
+	if t.NNodes != 2 || g.NChannels == 0 || t.M.GPUs < 2 {
+		return
+	}
+	ladder := speedInterSm80
+	switch {
+	case t.M.CC >= 100:
+		ladder = speedInterSm100
+	case t.M.CC >= 90:
+		ladder = speedInterSm90
+	}
+	gpuBw := t.M.NVLinkGBps
+	if gpuBw == 0 {
+		gpuBw = t.M.GPUGPUGBps
+	}
+	// Pass 2 starts at the first speed not above the solution's.
+	i := 0
+	for i < len(ladder)-1 && ladder[i] > g.BwInter+1e-9 {
+		i++
+	}
+	for ; i > 0 && g.BwIntra < 2*g.BwInter-1e-9; i-- {
+		s := ladder[i-1]
+		if int(gpuBw/s+1e-9)*t.M.GPUs/(t.M.GPUs-1) < g.NChannels {
+			break
+		}
+		g.BwIntra = s
+	}
+	t.TreeGraph = g
 }
 
 func nSteps(op Op, n int) int {
@@ -694,6 +748,9 @@ func (t *Tuner) RuntimeChannels(a Algo) int {
 	if t.M.CC >= 90 && t.NNodes > 1 && t.Ring.BwIntra > 45 && c < 16 {
 		c = min(maxChannels, 2*c)
 	}
+	if t.MaxChannels > 0 {
+		c = min(c, t.MaxChannels)
+	}
 	return c
 }
 
@@ -773,6 +830,29 @@ func ChunkBytes(op Op, a Algo, p Proto, nNodes, nRanks, nc int, nBytes int64) in
 		return 4 * (512 << 10) // chunkSteps = NCCL_STEPS/2
 	}
 	return 512 << 10
+}
+
+// TreeSimpleChunk is NCCL 2.8-2.19's chunk of a tree Simple AllReduce
+// (enqueue.cc computeColl, v2.17.1 l. 1303-1311): the Simple step, halved
+// while nBytes / (nc x chunk) is below 8 x depth (down to 128 KiB), 4 x
+// depth (64 KiB) and depth (32 KiB), with the tree's depth nRanks/nNodes -
+// 1 + log2(nNodes) (NCCL_FACTS: the depth connect.cc stores). NCCL 2.20
+// dropped it: a tree Simple chunk is one step.
+func TreeSimpleChunk(step, nBytes int64, nc, nRanks, nNodes int) int64 {
+	nNodes = max(nNodes, 1)
+	depth := int64(nRanks/nNodes - 1 + log2i(nNodes))
+	per := func(chunk int64) int64 { return nBytes / (int64(max(nc, 1)) * chunk) }
+	chunk := step
+	for per(chunk) < depth*8 && chunk > 131072 {
+		chunk /= 2
+	}
+	for per(chunk) < depth*4 && chunk > 65536 {
+		chunk /= 2
+	}
+	for per(chunk) < depth && chunk > 32768 {
+		chunk /= 2
+	}
+	return chunk
 }
 
 // ReplayLatency is SimAI replay's latency in microseconds (Options.SendLatPs):

@@ -30,3 +30,86 @@ func TestSearchWorkedExamples(t *testing.T) {
 		t.Errorf("2 x 8 H100, 400G NICs: %d channels x %g GB/s, want 8 x 48", g.NChannels, g.BwIntra)
 	}
 }
+
+// TreeSimpleChunk follows NCCL 2.17.1's enqueue.cc by hand: 16 ranks on 2
+// servers have depth 8 - 1 + 1 = 8; on 8 channels from a 512 KiB step,
+//   - 16 MiB: 16Mi/(8 x 512Ki) = 4 < 64 -> 256 KiB (8) -> 128 KiB (16,
+//     not above 131072: stop); 16 < 32 -> 64 KiB (32, stop); 32 >= 8.
+//   - 32 MiB: -> 128 KiB (32 a channel); 32 >= 32 and >= 8: 128 KiB.
+//   - 256 MiB: 256Mi/(8 x 512Ki) = 64 >= 64: 512 KiB.
+//   - 2 MiB: -> 128 KiB (2) -> 64 KiB (4 < 32, stop at 64 KiB) -> 4 < 8:
+//     32 KiB (8, stop).
+//   - 8 B: 32 KiB, the floor.
+func TestTreeSimpleChunk(t *testing.T) {
+	for _, c := range []struct {
+		size, want int64
+	}{{16 << 20, 64 << 10}, {32 << 20, 128 << 10}, {256 << 20, 512 << 10}, {2 << 20, 32 << 10}, {8, 32 << 10}} {
+		if got := TreeSimpleChunk(512<<10, c.size, 8, 16, 2); got != c.want {
+			t.Errorf("%d B on 8 channels, 2 x 8 ranks: chunk %d, want %d", c.size, got, c.want)
+		}
+	}
+	// One server of 8: depth 7; 64 MiB on 16 channels is 8 chunks of 512
+	// KiB, < 56 -> 256 KiB (16) -> 128 KiB (32, stop); 32 >= 28: 128 KiB.
+	if got := TreeSimpleChunk(512<<10, 64<<20, 16, 8, 1); got != 128<<10 {
+		t.Errorf("64 MiB on 16 channels, 1 x 8 ranks: chunk %d, want %d", got, 128<<10)
+	}
+}
+
+// RaiseTreeIntra climbs NCCL's inter-server speed ladder from the ring's
+// solution while the tree's intra-server bandwidth is below twice the
+// inter-server one and the GPUs' NVLink still carries the channels.
+func TestRaiseTreeIntra(t *testing.T) {
+	// 2 x 8 A100s with a 50 Gb/s NIC each (AWS p4de's 400 Gb/s a server):
+	// the ring's graph is 8 channels at 6 GB/s (a 6.25 GB/s NIC each), and
+	// the tree's intra bandwidth climbs the ladder 6 -> 7 -> 9 -> 10 -> 12
+	// (= 2 x 6): 8 channels at 12 GB/s cross a GPU's NVLink (240 GB/s)
+	// well within it. Its model bandwidth doubles.
+	m := topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 50e9})
+	tu := NewTuner(m, 16, 2)
+	ring := tu.Ring
+	if ring.NChannels != 8 || ring.BwIntra != 6 || ring.BwInter != 6 {
+		t.Fatalf("ring graph %d x %g/%g GB/s, want 8 x 6/6", ring.NChannels, ring.BwIntra, ring.BwInter)
+	}
+	treeBefore := tu.BusBw(AllReduce, AlgoTree, Simple)
+	tu.RaiseTreeIntra()
+	g := tu.TreeGraph
+	if g.NChannels != ring.NChannels || g.BwInter != ring.BwInter || g.BwIntra != 2*ring.BwInter {
+		t.Fatalf("tree graph %d x %g/%g GB/s from the ring's %d x %g/%g, want the intra bandwidth doubled", g.NChannels, g.BwIntra, g.BwInter, ring.NChannels, ring.BwIntra, ring.BwInter)
+	}
+	if after := tu.BusBw(AllReduce, AlgoTree, Simple); after < 1.99*treeBefore || after > 2.01*treeBefore {
+		t.Errorf("tree bus bandwidth %.1f -> %.1f GB/s, want doubled", treeBefore, after)
+	}
+	if tu.Ring != ring {
+		t.Errorf("the ring's graph moved: %+v, was %+v", tu.Ring, ring)
+	}
+	// One server, or 4: no effect (NCCL's model uses bwInter above 2
+	// servers, and a single server's trees keep the ring's graph here).
+	for _, n := range []int{1, 4} {
+		tu := NewTuner(topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 8 * n, GPUType: "A100", NICBW: 50e9}), 8*n, n)
+		tu.RaiseTreeIntra()
+		if tu.TreeGraph.NChannels != 0 {
+			t.Errorf("%d servers: a tree graph %+v, want none", n, tu.TreeGraph)
+		}
+	}
+}
+
+// MaxChannels caps the runtime channels (NCCL_MAX_NCHANNELS) and small
+// sizes still run on fewer: a tree Simple AllReduce's threshold is 64
+// bytes a thread on 512 threads, 32 KiB a channel, so under a cap of 8
+// 256 KiB runs on 8, 128 KiB on 4, 32 KiB (and below) on 1; 1 GiB on 8.
+func TestMaxChannels(t *testing.T) {
+	m := topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 50e9})
+	tu := NewTuner(m, 16, 2)
+	if c := tu.RuntimeChannels(AlgoTree); c != 16 {
+		t.Fatalf("uncapped: %d runtime channels, want 16 (8 searched, doubled)", c)
+	}
+	tu.MaxChannels = 8
+	for _, c := range []struct {
+		size int64
+		want int
+	}{{1 << 30, 8}, {256 << 10, 8}, {128 << 10, 4}, {32 << 10, 1}, {8, 1}} {
+		if got := tu.Channels(AllReduce, AlgoTree, Simple, c.size); got != c.want {
+			t.Errorf("%d B under a cap of 8: %d channels, want %d", c.size, got, c.want)
+		}
+	}
+}

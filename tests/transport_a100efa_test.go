@@ -1,0 +1,359 @@
+package tests
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/stats"
+)
+
+// A100 over EFA (issue 30): two published AllReduce sweeps of 2 x
+// p4de.24xlarge (16 A100 80GB, 4 x 100G EFA a server). The first ran with
+// aws-ofi-nccl 1.5.0aws (its log), whose platform code sets
+// NCCL_PROTO=simple on p4d/p4de ("Setting NCCL_PROTO to \"simple\"": its
+// src/platform-aws.c, and the log of a p4d run of the time,
+// awsome-distributed-training commit ca07522d,
+// 3.test_cases/0.nccl-tests/slurm-104.out, NCCL 2.18.3, which also shows
+// "8 coll channels"); the second names neither its NCCL nor its plugin,
+// and its flat 161 us from 8 B to 1 KiB matches the first's Simple tree. The AWS ParallelCluster workshop's run
+// (NCCL 2.17.1, NCCL_PROTO=simple set by hand, 8 B-1 GiB,
+// aws-p4de-2x8a100-efa_allreduce_simple_nccl-2.17.csv) calibrates
+// a100-efa; awsome-distributed-training's README run (8 B-2 GiB, NCCL
+// version not printed, aws-p4de-2x8a100-efa_allreduce.csv) is held out.
+//
+// What a100-efa carries and where each part comes from:
+//
+//   - the network's per-step costs are h100-efa's (EFA, fitted on AWS p5):
+//     18 us per proxy side. On the calibration sweep 14, 18 and 22 us
+//     give 0.90, 0.99 and 1.08 at 8 B (the tree's latency) and 0.87,
+//     1.08 and 1.29 at 16 MiB; 18 is kept.
+//
+//   - the tree Simple chunk of NCCL 2.8-2.19 (tree-chunk=depth; enqueue.cc
+//     computeColl): 32-128 KiB chunks by the tree's depth (8 here), so a
+//     16 MiB AllReduce is 32 network steps a channel. With NCCL 2.20's
+//     one-step chunk (512 KiB) the sweep is 0.50-0.72 of measured from 1
+//     to 64 MiB; with the depth rule 0.81-1.08.
+//
+//   - NVLink's costs are a100's (fitted on one OCI A100 server).
+//
+//   - NCCL's 2-server tree graph (tree-graph=nccl): its search raises the
+//     tree's intra-server bandwidth up to twice the inter-server one
+//     (search.cc "increase bwIntra for trees (2 nodes or collnet)",
+//     v2.17.1 l. 876), and its model, which takes a 2-server tree's
+//     bandwidth from it, then chooses the tree at every size, as the runs
+//     did: their plateau (78 GB/s busbw) is above what a ring moves
+//     through 50 GB/s of NICs a server (TestP4deA100Plateau). With the
+//     ring's graph for the tree, the model took Ring Simple from 4 MiB
+//     (1.5x of measured at 512 MiB-1 GiB).
+//
+// The channel count is capped (--max-channels 8, as NCCL_MAX_NCHANNELS
+// would: the p4d log's 8 are NCCL's graph on p4d's 4 NICs of 12.5 GB/s,
+// doubled at run time; topogen's one NIC a GPU, 8 of 6.25 GB/s, gives 8
+// doubled to 16), so that below 256 KiB NCCL's thread thresholds still
+// run fewer (1 channel at 32 KiB; with --channels 8 every size ran on 8
+// and 32-128 KiB were 0.78-0.79), and the protocol is set (--proto
+// simple, the plugin's).
+//
+// p4deMisses are the sizes a100-efa does not bring within 20% (keyed
+// "sweep size", with their ratio when listed):
+//   - 256 and 512 KiB (0.73-0.79 on both sweeps; 32-128 KiB are 0.80-0.84):
+//     measured, the time jumps 30 us between 16 and 32 KiB (190 -> 220
+//     us) and stays flat to 256 KiB, then climbs to 257 us at 512 KiB;
+//     the model's tree moves those sizes in one network step a channel
+//     (8 channels from 256 KiB) and stays at 185-190 us. A size-dependent
+//     cost of EFA's messages would fit (libfabric's EFA provider sends small
+//     messages eagerly and larger ones by a read after a handshake), but
+//     no source here gives its threshold for aws-ofi-nccl 1.5's SENDRECV
+//     protocol, so it is not modelled.
+//   - 128 MiB on the calibration sweep (0.77; the held-out one 0.80):
+//     measured, 64 -> 128 MiB adds 1347 us and 128 -> 256 MiB 3319 us
+//     (50 and 40 GB/s for the added bytes), the model a steady 46-49 GB/s
+//     (chunk 256 KiB from 128 MiB).
+//   - 4 MiB on the held-out sweep (0.79; the calibration sweep 0.81): the
+//     depth rule gives 2 and 4 MiB the same 8 steps a channel (32 and 64
+//     KiB chunks), so the model adds 12 us from 2 to 4 MiB where both
+//     runs add 135-145 us: measured, a step's time grows with its bytes
+//     (about 17 us per 32 KiB more at these sizes), which the model's
+//     pace, 36.5 us a network step whatever its bytes up to a slot, does
+//     not.
+//   - the NCCL 2.23.4 run from 32 KiB to 128 MiB (0.40-0.79): it is far
+//     slower than both NCCL 2.17-era runs at 512 KiB-64 MiB (4 MiB: 925
+//     us against 523 and 534) and as fast at the small sizes (8 B: 180 us)
+//     and the plateau (1 GiB: 26.4 ms). The mechanism is not identified:
+//     NCCL 2.20's one-step tree chunk makes the model faster there, not
+//     slower (with the depth rule it is still 0.46-0.67 at 512 KiB-4 MiB);
+//     NCCL 2.23 weighing the plugin's 75 us and choosing rings at some of
+//     these sizes, or aws-ofi-nccl 1.13's SENDRECV path, are candidates the
+//     printed log (cut) does not settle.
+var p4deMisses = map[string]float64{
+	"pcluster 262144":    0.79,
+	"pcluster 524288":    0.74,
+	"pcluster 134217728": 0.77,
+	"awsome 262144":      0.78,
+	"awsome 524288":      0.73,
+	"awsome 4194304":     0.79,
+	"dlami 32768":        0.79,
+	"dlami 65536":        0.78,
+	"dlami 131072":       0.78,
+	"dlami 262144":       0.74,
+	"dlami 524288":       0.64,
+	"dlami 1048576":      0.54,
+	"dlami 2097152":      0.44,
+	"dlami 4194304":      0.40,
+	"dlami 8388608":      0.40,
+	"dlami 16777216":     0.48,
+	"dlami 33554432":     0.59,
+	"dlami 67108864":     0.67,
+	"dlami 134217728":    0.76,
+}
+
+// p4deSweep runs a100-efa's AllReduce sweep (8 B to top) on 2 x 8 A100s
+// with 8 NICs of 50 Gb/s (p4de's 400 Gb/s a server) through fluid, NCCL's
+// model choosing, and returns simulated / measured by size for ref's
+// sizes (every one of them a tree).
+func p4deSweep(t *testing.T, ref, top string, transport ...string) map[int64]float64 {
+	t.Helper()
+	pub := measuredUs(t, ref)
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "50Gbps"), "ncclpath")
+	args := []string{"--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:" + top + ":2",
+		"--transport", "preset=a100-efa", "--proto", "simple", "--max-channels", "8"}
+	for _, kv := range transport {
+		args = append(args, "--transport", kv)
+	}
+	return fluidOverMeasured(t, mustRun(t, topo, "simccl-decompose", args...), pub)
+}
+
+// checkP4de asserts every size of one p4de sweep within 20% of measured
+// but the listed misses (checkRatio).
+func checkP4de(t *testing.T, name, ref, top string, want int, transport ...string) {
+	t.Helper()
+	got := p4deSweep(t, ref, top, transport...)
+	if len(got) != want {
+		t.Fatalf("%s: %d sizes compared, want %d", ref, len(got), want)
+	}
+	sizes := make([]int64, 0, len(got))
+	for s := range got {
+		sizes = append(sizes, s)
+	}
+	sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+	for _, s := range sizes {
+		was, listed := p4deMisses[fmt.Sprintf("%s %d", name, s)]
+		checkRatio(t, fmt.Sprintf("p4de %s %d B, a100-efa: simulated / measured", name, s), got[s], 0.8, 1.2, was, listed)
+	}
+}
+
+// TestTransportP4deBand: the calibration sweep (28 sizes, 8 B-1 GiB).
+func TestTransportP4deBand(t *testing.T) {
+	t.Parallel()
+	checkP4de(t, "pcluster", "aws-p4de-2x8a100-efa_allreduce_simple_nccl-2.17.csv", "1GiB", 28)
+}
+
+// TestTransportP4deHeldOut: the held-out sweep (29 sizes, 8 B-2 GiB),
+// which no a100-efa value was chosen on; and a later NCCL's run on the
+// same network (p4d: A100 40GB, 4 x 100G EFA; AWS DLAMI guide, NCCL
+// 2.23.4 and aws-ofi-nccl 1.13.2, aws-p4d-2x8a100-efa_allreduce_nccl-
+// 2.23.csv), with NCCL 2.20's one-step tree chunk (tree-chunk=step).
+func TestTransportP4deHeldOut(t *testing.T) {
+	t.Parallel()
+	checkP4de(t, "awsome", "aws-p4de-2x8a100-efa_allreduce.csv", "2GiB", 29)
+	checkP4de(t, "dlami", "aws-p4d-2x8a100-efa_allreduce_nccl-2.23.csv", "1GiB", 28, "tree-chunk=step")
+}
+
+// ociMisses are the sizes of the OCI BM.GPU4.8 AllReduce sweeps (2 x 8
+// A100 40GB, 16 x 100G RoCE a server: oci-2x8a100-roce_*) that preset
+// a100 does not bring within 20%, keyed "run size", with their ratio when
+// listed. a100's NVLink costs are fitted on one OCI BM.GPU4.8 server; its
+// network costs are h100-ib's, fitted on none of these: the sweeps are
+// held out whole, and this is what the preset gives across servers, not a
+// calibration. The misses and their mechanisms:
+//   - 256 B-128 KiB (0.51-0.73, falling with size): the model's tree LL
+//     AllReduce is flat at 28 us from 512 B, measured climbs from 41 to 55
+//     us: a network step over OCI's RoCE costs more than h100-ib's 4 us
+//     per proxy side (fitted on InfiniBand), and more with its bytes.
+//   - 256 KiB (1.36): the model takes the LL ring for one size between
+//     trees (NCCL's model at 16 ranks, h100-ib's costs then make a 30-step
+//     ring slow); measured shows no such step.
+//   - 512 KiB-8 MiB (0.62-0.74, 2 MiB 0.88 in the band): tree LL and
+//     LL128 steps short as above.
+//   - 16-32 MiB (1.40, 1.46): the model's Ring Simple pays h100-ib's
+//     Simple slice cost (8 us) per slice; measured climbs smoothly there
+//     (busbw 111-139 GB/s), as an LL128 ring or a tree would.
+//   - 4 and 8 GiB (1.22, 1.23; 1 and 2 GiB 1.15, in the band): measured busbw jumps from 156 to 219-238 GB/s at 1 GiB, above
+//     the 200 GB/s a ring can move through a server's 16 x 100G: NCCL ran
+//     a tree, whose graph on 2 servers may carry twice the ring's
+//     intra-server bandwidth (search.cc, "increase bwIntra for trees");
+//     our search gives the tree the ring's graph and picks the ring. Forced
+//     to the tree (--algo tree) these sizes are 0.91-0.99. NCCL 2.25.1's
+//     run, busbw 187-190, was a ring: the two runs differ by 15% at 1 GiB.
+//     tree-graph=nccl does not move the choice here: topogen's one 200G NIC
+//     a GPU gives a ring graph of 8 channels at 24 GB/s, the tree's climbs
+//     to 30 (8 x 48 exceeds the NVLink) and NCCL's per-channel tree cap
+//     (8 x 23.6 GB/s, tuning.cc) keeps it under the ring's; OCI's two 100G
+//     NICs a GPU likely give NCCL twice the channels at half the speed,
+//     where the raised tree would win.
+var ociMisses = map[string]float64{
+	"nccl-2.19 256":        0.73,
+	"nccl-2.19 512":        0.70,
+	"nccl-2.19 1024":       0.66,
+	"nccl-2.19 2048":       0.64,
+	"nccl-2.19 4096":       0.62,
+	"nccl-2.19 8192":       0.58,
+	"nccl-2.19 16384":      0.56,
+	"nccl-2.19 32768":      0.56,
+	"nccl-2.19 65536":      0.54,
+	"nccl-2.19 131072":     0.51,
+	"nccl-2.19 262144":     1.36,
+	"nccl-2.19 524288":     0.73,
+	"nccl-2.19 1048576":    0.74,
+	"nccl-2.19 4194304":    0.72,
+	"nccl-2.19 8388608":    0.62,
+	"nccl-2.19 16777216":   1.40,
+	"nccl-2.19 33554432":   1.46,
+	"nccl-2.19 4294967296": 1.22,
+	"nccl-2.19 8589934592": 1.23,
+}
+
+// TestTransportOCIA100HeldOut: preset a100 across two OCI BM.GPU4.8
+// servers through fluid, NCCL's model choosing (nccl-tests' default), on
+// 8 NICs of 200 Gb/s (topogen's one NIC a GPU; the server's 16 x 100G).
+func TestTransportOCIA100HeldOut(t *testing.T) {
+	t.Parallel()
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
+	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:8GiB:2", "--transport", "preset=a100")
+	for _, run := range []struct {
+		name, ref string
+		want      int
+	}{{"nccl-2.19", "oci-2x8a100-roce_allreduce_nccl-2.19.csv", 31}, {"nccl-2.25", "oci-2x8a100-roce_allreduce_nccl-2.25.csv", 3}} {
+		got := fluidOverMeasured(t, st, measuredUs(t, run.ref))
+		if len(got) != run.want {
+			t.Fatalf("%s: %d sizes compared, want %d", run.ref, len(got), run.want)
+		}
+		sizes := make([]int64, 0, len(got))
+		for s := range got {
+			sizes = append(sizes, s)
+		}
+		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+		for _, s := range sizes {
+			was, listed := ociMisses[fmt.Sprintf("%s %d", run.name, s)]
+			checkRatio(t, fmt.Sprintf("OCI 2x8 A100 %s %d B, a100: simulated / measured", run.name, s), got[s], 0.8, 1.2, was, listed)
+		}
+	}
+}
+
+// TestTransportP4deCollFlow: collective granularity's closed form against
+// flow granularity on the calibration sweep's sizes, both through fluid.
+// The issue's target is 5%; a100-efa holds it from 8 B to 16 KiB, at
+// 128-256 KiB and at 2-16 MiB, and is 0.92-1.13 elsewhere (0.94 at 32-64
+// KiB, 1.10 at 512 KiB, 0.92-0.93 at 32-64 MiB, 1.12-1.13 at 128 MiB-1
+// GiB when written): the closed form takes the tree's bandwidth from
+// NCCL's model (0.92 of the graph's, tuning.cc) where the flows move at
+// the NICs' rate, and a one-channel tree's fill from the model's latency
+// terms. With the ring's graph for the
+// tree (tree-graph=ring) the model's 2-server tree had half that
+// bandwidth and collective granularity was 1.7-2.2x of flow from 32 MiB.
+func TestTransportP4deCollFlow(t *testing.T) {
+	t.Parallel()
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "50Gbps"), "ncclpath")
+	at := func(gran string) map[int64]float64 {
+		st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:1GiB:2",
+			"--transport", "preset=a100-efa", "--proto", "simple", "--max-channels", "8", "--granularity", gran)
+		first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+		out := map[int64]float64{}
+		for id, f := range first {
+			out[size[id]] = float64(last[id] - f)
+		}
+		return out
+	}
+	flow, coll := at("flow"), at("collective")
+	if len(flow) != 28 || len(coll) != 28 {
+		t.Fatalf("%d and %d sizes, want 28", len(flow), len(coll))
+	}
+	for s, f := range flow {
+		if r := coll[s] / f; r < 0.85 || r > 1.15 {
+			t.Errorf("%d B: collective / flow granularity %.3f, outside [0.85, 1.15]", s, r)
+		}
+	}
+}
+
+// TestTransportP4dePacketFluid: packet and fluid within 5% on the p4de
+// calibration sweep's sizes under a100-efa (1.001-1.017 at every size
+// from 8 B to 1 GiB when written: the tree's network steps are paced by
+// the same step cost in both). -short runs 1, 8 and 64 MiB; the whole
+// sweep takes about 4 s of packet CPU.
+func TestTransportP4dePacketFluid(t *testing.T) {
+	t.Parallel()
+	sweep, want := "8:1GiB:2", 28
+	if testing.Short() {
+		sweep, want = "1MiB:64MiB:8", 3
+	}
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "50Gbps"), "ncclpath")
+	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", sweep,
+		"--transport", "preset=a100-efa", "--proto", "simple", "--max-channels", "8")
+	times := func(backend ...string) map[int64]int64 {
+		first, last, size := collSpansSizes(t, mustRun(t, st, backend[0], backend[1:]...))
+		out := map[int64]int64{}
+		for id, f := range first {
+			out[size[id]] = last[id] - f
+		}
+		return out
+	}
+	fl, pk := times("flowsim-analytical", "--model", "fluid"), times("flowsim-packet")
+	if len(fl) != want || len(pk) != want {
+		t.Fatalf("%d and %d sizes, want %d", len(fl), len(pk), want)
+	}
+	for s, f := range fl {
+		if r := float64(pk[s]) / float64(f); r < 0.95 || r > 1.05 {
+			t.Errorf("%d B: packet / fluid %.3f, want within 5%%", s, r)
+		}
+	}
+}
+
+// TestTransportNDmv4A100HeldOut: preset a100 across two Azure NDmv4 VMs
+// (8 A100 80GB, one 200G HDR InfiniBand NIC a GPU; NCCL 2.17.1, the
+// mscclpp performance page: azure-ndmv4-2x8a100-ib_allreduce_nccl-2.17.csv),
+// NCCL's model choosing, through fluid. The page gives busbw at 1 and 4
+// GiB (the measured time here is derived from it: 2(n-1)/n x size / busbw)
+// and a latency at 1 KiB. a100's network costs are h100-ib's (InfiniBand,
+// fitted on H100s): the plateau sizes are within 5% (0.963 and 0.977 when
+// written). 1 KiB is a known miss (0.77 when listed): the model's tree LL
+// takes 28 us where the run took 35.9 us, as on OCI's RoCE (ociMisses,
+// 0.66 at 1 KiB): an A100 server's network step costs more than
+// h100-ib's, fitted on H100 servers, and no A100 sweep across servers
+// from small sizes over InfiniBand is among the references to fit it.
+func TestTransportNDmv4A100HeldOut(t *testing.T) {
+	t.Parallel()
+	ref := "azure-ndmv4-2x8a100-ib_allreduce_nccl-2.17.csv"
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
+	sim := map[int64]float64{}
+	for _, sweep := range []string{"1KiB:1KiB:2", "1GiB:4GiB:4"} {
+		st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", sweep, "--transport", "preset=a100")
+		first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+		for id, f := range first {
+			sim[size[id]] = float64(last[id]-f) / 1e3
+		}
+	}
+	rows, err := stats.ReadReference(filepath.Join("..", "examples", "reference", ref))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rows.Rows {
+		us := r.TimeUs
+		if us == 0 {
+			us = 2 * 15.0 / 16 * float64(r.SizeBytes) / (r.BusbwGBps * 1e3) // derived from busbw
+		}
+		got, ok := sim[r.SizeBytes]
+		if !ok {
+			t.Fatalf("%s: %d B not simulated", ref, r.SizeBytes)
+		}
+		n++
+		t.Logf("NDmv4 %d B: %.3f", r.SizeBytes, got/us)
+		was, listed := map[int64]float64{1024: 0.77}[r.SizeBytes]
+		checkRatio(t, fmt.Sprintf("NDmv4 2x8 A100 %d B, a100: simulated %.1f us / measured %.1f us", r.SizeBytes, got, us), got/us, 0.8, 1.2, was, listed)
+	}
+	if n != 3 {
+		t.Fatalf("%s: %d rows, want 3", ref, n)
+	}
+}
