@@ -249,6 +249,10 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 //     here gives; fitting it on these sweeps is not allowed.
 //   - The proxy's serial posting (96 ops x 2.4 us a rail GPU on 4 x 8)
 //     hides behind the NIC's bytes (24 MiB at 50 GB/s is 503 us).
+//   - aws-ofi-nccl's striping (nccl_ofi_scheduler.cpp
+//     set_schedule_by_threshold, min_stripe_size 128 KiB): a 256 KiB
+//     step goes as 2 stripes, 512 KiB as 4, from a round-robin start, so
+//     the GPU's 4 EFA rails stay balanced: no rate change.
 //
 // What remains (EFA's sustained rate, aws-ofi-nccl's receiver-driven
 // RDMA control message per step, host-side cost of a 2 x nRanks-task
