@@ -696,14 +696,17 @@ func (t Transport) RingRoundPs(p Proto, channels, ppn, nNodes int, msg int64) in
 }
 
 // P2PPlan is how NCCL moves one peer's share of bytes over the network
-// in a group of sends and receives to each of n ranks (enqueue.cc
-// addP2pToPlan, paths.cc ncclTopoComputeP2pChannels): in parts on up to
-// the channels per peer (at least one per NIC and one per 14 GB/s of the
-// GPU's NIC bandwidth, nicGBps, a power of two, halved while the peers'
-// batches of 8 would not fit the comm's channels), one part while the
-// channels cannot give every peer one, doubled while a part exceeds a
-// step (P2PChunk); each part in steps of a step, a half of one below 8
-// steps of bytes and a quarter below one step (the network's tuning).
+// in a group of sends and receives to each of n ranks (NCCL 2.28.7
+// enqueue.cc scheduleP2pTasksToPlan and addP2pToPlan, paths.cc
+// ncclTopoGetNchannels and ncclTopoComputeP2pChannels): in parts on up
+// to the channels per peer, which start at 2 and halve while 2 x n
+// exceeds 4 x the comm's p2p channels ("avoid overloading channels with
+// 8+ operations"), then at least the GPU's NICs (getLocalNetCountByBw:
+// the NICs its PCIe link needs; a GPU's NICs here), a power of two; one
+// part while the channels cannot give every peer one, doubled while a
+// part exceeds a step (P2PChunk); each part in steps of a step, a half
+// of one below 8 steps of bytes and a quarter below one step (the
+// network's tuning). nicGBps is unused (kept for the callers' shape).
 func (t Transport) P2PPlan(bytes int64, n, nics int, nicGBps float64, channels int) (parts int, chunk int64) {
 	step := t.P2PChunk
 	if step <= 0 {
@@ -711,14 +714,11 @@ func (t Transport) P2PPlan(bytes int64, n, nics int, nicGBps float64, channels i
 	}
 	step = min(step, max(t.BuffSimple/t.slots(), 1))
 	p2pChannels := pow2Up(min(max(channels, 1), 64))
-	perPeer := max(nics, 1)
-	if nicGBps > 0 {
-		perPeer = max(perPeer, int(math.Ceil(nicGBps/14)))
-	}
-	perPeer = min(pow2Up(perPeer), p2pChannels)
-	for perPeer*((n+7)/8) > p2pChannels && perPeer > 1 {
+	perPeer := 2
+	for perPeer*n > 4*p2pChannels && perPeer > 1 {
 		perPeer /= 2
 	}
+	perPeer = min(pow2Up(max(perPeer, nics, 1)), p2pChannels)
 	minParts := perPeer
 	for minParts*n > p2pChannels && minParts > 1 {
 		minParts /= 2

@@ -303,34 +303,39 @@ func FuzzTransportSet(f *testing.F) {
 	})
 }
 
-// NCCL's grouped sends and receives (enqueue.cc addP2pToPlan) by hand, on
-// 32 ranks of 8 per server with a 50 GB/s NIC share per GPU (channels per
-// peer: 50 / 14 GB/s rounds up to 4; 4 x ceil(32 / 8) = 16 fits 32
-// channels) and AWS's 512 KiB step: a 1 MiB share starts as one part
-// (32 ranks leave each one channel of 32), doubled once to two parts of a
-// step, in half steps (below 8 steps); 64 MiB goes on all 4 channels in
-// full steps; 128 KiB, below the 256 KiB a part must exceed, is one part
-// in quarter steps. NCCL's default 128 KiB step: 1 MiB in 4 parts of 256
-// KiB (the channels' cap), in full steps (8 steps of bytes).
+// NCCL's grouped sends and receives (NCCL 2.28.7 enqueue.cc
+// addP2pToPlan, paths.cc ncclTopoGetNchannels) by hand, with one NIC a
+// GPU and AWS's 512 KiB step. 32 ranks on 32 p2p channels: channels per
+// peer start at 2 and stay (2 x 32 ranks is not above 4 x 32); a 1 MiB
+// share starts as one part (32 ranks leave each one channel of 32),
+// doubled once to two parts of a step, in half steps (below 8 steps); 64
+// MiB also in two parts (the per-peer cap), in full steps; 128 KiB, below
+// the 256 KiB a part must exceed, is one part in quarter steps. NCCL's
+// default 128 KiB step: 1 MiB in 2 parts, in full steps (8 steps of
+// bytes). 64 ranks on 16 p2p channels (p5's 8 x 8: 2 x 8 ring channels):
+// 2 x 64 is above 4 x 16, so one channel per peer and 64 MiB in one part.
 func TestP2PPlan(t *testing.T) {
 	aws := DefaultTransport()
 	if err := aws.Set("p2p-chunk=524288"); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		tr    Transport
-		bytes int64
-		parts int
-		chunk int64
+		tr          Transport
+		bytes       int64
+		n, channels int
+		parts       int
+		chunk       int64
 	}{
-		{aws, 1 << 20, 2, 256 << 10},
-		{aws, 64 << 20, 4, 512 << 10},
-		{aws, 128 << 10, 1, 128 << 10},
-		{DefaultTransport(), 1 << 20, 4, 128 << 10},
+		{aws, 1 << 20, 32, 32, 2, 256 << 10},
+		{aws, 64 << 20, 32, 32, 2, 512 << 10},
+		{aws, 128 << 10, 32, 32, 1, 128 << 10},
+		{DefaultTransport(), 1 << 20, 32, 32, 2, 128 << 10},
+		{aws, 64 << 20, 64, 16, 1, 512 << 10},
+		{aws, 64 << 20, 16, 16, 2, 512 << 10},
 	} {
-		parts, chunk := c.tr.P2PPlan(c.bytes, 32, 1, 50, 32)
+		parts, chunk := c.tr.P2PPlan(c.bytes, c.n, 1, 50, c.channels)
 		if parts != c.parts || chunk != c.chunk {
-			t.Errorf("%d B with %d B steps: %d parts of %d B steps, want %d of %d", c.bytes, c.tr.P2PChunk, parts, chunk, c.parts, c.chunk)
+			t.Errorf("%d B on %d ranks, %d channels, with %d B steps: %d parts of %d B steps, want %d of %d", c.bytes, c.n, c.channels, c.tr.P2PChunk, parts, chunk, c.parts, c.chunk)
 		}
 	}
 }
