@@ -278,12 +278,8 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 			// Under the transport's costs, NCCL's grouped sends and
 			// receives: each peer's share in parts over channels, each
 			// part in steps (P2PPlan).
-			nic := 0.0
-			if p.F.GPUsPerServer > 0 {
-				nic = p.M.NICGBps * float64(p.M.NICs) / float64(p.F.GPUsPerServer)
-			}
 			nics := max(p.M.NICs/max(p.F.GPUsPerServer, 1), 1)
-			pl.Channels, pl.Chunk = p.Opt.transport().P2PPlan(size/int64(n), n, nics, nic, 2*t.Ring.NChannels)
+			pl.Channels, pl.Chunk = p.Opt.transport().P2PPlan(size/int64(n), n, nics, 2*t.Ring.NChannels)
 		}
 		return pl, nil
 	case SendRecv:

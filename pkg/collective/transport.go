@@ -706,8 +706,8 @@ func (t Transport) RingRoundPs(p Proto, channels, ppn, nNodes int, msg int64) in
 // part while the channels cannot give every peer one, doubled while a
 // part exceeds a step (P2PChunk); each part in steps of a step, a half
 // of one below 8 steps of bytes and a quarter below one step (the
-// network's tuning). nicGBps is unused (kept for the callers' shape).
-func (t Transport) P2PPlan(bytes int64, n, nics int, nicGBps float64, channels int) (parts int, chunk int64) {
+// network's tuning).
+func (t Transport) P2PPlan(bytes int64, n, nics, channels int) (parts int, chunk int64) {
 	step := t.P2PChunk
 	if step <= 0 {
 		step = p2pNetChunk

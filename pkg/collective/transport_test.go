@@ -333,7 +333,7 @@ func TestP2PPlan(t *testing.T) {
 		{aws, 64 << 20, 64, 16, 1, 512 << 10},
 		{aws, 64 << 20, 16, 16, 2, 512 << 10},
 	} {
-		parts, chunk := c.tr.P2PPlan(c.bytes, c.n, 1, 50, c.channels)
+		parts, chunk := c.tr.P2PPlan(c.bytes, c.n, 1, c.channels)
 		if parts != c.parts || chunk != c.chunk {
 			t.Errorf("%d B on %d ranks, %d channels, with %d B steps: %d parts of %d B steps, want %d of %d", c.bytes, c.n, c.channels, c.tr.P2PChunk, parts, chunk, c.parts, c.chunk)
 		}
