@@ -463,8 +463,10 @@ func BenchmarkIterationGPT13B8192FatTreeConnLockstep(b *testing.B) {
 // ECMP paths as the first one's moved by pods. Measured on the 2-core VM
 // shared with other jobs (load 10-14): 50.8 s of CPU (50.2 user, 0.6 sys;
 // 228 s wall) and 123 MB, iteration 414.620 ms, exposed DP 176.603 ms,
-// against the exact run's 412.188 and 174.171 ms
-// (BenchmarkIterationGPT13B8192FatTree: +0.6% and +1.4%; 360 s idle). At 1024 GPUs on a k=16 tree (seeds 1-3): 3.3-4.5 s
+// against the exact run (BenchmarkIterationGPT13B8192FatTree) right after
+// it (load 7-14): 488.3 s of CPU (1475 s wall) and 545 MB, 412.188 and
+// 174.171 ms (+0.6% and +1.4%); 9.6x less CPU, about 37 s idle by that
+// ratio (the exact run: 360 s idle). At 1024 GPUs on a k=16 tree (seeds 1-3): 3.3-4.5 s
 // against 35.8-39.7 s loaded, exposed DP -0.7, -0.7, -0.2%, the iteration
 // -0.3, -0.3, -0.1%.
 func BenchmarkIterationGPT13B8192FatTreePodRotation(b *testing.B) {
