@@ -9,12 +9,12 @@ import (
 )
 
 // Pod rotation as symmetry: an APPROXIMATION, opt-in (flowsim-analytical
-// --approx-pod-rotation). On a fat-tree whose servers fill its pods, with
-// every NIC of a server on one edge switch (topogen's), the map rot that
-// moves GPU index l of every server to l+1 (mod G, the GPUs per server)
-// and every pod p to p+P/G (P pods: its servers, edges and aggregation
-// switches, index for index; the cores stay) takes the fabric onto
-// itself, and rot^G is the identity. A COLL node whose G sibling groups
+// --approx-pod-rotation). On a fat-tree whose servers fill its first P
+// pods alike, with every NIC of a server on one edge switch (topogen's),
+// the map rot that moves GPU index l of every server to l+1 (mod G, the
+// GPUs per server) and every pod p < P to p+P/G mod P (its servers, edges
+// and aggregation switches, index for index; the cores and empty pods
+// stay) takes the fabric onto itself, and rot^G is the identity. A COLL node whose G sibling groups
 // are the images of its first under rot^0..rot^(G-1) (GPT-13B's DP rings,
 // one per GPU index of the same servers) then runs its first group only,
 // and every link its flows take stands for the G links of its orbit:
@@ -50,6 +50,9 @@ func (r *PodRotation) Canon(l route.DirLink) route.DirLink { return r.canon[l] }
 // must hold G GPUs each, numbered server by server, and fill P pods (P a
 // multiple of G), and rot must take every link to a link of the same
 // kind, bandwidth and latency.
+//
+// The pod of a switch is its node's group; the pods with GPUs are their
+// GPUs' groups (all of them when GPUs have none).
 func NewPodRotation(t *stream.Topology) (*PodRotation, error) {
 	if t == nil || t.GPUs < 2 {
 		return nil, fmt.Errorf("no GPUs")
@@ -59,20 +62,30 @@ func NewPodRotation(t *stream.Topology) (*PodRotation, error) {
 		return nil, fmt.Errorf("%d GPUs per server: need 2 or more, dividing the %d GPUs", g, t.GPUs)
 	}
 	servers := t.GPUs / g
-	pods := 0
-	for _, n := range t.Nodes {
-		if n.Kind == stream.NodeSwitch && n.Group >= 0 {
-			pods = max(pods, int(n.Group)+1)
+	// The pods the GPUs fill (their nodes' group; else every pod): they
+	// rotate among themselves, and the others, empty, stay.
+	gpuPods, switchPods := 0, 0
+	for i, n := range t.Nodes {
+		switch {
+		case n.Group < 0:
+		case i < t.GPUs:
+			gpuPods = max(gpuPods, int(n.Group)+1)
+		case n.Kind == stream.NodeSwitch:
+			switchPods = max(switchPods, int(n.Group)+1)
 		}
 	}
+	pods, podded := gpuPods, gpuPods > 0
+	if !podded {
+		pods = switchPods
+	}
 	if pods < g || pods%g != 0 || servers%pods != 0 {
-		return nil, fmt.Errorf("%d pods for %d servers of %d GPUs: the pods must be a multiple of the GPUs per server, each holding the same number of servers", pods, servers, g)
+		return nil, fmt.Errorf("%d pods with GPUs for %d servers of %d GPUs: the pods must be a multiple of the GPUs per server, each holding the same number of servers", pods, servers, g)
 	}
 	perPod := servers / pods
 	shift := pods / g
 	for r := 0; r < t.GPUs; r++ {
 		n := t.Nodes[r]
-		if n.Kind != stream.NodeGPU || int(n.Server) != r/g || (n.Group >= 0 && int(n.Group) != r/g/perPod) {
+		if n.Kind != stream.NodeGPU || int(n.Server) != r/g || (podded && int(n.Group) != r/g/perPod) {
 			return nil, fmt.Errorf("GPU %d: not server %d's (%d GPUs each, %d servers per pod, in order)", r, r/g, g, perPod)
 		}
 	}
@@ -100,7 +113,7 @@ func NewPodRotation(t *stream.Topology) (*PodRotation, error) {
 		case c.at < 0:
 		case t.Nodes[list[0]].Kind == stream.NodeNVSwitch:
 			img.at = int32((int(c.at) + shift*perPod) % servers)
-		default:
+		case int(c.at) < pods:
 			img.at = int32((int(c.at) + shift) % pods)
 		}
 		to := members[img]

@@ -81,14 +81,22 @@ func TestPodRotation(t *testing.T) {
 			t.Errorf("%s: images %v, want %v", c.name, got, c.want)
 		}
 	}
+	// Half the pods empty: the 4 with GPUs rotate by 1, the others stay.
+	half, _, err := topo.Generate(topo.Params{Family: topo.FatTree, K: 8, GPUs: 64, GPUsPerServer: 4, GPUType: "A100"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rot, err := expand.NewPodRotation(half); err != nil || rot.Order != 4 {
+		t.Errorf("k=8, 64 GPUs: %v", err)
+	}
 	for _, c := range []struct {
 		p   topo.Params
 		why string
 	}{
-		{topo.Params{Family: topo.FatTree, K: 8, GPUs: 64, GPUsPerServer: 4, GPUType: "A100"}, "servers per pod"}, // half the pods empty
-		{topo.Params{Family: topo.FatTree, K: 8, GPUs: 128, GPUType: "A100"}, "no image"},                         // 8 GPUs a server, on two edges
-		{topo.Params{Family: topo.FatTree, K: 4, GPUs: 16, GPUsPerServer: 4, GPUType: "A100"}, "no image"},        // a server on two edges
-		{topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICsPerASW: 4}, ""},                      // any error
+		{topo.Params{Family: topo.FatTree, K: 8, GPUs: 96, GPUsPerServer: 4, GPUType: "A100"}, "6 pods with GPUs"}, // not a multiple of 4
+		{topo.Params{Family: topo.FatTree, K: 8, GPUs: 128, GPUType: "A100"}, "no image"},                          // 8 GPUs a server, on two edges
+		{topo.Params{Family: topo.FatTree, K: 4, GPUs: 16, GPUsPerServer: 4, GPUType: "A100"}, "no image"},         // a server on two edges
+		{topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICsPerASW: 4}, ""},                       // any error
 	} {
 		tp, _, err := topo.Generate(c.p)
 		if err != nil {
