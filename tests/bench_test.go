@@ -455,6 +455,31 @@ func BenchmarkIterationGPT13B8192FatTreeConnLockstep(b *testing.B) {
 	}
 }
 
+// Issue 29: the same iteration under the default key with
+// --approx-pod-rotation (pkg/expand/podrot.go): of the DP AllReduce's 8
+// groups (one per GPU index, sharing every edge's uplinks) only the first
+// runs, each link it takes standing for its orbit under the rotation that
+// moves GPU index l to l+1 and pods by 4, as if every other group drew its
+// ECMP paths as the first one's moved by pods. Measured on the 2-core VM
+// shared with other jobs (load 10-14): 50.8 s of CPU (50.2 user, 0.6 sys;
+// 228 s wall) and 123 MB, iteration 414.620 ms, exposed DP 176.603 ms,
+// against the exact run (BenchmarkIterationGPT13B8192FatTree) right after
+// it (load 7-14): 488.3 s of CPU (1475 s wall) and 545 MB, 412.188 and
+// 174.171 ms (+0.6% and +1.4%); 9.6x less CPU, about 37 s idle by that
+// ratio (the exact run: 360 s idle). At 1024 GPUs on a k=16 tree (seeds 1-3): 3.3-4.5 s
+// against 35.8-39.7 s loaded, exposed DP -0.7, -0.7, -0.2%, the iteration
+// -0.3, -0.3, -0.1%.
+func BenchmarkIterationGPT13B8192FatTreePodRotation(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		measure(b,
+			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
+			[]string{"ncclpath"},
+			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
+			[]string{"flowsim-analytical", "--expand", "--approx-pod-rotation"},
+			[]string{"fctstats", "--iteration"})
+	}
+}
+
 // Issue 29: what --approx-lockstep costs in fidelity and saves in CPU at
 // 1024 GPUs (GPT-13B) and 128 GPUs (SimAI's MoE example at 128 GPUs),
 // against the full expansion, on Spectrum-X and a k=16 fat-tree (ECMP):

@@ -39,6 +39,7 @@ type command struct {
 	Merge      bool           `name:"merge-channels" help:"With --expand under fluid, the ring channels of a group that make the same flows (same ring order, same bytes: NCCL's 16 channels of a DP ring in 4 orders) move as one flow weighted by their count: exact, checked at every rate solve (should a link only some of them cross ever limit them, the run is repeated with those collectives' shapes unmerged). The times are the unmerged run's up to rounding (a weighted link's sums: 1 ns here and there), hence off by default."`
 	AReuseIdle bool           `name:"approx-reuse-idle" help:"APPROXIMATE, with --approx-reuse: also a COLL node some of whose groups run for themselves because a pipeline transfer may overlap them (a stage's first rank's EP AllToAll and TP groups) takes the time of the first one placed alike, when no stream transfer is in flight on their GPUs at its release; a time is kept only from a run no transfer met. What it loses beyond --approx-reuse: a transfer that starts during such a node neither slows it nor is slowed by it. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	ARails     bool           `name:"approx-rails" help:"APPROXIMATE, with --expand under fluid, on a rail-optimized fabric whose rails are alike (checked: Spectrum-X): of a COLL node whose groups run in full, only its groups on the first rails run when those on the other rails are their images under a relabelling of the rails (SimAI's example's DP rings: one of its two TP ranks' rings; its DP_EP rings: one rail's 4 of 32); the node ends when they do. What it loses: the other rails' own ECMP draws on the spines, and the load they would put on links other nodes share. The trace (fabricsim.approximate), the summary line and fctstats say so. Not with --approx-lockstep, --link-loads, --link-down or --link-scale."`
+	ARotate    bool           `name:"approx-pod-rotation" help:"APPROXIMATE, with --expand under fluid, on a fat-tree whose servers fill a multiple of GPUs-per-server pods alike (checked: the rotation that moves every server's GPU index l to l+1 and each of those pods by pods/GPUs-per-server must map the fabric onto itself; topogen's fat-trees at 512 or 1024 GPUs with --fat-tree-k 16, 4096 or 8192 with 32): of a COLL node whose groups are the images of its first under that rotation (GPT-13B's DP rings, one per GPU index), only the first runs, and each link it takes stands for its orbit's links, so that the node runs as if every other group's ECMP draws were the first group's moved by pods; the groups at one edge still draw independently. What it loses: each group's own draws (every group has the first one's, in other pods, and the groups end together), and other nodes' loads on the orbits' other links. The trace (fabricsim.approximate), the summary line and fctstats say so. Not with --approx-lockstep, --approx-rails, --routing adaptive, --link-loads, --link-down or --link-scale."`
 	MergeAppx  bool           `name:"approx-merge-channels" help:"APPROXIMATE, with --expand under fluid: merge ring channels as --merge-channels does, but where a link only some of a class's channels cross limits them (ECMP collisions on the spines), move the class at that rate instead of running again unmerged: each of its steps waits for its slowest channel. The trace (fabricsim.approximate), the summary line and fctstats say so."`
 	Links      string         `name:"link-loads" placeholder:"FILE" help:"Also write how many bytes every directed link carried, by group type and op, with its busy time and utilization over the run, to FILE (.parquet or .pq, or .csv; formats/links.md): which tier the workload loads, and with what. fctstats --links reads it. A COLL node's bytes are its traffic matrix as priced (under ecmp, the mean over the hash draws); expanded flows and flows their paths."`
 	SendLat    units.Duration `name:"send-lat" placeholder:"TIME" help:"Latency added before each transfer starts moving data, on top of the stream's step latencies. When absent, SimAI's AS_SEND_LAT (us) is read, unless simccl-decompose already applied it in their place (SimAI replay: set it for simccl-decompose)."`
@@ -150,12 +151,17 @@ func (c *command) run() error {
 		// The other rails' groups load no link, and faults make rails unlike.
 		return cli.Usagef("--approx-rails needs --expand and --model fluid, without --approx-lockstep, --link-loads, --link-down or --link-scale")
 	}
+	if c.ARotate && (!c.Expand || model != analytical.Fluid || c.Lockstep || c.ARails || routing == route.Adaptive || c.Links != "" || len(c.LinkDown) > 0 || len(c.LinkScale) > 0) {
+		// The images load no link but their orbit's first, which adaptive
+		// routing and the link loads would read, and faults break the rotation.
+		return cli.Usagef("--approx-pod-rotation needs --expand and --model fluid, without --approx-lockstep, --approx-rails, --routing adaptive, --link-loads, --link-down or --link-scale")
+	}
 	if c.LockGroups < 0 || (c.LockGroups > 0 && !c.Lockstep) {
 		return cli.Usagef("--lockstep-groups %d: a positive count of groups, with --approx-lockstep", c.LockGroups)
 	}
 	opt := analytical.Options{Model: model, Seed: c.Seed, Routing: routing, ECMPKey: ecmpKey, SendLat: des.Time(sendLat), Expand: c.Expand, MemoryLimit: limit, NoSymmetry: !c.Symmetry, Reuse: c.Reuse,
 		LinkLoads: c.Links != "", Faults: faults, ApproxLockstep: c.Lockstep, LockstepGroups: c.LockGroups, MergeChannels: c.Merge, ApproxMergeChannels: c.MergeAppx,
-		ApproxReuse: c.AReuse, ApproxRails: c.ARails, ApproxReuseIdle: c.AReuseIdle}
+		ApproxReuse: c.AReuse, ApproxRails: c.ARails, ApproxReuseIdle: c.AReuseIdle, ApproxPodRotation: c.ARotate}
 	if faults != nil {
 		// A degraded or failed link breaks the sameness of sibling groups.
 		opt.NoSymmetry = true
@@ -243,6 +249,9 @@ func (c *command) run() error {
 	}
 	if c.ARails {
 		expanded += fmt.Sprintf(" APPROXIMATE (--approx-rails): %d flows of groups on other rails not run: in %d COLL nodes the groups on the first rails stood for their images;", res.RailFlows, res.RailNodes)
+	}
+	if c.ARotate {
+		expanded += fmt.Sprintf(" APPROXIMATE (--approx-pod-rotation): %d flows of groups that are images of a node's first group under a rotation of GPU indexes and pods not run: in %d COLL nodes the first group's flows loaded their links' orbits;", res.RotFlows, res.RotNodes)
 	}
 	fmt.Fprintf(os.Stderr, "flowsim-analytical: %s: %d flows%s, %s, simulated %s, wall %.2f s\n",
 		model, res.Flows, strings.TrimSuffix(expanded, ";"), units.HumanSize(res.Bytes), res.End, time.Since(wall).Seconds())

@@ -178,6 +178,12 @@ type Options struct {
 	// (expand.Store.UseApproxRails): an APPROXIMATION, which the trace's
 	// metadata states. Not with LinkLoads, Faults or ApproxLockstep.
 	ApproxRails bool
+	// ApproxPodRotation: on a fat-tree, of a COLL node whose groups are
+	// images of its first under a rotation of GPU indexes and pods, only
+	// the first runs, each of its links standing for its orbit
+	// (expand.PodRotation): an APPROXIMATION, which the trace's metadata
+	// states. Not with LinkLoads, Faults, ApproxLockstep or ApproxRails.
+	ApproxPodRotation bool
 	// LinkLoads sums the bytes every directed link carries, by group type
 	// and op, into Result.Loads: a flow's over its path (or its sprayed
 	// links' shares), a COLL node's from its traffic matrix as priced.
@@ -230,7 +236,23 @@ func Meta(in *flowset.Set, opt Options) trace.Meta {
 		}
 		m.Approximate += ApproxRailsNote
 	}
+	if opt.approxRotating(in) {
+		m.Params["approx_pod_rotation"] = true
+		if m.Approximate != "" {
+			m.Approximate += "; "
+		}
+		m.Approximate += ApproxPodRotationNote
+	}
 	return m
+}
+
+// ApproxPodRotationNote is what the trace (fabricsim.approximate) says of
+// a run with Options.ApproxPodRotation.
+const ApproxPodRotationNote = "approx-pod-rotation: of COLL nodes whose groups are images of the first under a rotation of GPU indexes and pods, only the first ran, loading each link's orbit (the others' ECMP draws were its own, moved by pods)"
+
+// approxRotating reports whether Options.ApproxPodRotation takes effect.
+func (opt Options) approxRotating(in *flowset.Set) bool {
+	return opt.ApproxPodRotation && opt.Expand && opt.Model == Fluid && in.CollNodes > 0 && !opt.LinkLoads && !opt.Faults.active() && !opt.ApproxLockstep && !opt.ApproxRails
 }
 
 // ApproxReuseIdleNote is what the trace (fabricsim.approximate) says of a
@@ -294,6 +316,9 @@ type Result struct {
 	// RailNodes: the COLL nodes of which only the first rails' groups ran
 	// (Options.ApproxRails); RailFlows the flows those stood for.
 	RailNodes, RailFlows int64
+	// RotNodes: the COLL nodes of which only the first group ran
+	// (Options.ApproxPodRotation); RotFlows the flows it stood for.
+	RotNodes, RotFlows int64
 	// ApproxMet: of ApproxReusedNodes (Options.ApproxReuseIdle), those a
 	// stream transfer met while they stood as a delay, whose groups then ran.
 	ApproxIdle, ApproxMet int64
@@ -373,11 +398,14 @@ type engine struct {
 	// allocation per release).
 	sameSrc func(j int32) bool
 	sentSrc int32
-	pace    flowset.Pacer  // the transport's limit on a connection's steps
-	share   *collShare     // fluid at collective granularity
-	price   *collLoad      // the fabric's cost for COLL nodes
-	ex      *expand.Store  // COLL nodes run as their flows
-	merging bool           // ex merges ring channels (chanmerge.go)
+	pace    flowset.Pacer       // the transport's limit on a connection's steps
+	share   *collShare          // fluid at collective granularity
+	price   *collLoad           // the fabric's cost for COLL nodes
+	ex      *expand.Store       // COLL nodes run as their flows
+	merging bool                // ex merges ring channels (chanmerge.go)
+	rot     *expand.PodRotation // Options.ApproxPodRotation: rotated flows load links' orbits
+	rotPath []route.DirLink     // rotate's scratch
+	rotW    []float32
 	badColl map[int32]bool // COLL nodes noted inexact (noteInexact)
 	// An exact merging run: per collective shape, its COLL nodes not
 	// yet ended (shapeLeft), and how many shapes not noted inexact have
@@ -607,6 +635,14 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 				return Result{}, err
 			}
 		}
+		if opt.approxRotating(in) {
+			rot, err := expand.NewPodRotation(in.Topology)
+			if err != nil {
+				return Result{}, fmt.Errorf("--approx-pod-rotation: %v", err)
+			}
+			e.ex.UseApproxPodRotation(rot)
+			e.rot = rot
+		}
 		if opt.merging(in) {
 			e.ex.UseChannelMerge()
 			for _, sh := range opt.skipMerge {
@@ -741,6 +777,7 @@ func runResults(in *flowset.Set, opt Options, emit func(i int32, r flowset.Resul
 		e.res.ReusedNodes, e.res.ReusedFlows = e.ex.Reused()
 		e.res.ApproxReusedNodes, e.res.ApproxReusedFlows, e.res.ApproxWaited = e.ex.ApproxReused()
 		e.res.RailNodes, e.res.RailFlows = e.ex.RailMirrored()
+		e.res.RotNodes, e.res.RotFlows = e.ex.PodRotated()
 		e.res.ApproxIdle, e.res.ApproxMet = e.ex.IdleReused()
 	}
 	if e.merging {
@@ -1017,6 +1054,9 @@ func (e *engine) send(i int32, started bool) error {
 	}
 	if e.fl.private {
 		path = e.fl.privatePath(key, path)
+	}
+	if e.rot != nil && i >= e.n && e.ex.Rotated(i) {
+		path, w = e.rotate(path, w)
 	}
 	id := e.fl.add(i, path, w, size, lat, idealFCT, e.now)
 	if e.merging && nm > 0 {

@@ -259,7 +259,7 @@ func (x *Store) meet(g int32) ([]int32, error) {
 			continue
 		}
 		set.idle.scale = float64(left) / float64(set.idle.span)
-		set.copies, set.fabric, set.repAt, set.rep, set.rcopies = 0, false, -1, nil, 0
+		set.copies, set.fabric, set.repAt, set.rep, set.rcopies, set.rot = 0, false, -1, nil, 0, false
 		set.chans.on = false
 		clear(set.ports)
 		clear(set.next)

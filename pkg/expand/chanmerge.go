@@ -286,7 +286,11 @@ func (x *Store) attachChan(s int32, rep int32, o collective.Origin, sf *stream.F
 	rc := int64(set.rcopies)
 	x.total += 1 + copies + rc
 	x.mirrored += copies
-	x.railFlows += rc
+	if set.rot {
+		x.rotFlows += rc
+	} else {
+		x.railFlows += rc
+	}
 	x.chanMembers++
 	if set.reuse.key != "" && o.Group == set.repAt {
 		set.reuse.rec.made++

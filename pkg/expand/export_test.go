@@ -13,3 +13,6 @@ func RailPlan(x *Store, groups [][]int32) ([]int32, int32) {
 }
 
 func RailsAlike(x *Store) string { return railsAlike(x.in.Topology) }
+
+// ImagesOf is rot's check of a node's groups (rotRun's).
+func ImagesOf(r *PodRotation, groups [][]int32, gpus int) bool { return r.imagesOf(groups, gpus) }

@@ -113,6 +113,10 @@ type Store struct {
 	// Rails as symmetry (railsym.go): per group id, the groups to run.
 	arails               map[int64]railPlan
 	railNodes, railFlows int64
+	// Pod rotation (podrot.go): per group id, whether the first group runs.
+	arot               *PodRotation
+	rotPlans           map[int64]bool
+	rotNodes, rotFlows int64
 	// Idle reuse (approxidle.go): per GPU the stream transfers in flight
 	// and the last one's start; per group id the GPUs checked.
 	fbusy []int32
@@ -199,6 +203,7 @@ type expSet struct {
 	reuse   reuseState
 	areuse  reuseState // approxreuse.go: the whole node's
 	rcopies int32      // railsym.go: per flow made, those it stands for on other rails
+	rot     bool       // podrot.go: the first group stands for its images (rcopies of them)
 	idle    idleState  // approxidle.go: a reused node a transfer may yet meet
 	occ     []int32    // approxidle.go: the GPUs it occupies as a node a transfer may overlap
 }
@@ -386,7 +391,7 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 	if rec.Cut != nil && rec.Cut.FirstFlow != nil {
 		set.idBase = *rec.Cut.FirstFlow
 	}
-	set.copies, set.rep, set.fabric, set.repAt = 0, nil, false, 0
+	set.copies, set.rep, set.fabric, set.repAt, set.rot = 0, nil, false, 0, false
 	// Approximate reuse (approxreuse.go): a node takes the time of the
 	// first one of its shape placed alike, or keeps its own.
 	set.areuse = reuseState{}
@@ -483,6 +488,10 @@ func (x *Store) Expand(i int32) ([]int32, error) {
 			groups, set.rcopies = sub, p.copies
 			x.railNodes++
 		}
+	}
+	if x.arot != nil && !adrop && !x.sym.Alone(i) && set.rep == nil && set.rcopies == 0 && len(groups) > 1 && x.rotRun(rec.Group, groups, rec.Algorithm) {
+		groups, set.rcopies, set.rot = groups[:1], int32(len(groups)-1), true
+		x.rotNodes++
 	}
 	merge := x.chanMerge && set.rep == nil && mergeable(rec) && (x.chanSkip == nil || !x.chanSkip[shapeKey(rec)])
 	// Reuse (reuse.go): the standing group's kept time, or keep it.
@@ -682,7 +691,11 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 	rc := int64(set.rcopies)
 	x.total += 1 + copies + rc
 	x.mirrored += copies
-	x.railFlows += rc
+	if set.rot {
+		x.rotFlows += rc
+	} else {
+		x.railFlows += rc
+	}
 	if d.Kind == flowset.Transfer {
 		x.bytes += (1 + copies + rc) * d.Size
 		x.mirroredB += copies * d.Size
