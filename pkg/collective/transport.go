@@ -458,26 +458,11 @@ func (t *Transport) Set(kv string) error {
 		}
 		t.ARThreshold = n
 	case "host-cpu":
-		switch v {
-		case "intel", "amd":
-			t.AMDHost = v == "amd"
-		default:
-			return fmt.Errorf("--transport host-cpu=%q: want intel or amd", v)
-		}
+		return twoWay(k, v, &t.AMDHost, "intel", "amd", "intel or amd")
 	case "tree-graph":
-		switch v {
-		case "ring", "nccl":
-			t.TreeGraphNCCL = v == "nccl"
-		default:
-			return fmt.Errorf("--transport tree-graph=%q: want ring (the tree uses the ring's graph) or nccl (NCCL's search raises a 2-server tree's intra-server bandwidth)", v)
-		}
+		return twoWay(k, v, &t.TreeGraphNCCL, "ring", "nccl", "ring (the tree uses the ring's graph) or nccl (NCCL's search raises a 2-server tree's intra-server bandwidth)")
 	case "tree-chunk":
-		switch v {
-		case "step", "depth":
-			t.TreeDepthChunk = v == "depth"
-		default:
-			return fmt.Errorf("--transport tree-chunk=%q: want step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)", v)
-		}
+		return twoWay(k, v, &t.TreeDepthChunk, "step", "depth", "step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)")
 	case "tuner":
 		if !slices.Contains(nccl.TunerPlugins, v) {
 			return fmt.Errorf("--transport tuner=%q: want %s", v, strings.Join(nccl.TunerPlugins, " or "))
@@ -568,6 +553,16 @@ func (t *Transport) Set(kv string) error {
 	default:
 		return fmt.Errorf("--transport %q: unknown key %s (%s)", kv, k, strings.Join(transportKeys, ", "))
 	}
+	return nil
+}
+
+// twoWay sets *on for a key of two values, off or on (want says which
+// and what they mean).
+func twoWay(k, v string, on *bool, off, onV, want string) error {
+	if v != off && v != onV {
+		return fmt.Errorf("--transport %s=%q: want %s", k, v, want)
+	}
+	*on = v == onV
 	return nil
 }
 
