@@ -2,6 +2,7 @@ package packet
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/fabricsim/fabricsim/pkg/des"
 )
@@ -260,7 +261,10 @@ func (f *pfc) settleAt(p *port, now int64, seq uint64) {
 	case n == int(p.lz):
 		p.lz = 0 // the common case: no copy (a memmove call, 1.6% of a 127-to-1 incast)
 	case n > 0:
-		copy(p.lzs[:], p.lzs[n:p.lz])
+		// At most lzCap-1 moves: element by element, not a memmove call.
+		for i := n; i < int(p.lz); i++ {
+			p.lzs[i-n] = p.lzs[i]
+		}
 		p.lz -= uint8(n)
 	}
 }
@@ -299,8 +303,14 @@ func (f *pfc) holds(p *port, q int) bool {
 // wakeAtExpiry has port pid (p) look again when a PAUSE holding back
 // something it has to send expires.
 func (f *pfc) wakeAtExpiry(pid int32, p *port) {
-	for i := 1; i < nQ; i++ {
-		if p.paused[i] && (p.full&(1<<i) != 0 || len(p.qps) > 0) {
+	// The data queues with something to send: those holding packets, or
+	// all of them for a port with queue pairs. Set bits only, in order.
+	m := uint(p.full) &^ 1
+	if len(p.qps) > 0 {
+		m = 1<<nQ - 2
+	}
+	for ; m != 0; m &= m - 1 {
+		if i := bits.TrailingZeros(m); p.paused[i] {
 			if i == dataQ && f.keeps(pid) {
 				f.keep(pid, p, p.pauseTill[i])
 				continue
