@@ -132,7 +132,8 @@ func (f *pfc) refresh(k int32) {
 			f.to[i] = s.fab.ports[i].to
 		}
 	}
-	v := f.to[k/nQ]
+	dl := int32(uint32(k) / nQ) // k >= 0: a shift, not a signed division
+	v := f.to[dl]
 	s.cur = v
 	if !f.pausedQ[k] {
 		return
@@ -142,8 +143,7 @@ func (f *pfc) refresh(k int32) {
 			return
 		}
 	}
-	dl := k / nQ
-	f.send(dl, int(k%nQ), true)
+	f.send(dl, int(uint32(k)%nQ), true)
 	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
 }
 
@@ -183,7 +183,7 @@ func (f *pfc) frame(pid int32, arg int64) {
 	p := &s.fab.ports[pid]
 	s.cur = p.from
 	f.look(p.from)
-	f.settle(p)
+	f.settleLooked(p)
 	q := int(arg >> 1)
 	if arg&1 == 1 {
 		f.pause(p, q, s.now)
@@ -241,6 +241,12 @@ type lzFrame struct {
 // before the event being handled.
 func (f *pfc) settle(p *port) {
 	f.look(p.from) // its node's kept wakes saw the port before (pfcwake.go)
+	f.settleLooked(p)
+}
+
+// settleLooked is settle where p's node has just looked (a second look
+// finds nothing due: a 127-to-1 incast made four million of them).
+func (f *pfc) settleLooked(p *port) {
 	if p.lz > 0 {
 		f.settleAt(p, f.s.now, f.s.curSeq)
 	}
@@ -296,7 +302,7 @@ func (f *pfc) unsettle() {
 // holds reports whether priority q of egress port p is paused now. A
 // suspended fabric (--surrogate, not lite) does not hold hosts back.
 func (f *pfc) holds(p *port, q int) bool {
-	f.settle(p)
+	f.settleLooked(p) // its only caller, tryTx, looked
 	return p.pausedNow(q, f.s.now, f.s.suspended && !f.s.fab.isSwitch[p.from])
 }
 
