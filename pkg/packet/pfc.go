@@ -143,7 +143,16 @@ func (f *pfc) refresh(k int32) {
 			return
 		}
 	}
-	f.send(dl, int(uint32(k)%nQ), true)
+	q := int(uint32(k) % nQ)
+	if p := &s.fab.ports[dl]; p.lz < lzCap && s.pv.part == nil && !s.suspended && s.mon == nil {
+		// send's common case for a refresh (kept at its port) without its
+		// others: a refresh is most of a PFC-heavy incast's events.
+		s.stats.Pauses++
+		at := s.now + p.lat
+		p.lzPush(lzFrame{at: at, seq: s.seq(at), q: int8(q)})
+	} else {
+		f.send(dl, q, true)
+	}
 	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
 }
 
