@@ -26,13 +26,12 @@ const (
 // PAUSE_TIME 5 us) in 1 and 2 MB switch buffers, and under PFC_MODE port,
 // htsim's own. The target is the htsim figure, reported beside each.
 //
-// Measured at 60e9244 against fea9ff3 on the 2-core VM under load (load 7
+// Measured at 9e7fc53 against fea9ff3 on the 2-core VM under load (load 5
 // to 8: other sessions' runs), CPU min of five a case over three
-// alternating rounds (five for 127to1-buf1MB): 32to1 0.049, 0.035,
-// 0.033 s (before 0.049, 0.034, 0.036), 127to1 0.311, 0.212, 0.119 s
-// (before 0.317, 0.209, 0.121). The load's noise is as large as the 4.5%
-// fewer instructions cachegrind counts on 127to1-buf1MB (2.254 G ->
-// 2.152 G).
+// alternating rounds: 32to1 0.055, 0.041, 0.033 s (before 0.046, 0.035,
+// 0.032), 127to1 0.325, 0.191, 0.113 s (before 0.321, 0.213, 0.118). The
+// load's noise is larger than the 6.7% fewer instructions cachegrind
+// counts on 127to1-buf1MB (2.254 G -> 2.103 G; 32to1-buf1MB 4.6%).
 func BenchmarkPacketPFCIncastHtsim(b *testing.B) {
 	dir := b.TempDir()
 	topoOut, err := exec.Command(filepath.Join(binDir, "topogen"), "--family", "fat-tree", "--fat-tree-k", "8", "--gpus", "128",
