@@ -50,6 +50,7 @@ type port struct {
 	rr        uint8 // last data queue served
 	full      uint8 // bit q: queue q is not empty
 	lz        uint8 // how many PAUSEs wait to be applied (lzs, pfc.go)
+	lzHead    uint8 // the oldest's index in lzs, a ring
 	from, to  int32
 	bitPs     float64 // ps per byte
 	lat       int64
@@ -67,7 +68,7 @@ type port struct {
 	kmax      int64
 	pmax      float64
 	pauseTill [nQ]int64
-	lzs       [lzCap]lzFrame // the PAUSEs on their way here, oldest first
+	lzs       [lzCap]lzFrame // the PAUSEs on their way here, oldest first from lzHead
 	q         [nQ]fifo
 }
 

@@ -83,7 +83,7 @@ func (fa *fabric) tryTx(pid int32) {
 		fa.transmit(pid, p.pop(0), 0)
 		return
 	}
-	s.pfc.settle(p)
+	s.pfc.settleLooked(p) // its node looked above
 	hostFree := s.suspended && !fa.isSwitch[p.from]
 	fwd := p.nextQueue(s.now, hostFree)
 	if fwd > 0 && (len(p.qps) == 0 || !p.qpTurn) {

@@ -382,8 +382,7 @@ func (pv *partView) takeIn(b *outbox, c *crossing) {
 		// 2048-GPU AllToAll's on two parts, the difference from the single
 		// loop's count.
 		if p := &s.fab.ports[c.target]; c.arg&1 == 1 && p.lz < lzCap && !s.suspended {
-			p.lzs[p.lz] = lzFrame{at: c.at, seq: c.seq, q: int8(c.arg >> 1)}
-			p.lz++
+			p.lzPush(lzFrame{at: c.at, seq: c.seq, q: int8(c.arg >> 1)})
 			return
 		}
 		s.q.PushSeq(des.Time(c.at), c.seq, evPFC, c.target, c.arg)

@@ -15,15 +15,14 @@ func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 	s := &Sim{cfg: Config{PauseTimePs: 5000}}
 	f := &pfc{s: s}
 	p := &port{}
-	p.lzs[0] = lzFrame{at: 100, seq: 7, q: dataQ}
-	p.lzs[1] = lzFrame{at: 300, seq: 2, q: dataQ}
-	p.lz = 2
+	p.lzPush(lzFrame{at: 100, seq: 7, q: dataQ})
+	p.lzPush(lzFrame{at: 300, seq: 2, q: dataQ})
 	f.settleAt(p, 100, 7) // the same event: not before itself
 	if p.paused[dataQ] || p.lz != 2 {
 		t.Fatalf("applied at its own event: paused %v, %d waiting", p.paused[dataQ], p.lz)
 	}
 	f.settleAt(p, 100, 8)
-	if !p.paused[dataQ] || p.pauseTill[dataQ] != 100+5000 || p.lz != 1 || p.lzs[0].at != 300 {
+	if !p.paused[dataQ] || p.pauseTill[dataQ] != 100+5000 || p.lz != 1 || p.lzAt(0).at != 300 {
 		t.Fatalf("after the first: paused %v till %d, %d waiting", p.paused[dataQ], p.pauseTill[dataQ], p.lz)
 	}
 	p.paused[dataQ] = false // a RESUME event at 200 (frame settles, then resumes)
@@ -34,8 +33,21 @@ func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 	if !p.paused[dataQ] || p.pauseTill[dataQ] != 300+5000 || p.lz != 0 {
 		t.Fatalf("after the second: paused %v till %d, %d waiting", p.paused[dataQ], p.pauseTill[dataQ], p.lz)
 	}
-	p.lzs[0] = lzFrame{at: 400, seq: 1, q: portPFC}
-	p.lz = 1
+	// The ring's oldest is now its third slot: a full ring wraps past the
+	// end, and its PAUSEs still apply oldest first, the last one due
+	// setting the expiry.
+	for i, at := range []int64{310, 320, 330, 340} {
+		p.lzPush(lzFrame{at: at, seq: uint64(i), q: dataQ})
+	}
+	f.settleAt(p, 335, 0)
+	if p.pauseTill[dataQ] != 330+5000 || p.lz != 1 || p.lzAt(0).at != 340 {
+		t.Fatalf("wrapped: till %d, %d waiting, next at %d", p.pauseTill[dataQ], p.lz, p.lzAt(0).at)
+	}
+	f.settleAt(p, 341, 0)
+	if p.pauseTill[dataQ] != 340+5000 || p.lz != 0 {
+		t.Fatalf("wrapped, the last: till %d, %d waiting", p.pauseTill[dataQ], p.lz)
+	}
+	p.lzPush(lzFrame{at: 400, seq: 1, q: portPFC})
 	f.settleAt(p, 401, 0)
 	for q := 1; q < nQ; q++ {
 		if !p.paused[q] || p.pauseTill[q] != maxTime {

@@ -164,6 +164,32 @@ func (f *pfc) catchUp(v int32) {
 	l := k.list(v)
 	k.nodes[v].next = maxTime // its own looks (Sim.seq) while they run: none due
 	next := int64(maxTime)
+	if len(l) == 1 {
+		// One port's wake (a host's NIC): no scan for the earliest.
+		w := &l[0]
+		for w.at < now || w.at == now && w.seq < seq {
+			s.now, s.curSeq, s.cur = w.at, w.seq, v
+			if !f.fire(w) {
+				l = l[:0]
+				break
+			}
+		}
+		if len(l) == 1 {
+			next = w.at
+		}
+	} else {
+		l, next = f.fireAll(l, now, seq, v)
+	}
+	k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
+	s.now, s.curSeq, s.cur = now, seq, cur
+	k.firing = false
+}
+
+// fireAll runs the due wakes of l, node v's, before the event at now
+// numbered seq, earliest first, and returns those left and the earliest
+// time among them.
+func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWake, next int64) {
+	s := f.s
 	for {
 		best := -1
 		next = maxTime
@@ -178,7 +204,7 @@ func (f *pfc) catchUp(v int32) {
 			}
 		}
 		if best < 0 {
-			break
+			return l, next
 		}
 		w := &l[best]
 		s.now, s.curSeq, s.cur = w.at, w.seq, v
@@ -187,9 +213,6 @@ func (f *pfc) catchUp(v int32) {
 			l = l[:len(l)-1]
 		}
 	}
-	k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
-	s.now, s.curSeq, s.cur = now, seq, cur
-	k.firing = false
 }
 
 // fire is a kept wake w popping (fabric.onWake) at its time and number
