@@ -652,8 +652,13 @@ func (pv *partView) checkReleases() error {
 	s := pv.s
 	d := s.flows.DAG
 	for i := int32(0); int(i) < d.Len(); i++ {
-		for _, p := range d.Deps(i) {
-			if r, h := pv.releasedIn(p, i), pv.home(i); r != h {
+		deps := d.Deps(i)
+		if len(deps) == 0 {
+			continue
+		}
+		h := pv.home(i)
+		for _, p := range deps {
+			if r := pv.releasedIn(p, i); r != h {
 				return fmt.Errorf("partitions: flow %d (from node %d, part %d) waits on flow %d, which releases it in part %d (%d -> %d): a partitioned run needs every dependency released where its dependant starts; run with one partition",
 					d.ID(i), s.flows.src(i), h, d.ID(p), r, s.flows.src(p), s.flows.dst(p))
 			}
