@@ -297,6 +297,40 @@ func TestPartitionedSlotsReclaimed(t *testing.T) {
 	}
 }
 
+// A pair none of whose packets left its part frees its slot when it is
+// done, as in the single loop, without asking the other parts: 200
+// chained flows between two GPUs of server 0 (NVLink, inside part 0)
+// reuse two slots, none through a reclaiming message, and end as in the
+// single loop; the one pair sent to part 1 beside them is not freed so.
+func TestPartitionedLocalPairsFreedAtOnce(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
+	const flows = 200
+	var specs []flowSpec
+	a, b := int32(0), int32(1)
+	for i := range flows {
+		f := flowSpec{a, b, 4096, nil}
+		if i > 0 {
+			f.deps = []int64{int64(i - 1)}
+		}
+		specs = append(specs, f)
+		a, b = b, a
+	}
+	specs = append(specs, flowSpec{2, 24, 4096, nil}) // to server 3, part 1: a pair that asks
+	cfg := DefaultConfig()
+	_, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
+	s, f := runParts(t, tp, cfg, cc.ModeDCQCN, specs, 2, 1)
+	if !slices.Equal(f.End, f0.End) {
+		t.Fatal("flow ends differ from the single loop's")
+	}
+	p := s.pv.peers[0]
+	if p.pv.part.of[0] != p.pv.me {
+		t.Fatal("GPU 0 is not in the first part")
+	}
+	if n := len(p.nic.qps); p.pv.freedAtOnce != flows || n > 3 || p.pv.pairsSent != 1 {
+		t.Fatalf("part 0: %d of %d pairs freed at once, %d slots, %d pairs sent", p.pv.freedAtOnce, flows, n, p.pv.pairsSent)
+	}
+}
+
 // A pair's shadow is made from what its first packet into a part brings;
 // the pair's later packets there carry only its key. Four 64 KiB flows
 // (16 packets each) between a server of one part and a server of another
