@@ -354,31 +354,13 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 		c.slotKey = make([]uint32, n)
 		c.slotNext = make([]int32, n)
 	}
-	// Each event's group and key, packed. The current group's fields stay
-	// in locals; the rare change of group is a call, which keeps this loop
-	// in registers.
 	gs := &c.slotGs
 	key := c.slotKey[:n]
-	at, hi := h[0].At, h[0].seq>>(slotShift+slotBits)
-	lo := h[0].seq >> slotShift & slotMask
-	gs.n, gs.at[0], gs.hi[0] = 1, at, hi
-	g, hiKey := 0, lo
-	for i := range h {
-		e := &h[i]
-		x := e.seq >> slotShift & slotMask
-		if e.At != at || e.seq>>(slotShift+slotBits) != hi {
-			at, hi = e.At, e.seq>>(slotShift+slotBits)
-			if g, lo, hiKey = gs.enter(g, lo, hiKey, at, hi, x); g < 0 {
-				return h, false
-			}
-		}
-		lo, hiKey = min(lo, x), max(hiKey, x)
-		key[i] = uint32(g)<<slotBits | uint32(x)
+	if !gs.keys(h, key) {
+		return h, false
 	}
-	gs.lo[g], gs.max[g] = lo, hiKey
 	ng := gs.n
 	gAt, gHi, gLo, gMax := &gs.at, &gs.hi, &gs.lo, &gs.max
-	gAt[g], gHi[g], gLo[g], gMax[g] = at, hi, lo, hiKey
 	// The groups in order, each a range of slots from its smallest key.
 	var ord [slotGroups]uint8
 	for i := range ng {
@@ -399,17 +381,9 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 		c.slotHead = make([]int32, total)
 	}
 	head, next := c.slotHead[:total], c.slotNext[:n]
-	// Chained from the back, so that each slot's chain is in h's order;
-	// that order must be the numbers' (a maker's count grows as it pushes).
-	for i := n - 1; i >= 0; i-- {
-		k := key[i]
-		s := gBase[k>>slotBits&(slotGroups-1)] + int(k&slotMask)
-		j := head[s]
-		if j != 0 && h[j-1].seq < h[i].seq {
-			clear(head)
-			return h, false
-		}
-		next[i], head[s] = j, int32(i+1)
+	if !slotChain(h, key, head, next, &gBase) {
+		clear(head)
+		return h, false
 	}
 	// Into an array of h's capacity class, which h then joins (a bucket's
 	// own), or through the scratch and back.
@@ -422,6 +396,40 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 		}
 		out = c.slotOut[:n]
 	}
+	slotGather(out, h, head, next)
+	if own && cap(h) >= keepCap {
+		c.release(h)
+		return out, true
+	}
+	copy(h, out)
+	return h, true
+}
+
+// slotChain chains each event of h to its slot's (key's) list, from the
+// back, so that each list is in h's order; that order must be the
+// numbers' (a maker's count grows as it pushes), else it reports false.
+// (The three passes of slotSort are functions of their own: in one, the
+// loops' counters did not stay in registers.)
+func slotChain(h []Event, key []uint32, head, next []int32, gBase *[slotGroups]int) bool {
+	next = next[:len(h)]
+	key = key[:len(h)]
+	for i := len(h) - 1; i >= 0; i-- {
+		k := key[i]
+		s := gBase[k>>slotBits&(slotGroups-1)] + int(k&slotMask)
+		j := head[s]
+		if j != 0 && h[j-1].seq < h[i].seq {
+			return false
+		}
+		next[i], head[s] = j, int32(i+1)
+	}
+	return true
+}
+
+// slotGather moves h's events to out slot by slot, each slot's along its
+// list, and empties the slots.
+//
+//go:noinline
+func slotGather(out, h []Event, head, next []int32) {
 	k := 0
 	for s, j := range head {
 		if j == 0 {
@@ -433,12 +441,34 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 		}
 		head[s] = 0
 	}
-	if own && cap(h) >= keepCap {
-		c.release(h)
-		return out, true
+}
+
+// keys packs each event's group and key (group<<slotBits | key) into
+// key, and reports false past slotGroups groups. The current group's
+// fields stay in locals; the rare change of group is a call, which keeps
+// this loop in registers.
+//
+//go:noinline
+func (gs *slotGroupSet) keys(h []Event, key []uint32) bool {
+	key = key[:len(h)]
+	at, hi := h[0].At, h[0].seq>>(slotShift+slotBits)
+	lo := h[0].seq >> slotShift & slotMask
+	gs.n, gs.at[0], gs.hi[0] = 1, at, hi
+	g, top := 0, lo
+	for i := range h {
+		e := &h[i]
+		x := e.seq >> slotShift & slotMask
+		if e.At != at || e.seq>>(slotShift+slotBits) != hi {
+			at, hi = e.At, e.seq>>(slotShift+slotBits)
+			if g, lo, top = gs.enter(g, lo, top, at, hi, x); g < 0 {
+				return false
+			}
+		}
+		lo, top = min(lo, x), max(top, x)
+		key[i] = uint32(g)<<slotBits | uint32(x)
 	}
-	copy(h, out)
-	return h, true
+	gs.lo[g], gs.max[g] = lo, top
+	return true
 }
 
 // slotGroupSet is slotSort's groups: each one's time, number bits above
