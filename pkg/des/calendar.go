@@ -356,7 +356,7 @@ const (
 // on average in SimAI's micro AllReduce, which insertion and merging
 // sorted in a sixth of its instructions. Here each event's number is read
 // twice and the event moved once, whatever the permutation: 93-99% of the
-// events of SimAI's three 128-GPU cases sort so, and the run takes 6-7.5%
+// events of SimAI's three 128-GPU cases sort so, and their runs take 7-8%
 // fewer instructions.
 func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 	n := len(h)
@@ -398,17 +398,23 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 	}
 	// Into an array of h's capacity class, which h then joins (a bucket's
 	// own), or through the scratch and back.
+	// (A bucket array that append grew past a power of two is copied back.)
 	var out []Event
-	if own && cap(h) >= keepCap {
-		out = c.take(bits.Len(uint(cap(h))) - 1)[:n]
-	} else {
+	if own = own && cap(h) >= keepCap; own {
+		if out = c.take(bits.Len(uint(cap(h))) - 1); cap(out) < n {
+			c.release(out)
+			own = false
+		}
+	}
+	if !own {
 		if cap(c.slotOut) < n {
 			c.slotOut = make([]Event, n)
 		}
-		out = c.slotOut[:n]
+		out = c.slotOut
 	}
+	out = out[:n]
 	slotGather(out, h, head, next)
-	if own && cap(h) >= keepCap {
+	if own {
 		c.release(h)
 		return out, true
 	}

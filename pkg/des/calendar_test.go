@@ -550,6 +550,7 @@ func TestCalendarSlotSort(t *testing.T) {
 		for _, own := range []bool{false, true} {
 			c := NewCalendar(10, 8)
 			h := tc.build()
+			orig := slices.Clone(h)
 			if own {
 				h = append(c.take(bits.Len(uint(2*len(h)))), h...)
 			}
@@ -563,6 +564,13 @@ func TestCalendarSlotSort(t *testing.T) {
 			}
 			if got := c.sortBucket(h, own); !slices.Equal(got, want) {
 				t.Errorf("%s (own %v): sorted wrongly", tc.name, own)
+			}
+			if own {
+				// A bucket array append grew past a power of two.
+				h = append(make([]Event, 0, len(orig)+len(orig)/2+1), orig...)
+				if got := c.sortBucket(h, own); !slices.Equal(got, want) {
+					t.Errorf("%s (capacity %d): sorted wrongly", tc.name, cap(h))
+				}
 			}
 			if slices.ContainsFunc(c.slotHead, func(j int32) bool { return j != 0 }) {
 				t.Fatalf("%s: slots left set", tc.name)
