@@ -2,6 +2,7 @@ package des
 
 import (
 	"cmp"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -477,6 +478,103 @@ func TestCalendarLateEvents(t *testing.T) {
 		}
 		if c.Len() != 0 || c.lateLen() != 0 {
 			t.Fatalf("seed %d: %d events (%d late) left", seed, c.Len(), c.lateLen())
+		}
+	}
+}
+
+// The slot sort orders buckets numbered by maker as a packet simulator
+// numbers them (a class, the maker XOR a hash of the time, the maker's
+// count) exactly as a stable sort by (At, number) does, whatever order
+// the makers come in; where its conditions fail (too many groups, keys
+// too spread, a maker's events out of order) it declines and the merge
+// sort takes the bucket.
+func TestCalendarSlotSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	num := func(class, maker, count uint64) uint64 {
+		return class<<(slotShift+slotBits) | maker<<slotShift | count
+	}
+	for _, tc := range []struct {
+		name  string
+		fast  bool
+		build func() []Event
+	}{
+		{"makers XOR-permuted, runs of 5", true, func() []Event {
+			var h []Event
+			d := uint64(rng.IntN(256))
+			for m := range uint64(128) {
+				for k := range uint64(5) {
+					h = append(h, Event{At: 1000, seq: num(7, 0x5a5a00|m^d, 100+k)})
+				}
+			}
+			return h
+		}},
+		{"two times, two classes, interleaved", true, func() []Event {
+			var h []Event
+			for m := range uint64(256) {
+				at := Time(1020 - 20*(m/128))
+				h = append(h, Event{At: at, seq: num(m&1, 0x123400|m^0x55, uint64(rng.IntN(4)))})
+			}
+			// One maker's later events, after the others.
+			h = append(h, Event{At: 1000, seq: num(0, 0x123400, 9)}, Event{At: 1000, seq: num(0, 0x123400, 10)})
+			return h
+		}},
+		{"equal numbers keep their order", true, func() []Event {
+			var h []Event
+			for i := range 64 {
+				h = append(h, Event{At: 1000, seq: num(1, uint64(63-i/2), 0), Target: int32(i)})
+			}
+			return h
+		}},
+		{"a maker's events out of order", false, func() []Event {
+			var h []Event
+			for m := range uint64(40) {
+				h = append(h, Event{At: 1000, seq: num(0, m, 5)})
+			}
+			return append(h, Event{At: 1000, seq: num(0, 3, 4)})
+		}},
+		{"keys too spread", false, func() []Event {
+			var h []Event
+			for range 40 {
+				h = append(h, Event{At: 1000, seq: num(0, uint64(rng.IntN(slotMask)), 0)})
+			}
+			return h
+		}},
+		{"too many times", false, func() []Event {
+			var h []Event
+			for i := range 40 {
+				h = append(h, Event{At: Time(1000 + 40 - i), seq: num(0, 1, 0)})
+			}
+			return h
+		}},
+	} {
+		for _, own := range []bool{false, true} {
+			c := NewCalendar(10, 8)
+			h := tc.build()
+			orig := slices.Clone(h)
+			if own {
+				h = append(c.take(bits.Len(uint(2*len(h)))), h...)
+			}
+			want := slices.Clone(h)
+			slices.SortStableFunc(want, func(a, b Event) int {
+				return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.seq, b.seq))
+			})
+			_, fast := c.slotSort(slices.Clone(h), false)
+			if fast != tc.fast {
+				t.Errorf("%s: slot sort took it %v, want %v", tc.name, fast, tc.fast)
+			}
+			if got := c.sortBucket(h, own); !slices.Equal(got, want) {
+				t.Errorf("%s (own %v): sorted wrongly", tc.name, own)
+			}
+			if own {
+				// A bucket array append grew past a power of two.
+				h = append(make([]Event, 0, len(orig)+len(orig)/2+1), orig...)
+				if got := c.sortBucket(h, own); !slices.Equal(got, want) {
+					t.Errorf("%s (capacity %d): sorted wrongly", tc.name, cap(h))
+				}
+			}
+			if slices.ContainsFunc(c.slotHead, func(j int32) bool { return j != 0 }) {
+				t.Fatalf("%s: slots left set", tc.name)
+			}
 		}
 	}
 }
