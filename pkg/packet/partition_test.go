@@ -272,16 +272,7 @@ func TestPartitionedRefusals(t *testing.T) {
 func TestPartitionedSlotsReclaimed(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
 	const flows = 200
-	var specs []flowSpec
-	a, b := int32(0), int32(24) // servers 0 and 3: parts 0 and 1 of two
-	for i := range flows {
-		f := flowSpec{a, b, 4096, nil}
-		if i > 0 {
-			f.deps = []int64{int64(i - 1)}
-		}
-		specs = append(specs, f)
-		a, b = b, a
-	}
+	specs := bouncing(0, 24, flows) // servers 0 and 3: parts 0 and 1 of two
 	cfg := DefaultConfig()
 	_, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
 	for _, threads := range []int{1, 2} {
@@ -305,16 +296,7 @@ func TestPartitionedSlotsReclaimed(t *testing.T) {
 func TestPartitionedLocalPairsFreedAtOnce(t *testing.T) {
 	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "A100", NICBW: 100e9})
 	const flows = 200
-	var specs []flowSpec
-	a, b := int32(0), int32(1)
-	for i := range flows {
-		f := flowSpec{a, b, 4096, nil}
-		if i > 0 {
-			f.deps = []int64{int64(i - 1)}
-		}
-		specs = append(specs, f)
-		a, b = b, a
-	}
+	specs := bouncing(0, 1, flows)
 	specs = append(specs, flowSpec{2, 24, 4096, nil}) // to server 3, part 1: a pair that asks
 	cfg := DefaultConfig()
 	_, f0 := runFlows(t, tp, cfg, cc.ModeDCQCN, specs)
@@ -360,4 +342,19 @@ func TestPartitionedPairSentOnce(t *testing.T) {
 			t.Fatalf("%d parts: %d pairs sent for %d shadows made (at least %d), in %d crossings", parts, sent, made, len(specs), crossings)
 		}
 	}
+}
+
+// bouncing is n one-packet flows between GPUs a and b, back and forth,
+// each started by the previous one's arrival.
+func bouncing(a, b int32, n int) []flowSpec {
+	var specs []flowSpec
+	for i := range n {
+		f := flowSpec{a, b, 4096, nil}
+		if i > 0 {
+			f.deps = []int64{int64(i - 1)}
+		}
+		specs = append(specs, f)
+		a, b = b, a
+	}
+	return specs
 }
