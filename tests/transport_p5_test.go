@@ -2,8 +2,9 @@ package tests
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"testing"
 )
 
@@ -156,7 +157,7 @@ func TestTransportP5HeldOut(t *testing.T) {
 			if len(sizes) != want {
 				t.Fatalf("%s: %d sizes compared, want %d", ref, len(sizes), want)
 			}
-			sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
+			slices.Sort(sizes)
 			for _, s := range sizes {
 				was, listed := p5Misses[fmt.Sprintf("%s %d %d", op, n*8, s)]
 				checkRatio(t, fmt.Sprintf("%s %dx8 %d B, h100-efa: simulated %.1f us / measured %.1f us", op, n, s, got[s], pub[s]),
@@ -299,12 +300,7 @@ func TestTransportP5AllToAll(t *testing.T) {
 				t.Errorf("alltoall 32 MiB: the transport adds %.1f us, less than one network step's cost (36.5 us)", d)
 			}
 		}
-		var sizes []int64
-		for s := range flow {
-			sizes = append(sizes, s)
-		}
-		sort.Slice(sizes, func(i, j int) bool { return sizes[i] < sizes[j] })
-		for _, s := range sizes {
+		for _, s := range slices.Sorted(maps.Keys(flow)) {
 			m, ok := pub[s]
 			if !ok {
 				t.Fatalf("%s: %d B: no published row", ref, s)
