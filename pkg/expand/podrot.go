@@ -2,6 +2,7 @@ package expand
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -195,43 +196,38 @@ func (r *PodRotation) imagesOf(groups [][]int32, gpus int) bool {
 	if len(groups) != r.Order {
 		return false
 	}
-	used := make([]bool, r.Order)
 	g0 := groups[0]
+	for _, x := range g0 {
+		if x < 0 || int(x) >= gpus {
+			return false
+		}
+	}
+	used := make([]bool, r.Order)
 	for _, g := range groups {
 		if len(g) != len(g0) || len(g) == 0 {
 			return false
 		}
-		found := false
-		for p := 0; p < r.Order && !found; p++ {
-			if used[p] {
-				continue
-			}
-			if int(g[0]) < 0 || int(g[0]) >= gpus {
-				return false
-			}
-			at := -1
-			for q, x := range g0 {
-				if x >= 0 && int(x) < gpus && r.gpus[p][x] == g[0] {
-					at = q
-					break
-				}
-			}
-			if at < 0 {
-				continue
-			}
-			ok := true
-			for q := range g {
-				x := g0[(at+q)%len(g0)]
-				if x < 0 || int(x) >= gpus || r.gpus[p][x] != g[q] {
-					ok = false
-					break
-				}
-			}
-			if ok {
-				used[p], found = true, true
-			}
+		p := 0
+		for p < r.Order && (used[p] || !rotatedImage(g0, g, r.gpus[p])) {
+			p++
 		}
-		if !found {
+		if p == r.Order {
+			return false
+		}
+		used[p] = true
+	}
+	return true
+}
+
+// rotatedImage reports whether group g, rank by rank, is the image under
+// img of g0 taken from some rank on (a rotation of g0's order).
+func rotatedImage(g0, g, img []int32) bool {
+	at := slices.IndexFunc(g0, func(x int32) bool { return img[x] == g[0] })
+	if at < 0 {
+		return false
+	}
+	for q := range g {
+		if img[g0[(at+q)%len(g0)]] != g[q] {
 			return false
 		}
 	}
