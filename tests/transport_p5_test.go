@@ -97,6 +97,25 @@ func checkRatio(t *testing.T, what string, r, lo, hi, was float64, listed bool) 
 	}
 }
 
+// checkPacketFluid asserts that packet ran want sizes and that each is
+// within 5% of fluid's run of the same size (what: the case, for the
+// message).
+func checkPacketFluid(t *testing.T, what string, fluid, packet map[int64]float64, want int) {
+	t.Helper()
+	if len(packet) != want {
+		t.Fatalf("%s: packet ran %d sizes, want %d", what, len(packet), want)
+	}
+	for _, s := range slices.Sorted(maps.Keys(packet)) {
+		f, ok := fluid[s]
+		if !ok {
+			t.Fatalf("%s %d B: no fluid run", what, s)
+		}
+		if r := packet[s] / f; r < 0.95 || r > 1.05 {
+			t.Errorf("%s %d B: packet %.1f us, fluid %.1f us (%.3f), want within 5%%", what, s, packet[s], f, r)
+		}
+	}
+}
+
 // TestTransportP5HeldOut (issue 30): the AWS p5 AllReduce and AllGather
 // sweeps at 2, 4 and 8 nodes (NCCL 2.28.7, 32 MiB-4 GiB AllReduce, 32
 // MiB-2 GiB AllGather, examples/reference/aws-p5-*), none of them used to
@@ -128,14 +147,7 @@ func TestTransportP5HeldOut(t *testing.T) {
 			tr := []string{"--transport", "preset=h100-efa"}
 			f := sweepBackend(t, op, n*8, "32MiB:256MiB:2", fl, tr...)
 			p := sweepBackend(t, op, n*8, "32MiB:256MiB:2", []string{"flowsim-packet"}, tr...)
-			if len(f) != 4 || len(p) != 4 {
-				t.Fatalf("%s %dx8 packet agreement: %d and %d sizes, want 4", op, n, len(f), len(p))
-			}
-			for s, us := range f {
-				if r := p[s] / us; r < 0.95 || r > 1.05 {
-					t.Errorf("p5 %dx8 %s %d B: packet %.1f us, fluid %.1f us (%.3f), want within 5%%", n, op, s, p[s], us, r)
-				}
-			}
+			checkPacketFluid(t, fmt.Sprintf("p5 %dx8 %s", n, op), f, p, 4)
 		}
 		for _, n := range nodes {
 			ref := fmt.Sprintf("aws-p5-%dx8h100-efa_%s.csv", n, op)
@@ -229,7 +241,9 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 //   - Rounds and batches (init.cc ncclP2pSchedule, channel.h
 //     ncclP2pChannelBaseForRound): each group of 8 rounds (one remote
 //     server) gets its own channel base, 4 groups x 2 parts on 32 ranks
-//     and 8 x 1 on 64 fit the 16 p2p channels, so batches do not queue.
+//     and 8 x 1 on 64 fit the 16 p2p channels, so batches do not queue
+//     (device.h ncclP2pChannelForPart, base + part: 2 x 8 runs on
+//     channels {0,1} and {8,9}, 4 x 8 on {0,1} {8,9} {4,5} {12,13}).
 //   - Shared p2p buffers (net.cc: NCCL_SHARED_STEPS 16 slots of
 //     p2pChunkSize per (local rank, channel); sendProxyProgress and
 //     recvProxyProgress post at most min(NCCL_STEPS, 16 / nsubs) steps a
@@ -254,10 +268,34 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 //     set_schedule_by_threshold, min_stripe_size 128 KiB): a 256 KiB
 //     step goes as 2 stripes, 512 KiB as 4, from a round-robin start, so
 //     the GPU's 4 EFA rails stay balanced: no rate change.
+//   - The proxy's intake (proxy.cc ncclProxyGetPostedOps: at most
+//     NCCL_PROXY_APPEND_BATCH_SIZE, 16, op groups a call, one call every
+//     NCCL_PROGRESS_APPENDOP_FREQ, 8, progress loops while ops are
+//     active): 2 x 8's rail proxy takes its ~16 groups in one call yet
+//     has 4 x 8's fill, and nccl-tests' non-blocking loop posts the next
+//     iteration's ops while this one runs.
+//   - The host (2 x nRanks tasks a group): a non-blocking loop takes the
+//     longer of host and GPU time, not their sum, and every sweep's time
+//     grows from 32 to 64 MiB (32 x 8: 1696 to 2917 us).
+//   - aws-ofi-nccl's receiver-driven RDMA (nccl_ofi_rdma.cpp send: the
+//     write waits for the receiver's control message): the receiver's
+//     proxy posts it per slot, ahead of the data; with 2 slots a
+//     connection and 16-56 connections a GPU the NIC stays saturated
+//     unless a slot's loop took ~300 us, 5 x h100-efa's.
 //
-// What remains (EFA's sustained rate, aws-ofi-nccl's receiver-driven
-// RDMA control message per step, host-side cost of a 2 x nRanks-task
-// group) needs a reference that separates it.
+// Measured, the two gaps are one shape across the repository's five
+// sweeps (with 16 and 32 x 8, ../shared/refs/nccl-tests/published-
+// multinode.md): less the network bytes at 42 GB/s, 32 MiB leaves 303,
+// 344, 453, 602 and 922 us on 2, 4, 8, 16 and 32 servers, 282 us + 2.6
+// us per remote peer within 10 us. 42 GB/s is also what a NIC moves in
+// the p5 and Voltage Park (InfiniBand) Ring Simple plateaus (busbw / 8:
+// 44.6 and 41.4), which the presets carry as the ring slice's fixed work
+// (slice-simple), so it is neither EFA's nor AllToAll's alone. As a
+// what-if, the NIC at 337 Gbps gives 0.67 0.88 0.92 0.97 0.98 1.00 1.02
+// (2 x 8), 0.74 0.86 1.02 1.03 1.00 1.00 1.00 (4 x 8), 0.69 0.78 0.79
+// 0.96 1.00 1.03 1.06 (8 x 8); about 200 us more on each AllToAll would
+// put every size in the band. Neither term has a mechanism in NCCL
+// 2.28.7 or aws-ofi-nccl 1.16.3 to cite, so neither is fitted.
 var p5AllToAllMisses = map[int]map[int64]float64{
 	2: {32 << 20: 0.59, 64 << 20: 0.76, 128 << 20: 0.79},
 	4: {32 << 20: 0.64, 64 << 20: 0.73},
@@ -277,7 +315,9 @@ var p5AllToAllMisses = map[int]map[int64]float64{
 // every size (0.978-0.999 on the three sweeps when written). At 32 MiB
 // on 4 x 8 the steps add at least their fill, a network step's cost (18
 // us per proxy side and 0.5 us of GPU: 36.5 us), to the run without the
-// transport's costs. -short runs the 4 x 8 sweep only.
+// transport's costs. Without -short, packet is within 5% of fluid on
+// the 2 x 8 sweep from 32 to 256 MiB (1.012-1.014 when written). -short
+// runs the 4 x 8 sweep only.
 func TestTransportP5AllToAll(t *testing.T) {
 	t.Parallel()
 	fl := []string{"flowsim-analytical", "--model", "fluid"}
@@ -299,6 +339,9 @@ func TestTransportP5AllToAll(t *testing.T) {
 			if d := flow[32<<20] - bare[32<<20]; d < 36.5 {
 				t.Errorf("alltoall 32 MiB: the transport adds %.1f us, less than one network step's cost (36.5 us)", d)
 			}
+		}
+		if n == 2 {
+			checkPacketFluid(t, "alltoall 2x8", flow, sweepBackend(t, "alltoall", 16, "32MiB:256MiB:2", []string{"flowsim-packet"}, tr...), 4)
 		}
 		for _, s := range slices.Sorted(maps.Keys(flow)) {
 			m, ok := pub[s]
