@@ -335,7 +335,7 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 	pl := co.Plan
 	m, f := d.Planner.M, d.Fabric
 	n := len(co.Ranks)
-	if pl.NoOp || pl.Algo != AlgoTree || pl.Proto == Simple || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
+	if pl.NoOp || pl.Algo != AlgoTree || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
 		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 {
 		return 0, false
 	}
