@@ -325,8 +325,9 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 // E_h being when the first piece has crossed hop h (the L and b of the
 // hops up to h). The channels on a rail (ceil(channels / ppn)) run the
 // same chain and the same NIC, alternating trees in which a server has up
-// to two children: that many pieces share a hop's link at once, NVLink
-// inside a server, the GPU's NIC across. Channels that differ share a
+// to two children: that many pieces share a hop's link at once in the
+// steady state, NVLink inside a server, the GPU's NIC across; a piece
+// going through crosses the NIC with its own tree's only (sameTree). Channels that differ share a
 // link too, so the first piece's latencies plus all the bytes on the
 // busiest link (bw) bound it from below as well; and while the first
 // piece climbs its server's chain, other channels' later pieces pile onto
@@ -400,8 +401,11 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 			path = append(path, down[i])
 		}
 		var e, after, lat float64
-		for _, h := range path {
-			after += h.bytes
+		for i, h := range path {
+			if !h.intra { // a piece crosses with its own tree's channels
+				path[i].bytes = h.one * float64(sameTree(int64(ch), channels, ppn))
+			}
+			after += path[i].bytes
 			lat += h.lat
 		}
 		worst = max(worst, lat+float64(bw))
@@ -418,6 +422,20 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 		}
 	}
 	return usToPs(pl.Lat.Base) + int64(worst), true
+}
+
+// sameTree is how many channels run channel ch's rank tree on its rail
+// (rankTree: rail c mod ppn, tree c / ppn mod 2), whose first pieces
+// cross a server's NIC together; the other tree's go the other way on
+// two servers, or at another level.
+func sameTree(ch, channels, ppn int64) int64 {
+	var n int64
+	for c := ch % ppn; c < channels; c += ppn {
+		if c/ppn%2 == ch/ppn%2 {
+			n++
+		}
+	}
+	return n
 }
 
 // treeHop is a hop of a tree's path in treePs: its first piece's latency

@@ -236,6 +236,16 @@ func TestTreePsSimple(t *testing.T) {
 	if got, _ := d.treePs(co, s, 0); got != 192_500_000 {
 		t.Errorf("Simple tree, one channel: %d ps, want 192500000", got)
 	}
+	// 2 x 2 GPUs, 4 channels of one piece: channels 0 and 2 (1 and 3) share
+	// rail 0's (1's) chain, 20 us for their two pieces on NVLink, but run
+	// trees 0 and 1, whose crossings go opposite ways on 2 servers: each
+	// network hop carries one piece, 20 us. 10 + 2 x (1.5 + 20) + 2 x (9 +
+	// 20) = 111 us (151 with both pieces on every NIC hop).
+	d, ranks = handDecomposer(4, 2, 100, 2, 50, 0)
+	co.Ranks, co.Plan.Channels, co.Rec.Size = ranks, 4, 4e6
+	if got, _ := d.treePs(co, s, 0); got != 111_000_000 {
+		t.Errorf("Simple tree, two trees a rail: %d ps, want 111000000", got)
+	}
 }
 
 // An AllToAll's closed form (allToAllPs) by hand: 4 MiB a rank on 2
