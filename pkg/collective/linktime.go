@@ -385,6 +385,9 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 		var path, down []treeHop
 		best := -1.0
 		for leaf := range parent {
+			if len(children[leaf]) > 0 {
+				continue // its path is part of a leaf's below it, which takes longer
+			}
 			var up, dn []treeHop
 			total := 0.0
 			for p := leaf; parent[p] >= 0; p = parent[p] {
