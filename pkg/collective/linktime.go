@@ -325,17 +325,20 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 // E_h being when the first piece has crossed hop h (the L and b of the
 // hops up to h). The channels on a rail (ceil(channels / ppn)) run the
 // same chain and the same NIC, alternating trees in which a server has up
-// to two children: that many pieces share a hop's link at once, NVLink
-// inside a server, the GPU's NIC across. Channels that differ share a
+// to two children: that many pieces share a hop's link at once in the
+// steady state, NVLink inside a server, the GPU's NIC across; a piece
+// going through crosses the NIC with its own tree's only (sameTree). Channels that differ share a
 // link too, so the first piece's latencies plus all the bytes on the
-// busiest link (bw) bound it from below as well. ok is false where the
+// busiest link (bw) bound it from below as well; and while the first
+// piece climbs its server's chain, other channels' later pieces pile onto
+// its NVLink hops (chainPile). ok is false where the
 // server model lacks a rate or the plan is not a tree AllReduce under step
 // costs.
 func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 	pl := co.Plan
 	m, f := d.Planner.M, d.Fabric
 	n := len(co.Ranks)
-	if pl.NoOp || pl.Algo != AlgoTree || pl.Proto == Simple || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
+	if pl.NoOp || pl.Algo != AlgoTree || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
 		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 {
 		return 0, false
 	}
@@ -357,30 +360,35 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 	w := wire(min(ck, per), pl.Proto)
 	ppn := int64(n / nNodes)
 	share := float64((channels + ppn - 1) / ppn) // pieces on one link at once
-	type hop struct{ lat, bytes, cycle float64 }
-	hopOf := func(a, b int, r role) hop {
+	hopOf := func(a, b int, r role) treeHop {
 		h, cost, rate := usToPs(pl.Lat.Intra), s.intra, nv
-		if f.server(co.Ranks[a]) != f.server(co.Ranks[b]) {
+		intra := f.server(co.Ranks[a]) == f.server(co.Ranks[b])
+		if !intra {
 			h, cost, rate = usToPs(pl.Lat.Inter), s.inter, nic
 		}
-		x := share * float64(w) / rate
+		one := float64(w) / rate
+		x := share * one
 		if s.treeFs > 0 {
 			// runTreeSplit's step on the sender's block paces it, and the
 			// first piece pays a whole step's cost (cctx.treeStep)
-			pace := s.serial*s.steps(w)/max(div, 1) + r.inputs*w*s.treeFs*10/(r.tenths*1000)
-			return hop{lat: float64(h + cost), bytes: x, cycle: max(float64(pace), x)}
+			pace := float64(s.serial*s.steps(w)/max(div, 1) + r.inputs*w*s.treeFs*10/(r.tenths*1000))
+			return treeHop{lat: float64(h + cost), bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
 		}
 		cost /= max(div, 1)
-		return hop{lat: float64(h + cost), bytes: x, cycle: max(float64(cost*s.steps(w)), x)}
+		pace := float64(cost * s.steps(w))
+		return treeHop{lat: float64(h + cost), bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
 	}
 	var worst float64
 	for ch := 0; ch < int(min(channels, 2*ppn)); ch++ { // the distinct trees
 		parent, children, root := rankTree(f, co.Ranks, ch)
 		// The slowest leaf's path to the root, by first-piece time.
-		var path, down []hop
+		var path, down []treeHop
 		best := -1.0
 		for leaf := range parent {
-			var up, dn []hop
+			if len(children[leaf]) > 0 {
+				continue // its path is part of a leaf's below it, which takes longer
+			}
+			var up, dn []treeHop
 			total := 0.0
 			for p := leaf; parent[p] >= 0; p = parent[p] {
 				h := hopOf(p, parent[p], treeRole(p, root, children, true))
@@ -396,18 +404,93 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 			path = append(path, down[i])
 		}
 		var e, after, lat float64
-		for _, h := range path {
-			after += h.bytes
+		for i, h := range path {
+			if !h.intra { // a piece crosses with its own tree's channels
+				path[i].bytes = h.one * float64(sameTree(int64(ch), channels, ppn))
+			}
+			after += path[i].bytes
 			lat += h.lat
 		}
 		worst = max(worst, lat+float64(bw))
+		pile := chainPile{ch: int64(ch), channels: channels, ppn: ppn, pieces: pieces, share: share, one: path[0].one, pace: path[0].pace}
+		climbing := nNodes > 1 // rankTree's chains start on rotated rails
 		for _, h := range path {
-			e += h.lat + h.bytes
+			x := h.bytes
+			if climbing = climbing && h.intra; climbing {
+				x = h.one * pile.next(e, h.lat)
+			}
+			e += h.lat + x
 			after -= h.bytes
 			worst = max(worst, e+float64(pieces-1)*h.cycle+after)
 		}
 	}
 	return usToPs(pl.Lat.Base) + int64(worst), true
+}
+
+// sameTree is how many channels run channel ch's rank tree on its rail
+// (rankTree: rail c mod ppn, tree c / ppn mod 2), whose first pieces
+// cross a server's NIC together; the other tree's go the other way on
+// two servers, or at another level.
+func sameTree(ch, channels, ppn int64) int64 {
+	var n int64
+	for c := ch % ppn; c < channels; c += ppn {
+		if c/ppn%2 == ch/ppn%2 {
+			n++
+		}
+	}
+	return n
+}
+
+// treeHop is a hop of a tree's path in treePs: its first piece's latency
+// and step cost, the bytes of the pieces on its link at once, its cycle
+// (the longer of its pace and those bytes), a piece's bytes alone on the
+// link, its pace, and whether it stays inside a server.
+type treeHop struct {
+	lat, bytes, cycle, one, pace float64
+	intra                        bool
+}
+
+// chainPile is how long, in a piece's bytes alone on the link, channel
+// ch's first piece takes on a GPU's NVLink while it climbs its server's
+// chain (treePs). rankTree starts channel c's chain on rail c mod ppn, so
+// the GPU that sends ch's piece on the chain's hop j is the one that sends
+// channel ch-k's (mod ppn) on that one's hop j-k, for k = 1..j. Each of
+// those connections has sent its first piece, k hops ahead, and streams
+// its later ones (the flows have no slots to hold them back), each no
+// sooner than its pace after the one before: it shares the link with the
+// first piece if it still has pieces when that one's bytes start, after
+// its latency and step cost. m such streams take m x one / pace of the
+// link, or a fair share each when that is more, and the first pieces of
+// ch's rail share the rest. Without that pile-up the closed form was 0.97
+// of flow granularity on the p4de sweep from 128 MiB (a100-efa, tree
+// Simple: 8 MiB pieces, 7 hops of 35 us took 1018 us, not 276).
+type chainPile struct {
+	ch, channels, ppn, pieces int64
+	share                     float64   // the first pieces on ch's rail (treePs)
+	one, pace                 float64   // a piece's bytes alone on the link, and its pace (ps)
+	starts                    []float64 // when the first piece started each hop so far
+}
+
+// next is the pile on the chain's next hop, which the first piece starts
+// at time at (from the leaf's start) and sends on after lat.
+func (c *chainPile) next(at, lat float64) float64 {
+	c.starts = append(c.starts, at)
+	j := int64(len(c.starts) - 1)
+	stream := float64(c.pieces-1) * max(c.pace, c.one) // a stream's later pieces, alone
+	n, m := c.share, 0.0
+	for k := int64(1); k <= j; k++ {
+		if c.starts[j-k+1]+stream <= at+lat {
+			continue // its later pieces have all gone
+		}
+		m += float64(c.channels / c.ppn)
+		if ((c.ch-k)%c.ppn+c.ppn)%c.ppn < c.channels%c.ppn {
+			m++
+		}
+	}
+	if left := 1 - m*c.one/max(c.pace, 1); m > 0 && left > n/(n+m) {
+		return n / left // the streams' pace leaves the first pieces more
+	}
+	return n + m
 }
 
 // ringLinkPhases is, for a ring collective, how long (ps per wire byte of

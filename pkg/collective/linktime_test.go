@@ -211,6 +211,43 @@ func TestTreePs(t *testing.T) {
 	}
 }
 
+// treePs by hand for a Simple tree AllReduce of 16 MB on 2 servers x 4
+// GPUs, 4 channels (one per rail, all on server tree 0), 1 MB chunks: 4
+// pieces a channel, one step each. A piece takes 10 us on NVLink (100
+// GB/s) and 20 us on the NIC (50 GB/s); a hop's first piece pays 1.5 us
+// inside a server (latency 1, step cost 0.5) and 9 us across (5 + 4).
+// Climbing the child server's chain, the GPU sending hop j also sends the
+// later pieces of the j channels whose chains start on the rails before
+// (chainPile): 1, 2 and 3 transfers share it, so the first piece reaches
+// the chain's head at 3 x 1.5 + (1 + 2 + 3) x 10 = 64.5 us, not 34.5. It
+// crosses up (29 us) and back down (29 us) at 122.5 us; the last network
+// hop's train adds 3 x 20 us and the chain down 3 x 10 us alone:
+// 10 + 122.5 + 60 + 30 = 222.5 us.
+func TestTreePsSimple(t *testing.T) {
+	d, ranks := handDecomposer(8, 4, 100, 4, 50, 0)
+	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 16e6}, Ranks: ranks,
+		Plan: Plan{Algo: AlgoTree, Proto: Simple, Channels: 4, Chunk: 1e6, Lat: LatTerms{Base: 10, Intra: 1, Inter: 5}}}
+	s := stepCosts{bytes: 1 << 20, intra: 500_000, inter: 4_000_000}
+	if got, ok := d.treePs(co, s, 0); !ok || got != 222_500_000 {
+		t.Errorf("Simple tree: %d ps (ok %v), want 222500000", got, ok)
+	}
+	// One channel: nothing piles up on its chain, 30 us less.
+	co.Plan.Channels, co.Rec.Size = 1, 4e6
+	if got, _ := d.treePs(co, s, 0); got != 192_500_000 {
+		t.Errorf("Simple tree, one channel: %d ps, want 192500000", got)
+	}
+	// 2 x 2 GPUs, 4 channels of one piece: channels 0 and 2 (1 and 3) share
+	// rail 0's (1's) chain, 20 us for their two pieces on NVLink, but run
+	// trees 0 and 1, whose crossings go opposite ways on 2 servers: each
+	// network hop carries one piece, 20 us. 10 + 2 x (1.5 + 20) + 2 x (9 +
+	// 20) = 111 us (151 with both pieces on every NIC hop).
+	d, ranks = handDecomposer(4, 2, 100, 2, 50, 0)
+	co.Ranks, co.Plan.Channels, co.Rec.Size = ranks, 4, 4e6
+	if got, _ := d.treePs(co, s, 0); got != 111_000_000 {
+		t.Errorf("Simple tree, two trees a rail: %d ps, want 111000000", got)
+	}
+}
+
 // An AllToAll's closed form (allToAllPs) by hand: 4 MiB a rank on 2
 // servers x 2 GPUs, NVLink 100 GB/s, one 25 GB/s NIC per GPU, one part in
 // 256 KiB steps: each rank's 1 MiB for a peer goes in 4 pieces. With PXN
