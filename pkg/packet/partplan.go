@@ -80,10 +80,9 @@ func (s *Sim) model() (*loadModel, error) {
 	step := max(1, flows/maxSpreadFlows)
 	// A flow's phase: where it stands among its source's flows.
 	perSrc := make([]int32, nodes+1)
-	for i := int32(0); int(i) < flows; i++ {
-		if a := f.src(i); a >= 0 && int(a) < nodes {
-			perSrc[a]++
-		}
+	rel := s.pv.relEnds()
+	for i := range flows {
+		perSrc[rel[2*i]]++ // flowNode: nodes when none
 	}
 	seen := make([]int32, nodes+1)
 	phase := 0
@@ -178,19 +177,19 @@ func (s *Sim) model() (*loadModel, error) {
 		}
 	}
 	// A flow and what releases it share a part (checkReleases).
+	// A flow's dependencies are mostly released at one node (a rank's
+	// launch, its previous step), so a pair joined just before is skipped.
 	d := f.DAG
+	lastP, lastC := int32(-1), int32(-1)
 	for c := int32(0); int(c) < flows; c++ {
-		vc := s.flowNode(c)
+		vc := rel[2*c]
 		if int(vc) >= nodes {
 			continue
 		}
 		for _, p := range d.Deps(c) {
-			vp := s.flowNode(p)
-			if f.size(p) > 0 && f.src(c) == f.dst(p) {
-				vp = f.dst(p)
-			}
-			if int(vp) < nodes {
+			if vp := releaser(rel, p, c); int(vp) < nodes && (vp != lastP || vc != lastC) {
 				m.units.union(vp, vc)
+				lastP, lastC = vp, vc
 			}
 		}
 	}
