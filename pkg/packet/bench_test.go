@@ -25,9 +25,18 @@ func (c *flowCollect) Flow(f *stream.Flow) error {
 // microFlows decomposes SimAI's micro benchmark (TP AllReduce 1 MiB, DP
 // AllReduce 64 MiB, EP AllToAll 16 MiB) on a cluster.
 func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
+	return decomposeFlows(tb, tp, tpSize, ep, collective.Options{LaunchLatency: true, MaxChunks: 16},
+		collective.Step{Op: collective.AllReduce, Size: 1 << 20, Group: collective.TP},
+		collective.Step{Op: collective.AllReduce, Size: 64 << 20, Group: collective.DP},
+		collective.Step{Op: collective.AllToAll, Size: 16 << 20, Group: collective.EP})
+}
+
+// decomposeFlows decomposes steps on a cluster as simccl-decompose does
+// with opt.
+func decomposeFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int, opt collective.Options, steps ...collective.Step) *Flows {
 	m, _ := nccl.ModelFromTopology(tp)
 	fab := collective.FabricOf(tp)
-	pl, err := collective.NewPlanner(m, fab, collective.Options{LaunchLatency: true, MaxChunks: 16})
+	pl, err := collective.NewPlanner(m, fab, opt)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -36,11 +45,7 @@ func microFlows(tb testing.TB, tp *topo.Topology, tpSize, ep int) *Flows {
 		tb.Fatal(err)
 	}
 	d, _ := collective.NewDecomposer(fab, l, pl)
-	w := &collective.Workload{Steps: []collective.Step{
-		{Op: collective.AllReduce, Size: 1 << 20, Group: collective.TP},
-		{Op: collective.AllReduce, Size: 64 << 20, Group: collective.DP},
-		{Op: collective.AllToAll, Size: 16 << 20, Group: collective.EP},
-	}}
+	w := &collective.Workload{Steps: steps}
 	colls, err := d.Prepare(w)
 	if err != nil {
 		tb.Fatal(err)

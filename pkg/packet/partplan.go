@@ -19,7 +19,7 @@ import (
 // the 1024-GPU DP AllReduce nearly every hop crossed.
 //
 // Here the events are estimated from the flows: each flow's packets spread
-// over its equal-cost paths (route.Spread, as ECMP spreads many flows) are
+// over its equal-cost paths (route.Spreader, as ECMP spreads many flows) are
 // charged to both ends of every link they cross (a packet is sent at one
 // and arrives at the other; its ACK retraces it). Nodes joined by a link
 // that may carry a packet and is shorter than the network's shortest
@@ -80,24 +80,34 @@ func (s *Sim) model() (*loadModel, error) {
 	step := max(1, flows/maxSpreadFlows)
 	// A flow's phase: where it stands among its source's flows.
 	perSrc := make([]int32, nodes+1)
-	for i := int32(0); int(i) < flows; i++ {
-		if a := f.src(i); a >= 0 && int(a) < nodes {
-			perSrc[a]++
-		}
+	rel := s.pv.relEnds()
+	for i := range flows {
+		perSrc[rel[2*i]]++ // flowNode: nodes when none
 	}
 	seen := make([]int32, nodes+1)
 	phase := 0
-	// add runs for every link of every equal-cost path of the flows
-	// spread (a 512-GPU AllToAll: about 130 a flow, a tenth of the run's
-	// instructions on two parts), so it reads each link's ends from a
-	// dense array, not the topology's records, and its phase's slices
-	// are cut once a flow. The sums are the same, in the same order.
+	// add runs for every link a flow's shares are put on (its first
+	// and last hops; the spines' once for a phase's flows towards a
+	// leaf), so it reads each link's ends from a dense array, not the
+	// topology's records.
 	ends := make([]int32, 2*len(t.Links))
 	for li, l := range t.Links {
 		ends[2*li], ends[2*li+1] = l.A, l.B
 	}
 	w, traffic := m.w, m.traffic
 	var phW, phTraffic []float64
+	// One Spreader a phase: each splits its flows' shares at the spines
+	// once for all flows towards a leaf (a 512-GPU AllToAll's 131 k flows
+	// spread one by one were 5 G of the 6.75 G two parts cost over the
+	// single loop).
+	var spread [phases]*route.Spreader
+	for ph := range spread {
+		spread[ph] = s.r.NewSpreader()
+	}
+	slice := func(ph int) {
+		phW = m.sliceW[ph*nodes : (ph+1)*nodes]
+		phTraffic = m.sliceTraffic[ph*len(t.Links) : (ph+1)*len(t.Links)]
+	}
 	add := func(dl route.DirLink, b float64) {
 		li := int(dl.Link())
 		a, d := ends[2*li], ends[2*li+1]
@@ -137,10 +147,15 @@ func (s *Sim) model() (*loadModel, error) {
 		if int(i)%step != 0 {
 			continue
 		}
-		phW = m.sliceW[phase*nodes : (phase+1)*nodes]
-		phTraffic = m.sliceTraffic[phase*len(t.Links) : (phase+1)*len(t.Links)]
+		slice(phase)
 		pkts := float64((b + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize))
-		if err := s.r.Spread(a, d, pkts*pay*float64(step), add); err != nil {
+		if err := spread[phase].Add(a, d, pkts*pay*float64(step), add); err != nil {
+			return nil, err
+		}
+	}
+	for ph, sp := range spread {
+		slice(ph)
+		if err := sp.Flush(add); err != nil {
 			return nil, err
 		}
 	}
@@ -162,19 +177,19 @@ func (s *Sim) model() (*loadModel, error) {
 		}
 	}
 	// A flow and what releases it share a part (checkReleases).
+	// A flow's dependencies are mostly released at one node (a rank's
+	// launch, its previous step), so a pair joined just before is skipped.
 	d := f.DAG
+	lastP, lastC := int32(-1), int32(-1)
 	for c := int32(0); int(c) < flows; c++ {
-		vc := s.flowNode(c)
+		vc := rel[2*c]
 		if int(vc) >= nodes {
 			continue
 		}
 		for _, p := range d.Deps(c) {
-			vp := s.flowNode(p)
-			if f.size(p) > 0 && f.src(c) == f.dst(p) {
-				vp = f.dst(p)
-			}
-			if int(vp) < nodes {
+			if vp := releaser(rel, p, c); int(vp) < nodes && (vp != lastP || vc != lastC) {
 				m.units.union(vp, vc)
+				lastP, lastC = vp, vc
 			}
 		}
 	}

@@ -429,3 +429,82 @@ func TestHashKey(t *testing.T) {
 		}
 	}
 }
+
+// firstHops' best is the shortest walk that forwards only through
+// switches, found by breadth-first search: on Spectrum-X H100 servers
+// (NVSwitches, each a switch with only its server's GPUs as neighbours),
+// on a single-ToR and HPN's dual-plane fabric, and by hand on a switch
+// with only GPU neighbours of two servers, for GPU pairs on one server
+// and on others.
+func TestFirstHopsShortest(t *testing.T) {
+	// Two servers of two GPUs, each GPU on its server's NVSwitch (4, 5)
+	// and all on one switch without uplinks (6).
+	small := &topo.Topology{GPUs: 4, GPUsPerServer: 2, GPUType: "H100", Nodes: []stream.Node{
+		{ID: 0, Kind: "gpu", Server: 0}, {ID: 1, Kind: "gpu", Server: 0},
+		{ID: 2, Kind: "gpu", Server: 1}, {ID: 3, Kind: "gpu", Server: 1},
+		{ID: 4, Kind: "switch", Server: 0}, {ID: 5, Kind: "switch", Server: 1}, {ID: 6, Kind: "switch", Server: -1},
+	}, Links: []stream.Link{
+		{A: 0, B: 4, BWbps: 1e9, Kind: "nvlink"}, {A: 1, B: 4, BWbps: 1e9, Kind: "nvlink"},
+		{A: 2, B: 5, BWbps: 1e9, Kind: "nvlink"}, {A: 3, B: 5, BWbps: 1e9, Kind: "nvlink"},
+		{A: 0, B: 6, BWbps: 1e9, Kind: "nic"}, {A: 1, B: 6, BWbps: 1e9, Kind: "nic"},
+		{A: 2, B: 6, BWbps: 1e9, Kind: "nic"}, {A: 3, B: 6, BWbps: 1e9, Kind: "nic"},
+	}}
+	for _, p := range []topo.Params{
+		{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100"},
+		{Family: topo.DCNSingleToR, GPUs: 16},
+		{Family: topo.HPNDualPlane, GPUs: 32},
+		{Family: "by hand"},
+	} {
+		tp := small
+		if p.Family != "by hand" {
+			tp = gen(t, p)
+		}
+		r := router(t, tp)
+		leafOnly := 0
+		for _, l := range r.leafOnly {
+			if l {
+				leafOnly++
+			}
+		}
+		if leafOnly == 0 {
+			t.Fatalf("%s: no switch with only GPU neighbours", p.Family)
+		}
+		for src := int32(0); src < r.g; src++ {
+			dist := bfsGPU(r, src)
+			for dst := int32(0); dst < r.g; dst++ {
+				if dst == src {
+					continue
+				}
+				best, _, err := r.firstHops(src, dst)
+				if err != nil || best != dist[dst] {
+					t.Fatalf("%s: %d->%d: first hops' best %d (%v), shortest walk %d", p.Family, src, dst, best, err, dist[dst])
+				}
+			}
+		}
+	}
+}
+
+// bfsGPU is each node's hop count from GPU src along walks that forward
+// only through switches.
+func bfsGPU(r *Router, src int32) []int {
+	dist := make([]int, len(r.t.Nodes))
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[src] = 0
+	queue := []int32{src}
+	for len(queue) > 0 {
+		v := queue[0]
+		queue = queue[1:]
+		if v != src && v < r.g {
+			continue // GPUs do not forward
+		}
+		for _, li := range r.links(v) {
+			if o := topo.Other(r.t, li, v); dist[o] < 0 {
+				dist[o] = dist[v] + 1
+				queue = append(queue, o)
+			}
+		}
+	}
+	return dist
+}

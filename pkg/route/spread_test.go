@@ -113,3 +113,53 @@ func TestNextHopsFatTree(t *testing.T) {
 		}
 	}
 }
+
+// A Spreader's sums are Spread's, transfer by transfer summed: on
+// fabrics with one attachment switch a GPU (rail-optimized Spectrum-X, a
+// fat-tree, HPN's dual-plane) and two (dual-ToR), for every pair among
+// some GPUs (same server, same leaf, across the fabric) and a switch at
+// either end (the same error where Spread finds no path), added in two batches flushed apart.
+func TestSpreaderIsSpreadSum(t *testing.T) {
+	for _, p := range []topo.Params{
+		{Family: topo.SpectrumX, GPUs: 128},
+		{Family: topo.FatTree, GPUs: 128, Oversub: 2},
+		{Family: topo.HPNDualPlane, GPUs: 128},
+		{Family: topo.DCNDualToR, GPUs: 64},
+		{Family: topo.Dragonfly, GPUs: 64},
+	} {
+		tp := gen(t, p)
+		r := router(t, tp)
+		want, got := map[DirLink]float64{}, map[DirLink]float64{}
+		sp := r.NewSpreader()
+		add := func(d DirLink, b float64) { got[d] += b }
+		ends := []int32{0, 1, 7, 8, 9, 17, 40, 63, int32(tp.GPUs), int32(len(tp.Nodes) - 1)}
+		for i, a := range ends {
+			for j, b := range ends {
+				if a >= int32(tp.GPUs) && b >= int32(tp.GPUs) {
+					continue // Spread takes a GPU at one end at least
+				}
+				bytes := float64(1000 + 37*i + 5*j)
+				err := r.Spread(a, b, bytes, func(d DirLink, x float64) { want[d] += x })
+				if e := sp.Add(a, b, bytes, add); (e == nil) != (err == nil) {
+					t.Fatalf("%s: %d to %d: Spread says %v, Add %v", p.Family, a, b, err, e)
+				}
+			}
+			if i == len(ends)/2 {
+				if err := sp.Flush(add); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := sp.Flush(add); err != nil {
+			t.Fatal(err)
+		}
+		for d := range DirLink(r.DirLinks()) {
+			if math.Abs(got[d]-want[d]) > 1e-9*(1+want[d]) {
+				t.Errorf("%s: link %d carries %.6f, Spread's sum %.6f", p.Family, d, got[d], want[d])
+			}
+		}
+		if len(want) == 0 {
+			t.Fatalf("%s: nothing spread", p.Family)
+		}
+	}
+}
