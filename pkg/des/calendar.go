@@ -145,8 +145,10 @@ func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg i
 	// The common case inline: a later bucket of the wheel, not the one
 	// being popped, with room left (a push cost about 100 instructions
 	// through push's general path).
-	b := int64(at) >> c.shift
-	if d := b - c.cur; d > 0 && d <= c.mask && b != c.active {
+	// (shift&63 and one unsigned comparison for 0 < d <= mask: the
+	// shift's guard and a branch less.)
+	b := int64(at) >> (c.shift & 63)
+	if d := b - c.cur; uint64(d-1) < uint64(c.mask) && b != c.active {
 		i := b & c.mask
 		if h := &c.buckets[i]; len(*h) < cap(*h) {
 			// Resliced in place: only the length is stored (storing the
@@ -431,7 +433,8 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 }
 
 // slotChain chains each event of h to its slot's (key's) list, from the
-// back, so that each list is in h's order; that order must be the
+// back, so that each list is in h's order (head holds an index plus one,
+// 0 for none; next an index, -1 for none); that order must be the
 // numbers' (a maker's count grows as it pushes), else it reports false.
 // (The three passes of slotSort are functions of their own: in one, the
 // loops' counters did not stay in registers.)
@@ -445,7 +448,7 @@ func slotChain(h []Event, key []uint32, head, next []int32, gBase *[slotGroups]i
 		if j != 0 && h[j-1].seq < h[i].seq {
 			return false
 		}
-		next[i], head[s] = j, int32(i+1)
+		next[i], head[s] = j-1, int32(i+1)
 	}
 	return true
 }
@@ -460,8 +463,8 @@ func slotGather(out, h []Event, head, next []int32) {
 		if j == 0 {
 			continue
 		}
-		for ; j != 0; j = next[j-1] {
-			out[k] = h[j-1]
+		for i := j - 1; i >= 0; i = next[i] {
+			out[k] = h[i]
 			k++
 		}
 		head[s] = 0
