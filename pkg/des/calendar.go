@@ -789,7 +789,10 @@ func (c *Calendar) refast() {
 
 // before is the number of h's first events, h sorted, that come before x.
 func before(h []Event, x *Event) int {
-	lo, hi := 0, len(h)
+	if len(h) == 0 || less(&h[len(h)-1], x) {
+		return len(h) // the far heap's first, mostly: no search
+	}
+	lo, hi := 0, len(h)-1
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if less(&h[m], x) {
