@@ -28,8 +28,13 @@ type Calendar struct {
 	// pushed (lateMin the index of its first by (At, number)), and late
 	// from lateHead on sorted, lateNew merged into it when its first is
 	// due (absorbLate).
-	active   int64
-	head     int
+	active int64
+	head   int
+	// act is the sorted bucket being popped (nil: none), and its events
+	// act[head:fast] come before every late and far event and are not its
+	// last: PopBefore pops them without looking further (refast).
+	act      []Event
+	fast     int
 	late     []Event
 	lateHead int
 	lateNew  []Event
@@ -140,8 +145,10 @@ func (c *Calendar) PushSeq(at Time, seq uint64, kind uint16, target int32, arg i
 	// The common case inline: a later bucket of the wheel, not the one
 	// being popped, with room left (a push cost about 100 instructions
 	// through push's general path).
-	b := int64(at) >> c.shift
-	if d := b - c.cur; d > 0 && d <= c.mask && b != c.active {
+	// (shift&63 and one unsigned comparison for 0 < d <= mask: the
+	// shift's guard and a branch less.)
+	b := int64(at) >> (c.shift & 63)
+	if d := b - c.cur; uint64(d-1) < uint64(c.mask) && b != c.active {
 		i := b & c.mask
 		if h := &c.buckets[i]; len(*h) < cap(*h) {
 			// Resliced in place: only the length is stored (storing the
@@ -202,6 +209,9 @@ func (c *Calendar) push(at Time, seq uint64, kind uint16, target int32, arg int6
 // ahead (an ACK's), which a heap took in and gave out at 9% of SimAI's
 // micro AllReduce's CPU.
 func (c *Calendar) pushLate(e Event) {
+	if c.head < c.fast && less(&e, &c.act[c.fast-1]) {
+		c.fast = c.head + before(c.act[c.head:c.fast], &e)
+	}
 	c.lateNew = append(c.lateNew, e)
 	if n := len(c.lateNew) - 1; n > 0 && less(&c.lateNew[n], &c.lateNew[c.lateMin]) {
 		c.lateMin = n
@@ -423,7 +433,8 @@ func (c *Calendar) slotSort(h []Event, own bool) ([]Event, bool) {
 }
 
 // slotChain chains each event of h to its slot's (key's) list, from the
-// back, so that each list is in h's order; that order must be the
+// back, so that each list is in h's order (head holds an index plus one,
+// 0 for none; next an index, -1 for none); that order must be the
 // numbers' (a maker's count grows as it pushes), else it reports false.
 // (The three passes of slotSort are functions of their own: in one, the
 // loops' counters did not stay in registers.)
@@ -437,7 +448,7 @@ func slotChain(h []Event, key []uint32, head, next []int32, gBase *[slotGroups]i
 		if j != 0 && h[j-1].seq < h[i].seq {
 			return false
 		}
-		next[i], head[s] = j, int32(i+1)
+		next[i], head[s] = j-1, int32(i+1)
 	}
 	return true
 }
@@ -452,8 +463,8 @@ func slotGather(out, h []Event, head, next []int32) {
 		if j == 0 {
 			continue
 		}
-		for ; j != 0; j = next[j-1] {
-			out[k] = h[j-1]
+		for i := j - 1; i >= 0; i = next[i] {
+			out[k] = h[i]
 			k++
 		}
 		head[s] = 0
@@ -645,7 +656,7 @@ func (c *Calendar) first(b int64) *Event {
 		}
 		h = c.sortBucket(h, true)
 		c.buckets[b&c.mask] = h
-		c.active, c.head = b, 0
+		c.active, c.head, c.act, c.fast = b, 0, h, 0
 	}
 	if len(c.late)|len(c.lateNew) != 0 { // most calls find none: no call
 		if t := c.lateTop(); t != nil && (c.head == len(h) || less(t, &h[c.head])) {
@@ -666,9 +677,26 @@ func (c *Calendar) Pop() Event {
 
 // PopBefore removes and returns the earliest event if it is before end;
 // ok is false when there is none (a window of a partitioned simulation
-// is over, or its horizon reached). One pass: peeking first and then
-// popping scanned for the bucket twice, a tenth of a partitioned run.
+// is over, or its horizon reached). Inlined: most events come from the
+// sorted bucket being popped with nothing to check (refast), which took
+// a packet run's loop about 50 instructions an event through popBefore.
 func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
+	if c.head < c.fast {
+		top := &c.act[c.head]
+		if top.At >= end {
+			return Event{}, false
+		}
+		c.head++
+		c.inWheel--
+		c.pops++
+		return *top, true
+	}
+	return c.popBefore(end)
+}
+
+// popBefore is PopBefore's general case. One pass: peeking first and then
+// popping scanned for the bucket twice, a tenth of a partitioned run.
+func (c *Calendar) popBefore(end Time) (e Event, ok bool) {
 	if c.active >= 0 && c.active == c.cur {
 		// The sorted bucket being popped is the wheel's first (nothing
 		// can be pushed before the cursor): its head, unless a late or a
@@ -700,6 +728,8 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 			}
 			if c.head == len(h) && c.lateLen() == 0 {
 				c.emptied(i, h)
+			} else {
+				c.refast()
 			}
 			return e, true
 		}
@@ -733,8 +763,45 @@ func (c *Calendar) PopBefore(end Time) (e Event, ok bool) {
 	}
 	if c.head == len(h) && c.lateLen() == 0 {
 		c.emptied(i, h)
+	} else {
+		c.refast()
 	}
 	return e, true
+}
+
+// refast sets how many of the active bucket's next events PopBefore pops
+// without checks: those before its last (whose pop empties the bucket),
+// before the first late event and before the far heap's first.
+func (c *Calendar) refast() {
+	n := len(c.act) - 1
+	if c.head >= n {
+		c.fast = 0
+		return
+	}
+	if t := c.lateTop(); t != nil {
+		n = c.head + before(c.act[c.head:n], t)
+	}
+	if c.far.Len() > 0 {
+		n = c.head + before(c.act[c.head:n], &c.far.h[0])
+	}
+	c.fast = n
+}
+
+// before is the number of h's first events, h sorted, that come before x.
+func before(h []Event, x *Event) int {
+	if len(h) == 0 || less(&h[len(h)-1], x) {
+		return len(h) // the far heap's first, mostly: no search
+	}
+	lo, hi := 0, len(h)-1
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if less(&h[m], x) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
 }
 
 // retune doubles or halves the buckets' width by the events popped a
@@ -786,6 +853,7 @@ func (c *Calendar) rescale(shift uint) {
 	mv = c.lateTake(mv)
 	c.cur = c.cur << c.shift >> shift
 	c.shift, c.active, c.head, c.inWheel = shift, -1, 0, 0
+	c.act, c.fast = nil, 0
 	c.mask = int64(max(len(c.buckets)>>max(0, int(shift-c.minShift)-wideHorizon), min(len(c.buckets), minWheel))) - 1
 	for k := range mv {
 		e := &mv[k]
@@ -806,7 +874,7 @@ func (c *Calendar) emptied(i int64, h []Event) {
 	} else {
 		c.buckets[i] = h[:0]
 	}
-	c.active = -1
+	c.active, c.act, c.fast = -1, nil, 0
 }
 
 // popFarBefore pops the far heap's head if there is one before end.
@@ -844,11 +912,8 @@ func (c *Calendar) PeekNear() (kind uint16, target int32, ok bool) {
 // peek that looked for late events too took a packet run's loop 40
 // instructions an event, as many as the pop.
 func (c *Calendar) NearHead() *Event {
-	if c.active < 0 {
-		return nil
-	}
-	if h := c.buckets[c.active&c.mask]; c.head < len(h) {
-		return &h[c.head]
+	if c.head < len(c.act) {
+		return &c.act[c.head]
 	}
 	return nil
 }

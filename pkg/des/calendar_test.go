@@ -352,6 +352,48 @@ func TestCalendarPopBefore(t *testing.T) {
 	}
 }
 
+// The run of a sorted bucket that PopBefore pops without checks stops at
+// the end asked for, at a late event pushed into it and before its last
+// event, and the events still pop in time order.
+func TestCalendarFastRun(t *testing.T) {
+	c := NewCalendar(10, 4) // 1024 ps buckets, 16 of them
+	var want []Time
+	for i := range 100 {
+		at := Time(1024 + 5*i) // all in bucket 1
+		c.Push(at, 0, int32(i), 0)
+		want = append(want, at)
+	}
+	var got []Time
+	pop := func(end Time) bool {
+		e, ok := c.PopBefore(end)
+		if ok {
+			got = append(got, e.At)
+		}
+		return ok
+	}
+	pop(Never)
+	if c.fast != len(want)-1 || c.head != 1 {
+		t.Fatalf("after the bucket's first pop: head %d, run to %d; want 1 and %d", c.head, c.fast, len(want)-1)
+	}
+	for pop(1024 + 5*50) {
+	}
+	if len(got) != 50 || c.Len() != 50 {
+		t.Fatalf("PopBefore(%d) popped %d events, left %d; want 50 and 50", 1024+5*50, len(got), c.Len())
+	}
+	late := Time(1024 + 5*60 + 1)
+	c.Push(late, 0, -1, 0)
+	want = append(want, late)
+	slices.Sort(want)
+	if c.fast != 61 {
+		t.Fatalf("a late event at %d ps cut the run at %d, want 61", late, c.fast)
+	}
+	for pop(Never) {
+	}
+	if !slices.Equal(got, want) || c.Len() != 0 {
+		t.Fatalf("popped %v, want %v (%d left)", got, want, c.Len())
+	}
+}
+
 // Buckets numbered by the caller pop in (At, number) order however their
 // events arrive: sorted, reversed runs (as makers' runs of simultaneous
 // events arrive), random, or nearly sorted, for sizes either side of
