@@ -86,6 +86,23 @@ func (d *Decomposer) busiestLinkPs(c *Coll, byGroup bool) (float64, bool) {
 	return t, true
 }
 
+// linkBusy is the longest a GPU's NVLink (nv) and its share of the NICs
+// (nic) take (ps) for the bytes the decomposition puts on them, each way.
+type linkBusy struct{ nv, nic float64 }
+
+// busiestLinksPs is collective c's linkBusy (gpuTraffic's loads).
+func (d *Decomposer) busiestLinksPs(c *Coll) (linkBusy, bool) {
+	loads, nv, nic, ok := d.gpuLoads(c, false)
+	var b linkBusy
+	for _, l := range loads {
+		b.nv = max(b.nv, l.nvOut/nv, l.nvIn/nv)
+		if nic > 0 {
+			b.nic = max(b.nic, l.nicOut/nic, l.nicIn/nic)
+		}
+	}
+	return b, ok
+}
+
 // gpuLoads sums the bytes the decomposition puts on each GPU's links
 // (gpuTraffic): one load a GPU, or, byGroup, one a GPU and group of
 // coinciding rings (trafficGroups); nv and nic are the links' rates.
@@ -327,14 +344,14 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 // same chain and the same NIC, alternating trees in which a server has up
 // to two children: that many pieces share a hop's link at once in the
 // steady state, NVLink inside a server, the GPU's NIC across; a piece
-// going through crosses the NIC with its own tree's only (sameTree). Channels that differ share a
-// link too, so the first piece's latencies plus all the bytes on the
-// busiest link (bw) bound it from below as well; and while the first
-// piece climbs its server's chain, other channels' later pieces pile onto
-// its NVLink hops (chainPile). ok is false where the
-// server model lacks a rate or the plan is not a tree AllReduce under step
-// costs.
-func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
+// going through crosses the NIC with its own tree's only (sameTree).
+// Channels that differ share a link too, so the bytes on the busiest NIC
+// and NVLink (busy) bound it from below as well, after the first piece's
+// latencies (linkBusy.bound); and while the first piece climbs its
+// server's chain, other channels' later pieces pile onto its NVLink hops
+// (chainPile). ok is false where the server model lacks a rate or the
+// plan is not a tree AllReduce under step costs.
+func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) {
 	pl := co.Plan
 	m, f := d.Planner.M, d.Fabric
 	n := len(co.Ranks)
@@ -403,15 +420,14 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 		for i := len(down) - 1; i >= 0; i-- { // and back down
 			path = append(path, down[i])
 		}
-		var e, after, lat float64
+		var e, after float64
 		for i, h := range path {
 			if !h.intra { // a piece crosses with its own tree's channels
 				path[i].bytes = h.one * float64(sameTree(int64(ch), channels, ppn))
 			}
 			after += path[i].bytes
-			lat += h.lat
 		}
-		worst = max(worst, lat+float64(bw))
+		worst = max(worst, busy.bound(path))
 		pile := chainPile{ch: int64(ch), channels: channels, ppn: ppn, pieces: pieces, share: share, one: path[0].one, pace: path[0].pace}
 		climbing := nNodes > 1 // rankTree's chains start on rotated rails
 		for _, h := range path {
@@ -439,6 +455,37 @@ func sameTree(ch, channels, ppn int64) int64 {
 		}
 	}
 	return n
+}
+
+// bound is how long the path takes at least for the bytes on its busiest
+// NIC and NVLink (treePs). The NIC's wait for the first piece's latencies
+// all along the path: every channel reaches the network after the climb
+// and comes back only after the root, so the NIC idles through them. A
+// GPU's NVLink does not: rankTree rotates the chains, so it carries other
+// channels' pieces, up and down, while one's first piece pays latencies
+// elsewhere: its bytes wait for the latencies up to the path's first
+// NVLink hop and are followed by those after its last one. With all the
+// latencies before the NVLink's bytes too, OCI's 2 x 8 A100 tree LL128 (a100, 200 Gb/s NICs, NVLink the busiest) was
+// 1.21 of flow granularity at 8 MiB and 1.04-1.06 at 128 KiB-4 MiB.
+func (b linkBusy) bound(path []treeHop) float64 {
+	var lat, nvPre, nvPost float64
+	seen := false // a NVLink hop
+	for _, h := range path {
+		lat += h.lat
+		switch {
+		case h.intra && !seen:
+			seen, nvPre = true, lat
+		case h.intra:
+			nvPost = 0
+		case seen:
+			nvPost += h.lat
+		}
+	}
+	t := lat + b.nic
+	if seen {
+		t = max(t, nvPre+b.nv+nvPost)
+	}
+	return t
 }
 
 // treeHop is a hop of a tree's path in treePs: its first piece's latency
