@@ -132,3 +132,24 @@ func TestTransportP5CollFlowAgree(t *testing.T) {
 		}
 	}
 }
+
+// NVLS-Tree under a user-set small proxy-op (VP 4 x 8 H100, h100-ib; the
+// preset's 1.6 us is held by TestTransportCollFlowAgree): collective
+// against flow granularity within 5% at 1-128 MiB, 0.980-1.041 when
+// written (op 0.2: 0.983-1.028, op 0.1: 0.980-1.041). nvlsTreePs took the
+// last channel as alone on each stage's NIC, 0.4 (0.2) us after the one
+// before, where a stage's shard takes 1.3 us there and the channels
+// share it: 0.85-0.95 (0.81-0.95) at 4-16 MiB. Then the steady cycle, all
+// stages' bytes on the busiest NIC per chunk, took 1.03-1.12 from 16 MiB,
+// and the busiest NIC's bytes in series from the first stage 0.91-0.95 at
+// 64-128 MiB (nvlsStage.dirs). With op 0 it is 1.00-1.036 but 1.055 at
+// 32 MiB (the stages' pipeline bound; 1.09-1.18 at 16-128 MiB before).
+func TestTransportNVLSTreeProxyOpCollFlow(t *testing.T) {
+	t.Parallel()
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32", "--gpu-type", "H100", "--nic-bw", "400Gbps"), "ncclpath")
+	for _, op := range []string{"0.2", "0.1"} {
+		t.Run("proxy-op="+op, func(t *testing.T) {
+			checkCollFlow(t, topo, 8, "--sweep", "1MiB:128MiB:2", "--transport", "preset=h100-ib,proxy-op="+op)
+		})
+	}
+}

@@ -1,6 +1,10 @@
 package collective
 
 import (
+	"cmp"
+	"math"
+	"slices"
+
 	"github.com/fabricsim/fabricsim/pkg/nccl"
 )
 
@@ -86,6 +90,23 @@ func (d *Decomposer) busiestLinkPs(c *Coll, byGroup bool) (float64, bool) {
 	return t, true
 }
 
+// linkBusy is the longest a GPU's NVLink (nv) and its share of the NICs
+// (nic) take (ps) for the bytes the decomposition puts on them, each way.
+type linkBusy struct{ nv, nic float64 }
+
+// busiestLinksPs is collective c's linkBusy (gpuTraffic's loads).
+func (d *Decomposer) busiestLinksPs(c *Coll) (linkBusy, bool) {
+	loads, nv, nic, ok := d.gpuLoads(c, false)
+	var b linkBusy
+	for _, l := range loads {
+		b.nv = max(b.nv, l.nvOut/nv, l.nvIn/nv)
+		if nic > 0 {
+			b.nic = max(b.nic, l.nicOut/nic, l.nicIn/nic)
+		}
+	}
+	return b, ok
+}
+
 // gpuLoads sums the bytes the decomposition puts on each GPU's links
 // (gpuTraffic): one load a GPU, or, byGroup, one a GPU and group of
 // coinciding rings (trafficGroups); nv and nic are the links' rates.
@@ -146,10 +167,9 @@ func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
 // carry: every channel's chunk goes through the same stages (the
 // channels are cut alike), each stage its latency and step cost (the
 // first chunk's: firstHop) plus the bytes the channels put at once on the
-// GPU link it loads most. All channels upload together; without the
-// proxy's cost they run the tree in step too, and with it the last
-// channel starts its tree its proxyPhase later, alone on the NIC and at
-// its multicast (the phase exceeds a stage's shards on the NIC):
+// GPU link it loads most. All channels upload together; they reach the
+// tree their proxyPhase apart and share each stage's NIC directions with
+// the channels there at once (processor sharing, psLeave):
 //
 //   - upload: each GPU sends its chunk to the NVSwitch (NVLink, at NVLS's
 //     efficiency), after NVLink's hop latency and step cost;
@@ -164,14 +184,22 @@ func (d *Decomposer) ringPhasePs(c *Coll) (float64, bool) {
 //     its shard and the switch writes the chunk to it, over the channels
 //     ending there at once.
 //
-// The first chunk takes the longest of these chains, and each later one
-// adds a cycle: the slowest connection's pace (steps x the longer of the
-// step cost and the proxy's round, proxyRound), or a chunk's bytes on the
-// busiest link (a GPU's NVLink carries the upload and the multicast store
-// out, the reduced shard and the multicast in; its NIC the tree stages'
-// shards), whichever is longer:
+// The first chunk takes the longest of these chains. The later ones
+// follow through each stage at its cycle (the slowest connection's pace,
+// steps x the longer of the step cost and the proxy's round, proxyRound;
+// the NVLink's bytes of a chunk; that stage's bytes on its busiest NIC
+// direction), then pay the later stages' bytes and the multicast:
 //
-//	T = base + chain + (K - 1) x cycle.
+//	T = base + max(chain + (K - 1) x max(pace, NVLink's),
+//	               max over stages i of end_i + (K - 1) x cycle_i + the later stages' bytes + multicast,
+//	               when the busiest NIC direction has crossed its chunks + multicast).
+//
+// A NIC direction's chunks of stage i can cross no sooner than stage i's
+// first has, and those of earlier stages come one a cycle. One cycle of
+// all stages' bytes on the busiest NIC (the former form, chain + (K-1) x
+// cycle) put VP 4 x 8 H100 at 1.09-1.18 of flow granularity at 16-128
+// MiB with proxy-op 0: the last stage's later chunks go at its own
+// shards' pace.
 //
 // ok is false where the server model lacks a rate or the plan is not an
 // NVLS-Tree AllReduce across servers under step costs.
@@ -221,74 +249,96 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 			levels = max(levels, height[w][j])
 		}
 	}
-	// stage is a tree stage's time: the hop plus the most shards one GPU
-	// sends or receives in it over its NIC (sends(w, j): how many server
-	// j sends in tree w, to whom through to).
-	//
+	// stage moves every channel's first chunk across a tree stage
+	// (sends(w, j): to whom server j sends in tree w): each channel's shard
+	// leaves its NIC a network hop after its chain reached the stage, and a
+	// NIC direction shares its rate among the shards on it (psLeave).
 	// With the proxy's cost, a GPU's proxy posts its channels' first
-	// network steps a share of its round apart (proxyPhase), more than a
-	// stage's shards take on the NIC: the last channel's chain starts its
-	// tree that much later and each stage costs its own shards, as does
-	// its multicast; without it the channels run in step and share.
+	// network steps a share of its round apart (proxyPhase), so the
+	// channels reach the first stage that far apart; whether their shards
+	// then overlap depends on how long those take on the NIC. Taking them
+	// as alone (op 0.2 us: 0.4 us apart, 1.3 us a shard) made VP 4 x 8
+	// H100 0.81-0.95 of flow granularity at 4-16 MiB.
+	//
+	// The multicast takes the channels ending at once: one a tree when
+	// phased, all of them without the proxy's cost.
 	phased := s.proxyOp > 0
 	at := n // channels in a stage at once, per tree
 	if phased {
 		at = [2]int64{min(n[0], 1), min(n[1], 1)}
 	}
-	out, in := make([]int64, nNodes), make([]int64, nNodes)
-	outAll, inAll := make([]int64, nNodes), make([]int64, nNodes) // over a chunk's stages
-	stage := func(sends func(w, j int) []int) float64 {
-		clear(out)
-		clear(in)
+	x := float64(shard) / nic
+	// tc[c]: when channel c's chain reaches the next tree stage; its first
+	// leaf step leaves its proxy phase late.
+	tc := make([]float64, active)
+	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
+	reduce := nvPs(active, shard)
+	for c := range tc {
+		tc[c] = upload + reduce + float64(proxyPhase(c, s.proxyOp))
+	}
+	var stages []nvlsStage // the tree's stages, in order
+	stage := func(sends func(w, j int) []int) {
+		load := map[[2]int64]bool{} // the shards a NIC direction carries per channel of each tree
+		out, in := make([][2]int64, nNodes), make([][2]int64, nNodes)
 		for w := range trees {
 			for j := 0; j < nNodes; j++ {
 				for _, to := range sends(w, j) {
-					out[j] += at[w]
-					in[to] += at[w]
-					outAll[j] += n[w]
-					inAll[to] += n[w]
+					out[j][w]++
+					in[to][w]++
 				}
 			}
 		}
-		most := int64(0)
+		most := int64(0) // the shards of all channels on the busiest NIC direction
+		dirs := make([]float64, 2*nNodes)
 		for j := range out {
-			most = max(most, out[j], in[j])
+			dirs[2*j] = float64(out[j][0]*n[0]+out[j][1]*n[1]) * x
+			dirs[2*j+1] = float64(in[j][0]*n[0]+in[j][1]*n[1]) * x
+			load[out[j]], load[in[j]] = true, true
+			most = max(most, out[j][0]*n[0]+out[j][1]*n[1], in[j][0]*n[0]+in[j][1]*n[1])
 		}
-		return float64(netHop) + float64(most*shard)/nic
-	}
-	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
-	reduce := nvPs(active, shard)
-	t := upload + reduce
-	if phased {
-		t += float64(proxyPhase(int(active)-1, s.proxyOp))
+		next := slices.Clone(tc)
+		for m := range load {
+			var who []int
+			var arrive, work []float64
+			for c := range tc {
+				if k := m[c%2]; k > 0 {
+					who = append(who, c)
+					arrive = append(arrive, tc[c]+float64(netHop))
+					work = append(work, float64(k)*x)
+				}
+			}
+			for i, t := range psLeave(arrive, work) {
+				next[who[i]] = max(next[who[i]], t)
+			}
+		}
+		copy(tc, next)
+		if most > 0 {
+			stages = append(stages, nvlsStage{end: slices.Max(tc), bytes: float64(most) * x, dirs: dirs})
+		}
 	}
 	// A chunk's bytes on the busiest link: each GPU's NVLink carries its
 	// upload and multicast store out, its reduced shard and the multicast
-	// in; its NIC its tree stages' shards.
-	nvBusy, nicBusy := nvPs(active, b)+nvPs(active, shard), 0.0
+	// in; its NIC its tree stages' shards (nvlsStage.dirs).
+	nvBusy := nvPs(active, b) + nvPs(active, shard)
 	for u := 0; u < levels; u++ {
-		st := stage(func(w, j int) []int {
+		stage(func(w, j int) []int {
 			if p := trees[w].par[j]; p >= 0 && height[w][j] == u {
 				return []int{p}
 			}
 			return nil
 		})
-		t += st
 	}
-	// down[dd]: when the down stage from depth dd begins.
-	down := make([]float64, levels+1)
-	down[0] = t
+	// down[dd][c]: when channel c's down stage from depth dd begins.
+	down := make([][]float64, levels+1)
+	down[0] = slices.Clone(tc)
 	for dd := 0; dd < levels; dd++ {
-		st := stage(func(w, j int) []int {
+		stage(func(w, j int) []int {
 			if depth[w][j] == dd {
 				return trees[w].kids[j]
 			}
 			return nil
 		})
-		down[dd+1] = down[dd] + st
-	}
-	for j := range outAll {
-		nicBusy = max(nicBusy, float64(max(outAll[j], inAll[j])*shard)/nic)
+		down[dd+1] = slices.Clone(tc)
 	}
 	chain := 0.0
 	for j := 0; j < nNodes; j++ {
@@ -299,14 +349,101 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 					ending += at[w]
 				}
 			}
-			if ending > 0 {
-				chain = max(chain, down[dd]+nvPs(ending, shard)+nvPs(ending, b))
+			for c, t := range down[dd] {
+				if depth[c%2][j] == dd {
+					chain = max(chain, t+nvPs(ending, shard)+nvPs(ending, b))
+				}
 			}
 		}
 	}
 	pace := max(s.steps(wire(shard, pl.Proto))*max(s.inter, proxyRound(int(channels), co.Rec.Size, s.proxyOp)), s.intra*s.steps(nvlsWire(b, eff)))
-	cycle := max(float64(pace), nvBusy, nicBusy)
-	return usToPs(pl.Lat.Base) + int64(chain+float64(chunks-1)*cycle), true
+	t := chain + float64(chunks-1)*max(float64(pace), nvBusy)
+	// A stage's later chunks follow its first at its cycle, then only
+	// pay the later stages' bytes and the multicast; the NICs' bytes of
+	// every chunk bound it too.
+	tail := chain - slices.Max(tc)
+	for i := len(stages) - 1; i >= 0; i-- {
+		st := stages[i]
+		t = max(t, st.end+float64(chunks-1)*max(float64(pace), st.bytes)+tail)
+		tail += st.bytes
+	}
+	if len(stages) > 0 {
+		// A NIC direction's chunks of stage i arrive from its first's start
+		// on, at most one a cycle: what arrives after stage i's first
+		// chunk crosses after it. The busiest direction's bytes in series
+		// (stage 0's term) idle while the NVLink paces the early stages'
+		// chunks and the later stages' have not come (0.91-0.95 of flow
+		// granularity at 64-128 MiB on VP 4 x 8 H100, proxy-op 0.2).
+		cyc := max(float64(pace), nvBusy)
+		var nicEnd float64
+		for dir := range stages[0].dirs {
+			for i, si := range stages {
+				from, work := si.end-si.bytes, 0.0
+				for j, sj := range stages {
+					k := float64(chunks)
+					if j < i {
+						k = max(0, k-math.Floor((from-(sj.end-sj.bytes))/cyc)-1)
+					}
+					work += k * sj.dirs[dir]
+				}
+				nicEnd = max(nicEnd, from+work)
+			}
+		}
+		t = max(t, nicEnd+chain-slices.Max(tc))
+	}
+	return usToPs(pl.Lat.Base) + int64(t), true
+}
+
+// nvlsStage is a tree stage of nvlsTreePs: when the first chunk's last
+// channel has crossed it and the bytes every channel puts on its busiest
+// NIC direction (ps).
+type nvlsStage struct {
+	end, bytes float64
+	dirs       []float64 // each NIC direction's bytes a chunk (server j out: 2j, in: 2j+1)
+}
+
+// psLeave is when each of a link's transfers leaves (ps) when the link
+// shares its rate equally among those sending (fluid's max-min share on
+// one bottleneck): transfer i starts sending at arrive[i] and takes
+// work[i] alone.
+func psLeave(arrive, work []float64) []float64 {
+	order := make([]int, len(arrive))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(arrive[a], arrive[b]) })
+	left, rem := make([]float64, len(arrive)), slices.Clone(work)
+	var on []int // sending now
+	now, next := 0.0, 0
+	for next < len(order) || len(on) > 0 {
+		if len(on) == 0 {
+			now = max(now, arrive[order[next]])
+		}
+		for next < len(order) && arrive[order[next]] <= now {
+			on = append(on, order[next])
+			next++
+		}
+		k := float64(len(on))
+		least := math.Inf(1)
+		for _, i := range on {
+			least = min(least, rem[i])
+		}
+		dt := least * k
+		if next < len(order) && arrive[order[next]]-now < dt {
+			dt = arrive[order[next]] - now
+		}
+		now += dt
+		kept := on[:0]
+		for _, i := range on {
+			if rem[i] -= dt / k; rem[i] <= 1e-6*work[i] {
+				left[i] = now
+				continue
+			}
+			kept = append(kept, i)
+		}
+		on = kept
+	}
+	return left
 }
 
 // treePs is a tree AllReduce's time (ps) under the transport's costs in
@@ -327,14 +464,14 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 // same chain and the same NIC, alternating trees in which a server has up
 // to two children: that many pieces share a hop's link at once in the
 // steady state, NVLink inside a server, the GPU's NIC across; a piece
-// going through crosses the NIC with its own tree's only (sameTree). Channels that differ share a
-// link too, so the first piece's latencies plus all the bytes on the
-// busiest link (bw) bound it from below as well; and while the first
-// piece climbs its server's chain, other channels' later pieces pile onto
-// its NVLink hops (chainPile). ok is false where the
-// server model lacks a rate or the plan is not a tree AllReduce under step
-// costs.
-func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
+// going through crosses the NIC with its own tree's only (sameTree).
+// Channels that differ share a link too, so the bytes on the busiest NIC
+// and NVLink (busy) bound it from below as well, after the first piece's
+// latencies (linkBusy.bound); and while the first piece climbs its
+// server's chain, other channels' later pieces pile onto its NVLink hops
+// (chainPile). ok is false where the server model lacks a rate or the
+// plan is not a tree AllReduce under step costs.
+func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) {
 	pl := co.Plan
 	m, f := d.Planner.M, d.Fabric
 	n := len(co.Ranks)
@@ -403,15 +540,14 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, bw int64) (int64, bool) {
 		for i := len(down) - 1; i >= 0; i-- { // and back down
 			path = append(path, down[i])
 		}
-		var e, after, lat float64
+		var e, after float64
 		for i, h := range path {
 			if !h.intra { // a piece crosses with its own tree's channels
 				path[i].bytes = h.one * float64(sameTree(int64(ch), channels, ppn))
 			}
 			after += path[i].bytes
-			lat += h.lat
 		}
-		worst = max(worst, lat+float64(bw))
+		worst = max(worst, busy.bound(path))
 		pile := chainPile{ch: int64(ch), channels: channels, ppn: ppn, pieces: pieces, share: share, one: path[0].one, pace: path[0].pace}
 		climbing := nNodes > 1 // rankTree's chains start on rotated rails
 		for _, h := range path {
@@ -439,6 +575,37 @@ func sameTree(ch, channels, ppn int64) int64 {
 		}
 	}
 	return n
+}
+
+// bound is how long the path takes at least for the bytes on its busiest
+// NIC and NVLink (treePs). The NIC's wait for the first piece's latencies
+// all along the path: every channel reaches the network after the climb
+// and comes back only after the root, so the NIC idles through them. A
+// GPU's NVLink does not: rankTree rotates the chains, so it carries other
+// channels' pieces, up and down, while one's first piece pays latencies
+// elsewhere: its bytes wait for the latencies up to the path's first
+// NVLink hop and are followed by those after its last one. With all the
+// latencies before the NVLink's bytes too, OCI's 2 x 8 A100 tree LL128 (a100, 200 Gb/s NICs, NVLink the busiest) was
+// 1.21 of flow granularity at 8 MiB and 1.04-1.06 at 128 KiB-4 MiB.
+func (b linkBusy) bound(path []treeHop) float64 {
+	var lat, nvPre, nvPost float64
+	seen := false // a NVLink hop
+	for _, h := range path {
+		lat += h.lat
+		switch {
+		case h.intra && !seen:
+			seen, nvPre = true, lat
+		case h.intra:
+			nvPost = 0
+		case seen:
+			nvPost += h.lat
+		}
+	}
+	t := lat + b.nic
+	if seen {
+		t = max(t, nvPre+b.nv+nvPost)
+	}
+	return t
 }
 
 // treeHop is a hop of a tree's path in treePs: its first piece's latency

@@ -198,15 +198,20 @@ func TestTreePs(t *testing.T) {
 	nvHop, netHop := 1.5e6+w/0.1, 10.75e6+w/0.05 // first piece: latency, cost share, bytes
 	firstAcross := nvHop + netHop + netHop       // the first piece has crossed the last network hop
 	want := 14e6 + firstAcross + 7*2.25e6 + w/0.1
-	got, ok := d.treePs(co, s, 0)
+	got, ok := d.treePs(co, s, linkBusy{})
 	if !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("tree: %d ps (ok %v), want %.0f", got, ok, want)
 	}
-	// The latencies plus the busiest link's bytes bound it from below.
-	if got, _ := d.treePs(co, s, 100e6); math.Abs(float64(got)-(14e6+24.5e6+100e6)) > 10 {
-		t.Errorf("tree, bytes-bound: %d ps, want %.0f", got, 14e6+24.5e6+100e6)
+	// The latencies plus the busiest NIC's bytes bound it from below.
+	if got, _ := d.treePs(co, s, linkBusy{nic: 100e6}); math.Abs(float64(got)-(14e6+24.5e6+100e6)) > 10 {
+		t.Errorf("tree, NIC-bound: %d ps, want %.0f", got, 14e6+24.5e6+100e6)
 	}
-	if _, ok := d.treePs(co, stepCosts{}, 0); ok {
+	// The busiest NVLink's bytes overlap the latencies after the first
+	// hop's: the path ends on a NVLink hop.
+	if got, _ := d.treePs(co, s, linkBusy{nv: 100e6}); math.Abs(float64(got)-(14e6+1.5e6+100e6)) > 10 {
+		t.Errorf("tree, NVLink-bound: %d ps, want %.0f", got, 14e6+1.5e6+100e6)
+	}
+	if _, ok := d.treePs(co, stepCosts{}, linkBusy{}); ok {
 		t.Errorf("priced without step costs: default streams would change")
 	}
 }
@@ -228,12 +233,12 @@ func TestTreePsSimple(t *testing.T) {
 	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 16e6}, Ranks: ranks,
 		Plan: Plan{Algo: AlgoTree, Proto: Simple, Channels: 4, Chunk: 1e6, Lat: LatTerms{Base: 10, Intra: 1, Inter: 5}}}
 	s := stepCosts{bytes: 1 << 20, intra: 500_000, inter: 4_000_000}
-	if got, ok := d.treePs(co, s, 0); !ok || got != 222_500_000 {
+	if got, ok := d.treePs(co, s, linkBusy{}); !ok || got != 222_500_000 {
 		t.Errorf("Simple tree: %d ps (ok %v), want 222500000", got, ok)
 	}
 	// One channel: nothing piles up on its chain, 30 us less.
 	co.Plan.Channels, co.Rec.Size = 1, 4e6
-	if got, _ := d.treePs(co, s, 0); got != 192_500_000 {
+	if got, _ := d.treePs(co, s, linkBusy{}); got != 192_500_000 {
 		t.Errorf("Simple tree, one channel: %d ps, want 192500000", got)
 	}
 	// 2 x 2 GPUs, 4 channels of one piece: channels 0 and 2 (1 and 3) share
@@ -243,7 +248,7 @@ func TestTreePsSimple(t *testing.T) {
 	// 20) = 111 us (151 with both pieces on every NIC hop).
 	d, ranks = handDecomposer(4, 2, 100, 2, 50, 0)
 	co.Ranks, co.Plan.Channels, co.Rec.Size = ranks, 4, 4e6
-	if got, _ := d.treePs(co, s, 0); got != 111_000_000 {
+	if got, _ := d.treePs(co, s, linkBusy{}); got != 111_000_000 {
 		t.Errorf("Simple tree, two trees a rail: %d ps, want 111000000", got)
 	}
 }
