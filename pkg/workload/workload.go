@@ -12,6 +12,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/pkg/nccl"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -71,43 +72,55 @@ func Read(r io.Reader, name string) (*Workload, error) {
 func ReadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<16), 1<<24)
-	type line struct {
-		n int
-		f []string
+	lr := &lineReader{sc: sc, file: name}
+	n, f, err := lr.next()
+	if err != nil {
+		return nil, err
 	}
-	var lines []line
-	n := 0
-	for sc.Scan() {
-		n++
-		t := sc.Text()
+	if f == nil {
+		return nil, &topo.LineError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
+	}
+	if _, err := strconv.Atoi(f[0]); err != nil || len(f) != 4 {
+		return readSimAI(name, n, f, lr, limit)
+	}
+	w := &Workload{}
+	for f != nil {
+		if err := w.microLine(name, n, f); err != nil {
+			return nil, err
+		}
+		if n, f, err = lr.next(); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
+}
+
+// lineReader hands out a workload's non-empty lines one at a time, so
+// that a SimAI file's layers are parsed as they come rather than held
+// as text too.
+type lineReader struct {
+	sc   *bufio.Scanner
+	file string
+	n    int // lines read
+}
+
+// next returns the next line with text (comments cut) and its number, or
+// nil fields at the end.
+func (lr *lineReader) next() (int, []string, error) {
+	for lr.sc.Scan() {
+		lr.n++
+		t := lr.sc.Text()
 		if i := strings.IndexByte(t, '#'); i >= 0 {
 			t = t[:i]
 		}
 		if f := strings.Fields(t); len(f) > 0 {
-			lines = append(lines, line{n, f})
+			return lr.n, f, nil
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, &topo.LineError{File: name, Line: n + 1, Err: err}
+	if err := lr.sc.Err(); err != nil {
+		return 0, nil, &topo.LineError{File: lr.file, Line: lr.n + 1, Err: err}
 	}
-	if len(lines) == 0 {
-		return nil, &topo.LineError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
-	}
-	if _, err := strconv.Atoi(lines[0].f[0]); err == nil && len(lines[0].f) == 4 {
-		w := &Workload{}
-		for _, l := range lines {
-			if err := w.microLine(name, l.n, l.f); err != nil {
-				return nil, err
-			}
-		}
-		return w, nil
-	}
-	simai := make([][]string, len(lines))
-	nums := make([]int, len(lines))
-	for i, l := range lines {
-		simai[i], nums[i] = l.f, l.n
-	}
-	return readSimAI(name, simai, nums, limit)
+	return 0, nil, nil
 }
 
 func (w *Workload) microLine(file string, ln int, f []string) error {
@@ -148,29 +161,28 @@ func (w *Workload) microLine(file string, ln int, f []string) error {
 // forward and input-gradient columns and on DP in the weight-gradient
 // column; suffixes _EP, _DP_EP, _DP and _TP pick the group. The schedule
 // (Steps) is built from the header's pp, ga and vpp (see AICB.Schedule).
-func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workload, error) {
-	bad := func(i int, field string, err error) error {
-		return &topo.LineError{File: file, Line: nums[i], Field: field, Err: err}
+func readSimAI(file string, hn int, h []string, lr *lineReader, limit int64) (*Workload, error) {
+	bad := func(ln int, field string, err error) error {
+		return &topo.LineError{File: file, Line: ln, Field: field, Err: err}
 	}
-	m := &AICB{File: file, HeaderLine: nums[0], Policy: lines[0][0], TP: 1, PP: 1, EP: 1, GA: 1, VPP: 1}
-	h := lines[0]
+	m := &AICB{File: file, HeaderLine: hn, Policy: h[0], TP: 1, PP: 1, EP: 1, GA: 1, VPP: 1}
 	seen := map[string]string{}
 	for i := 1; i+1 < len(h); i += 2 {
 		key := strings.TrimSuffix(h[i], ":")
 		v, err := strconv.ParseInt(h[i+1], 10, 64)
 		if err != nil || v < 0 {
-			return nil, bad(0, key, fmt.Errorf("%q is not a non-negative integer", h[i+1]))
+			return nil, bad(hn, key, fmt.Errorf("%q is not a non-negative integer", h[i+1]))
 		}
 		// A key given twice once kept the last silently.
 		if prev, dup := seen[key]; dup {
-			return nil, bad(0, key, fmt.Errorf("given twice in the header (%s then %s %s)", prev, h[i], h[i+1]))
+			return nil, bad(hn, key, fmt.Errorf("given twice in the header (%s then %s %s)", prev, h[i], h[i+1]))
 		}
 		seen[key] = h[i] + " " + h[i+1]
 		const maxPar = 1 << 24
 		switch key {
 		case "model_parallel_NPU_group", "ep", "pp", "vpp", "ga", "all_gpus":
 			if v > maxPar {
-				return nil, bad(0, key, fmt.Errorf("%d is beyond %d", v, maxPar))
+				return nil, bad(hn, key, fmt.Errorf("%d is beyond %d", v, maxPar))
 			}
 		}
 		switch key {
@@ -178,7 +190,7 @@ func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workloa
 			// A group of 0 once ran as 1, a schedule the file did not
 			// ask for; --tp 0 and the like are refused the same way.
 			if v == 0 {
-				return nil, bad(0, key, fmt.Errorf("0: a parallel size is at least 1"))
+				return nil, bad(hn, key, fmt.Errorf("0: a parallel size is at least 1"))
 			}
 		}
 		switch key {
@@ -201,24 +213,136 @@ func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workloa
 	switch m.Policy {
 	case "HYBRID_TRANSFORMER_FWD_IN_BCKWD", "HYBRID_TRANSFORMER", "HYBRID_DATA_MODEL", "HYBRID_MODEL_DATA", "HYBRID_CUSTOMIZED", "DATA", "MODEL", "MICRO":
 	default:
-		return nil, bad(0, "policy", fmt.Errorf("unknown parallelism policy %q", m.Policy))
+		return nil, bad(hn, "policy", fmt.Errorf("unknown parallelism policy %q", m.Policy))
 	}
-	if len(lines) < 2 {
-		return nil, bad(0, "", fmt.Errorf("missing the layer count line"))
+	cn, c, err := lr.next()
+	if err != nil {
+		return nil, err
 	}
-	nLayers, err := strconv.Atoi(lines[1][0])
-	if err != nil || nLayers < 0 || len(lines[1]) != 1 {
-		return nil, bad(1, "layers", fmt.Errorf("expected the number of layers"))
+	if c == nil {
+		return nil, bad(hn, "", fmt.Errorf("missing the layer count line"))
+	}
+	nLayers, err := strconv.Atoi(c[0])
+	if err != nil || nLayers < 0 || len(c) != 1 {
+		return nil, bad(cn, "layers", fmt.Errorf("expected the number of layers"))
 	}
 	w := &Workload{TP: m.TP, PP: m.PP, EP: m.EP, AICB: m}
-	if have := len(lines) - 2; have != nLayers {
-		// SimAI reads the lines that are there; so do we, and say so.
-		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: line %d: announces %d layers, the file has %d: using the %d present", file, nums[1], nLayers, have, have))
+	if err := m.readLayers(lr, cn, nLayers, limit); err != nil {
+		return nil, err
 	}
-	comm := func(i int, field, typ, size string, def string) (Step, bool, error) {
+	if have := len(m.Layers); have != nLayers {
+		// SimAI reads the lines that are there; so do we, and say so.
+		w.Warnings = append(w.Warnings, fmt.Sprintf("%s: line %d: announces %d layers, the file has %d: using the %d present", file, cn, nLayers, have, have))
+	}
+	steps, err := m.ScheduleLimit(m.PP, m.GA, m.VPP, limit)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) && fe.Field == "layers" {
+			return nil, bad(cn, fe.Field, fe.Err)
+		}
+		if errors.As(err, &fe) {
+			return nil, bad(hn, fe.Field, fe.Err)
+		}
+		return nil, err
+	}
+	w.Steps = steps
+	return w, nil
+}
+
+// layerBytes is what a parsed line holds while its schedule is built: its
+// Layer, without the text its name keeps (so a lower bound).
+const layerBytes = int64(unsafe.Sizeof(Layer{}))
+
+// readLayers parses the layer lines as they come (cn is the count line's
+// number, announced its count), refusing in a moment, before holding
+// them, a file whose lines and the fewest steps they make are past limit
+// bytes (0: no bound).
+func (m *AICB) readLayers(lr *lineReader, cn, announced int, limit int64) error {
+	// Room for the announced lines saves the copies of a growing array
+	// (garbage the size of the array, five times over); a count may lie,
+	// so no more than a quarter of the budget is set aside.
+	room := min(announced, 1<<16)
+	if limit > 0 {
+		room = int(min(int64(announced), limit/4/layerBytes))
+	}
+	m.Layers = make([]Layer, 0, room)
+	var held, steps int64
+	for {
+		ln, f, err := lr.next()
+		if err != nil || f == nil {
+			return err
+		}
+		L, err := parseLayer(lr.file, ln, f)
+		if err != nil {
+			return err
+		}
+		s := m.minSteps(&L, len(m.Layers))
+		steps, held = steps+s, held+layerBytes+s*StepBytes
+		if limit > 0 && held > limit {
+			n := len(m.Layers) + 1
+			m.Layers = nil // a refused file's lines: room to count the rest
+			return m.refuseLayers(lr, cn, n, steps, limit)
+		}
+		m.Layers = append(m.Layers, L)
+	}
+}
+
+// refuseLayers counts the steps of the lines not read yet, holding none of
+// them, and says how far past limit the file's lines and steps are.
+func (m *AICB) refuseLayers(lr *lineReader, cn, lines int, steps, limit int64) error {
+	for {
+		ln, f, err := lr.next()
+		if err != nil {
+			return err
+		}
+		if f == nil {
+			break
+		}
+		L, err := parseLayer(lr.file, ln, f)
+		if err != nil {
+			return err
+		}
+		steps += m.minSteps(&L, lines)
+		lines++
+	}
+	need := int64(lines)*layerBytes + steps*StepBytes
+	return &topo.LineError{File: lr.file, Line: cn, Field: "layers", Err: fmt.Errorf("%d lines on %d stages make at least %d steps (each line at least once a stage), about %s in memory (%d B a line, %d B a step), beyond the %s this machine has (FABRICSIM_MEMORY sets it): simulate fewer layers",
+		lines, m.PP, steps, units.HumanSize(need), layerBytes, StepBytes, units.HumanSize(limit))}
+}
+
+// minSteps is the fewest steps line k makes: every stage runs each line
+// forward and backward at least once (once a microbatch unless AICB wrote
+// the microbatches' copies), its weight-gradient collective only on the
+// last microbatch, so left out. MICRO runs each weight-gradient
+// collective once.
+func (m *AICB) minSteps(L *Layer, k int) int64 {
+	if m.Policy == "MICRO" {
+		return one(L.HasWG)
+	}
+	n := one(L.Fwd > 0) + one(L.HasFwd) + one(L.IG > 0) + one(L.WG > 0)
+	if L.HasIG && k > 0 {
+		n += 2 // the collective and its wait
+	}
+	return n * int64(m.PP)
+}
+
+func one(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// parseLayer reads layer line ln of file: "name dep fwd_compute fwd_type
+// fwd_size ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update".
+func parseLayer(file string, ln int, f []string) (Layer, error) {
+	bad := func(field string, err error) error {
+		return &topo.LineError{File: file, Line: ln, Field: field, Err: err}
+	}
+	comm := func(field, typ, size string, def string) (Step, bool, error) {
 		sz, err := strconv.ParseInt(size, 10, 64)
 		if err != nil || sz < 0 {
-			return Step{}, false, bad(i, field+"_size", fmt.Errorf("%q is not a byte count", size))
+			return Step{}, false, bad(field+"_size", fmt.Errorf("%q is not a byte count", size))
 		}
 		if strings.EqualFold(typ, "NONE") || sz == 0 {
 			return Step{}, false, nil
@@ -237,59 +361,41 @@ func readSimAI(file string, lines [][]string, nums []int, limit int64) (*Workloa
 		}
 		op, err := nccl.ParseOp(t)
 		if err != nil {
-			return Step{}, false, bad(i, field+"_type", err)
+			return Step{}, false, bad(field+"_type", err)
 		}
 		return Step{Op: op, Size: sz, Group: g}, true, nil
 	}
-	ns := func(i int, field, v string) (int64, error) {
+	ns := func(field, v string) (int64, error) {
 		x, err := units.ParseNumber(v) // strictly: NaN passed the range check
 		if err != nil || !(x >= 0 && x <= 1e15) {
-			return 0, bad(i, field, fmt.Errorf("%q is not a compute time in ns", v))
+			return 0, bad(field, fmt.Errorf("%q is not a compute time in ns", v))
 		}
 		return int64(x * 1000), nil
 	}
-	m.Layers = make([]Layer, len(lines)-2)
-	for k := range m.Layers {
-		i := k + 2
-		f := lines[i]
-		if len(f) != 12 {
-			return nil, bad(i, "", fmt.Errorf("layer has %d fields, expected 12: name dep fwd_compute fwd_type fwd_size ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update", len(f)))
-		}
-		L := &m.Layers[k]
-		L.Name, L.Line = f[0], nums[i]
-		if L.Fwd, err = ns(i, "fwd_compute", f[2]); err != nil {
-			return nil, err
-		}
-		if L.IG, err = ns(i, "ig_compute", f[5]); err != nil {
-			return nil, err
-		}
-		if L.WG, err = ns(i, "wg_compute", f[8]); err != nil {
-			return nil, err
-		}
-		if _, err := ns(i, "wg_update", f[11]); err != nil {
-			return nil, err
-		}
-		if L.FwdC, L.HasFwd, err = comm(i, "fwd", f[3], f[4], TP); err != nil {
-			return nil, err
-		}
-		if L.IGC, L.HasIG, err = comm(i, "ig", f[6], f[7], TP); err != nil {
-			return nil, err
-		}
-		if L.WGC, L.HasWG, err = comm(i, "wg", f[9], f[10], DP); err != nil {
-			return nil, err
-		}
+	var L Layer
+	if len(f) != 12 {
+		return L, bad("", fmt.Errorf("layer has %d fields, expected 12: name dep fwd_compute fwd_type fwd_size ig_compute ig_type ig_size wg_compute wg_type wg_size wg_update", len(f)))
 	}
-	steps, err := m.ScheduleLimit(m.PP, m.GA, m.VPP, limit)
-	if err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) && fe.Field == "layers" {
-			return nil, bad(1, fe.Field, fe.Err)
-		}
-		if errors.As(err, &fe) {
-			return nil, bad(0, fe.Field, fe.Err)
-		}
-		return nil, err
+	var err error
+	L.Name, L.Line = f[0], ln
+	if L.Fwd, err = ns("fwd_compute", f[2]); err != nil {
+		return L, err
 	}
-	w.Steps = steps
-	return w, nil
+	if L.IG, err = ns("ig_compute", f[5]); err != nil {
+		return L, err
+	}
+	if L.WG, err = ns("wg_compute", f[8]); err != nil {
+		return L, err
+	}
+	if _, err := ns("wg_update", f[11]); err != nil {
+		return L, err
+	}
+	if L.FwdC, L.HasFwd, err = comm("fwd", f[3], f[4], TP); err != nil {
+		return L, err
+	}
+	if L.IGC, L.HasIG, err = comm("ig", f[6], f[7], TP); err != nil {
+		return L, err
+	}
+	L.WGC, L.HasWG, err = comm("wg", f[9], f[10], DP)
+	return L, err
 }

@@ -116,3 +116,57 @@ func TestScheduleLimit(t *testing.T) {
 		t.Errorf("ga 8 within 1 GiB: %d steps, %v", len(steps), err)
 	}
 }
+
+// A file whose lines and the fewest steps they make are past the limit is
+// refused while it is read (before its layers are held), with the file's
+// whole count; at exactly the limit it is read and scheduled.
+func TestReadLimitRefusesLayersEarly(t *testing.T) {
+	// 100 compute-only lines on 2 stages: each stage runs each line's
+	// forward, input- and weight-gradient compute, 3 x 100 steps, and
+	// hands over one activation and one gradient (send and wait): 604.
+	var b strings.Builder
+	b.WriteString("HYBRID_TRANSFORMER_FWD_IN_BCKWD pp: 2 ga: 1\n100\n")
+	for i := 0; i < 100; i++ {
+		b.WriteString("l -1 5 NONE 0 5 NONE 0 5 NONE 0 1\n")
+	}
+	held := 100*layerBytes + 600*StepBytes
+	w, err := ReadLimit(strings.NewReader(b.String()), "c.txt", held)
+	if err != nil || len(w.Steps) != 604 {
+		t.Fatalf("at the limit: %v", err)
+	}
+	_, err = ReadLimit(strings.NewReader(b.String()), "c.txt", held-1)
+	if err == nil || !strings.Contains(err.Error(), "c.txt: line 2, field layers: 100 lines on 2 stages make at least 600 steps") || !strings.Contains(err.Error(), "simulate fewer layers") {
+		t.Errorf("one byte short: %v", err)
+	}
+}
+
+// The early refusal's bound never exceeds the schedule it stands for:
+// on every shipped SimAI/AICB workload the fewest steps counted line by
+// line are at most the steps scheduled.
+func TestMinStepsBoundsSchedule(t *testing.T) {
+	paths, _ := filepath.Glob("../../examples/workloads/*.txt")
+	checked := 0
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := Read(f, p)
+		f.Close()
+		if err != nil || w.AICB == nil {
+			continue
+		}
+		var lo int64
+		for k := range w.AICB.Layers {
+			lo += w.AICB.minSteps(&w.AICB.Layers[k], k)
+		}
+		if lo == 0 || lo > int64(len(w.Steps)) {
+			t.Errorf("%s: bound %d, %d steps scheduled", p, lo, len(w.Steps))
+		}
+		t.Logf("%s: bound %d of %d steps", filepath.Base(p), lo, len(w.Steps))
+		checked++
+	}
+	if checked < 5 {
+		t.Errorf("%d SimAI/AICB workloads checked, want the shipped ones", checked)
+	}
+}
