@@ -23,3 +23,22 @@ func TestPartitionWaitSleeps(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// A thread goes alone only after a wait longer than a time slice and than
+// its own part of the window: a long window's parts differ by more than a
+// millisecond without any thread being off its core.
+func TestDescheduledWait(t *testing.T) {
+	for _, c := range []struct {
+		waited, own time.Duration
+		want        bool
+	}{
+		{2 * time.Millisecond, 35 * time.Microsecond, true},    // a short window: the other thread lost its core
+		{500 * time.Microsecond, 35 * time.Microsecond, false}, // under a time slice
+		{2 * time.Millisecond, 8 * time.Millisecond, false},    // a long window's imbalance
+		{12 * time.Millisecond, 8 * time.Millisecond, true},    // longer than the whole of its own part
+	} {
+		if got := descheduled(c.waited, c.own); got != c.want {
+			t.Errorf("waited %v after %v of own work: descheduled %v, want %v", c.waited, c.own, got, c.want)
+		}
+	}
+}
