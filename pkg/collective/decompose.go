@@ -648,7 +648,7 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
 			// Its pieces' pipeline along the tree in closed form, its bytes
 			// at the links' rates as the flows move them.
-			if busy, ok := d.busiestLinksPs(c); ok {
+			if busy, ok := d.busiestLinksPs(c, false); ok {
 				if tt, ok := d.treePs(c, s, busy); ok {
 					t = tt
 				}

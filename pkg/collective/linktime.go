@@ -12,16 +12,6 @@ import (
 // its NVLink (to its peers and NVSwitch) and its share of its server's NICs.
 type gpuLoad struct{ nvOut, nvIn, nicOut, nicIn float64 }
 
-// time is the load's most loaded link's time (ps) at rates nv and nic
-// (bytes per ps; nic 0: no NIC).
-func (l *gpuLoad) time(nv, nic float64) float64 {
-	t := max(l.nvOut/nv, l.nvIn/nv)
-	if nic > 0 {
-		t = max(t, l.nicOut/nic, l.nicIn/nic)
-	}
-	return t
-}
-
 // gpuTraffic adds collective c's traffic (Traffic: the flows' bytes summed
 // over chunks and steps) onto the loads at returns, by GPU and by ring
 // (trafficGroups' group: channels whose rings coincide, which run in
@@ -79,24 +69,21 @@ func (d *Decomposer) linkBwPs(c *Coll) (ps int64, ok bool) {
 // decomposition puts on it: all of them, or, byGroup, only those of one
 // group of coinciding rings (trafficGroups) at a time.
 func (d *Decomposer) busiestLinkPs(c *Coll, byGroup bool) (float64, bool) {
-	loads, nv, nic, ok := d.gpuLoads(c, byGroup)
-	if !ok {
-		return 0, false
-	}
-	var t float64
-	for _, l := range loads {
-		t = max(t, l.time(nv, nic))
-	}
-	return t, true
+	b, ok := d.busiestLinksPs(c, byGroup)
+	return max(b.nv, b.nic), ok
 }
 
 // linkBusy is the longest a GPU's NVLink (nv) and its share of the NICs
 // (nic) take (ps) for the bytes the decomposition puts on them, each way.
 type linkBusy struct{ nv, nic float64 }
 
-// busiestLinksPs is collective c's linkBusy (gpuTraffic's loads).
-func (d *Decomposer) busiestLinksPs(c *Coll) (linkBusy, bool) {
-	loads, nv, nic, ok := d.gpuLoads(c, false)
+// busiestLinksPs is collective c's linkBusy (gpuTraffic's loads; byGroup
+// as busiestLinkPs).
+func (d *Decomposer) busiestLinksPs(c *Coll, byGroup bool) (linkBusy, bool) {
+	loads, nv, nic, ok := d.gpuLoads(c, byGroup)
+	if !ok {
+		return linkBusy{}, false
+	}
 	var b linkBusy
 	for _, l := range loads {
 		b.nv = max(b.nv, l.nvOut/nv, l.nvIn/nv)
@@ -104,7 +91,7 @@ func (d *Decomposer) busiestLinksPs(c *Coll) (linkBusy, bool) {
 			b.nic = max(b.nic, l.nicOut/nic, l.nicIn/nic)
 		}
 	}
-	return b, ok
+	return b, true
 }
 
 // gpuLoads sums the bytes the decomposition puts on each GPU's links
