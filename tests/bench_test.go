@@ -416,14 +416,7 @@ func BenchmarkIterationGPT13B8192Merged(b *testing.B) {
 // with --merge-channels (which falls back there) 46.9 s against 36.4 s
 // loaded. Still 6x the issue's 60 s: tens of millions of small solves.
 func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		measure(b,
-			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
-			[]string{"ncclpath"},
-			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
-			[]string{"flowsim-analytical", "--expand"},
-			[]string{"fctstats", "--iteration"})
-	}
+	gpt13b8192FatTree(b)
 }
 
 // Issue 29: the same iteration with each connection's chunks on one ECMP
@@ -445,14 +438,7 @@ func BenchmarkIterationGPT13B8192FatTree(b *testing.B) {
 // solver's link entries carrying their path index and weight, 57.9 s
 // wall and 343 MB idle (the same trace).
 func BenchmarkIterationGPT13B8192FatTreeConnLockstep(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		measure(b,
-			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
-			[]string{"ncclpath"},
-			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
-			[]string{"flowsim-analytical", "--expand", "--ecmp-key", "connection", "--approx-lockstep", "--lockstep-rate", "slowest"},
-			[]string{"fctstats", "--iteration"})
-	}
+	gpt13b8192FatTree(b, "--ecmp-key", "connection", "--approx-lockstep", "--lockstep-rate", "slowest")
 }
 
 // Issue 29: the same iteration under the default key with
@@ -470,12 +456,19 @@ func BenchmarkIterationGPT13B8192FatTreeConnLockstep(b *testing.B) {
 // against 35.8-39.7 s loaded, exposed DP -0.7, -0.7, -0.2%, the iteration
 // -0.3, -0.3, -0.1%.
 func BenchmarkIterationGPT13B8192FatTreePodRotation(b *testing.B) {
+	gpt13b8192FatTree(b, "--approx-pod-rotation")
+}
+
+// gpt13b8192FatTree runs GPT-13B's iteration on 8192 GPUs of a k=32
+// fat-tree at flow granularity (--expand) with flowsim-analytical's extra
+// flags, through fctstats' iteration report.
+func gpt13b8192FatTree(b *testing.B, analytical ...string) {
 	for i := 0; i < b.N; i++ {
 		measure(b,
 			[]string{"topogen", "--family", "fat-tree", "--fat-tree-k", "32", "--gpus", "8192"},
 			[]string{"ncclpath"},
 			[]string{"simccl-decompose", "--workload", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt", "--granularity", "collective"},
-			[]string{"flowsim-analytical", "--expand", "--approx-pod-rotation"},
+			append([]string{"flowsim-analytical", "--expand"}, analytical...),
 			[]string{"fctstats", "--iteration"})
 	}
 }
