@@ -932,7 +932,7 @@ func (e *engine) release(i int32) error {
 			e.share.start(e, i)
 			return nil
 		}
-		e.after(f.Lat+e.price.extra(f), evComplete, i, int64(f.Lat))
+		e.after(e.price.alone(f), evComplete, i, int64(f.Lat))
 		return nil
 	}
 	if e.foreign && i < e.n {

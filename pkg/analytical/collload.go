@@ -114,8 +114,27 @@ const (
 // port (NVLink and PCIe inside a server are the model's own).
 func pinned(kind uint8) bool { return kind == kindFabric || kind == kindNIC }
 
-// extra is the time the fabric adds to COLL node f's model time.
-func (c *collLoad) extra(f *flowset.Flow) des.Time { return c.demandOf(f).extraFor(f.Size) }
+// alone is COLL node f's time alone on the fabric: its delay (NCCL's
+// model time and the transport's costs) plus what the fabric adds.
+func (c *collLoad) alone(f *flowset.Flow) des.Time { return c.aloneWith(f, c.demandOf(f)) }
+
+// aloneWith is alone under demand d. An AllToAll's transport costs are
+// a pace on each connection (one step per proxy round, a2a.go p2pSteps)
+// that runs beside its bytes, not after them: the fabric then adds only
+// what its bytes' time (NCCL's model time, predicted_ps, plus the
+// fabric's extra) exceeds the paced delay by, as the flows show (64 MiB
+// on 128 H100s, h100-ib, 2:1 spines: flows 1.04x slower than at 1:1,
+// 1.33x when the extra was added to the paced time). Without the
+// transport's costs the delay is the model time and this is the sum.
+// The other collectives' per-step work is in series with their bytes
+// (a ring's slices), so the fabric's extra adds to it.
+func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
+	x := d.extraFor(f.Size)
+	if co := c.in.Collectives[f.Coll]; co != nil && co.Op == "alltoall" && f.Lat > des.Time(co.PredictedPs) {
+		x = max(0, min(x, des.Time(co.PredictedPs)+x-f.Lat))
+	}
+	return f.Lat + x
+}
 
 // extraFor is the time the fabric adds to a collective of size bytes; an
 // unpriced collective (nil) gets none.

@@ -66,7 +66,7 @@ func (s *collShare) advance(now des.Time) {
 func (s *collShare) start(e *engine, i int32) {
 	f := e.in.Flow(i)
 	d := s.load.demandOf(f)
-	alone := float64(f.Lat + d.extraFor(f.Size))
+	alone := float64(s.load.aloneWith(f, d))
 	j := &shareJob{flow: i, left: alone, alone: alone, x: 1}
 	j.setShares(d, f.Size)
 	s.advance(e.now)

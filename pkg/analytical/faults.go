@@ -384,7 +384,7 @@ func (s *collShare) reprice(e *engine) error {
 		if j.alone > 0 {
 			frac = max(j.left, 0) / j.alone
 		}
-		alone := float64(f.Lat + d.extraFor(f.Size))
+		alone := float64(s.load.aloneWith(f, d))
 		j.alone, j.left = alone, frac*alone
 		j.setShares(d, f.Size)
 		s.addShares(j, 1)
