@@ -78,7 +78,7 @@ bench: build
 		--group dp --op $$op --min 1MiB --max 4GiB --backends "busbw fluid" --out out/bench/nccl-tests-vp-$$op \
 		--reference examples/reference/vp-4x8h100-ib_$${op}_nccl-2.24.csv; done
 	@./pipelines/nccl-tests.sh --gpus 32 --gpu-type H100 --nic-bw 400Gbps --group dp --op alltoall \
-		--min 32MiB --max 2GiB --backends "busbw fluid" --out out/bench/nccl-tests-p5-alltoall \
+		--min 32MiB --max 2GiB --backends "busbw fluid" --transport preset=h100-efa --out out/bench/nccl-tests-p5-alltoall \
 		--reference examples/reference/aws-p5-4x8h100-efa_alltoall.csv
 
 ## nccl-tests: all_reduce_perf -b 8 -e 16G -f 2 on one simulated DGX H100

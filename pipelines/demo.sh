@@ -31,8 +31,9 @@ echo "or duckdb.read_parquet(\"out/demo.parquet\").df() with duckdb; and out/dem
 echo "connection type, flows in flight per rank)."
 echo
 echo "One training iteration of SimAI's 9216-GPU example (tp 2, ep 16, pp 12, vpp 8, ga 24, 1789"
-echo "lines), one rank per pipeline stage standing for the stage, collectives at NCCL's model time plus"
-echo "what their traffic on every group of the stage costs on the fabric (ECMP, as in every backend):"
+echo "lines), one rank per pipeline stage standing for the stage, collectives at NCCL's model time with the"
+echo "NCCL transport's per-step costs calibrated for H100 (the default, --transport preset=auto: h100-ib)"
+echo "plus what their traffic on every group of the stage costs on the fabric (ECMP, as in every backend):"
 echo
 echo "  topogen --family spectrum-x --gpus 9216 \\"
 echo "    | simccl-decompose --workload examples/workloads/simai_workload_analytical.txt --granularity collective \\"

@@ -96,7 +96,9 @@ const (
 )
 
 // packetSimAI runs a topogen | simccl-decompose | flowsim-packet pipeline
-// and reports, beside wall time and events/s, the SimAI ratio: ns-3's
+// (SimAI's cases decomposed with NCCL's model latencies, --transport
+// preset=none, the streams issue 36's figures were measured on) and
+// reports, beside wall time and events/s, the SimAI ratio: ns-3's
 // seconds over ours, end to end (stream made and read, simulation, trace
 // written).
 func packetSimAI(b *testing.B, ns3 float64, stages ...[]string) {
@@ -116,7 +118,7 @@ func packetSimAI(b *testing.B, ns3 float64, stages ...[]string) {
 func BenchmarkPacketMicro128(b *testing.B) {
 	packetSimAI(b, simaiNS3MixedA100,
 		[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"},
-		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"},
+		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16", "--transport", "preset=none"},
 		[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"})
 }
 
@@ -125,7 +127,7 @@ func BenchmarkPacketMicro128(b *testing.B) {
 func BenchmarkPacketMicro128H100(b *testing.B) {
 	packetSimAI(b, simaiNS3MixedH100,
 		[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "H100", "--nic-bw", "400Gbps"},
-		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"},
+		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16", "--transport", "preset=none"},
 		[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"})
 }
 
@@ -135,7 +137,7 @@ func BenchmarkPacketMicro128H100(b *testing.B) {
 func BenchmarkPacketMicroAllReduce128(b *testing.B) {
 	packetSimAI(b, simaiNS3MicroA100,
 		[]string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"},
-		[]string{"simccl-decompose", "--workload", "examples/workloads/simai_microAllReduce.txt"},
+		[]string{"simccl-decompose", "--workload", "examples/workloads/simai_microAllReduce.txt", "--transport", "preset=none"},
 		[]string{"flowsim-packet", "--conf", "examples/conf/default.conf"})
 }
 
@@ -153,7 +155,7 @@ func BenchmarkPacketSimAIAckCoalesce(b *testing.B) { packetSimAIWith(b, "ACK_COA
 // packetSimAIWith runs SimAI's three 128-GPU cases with one conf setting.
 func packetSimAIWith(b *testing.B, set string) {
 	conf := []string{"flowsim-packet", "--conf", "examples/conf/default.conf", "--set", set}
-	mixed := []string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16"}
+	mixed := []string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "16", "--transport", "preset=none"}
 	a100 := []string{"topogen", "--family", "spectrum-x", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"}
 	b.Run("Micro128", func(b *testing.B) { packetSimAI(b, simaiNS3MixedA100, a100, mixed, conf) })
 	b.Run("Micro128H100", func(b *testing.B) {
@@ -162,7 +164,7 @@ func packetSimAIWith(b *testing.B, set string) {
 	})
 	b.Run("MicroAllReduce128", func(b *testing.B) {
 		packetSimAI(b, simaiNS3MicroA100, a100,
-			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_microAllReduce.txt"}, conf)
+			[]string{"simccl-decompose", "--workload", "examples/workloads/simai_microAllReduce.txt", "--transport", "preset=none"}, conf)
 	})
 }
 

@@ -29,8 +29,9 @@ func TestApproxLockstep(t *testing.T) {
 	t.Parallel()
 	ft := mustRun(t, mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128"), "ncclpath")
 	sx := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "128")
-	dp := []string{"--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--granularity", "collective"}
-	ep := []string{"--op", "alltoall", "--size", "64MiB", "--group", "ep", "--tp", "2", "--ep", "16", "--granularity", "collective"}
+	// The bounds were measured with NCCL's model latencies (preset=none).
+	dp := []string{"--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--granularity", "collective", "--transport", "preset=none"}
+	ep := []string{"--op", "alltoall", "--size", "64MiB", "--group", "ep", "--tp", "2", "--ep", "16", "--granularity", "collective", "--transport", "preset=none"}
 	type runSpan struct {
 		ns  int64
 		out []byte

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/pkg/nccl"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
 // Transport is NCCL's per-connection transport as the decomposition
@@ -246,12 +247,13 @@ func (o Options) launchFloorPs() int64 {
 }
 
 // DefaultTransport is NCCL's slots and buffers with no per-step costs:
-// transfers pay NCCL's tuning-model latencies alone, as before the
-// transport was modelled. The calibrated costs (TransportPresets) are
-// opt-in: with h100-ib, fluid's 32-GPU H100 AllGather and AllReduce are
-// within 20% of the Voltage Park sweeps at every size from 1 MiB to 4
-// GiB (tests/transport_test.go TestTransportVPBands), with h100-efa the
-// AWS p5 2- and 4-server AllReduce's NVLS-Tree sizes (TestTransportP5Band).
+// transfers pay NCCL's tuning-model latencies alone (preset none).
+// simccl-decompose starts from the calibrated preset of the fabric's GPU
+// generation instead (NewTransport, PresetFor): with h100-ib, fluid's
+// 32-GPU H100 AllGather and AllReduce are within 20% of the Voltage Park
+// sweeps at every size from 1 MiB to 4 GiB (tests/transport_test.go
+// TestTransportVPBands), with h100-efa the AWS p5 2- and 4-server
+// AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
 	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10, P2PChunk: p2pNetChunk}
 }
@@ -427,6 +429,47 @@ var TransportPresets = map[string]func(*Transport){
 	},
 }
 
+// PresetAuto is the preset value that names the calibrated preset of the
+// fabric's GPU generation (PresetFor); NewTransport applies it first.
+const PresetAuto = "auto"
+
+// PresetFor is the calibrated preset for a fabric of gpuType GPUs:
+// Ampere (A100, A800) a100, Hopper (H100, H800, H20) h100-ib, whose
+// costs are NCCL's software steps on an InfiniBand-class NIC (on AWS EFA
+// set h100-efa or a100-efa: the topology does not say which network a
+// 400G NIC is). Blackwell (B200) has no sweep to calibrate on and takes
+// h100-ib, the nearest generation, rather than NCCL's model alone, which
+// is up to 2x fast at 1-256 MiB across servers on every generation
+// measured. An unknown type takes none.
+func PresetFor(gpuType string) string {
+	spec, ok := topo.GPUSpecs[gpuType]
+	switch {
+	case !ok:
+		return "none"
+	case spec.CC < 90:
+		return "a100"
+	default:
+		return "h100-ib"
+	}
+}
+
+// NewTransport is the transport simccl-decompose runs with: the preset of
+// the fabric's GPU generation (PresetFor), then keys (KEY=VALUE, later
+// keys win; preset=auto names that preset, preset=none NCCL's model
+// latencies alone).
+func NewTransport(gpuType string, keys []string) (Transport, error) {
+	tr := DefaultTransport()
+	for _, kv := range append([]string{"preset=" + PresetAuto}, keys...) {
+		if kv == "preset="+PresetAuto {
+			kv = "preset=" + PresetFor(gpuType)
+		}
+		if err := tr.Set(kv); err != nil {
+			return tr, err
+		}
+	}
+	return tr, nil
+}
+
 // transportKeys lists the keys Set accepts, in the order --help shows them.
 var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-chunk", "tree-graph"}
 
@@ -442,7 +485,7 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want h100-ib, h100-efa, a100, a100-efa or none", v)
+			return fmt.Errorf("--transport preset=%q: want auto, h100-ib, h100-efa, a100, a100-efa or none", v)
 		}
 		// The platform's keys start from the default in every preset;
 		// a preset sets those its platform differs in.

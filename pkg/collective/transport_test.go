@@ -518,3 +518,28 @@ func TestRingSimpleChunkFollowsBuffer(t *testing.T) {
 		}
 	}
 }
+
+// The default transport is the preset of the GPU's generation; keys go on
+// top of it, and preset=none undoes it back to DefaultTransport.
+func TestNewTransportPresetFor(t *testing.T) {
+	for gpu, want := range map[string]string{"A100": "a100", "A800": "a100", "H100": "h100-ib", "H800": "h100-ib", "H20": "h100-ib", "B200": "h100-ib", "X9": "none"} {
+		if got := PresetFor(gpu); got != want {
+			t.Errorf("PresetFor(%s) = %s, want %s", gpu, got, want)
+		}
+		tr, err := NewTransport(gpu, nil)
+		ref := DefaultTransport()
+		if err2 := ref.Set("preset=" + want); err != nil || err2 != nil || tr != ref {
+			t.Errorf("NewTransport(%s) = %+v, %v; want preset %s's %+v", gpu, tr, err, want, ref)
+		}
+		if tr, err := NewTransport(gpu, []string{"preset=none"}); err != nil || tr != DefaultTransport() {
+			t.Errorf("NewTransport(%s, preset=none) = %+v, %v; want DefaultTransport", gpu, tr, err)
+		}
+	}
+	tr, err := NewTransport("H100", []string{"slots=4"})
+	if err != nil || tr.Slots != 4 || tr.SendProxyUs != 4 {
+		t.Errorf("NewTransport(H100, slots=4) = %+v, %v; want h100-ib's costs with 4 slots", tr, err)
+	}
+	if _, err := NewTransport("H100", []string{"preset=h200"}); err == nil || !strings.Contains(err.Error(), "preset") {
+		t.Errorf("preset=h200: error %v, want one naming the key", err)
+	}
+}
