@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fabricsim/fabricsim/internal/grow"
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -427,7 +428,7 @@ func (pv *partView) shadow(b *outbox, c *crossing) int32 {
 	k := c.home
 	refs := pv.shadows[k.part]
 	if int(k.qp) >= len(refs) {
-		refs = append(refs, make([]shadowRef, int(k.qp)+1-len(refs))...)
+		refs = grow.Append(refs, make([]shadowRef, int(k.qp)+1-len(refs))...)
 		refs = refs[:cap(refs)]
 		pv.shadows[k.part] = refs
 	}
@@ -543,7 +544,7 @@ func (pv *partView) ask() {
 	s := pv.s
 	for _, qi := range pv.finished {
 		if int(qi) >= len(pv.asked) {
-			pv.asked = append(pv.asked, make([]relWait, int(qi)+1-len(pv.asked))...)
+			pv.asked = grow.Append(pv.asked, make([]relWait, int(qi)+1-len(pv.asked))...)
 			pv.asked = pv.asked[:cap(pv.asked)]
 		}
 		pv.asked[qi] = relWait{sum: s.nic.live[qi], waiting: int32(pv.part.n - 1)}
