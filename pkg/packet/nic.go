@@ -115,7 +115,7 @@ func (nc *nic) allocQP() int32 {
 	nc.epoch = grow.Append(nc.epoch, 0)
 	nc.live = grow.Append(nc.live, 0)
 	if s.pv.part != nil {
-		s.pv.slots = append(s.pv.slots, freeSlot)
+		s.pv.slots = grow.Append(s.pv.slots, freeSlot)
 	}
 	for range 2 * s.fab.pathW {
 		s.fab.paths = grow.Append(s.fab.paths, 0)

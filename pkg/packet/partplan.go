@@ -63,6 +63,10 @@ type loadModel struct {
 	spreadAll            bool
 	units                *unionFind
 	total                float64
+	// nodeless: a dependency joins a node to a flow without one (which
+	// runs in the first part): units cannot hold it, so a cut keeping
+	// them all may still break it (checkReleases looks).
+	nodeless bool
 }
 
 // model estimates the run's load (see the top of this file).
@@ -71,16 +75,19 @@ func (s *Sim) model() (*loadModel, error) {
 	nodes := len(t.Nodes)
 	f := s.flows
 	flows := f.DAG.Len()
-	servers := int32(0)
-	for _, v := range t.Nodes {
-		servers = max(servers, v.Server+1)
+	// Each node's server, dense: the loop over the flows reads both
+	// ends' (the topology's records hold two strings each).
+	servers, server := int32(0), make([]int32, nodes)
+	for v, n := range t.Nodes {
+		servers = max(servers, n.Server+1)
+		server[v] = n.Server
 	}
 	m := &loadModel{w: make([]float64, nodes), traffic: make([]float64, len(t.Links)), inServer: make([]bool, servers),
 		sliceW: make([]float64, phases*nodes), sliceTraffic: make([]float64, phases*len(t.Links))}
 	step := max(1, flows/maxSpreadFlows)
 	// A flow's phase: where it stands among its source's flows.
 	perSrc := make([]int32, nodes+1)
-	rel := s.pv.relEnds()
+	rel, moves := s.pv.relEnds()
 	for i := range flows {
 		perSrc[rel[2*i]]++ // flowNode: nodes when none
 	}
@@ -119,18 +126,17 @@ func (s *Sim) model() (*loadModel, error) {
 		phTraffic[li] += b
 	}
 	for i := int32(0); int(i) < flows; i++ {
-		b := f.size(i)
-		if b == 0 {
+		if moves[i>>6]&(1<<(i&63)) == 0 {
 			continue
 		}
-		a, d := f.src(i), f.dst(i)
-		if a < 0 || d < 0 || int(a) >= nodes || int(d) >= nodes {
+		a, d := rel[2*i], rel[2*i+1] // flowNode is nodes for a source out of range
+		if d < 0 || int(a) >= nodes || int(d) >= nodes {
 			continue
 		}
-		if t.Nodes[a].Kind != stream.NodeGPU || t.Nodes[d].Kind != stream.NodeGPU {
+		if s.fab.isSwitch[a] || s.fab.isSwitch[d] {
 			m.spreadAll = true // a switch's flow: which links it uses is not worked out here
 		}
-		if sa := t.Nodes[a].Server; sa >= 0 && sa == t.Nodes[d].Server {
+		if sa := server[a]; sa >= 0 && sa == server[d] {
 			m.inServer[sa] = true
 		}
 		// Whole packets: a flow's last packet costs the events of a full
@@ -148,7 +154,7 @@ func (s *Sim) model() (*loadModel, error) {
 			continue
 		}
 		slice(phase)
-		pkts := float64((b + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize))
+		pkts := float64((f.size(i) + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize))
 		if err := spread[phase].Add(a, d, pkts*pay*float64(step), add); err != nil {
 			return nil, err
 		}
@@ -183,11 +189,13 @@ func (s *Sim) model() (*loadModel, error) {
 	lastP, lastC := int32(-1), int32(-1)
 	for c := int32(0); int(c) < flows; c++ {
 		vc := rel[2*c]
-		if int(vc) >= nodes {
-			continue
-		}
 		for _, p := range d.Deps(c) {
-			if vp := releaser(rel, p, c); int(vp) < nodes && (vp != lastP || vc != lastC) {
+			vp := releaser(rel, p, c)
+			if int(vp) >= nodes || int(vc) >= nodes {
+				m.nodeless = m.nodeless || vp != vc
+				continue
+			}
+			if vp != lastP || vc != lastC {
 				m.units.union(vp, vc)
 				lastP, lastC = vp, vc
 			}
@@ -238,7 +246,8 @@ func (m *loadModel) cost(s *Sim, pt *partitioning) float64 {
 
 // planParts cuts the fabric into n parts: tier by tier (tiers), by
 // clusters (cluster), or in blocks of servers (newPartitioning), whichever
-// the load model says runs fastest.
+// the load model says runs fastest. Its cut says whether it keeps every
+// dependency in one part (keepsDeps).
 func (s *Sim) planParts(n int) (*partitioning, error) {
 	if n < 2 || n > maxPartitions {
 		return nil, fmt.Errorf("partitions: %d is outside 2 to %d", n, maxPartitions)
@@ -274,6 +283,9 @@ func (s *Sim) planParts(n int) (*partitioning, error) {
 	if best == nil {
 		return newPartitioning(s.t, n) // its error
 	}
+	// A set without load is not dealt: place spreads its nodes by their
+	// neighbours, which may split it.
+	best.keepsDeps = !m.nodeless && m.keeps(best)
 	return best, nil
 }
 
