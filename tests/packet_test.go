@@ -9,13 +9,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/fabricsim/fabricsim/formats/monitor"
 	"github.com/fabricsim/fabricsim/formats/simaifct"
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
 	"github.com/fabricsim/fabricsim/pkg/units"
-	"github.com/parquet-go/parquet-go"
 )
 
 func microStream(t *testing.T) []byte {
