@@ -24,7 +24,11 @@ mkdir -p "$OUT/in" "$OUT/runs"
 input() { # name, then the pipeline as a shell string
 	[ -s "$OUT/in/$1" ] || { (cd "$ROOT" && eval "$2") >"$OUT/in/$1.tmp" && mv "$OUT/in/$1.tmp" "$OUT/in/$1"; }
 }
-T=$BIN/topogen D=$BIN/simccl-decompose
+# The inputs keep NCCL's model latencies (preset=none, simccl-decompose's
+# default before stop 48), so that their md5s carry over from stop to
+# stop; micro128tr is the same workload under the calibrated transport,
+# simccl-decompose's default now (transfers with a pace).
+T=$BIN/topogen D="$BIN/simccl-decompose --transport preset=none"
 input micro128 "$T --family spectrum-x --gpus 128 --gpu-type A100 --nic-bw 100Gbps | $D --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 16"
 input ar1024 "$T --family spectrum-x --gpus 1024 | $D --op allreduce --size 64MiB --group dp --tp 8"
 input a2a128 "$T --family spectrum-x --gpus 128 | $D --op alltoall --size 16MiB --group dp --algo direct"
@@ -33,6 +37,7 @@ input ar16 "$T --family spectrum-x --gpus 16 --gpu-type A100 --nic-bw 100Gbps | 
 input ar16coll "$T --family spectrum-x --gpus 16 --gpu-type A100 --nic-bw 100Gbps | $D --op allreduce --size 64MiB --group dp --tp 8 --granularity collective"
 input incast16 "$T --family spectrum-x --gpus 16 --gpu-type A100 --nic-bw 100Gbps | $D --op alltoall --size 4MiB --group dp --algo direct"
 input htinc16 "$T --family fat-tree --gpus 16 --gpus-per-server 1 2>/dev/null | $D --from-htsim examples/htsim/incast16.cm"
+input micro128tr "$T --family spectrum-x --gpus 128 --gpu-type A100 --nic-bw 100Gbps | $BIN/simccl-decompose --workload examples/workloads/micro_allreduce.txt --tp 8 --ep 16"
 input seed003 "$T --family dragonfly --gpus 72 --gpus-per-server 1 --routers-per-group 4 --terminals-per-router 2 --global-per-router 2 --switch-bw 16Gbps --nic-bw 16Gbps | $D --pattern uniform --msg-size 1KiB --rate 100% --duration 1ms --seed 1"
 # BIG=1 adds make bench's 4096-GPU AllToAll (16.8 M flows: about 5 min and
 # 3.3 GB a packet run; its collective-granularity stream feeds
@@ -65,6 +70,7 @@ P2="--threads 2 --partitions 2"
 SUR="--set PACKET_PAYLOAD_SIZE=4096 --set SIMULATOR_STOP_TIME=1000000 --surrogate 300us:800us --surrogate-track 100us"
 run micro128 micro128 --conf "$CONF"
 run micro128-t2 micro128 --conf "$CONF" $P2
+run micro128tr micro128tr --conf "$CONF"
 run ar1024 ar1024 --conf "$CONF"
 run ar1024-t2 ar1024 --conf "$CONF" $P2
 run a2a128 a2a128 --conf "$CONF"
