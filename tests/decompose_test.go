@@ -179,6 +179,10 @@ func TestDecomposeWorkloads(t *testing.T) {
 		var got totals
 		var err error
 		switch {
+		case f[0] == "transport:":
+			if want := "transport: h100-ib (auto: H100)"; line != want {
+				t.Errorf("summary's last line %q, want %q", line, want)
+			}
 		case f[0] == "total" && len(f) >= 4:
 			got.flows, err = strconv.ParseInt(f[3], 10, 64)
 			if got.flows != all.flows || rows.flows != all.flows {

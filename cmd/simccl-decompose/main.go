@@ -512,7 +512,15 @@ func (c *command) run() (err error) {
 		if err != nil {
 			return err
 		}
-		return done(collective.WriteSummary(out, colls))
+		transport := collective.TransportLabel(modelTopo.GPUType, c.Transport)
+		if opt.SendLatPs > 0 {
+			transport = "none (SimAI replay: a send latency in place of NCCL's and the transport's)"
+		}
+		err = collective.WriteSummary(out, colls)
+		if err == nil {
+			_, err = fmt.Fprintf(out, "transport: %s\n", transport)
+		}
+		return done(err)
 	}
 	return c.write(top, fwd, func(sw *stream.Writer) error {
 		if c.Job != "" {

@@ -470,6 +470,24 @@ func NewTransport(gpuType string, keys []string) (Transport, error) {
 	return tr, nil
 }
 
+// TransportLabel says which transport keys (as NewTransport takes them)
+// give on gpuType GPUs: the last preset named (auto resolved), then the
+// keys set after it, e.g. "h100-ib (auto: H100) slots=4".
+func TransportLabel(gpuType string, keys []string) string {
+	label, after := PresetFor(gpuType)+" (auto: "+gpuType+")", []string(nil)
+	for _, kv := range keys {
+		switch v, ok := strings.CutPrefix(kv, "preset="); {
+		case ok && v == PresetAuto:
+			label, after = PresetFor(gpuType)+" (auto: "+gpuType+")", nil
+		case ok:
+			label, after = v, nil
+		default:
+			after = append(after, kv)
+		}
+	}
+	return strings.Join(append([]string{label}, after...), " ")
+}
+
 // transportKeys lists the keys Set accepts, in the order --help shows them.
 var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-chunk", "tree-graph"}
 

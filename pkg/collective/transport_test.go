@@ -543,3 +543,21 @@ func TestNewTransportPresetFor(t *testing.T) {
 		t.Errorf("preset=h200: error %v, want one naming the key", err)
 	}
 }
+
+// The summary's transport line names the preset in force and the keys
+// set after it.
+func TestTransportLabel(t *testing.T) {
+	for _, c := range []struct {
+		keys []string
+		want string
+	}{
+		{nil, "h100-ib (auto: H100)"},
+		{[]string{"slots=4"}, "h100-ib (auto: H100) slots=4"},
+		{[]string{"slots=4", "preset=h100-efa", "launch=2"}, "h100-efa launch=2"},
+		{[]string{"preset=none", "preset=auto"}, "h100-ib (auto: H100)"},
+	} {
+		if got := TransportLabel("H100", c.keys); got != c.want {
+			t.Errorf("TransportLabel(H100, %q) = %q, want %q", c.keys, got, c.want)
+		}
+	}
+}
