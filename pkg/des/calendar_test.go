@@ -332,8 +332,8 @@ func TestCalendarPopBefore(t *testing.T) {
 	}
 	var got []Time
 	for {
-		e, ok := c.PopBefore(1000)
-		if !ok {
+		e := c.PopBefore(1000)
+		if e == nil {
 			break
 		}
 		got = append(got, e.At)
@@ -341,14 +341,42 @@ func TestCalendarPopBefore(t *testing.T) {
 	if len(got) != 4 || got[0] != 5 || got[1] != 40 || got[2] != 40 || got[3] != 90 || c.Len() != 1 {
 		t.Fatalf("popped %v before 1000 ps, %d left", got, c.Len())
 	}
-	if _, ok := c.PopBefore(3000); ok {
+	if e := c.PopBefore(3000); e != nil {
 		t.Fatal("popped the event at 3000 ps before 3000 ps")
 	}
-	if e, ok := c.PopBefore(3001); !ok || e.At != 3000 || c.Len() != 0 {
-		t.Fatalf("PopBefore(3001): %v %v", e.At, ok)
+	if e := c.PopBefore(3001); e == nil || e.At != 3000 || c.Len() != 0 {
+		t.Fatalf("PopBefore(3001): %v, %d left", e, c.Len())
 	}
-	if _, ok := c.PopBefore(Never); ok {
+	if e := c.PopBefore(Never); e != nil {
 		t.Fatal("popped from an empty calendar")
+	}
+}
+
+// The event PopBefore returns stays as popped until the next pop, whatever
+// is pushed meanwhile (a handler's pushes): late events into the bucket
+// being popped, and, after its last event, events into a bucket that
+// grows into the array the emptied one handed back.
+func TestCalendarPoppedStays(t *testing.T) {
+	c := NewCalendar(10, 4) // 1024 ps buckets, 16 of them
+	for i := range 40 {
+		c.Push(Time(1024+20*i), 0, int32(i), 0)
+	}
+	last := Time(0)
+	for k := 0; c.Len() > 0; k++ {
+		e := c.PopBefore(Never)
+		want := *e
+		switch {
+		case k < 5:
+			c.Push(e.At+1, 1, -1, 0)
+		case e.Target == 39:
+			for j := range 40 {
+				c.Push(4*1024+Time(j), 2, -1, 0)
+			}
+		}
+		if *e != want || e.At < last {
+			t.Fatalf("pop %d: %+v after pushes, popped as %+v (last time %d)", k, *e, want, last)
+		}
+		last = e.At
 	}
 }
 
@@ -365,11 +393,11 @@ func TestCalendarFastRun(t *testing.T) {
 	}
 	var got []Time
 	pop := func(end Time) bool {
-		e, ok := c.PopBefore(end)
-		if ok {
+		e := c.PopBefore(end)
+		if e != nil {
 			got = append(got, e.At)
 		}
-		return ok
+		return e != nil
 	}
 	pop(Never)
 	if c.fast != len(want)-1 || c.head != 1 {
