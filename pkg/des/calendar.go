@@ -747,11 +747,7 @@ func (c *Calendar) popSlow(end Time) (e Event, ok bool) {
 			} else {
 				c.head++
 			}
-			if c.head == len(h) && c.lateLen() == 0 {
-				c.emptied(i, h)
-			} else {
-				c.refast()
-			}
+			c.settle(i, h)
 			return e, true
 		}
 	}
@@ -782,12 +778,44 @@ func (c *Calendar) popSlow(end Time) (e Event, ok bool) {
 	} else {
 		c.latePop()
 	}
-	if c.head == len(h) && c.lateLen() == 0 {
-		c.emptied(i, h)
-	} else {
-		c.refast()
-	}
+	c.settle(i, h)
 	return e, true
+}
+
+// settle follows a pop from bucket i, h, the active one, or from its
+// late events: the bucket is retired when nothing is left of it, its late
+// events take its place when only they are left (relate), and the run
+// PopBefore pops without checks is set again.
+func (c *Calendar) settle(i int64, h []Event) {
+	if c.head == len(h) {
+		if c.lateLen() == 0 {
+			c.emptied(i, h)
+			return
+		}
+		c.relate(i, h)
+	}
+	c.refast()
+}
+
+// relate moves the late events of bucket i, h, every event of which is
+// popped, into its array in their order, to be popped as its events are,
+// mostly without checks (refast). In SimAI's micro AllReduce on 128 GPUs
+// a ninth of the events are late and 95% of them come after every event
+// of their bucket (a serialization's end a quarter nanosecond after the
+// instant that made it): popped from the late list, each took popBefore's
+// general path.
+func (c *Calendar) relate(i int64, h []Event) {
+	c.lateTop() // lateNew sorted into late
+	l := c.late[c.lateHead:]
+	if cap(h) < len(l) {
+		if cap(h) >= keepCap {
+			c.release(h)
+		}
+		h = c.take(bits.Len(uint(len(l) - 1)))
+	}
+	h = append(h[:0], l...)
+	c.late, c.lateHead = c.late[:0], 0
+	c.buckets[i], c.act, c.head = h, h, 0
 }
 
 // refast sets how many of the active bucket's next events PopBefore pops

@@ -422,6 +422,43 @@ func TestCalendarFastRun(t *testing.T) {
 	}
 }
 
+// Late events left when every event of their bucket is popped take its
+// place (relate): they pop in order, and through the unchecked run.
+func TestCalendarRelate(t *testing.T) {
+	c := NewCalendar(10, 4) // 1024 ps buckets, 16 of them
+	for i := range 10 {
+		c.Push(1024, 0, int32(i), 0) // ties, each pushing one late event
+	}
+	var got []int32
+	fast := 0
+	for c.Len() > 0 {
+		unchecked := c.head < c.fast
+		e := c.PopBefore(Never)
+		if unchecked && e.Target >= 100 {
+			fast++
+		}
+		got = append(got, e.Target)
+		if e.Target < 10 {
+			c.Push(1024+250, 0, e.Target+100, 0)
+		}
+	}
+	var want []int32
+	for i := range int32(10) {
+		want = append(want, i)
+	}
+	for i := range int32(10) {
+		want = append(want, 100+i)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("popped %v, want %v", got, want)
+	}
+	// Nine moved into the bucket after its last pop (the tenth was pushed
+	// then), the first eight of them popped without checks.
+	if fast != 8 {
+		t.Fatalf("%d late events popped without checks, want 8", fast)
+	}
+}
+
 // Buckets numbered by the caller pop in (At, number) order however their
 // events arrive: sorted, reversed runs (as makers' runs of simultaneous
 // events arrive), random, or nearly sorted, for sizes either side of
