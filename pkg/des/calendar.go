@@ -460,21 +460,23 @@ func slotChain(h []Event, key []uint32, head, next []int32, gBase *[slotGroups]i
 }
 
 // slotGather moves h's events to out slot by slot, each slot's along its
-// list, and empties the slots.
+// list, and empties the slots. The loop runs over out, with the slot's
+// list as its state: out[k] and, with next as long as h, next[i] need no
+// bounds check (a loop over the slots checked three an event).
 //
 //go:noinline
 func slotGather(out, h []Event, head, next []int32) {
-	k := 0
-	for s, j := range head {
-		if j == 0 {
-			continue
+	next = next[:len(h)]
+	s, i := 0, int32(-1)
+	for k := range out {
+		for i < 0 {
+			i = head[s] - 1
+			s++
 		}
-		for i := j - 1; i >= 0; i = next[i] {
-			out[k] = h[i]
-			k++
-		}
-		head[s] = 0
+		out[k] = h[i]
+		i = next[i]
 	}
+	clear(head[:s]) // those after the last event's are empty
 }
 
 // keys packs each event's group and key (group<<slotBits | key) into
