@@ -31,10 +31,12 @@ type Calendar struct {
 	active int64
 	head   int
 	// act is the sorted bucket being popped (nil: none), and its events
-	// act[head:fast] come before every late and far event and are not its
-	// last: PopBefore pops them without looking further (refast).
+	// run[head:] (run is a prefix of act) come before every late and far
+	// event and are not its last: PopBefore pops them without looking
+	// further (refast). A slice, not act's length: PopBefore's index needs
+	// no bounds check.
 	act      []Event
-	fast     int
+	run      []Event
 	late     []Event
 	lateHead int
 	lateNew  []Event
@@ -215,8 +217,8 @@ func (c *Calendar) push(at Time, seq uint64, kind uint16, target int32, arg int6
 // ahead (an ACK's), which a heap took in and gave out at 9% of SimAI's
 // micro AllReduce's CPU.
 func (c *Calendar) pushLate(e Event) {
-	if c.head < c.fast && less(&e, &c.act[c.fast-1]) {
-		c.fast = c.head + before(c.act[c.head:c.fast], &e)
+	if n := len(c.run); c.head < n && less(&e, &c.run[n-1]) {
+		c.run = c.run[:c.head+before(c.run[c.head:], &e)]
 	}
 	c.lateNew = append(c.lateNew, e)
 	if n := len(c.lateNew) - 1; n > 0 && less(&c.lateNew[n], &c.lateNew[c.lateMin]) {
@@ -664,7 +666,7 @@ func (c *Calendar) first(b int64) *Event {
 		}
 		h = c.sortBucket(h, true)
 		c.buckets[b&c.mask] = h
-		c.active, c.head, c.act, c.fast = b, 0, h, 0
+		c.active, c.head, c.act, c.run = b, 0, h, nil
 	}
 	if len(c.late)|len(c.lateNew) != 0 { // most calls find none: no call
 		if t := c.lateTop(); t != nil && (c.head == len(h) || less(t, &h[c.head])) {
@@ -691,8 +693,8 @@ func (c *Calendar) Pop() Event {
 // 32-byte value the loop copied twice through the stack (17 instructions
 // an event).
 func (c *Calendar) PopBefore(end Time) *Event {
-	if c.head < c.fast {
-		top := &c.act[c.head]
+	if r, i := c.run, uint(c.head); i < uint(len(r)) {
+		top := &r[i]
 		if top.At >= end {
 			return nil
 		}
@@ -826,7 +828,7 @@ func (c *Calendar) relate(i int64, h []Event) {
 func (c *Calendar) refast() {
 	n := len(c.act) - 1
 	if c.head >= n {
-		c.fast = 0
+		c.run = nil
 		return
 	}
 	if t := c.lateTop(); t != nil {
@@ -835,7 +837,7 @@ func (c *Calendar) refast() {
 	if c.far.Len() > 0 {
 		n = c.head + before(c.act[c.head:n], &c.far.h[0])
 	}
-	c.fast = n
+	c.run = c.act[:n]
 }
 
 // before is the number of h's first events, h sorted, that come before x.
@@ -904,7 +906,7 @@ func (c *Calendar) rescale(shift uint) {
 	mv = c.lateTake(mv)
 	c.cur = c.cur << c.shift >> shift
 	c.shift, c.active, c.head, c.inWheel = shift, -1, 0, 0
-	c.act, c.fast = nil, 0
+	c.act, c.run = nil, nil
 	c.mask = int64(max(len(c.buckets)>>max(0, int(shift-c.minShift)-wideHorizon), min(len(c.buckets), minWheel))) - 1
 	for k := range mv {
 		e := &mv[k]
@@ -925,7 +927,7 @@ func (c *Calendar) emptied(i int64, h []Event) {
 	} else {
 		c.buckets[i] = h[:0]
 	}
-	c.active, c.act, c.fast = -1, nil, 0
+	c.active, c.act, c.run = -1, nil, nil
 }
 
 // popFarBefore pops the far heap's head if there is one before end.
@@ -963,8 +965,8 @@ func (c *Calendar) PeekNear() (kind uint16, target int32, ok bool) {
 // peek that looked for late events too took a packet run's loop 40
 // instructions an event, as many as the pop.
 func (c *Calendar) NearHead() *Event {
-	if c.head < len(c.act) {
-		return &c.act[c.head]
+	if a, i := c.act, uint(c.head); i < uint(len(a)) {
+		return &a[i]
 	}
 	return nil
 }

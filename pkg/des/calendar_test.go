@@ -400,8 +400,8 @@ func TestCalendarFastRun(t *testing.T) {
 		return e != nil
 	}
 	pop(Never)
-	if c.fast != len(want)-1 || c.head != 1 {
-		t.Fatalf("after the bucket's first pop: head %d, run to %d; want 1 and %d", c.head, c.fast, len(want)-1)
+	if len(c.run) != len(want)-1 || c.head != 1 {
+		t.Fatalf("after the bucket's first pop: head %d, run to %d; want 1 and %d", c.head, len(c.run), len(want)-1)
 	}
 	for pop(1024 + 5*50) {
 	}
@@ -412,8 +412,8 @@ func TestCalendarFastRun(t *testing.T) {
 	c.Push(late, 0, -1, 0)
 	want = append(want, late)
 	slices.Sort(want)
-	if c.fast != 61 {
-		t.Fatalf("a late event at %d ps cut the run at %d, want 61", late, c.fast)
+	if len(c.run) != 61 {
+		t.Fatalf("a late event at %d ps cut the run at %d, want 61", late, len(c.run))
 	}
 	for pop(Never) {
 	}
@@ -432,7 +432,7 @@ func TestCalendarRelate(t *testing.T) {
 	var got []int32
 	fast := 0
 	for c.Len() > 0 {
-		unchecked := c.head < c.fast
+		unchecked := c.head < len(c.run)
 		e := c.PopBefore(Never)
 		if unchecked && e.Target >= 100 {
 			fast++
