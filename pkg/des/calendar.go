@@ -482,30 +482,34 @@ func slotGather(out, h []Event, head, next []int32) {
 }
 
 // keys packs each event's group and key (group<<slotBits | key) into
-// key, and reports false past slotGroups groups. The current group's
-// fields stay in locals; the rare change of group is a call, which keeps
-// this loop in registers.
+// key, and reports false past slotGroups groups. The inner loop runs
+// over a stretch of one group with its fields in locals, the outer one
+// (a call, to find) from group to group: with the call inside the one
+// loop, the index and the number were spilled at every event.
 //
 //go:noinline
 func (gs *slotGroupSet) keys(h []Event, key []uint32) bool {
 	key = key[:len(h)]
-	at, hi := h[0].At, h[0].seq>>(slotShift+slotBits)
-	lo := h[0].seq >> slotShift & slotMask
-	gs.n, gs.at[0], gs.hi[0] = 1, at, hi
-	g, top := 0, lo
-	for i := range h {
-		e := &h[i]
-		x := e.seq >> slotShift & slotMask
-		if e.At != at || e.seq>>(slotShift+slotBits) != hi {
-			at, hi = e.At, e.seq>>(slotShift+slotBits)
-			if g, lo, top = gs.enter(g, lo, top, at, hi, x); g < 0 {
-				return false
-			}
+	gs.n = 0
+	for i := 0; i < len(h); {
+		at, hi := h[i].At, h[i].seq>>(slotShift+slotBits)
+		g := gs.find(at, hi, h[i].seq>>slotShift&slotMask)
+		if g < 0 {
+			return false
 		}
-		lo, top = min(lo, x), max(top, x)
-		key[i] = uint32(g)<<slotBits | uint32(x)
+		g &= slotGroups - 1
+		lo, top := gs.lo[g], gs.max[g]
+		for ; i < len(h); i++ {
+			e := &h[i]
+			if e.At != at || e.seq>>(slotShift+slotBits) != hi {
+				break
+			}
+			x := e.seq >> slotShift & slotMask
+			lo, top = min(lo, x), max(top, x)
+			key[i] = uint32(g)<<slotBits | uint32(x)
+		}
+		gs.lo[g], gs.max[g] = lo, top
 	}
-	gs.lo[g], gs.max[g] = lo, top
 	return true
 }
 
@@ -517,24 +521,23 @@ type slotGroupSet struct {
 	hi, lo, max [slotGroups]uint64
 }
 
-// enter leaves group g (its key range lo..max) for the group of time at
-// and high bits hi, made with key x if new, and returns that group and
-// its range so far; g < 0 when there is no room for another.
+// find returns the group of time at and high bits hi, made with key x
+// (its range so far) if new; -1 when there is no room for another.
 //
 //go:noinline
-func (gs *slotGroupSet) enter(g int, lo, max uint64, at Time, hi, x uint64) (int, uint64, uint64) {
-	gs.lo[g&(slotGroups-1)], gs.max[g&(slotGroups-1)] = lo, max
-	for g = 0; g < gs.n; g++ {
+func (gs *slotGroupSet) find(at Time, hi, x uint64) int {
+	for g := range gs.n {
 		if gs.at[g] == at && gs.hi[g] == hi {
-			return g, gs.lo[g], gs.max[g]
+			return g
 		}
 	}
+	g := gs.n
 	if g == slotGroups {
-		return -1, 0, 0
+		return -1
 	}
 	gs.n++
-	gs.at[g], gs.hi[g] = at, hi
-	return g, x, x
+	gs.at[g], gs.hi[g], gs.lo[g], gs.max[g] = at, hi, x, x
+	return g
 }
 
 // mergeSort sorts h as runs of sortRun sorted by insertion, merged.
