@@ -842,7 +842,10 @@ func (e *engine) nextNow() (des.Event, bool) {
 		}
 		return des.Event{}, false
 	}
-	return e.q.PopBefore(e.now + 1)
+	if ev := e.q.PopBefore(e.now + 1); ev != nil {
+		return *ev, true
+	}
+	return des.Event{}, false
 }
 
 // readAhead starts loading what the next event reads first: at 1024 GPUs

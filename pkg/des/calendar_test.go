@@ -332,8 +332,8 @@ func TestCalendarPopBefore(t *testing.T) {
 	}
 	var got []Time
 	for {
-		e, ok := c.PopBefore(1000)
-		if !ok {
+		e := c.PopBefore(1000)
+		if e == nil {
 			break
 		}
 		got = append(got, e.At)
@@ -341,14 +341,42 @@ func TestCalendarPopBefore(t *testing.T) {
 	if len(got) != 4 || got[0] != 5 || got[1] != 40 || got[2] != 40 || got[3] != 90 || c.Len() != 1 {
 		t.Fatalf("popped %v before 1000 ps, %d left", got, c.Len())
 	}
-	if _, ok := c.PopBefore(3000); ok {
+	if e := c.PopBefore(3000); e != nil {
 		t.Fatal("popped the event at 3000 ps before 3000 ps")
 	}
-	if e, ok := c.PopBefore(3001); !ok || e.At != 3000 || c.Len() != 0 {
-		t.Fatalf("PopBefore(3001): %v %v", e.At, ok)
+	if e := c.PopBefore(3001); e == nil || e.At != 3000 || c.Len() != 0 {
+		t.Fatalf("PopBefore(3001): %v, %d left", e, c.Len())
 	}
-	if _, ok := c.PopBefore(Never); ok {
+	if e := c.PopBefore(Never); e != nil {
 		t.Fatal("popped from an empty calendar")
+	}
+}
+
+// The event PopBefore returns stays as popped until the next pop, whatever
+// is pushed meanwhile (a handler's pushes): late events into the bucket
+// being popped, and, after its last event, events into a bucket that
+// grows into the array the emptied one handed back.
+func TestCalendarPoppedStays(t *testing.T) {
+	c := NewCalendar(10, 4) // 1024 ps buckets, 16 of them
+	for i := range 40 {
+		c.Push(Time(1024+20*i), 0, int32(i), 0)
+	}
+	last := Time(0)
+	for k := 0; c.Len() > 0; k++ {
+		e := c.PopBefore(Never)
+		want := *e
+		switch {
+		case k < 5:
+			c.Push(e.At+1, 1, -1, 0)
+		case e.Target == 39:
+			for j := range 40 {
+				c.Push(4*1024+Time(j), 2, -1, 0)
+			}
+		}
+		if *e != want || e.At < last {
+			t.Fatalf("pop %d: %+v after pushes, popped as %+v (last time %d)", k, *e, want, last)
+		}
+		last = e.At
 	}
 }
 
@@ -365,15 +393,15 @@ func TestCalendarFastRun(t *testing.T) {
 	}
 	var got []Time
 	pop := func(end Time) bool {
-		e, ok := c.PopBefore(end)
-		if ok {
+		e := c.PopBefore(end)
+		if e != nil {
 			got = append(got, e.At)
 		}
-		return ok
+		return e != nil
 	}
 	pop(Never)
-	if c.fast != len(want)-1 || c.head != 1 {
-		t.Fatalf("after the bucket's first pop: head %d, run to %d; want 1 and %d", c.head, c.fast, len(want)-1)
+	if len(c.run) != len(want)-1 || c.head != 1 {
+		t.Fatalf("after the bucket's first pop: head %d, run to %d; want 1 and %d", c.head, len(c.run), len(want)-1)
 	}
 	for pop(1024 + 5*50) {
 	}
@@ -384,13 +412,50 @@ func TestCalendarFastRun(t *testing.T) {
 	c.Push(late, 0, -1, 0)
 	want = append(want, late)
 	slices.Sort(want)
-	if c.fast != 61 {
-		t.Fatalf("a late event at %d ps cut the run at %d, want 61", late, c.fast)
+	if len(c.run) != 61 {
+		t.Fatalf("a late event at %d ps cut the run at %d, want 61", late, len(c.run))
 	}
 	for pop(Never) {
 	}
 	if !slices.Equal(got, want) || c.Len() != 0 {
 		t.Fatalf("popped %v, want %v (%d left)", got, want, c.Len())
+	}
+}
+
+// Late events left when every event of their bucket is popped take its
+// place (relate): they pop in order, and through the unchecked run.
+func TestCalendarRelate(t *testing.T) {
+	c := NewCalendar(10, 4) // 1024 ps buckets, 16 of them
+	for i := range 10 {
+		c.Push(1024, 0, int32(i), 0) // ties, each pushing one late event
+	}
+	var got []int32
+	fast := 0
+	for c.Len() > 0 {
+		unchecked := c.head < len(c.run)
+		e := c.PopBefore(Never)
+		if unchecked && e.Target >= 100 {
+			fast++
+		}
+		got = append(got, e.Target)
+		if e.Target < 10 {
+			c.Push(1024+250, 0, e.Target+100, 0)
+		}
+	}
+	var want []int32
+	for i := range int32(10) {
+		want = append(want, i)
+	}
+	for i := range int32(10) {
+		want = append(want, 100+i)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("popped %v, want %v", got, want)
+	}
+	// Nine moved into the bucket after its last pop (the tenth was pushed
+	// then), the first eight of them popped without checks.
+	if fast != 8 {
+		t.Fatalf("%d late events popped without checks, want 8", fast)
 	}
 }
 

@@ -344,8 +344,8 @@ func (s *Sim) loop(end int64, window bool) error {
 		}
 	}
 	for {
-		ev, ok := s.q.PopBefore(des.Time(end))
-		if !ok {
+		ev := s.q.PopBefore(des.Time(end))
+		if ev == nil {
 			if !window && s.q.Len() > 0 {
 				s.now = stop // the horizon was reached, not merely the last event
 			}
@@ -372,7 +372,7 @@ func (s *Sim) loop(end int64, window bool) error {
 				}
 			}
 		}
-		if s.suspended && s.sur.hold(ev) {
+		if s.suspended && s.sur.hold(*ev) {
 			continue
 		}
 		// The node this event happens at makes the events it leads
@@ -427,7 +427,7 @@ func (s *Sim) loop(end int64, window bool) error {
 		case evMonitor:
 			s.mon.sample(s, ev.Arg)
 		case evSurrogate, evBypass, evSurrogateSample, evBacklogSample:
-			if err := s.sur.event(ev); err != nil {
+			if err := s.sur.event(*ev); err != nil {
 				return err
 			}
 		}
