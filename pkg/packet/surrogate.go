@@ -903,13 +903,12 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		// The suspended fabric's events happen as much later as it slept.
 		for _, ev := range sg.held {
 			at := ev.At + des.Time(s.now-sg.onAt)
-			if ev.Kind == evTxDone {
-				sg.txDoneLater(ev, at)
-			}
+			sg.heldLater(ev, at)
 			s.q.PushSeq(at, ev.Seq(), ev.Kind, ev.Target, ev.Arg)
 		}
 		sg.held = sg.held[:0]
 		if !sg.Lite {
+			sg.portsLater()
 			// So did the fabric's record of its last moves: a switch that
 			// sent a packet just before it slept has not starved since.
 			slept := s.now - sg.onAt
@@ -1013,13 +1012,51 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 	return nil
 }
 
-// txDoneLater: a port's pending end of serialization, held as ev, now
-// happens at at. Its record (txDoneAt) moves with it: left at the old time,
-// the event was taken for a stale one, and a port whose senders it had
-// paused sent nothing again (seed 5's 127-to-1 incast under PFC).
-func (sg *surrogate) txDoneLater(ev des.Event, at des.Time) {
-	if p := &sg.s.fab.ports[ev.Target]; p.txDoneAt == int64(ev.At) {
-		p.txDoneAt = int64(at)
+// heldLater: held event ev of a switch port now happens at at. The
+// port's record of it moves with it: a txDoneAt left at the old time
+// passed the moved event for a stale one (seed 5's 127-to-1 incast under
+// PFC then never sent again), and a wakeAt left there let a later wake
+// be scheduled beside it.
+func (sg *surrogate) heldLater(ev des.Event, at des.Time) {
+	var t *int64
+	switch ev.Kind {
+	case evTxDone:
+		t = &sg.s.fab.ports[ev.Target].txDoneAt
+	case evWake:
+		t = &sg.s.fab.ports[ev.Target].wakeAt
+	default:
+		return
+	}
+	if *t == int64(ev.At) {
+		*t = int64(at)
+	}
+}
+
+// portsLater moves the ports' ends that fell in the window as much later
+// as the fabric slept, as heldLater moved their events: a switch port's
+// end of serialization (busyUntil), and every port's PAUSE end
+// (pauseTill), hosts' too, since their PAUSEs came from the frozen fabric
+// and its refreshes were held. Left, a packet reaching such a port after
+// the resume started up to a packet time, or a PAUSE, early. A time past
+// the window stays, as its event in the calendar does (maxTime: a
+// port-wide PAUSE holds until its RESUME); a host port's busyUntil is its
+// NIC's own, which ran through the window.
+func (sg *surrogate) portsLater() {
+	s := sg.s
+	from, to, slept := sg.onAt, s.now, s.now-sg.onAt
+	later := func(t *int64) {
+		if *t > 0 && *t >= from && *t < to {
+			*t += slept
+		}
+	}
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
+		for q := range p.pauseTill {
+			later(&p.pauseTill[q])
+		}
+		if s.fab.isSwitch[p.from] {
+			later(&p.busyUntil)
+		}
 	}
 }
 
