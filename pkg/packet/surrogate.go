@@ -515,17 +515,16 @@ func (sg *surrogate) zombieNext() {
 //
 // alone: nothing waits on it, so without a stop time or load tracking
 // to honour it ends with no event at all.
-func (sg *surrogate) bypassFlow(i int32, alone bool) error {
+func (sg *surrogate) bypassFlow(i, src, dst int32, size int64, alone bool) error {
 	s := sg.s
 	f := s.flows
-	src, dst, size := f.src(i), f.dst(i), f.size(i)
 	pp, err := sg.pairPrediction(i, src, dst)
 	if err != nil {
 		return s.fab.noPath(i, err)
 	}
 	p := &s.fab.ports[pp.port]
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
-	n := (size + pay - 1) / pay
+	n := packets(size, pay)
 	last := size - (n-1)*pay
 	// The NIC serializes the bytes after what it already has to send; a
 	// transfer longer than its window (HAS_WIN) waits out the predicted
@@ -550,7 +549,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.nic.sport(i, 0)
-	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal, 0)
+	f.Ideal[i] += s.fab.idealFCT(s.partOf(size, 0), pp.ideal, 0)
 	s.stats.DataPackets += uint64(n)
 	s.stats.Bypassed += uint64(n)
 	s.stats.SentBytes += size
@@ -758,11 +757,10 @@ func (sg *surrogate) restartSampling() {
 // its queue pair: a NIC serves its pairs round robin, and serving whole
 // transfers in turn instead let a collective's next steps start early (5%
 // short on SimAI's micro benchmark).
-func (sg *surrogate) bypasses(i int32) (alone, ok bool) {
-	s := sg.s
-	f := s.flows
+func (sg *surrogate) bypasses(i int32, size int64) (alone, ok bool) {
+	f := sg.s.flows
 	alone = i < f.n && f.run.Dependants(i) == 0
-	return alone, alone || f.size(i) <= int64(s.cfg.PayloadSize)
+	return alone, alone || size <= int64(sg.s.cfg.PayloadSize)
 }
 
 // bypassPending runs, as the surrogate opens, the transfers that wait in
@@ -781,7 +779,7 @@ func (sg *surrogate) bypassPending() error {
 		for _, qi := range p.qps {
 			if qi < 0 {
 				if i, j := s.nic.pending(qi); j == 0 && f.qpsLeft[i] == 1 {
-					if alone, ok := sg.bypasses(i); ok {
+					if alone, ok := sg.bypasses(i, f.size(i)); ok {
 						conv = append(conv, convFlow{i, alone})
 						continue
 					}
@@ -820,7 +818,7 @@ func (sg *surrogate) bypassPending() error {
 			}
 			f.Ideal[i] -= s.fab.routedIdeal(i, 0)
 		}
-		if err := sg.bypassFlow(i, c.alone); err != nil {
+		if err := sg.bypassFlow(i, f.src(i), f.dst(i), f.size(i), c.alone); err != nil {
 			return err
 		}
 	}
