@@ -553,7 +553,7 @@ func (nc *nic) received(f int32) {
 		s.work = fl.ex.Release(f, expand.OnReceived, s.work)
 		return
 	}
-	s.rcvDst = fl.dst(f)
+	s.rcvFlow = f
 	s.work = fl.run.ReleaseEarly(f, s.fromDst, s.work)
 }
 
