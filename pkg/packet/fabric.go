@@ -344,10 +344,19 @@ func (fa *fabric) idealFCT(size int64, a idealPath, cell uint16) int64 {
 		wire := float64(size) + float64(h*size)/float64(pay)
 		return s.sendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
 	}
-	n := (size + pay - 1) / pay
+	n := packets(size, pay)
 	smallest := float64(size-(n-1)*pay) + hdr
 	wire := float64(size) + float64(n)*hdr
 	return s.sendLatPs + a.prop + int64(wire*a.bottle+smallest*a.other)
+}
+
+// packets is how many packets of pay bytes carry size bytes (at least
+// one), without a division for a transfer that fits in one.
+func packets(size, pay int64) int64 {
+	if size <= pay {
+		return 1
+	}
+	return (size + pay - 1) / pay
 }
 
 // routeBuf computes the path from a to b into fa.buf, refusing one longer

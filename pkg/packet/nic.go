@@ -553,7 +553,7 @@ func (nc *nic) received(f int32) {
 		s.work = fl.ex.Release(f, expand.OnReceived, s.work)
 		return
 	}
-	s.rcvDst = fl.dst(f)
+	s.rcvFlow = f
 	s.work = fl.run.ReleaseEarly(f, s.fromDst, s.work)
 }
 
@@ -769,9 +769,8 @@ func (nc *nic) onSend(i int32) error {
 func (nc *nic) openQPs(i int32, waited bool) error {
 	s := nc.s
 	f := s.flows
-	src, dst := f.src(i), f.dst(i)
-	size := f.size(i)
-	if lat := f.lat(i); lat > 0 && !waited {
+	src, dst, size, lat := f.transfer(i)
+	if lat > 0 && !waited {
 		var err error
 		s.fab.buf, err = s.r.AppendPathPort(s.fab.buf[:0], src, dst, route.QPHash(src, dst, s.hashID(i), 0, s.seed), f.port(i, 0))
 		if err != nil {
@@ -798,8 +797,8 @@ func (nc *nic) openQPs(i int32, waited bool) error {
 		s.pace.Began(i, f.rec(i), des.Time(s.now))
 	}
 	if s.bypassing {
-		if alone, ok := s.sur.bypasses(i); ok {
-			return s.sur.bypassFlow(i, alone)
+		if alone, ok := s.sur.bypasses(i, size); ok {
+			return s.sur.bypassFlow(i, src, dst, size, alone)
 		}
 	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source

@@ -215,6 +215,21 @@ func (f *Flows) dst(i int32) int32 {
 	return f.Dst[i]
 }
 
+// transfer is flow i's source, destination, bytes and step latency
+// (src, dst, size and lat), its record read once: openQPs reads the four
+// for every transfer, and while the surrogate is open that is most of a
+// message's cost.
+func (f *Flows) transfer(i int32) (src, dst int32, size, lat int64) {
+	if f.set == nil {
+		return f.Src[i], f.Dst[i], f.Size[i], f.lat(i)
+	}
+	r := f.rec(i)
+	if r.Kind != flowset.Transfer {
+		return r.Src, r.Dst, 0, 0
+	}
+	return r.Src, r.Dst, r.Size, int64(r.Lat)
+}
+
 // size is a transfer's bytes, 0 for delay nodes and joins.
 func (f *Flows) size(i int32) int64 {
 	if f.set != nil {
@@ -688,8 +703,16 @@ type idealPath struct {
 
 // partSize is the bytes of queue pair j of transfer i: its packets are
 // split over QPS_PER_CONNECTION pairs, the last taking what is left.
-func (s *Sim) partSize(i int32, j int64) int64 {
-	size, pay := s.flows.size(i), int64(s.cfg.PayloadSize)
+func (s *Sim) partSize(i int32, j int64) int64 { return s.partOf(s.flows.size(i), j) }
+
+// partOf is partSize for a transfer of size bytes. One that fits in a
+// packet is its only pair's, without the divisions: a bypassed 1 KiB
+// message made four of them.
+func (s *Sim) partOf(size, j int64) int64 {
+	pay := int64(s.cfg.PayloadSize)
+	if j == 0 && size <= pay {
+		return size
+	}
 	pktsTotal := (size + pay - 1) / pay
 	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
 	per := (pktsTotal + nq - 1) / nq

@@ -515,17 +515,16 @@ func (sg *surrogate) zombieNext() {
 //
 // alone: nothing waits on it, so without a stop time or load tracking
 // to honour it ends with no event at all.
-func (sg *surrogate) bypassFlow(i int32, alone bool) error {
+func (sg *surrogate) bypassFlow(i, src, dst int32, size int64, alone bool) error {
 	s := sg.s
 	f := s.flows
-	src, dst, size := f.src(i), f.dst(i), f.size(i)
 	pp, err := sg.pairPrediction(i, src, dst)
 	if err != nil {
 		return s.fab.noPath(i, err)
 	}
 	p := &s.fab.ports[pp.port]
 	pay, hdr := int64(s.cfg.PayloadSize), int64(s.cfg.HeaderBytes)
-	n := (size + pay - 1) / pay
+	n := packets(size, pay)
 	last := size - (n-1)*pay
 	// The NIC serializes the bytes after what it already has to send; a
 	// transfer longer than its window (HAS_WIN) waits out the predicted
@@ -550,7 +549,7 @@ func (sg *surrogate) bypassFlow(i int32, alone bool) error {
 	}
 	rx := max(sent-int64(float64(last+hdr)*p.bitPs+0.5)+pp.data, sent)
 	f.Sport[i] = s.nic.sport(i, 0)
-	f.Ideal[i] += s.fab.idealFCT(s.partSize(i, 0), pp.ideal, 0)
+	f.Ideal[i] += s.fab.idealFCT(s.partOf(size, 0), pp.ideal, 0)
 	s.stats.DataPackets += uint64(n)
 	s.stats.Bypassed += uint64(n)
 	s.stats.SentBytes += size
@@ -758,11 +757,10 @@ func (sg *surrogate) restartSampling() {
 // its queue pair: a NIC serves its pairs round robin, and serving whole
 // transfers in turn instead let a collective's next steps start early (5%
 // short on SimAI's micro benchmark).
-func (sg *surrogate) bypasses(i int32) (alone, ok bool) {
-	s := sg.s
-	f := s.flows
+func (sg *surrogate) bypasses(i int32, size int64) (alone, ok bool) {
+	f := sg.s.flows
 	alone = i < f.n && f.run.Dependants(i) == 0
-	return alone, alone || f.size(i) <= int64(s.cfg.PayloadSize)
+	return alone, alone || size <= int64(sg.s.cfg.PayloadSize)
 }
 
 // bypassPending runs, as the surrogate opens, the transfers that wait in
@@ -781,7 +779,7 @@ func (sg *surrogate) bypassPending() error {
 		for _, qi := range p.qps {
 			if qi < 0 {
 				if i, j := s.nic.pending(qi); j == 0 && f.qpsLeft[i] == 1 {
-					if alone, ok := sg.bypasses(i); ok {
+					if alone, ok := sg.bypasses(i, f.size(i)); ok {
 						conv = append(conv, convFlow{i, alone})
 						continue
 					}
@@ -820,7 +818,7 @@ func (sg *surrogate) bypassPending() error {
 			}
 			f.Ideal[i] -= s.fab.routedIdeal(i, 0)
 		}
-		if err := sg.bypassFlow(i, c.alone); err != nil {
+		if err := sg.bypassFlow(i, f.src(i), f.dst(i), f.size(i), c.alone); err != nil {
 			return err
 		}
 	}
@@ -903,13 +901,12 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 		// The suspended fabric's events happen as much later as it slept.
 		for _, ev := range sg.held {
 			at := ev.At + des.Time(s.now-sg.onAt)
-			if ev.Kind == evTxDone {
-				sg.txDoneLater(ev, at)
-			}
+			sg.heldLater(ev, at)
 			s.q.PushSeq(at, ev.Seq(), ev.Kind, ev.Target, ev.Arg)
 		}
 		sg.held = sg.held[:0]
 		if !sg.Lite {
+			sg.portsLater()
 			// So did the fabric's record of its last moves: a switch that
 			// sent a packet just before it slept has not starved since.
 			slept := s.now - sg.onAt
@@ -1013,13 +1010,51 @@ func (sg *surrogate) surrogateSwitch(on bool) error {
 	return nil
 }
 
-// txDoneLater: a port's pending end of serialization, held as ev, now
-// happens at at. Its record (txDoneAt) moves with it: left at the old time,
-// the event was taken for a stale one, and a port whose senders it had
-// paused sent nothing again (seed 5's 127-to-1 incast under PFC).
-func (sg *surrogate) txDoneLater(ev des.Event, at des.Time) {
-	if p := &sg.s.fab.ports[ev.Target]; p.txDoneAt == int64(ev.At) {
-		p.txDoneAt = int64(at)
+// heldLater: held event ev of a switch port now happens at at. The
+// port's record of it moves with it: a txDoneAt left at the old time
+// passed the moved event for a stale one (seed 5's 127-to-1 incast under
+// PFC then never sent again), and a wakeAt left there let a later wake
+// be scheduled beside it.
+func (sg *surrogate) heldLater(ev des.Event, at des.Time) {
+	var t *int64
+	switch ev.Kind {
+	case evTxDone:
+		t = &sg.s.fab.ports[ev.Target].txDoneAt
+	case evWake:
+		t = &sg.s.fab.ports[ev.Target].wakeAt
+	default:
+		return
+	}
+	if *t == int64(ev.At) {
+		*t = int64(at)
+	}
+}
+
+// portsLater moves the ports' ends that fell in the window as much later
+// as the fabric slept, as heldLater moved their events: a switch port's
+// end of serialization (busyUntil), and every port's PAUSE end
+// (pauseTill), hosts' too, since their PAUSEs came from the frozen fabric
+// and its refreshes were held. Left, a packet reaching such a port after
+// the resume started up to a packet time, or a PAUSE, early. A time past
+// the window stays, as its event in the calendar does (maxTime: a
+// port-wide PAUSE holds until its RESUME); a host port's busyUntil is its
+// NIC's own, which ran through the window.
+func (sg *surrogate) portsLater() {
+	s := sg.s
+	from, to, slept := sg.onAt, s.now, s.now-sg.onAt
+	later := func(t *int64) {
+		if *t > 0 && *t >= from && *t < to {
+			*t += slept
+		}
+	}
+	for pid := range s.fab.ports {
+		p := &s.fab.ports[pid]
+		for q := range p.pauseTill {
+			later(&p.pauseTill[q])
+		}
+		if s.fab.isSwitch[p.from] {
+			later(&p.busyUntil)
+		}
 	}
 }
 

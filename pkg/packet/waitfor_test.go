@@ -153,10 +153,85 @@ func TestIncastSurrogateHostsDoNotSpin(t *testing.T) {
 // through GPU 0's 100 Gb/s link take 5.12 ms, plus the 2 ms the fabric
 // sleeps: the run must end within twice that (it ends at 7.17 ms).
 func TestIncastSurrogateResumesSwitchPorts(t *testing.T) {
-	c := incastCase{seed: 7, set: with(lossless, "BUFFER_SIZE=1", "PAUSE_TIME=1", "SIMULATOR_STOP_TIME=14240000"),
-		sur: &Surrogate{StartPs: 1e9, EndPs: 3e9}}
+	c := resumeCase("SIMULATOR_STOP_TIME=14240000")
 	s, err := runIncast(t, incastFatTree(t), c, 64, 1e6)
 	checkIncastWhole(t, c, s, err, 64, 1e6)
+}
+
+// resumeCase is TestIncastSurrogateResumesSwitchPorts' incast: its
+// switches are serializing and pausing their senders as the fabric
+// sleeps from 1 to 3 ms.
+func resumeCase(kv ...string) incastCase {
+	return incastCase{seed: 7, set: with(lossless, append([]string{"BUFFER_SIZE=1", "PAUSE_TIME=1"}, kv...)...),
+		sur: &Surrogate{StartPs: 1e9, EndPs: 3e9}}
+}
+
+// A switch port serializing, or paused, as the fabric falls asleep stays
+// so for as long after it wakes as it had left then: its end and its
+// PAUSE's end move with the fabric's held events. Left where they were,
+// both had passed when the fabric woke, and a packet reaching the port
+// started at once, up to a packet time (724 ns: 9048 B at 100 Gb/s) or
+// a PAUSE early. Two incasts (in the first a port is paused, in the
+// second one is serializing as the window opens, that sent early), then
+// run to the end: every byte arrives once.
+func TestSurrogateResumeKeepsPortsBusy(t *testing.T) {
+	tp := incastFatTree(t)
+	for _, r := range []struct {
+		c       incastCase
+		senders int
+	}{
+		{resumeCase(), 64},
+		{incastCase{seed: 7, set: with(lossless, "BUFFER_SIZE=2", "PAUSE_TIME=5"), sur: &Surrogate{StartPs: 1e9, EndPs: 3e9}}, 32},
+	} {
+		checkResume(t, tp, r.c, r.senders, 1e6)
+		s, err := runIncast(t, tp, r.c, r.senders, 1e6)
+		checkIncastWhole(t, r.c, s, err, r.senders, 1e6)
+	}
+}
+
+// checkResume sees the switch ports just before the window (StartPs - 1)
+// and dt after it (the same run stopped later: a run is deterministic).
+// A port busy past StartPs + dt starts nothing by EndPs + dt; nor does
+// one whose PAUSE lasts past that while its switch still holds it paused
+// (no RESUME sent: in an incast a forward port carries only data, the
+// ACKs go the other way).
+func checkResume(t *testing.T, tp *topo.Topology, c incastCase, senders int, size int64) {
+	t.Helper()
+	const dt = int64(100e3)
+	before, slept := c.sur.StartPs-1, c.sur.EndPs-c.sur.StartPs
+	stopAt := func(ps int64) *Sim {
+		c := c
+		c.set = with(c.set, fmt.Sprintf("SIMULATOR_STOP_TIME=%g", float64(ps)/1e3))
+		s, err := runIncast(t, tp, c, senders, size)
+		if inc := (*Incomplete)(nil); !errors.As(err, &inc) || !inc.StopTime || s.now != ps {
+			t.Fatalf("%v: stopped at %d ps, not %d: %v", c, s.now, ps, err)
+		}
+		return s
+	}
+	a, b := stopAt(before), stopAt(before+1+slept+dt)
+	busy, paused := 0, 0
+	for pid := range a.fab.ports {
+		pa, pb := &a.fab.ports[pid], &b.fab.ports[pid]
+		if !a.fab.isSwitch[pa.from] {
+			continue
+		}
+		k := pid*nQ + dataQ
+		isBusy := pa.busyUntil > before+1+dt
+		isPaused := pa.paused[dataQ] && pa.pauseTill[dataQ] > before+1+dt && a.pfc.pausedQ[k] && b.pfc.pausedQ[k]
+		if isBusy {
+			busy++
+		}
+		if isPaused {
+			paused++
+		}
+		if (isBusy || isPaused) && pb.txBytes != pa.txBytes {
+			t.Errorf("%v: port %d (%d -> %d): busy until %d ps, paused %v until %d ps before the window; %d B sent by %d ps after it",
+				c, pid, pa.from, pa.to, pa.busyUntil, pa.paused[dataQ], pa.pauseTill[dataQ], pb.txBytes-pa.txBytes, dt)
+		}
+	}
+	if busy == 0 || paused == 0 {
+		t.Fatalf("%v: %d ports busy and %d paused across the window: nothing tested", c, busy, paused)
+	}
 }
 
 // The incast family of issue 31, in full: ECMP seeds 1-12, buffers 1 and
