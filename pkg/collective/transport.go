@@ -474,11 +474,12 @@ func NewTransport(gpuType string, keys []string) (Transport, error) {
 // give on gpuType GPUs: the last preset named (auto resolved), then the
 // keys set after it, e.g. "h100-ib (auto: H100) slots=4".
 func TransportLabel(gpuType string, keys []string) string {
-	label, after := PresetFor(gpuType)+" (auto: "+gpuType+")", []string(nil)
+	auto := PresetFor(gpuType) + " (auto: " + gpuType + ")"
+	label, after := auto, []string(nil)
 	for _, kv := range keys {
 		switch v, ok := strings.CutPrefix(kv, "preset="); {
 		case ok && v == PresetAuto:
-			label, after = PresetFor(gpuType)+" (auto: "+gpuType+")", nil
+			label, after = auto, nil
 		case ok:
 			label, after = v, nil
 		default:
