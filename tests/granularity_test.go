@@ -162,7 +162,17 @@ func TestCollectiveFabricPricing(t *testing.T) {
 			}
 		}
 	}
+	// Under the transport, 4 spines (4:1): the uplinks' bytes (16 x 105/128
+	// x S over 1.6 Tbps, 4.40 ms) outlast the paced AllToAll (2.88 ms at
+	// 1:1), so both granularities take at least that and agree within 10%
+	// (the price must not vanish under the pace).
 	routing = "spray"
+	os4 := []string{"--family", "spectrum-x", "--gpus", "128", "--psw", "4"}
+	up4 := 16 * 105.0 / 128 * S * 8 / 1.6e12 * 1e9
+	coll4, flow4 := a2aSpan(os4, "collective", "--transport", "preset=h100-ib"), a2aSpan(os4, "flow", "--transport", "preset=h100-ib")
+	if float64(coll4) < up4 || float64(flow4) < up4 || math.Abs(float64(coll4-flow4)) > 0.1*float64(flow4) {
+		t.Errorf("h100-ib, 4:1 spines: collective %d ns, flow %d ns; want both at least the uplinks' %.0f ns and within 10%%", coll4, flow4, up4)
+	}
 	// A ring AllReduce whose groups stay on one rail never crosses a spine.
 	ar := []string{"--op", "allreduce", "--size", "256MiB", "--group", "dp", "--tp", "8", "--granularity", "collective", "--transport", "preset=none"}
 	if a, b := span(t, mustRun(t, mustRun(t, mustRun(t, nil, "topogen", nb...), "simccl-decompose", ar...), "flowsim-analytical")),
