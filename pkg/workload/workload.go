@@ -255,8 +255,10 @@ const layerBytes = int64(unsafe.Sizeof(Layer{}))
 
 // readLayers parses the layer lines as they come (cn is the count line's
 // number, announced its count), refusing in a moment, before holding
-// them, a file whose lines and the fewest steps they make are past limit
-// bytes (0: no bound).
+// them, a file whose fewest steps are past limit bytes (0: no bound) at
+// StepBytes a step, as ScheduleLimit counts them: StepBytes was measured
+// with the layers held, so they are not counted again (a file the
+// schedule's check accepts is never refused here).
 func (m *AICB) readLayers(lr *lineReader, cn, announced int, limit int64) error {
 	// Room for the announced lines saves the copies of a growing array
 	// (garbage the size of the array, five times over); a count may lie,
@@ -266,7 +268,7 @@ func (m *AICB) readLayers(lr *lineReader, cn, announced int, limit int64) error 
 		room = int(min(int64(announced), limit/4/layerBytes))
 	}
 	m.Layers = make([]Layer, 0, room)
-	var held, steps int64
+	var steps int64
 	for {
 		ln, f, err := lr.next()
 		if err != nil || f == nil {
@@ -276,9 +278,8 @@ func (m *AICB) readLayers(lr *lineReader, cn, announced int, limit int64) error 
 		if err != nil {
 			return err
 		}
-		s := m.minSteps(&L, len(m.Layers))
-		steps, held = steps+s, held+layerBytes+s*StepBytes
-		if limit > 0 && held > limit {
+		steps += m.minSteps(&L, len(m.Layers))
+		if limit > 0 && steps*StepBytes > limit {
 			n := len(m.Layers) + 1
 			m.Layers = nil // a refused file's lines: room to count the rest
 			return m.refuseLayers(lr, cn, n, steps, limit)
@@ -288,7 +289,7 @@ func (m *AICB) readLayers(lr *lineReader, cn, announced int, limit int64) error 
 }
 
 // refuseLayers counts the steps of the lines not read yet, holding none of
-// them, and says how far past limit the file's lines and steps are.
+// them, and says how far past limit the file's steps are.
 func (m *AICB) refuseLayers(lr *lineReader, cn, lines int, steps, limit int64) error {
 	for {
 		ln, f, err := lr.next()
@@ -305,9 +306,8 @@ func (m *AICB) refuseLayers(lr *lineReader, cn, lines int, steps, limit int64) e
 		steps += m.minSteps(&L, lines)
 		lines++
 	}
-	need := int64(lines)*layerBytes + steps*StepBytes
-	return &topo.LineError{File: lr.file, Line: cn, Field: "layers", Err: fmt.Errorf("%d lines on %d stages make at least %d steps (each line at least once a stage), about %s in memory (%d B a line, %d B a step), beyond the %s this machine has (FABRICSIM_MEMORY sets it): simulate fewer layers",
-		lines, m.PP, steps, units.HumanSize(need), layerBytes, StepBytes, units.HumanSize(limit))}
+	return &topo.LineError{File: lr.file, Line: cn, Field: "layers", Err: fmt.Errorf("%d lines on %d stages make at least %d steps (each line at least once a stage), about %s in memory (%d B a step, its lines included), beyond the %s this machine has (FABRICSIM_MEMORY sets it): simulate fewer layers",
+		lines, m.PP, steps, units.HumanSize(steps*StepBytes), StepBytes, units.HumanSize(limit))}
 }
 
 // minSteps is the fewest steps line k makes: every stage runs each line

@@ -119,7 +119,9 @@ func TestScheduleLimit(t *testing.T) {
 
 // A file whose lines and the fewest steps they make are past the limit is
 // refused while it is read (before its layers are held), with the file's
-// whole count; at exactly the limit it is read and scheduled.
+// whole count; at what its schedule takes it is read and scheduled (the
+// early check counts steps as the schedule's does, so it never refuses
+// what the schedule would take).
 func TestReadLimitRefusesLayersEarly(t *testing.T) {
 	// 100 compute-only lines on 2 stages: each stage runs each line's
 	// forward, input- and weight-gradient compute, 3 x 100 steps, and
@@ -129,12 +131,11 @@ func TestReadLimitRefusesLayersEarly(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		b.WriteString("l -1 5 NONE 0 5 NONE 0 5 NONE 0 1\n")
 	}
-	held := 100*layerBytes + 600*StepBytes
-	w, err := ReadLimit(strings.NewReader(b.String()), "c.txt", held)
+	w, err := ReadLimit(strings.NewReader(b.String()), "c.txt", 604*StepBytes)
 	if err != nil || len(w.Steps) != 604 {
 		t.Fatalf("at the limit: %v", err)
 	}
-	_, err = ReadLimit(strings.NewReader(b.String()), "c.txt", held-1)
+	_, err = ReadLimit(strings.NewReader(b.String()), "c.txt", 600*StepBytes-1)
 	if err == nil || !strings.Contains(err.Error(), "c.txt: line 2, field layers: 100 lines on 2 stages make at least 600 steps") || !strings.Contains(err.Error(), "simulate fewer layers") {
 		t.Errorf("one byte short: %v", err)
 	}
