@@ -812,7 +812,9 @@ func (c *Calendar) settle(i int64, h []Event) {
 // instant that made it): popped from the late list, each took popBefore's
 // general path.
 func (c *Calendar) relate(i int64, h []Event) {
-	c.lateTop() // lateNew sorted into late
+	if len(c.lateNew) > 0 {
+		c.absorbLate() // every late event, lateNew's too, sorted into late
+	}
 	l := c.late[c.lateHead:]
 	if cap(h) < len(l) {
 		if cap(h) >= keepCap {

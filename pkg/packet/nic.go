@@ -803,7 +803,7 @@ func (nc *nic) openQPs(i int32, waited bool) error {
 	}
 	// QPS_PER_CONNECTION: split the packets over QPs with distinct source
 	// ports, hence distinct ECMP hashes.
-	pktsTotal := (size + int64(s.cfg.PayloadSize) - 1) / int64(s.cfg.PayloadSize)
+	pktsTotal := packets(size, int64(s.cfg.PayloadSize))
 	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
 	per := (pktsTotal + nq - 1) / nq
 	left := size

@@ -281,13 +281,7 @@ func (pv *partView) abroad(v int32) bool {
 
 // home is the part a flow starts in: its source's (a join without one:
 // the first part).
-func (pv *partView) home(i int32) uint8 {
-	s := pv.s
-	if v := s.flowNode(i); int(v) < len(pv.part.of) {
-		return pv.part.of[v]
-	}
-	return 0
-}
+func (pv *partView) home(i int32) uint8 { return pv.partOf(pv.s.flowNode(i)) }
 
 // post queues c for the part node v is in.
 func (pv *partView) post(v int32, c crossing) {

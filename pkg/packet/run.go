@@ -713,7 +713,7 @@ func (s *Sim) partOf(size, j int64) int64 {
 	if j == 0 && size <= pay {
 		return size
 	}
-	pktsTotal := (size + pay - 1) / pay
+	pktsTotal := packets(size, pay)
 	nq := min(int64(s.cfg.QPsPerConn), pktsTotal)
 	per := (pktsTotal + nq - 1) / nq
 	return min(size-j*per*pay, per*pay)
