@@ -362,3 +362,25 @@ func handDecomposer(gpus, perServer int, nvGBps float64, nics int, nicGBps float
 	}
 	return d, ranks
 }
+
+// psLeave shares one link equally among the transfers sending: hand
+// cases (times in units of work).
+func TestPsLeave(t *testing.T) {
+	for _, c := range []struct {
+		arrive, work, want []float64
+	}{
+		{[]float64{0, 0}, []float64{1, 1}, []float64{2, 2}},          // two at once: half each
+		{[]float64{0, 1}, []float64{2, 1}, []float64{3, 3}},          // the first alone for 1, then both share
+		{[]float64{0, 5}, []float64{1, 1}, []float64{1, 6}},          // no overlap
+		{[]float64{0, 0, 0}, []float64{1, 2, 3}, []float64{3, 5, 6}}, // three, then two, then one
+		{[]float64{2, 0}, []float64{1, 4}, []float64{4, 5}},          // out of arrival order
+	} {
+		got := psLeave(c.arrive, c.work)
+		for i := range got {
+			if math.Abs(got[i]-c.want[i]) > 1e-9 {
+				t.Errorf("psLeave(%v, %v) = %v, want %v", c.arrive, c.work, got, c.want)
+				break
+			}
+		}
+	}
+}

@@ -314,7 +314,9 @@ func (m *AICB) refuseLayers(lr *lineReader, cn, lines int, steps, limit int64) e
 // forward and backward at least once (once a microbatch unless AICB wrote
 // the microbatches' copies), its weight-gradient collective only on the
 // last microbatch, so left out. MICRO runs each weight-gradient
-// collective once.
+// collective once. It mirrors the conditions under which
+// scheduler.forward and scheduler.backward (pipeline.go) make steps: a
+// change there must change it too (TestMinStepsBoundsSchedule, TestMinStepsHandCounted).
 func (m *AICB) minSteps(L *Layer, k int) int64 {
 	if m.Policy == "MICRO" {
 		return one(L.HasWG)

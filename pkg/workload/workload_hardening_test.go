@@ -171,3 +171,28 @@ func TestMinStepsBoundsSchedule(t *testing.T) {
 		t.Errorf("%d SimAI/AICB workloads checked, want the shipped ones", checked)
 	}
 }
+
+// minSteps counts, per stage, a line's forward and input- and
+// weight-gradient compute, its forward collective, and from the second
+// line on its input-gradient collective and wait (the first line's has
+// nothing before it to wait on): hand-counted lines on 2 stages.
+func TestMinStepsHandCounted(t *testing.T) {
+	m := &AICB{PP: 2}
+	for _, c := range []struct {
+		L    Layer
+		k    int
+		want int64
+	}{
+		{Layer{Fwd: 5, IG: 5, WG: 5}, 1, 2 * 3},
+		{Layer{Fwd: 5, HasFwd: true, IG: 5, HasIG: true, WG: 5}, 0, 2 * 4},
+		{Layer{Fwd: 5, HasFwd: true, IG: 5, HasIG: true, WG: 5}, 3, 2 * 6},
+		{Layer{HasFwd: true}, 2, 2 * 1},
+	} {
+		if got := m.minSteps(&c.L, c.k); got != c.want {
+			t.Errorf("minSteps(%+v, line %d) = %d, want %d", c.L, c.k, got, c.want)
+		}
+	}
+	if got := (&AICB{PP: 2, Policy: "MICRO"}).minSteps(&Layer{HasWG: true, Fwd: 5}, 1); got != 1 {
+		t.Errorf("MICRO: minSteps = %d, want 1 (its weight-gradient collective once)", got)
+	}
+}
