@@ -171,7 +171,8 @@ func TestTransportP4deHeldOut(t *testing.T) {
 // when listed. The NCCL 2.19 sweep calibrated a100's tree steps
 // (tree-op, tree-bw, tree-ll-bw on its 8 B-8 MiB trees) and a100-roce's
 // want of adaptive routing (its 16-64 MiB LL128 rings); the NCCL 2.25
-// run (1-4 GiB) is held out. Before the fit, with h100-ib's network
+// run (1-4 GiB) and a BM.GPU.B4.8 run (NCCL 2.29.3, 1-8 GiB) are held
+// out. Before the fit, with h100-ib's network
 // costs, 19 of its 31 sizes missed: its tree LL steps from 256 B to 128
 // KiB were 0.51-0.73 of measured, a network step's pieces each paying
 // only their share of its cost. The misses and their mechanisms:
@@ -214,14 +215,17 @@ func ociRoCE(t *testing.T, sweep string) []byte {
 // TestTransportOCIA100RoCE: preset a100-roce across two OCI BM.GPU4.8
 // servers through fluid: the NCCL 2.19 sweep (8 B-8 GiB) it was fitted
 // on, every size within 20% but the listed misses (0.92-1.13 at 8 B-16
-// MiB when fitted), and the held-out NCCL 2.25 run (1-4 GiB: 0.98-0.99).
+// MiB when fitted), and two held-out runs, both rings: NCCL 2.25.1 on
+// BM.GPU4.8 (1-4 GiB: 0.98-0.99) and NCCL 2.29.3 on BM.GPU.B4.8 (the
+// same A100 40GB and 16 x 100G RoCE; 1-8 GiB: 0.97-0.98).
 func TestTransportOCIA100RoCE(t *testing.T) {
 	t.Parallel()
 	st := ociRoCE(t, "8:8GiB:2")
 	for _, run := range []struct {
 		name, ref string
 		want      int
-	}{{"nccl-2.19", "oci-2x8a100-roce_allreduce_nccl-2.19.csv", 31}, {"nccl-2.25", "oci-2x8a100-roce_allreduce_nccl-2.25.csv", 3}} {
+	}{{"nccl-2.19", "oci-2x8a100-roce_allreduce_nccl-2.19.csv", 31}, {"nccl-2.25", "oci-2x8a100-roce_allreduce_nccl-2.25.csv", 3},
+		{"b4-nccl-2.29", "oci-2x8a100b4-roce_allreduce_nccl-2.29.csv", 4}} {
 		got := fluidOverMeasured(t, st, measuredUs(t, run.ref))
 		if len(got) != run.want {
 			t.Fatalf("%s: %d sizes compared, want %d", run.ref, len(got), run.want)
