@@ -204,6 +204,14 @@ type Transport struct {
 	// step's network cost (proxies, credits) is its latency, which the
 	// slots pipeline, paid in full once on the pipeline's fill.
 	TreeOpUs, TreeGBps float64
+	// TreeLLGBps: a thread block's LL rate in a tree LL AllReduce's step
+	// (0: not modelled), which NCCL runs with the same runTreeSplit as
+	// LL128 (TreeGBps; no fixed work: the fit on OCI's A100 sweep took
+	// none). Under it an LL tree's network step leaves whole, as an LL128
+	// tree's does: the send proxy posts a step once the GPU has written
+	// all of it (net.cc, the step's tail), so a connection's first piece
+	// pays the step's whole cost rather than its share (cctx.treeStep).
+	TreeLLGBps float64
 	// P2PChunk: a network point-to-point connection's step
 	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
 	// KiB on AWS), the step AllToAll's grouped sends and receives move in
@@ -308,13 +316,25 @@ func DefaultTransport() Transport {
 // us of fixed work per LL slice, 6 us per LL128 slice (4-16 MiB), 3.5 us
 // per Simple slice (the plateau 3.7% above the default's, the measured
 // one 2%), launch 4.0 us a GPU (flat 32 us to 32 KiB, which the LL costs
-// alone give as well: this sweep does not separate the two). Its network
-// costs are h100-ib's, not fitted on A100s. Held out across servers (2 x
-// 8 OCI BM.GPU4.8 over RoCE, 2 x 8 Azure NDmv4 over HDR InfiniBand:
-// tests/transport_a100efa_test.go) its plateaus are within 20% (NDmv4
-// 0.96-0.98) but its tree LL steps are short from 256 B to 128 KiB
-// (0.51-0.77): those runs' network steps cost more than h100-ib's, and
-// more with their bytes, which no one constant fits.
+// alone give as well: this sweep does not separate the two). Across
+// servers its per-step network costs are h100-ib's, with InfiniBand's
+// adaptive routing, its host an AMD EPYC, and its tree steps fitted on
+// the 2 x 8 OCI BM.GPU4.8 AllReduce over RoCE (NCCL 2.19, examples/
+// reference/oci-2x8a100-roce_allreduce_nccl-2.19.csv; presetA100): a
+// tree step on the GPUs at NCCL's tree LL128 rate on Ampere (20 GB/s a
+// channel) plus 2 us, and LL's at 4 GB/s, under which a network step
+// leaves whole, so its first piece pays the whole step cost. h100-ib's
+// trees, whose pieces each paid only their share of it, took 0.51-0.73
+// of that sweep's 256 B-128 KiB. Held out: Azure NDmv4 over HDR
+// InfiniBand (NCCL 2.17.1; 1.19, 0.96, 0.98 at 1 KiB, 1 and 4 GiB).
+//
+// a100-roce is a100 over RoCE: no adaptive routing (NCCL enables it only
+// on an InfiniBand link layer), so no ring op pays its extra completion.
+// Fitted with a100's tree steps on the OCI sweep, every size from 8 B to
+// 16 MiB within 20% (0.92-1.13) and 64 MiB-2 GiB (0.83-1.15); 32 MiB and
+// 4-8 GiB, where NCCL ran a tree the model does not choose, 1.22-1.28
+// (tests/transport_a100efa_test.go ociMisses). OCI's NCCL 2.25.1 run
+// (1-4 GiB) is held out: 0.98-0.99.
 //
 // a100-efa is A100 servers over EFA (AWS p4d/p4de, 4 x 100G EFA a
 // server): a100's NVLink costs, h100-efa's EFA step costs (18 us per
@@ -383,13 +403,16 @@ var TransportPresets = map[string]func(*Transport){
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
 		t.P2PChunk = 512 << 10
 	},
-	"a100": func(t *Transport) {
-		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
-		t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
-		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
-		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
-		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
-		t.LLBusGBps, t.LaunchUs = 62, 4.0
+	"a100": presetA100,
+	"a100-roce": func(t *Transport) {
+		presetA100(t)
+		// NCCL turns adaptive routing on by default only where the port's
+		// link layer is InfiniBand (net_ib.cc: ar = link_layer ==
+		// IBV_LINK_LAYER_INFINIBAND), so a RoCE step pays no extra
+		// completion message: over OCI's RoCE the 16-64 MiB LL128 rings
+		// take 1.19, 1.28, 1.11 of measured without it, 1.40, 1.46, 1.22
+		// with IB's.
+		t.AROpUs, t.ARThreshold = 0, 0
 	},
 	"a100-efa": func(t *Transport) {
 		// An A100 server's NVLink costs are a100's; its network is EFA,
@@ -429,15 +452,38 @@ var TransportPresets = map[string]func(*Transport){
 	},
 }
 
+// presetA100 is the a100 preset (TransportPresets): one A100 server's
+// NVLink costs, fitted on the OCI BM.GPU4.8 single-server sweep, and
+// across servers h100-ib's per-step network costs with the tree steps
+// fitted on the 2 x 8 OCI sweep (NCCL 2.19) and the host CPU the A100
+// platforms have.
+func presetA100(t *Transport) {
+	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
+	t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
+	t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
+	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
+	t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
+	t.LLBusGBps, t.LaunchUs = 62, 4.0
+	// HGX A100 platforms run AMD EPYC hosts (DGX A100 and OCI BM.GPU4.8
+	// EPYC 7742 and 7542, Azure NDm A100 v4 EPYC 7V12), whose row of
+	// NCCL's model (network overhead, LL's multi-server cap) chooses.
+	t.AMDHost = true
+	// A tree step's work on the GPUs (runTreeSplit): LL128 at NCCL's
+	// per-channel tree LL128 rate on Ampere (perChMaxTreeLL128Bws, 20
+	// GB/s) plus 2 us of fixed work, and LL at 4 GB/s a thread block,
+	// both fitted on the OCI 2 x 8 sweep's tree sizes (8 B-8 MiB).
+	t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = 2, 20, 4
+}
+
 // PresetAuto is the preset value that names the calibrated preset of the
 // fabric's GPU generation (PresetFor); NewTransport applies it first.
 const PresetAuto = "auto"
 
 // PresetFor is the calibrated preset for a fabric of gpuType GPUs:
 // Ampere (A100, A800) a100, Hopper (H100, H800, H20) h100-ib, whose
-// costs are NCCL's software steps on an InfiniBand-class NIC (on AWS EFA
-// set h100-efa or a100-efa: the topology does not say which network a
-// 400G NIC is). Blackwell (B200) has no sweep to calibrate on and takes
+// costs are NCCL's software steps on an InfiniBand NIC (on RoCE set
+// a100-roce, on AWS EFA h100-efa or a100-efa: the topology does not say
+// which network a NIC is). Blackwell (B200) has no sweep to calibrate on and takes
 // h100-ib, the nearest generation, rather than NCCL's model alone, which
 // is up to 2x fast at 1-256 MiB across servers on every generation
 // measured. An unknown type takes none.
@@ -490,7 +536,7 @@ func TransportLabel(gpuType string, keys []string) string {
 }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-chunk", "tree-graph"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-chunk", "tree-graph"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -504,13 +550,13 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want auto, h100-ib, h100-efa, a100, a100-efa or none", v)
+			return fmt.Errorf("--transport preset=%q: want auto, h100-ib, h100-efa, a100, a100-roce, a100-efa or none", v)
 		}
 		// The platform's keys start from the default in every preset;
 		// a preset sets those its platform differs in.
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
-		t.TreeOpUs, t.TreeGBps = d.TreeOpUs, d.TreeGBps
+		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
 		t.TreeDepthChunk, t.TreeGraphNCCL = d.TreeDepthChunk, d.TreeGraphNCCL
 		set(t)
 	case "ar-threshold":
@@ -536,7 +582,7 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ll128-tail=%q: want a size in bytes, 0 (the copy wholly overlaps the wire) or more", v)
 		}
 		t.LL128TailBytes = n
-	case "ll-bw", "nvls-bw", "tree-bw":
+	case "ll-bw", "nvls-bw", "tree-bw", "tree-ll-bw":
 		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
 		if err != nil || math.IsNaN(bw) || bw < 0 || bw > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a bandwidth in GB/s, 0 (none) to 1e6", k, v)
@@ -546,6 +592,8 @@ func (t *Transport) Set(kv string) error {
 			t.NVLSChannelGBps = bw
 		case "tree-bw":
 			t.TreeGBps = bw
+		case "tree-ll-bw":
+			t.TreeLLGBps = bw
 		default:
 			t.LLBusGBps = bw
 		}
@@ -655,6 +703,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport tree-op %v: a cost is not negative", t.TreeOpUs)
 	case !(t.TreeGBps >= 0):
 		return fmt.Errorf("transport tree-bw %v: a bandwidth is not negative", t.TreeGBps)
+	case !(t.TreeLLGBps >= 0):
+		return fmt.Errorf("transport tree-ll-bw %v: a bandwidth is not negative", t.TreeLLGBps)
 	case !(t.AROpUs >= 0):
 		return fmt.Errorf("transport ar-op %v: a cost is not negative", t.AROpUs)
 	case t.ARThreshold < 0:
@@ -854,7 +904,8 @@ type stepCosts struct {
 	// roundPaced: an LL or LL128 ring, whose network steps are paced by
 	// the ring's proxy round in serial, not by the step cost (cctx.ringHop)
 	roundPaced bool
-	// treeFs: a tree LL128 AllReduce under Transport.TreeGBps, a thread
+	// treeFs: a tree LL128 (LL) AllReduce under Transport.TreeGBps
+	// (TreeLLGBps), a thread
 	// block's time per wire byte of one input (fs); its step's fixed
 	// work (TreeOpUs) rides in serial (cctx.treeStep). 0: not modelled.
 	treeFs int64

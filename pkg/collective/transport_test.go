@@ -286,7 +286,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "preset=a100-roce", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {
@@ -483,6 +483,69 @@ func TestTreeLL128StepPace(t *testing.T) {
 	}
 	if seen["up"] == 0 || seen["down"] == 0 || seen["up"] != seen["down"] {
 		t.Fatalf("later network pieces: %v, want as many up as down, some of each", seen)
+	}
+}
+
+// A tree LL AllReduce under a100 (tree-ll-bw 4 GB/s, no fixed work): a
+// later piece across servers holds its connection for its sender's
+// inputs' wire bytes at the block's share of 4 GB/s (the child server's
+// head: its chain child's and its own with 70% of the block; the root's
+// head: three inputs with all of it), and a connection's first piece
+// pays the step's whole cost (0.5 us GPU + 4 us send proxy) after the
+// hop latency, where without the LL rate (tree-ll-bw=0) it pays its
+// share: 128 KiB on 2 servers of 8 A100s, LL forced, 16 channels of 8
+// KiB, each one LL step of 16 KiB wire bytes cut into 8 pieces of 2 KiB,
+// so the first piece's delay grows by 4.5 x 7/8 us.
+func TestTreeLLStepPace(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
+	st := Step{Op: AllReduce, Size: 128 << 10, Group: DP}
+	run := func(kv ...string) []stream.Flow {
+		tr := DefaultTransport()
+		for _, k := range kv {
+			if err := tr.Set(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c, _ := s.run(t, Options{LaunchLatency: true, Algo: "tree", Proto: "ll", Transport: &tr}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, one(st))
+		var net []stream.Flow
+		for _, f := range c.flows {
+			if f.ConnType == stream.ConnTree && s.fab.server(f.Src) != s.fab.server(f.Dst) {
+				net = append(net, f)
+			}
+		}
+		return net
+	}
+	type conn struct{ src, dst, ch int32 }
+	share := map[conn]int64{}
+	for _, f := range run("preset=a100", "tree-ll-bw=0") {
+		if f.Chunk == 0 {
+			share[conn{f.Src, f.Dst, f.Channel}] = f.DelayPs
+		}
+	}
+	seen := map[string]int{}
+	for _, f := range run("preset=a100") {
+		if f.Chunk == 0 {
+			if f.Size != 2048 {
+				t.Fatalf("first network piece %d: %d B, want 2048", f.ID, f.Size)
+			}
+			if d := f.DelayPs - share[conn{f.Src, f.Dst, f.Channel}]; d != usToPs(4.5)*7/8 {
+				t.Errorf("first network piece %d: delay %.4f us over its share's, want the rest of the step's 4.5 us, %.4f", f.ID, float64(d)/1e6, 4.5*7/8)
+			}
+			continue
+		}
+		up := 2 * float64(f.Size) / (0.7 * 4e3)   // us
+		down := 3 * float64(f.Size) / (1.0 * 4e3) // us
+		switch got := float64(f.PacePs) / 1e6; {
+		case math.Abs(got-up) < 0.005*up:
+			seen["up"]++
+		case math.Abs(got-down) < 0.005*down:
+			seen["down"]++
+		default:
+			t.Fatalf("network piece %d (%d->%d, chunk %d, %d B): pace %.3f us, want %.3f (up) or %.3f (down)", f.ID, f.Src, f.Dst, f.Chunk, f.Size, got, up, down)
+		}
+	}
+	if len(share) != 2*16 || seen["up"] == 0 || seen["up"] != seen["down"] {
+		t.Fatalf("%d first network pieces (want 32), later ones %v: want as many up as down, some of each", len(share), seen)
 	}
 }
 
