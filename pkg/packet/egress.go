@@ -41,7 +41,11 @@ func (f *fifo) pop() int32 {
 // What every packet's hop reads comes first, so that it shares the first
 // cache lines (at 1024 GPUs the ports no longer stay in cache between two
 // packets through one port); full tells which queues hold packets without
-// reading their eight headers.
+// reading their eight headers. The PAUSE state follows (what a refresh,
+// a waiting PAUSE applied and a kept wake read, pfc.go and pfcwake.go),
+// and a port is ten whole cache lines: a 127-to-1 incast's run missed
+// the first-level cache 20.1 M times with that state scattered over a
+// port of 624 bytes, 16.9 M so.
 type port struct {
 	down      bool
 	marks     bool // RED/ECN marking on this port
@@ -58,18 +62,19 @@ type port struct {
 	txDoneAt  int64 // time of the scheduled evTxDone, 0 when none
 	lossProb  float64
 	qps       []int32
-	qBytes    [nQ]int64
 	paused    [nQ]bool
+	wakeAt    int64
+	pauseTill [nQ]int64
+	lzs       [lzCap]lzFrame // the PAUSEs on their way here, oldest first from lzHead
+	qBytes    [nQ]int64
 	bw        float64
 	txBytes   int64
 	qpRR      int
-	wakeAt    int64
 	kmin      int64
 	kmax      int64
 	pmax      float64
-	pauseTill [nQ]int64
-	lzs       [lzCap]lzFrame // the PAUSEs on their way here, oldest first from lzHead
 	q         [nQ]fifo
+	_         [16]byte // to 640 bytes, ten cache lines (TestPortIsWholeCacheLines)
 }
 
 func (p *port) push(q uint8, pi int32) {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/pkg/route"
 )
@@ -185,5 +186,14 @@ func TestSprayChoice(t *testing.T) {
 		if count[d] < 800 || count[d] > 1200 {
 			t.Errorf("egress %d took %d of 4000 packets", d, count[d])
 		}
+	}
+}
+
+// A port is whole cache lines (egress.go), so that in a large array (page
+// aligned) each starts on a line and its fields fall on the same lines in
+// every port: a field added must take the padding's room.
+func TestPortIsWholeCacheLines(t *testing.T) {
+	if n := unsafe.Sizeof(port{}); n%64 != 0 {
+		t.Fatalf("a port is %d bytes, %d past a cache line", n, n%64)
 	}
 }

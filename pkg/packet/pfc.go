@@ -48,10 +48,6 @@ type pfc struct {
 	high, low int64
 	// kept: the PAUSE-expiry wakes kept out of the calendar (keep).
 	kept keptWakes
-	// to: per directed link, the node it leads to (its port's to), for
-	// refresh: a 127-to-1 incast's refreshes each missed the cache on
-	// the port struct for it.
-	to []int32
 }
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
@@ -126,14 +122,11 @@ func (f *pfc) leave(pkt *packet) {
 // (waitfor.go).
 func (f *pfc) refresh(k int32) {
 	s := f.s
-	if f.to == nil {
-		f.to = make([]int32, len(s.fab.ports))
-		for i := range s.fab.ports {
-			f.to[i] = s.fab.ports[i].to
-		}
-	}
 	dl := int32(uint32(k) / nQ) // k >= 0: a shift, not a signed division
-	v := f.to[dl]
+	// The port's first cache line holds both its node and its waiting
+	// PAUSEs: a table of the nodes beside it missed the cache too.
+	p := &s.fab.ports[dl]
+	v := p.to
 	s.cur = v
 	if !f.pausedQ[k] {
 		return
@@ -144,7 +137,7 @@ func (f *pfc) refresh(k int32) {
 		}
 	}
 	q := int(uint32(k) % nQ)
-	if p := &s.fab.ports[dl]; p.lz < lzCap && s.pv.part == nil && !s.suspended && s.mon == nil {
+	if p.lz < lzCap && s.pv.part == nil && !s.suspended && s.mon == nil {
 		// send's common case for a refresh (kept at its port) without its
 		// others: a refresh is most of a PFC-heavy incast's events.
 		s.stats.Pauses++

@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
@@ -126,5 +127,38 @@ func TestKeptWakesAreExact(t *testing.T) {
 				t.Fatalf("cc %d: flow %d ends at %d in 2 parts, %d in the single loop with kept wakes", mode, i, fp.End[i], ends[1][i])
 			}
 		}
+	}
+}
+
+// A switch starved for milliseconds in a 127-to-1 incast
+// (TestIncastStarvationIsNoDeadlock's) looks at its ports only now and
+// then, so a kept wake it runs late may, once fired and kept again at its
+// PAUSE's new expiry, be due again before the event that looked, and run
+// again at that expiry. Run so, the kept wakes are exact: every node makes
+// as many events as when each wake is an event, and every flow ends at
+// the same time with the same PAUSEs and packets.
+func TestKeptWakesAreExactStarved(t *testing.T) {
+	tp := incastFatTree(t)
+	var ends [2][]int64
+	var stats [2]Stats
+	var made [2][]uint64
+	for k, off := range []bool{true, false} {
+		c := incastCase{seed: 3, set: with(lossless, "BUFFER_SIZE=2", "PAUSE_TIME=5"), hook: func(string) {}, unkept: off}
+		s, err := runIncast(t, tp, c, 127, 2e6)
+		checkIncastWhole(t, c, s, err, 127, 2e6)
+		ends[k], stats[k], made[k] = s.flows.End, s.Stats(), s.made
+	}
+	if stats[1].Events >= stats[0].Events {
+		t.Fatalf("%d events with kept wakes, %d with every wake an event", stats[1].Events, stats[0].Events)
+	}
+	if !slices.Equal(made[0], made[1]) {
+		t.Fatalf("nodes made %v events with every wake an event, %v with kept wakes", made[0], made[1])
+	}
+	if !slices.Equal(ends[0], ends[1]) {
+		t.Fatalf("flows end at %v with every wake an event, %v with kept wakes", ends[0], ends[1])
+	}
+	stats[0].Events, stats[1].Events = 0, 0
+	if stats[0] != stats[1] {
+		t.Fatalf("stats %+v with every wake an event, %+v with kept wakes", stats[0], stats[1])
 	}
 }

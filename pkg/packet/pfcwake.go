@@ -187,30 +187,37 @@ func (f *pfc) catchUp(v int32) {
 
 // fireAll runs the due wakes of l, node v's, before the event at now
 // numbered seq, earliest first, and returns those left and the earliest
-// time among them.
+// time among them. Mostly one is due and is no longer once fired (kept
+// at its PAUSE's new expiry): then the scan that found it also gave the
+// others' earliest time, and no second scan is needed.
 func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWake, next int64) {
 	s := f.s
 	for {
-		best := -1
-		next = maxTime
+		best, dues := -1, 0
+		idle := int64(maxTime) // the earliest of the wakes not due
 		for i := range l {
 			w := &l[i]
-			next = min(next, w.at)
 			if w.at > now || w.at == now && w.seq >= seq {
+				idle = min(idle, w.at)
 				continue
 			}
-			if best < 0 || w.at < l[best].at || w.at == l[best].at && w.seq < l[best].seq {
+			if dues++; best < 0 || w.at < l[best].at || w.at == l[best].at && w.seq < l[best].seq {
 				best = i
 			}
 		}
 		if best < 0 {
-			return l, next
+			return l, idle
 		}
 		w := &l[best]
 		s.now, s.curSeq, s.cur = w.at, w.seq, v
 		if !f.fire(w) {
 			l[best] = l[len(l)-1]
 			l = l[:len(l)-1]
+			if dues == 1 {
+				return l, idle
+			}
+		} else if dues == 1 && (w.at > now || w.at == now && w.seq >= seq) {
+			return l, min(idle, w.at)
 		}
 	}
 }

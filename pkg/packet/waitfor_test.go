@@ -21,6 +21,8 @@ type incastCase struct {
 	set  []string
 	sur  *Surrogate
 	hook func(string) // the Sim's OnWarning
+	// unkept: every PAUSE-expiry wake an event (pfcwake.go's keptWakes off)
+	unkept bool
 }
 
 func (c incastCase) String() string {
@@ -67,6 +69,7 @@ func runIncast(t *testing.T, tp *topo.Topology, c incastCase, senders int, size 
 		t.Fatal(err)
 	}
 	s.onWarning = c.hook
+	s.pfc.kept.off = c.unkept
 	calls := 0
 	s.progress = func(done, total int, nowPs int64) { // every million events
 		if calls++; calls > maxIncastMEvents {
