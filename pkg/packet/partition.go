@@ -312,7 +312,10 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 		box.c = append(box.c, crossing{})
 	}
 	c := &box.c[len(box.c)-1]
-	c.at, c.seq, c.kind, c.target, c.home, c.pkt, c.pair = at, s.seq(at), evArrive, link, home, *pkt, -1
+	// The packet apart: in one assignment with the rest it went through a
+	// copy on the stack first (16 more moves a crossing).
+	c.pkt = *pkt
+	c.at, c.seq, c.kind, c.target, c.home, c.pair = at, s.seq(at), evArrive, link, home, -1
 	if home.part != to && st.firstTo(home, to) {
 		c.pair = int32(len(box.pairs))
 		pv.pairsSent++
