@@ -262,7 +262,14 @@ type partView struct {
 // check stops the run if what it sends node v at time at is due inside
 // the window: the part there may already have run past it.
 func (pv *partView) check(at int64, v int32) {
-	if at < pv.end && pv.early == nil {
+	if at < pv.end {
+		pv.tooEarly(at, v) // apart, so that check inlines (once a crossing)
+	}
+}
+
+// tooEarly records check's error, the first.
+func (pv *partView) tooEarly(at int64, v int32) {
+	if pv.early == nil {
 		s := pv.s
 		pv.early = fmt.Errorf("partitions: internal: node %d (part %d) sent node %d (part %d) something due at %d ps, inside the window ending at %d ps (lookahead %d ps); run with one partition",
 			s.cur, pv.me, v, pv.part.of[v], at, pv.end, pv.part.lookahead)
