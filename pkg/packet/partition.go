@@ -414,10 +414,12 @@ func (pv *partView) takeIn(b *outbox, c *crossing) {
 	if c.home.part == pv.me {
 		pkt.qp, pkt.ep = c.home.qp, c.home.ep
 	} else {
-		sh := pv.shadow(b, c)
-		if sh < 0 { // the run stops (early)
-			s.freePkts = append(s.freePkts, pi)
-			return
+		sh := pv.made(c.home)
+		if sh < 0 {
+			if sh = pv.shadow(b, c); sh < 0 { // the run stops (early)
+				s.freePkts = append(s.freePkts, pi)
+				return
+			}
 		}
 		pkt.qp, pkt.ep = sh, s.nic.epoch[sh]
 	}
@@ -454,6 +456,16 @@ func (pv *partView) shadow(b *outbox, c *crossing) int32 {
 		*r = shadowRef{ep: k.ep, sh: pv.newShadow(k, &b.pairs[c.pair]) + 1}
 	}
 	return r.sh - 1
+}
+
+// made is pair k's shadow slot if it has one, else -1: shadow's common
+// case, inlined (shadow was a call a crossing).
+func (pv *partView) made(k qpKey) int32 {
+	refs := pv.shadows[k.part]
+	if q := uint(k.qp); q < uint(len(refs)) && refs[q].ep == k.ep {
+		return refs[q].sh - 1 // -1 when none
+	}
+	return -1
 }
 
 // shadowed reports whether slot qi is a shadow.
