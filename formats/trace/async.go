@@ -37,10 +37,11 @@ func newAsyncWriter(w Writer) *asyncWriter {
 			}
 			a.free <- batch[:0]
 		}
-		if a.aborted {
+		if a.aborted || err != nil {
+			// A trace that lost a row must not look complete.
 			Abort(w)
-		} else if cerr := w.Close(); err == nil {
-			err = cerr
+		} else {
+			err = w.Close()
 		}
 		a.done <- err
 	}()

@@ -235,15 +235,21 @@ func BackendSendLatency(prog string, flagPs int64, colls map[int64]*stream.Colle
 // WriteTrace writes the rows row(i) gives for i < n (those it reports ok)
 // to the trace destination (see TraceWriter). On any error the trace is
 // aborted, so that no partial trace with a valid footer is left looking
-// complete.
+// complete. The rows are encoded on another goroutine (trace.Async)
+// while row builds the next ones: on a 2048-GPU AllToAll's 4.2 M flows
+// both halves are serial work after the event loop, each about a second.
 func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) (trace.Row, bool)) error {
 	w, err := TraceWriter(out, meta)
 	if err != nil {
 		return err
 	}
+	w = trace.Async(w)
+	// One row for all: declared in the loop, it escaped to the heap once
+	// a row (4.2 M rows, 1 GB of fresh memory to clear: 0.64 s of CPU).
+	var r trace.Row
 	for i := int32(0); i < int32(n); i++ {
-		r, ok := row(i)
-		if !ok {
+		var ok bool
+		if r, ok = row(i); !ok {
 			continue
 		}
 		if err := w.Write(&r); err != nil {

@@ -3,6 +3,7 @@ package flowset
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +152,46 @@ func TestReadRefusesBadFlows(t *testing.T) {
 	}
 	if in, err := readSet(encode(t, nil)); err != nil || in.RefuseEmpty("flowsim-x") == nil {
 		t.Errorf("a stream without flows: read error %v, and it was not refused", err)
+	}
+}
+
+// Each source numbers its connections (collective, destination, channel)
+// 0, 1, ... in stream order, wrapping at 256, whether its sources are
+// numbered on one core or split between several.
+func TestAssignPortsSplit(t *testing.T) {
+	var flows []stream.Flow
+	type conn struct{ src, dst, ch int32 }
+	want := map[int64]uint8{}
+	seen := map[conn]int{}
+	perSrc := map[int32]int{}
+	for i := range 12000 {
+		src := int32(i*7) % 16
+		dst := (1-src/8)*8 + int32(i/16)%8 // always the other server
+		ch := int32(i*13) % 41
+		flows = append(flows, stream.Flow{ID: int64(i), Collective: 0, Src: src, Dst: dst, Size: 4096, Channel: ch, ChunkCount: 1, ConnType: stream.ConnNet})
+		k := conn{src, dst, ch}
+		if _, ok := seen[k]; !ok {
+			seen[k] = perSrc[src]
+			perSrc[src]++
+		}
+		want[int64(i)] = uint8(seen[k])
+	}
+	if perSrc[0] <= 256 {
+		t.Fatalf("source 0 has %d connections: the test should wrap past 256", perSrc[0])
+	}
+	data := encode(t, flows)
+	defer func(n, p int) { parallelPortFlows = n; runtime.GOMAXPROCS(p) }(parallelPortFlows, runtime.GOMAXPROCS(4))
+	for _, limit := range []int{1 << 30, 0} {
+		parallelPortFlows = limit
+		in, err := readSet(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := int32(0); i < int32(in.Flows()); i++ {
+			f := in.Flow(i)
+			if f.Port != want[f.ID] {
+				t.Fatalf("split from %d flows: flow %d (%d->%d ch %d) has port %d, want %d", limit, f.ID, f.Src, f.Dst, f.Channel, f.Port, want[f.ID])
+			}
+		}
 	}
 }

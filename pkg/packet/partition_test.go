@@ -405,3 +405,19 @@ func bouncing(a, b int32, n int) []flowSpec {
 	}
 	return specs
 }
+
+// check refuses a crossing due inside the window (a cut the lookahead
+// missed) and keeps the first such; one due at the window's end or
+// later is fine.
+func TestPartitionCheckEarly(t *testing.T) {
+	pv := &partView{s: &Sim{}, part: &partitioning{of: []uint8{0, 1}, n: 2, lookahead: 500}, end: 1000}
+	pv.check(1000, 1)
+	if pv.early != nil {
+		t.Fatalf("due at the window's end: %v", pv.early)
+	}
+	pv.check(999, 1)
+	pv.check(10, 1)
+	if pv.early == nil || !strings.Contains(pv.early.Error(), "due at 999 ps, inside the window ending at 1000 ps") {
+		t.Fatalf("due 1 ps before the end: got %v, want the first refusal", pv.early)
+	}
+}
