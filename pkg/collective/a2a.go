@@ -226,44 +226,53 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 			server[p], local[p] = a, li
 		}
 	}
-	proxy := func(s, d int) int {
-		if la := nodes[server[s]]; pxn {
-			return la[local[d]%len(la)]
-		}
-		return s
+	// before[r*n+x]: rank x's ops in rounds below r (a histogram first).
+	before, posts := make([]int32, n*n), make([]int32, n*n)
+	for i := range posts {
+		posts[i] = -1
 	}
-	// before[x*n+r]: rank x's ops in rounds below r (a histogram first).
-	before := make([]int32, n*n)
-	each := func(f func(s, d, r int)) {
-		for s := range n {
-			for d := range n {
-				if server[s] != server[d] {
-					f(s, d, ((d-s)%n+n)%n)
+	// Two passes over the pairs across servers, a round at a time: the
+	// ops of each round, then, once before sums them, each connection's.
+	for pass := range 2 {
+		for r := 1; r < n; r++ {
+			row := before[r*n : (r+1)*n]
+			for s := range n {
+				d := s + r
+				if d >= n {
+					d -= n
+				}
+				if server[s] == server[d] {
+					continue
+				}
+				p := s
+				if la := nodes[server[s]]; pxn {
+					l := local[d]
+					if l >= len(la) {
+						l %= len(la)
+					}
+					p = la[l]
+				}
+				if pass == 0 {
+					row[p]++
+					row[d]++
+				} else {
+					// A connection (with PXN, the rail GPU's to d,
+					// gathering its server's sends) starts when the last
+					// of its sends is posted: at p x n + d, -1 for none.
+					posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(row[p], row[d]))
+				}
+			}
+		}
+		if pass == 0 {
+			sum := make([]int32, n)
+			for r := range n {
+				row := before[r*n : (r+1)*n]
+				for x, c := range row {
+					row[x], sum[x] = sum[x], sum[x]+c
 				}
 			}
 		}
 	}
-	each(func(s, d, r int) {
-		before[proxy(s, d)*n+r]++
-		before[d*n+r]++
-	})
-	for x := range n {
-		sum := int32(0)
-		for r := range n {
-			sum, before[x*n+r] = sum+before[x*n+r], sum
-		}
-	}
-	// A connection (with PXN, the rail GPU's to d, gathering its server's
-	// sends) starts when the last of its sends is posted: at p x n + d for
-	// its proxy p, -1 where there is none.
-	posts := make([]int32, n*n)
-	for i := range posts {
-		posts[i] = -1
-	}
-	each(func(s, d, r int) {
-		p := proxy(s, d)
-		posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(before[p*n+r], before[d*n+r]))
-	})
 	return posts
 }
 

@@ -857,19 +857,26 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 // (last ps each, on the NIC together) after paced ps of earlier pieces,
 // and all their bytes (whole ps each) at the NIC's rate.
 func a2aChain(posts []int32, n int, op int64, paced, last, whole float64) float64 {
+	top := int32(0)
+	for _, q := range posts {
+		top = max(top, q)
+	}
+	count := make([]int32, top+1) // a proxy's connections by posts before them
 	chain := 0.0
-	start := make([]int32, 0, n)
 	for p := range n {
-		start = start[:0]
+		clear(count)
 		for _, q := range posts[p*n : (p+1)*n] {
 			if q >= 0 {
-				start = append(start, q)
+				count[q]++
 			}
 		}
-		slices.Sort(start)
-		for j, q := range start {
-			at, rest := float64(int64(q)*op), float64(len(start)-j)
-			chain = max(chain, at+paced+rest*last, at+rest*whole)
+		rest := 0.0 // connections posted no sooner than q
+		for q := top; q >= 0; q-- {
+			if count[q] > 0 {
+				rest += float64(count[q])
+				at := float64(int64(q) * op)
+				chain = max(chain, at+paced+rest*last, at+rest*whole)
+			}
 		}
 	}
 	return chain
