@@ -17,6 +17,10 @@ func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) 
 			remote++
 		}
 	}
+	var posts []int32
+	if c.p2pPaced() {
+		posts = a2aPosts(c.f.nodesOf(c.ranks), n, parts, false)
+	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
 			if i == j {
@@ -31,7 +35,7 @@ func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) 
 				// Its own proxy serves every remote peer's send and
 				// receive connections in turn.
 				last := int64(-1)
-				c.p2pSteps(b, parts, chunk, maxChunks, 2*remote*parts, func(k int, piece, lat int64) int64 {
+				c.p2pSteps(b, parts, chunk, maxChunks, 2*remote*parts, int64(posts[i*n+j])*c.step.proxyOp, func(k int, piece, lat int64) int64 {
 					last = c.connFlow(&last, c.deps(c.entry[i]), src, dst, piece, lat, 0, int32(j), int32(n), stream.ConnA2A)
 					return last
 				})
@@ -72,18 +76,18 @@ func p2pPieces(b int64, parts int, chunk int64, maxChunks int) (pieces, stepsPer
 // p2pSteps emits a network point-to-point transfer of b bytes under the
 // transport as p2pPieces' pieces through send(k, piece bytes, step
 // latency), each waiting for the one before on its connection: the first
-// pays the hop's latency and a step's cost (the pipeline's fill, as
-// firstHop), and each piece holds the next until its steps have each had
+// pays the hop's latency, a step's cost (the pipeline's fill, as
+// firstHop) and posted, when its proxies post its first step (a2aPosts), and each piece holds the next until its steps have each had
 // a step interval (the step cost, pipelined by the slots) or a round of
 // the proxy thread that posts them, ops connections' steps of ProxyOpUs
 // each, whichever is longer.
-func (c *cctx) p2pSteps(b int64, parts int, chunk int64, maxChunks, ops int, send func(k int, piece, lat int64) int64) {
+func (c *cctx) p2pSteps(b int64, parts int, chunk int64, maxChunks, ops int, posted int64, send func(k int, piece, lat int64) int64) {
 	pieces, stepsPer := p2pPieces(b, parts, chunk, maxChunks)
 	interval := max(c.step.inter, int64(ops)*c.step.proxyOp)
 	for k := int64(0); k < pieces; k++ {
 		lat := int64(0)
 		if k == 0 {
-			lat = c.inter + c.step.inter
+			lat = c.inter + c.step.inter + posted
 		}
 		c.pace = stepsPer * interval
 		send(int(k), splitEven(b, int(pieces), int(k)), lat)
@@ -122,6 +126,10 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 	per := func(dst int) int64 { return splitEven(size, n, dst) }
 	var handoff []int64  // per local source: its last hand-off piece
 	var gathered []int64 // a NET piece's dependencies
+	var posts []int32
+	if paced {
+		posts = a2aPosts(nodes, n, parts, true)
+	}
 	for a, la := range nodes {
 		// Inside the server: direct.
 		for _, i := range la {
@@ -145,8 +153,9 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 				// The proxy is the GPU of server a with dst's local index
 				// (same rail); servers with fewer ranks fall back to index mod.
 				proxy := la[localIdx[dst]%len(la)]
-				pieces, interval := PXNPieces(share, len(la), chunk, maxChunks), int64(0)
+				pieces, interval, posted := PXNPieces(share, len(la), chunk, maxChunks), int64(0), int64(0)
 				if paced {
+					posted = int64(posts[proxy*n+dst]) * c.step.proxyOp
 					remote := n - len(la)
 					ops := (len(la)*((remote+len(la)-1)/len(la)) + remote) * parts // sends and receives
 					p, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
@@ -176,7 +185,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 					if k == 0 {
 						lat = c.inter
 						if paced {
-							lat += c.step.inter
+							lat += c.step.inter + posted
 						}
 					}
 					c.e.pace = interval
@@ -191,6 +200,80 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 			}
 		}
 	}
+}
+
+// a2aPosts is, for each network connection of an AllToAll (at p x n + d
+// for its proxy p and its receiver d, indices into the group, nodes as
+// nodesOf gives them; -1 where there is none), how many network ops the
+// proxies post before its first step: the latest of its sends' and their
+// receives'. NCCL
+// runs a group's sends and receives in rounds, each a send to one peer
+// and a receive from another (enqueue.cc scheduleP2pTasksToPlan over
+// comm->p2pSchedule), its proxy ops go to the proxy thread in that order
+// when the plan launches, and the thread posts them one after another,
+// parts (channels) each (proxy.cc progressOps; ProxyOpUs each). Rounds
+// here are the flat schedule's, round r sending to rank + r and
+// receiving from rank - r; NCCL's own groups a server's peers and
+// orders them quadratically, which reorders the ops, not their count. The sender's proxy is the sender, or
+// with PXN the GPU of the sender's server on d's rail, which posts the
+// server's sends to that rail; every rank posts its own receives. Nothing
+// in a round counts before its own op, which a big AllToAll's bytes hide
+// but a small one's time is.
+func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
+	server, local := make([]int, n), make([]int, n)
+	for a, l := range nodes {
+		for li, p := range l {
+			server[p], local[p] = a, li
+		}
+	}
+	// before[r*n+x]: rank x's ops in rounds below r (a histogram first).
+	before, posts := make([]int32, n*n), make([]int32, n*n)
+	for i := range posts {
+		posts[i] = -1
+	}
+	// Two passes over the pairs across servers, a round at a time: the
+	// ops of each round, then, once before sums them, each connection's.
+	for pass := range 2 {
+		for r := 1; r < n; r++ {
+			row := before[r*n : (r+1)*n]
+			for s := range n {
+				d := s + r
+				if d >= n {
+					d -= n
+				}
+				if server[s] == server[d] {
+					continue
+				}
+				p := s
+				if la := nodes[server[s]]; pxn {
+					l := local[d]
+					if l >= len(la) {
+						l %= len(la)
+					}
+					p = la[l]
+				}
+				if pass == 0 {
+					row[p]++
+					row[d]++
+				} else {
+					// A connection (with PXN, the rail GPU's to d,
+					// gathering its server's sends) starts when the last
+					// of its sends is posted: at p x n + d, -1 for none.
+					posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(row[p], row[d]))
+				}
+			}
+		}
+		if pass == 0 {
+			sum := make([]int32, n)
+			for r := range n {
+				row := before[r*n : (r+1)*n]
+				for x, c := range row {
+					row[x], sum[x] = sum[x], sum[x]+c
+				}
+			}
+		}
+	}
+	return posts
 }
 
 // p2pNetChunk is NCCL's NCCL_P2P_NET_CHUNKSIZE default: the step a proxy

@@ -867,3 +867,44 @@ func TestDAGLatencyIsModel(t *testing.T) {
 		}
 	}
 }
+
+// A multi-server ring's NVLink hop under the transport's costs keeps
+// NVLink's own latency (tuning.cc hwLat, Ring LL on NVLink: 0.6 us),
+// where NCCL's model lifts every such step to its network overhead
+// (getNetOverhead: 2 us on an AMD host), the proxy's posts the transport
+// prices itself; with preset none (NCCL's model latencies) on the same
+// AMD host the hop keeps the overhead. A 1 KiB AllGather on 2 x 8 A100
+// runs Ring LL either way.
+func TestRingHopWithoutNetOverhead(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
+	hop := func(preset string) float64 {
+		tr, err := NewTransport("A100", []string{"preset=" + preset, "host-cpu=amd"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pl, err := NewPlanner(s.m, s.fab, Options{LaunchLatency: true, Transport: &tr})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := pl.Plan(AllGather, 1024, DP, ranks32(16))
+		if err != nil || p.Algo != AlgoRing || p.Proto != LL {
+			t.Fatalf("%s: %s/%s %v, want ring/ll", preset, p.Algo, p.Proto, err)
+		}
+		return p.Lat.Intra
+	}
+	if got := hop("a100"); got != 0.6 {
+		t.Errorf("a100: NVLink hop %.2f us, want 0.60", got)
+	}
+	if got := hop("none"); got != 2 {
+		t.Errorf("none: NVLink hop %.2f us, want 2.00", got)
+	}
+}
+
+// ranks32 is ranks 0 to n-1.
+func ranks32(n int) []int32 {
+	r := make([]int32, n)
+	for i := range r {
+		r[i] = int32(i)
+	}
+	return r
+}

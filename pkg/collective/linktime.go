@@ -851,6 +851,37 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
 }
 
+// a2aChain is the longest of the proxies' network connections (ps), each
+// starting when its first step is posted (posts, a2aPosts; op ps an op):
+// from any connection on, those posted no sooner send their last pieces
+// (last ps each, on the NIC together) after paced ps of earlier pieces,
+// and all their bytes (whole ps each) at the NIC's rate.
+func a2aChain(posts []int32, n int, op int64, paced, last, whole float64) float64 {
+	top := int32(0)
+	for _, q := range posts {
+		top = max(top, q)
+	}
+	count := make([]int32, top+1) // a proxy's connections by posts before them
+	chain := 0.0
+	for p := range n {
+		clear(count)
+		for _, q := range posts[p*n : (p+1)*n] {
+			if q >= 0 {
+				count[q]++
+			}
+		}
+		rest := 0.0 // connections posted no sooner than q
+		for q := top; q >= 0; q-- {
+			if count[q] > 0 {
+				rest += float64(count[q])
+				at := float64(int64(q) * op)
+				chain = max(chain, at+paced+rest*last, at+rest*whole)
+			}
+		}
+	}
+	return chain
+}
+
 // allToAllPs is an AllToAll's time (ps) across servers under the
 // transport's costs in closed form, the mechanism allToAllPXN's and
 // allToAllDirect's flows carry (p2pSteps): each network connection (with
@@ -864,7 +895,9 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 // the GPU's NIC share at once; all the bytes of the busiest link over
 // its rate (linkBwPs) bound it from below:
 //
-//	T = base + latency + cost + hand-off + max((K - 1) x interval + row, bw).
+//	T = base + latency + cost + hand-off + max((K - 1) x interval + row, bw),
+//
+// where each connection counts from its first step's posting (a2aChain).
 //
 // ok is false where the server model lacks a rate or the plan is not an
 // AllToAll across servers under step costs.
@@ -898,7 +931,7 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		piece *= float64(ppn) // the server's hand-offs gathered
 	}
 	interval := stepsPer * max(s.inter, int64(ops)*s.proxyOp)
-	chain := float64((pieces-1)*interval) + float64(conns)*piece/nic
+	chain := a2aChain(a2aPosts(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN), n, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
 	lat := usToPs(pl.Lat.Inter) + s.inter
 	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
 }

@@ -263,28 +263,36 @@ func TestTreePsSimple(t *testing.T) {
 // its hand-off (256 KiB over NVLink, 2.62 us); each later one 40 us; the
 // last 512 KiB at 25 GB/s (20.97 us). The NIC's 2 MiB (83.9 us) is
 // shorter. With a 3 us proxy op the round (12 us) is shorter than the
-// NIC's bytes, which then set it. Base latency 5 us.
+// NIC's bytes, which then set it. Base latency 5 us. Each connection
+// starts after its proxies' earlier ops (a2aPosts; NCCL's rounds: round
+// r sends to rank + r, receives from rank - r): with PXN rank 0 posts
+// round 1's send (1 to 2) and receive (from 3), then round 2's, and its
+// connection to 2 also carries 0's own round-2 send, so it waits 2 ops
+// (20 us; 6 with the 3 us op), as every connection does.
 func TestAllToAllPs(t *testing.T) {
 	d, _ := handDecomposer(4, 2, 100, 2, 25, 0)
 	co := &Coll{Rec: stream.Collective{Op: string(AllToAll), Size: 4 << 20}, Ranks: []int32{0, 1, 2, 3},
 		Plan: Plan{Algo: AlgoPXN, Proto: Simple, Channels: 1, Chunk: 256 << 10, PXN: true, Lat: LatTerms{Base: 5, Inter: 4}}}
 	s := stepCosts{bytes: 256 << 10, intra: 500_000, inter: 10_000_000, proxyOp: 10_000_000}
 	fill := 5e6 + 4e6 + 10e6 + float64(256<<10)/0.1
-	want := fill + 3*40e6 + float64(512<<10)/0.025
+	want := fill + 20e6 + 3*40e6 + float64(512<<10)/0.025
 	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("round-bound: %d ps (ok %v), want %.0f", got, ok, want)
 	}
 	s.proxyOp = 3_000_000
-	want = fill + float64(2<<20)/0.025
+	want = fill + 6e6 + float64(2<<20)/0.025
 	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("NIC-bound: %d ps (ok %v), want %.0f", got, ok, want)
 	}
 	// Without PXN each rank sends its 2 remote peers their 1 MiB itself,
 	// 2 connections of 256 KiB pieces, and its proxy serves 2 sends and 2
-	// receives a round: 3 x 40 us, then 2 x 256 KiB at 25 GB/s.
+	// receives a round: 3 x 40 us, then 2 x 256 KiB at 25 GB/s. Its
+	// connection to 2 (round 2) waits 1 op, round 1's receive, and to 3
+	// (round 3) 3, whose last piece then goes alone: 30 us + 3 x 40 us +
+	// 256 KiB at 25 GB/s.
 	co.Plan.Algo, co.Plan.PXN = AlgoDirect, false
 	s.proxyOp = 10_000_000
-	want = 5e6 + 4e6 + 10e6 + 3*40e6 + float64(512<<10)/0.025
+	want = 5e6 + 4e6 + 10e6 + 30e6 + 3*40e6 + float64(256<<10)/0.025
 	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("direct: %d ps (ok %v), want %.0f", got, ok, want)
 	}

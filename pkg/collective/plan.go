@@ -364,6 +364,11 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 			pl.LLSlicePs = int64(float64(step) * float64(max(pl.Channels, 1)) / llBw * 1e3)
 		}
 	}
+	if pl.Algo == AlgoRing && nNodes > 1 && p.Opt.stepCosts(pl) != (stepCosts{}) {
+		// The transport prices the proxy's posts (its step costs, the
+		// ring's proxy round): an NVLink hop keeps only its own latency.
+		pl.Lat.Intra = t.HopLatencyAt(op, pl.Algo, pl.Proto, size).Intra
+	}
 	return pl, nil
 }
 

@@ -174,7 +174,10 @@ type Transport struct {
 	// (getNetOverhead: 2 us a step of a multi-server ring, 6 for Simple,
 	// against Intel's 1 and 3) and takes LL's multi-server bandwidth cap
 	// from its AMD row (tuning.cc); it moves the ring's LL128-to-Simple
-	// switch to larger sizes. false: Intel, NCCL's model as the topology
+	// switch to larger sizes. Under the transport's costs only the choice
+	// weighs the overhead: a ring's NVLink hops keep NVLink's latency, as
+	// the step costs and the ring's proxy round price the proxy's posts
+	// (Tuner.HopLatencyAt). false: Intel, NCCL's model as the topology
 	// gives it.
 	AMDHost bool
 	// NetLatencyUs: the latency the network plugin reports to NCCL, which

@@ -351,10 +351,7 @@ func TestP2PPlan(t *testing.T) {
 // series, 64 KiB / 36.7 GB/s (perChMaxRingLL128Bw).
 func TestEFARingRound(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 32, GPUType: "H100", NICBW: 400e9})
-	ranks := make([]int32, 32)
-	for i := range ranks {
-		ranks[i] = int32(i)
-	}
+	ranks := ranks32(32)
 	for _, c := range []struct {
 		preset string
 		wantUs float64

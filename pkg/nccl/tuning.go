@@ -566,6 +566,12 @@ func (t *Tuner) Latency(op Op, a Algo, p Proto) float64 { return t.LatencyTerms(
 // LatencyTerms splits the model's latency (tuning.cc, NCCL 2.27) into
 // its terms.
 func (t *Tuner) LatencyTerms(op Op, a Algo, p Proto) LatTerms {
+	return t.latencyTerms(op, a, p, true)
+}
+
+// latencyTerms is LatencyTerms, with the network overhead on a
+// multi-server ring's NVLink steps or without it.
+func (t *Tuner) latencyTerms(op Op, a Algo, p Proto, netOverhead bool) LatTerms {
 	g := t.graph(a)
 	intraHw := 1 // PCI
 	if g.TypeIntra == ncclpath.PathNVL {
@@ -594,7 +600,7 @@ func (t *Tuner) LatencyTerms(op Op, a Algo, p Proto) LatTerms {
 			lt.Total = lt.Base + float64(steps)*l
 			return lt
 		}
-		if nNodes > 1 {
+		if nNodes > 1 && netOverhead {
 			// NCCL_NET_OVERHEAD: a multi-node ring's NVLink steps wait on
 			// the proxy too.
 			ovh := 1.0
@@ -664,7 +670,21 @@ func (t *Tuner) Time(op Op, a Algo, p Proto, nBytes int64) float64 {
 // AllReduce moving at least 64 bytes per channel and rank pays its latency
 // 1.4 times (1.9 before Ampere), every term alike.
 func (t *Tuner) LatencyAt(op Op, a Algo, p Proto, nBytes int64) LatTerms {
-	lt := t.LatencyTerms(op, a, p)
+	return t.latencyAt(op, a, p, nBytes, true)
+}
+
+// HopLatencyAt is LatencyAt without the network overhead NCCL's model
+// puts on every NVLink step of a multi-server ring (tuning.cc
+// getNetOverhead, "Network post overhead": "Inter-node rings still have
+// to launch nsteps * net overhead"): the proxy's posts, which a
+// transfer model that prices the proxy's round itself must not pay
+// again on each hop.
+func (t *Tuner) HopLatencyAt(op Op, a Algo, p Proto, nBytes int64) LatTerms {
+	return t.latencyAt(op, a, p, nBytes, false)
+}
+
+func (t *Tuner) latencyAt(op Op, a Algo, p Proto, nBytes int64, netOverhead bool) LatTerms {
+	lt := t.latencyTerms(op, a, p, netOverhead)
 	if a == AlgoRing && p == Simple && op == AllReduce && t.NNodes > 1 &&
 		nBytes/int64(t.RuntimeChannels(a)*t.NRanks) >= 64 {
 		f := 1.4
