@@ -117,6 +117,49 @@ func TestOversubscriptionNeverFaster(t *testing.T) {
 	}
 }
 
+// Under the default transport the AllToAll of TestOversubscriptionNeverFaster
+// is set by its proxies at 4 MiB (426 us at every ratio), but the fabric
+// decides once the bytes outlast the posting: 256 MiB (ep 128) on the same
+// trees, at collective granularity (and as fluid flows in make test-long),
+// never gets faster as the uplinks thin, and at 4:1 takes at least twice
+// its NIC bytes' time (120/128 of the size over 400 Gb/s, 5.03 ms) more
+// than at 1:1 (fluid collective: 6.57 ms at 1:1, 21.32 ms at 4:1).
+func TestOversubscriptionDefaultAllToAll(t *testing.T) {
+	t.Parallel()
+	args := []string{"--op", "alltoall", "--size", "256MiB", "--group", "ep", "--ep", "128"}
+	nicNs := 120.0 / 128 * (256 << 20) * 8 / 400
+	grans := []string{"collective"}
+	if !testing.Short() {
+		grans = append(grans, "flow") // 247 k flows: about 8 s a fluid run
+	}
+	ends := map[string][]int64{}
+	for _, r := range []int{1, 2, 4} {
+		tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128",
+			"--oversubscription", strconv.Itoa(r), "--oversubscribe-by", "uplinks")
+		for _, g := range grans {
+			st := mustRun(t, tp, "simccl-decompose", append(append([]string{}, args...), "--granularity", g)...)
+			for _, routing := range []string{"ecmp", "adaptive"} {
+				for _, m := range []string{"fluid", "busbw"} {
+					if g == "flow" && m == "busbw" {
+						continue
+					}
+					k := g + " " + m + " " + routing
+					ends[k] = append(ends[k], span(t, mustRun(t, st, "flowsim-analytical", "--model", m, "--routing", routing)))
+				}
+			}
+		}
+	}
+	for k, e := range ends {
+		if e[1] < e[0] || e[2] < e[1] {
+			t.Errorf("%s: 1:1, 2:1, 4:1 take %v ns: more oversubscription ran faster", k, e)
+		}
+		if float64(e[2]-e[0]) < 2*nicNs {
+			t.Errorf("%s: 4:1 takes %d ns, 1:1 %d ns, less than twice the NICs' %.0f ns more", k, e[2], e[0], nicNs)
+		}
+		t.Logf("%s: %v", k, e)
+	}
+}
+
 // exposedByGroup is an iteration report's exposed time per group type of
 // its critical rank (one rank per stage at collective granularity).
 func exposedByGroup(t *testing.T, tr []byte) (map[string]float64, float64) {
