@@ -214,8 +214,8 @@ func ociRoCE(t *testing.T, sweep string) []byte {
 
 // TestTransportOCIA100RoCE: preset a100-roce across two OCI BM.GPU4.8
 // servers through fluid: the NCCL 2.19 sweep (8 B-8 GiB) it was fitted
-// on, every size within 20% but the listed misses (0.92-1.13 at 8 B-16
-// MiB when fitted), and two held-out runs, both rings: NCCL 2.25.1 on
+// on, every size within 20% but the listed misses (0.92-1.13 at 8 B-8
+// MiB when fitted, 1.19 at 16 MiB), and two held-out runs, both rings: NCCL 2.25.1 on
 // BM.GPU4.8 (1-4 GiB: 0.98-0.99) and NCCL 2.29.3 on BM.GPU.B4.8 (the
 // same A100 40GB and 16 x 100G RoCE; 1-8 GiB: 0.97-0.98).
 func TestTransportOCIA100RoCE(t *testing.T) {
@@ -378,7 +378,8 @@ var ndmv4Misses = map[string]float64{
 // NCCL's model choosing, through fluid. The page gives busbw at 1 and 4
 // GiB (the measured time here is derived from it: size / busbw x
 // nccl-tests' factor) and a latency at 1 KiB. No a100 value was fitted
-// on it: its tree steps were fitted on OCI's RoCE sweep
+// on it (though the AllToAll's posting order, a2aPosts, was found on
+// its 1 KiB AllToAll miss): its tree steps were fitted on OCI's RoCE sweep
 // (TestTransportOCIA100RoCE), and over InfiniBand a100 keeps adaptive
 // routing, which moves none of these sizes. AllReduce within 20% at all
 // three (1.19, 0.96, 0.98 when written; 1 KiB was 0.77 with h100-ib's
@@ -389,8 +390,8 @@ var ndmv4Misses = map[string]float64{
 // (ndmv4Misses, 1.32). AllToAll (nccl-tests' busbw factor 15/16; NCCL runs it
 // as grouped sends and receives with PXN, P2PPlan's 2 channels a peer
 // and NCCL's 128 KiB NCCL_P2P_NET_CHUNKSIZE, which 2.17.1 also has):
-// 1.07 at 1 KiB, where every rail GPU's proxy posts 16 ops of 1.6 us in
-// NCCL's round order before the last connection starts (a2aPosts; 0.62
+// 1.07 at 1 KiB, where every rail GPU's proxy posts up to 14 of its 16 ops of 1.6 us
+// in NCCL's round order before a connection starts (a2aPosts; 0.62
 // with every connection starting at once); 0.82 at 1 and 4 GiB, where
 // the run moved a GPU's remote half at 20.2 GB/s, 81% of its 200G NIC,
 // and the flows go at line rate, the same gap as p5's AllToAll plateau

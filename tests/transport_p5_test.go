@@ -218,7 +218,7 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 // 0.71 0.78 0.90 0.88 0.85 0.85 0.85 (4 x 8), 0.62 0.69 0.68 0.82 0.84
 // 0.87 0.89 (8 x 8). Each connection now starts when its proxies have
 // posted the ops NCCL's round order puts before it (a2aPosts: 2.4 us an
-// op, up to 94 ops on a 4 x 8 rail GPU), which the NIC's bytes hide
+// op, up to 92 of a 4 x 8 rail GPU's 96 ops), which the NIC's bytes hide
 // only in part: that moved 32-128 MiB up by 0.01-0.09 (2 x 8 64 and 128
 // MiB into the band; they were 0.59 0.76 0.79 (2 x 8), 0.64 0.73 (4 x
 // 8) and 0.59 0.67 0.67 (8 x 8) before). P2PPlan now gives NCCL 2.28.7's channels per peer

@@ -226,54 +226,52 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 			server[p], local[p] = a, li
 		}
 	}
-	// before[r*n+x]: rank x's ops in rounds below r (a histogram first).
-	before, posts := make([]int32, n*n), make([]int32, n*n)
+	posts := make([]int32, n*n)
 	for i := range posts {
 		posts[i] = -1
 	}
-	// Two passes over the pairs across servers, a round at a time: the
-	// ops of each round, then, once before sums them, each connection's.
-	for pass := range 2 {
-		for r := 1; r < n; r++ {
-			row := before[r*n : (r+1)*n]
-			for s := range n {
-				d := s + r
-				if d >= n {
-					d -= n
-				}
-				if server[s] == server[d] {
-					continue
-				}
-				p := s
-				if la := nodes[server[s]]; pxn {
-					l := local[d]
-					if l >= len(la) {
-						l %= len(la)
-					}
-					p = la[l]
-				}
-				if pass == 0 {
-					row[p]++
-					row[d]++
-				} else {
-					// A connection (with PXN, the rail GPU's to d,
-					// gathering its server's sends) starts when the last
-					// of its sends is posted: at p x n + d, -1 for none.
-					posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(row[p], row[d]))
-				}
+	// ops[x]: rank x's ops in the rounds before this one.
+	ops := make([]int32, n)
+	for r := 1; r < n; r++ {
+		// A connection (with PXN, the rail GPU's to d, gathering its
+		// server's sends) starts when the last of its sends is posted.
+		for s := range n {
+			if p, d, ok := a2aPair(nodes, server, local, s, r, pxn); ok {
+				posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(ops[p], ops[d]))
 			}
 		}
-		if pass == 0 {
-			sum := make([]int32, n)
-			for r := range n {
-				row := before[r*n : (r+1)*n]
-				for x, c := range row {
-					row[x], sum[x] = sum[x], sum[x]+c
-				}
+		for s := range n {
+			if p, d, ok := a2aPair(nodes, server, local, s, r, pxn); ok {
+				ops[p]++
+				ops[d]++
 			}
 		}
 	}
 	return posts
+}
+
+// a2aPair is round r's network connection from rank s (a2aPosts): its
+// posting proxy p (s, or with PXN the GPU of s's server on d's rail) and
+// its receiver d = s + r mod n; false when both share a server.
+func a2aPair(nodes [][]int, server, local []int, s, r int, pxn bool) (p, d int, ok bool) {
+	n := len(server)
+	d = s + r
+	if d >= n {
+		d -= n
+	}
+	if server[s] == server[d] {
+		return 0, 0, false
+	}
+	p = s
+	if pxn {
+		la := nodes[server[s]]
+		l := local[d]
+		if l >= len(la) {
+			l %= len(la)
+		}
+		p = la[l]
+	}
+	return p, d, true
 }
 
 // p2pNetChunk is NCCL's NCCL_P2P_NET_CHUNKSIZE default: the step a proxy

@@ -334,7 +334,7 @@ func DefaultTransport() Transport {
 // a100-roce is a100 over RoCE: no adaptive routing (NCCL enables it only
 // on an InfiniBand link layer), so no ring op pays its extra completion.
 // Fitted with a100's tree steps on the OCI sweep, every size from 8 B to
-// 16 MiB within 20% (0.92-1.13) and 64 MiB-2 GiB (0.83-1.15); 32 MiB and
+// 16 MiB within 20% (0.92-1.13 to 8 MiB, 1.19 at 16 MiB) and 64 MiB-2 GiB (0.83-1.15); 32 MiB and
 // 4-8 GiB, where NCCL ran a tree the model does not choose, 1.22-1.28
 // (tests/transport_a100efa_test.go ociMisses). OCI's NCCL 2.25.1 run
 // (1-4 GiB) is held out: 0.98-0.99.
@@ -467,9 +467,11 @@ func presetA100(t *Transport) {
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 	t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 	t.LLBusGBps, t.LaunchUs = 62, 4.0
-	// HGX A100 platforms run AMD EPYC hosts (DGX A100 and OCI BM.GPU4.8
-	// EPYC 7742 and 7542, Azure NDm A100 v4 EPYC 7V12), whose row of
-	// NCCL's model (network overhead, LL's multi-server cap) chooses.
+	// The A100 platforms measured here run AMD EPYC hosts (DGX A100 and
+	// OCI BM.GPU4.8 EPYC 7742 and 7542, Azure NDm A100 v4 EPYC 7V12),
+	// whose row of NCCL's model (network overhead, LL's multi-server cap)
+	// chooses. Intel-hosted A100s (AWS p4d/p4de: a100-efa; GCP A2, many
+	// OEM boards) take host-cpu=intel after the preset.
 	t.AMDHost = true
 	// A tree step's work on the GPUs (runTreeSplit): LL128 at NCCL's
 	// per-channel tree LL128 rate on Ampere (perChMaxTreeLL128Bws, 20
@@ -538,6 +540,11 @@ func TransportLabel(gpuType string, keys []string) string {
 	return strings.Join(append([]string{label}, after...), " ")
 }
 
+// badGBps: a per-channel or per-block rate that is not 0 (not modelled)
+// or 0.001 to 1e6 GB/s. Below 0.001 GB/s a byte's time in fs overflows
+// int64 (1e6/bw), which turned a slower rate into none.
+func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
+
 // transportKeys lists the keys Set accepts, in the order --help shows them.
 var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-chunk", "tree-graph"}
 
@@ -587,8 +594,8 @@ func (t *Transport) Set(kv string) error {
 		t.LL128TailBytes = n
 	case "ll-bw", "nvls-bw", "tree-bw", "tree-ll-bw":
 		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
-		if err != nil || math.IsNaN(bw) || bw < 0 || bw > 1e6 {
-			return fmt.Errorf("--transport %s=%q: want a bandwidth in GB/s, 0 (none) to 1e6", k, v)
+		if err != nil || badGBps(bw) {
+			return fmt.Errorf("--transport %s=%q: want a bandwidth in GB/s, 0 (none) or 0.001 to 1e6", k, v)
 		}
 		switch k {
 		case "nvls-bw":
@@ -704,20 +711,20 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport ring-op %v: a cost is not negative", t.RingOpUs)
 	case !(t.TreeOpUs >= 0):
 		return fmt.Errorf("transport tree-op %v: a cost is not negative", t.TreeOpUs)
-	case !(t.TreeGBps >= 0):
-		return fmt.Errorf("transport tree-bw %v: a bandwidth is not negative", t.TreeGBps)
-	case !(t.TreeLLGBps >= 0):
-		return fmt.Errorf("transport tree-ll-bw %v: a bandwidth is not negative", t.TreeLLGBps)
+	case badGBps(t.TreeGBps):
+		return fmt.Errorf("transport tree-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.TreeGBps)
+	case badGBps(t.TreeLLGBps):
+		return fmt.Errorf("transport tree-ll-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.TreeLLGBps)
 	case !(t.AROpUs >= 0):
 		return fmt.Errorf("transport ar-op %v: a cost is not negative", t.AROpUs)
 	case t.ARThreshold < 0:
 		return fmt.Errorf("transport ar-threshold %d: a size is not negative", t.ARThreshold)
 	case !(t.NVLSChunkUs >= 0):
 		return fmt.Errorf("transport nvls-op %v: a cost is not negative", t.NVLSChunkUs)
-	case !(t.NVLSChannelGBps >= 0):
-		return fmt.Errorf("transport nvls-bw %v: a bandwidth is not negative", t.NVLSChannelGBps)
-	case !(t.LLBusGBps >= 0):
-		return fmt.Errorf("transport ll-bw %v: a bandwidth is not negative", t.LLBusGBps)
+	case badGBps(t.NVLSChannelGBps):
+		return fmt.Errorf("transport nvls-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.NVLSChannelGBps)
+	case badGBps(t.LLBusGBps):
+		return fmt.Errorf("transport ll-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.LLBusGBps)
 	case !(t.LaunchUs >= 0):
 		return fmt.Errorf("transport launch %v: a cost is not negative", t.LaunchUs)
 	case t.Tuner != "" && !slices.Contains(nccl.TunerPlugins, t.Tuner):
