@@ -237,7 +237,9 @@ func BackendSendLatency(prog string, flagPs int64, colls map[int64]*stream.Colle
 // aborted, so that no partial trace with a valid footer is left looking
 // complete. The rows are encoded on another goroutine (trace.Async)
 // while row builds the next ones: on a 2048-GPU AllToAll's 4.2 M flows
-// both halves are serial work after the event loop, each about a second.
+// building the rows takes about 0.4 s of CPU after the event loop and
+// encoding them about 0.9 s beside it. Async's Write only queues a row:
+// an encoder's error (a full disk) comes from Close, which aborts.
 func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) (trace.Row, bool)) error {
 	w, err := TraceWriter(out, meta)
 	if err != nil {

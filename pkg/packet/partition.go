@@ -523,7 +523,9 @@ func (pv *partView) newShadow(home qpKey, c *crossPair) int32 {
 // own share to 0, it frees the slot and tells the others to free their
 // shadows (relFree), which they read before any packet of that window:
 // a packet of the slot's next pair then makes a shadow of its own.
-// Otherwise it asks again after that window. Which slot a pair gets does
+// Otherwise it asks again after that window. With two parts the other
+// part frees its shadow as it answers, when the ask's share (which the
+// ask carries) and its own sum to 0: two messages, no relFree (pairs()). Which slot a pair gets does
 // not change the run, so the trace stays the single loop's.
 const (
 	relAsk uint8 = iota
@@ -551,7 +553,7 @@ type relWait struct {
 // this part (its slotState is still freeSlot: sendAway never saw it, so
 // no other part holds a shadow or a share of it) and none is left here.
 // In an AllToAll on two parts that is about half the pairs, which then
-// skip three messages and take a slot still in cache.
+// skip the reclaiming messages and take a slot still in cache.
 func (pv *partView) retire(qi int32) {
 	if pv.slots[qi].key.qp < 0 && pv.s.nic.live[qi] == 0 {
 		pv.s.nic.freeQP = append(pv.s.nic.freeQP, qi)

@@ -123,8 +123,9 @@ func (f *pfc) leave(pkt *packet) {
 func (f *pfc) refresh(k int32) {
 	s := f.s
 	dl := int32(uint32(k) / nQ) // k >= 0: a shift, not a signed division
-	// The port's first cache line holds both its node and its waiting
-	// PAUSEs: a table of the nodes beside it missed the cache too.
+	// The port's first cache line holds its node, its link's latency and
+	// how many PAUSEs wait (lz): a table of the nodes beside it missed the
+	// cache too.
 	p := &s.fab.ports[dl]
 	v := p.to
 	s.cur = v
