@@ -33,9 +33,10 @@ type backendRun struct {
 // time; with the transport's fixed costs in series, 1.9x). The AllToAll
 // runs without the proxy's per-op cost (proxy-op=0): under h100-ib's 1.6
 // us a rail GPU posts its 240 sends and receives over 384 us (a2aPosts),
-// five times its NIC bytes, which then take 426 us at every ratio at
-// collective granularity: the proxy, not the fabric, sets that
-// collective. Fluid and busbw at
+// five times its NIC bytes: 442, 448 and 481 us at 1:1, 2:1 and 4:1 as
+// flows, 426 us at every ratio at collective granularity (a known miss,
+// TestOversubscriptionDefaultAllToAll): the proxy more than the fabric
+// sets that collective. Fluid and busbw at
 // flow and collective granularity, and the packet backend, each under ecmp
 // and adaptive routing (and spray in make test-long). On the 1:1 tree the
 // packets take the flows' fluid time within 10%.
@@ -117,46 +118,74 @@ func TestOversubscriptionNeverFaster(t *testing.T) {
 	}
 }
 
-// Under the default transport the AllToAll of TestOversubscriptionNeverFaster
-// is set by its proxies at 4 MiB (426 us at every ratio), but the fabric
-// decides once the bytes outlast the posting: 256 MiB (ep 128) on the same
-// trees, at collective granularity (and as fluid flows in make test-long),
-// never gets faster as the uplinks thin, and at 4:1 takes at least twice
-// its NIC bytes' time (120/128 of the size over 400 Gb/s, 5.03 ms) more
-// than at 1:1 (fluid collective: 6.57 ms at 1:1, 21.32 ms at 4:1).
+// Under the default transport (ep 128 on the trees of
+// TestOversubscriptionNeverFaster, fluid): a 256 MiB AllToAll's bytes
+// outlast its proxies' posts, so it never gets faster as the uplinks thin
+// and at 4:1 takes at least twice its NIC bytes' time (120/128 of the size
+// over 400 Gb/s, 5.03 ms) more than at 1:1, at collective granularity
+// (busbw and fluid; 6.57 ms at 1:1, 21.32 at 4:1 under ecmp) and as flows
+// (make test-long: 6.71 and 21.41 ms, within 10% of the collective). At 4
+// MiB the rail GPUs' posts (240 ops over 384 us) set most of it: as flows
+// 442, 448 and 481 us at 1:1, 2:1 and 4:1 under ecmp (never faster), but
+// collective granularity prices the posting stagger as a pace beside
+// every piece and says 426 us at every ratio (0.89 of the flows at 4:1):
+// a known miss, held within 20% of the flows and failing once within 5%
+// at 4:1 (so that this note goes when it is cured).
 func TestOversubscriptionDefaultAllToAll(t *testing.T) {
 	t.Parallel()
-	args := []string{"--op", "alltoall", "--size", "256MiB", "--group", "ep", "--ep", "128"}
-	nicNs := 120.0 / 128 * (256 << 20) * 8 / 400
-	grans := []string{"collective"}
-	if !testing.Short() {
-		grans = append(grans, "flow") // 247 k flows: about 8 s a fluid run
+	type key struct {
+		size, gran, model, routing string
 	}
-	ends := map[string][]int64{}
+	sizes := map[string]float64{"4MiB": 0, "256MiB": 120.0 / 128 * (256 << 20) * 8 / 400}
+	ends := map[key][]int64{}
 	for _, r := range []int{1, 2, 4} {
 		tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128",
 			"--oversubscription", strconv.Itoa(r), "--oversubscribe-by", "uplinks")
-		for _, g := range grans {
-			st := mustRun(t, tp, "simccl-decompose", append(append([]string{}, args...), "--granularity", g)...)
-			for _, routing := range []string{"ecmp", "adaptive"} {
-				for _, m := range []string{"fluid", "busbw"} {
-					if g == "flow" && m == "busbw" {
-						continue
+		for size := range sizes {
+			for _, g := range []string{"collective", "flow"} {
+				if g == "flow" && size == "256MiB" && testing.Short() {
+					continue // 247 k flows: about 8 s a fluid run
+				}
+				st := mustRun(t, tp, "simccl-decompose", "--op", "alltoall", "--size", size, "--group", "ep", "--ep", "128", "--granularity", g)
+				for _, routing := range []string{"ecmp", "adaptive"} {
+					for _, m := range []string{"fluid", "busbw"} {
+						if g == "flow" && m == "busbw" {
+							continue
+						}
+						k := key{size, g, m, routing}
+						ends[k] = append(ends[k], span(t, mustRun(t, st, "flowsim-analytical", "--model", m, "--routing", routing)))
 					}
-					k := g + " " + m + " " + routing
-					ends[k] = append(ends[k], span(t, mustRun(t, st, "flowsim-analytical", "--model", m, "--routing", routing)))
 				}
 			}
 		}
 	}
 	for k, e := range ends {
+		t.Logf("%v: %v", k, e)
 		if e[1] < e[0] || e[2] < e[1] {
-			t.Errorf("%s: 1:1, 2:1, 4:1 take %v ns: more oversubscription ran faster", k, e)
+			t.Errorf("%v: 1:1, 2:1, 4:1 take %v ns: more oversubscription ran faster", k, e)
 		}
-		if float64(e[2]-e[0]) < 2*nicNs {
-			t.Errorf("%s: 4:1 takes %d ns, 1:1 %d ns, less than twice the NICs' %.0f ns more", k, e[2], e[0], nicNs)
+		if nic := sizes[k.size]; nic > 0 && float64(e[2]-e[0]) < 2*nic {
+			t.Errorf("%v: 4:1 takes %d ns, 1:1 %d ns, less than twice the NICs' %.0f ns more", k, e[2], e[0], nic)
 		}
-		t.Logf("%s: %v", k, e)
+		if k.gran != "collective" || k.model != "fluid" {
+			continue
+		}
+		fl, ok := ends[key{k.size, "flow", "fluid", k.routing}]
+		if !ok {
+			continue
+		}
+		band := 0.1
+		if k.size == "4MiB" {
+			band = 0.2 // the known miss above
+			if r := float64(e[2]) / float64(fl[2]); k.routing == "ecmp" && math.Abs(r-1) <= 0.05 {
+				t.Errorf("%v: 4:1 collective %d ns, flows %d ns: within 5%%, drop the known miss", k, e[2], fl[2])
+			}
+		}
+		for i := range e {
+			if r := float64(e[i]) / float64(fl[i]); math.Abs(r-1) > band {
+				t.Errorf("%v: ratio %d: collective %d ns, flows %d ns (%.3f)", k, []int{1, 2, 4}[i], e[i], fl[i], r)
+			}
+		}
 	}
 }
 
@@ -198,9 +227,9 @@ func exposedByGroup(t *testing.T, tr []byte) (map[string]float64, float64) {
 // (a few hundred µs of latency terms). Under the transport's costs (the
 // default) a paced AllToAll's pieces are hashed anew, each paced or
 // slowed on its own, and so is the COLL node's price (pacedExtra): the MoE
-// layer's EP AllToAll on the 1:1 fat-tree under ecmp is 0.93 of the flows'
-// exposed time (10.79 against 11.55 ms), where pricing the node paced or
-// slowed as a whole gave 0.84.
+// layer's EP AllToAll on the 1:1 fat-tree under ecmp is 0.94 of the flows'
+// exposed time (10.83 against 11.56 ms), where pricing the node paced or
+// slowed as a whole gave 0.85 (2:1, make test-long: 0.91).
 func TestGranularitiesAgreeOnFabrics(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	layer := moeLayer(t)
@@ -327,8 +356,8 @@ func moeLayer(t *testing.T) string {
 // fluid's 356), where a fluid flow takes the freed rate at once. The same
 // flows as packets agree with fluid once that recovery is fast (RP_TIMER
 // 55 µs) or without DCQCN (PFC alone): the backends do not differ
-// elsewhere. With SimAI's timer packets take 1.08x fluid's span (seeds
-// 2-4: 1.21, 1.15, 1.14x). About 15 s of CPU: make test-long.
+// elsewhere. With SimAI's timer packets take 1.13x fluid's span (3.357
+// against 2.975 ms; 2.889 at 55 us, 2.817 under PFC alone). About 15 s of CPU: make test-long.
 func TestPacedAllToAllDCQCNRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("about 15 s of CPU (three packet runs): make test-long")
@@ -366,7 +395,8 @@ func TestPacedAllToAllDCQCNRecovery(t *testing.T) {
 // 50 s for GPT-13B): make test-long. The bounds hold with NCCL's model
 // latencies (preset=none). Under the calibrated transport, the default, the
 // EP AllToAll's packets took 1.14x and 1.12x the fluid flows' exposed time
-// on the 1:1 and 2:1 fat-trees (ecmp, DCQCN: a paced piece cut on a
+// on the 1:1 and 2:1 fat-trees (1.12x on the 1:1 since stop 49's posting
+// order: 12.94 against 11.56 ms) (ecmp, DCQCN: a paced piece cut on a
 // collision recovers only RP_TIMER, SimAI's 900 µs, after its last cut,
 // which fluid flows do not see; TestPacedAllToAllDCQCNRecovery), 1.08x at
 // 4:1, 1.01x on HPN and Spectrum-X, GPT-13B's DP 0.92x (stop 48). On the
