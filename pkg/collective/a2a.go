@@ -230,20 +230,25 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 	for i := range posts {
 		posts[i] = -1
 	}
-	// ops[x]: rank x's ops in the rounds before this one.
-	ops := make([]int32, n)
+	// ops[x]: rank x's ops in the rounds before this one; pd: the
+	// round's pairs (p x n + d, -1 for none), counted once all have read.
+	ops, pd := make([]int32, n), make([]int, n)
 	for r := 1; r < n; r++ {
 		// A connection (with PXN, the rail GPU's to d, gathering its
 		// server's sends) starts when the last of its sends is posted.
 		for s := range n {
-			if p, d, ok := a2aPair(nodes, server, local, s, r, pxn); ok {
-				posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(ops[p], ops[d]))
+			p, d, ok := a2aPair(nodes, server, local, s, r, pxn)
+			if !ok {
+				pd[s] = -1
+				continue
 			}
+			pd[s] = p*n + d
+			posts[p*n+d] = max(posts[p*n+d], int32(parts)*max(ops[p], ops[d]))
 		}
-		for s := range n {
-			if p, d, ok := a2aPair(nodes, server, local, s, r, pxn); ok {
-				ops[p]++
-				ops[d]++
+		for _, k := range pd {
+			if k >= 0 {
+				ops[k/n]++
+				ops[k%n]++
 			}
 		}
 	}
