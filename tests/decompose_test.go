@@ -164,7 +164,7 @@ func TestDecomposeWorkloads(t *testing.T) {
 	// The summary's rows count the stream's transfers of their collectives,
 	// and its total is theirs (delay and join nodes are not transfers).
 	sum := string(mustRun(t, topoOut, "simccl-decompose", append(micro, "--summary")...))
-	for _, want := range []string{"algorithm", "predicted", "ring", "alltoall"} {
+	for _, want := range []string{"algorithm", "predicted", "ring", "alltoall", "\ntransport: h100-ib (auto: H100)"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}

@@ -129,8 +129,9 @@ func TestOversubscriptionNeverFaster(t *testing.T) {
 // 442, 448 and 481 us at 1:1, 2:1 and 4:1 under ecmp (never faster), but
 // collective granularity prices the posting stagger as a pace beside
 // every piece and says 426 us at every ratio (0.89 of the flows at 4:1):
-// a known miss, held within 20% of the flows and failing once within 5%
-// at 4:1 (so that this note goes when it is cured).
+// a known miss, listed at 0.89 (failing when it moves by more than 0.05
+// either way, so that this note goes when it is cured); every other
+// ratio within 10% of the flows.
 func TestOversubscriptionDefaultAllToAll(t *testing.T) {
 	t.Parallel()
 	type key struct {
@@ -174,17 +175,11 @@ func TestOversubscriptionDefaultAllToAll(t *testing.T) {
 		if !ok {
 			continue
 		}
-		band := 0.1
-		if k.size == "4MiB" {
-			band = 0.2 // the known miss above
-			if r := float64(e[2]) / float64(fl[2]); k.routing == "ecmp" && math.Abs(r-1) <= 0.05 {
-				t.Errorf("%v: 4:1 collective %d ns, flows %d ns: within 5%%, drop the known miss", k, e[2], fl[2])
-			}
-		}
-		for i := range e {
-			if r := float64(e[i]) / float64(fl[i]); math.Abs(r-1) > band {
-				t.Errorf("%v: ratio %d: collective %d ns, flows %d ns (%.3f)", k, []int{1, 2, 4}[i], e[i], fl[i], r)
-			}
+		for i, ratio := range []int{1, 2, 4} {
+			// The known miss above, listed (checkRatio fails when it moves
+			// by more than knownDrift either way).
+			miss := k.size == "4MiB" && k.routing == "ecmp" && ratio == 4
+			checkRatio(t, fmt.Sprintf("%v at %d:1, collective / flows", k, ratio), float64(e[i])/float64(fl[i]), 0.9, 1.1, 0.89, miss)
 		}
 	}
 }
@@ -288,9 +283,10 @@ func TestAllToAllRoutingAgrees(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	tp := mustRun(t, mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128"), "ncclpath")
 	// NCCL's model latencies: the NICs' closed form is the bytes alone. Under
-	// the calibrated transport (the default) the three models agree as well
-	// (spray: busbw 2.895, fluid 2.895, packet 2.918 ms; ecmp: 2.895, 3.011,
-	// 3.232, PFC alone 3.016), at 2.3x the NICs' closed form (stop 48).
+	// the calibrated transport (the default) busbw and fluid agree as well
+	// (spray: busbw 3.129, fluid flows 3.130 ms; ecmp: 3.129, 3.161), at
+	// 2.5x the NICs' closed form (1.258 ms: the transport's paced steps and
+	// proxy posts; stop 49, not asserted here).
 	a2a := []string{"--op", "alltoall", "--size", "64MiB", "--group", "ep", "--ep", "128", "--transport", "preset=none"}
 	flows := mustRun(t, tp, "simccl-decompose", append(a2a, "--granularity", "flow")...)
 	coll := mustRun(t, tp, "simccl-decompose", append(a2a, "--granularity", "collective")...)
@@ -381,6 +377,11 @@ func TestPacedAllToAllDCQCNRecovery(t *testing.T) {
 	}
 	if simai <= fast {
 		t.Errorf("DCQCN recovering in 900 µs: %d ns, not slower than in 55 µs (%d ns): the gap to fluid is not its recovery", simai, fast)
+	}
+	// The gap the test explains (1.13x at stop 49): gone, the comments and
+	// TestFlowsAgreeWithPackets' preset=none pin are stale.
+	if float64(simai) < 1.05*float64(fluid) {
+		t.Errorf("DCQCN recovering in 900 µs: %d ns, within 5%% of fluid's %d ns: no gap left to explain", simai, fluid)
 	}
 }
 
