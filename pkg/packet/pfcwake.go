@@ -197,7 +197,7 @@ func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWak
 		idle := int64(maxTime) // the earliest of the wakes not due
 		for i := range l {
 			w := &l[i]
-			if w.at > now || w.at == now && w.seq >= seq {
+			if w.notDue(now, seq) {
 				idle = min(idle, w.at)
 				continue
 			}
@@ -216,10 +216,15 @@ func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWak
 			if dues == 1 {
 				return l, idle
 			}
-		} else if dues == 1 && (w.at > now || w.at == now && w.seq >= seq) {
+		} else if dues == 1 && w.notDue(now, seq) {
 			return l, min(idle, w.at)
 		}
 	}
+}
+
+// notDue: w pops after the event at (now, seq) in the calendar's order.
+func (w *keptWake) notDue(now int64, seq uint64) bool {
+	return w.at > now || w.at == now && w.seq >= seq
 }
 
 // fire is a kept wake w popping (fabric.onWake) at its time and number
