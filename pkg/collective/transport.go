@@ -618,23 +618,30 @@ func (t *Transport) Set(kv string) error {
 		if err != nil || n < 1 || n > 1<<40 {
 			return fmt.Errorf("--transport %s=%q: want a positive integer", k, v)
 		}
+		c := *t
 		switch k {
 		case "slots":
 			if n > 1<<20 {
 				return fmt.Errorf("--transport slots=%q: at most %d", v, 1<<20)
 			}
-			t.Slots = int(n)
+			c.Slots = int(n)
 		case "buffsize":
-			t.BuffSimple = n
+			c.BuffSimple = n
 		case "ll-buffsize":
-			t.BuffLL = n
+			c.BuffLL = n
 		case "nvls-chunk":
-			t.NVLSChunk = n
+			c.NVLSChunk = n
 		case "p2p-chunk":
-			t.P2PChunk = n
+			c.P2PChunk = n
 		default:
-			t.BuffLL128 = n
+			c.BuffLL128 = n
 		}
+		// Validate's rule, with the key that broke it named (a key's
+		// order matters: set the buffers before more slots).
+		if min(c.BuffSimple, c.BuffLL, c.BuffLL128) < c.slots() {
+			return fmt.Errorf("--transport %s=%q: each protocol's buffer (buffsize %d, ll-buffsize %d, ll128-buffsize %d) needs at least one byte per slot (%d)", k, v, c.BuffSimple, c.BuffLL, c.BuffLL128, c.slots())
+		}
+		*t = c
 	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch", "net-latency", "tree-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
