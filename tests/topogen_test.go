@@ -283,3 +283,25 @@ func TestTopogenOversubscribeBy(t *testing.T) {
 	oneLineError(t, run(t, nil, "topogen", "--family", "spectrum-x", "--oversubscribe-by", "uplinks"), 2, "topogen: --oversubscribe-by applies to fat-tree, not --family spectrum-x")
 	oneLineError(t, run(t, nil, "topogen", "--family", "dragonfly", "--oversubscribe-by", "hosts"), 2, "--oversubscribe-by applies to fat-tree, not --family dragonfly")
 }
+
+// --nic-network is recorded in the topology's params (generated or
+// imported from SimAI's file, which does not say), shown by --summary, and
+// refused with one line when it names no network.
+func TestTopogenNICNetwork(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--gpus", "16"}, {"--from-simai", "examples/topologies/Spectrum-X_16g_8gps_400Gbps_H100"}} {
+		top := readTopology(t, mustRun(t, nil, "topogen", append(args, "--nic-network", "efa")...))
+		if top.Params["nic_network"] != "efa" {
+			t.Errorf("%v: params %v, want nic_network efa", args, top.Params)
+		}
+		if top := readTopology(t, mustRun(t, nil, "topogen", args...)); top.Params["nic_network"] != "" {
+			t.Errorf("%v without --nic-network: params %v", args, top.Params)
+		}
+	}
+	if sum := string(mustRun(t, nil, "topogen", "--gpus", "16", "--nic-network", "roce", "--summary")); !strings.Contains(sum, "NICs per GPU  1 (RoCE)") {
+		t.Errorf("summary:\n%s", sum)
+	}
+	oneLineError(t, run(t, nil, "topogen", "--nic-network", "rocev2"), 1, `topogen: --nic-network "rocev2" must be one of ib, roce, efa`)
+	oneLineError(t, run(t, nil, "topogen", "--nic-network", ""), 1, `topogen: --nic-network "" must be one of ib, roce, efa`)
+	oneLineError(t, run(t, nil, "topogen", "--from-simai", "examples/topologies/Spectrum-X_16g_8gps_400Gbps_H100", "--nic-network", "eth"), 1, `--nic-network "eth" must be one of`)
+}

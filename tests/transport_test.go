@@ -424,6 +424,7 @@ func TestExpandRefusesLaunchFloor(t *testing.T) {
 // --gpu-type H100 --nic-bw 400Gbps` and the default selection (it read
 // 102-138 us at 4-16 MiB against 160-272 measured): every size from 1
 // MiB to 4 GiB of the Voltage Park AllReduce is within 20% through fluid.
+// topogen --nic-network roce or efa chooses that network's preset.
 func TestTransportDefaultIsCalibrated(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -441,6 +442,24 @@ func TestTransportDefaultIsCalibrated(t *testing.T) {
 		}
 		if bytes.Equal(def, none) {
 			t.Errorf("%s: the default stream is preset=none's: no transport costs", c.gpu)
+		}
+	}
+	// The NICs' network (topogen --nic-network) chooses among a
+	// generation's presets: the stream is the named preset's, and not the
+	// InfiniBand one's (RoCE drops adaptive routing's message on every
+	// multi-server LL128 ring step above 8 KiB; EFA's proxies cost more).
+	for _, c := range []struct{ gpu, net, preset, ib string }{
+		{"H100", "roce", "h100-roce", "h100-ib"}, {"H100", "efa", "h100-efa", "h100-ib"}, {"H100", "ib", "h100-ib", "h100-ib"},
+		{"A100", "roce", "a100-roce", "a100"}, {"A100", "efa", "a100-efa", "a100"},
+	} {
+		topo := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", c.gpu, "--nic-network", c.net)
+		args := []string{"--op", "allgather", "--group", "dp", "--tp", "1", "--sweep", "1MiB:64MiB:4"} // LL128 rings
+		def := mustRun(t, topo, "simccl-decompose", args...)
+		if preset := mustRun(t, topo, "simccl-decompose", append(args, "--transport", "preset="+c.preset)...); !bytes.Equal(def, preset) {
+			t.Errorf("%s on %s: the default stream differs from preset=%s's", c.gpu, c.net, c.preset)
+		}
+		if ib := mustRun(t, topo, "simccl-decompose", append(args, "--transport", "preset="+c.ib)...); bytes.Equal(def, ib) != (c.preset == c.ib) {
+			t.Errorf("%s on %s: the default stream equal to preset=%s's: %v", c.gpu, c.net, c.ib, bytes.Equal(def, ib))
 		}
 	}
 	pub := measuredUs(t, "vp-4x8h100-ib_allreduce_nccl-2.24.csv")

@@ -32,6 +32,7 @@ type command struct {
 	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth), 10Mbps to 1000Tbps."`
 	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency, 0 to 1s (0ns is no latency)."`
 	ErrorRate           float64         `name:"error-rate" default:"0" help:"Packet error rate of every link, in [0,1)."`
+	NICNetwork          *string         `name:"nic-network" placeholder:"ib|roce|efa" help:"The NICs' network: ib (InfiniBand), roce (RoCE Ethernet) or efa (AWS EFA). simccl-decompose's default transport takes the preset calibrated for it (A100: a100, a100-roce, a100-efa; H100 and later: h100-ib, h100-roce, h100-efa); left out, the InfiniBand presets. Recorded in the topology's params as nic_network."`
 
 	NICsPerASW     *int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW, SimAI -npa); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
 	GPUsPerSegment *int `name:"gpus-per-segment" group:"SimAI families" help:"GPUs sharing one segment's leaves, instead of --nics-per-asw (rail-optimized: nics-per-asw x gpus-per-server; DCN+: nics-per-asw). The ASWs per segment follow from the family: one per rail and ToR side (rail-optimized) or one per ToR side (DCN+)."`
@@ -118,6 +119,17 @@ func (c *command) checkFamilyFlags() error {
 	return nil
 }
 
+// network is --nic-network's value, "" when left out.
+func (c *command) network() (string, error) {
+	if c.NICNetwork == nil {
+		return "", nil
+	}
+	if err := topo.CheckNICNetwork(*c.NICNetwork); err != nil {
+		return "", fmt.Errorf("--nic-network %w", err)
+	}
+	return *c.NICNetwork, nil
+}
+
 func (c *command) params() (topo.Params, error) {
 	p := topo.Params{
 		Family: c.Family, GPUsPerServer: c.GPUsPerServer,
@@ -132,6 +144,11 @@ func (c *command) params() (topo.Params, error) {
 	if err := c.checkFamilyFlags(); err != nil {
 		return p, err
 	}
+	net, err := c.network()
+	if err != nil {
+		return p, err
+	}
+	p.NICNetwork = net
 	if c.OversubBy != nil {
 		if !slices.Contains(topo.OversubModes, *c.OversubBy) {
 			return p, fmt.Errorf("--oversubscribe-by %q must be %s", *c.OversubBy, strings.Join(topo.OversubModes, " or "))
@@ -147,7 +164,6 @@ func (c *command) params() (topo.Params, error) {
 		}
 		p.NVSwitchesPerServer = *v
 	}
-	var err error
 	for _, f := range []struct {
 		name string
 		v    *int
@@ -192,6 +208,12 @@ func (c *command) run() (err error) {
 		defer f.Close()
 		if t, err = topo.ReadSimAI(f, c.FromSimAI); err != nil {
 			return err
+		}
+		// SimAI's file does not say; the flag names it as for a generated fabric.
+		if net, err := c.network(); err != nil {
+			return err
+		} else if net != "" {
+			t.Params[topo.ParamNICNetwork] = net
 		}
 	} else {
 		var notes []string

@@ -878,7 +878,7 @@ func TestDAGLatencyIsModel(t *testing.T) {
 func TestRingHopWithoutNetOverhead(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
 	hop := func(preset string) float64 {
-		tr, err := NewTransport("A100", []string{"preset=" + preset, "host-cpu=amd"})
+		tr, err := NewTransport("A100", "", []string{"preset=" + preset, "host-cpu=amd"})
 		if err != nil {
 			t.Fatal(err)
 		}

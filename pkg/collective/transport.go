@@ -352,15 +352,10 @@ func DefaultTransport() Transport {
 // 20%). none is
 // DefaultTransport's: no per-step cost.
 var TransportPresets = map[string]func(*Transport){
-	"h100-ib": func(t *Transport) {
-		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
-		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
-		t.ProxyOpUs = 1.6
-		t.BuffSimple, t.NVLSChunk = 4<<20, 0
-		t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
-		t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
-		t.LLBusGBps, t.LaunchUs = 0, 4.1
-	},
+	"h100-ib": presetH100IB,
+	// h100-ib without adaptive routing (as a100-roce is a100 without it):
+	// reasoned from NCCL's source, not fitted (no H100 RoCE sweep here).
+	"h100-roce": func(t *Transport) { presetH100IB(t); noAdaptiveRouting(t) },
 	"h100-efa": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
 		// A Simple ring slice's fixed work, 10.5 us, is fitted on the
@@ -407,16 +402,9 @@ var TransportPresets = map[string]func(*Transport){
 		t.P2PChunk = 512 << 10
 	},
 	"a100": presetA100,
-	"a100-roce": func(t *Transport) {
-		presetA100(t)
-		// NCCL turns adaptive routing on by default only where the port's
-		// link layer is InfiniBand (net_ib.cc: ar = link_layer ==
-		// IBV_LINK_LAYER_INFINIBAND), so a RoCE step pays no extra
-		// completion message: over OCI's RoCE the 16-64 MiB LL128 rings
-		// take 1.19, 1.28, 1.11 of measured without it, 1.40, 1.46, 1.22
-		// with IB's.
-		t.AROpUs, t.ARThreshold = 0, 0
-	},
+	// Over OCI's RoCE the 16-64 MiB LL128 rings take 1.19, 1.28, 1.11 of
+	// measured without adaptive routing's message, 1.40, 1.46, 1.22 with.
+	"a100-roce": func(t *Transport) { presetA100(t); noAdaptiveRouting(t) },
 	"a100-efa": func(t *Transport) {
 		// An A100 server's NVLink costs are a100's; its network is EFA,
 		// whose per-step costs are h100-efa's (18 us per proxy side, 2.4
@@ -455,6 +443,23 @@ var TransportPresets = map[string]func(*Transport){
 	},
 }
 
+// presetH100IB is the h100-ib preset (TransportPresets).
+func presetH100IB(t *Transport) {
+	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
+	t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
+	t.ProxyOpUs = 1.6
+	t.BuffSimple, t.NVLSChunk = 4<<20, 0
+	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
+	t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
+	t.LLBusGBps, t.LaunchUs = 0, 4.1
+}
+
+// noAdaptiveRouting makes an InfiniBand preset a RoCE one: NCCL turns
+// adaptive routing on by default only where the port's link layer is
+// InfiniBand (net_ib.cc: ar = link_layer == IBV_LINK_LAYER_INFINIBAND),
+// so a RoCE step pays no extra completion message.
+func noAdaptiveRouting(t *Transport) { t.AROpUs, t.ARThreshold = 0, 0 }
+
 // presetA100 is the a100 preset (TransportPresets): one A100 server's
 // NVLink costs, fitted on the OCI BM.GPU4.8 single-server sweep, and
 // across servers h100-ib's per-step network costs with the tree steps
@@ -484,35 +489,46 @@ func presetA100(t *Transport) {
 // fabric's GPU generation (PresetFor); NewTransport applies it first.
 const PresetAuto = "auto"
 
-// PresetFor is the calibrated preset for a fabric of gpuType GPUs:
-// Ampere (A100, A800) a100, Hopper (H100, H800, H20) h100-ib, whose
-// costs are NCCL's software steps on an InfiniBand NIC (on RoCE set
-// a100-roce, on AWS EFA h100-efa or a100-efa: the topology does not say
-// which network a NIC is). Blackwell (B200) has no sweep to calibrate on and takes
-// h100-ib, the nearest generation, rather than NCCL's model alone, which
-// is up to 2x fast at 1-256 MiB across servers on every generation
-// measured. An unknown type takes none.
-func PresetFor(gpuType string) string {
+// PresetFor is the calibrated preset for a fabric of gpuType GPUs whose
+// NICs are on network (topo.NetIB, NetRoCE, NetEFA; "" when the topology
+// does not say, taken as InfiniBand): Ampere (A100, A800) a100, a100-roce
+// or a100-efa; Hopper (H100, H800, H20) h100-ib, h100-roce or h100-efa.
+// Blackwell (B200) has no sweep to calibrate on and takes Hopper's, the
+// nearest generation, rather than NCCL's model alone, which is up to 2x
+// fast at 1-256 MiB across servers on every generation measured. An
+// unknown type takes none.
+func PresetFor(gpuType, network string) string {
 	spec, ok := topo.GPUSpecs[gpuType]
-	switch {
-	case !ok:
+	if !ok {
 		return "none"
-	case spec.CC < 90:
-		return "a100"
-	default:
+	}
+	gen := "h100"
+	if spec.CC < 90 {
+		gen = "a100"
+	}
+	switch network {
+	case topo.NetRoCE:
+		return gen + "-roce"
+	case topo.NetEFA:
+		return gen + "-efa"
+	case "", topo.NetIB:
+		if gen == "a100" {
+			return "a100" // its tree steps were fitted over RoCE, its network steps are h100-ib's
+		}
 		return "h100-ib"
 	}
+	return "none" // topo.Validate refuses any other network
 }
 
 // NewTransport is the transport simccl-decompose runs with: the preset of
 // the fabric's GPU generation (PresetFor), then keys (KEY=VALUE, later
 // keys win; preset=auto names that preset, preset=none NCCL's model
 // latencies alone).
-func NewTransport(gpuType string, keys []string) (Transport, error) {
+func NewTransport(gpuType, network string, keys []string) (Transport, error) {
 	tr := DefaultTransport()
 	for _, kv := range append([]string{"preset=" + PresetAuto}, keys...) {
 		if kv == "preset="+PresetAuto {
-			kv = "preset=" + PresetFor(gpuType)
+			kv = "preset=" + PresetFor(gpuType, network)
 		}
 		if err := tr.Set(kv); err != nil {
 			return tr, err
@@ -522,10 +538,11 @@ func NewTransport(gpuType string, keys []string) (Transport, error) {
 }
 
 // TransportLabel says which transport keys (as NewTransport takes them)
-// give on gpuType GPUs: the last preset named (auto resolved), then the
-// keys set after it, e.g. "h100-ib (auto: H100) slots=4".
-func TransportLabel(gpuType string, keys []string) string {
-	auto := PresetFor(gpuType) + " (auto: " + gpuType + ")"
+// give on gpuType GPUs on network: the last preset named (auto resolved),
+// then the keys set after it, e.g. "h100-ib (auto: H100) slots=4" or
+// "h100-efa (auto: H100, efa)".
+func TransportLabel(gpuType, network string, keys []string) string {
+	auto := PresetFor(gpuType, network) + " (auto: " + strings.Join(slices.DeleteFunc([]string{gpuType, network}, func(s string) bool { return s == "" }), ", ") + ")"
 	label, after := auto, []string(nil)
 	for _, kv := range keys {
 		switch v, ok := strings.CutPrefix(kv, "preset="); {

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -579,28 +580,52 @@ func TestRingSimpleChunkFollowsBuffer(t *testing.T) {
 	}
 }
 
-// The default transport is the preset of the GPU's generation; keys go on
-// top of it, and preset=none undoes it back to DefaultTransport.
+// The default transport is the preset of the GPU's generation and the
+// NICs' network; keys go on top of it, and preset=none undoes it back to
+// DefaultTransport.
 func TestNewTransportPresetFor(t *testing.T) {
-	for gpu, want := range map[string]string{"A100": "a100", "A800": "a100", "H100": "h100-ib", "H800": "h100-ib", "H20": "h100-ib", "B200": "h100-ib", "X9": "none"} {
-		if got := PresetFor(gpu); got != want {
-			t.Errorf("PresetFor(%s) = %s, want %s", gpu, got, want)
+	for _, c := range []struct{ gpu, network, want string }{
+		{"A100", "", "a100"}, {"A800", "", "a100"}, {"H100", "", "h100-ib"}, {"H800", "", "h100-ib"}, {"H20", "", "h100-ib"}, {"B200", "", "h100-ib"}, {"X9", "", "none"},
+		{"A100", topo.NetIB, "a100"}, {"A800", topo.NetRoCE, "a100-roce"}, {"A100", topo.NetEFA, "a100-efa"},
+		{"H100", topo.NetIB, "h100-ib"}, {"H800", topo.NetRoCE, "h100-roce"}, {"H100", topo.NetEFA, "h100-efa"}, {"B200", topo.NetEFA, "h100-efa"}, {"X9", topo.NetEFA, "none"},
+	} {
+		if got := PresetFor(c.gpu, c.network); got != c.want {
+			t.Errorf("PresetFor(%s, %q) = %s, want %s", c.gpu, c.network, got, c.want)
 		}
-		tr, err := NewTransport(gpu, nil)
+		tr, err := NewTransport(c.gpu, c.network, nil)
 		ref := DefaultTransport()
-		if err2 := ref.Set("preset=" + want); err != nil || err2 != nil || tr != ref {
-			t.Errorf("NewTransport(%s) = %+v, %v; want preset %s's %+v", gpu, tr, err, want, ref)
+		if err2 := ref.Set("preset=" + c.want); err != nil || err2 != nil || tr != ref {
+			t.Errorf("NewTransport(%s, %q) = %+v, %v; want preset %s's %+v", c.gpu, c.network, tr, err, c.want, ref)
 		}
-		if tr, err := NewTransport(gpu, []string{"preset=none"}); err != nil || tr != DefaultTransport() {
-			t.Errorf("NewTransport(%s, preset=none) = %+v, %v; want DefaultTransport", gpu, tr, err)
+		if tr, err := NewTransport(c.gpu, c.network, []string{"preset=none"}); err != nil || tr != DefaultTransport() {
+			t.Errorf("NewTransport(%s, %q, preset=none) = %+v, %v; want DefaultTransport", c.gpu, c.network, tr, err)
 		}
 	}
-	tr, err := NewTransport("H100", []string{"slots=4"})
+	tr, err := NewTransport("H100", "", []string{"slots=4"})
 	if err != nil || tr.Slots != 4 || tr.SendProxyUs != 4 {
 		t.Errorf("NewTransport(H100, slots=4) = %+v, %v; want h100-ib's costs with 4 slots", tr, err)
 	}
-	if _, err := NewTransport("H100", []string{"preset=h200"}); err == nil || !strings.Contains(err.Error(), "preset") {
+	if _, err := NewTransport("H100", "", []string{"preset=h200"}); err == nil || !strings.Contains(err.Error(), "preset") {
 		t.Errorf("preset=h200: error %v, want one naming the key", err)
+	}
+}
+
+// A RoCE preset is its InfiniBand one without adaptive routing's extra
+// message (NCCL enables it only on an InfiniBand link layer), and nothing
+// else.
+func TestRoCEPresetsDropAdaptiveRouting(t *testing.T) {
+	for ib, roce := range map[string]string{"h100-ib": "h100-roce", "a100": "a100-roce"} {
+		a, b := DefaultTransport(), DefaultTransport()
+		if err := errors.Join(a.Set("preset="+ib), b.Set("preset="+roce)); err != nil {
+			t.Fatal(err)
+		}
+		if a.AROpUs == 0 || a.ARThreshold == 0 || b.AROpUs != 0 || b.ARThreshold != 0 {
+			t.Errorf("%s: ar-op %g above %d B; %s: %g above %d B", ib, a.AROpUs, a.ARThreshold, roce, b.AROpUs, b.ARThreshold)
+		}
+		a.AROpUs, a.ARThreshold = 0, 0
+		if a != b {
+			t.Errorf("%s without adaptive routing %+v, %s %+v", ib, a, roce, b)
+		}
 	}
 }
 
@@ -612,12 +637,16 @@ func TestTransportLabel(t *testing.T) {
 		want string
 	}{
 		{nil, "h100-ib (auto: H100)"},
+		{[]string{"preset=auto"}, "h100-ib (auto: H100)"},
 		{[]string{"slots=4"}, "h100-ib (auto: H100) slots=4"},
 		{[]string{"slots=4", "preset=h100-efa", "launch=2"}, "h100-efa launch=2"},
 		{[]string{"preset=none", "preset=auto"}, "h100-ib (auto: H100)"},
 	} {
-		if got := TransportLabel("H100", c.keys); got != c.want {
+		if got := TransportLabel("H100", "", c.keys); got != c.want {
 			t.Errorf("TransportLabel(H100, %q) = %q, want %q", c.keys, got, c.want)
 		}
+	}
+	if got, want := TransportLabel("H100", topo.NetEFA, []string{"slots=4"}), "h100-efa (auto: H100, efa) slots=4"; got != want {
+		t.Errorf("TransportLabel(H100, efa, slots=4) = %q, want %q", got, want)
 	}
 }

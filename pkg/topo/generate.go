@@ -93,6 +93,7 @@ type Params struct {
 	SwitchBW            float64 // switch-to-switch bit/s; default 400 Gbps
 	SwitchLatencyPs     int64   // default 500 ns; ZeroLatency for none
 	ErrorRate           float64 // per link
+	NICNetwork          string  // NetIB, NetRoCE, NetEFA; "" says none (the params leave nic_network out)
 
 	// SimAI families.
 	NICsPerASW int // NICs on one ASW (SimAI -npa): 64, or 128 for HPN and DCN+ dual ToR
@@ -199,6 +200,11 @@ func fillCommon(p *Params) error {
 	spec, ok := GPUSpecs[p.GPUType]
 	if !ok {
 		return fmt.Errorf("unknown GPU type %q (one of %s)", p.GPUType, strings.Join(GPUTypeNames(), ", "))
+	}
+	if p.NICNetwork != "" {
+		if err := CheckNICNetwork(p.NICNetwork); err != nil {
+			return fmt.Errorf("--nic-network %w", err)
+		}
 	}
 	if p.GPUsPerServer == 0 {
 		p.GPUsPerServer = 8
@@ -338,6 +344,9 @@ func (b *builder) gpusAndNVSwitches(gpus int, groupOf func(gpu int) int32) (firs
 	b.t.Params["switch_bw"] = units.FormatBandwidth(p.SwitchBW)
 	b.t.Params["switch_latency"] = units.FormatDuration(p.SwitchLatencyPs)
 	b.t.Params["error_rate"] = strconv.FormatFloat(p.ErrorRate, 'g', -1, 64)
+	if p.NICNetwork != "" {
+		b.t.Params[ParamNICNetwork] = p.NICNetwork
+	}
 	return firstNVS, nil
 }
 

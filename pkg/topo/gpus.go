@@ -1,8 +1,10 @@
 package topo
 
 import (
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // GPUSpec is what fabricsim assumes of a GPU type's scale-up side. Each
@@ -50,3 +52,42 @@ var GPUSpecs = map[string]GPUSpec{
 
 // GPUTypeNames lists the known GPU types, sorted.
 func GPUTypeNames() []string { return slices.Sorted(maps.Keys(GPUSpecs)) }
+
+// A NIC's network, as the topology's params say it (`nic_network`): it
+// chooses the calibrated transport preset (collective.PresetFor), because
+// NCCL's per-step network costs differ by transport: InfiniBand's verbs
+// with adaptive routing's extra completion message, RoCE's verbs without
+// it (NCCL enables adaptive routing only on an InfiniBand link layer,
+// net_ib.cc), AWS EFA's libfabric plugin (aws-ofi-nccl).
+const (
+	NetIB   = "ib"
+	NetRoCE = "roce"
+	NetEFA  = "efa"
+)
+
+// NICNetworks lists the networks a topology may name.
+var NICNetworks = []string{NetIB, NetRoCE, NetEFA}
+
+// NICNetwork is the network the topology's params name ("" when they name
+// none), or an error naming the param.
+func NICNetwork(t *Topology) (string, error) {
+	v, ok := t.Params[ParamNICNetwork]
+	if !ok {
+		return "", nil
+	}
+	if err := CheckNICNetwork(v); err != nil {
+		return "", fmt.Errorf("params %s: %w", ParamNICNetwork, err)
+	}
+	return v, nil
+}
+
+// CheckNICNetwork refuses a network not in NICNetworks.
+func CheckNICNetwork(v string) error {
+	if slices.Contains(NICNetworks, v) {
+		return nil
+	}
+	return fmt.Errorf("%q must be one of %s", v, strings.Join(NICNetworks, ", "))
+}
+
+// ParamNICNetwork is the topology param that names the NICs' network.
+const ParamNICNetwork = "nic_network"

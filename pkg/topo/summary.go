@@ -23,6 +23,7 @@ type Summary struct {
 	NodesByRole  map[string]int
 	LinksByKind  map[string]int
 	NICsPerGPU   float64
+	NICNetwork   string // "" when the topology does not say
 	Tiers        []TierStat
 	BisectionBps float64
 	Diameter     int
@@ -40,7 +41,7 @@ type Summary struct {
 // Summarize computes the summary; it fails if some GPU cannot reach another.
 func Summarize(t *Topology) (*Summary, error) {
 	s := &Summary{Family: t.Family, GPUType: t.GPUType, GPUs: t.GPUs, GPUsPerSrv: t.GPUsPerServer,
-		NVSPerSrv: t.NVSwitchesPerServer, NodesByRole: map[string]int{}, LinksByKind: map[string]int{}}
+		NVSPerSrv: t.NVSwitchesPerServer, NodesByRole: map[string]int{}, LinksByKind: map[string]int{}, NICNetwork: t.Params[ParamNICNetwork]}
 	s.Servers = t.GPUs / t.GPUsPerServer
 	for i := range t.Nodes {
 		s.NodesByRole[t.Nodes[i].Role]++
@@ -94,7 +95,8 @@ func (s *Summary) Write(w io.Writer) error {
 	fmt.Fprintf(tw, "GPUs\t%d = %d servers x %d, %d NVSwitch per server\n", s.GPUs, s.Servers, s.GPUsPerSrv, s.NVSPerSrv)
 	fmt.Fprintf(tw, "nodes\t%s\n", counts(s.NodesByRole, []string{RoleGPU, RoleNVSwitch, RoleASW, RoleEdge, RoleRouter, RolePSW, RoleAgg, RoleDSW, RoleCore}))
 	fmt.Fprintf(tw, "links\t%s\n", counts(s.LinksByKind, []string{stream.LinkNVLink, stream.LinkPCIe, stream.LinkNIC, stream.LinkFabric}))
-	fmt.Fprintf(tw, "NICs per GPU\t%g\n", s.NICsPerGPU)
+	net := map[string]string{NetIB: " (InfiniBand)", NetRoCE: " (RoCE)", NetEFA: " (AWS EFA)", "": " (network not said: InfiniBand's transport costs)"}[s.NICNetwork]
+	fmt.Fprintf(tw, "NICs per GPU\t%g%s\n", s.NICsPerGPU, net)
 	if s.K > 0 {
 		fmt.Fprintf(tw, "fat-tree\tk=%d, %g:1 asked, oversubscribed by %s: %s and %s per edge switch\n",
 			s.K, s.OversubAsked, s.OversubBy, plural(s.GPUsPerEdge, "GPU NIC"), plural(s.UplinksPerEdge, "uplink"))

@@ -61,6 +61,9 @@ func Validate(t *Topology) error {
 		// Every model takes the GPU's rates and NCCL's tuning from it.
 		return fmt.Errorf("gpu_type: unknown GPU type %q (one of %s)", t.GPUType, strings.Join(GPUTypeNames(), ", "))
 	}
+	if _, err := NICNetwork(t); err != nil {
+		return err // it chooses the transport's calibrated costs
+	}
 	for i := range t.Nodes {
 		n := &t.Nodes[i]
 		if int(n.ID) != i {

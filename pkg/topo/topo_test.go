@@ -256,6 +256,7 @@ func TestInvalidParams(t *testing.T) {
 		"divide evenly":                                          {Family: Dragonfly, RoutersPerGroup: 4, TerminalsPerRouter: 2, GlobalPerRouter: 2, Groups: 8},
 		"exceeds":                                                {Family: FatTree, K: 4, GPUs: 64},
 		"more than --asw-per-psw":                                {Family: DCNSingleToR, GPUs: 1024, ASWPerPSW: 8},
+		`--nic-network "IB" must be one of ib, roce, efa`:        {Family: SpectrumX, GPUs: 16, NICNetwork: "IB"},
 	}
 	for want, p := range cases {
 		if _, _, err := Generate(p); err == nil || !strings.Contains(err.Error(), want) {
@@ -372,6 +373,23 @@ func TestTopologyThroughStream(t *testing.T) {
 	}
 	if Hash(back) != Hash(topo) || back.Params["psw"] != "120" {
 		t.Fatal("topology changed through the stream")
+	}
+}
+
+// A topology's nic_network param is one of the networks or left out; any
+// other value is refused, naming the param.
+func TestValidateNICNetwork(t *testing.T) {
+	top := gen(t, Params{Family: SpectrumX, GPUs: 16, NICNetwork: NetRoCE})
+	if net, err := NICNetwork(top); net != NetRoCE || err != nil || Validate(top) != nil {
+		t.Errorf("roce: %q, %v, %v", net, err, Validate(top))
+	}
+	top.Params[ParamNICNetwork] = "ethernet"
+	if err := Validate(top); err == nil || !strings.Contains(err.Error(), `params nic_network: "ethernet" must be one of`) {
+		t.Errorf("nic_network ethernet: %v", err)
+	}
+	delete(top.Params, ParamNICNetwork)
+	if net, err := NICNetwork(top); net != "" || err != nil {
+		t.Errorf("no nic_network: %q, %v", net, err)
 	}
 }
 
