@@ -289,6 +289,35 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 //     proxy posts it per slot, ahead of the data; with 2 slots a
 //     connection and 16-56 connections a GPU the NIC stays saturated
 //     unless a slot's loop took ~300 us, 5 x h100-efa's.
+//   - Grouped receives (net.cc recvProxyProgress: a sub's receives that
+//     share a recvComm go as one irecv of up to the plugin's maxRecvs, 8
+//     in NCCL's IB plugin and in aws-ofi-nccl's RDMA protocol,
+//     nccl_ofi_net.cpp max_group_receives = NCCL_OFI_MAX_RECVS, and the
+//     group posts a step only when every sub has a free slot): under PXN
+//     a channel's 8 receives from one server all come from its rail GPU
+//     on one shared comm (NCCL_NET_SHARED_COMMS), so they move in
+//     lockstep, 2 steps of 8 chunks in flight a group. That couples the
+//     peers but leaves 16 MiB in flight a GPU on 2 x 8: holding the NIC
+//     at 84% would take a ~400 us loop (h100-efa's is 56.5 us plus the
+//     step's wire time), and more servers add channels, hence more in
+//     flight, where measured stays at 84-88%. Two slots in the model's
+//     pace (max(step cost, (step cost + credit RTT) / 2)) would move
+//     nothing either: the rail GPU's proxy round (32 ops on 2 x 8, 77 us
+//     on h100-efa, 51 on a100) already exceeds it.
+//   - The proxy thread's occupancy per step, serial over all the subs a
+//     rail GPU serves (proxy.cc progressOps): the only candidate whose
+//     bound is flat in the server count, as measured (a rail GPU posts 2
+//     ops a chunk it sends on 2, 4 and 8 x 8). But it needs 6.2 us an op
+//     on p5 (512 KiB at 42.3 GB/s) and 3.2 us on NDmv4 (128 KiB at 20.2),
+//     2.6 and 2.0 x the presets' proxy-op (2.4, 1.6 us); one multiplier
+//     for both (2.3) gives p5 0.90-0.94 and NDmv4 1.15, and no source says
+//     how many proxy passes a step costs.
+//   - A per-step cost serial on the NIC, read off each system's own ring
+//     plateau: NDmv4's AllGather ring moves 23.3 GB/s a NIC (93%, 512 KiB
+//     steps), 1.6 us a step, which predicts 77% for its 128 KiB p2p steps
+//     (81% measured); on p5 the 4 x 8 AllReduce ring (89%, 1 MiB steps)
+//     predicts 80% for 512 KiB steps but the 2 and 4 x 8 AllGather rings
+//     (82-83%) 70%, so no one cost fits p5's own rings.
 //
 // Measured, the two gaps are one shape across the repository's five
 // sweeps (with 16 and 32 x 8, ../shared/refs/nccl-tests/published-
@@ -297,7 +326,9 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 // us per remote peer within 10 us. 42 GB/s is also what a NIC moves in
 // the p5 and Voltage Park (InfiniBand) Ring Simple plateaus (busbw / 8:
 // 44.6 and 41.4), which the presets carry as the ring slice's fixed work
-// (slice-simple), so it is neither EFA's nor AllToAll's alone. As a
+// (slice-simple), so on p5 it is neither EFA's nor AllToAll's alone (on
+// Azure NDmv4 it is the AllToAll's: its rings move 93-94% of the NIC,
+// its AllToAll 81%). As a
 // what-if, the NIC at 337 Gbps gives 0.67 0.88 0.92 0.97 0.98 1.00 1.02
 // (2 x 8), 0.74 0.86 1.02 1.03 1.00 1.00 1.00 (4 x 8), 0.69 0.78 0.79
 // 0.96 1.00 1.03 1.06 (8 x 8); about 200 us more on each AllToAll would
