@@ -19,6 +19,7 @@ import "testing"
 // model time failed it at four sizes when written (AllReduce 256 MiB,
 // then NVLS-Tree, and 2 GiB, AllGather 4 MiB and 1 GiB: 1.06-1.24x).
 func TestCollTimeLinksAgree(t *testing.T) {
+	t.Parallel()
 	fl := []string{"flowsim-analytical", "--model", "fluid"}
 	for _, c := range []struct{ op, sweep string }{
 		{"allreduce", "4MiB:128MiB:32"}, {"allreduce", "2GiB:2GiB:2"},

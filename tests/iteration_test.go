@@ -97,6 +97,7 @@ func TestIterationReportPipeline(t *testing.T) {
 // back and compares to the trace as 1; the Chrome trace and the plot are
 // written; misuse is refused.
 func TestIterationReportFormats(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	wl := filepath.Join(dir, "w.txt")
 	line := "attention_layer\t-1\t2000000\tALLREDUCE\t1048576\t2000000\tALLREDUCE\t1048576\t2000000\tALLREDUCE\t16777216\t100\n"

@@ -147,6 +147,7 @@ func TestNCCLTestsSweep(t *testing.T) {
 // 20% (128 A100s, 100 Gbit/s NICs: 16 channels over 8 NICs; NCCL's model
 // latencies alone, preset=none).
 func TestTreeAcrossServers(t *testing.T) {
+	t.Parallel()
 	in := mustRun(t, mustRun(t, mustRun(t, nil, "topogen", "--gpus", "128", "--gpu-type", "A100", "--nic-bw", "100Gbps"), "ncclpath"),
 		"simccl-decompose", "--op", "allreduce", "--size", "16MiB", "--group", "dp", "--tp", "1", "--transport", "preset=none")
 	d := readDAG(t, in)

@@ -28,6 +28,7 @@ func microStream(t *testing.T) []byte {
 // input and seed give the same trace bytes; a different seed still
 // delivers everything.
 func TestPacketPipeline(t *testing.T) {
+	t.Parallel()
 	in := microStream(t)
 	d := readDAG(t, in)
 	out := mustRun(t, in, "flowsim-packet", "--conf", "examples/conf/default.conf")
@@ -185,6 +186,7 @@ func TestPacketErrors(t *testing.T) {
 // Hybrid simulation from the command line: a surrogate window delivers
 // every flow, deterministically, and bad windows are usage errors.
 func TestPacketSurrogate(t *testing.T) {
+	t.Parallel()
 	in := microStream(t)
 	a := mustRun(t, in, "flowsim-packet", "--surrogate", "100us:400us")
 	b := mustRun(t, in, "flowsim-packet", "--surrogate", "100us:400us")
@@ -210,6 +212,7 @@ func TestPacketSurrogate(t *testing.T) {
 // progress fall to none), saying why. Every flow finishes, the trace records
 // the switches, and the run takes fewer events than the packet-level one.
 func TestPacketSurrogateAuto(t *testing.T) {
+	t.Parallel()
 	topoOut := mustRun(t, nil, "topogen", "--family", "dragonfly", "--gpus", "72", "--gpus-per-server", "1", "--routers-per-group", "4",
 		"--terminals-per-router", "2", "--global-per-router", "2", "--switch-bw", "16Gbps", "--nic-bw", "16Gbps")
 	in := mustRun(t, topoOut, "simccl-decompose", "--pattern", "uniform", "--msg-size", "1KiB", "--rate", "50%", "--duration", "1ms", "--seed", "1")

@@ -18,6 +18,7 @@ import (
 // the file's name: no partial trace whose footer makes it look complete,
 // no stream or text cut short.
 func TestNoPartialOutput(t *testing.T) {
+	t.Parallel()
 	topo := mustRun(t, nil, "topogen", "--gpus", "16")
 	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "64MiB", "--group", "dp", "--tp", "8")
 	trace := mustRun(t, st, "flowsim-analytical")
@@ -102,6 +103,7 @@ func TestFailedWriteKeepsTheDevice(t *testing.T) {
 // writes the whole trace with the cut-off transfers' status failed, and
 // exits 1 with one line naming the first of them and the link.
 func TestPacketLinkDownNoPath(t *testing.T) {
+	t.Parallel()
 	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "100Gbps")
 	tp := readTopology(t, topoOut)
 	leaf := int32(-1)

@@ -25,6 +25,7 @@ var slowdownFabrics = map[string][]string{
 // family, in both backends, for messages under a packet, of one and a bit
 // packets, and split over queue pairs.
 func TestSlowdownAtLeastOne(t *testing.T) {
+	t.Parallel()
 	help := string(run(t, nil, "topogen", "--help").stdout)
 	m := regexp.MustCompile(`Fabric family: ([^.]*)\.`).FindStringSubmatch(strings.Join(strings.Fields(help), " "))
 	if m == nil {

@@ -16,6 +16,7 @@ import (
 // At collective granularity (one rank for the stage, the stage's slowest
 // factor) the same holds on 16 GPUs.
 func TestStragglerAddsItsDelay(t *testing.T) {
+	t.Parallel()
 	wl := filepath.Join(t.TempDir(), "dp.txt")
 	if err := os.WriteFile(wl, []byte("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 1 pp: 1 vpp: 1 ga: 1 all_gpus: 8\n1\n"+
 		"layer\t-1\t2000000\tNONE\t0\t0\tNONE\t0\t1000000\tALLREDUCE\t67108864\t100\n"), 0o644); err != nil {

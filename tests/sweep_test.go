@@ -104,6 +104,7 @@ type surrogateRow struct {
 // surrogates move about the same bytes in fewer events. (At 1 ms the
 // surrogate window's times are noise, checked only to be there.)
 func TestSurrogatePipeline(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	cmd := exec.Command("make", "-s", "-C", "pipelines/surrogate", "-j", "2", "OUT="+out, "BIN="+binDir,
 		"END=1ms", "SURROGATE=300us:800us", "WINDOW=800us:1ms", "TRACK=100us", "RATE=50%")

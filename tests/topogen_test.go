@@ -137,6 +137,7 @@ func runBounded(t *testing.T, limit time.Duration, prog string, args ...string) 
 // before, each of these allocated without bound (--gpus 10000000 ran out
 // of memory in the diameter computation after 32 s).
 func TestTopogenSizeLimits(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		args []string
 		want []string

@@ -93,6 +93,7 @@ func TestTrafficRefuses(t *testing.T) {
 
 // The example matrices are what examples/htsim/gen_cm.py writes.
 func TestHtsimGenerator(t *testing.T) {
+	t.Parallel()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3: the generator is not checked")
