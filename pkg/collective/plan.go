@@ -356,7 +356,7 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 			// every 128-byte line), so that copy overlaps the step's bytes
 			// on the wire beyond the step's first ll128-tail bytes
 			// (ll128CopyPs).
-			pl.RingRoundPs += ll128CopyPs(step, p.Opt.transport().LL128TailBytes, bw, p.M, pl.Channels)
+			pl.RingRoundPs += ll128CopyPs(step, p.Opt.transport().LL128TailBytes, bw, ringNICsGBps(p.M, n/nNodes, p.F.GPUsPerServer), pl.Channels)
 		}
 		if llBw := p.Opt.transport().LLBusGBps; pl.Proto == LL && llBw > 0 && p.Opt.SendLatPs <= 0 {
 			// A slice of step payload bytes on one of the ring's channels
@@ -509,20 +509,39 @@ func parseEnableList(s, name string, valid func(string) bool) (func(op Op, v str
 // receiving thread block consumes and forwards lines as they land (LL128's
 // flag in every 128-byte line), so beyond the step's first tail bytes
 // (Transport.LL128TailBytes) the copy overlaps the wire, at the channel's
-// share of the server's NICs (NICs x rate / channels), and adds only what
-// it takes beyond it; the first tail bytes are copied in series. On HGX
-// H100 with 8 x 400G and 16 channels the share is 25 GB/s and the copy
-// 36.7: hidden beyond the tail.
-func ll128CopyPs(step, tail int64, bw float64, m ServerModel, channels int) int64 {
+// share of the NICs the ring's ranks of a server use (nics GB/s over the
+// channels, ringNICsGBps), and adds only what it takes beyond it; the
+// first tail bytes are copied in series. On HGX H100 with 8 x 400G and 16
+// channels a full server's ring has a 25 GB/s share and the copy 36.7:
+// hidden beyond the tail.
+func ll128CopyPs(step, tail int64, bw, nics float64, channels int) int64 {
 	head := min(step, max(tail, 0))
 	ps := float64(head) / bw * 1e3
 	if rest := step - head; rest > 0 {
 		over := float64(rest) / bw * 1e3
-		if m.NICs > 0 && m.NICGBps > 0 {
-			share := float64(m.NICs) * m.NICGBps / float64(max(channels, 1))
+		if nics > 0 {
+			share := nics / float64(max(channels, 1))
 			over -= float64(wire(rest, LL128)) / share * 1e3
 		}
 		ps += max(over, 0)
 	}
 	return int64(ps)
+}
+
+// ringNICsGBps is the NIC rate (GB/s) a ring with ppn ranks on each of its
+// servers sends through out of one server: a channel leaves a server from
+// its ranks' own NICs (the GPU's NIC in the flows, as NCCL's search tries
+// the NICs nearest a GPU first, search.cc's typeInter relaxed a step at a
+// time), so a data-parallel ring of one GPU a server moves all its
+// channels through that GPU's NIC, a full server's ring through all of
+// them. 0 when the model has no NIC rate.
+func ringNICsGBps(m ServerModel, ppn, gpusPerServer int) float64 {
+	if m.NICs <= 0 || m.NICGBps <= 0 {
+		return 0
+	}
+	nics := float64(m.NICs)
+	if gpusPerServer > 0 && ppn < gpusPerServer {
+		nics = max(nics*float64(max(ppn, 1))/float64(gpusPerServer), 1)
+	}
+	return nics * m.NICGBps
 }

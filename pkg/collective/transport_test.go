@@ -650,3 +650,40 @@ func TestTransportLabel(t *testing.T) {
 		t.Errorf("TransportLabel(H100, efa, slots=4) = %q, want %q", got, want)
 	}
 }
+
+// An LL128 ring step's copy beyond its first ll128-tail bytes overlaps the
+// wire at the channel's share of the NICs its ring's ranks send through
+// out of a server. Hand-computed on HGX H100 (8 x 50 GB/s NICs, 8 GPUs), a
+// 576000-byte step (444928 bytes past the 131072-byte tail, 474590 on the
+// wire), 4 channels, the copy at 36.7 GB/s: the tail 3571.444 ns in
+// series; past it 12123.379 ns of copy against the wire at the channel's
+// share: 100 GB/s for a full server's ring (4745.9 ns: 7377.479 ns left in
+// series), 50 GB/s for 4 ranks a server (9491.8 ns: 2631.579 left) and
+// 12.5 GB/s for a data-parallel ring of one GPU a server (its own NIC:
+// 37967.2 ns, the copy wholly behind the wire).
+func TestLL128CopyBehindTheRingsNICs(t *testing.T) {
+	m := ServerModel{GPUs: 8, NICs: 8, NICGBps: 50}
+	for _, c := range []struct {
+		ppn  int
+		nics float64
+		copy int64
+	}{
+		{8, 400, 3571444 + 7377479},
+		{4, 200, 3571444 + 2631579},
+		{1, 50, 3571444},
+	} {
+		nics := ringNICsGBps(m, c.ppn, 8)
+		if nics != c.nics {
+			t.Errorf("%d ranks a server: NICs %v GB/s, want %v", c.ppn, nics, c.nics)
+		}
+		if got := ll128CopyPs(576000, 131072, 36.7, nics, 4); absPs(got-c.copy) > 2 {
+			t.Errorf("%d ranks a server: copy in series %d ps, want %d", c.ppn, got, c.copy)
+		}
+	}
+	// No NIC rate in the model: the whole copy in series.
+	if got := ll128CopyPs(576000, 131072, 36.7, ringNICsGBps(ServerModel{GPUs: 8}, 1, 8), 4); absPs(got-15694823) > 2 {
+		t.Errorf("no NIC rate: %d ps, want the whole copy, 15694823", got)
+	}
+}
+
+func absPs(x int64) int64 { return max(x, -x) }
