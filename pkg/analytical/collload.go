@@ -349,14 +349,15 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		pipelined := sp.Algo != nccl.AlgoDirect && sp.Algo != nccl.AlgoPXN && sp.Algo != nccl.AlgoP2P
 		if sp.Algo == nccl.AlgoPXN && co.Cut != nil {
 			// PXN's transfers go in pieces, each hashed anew, when a
-			// server's ranks hand them off (collective.PXNPieces).
+			// server's ranks hand them off (collective.PXNPieces), or
+			// under the transport's costs in NCCL's steps.
 			local := 0
 			for _, r := range g.Ranks {
 				if t.Nodes[r].Server == t.Nodes[g.Ranks[0]].Server {
 					local++
 				}
 			}
-			pipelined = collective.PXNPieces(co.Size/int64(len(g.Ranks)), local, co.Cut.ChunkBytes, int(co.Cut.MaxChunks)) > 1
+			pipelined = collective.NetPieces(co, len(g.Ranks), local) > 1
 		}
 		if err := c.hashed(d, merged, nic, pipelined, pipelined && co.Op == "alltoall"); err != nil {
 			return nil, err

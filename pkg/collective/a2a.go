@@ -351,6 +351,20 @@ func cutPaced(co *stream.Collective) bool {
 	return co.Cut != nil && (co.Cut.StepIntraPs > 0 || co.Cut.StepInterPs > 0) && co.SendLatPs == 0
 }
 
+// NetPieces is how many pieces each network connection of PXN AllToAll
+// co on n ranks, local of them in a server, moves, as its flows cut
+// them: NCCL's steps under the transport's costs (p2pPieces), else the
+// hand-offs' pieces (PXNPieces).
+func NetPieces(co *stream.Collective, n, local int) int {
+	k := co.Cut
+	share := co.Size / int64(max(n, 1))
+	if cutPaced(co) {
+		p, _ := p2pPieces(share, max(co.Channels, 1), k.ChunkBytes, int(k.MaxChunks))
+		return int(p)
+	}
+	return PXNPieces(share, local, k.ChunkBytes, int(k.MaxChunks))
+}
+
 // a2aPair is round r's network connection from rank s (a2aPosts): its
 // posting proxy p (s, or with PXN the GPU of s's server on d's rail) and
 // its receiver d = s + r mod n; false when both share a server.
