@@ -543,7 +543,7 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 			}
 		}
 		if onPath != nil {
-			lt, err := c.levelTimes(d.stag, pairs, func(k uint8) bool { return k != kindOther }, onPath)
+			lt, _, err := c.levelTimes(d.stag, pairs, onPath)
 			if err != nil {
 				return err
 			}

@@ -90,23 +90,28 @@ func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, group
 	return st
 }
 
-// levelTimes is, per level of st, the busiest link of a kind keep selects
-// (its time, ps per byte) under the bytes of the connections posted at
-// that level or later, each connection's bytes put on its links by each.
-func (c *collLoad) levelTimes(st *stagger, pairs []pair, keep func(uint8) bool, each func(i, k int, x float64, add func(route.DirLink, float64)) error) ([]float64, error) {
-	out := make([]float64, len(st.levels))
+// levelTimes is, per level of st, the busiest link's time (ps per byte)
+// under the bytes of the connections posted at that level or later, each
+// connection's bytes put on its links by each: of every link beyond
+// NVLink (all), and of the NIC links alone (nic).
+func (c *collLoad) levelTimes(st *stagger, pairs []pair, each func(i, k int, x float64, add func(route.DirLink, float64)) error) (all, nic []float64, err error) {
+	all, nic = make([]float64, len(st.levels)), make([]float64, len(st.levels))
 	touched := c.accTouched[:0]
-	run := 0.0
+	var runAll, runNIC float64
 	add := func(l route.DirLink, x float64) {
 		if c.acc[l] == 0 {
 			touched = append(touched, l)
 		}
 		c.acc[l] += x * 8e12 / c.r.Bandwidth(l)
-		if keep(c.kinds[l]) {
-			run = max(run, c.acc[l])
+		switch c.kinds[l] {
+		case kindOther:
+		case kindNIC, kindPCIe:
+			runNIC = max(runNIC, c.acc[l])
+			fallthrough
+		default:
+			runAll = max(runAll, c.acc[l])
 		}
 	}
-	var err error
 	start := 0
 	for li, end := range st.ends {
 		for _, lc := range st.conns[start:end] {
@@ -115,27 +120,23 @@ func (c *collLoad) levelTimes(st *stagger, pairs []pair, keep func(uint8) bool, 
 				break
 			}
 		}
-		out[li] = run
+		all[li], nic[li] = runAll, runNIC
 		start = end
 	}
 	for _, l := range touched {
 		c.acc[l] = 0
 	}
 	c.accTouched = touched
-	return out, err
+	return all, nic, err
 }
 
 // spreadLevels sets st's even-split level times (spread, and nic from
 // the NIC links alone).
 func (c *collLoad) spreadLevels(st *stagger, pairs []pair) error {
-	spread := func(i, k int, x float64, add func(route.DirLink, float64)) error {
-		return c.r.SpreadPort(pairs[i].a, pairs[i].b, pairs[i].port+k, x, add)
-	}
 	var err error
-	if st.spread, err = c.levelTimes(st, pairs, func(k uint8) bool { return k != kindOther }, spread); err != nil {
-		return err
-	}
-	st.nic, err = c.levelTimes(st, pairs, func(k uint8) bool { return k == kindNIC || k == kindPCIe }, spread)
+	st.spread, st.nic, err = c.levelTimes(st, pairs, func(i, k int, x float64, add func(route.DirLink, float64)) error {
+		return c.r.SpreadPort(pairs[i].a, pairs[i].b, pairs[i].port+k, x, add)
+	})
 	return err
 }
 
