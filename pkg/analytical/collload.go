@@ -338,11 +338,12 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		c.load[l] = 0
 	}
 	if co.Op == "alltoall" {
-		if d.stag = c.newStagger(co, sp.Algo, groups, merged); d.stag != nil {
-			if err := c.spreadLevels(d.stag, merged); err != nil {
+		if d.stag = c.newStagger(co, sp.Algo, groups, merged); d.stag != nil && !c.policy.Hashed() {
+			dr, err := c.spreadLevels(d.stag)
+			if err != nil {
 				return nil, err
 			}
-			d.stag.draws = [][]float64{d.stag.spread}
+			d.stag.draws, d.stag.spread = []levelDraw{dr}, dr.all
 		}
 	}
 	if c.policy.Hashed() {
@@ -499,23 +500,22 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 	var paths []route.DirLink // every connection's path, back to back
 	var ends []int32          // where each connection's path ends in paths
 	var sum, sum2 float64
-	var onPath func(i, k int, x float64, add func(route.DirLink, float64)) error
-	if st := d.stag; st != nil {
-		st.draws = nil
+	var onPath func(lc *levelConn, add func(route.DirLink, float64)) error
+	if d.stag != nil {
 		first := make([]int32, len(pairs)) // each pair's first connection
 		conn := int32(0)
 		for i, p := range pairs {
 			first[i] = conn
 			conn += int32(max(p.conns, 1))
 		}
-		onPath = func(i, k int, x float64, add func(route.DirLink, float64)) error {
-			c := first[i] + int32(k)
+		onPath = func(lc *levelConn, add func(route.DirLink, float64)) error {
+			c := first[lc.pair] + lc.k
 			from := int32(0)
 			if c > 0 {
 				from = ends[c-1]
 			}
 			for _, l := range paths[from:ends[c]] {
-				add(l, x)
+				add(l, lc.x)
 			}
 			return nil
 		}
@@ -543,7 +543,7 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 			}
 		}
 		if onPath != nil {
-			lt, _, err := c.levelTimes(d.stag, pairs, onPath)
+			lt, err := c.levelTimes(d.stag, onPath)
 			if err != nil {
 				return err
 			}

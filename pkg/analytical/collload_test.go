@@ -61,7 +61,7 @@ func TestStaggerStartsLate(t *testing.T) {
 		Cut: &stream.Cut{ChunkBytes: MiB, StepInterPs: 1e6, StepProxyPs: 10e6}}
 	c := &collLoad{in: &flowset.Set{Collectives: map[int64]*stream.Collective{1: co}}, fab: collective.Fabric{GPUs: 4, GPUsPerServer: 2}}
 	st := &stagger{algo: collective.AlgoDirect, ranks: []int32{0, 1, 2, 3}, levels: []int32{3, 1},
-		draws: [][]float64{{2, 2}, {1, 2}}, spread: []float64{1.5, 2}, nic: []float64{1, 2}}
+		draws: []levelDraw{{all: []float64{2, 2}, nic: []float64{1, 2}}, {all: []float64{1, 2}, nic: []float64{1, 2}}}, spread: []float64{1.5, 2}}
 	s, ok := c.fab.A2AStaggerOf(co, collective.AlgoDirect, st.ranks, co.Size)
 	if !ok || s.OpPs != 10e6 || s.Pieces != 1 || s.Posts[0*4+2] != 1 || s.Posts[0*4+3] != 3 || s.Posts[0*4+1] != -1 {
 		t.Fatalf("stagger %+v (ok %v): want 1 piece, 10 us an op, 0 to 2 after 1 op, to 3 after 3, none to 1", s, ok)

@@ -1,8 +1,6 @@
 package analytical
 
 import (
-	"slices"
-
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -27,20 +25,29 @@ type stagger struct {
 	// Per level, the busiest link's time (ps per byte of the collective's
 	// size) for the bytes of the connections posted at that level or
 	// later: per ECMP draw (one draw, the even split, when not hashed),
-	// under the even split, and the NIC links' alone under the even split.
-	draws       [][]float64
-	spread, nic []float64
-	priced      map[int64]float64 // staggerExtra by size
+	// and under the even split (spread, found when first needed).
+	draws  []levelDraw
+	spread []float64
+	priced map[int64]float64 // staggerExtra by size
 }
 
-// levelConn is a connection of a stagger: merged pair pair's kth.
-type levelConn struct{ pair, k int32 }
+// levelConn is a connection of a stagger: merged pair pair's kth, from a
+// to b on port port, x bytes per byte of the collective's size.
+type levelConn struct {
+	pair, k, a, b, port int32
+	x                   float64
+}
+
+// levelDraw is levelTimes' result: per level, the busiest link beyond
+// NVLink's time and the busiest NIC link's.
+type levelDraw struct{ all, nic []float64 }
 
 // newStagger finds the posting level of each connection across servers
 // of co (merged pairs, of its group and siblings), nil when co is not a
 // paced AllToAll across servers (collective.A2AStaggerOf).
 func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, groups [][]int32, pairs []pair) *stagger {
-	at := map[int32][2]int32{} // rank: its group and position
+	gpus := c.in.Topology.GPUs
+	group, pos := make([]int32, gpus), make([]int32, gpus) // by rank: its group (+1) and position
 	posts := make([][]int32, len(groups))
 	for gi, ranks := range groups {
 		s, ok := c.fab.A2AStaggerOf(co, algo, ranks, co.Size)
@@ -49,60 +56,64 @@ func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, group
 		}
 		posts[gi] = s.Posts
 		for p, r := range ranks {
-			at[r] = [2]int32{int32(gi), int32(p)}
+			group[r], pos[r] = int32(gi)+1, int32(p)
 		}
 	}
-	st := &stagger{algo: algo, ranks: groups[0]}
-	type lc struct {
-		q int32
-		levelConn
-	}
-	var all []lc
+	// The connections by level, counted then placed (levels are op counts).
+	var conns []levelConn
+	var qs []int32
+	top := int32(-1)
 	for i, p := range pairs {
-		a, okA := at[p.a]
-		b, okB := at[p.b]
-		if !okA || !okB || a[0] != b[0] {
+		if p.a >= int32(gpus) || p.b >= int32(gpus) || group[p.a] == 0 || group[p.a] != group[p.b] {
 			continue
 		}
-		n := int32(len(groups[a[0]]))
-		q := posts[a[0]][a[1]*n+b[1]]
+		g := group[p.a] - 1
+		q := posts[g][pos[p.a]*int32(len(groups[g]))+pos[p.b]]
 		if q < 0 {
 			continue
 		}
-		for k := range max(p.conns, 1) {
-			all = append(all, lc{q, levelConn{int32(i), int32(k)}})
+		cs := max(p.conns, 1)
+		for k := range cs {
+			conns = append(conns, levelConn{pair: int32(i), k: int32(k), a: p.a, b: p.b, port: int32(p.port + k), x: p.x / float64(cs)})
+			qs = append(qs, q)
 		}
+		top = max(top, q)
 	}
-	if len(all) == 0 {
+	if len(conns) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(all, func(x, y lc) int { return int(y.q - x.q) })
-	for i, x := range all {
-		if i == 0 || x.q != all[i-1].q {
-			if i > 0 {
-				st.ends = append(st.ends, i)
-			}
-			st.levels = append(st.levels, x.q)
-		}
-		st.conns = append(st.conns, x.levelConn)
+	at := make([]int, top+2) // where level q's connections start, from the top level
+	for _, q := range qs {
+		at[top-q+1]++
 	}
-	st.ends = append(st.ends, len(all))
+	st := &stagger{algo: algo, ranks: groups[0], conns: make([]levelConn, len(conns))}
+	for q := top; q >= 0; q-- {
+		if n := at[top-q+1]; n > 0 {
+			st.levels = append(st.levels, q)
+			st.ends = append(st.ends, at[top-q]+n)
+		}
+		at[top-q+1] += at[top-q]
+	}
+	for i, q := range qs {
+		st.conns[at[top-q]] = conns[i]
+		at[top-q]++
+	}
 	return st
 }
 
 // levelTimes is, per level of st, the busiest link's time (ps per byte)
 // under the bytes of the connections posted at that level or later, each
 // connection's bytes put on its links by each: of every link beyond
-// NVLink (all), and of the NIC links alone (nic).
-func (c *collLoad) levelTimes(st *stagger, pairs []pair, each func(i, k int, x float64, add func(route.DirLink, float64)) error) (all, nic []float64, err error) {
-	all, nic = make([]float64, len(st.levels)), make([]float64, len(st.levels))
+// NVLink, and of the NIC links alone.
+func (c *collLoad) levelTimes(st *stagger, each func(lc *levelConn, add func(route.DirLink, float64)) error) (levelDraw, error) {
+	dr := levelDraw{make([]float64, len(st.levels)), make([]float64, len(st.levels))}
 	touched := c.accTouched[:0]
 	var runAll, runNIC float64
-	add := func(l route.DirLink, x float64) {
+	add := func(l route.DirLink, share float64) {
 		if c.acc[l] == 0 {
 			touched = append(touched, l)
 		}
-		c.acc[l] += x * 8e12 / c.r.Bandwidth(l)
+		c.acc[l] += share * 8e12 / c.r.Bandwidth(l)
 		switch c.kinds[l] {
 		case kindOther:
 		case kindNIC, kindPCIe:
@@ -112,32 +123,29 @@ func (c *collLoad) levelTimes(st *stagger, pairs []pair, each func(i, k int, x f
 			runAll = max(runAll, c.acc[l])
 		}
 	}
+	var err error
 	start := 0
 	for li, end := range st.ends {
-		for _, lc := range st.conns[start:end] {
-			p := pairs[lc.pair]
-			if err = each(int(lc.pair), int(lc.k), p.x/float64(max(p.conns, 1)), add); err != nil {
+		for i := range st.conns[start:end] {
+			if err = each(&st.conns[start+i], add); err != nil {
 				break
 			}
 		}
-		all[li], nic[li] = runAll, runNIC
+		dr.all[li], dr.nic[li] = runAll, runNIC
 		start = end
 	}
 	for _, l := range touched {
 		c.acc[l] = 0
 	}
 	c.accTouched = touched
-	return all, nic, err
+	return dr, err
 }
 
-// spreadLevels sets st's even-split level times (spread, and nic from
-// the NIC links alone).
-func (c *collLoad) spreadLevels(st *stagger, pairs []pair) error {
-	var err error
-	st.spread, st.nic, err = c.levelTimes(st, pairs, func(i, k int, x float64, add func(route.DirLink, float64)) error {
-		return c.r.SpreadPort(pairs[i].a, pairs[i].b, pairs[i].port+k, x, add)
+// spreadLevels is st's level times under the even split.
+func (c *collLoad) spreadLevels(st *stagger) (levelDraw, error) {
+	return c.levelTimes(st, func(lc *levelConn, add func(route.DirLink, float64)) error {
+		return c.r.SpreadPort(lc.a, lc.b, int(lc.port), lc.x, add)
 	})
-	return err
 }
 
 // staggerExtra is what the fabric adds (ps) to a paced AllToAll of size
@@ -149,6 +157,11 @@ func (c *collLoad) staggerExtra(st *stagger, co *stream.Collective, size int64) 
 	}
 	x := 0.0
 	if s, ok := c.fab.A2AStaggerOf(co, st.algo, st.ranks, size); ok {
+		if s.Pieces > 1 && st.spread == nil {
+			if dr, err := c.spreadLevels(st); err == nil { // price spread them all
+				st.spread = dr.all
+			}
+		}
 		x = st.extra(s, size)
 	}
 	if st.priced == nil {
@@ -163,8 +176,12 @@ func (c *collLoad) staggerExtra(st *stagger, co *stream.Collective, size int64) 
 // OpPs, then the longer of the paced pieces and the last pieces' bytes
 // or all the bytes, on the busiest link. A connection of one piece keeps
 // its draw's path; one of several is hashed anew piece by piece, so all
-// its bytes go as the even split does, its last piece on the draw's path.
+// its bytes go as the even split does (spread), its last piece on the
+// draw's path.
 func (st *stagger) extra(s collective.A2AStagger, size int64) float64 {
+	if len(st.draws) == 0 {
+		return 0
+	}
 	pieces, paced, b := float64(s.Pieces), float64((s.Pieces-1)*s.IntervalPs), float64(size)
 	chain := func(last, all []float64) float64 {
 		t := 0.0
@@ -175,11 +192,11 @@ func (st *stagger) extra(s collective.A2AStagger, size int64) float64 {
 	}
 	sum := 0.0
 	for _, dr := range st.draws {
-		all := dr
-		if s.Pieces > 1 {
+		all := dr.all
+		if s.Pieces > 1 && st.spread != nil {
 			all = st.spread
 		}
-		sum += chain(dr, all)
+		sum += chain(dr.all, all) - chain(dr.nic, dr.nic)
 	}
-	return max(0, sum/float64(len(st.draws))-chain(st.nic, st.nic))
+	return max(0, sum/float64(len(st.draws)))
 }
