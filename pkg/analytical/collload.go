@@ -42,21 +42,23 @@ const maxPricedPairs = 1 << 22
 // The loads scale with the size, so they are computed once per group and
 // plan, per byte.
 type collLoad struct {
-	in      *flowset.Set
-	r       *route.Router
-	policy  route.Policy
-	seed    uint64
-	fab     collective.Fabric
-	cache   map[loadKey]*demand
-	load    []float64 // scratch, per directed link
-	pairs   []pair    // scratch: one stage's traffic, pair by pair
-	path    []route.DirLink
-	classes classSums // hashed's scratch: a draw's classes
-	draw    pieceDraw // hashed's scratch: a draw's crossing connections
-	kinds   []uint8   // per directed link: its kind (kindFabric ...)
-	pos     []int32   // per directed link: its index in the demand's links + 1
-	warn    map[string]bool
-	res     *Result
+	in         *flowset.Set
+	r          *route.Router
+	policy     route.Policy
+	seed       uint64
+	fab        collective.Fabric
+	cache      map[loadKey]*demand
+	load       []float64 // scratch, per directed link
+	pairs      []pair    // scratch: one stage's traffic, pair by pair
+	path       []route.DirLink
+	classes    classSums // hashed's scratch: a draw's classes
+	draw       pieceDraw // hashed's scratch: a draw's crossing connections
+	kinds      []uint8   // per directed link: its kind (kindFabric ...)
+	acc        []float64 // levelTimes' scratch, per directed link
+	accTouched []route.DirLink
+	pos        []int32 // per directed link: its index in the demand's links + 1
+	warn       map[string]bool
+	res        *Result
 }
 
 type loadKey struct {
@@ -86,6 +88,8 @@ type demand struct {
 	// pieces (pacedExtra), and pacedExtra's results by pace.
 	draws []pieceDraw
 	paced map[float64]float64
+	// A paced AllToAll's connections by posting level (nil: none).
+	stag *stagger
 }
 
 // pieceDraw is one ECMP draw of a pipelined collective's connections
@@ -155,7 +159,7 @@ func (d *demand) pacedExtra(pace float64, cl *classSums) float64 {
 
 func newCollLoad(in *flowset.Set, r *route.Router, policy route.Policy, seed uint64, res *Result) *collLoad {
 	c := &collLoad{in: in, r: r, policy: policy, seed: seed, fab: collective.FabricOf(in.Topology), cache: map[loadKey]*demand{},
-		load: make([]float64, r.DirLinks()), kinds: make([]uint8, r.DirLinks()), pos: make([]int32, r.DirLinks()),
+		load: make([]float64, r.DirLinks()), acc: make([]float64, r.DirLinks()), kinds: make([]uint8, r.DirLinks()), pos: make([]int32, r.DirLinks()),
 		warn: map[string]bool{}, res: res}
 	for l := range c.kinds {
 		switch in.Topology.Links[route.DirLink(l).Link()].Kind {
@@ -203,12 +207,18 @@ func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 	x := d.extraFor(f.Size)
 	if co := c.in.Collectives[f.Coll]; co != nil && co.Op == "alltoall" && f.Lat > des.Time(co.PredictedPs) {
 		model := des.Time(co.PredictedPs)
+		t := f.Lat + max(0, min(x, model+x-f.Lat))
 		if d != nil && len(d.draws) > 0 && f.Size > 0 {
 			// Pieces hashed anew (ecmp's draws): each paced or slowed on
 			// its own; never below the delay (the float's truncation).
-			return max(f.Lat, model+des.Time(d.pacedExtra(float64(f.Lat-model)/float64(f.Size), &c.classes)*float64(f.Size)))
+			t = max(f.Lat, model+des.Time(d.pacedExtra(float64(f.Lat-model)/float64(f.Size), &c.classes)*float64(f.Size)))
 		}
-		x = max(0, min(x, model+x-f.Lat))
+		if d != nil && d.stag != nil {
+			// Its connections posted in turn: the late ones' bytes on
+			// the fabric after their posting.
+			t = max(t, f.Lat+des.Time(c.staggerExtra(d.stag, co, f.Size)))
+		}
+		return t
 	}
 	return f.Lat + x
 }
@@ -327,18 +337,28 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		}
 		c.load[l] = 0
 	}
+	if co.Op == "alltoall" {
+		if d.stag = c.newStagger(co, sp.Algo, groups, merged); d.stag != nil && !c.policy.Hashed() {
+			dr, err := c.spreadLevels(d.stag)
+			if err != nil {
+				return nil, err
+			}
+			d.stag.draws, d.stag.spread = []levelDraw{dr}, dr.all
+		}
+	}
 	if c.policy.Hashed() {
 		pipelined := sp.Algo != nccl.AlgoDirect && sp.Algo != nccl.AlgoPXN && sp.Algo != nccl.AlgoP2P
 		if sp.Algo == nccl.AlgoPXN && co.Cut != nil {
 			// PXN's transfers go in pieces, each hashed anew, when a
-			// server's ranks hand them off (collective.PXNPieces).
+			// server's ranks hand them off (collective.PXNPieces), or
+			// under the transport's costs in NCCL's steps.
 			local := 0
 			for _, r := range g.Ranks {
 				if t.Nodes[r].Server == t.Nodes[g.Ranks[0]].Server {
 					local++
 				}
 			}
-			pipelined = collective.PXNPieces(co.Size/int64(len(g.Ranks)), local, co.Cut.ChunkBytes, int(co.Cut.MaxChunks)) > 1
+			pipelined = collective.NetPieces(co, len(g.Ranks), local) > 1
 		}
 		if err := c.hashed(d, merged, nic, pipelined, pipelined && co.Op == "alltoall"); err != nil {
 			return nil, err
@@ -480,6 +500,26 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 	var paths []route.DirLink // every connection's path, back to back
 	var ends []int32          // where each connection's path ends in paths
 	var sum, sum2 float64
+	var onPath func(lc *levelConn, add func(route.DirLink, float64)) error
+	if d.stag != nil {
+		first := make([]int32, len(pairs)) // each pair's first connection
+		conn := int32(0)
+		for i, p := range pairs {
+			first[i] = conn
+			conn += int32(max(p.conns, 1))
+		}
+		onPath = func(lc *levelConn, add func(route.DirLink, float64)) error {
+			c := first[lc.pair] + lc.k
+			from := int32(0)
+			if c > 0 {
+				from = ends[c-1]
+			}
+			for _, l := range paths[from:ends[c]] {
+				add(l, lc.x)
+			}
+			return nil
+		}
+	}
 	n := 0
 	for ; n < maxDraws; n++ {
 		touched, paths, ends = touched[:0], paths[:0], ends[:0]
@@ -501,6 +541,13 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 					c.load[l] += x
 				}
 			}
+		}
+		if onPath != nil {
+			lt, err := c.levelTimes(d.stag, onPath)
+			if err != nil {
+				return err
+			}
+			d.stag.draws = append(d.stag.draws, lt)
 		}
 		// The loads as ps per byte, kept in c.load until the draw is costed.
 		for _, l := range touched {

@@ -3,6 +3,11 @@ package analytical
 import (
 	"math"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/pkg/collective"
+	"github.com/fabricsim/fabricsim/pkg/des"
+	"github.com/fabricsim/fabricsim/pkg/flowset"
 )
 
 // A paced AllToAll's pieces are hashed anew, each taking the longer of
@@ -33,5 +38,46 @@ func TestPacedExtraPieceByPiece(t *testing.T) {
 	d.draws[0].ports = 7
 	if got := d.pacedExtra(1.5, &cl); got != 7 {
 		t.Errorf("busier port: %g, want 7", got)
+	}
+}
+
+// A paced AllToAll's connections start when their proxies post them
+// (stagger): 2 servers x 2 GPUs, direct, one channel, 10 us an op. Each
+// rank's connection to its round-2 peer is posted after 1 op, to its
+// round-3 peer after 3 (collective.A2AStaggerOf). Per byte of the 4 MiB
+// size, the 4 connections posted at 3 take 1 ps on their NICs and, ECMP
+// draw 1, 2 on an uplink two of them collide on (draw 2: no collision);
+// with the 4 posted at 1 as well, 2 on the NICs and the uplinks. One
+// piece each: the NICs' chain is max(30 us + 4 MiB x 1, 10 us + 4 MiB x
+// 2) = 34.194 us, draw 1's 30 us + 4 MiB x 2 = 38.389 us, draw 2's the
+// NICs': the fabric adds (38.389 - 34.194) / 2 = 2.097 us to the delay
+// (50 us), where the node took its delay alone (paced beside its bytes).
+// At 8 MiB each connection moves 2 pieces of 1 MiB, 4 ops x 10 us apart
+// (its proxy's round): all its bytes as the even split puts them (1.5 at
+// 3), its last piece on the draw's path: NICs 30 + 40 + 8 MiB x 1/2 =
+// 74.194 us, draw 1 30 + 40 + 8 MiB x 2/2 = 78.389 us: again 2.097 us.
+func TestStaggerStartsLate(t *testing.T) {
+	co := &stream.Collective{ID: 1, Op: "alltoall", Size: 4 * MiB, Algorithm: "direct", Channels: 1, PredictedPs: 20e6,
+		Cut: &stream.Cut{ChunkBytes: MiB, StepInterPs: 1e6, StepProxyPs: 10e6}}
+	c := &collLoad{in: &flowset.Set{Collectives: map[int64]*stream.Collective{1: co}}, fab: collective.Fabric{GPUs: 4, GPUsPerServer: 2}}
+	st := &stagger{algo: collective.AlgoDirect, ranks: []int32{0, 1, 2, 3}, levels: []int32{3, 1},
+		draws: []levelDraw{{all: []float64{2, 2}, nic: []float64{1, 2}}, {all: []float64{1, 2}, nic: []float64{1, 2}}}, spread: []float64{1.5, 2}}
+	s, ok := c.fab.A2AStaggerOf(co, collective.AlgoDirect, st.ranks, co.Size)
+	if !ok || s.OpPs != 10e6 || s.Pieces != 1 || s.Posts[0*4+2] != 1 || s.Posts[0*4+3] != 3 || s.Posts[0*4+1] != -1 {
+		t.Fatalf("stagger %+v (ok %v): want 1 piece, 10 us an op, 0 to 2 after 1 op, to 3 after 3, none to 1", s, ok)
+	}
+	d := &demand{extra: 1.5, stag: st}
+	for _, size := range []int64{4 * MiB, 8 * MiB} {
+		f := &flowset.Flow{Coll: 1, Size: size, Lat: 50e6}
+		if got, want := c.aloneWith(f, d), des.Time(50e6+2097152); got != want {
+			t.Errorf("%d MiB: %d ps, want %d", size/MiB, got, want)
+		}
+	}
+	if s, _ := c.fab.A2AStaggerOf(co, collective.AlgoDirect, st.ranks, 8*MiB); s.Pieces != 2 || s.IntervalPs != 40e6 {
+		t.Errorf("8 MiB: %d pieces %d ps apart, want 2, 40 us", s.Pieces, s.IntervalPs)
+	}
+	// Without the transport's costs nothing is staggered.
+	if _, ok := c.fab.A2AStaggerOf(&stream.Collective{Op: "alltoall", Size: 4 * MiB, Cut: &stream.Cut{}}, collective.AlgoDirect, st.ranks, 4*MiB); ok {
+		t.Errorf("staggered without step costs")
 	}
 }

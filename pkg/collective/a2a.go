@@ -1,6 +1,11 @@
 package collective
 
-import "github.com/fabricsim/fabricsim/formats/stream"
+import (
+	"encoding/binary"
+	"sync"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
+)
 
 // allToAllDirect sends size/n from every rank to every other rank at once:
 // n(n-1) flows, each waiting only for its sender to enter the collective.
@@ -18,8 +23,8 @@ func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) 
 		}
 	}
 	var posts []int32
-	if c.p2pPaced() {
-		posts = a2aPosts(c.f.nodesOf(c.ranks), n, parts, false)
+	if c.p2pPaced() && remote > 0 {
+		posts = a2aPostsCached(c.f.nodesOf(c.ranks), n, parts, false)
 	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
@@ -127,8 +132,8 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 	var handoff []int64  // per local source: its last hand-off piece
 	var gathered []int64 // a NET piece's dependencies
 	var posts []int32
-	if paced {
-		posts = a2aPosts(nodes, n, parts, true)
+	if paced && len(nodes) > 1 {
+		posts = a2aPostsCached(nodes, n, parts, true)
 	}
 	for a, la := range nodes {
 		// Inside the server: direct.
@@ -253,6 +258,111 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 		}
 	}
 	return posts
+}
+
+// a2aCache holds a2aPosts' latest results by group layout: an AllToAll
+// repeated on one group (every layer's, every microbatch's) and the
+// flows and closed form of one at collective granularity share them (38
+// ms a call at 1024 ranks). A few layouts at most, each up to n x n.
+var a2aCache struct {
+	sync.Mutex
+	m map[string][]int32
+}
+
+// a2aCacheLayouts bounds a2aCache: a run's AllToAlls are on a few groups'
+// layouts, and one of 4096 ranks holds 64 MiB.
+const a2aCacheLayouts = 4
+
+// a2aPostsCached is a2aPosts, kept by what decides it (each group
+// position's server, as nodes orders them, parts and pxn); read only.
+func a2aPostsCached(nodes [][]int, n, parts int, pxn bool) []int32 {
+	key := make([]byte, 4*n+5)
+	binary.LittleEndian.PutUint32(key, uint32(parts))
+	if pxn {
+		key[4] = 1
+	}
+	for a, l := range nodes {
+		for _, p := range l {
+			binary.LittleEndian.PutUint32(key[5+4*p:], uint32(a))
+		}
+	}
+	a2aCache.Lock()
+	defer a2aCache.Unlock()
+	if posts, ok := a2aCache.m[string(key)]; ok {
+		return posts
+	}
+	if len(a2aCache.m) >= a2aCacheLayouts || a2aCache.m == nil {
+		a2aCache.m = map[string][]int32{}
+	}
+	posts := a2aPosts(nodes, n, parts, pxn)
+	a2aCache.m[string(key)] = posts
+	return posts
+}
+
+// a2aPace is a network connection's shape in an AllToAll of n ranks,
+// ppn a server (share bytes a peer, parts channels) under step costs
+// inter and proxyOp (p2pSteps): its pieces, the interval between them
+// (its steps x the longer of the step cost and its proxy's round) and a
+// GPU's network connections.
+func a2aPace(n, ppn int, share int64, parts int, chunk int64, maxChunks int, pxn bool, inter, proxyOp int64) (pieces, interval int64, conns int) {
+	pieces, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
+	remote := n - ppn
+	conns = remote // each one peer's share
+	ops := 2 * remote * parts
+	if pxn && ppn > 1 {
+		conns = (remote + ppn - 1) / ppn // the remote ranks on the rail
+		ops = (ppn*conns + remote) * parts
+	}
+	return pieces, stepsPer * max(inter, int64(ops)*proxyOp), conns
+}
+
+// A2AStagger is a paced AllToAll's posting order across servers, for a
+// backend pricing its connections in closed form: each network
+// connection's first step waits its Posts (at p x n + d, group
+// positions; -1: none) x OpPs, and its Pieces then go an IntervalPs
+// apart at the least (allToAllPs).
+type A2AStagger struct {
+	Posts              []int32
+	OpPs               int64
+	Pieces, IntervalPs int64
+}
+
+// A2AStaggerOf is co's stagger on ranks (one of its groups) at size
+// bytes, its cut's costs and algorithm algo; ok is false unless its
+// network transfers go in NCCL's steps across servers (p2pPaced) with a
+// proxy cost. Posts is shared: read only.
+func (f Fabric) A2AStaggerOf(co *stream.Collective, algo Algo, ranks []int32, size int64) (A2AStagger, bool) {
+	k, n := co.Cut, len(ranks)
+	if !cutPaced(co) || algo != AlgoPXN && algo != AlgoDirect || k.StepProxyPs <= 0 || n < 2 || size <= 0 {
+		return A2AStagger{}, false
+	}
+	nodes := f.nodesOf(ranks)
+	if len(nodes) < 2 {
+		return A2AStagger{}, false
+	}
+	parts := max(co.Channels, 1)
+	pieces, interval, _ := a2aPace(n, max(n/len(nodes), 1), size/int64(n), parts, k.ChunkBytes, int(k.MaxChunks), algo == AlgoPXN, k.StepInterPs, k.StepProxyPs)
+	return A2AStagger{Posts: a2aPostsCached(nodes, n, parts, algo == AlgoPXN), OpPs: k.StepProxyPs, Pieces: pieces, IntervalPs: interval}, true
+}
+
+// cutPaced is p2pPaced for a collective record: its network transfers go
+// in NCCL's steps.
+func cutPaced(co *stream.Collective) bool {
+	return co.Cut != nil && (co.Cut.StepIntraPs > 0 || co.Cut.StepInterPs > 0) && co.SendLatPs == 0
+}
+
+// NetPieces is how many pieces each network connection of PXN AllToAll
+// co on n ranks, local of them in a server, moves, as its flows cut
+// them: NCCL's steps under the transport's costs (p2pPieces), else the
+// hand-offs' pieces (PXNPieces).
+func NetPieces(co *stream.Collective, n, local int) int {
+	k := co.Cut
+	share := co.Size / int64(max(n, 1))
+	if cutPaced(co) {
+		p, _ := p2pPieces(share, max(co.Channels, 1), k.ChunkBytes, int(k.MaxChunks))
+		return int(p)
+	}
+	return PXNPieces(share, local, k.ChunkBytes, int(k.MaxChunks))
 }
 
 // a2aPair is round r's network connection from rank s (a2aPosts): its

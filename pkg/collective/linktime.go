@@ -916,22 +916,16 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	nv := m.NVLinkGBps * 1e-3 // bytes per ps
 	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
 	ppn := max(n/nNodes, 1)
-	remote := n - ppn
 	share := co.Rec.Size / int64(n)
 	parts := max(pl.Channels, 1)
-	pieces, stepsPer := p2pPieces(share, parts, pl.Chunk, d.cut().maxChunks)
+	pieces, interval, conns := a2aPace(n, ppn, share, parts, pl.Chunk, d.cut().maxChunks, pl.Algo == AlgoPXN, s.inter, s.proxyOp)
 	piece := float64(share) / float64(pieces)
-	conns := remote // a GPU's network connections, each one peer's share
-	ops := 2 * remote * parts
 	handoff := 0.0
 	if pl.Algo == AlgoPXN && ppn > 1 {
-		conns = (remote + ppn - 1) / ppn // the remote ranks on the rail
-		ops = (ppn*conns + remote) * parts
 		handoff = float64((ppn-1)*conns) * piece / nv
 		piece *= float64(ppn) // the server's hand-offs gathered
 	}
-	interval := stepsPer * max(s.inter, int64(ops)*s.proxyOp)
-	chain := a2aChain(a2aPosts(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN), n, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
+	chain := a2aChain(a2aPostsCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN), n, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
 	lat := usToPs(pl.Lat.Inter) + s.inter
 	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
 }

@@ -392,3 +392,23 @@ func TestPsLeave(t *testing.T) {
 		}
 	}
 }
+
+// NetPieces: a PXN AllToAll of 4 MiB on 128 ranks, 8 a server, one
+// channel, 32 KiB steps: under the transport's costs each network
+// connection moves its peers' 32 KiB shares gathered as 1 piece (one
+// step of a share), not the 8 pieces of 32 KiB the hand-offs are cut into
+// without them (256 KiB gathered); at 16 MiB, 4 steps of a 128 KiB share.
+func TestNetPieces(t *testing.T) {
+	co := &stream.Collective{Op: "alltoall", Size: 4 << 20, Channels: 1, Cut: &stream.Cut{ChunkBytes: 32 << 10, StepInterPs: 1}}
+	if got := NetPieces(co, 128, 8); got != 1 {
+		t.Errorf("paced, 4 MiB: %d pieces, want 1", got)
+	}
+	co.Size = 16 << 20
+	if got := NetPieces(co, 128, 8); got != 4 {
+		t.Errorf("paced, 16 MiB: %d pieces, want 4", got)
+	}
+	co.Size, co.Cut.StepInterPs = 4<<20, 0
+	if got := NetPieces(co, 128, 8); got != 8 {
+		t.Errorf("not paced, 4 MiB: %d pieces, want 8", got)
+	}
+}
