@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/pkg/stats"
@@ -193,9 +194,19 @@ func TestTransportP4deHeldOut(t *testing.T) {
 //     tree-graph=nccl does not move the choice here: topogen's one 200G NIC
 //     a GPU gives a ring graph of 8 channels at 24 GB/s, the tree's climbs
 //     to 30 (8 x 48 exceeds the NVLink) and NCCL's per-channel tree cap
-//     (8 x 23.6 GB/s, tuning.cc) keeps it under the ring's; OCI's two 100G
-//     NICs a GPU likely give NCCL twice the channels at half the speed,
-//     where the raised tree would win.
+//     (8 x 23.6 GB/s, tuning.cc) keeps it under the ring's.
+//
+// The cause of both misses: NCCL sees OCI's 16 ports of 100G (two per
+// GPU) as 16 NICs of 12.5 GB/s, so its graphs are 16 channels at 12 and a
+// tree raised to 15, whose model beats the ring from 16 MiB to 8 GiB
+// (TestTransportOCITwoPortsTree, with examples/servers/oci-bm-gpu4.8.xml
+// and tree-graph=nccl). That server is not this test's pipeline: on it
+// NCCL 2.19 runs 32 channels, where a100's tree steps were fitted on 16,
+// and the sweep there is 0.92-1.13 to 64 KiB, 0.83-1.00 at 128 KiB-4 MiB,
+// 0.72-0.82 at 8-512 MiB (8, 16, 32, 64 and 512 MiB below 0.8) and
+// 1.06-1.15 at 1-8 GiB: 26 of 31 in the band. Curing the misses
+// needs a refit of the tree steps on 32 channels (which NDmv4's held-out
+// IB run, 8 x 200G, 16 channels, also uses), not done.
 var ociMisses = map[string]float64{
 	"nccl-2.19 33554432":   1.28,
 	"nccl-2.19 4294967296": 1.22,
@@ -231,6 +242,43 @@ func TestTransportOCIA100RoCE(t *testing.T) {
 			t.Fatalf("%s: %d sizes compared, want %d", run.ref, len(got), run.want)
 		}
 		checkBand(t, got, ociMisses, run.name, "OCI 2x8 A100 "+run.name, "a100-roce")
+	}
+}
+
+// TestTransportOCITwoPortsTree: NCCL's choice on OCI's own server
+// (examples/servers/oci-bm-gpu4.8.xml, 16 x 100G ports, two a GPU) with
+// NCCL's 2-server tree graph: the tree from 16 MiB to 8 GiB, on NCCL
+// 2.19's 32 runtime channels (connect.cc doubles the 16 of the graph), as
+// the run's busbw says it was at 4-8 GiB (219-238 GB/s, above the 200 a
+// ring carries through 16 x 100G). On topogen's default server (one 200G
+// NIC a GPU) the same transport keeps the ring there. The graphs and
+// bandwidths behind it are counted by hand in pkg/nccl's
+// TestModelFromPathsOCITwoPortsAGPU. ociMisses stays: the tree's step
+// costs were fitted on 16 channels, and on the two-port server the
+// 8 MiB-512 MiB trees run 0.72-0.87 of measured (see ociMisses).
+func TestTransportOCITwoPortsTree(t *testing.T) {
+	t.Parallel()
+	fabric := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps")
+	for _, c := range []struct {
+		ncclpath []string
+		algo, ch string
+	}{{[]string{"--server-xml", "examples/servers/oci-bm-gpu4.8.xml"}, "tree", "32"}, {nil, "ring", "16"}} {
+		sum := string(mustRun(t, mustRun(t, fabric, "ncclpath", c.ncclpath...), "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1",
+			"--sweep", "16MiB:8GiB:2", "--transport", "preset=a100-roce,tree-graph=nccl", "--summary"))
+		rows := 0
+		for _, line := range strings.Split(sum, "\n") {
+			f := strings.Fields(line)
+			if len(f) < 11 || f[0] != "allreduce" || f[2] != "allreduce" {
+				continue
+			}
+			rows++
+			if f[8] != c.algo || f[10] != c.ch {
+				t.Errorf("ncclpath %v, %s AllReduce: %s on %s channels, want %s on %s", c.ncclpath, f[1], f[8], f[10], c.algo, c.ch)
+			}
+		}
+		if rows != 10 {
+			t.Fatalf("ncclpath %v: %d sizes in the summary, want 10:\n%s", c.ncclpath, rows, sum)
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package nccl
 
 import (
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -138,4 +141,85 @@ func topologyModel(t *testing.T, p topo.Params) ServerModel {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// OCI BM.GPU4.8 (examples/servers/oci-bm-gpu4.8.xml): 16 x 100G RoCE
+// ports, two dual-port cards on each PCIe switch with its two A100s, on
+// topogen's fabric of one 200G link a GPU. NCCL sees 16 NICs of 12.5 GB/s
+// (nicPortGBps), so its search (NCCL 2.19 search.cc, sm80 inter ladder
+// 48, 30, 28, 24, 20, 18, 15, 12, ...) starts at 12 (the GPU-NIC path's
+// 12.5) and fits one channel a port each way: a ring graph of 16 x 12
+// GB/s, no duplication (bwIntra < 25). The tree graph keeps its 16
+// channels and raises its intra bandwidth (pass 2, "increase bwIntra for
+// trees") to 15, not 18: 16 x 18 = 288 GB/s exceeds a GPU's 240 of
+// NVLink. Its model then carries more than the ring (tuning.cc, 2
+// nodes, bw = bwIntra): tree Simple min(16 x 15 x 0.92, 16 x 23.6) =
+// 220.8 GB/s bus, LL128 220.8 x 120/128 = 207, ring Simple 16 x 12 = 192.
+// With one 200G NIC a GPU (dgx-a100) the same search gives 8 x 24 and a
+// tree of 8 x 30 whose 188.8 (capped at 8 x 23.6) stays under the ring.
+func TestModelFromPathsOCITwoPortsAGPU(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "examples", "servers", "oci-bm-gpu4.8.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sys, err := ncclpath.ParseXML(f, "oci-bm-gpu4.8.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ncclpath.Compute(sys, ncclpath.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _, err := topo.Generate(topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ModelFromPaths(res.StreamPaths(nil), tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NICs != 16 || m.NICGBps != 12.5 || m.GPUNICGBps != 12.5 {
+		t.Fatalf("OCI model: %d NICs of %g GB/s, GPU-NIC path %g, want 16 of 12.5, 12.5", m.NICs, m.NICGBps, m.GPUNICGBps)
+	}
+	m.AMDCPU = true
+	dgx, err := ModelFromPaths(pathsFor(t, "dgx-a100", ncclpath.Options{}), tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dgx.AMDCPU = true
+	for _, c := range []struct {
+		m                                 ServerModel
+		ringCh, treeCh                    int
+		ringBw, treeIntra                 float64
+		ringSimple, treeSimple, treeLL128 float64
+		big                               Algo
+	}{
+		{m, 16, 16, 12, 15, 192, 220.8, 207, AlgoTree},
+		{dgx, 8, 8, 24, 30, 192, 188.8, 160, AlgoRing},
+	} {
+		tu := NewTuner(c.m, 16, 2)
+		tu.RaiseTreeIntra()
+		r, g := tu.Ring, tu.TreeGraph
+		if r.NChannels != c.ringCh || r.BwIntra != c.ringBw || r.BwInter != c.ringBw {
+			t.Errorf("%s: ring graph %d x %g/%g, want %d x %g", c.m.Name, r.NChannels, r.BwIntra, r.BwInter, c.ringCh, c.ringBw)
+		}
+		if g.NChannels != c.treeCh || g.BwIntra != c.treeIntra || g.BwInter != c.ringBw {
+			t.Errorf("%s: tree graph %d x %g/%g, want %d x %g/%g", c.m.Name, g.NChannels, g.BwIntra, g.BwInter, c.treeCh, c.treeIntra, c.ringBw)
+		}
+		for _, b := range []struct {
+			a    Algo
+			p    Proto
+			want float64
+		}{{AlgoRing, Simple, c.ringSimple}, {AlgoTree, Simple, c.treeSimple}, {AlgoTree, LL128, c.treeLL128}} {
+			if got := tu.BusBw(AllReduce, b.a, b.p); math.Abs(got-b.want) > 1e-6*b.want {
+				t.Errorf("%s: %v %v bus bandwidth %g GB/s, want %g", c.m.Name, b.a, b.p, got, b.want)
+			}
+		}
+		// 4 GiB, where OCI's NCCL 2.19 run moved 219-238 GB/s of busbw,
+		// above the 200 a ring carries through 16 x 100G: a tree.
+		if a, _, _, err := tu.Select(AllReduce, 4<<30); err != nil || a != c.big {
+			t.Errorf("%s: 4 GiB AllReduce takes %v (%v), want %v", c.m.Name, a, err, c.big)
+		}
+	}
 }
