@@ -659,8 +659,10 @@ func (t *Tuner) Time(op Op, a Algo, p Proto, nBytes int64) float64 {
 		return -1
 	}
 	bw := t.AlgBw(op, a, p)
-	if a == AlgoTree && op == AllReduce {
-		idx := min(max(log2i(int(nBytes/64)), 0), 22)
+	// NCCL corrects a tree AllReduce's bandwidth below 512 MiB only
+	// (tuning.cc: logSize = log2i(nBytes >> 6) < 23); above, its tree runs
+	// at the model's full bandwidth.
+	if idx := log2i(int(nBytes / 64)); a == AlgoTree && op == AllReduce && idx < len(treeCorrection[p]) {
 		bw *= treeCorrection[p][idx]
 	}
 	return t.LatencyAt(op, a, p, nBytes).Total + float64(nBytes)/(1000*bw)

@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"math"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -111,5 +112,33 @@ func TestMaxChannels(t *testing.T) {
 		if got := tu.Channels(AllReduce, AlgoTree, Simple, c.size); got != c.want {
 			t.Errorf("%d B under a cap of 8: %d channels, want %d", c.size, got, c.want)
 		}
+	}
+}
+
+// NCCL corrects a tree AllReduce's bandwidth by size only below 512 MiB
+// (tuning.cc: log2i(nBytes >> 6) < 23): at 256 MiB a Simple tree's bytes
+// go at 0.9 of its bandwidth, from 512 MiB at all of it; a ring is never
+// corrected. On 16 A100 servers of 100G NICs NCCL's model therefore takes
+// the Simple tree at 512 MiB.
+func TestTreeCorrectionBelow512MiB(t *testing.T) {
+	tu := NewTuner(topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 128, GPUType: "A100", NICBW: 100e9}), 128, 16)
+	bytesUs := func(a Algo, p Proto, n int64) float64 {
+		return tu.Time(AllReduce, a, p, n) - tu.LatencyAt(AllReduce, a, p, n).Total
+	}
+	bw := tu.AlgBw(AllReduce, AlgoTree, Simple)
+	for _, c := range []struct {
+		n      int64
+		factor float64
+	}{{256 << 20, 0.9}, {512<<20 - 64, 0.9}, {512 << 20, 1}, {8 << 30, 1}} {
+		if got, want := bytesUs(AlgoTree, Simple, c.n), float64(c.n)/(1000*bw*c.factor); math.Abs(got-want) > 1e-9*want {
+			t.Errorf("tree Simple %d B: bytes take %.4f us, want %.4f (x%.1f of %.3f GB/s)", c.n, got, want, c.factor, bw)
+		}
+	}
+	if got, want := bytesUs(AlgoRing, Simple, 8<<30), float64(8<<30)/(1000*tu.AlgBw(AllReduce, AlgoRing, Simple)); math.Abs(got-want) > 1e-9*want {
+		t.Errorf("ring Simple 8 GiB: %.4f us, want %.4f", got, want)
+	}
+	// With the 0.9 kept at 512 MiB the LL128 ring won there.
+	if a, p, _, err := tu.Select(AllReduce, 512<<20); err != nil || a != AlgoTree || p != Simple {
+		t.Errorf("512 MiB: NCCL's model takes %v %v (%v), want tree simple", a, p, err)
 	}
 }
