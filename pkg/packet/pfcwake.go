@@ -259,6 +259,6 @@ func (f *pfc) fire(w *keptWake) bool {
 		return false // an earlier wake is an event
 	}
 	p.wakeAt = at
-	w.at, w.seq = at, s.seq(at)
+	w.at, w.seq = at, s.seqLooked(at) // catchUp is running v's wakes: a look finds none
 	return true
 }

@@ -380,11 +380,19 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 // TIE_ORDER push numbers events in the order they are pushed instead
 // (ns-3's order): the single loop only.
 func (s *Sim) seq(at int64) uint64 {
+	s.pfc.look(s.cur) // its kept wakes first (pfcwake.go); none under TIE_ORDER push
+	return s.seqLooked(at)
+}
+
+// seqLooked is seq for the current node's second event of a handler that
+// has numbered one since the node last moved: its kept wakes are run (a
+// refresh numbers its PAUSE and the next refresh, a second look cost 30
+// instructions each).
+func (s *Sim) seqLooked(at int64) uint64 {
 	if s.cfg.PushTies {
 		s.pushed++
 		return s.pushed
 	}
-	s.pfc.look(s.cur) // its kept wakes first (pfcwake.go)
 	n := s.made[s.cur]
 	s.made[s.cur] = n + 1
 	d := uint64(min((at-s.now)>>5, 1<<16-1))
