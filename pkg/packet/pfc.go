@@ -147,6 +147,9 @@ func (f *pfc) refresh(k int32) {
 	} else {
 		f.send(dl, q, true)
 	}
+	if checkLooked {
+		f.mustHaveLooked(v)
+	}
 	at := s.now + s.cfg.PauseTimePs/2
 	s.q.PushSeq(des.Time(at), s.seqLooked(at), evPFCRefresh, k, 0)
 }
