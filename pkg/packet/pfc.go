@@ -147,7 +147,11 @@ func (f *pfc) refresh(k int32) {
 	} else {
 		f.send(dl, q, true)
 	}
-	s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
+	if checkLooked {
+		f.mustHaveLooked(v)
+	}
+	at := s.now + s.cfg.PauseTimePs/2
+	s.q.PushSeq(des.Time(at), s.seqLooked(at), evPFCRefresh, k, 0)
 }
 
 // send sends PAUSE or RESUME for queue q to the port feeding link dl; a
@@ -269,16 +273,17 @@ func (f *pfc) settleLooked(p *port) {
 // settleAt applies port p's waiting PAUSEs whose events would have popped
 // before one at time now numbered seq.
 func (f *pfc) settleAt(p *port, now int64, seq uint64) {
-	n := 0
-	for ; n < int(p.lz); n++ {
-		e := p.lzAt(n)
+	// The ring's head and count in locals, written back once.
+	h, n := p.lzHead, p.lz
+	for ; n > 0; n-- {
+		e := &p.lzs[h&(lzCap-1)]
 		if e.at > now || e.at == now && e.seq >= seq {
 			break
 		}
 		f.pause(p, int(e.q), e.at)
+		h++
 	}
-	p.lz -= uint8(n)
-	p.lzHead = (p.lzHead + uint8(n)) & (lzCap - 1)
+	p.lz, p.lzHead = n, h&(lzCap-1)
 }
 
 // settleAll applies every waiting PAUSE whose event would have popped

@@ -69,6 +69,8 @@ func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 // others (queue pairs joining and leaving paused ports), with and without
 // DCQCN's pacing (wakes of paused ports beside pacing wakes).
 func TestKeptWakesAreExact(t *testing.T) {
+	checkLooked = true // and every refresh numbers after its switch's due wakes
+	defer func() { checkLooked = false }()
 	tp := gen(t, topo.Params{Family: topo.FatTree, K: 4, GPUs: 16, GPUsPerServer: 1, NICBW: 100e9, SwitchBW: 100e9})
 	var specs []flowSpec
 	for i := int32(1); i < 16; i++ {
@@ -138,6 +140,8 @@ func TestKeptWakesAreExact(t *testing.T) {
 // as many events as when each wake is an event, and every flow ends at
 // the same time with the same PAUSEs and packets.
 func TestKeptWakesAreExactStarved(t *testing.T) {
+	checkLooked = true
+	defer func() { checkLooked = false }()
 	tp := incastFatTree(t)
 	var ends [2][]int64
 	var stats [2]Stats

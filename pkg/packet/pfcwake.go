@@ -222,6 +222,25 @@ func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWak
 	}
 }
 
+// checkLooked has a refresh check that its switch looked before it
+// numbers its next refresh without a look (Sim.seqLooked): the PAUSE it
+// numbered first looked. Tests set it; a look skipped there changes only
+// the order of exact ties, which no trace of theirs showed.
+var checkLooked bool
+
+// mustHaveLooked panics when one of node v's kept wakes comes before the
+// current event.
+func (f *pfc) mustHaveLooked(v int32) {
+	if f.kept.nodes == nil {
+		return
+	}
+	for _, w := range f.kept.list(v) {
+		if !w.notDue(f.s.now, f.s.curSeq) {
+			panic("packet: internal: a node numbered an event without running a kept wake due before it")
+		}
+	}
+}
+
 // notDue: w pops after the event at (now, seq) in the calendar's order.
 func (w *keptWake) notDue(now int64, seq uint64) bool {
 	return w.at > now || w.at == now && w.seq >= seq
@@ -259,6 +278,6 @@ func (f *pfc) fire(w *keptWake) bool {
 		return false // an earlier wake is an event
 	}
 	p.wakeAt = at
-	w.at, w.seq = at, s.seq(at)
+	w.at, w.seq = at, s.seqLooked(at) // catchUp is running v's wakes: a look finds none
 	return true
 }

@@ -380,11 +380,20 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 // TIE_ORDER push numbers events in the order they are pushed instead
 // (ns-3's order): the single loop only.
 func (s *Sim) seq(at int64) uint64 {
+	s.pfc.look(s.cur) // its kept wakes first (pfcwake.go); none under TIE_ORDER push
+	return s.seqLooked(at)
+}
+
+// seqLooked is seq where the current node has looked at this event
+// already (a refresh's second number, after its PAUSE's) or cannot (a kept
+// wake firing inside catchUp): a look then finds none of its kept wakes
+// due, and skipping it saved about 17 instructions a number in a 127-to-1
+// incast's refreshes.
+func (s *Sim) seqLooked(at int64) uint64 {
 	if s.cfg.PushTies {
 		s.pushed++
 		return s.pushed
 	}
-	s.pfc.look(s.cur) // its kept wakes first (pfcwake.go)
 	n := s.made[s.cur]
 	s.made[s.cur] = n + 1
 	d := uint64(min((at-s.now)>>5, 1<<16-1))
