@@ -1033,12 +1033,16 @@ func (sg *surrogate) heldLater(ev des.Event, at des.Time) {
 // portsLater moves the ports' ends that fell in the window as much later
 // as the fabric slept, as heldLater moved their events: a switch port's
 // end of serialization (busyUntil), and every port's PAUSE end
-// (pauseTill), hosts' too, since their PAUSEs came from the frozen fabric
-// and its refreshes were held. Left, a packet reaching such a port after
-// the resume started up to a packet time, or a PAUSE, early. A time past
-// the window stays, as its event in the calendar does (maxTime: a
-// port-wide PAUSE holds until its RESUME); a host port's busyUntil is its
-// NIC's own, which ran through the window.
+// (pauseTill). Left, a packet reaching such a port after the resume
+// started up to a packet time, or a PAUSE, early. Hosts' too: a host
+// ignores PAUSE while the fabric sleeps (the predictor's rates stand for
+// it), but its switch wakes as it slept, over its threshold, and sends
+// the refresh that keeps the host paused as much later; a host freed at
+// the resume sent into that full queue until the refresh came
+// (TestSurrogateResumeKeepsPortsBusy). A time past the window stays, as
+// its event in the calendar does (maxTime: a port-wide PAUSE holds until
+// its RESUME); a host port's busyUntil is its NIC's own, which ran
+// through the window.
 func (sg *surrogate) portsLater() {
 	s := sg.s
 	from, to, slept := sg.onAt, s.now, s.now-sg.onAt
