@@ -1008,8 +1008,11 @@ func newCrew(sims []*Sim, threads int) *crew {
 	for k := range c.order {
 		c.order[k] = int32(k)
 	}
-	c.next.init()
-	c.finished.init()
+	// More threads than the scheduler's Ps: a waiting thread holds a P
+	// another thread of the crew may need to run its part.
+	yield := threads > runtime.GOMAXPROCS(0)
+	c.next.init(yield)
+	c.finished.init(yield)
 	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
 	for t := 1; t < threads; t++ {
 		c.stopped.Add(1)
@@ -1131,16 +1134,34 @@ func (c *crew) stop() {
 // shared with other work: noisy.
 var spinFor = 100 * time.Microsecond
 
+// spinKeep is how long a waiting thread spins on its core before it also
+// yields its P now and then (the garbage collector's workers may need it).
+// A goroutine locked to its thread does not yield cheaply: its thread
+// parks and another is woken to hand the P back, 5-58 us and a context
+// switch a call on a loaded 2-core VM (2-8 us of the thread's CPU),
+// against 0.2-0.8 us unlocked. Yielding every 64 loads from the start, a
+// thread waiting out another part's last microseconds (the mixed 128-GPU
+// case's windows are about 40 us a part) was parked when they ended, and
+// --threads 2 there switched context 100-130 k times a run (25-85 k
+// without). Past spinKeep it yields as before, which spinFor's timings
+// were tuned with: on a loaded machine, never yielding within spinFor
+// ran the mixed case no faster (walls 2.2-4.9 s against 1.7-4.6 s).
+var spinKeep = 20 * time.Microsecond
+
 // signal is a counter threads wait on: spinning for up to spinFor, then
 // asleep on a condition variable until a change wakes them.
 type signal struct {
 	v        atomic.Int64
 	sleepers atomic.Int32
-	mu       sync.Mutex
-	cond     sync.Cond
+	// yield: the crew's threads outnumber the Ps, so a spinning thread
+	// gives its P up (runtime.Gosched) every 64 loads from the start, for
+	// another thread of the crew; otherwise only past spinKeep.
+	yield bool
+	mu    sync.Mutex
+	cond  sync.Cond
 }
 
-func (s *signal) init() { s.cond.L = &s.mu }
+func (s *signal) init(yield bool) { s.cond.L, s.yield = &s.mu, yield }
 
 func (s *signal) add(d int64) { s.v.Add(d); s.wake() }
 
@@ -1168,10 +1189,11 @@ func (s *signal) wait(ready func(int64) bool) int64 {
 		if i&63 == 63 {
 			if i == 63 {
 				start = time.Now()
-			} else if time.Since(start) > spinFor {
+			} else if d := time.Since(start); d > spinFor {
 				break
+			} else if s.yield || d > spinKeep {
+				runtime.Gosched()
 			}
-			runtime.Gosched() // the garbage collector may need this thread
 		}
 	}
 	s.mu.Lock()
