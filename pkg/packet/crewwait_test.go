@@ -42,3 +42,29 @@ func TestDescheduledWait(t *testing.T) {
 		}
 	}
 }
+
+// Each thread takes its own part first (thread t part t), then the others
+// in the crew's order, each part once a window: a part that changes
+// threads from window to window moves its working set between cores.
+func TestCrewClaimsOwnPartFirst(t *testing.T) {
+	c := newCrew(make([]*Sim, 3), 1)
+	for i, k := range []int32{2, 0, 1} { // the order the crew scans in
+		c.scan[i].Store(k)
+	}
+	for _, want := range []int{1, 2, 0, -1} {
+		if got := c.claim(1, 1); got != want {
+			t.Fatalf("thread 1 in window 1 claimed part %d, want %d", got, want)
+		}
+	}
+	if got := c.claim(0, 1); got != -1 {
+		t.Fatalf("part %d taken twice in a window", got)
+	}
+	if got := c.claim(3, 2); got != 2 { // a thread without a part of its own
+		t.Fatalf("thread 3 in window 2 claimed part %d, want 2 (the order's first)", got)
+	}
+	for _, want := range []int{0, 1, -1} {
+		if got := c.claim(0, 2); got != want {
+			t.Fatalf("thread 0 in window 2 claimed part %d, want %d", got, want)
+		}
+	}
+}

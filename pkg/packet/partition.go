@@ -969,8 +969,15 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 }
 
 // crew runs the parts' windows on its threads. Each window, every thread
-// takes the next part not yet taken until none is left, the caller's
-// goroutine too, which then waits for the parts taken by the others.
+// takes its own part (thread t part t, the caller's goroutine part 0) if
+// no other thread has, then the next part not yet taken until none is
+// left; the caller then waits for the parts taken by the others. A part
+// that stays on one thread keeps its working set in that core's caches:
+// taken by whichever thread came first, the two parts of SimAI's mixed
+// 128-GPU case changed cores about every other window, and their CPU at
+// --threads 2 was 1.64-1.89 s against 1.26-1.66 s on one thread (under
+// SCHED_FIFO, so that the threads had the cores); each thread's own part
+// first, 1.35-1.51 s.
 // Which thread runs a part does not change what it does, so the trace is
 // the same; but a thread the kernel has off its core takes no part, and
 // on a machine whose cores are busy the caller then runs them all instead
@@ -981,12 +988,16 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 type crew struct {
 	sims []*Sim
 	// order is the parts in the order the threads take them: the
-	// caller sets it between windows (takeOrder).
+	// caller sets it between windows (takeOrder) and copies it to scan,
+	// which the threads read (one late for a window may still read it
+	// as the caller starts the next).
 	order []int32
-	// next is the window number + 1 in its high bits and the parts taken
-	// in its low 16 (a stale take cannot succeed in a later window); -1
-	// stops the threads.
+	scan  []atomic.Int32
+	// next is the window's number (0 before the first); -1 stops the
+	// threads. taken is, by part, the last window that took it: a take
+	// of window w swaps w-1 for w, so a stale one cannot succeed later.
 	next     signal
+	taken    []atomic.Int64
 	finished signal // parts done in the current window
 	win      int64
 	end      int64
@@ -1008,42 +1019,65 @@ func newCrew(sims []*Sim, threads int) *crew {
 	for k := range c.order {
 		c.order[k] = int32(k)
 	}
-	c.next.init()
-	c.finished.init()
-	c.next.v.Store(int64(len(sims))) // window 0: nothing to take
+	// More threads than the scheduler's Ps: a waiting thread holds a P
+	// another thread of the crew may need to run its part.
+	yield := threads > runtime.GOMAXPROCS(0)
+	c.next.init(yield)
+	c.finished.init(yield)
+	c.taken, c.scan = make([]atomic.Int64, len(sims)), make([]atomic.Int32, len(sims))
+	for k := range c.scan {
+		c.scan[k].Store(int32(k))
+	}
 	for t := 1; t < threads; t++ {
 		c.stopped.Add(1)
-		go c.work()
+		go c.work(t)
 	}
 	return c
 }
 
-func (c *crew) work() {
+func (c *crew) work(home int) {
 	defer c.stopped.Done()
 	runtime.LockOSThread() // for threadCPU; the thread ends with it
-	n := int64(len(c.sims))
+	seen := int64(0)
 	for {
 		t0 := time.Now()
-		v := c.next.wait(func(v int64) bool { return v < 0 || v&0xffff < n })
+		v := c.next.wait(func(v int64) bool { return v != seen })
 		c.waited.Add(int64(time.Since(t0)))
 		if v < 0 {
 			return
 		}
-		if c.take(v) {
-			c.finished.add(1)
+		seen = v
+		if k := c.takeAll(home, v); k > 0 {
+			c.finished.add(k)
 		}
 	}
 }
 
-// take runs the part after the v&0xffff taken, unless another thread took
-// it first. c.end and c.pv.par are the window's: it cannot end while a part
+// takeAll runs the parts of window win no other thread took, thread
+// home's own part first, then the others in c.order; it returns how many
+// it ran. c.end and c.par are the window's: it cannot end while a part
 // taken in it runs.
-func (c *crew) take(v int64) bool {
-	if !c.next.v.CompareAndSwap(v, v+1) {
-		return false
+func (c *crew) takeAll(home int, win int64) int64 {
+	ran := int64(0)
+	for k := c.claim(home, win); k >= 0; k = c.claim(home, win) {
+		c.sims[k].runWindow(c.end, c.par, c.timed)
+		ran++
 	}
-	c.sims[c.order[v&0xffff]].runWindow(c.end, c.par, c.timed)
-	return true
+	return ran
+}
+
+// claim takes for thread home the next part of window win no thread has
+// taken, its own first, then in c.order; -1 when none is left.
+func (c *crew) claim(home int, win int64) int {
+	if home < len(c.taken) && c.taken[home].CompareAndSwap(win-1, win) {
+		return home
+	}
+	for i := range c.scan {
+		if k := c.scan[i].Load(); c.taken[k].CompareAndSwap(win-1, win) {
+			return int(k)
+		}
+	}
+	return -1
 }
 
 // timedEvery is how often a window reads the threads' CPU clocks: one in
@@ -1079,16 +1113,14 @@ func (c *crew) run(end int64, par int, timed bool) time.Duration {
 	}
 	n := int64(len(c.sims))
 	c.end, c.par, c.timed = end, par, timed
+	for i, k := range c.order {
+		c.scan[i].Store(k)
+	}
 	c.finished.v.Store(0) // no part of this window is taken yet
 	c.win++
-	c.next.store(c.win << 16)
+	c.next.store(c.win)
 	start := time.Now()
-	mine := int64(0)
-	for v := c.next.v.Load(); v&0xffff < n; v = c.next.v.Load() {
-		if c.take(v) {
-			mine++
-		}
-	}
+	mine := c.takeAll(0, c.win)
 	if mine == n {
 		return 0
 	}
@@ -1131,16 +1163,34 @@ func (c *crew) stop() {
 // shared with other work: noisy.
 var spinFor = 100 * time.Microsecond
 
+// spinKeep is how long a waiting thread spins on its core before it also
+// yields its P now and then (the garbage collector's workers may need it).
+// A goroutine locked to its thread does not yield cheaply: its thread
+// parks and another is woken to hand the P back, 5-58 us and a context
+// switch a call on a loaded 2-core VM (2-8 us of the thread's CPU),
+// against 0.2-0.8 us unlocked. Yielding every 64 loads from the start, a
+// thread waiting out another part's last microseconds (the mixed 128-GPU
+// case's windows are about 40 us a part) was parked when they ended, and
+// --threads 2 there switched context 100-130 k times a run (25-85 k
+// without). Past spinKeep it yields as before, which spinFor's timings
+// were tuned with: on a loaded machine, never yielding within spinFor
+// ran the mixed case no faster (walls 2.2-4.9 s against 1.7-4.6 s).
+var spinKeep = 20 * time.Microsecond
+
 // signal is a counter threads wait on: spinning for up to spinFor, then
 // asleep on a condition variable until a change wakes them.
 type signal struct {
 	v        atomic.Int64
 	sleepers atomic.Int32
-	mu       sync.Mutex
-	cond     sync.Cond
+	// yield: the crew's threads outnumber the Ps, so a spinning thread
+	// gives its P up (runtime.Gosched) every 64 loads from the start, for
+	// another thread of the crew; otherwise only past spinKeep.
+	yield bool
+	mu    sync.Mutex
+	cond  sync.Cond
 }
 
-func (s *signal) init() { s.cond.L = &s.mu }
+func (s *signal) init(yield bool) { s.cond.L, s.yield = &s.mu, yield }
 
 func (s *signal) add(d int64) { s.v.Add(d); s.wake() }
 
@@ -1168,10 +1218,11 @@ func (s *signal) wait(ready func(int64) bool) int64 {
 		if i&63 == 63 {
 			if i == 63 {
 				start = time.Now()
-			} else if time.Since(start) > spinFor {
+			} else if d := time.Since(start); d > spinFor {
 				break
+			} else if s.yield || d > spinKeep {
+				runtime.Gosched()
 			}
-			runtime.Gosched() // the garbage collector may need this thread
 		}
 	}
 	s.mu.Lock()
