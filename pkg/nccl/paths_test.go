@@ -1,6 +1,7 @@
 package nccl
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -221,5 +222,47 @@ func TestModelFromPathsOCITwoPortsAGPU(t *testing.T) {
 		if a, _, _, err := tu.Select(AllReduce, 4<<30); err != nil || a != c.big {
 			t.Errorf("%s: 4 GiB AllReduce takes %v (%v), want %v", c.m.Name, a, err, c.big)
 		}
+	}
+}
+
+// A server dump with NICs no GPU uses (a storage or management NIC under
+// each CPU, as NCCL_TOPO_DUMP_FILE writes them) splits no GPU's wire: on
+// dgx-a100 plus two such 200G NICs, on a fabric of one 200G link a GPU,
+// the NICs stay at 25 GB/s and the GPU-NIC path at 24 (the PCIe Gen4
+// bound), as without them.
+func TestModelFromPathsStorageNICsSplitNothing(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "servers", "dgx-a100.xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage := func(i int) string {
+		return fmt.Sprintf(`    <pci busid="0000:%x0:00.0" class="0x020000" vendor="0x15b3" device="0x101b" subsystem_vendor="0x15b3" subsystem_device="0x0007" link_speed="16.0 GT/s PCIe" link_width="16">
+      <nic>
+        <net name="mlx5_%d" dev="%d" speed="200000" port="1" latency="0.000000" guid="0x1c34da0300a1b2d%d" maxconn="131072" gdr="1"/>
+      </nic>
+    </pci>
+`, 2+8*i, 8+i, 8+i, i)
+	}
+	xml := string(b) // one under each of its two CPUs
+	first, last := strings.Index(xml, "  </cpu>"), strings.LastIndex(xml, "  </cpu>")
+	xml = xml[:first] + storage(0) + xml[first:last] + storage(1) + xml[last:]
+	sys, err := ncclpath.ParseXML(strings.NewReader(xml), "dgx-a100-storage.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ncclpath.Compute(sys, ncclpath.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, _, err := topo.Generate(topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ModelFromPaths(res.StreamPaths(nil), tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.NICs != 10 || m.NICGBps != 25 || m.GPUNICGBps != 24 {
+		t.Errorf("dgx-a100 with two storage NICs: %d NICs of %g GB/s, GPU-NIC path %g; want 10 of 25, 24", m.NICs, m.NICGBps, m.GPUNICGBps)
 	}
 }

@@ -36,10 +36,11 @@ type ParallelStats struct {
 	// would run the same events in those longer windows.
 	Wider [len(widerBy)]uint64
 	// Taken[i] is the sum over windows of the events the busiest of
-	// TakenBy[i] threads runs when they take the parts as the crew does
-	// (heaviest in the window before first, each by the first thread
-	// free): with more parts than threads, a part that grows as another
-	// shrinks shares a thread's window with a light one.
+	// TakenBy[i] threads runs when they take the parts heaviest first (in
+	// the window before, each by the first thread free): with more parts
+	// than threads, a part that grows as another shrinks shares a
+	// thread's window with a light one. The crew takes them so after each
+	// thread's own part (crew.claim), which this does not model.
 	TakenBy []int
 	Taken   []uint64
 	// TakenCPU is the same from the parts' CPU in the timed windows.
@@ -183,7 +184,7 @@ func (w *widener) close(p *ParallelStats) {
 }
 
 // IdealTaken is the ideal speedup of TakenBy[i] threads taking the parts
-// as the crew does.
+// heaviest first (Taken).
 func (p *ParallelStats) IdealTaken(i int) float64 {
 	if p.Taken[i] == 0 {
 		return 1
@@ -203,7 +204,8 @@ func takenBy(parts int) []int {
 
 // takeOrder sorts the parts by their events in the last window, heaviest
 // first (ties: the lower part), the order the crew's threads take them in
-// the next window: a part's load changes slowly from one window to the
+// the next window once each has taken its own (crew.claim; with as many
+// parts as threads the order is not used): a part's load changes slowly from one window to the
 // next, so this is nearly the longest-first schedule. On the 1024-GPU DP
 // AllReduce's 16 parts (in part order: 7.20 on 8 threads), 7.74.
 func takeOrder(order []int32, events []uint64) {

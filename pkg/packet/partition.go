@@ -975,9 +975,9 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 // that stays on one thread keeps its working set in that core's caches:
 // taken by whichever thread came first, the two parts of SimAI's mixed
 // 128-GPU case changed cores about every other window, and their CPU at
-// --threads 2 was 1.64-1.89 s against 1.26-1.66 s on one thread (under
-// SCHED_FIFO, so that the threads had the cores); each thread's own part
-// first, 1.35-1.51 s.
+// --threads 2 was 1.72-2.37 s against 1.39-1.67 s on one thread (eight
+// rounds under SCHED_FIFO, so that the threads had the cores); each
+// thread's own part first, 1.49-1.95 s.
 // Which thread runs a part does not change what it does, so the trace is
 // the same; but a thread the kernel has off its core takes no part, and
 // on a machine whose cores are busy the caller then runs them all instead
