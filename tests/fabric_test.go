@@ -187,6 +187,31 @@ func TestOversubscriptionDefaultAllToAll(t *testing.T) {
 	}
 }
 
+// Collective granularity prices an AllToAll by its own size, whichever ran
+// before it on its group: on the 4:1 tree of
+// TestOversubscriptionDefaultAllToAll (default transport, ecmp) a 16 MiB
+// AllToAll takes the same after a 4 MiB one as alone (1353.8 us; 1542.8
+// while the price cache kept the first size's pieces: a 4 MiB AllToAll's
+// connections move one piece, a 16 MiB one's four).
+func TestAllToAllPricedBySize(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128",
+		"--oversubscription", "4", "--oversubscribe-by", "uplinks")
+	took := func(sweep string) map[int64]int64 {
+		st := mustRun(t, tp, "simccl-decompose", "--op", "alltoall", "--group", "ep", "--ep", "128", "--granularity", "collective", "--sweep", sweep)
+		first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+		ns := map[int64]int64{}
+		for id, f := range first {
+			ns[size[id]] = last[id] - f
+		}
+		return ns
+	}
+	alone, after := took("16MiB:16MiB:2")[16<<20], took("4MiB:16MiB:4")[16<<20]
+	if alone == 0 || after != alone {
+		t.Errorf("16 MiB AllToAll: %d ns alone, %d ns after a 4 MiB one", alone, after)
+	}
+}
+
 // exposedByGroup is an iteration report's exposed time per group type of
 // its critical rank (one rank per stage at collective granularity).
 func exposedByGroup(t *testing.T, tr []byte) (map[string]float64, float64) {

@@ -67,6 +67,19 @@ type loadKey struct {
 	proto    string
 	channels int
 	pxn      bool
+	size     int64 // an AllToAll's (keyOf); 0 for the others
+}
+
+// keyOf is COLL record co's key in the price cache. An AllToAll's price
+// depends on its size as well: whether its connections move several
+// pieces (collective.NetPieces) and its stagger's pace do, so two sizes
+// on one group are priced apart, whichever runs first.
+func keyOf(co *stream.Collective) loadKey {
+	k := loadKey{group: co.Group, op: co.Op, algo: co.Algorithm, proto: co.Protocol, channels: co.Channels, pxn: co.PXN}
+	if co.Op == "alltoall" {
+		k.size = co.Size
+	}
+	return k
 }
 
 type pair struct {
@@ -239,7 +252,7 @@ func (c *collLoad) demandOf(f *flowset.Flow) *demand {
 	if co == nil {
 		return nil
 	}
-	k := loadKey{co.Group, co.Op, co.Algorithm, co.Protocol, co.Channels, co.PXN}
+	k := keyOf(co)
 	if d, ok := c.cache[k]; ok {
 		return d
 	}

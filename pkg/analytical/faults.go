@@ -414,8 +414,7 @@ func (c *collLoad) tryDemand(f *flowset.Flow) (*demand, error) {
 	if co == nil {
 		return nil, nil
 	}
-	k := loadKey{co.Group, co.Op, co.Algorithm, co.Protocol, co.Channels, co.PXN}
-	if d, ok := c.cache[k]; ok {
+	if d, ok := c.cache[keyOf(co)]; ok {
 		return d, nil
 	}
 	if _, err := c.price(co); err != nil && errors.Is(err, route.ErrNoPath) {
