@@ -287,7 +287,8 @@ func TestTopogenOversubscribeBy(t *testing.T) {
 
 // --nic-network is recorded in the topology's params (generated or
 // imported from SimAI's file, which does not say), shown by --summary, and
-// refused with one line when it names no network.
+// refused with one line when it names no network or the output is SimAI's
+// text format, which cannot carry it.
 func TestTopogenNICNetwork(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--gpus", "16"}, {"--from-simai", "examples/topologies/Spectrum-X_16g_8gps_400Gbps_H100"}} {
@@ -302,6 +303,7 @@ func TestTopogenNICNetwork(t *testing.T) {
 	if sum := string(mustRun(t, nil, "topogen", "--gpus", "16", "--nic-network", "roce", "--summary")); !strings.Contains(sum, "NICs per GPU  1 (RoCE)") {
 		t.Errorf("summary:\n%s", sum)
 	}
+	oneLineError(t, run(t, nil, "topogen", "--nic-network", "efa", "--format", "simai"), 2, "--nic-network: SimAI's text topology cannot carry it")
 	oneLineError(t, run(t, nil, "topogen", "--nic-network", "rocev2"), 1, `topogen: --nic-network "rocev2" must be one of ib, roce, efa`)
 	oneLineError(t, run(t, nil, "topogen", "--nic-network", ""), 1, `topogen: --nic-network "" must be one of ib, roce, efa`)
 	oneLineError(t, run(t, nil, "topogen", "--from-simai", "examples/topologies/Spectrum-X_16g_8gps_400Gbps_H100", "--nic-network", "eth"), 1, `--nic-network "eth" must be one of`)

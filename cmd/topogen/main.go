@@ -32,7 +32,7 @@ type command struct {
 	SwitchBW            units.Bandwidth `name:"switch-bw" default:"400Gbps" help:"Switch to switch bandwidth (SimAI's ASW-PSW bandwidth), 10Mbps to 1000Tbps."`
 	SwitchLatency       units.Duration  `name:"switch-latency" default:"500ns" help:"Switch to switch latency, 0 to 1s (0ns is no latency)."`
 	ErrorRate           float64         `name:"error-rate" default:"0" help:"Packet error rate of every link, in [0,1)."`
-	NICNetwork          *string         `name:"nic-network" placeholder:"ib|roce|efa" help:"The NICs' network: ib (InfiniBand), roce (RoCE Ethernet) or efa (AWS EFA). simccl-decompose's default transport takes the preset calibrated for it (A100: a100, a100-roce, a100-efa; H100 and later: h100-ib, h100-roce, h100-efa); left out, the InfiniBand presets. Recorded in the topology's params as nic_network."`
+	NICNetwork          *string         `name:"nic-network" placeholder:"ib|roce|efa" help:"The NICs' network: ib (InfiniBand), roce (RoCE Ethernet) or efa (AWS EFA). simccl-decompose's default transport takes the preset calibrated for it (A100: a100, a100-roce, a100-efa; H100 and later: h100-ib, h100-roce, h100-efa); left out, the InfiniBand presets. Recorded in the topology's params as nic_network (not in SimAI's format). On AWS p4d/p4de add simccl-decompose --proto simple --max-channels 8, as aws-ofi-nccl runs them and a100-efa was fitted."`
 
 	NICsPerASW     *int `name:"nics-per-asw" group:"SimAI families" help:"NICs per leaf (ASW, SimAI -npa); default 64, 128 for hpn-* and dcn-dual-tor. A segment holds nics-per-asw servers (rail-optimized) or nics-per-asw GPUs (DCN+)."`
 	GPUsPerSegment *int `name:"gpus-per-segment" group:"SimAI families" help:"GPUs sharing one segment's leaves, instead of --nics-per-asw (rail-optimized: nics-per-asw x gpus-per-server; DCN+: nics-per-asw). The ASWs per segment follow from the family: one per rail and ToR side (rail-optimized) or one per ToR side (DCN+)."`
@@ -199,6 +199,9 @@ func (c *command) params() (topo.Params, error) {
 }
 
 func (c *command) run() (err error) {
+	if c.NICNetwork != nil && c.Format == "simai" {
+		return cli.Usagef("--nic-network: SimAI's text topology cannot carry it (the stream's params do)")
+	}
 	var t *topo.Topology
 	if c.FromSimAI != "" {
 		f, err := os.Open(c.FromSimAI)

@@ -125,10 +125,11 @@ func (c *collLoad) levelTimes(st *stagger, each func(lc *levelConn, add func(rou
 	}
 	var err error
 	start := 0
+levels:
 	for li, end := range st.ends {
 		for i := range st.conns[start:end] {
 			if err = each(&st.conns[start+i], add); err != nil {
-				break
+				break levels // a later level must not clear it
 			}
 		}
 		dr.all[li], dr.nic[li] = runAll, runNIC
@@ -158,11 +159,15 @@ func (c *collLoad) staggerExtra(st *stagger, co *stream.Collective, size int64) 
 	x := 0.0
 	if s, ok := c.fab.A2AStaggerOf(co, st.algo, st.ranks, size); ok {
 		if s.Pieces > 1 && st.spread == nil {
-			if dr, err := c.spreadLevels(st); err == nil { // price spread them all
+			// price spread the same pairs without error, so this one
+			// cannot fail; if it did, the chain over the NICs stands
+			if dr, err := c.spreadLevels(st); err == nil {
 				st.spread = dr.all
 			}
 		}
-		x = st.extra(s, size)
+		if s.Pieces <= 1 || st.spread != nil {
+			x = st.extra(s, size)
+		}
 	}
 	if st.priced == nil {
 		st.priced = map[int64]float64{}

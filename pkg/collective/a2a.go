@@ -262,8 +262,8 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 
 // a2aCache holds a2aPosts' latest results by group layout: an AllToAll
 // repeated on one group (every layer's, every microbatch's) and the
-// flows and closed form of one at collective granularity share them (38
-// ms a call at 1024 ranks). A few layouts at most, each up to n x n.
+// flows and closed form of one at collective granularity share them (tens
+// of ms a call at 1024 ranks). A few layouts at most, each up to n x n.
 var a2aCache struct {
 	sync.Mutex
 	m map[string][]int32

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -492,7 +493,9 @@ const PresetAuto = "auto"
 // PresetFor is the calibrated preset for a fabric of gpuType GPUs whose
 // NICs are on network (topo.NetIB, NetRoCE, NetEFA; "" when the topology
 // does not say, taken as InfiniBand): Ampere (A100, A800) a100, a100-roce
-// or a100-efa; Hopper (H100, H800, H20) h100-ib, h100-roce or h100-efa.
+// or a100-efa (fitted with --proto simple --max-channels 8, as
+// aws-ofi-nccl runs p4d and p4de: the preset does not restrict the
+// protocol); Hopper (H100, H800, H20) h100-ib, h100-roce or h100-efa.
 // Blackwell (B200) has no sweep to calibrate on and takes Hopper's, the
 // nearest generation, rather than NCCL's model alone, which is up to 2x
 // fast at 1-256 MiB across servers on every generation measured. An
@@ -577,7 +580,7 @@ func (t *Transport) Set(kv string) error {
 	case "preset":
 		set, ok := TransportPresets[v]
 		if !ok {
-			return fmt.Errorf("--transport preset=%q: want auto, h100-ib, h100-efa, a100, a100-roce, a100-efa or none", v)
+			return fmt.Errorf("--transport preset=%q: want one of %s", v, strings.Join(append([]string{PresetAuto}, slices.Sorted(maps.Keys(TransportPresets))...), ", "))
 		}
 		// The platform's keys start from the default in every preset;
 		// a preset sets those its platform differs in.
