@@ -1,6 +1,7 @@
 package analytical
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -79,5 +80,34 @@ func TestStaggerStartsLate(t *testing.T) {
 	// Without the transport's costs nothing is staggered.
 	if _, ok := c.fab.A2AStaggerOf(&stream.Collective{Op: "alltoall", Size: 4 * MiB, Cut: &stream.Cut{}}, collective.AlgoDirect, st.ranks, 4*MiB); ok {
 		t.Errorf("staggered without step costs")
+	}
+}
+
+// newStagger puts each crossing connection at its posting level, latest
+// first: on TestStaggerStartsLate's 2 servers x 2 GPUs (direct, one
+// channel), rank 0's proxy posts to 2 after 1 op and to 3 after 3
+// (collective.a2aPosts), so its connections to 2 and 3 sit at levels 1
+// and 3, and a pair inside a server (0 to 1) or outside the group is left
+// out; a connection of two flows gives two, each half the bytes, on
+// consecutive ports.
+func TestNewStaggerLevels(t *testing.T) {
+	co := &stream.Collective{ID: 1, Op: "alltoall", Size: 4 * MiB, Algorithm: "direct", Channels: 1, PredictedPs: 20e6,
+		Cut: &stream.Cut{ChunkBytes: MiB, StepInterPs: 1e6, StepProxyPs: 10e6}}
+	c := &collLoad{in: &flowset.Set{Topology: &stream.Topology{GPUs: 5}, Collectives: map[int64]*stream.Collective{1: co}},
+		fab: collective.Fabric{GPUs: 4, GPUsPerServer: 2}}
+	s, _ := c.fab.A2AStaggerOf(co, collective.AlgoDirect, []int32{0, 1, 2, 3}, co.Size)
+	pairs := []pair{
+		{a: 0, b: 2, x: 0.25, conns: 1, port: 0},
+		{a: 0, b: 3, x: 0.5, conns: 2, port: 4},
+		{a: 0, b: 1, x: 0.25, conns: 1, port: 0}, // inside server 0
+		{a: 0, b: 4, x: 0.25, conns: 1, port: 0}, // rank 4 is in no group
+	}
+	st := c.newStagger(co, collective.AlgoDirect, [][]int32{{0, 1, 2, 3}}, pairs)
+	if st == nil {
+		t.Fatal("no stagger")
+	}
+	want := []levelConn{{pair: 1, k: 0, a: 0, b: 3, port: 4, x: 0.25}, {pair: 1, k: 1, a: 0, b: 3, port: 5, x: 0.25}, {pair: 0, k: 0, a: 0, b: 2, port: 0, x: 0.25}}
+	if fmt.Sprint(st.levels, st.ends) != "[3 1] [2 3]" || fmt.Sprint(st.conns) != fmt.Sprint(want) {
+		t.Errorf("levels %v ends %v conns %+v; want [3 1] [2 3] %+v (posts 0->2 %d, 0->3 %d)", st.levels, st.ends, st.conns, want, s.Posts[2], s.Posts[3])
 	}
 }
