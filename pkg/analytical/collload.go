@@ -259,14 +259,18 @@ func (c *collLoad) demandOf(f *flowset.Flow) *demand {
 	d, err := c.price(co)
 	if err != nil {
 		clear(c.load) // price stopped half way through its scratch
-		msg := fmt.Sprintf("%s %s on group %d: fabric not priced (%v); it takes NCCL's model time", co.Algorithm, co.Op, co.Group, err)
-		if !c.warn[msg] {
-			c.warn[msg] = true
-			c.res.Warnings = append(c.res.Warnings, msg)
-		}
+		c.warnOnce(fmt.Sprintf("%s %s on group %d: fabric not priced (%v); it takes NCCL's model time", co.Algorithm, co.Op, co.Group, err))
 	}
 	c.cache[k] = d
 	return d
+}
+
+// warnOnce adds msg to the run's warnings unless it is there already.
+func (c *collLoad) warnOnce(msg string) {
+	if !c.warn[msg] {
+		c.warn[msg] = true
+		c.res.Warnings = append(c.res.Warnings, msg)
+	}
 }
 
 func (c *collLoad) price(co *stream.Collective) (*demand, error) {
@@ -351,7 +355,11 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		c.load[l] = 0
 	}
 	if co.Op == "alltoall" {
-		if d.stag = c.newStagger(co, sp.Algo, groups, merged); d.stag != nil && !c.policy.Hashed() {
+		var skipped int
+		if d.stag, skipped = c.newStagger(co, sp.Algo, groups, merged); skipped > 0 {
+			c.warnOnce(fmt.Sprintf("%s %s on group %d: %d connections across servers relay through a GPU outside their group (a group not aligned to servers): their posting order is not priced, collective granularity may be short; --granularity flow runs them", co.Algorithm, co.Op, co.Group, skipped))
+		}
+		if d.stag != nil && !c.policy.Hashed() {
 			dr, err := c.spreadLevels(d.stag)
 			if err != nil {
 				return nil, err

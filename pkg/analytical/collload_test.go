@@ -88,12 +88,13 @@ func TestStaggerStartsLate(t *testing.T) {
 // channel), rank 0's proxy posts to 2 after 1 op and to 3 after 3
 // (collective.a2aPosts), so its connections to 2 and 3 sit at levels 1
 // and 3, and a pair inside a server (0 to 1) or outside the group is left
-// out; a connection of two flows gives two, each half the bytes, on
+// out, the latter counted (it crosses servers); a connection of two flows gives two, each half the bytes, on
 // consecutive ports.
 func TestNewStaggerLevels(t *testing.T) {
 	co := &stream.Collective{ID: 1, Op: "alltoall", Size: 4 * MiB, Algorithm: "direct", Channels: 1, PredictedPs: 20e6,
 		Cut: &stream.Cut{ChunkBytes: MiB, StepInterPs: 1e6, StepProxyPs: 10e6}}
-	c := &collLoad{in: &flowset.Set{Topology: &stream.Topology{GPUs: 5}, Collectives: map[int64]*stream.Collective{1: co}},
+	nodes := []stream.Node{{Server: 0}, {Server: 0}, {Server: 1}, {Server: 1}, {Server: 2}}
+	c := &collLoad{in: &flowset.Set{Topology: &stream.Topology{GPUs: 5, Nodes: nodes}, Collectives: map[int64]*stream.Collective{1: co}},
 		fab: collective.Fabric{GPUs: 4, GPUsPerServer: 2}}
 	s, _ := c.fab.A2AStaggerOf(co, collective.AlgoDirect, []int32{0, 1, 2, 3}, co.Size)
 	pairs := []pair{
@@ -102,9 +103,9 @@ func TestNewStaggerLevels(t *testing.T) {
 		{a: 0, b: 1, x: 0.25, conns: 1, port: 0}, // inside server 0
 		{a: 0, b: 4, x: 0.25, conns: 1, port: 0}, // rank 4 is in no group
 	}
-	st := c.newStagger(co, collective.AlgoDirect, [][]int32{{0, 1, 2, 3}}, pairs)
-	if st == nil {
-		t.Fatal("no stagger")
+	st, skipped := c.newStagger(co, collective.AlgoDirect, [][]int32{{0, 1, 2, 3}}, pairs)
+	if st == nil || skipped != 1 {
+		t.Fatalf("stagger %v, %d pairs across servers left out; want one (0 to 4)", st, skipped)
 	}
 	want := []levelConn{{pair: 1, k: 0, a: 0, b: 3, port: 4, x: 0.25}, {pair: 1, k: 1, a: 0, b: 3, port: 5, x: 0.25}, {pair: 0, k: 0, a: 0, b: 2, port: 0, x: 0.25}}
 	if fmt.Sprint(st.levels, st.ends) != "[3 1] [2 3]" || fmt.Sprint(st.conns) != fmt.Sprint(want) {

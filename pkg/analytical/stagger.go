@@ -44,15 +44,17 @@ type levelDraw struct{ all, nic []float64 }
 
 // newStagger finds the posting level of each connection across servers
 // of co (merged pairs, of its group and siblings), nil when co is not a
-// paced AllToAll across servers (collective.A2AStaggerOf).
-func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, groups [][]int32, pairs []pair) *stagger {
+// paced AllToAll across servers (collective.A2AStaggerOf), and how many
+// pairs across servers it leaves out because they join GPUs of no group
+// or of two (a PXN relay outside a group not aligned to servers).
+func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, groups [][]int32, pairs []pair) (*stagger, int) {
 	gpus := c.in.Topology.GPUs
 	group, pos := make([]int32, gpus), make([]int32, gpus) // by rank: its group (+1) and position
 	posts := make([][]int32, len(groups))
 	for gi, ranks := range groups {
 		s, ok := c.fab.A2AStaggerOf(co, algo, ranks, co.Size)
 		if !ok {
-			return nil
+			return nil, 0
 		}
 		posts[gi] = s.Posts
 		for p, r := range ranks {
@@ -63,8 +65,15 @@ func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, group
 	var conns []levelConn
 	var qs []int32
 	top := int32(-1)
+	skipped := 0
 	for i, p := range pairs {
-		if p.a >= int32(gpus) || p.b >= int32(gpus) || group[p.a] == 0 || group[p.a] != group[p.b] {
+		if p.a >= int32(gpus) || p.b >= int32(gpus) {
+			continue
+		}
+		if group[p.a] == 0 || group[p.a] != group[p.b] {
+			if nodes := c.in.Topology.Nodes; int(max(p.a, p.b)) < len(nodes) && nodes[p.a].Server != nodes[p.b].Server {
+				skipped++
+			}
 			continue
 		}
 		g := group[p.a] - 1
@@ -80,7 +89,7 @@ func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, group
 		top = max(top, q)
 	}
 	if len(conns) == 0 {
-		return nil
+		return nil, skipped
 	}
 	at := make([]int, top+2) // where level q's connections start, from the top level
 	for _, q := range qs {
@@ -98,7 +107,7 @@ func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, group
 		st.conns[at[top-q]] = conns[i]
 		at[top-q]++
 	}
-	return st
+	return st, skipped
 }
 
 // levelTimes is, per level of st, the busiest link's time (ps per byte)
