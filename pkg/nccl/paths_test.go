@@ -159,27 +159,11 @@ func topologyModel(t *testing.T, p topo.Params) ServerModel {
 // With one 200G NIC a GPU (dgx-a100) the same search gives 8 x 24 and a
 // tree of 8 x 30 whose 188.8 (capped at 8 x 23.6) stays under the ring.
 func TestModelFromPathsOCITwoPortsAGPU(t *testing.T) {
-	f, err := os.Open(filepath.Join("..", "..", "examples", "servers", "oci-bm-gpu4.8.xml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "servers", "oci-bm-gpu4.8.xml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	sys, err := ncclpath.ParseXML(f, "oci-bm-gpu4.8.xml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := ncclpath.Compute(sys, ncclpath.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, _, err := topo.Generate(topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := ModelFromPaths(res.StreamPaths(nil), tp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, tp := xmlModel(t, "oci-bm-gpu4.8.xml", string(b))
 	if m.NICs != 16 || m.NICGBps != 12.5 || m.GPUNICGBps != 12.5 {
 		t.Fatalf("OCI model: %d NICs of %g GB/s, GPU-NIC path %g, want 16 of 12.5, 12.5", m.NICs, m.NICGBps, m.GPUNICGBps)
 	}
@@ -246,7 +230,16 @@ func TestModelFromPathsStorageNICsSplitNothing(t *testing.T) {
 	xml := string(b) // one under each of its two CPUs
 	first, last := strings.Index(xml, "  </cpu>"), strings.LastIndex(xml, "  </cpu>")
 	xml = xml[:first] + storage(0) + xml[first:last] + storage(1) + xml[last:]
-	sys, err := ncclpath.ParseXML(strings.NewReader(xml), "dgx-a100-storage.xml")
+	if m, _ := xmlModel(t, "dgx-a100-storage.xml", xml); m.NICs != 10 || m.NICGBps != 25 || m.GPUNICGBps != 24 {
+		t.Errorf("dgx-a100 with two storage NICs: %d NICs of %g GB/s, GPU-NIC path %g; want 10 of 25, 24", m.NICs, m.NICGBps, m.GPUNICGBps)
+	}
+}
+
+// xmlModel is the server model of NCCL topology XML xml (named name) on a
+// fabric of 2 x 8 A100s with one 200G link a GPU, and that fabric.
+func xmlModel(t *testing.T, name, xml string) (ServerModel, *topo.Topology) {
+	t.Helper()
+	sys, err := ncclpath.ParseXML(strings.NewReader(xml), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,7 +255,5 @@ func TestModelFromPathsStorageNICsSplitNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.NICs != 10 || m.NICGBps != 25 || m.GPUNICGBps != 24 {
-		t.Errorf("dgx-a100 with two storage NICs: %d NICs of %g GB/s, GPU-NIC path %g; want 10 of 25, 24", m.NICs, m.NICGBps, m.GPUNICGBps)
-	}
+	return m, tp
 }
