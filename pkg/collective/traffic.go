@@ -200,15 +200,16 @@ func trafficGroups(f Fabric, sp TrafficSpec, size float64, ranks []int32, addGro
 		}
 	case sp.Algo == AlgoDirect || sp.Algo == AlgoPXN:
 		per := size / float64(n)
-		for _, a := range ranks {
-			for _, b := range ranks {
+		proxy := a2aProxies(f, ranks)
+		for i, a := range ranks {
+			for j, b := range ranks {
 				if a == b {
 					continue
 				}
 				if relay && f.server(a) != f.server(b) {
 					// PXN: every GPU of a's server hands b's share to the
 					// proxy on b's rail, which sends it all as one flow.
-					if px := int32(f.server(a)*f.GPUsPerServer) + b%int32(f.GPUsPerServer); px != a {
+					if px := ranks[proxy(i, j)]; px != a {
 						addConns(a, px, per, 1)
 						addConns(px, b, per, 0) // joins the proxy's own flow to b
 						continue
@@ -227,4 +228,24 @@ func trafficGroups(f Fabric, sp TrafficSpec, size float64, ranks []int32, addGro
 		return fmt.Errorf("no traffic model for algorithm %s", sp.Algo)
 	}
 	return nil
+}
+
+// a2aProxies gives, for positions i and j of ranks in different servers,
+// the position of the rank that relays i's share for j under PXN, as
+// allToAllPXN's flows do: the group's rank in i's server at j's index
+// among the group's ranks in its own server (mod those in i's server).
+// On a group that fills its servers in order that is the GPU of i's
+// server on j's rail.
+func a2aProxies(f Fabric, ranks []int32) func(i, j int) int {
+	nodes := f.nodesOf(ranks)
+	srv, local := make([]int, len(ranks)), make([]int, len(ranks))
+	for s, l := range nodes {
+		for li, p := range l {
+			srv[p], local[p] = s, li
+		}
+	}
+	return func(i, j int) int {
+		la := nodes[srv[i]]
+		return la[local[j]%len(la)]
+	}
 }

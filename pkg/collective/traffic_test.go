@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -98,6 +99,40 @@ func TestTrafficClosedForm(t *testing.T) {
 			if math.Abs(sent[r]-c.want) > 1e-9*c.want {
 				t.Errorf("%s %s: rank %d sends %.0f, want %.0f", c.sp.Algo, c.sp.Op, r, sent[r], c.want)
 			}
+		}
+	}
+}
+
+// A PXN AllToAll's link loads relay each share through the rank the flows
+// use (allToAllPXN): the group's rank in the sender's server at the
+// receiver's index among the group's ranks in its server. On 12 ranks
+// placed from GPU 4 of two 8-GPU servers (server 0 holds 4-7, server 1
+// 8-15), 4's share for 10 (index 2) goes through 6, not GPU 2 (outside
+// the group: the GPU of server 0 on rail 2), and 9's for 6 (index 2)
+// through 10, not 14; 4's for 13 (index 5, 5 mod 4 = 1) through 5.
+func TestTrafficConnsPXNRelayInGroup(t *testing.T) {
+	f := Fabric{GPUs: 16, GPUsPerServer: 8}
+	ranks := []int32{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	via := map[[2]int32]int32{}
+	from := map[int32][]int32{} // hand-offs by their relay
+	err := TrafficConns(f, TrafficSpec{Op: AllToAll, Algo: AlgoPXN, Proto: Simple, Channels: 1}, 12, ranks, func(src, dst int32, bytes float64, conns int) {
+		if f.server(src) == f.server(dst) {
+			from[dst] = append(from[dst], src)
+		} else if conns == 0 {
+			via[[2]int32{src, dst}] = src // the relay's own flow carries it
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ src, dst, relay int32 }{{4, 10, 6}, {9, 6, 10}, {4, 13, 5}} {
+		if !slices.Contains(from[c.relay], c.src) || via[[2]int32{c.relay, c.dst}] != c.relay {
+			t.Errorf("%d to %d: want it relayed through %d (hand-offs to %d: %v)", c.src, c.dst, c.relay, c.relay, from[c.relay])
+		}
+	}
+	for r := range from {
+		if !slices.Contains(ranks, r) {
+			t.Errorf("GPU %d, outside the group, relays %v", r, from[r])
 		}
 	}
 }
