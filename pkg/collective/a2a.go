@@ -266,8 +266,11 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 // of ms a call at 1024 ranks). A few layouts at most, each up to n x n.
 var a2aCache struct {
 	sync.Mutex
-	m map[string][]int32
+	m map[string]a2aLayout
 }
+
+// a2aLayout is a2aPosts' result and its frontier (a2aFrontier).
+type a2aLayout struct{ posts, front []int32 }
 
 // a2aCacheLayouts bounds a2aCache: a run's AllToAlls are on a few groups'
 // layouts, and one of 4096 ranks holds 64 MiB.
@@ -276,6 +279,11 @@ const a2aCacheLayouts = 4
 // a2aPostsCached is a2aPosts, kept by what decides it (each group
 // position's server, as nodes orders them, parts and pxn); read only.
 func a2aPostsCached(nodes [][]int, n, parts int, pxn bool) []int32 {
+	return a2aLayoutCached(nodes, n, parts, pxn).posts
+}
+
+// a2aLayoutCached is a2aPosts and its frontier, cached as a2aPostsCached.
+func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
 	key := make([]byte, 4*n+5)
 	binary.LittleEndian.PutUint32(key, uint32(parts))
 	if pxn {
@@ -288,15 +296,43 @@ func a2aPostsCached(nodes [][]int, n, parts int, pxn bool) []int32 {
 	}
 	a2aCache.Lock()
 	defer a2aCache.Unlock()
-	if posts, ok := a2aCache.m[string(key)]; ok {
-		return posts
+	if l, ok := a2aCache.m[string(key)]; ok {
+		return l
 	}
 	if len(a2aCache.m) >= a2aCacheLayouts || a2aCache.m == nil {
-		a2aCache.m = map[string][]int32{}
+		a2aCache.m = map[string]a2aLayout{}
 	}
 	posts := a2aPosts(nodes, n, parts, pxn)
-	a2aCache.m[string(key)] = posts
-	return posts
+	l := a2aLayout{posts, a2aFrontier(posts, n)}
+	a2aCache.m[string(key)] = l
+	return l
+}
+
+// a2aFrontier is, for each posting level q (ops posted before a
+// connection), the most network connections any one proxy has posted at
+// q or later (posts at p x n + d, -1 none): all a2aChain needs of the
+// posts, since its chain grows with q and with that count.
+func a2aFrontier(posts []int32, n int) []int32 {
+	top := int32(-1)
+	for _, q := range posts {
+		top = max(top, q)
+	}
+	front := make([]int32, top+1)
+	count := make([]int32, top+1) // a proxy's connections by posts before them
+	for p := range n {
+		clear(count)
+		for _, q := range posts[p*n : (p+1)*n] {
+			if q >= 0 {
+				count[q]++
+			}
+		}
+		rest := int32(0)
+		for q := top; q >= 0; q-- {
+			rest += count[q]
+			front[q] = max(front[q], rest)
+		}
+	}
+	return front
 }
 
 // a2aPace is a network connection's shape in an AllToAll of n ranks,

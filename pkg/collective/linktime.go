@@ -852,31 +852,17 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 }
 
 // a2aChain is the longest of the proxies' network connections (ps), each
-// starting when its first step is posted (posts, a2aPosts; op ps an op):
-// from any connection on, those posted no sooner send their last pieces
-// (last ps each, on the NIC together) after paced ps of earlier pieces,
-// and all their bytes (whole ps each) at the NIC's rate.
-func a2aChain(posts []int32, n int, op int64, paced, last, whole float64) float64 {
-	top := int32(0)
-	for _, q := range posts {
-		top = max(top, q)
-	}
-	count := make([]int32, top+1) // a proxy's connections by posts before them
+// starting when its first step is posted (op ps an op; front, the posts'
+// a2aFrontier): from any level q on, the most connections one proxy
+// posted no sooner send their last pieces (last ps each, on the NIC
+// together) after paced ps of earlier pieces, and all their bytes (whole
+// ps each) at the NIC's rate.
+func a2aChain(front []int32, op int64, paced, last, whole float64) float64 {
 	chain := 0.0
-	for p := range n {
-		clear(count)
-		for _, q := range posts[p*n : (p+1)*n] {
-			if q >= 0 {
-				count[q]++
-			}
-		}
-		rest := 0.0 // connections posted no sooner than q
-		for q := top; q >= 0; q-- {
-			if count[q] > 0 {
-				rest += float64(count[q])
-				at := float64(int64(q) * op)
-				chain = max(chain, at+paced+rest*last, at+rest*whole)
-			}
+	for q, rest := range front {
+		if rest > 0 {
+			at := float64(int64(q) * op)
+			chain = max(chain, at+paced+float64(rest)*last, at+float64(rest)*whole)
 		}
 	}
 	return chain
@@ -925,7 +911,7 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		handoff = float64((ppn-1)*conns) * piece / nv
 		piece *= float64(ppn) // the server's hand-offs gathered
 	}
-	chain := a2aChain(a2aPostsCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN), n, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
+	chain := a2aChain(a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN).front, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
 	lat := usToPs(pl.Lat.Inter) + s.inter
 	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
 }
