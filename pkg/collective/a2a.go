@@ -122,12 +122,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 	n := len(c.ranks)
 	nodes := f.nodesOf(c.ranks)
 	paced := c.p2pPaced()
-	localIdx := make([]int, n)
-	for _, l := range nodes {
-		for li, p := range l {
-			localIdx[p] = li
-		}
-	}
+	lay := newPXNLayout(nodes, n)
 	per := func(dst int) int64 { return splitEven(size, n, dst) }
 	var handoff []int64  // per local source: its last hand-off piece
 	var gathered []int64 // a NET piece's dependencies
@@ -157,7 +152,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 				}
 				// The proxy is the GPU of server a with dst's local index
 				// (same rail); servers with fewer ranks fall back to index mod.
-				proxy := la[localIdx[dst]%len(la)]
+				proxy := lay.relay(la[0], dst)
 				pieces, interval, posted := PXNPieces(share, len(la), chunk, maxChunks), int64(0), int64(0)
 				if paced {
 					posted = int64(posts[proxy*n+dst]) * c.step.proxyOp
@@ -225,12 +220,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 // in a round counts before its own op, which a big AllToAll's bytes hide
 // but a small one's time is.
 func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
-	server, local := make([]int, n), make([]int, n)
-	for a, l := range nodes {
-		for li, p := range l {
-			server[p], local[p] = a, li
-		}
-	}
+	lay := newPXNLayout(nodes, n)
 	posts := make([]int32, n*n)
 	for i := range posts {
 		posts[i] = -1
@@ -242,7 +232,7 @@ func a2aPosts(nodes [][]int, n, parts int, pxn bool) []int32 {
 		// A connection (with PXN, the rail GPU's to d, gathering its
 		// server's sends) starts when the last of its sends is posted.
 		for s := range n {
-			p, d, ok := a2aPair(nodes, server, local, s, r, pxn)
+			p, d, ok := lay.pair(s, r, pxn)
 			if !ok {
 				pd[s] = -1
 				continue
@@ -401,26 +391,48 @@ func NetPieces(co *stream.Collective, n, local int) int {
 	return PXNPieces(share, local, k.ChunkBytes, int(k.MaxChunks))
 }
 
-// a2aPair is round r's network connection from rank s (a2aPosts): its
-// posting proxy p (s, or with PXN the GPU of s's server on d's rail) and
-// its receiver d = s + r mod n; false when both share a server.
-func a2aPair(nodes [][]int, server, local []int, s, r int, pxn bool) (p, d int, ok bool) {
-	n := len(server)
+// pxnLayout is a group's ranks by server (nodes, positions as nodesOf
+// gives them) with each position's server and index in it: what PXN's
+// relay rule reads, written once for the flows (allToAllPXN), the posting
+// order (a2aPosts) and the link loads (TrafficConns).
+type pxnLayout struct {
+	nodes         [][]int
+	server, local []int
+}
+
+func newPXNLayout(nodes [][]int, n int) pxnLayout {
+	l := pxnLayout{nodes, make([]int, n), make([]int, n)}
+	for a, ps := range nodes {
+		for li, p := range ps {
+			l.server[p], l.local[p] = a, li
+		}
+	}
+	return l
+}
+
+// relay is the position that sends i's share for j (in another server)
+// under PXN: the group's rank in i's server at j's index among the
+// group's ranks in its own (mod those in i's server). On a group that
+// fills its servers in order, the GPU of i's server on j's rail.
+func (l pxnLayout) relay(i, j int) int {
+	la := l.nodes[l.server[i]]
+	return la[l.local[j]%len(la)]
+}
+
+// pair is round r's network connection from position s (a2aPosts): its
+// posting proxy p (s, or with PXN its relay for d) and its receiver d =
+// s + r mod n; false when both share a server.
+func (l pxnLayout) pair(s, r int, pxn bool) (p, d int, ok bool) {
+	n := len(l.server)
 	d = s + r
 	if d >= n {
 		d -= n
 	}
-	if server[s] == server[d] {
+	if l.server[s] == l.server[d] {
 		return 0, 0, false
 	}
-	p = s
-	if pxn {
-		la := nodes[server[s]]
-		l := local[d]
-		if l >= len(la) {
-			l %= len(la)
-		}
-		p = la[l]
+	if p = s; pxn {
+		p = l.relay(s, d)
 	}
 	return p, d, true
 }

@@ -200,7 +200,7 @@ func trafficGroups(f Fabric, sp TrafficSpec, size float64, ranks []int32, addGro
 		}
 	case sp.Algo == AlgoDirect || sp.Algo == AlgoPXN:
 		per := size / float64(n)
-		proxy := a2aProxies(f, ranks)
+		lay := newPXNLayout(f.nodesOf(ranks), n)
 		for i, a := range ranks {
 			for j, b := range ranks {
 				if a == b {
@@ -209,7 +209,7 @@ func trafficGroups(f Fabric, sp TrafficSpec, size float64, ranks []int32, addGro
 				if relay && f.server(a) != f.server(b) {
 					// PXN: every GPU of a's server hands b's share to the
 					// proxy on b's rail, which sends it all as one flow.
-					if px := ranks[proxy(i, j)]; px != a {
+					if px := ranks[lay.relay(i, j)]; px != a {
 						addConns(a, px, per, 1)
 						addConns(px, b, per, 0) // joins the proxy's own flow to b
 						continue
@@ -228,24 +228,4 @@ func trafficGroups(f Fabric, sp TrafficSpec, size float64, ranks []int32, addGro
 		return fmt.Errorf("no traffic model for algorithm %s", sp.Algo)
 	}
 	return nil
-}
-
-// a2aProxies gives, for positions i and j of ranks in different servers,
-// the position of the rank that relays i's share for j under PXN, as
-// allToAllPXN's flows do: the group's rank in i's server at j's index
-// among the group's ranks in its own server (mod those in i's server).
-// On a group that fills its servers in order that is the GPU of i's
-// server on j's rail.
-func a2aProxies(f Fabric, ranks []int32) func(i, j int) int {
-	nodes := f.nodesOf(ranks)
-	srv, local := make([]int, len(ranks)), make([]int, len(ranks))
-	for s, l := range nodes {
-		for li, p := range l {
-			srv[p], local[p] = s, li
-		}
-	}
-	return func(i, j int) int {
-		la := nodes[srv[i]]
-		return la[local[j]%len(la)]
-	}
 }
