@@ -111,4 +111,13 @@ func TestNewStaggerLevels(t *testing.T) {
 	if fmt.Sprint(st.levels, st.ends) != "[3 1] [2 3]" || fmt.Sprint(st.conns) != fmt.Sprint(want) {
 		t.Errorf("levels %v ends %v conns %+v; want [3 1] [2 3] %+v (posts 0->2 %d, 0->3 %d)", st.levels, st.ends, st.conns, want, s.Posts[2], s.Posts[3])
 	}
+	// A sibling inside one server (groups not aligned to servers) posts
+	// no network op: the others keep their levels (it turned the stagger
+	// off for every group).
+	c.in.Topology.Nodes = append(nodes, stream.Node{Server: 2})
+	c.in.Topology.GPUs = 6
+	st2, _ := c.newStagger(co, collective.AlgoDirect, [][]int32{{0, 1, 2, 3}, {4, 5}}, pairs)
+	if st2 == nil || fmt.Sprint(st2.levels, st2.ends, st2.ranks) != "[3 1] [2 3] [0 1 2 3]" {
+		t.Errorf("with a sibling inside server 2: stagger %+v, want levels [3 1], ends [2 3], ranks [0 1 2 3]", st2)
+	}
 }

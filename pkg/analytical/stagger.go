@@ -43,18 +43,26 @@ type levelConn struct {
 type levelDraw struct{ all, nic []float64 }
 
 // newStagger finds the posting level of each connection across servers
-// of co (merged pairs, of its group and siblings), nil when co is not a
-// paced AllToAll across servers (collective.A2AStaggerOf), and how many
+// of co (merged pairs, of its group and siblings, those inside one server
+// left out), nil when co is not a paced AllToAll across servers
+// (collective.A2AStaggerOf), and how many
 // pairs across servers it leaves out because they join GPUs of no group
 // or of two (a PXN relay outside a group not aligned to servers).
 func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, groups [][]int32, pairs []pair) (*stagger, int) {
 	gpus := c.in.Topology.GPUs
 	group, pos := make([]int32, gpus), make([]int32, gpus) // by rank: its group (+1) and position
 	posts := make([][]int32, len(groups))
+	first := -1 // the first group across servers, which stands for the others' pace
 	for gi, ranks := range groups {
 		s, ok := c.fab.A2AStaggerOf(co, algo, ranks, co.Size)
+		if !ok && c.oneServer(ranks) {
+			continue // a sibling inside one server (groups not aligned to servers) posts no network op
+		}
 		if !ok {
 			return nil, 0
+		}
+		if first < 0 {
+			first = gi
 		}
 		posts[gi] = s.Posts
 		for p, r := range ranks {
@@ -95,7 +103,7 @@ func (c *collLoad) newStagger(co *stream.Collective, algo collective.Algo, group
 	for _, q := range qs {
 		at[top-q+1]++
 	}
-	st := &stagger{algo: algo, ranks: groups[0], conns: make([]levelConn, len(conns))}
+	st := &stagger{algo: algo, ranks: groups[first], conns: make([]levelConn, len(conns))}
 	for q := top; q >= 0; q-- {
 		if n := at[top-q+1]; n > 0 {
 			st.levels = append(st.levels, q)
@@ -213,4 +221,15 @@ func (st *stagger) extra(s collective.A2AStagger, size int64) float64 {
 		sum += chain(dr.all, all) - chain(dr.nic, dr.nic)
 	}
 	return max(0, sum/float64(len(st.draws)))
+}
+
+// oneServer reports whether ranks all sit in one server.
+func (c *collLoad) oneServer(ranks []int32) bool {
+	nodes := c.in.Topology.Nodes
+	for _, r := range ranks {
+		if int(r) >= len(nodes) || nodes[r].Server != nodes[ranks[0]].Server {
+			return false
+		}
+	}
+	return true
 }
