@@ -179,8 +179,7 @@ func TestFabricPlaceSpreadOversubscribed(t *testing.T) {
 // less than one step's fixed work, they fill one another's gaps, and the
 // time is the bytes. Packed then takes its uplinks' bytes, by hand: each
 // GPU sends 2 x 15/16 x 64 MiB x 16/15 (LL128) = 128 MiB, four GPUs an
-// uplink, 512 MiB at 400 Gb/s = 10.737 ms (measured 10.80 ms, 10.81 with
-// another skew); spread crosses the core, whose busiest link carries 1.08x
+// uplink, 512 MiB at 400 Gb/s = 10.737 ms (measured 10.81 ms); spread crosses the core, whose busiest link carries 1.08x
 // that under ECMP: at least 1.05x packed (measured 1.12x; 1.044x with the
 // rings in lockstep, 0.98x before ringNICsGBps).
 func TestFabricPlaceSpreadSkewedJobs(t *testing.T) {

@@ -3,6 +3,7 @@ package tests
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -460,6 +461,10 @@ func TestTransportDefaultIsCalibrated(t *testing.T) {
 		}
 		if ib := mustRun(t, topo, "simccl-decompose", append(args, "--transport", "preset="+c.ib)...); bytes.Equal(def, ib) != (c.preset == c.ib) {
 			t.Errorf("%s on %s: the default stream equal to preset=%s's: %v", c.gpu, c.net, c.ib, bytes.Equal(def, ib))
+		}
+		label := fmt.Sprintf("transport: %s (auto: %s, %s)\n", c.preset, c.gpu, c.net)
+		if sum := mustRun(t, topo, "simccl-decompose", append(args, "--summary")...); !bytes.Contains(sum, []byte(label)) {
+			t.Errorf("%s on %s: the summary does not say %q:\n%s", c.gpu, c.net, label, sum)
 		}
 	}
 	pub := measuredUs(t, "vp-4x8h100-ib_allreduce_nccl-2.24.csv")

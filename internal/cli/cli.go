@@ -247,7 +247,8 @@ func WriteTrace(out string, meta trace.Meta, n int, row func(i int32) (trace.Row
 	}
 	w = trace.Async(w)
 	// One row for all: declared in the loop, it escaped to the heap once
-	// a row (4.2 M rows, 1 GB of fresh memory to clear: 0.64 s of CPU).
+	// a row (4.2 M rows, 1 GB of fresh memory: WriteTrace 1.46 s of CPU
+	// against 0.24 s at SIMULATOR_STOP_TIME=1us, pprof, GOGC=off).
 	var r trace.Row
 	for i := int32(0); i < int32(n); i++ {
 		var ok bool

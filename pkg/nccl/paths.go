@@ -146,7 +146,7 @@ func ModelFromPaths(p *stream.Paths, t *stream.Topology) (ServerModel, error) {
 
 	// The NIC port speed is the fabric's: the record has no speed field,
 	// and its template may assume faster NICs than the topology wires.
-	m.NICGBps = nicPortGBps(t, p, N)
+	m.NICGBps = nicPortGBps(t, p)
 	if m.NICGBps == 0 {
 		m.NICGBps = m.GPUNICGBps // no NIC links: the path bound is all we know
 	}
@@ -195,23 +195,19 @@ func topologyNICs(t *stream.Topology) (nics int, gbps float64) {
 	return nics, best / 8e9
 }
 
-// nicPortGBps is the speed of one of the N NICs NCCL sees on a server:
-// the fabric's NIC rate a GPU, split over the NICs the GPU uses (the
-// paths' gpu_nics; without them, over N / the fabric's NIC-bearing GPUs
-// when that divides). OCI BM.GPU4.8 has 16 x 100G RoCE ports, two on each
-// GPU's PCIe switch, where topogen gives each GPU one 200G link: NCCL's
-// search budgets channels per NIC at the port speed (search.cc: a channel
-// takes its bandwidth off each NET link it crosses), so 16 ports of 12.5
-// GB/s are not 16 of 25. NICs no GPU uses (storage, management) split
-// nothing.
-func nicPortGBps(t *stream.Topology, p *stream.Paths, n int) float64 {
-	nics, gbps := topologyNICs(t)
+// nicPortGBps is the speed of one of the NICs NCCL sees on a server: the
+// fabric's NIC rate a GPU, split over the NICs the GPU uses (the paths'
+// gpu_nics, one list a GPU whenever the server has NICs). OCI BM.GPU4.8
+// has 16 x 100G RoCE ports, two on each GPU's PCIe switch, where topogen
+// gives each GPU one 200G link: NCCL's search budgets channels per NIC at
+// the port speed (search.cc: a channel takes its bandwidth off each NET
+// link it crosses), so 16 ports of 12.5 GB/s are not 16 of 25. NICs no GPU
+// uses (storage, management) split nothing.
+func nicPortGBps(t *stream.Topology, p *stream.Paths) float64 {
+	_, gbps := topologyNICs(t)
 	ports := 1
 	for _, l := range p.GPUNICs {
 		ports = max(ports, distinct(l))
-	}
-	if len(p.GPUNICs) == 0 && nics > 0 && n > nics && n%nics == 0 {
-		ports = n / nics
 	}
 	return gbps / float64(ports)
 }

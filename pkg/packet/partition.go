@@ -1170,11 +1170,12 @@ var spinFor = 100 * time.Microsecond
 // switch a call on a loaded 2-core VM (2-8 us of the thread's CPU),
 // against 0.2-0.8 us unlocked. Yielding every 64 loads from the start, a
 // thread waiting out another part's last microseconds (the mixed 128-GPU
-// case's windows are about 40 us a part) was parked when they ended, and
-// --threads 2 there switched context 100-130 k times a run (25-85 k
-// without). Past spinKeep it yields as before, which spinFor's timings
-// were tuned with: on a loaded machine, never yielding within spinFor
-// ran the mixed case no faster (walls 2.2-4.9 s against 1.7-4.6 s).
+// case's windows are about 40 us a part) was parked when they ended:
+// --threads 2 there switched context 101 k times a run, 50 k never
+// yielding (medians of 20 runs, load 10-15). Past spinKeep it yields as
+// before, which spinFor's timings were tuned with: on a loaded machine,
+// never yielding within spinFor ran the mixed case slower (median walls
+// 3.15 s against 2.60 s, the same runs).
 var spinKeep = 20 * time.Microsecond
 
 // signal is a counter threads wait on: spinning for up to spinFor, then
