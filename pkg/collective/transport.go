@@ -658,7 +658,7 @@ func (t *Transport) Set(kv string) error {
 		}
 		// Validate's rule, with the key that broke it named (a key's
 		// order matters: set the buffers before more slots).
-		if min(c.BuffSimple, c.BuffLL, c.BuffLL128) < c.slots() {
+		if !c.buffersHoldSlots() {
 			return fmt.Errorf("--transport %s=%q: each protocol's buffer (buffsize %d, ll-buffsize %d, ll128-buffsize %d) needs at least one byte per slot (%d)", k, v, c.BuffSimple, c.BuffLL, c.BuffLL128, c.slots())
 		}
 		*t = c
@@ -713,12 +713,18 @@ func twoWay(k, v string, on *bool, off, onV, want string) error {
 	return nil
 }
 
+// buffersHoldSlots says whether each protocol's buffer has at least one
+// byte per slot (a slot of 0 bytes would never carry a step).
+func (t Transport) buffersHoldSlots() bool {
+	return min(t.BuffSimple, t.BuffLL, t.BuffLL128) >= t.slots()
+}
+
 // Validate checks a Transport built in code (Set checks each value).
 func (t Transport) Validate() error {
 	switch {
 	case t.Slots < 1:
 		return fmt.Errorf("transport slots %d: at least 1", t.Slots)
-	case t.BuffSimple < t.slots() || t.BuffLL < t.slots() || t.BuffLL128 < t.slots():
+	case !t.buffersHoldSlots():
 		return fmt.Errorf("transport buffsize: each buffer needs at least one byte per slot")
 	case !(t.GPUStepUs >= 0):
 		return fmt.Errorf("transport gpu-step %v: a cost is not negative", t.GPUStepUs)

@@ -200,7 +200,19 @@ func TestLaunchFloor(t *testing.T) {
 			t.Errorf("%s accepted", kv)
 		}
 	}
-	for _, bad := range []Transport{{Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8, LaunchUs: -1}, {Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8, LLBusGBps: -1}} {
+	// One byte a slot at least, in code (Validate) and from flags (Set,
+	// naming the key that broke it): 8 slots fit an 8-byte buffer, not a
+	// 7-byte one, nor 9 slots in 8 bytes.
+	for _, kv := range []string{"buffsize=7", "ll-buffsize=7", "ll128-buffsize=7", "slots=9"} {
+		bad := Transport{Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8}
+		if err := bad.Validate(); err != nil {
+			t.Fatalf("8 slots of 8-byte buffers refused: %v", err)
+		}
+		if err := bad.Set(kv); err == nil || !strings.Contains(err.Error(), strings.Split(kv, "=")[0]) {
+			t.Errorf("%s on 8-byte buffers: %v, want refused naming the key", kv, err)
+		}
+	}
+	for _, bad := range []Transport{{Slots: 8, BuffSimple: 7, BuffLL: 8, BuffLL128: 8}, {Slots: 8, BuffSimple: 8, BuffLL: 7, BuffLL128: 8}, {Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 7}, {Slots: 9, BuffSimple: 8, BuffLL: 8, BuffLL128: 8}, {Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8, LaunchUs: -1}, {Slots: 8, BuffSimple: 8, BuffLL: 8, BuffLL128: 8, LLBusGBps: -1}} {
 		if err := bad.Validate(); err == nil {
 			t.Errorf("%+v validates", bad)
 		}
