@@ -3,7 +3,7 @@
 GO       ?= go
 BIN      := bin
 CMDS     := $(notdir $(wildcard cmd/*))
-FUZZTIME ?= 2s
+FUZZTIME ?= 1s
 FUZZJOBS ?= 2
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 

@@ -19,7 +19,7 @@
 # input, so it is retried once; anything else fails the step.
 set -u
 GO=${GO:-go}
-FUZZTIME=${FUZZTIME:-2s}
+FUZZTIME=${FUZZTIME:-1s}
 FUZZJOBS=${FUZZJOBS:-2}
 
 # --build DIR PKG BIN: link PKG's instrumented test binary.
