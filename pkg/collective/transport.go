@@ -479,6 +479,12 @@ func noAdaptiveRouting(t *Transport) { t.AROpUs, t.ARThreshold = 0, 0 }
 // fitted on the 2 x 8 OCI sweep (NCCL 2.19) and the host CPU the A100
 // platforms have.
 func presetA100(t *Transport) {
+	// The proxies' 4 us a side and the 20 us credit round trip are
+	// h100-ib's, and the OCI 2 x 8 sweep on its real server (all trees,
+	// 8 B-512 MiB under a100-roce's tree steps) picks the same: over 2-6
+	// us a side and 10-40 us its worst size is least at 4 us and 10-20 us
+	// (1.155, the 8 B tree LL against the 128 KiB one; 1.17-1.26
+	// elsewhere). It has no ring across servers to fit ring-op and ar-op.
 	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 	t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
 	t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
@@ -535,7 +541,7 @@ func PresetFor(gpuType, network string) string {
 		return gen + "-efa"
 	case "", topo.NetIB:
 		if gen == "a100" {
-			return "a100" // its tree steps were fitted over RoCE, its network steps are h100-ib's
+			return "a100" // its tree steps were fitted over RoCE, its network steps checked there
 		}
 		return "h100-ib"
 	}
