@@ -166,83 +166,75 @@ func TestTransportP4deHeldOut(t *testing.T) {
 	checkP4de(t, "dlami", "aws-p4d-2x8a100-efa_allreduce_nccl-2.23.csv", "1GiB", 28, "tree-chunk=step")
 }
 
-// ociMisses are the sizes of the OCI BM.GPU4.8 AllReduce sweeps (2 x 8
-// A100 40GB, 16 x 100G RoCE a server: oci-2x8a100-roce_*) that preset
-// a100-roce does not bring within 20%, keyed "run size", with their ratio
-// when listed. The NCCL 2.19 sweep calibrated a100's tree steps
-// (tree-op, tree-bw, tree-ll-bw on its 8 B-8 MiB trees) and a100-roce's
-// want of adaptive routing (its 16-64 MiB LL128 rings); the NCCL 2.25
-// run (1-4 GiB) and a BM.GPU.B4.8 run (NCCL 2.29.3, 1-8 GiB) are held
-// out. Before the fit, with h100-ib's network
-// costs, 19 of its 31 sizes missed: its tree LL steps from 256 B to 128
-// KiB were 0.51-0.73 of measured, a network step's pieces each paying
-// only their share of its cost. The misses and their mechanisms:
-//   - 32 MiB (1.28; 16 and 64 MiB 1.19 and 1.11, in the band): the model
-//     takes the LL128 ring from 16 MiB, where the measured busbw (111-153
-//     GB/s at 16-64 MiB) climbs as a tree would: forced to the tree
-//     (--algo tree, LL128) these sizes are 1.02, 1.11, 1.07. NCCL's
-//     tree graph on OCI's two 100G NICs a GPU is not topogen's one 200G
-//     NIC a GPU (below).
-//   - 4 and 8 GiB (1.22, 1.23; 1 and 2 GiB 1.15, in the band): measured
-//     busbw jumps from 156 to 219-238 GB/s at 1 GiB, above the 200 GB/s a
-//     ring can move through a server's 16 x 100G: NCCL ran a tree, whose
-//     graph on 2 servers may carry twice the ring's intra-server bandwidth
-//     (search.cc, "increase bwIntra for trees"); our search gives the tree
-//     the ring's graph and picks the ring. Forced to the Simple tree
-//     (--algo tree --proto simple) these sizes are 0.85-0.93. NCCL 2.25.1's
-//     run, busbw 187-190, was a ring: the two runs differ by 15% at 1 GiB.
-//     tree-graph=nccl does not move the choice here: topogen's one 200G NIC
-//     a GPU gives a ring graph of 8 channels at 24 GB/s, the tree's climbs
-//     to 30 (8 x 48 exceeds the NVLink) and NCCL's per-channel tree cap
-//     (8 x 23.6 GB/s, tuning.cc) keeps it under the ring's.
-//
-// The cause of both misses: NCCL sees OCI's 16 ports of 100G (two per
-// GPU) as 16 NICs of 12.5 GB/s, so its graphs are 16 channels at 12 and a
-// tree raised to 15, whose model beats the ring from 16 MiB to 8 GiB
-// (TestTransportOCITwoPortsTree, with examples/servers/oci-bm-gpu4.8.xml
-// and tree-graph=nccl). That server is not this test's pipeline: on it
-// NCCL 2.19 runs 32 channels, where a100's tree steps were fitted on 16,
-// and the sweep there is 0.92-1.13 to 64 KiB, 0.83-1.00 at 128 KiB-4 MiB,
-// 0.72-0.82 at 8-256 MiB, 0.61 at 512 MiB (8, 16, 32, 64 and 512 MiB
-// below 0.8) and 0.85-0.93 at 1-8 GiB (a tree from 512 MiB, where NCCL
-// corrects its bandwidth no more): 26 of 31 in the band. Curing the misses
-// needs a refit of the tree steps on 32 channels (which NDmv4's held-out
-// IB run, 8 x 200G, 16 channels, also uses), not done.
-var ociMisses = map[string]float64{
-	"nccl-2.19 33554432":   1.28,
-	"nccl-2.19 4294967296": 1.22,
-	"nccl-2.19 8589934592": 1.23,
+// ociRoCE is TestTransportOCIA100RoCE's calibration pipeline: two OCI
+// BM.GPU4.8 servers as NCCL 2.19 sees them (examples/servers/
+// oci-bm-gpu4.8.xml: 16 NICs of 100 Gb/s a server, two a GPU, whose
+// 16-channel graphs NCCL runs on 32 channels) with NCCL's 2-server tree
+// graph (tree-graph=nccl, under which its model takes the tree from 16
+// MiB, as the run did) and NCCL 2.19's tree Simple latency (tree-lat=
+// legacy, under which it keeps the Tree LL128 to 512 MiB and takes the
+// Tree Simple from 1 GiB, as the run's busbw says: 156 GB/s at 512 MiB,
+// as LL128's 153-165 at 64-256 MiB, 219 at 1 GiB), the stream of an
+// AllReduce sweep under a100-roce, NCCL's model choosing (nccl-tests'
+// default).
+func ociRoCE(t *testing.T, sweep string) []byte {
+	t.Helper()
+	return mustRun(t, ociTwoPorts(t), "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", sweep,
+		"--transport", "preset=a100-roce,tree-graph=nccl,tree-lat=legacy")
 }
 
-// ociRoCE is TestTransportOCIA100RoCE's pipeline: two OCI BM.GPU4.8
-// servers as topogen's 8 NICs of 200 Gb/s a server (one NIC a GPU; the
-// server's 16 x 100G), the stream of an AllReduce sweep under a100-roce,
-// NCCL's model choosing (nccl-tests' default).
-func ociRoCE(t *testing.T, sweep string) []byte {
+// ociTwoPorts is two OCI BM.GPU4.8 servers through ncclpath with OCI's
+// server XML (ociRoCE).
+func ociTwoPorts(t *testing.T) []byte {
+	t.Helper()
+	fabric := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps")
+	return mustRun(t, fabric, "ncclpath", "--server-xml", "examples/servers/oci-bm-gpu4.8.xml")
+}
+
+// ociFused is the same servers as NCCL 2.24 and later see them: NIC
+// fusion (NCCL 2.24.3, graph/topo.cc: NCCL_NET_MERGE_LEVEL defaults to
+// PATH_PORT, so the two ports of one card become one virtual NIC) makes
+// the 16 ports 8 NICs of 200 Gb/s, topogen's one NIC a GPU, whose ring
+// graph (8 x 24 GB/s) NCCL's model keeps at 1-8 GiB, as the NCCL 2.25.1
+// and 2.29.3 runs' busbw (185-190 GB/s, under the 200 a ring moves
+// through 16 x 100G) says they ran.
+func ociFused(t *testing.T, sweep string) []byte {
 	t.Helper()
 	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
 	return mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", sweep, "--transport", "preset=a100-roce")
 }
 
 // TestTransportOCIA100RoCE: preset a100-roce across two OCI BM.GPU4.8
-// servers through fluid: the NCCL 2.19 sweep (8 B-8 GiB) it was fitted
-// on, every size within 20% but the listed misses (0.92-1.13 at 8 B-8
-// MiB when fitted, 1.19 at 16 MiB), and two held-out runs, both rings: NCCL 2.25.1 on
-// BM.GPU4.8 (1-4 GiB: 0.98-0.99) and NCCL 2.29.3 on BM.GPU.B4.8 (the
-// same A100 40GB and 16 x 100G RoCE; 1-8 GiB: 0.97-0.98).
+// servers (2 x 8 A100 40GB, 16 x 100G RoCE a server: oci-2x8a100-roce_*)
+// through fluid: the NCCL 2.19 sweep (8 B-8 GiB), which fitted a100's
+// tree steps (tree-op, tree-bw, tree-ll-bw on its 8 B-256 MiB trees) and
+// a100-roce's want of adaptive routing, on OCI's server as NCCL 2.19 saw
+// it (ociRoCE), every size within 20% (0.87-1.13 at 8 B-512 MiB,
+// 0.85-0.93 at 1-8 GiB when fitted); and two held-out runs, both rings
+// on fused ports (ociFused): NCCL 2.25.1 on BM.GPU4.8 (1-4 GiB:
+// 0.98-0.99) and NCCL 2.29.3 on BM.GPU.B4.8 (the same A100 40GB and 16 x
+// 100G RoCE; 1-8 GiB: 0.97-0.98). Before the fit, with h100-ib's network
+// costs on topogen's one NIC a GPU, 19 of the 2.19 sweep's 31 sizes
+// missed (its tree LL steps from 256 B to 128 KiB 0.51-0.73 of measured,
+// a network step's pieces each paying only their share of its cost).
+// With the tree LL128 block rate fitted on one NIC a GPU (16 blocks where
+// NCCL ran 32: 20 GB/s), 8-256 MiB were 0.72-0.82 here; with the tuner's
+// NCCL 2.23-2.27 tree Simple latency (tree-lat=current) 512 MiB is a Tree
+// Simple at 0.61, where NCCL 2.19 ran the Tree LL128.
 func TestTransportOCIA100RoCE(t *testing.T) {
 	t.Parallel()
-	st := ociRoCE(t, "8:8GiB:2")
+	two, fused := ociRoCE(t, "8:8GiB:2"), ociFused(t, "1GiB:8GiB:2")
 	for _, run := range []struct {
 		name, ref string
+		st        []byte
 		want      int
-	}{{"nccl-2.19", "oci-2x8a100-roce_allreduce_nccl-2.19.csv", 31}, {"nccl-2.25", "oci-2x8a100-roce_allreduce_nccl-2.25.csv", 3},
-		{"b4-nccl-2.29", "oci-2x8a100b4-roce_allreduce_nccl-2.29.csv", 4}} {
-		got := fluidOverMeasured(t, st, measuredUs(t, run.ref))
+	}{{"nccl-2.19", "oci-2x8a100-roce_allreduce_nccl-2.19.csv", two, 31}, {"nccl-2.25", "oci-2x8a100-roce_allreduce_nccl-2.25.csv", fused, 3},
+		{"b4-nccl-2.29", "oci-2x8a100b4-roce_allreduce_nccl-2.29.csv", fused, 4}} {
+		got := fluidOverMeasured(t, run.st, measuredUs(t, run.ref))
 		if len(got) != run.want {
 			t.Fatalf("%s: %d sizes compared, want %d", run.ref, len(got), run.want)
 		}
-		checkBand(t, got, ociMisses, run.name, "OCI 2x8 A100 "+run.name, "a100-roce")
+		checkBand(t, got, nil, run.name, "OCI 2x8 A100 "+run.name, "a100-roce")
 	}
 }
 
@@ -251,22 +243,27 @@ func TestTransportOCIA100RoCE(t *testing.T) {
 // NCCL's 2-server tree graph: the tree from 16 MiB to 8 GiB, on NCCL
 // 2.19's 32 runtime channels (connect.cc doubles the 16 of the graph), as
 // the run's busbw says it was at 4-8 GiB (219-238 GB/s, above the 200 a
-// ring carries through 16 x 100G). On topogen's default server (one 200G
-// NIC a GPU) the same transport keeps the ring there. The graphs and
-// bandwidths behind it are counted by hand in pkg/nccl's
-// TestModelFromPathsOCITwoPortsAGPU. ociMisses stays: the tree's step
-// costs were fitted on 16 channels, and on the two-port server the
-// 8 MiB-512 MiB trees run 0.61-0.82 of measured (see ociMisses).
+// ring carries through 16 x 100G); with NCCL 2.19's tree Simple latency
+// (tree-lat=legacy) LL128 to 512 MiB and Simple from 1 GiB, by hand in
+// NCCL 2.19's terms 5.24 against 5.31 ms at 512 MiB (48.5 us plus 512 MiB
+// at 103.5 GB/s; 448 us plus 512 MiB at 110.4) and 10.42 against 10.17
+// at 1 GiB, where the tuner's own latency (92.4 us) takes Simple from 512
+// MiB. On topogen's default server (one 200G NIC a GPU) the same
+// transport keeps the ring there. The graphs and bandwidths behind it are
+// counted by hand in pkg/nccl's TestModelFromPathsOCITwoPortsAGPU.
+// TestTransportOCIA100RoCE calibrates on this server (ociRoCE).
 func TestTransportOCITwoPortsTree(t *testing.T) {
 	t.Parallel()
 	fabric := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps")
+	xml := []string{"--server-xml", "examples/servers/oci-bm-gpu4.8.xml"}
 	for _, c := range []struct {
-		ncclpath []string
-		algo, ch string
-	}{{[]string{"--server-xml", "examples/servers/oci-bm-gpu4.8.xml"}, "tree", "32"}, {nil, "ring", "16"}} {
+		ncclpath      []string
+		lat, algo, ch string
+		simpleFrom    int64 // the first size run as Simple (0: any protocol)
+	}{{xml, "current", "tree", "32", 512 << 20}, {xml, "legacy", "tree", "32", 1 << 30}, {nil, "current", "ring", "16", 0}} {
 		sum := string(mustRun(t, mustRun(t, fabric, "ncclpath", c.ncclpath...), "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1",
-			"--sweep", "16MiB:8GiB:2", "--transport", "preset=a100-roce,tree-graph=nccl", "--summary"))
-		rows := 0
+			"--sweep", "16MiB:8GiB:2", "--transport", "preset=a100-roce,tree-graph=nccl,tree-lat="+c.lat, "--summary"))
+		rows, size := 0, int64(16<<20)
 		for _, line := range strings.Split(sum, "\n") {
 			f := strings.Fields(line)
 			if len(f) < 11 || f[0] != "allreduce" || f[2] != "allreduce" {
@@ -274,8 +271,12 @@ func TestTransportOCITwoPortsTree(t *testing.T) {
 			}
 			rows++
 			if f[8] != c.algo || f[10] != c.ch {
-				t.Errorf("ncclpath %v, %s AllReduce: %s on %s channels, want %s on %s", c.ncclpath, f[1], f[8], f[10], c.algo, c.ch)
+				t.Errorf("ncclpath %v, tree-lat=%s, %s AllReduce: %s on %s channels, want %s on %s", c.ncclpath, c.lat, f[1], f[8], f[10], c.algo, c.ch)
 			}
+			if want := map[bool]string{false: "ll128", true: "simple"}[size >= c.simpleFrom]; c.simpleFrom > 0 && f[9] != want {
+				t.Errorf("ncclpath %v, tree-lat=%s, %s AllReduce: %s, want %s", c.ncclpath, c.lat, f[1], f[9], want)
+			}
+			size *= 2
 		}
 		if rows != 10 {
 			t.Fatalf("ncclpath %v: %d sizes in the summary, want 10:\n%s", c.ncclpath, rows, sum)
@@ -284,9 +285,11 @@ func TestTransportOCITwoPortsTree(t *testing.T) {
 }
 
 // TestTransportOCIRoCEPacketFluid: packet and fluid within 5% on
-// a100-roce's calibration sweep (0.961-1.012 at every size from 8 B to 8
-// GiB when written; 16 MiB, the first LL128 ring, the farthest). -short
-// runs 1, 8 and 64 MiB; the whole sweep takes about 45 s of packet CPU.
+// a100-roce's calibration sweep, on OCI's two-port server (1.000-1.012 at
+// every size from 8 B to 8 GiB when written, the Tree Simple from 512 MiB
+// the farthest; 0.961-1.012 on the one-NIC server, its first LL128 ring
+// the farthest). -short runs 1, 8 and 64 MiB; the whole sweep takes about
+// 36 s of packet CPU.
 func TestTransportOCIRoCEPacketFluid(t *testing.T) {
 	t.Parallel()
 	sweep, want := "8:8GiB:2", 31
@@ -359,19 +362,22 @@ func checkCollFlow(t *testing.T, topo []byte, want int, args ...string) {
 }
 
 // TestTransportOCICollFlow: collective against flow granularity on
-// TestTransportOCIA100RoCE's pipeline and sizes (8 B-8 GiB, NCCL's
+// TestTransportOCIA100RoCE's pipelines and sizes (8 B-8 GiB, NCCL's
 // model choosing tree LL, LL128 or ring), within the 5% at every
-// size: 0.991-1.017 under a100-roce when written (1.000-1.006 on the
-// trees, whose LL and LL128 steps treePs paces as the flows do; 0.991-
-// 1.017 on the rings); 0.988-1.032 under a100 before its tree steps.
+// size: on the two-port server (tree LL, LL128, Simple on 32 channels)
+// 0.996-1.012 when the tree steps were fitted there; on the one-NIC one
+// 0.991-1.017 under a100-roce when written (1.000-1.006 on the trees,
+// whose LL and LL128 steps treePs paces as the flows do; 0.991-1.017 on
+// the rings); 0.988-1.032 under a100 before its tree steps.
 // NVLink is the busiest link of its trees, and treePs held its bytes in
 // series with all the first piece's latencies; the flows' rotated chains
 // fill it meanwhile, and it was 1.21 at 8 MiB and 1.04-1.06 at 128 KiB-4
 // MiB (linkBusy.bound).
 func TestTransportOCICollFlow(t *testing.T) {
 	t.Parallel()
-	topo := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
-	checkCollFlow(t, topo, 31, "--sweep", "8:8GiB:2", "--transport", "preset=a100-roce")
+	checkCollFlow(t, ociTwoPorts(t), 31, "--sweep", "8:8GiB:2", "--transport", "preset=a100-roce,tree-graph=nccl,tree-lat=legacy")
+	one := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16", "--gpu-type", "A100", "--nic-bw", "200Gbps"), "ncclpath")
+	checkCollFlow(t, one, 31, "--sweep", "8:8GiB:2", "--transport", "preset=a100-roce")
 }
 
 // TestTransportP4dePacketFluid: packet and fluid within 5% on the p4de

@@ -202,6 +202,7 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 		if p.Opt.transport().TreeGraphNCCL {
 			t.RaiseTreeIntra()
 		}
+		t.TreeLatLegacy = p.Opt.transport().TreeLatLegacy
 		t.Enabled = func(op Op, a Algo, pr Proto) bool {
 			return p.algoOK(op, a.String()) && p.protoOK(op, pr.String())
 		}

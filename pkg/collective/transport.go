@@ -237,6 +237,13 @@ type Transport struct {
 	// chooses and collective granularity's closed form times the tree
 	// with. false: the tree uses the ring's graph, as before.
 	TreeGraphNCCL bool
+	// TreeLatLegacy: NCCL's choice weighs a tree Simple AllReduce's
+	// latency as NCCL 2.22 and earlier do (nccl.Tuner.TreeLatLegacy: 28
+	// us a hop, 448 us on 2 x 8 GPUs, where 2.23 and later, the tuner's
+	// table, give 92.4), so that a 2-server Tree LL128 keeps the sizes to
+	// 512 MiB, as NCCL 2.19 did on OCI's two-port server; no transfer
+	// waits on it. false: the tuner's NCCL 2.23-2.27 table.
+	TreeLatLegacy bool
 }
 
 // LaunchFloorPs is the shortest a collective takes when one host thread
@@ -324,9 +331,12 @@ func DefaultTransport() Transport {
 // servers its per-step network costs are h100-ib's, with InfiniBand's
 // adaptive routing, its host an AMD EPYC, and its tree steps fitted on
 // the 2 x 8 OCI BM.GPU4.8 AllReduce over RoCE (NCCL 2.19, examples/
-// reference/oci-2x8a100-roce_allreduce_nccl-2.19.csv; presetA100): a
-// tree step on the GPUs at NCCL's tree LL128 rate on Ampere (20 GB/s a
-// channel) plus 2 us, and LL's at 4 GB/s, under which a network step
+// reference/oci-2x8a100-roce_allreduce_nccl-2.19.csv; presetA100) on
+// OCI's own server as NCCL 2.19 saw it (16 ports of 100G, two a GPU:
+// examples/servers/oci-bm-gpu4.8.xml, tree-graph=nccl; 32 thread blocks):
+// a tree LL128 step on the GPUs at 10 GB/s a block (NCCL's tree LL128
+// rate on Ampere, 20 GB/s a graph channel, which NCCL runs as two
+// blocks) plus 2 us, and LL's at 4 GB/s, under which a network step
 // leaves whole, so its first piece pays the whole step cost. h100-ib's
 // trees, whose pieces each paid only their share of it, took 0.51-0.73
 // of that sweep's 256 B-128 KiB. Held out: Azure NDmv4 over HDR
@@ -334,11 +344,13 @@ func DefaultTransport() Transport {
 //
 // a100-roce is a100 over RoCE: no adaptive routing (NCCL enables it only
 // on an InfiniBand link layer), so no ring op pays its extra completion.
-// Fitted with a100's tree steps on the OCI sweep, every size from 8 B to
-// 16 MiB within 20% (0.92-1.13 to 8 MiB, 1.19 at 16 MiB) and 64 MiB-2 GiB (0.83-1.15); 32 MiB and
-// 4-8 GiB, where NCCL ran a tree the model does not choose, 1.22-1.28
-// (tests/transport_a100efa_test.go ociMisses). OCI's NCCL 2.25.1 run
-// (1-4 GiB) is held out: 0.98-0.99.
+// Fitted with a100's tree steps on the OCI sweep, with NCCL 2.19's tree
+// Simple latency in its choice (tree-lat=legacy: the Tree LL128 to 512
+// MiB): all 31 sizes within 20% (0.87-1.13 at 8 B-512 MiB, 0.85-0.93 at
+// 1-8 GiB; tests/transport_a100efa_test.go TestTransportOCIA100RoCE).
+// OCI's NCCL 2.25.1 (1-4 GiB: 0.98-0.99) and 2.29.3 runs are held out on
+// topogen's one NIC a GPU, as NCCL 2.24's NIC fusion merges each card's
+// two ports into one.
 //
 // a100-efa is A100 servers over EFA (AWS p4d/p4de, 4 x 100G EFA a
 // server): a100's NVLink costs, h100-efa's EFA step costs (18 us per
@@ -467,6 +479,12 @@ func noAdaptiveRouting(t *Transport) { t.AROpUs, t.ARThreshold = 0, 0 }
 // fitted on the 2 x 8 OCI sweep (NCCL 2.19) and the host CPU the A100
 // platforms have.
 func presetA100(t *Transport) {
+	// The proxies' 4 us a side and the 20 us credit round trip are
+	// h100-ib's, and the OCI 2 x 8 sweep on its real server (all trees,
+	// 8 B-512 MiB under a100-roce's tree steps) picks the same: over 2-6
+	// us a side and 10-40 us its worst size is least at 4 us and 10-20 us
+	// (1.155, the 8 B tree LL against the 128 KiB one; 1.17-1.26
+	// elsewhere). It has no ring across servers to fit ring-op and ar-op.
 	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 	t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
 	t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
@@ -479,11 +497,18 @@ func presetA100(t *Transport) {
 	// chooses. Intel-hosted A100s (AWS p4d/p4de: a100-efa; GCP A2, many
 	// OEM boards) take host-cpu=intel after the preset.
 	t.AMDHost = true
-	// A tree step's work on the GPUs (runTreeSplit): LL128 at NCCL's
+	// A tree step's work on the GPUs (runTreeSplit): LL128 at half NCCL's
 	// per-channel tree LL128 rate on Ampere (perChMaxTreeLL128Bws, 20
-	// GB/s) plus 2 us of fixed work, and LL at 4 GB/s a thread block,
-	// both fitted on the OCI 2 x 8 sweep's tree sizes (8 B-8 MiB).
-	t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = 2, 20, 4
+	// GB/s), plus 2 us of fixed work, and LL at 4 GB/s a thread block,
+	// fitted on the OCI 2 x 8 sweep's tree sizes (8 B-256 MiB) on OCI's
+	// own server (two 100G ports a GPU: 32 thread blocks). Half, because
+	// NCCL's model caps a tree LL128 at the graph's channels times that
+	// rate (tuning.cc: graphs[a]->nChannels*perChMaxTreeLL128Bw) while
+	// it runs two blocks per graph channel (connect.cc: nChannels*2), so
+	// a block moves 10 GB/s: 20 a block, fitted on topogen's one 200G
+	// NIC a GPU (16 blocks where NCCL ran 32), made OCI's 8-256 MiB
+	// trees 0.72-0.82 of measured on its real server.
+	t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = 2, 10, 4
 }
 
 // PresetAuto is the preset value that names the calibrated preset of the
@@ -516,7 +541,7 @@ func PresetFor(gpuType, network string) string {
 		return gen + "-efa"
 	case "", topo.NetIB:
 		if gen == "a100" {
-			return "a100" // its tree steps were fitted over RoCE, its network steps are h100-ib's
+			return "a100" // its tree steps were fitted over RoCE, its network steps checked there
 		}
 		return "h100-ib"
 	}
@@ -566,7 +591,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-chunk", "tree-graph"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-chunk", "tree-graph", "tree-lat"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -587,7 +612,7 @@ func (t *Transport) Set(kv string) error {
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
-		t.TreeDepthChunk, t.TreeGraphNCCL = d.TreeDepthChunk, d.TreeGraphNCCL
+		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -599,6 +624,8 @@ func (t *Transport) Set(kv string) error {
 		return twoWay(k, v, &t.AMDHost, "intel", "amd", "intel or amd")
 	case "tree-graph":
 		return twoWay(k, v, &t.TreeGraphNCCL, "ring", "nccl", "ring (the tree uses the ring's graph) or nccl (NCCL's search raises a 2-server tree's intra-server bandwidth)")
+	case "tree-lat":
+		return twoWay(k, v, &t.TreeLatLegacy, "current", "legacy", "current (NCCL 2.23 and later's tree Simple latency) or legacy (NCCL 2.22 and earlier's, 28 us a hop, in NCCL's choice)")
 	case "tree-chunk":
 		return twoWay(k, v, &t.TreeDepthChunk, "step", "depth", "step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)")
 	case "tuner":

@@ -299,7 +299,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "preset=a100-roce", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-lat=legacy", "preset=a100-roce", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {

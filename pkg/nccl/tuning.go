@@ -257,7 +257,19 @@ type Tuner struct {
 	// wire, so the model times the DAG carries (Time, LatencyTerms) leave
 	// it out.
 	NetLatencyUs float64
+	// TreeLatLegacy: the choice weighs a tree Simple AllReduce's latency
+	// as NCCL 2.22 and earlier do (tuning.cc hwLat, v2.19.3-v2.22.3: 28 us
+	// a hop on NVLink, PCI and the network alike, no base), where 2.23
+	// lowered it to 4, 4 and 14 us with an 8.4 us base, the tuner's: on
+	// 2 x 8 GPUs 448 us against 92.4, which kept NCCL 2.19's 2-server
+	// Tree LL128 to 512 MiB where the tuner's table takes Tree Simple. A
+	// tuning constant like NetLatencyUs (SelectionTime only).
+	TreeLatLegacy bool
 }
+
+// legacyTreeHopUs is NCCL 2.22 and earlier's tree Simple latency per hop
+// (TreeLatLegacy).
+const legacyTreeHopUs = 28
 
 // NewTuner runs the graph search for a communicator. NCCL trims each
 // server to the communicator's GPUs and keeps the NICs close to them, so a
@@ -722,9 +734,14 @@ func (t *Tuner) Select(op Op, nBytes int64) (Algo, Proto, float64, error) {
 // SelectionTime is the time NCCL compares when it chooses: Time plus the
 // network plugin's latency (NetLatencyUs) on every step across servers,
 // twice for Simple (tuning.cc: interLat += latencyInter, and again for
-// the flush), with the ring plateau's factor where Time applies it.
+// the flush), with the ring plateau's factor where Time applies it, and a
+// tree Simple's latency as NCCL 2.22 and earlier weigh it (TreeLatLegacy).
 func (t *Tuner) SelectionTime(op Op, a Algo, p Proto, nBytes int64) float64 {
 	tm := t.Time(op, a, p, nBytes)
+	if tm >= 0 && t.TreeLatLegacy && a == AlgoTree && p == Simple {
+		legacy := 2 * float64(t.ppn()-1+log2i(t.NNodes)) * legacyTreeHopUs
+		tm += legacy - t.LatencyTerms(op, a, p).Total
+	}
 	if tm < 0 || t.NetLatencyUs <= 0 || t.NNodes < 2 {
 		return tm
 	}

@@ -142,3 +142,38 @@ func TestTreeCorrectionBelow512MiB(t *testing.T) {
 		t.Errorf("512 MiB: NCCL's model takes %v %v (%v), want tree simple", a, p, err)
 	}
 }
+
+// TestTreeLatLegacy: under TreeLatLegacy NCCL's choice weighs a 2 x 8
+// tree Simple AllReduce's latency as NCCL 2.22 and earlier do, by hand
+// 2 x (7 NVLink hops + 1 network hop) x 28 us = 448 us, where the tuner's
+// NCCL 2.23-2.27 table gives 8.4 + 2 x (7 x 4 + 14) = 92.4 us: 355.6 us
+// more at every size, on the tree Simple only, and Time (what the DAG
+// carries) unchanged.
+func TestTreeLatLegacy(t *testing.T) {
+	tu := NewTuner(topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9}), 16, 2)
+	type key struct {
+		a Algo
+		p Proto
+	}
+	cases := []key{{AlgoTree, Simple}, {AlgoTree, LL128}, {AlgoTree, LL}, {AlgoRing, Simple}, {AlgoRing, LL128}}
+	before := map[key]float64{}
+	for _, c := range cases {
+		before[c] = tu.SelectionTime(AllReduce, c.a, c.p, 512<<20)
+	}
+	if got := tu.LatencyTerms(AllReduce, AlgoTree, Simple).Total; math.Abs(got-92.4) > 1e-9 {
+		t.Fatalf("tree Simple latency %.4f us, want 92.4", got)
+	}
+	tu.TreeLatLegacy = true
+	for _, c := range cases {
+		want := before[c]
+		if c == (key{AlgoTree, Simple}) {
+			want += 448 - 92.4
+		}
+		if got := tu.SelectionTime(AllReduce, c.a, c.p, 512<<20); math.Abs(got-want) > 1e-6 {
+			t.Errorf("%v %v at 512 MiB: selection time %.4f us, want %.4f", c.a, c.p, got, want)
+		}
+	}
+	if got, want := tu.Time(AllReduce, AlgoTree, Simple, 512<<20), before[key{AlgoTree, Simple}]; math.Abs(got-want) > 1e-9 {
+		t.Errorf("tree Simple Time %.4f us moved (%.4f): only the choice weighs the legacy latency", got, want)
+	}
+}
