@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -63,6 +64,15 @@ func run1(name, description string, cmd any, run func() error, args []string, st
 		var pe *units.ParseError
 		if errors.As(err, &pe) {
 			fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
+			return 1
+		}
+		// A flag's file that cannot be read (type:"existingfile") is bad
+		// input, as a positional input file is; kong's message reads
+		// "--workload: stat PATH: no such file or directory".
+		var fe *fs.PathError
+		if errors.As(err, &fe) {
+			flag, _, _ := strings.Cut(err.Error(), ": ")
+			fmt.Fprintf(stderr, "%s: %s %s: %s\n", name, flag, fe.Path, fe.Err)
 			return 1
 		}
 		fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, oneLine(err.Error()), name)

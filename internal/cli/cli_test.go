@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +38,23 @@ func TestCreateOutput(t *testing.T) {
 	}
 	if _, _, err := CreateOutput(filepath.Join(t.TempDir(), "no", "such", "dir"), ""); err == nil {
 		t.Error("no error for a file that cannot be created")
+	}
+}
+
+// A flag naming a file that does not exist is bad input, as a positional
+// input file is (exit 1, one line naming the flag and the file), not a
+// usage mistake: simccl-decompose --workload, flowsim-packet --conf and
+// topogen --from-simai exited 2 and sent the user to --help.
+func TestMissingFlagFile(t *testing.T) {
+	var cmd struct {
+		Workload string `type:"existingfile"`
+	}
+	path := filepath.Join(t.TempDir(), "none.txt")
+	var stderr strings.Builder
+	code := run1("prog", "", &cmd, func() error { return nil }, []string{"--workload", path}, &stderr)
+	msg := stderr.String()
+	if code != 1 || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "--help") ||
+		!strings.Contains(msg, "--workload") || !strings.Contains(msg, path+": no such file") {
+		t.Errorf("exit %d, stderr %q; want 1 and one line naming --workload and %s", code, msg, path)
 	}
 }
