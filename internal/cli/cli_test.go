@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fabricsim/fabricsim/pkg/units"
 )
 
 // CreateOutput writes -o FILE through to the file, and stdout is the
@@ -56,5 +58,27 @@ func TestMissingFlagFile(t *testing.T) {
 	if code != 1 || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "--help") ||
 		!strings.Contains(msg, "--workload") || !strings.Contains(msg, path+": no such file") {
 		t.Errorf("exit %d, stderr %q; want 1 and one line naming --workload and %s", code, msg, path)
+	}
+}
+
+// A negative value after a long flag reaches the flag's parser, which
+// refuses it as bad input naming the flag (exit 1), where kong took it for
+// an unknown short flag ("expected value value but got "-5Gbps" (short
+// flag)", exit 2).
+func TestNegativeFlagValue(t *testing.T) {
+	var cmd struct {
+		NICBW units.Bandwidth `name:"nic-bw"`
+		Size  units.Size
+	}
+	for _, args := range [][]string{{"--nic-bw", "-5Gbps"}, {"--size", "-1MiB"}, {"--nic-bw", "-.5Gbps"}} {
+		var stderr strings.Builder
+		code := run1("prog", "", &cmd, func() error { return nil }, args, &stderr)
+		msg := stderr.String()
+		if code != 1 || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "short flag") || !strings.Contains(msg, args[0]) || !strings.Contains(msg, args[1]) {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and one line naming the flag and the value", args, code, msg)
+		}
+	}
+	if got := negativeValues([]string{"--a", "-5", "--b=-1", "-v", "--", "--c", "-2"}); strings.Join(got, " ") != "--a=-5 --b=-1 -v -- --c -2" {
+		t.Errorf("negativeValues: %q", got)
 	}
 }
