@@ -248,6 +248,12 @@ func TestFctstatsErrors(t *testing.T) {
 	oneLineError(t, run(t, data[:len(data)/2], "fctstats"), 1, "<stdin>: truncated Arrow stream")
 	oneLineError(t, run(t, []byte{}, "fctstats"), 1, "<stdin>: empty input")
 	oneLineError(t, run(t, nil, "fctstats", filepath.Join(dir, "none.parquet")), 1, "none.parquet: no such file")
+	// A missing --reference file is named as any input is ("none.csv: no
+	// such file"), not as the system call ("open none.csv").
+	r := run(t, data, "fctstats", "--format", "nccl-tests", "--plot", filepath.Join(dir, "p.png"), "--reference", filepath.Join(dir, "none.csv"))
+	if oneLineError(t, r, 1, "none.csv: no such file"); bytes.Contains(r.stderr, []byte("open ")) {
+		t.Errorf("stderr names the system call: %s", r.stderr)
+	}
 	oneLineError(t, run(t, nil, "fctstats", "--compare", bad), 2, "--compare takes exactly two files")
 	oneLineError(t, run(t, data, "fctstats", "--timeline"), 2, "--timeline")
 	oneLineError(t, run(t, data, "fctstats", "--plot", filepath.Join(dir, "x.pdf")), 2, ".png or .svg")

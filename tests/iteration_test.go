@@ -223,4 +223,9 @@ func TestIterationReportFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--compare", path, bad), 1, "bad.csv: line")
+	// A missing EndToEnd.csv is named as any input is, not as "open PATH".
+	r := run(t, nil, "fctstats", "--iteration", "--compare", path, filepath.Join(dir, "none.csv"))
+	if oneLineError(t, r, 1, "none.csv: no such file"); bytes.Contains(r.stderr, []byte("open ")) {
+		t.Errorf("stderr names the system call: %s", r.stderr)
+	}
 }

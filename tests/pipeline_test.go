@@ -89,6 +89,9 @@ func TestPipelineBadHeaders(t *testing.T) {
 	}{
 		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 3 ga: 8 pp_comm: 1024", []string{"line 1, field pp", "do not divide the topology's 16 GPUs"}},
 		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 4 ga: 0 pp_comm: 1024", []string{"line 1, field ga"}},
+		// tp and ep from the header were refused naming neither file nor field
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 3 pp: 1 ga: 8 pp_comm: 1024", []string{"line 1, field model_parallel_NPU_group", "tp 3 x pp 1 does not divide the topology's 16 GPUs"}},
+		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ep: 3 pp: 4 ga: 8 pp_comm: 1024", []string{"line 1, field ep", "ep 3 does not divide dp 4"}},
 		{"HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 4 ga: 8 vpp: 3 pp_comm: 1024", []string{"line 1, field vpp", "do not divide the 4 layers"}},
 	} {
 		path := writeWorkload(t, c.header, w)

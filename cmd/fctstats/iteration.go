@@ -14,6 +14,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/fabricsim/fabricsim/formats/simaie2e"
+	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/pkg/plot"
 	"github.com/fabricsim/fabricsim/pkg/stats"
@@ -181,7 +182,7 @@ func readE2E(path string) (*simaie2e.File, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, trace.PathError(path, err)
 	}
 	defer f.Close()
 	br := bufio.NewReader(f)

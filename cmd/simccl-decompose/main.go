@@ -427,12 +427,8 @@ func (c *command) run() (err error) {
 	}
 	layout, err := workload.NewLayout(world, tp, dp, pp, ep)
 	if err != nil {
-		if m := w.AICB; m != nil && c.PP == 0 && pp > 1 && world%pp != 0 {
-			whose := "topology's"
-			if c.Place != "" {
-				whose = "job's"
-			}
-			return &topo.LineError{File: m.File, Line: m.HeaderLine, Field: "pp", Err: fmt.Errorf("%d pipeline stages do not divide the %s %d GPUs", pp, whose, world)}
+		if herr := c.headerLayoutError(w.AICB, world, tp, pp, ep); herr != nil {
+			return herr
 		}
 		if c.Place != "" {
 			return fmt.Errorf("--place %s: %v", c.Place, err)
@@ -606,6 +602,31 @@ func (c *command) schedule(w *workload.Workload, l workload.Layout) error {
 	}
 	w.Steps = steps
 	return nil
+}
+
+// headerLayoutError names the workload header's field whose parallel
+// size does not fit the GPUs (nil when a flag set it, or it fits): the
+// layout's own message names no file, line or field.
+func (c *command) headerLayoutError(m *workload.AICB, world, tp, pp, ep int) error {
+	if m == nil {
+		return nil
+	}
+	whose := "topology's"
+	if c.Place != "" {
+		whose = "job's"
+	}
+	field, err := "", error(nil)
+	switch {
+	case c.PP == 0 && pp > 1 && world%pp != 0:
+		field, err = "pp", fmt.Errorf("%d pipeline stages do not divide the %s %d GPUs", pp, whose, world)
+	case c.TP == 0 && tp > 1 && world%(tp*pp) != 0:
+		field, err = "model_parallel_NPU_group", fmt.Errorf("tp %d x pp %d does not divide the %s %d GPUs", tp, pp, whose, world)
+	case c.EP == 0 && c.DP == 0 && ep > 1 && world%(tp*pp) == 0 && world/(tp*pp)%ep != 0:
+		field, err = "ep", fmt.Errorf("ep %d does not divide dp %d (the %s %d GPUs over tp %d x pp %d)", ep, world/(tp*pp), whose, world, tp, pp)
+	default:
+		return nil
+	}
+	return &topo.LineError{File: m.File, Line: m.HeaderLine, Field: field, Err: err}
 }
 
 // jobSize parses --place and gives the job's size: the topology's GPUs

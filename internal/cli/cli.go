@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -55,7 +56,7 @@ func run1(name, description string, cmd any, run func() error, args []string, st
 		return 3
 	}
 	k.Stderr = stderr
-	_, err = k.Parse(args)
+	_, err = k.Parse(negativeValues(args))
 	if exit >= 0 { // --help
 		return exit
 	}
@@ -63,6 +64,15 @@ func run1(name, description string, cmd any, run func() error, args []string, st
 		var pe *units.ParseError
 		if errors.As(err, &pe) {
 			fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
+			return 1
+		}
+		// A flag's file that cannot be read (type:"existingfile") is bad
+		// input, as a positional input file is; kong's message reads
+		// "--workload: stat PATH: no such file or directory".
+		var fe *fs.PathError
+		if errors.As(err, &fe) {
+			flag, _, _ := strings.Cut(err.Error(), ": ")
+			fmt.Fprintf(stderr, "%s: %s %s: %s\n", name, flag, fe.Path, fe.Err)
 			return 1
 		}
 		fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, oneLine(err.Error()), name)
@@ -77,6 +87,32 @@ func run1(name, description string, cmd any, run func() error, args []string, st
 		return 1
 	}
 	return 0
+}
+
+// negativeValues joins a long flag and a value after it that starts with
+// a minus and a digit ("--nic-bw -5Gbps" -> "--nic-bw=-5Gbps"), so the
+// value reaches its parser and is refused as a value, with exit 1 naming
+// the flag. kong took it for a short flag ("expected value value but got
+// "-5Gbps" (short flag)", exit 2); no program has a digit short flag, so
+// such a command line failed either way.
+func negativeValues(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if i+1 < len(args) && a != "--" && strings.HasPrefix(a, "--") && !strings.Contains(a, "=") && negativeNumber(args[i+1]) {
+			a += "=" + args[i+1]
+			i++
+		}
+		out = append(out, a)
+		if args[i] == "--" {
+			return append(out, args[i+1:]...)
+		}
+	}
+	return out
+}
+
+func negativeNumber(s string) bool {
+	return len(s) > 1 && s[0] == '-' && (s[1] >= '0' && s[1] <= '9' || s[1] == '.')
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/fabricsim/fabricsim/formats/trace"
 )
 
 // Reference is a published bandwidth curve: rows of an nccl-tests table.
@@ -25,7 +27,7 @@ type Reference struct {
 func ReadReference(path string) (*Reference, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, trace.PathError(path, err)
 	}
 	defer f.Close()
 	return ParseReference(f, path)

@@ -80,7 +80,7 @@ func ReadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
 	if f == nil {
 		return nil, &topo.LineError{File: name, Line: 1, Err: fmt.Errorf("empty workload")}
 	}
-	if _, err := strconv.Atoi(f[0]); err != nil || len(f) != 4 {
+	if !microFirst(f) {
 		return readSimAI(name, n, f, lr, limit)
 	}
 	w := &Workload{}
@@ -93,6 +93,22 @@ func ReadLimit(r io.Reader, name string, limit int64) (*Workload, error) {
 		}
 	}
 	return w, nil
+}
+
+// microFirst tells a micro-format first line from a SimAI header: four
+// fields led by a count, or an operation where a header has its first
+// key, so that a micro line with a bad count or a field missing is
+// reported as one (it was read as a header: "field allreduce: "1MiB" is
+// not a non-negative integer").
+func microFirst(f []string) bool {
+	if _, err := strconv.Atoi(f[0]); err == nil && len(f) == 4 {
+		return true
+	}
+	if len(f) < 2 {
+		return false
+	}
+	_, err := nccl.ParseOp(f[1])
+	return err == nil
 }
 
 // lineReader hands out a workload's non-empty lines one at a time, so

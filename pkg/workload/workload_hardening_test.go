@@ -196,3 +196,22 @@ func TestMinStepsHandCounted(t *testing.T) {
 		t.Errorf("MICRO: minSteps = %d, want 1 (its weight-gradient collective once)", got)
 	}
 }
+
+// A micro-format line with a bad count or a field missing is reported as
+// a micro line, not read as a SimAI header whose keys make no sense.
+func TestMicroLineErrors(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"1 allreduce 1MiB\n", "w.txt: line 1: 3 fields, expected 4: <passes> <OP> <size> <GROUP>"},
+		{"x allreduce 1MiB TP\n", `w.txt: line 1, field passes: "x" is not a positive count`},
+		{"allreduce 1MiB TP\n", "w.txt: line 1"}, // no count, no op second: read as a header
+		{"2 AllReduce 1MiB TP 7\n", "w.txt: line 1: 5 fields, expected 4"},
+	} {
+		if _, err := Read(strings.NewReader(c.text), "w.txt"); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.text, err, c.want)
+		}
+	}
+	w, err := Read(strings.NewReader("2 allreduce 1MiB TP\n"), "w.txt")
+	if err != nil || len(w.Steps) != 2 || w.Steps[0].Size != 1<<20 {
+		t.Errorf("valid micro line: %v %+v", err, w)
+	}
+}
