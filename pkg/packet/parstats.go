@@ -46,10 +46,12 @@ type ParallelStats struct {
 	// TakenCPU is the same from the parts' CPU in the timed windows.
 	TakenCPU []time.Duration
 	// PartEvents is each part's events; Crossings the packets and PFC
-	// frames that went from one part to another, Pairs those of them
-	// that carried their queue pair's makings (its first into a part).
+	// frames that went from one part to another, Frames the PFC frames
+	// of them, Pairs the packets that carried their queue pair's makings
+	// (its first into a part).
 	PartEvents []uint64
 	Crossings  uint64
+	Frames     uint64
 	Pairs      uint64
 	// Loop is the wall time of the windows; Wait the time threads spent
 	// at the barrier (waiting for a window's other parts, or for the next
@@ -308,10 +310,10 @@ func (p *ParallelStats) Summary() string {
 		taken = fmt.Sprintf("parallel: the parts taken heaviest first by fewer threads, ideal speedup at %s\n", strings.Join(ts, ", "))
 	}
 	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f; windows longer by %s)\n"+
-		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event; %d with their queue pair's makings)\n"+
+		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event; %d PFC frames, %d packets with their queue pair's makings)\n"+
 		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time; %d windows run by one thread alone\n",
 		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(), strings.Join(wider, ", "),
-		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)), p.Pairs,
+		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)), p.Frames, p.Pairs,
 		p.Loop.Seconds(), 100*p.WaitShare(), p.Alone) + taken + p.cpuLine()
 }
 

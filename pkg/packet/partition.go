@@ -159,28 +159,41 @@ type qpKey struct {
 	ep   int32
 }
 
-// crossing is a packet (evArrive) or a PFC frame (evPFC) for another
-// part, at its arrival time there. The first packet of a pair for a part
-// other than the pair's own carries what that part needs to make the
-// pair's shadow slot (pairs[pair] of its outbox, firstTo); the others,
-// and those going home, need only its key. A
-// crossing costs the cache lines written and read back by the other part:
-// it is two lines, and the pair's paths and a packet's INT record, which
-// few crossings need, wait beside it (outbox), not in it. At 432 bytes a
-// crossing with them, a window's box overflowed the caches (measured on
-// a 1024-GPU AllToAll, a quarter of whose events cross). It also
-// carries the link the packet crossed (target), as an arrival pushed in
-// the part's own loop does, so that the loop loads its port ahead.
+// crossing is a packet for another part, at its arrival time there
+// (evArrive). The first packet of a pair for a part other than the pair's
+// own carries what that part needs to make the pair's shadow slot
+// (pairs[pair] of its outbox, firstTo); the others, and those going home,
+// need only its key: the pair's part in part, its slot and epoch there in
+// pkt.qp and pkt.ep, which the receiver sets anew (as it sets pkt.path
+// but for its direction). A crossing costs the cache lines written and
+// read back by the other part: it is one and a half lines (96 bytes; 112
+// with the key apart), and the pair's paths and a packet's INT record,
+// which few crossings need, wait beside it (outbox), not in it. At 432
+// bytes a crossing with them, a window's box overflowed the caches
+// (measured on a 1024-GPU AllToAll, a quarter of whose events cross). It
+// also carries the link the packet crossed (target), as an arrival pushed
+// in the part's own loop does, so that the loop loads its port ahead.
 type crossing struct {
 	at     int64
 	seq    uint64 // the event's number (its maker's, as Sim.seq gives)
-	arg    int64  // evPFC's
-	target int32  // evPFC's port; evArrive's link
-	kind   uint16
-	nHops  uint8 // the INT record's hops (when pkt.intI >= 0: its index in hops)
-	home   qpKey
-	pair   int32 // the index of its pair in pairs, or -1
+	target int32  // the link
+	pair   int32  // the index of its pair in pairs, or -1
+	part   uint8  // the pair's part
+	nHops  uint8  // the INT record's hops (when pkt.intI >= 0: its index in hops)
 	pkt    packet
+}
+
+// home is c's pair's key.
+func (c *crossing) home() qpKey { return qpKey{part: c.part, qp: c.pkt.qp, ep: c.pkt.ep} }
+
+// frame is a PFC frame for another part (evPFC), a quarter of a
+// crossing: on two parts of the 2048-GPU AllToAll 3.58 M of the 20.04 M
+// things that crossed, each written and read back as 112 bytes before.
+type frame struct {
+	at   int64
+	seq  uint64
+	port int32
+	arg  int32 // queue<<1 | pause
 }
 
 // crossPair is what makes a queue pair's shadow slot in another part.
@@ -200,6 +213,7 @@ type crossPair struct {
 // what some of them refer to by index.
 type outbox struct {
 	c     []crossing
+	f     []frame
 	pairs []crossPair
 	// The packets' INT records (HPCC), copied: their slots were the
 	// sending part's.
@@ -208,7 +222,7 @@ type outbox struct {
 
 // reset empties b, keeping its arrays.
 func (b *outbox) reset() {
-	b.c, b.pairs, b.hops = b.c[:0], b.pairs[:0], b.hops[:0]
+	b.c, b.f, b.pairs, b.hops = b.c[:0], b.f[:0], b.pairs[:0], b.hops[:0]
 }
 
 // partView is a Sim as one part of a partitioned run: what it shares with
@@ -238,6 +252,7 @@ type partView struct {
 	stats    *ParallelStats
 	log      io.Writer
 	received uint64
+	frames   uint64 // of received, the PFC frames
 	// end is the current window's; early the first crossing due before
 	// it (a cut the lookahead missed: the run stops rather than be wrong).
 	end   int64
@@ -290,13 +305,13 @@ func (pv *partView) abroad(v int32) bool {
 // the first part).
 func (pv *partView) home(i int32) uint8 { return pv.partOf(pv.s.flowNode(i)) }
 
-// post queues c for the part node v is in.
-func (pv *partView) post(v int32, c crossing) {
-	pv.check(c.at, v)
+// postPFC queues a PFC frame (evPFC: arg, for port) for the part node v
+// is in, due there at time at, numbered seq.
+func (pv *partView) postPFC(v int32, at int64, seq uint64, port int32, arg int64) {
+	pv.check(at, v)
 	box := &pv.out[pv.par][pv.part.of[v]]
-	c.pair = -1
-	box.c = append(box.c, c)
-	pv.sentMin = min(pv.sentMin, c.at)
+	box.f = append(box.f, frame{at: at, seq: seq, port: port, arg: int32(arg)})
+	pv.sentMin = min(pv.sentMin, at)
 }
 
 // sendAway hands packet pi, put on link (a port) to node v of another
@@ -322,7 +337,8 @@ func (pv *partView) sendAway(pi int32, at int64, v int32, link int32) {
 	// The packet apart: in one assignment with the rest it went through a
 	// copy on the stack first (16 more moves a crossing).
 	c.pkt = *pkt
-	c.at, c.seq, c.kind, c.target, c.home, c.pair = at, s.seq(at), evArrive, link, home, -1
+	c.at, c.seq, c.target, c.part, c.pair = at, s.seq(at), link, home.part, -1
+	c.pkt.qp, c.pkt.ep = home.qp, home.ep
 	if home.part != to && st.firstTo(home, to) {
 		c.pair = int32(len(box.pairs))
 		pv.pairsSent++
@@ -386,23 +402,24 @@ func (st *slotState) firstTo(home qpKey, to uint8) bool {
 	return true
 }
 
+// takeFrame puts PFC frame f, which another part sent, in this part's
+// calendar. A PAUSE waits at its port as one sent from this part does
+// (pfc.send): all of a port's come from the one node at the far end of its
+// link, so in order. As events they were 4% of the 2048-GPU AllToAll's on
+// two parts, the difference from the single loop's count.
+func (pv *partView) takeFrame(f *frame) {
+	s := pv.s
+	if p := &s.fab.ports[f.port]; f.arg&1 == 1 && p.lz < lzCap && !s.suspended {
+		p.lzPush(lzFrame{at: f.at, seq: f.seq, q: int8(f.arg >> 1)})
+		return
+	}
+	s.q.PushSeq(des.Time(f.at), f.seq, evPFC, f.port, int64(f.arg))
+}
+
 // takeIn puts crossing c of box b, which another part sent, in this
 // part's calendar.
 func (pv *partView) takeIn(b *outbox, c *crossing) {
 	s := pv.s
-	if c.kind == evPFC {
-		// A PAUSE waits at its port as one sent from this part does
-		// (pfc.send): all of a port's come from the one node at the far
-		// end of its link, so in order. As events they were 4% of the
-		// 2048-GPU AllToAll's on two parts, the difference from the single
-		// loop's count.
-		if p := &s.fab.ports[c.target]; c.arg&1 == 1 && p.lz < lzCap && !s.suspended {
-			p.lzPush(lzFrame{at: c.at, seq: c.seq, q: int8(c.arg >> 1)})
-			return
-		}
-		s.q.PushSeq(des.Time(c.at), c.seq, evPFC, c.target, c.arg)
-		return
-	}
 	pi := s.newPacket()
 	pkt := &s.pkts[pi]
 	*pkt = c.pkt
@@ -411,10 +428,8 @@ func (pv *partView) takeIn(b *outbox, c *crossing) {
 		s.intN[pkt.intI], s.ints[pkt.intI] = c.nHops, b.hops[c.pkt.intI]
 	}
 	dir := c.pkt.path & 1
-	if c.home.part == pv.me {
-		pkt.qp, pkt.ep = c.home.qp, c.home.ep
-	} else {
-		sh := pv.made(c.home)
+	if c.part != pv.me {
+		sh := pv.made(c.home())
 		if sh < 0 {
 			if sh = pv.shadow(b, c); sh < 0 { // the run stops (early)
 				s.freePkts = append(s.freePkts, pi)
@@ -438,7 +453,7 @@ type shadowRef struct {
 // (a late duplicate may still come), so a slot of another part is one
 // pair while it has a shadow here.
 func (pv *partView) shadow(b *outbox, c *crossing) int32 {
-	k := c.home
+	k := c.home()
 	refs := pv.shadows[k.part]
 	if int(k.qp) >= len(refs) {
 		refs = grow.Append(refs, make([]shadowRef, int(k.qp)+1-len(refs))...)
@@ -832,6 +847,7 @@ func (s *Sim) runPartitioned() error {
 		ps.Alone = crew.alone
 		for _, c := range sims {
 			ps.Crossings += c.pv.received
+			ps.Frames += c.pv.frames
 			ps.Pairs += uint64(c.pv.pairsSent)
 		}
 	}()
@@ -952,10 +968,17 @@ func (s *Sim) runWindow(end int64, par int, timed bool) {
 	s.pv.reclaim()
 	for _, src := range s.pv.peers {
 		box := &src.pv.out[1-par][s.pv.me]
+		// Frames before packets: the calendar orders both by time and
+		// number, whatever the order they come in, and a port's frames
+		// keep theirs.
+		for i := range box.f {
+			s.pv.takeFrame(&box.f[i])
+		}
 		for i := range box.c {
 			s.pv.takeIn(box, &box.c[i])
 		}
-		s.pv.received += uint64(len(box.c))
+		s.pv.received += uint64(len(box.c) + len(box.f))
+		s.pv.frames += uint64(len(box.f))
 		box.reset()
 	}
 	s.err = s.loop(end, true)

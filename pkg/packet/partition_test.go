@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/fabricsim/fabricsim/pkg/cc"
 	"github.com/fabricsim/fabricsim/pkg/topo"
@@ -209,10 +210,27 @@ func TestPartitionedIncastClosedForm(t *testing.T) {
 	if s.Stats().Dropped != 0 || s.Stats().Pauses == 0 {
 		t.Fatalf("%d dropped, %d pauses: want a lossless incast held back by PAUSE", s.Stats().Dropped, s.Stats().Pauses)
 	}
+	frames := uint64(0)
+	for _, p := range s.pv.peers {
+		frames += p.pv.frames
+	}
+	if frames == 0 {
+		t.Fatalf("no PFC frame crossed parts (%d pauses): the senders are in the other part", s.Stats().Pauses)
+	}
 	wire := float64(total) * float64(cfg.PayloadSize+cfg.HeaderBytes) / float64(cfg.PayloadSize)
 	ideal := int64(wire * 8e12 / 100e9)
 	if got := s.Stats().SimPs; got < ideal || got > ideal+20_000_000 {
 		t.Fatalf("makespan %d ps: want the %d ps the receiver's 100 Gb/s takes, plus at most 20 us", got, ideal)
+	}
+}
+
+// What crosses parts is written by one part and read back by another a
+// window later, cold by then: a packet's crossing is one and a half cache
+// lines, a PFC frame (18% of what crosses on two parts of the 2048-GPU
+// AllToAll) three eighths of one.
+func TestCrossingSizes(t *testing.T) {
+	if c, f := unsafe.Sizeof(crossing{}), unsafe.Sizeof(frame{}); c > 96 || f > 24 {
+		t.Fatalf("a crossing is %d bytes, a frame %d: want at most 96 and 24", c, f)
 	}
 }
 

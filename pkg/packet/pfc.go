@@ -168,7 +168,7 @@ func (f *pfc) send(dl int32, q int, pause bool) {
 	at := s.now + p.lat
 	switch up := p.from; {
 	case s.pv.abroad(up):
-		s.pv.post(up, crossing{at: at, seq: s.seq(at), kind: evPFC, target: dl, arg: arg})
+		s.pv.postPFC(up, at, s.seq(at), dl, arg)
 	case pause && p.lz < lzCap && !s.suspended:
 		p.lzPush(lzFrame{at: at, seq: s.seq(at), q: int8(q)})
 	default:
