@@ -901,17 +901,21 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	}
 	nv := m.NVLinkGBps * 1e-3 // bytes per ps
 	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
-	ppn := max(n/nNodes, 1)
 	share := co.Rec.Size / int64(n)
 	parts := max(pl.Channels, 1)
-	pieces, interval, conns := a2aPace(n, ppn, share, parts, pl.Chunk, d.cut().maxChunks, pl.Algo == AlgoPXN, s.inter, s.proxyOp)
-	piece := float64(share) / float64(pieces)
-	handoff := 0.0
-	if pl.Algo == AlgoPXN && ppn > 1 {
-		handoff = float64((ppn-1)*conns) * piece / nv
-		piece *= float64(ppn) // the server's hand-offs gathered
+	// Each class of proxies (a2aClasses: one on a group aligned to
+	// servers; a server with fewer of the group's ranks relays more
+	// connections, with PXN each gathering fewer shares, and its
+	// proxies' rounds are longer) chains its own connections.
+	t := 0.0
+	for _, cl := range a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN).classes {
+		pieces, interval := a2aPace(share, parts, pl.Chunk, d.cut().maxChunks, cl.ops, s.inter, s.proxyOp)
+		piece := float64(share) / float64(pieces)
+		handoff := float64((cl.local-1)*cl.conns) * piece / nv
+		piece *= float64(cl.local) // with PXN, the server's hand-offs gathered
+		chain := a2aChain(cl.front, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
+		t = max(t, handoff+max(chain, bw))
 	}
-	chain := a2aChain(a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN).front, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
 	lat := usToPs(pl.Lat.Inter) + s.inter
-	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
+	return usToPs(pl.Lat.Base) + lat + int64(t), true
 }
