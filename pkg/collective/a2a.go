@@ -427,16 +427,19 @@ func cutPaced(co *stream.Collective) bool {
 	return co.Cut != nil && (co.Cut.StepIntraPs > 0 || co.Cut.StepInterPs > 0) && co.SendLatPs == 0
 }
 
-// NetPieces is how many pieces each network connection of PXN AllToAll
-// co on n ranks, local of them in a server, moves, as its flows cut
-// them: NCCL's steps under the transport's costs (p2pPieces), else the
-// hand-offs' pieces (PXNPieces).
+// NetPieces is how many pieces each network connection of AllToAll co
+// (PXN or direct) on n ranks, local of them in a server, moves, as its
+// flows cut them: NCCL's steps under the transport's costs (p2pPieces),
+// else PXN's hand-offs' pieces (PXNPieces) or a direct pair's one flow.
 func NetPieces(co *stream.Collective, n, local int) int {
 	k := co.Cut
 	share := co.Size / int64(max(n, 1))
 	if cutPaced(co) {
 		p, _ := p2pPieces(share, max(co.Channels, 1), k.ChunkBytes, int(k.MaxChunks))
 		return int(p)
+	}
+	if co.Algorithm != AlgoPXN.String() {
+		return 1
 	}
 	return PXNPieces(share, local, k.ChunkBytes, int(k.MaxChunks))
 }

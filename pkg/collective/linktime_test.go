@@ -433,8 +433,10 @@ func TestPsLeave(t *testing.T) {
 // connection moves its peers' 32 KiB shares gathered as 1 piece (one
 // step of a share), not the 8 pieces of 32 KiB the hand-offs are cut into
 // without them (256 KiB gathered); at 16 MiB, 4 steps of a 128 KiB share.
+// A direct one's connections go in the same steps under the transport's
+// costs, and as one flow a pair without them.
 func TestNetPieces(t *testing.T) {
-	co := &stream.Collective{Op: "alltoall", Size: 4 << 20, Channels: 1, Cut: &stream.Cut{ChunkBytes: 32 << 10, StepInterPs: 1}}
+	co := &stream.Collective{Op: "alltoall", Algorithm: AlgoPXN.String(), Size: 4 << 20, Channels: 1, Cut: &stream.Cut{ChunkBytes: 32 << 10, StepInterPs: 1}}
 	if got := NetPieces(co, 128, 8); got != 1 {
 		t.Errorf("paced, 4 MiB: %d pieces, want 1", got)
 	}
@@ -445,5 +447,13 @@ func TestNetPieces(t *testing.T) {
 	co.Size, co.Cut.StepInterPs = 4<<20, 0
 	if got := NetPieces(co, 128, 8); got != 8 {
 		t.Errorf("not paced, 4 MiB: %d pieces, want 8", got)
+	}
+	co.Algorithm = AlgoDirect.String()
+	if got := NetPieces(co, 128, 8); got != 1 {
+		t.Errorf("direct, not paced: %d pieces, want 1", got)
+	}
+	co.Size, co.Cut.StepInterPs = 16<<20, 1
+	if got := NetPieces(co, 128, 8); got != 4 {
+		t.Errorf("direct, paced, 16 MiB: %d pieces, want 4", got)
 	}
 }
