@@ -264,13 +264,9 @@ type a2aLayout struct {
 // layouts, and one of 4096 ranks holds 64 MiB.
 const a2aCacheLayouts = 4
 
-// a2aPostsCached is a2aPosts, kept by what decides it (each group
-// position's server, as nodes orders them, parts and pxn); read only.
-func a2aPostsCached(nodes [][]int, n, parts int, pxn bool) []int32 {
-	return a2aLayoutCached(nodes, n, parts, pxn).posts
-}
-
-// a2aLayoutCached is a2aPosts and its frontier, cached as a2aPostsCached.
+// a2aLayoutCached is a2aPosts with its ops and classes, kept by what
+// decides them (each group position's server, as nodes orders them, parts
+// and pxn); read only.
 func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
 	key := make([]byte, 4*n+5)
 	binary.LittleEndian.PutUint32(key, uint32(parts))

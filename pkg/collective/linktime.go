@@ -851,12 +851,12 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
 }
 
-// a2aChain is the longest of the proxies' network connections (ps), each
-// starting when its first step is posted (op ps an op; front, the posts'
-// a2aFrontier): from any level q on, the most connections one proxy
-// posted no sooner send their last pieces (last ps each, on the NIC
-// together) after paced ps of earlier pieces, and all their bytes (whole
-// ps each) at the NIC's rate.
+// a2aChain is the longest of a class of proxies' network connections
+// (ps), each starting when its first step is posted (op ps an op; front,
+// the class's frontier, a2aClass): from any level q on, the most
+// connections one proxy posted no sooner send their last pieces (last ps
+// each, on the NIC together) after paced ps of earlier pieces, and all
+// their bytes (whole ps each) at the NIC's rate.
 func a2aChain(front []int32, op int64, paced, last, whole float64) float64 {
 	chain := 0.0
 	for q, rest := range front {
