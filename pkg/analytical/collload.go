@@ -53,6 +53,7 @@ type collLoad struct {
 	path       []route.DirLink
 	classes    classSums // hashed's scratch: a draw's classes
 	draw       pieceDraw // hashed's scratch: a draw's crossing connections
+	merge      map[pieceKey]int32
 	kinds      []uint8   // per directed link: its kind (kindFabric ...)
 	acc        []float64 // levelTimes' scratch, per directed link
 	accTouched []route.DirLink
@@ -143,6 +144,32 @@ func (dr *pieceDraw) cost(pace float64, cl *classSums) float64 {
 		}
 	}
 	return m
+}
+
+// pieceKey is what pieceDraw.cost reads of a connection beside its bytes.
+type pieceKey struct {
+	b    float64
+	hops int
+}
+
+// addPiece appends pc to a draw's connections; a draw kept (keep) merges
+// it into one alike (its bytes added: cost reads only b and hops), which
+// bounds a kept draw by the fabric's links rather than its connections (a
+// direct AllToAll on 1024 ranks has a million, 16 draws of them 400 MB).
+func (c *collLoad) addPiece(conns []pieceConn, pc pieceConn, keep bool) []pieceConn {
+	if !keep {
+		return append(conns, pc)
+	}
+	if c.merge == nil {
+		c.merge = map[pieceKey]int32{}
+	}
+	k := pieceKey{pc.b, pc.hops}
+	if i, ok := c.merge[k]; ok {
+		conns[i].x += pc.x
+		return conns
+	}
+	c.merge[k] = int32(len(conns))
+	return append(conns, pc)
 }
 
 // classSums is pieceDraw.cost's scratch: per path length, cost and bytes.
@@ -369,10 +396,11 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	}
 	if c.policy.Hashed() {
 		pipelined := sp.Algo != nccl.AlgoDirect && sp.Algo != nccl.AlgoPXN && sp.Algo != nccl.AlgoP2P
-		if sp.Algo == nccl.AlgoPXN && co.Cut != nil {
+		if (sp.Algo == nccl.AlgoPXN || sp.Algo == nccl.AlgoDirect) && co.Cut != nil {
 			// PXN's transfers go in pieces, each hashed anew, when a
-			// server's ranks hand them off (collective.PXNPieces), or
-			// under the transport's costs in NCCL's steps.
+			// server's ranks hand them off (collective.PXNPieces), and
+			// direct or PXN ones under the transport's costs in NCCL's
+			// steps.
 			local := 0
 			for _, r := range g.Ranks {
 				if t.Nodes[r].Server == t.Nodes[g.Ranks[0]].Server {
@@ -588,6 +616,7 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 			dr = &pieceDraw{}
 		}
 		dr.conns = dr.conns[:0]
+		clear(c.merge)
 		conn, start := 0, int32(0)
 		for _, p := range pairs {
 			conns := max(p.conns, 1)
@@ -612,7 +641,7 @@ func (c *collLoad) hashed(d *demand, pairs []pair, nic float64, pipelined, keep 
 				if b := max(0, load-nic); !pipelined {
 					cost = max(cost, b)
 				} else if crosses { // NVLink hops are NCCL's model's own
-					dr.conns = append(dr.conns, pieceConn{b: b, x: x, hops: hops})
+					dr.conns = c.addPiece(dr.conns, pieceConn{b: b, x: x, hops: hops}, keep)
 				}
 			}
 		}

@@ -54,9 +54,10 @@ func TestPacedExtraPieceByPiece(t *testing.T) {
 // NICs': the fabric adds (38.389 - 34.194) / 2 = 2.097 us to the delay
 // (50 us), where the node took its delay alone (paced beside its bytes).
 // At 8 MiB each connection moves 2 pieces of 1 MiB, 4 ops x 10 us apart
-// (its proxy's round): all its bytes as the even split puts them (1.5 at
-// 3), its last piece on the draw's path: NICs 30 + 40 + 8 MiB x 1/2 =
-// 74.194 us, draw 1 30 + 40 + 8 MiB x 2/2 = 78.389 us: again 2.097 us.
+// (its proxy's round): all its bytes between the draw's loads and the even
+// split's (1.5 + (2 - 1.5) / sqrt 2 = 1.854 at 3: 45.55 us, shorter), its
+// last piece on the draw's path: NICs 30 + 40 + 8 MiB x 1/2 = 74.194 us,
+// draw 1 30 + 40 + 8 MiB x 2/2 = 78.389 us: again 2.097 us.
 func TestStaggerStartsLate(t *testing.T) {
 	co := &stream.Collective{ID: 1, Op: "alltoall", Size: 4 * MiB, Algorithm: "direct", Channels: 1, PredictedPs: 20e6,
 		Cut: &stream.Cut{ChunkBytes: MiB, StepInterPs: 1e6, StepProxyPs: 10e6}}

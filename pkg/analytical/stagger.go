@@ -1,6 +1,8 @@
 package analytical
 
 import (
+	"math"
+
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/pkg/collective"
 	"github.com/fabricsim/fabricsim/pkg/route"
@@ -197,9 +199,11 @@ func (c *collLoad) staggerExtra(st *stagger, co *stream.Collective, size int64) 
 // over the NICs (size bytes, paced as s): from each level q on, q x
 // OpPs, then the longer of the paced pieces and the last pieces' bytes
 // or all the bytes, on the busiest link. A connection of one piece keeps
-// its draw's path; one of several is hashed anew piece by piece, so all
-// its bytes go as the even split does (spread), its last piece on the
-// draw's path.
+// its draw's path; one of several is hashed anew piece by piece, its last
+// piece on the draw's path, and all its bytes between the draw's loads
+// and the even split's (spread): a link's load is a sum of K pieces'
+// independent hashes, so its spread about the even split's falls as
+// 1/sqrt(K) of the draw's, whose connections go whole (hashedAll).
 func (st *stagger) extra(s collective.A2AStagger, size int64) float64 {
 	if len(st.draws) == 0 {
 		return 0
@@ -213,14 +217,29 @@ func (st *stagger) extra(s collective.A2AStagger, size int64) float64 {
 		return t
 	}
 	sum := 0.0
+	var scratch []float64
 	for _, dr := range st.draws {
 		all := dr.all
 		if s.Pieces > 1 && st.spread != nil {
-			all = st.spread
+			scratch = hashedAll(scratch, dr.all, st.spread, s.Pieces)
+			all = scratch
 		}
 		sum += chain(dr.all, all) - chain(dr.nic, dr.nic)
 	}
 	return max(0, sum/float64(len(st.draws)))
+}
+
+// hashedAll is, per level, the busiest link's time for connections cut
+// into pieces pieces each hashed on its own: the even split's (spread)
+// plus the draw's excess over it (whole, each connection on one path)
+// over sqrt(pieces), in dst.
+func hashedAll(dst, whole, spread []float64, pieces int64) []float64 {
+	f := 1 / math.Sqrt(float64(pieces))
+	dst = dst[:0]
+	for i, w := range whole {
+		dst = append(dst, spread[i]+(w-spread[i])*f)
+	}
+	return dst
 }
 
 // oneServer reports whether ranks all sit in one server.

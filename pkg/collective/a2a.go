@@ -2,6 +2,7 @@ package collective
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -16,15 +17,9 @@ func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) 
 	for i := range c.exit {
 		c.exit[i] = make([]int64, 0, 2*(n-1)) // a send to and a receive from every peer
 	}
-	remote := 0 // a rank's peers on other servers
-	for j := 1; j < n; j++ {
-		if c.crosses(c.ranks[0], c.ranks[j]) {
-			remote++
-		}
-	}
-	var posts []int32
-	if c.p2pPaced() && remote > 0 {
-		posts = a2aPostsCached(c.f.nodesOf(c.ranks), n, parts, false)
+	var lay a2aLayout
+	if nodes := c.f.nodesOf(c.ranks); c.p2pPaced() && len(nodes) > 1 {
+		lay = a2aLayoutCached(nodes, n, parts, false)
 	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
@@ -40,7 +35,7 @@ func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) 
 				// Its own proxy serves every remote peer's send and
 				// receive connections in turn.
 				last := int64(-1)
-				c.p2pSteps(b, parts, chunk, maxChunks, 2*remote*parts, int64(posts[i*n+j])*c.step.proxyOp, func(k int, piece, lat int64) int64 {
+				c.p2pSteps(b, parts, chunk, maxChunks, int(lay.ops[i]), int64(lay.posts[i*n+j])*c.step.proxyOp, func(k int, piece, lat int64) int64 {
 					last = c.connFlow(&last, c.deps(c.entry[i]), src, dst, piece, lat, 0, int32(j), int32(n), stream.ConnA2A)
 					return last
 				})
@@ -126,9 +121,9 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 	per := func(dst int) int64 { return splitEven(size, n, dst) }
 	var handoff []int64  // per local source: its last hand-off piece
 	var gathered []int64 // a NET piece's dependencies
-	var posts []int32
+	var a2a a2aLayout
 	if paced && len(nodes) > 1 {
-		posts = a2aPostsCached(nodes, n, parts, true)
+		a2a = a2aLayoutCached(nodes, n, parts, true)
 	}
 	for a, la := range nodes {
 		// Inside the server: direct.
@@ -155,11 +150,9 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 				proxy := lay.relay(la[0], dst)
 				pieces, interval, posted := PXNPieces(share, len(la), chunk, maxChunks), int64(0), int64(0)
 				if paced {
-					posted = int64(posts[proxy*n+dst]) * c.step.proxyOp
-					remote := n - len(la)
-					ops := (len(la)*((remote+len(la)-1)/len(la)) + remote) * parts // sends and receives
-					p, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
-					pieces, interval = int(p), stepsPer*max(c.step.inter, int64(ops)*c.step.proxyOp)
+					posted = int64(a2a.posts[proxy*n+dst]) * c.step.proxyOp
+					p, iv := a2aPace(share, parts, chunk, maxChunks, a2a.ops[proxy], c.step.inter, c.step.proxyOp)
+					pieces, interval = int(p), iv
 				}
 				handoff = handoff[:0]
 				for range la {
@@ -259,20 +252,21 @@ var a2aCache struct {
 	m map[string]a2aLayout
 }
 
-// a2aLayout is a2aPosts' result and its frontier (a2aFrontier).
-type a2aLayout struct{ posts, front []int32 }
+// a2aLayout is a2aPosts' result, each position's proxy's network ops a
+// round (a2aOps) and its proxies by class with their frontiers
+// (a2aClasses).
+type a2aLayout struct {
+	posts, ops []int32
+	classes    []a2aClass
+}
 
 // a2aCacheLayouts bounds a2aCache: a run's AllToAlls are on a few groups'
 // layouts, and one of 4096 ranks holds 64 MiB.
 const a2aCacheLayouts = 4
 
-// a2aPostsCached is a2aPosts, kept by what decides it (each group
-// position's server, as nodes orders them, parts and pxn); read only.
-func a2aPostsCached(nodes [][]int, n, parts int, pxn bool) []int32 {
-	return a2aLayoutCached(nodes, n, parts, pxn).posts
-}
-
-// a2aLayoutCached is a2aPosts and its frontier, cached as a2aPostsCached.
+// a2aLayoutCached is a2aPosts with its ops and classes, kept by what
+// decides them (each group position's server, as nodes orders them, parts
+// and pxn); read only.
 func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
 	key := make([]byte, 4*n+5)
 	binary.LittleEndian.PutUint32(key, uint32(parts))
@@ -293,53 +287,100 @@ func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
 		a2aCache.m = map[string]a2aLayout{}
 	}
 	posts := a2aPosts(nodes, n, parts, pxn)
-	l := a2aLayout{posts, a2aFrontier(posts, n)}
+	ops := a2aOps(nodes, posts, n, parts, pxn)
+	l := a2aLayout{posts, ops, a2aClasses(nodes, posts, ops, n, pxn)}
 	a2aCache.m[string(key)] = l
 	return l
 }
 
-// a2aFrontier is, for each posting level q (ops posted before a
-// connection), the most network connections any one proxy has posted at
-// q or later (posts at p x n + d, -1 none): all a2aChain needs of the
-// posts, since its chain grows with q and with that count.
-func a2aFrontier(posts []int32, n int) []int32 {
+// a2aOps is, per position of a layout (posts as a2aPosts gives them),
+// the network ops its GPU's proxy thread posts a round, parts each: its
+// own rank's receives, one from each rank in another server, and the
+// sends of its network connections, one a peer or, with PXN, one from
+// each of its server's ranks on each connection it relays. A GPU's proxy
+// serves its own connections only (proxy.cc: one proxy thread a GPU), so
+// on a group with unequal rank counts a server its proxies' rounds differ.
+func a2aOps(nodes [][]int, posts []int32, n, parts int, pxn bool) []int32 {
+	ops := make([]int32, n)
+	for _, la := range nodes {
+		gather := 1 // sends a connection carries
+		if pxn {
+			gather = len(la)
+		}
+		for _, p := range la {
+			conns := 0
+			for _, q := range posts[p*n : (p+1)*n] {
+				if q >= 0 {
+					conns++
+				}
+			}
+			ops[p] = int32((gather*conns + n - len(la)) * parts)
+		}
+	}
+	return ops
+}
+
+// a2aClass is an AllToAll's proxies alike (a2aClasses): each relays conns
+// network connections gathering local ranks' shares (1 without PXN),
+// posts ops network ops a round, and front is their frontier: for each
+// posting level q (ops posted before a connection), the most connections
+// one of them posted at q or later, all a2aChain needs of their posts,
+// since its chain grows with q and with that count.
+type a2aClass struct {
+	local, conns int
+	ops          int32
+	front        []int32
+}
+
+// a2aClasses groups a layout's proxies (those with network connections)
+// by their connections, gathered ranks and ops, one class on a group
+// aligned to servers, and finds each class's frontier.
+func a2aClasses(nodes [][]int, posts, ops []int32, n int, pxn bool) []a2aClass {
 	top := int32(-1)
 	for _, q := range posts {
 		top = max(top, q)
 	}
-	front := make([]int32, top+1)
+	var classes []a2aClass
 	count := make([]int32, top+1) // a proxy's connections by posts before them
-	for p := range n {
-		clear(count)
-		for _, q := range posts[p*n : (p+1)*n] {
-			if q >= 0 {
-				count[q]++
+	for _, la := range nodes {
+		local := 1
+		if pxn {
+			local = len(la)
+		}
+		for _, p := range la {
+			clear(count)
+			conns := 0
+			for _, q := range posts[p*n : (p+1)*n] {
+				if q >= 0 {
+					count[q]++
+					conns++
+				}
+			}
+			if conns == 0 {
+				continue
+			}
+			i := slices.IndexFunc(classes, func(c a2aClass) bool { return c.local == local && c.conns == conns && c.ops == ops[p] })
+			if i < 0 {
+				i = len(classes)
+				classes = append(classes, a2aClass{local: local, conns: conns, ops: ops[p], front: make([]int32, top+1)})
+			}
+			front, rest := classes[i].front, int32(0)
+			for q := top; q >= 0; q-- {
+				rest += count[q]
+				front[q] = max(front[q], rest)
 			}
 		}
-		rest := int32(0)
-		for q := top; q >= 0; q-- {
-			rest += count[q]
-			front[q] = max(front[q], rest)
-		}
 	}
-	return front
+	return classes
 }
 
-// a2aPace is a network connection's shape in an AllToAll of n ranks,
-// ppn a server (share bytes a peer, parts channels) under step costs
-// inter and proxyOp (p2pSteps): its pieces, the interval between them
-// (its steps x the longer of the step cost and its proxy's round) and a
-// GPU's network connections.
-func a2aPace(n, ppn int, share int64, parts int, chunk int64, maxChunks int, pxn bool, inter, proxyOp int64) (pieces, interval int64, conns int) {
+// a2aPace is a network connection's pieces (share bytes a peer, parts
+// channels) and the interval between them under step costs inter and
+// proxyOp (p2pSteps): its steps x the longer of the step cost and its
+// proxy's round, ops of proxyOp each (a2aOps).
+func a2aPace(share int64, parts int, chunk int64, maxChunks int, ops int32, inter, proxyOp int64) (pieces, interval int64) {
 	pieces, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
-	remote := n - ppn
-	conns = remote // each one peer's share
-	ops := 2 * remote * parts
-	if pxn && ppn > 1 {
-		conns = (remote + ppn - 1) / ppn // the remote ranks on the rail
-		ops = (ppn*conns + remote) * parts
-	}
-	return pieces, stepsPer * max(inter, int64(ops)*proxyOp), conns
+	return pieces, stepsPer * max(inter, int64(ops)*proxyOp)
 }
 
 // A2AStagger is a paced AllToAll's posting order across servers, for a
@@ -367,8 +408,13 @@ func (f Fabric) A2AStaggerOf(co *stream.Collective, algo Algo, ranks []int32, si
 		return A2AStagger{}, false
 	}
 	parts := max(co.Channels, 1)
-	pieces, interval, _ := a2aPace(n, max(n/len(nodes), 1), size/int64(n), parts, k.ChunkBytes, int(k.MaxChunks), algo == AlgoPXN, k.StepInterPs, k.StepProxyPs)
-	return A2AStagger{Posts: a2aPostsCached(nodes, n, parts, algo == AlgoPXN), OpPs: k.StepProxyPs, Pieces: pieces, IntervalPs: interval}, true
+	lay := a2aLayoutCached(nodes, n, parts, algo == AlgoPXN)
+	var ops int32 // the slowest proxy round's: it paces the late connections
+	for _, cl := range lay.classes {
+		ops = max(ops, cl.ops)
+	}
+	pieces, interval := a2aPace(size/int64(n), parts, k.ChunkBytes, int(k.MaxChunks), ops, k.StepInterPs, k.StepProxyPs)
+	return A2AStagger{Posts: lay.posts, OpPs: k.StepProxyPs, Pieces: pieces, IntervalPs: interval}, true
 }
 
 // cutPaced is p2pPaced for a collective record: its network transfers go
@@ -377,16 +423,19 @@ func cutPaced(co *stream.Collective) bool {
 	return co.Cut != nil && (co.Cut.StepIntraPs > 0 || co.Cut.StepInterPs > 0) && co.SendLatPs == 0
 }
 
-// NetPieces is how many pieces each network connection of PXN AllToAll
-// co on n ranks, local of them in a server, moves, as its flows cut
-// them: NCCL's steps under the transport's costs (p2pPieces), else the
-// hand-offs' pieces (PXNPieces).
+// NetPieces is how many pieces each network connection of AllToAll co
+// (PXN or direct) on n ranks, local of them in a server, moves, as its
+// flows cut them: NCCL's steps under the transport's costs (p2pPieces),
+// else PXN's hand-offs' pieces (PXNPieces) or a direct pair's one flow.
 func NetPieces(co *stream.Collective, n, local int) int {
 	k := co.Cut
 	share := co.Size / int64(max(n, 1))
 	if cutPaced(co) {
 		p, _ := p2pPieces(share, max(co.Channels, 1), k.ChunkBytes, int(k.MaxChunks))
 		return int(p)
+	}
+	if co.Algorithm != AlgoPXN.String() {
+		return 1
 	}
 	return PXNPieces(share, local, k.ChunkBytes, int(k.MaxChunks))
 }

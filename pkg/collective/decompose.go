@@ -57,6 +57,8 @@ type groupSet struct {
 	ids   []int64
 	nodes []int
 	of    map[int32]int // the group of each rank (its first, if several)
+	// widest: widestSibling's answers by group
+	widest map[int]int
 }
 
 // NewDecomposer checks the layout against the fabric. A job on fewer GPUs
@@ -246,7 +248,12 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			if ranks = d.stepRanks(s, gs, gi); ranks == nil {
 				continue
 			}
-			pl, err := d.plan(cache, s, gs, gi, ranks)
+			pi := gi // the group planned and priced
+			if d.Collectives && s.Op == AllToAll {
+				pi = d.widestSibling(gs, gi)
+				ranks = gs.ranks[pi]
+			}
+			pl, err := d.plan(cache, s, gs, pi, ranks)
 			if err != nil {
 				return nil, err
 			}
@@ -340,6 +347,31 @@ func (d *Decomposer) stepRanks(s Step, gs *groupSet, gi int) []int32 {
 		}
 	}
 	return ranks
+}
+
+// widestSibling is the group an AllToAll's COLL node for group gi's stage
+// is planned and priced on at collective granularity: of gi and its
+// siblings, the one spanning the most servers (gi on a tie). Groups not
+// aligned to servers differ (--ep 6 on 8-GPU servers: ranks 0-5 in one
+// server, 6-11 across two) and the stage's AllToAll ends with a group
+// whose connections leave its servers (a 4 MiB one on a 1:1 k=16
+// fat-tree: 41 us priced on 0-5, 188 us as flows).
+// Found once a group (a stage's hundreds of siblings, thousands of steps).
+func (d *Decomposer) widestSibling(gs *groupSet, gi int) int {
+	if w, ok := gs.widest[gi]; ok {
+		return w
+	}
+	w := gi
+	for _, id := range d.groups[gs.ids[gi]].Siblings {
+		if i := int(id - gs.ids[0]); gs.nodes[i] > gs.nodes[w] {
+			w = i
+		}
+	}
+	if gs.widest == nil {
+		gs.widest = map[int]int{}
+	}
+	gs.widest[gi] = w
+	return w
 }
 
 // plan is step s's plan on group gi (ranks, from stepRanks), planned once

@@ -851,12 +851,12 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
 }
 
-// a2aChain is the longest of the proxies' network connections (ps), each
-// starting when its first step is posted (op ps an op; front, the posts'
-// a2aFrontier): from any level q on, the most connections one proxy
-// posted no sooner send their last pieces (last ps each, on the NIC
-// together) after paced ps of earlier pieces, and all their bytes (whole
-// ps each) at the NIC's rate.
+// a2aChain is the longest of a class of proxies' network connections
+// (ps), each starting when its first step is posted (op ps an op; front,
+// the class's frontier, a2aClass): from any level q on, the most
+// connections one proxy posted no sooner send their last pieces (last ps
+// each, on the NIC together) after paced ps of earlier pieces, and all
+// their bytes (whole ps each) at the NIC's rate.
 func a2aChain(front []int32, op int64, paced, last, whole float64) float64 {
 	chain := 0.0
 	for q, rest := range front {
@@ -901,17 +901,21 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	}
 	nv := m.NVLinkGBps * 1e-3 // bytes per ps
 	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
-	ppn := max(n/nNodes, 1)
 	share := co.Rec.Size / int64(n)
 	parts := max(pl.Channels, 1)
-	pieces, interval, conns := a2aPace(n, ppn, share, parts, pl.Chunk, d.cut().maxChunks, pl.Algo == AlgoPXN, s.inter, s.proxyOp)
-	piece := float64(share) / float64(pieces)
-	handoff := 0.0
-	if pl.Algo == AlgoPXN && ppn > 1 {
-		handoff = float64((ppn-1)*conns) * piece / nv
-		piece *= float64(ppn) // the server's hand-offs gathered
+	// Each class of proxies (a2aClasses: one on a group aligned to
+	// servers; a server with fewer of the group's ranks relays more
+	// connections, with PXN each gathering fewer shares, and its
+	// proxies' rounds are longer) chains its own connections.
+	t := 0.0
+	for _, cl := range a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN).classes {
+		pieces, interval := a2aPace(share, parts, pl.Chunk, d.cut().maxChunks, cl.ops, s.inter, s.proxyOp)
+		piece := float64(share) / float64(pieces)
+		handoff := float64((cl.local-1)*cl.conns) * piece / nv
+		piece *= float64(cl.local) // with PXN, the server's hand-offs gathered
+		chain := a2aChain(cl.front, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
+		t = max(t, handoff+max(chain, bw))
 	}
-	chain := a2aChain(a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN).front, s.proxyOp, float64((pieces-1)*interval), piece/nic, float64(pieces)*piece/nic)
 	lat := usToPs(pl.Lat.Inter) + s.inter
-	return usToPs(pl.Lat.Base) + lat + int64(handoff+max(chain, bw)), true
+	return usToPs(pl.Lat.Base) + lat + int64(t), true
 }

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
@@ -304,6 +305,40 @@ func TestAllToAllPs(t *testing.T) {
 	}
 }
 
+// A group not aligned to servers, by hand (allToAllPs): 4 ranks on GPUs
+// 3-6 of 4-GPU servers (1 + 3), 4 MiB, PXN, NVLink 100 GB/s, 25 GB/s of
+// NIC a GPU, one part of 256 KiB steps (4 pieces of a 1 MiB share), 10 us
+// a step and a proxy op. GPU 3, alone in its server, sends its own share
+// to each of the 3 others (3 connections of 256 KiB pieces) and posts 3
+// sends and 3 receives a round: 60 us. GPU 4 relays its server's 3 shares
+// for GPU 3 (1 connection of 768 KiB pieces, after 2 x 256 KiB of
+// hand-offs over NVLink) and posts 3 sends and 1 receive: 40 us. Posts
+// (a2aPosts' rounds, flat schedule): round 1 3->4 and 6->3 (relayed by 4),
+// round 2 3->5 (after 2 ops) and 5->3 (4: 2), round 3 3->6 (4) and 4->3
+// (4: 4). GPU 3's chain: its last connection posted after 4 ops (40 us),
+// then 3 x 60 us and its last 256 KiB (10.49 us): 230.49 us; GPU 4's: 40
+// + 3 x 40 + 768 KiB (31.46 us) + its hand-offs (5.24 us) = 196.70; all
+// bytes (3 MiB on a NIC) 125.83. With base 5, latency 4 and a 10 us step:
+// 249.486 us. One class at the mean (2 ranks a server, each connection
+// gathering 2 shares on a 40 us round) gave 273.3.
+func TestAllToAllPsUnalignedGroup(t *testing.T) {
+	d, _ := handDecomposer(8, 4, 100, 4, 25, 0)
+	co := &Coll{Rec: stream.Collective{Op: string(AllToAll), Size: 4 << 20}, Ranks: []int32{3, 4, 5, 6},
+		Plan: Plan{Algo: AlgoPXN, Proto: Simple, Channels: 1, Chunk: 256 << 10, PXN: true, Lat: LatTerms{Base: 5, Inter: 4}}}
+	s := stepCosts{bytes: 256 << 10, intra: 500_000, inter: 10_000_000, proxyOp: 10_000_000}
+	lay := a2aLayoutCached(d.Fabric.nodesOf(co.Ranks), 4, 1, true)
+	if want := []int32{-1, 0, 2, 4, 4, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; !slices.Equal(lay.posts, want) {
+		t.Errorf("posts %v, want %v", lay.posts, want)
+	}
+	if want := []int32{6, 4, 1, 1}; !slices.Equal(lay.ops, want) {
+		t.Errorf("ops a round %v, want %v", lay.ops, want)
+	}
+	want := 5e6 + 4e6 + 10e6 + 40e6 + 3*60e6 + float64(256<<10)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("1 + 3 ranks: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+}
+
 // An LL128 ring whose network connections' own steps are its slower path
 // (ringPathPs' conn): TestRingPathPs' 2 x 4 ring with 10 times the bytes,
 // AllGather of 4915200 B: a channel's one loop of 8 slices of 153600 B,
@@ -398,8 +433,10 @@ func TestPsLeave(t *testing.T) {
 // connection moves its peers' 32 KiB shares gathered as 1 piece (one
 // step of a share), not the 8 pieces of 32 KiB the hand-offs are cut into
 // without them (256 KiB gathered); at 16 MiB, 4 steps of a 128 KiB share.
+// A direct one's connections go in the same steps under the transport's
+// costs, and as one flow a pair without them.
 func TestNetPieces(t *testing.T) {
-	co := &stream.Collective{Op: "alltoall", Size: 4 << 20, Channels: 1, Cut: &stream.Cut{ChunkBytes: 32 << 10, StepInterPs: 1}}
+	co := &stream.Collective{Op: "alltoall", Algorithm: AlgoPXN.String(), Size: 4 << 20, Channels: 1, Cut: &stream.Cut{ChunkBytes: 32 << 10, StepInterPs: 1}}
 	if got := NetPieces(co, 128, 8); got != 1 {
 		t.Errorf("paced, 4 MiB: %d pieces, want 1", got)
 	}
@@ -410,5 +447,13 @@ func TestNetPieces(t *testing.T) {
 	co.Size, co.Cut.StepInterPs = 4<<20, 0
 	if got := NetPieces(co, 128, 8); got != 8 {
 		t.Errorf("not paced, 4 MiB: %d pieces, want 8", got)
+	}
+	co.Algorithm = AlgoDirect.String()
+	if got := NetPieces(co, 128, 8); got != 1 {
+		t.Errorf("direct, not paced: %d pieces, want 1", got)
+	}
+	co.Size, co.Cut.StepInterPs = 16<<20, 1
+	if got := NetPieces(co, 128, 8); got != 4 {
+		t.Errorf("direct, paced, 16 MiB: %d pieces, want 4", got)
 	}
 }
