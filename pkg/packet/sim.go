@@ -394,11 +394,16 @@ func (s *Sim) seqLooked(at int64) uint64 {
 		s.pushed++
 		return s.pushed
 	}
-	n := s.made[s.cur]
-	s.made[s.cur] = n + 1
-	d := uint64(min((at-s.now)>>5, 1<<16-1))
+	return s.number(s.cur, s.now, at)
+}
+
+// number is node v's next number for an event at time at made at now.
+func (s *Sim) number(v int32, now, at int64) uint64 {
+	n := s.made[v]
+	s.made[v] = n + 1
+	d := uint64(min((at-now)>>5, 1<<16-1))
 	shuffle := uint64(at) * 0x9e3779b97f4a7c15 >> 41
-	return (1<<16-1-d)<<47 | (uint64(s.cur)^shuffle)<<24 | n&(1<<24-1)
+	return (1<<16-1-d)<<47 | (uint64(v)^shuffle)<<24 | n&(1<<24-1)
 }
 
 // push schedules an event made by the current node.
