@@ -38,11 +38,10 @@ import "github.com/fabricsim/fabricsim/pkg/des"
 // reads when none is due, and where in w its ports' are (its out-degree of
 // slots from off, n of them taken).
 type keptWakes struct {
-	on     bool // priority PFC with a refresh before the expiry
-	off    bool // tests: every wake an event
-	firing bool // catchUp is running kept wakes
-	nodes  []keptNode
-	w      []keptWake
+	on    bool // priority PFC with a refresh before the expiry
+	off   bool // tests: every wake an event
+	nodes []keptNode
+	w     []keptWake
 }
 
 type keptNode struct {

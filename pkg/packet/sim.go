@@ -385,10 +385,10 @@ func (s *Sim) seq(at int64) uint64 {
 }
 
 // seqLooked is seq where the current node has looked at this event
-// already (a refresh's second number, after its PAUSE's) or cannot (a kept
-// wake firing inside catchUp): a look then finds none of its kept wakes
-// due, and skipping it saved about 17 instructions a number in a 127-to-1
-// incast's refreshes.
+// already (a refresh's second number, after its PAUSE's): a look then
+// finds none of its kept wakes due, and skipping it saved about 17
+// instructions a number in a 127-to-1 incast's refreshes. A kept wake
+// firing inside catchUp numbers with number, for its own node and time.
 func (s *Sim) seqLooked(at int64) uint64 {
 	if s.cfg.PushTies {
 		s.pushed++
