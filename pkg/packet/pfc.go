@@ -48,10 +48,14 @@ type pfc struct {
 	high, low int64
 	// kept: the PAUSE-expiry wakes kept out of the calendar (keep).
 	kept keptWakes
+	// pauseTime is PAUSE_TIME, half a refresh's period, stallMin the stall
+	// window's least (waitWatch.stallWindow): read by every PAUSE applied
+	// and every refresh.
+	pauseTime, half, stallMin int64
 }
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
-	f := pfc{s: s, port: cfg.PortPFC}
+	f := pfc{s: s, port: cfg.PortPFC, pauseTime: cfg.PauseTimePs, half: cfg.PauseTimePs / 2, stallMin: 20 * cfg.PauseTimePs}
 	if !f.port {
 		f.pausedQ = make([]bool, links*nQ)
 		f.kept.on = cfg.PauseTimePs >= 2 // a refresh comes before the expiry
@@ -92,7 +96,7 @@ func (f *pfc) enter(v int32, pkt *packet) bool {
 	if pause {
 		f.pausedQ[k] = true
 		f.send(pkt.inDL, int(pkt.q), true)
-		s.push(s.now+s.cfg.PauseTimePs/2, evPFCRefresh, k, 0)
+		s.push(s.now+f.half, evPFCRefresh, k, 0)
 	}
 	return ok
 }
@@ -132,7 +136,7 @@ func (f *pfc) refresh(k int32) {
 	if !f.pausedQ[k] {
 		return
 	}
-	if s.now-s.watch.lastMove[v] > s.watch.stallWindow() {
+	if d := s.now - s.watch.lastMove[v]; d > f.stallMin && d > s.watch.stallWindow() {
 		if s.watch.stalledSwitch(v, k); s.watch.stalled != nil {
 			return
 		}
@@ -150,7 +154,7 @@ func (f *pfc) refresh(k int32) {
 	if checkLooked {
 		f.mustHaveLooked(v)
 	}
-	at := s.now + s.cfg.PauseTimePs/2
+	at := s.now + f.half
 	s.q.PushSeq(des.Time(at), s.seqLooked(at), evPFCRefresh, k, 0)
 }
 
@@ -215,7 +219,7 @@ func (f *pfc) pause(p *port, q int, at int64) {
 		return
 	}
 	p.paused[q] = true
-	p.pauseTill[q] = at + f.s.cfg.PauseTimePs
+	p.pauseTill[q] = at + f.pauseTime
 }
 
 // A PAUSE, unlike a RESUME, does nothing when it arrives but set its

@@ -14,7 +14,8 @@ import (
 // setting the expiry; a RESUME event between two settles the first only.
 func TestLazyPauseAppliesInEventOrder(t *testing.T) {
 	s := &Sim{cfg: Config{PauseTimePs: 5000}}
-	f := &pfc{s: s}
+	fc := newPFC(s, &s.cfg, 1)
+	f := &fc
 	p := &port{}
 	p.lzPush(lzFrame{at: 100, seq: 7, q: dataQ})
 	p.lzPush(lzFrame{at: 300, seq: 2, q: dataQ})

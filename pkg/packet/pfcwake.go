@@ -38,11 +38,10 @@ import "github.com/fabricsim/fabricsim/pkg/des"
 // reads when none is due, and where in w its ports' are (its out-degree of
 // slots from off, n of them taken).
 type keptWakes struct {
-	on     bool // priority PFC with a refresh before the expiry
-	off    bool // tests: every wake an event
-	firing bool // catchUp is running kept wakes
-	nodes  []keptNode
-	w      []keptWake
+	on    bool // priority PFC with a refresh before the expiry
+	off   bool // tests: every wake an event
+	nodes []keptNode
+	w     []keptWake
 }
 
 type keptNode struct {
@@ -152,72 +151,71 @@ func (f *pfc) look(v int32) {
 }
 
 // catchUp runs node v's kept wakes that come before the current event, in
-// their order, each at its own time and number.
+// their order, each at its own time and number. Nothing a fire does looks
+// (fireRun numbers with the node given), so none runs inside another.
 func (f *pfc) catchUp(v int32) {
-	k := &f.kept
-	if k.firing {
-		return // a kept wake being run: the ones after it wait
-	}
 	s := f.s
-	now, seq, cur := s.now, s.curSeq, s.cur
-	k.firing = true
-	l := k.list(v)
-	k.nodes[v].next = maxTime // its own looks (Sim.seq) while they run: none due
+	now, seq := s.now, s.curSeq
+	k := &f.kept
+	nd := &k.nodes[v]
+	l := k.w[nd.off : nd.off+nd.n]
 	next := int64(maxTime)
 	if len(l) == 1 {
 		// One port's wake (a host's NIC): no scan for the earliest.
-		w := &l[0]
-		for w.at < now || w.at == now && w.seq < seq {
-			s.now, s.curSeq, s.cur = w.at, w.seq, v
-			if !f.fire(w) {
-				l = l[:0]
-				break
-			}
-		}
-		if len(l) == 1 {
+		if w := &l[0]; f.fireRun(w, v, now, seq) {
 			next = w.at
+		} else {
+			l = l[:0]
 		}
 	} else {
 		l, next = f.fireAll(l, now, seq, v)
 	}
-	k.nodes[v].n, k.nodes[v].next = int32(len(l)), next
-	s.now, s.curSeq, s.cur = now, seq, cur
-	k.firing = false
+	nd.n, nd.next = int32(len(l)), next
 }
 
 // fireAll runs the due wakes of l, node v's, before the event at now
 // numbered seq, earliest first, and returns those left and the earliest
-// time among them. Mostly one is due and is no longer once fired (kept
-// at its PAUSE's new expiry): then the scan that found it also gave the
+// time among them. Mostly one is due and is no longer once run (kept at
+// its PAUSE's new expiry): then the scan that found it also gave the
 // others' earliest time, and no second scan is needed.
 func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWake, next int64) {
-	s := f.s
 	for {
 		best, dues := -1, 0
 		idle := int64(maxTime) // the earliest of the wakes not due
 		for i := range l {
 			w := &l[i]
-			if w.notDue(now, seq) {
+			if !w.before(now, seq) {
 				idle = min(idle, w.at)
 				continue
 			}
-			if dues++; best < 0 || w.at < l[best].at || w.at == l[best].at && w.seq < l[best].seq {
+			if dues++; best < 0 || w.before(l[best].at, l[best].seq) {
 				best = i
 			}
 		}
 		if best < 0 {
 			return l, idle
 		}
+		// With others due, it runs until the earliest of them.
+		end, endSeq := now, seq
+		if dues > 1 {
+			end, endSeq = maxTime, 0
+			for i := range l {
+				if w := &l[i]; i != best && w.before(now, seq) && w.before(end, endSeq) {
+					end, endSeq = w.at, w.seq
+				}
+			}
+		}
 		w := &l[best]
-		s.now, s.curSeq, s.cur = w.at, w.seq, v
-		if !f.fire(w) {
+		kept := f.fireRun(w, v, end, endSeq)
+		if dues == 1 && kept {
+			return l, min(idle, w.at)
+		}
+		if !kept {
 			l[best] = l[len(l)-1]
 			l = l[:len(l)-1]
 			if dues == 1 {
 				return l, idle
 			}
-		} else if dues == 1 && w.notDue(now, seq) {
-			return l, min(idle, w.at)
 		}
 	}
 }
@@ -235,36 +233,40 @@ func (f *pfc) mustHaveLooked(v int32) {
 		return
 	}
 	for _, w := range f.kept.list(v) {
-		if !w.notDue(f.s.now, f.s.curSeq) {
+		if w.before(f.s.now, f.s.curSeq) {
 			panic("packet: internal: a node numbered an event without running a kept wake due before it")
 		}
 	}
 }
 
-// notDue: w pops after the event at (now, seq) in the calendar's order.
-func (w *keptWake) notDue(now int64, seq uint64) bool {
-	return w.at > now || w.at == now && w.seq >= seq
+// before: w pops before the event at (now, seq) in the calendar's order.
+func (w *keptWake) before(now int64, seq uint64) bool {
+	return w.at < now || w.at == now && w.seq < seq
 }
 
-// fire is a kept wake w popping (fabric.onWake) at its time and number
-// (s.now, s.curSeq): its port is still paused (until a RESUME event), so
-// of tryTx it only clears qpTurn and, while the port has something to
-// send, wakes again at the expiry, kept in w (it reports whether); a busy
-// port's wake does nothing (its transmission's end looks again). Anything
-// else would act in the past: a broken invariant, not an input's fault.
-func (f *pfc) fire(w *keptWake) bool {
+// fireRun is kept wake w of node v popping (fabric.onWake) at its time and
+// number, and again at each time it is kept for, while that comes before
+// the event at end numbered endSeq: its port is still paused (until a
+// RESUME event), so of tryTx it only clears qpTurn and, while the port has
+// something to send, wakes again at the expiry, kept in w (it reports
+// whether). A busy port's wake does nothing (its transmission's end looks
+// again). Anything else would act in the past: a broken invariant, not an
+// input's fault. Between its fires nothing else happens at the port, so a
+// fire after the first only applies the PAUSEs come meanwhile and renumbers.
+func (f *pfc) fireRun(w *keptWake, v int32, end int64, endSeq uint64) bool {
 	s := f.s
 	p := &s.fab.ports[w.pid]
+	now := w.at
 	if p.lz > 0 {
-		f.settleAt(p, s.now, s.curSeq)
+		f.settleAt(p, now, w.seq)
 	}
-	if !p.pausedAt(dataQ, s.now) || s.now < p.busyUntil && p.txDoneAt != p.busyUntil {
-		panic("packet: internal: a kept PAUSE-expiry wake found its port free to act")
+	if !p.pausedAt(dataQ, now) || now < p.busyUntil && p.txDoneAt != p.busyUntil {
+		panic(errWokeFree)
 	}
-	if p.wakeAt == s.now {
+	if p.wakeAt == now {
 		p.wakeAt = 0
 	}
-	if s.now < p.busyUntil {
+	if now < p.busyUntil {
 		return false
 	}
 	p.qpTurn = false
@@ -273,11 +275,27 @@ func (f *pfc) fire(w *keptWake) bool {
 	if p.full&(1<<dataQ) == 0 && len(p.qps) == 0 {
 		return false
 	}
-	at := p.pauseTill[dataQ] // after now: paused
-	if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > s.now {
-		return false // an earlier wake is an event
+	for {
+		at := p.pauseTill[dataQ] // after now: paused
+		if p.wakeAt != 0 && p.wakeAt <= at && p.wakeAt > now {
+			return false // an earlier wake is an event
+		}
+		p.wakeAt = at
+		w.at, w.seq = at, s.number(v, now, at) // keeps: no TIE_ORDER push
+		if !w.before(end, endSeq) {
+			return true
+		}
+		// Its next fire: the port's wake is this one (wakeAt == now).
+		now = at
+		if p.lz > 0 {
+			f.settleAt(p, now, w.seq)
+		}
+		if !p.pausedAt(dataQ, now) {
+			panic(errWokeFree)
+		}
+		p.wakeAt = 0
 	}
-	p.wakeAt = at
-	w.at, w.seq = at, s.seqLooked(at) // catchUp is running v's wakes: a look finds none
-	return true
 }
+
+// errWokeFree is a kept wake finding its port free to act.
+const errWokeFree = "packet: internal: a kept PAUSE-expiry wake found its port free to act"

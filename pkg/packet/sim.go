@@ -393,20 +393,25 @@ func (s *Sim) seq(at int64) uint64 {
 }
 
 // seqLooked is seq where the current node has looked at this event
-// already (a refresh's second number, after its PAUSE's) or cannot (a kept
-// wake firing inside catchUp): a look then finds none of its kept wakes
-// due, and skipping it saved about 17 instructions a number in a 127-to-1
-// incast's refreshes.
+// already (a refresh's second number, after its PAUSE's): a look then
+// finds none of its kept wakes due, and skipping it saved about 17
+// instructions a number in a 127-to-1 incast's refreshes. A kept wake
+// firing inside catchUp numbers with number, for its own node and time.
 func (s *Sim) seqLooked(at int64) uint64 {
 	if s.cfg.PushTies {
 		s.pushed++
 		return s.pushed
 	}
-	n := s.made[s.cur]
-	s.made[s.cur] = n + 1
-	d := uint64(min((at-s.now)>>5, 1<<16-1))
+	return s.number(s.cur, s.now, at)
+}
+
+// number is node v's next number for an event at time at made at now.
+func (s *Sim) number(v int32, now, at int64) uint64 {
+	n := s.made[v]
+	s.made[v] = n + 1
+	d := uint64(min((at-now)>>5, 1<<16-1))
 	shuffle := uint64(at) * 0x9e3779b97f4a7c15 >> 41
-	return (1<<16-1-d)<<47 | (uint64(s.cur)^shuffle)<<24 | n&(1<<24-1)
+	return (1<<16-1-d)<<47 | (uint64(v)^shuffle)<<24 | n&(1<<24-1)
 }
 
 // push schedules an event made by the current node.
