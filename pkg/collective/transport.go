@@ -325,7 +325,9 @@ func DefaultTransport() Transport {
 // (net-latency), which runs that sweep's 256 KiB-16 MiB as Tree LL128,
 // whose step on the GPUs (tree-op 7 us, fitted on those sizes, plus its
 // inputs' bytes at tree-bw 36.7 GB/s) brings them within 6% (0.78-0.87
-// at 256-512 KiB, 0.48-0.67 before). Both set the host's launch to 4.1 us a
+// at 256-512 KiB, 0.48-0.67 before), and its Tree LL sizes (8 B-128 KiB) take
+// h100-ib's tree LL rate with the step leaving whole (held out: 0.93-1.06
+// at 8 B-8 KiB, 0.60-0.86 at 16-128 KiB; 0.32-0.62 before). Both set the host's launch to 4.1 us a
 // GPU (LaunchUs, which only a process driving several GPUs pays: the VP
 // single-server sweep, -g 8, is flat at 33 us).
 //
@@ -419,6 +421,14 @@ var TransportPresets = map[string]func(*Transport){
 		// inputs' bytes at NCCL's per-channel LL128 rate.
 		t.NetLatencyUs = 75
 		t.TreeOpUs, t.TreeGBps = 7, 36.7
+		// A tree LL step on the GPUs at h100-ib's rate (the same H100
+		// thread block; not fitted here), its network step leaving whole
+		// as NCCL's send proxy posts an LL step only once every line's
+		// flags are set (NCCL 2.24.3 src/transport/net.cc
+		// sendProxyProgress): held out, the 2 x 8 sweep's Tree LL sizes
+		// (8 B-128 KiB) are 0.60-1.06 of measured (0.93-1.06 to 8 KiB),
+		// 0.32-0.62 without it.
+		t.TreeLLGBps = 2
 		// aws-ofi-nccl's platform table (src/platform-aws.cpp) sets
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
