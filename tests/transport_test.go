@@ -83,7 +83,7 @@ func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64
 // Bad transport parameters exit 1 with one line naming the key.
 func TestTransportBadInput(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--gpus", "8")
-	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "tree-ll-bw=-1", "tree-ll-bw=1e-300", "tree-bw=1e-300", "nvls-bw=1e-9", "tree-chunk=x", "tree-graph=x", "tree-lat=x", "nonsense=1"} {
+	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "tree-ll-bw=-1", "tree-ll-bw=1e-300", "tree-bw=1e-300", "nvls-bw=1e-9", "tree-chunk=x", "tree-graph=x", "tree-lat=x", "tree-ll-first=x", "nonsense=1"} {
 		key, _, _ := strings.Cut(kv, "=")
 		oneLineError(t, run(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--tp", "8", "--transport", kv), 1, key)
 	}
@@ -276,6 +276,28 @@ func TestTransportP5Band(t *testing.T) {
 	}
 	if x := ratios("h100-ib", 16, "16MiB:16MiB:2", "aws-p5-2x8h100-efa_allreduce.csv", 1)[16<<20]; x > 0.7 {
 		t.Errorf("p5 allreduce 16 MiB with h100-ib: %.2f of measured; the test no longer tells the presets apart", x)
+	}
+}
+
+// h100-efa's tree LL step on the GPUs (tree-ll-bw: h100-ib's 2 GB/s a
+// thread block, not fitted on EFA; its network step leaving whole, as
+// NCCL's send proxy posts an LL step once all its lines' flags are set)
+// held out on the 2 x 8 p5 AllReduce's Tree LL sizes: 8 B-8 KiB within
+// 10% of measured (0.93-1.06 when written; 0.41-0.62 without the step).
+// 16-64 KiB are not (0.86, 0.73, 0.60): the measured time climbs with a
+// channel's bytes (81 to 135 us on 16 channels), which the sim's pieces
+// pipeline away.
+func TestTransportP5TreeLL(t *testing.T) {
+	t.Parallel()
+	pub := measuredUs(t, "aws-p5-2x8h100-efa_allreduce.csv")
+	got := sweepBackend(t, "allreduce", 16, "8:8KiB:2", []string{"flowsim-analytical", "--model", "fluid"}, "--transport", "preset=h100-efa")
+	if len(got) != 11 {
+		t.Fatalf("%d sizes simulated, want 11 (8 B to 8 KiB)", len(got))
+	}
+	for size, us := range got {
+		if x := us / pub[size]; pub[size] == 0 || x < 0.9 || x > 1.1 {
+			t.Errorf("p5 2x8 AllReduce %d B, h100-efa: %.1f us, measured %.1f (%.2f), want within 10%%", size, us, pub[size], x)
+		}
 	}
 }
 
@@ -484,29 +506,43 @@ func TestTransportDefaultIsCalibrated(t *testing.T) {
 
 // A tree LL AllReduce's first line is forwarded after an eighth of its
 // step's cost whatever the step's size (Coll.treeChunk): on 4 x 8 H100s
-// by default, from 8 B to 1 KiB, the time never falls as the size grows
-// and every size is within 10% of Voltage Park's (37.2-39.8 us). With a
-// piece a step below 512 B a channel, 8-64 B took 60.2 us and 512 B
-// 38.8, at both granularities.
+// by default, from 8 B to 1 KiB, every size is within 10% of Voltage
+// Park's (37.2-39.8 us). With a piece a step below 512 B a channel, 8-64
+// B took 60.2 us and 512 B 38.8, at both granularities. Up to 1 MiB
+// (Tree LL to 128 KiB, then Tree LL128) every size is within 20% and the
+// time never falls as the size grows: without h100-ib's tree LL step on
+// the GPUs (tree-ll-bw 2 GB/s, tree-ll-first=share) the sim stayed flat
+// at 38.9 us to 128 KiB where VP rises to 60 (0.65-0.73 at 8-128 KiB).
+// 10% does not hold above 1 KiB (0.84 at 64 KiB, 1.12 at 4 and 128 KiB).
 func TestTransportTinyTreeFlat(t *testing.T) {
 	pub := measuredUs(t, "vp-4x8h100-ib_allreduce_nccl-2.24.csv")
 	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32", "--gpu-type", "H100", "--nic-bw", "400Gbps")
 	for _, gran := range []string{"flow", "collective"} {
-		st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:1KiB:2", "--granularity", gran)
+		st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8:1MiB:2", "--granularity", gran)
 		first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
-		if len(first) != 8 {
-			t.Fatalf("%s: %d sizes simulated, want 8 (8 B to 1 KiB)", gran, len(first))
+		if len(first) != 18 {
+			t.Fatalf("%s: %d sizes simulated, want 18 (8 B to 1 MiB)", gran, len(first))
 		}
 		bySize := map[int64]float64{}
 		for id, f := range first {
 			us, ref := float64(last[id]-f)/1e3, pub[size[id]]
 			bySize[size[id]] = us
-			if x := us / ref; ref == 0 || x < 0.9 || x > 1.1 {
-				t.Errorf("%s: VP AllReduce %d B: %.1f us, measured %.1f (%.2f)", gran, size[id], us, ref, x)
+			band := 0.1
+			if size[id] > 1024 {
+				band = 0.2
+			}
+			if x := us / ref; ref == 0 || x < 1-band || x > 1+band {
+				t.Errorf("%s: VP AllReduce %d B: %.1f us, measured %.1f (%.2f), want within %.0f%%", gran, size[id], us, ref, x, 100*band)
 			}
 		}
-		for s := int64(16); s <= 1024; s *= 2 {
-			if bySize[s] < bySize[s/2] {
+		for s := int64(16); s <= 1<<20; s *= 2 {
+			// 8-64 KiB are the same 4 KiB a channel on 2-16 channels:
+			// picoseconds apart, either way
+			slack := 0.0
+			if s > 1024 {
+				slack = 0.01
+			}
+			if bySize[s] < bySize[s/2]-slack {
 				t.Errorf("%s: %d B takes %.2f us, %d B %.2f: a larger AllReduce is faster", gran, s, bySize[s], s/2, bySize[s/2])
 			}
 		}

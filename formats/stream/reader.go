@@ -610,6 +610,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.StepProxyPs
 		case "step_tree_fs":
 			dst = &c.StepTreeFs
+		case "step_tree_share":
+			dst, limit = &c.StepTreeShare, 1
 		case "launch_floor_ps":
 			dst = &c.LaunchFloorPs
 		case "first_flow":

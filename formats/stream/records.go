@@ -184,6 +184,10 @@ type Cut struct {
 	// byte of one input (fs), with StepSerialPs its step's fixed work (0
 	// or absent: the tree's steps are paced by their step cost).
 	StepTreeFs int64 `msgpack:"step_tree_fs,omitempty"`
+	// StepTreeShare: 1 when a tree LL AllReduce's connection's first piece
+	// pays only its share of the step cost under StepTreeFs (--transport
+	// tree-ll-first=share), 0 or absent: the whole step.
+	StepTreeShare int64 `msgpack:"step_tree_share,omitempty"`
 	// LaunchFloorPs: the shortest the collective takes when one process
 	// launches it on several GPUs in turn (0 or absent: none).
 	LaunchFloorPs int64 `msgpack:"launch_floor_ps,omitempty"`

@@ -917,6 +917,9 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	s := d.Planner.Opt.stepCosts(pl)
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
 	c.StepTreeFs = s.treeFs
+	if s.treeShare {
+		c.StepTreeShare = 1
+	}
 	c.LaunchFloorPs = d.Planner.Opt.launchFloorPs()
 	return c
 }

@@ -494,8 +494,12 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) 
 		x := share * one
 		if s.treeFs > 0 {
 			// runTreeSplit's step on the sender's block paces it, and the
-			// first piece pays a whole step's cost (cctx.treeStep)
+			// first piece pays a whole step's cost, or its share under
+			// treeShare (cctx.treeStep)
 			pace := float64(s.serial*s.steps(w)/max(div, 1) + r.inputs*w*s.treeFs*10/(r.tenths*1000))
+			if s.treeShare {
+				cost /= max(div, 1)
+			}
 			return treeHop{lat: float64(h + cost), bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
 		}
 		cost /= max(div, 1)

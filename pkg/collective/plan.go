@@ -102,6 +102,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	case pl.Algo == AlgoTree && pl.Proto == LL && tr.TreeLLGBps > 0:
 		// the same step at a thread block's LL rate (Transport.TreeLLGBps)
 		s.serial, s.treeFs = 0, int64(math.Round(1e6/tr.TreeLLGBps))
+		s.treeShare = tr.TreeLLShare
 	default:
 		s.serial = 0 // trees give each role its own warps
 	}

@@ -216,6 +216,12 @@ type Transport struct {
 	// all of it (net.cc, the step's tail), so a connection's first piece
 	// pays the step's whole cost rather than its share (cctx.treeStep).
 	TreeLLGBps float64
+	// TreeLLShare: under TreeLLGBps a connection's first piece pays its
+	// share of the step cost (as without the rate: cctx.firstHop's
+	// stepDiv), not the whole step (false, a100's fit). h100-ib's tree LL
+	// steps, from 8 B on, take 1.57-1.62 of Voltage Park's 4 x 8 sweep
+	// with the whole step, 0.98-1.03 with its share.
+	TreeLLShare bool
 	// P2PChunk: a network point-to-point connection's step
 	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
 	// KiB on AWS), the step AllToAll's grouped sends and receives move in
@@ -294,7 +300,11 @@ func DefaultTransport() Transport {
 // GiB; 512 MiB up when fitted) are held out for the slice costs. The
 // proxy round over NVLS-Tree channels (ProxyOpUs 1.6 us) is fitted on the
 // AllReduce sweep's NVLS-Tree sizes (1-256 MiB when fitted: with NCCL's
-// ring graph, 8 channels at 48 GB/s, 256 MiB runs as a Simple ring).
+// ring graph, 8 channels at 48 GB/s, 256 MiB runs as a Simple ring); its
+// Tree LL sizes (8 B-128 KiB) by a tree LL step on the GPUs at 2 GB/s a
+// thread block whose first piece pays its share of the step cost
+// (tree-ll-bw, tree-ll-first=share: 0.84-1.12 of measured, 0.65-0.73 at
+// 8-128 KiB without it).
 //
 // h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
 // server), fitted on the 2 x 8 p5 AllReduce (examples/reference/
@@ -315,7 +325,9 @@ func DefaultTransport() Transport {
 // (net-latency), which runs that sweep's 256 KiB-16 MiB as Tree LL128,
 // whose step on the GPUs (tree-op 7 us, fitted on those sizes, plus its
 // inputs' bytes at tree-bw 36.7 GB/s) brings them within 6% (0.78-0.87
-// at 256-512 KiB, 0.48-0.67 before). Both set the host's launch to 4.1 us a
+// at 256-512 KiB, 0.48-0.67 before), and its Tree LL sizes (8 B-128 KiB) take
+// h100-ib's tree LL rate with the step leaving whole (held out: 0.93-1.06
+// at 8 B-8 KiB, 0.60-0.86 at 16-128 KiB; 0.32-0.62 before). Both set the host's launch to 4.1 us a
 // GPU (LaunchUs, which only a process driving several GPUs pays: the VP
 // single-server sweep, -g 8, is flat at 33 us).
 //
@@ -409,6 +421,14 @@ var TransportPresets = map[string]func(*Transport){
 		// inputs' bytes at NCCL's per-channel LL128 rate.
 		t.NetLatencyUs = 75
 		t.TreeOpUs, t.TreeGBps = 7, 36.7
+		// A tree LL step on the GPUs at h100-ib's rate (the same H100
+		// thread block; not fitted here), its network step leaving whole
+		// as NCCL's send proxy posts an LL step only once every line's
+		// flags are set (NCCL 2.24.3 src/transport/net.cc
+		// sendProxyProgress): held out, the 2 x 8 sweep's Tree LL sizes
+		// (8 B-128 KiB) are 0.60-1.06 of measured (0.93-1.06 to 8 KiB),
+		// 0.32-0.62 without it.
+		t.TreeLLGBps = 2
 		// aws-ofi-nccl's platform table (src/platform-aws.cpp) sets
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
@@ -465,6 +485,15 @@ func presetH100IB(t *Transport) {
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 	t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
 	t.LLBusGBps, t.LaunchUs = 0, 4.1
+	// A tree LL step's work on the GPUs (runTreeSplit, as a100's) at 2
+	// GB/s a thread block, its first piece paying its share of the step
+	// cost: fitted on Voltage Park's 4 x 8 AllReduce, whose 8 B-128 KiB
+	// are Tree LL (0.65-0.73 of measured at 8-128 KiB without it; 0.84-
+	// 1.12 with it). 4 GB/s, a100's rate, fits its one-channel sizes (8
+	// B-4 KiB, 0.98-1.03) but not the rise from 53 to 60 us over 2-16
+	// channels of 4 KiB each (8-64 KiB, 0.74-0.84), which no modelled
+	// term grows with: 2 GB/s splits that miss.
+	t.TreeLLGBps, t.TreeLLShare = 2, true
 }
 
 // noAdaptiveRouting makes an InfiniBand preset a RoCE one: NCCL turns
@@ -591,7 +620,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-chunk", "tree-graph", "tree-lat"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -612,7 +641,7 @@ func (t *Transport) Set(kv string) error {
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
-		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy
+		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy, t.TreeLLShare = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy, d.TreeLLShare
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -626,6 +655,8 @@ func (t *Transport) Set(kv string) error {
 		return twoWay(k, v, &t.TreeGraphNCCL, "ring", "nccl", "ring (the tree uses the ring's graph) or nccl (NCCL's search raises a 2-server tree's intra-server bandwidth)")
 	case "tree-lat":
 		return twoWay(k, v, &t.TreeLatLegacy, "current", "legacy", "current (NCCL 2.23 and later's tree Simple latency) or legacy (NCCL 2.22 and earlier's, 28 us a hop, in NCCL's choice)")
+	case "tree-ll-first":
+		return twoWay(k, v, &t.TreeLLShare, "whole", "share", "whole (a tree LL step's first piece pays the whole step cost under tree-ll-bw) or share (its share of it)")
 	case "tree-chunk":
 		return twoWay(k, v, &t.TreeDepthChunk, "step", "depth", "step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)")
 	case "tuner":
@@ -979,6 +1010,9 @@ type stepCosts struct {
 	// block's time per wire byte of one input (fs); its step's fixed
 	// work (TreeOpUs) rides in serial (cctx.treeStep). 0: not modelled.
 	treeFs int64
+	// treeShare: under treeFs a connection's first piece pays its share
+	// of the step cost, not the whole step (Transport.TreeLLShare)
+	treeShare bool
 }
 
 // sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices

@@ -299,7 +299,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-lat=legacy", "preset=a100-roce", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "tree-lat=legacy", "preset=a100-roce", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {
@@ -505,7 +505,8 @@ func TestTreeLL128StepPace(t *testing.T) {
 // hop latency, where without the LL rate (tree-ll-bw=0) it pays its
 // share: 128 KiB on 2 servers of 8 A100s, LL forced, 16 channels of 8
 // KiB, each one LL step of 16 KiB wire bytes cut into 8 pieces of 2 KiB,
-// so the first piece's delay grows by 4.5 x 7/8 us.
+// so the first piece's delay grows by 4.5 x 7/8 us; with
+// tree-ll-first=share it stays its share, the pace the same.
 func TestTreeLLStepPace(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: 200e9})
 	st := Step{Op: AllReduce, Size: 128 << 10, Group: DP}
@@ -533,7 +534,9 @@ func TestTreeLLStepPace(t *testing.T) {
 		}
 	}
 	seen := map[string]int{}
+	pace := map[int64]int64{}
 	for _, f := range run("preset=a100") {
+		pace[f.ID] = f.PacePs
 		if f.Chunk == 0 {
 			if f.Size != 2048 {
 				t.Fatalf("first network piece %d: %d B, want 2048", f.ID, f.Size)
@@ -556,6 +559,19 @@ func TestTreeLLStepPace(t *testing.T) {
 	}
 	if len(share) != 2*16 || seen["up"] == 0 || seen["up"] != seen["down"] {
 		t.Fatalf("%d first network pieces (want 32), later ones %v: want as many up as down, some of each", len(share), seen)
+	}
+	// tree-ll-first=share (h100-ib's): the same pieces at the same pace,
+	// a connection's first piece paying only its share of the step
+	n := 0
+	for _, f := range run("preset=a100", "tree-ll-first=share") {
+		p, ok := pace[f.ID]
+		if f.Chunk == 0 && f.DelayPs != share[conn{f.Src, f.Dst, f.Channel}] || !ok || f.PacePs != p {
+			t.Fatalf("tree-ll-first=share: network piece %d (chunk %d): delay %d ps, pace %d, want %d and %d", f.ID, f.Chunk, f.DelayPs, f.PacePs, share[conn{f.Src, f.Dst, f.Channel}], p)
+		}
+		n++
+	}
+	if n != len(pace) {
+		t.Fatalf("tree-ll-first=share: %d network pieces, want %d", n, len(pace))
 	}
 }
 

@@ -210,14 +210,15 @@ func treeAllReduce(c *cctx, f Fabric, size int64, channels int, chunk int64, pro
 // before, its steps' fixed work (TreeOpUs, shared by the pieces of one
 // NCCL step) plus its inputs' bytes at the share r of the block's LL128
 // rate (treeRole); the connection's first piece pays the hop latency and
-// a whole step's cost, whose latency does not shrink with the piece.
+// a whole step's cost, whose latency does not shrink with the piece, or
+// under stepCosts.treeShare (tree-ll-first=share) its share, as firstHop.
 func (c *cctx) treeStep(k int, src, dst int32, b int64, r role) int64 {
 	d := c.firstHop(k, src, dst, b)
 	if c.step.treeFs <= 0 {
 		return d
 	}
 	c.pace = c.step.serial*c.step.steps(b)/max(c.stepDiv, 1) + r.inputs*b*c.step.treeFs*10/(r.tenths*1000)
-	if k == 0 {
+	if k == 0 && !c.step.treeShare {
 		d = c.hop(src, dst) + c.stepCost(src, dst)
 	}
 	return d
