@@ -788,21 +788,21 @@ func (co *Coll) nvlsTreeChunk(k cut, steps bool) int64 {
 // it lands, so a tree node forwards before a whole chunk has arrived; the
 // DAG forwards whole chunks, so it cuts a channel into at least eight to
 // keep that store-and-forward an eighth of a chunk per hop, and the pieces
-// of one NCCL step share its cost. A channel's step under 512 bytes is cut
-// into fewer pieces (64 bytes at least), yet its first line is still
-// forwarded after an eighth of the step's cost: its pieces still stand for
-// eighths of the step (with a piece a step, 8-64 B took 60 us on 4 x 8
-// H100s where 512 B took 39 and Voltage Park measured 37-38 throughout).
+// of one NCCL step share its cost. A channel's bytes that fit one step
+// stand for its eighths whatever the cut: under 512 bytes it is cut into
+// fewer pieces (64 bytes at least), and a size not a multiple of 8 rounds
+// to 7 pieces' worth, yet its first line is forwarded after an eighth of
+// the step's cost (with a piece a step, 8-64 B took 60 us on 4 x 8 H100s
+// where 512 B took 39 and Voltage Park measured 37-38 throughout).
 func (co *Coll) treeChunk(k cut) (ck, div int64) {
 	ck, div = co.chunk(1, k), 0
 	if co.Plan.Proto != Simple {
 		channels := int64(max(co.Plan.Channels, 1))
 		per := (co.Rec.Size + channels - 1) / channels
 		nccl := min(ck, per)
-		eighth := (per + 7) / 8
-		ck = min(ck, max(64, eighth))
+		ck = min(ck, max(64, (per+7)/8))
 		div = max(1, nccl/ck)
-		if eighth < 64 && nccl == per {
+		if nccl == per {
 			div = 8
 		}
 	}

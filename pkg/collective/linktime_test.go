@@ -333,6 +333,20 @@ func TestAllToAllPsUnalignedGroup(t *testing.T) {
 	if want := []int32{6, 4, 1, 1}; !slices.Equal(lay.ops, want) {
 		t.Errorf("ops a round %v, want %v", lay.ops, want)
 	}
+	// Two classes, by hand: GPU 3 alone in its server posts its 3
+	// connections at levels 0, 2 and 4 (3, 2, 2, 1, 1 posted at each level
+	// or later); GPU 4 relays its server's 3 ranks on one connection,
+	// posted at 4. GPUs 5 and 6 post nothing across servers.
+	wantClasses := []a2aClass{{local: 1, conns: 3, ops: 6, front: []int32{3, 2, 2, 1, 1}}, {local: 3, conns: 1, ops: 4, front: []int32{1, 1, 1, 1, 1}}}
+	if len(lay.classes) != len(wantClasses) {
+		t.Fatalf("classes %+v, want %+v", lay.classes, wantClasses)
+	}
+	for i, c := range lay.classes {
+		w := wantClasses[i]
+		if c.local != w.local || c.conns != w.conns || c.ops != w.ops || !slices.Equal(c.front, w.front) {
+			t.Errorf("class %d: %+v, want %+v", i, c, w)
+		}
+	}
 	want := 5e6 + 4e6 + 10e6 + 40e6 + 3*60e6 + float64(256<<10)/0.025
 	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("1 + 3 ranks: %d ps (ok %v), want %.0f", got, ok, want)

@@ -218,9 +218,10 @@ type Transport struct {
 	TreeLLGBps float64
 	// TreeLLShare: under TreeLLGBps a connection's first piece pays its
 	// share of the step cost (as without the rate: cctx.firstHop's
-	// stepDiv), not the whole step (false, a100's fit). h100-ib's tree LL
-	// steps, from 8 B on, take 1.57-1.62 of Voltage Park's 4 x 8 sweep
-	// with the whole step, 0.98-1.03 with its share.
+	// stepDiv), not the whole step (false, a100's fit). A fit, not NCCL's
+	// behaviour (its send proxy posts an LL step whole on any network,
+	// net.cc): h100-ib's tree LL steps at 8-64 B take 1.57-1.62 of Voltage
+	// Park's 4 x 8 sweep with the whole step, 0.98-1.03 with its share.
 	TreeLLShare bool
 	// P2PChunk: a network point-to-point connection's step
 	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
@@ -487,7 +488,10 @@ func presetH100IB(t *Transport) {
 	t.LLBusGBps, t.LaunchUs = 0, 4.1
 	// A tree LL step's work on the GPUs (runTreeSplit, as a100's) at 2
 	// GB/s a thread block, its first piece paying its share of the step
-	// cost: fitted on Voltage Park's 4 x 8 AllReduce, whose 8 B-128 KiB
+	// cost (a fit: NCCL's send proxy posts an LL step whole on InfiniBand
+	// too, as h100-efa's comment says; with the whole step 8 B-2 KiB are
+	// 1.54-1.62 of measured, and why h100-ib's network step overprices a
+	// tiny tree step is not known): fitted on Voltage Park's 4 x 8 AllReduce, whose 8 B-128 KiB
 	// are Tree LL (0.65-0.73 of measured at 8-128 KiB without it; 0.84-
 	// 1.12 with it). 4 GB/s, a100's rate, fits its one-channel sizes (8
 	// B-4 KiB, 0.98-1.03) but not the rise from 53 to 60 us over 2-16

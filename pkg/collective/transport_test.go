@@ -208,7 +208,7 @@ func TestLaunchFloor(t *testing.T) {
 		if err := bad.Validate(); err != nil {
 			t.Fatalf("8 slots of 8-byte buffers refused: %v", err)
 		}
-		if err := bad.Set(kv); err == nil || !strings.Contains(err.Error(), strings.Split(kv, "=")[0]) {
+		if err := bad.Set(kv); err == nil || !strings.HasPrefix(err.Error(), "--transport "+strings.Split(kv, "=")[0]+"=") {
 			t.Errorf("%s on 8-byte buffers: %v, want refused naming the key", kv, err)
 		}
 	}
