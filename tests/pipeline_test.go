@@ -98,4 +98,36 @@ func TestPipelineBadHeaders(t *testing.T) {
 		oneLineError(t, run(t, topoOut, "simccl-decompose", "--workload", path), 1, c.want...)
 	}
 	oneLineError(t, run(t, topoOut, "simccl-decompose", "--workload", w, "--vpp", "3"), 2, "--vpp")
+	// The header's tp 8 divides the 16 GPUs; --pp 3 is what does not fit,
+	// so the header's field is not blamed.
+	r := run(t, topoOut, "simccl-decompose", "--workload", writeWorkload(t, "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 pp: 1 ga: 8 pp_comm: 1024", w), "--pp", "3")
+	oneLineError(t, r, 1, "pp")
+	if strings.Contains(string(r.stderr), "model_parallel_NPU_group") {
+		t.Errorf("--pp 3 with the header's tp 8 on 16 GPUs blames the header: %s", r.stderr)
+	}
+}
+
+// A missing file named by a flag is reported as any input is (PATH: no
+// such file or directory), not through the system call ("open PATH: ..."):
+// ncclpath's server XML and simccl-serve's model, request trace and
+// compute table.
+func TestMissingFlagFilesNamed(t *testing.T) {
+	none := filepath.Join(t.TempDir(), "none")
+	topo := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "H100")
+	model := "examples/models/llama-3-8b.json"
+	for _, c := range []struct {
+		in   []byte
+		args []string
+	}{
+		{topo, []string{"ncclpath", "--server-xml", none}},
+		{topo, []string{"simccl-serve", "--model", none, "--prefill", "1:tp=8", "--decode", "1:tp=8"}},
+		{topo, []string{"simccl-serve", "--model", model, "--trace", none, "--prefill", "1:tp=8", "--decode", "1:tp=8"}},
+		{topo, []string{"simccl-serve", "--model", model, "--compute-table", none, "--prefill", "1:tp=8", "--decode", "1:tp=8"}},
+	} {
+		r := run(t, c.in, c.args[0], c.args[1:]...)
+		oneLineError(t, r, 1, none+": no such file or directory")
+		if strings.Contains(string(r.stderr), "open "+none) {
+			t.Errorf("%v: %s", c.args, r.stderr)
+		}
+	}
 }

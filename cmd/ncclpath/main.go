@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
+	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/ncclpath"
@@ -134,7 +135,7 @@ func (c *command) namedSystem() (*ncclpath.System, error) {
 	}
 	f, err := os.Open(c.ServerXML)
 	if err != nil {
-		return nil, err
+		return nil, trace.PathError(c.ServerXML, err)
 	}
 	defer f.Close()
 	return ncclpath.ParseXML(f, c.ServerXML)

@@ -206,7 +206,7 @@ func (c *command) readTable(m *serve.Model, specs ...serve.ReplicaSpec) (*serve.
 	}
 	f, err := os.Open(c.ComputeTable)
 	if err != nil {
-		return nil, err
+		return nil, trace.PathError(c.ComputeTable, err)
 	}
 	defer f.Close()
 	t, err := serve.ReadComputeTable(c.ComputeTable, f)
@@ -231,7 +231,7 @@ func (c *command) readTable(m *serve.Model, specs ...serve.ReplicaSpec) (*serve.
 func readModel(path string) (serve.Model, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return serve.Model{}, err
+		return serve.Model{}, trace.PathError(path, err)
 	}
 	defer f.Close()
 	return serve.ReadModel(path, f)
@@ -241,7 +241,7 @@ func (c *command) requests() ([]serve.Request, error) {
 	if c.Trace != "" {
 		f, err := os.Open(c.Trace)
 		if err != nil {
-			return nil, err
+			return nil, trace.PathError(c.Trace, err)
 		}
 		defer f.Close()
 		return serve.ReadRequests(c.Trace, f)
