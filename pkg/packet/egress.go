@@ -47,8 +47,9 @@ func (f *fifo) pop() int32 {
 // over a port of 624 bytes, 16.9 M so), and the queues' bytes and FIFOs
 // come last. A data packet's hop through a switch touches four of its
 // lines and the FIFO's array, where it touched five or six: SimAI's micro
-// AllReduce's first 1 ms missed the first-level cache 38.1 M times, 41.3 M
-// before; the 127-to-1 incast in 1 MB buffers 15.7 M, 15.9 M before.
+// AllReduce's first 1 ms missed the first-level cache 38.25 M times with
+// this order and the loop's read-ahead threshold together (sim.go), 41.3
+// M before; the 127-to-1 incast in 1 MB buffers 15.7 M, 15.9 M before.
 type port struct {
 	// Line 0.
 	down      bool

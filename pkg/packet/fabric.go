@@ -124,6 +124,9 @@ func (fa *fabric) onWake(pid int32) {
 	s := fa.s
 	p := &fa.ports[pid]
 	s.pfc.look(p.from)
+	if wakeLog != nil {
+		wakeLog(pid, s.now, s.curSeq)
+	}
 	if p.wakeAt == s.now {
 		p.wakeAt = 0
 	}

@@ -48,9 +48,9 @@ type pfc struct {
 	high, low int64
 	// kept: the PAUSE-expiry wakes kept out of the calendar (keep).
 	kept keptWakes
-	// pauseTime is PAUSE_TIME, half a refresh's period, stallMin the stall
-	// window's least (waitWatch.stallWindow): read by every PAUSE applied
-	// and every refresh.
+	// pauseTime is PAUSE_TIME, half (PAUSE_TIME/2) a refresh's period,
+	// stallMin the stall window's least (waitWatch.stallWindow): read by
+	// every PAUSE applied and every refresh.
 	pauseTime, half, stallMin int64
 }
 

@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 
@@ -89,14 +90,18 @@ func TestKeptWakesAreExact(t *testing.T) {
 		var ends [2][]int64
 		var stats [2]Stats
 		var made [2][]uint64
+		var wakes [2][]wakeRec
 		for k, off := range []bool{true, false} {
 			s, fl := newSim(t, tp, cfg, mode, specs)
 			s.pfc.kept.off = off
+			stop := logWakes(&wakes[k])
 			if err := s.Run(); err != nil {
 				t.Fatal(err)
 			}
+			stop()
 			ends[k], stats[k], made[k] = fl.End, s.Stats(), s.made
 		}
+		sameWakes(t, wakes)
 		if stats[0].Pauses == 0 {
 			t.Fatalf("cc %d: no PAUSE in a 15-to-1 incast into 256 KB buffers", mode)
 		}
@@ -147,12 +152,16 @@ func TestKeptWakesAreExactStarved(t *testing.T) {
 	var ends [2][]int64
 	var stats [2]Stats
 	var made [2][]uint64
+	var wakes [2][]wakeRec
 	for k, off := range []bool{true, false} {
 		c := incastCase{seed: 3, set: with(lossless, "BUFFER_SIZE=2", "PAUSE_TIME=5"), hook: func(string) {}, unkept: off}
+		stop := logWakes(&wakes[k])
 		s, err := runIncast(t, tp, c, 127, 2e6)
+		stop()
 		checkIncastWhole(t, c, s, err, 127, 2e6)
 		ends[k], stats[k], made[k] = s.flows.End, s.Stats(), s.made
 	}
+	sameWakes(t, wakes)
 	if stats[1].Events >= stats[0].Events {
 		t.Fatalf("%d events with kept wakes, %d with every wake an event", stats[1].Events, stats[0].Events)
 	}
@@ -165,5 +174,43 @@ func TestKeptWakesAreExactStarved(t *testing.T) {
 	stats[0].Events, stats[1].Events = 0, 0
 	if stats[0] != stats[1] {
 		t.Fatalf("stats %+v with every wake an event, %+v with kept wakes", stats[0], stats[1])
+	}
+}
+
+// wakeRec is a wake that popped: its port, time and number (wakeLog).
+type wakeRec struct {
+	pid int32
+	at  int64
+	seq uint64
+}
+
+// logWakes has the single loop log every wake into l until stop is
+// called (the partitioned loops' threads would race on it).
+func logWakes(l *[]wakeRec) (stop func()) {
+	wakeLog = func(pid int32, at int64, seq uint64) { *l = append(*l, wakeRec{pid, at, seq}) }
+	return func() { wakeLog = nil }
+}
+
+// sameWakes: the run with every wake an event (w[0]) and the one with
+// kept wakes (w[1]) popped the same wakes at the same times with the
+// same numbers: a kept wake fired ahead of its turn, or numbered out of
+// its node's order, differs here even when no flow's end moves.
+func sameWakes(t *testing.T, w [2][]wakeRec) {
+	t.Helper()
+	for k := range w {
+		slices.SortFunc(w[k], func(a, b wakeRec) int {
+			return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.seq, b.seq), cmp.Compare(a.pid, b.pid))
+		})
+	}
+	if len(w[0]) == 0 {
+		t.Fatal("no wake popped")
+	}
+	if !slices.Equal(w[0], w[1]) {
+		n := min(len(w[0]), len(w[1]))
+		i := 0
+		for i < n && w[0][i] == w[1][i] {
+			i++
+		}
+		t.Fatalf("%d wakes with every wake an event, %d with kept wakes; first difference at %d", len(w[0]), len(w[1]), i)
 	}
 }

@@ -161,8 +161,9 @@ func (f *pfc) catchUp(v int32) {
 	l := k.w[nd.off : nd.off+nd.n]
 	next := int64(maxTime)
 	if len(l) == 1 {
-		// One port's wake (a host's NIC): no scan for the earliest.
-		if w := &l[0]; f.fireRun(w, v, now, seq) {
+		// One port's wake (a host's NIC): no scan for the earliest. look
+		// calls at its time, when it may still come after the event.
+		if w := &l[0]; !w.before(now, seq) || f.fireRun(w, v, now, seq) {
 			next = w.at
 		} else {
 			l = l[:0]
@@ -195,12 +196,12 @@ func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWak
 		if best < 0 {
 			return l, idle
 		}
-		// With others due, it runs until the earliest of them.
+		// With others due, it runs until the earliest of them (every due
+		// wake comes before the event, and no other does).
 		end, endSeq := now, seq
 		if dues > 1 {
-			end, endSeq = maxTime, 0
 			for i := range l {
-				if w := &l[i]; i != best && w.before(now, seq) && w.before(end, endSeq) {
+				if w := &l[i]; i != best && w.before(end, endSeq) {
 					end, endSeq = w.at, w.seq
 				}
 			}
@@ -219,6 +220,11 @@ func (f *pfc) fireAll(l []keptWake, now int64, seq uint64, v int32) (_ []keptWak
 		}
 	}
 }
+
+// wakeLog, set by tests, is told of every wake that pops, as an event
+// (fabric.onWake) or kept (fireRun): port, time and number. A run with
+// kept wakes logs what the same run with every wake an event logs.
+var wakeLog func(pid int32, at int64, seq uint64)
 
 // checkLooked has a refresh check that its switch looked before it
 // numbers its next refresh without a look (Sim.seqLooked): the PAUSE it
@@ -257,6 +263,9 @@ func (f *pfc) fireRun(w *keptWake, v int32, end int64, endSeq uint64) bool {
 	s := f.s
 	p := &s.fab.ports[w.pid]
 	now := w.at
+	if wakeLog != nil {
+		wakeLog(w.pid, now, w.seq)
+	}
 	if p.lz > 0 {
 		f.settleAt(p, now, w.seq)
 	}
@@ -287,6 +296,9 @@ func (f *pfc) fireRun(w *keptWake, v int32, end int64, endSeq uint64) bool {
 		}
 		// Its next fire: the port's wake is this one (wakeAt == now).
 		now = at
+		if wakeLog != nil {
+			wakeLog(w.pid, now, w.seq)
+		}
 		if p.lz > 0 {
 			f.settleAt(p, now, w.seq)
 		}
