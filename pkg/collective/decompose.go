@@ -249,7 +249,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 				continue
 			}
 			pi := gi // the group planned and priced
-			if d.Collectives && s.Op == AllToAll {
+			if d.Collectives && s.Group != PP {
 				pi = d.widestSibling(gs, gi)
 				ranks = gs.ranks[pi]
 			}
@@ -349,13 +349,14 @@ func (d *Decomposer) stepRanks(s Step, gs *groupSet, gi int) []int32 {
 	return ranks
 }
 
-// widestSibling is the group an AllToAll's COLL node for group gi's stage
-// is planned and priced on at collective granularity: of gi and its
-// siblings, the one spanning the most servers (gi on a tie). Groups not
-// aligned to servers differ (--ep 6 on 8-GPU servers: ranks 0-5 in one
-// server, 6-11 across two) and the stage's AllToAll ends with a group
-// whose connections leave its servers (a 4 MiB one on a 1:1 k=16
-// fat-tree: 41 us priced on 0-5, 188 us as flows).
+// widestSibling is the group a COLL node for group gi's stage is planned
+// and priced on at collective granularity: of gi and its siblings, the one
+// spanning the most servers (gi on a tie). Groups not aligned to servers
+// differ (--ep 6 or --tp 6 on 8-GPU servers: ranks 0-5 in one server, 6-11
+// across two) and the stage's collective ends with a group whose
+// connections leave its servers (on a 1:1 k=16 fat-tree, a 4 MiB AllToAll:
+// 41 us priced on 0-5, 188 us as flows; a 16 MiB ring AllReduce: 118 us
+// against 451 us).
 // Found once a group (a stage's hundreds of siblings, thousands of steps).
 func (d *Decomposer) widestSibling(gs *groupSet, gi int) int {
 	if w, ok := gs.widest[gi]; ok {
