@@ -267,6 +267,29 @@ func TestUnalignedGroupsPricedOnWidest(t *testing.T) {
 	}
 }
 
+// A ring on servers holding different numbers of its ranks is bound by
+// the busiest NIC, not by NCCL's bandwidth (which takes the group's NICs
+// evenly over its servers). --tp 6 --place 6-11 on 8-GPU servers: 2 + 4
+// ranks, 12 channels, each crossing out of the 2-GPU server once, 6 on
+// each of its two NICs (ringOrder). A 256 MiB AllReduce puts
+// 2 x 5/6 x 256 MiB / 2 = 223.7 MB on each of those NICs: at 400 Gbps,
+// 4474 us at least. Priced at NCCL's bandwidth it took 3131 us against
+// the flows' 4780 (0.655).
+func TestRingUnevenServersBoundByNIC(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
+	var e [2]int64
+	for i, g := range []string{"collective", "flow"} {
+		st := mustRun(t, tp, "simccl-decompose", "--op", "allreduce", "--algo", "ring", "--size", "256MiB", "--group", "tp", "--tp", "6", "--place", "6-11", "--granularity", g)
+		e[i] = span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+	}
+	const nicNs = 2 * 5 * (256 << 20) / 6 / 2 / 50 // bytes over 50 bytes a ns
+	if e[0] < nicNs {
+		t.Errorf("collective %d ns, below its busiest NIC's %d ns", e[0], nicNs)
+	}
+	checkRatio(t, "collective / flows", float64(e[0])/float64(e[1]), 0.9, 1.1, 0, false)
+}
+
 // A direct AllToAll's connections under the transport's costs go in
 // NCCL's steps, each piece hashed anew under ecmp, as PXN's do
 // (collective.NetPieces): 16 MiB with ep 16 --algo direct (1 MiB a peer,

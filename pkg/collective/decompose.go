@@ -670,6 +670,13 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
 			// Its connections' step cycle in closed form (ringCyclePs).
 			if phase, ok := d.ringPhasePs(c); ok {
+				// Its busiest link's bytes bound it too: NCCL's bandwidth
+				// takes the group's NICs evenly over its servers, but a
+				// server holding fewer of its ranks (2 + 4) sends its
+				// channels' crossings over fewer NICs.
+				if lb, ok := d.linkBwPs(c); ok {
+					bw = max(bw, lb)
+				}
 				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
 			}
 		} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
