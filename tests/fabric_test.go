@@ -237,6 +237,59 @@ func TestAllToAllUnalignedGroups(t *testing.T) {
 	}
 }
 
+// Every collective's COLL node on groups not aligned to servers is
+// planned and priced on its stage's widest group, as an AllToAll's is:
+// with --tp 6 on 96 GPUs of 8-GPU servers, the representative group 0-5
+// sits in one server, but 6-11 (2 + 4) and 18-23... cross the network,
+// and the stage ends with them. A 16 MiB ring AllReduce on the 1:1 k=16
+// fat-tree: 118.4 us priced on 0-5 (a one-server ring) against 450.9 us
+// as flows (0.26); an AllGather 126.1 against 241.4 (0.52). Priced on
+// 6-11 both are within 1% of the flows (busbw and fluid alike).
+func TestUnalignedGroupsPricedOnWidest(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
+	for _, op := range [][]string{{"--op", "allreduce", "--algo", "ring"}, {"--op", "allgather"}} {
+		var coll [2]int64
+		var flow int64
+		for _, g := range []string{"collective", "flow"} {
+			st := mustRun(t, tp, "simccl-decompose", append([]string{"--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-95", "--granularity", g}, op...)...)
+			if g == "flow" {
+				flow = span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+				continue
+			}
+			for i, m := range []string{"busbw", "fluid"} {
+				coll[i] = span(t, mustRun(t, st, "flowsim-analytical", "--model", m))
+			}
+		}
+		for i, m := range []string{"busbw", "fluid"} {
+			checkRatio(t, fmt.Sprintf("%s, collective (%s) / flows", op[1], m), float64(coll[i])/float64(flow), 0.9, 1.1, 0, false)
+		}
+	}
+}
+
+// A ring on servers holding different numbers of its ranks is bound by
+// the busiest NIC, not by NCCL's bandwidth (which takes the group's NICs
+// evenly over its servers). --tp 6 --place 6-11 on 8-GPU servers: 2 + 4
+// ranks, 12 channels, each crossing out of the 2-GPU server once, 6 on
+// each of its two NICs (ringOrder). A 256 MiB AllReduce puts
+// 2 x 5/6 x 256 MiB / 2 = 223.7 MB on each of those NICs: at 400 Gbps,
+// 4474 us at least. Priced at NCCL's bandwidth it took 3131 us against
+// the flows' 4780 (0.655).
+func TestRingUnevenServersBoundByNIC(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
+	var e [2]int64
+	for i, g := range []string{"collective", "flow"} {
+		st := mustRun(t, tp, "simccl-decompose", "--op", "allreduce", "--algo", "ring", "--size", "256MiB", "--group", "tp", "--tp", "6", "--place", "6-11", "--granularity", g)
+		e[i] = span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+	}
+	const nicNs = 2 * 5 * (256 << 20) / 6 / 2 / 50 // bytes over 50 bytes a ns
+	if e[0] < nicNs {
+		t.Errorf("collective %d ns, below its busiest NIC's %d ns", e[0], nicNs)
+	}
+	checkRatio(t, "collective / flows", float64(e[0])/float64(e[1]), 0.9, 1.1, 0, false)
+}
+
 // A direct AllToAll's connections under the transport's costs go in
 // NCCL's steps, each piece hashed anew under ecmp, as PXN's do
 // (collective.NetPieces): 16 MiB with ep 16 --algo direct (1 MiB a peer,

@@ -249,7 +249,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 				continue
 			}
 			pi := gi // the group planned and priced
-			if d.Collectives && s.Op == AllToAll {
+			if d.Collectives && s.Group != PP {
 				pi = d.widestSibling(gs, gi)
 				ranks = gs.ranks[pi]
 			}
@@ -349,13 +349,14 @@ func (d *Decomposer) stepRanks(s Step, gs *groupSet, gi int) []int32 {
 	return ranks
 }
 
-// widestSibling is the group an AllToAll's COLL node for group gi's stage
-// is planned and priced on at collective granularity: of gi and its
-// siblings, the one spanning the most servers (gi on a tie). Groups not
-// aligned to servers differ (--ep 6 on 8-GPU servers: ranks 0-5 in one
-// server, 6-11 across two) and the stage's AllToAll ends with a group
-// whose connections leave its servers (a 4 MiB one on a 1:1 k=16
-// fat-tree: 41 us priced on 0-5, 188 us as flows).
+// widestSibling is the group a COLL node for group gi's stage is planned
+// and priced on at collective granularity: of gi and its siblings, the one
+// spanning the most servers (gi on a tie). Groups not aligned to servers
+// differ (--ep 6 or --tp 6 on 8-GPU servers: ranks 0-5 in one server, 6-11
+// across two) and the stage's collective ends with a group whose
+// connections leave its servers (on a 1:1 k=16 fat-tree, a 4 MiB AllToAll:
+// 41 us priced on 0-5, 188 us as flows; a 16 MiB ring AllReduce: 118 us
+// against 451 us).
 // Found once a group (a stage's hundreds of siblings, thousands of steps).
 func (d *Decomposer) widestSibling(gs *groupSet, gi int) int {
 	if w, ok := gs.widest[gi]; ok {
@@ -669,6 +670,13 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
 			// Its connections' step cycle in closed form (ringCyclePs).
 			if phase, ok := d.ringPhasePs(c); ok {
+				// Its busiest link's bytes bound it too: NCCL's bandwidth
+				// takes the group's NICs evenly over its servers, but a
+				// server holding fewer of its ranks (2 + 4) sends its
+				// channels' crossings over fewer NICs.
+				if lb, ok := d.linkBwPs(c); ok {
+					bw = max(bw, lb)
+				}
 				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
 			}
 		} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
