@@ -548,3 +548,36 @@ func TestTransportTinyTreeFlat(t *testing.T) {
 		}
 	}
 }
+
+// A group whose servers hold different numbers of its ranks (tp 6 from
+// GPU 0 on 8-GPU H100 servers: ranks 6-11 are 2 + 4) is not given
+// NVLS-Tree, whose intra-server reduction needs the same GPUs on every
+// server: it takes NCCL's next choice and runs, where the run stopped
+// ("NVLS-Tree needs the same number of ranks on every server"). The group
+// inside one server keeps NVLS; a COLL node is planned on the 2 + 4 group.
+func TestUnevenServersNoNVLSTree(t *testing.T) {
+	topo := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", "H100"), "ncclpath")
+	args := []string{"--op", "allreduce", "--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-11"}
+	for _, gran := range []string{"flow", "collective"} {
+		r := run(t, topo, "simccl-decompose", append(args, "--granularity", gran, "--summary")...)
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d: %s", gran, r.code, r.stderr)
+		}
+		var algos []string
+		for _, l := range strings.Split(string(r.stdout), "\n") {
+			if f := strings.Fields(l); len(f) > 7 && f[0] == "allreduce" {
+				algos = append(algos, f[7])
+			}
+		}
+		// At collective granularity one COLL node, planned on the stage's
+		// widest group (the 2 + 4 one).
+		want := map[string]int{"flow": 2, "collective": 1}[gran]
+		if len(algos) != want || want == 2 && algos[0] != "nvls" || strings.HasPrefix(algos[len(algos)-1], "nvls") {
+			t.Errorf("%s: algorithms %v, want nvls inside the server and no NVLS for the 2 + 4 group:\n%s", gran, algos, r.stdout)
+		}
+		st := mustRun(t, topo, "simccl-decompose", append(args, "--granularity", gran)...)
+		if span(t, mustRun(t, st, "flowsim-analytical")) <= 0 {
+			t.Errorf("%s: no time", gran)
+		}
+	}
+}

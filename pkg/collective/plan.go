@@ -3,6 +3,7 @@ package collective
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/fabricsim/fabricsim/pkg/nccl"
@@ -152,12 +153,12 @@ type Planner struct {
 	MSCCL   *MSCCLAlgo // replaces the built-in algorithm for its collective and rank count
 	algoOK  func(op Op, name string) bool
 	protoOK func(op Op, name string) bool
-	tuners  map[[2]int]*Tuner
+	tuners  map[[3]int]*Tuner
 }
 
 // NewPlanner validates the options.
 func NewPlanner(m ServerModel, f Fabric, opt Options) (*Planner, error) {
-	p := &Planner{M: m, F: f, Opt: opt, tuners: map[[2]int]*Tuner{}}
+	p := &Planner{M: m, F: f, Opt: opt, tuners: map[[3]int]*Tuner{}}
 	if opt.Selector == "" {
 		p.Opt.Selector = "nccl"
 	}
@@ -189,14 +190,25 @@ func NewPlanner(m ServerModel, f Fabric, opt Options) (*Planner, error) {
 	return p, nil
 }
 
-func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
-	k := [2]int{nRanks, nNodes}
+// tuner is NCCL's model for a group of nRanks over nNodes servers;
+// uneven when its servers hold different numbers of its ranks. NVLS and
+// NVLS-Tree are then left out of the choice: NVLS-Tree's intra-server
+// reduction hands each local GPU one shard (nvlsTree), which needs the
+// same GPUs on every server, and the model has no NVLS graph for servers
+// that differ; such a group takes NCCL's next choice (a tp 6 group over
+// 2 + 4 GPUs stopped the run on H100s).
+func (p *Planner) tuner(nRanks, nNodes int, uneven bool) *Tuner {
+	k := [3]int{nRanks, nNodes, 0}
+	if uneven {
+		k[2] = 1
+	}
 	t := p.tuners[k]
 	if t == nil {
 		m := p.M
 		if p.Opt.transport().AMDHost {
 			m.AMDCPU = true
 		}
+		m.NVLS = m.NVLS && !uneven
 		t = nccl.NewTuner(m, nRanks, nNodes)
 		t.NetLatencyUs = p.Opt.transport().NetLatencyUs
 		t.MaxChannels = p.Opt.MaxChannels
@@ -210,6 +222,13 @@ func (p *Planner) tuner(nRanks, nNodes int) *Tuner {
 		p.tuners[k] = t
 	}
 	return t
+}
+
+// groupTuner is tuner for the group of ranks.
+func (p *Planner) groupTuner(ranks []int32) *Tuner {
+	nodes := p.F.nodesOf(ranks)
+	uneven := slices.ContainsFunc(nodes, func(l []int) bool { return len(l) != len(nodes[0]) })
+	return p.tuner(len(ranks), len(nodes), uneven)
 }
 
 func (p *Planner) pxn() bool {
@@ -235,7 +254,7 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	// SimAI replay: the choice stands; its latency terms become the send
 	// latency, on every transfer.
 	send := float64(p.Opt.SendLatPs) / 1e6
-	lat := p.tuner(len(ranks), len(p.F.nodesOf(ranks))).ReplayLatency(op, pl.Algo, send)
+	lat := p.groupTuner(ranks).ReplayLatency(op, pl.Algo, send)
 	if pl.PredictedUs > 0 {
 		pl.PredictedUs += lat - pl.Lat.Total
 	}
@@ -254,7 +273,7 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		return pl, nil
 	}
 	nNodes := len(p.F.nodesOf(ranks))
-	t := p.tuner(n, nNodes)
+	t := p.groupTuner(ranks)
 	if a := p.MSCCL; a != nil && a.Applies(op, n) {
 		// NCCL's model has no term for a user schedule; it launches like a
 		// ring kernel of its protocol and pays a ring's per-hop latencies.
@@ -441,7 +460,7 @@ func (p *Planner) simai(t *Tuner, op Op, groupType string, n int, size int64, pl
 	if tm := t.Time(op, pl.Algo, pl.Proto, size); tm >= 0 {
 		pl.PredictedUs = tm
 	} else if pl.Algo != AlgoRing {
-		return fmt.Errorf("SimAI's rules pick %s for %s, which this server cannot run (no NVSwitch or not Hopper)", pl.Algo, op)
+		return fmt.Errorf("SimAI's rules pick %s for %s, which this group cannot run (no NVSwitch, not Hopper, or servers holding different numbers of its ranks)", pl.Algo, op)
 	}
 	return nil
 }
