@@ -33,7 +33,7 @@ func ParseXML(r io.Reader, name string) (*System, error) {
 	}
 	sysName := strings.TrimSuffix(filepath.Base(name), ".xml")
 	p := &xmlParser{sys: NewSystem(sysName), byBus: map[uint64]int{}, nicByBus: map[uint64]int{},
-		ranks: map[int]int{}, numas: map[int]bool{}}
+		ranks: map[int]int{}, devs: map[int]int{}, netDevs: map[int]int{}, numas: map[int]bool{}}
 	if err := p.system(root); err != nil {
 		return nil, err
 	}
@@ -48,6 +48,8 @@ type xmlParser struct {
 	byBus    map[uint64]int // bus id → GPU or PCI node
 	nicByBus map[uint64]int // bus id with function 0 → NIC node
 	ranks    map[int]int    // rank → line of its <gpu>
+	devs     map[int]int    // GPU dev (NVML index, one per GPU) → line of its <gpu>
+	netDevs  map[int]int    // net dev (the plugin's index) → line of its <net>
 	numas    map[int]bool
 	gpus     []xmlGPU
 	pcilinks []xmlPCILink
@@ -346,16 +348,29 @@ func (p *xmlParser) gpu(e *xmltree.Elem, parent, cpu int, bus string, key uint64
 	if g.SM <= 0 {
 		return e.Errorf("attribute \"sm\": %d is not a compute capability ×10 such as 80 or 90", g.SM)
 	}
-	if line, dup := p.ranks[g.Rank]; dup {
-		return e.Errorf("rank %d is already used by the <gpu> on line %d", g.Rank, line)
+	if err := firstUse(p.ranks, e, "rank", g.Rank); err != nil {
+		return err
 	}
-	p.ranks[g.Rank] = e.Line
+	if err := firstUse(p.devs, e, "dev", g.Dev); err != nil {
+		return err
+	}
 	if _, dup := p.byBus[key]; dup {
 		return e.Errorf("busid %s appears twice", bus)
 	}
 	node := p.sys.AddGPU(parent, bus, bw, g)
 	p.byBus[key] = node
 	p.gpus = append(p.gpus, xmlGPU{elem: e, node: node, cpu: cpu})
+	return nil
+}
+
+// firstUse records that e holds attribute attr = v, refusing a v an
+// earlier element holds: NCCL numbers ranks, GPUs and net devices once
+// each, and a repeat (a hand edit) silently changed the paths.
+func firstUse(seen map[int]int, e *xmltree.Elem, attr string, v int) error {
+	if line, dup := seen[v]; dup {
+		return e.Errorf("%s %d is already used by the <%s> on line %d", attr, v, e.Name, line)
+	}
+	seen[v] = e.Line
 	return nil
 }
 
@@ -371,6 +386,9 @@ func (p *xmlParser) nic(e *xmltree.Elem, nic int) error {
 		var err error
 		n.Name, _ = k.Attr("name")
 		if n.Dev, err = k.Int("dev", true, 0); err != nil {
+			return err
+		}
+		if err := firstUse(p.netDevs, k, "dev", n.Dev); err != nil {
 			return err
 		}
 		if n.SpeedMbps, err = k.Float("speed", false, 0); err != nil {

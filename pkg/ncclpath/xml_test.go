@@ -189,6 +189,14 @@ func TestParseXMLErrors(t *testing.T) {
 		{"duplicate rank", gpu(`      <pci busid="0000:11:00.0" class="0x030200"><gpu dev="0" sm="80" rank="3" gdr="1"/></pci>
       <pci busid="0000:12:00.0" class="0x030200"><gpu dev="1" sm="80" rank="3" gdr="1"/></pci>
 `), `server.xml: line 5: <gpu> rank 3 is already used by the <gpu> on line 4`},
+		{"duplicate dev", gpu(`      <pci busid="0000:11:00.0" class="0x030200"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
+      <pci busid="0000:12:00.0" class="0x030200"><gpu dev="0" sm="80" rank="1" gdr="1"/></pci>
+`), `server.xml: line 5: <gpu> dev 0 is already used by the <gpu> on line 4`},
+		{"duplicate net dev", gpu(`      <pci busid="0000:11:00.0" class="0x020000"><nic><net name="mlx5_0" dev="0" speed="200000"/></nic></pci>
+      <pci busid="0000:12:00.0" class="0x020000"><nic>
+        <net name="mlx5_1" dev="0" speed="200000"/>
+      </nic></pci>
+`), `server.xml: line 6: <net> dev 0 is already used by the <net> on line 4`},
 		{"nvlink to nowhere", gpu(`      <pci busid="0000:11:00.0" class="0x030200">
         <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="0000:77:00.0" count="2" tclass="0x030200"/></gpu>
       </pci>
