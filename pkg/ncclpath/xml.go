@@ -394,6 +394,9 @@ func (p *xmlParser) nic(e *xmltree.Elem, nic int) error {
 		if n.SpeedMbps, err = k.Float("speed", false, 0); err != nil {
 			return err
 		}
+		if n.SpeedMbps <= 0 {
+			p.sys.Warnings = append(p.sys.Warnings, k.Errorf("speed %g Mb/s (%s): taken as 10 Gb/s, as NCCL takes a port that reports no speed", n.SpeedMbps, n.Name).Error())
+		}
 		if n.Port, err = k.Int("port", false, 0); err != nil {
 			return err
 		}
