@@ -287,3 +287,27 @@ func TestSweepPlots(t *testing.T) {
 		t.Fatal("bars of a text column")
 	}
 }
+
+// A sweep's panels name the collective its points share (the chunk-sweep
+// pipeline's titles said only "AllReduce time against chunk size"); what
+// varies between points, or is missing, is left out.
+func TestRunTitle(t *testing.T) {
+	const head = "source,op,algorithm,group_type,coll_size_bytes,nranks,time_ns,chunk_bytes\n"
+	for _, c := range []struct{ a, b, want string }{
+		{"x,allreduce,msccl,TP,33554432,8,24871848,8192\n", "y,allreduce,msccl,TP,33554432,8,1026020,262144\n", "allreduce msccl TP 32MiB, 8 ranks"},
+		{"x,allreduce,ring,DP,1024,16,10,1\n", "y,allreduce,tree,DP,4096,16,20,2\n", "allreduce DP, 16 ranks"},
+		{"x,allgather,ring,TP,1024,8,10,1\n", "y,allreduce,ring,TP,1024,4,20,2\n", "ring TP 1KiB"},
+	} {
+		dt, err := stats.ConcatCSV([]string{"a.csv", "b.csv"}, csvFiles(map[string]string{"a.csv": head + c.a, "b.csv": head + c.b}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RunTitle(dt); got != c.want {
+			t.Errorf("%q %q: %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+	dt, err := stats.ConcatCSV([]string{"a.csv"}, csvFiles(map[string]string{"a.csv": "chunk_bytes,time_ns\n1,2\n"}))
+	if err != nil || RunTitle(dt) != "" {
+		t.Errorf("no collective columns: %q, %v", RunTitle(dt), err)
+	}
+}
