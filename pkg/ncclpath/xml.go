@@ -326,7 +326,10 @@ func (p *xmlParser) deviceChild(e *xmltree.Elem, name, bus string) (*xmltree.Ele
 
 func (p *xmlParser) gpu(e *xmltree.Elem, parent, cpu int, bus string, key uint64, bw float64) error {
 	if _, ok := e.Attr("rank"); !ok {
-		return nil // NCCL ignores GPUs without a rank (not part of the job)
+		// NCCL ignores GPUs without a rank (not part of the job); said,
+		// since the server then has a GPU fewer than the file shows.
+		p.sys.Warnings = append(p.sys.Warnings, e.Errorf("busid %s has no rank attribute: ignored, as NCCL ignores a GPU outside the job", bus).Error())
+		return nil
 	}
 	var g GPUInfo
 	var err error

@@ -66,6 +66,11 @@ func TestParseXMLFeatures(t *testing.T) {
 	if s.Name != "server" {
 		t.Errorf("name %q", s.Name)
 	}
+	// The GPU without a rank is said to be ignored (naming its line and bus),
+	// and nothing else is.
+	if want := "server.xml: line 13: <gpu> busid 0000:12:00.0 has no rank attribute: ignored"; len(s.Warnings) != 1 || !strings.HasPrefix(s.Warnings[0], want) {
+		t.Errorf("warnings %q, want one %q...", s.Warnings, want)
+	}
 	for k, n := range map[NodeKind]int{CPU: 2, PCI: 2, GPU: 2, NIC: 2, NET: 3, NVS: 1} {
 		if s.Count(k) != n {
 			t.Errorf("%d %s nodes, want %d", s.Count(k), k, n)
