@@ -5,6 +5,7 @@ import (
 	"html"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -309,5 +310,29 @@ func TestRunTitle(t *testing.T) {
 	dt, err := stats.ConcatCSV([]string{"a.csv"}, csvFiles(map[string]string{"a.csv": "chunk_bytes,time_ns\n1,2\n"}))
 	if err != nil || RunTitle(dt) != "" {
 		t.Errorf("no collective columns: %q, %v", RunTitle(dt), err)
+	}
+}
+
+// A log axis of under three decades labels 2 and 5 x 10^k besides the
+// powers of ten (a slowdown CDF from 1 to 20 was labelled "1" and "10"
+// alone); a wider one keeps the powers of ten only.
+func TestLogTicksLabels(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range (logTicks{}).Ticks(lo, hi) {
+			if tk.Label != "" && tk.Value >= lo && tk.Value <= hi { // the axis shows those
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	if got, want := labels(0.95, 40), []string{"1", "2", "5", "10", "20"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("0.95 to 40: labels %q, want %q", got, want)
+	}
+	if got, want := labels(1.2, 300), []string{"2", "5", "10", "20", "50", "100", "200"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("1.2 to 300: labels %q, want %q", got, want)
+	}
+	if got := labels(1, 1e5); slices.Contains(got, "2") || !slices.Contains(got, "1000") {
+		t.Errorf("1 to 1e5: labels %q, want the powers of ten alone", got)
 	}
 }
