@@ -307,3 +307,18 @@ func TestLinkDownNoLinkNamesLine(t *testing.T) {
 		}
 	}
 }
+
+// A SIMULATOR_STOP_TIME under a picosecond (a time meant in seconds,
+// 0.0001) is refused: it rounded to 0, run to the end, silently.
+func TestStopTimeUnderPs(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.SetKV("SIMULATOR_STOP_TIME=0.0001"); err == nil || !strings.Contains(err.Error(), "--set SIMULATOR_STOP_TIME: 0.0001 ns rounds to 0 ps") {
+		t.Errorf("0.0001: %v", err)
+	}
+	for v, ps := range map[string]int64{"0": 0, "0.001": 1, "100000": 100_000_000} {
+		c := DefaultConfig()
+		if err := c.SetKV("SIMULATOR_STOP_TIME=" + v); err != nil || c.StopPs != ps {
+			t.Errorf("%s: %v, %d ps, want %d", v, err, c.StopPs, ps)
+		}
+	}
+}
