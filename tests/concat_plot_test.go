@@ -33,3 +33,32 @@ func TestConcatPlotNamesRun(t *testing.T) {
 		t.Errorf("sweep.svg has no title %q", want)
 	}
 }
+
+// fctstats --compare --plot names each curve's backend beside its file
+// (the legend said "A = a.parquet (624)": which model was which?); a
+// --label is kept as the user wrote it.
+func TestComparePlotNamesBackends(t *testing.T) {
+	dir := t.TempDir()
+	st := mustPipe(t, nil, []string{"topogen", "--family", "spectrum-x", "--gpus", "16"}, []string{"simccl-decompose", "--op", "alltoall", "--size", "1MiB", "--group", "dp", "--tp", "1"})
+	a, b := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.parquet")
+	mustRun(t, st, "flowsim-analytical", "-o", a)
+	mustRun(t, st, "flowsim-analytical", "--model", "busbw", "-o", b)
+	svg := filepath.Join(dir, "cmp.svg")
+	legend := func(args ...string) string {
+		mustRun(t, nil, "fctstats", append([]string{"--compare", a, b, "--plot", svg}, args...)...)
+		data, err := os.ReadFile(svg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return html.UnescapeString(string(data))
+	}
+	text := legend()
+	for _, want := range []string{"A = " + a + ", analytical-fluid (", "B = " + b + ", analytical-busbw ("} {
+		if !strings.Contains(text, want) {
+			t.Errorf("legend has no %q", want)
+		}
+	}
+	if text := legend("--label", "fluid,busbw"); !strings.Contains(text, "A = fluid (") {
+		t.Errorf("--label fluid: legend has no %q", "A = fluid (")
+	}
+}
