@@ -314,3 +314,25 @@ func TestChakraRoofline(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
 	oneLineError(t, run(t, topo, "simccl-decompose", "--chakra", prefix, "--peak-tflops", "0"), 1, "roof.0.et: record 1 (node id 1), field duration_micros", "--peak-tflops 0")
 }
+
+// A job mix that holds the feeder trace is as incomplete as the trace:
+// simccl-decompose --merge keeps its notes, each naming the job, and the
+// mix's trace carries them (the merge used to drop them, so the mix's
+// report said nothing of the 1,277 dependencies dropped).
+func TestMergeKeepsNotes(t *testing.T) {
+	dir := t.TempDir()
+	topo := mustRun(t, nil, "topogen", "--family", "fat-tree", "--gpus", "4", "--gpus-per-server", "1")
+	feeder := filepath.Join(dir, "feeder.stream")
+	mustRun(t, topo, "simccl-decompose", "--chakra", filepath.Join(chakraData, "chakra"), "-o", feeder)
+	other := filepath.Join(dir, "b.stream")
+	mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "1", "--dp", "2", "--place", "2-3", "--job", "b", "-o", other)
+	_, meta := readTrace(t, mustRun(t, mustRun(t, nil, "simccl-decompose", "--merge", feeder+","+other), "flowsim-analytical"))
+	if len(meta.Notes) != 3 {
+		t.Fatalf("notes %q, want the feeder's 3", meta.Notes)
+	}
+	for _, n := range meta.Notes {
+		if !strings.HasPrefix(n, "simccl-decompose: job feeder: ") {
+			t.Errorf("note %q does not name the job", n)
+		}
+	}
+}

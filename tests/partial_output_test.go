@@ -204,3 +204,14 @@ func TestCollectiveSizeLimit(t *testing.T) {
 		oneLineError(t, run(t, huge, prog), 1, "<stdin>: record", "field size", "(1 TiB)")
 	}
 }
+
+// A training run stopped before its first compute phase ended has no
+// compute rows: fctstats --iteration --allow-partial says the run stopped
+// early, not (only) that the trace is not a training workload's.
+func TestPartialIterationNoComputeYet(t *testing.T) {
+	w := "examples/workloads/pipeline_pp4_ga8.txt"
+	st := mustPipe(t, nil, []string{"topogen", "--family", "spectrum-x", "--gpus", "32"}, []string{"simccl-decompose", "--workload", w})
+	out := filepath.Join(t.TempDir(), "stop.parquet")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=2000000", "-o", out)
+	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--allow-partial", out), 1, "no compute rows", "stopped early", "flows never finished")
+}

@@ -271,6 +271,11 @@ func (c *command) concat() error {
 		if err != nil {
 			return cli.Usagef("%v", err)
 		}
+		if run := plot.RunTitle(dt); run != "" {
+			for _, p := range plots {
+				p.Title.Text += " (" + run + ")"
+			}
+		}
 		heights := make([]vg.Length, len(plots))
 		for i := range heights {
 			heights[i] = vg.Inch * vg.Length(max(3, 4-0.25*float64(len(plots)))) // one panel per y (and group)

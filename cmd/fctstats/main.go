@@ -471,6 +471,9 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 	} else {
 		for i, r := range runs {
 			name := c.label(i, r.Source)
+			if i >= len(c.Label) && r.Backend != "" {
+				name += ", " + r.Backend // which model each curve is: the file's name may not say
+			}
 			if cmp != nil {
 				name = string(rune('A'+i)) + " = " + name
 			}

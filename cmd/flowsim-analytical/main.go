@@ -203,6 +203,9 @@ func (c *command) run() error {
 			gran = "collective"
 		}
 		m := links.Meta{Backend: model.Backend(), Routing: routing.String(), MakespanNs: res.End.Ns(), Granularity: gran, Topology: in.TopologyMeta()}
+		if failed != nil {
+			m.FailedFlows, m.UndeliveredBytes = int64(res.Failed), res.FailedBytes
+		}
 		if err := links.Write(c.Links, m, res.Loads.Rows(faults.Topology(in.Topology), m.MakespanNs)); err != nil {
 			return err
 		}

@@ -138,7 +138,13 @@ func (c *command) namedSystem() (*ncclpath.System, error) {
 		return nil, trace.PathError(c.ServerXML, err)
 	}
 	defer f.Close()
-	return ncclpath.ParseXML(f, c.ServerXML)
+	sys, err := ncclpath.ParseXML(f, c.ServerXML)
+	if err == nil {
+		for _, w := range sys.Warnings {
+			fmt.Fprintf(os.Stderr, "ncclpath: warning: %s\n", w)
+		}
+	}
+	return sys, err
 }
 
 // compute picks the server for a topology (the named one, else by GPU

@@ -29,7 +29,8 @@ type mergeInput struct {
 	paths       [][]byte
 	groups      []*stream.Group
 	colls       []*stream.Collective
-	flowEnd     int64 // 1 + the highest flow id
+	notes       []*stream.Note // what the job's producer left out: kept, as the mix is as incomplete
+	flowEnd     int64          // 1 + the highest flow id
 	groupEnd    int64
 	collEnd     int64
 	gpus        map[int32]bool
@@ -39,6 +40,30 @@ type mergeInput struct {
 	root        int64 // its start node's id, -1 without one
 	flowOffset  int64
 	virtualBase int64
+}
+
+// mergedNotes are the jobs' notes, each text prefixed "job NAME: " (cut
+// to the record's limit), at most stream.MaxNotes: the last then says
+// how many more the jobs' own streams hold. A mix of a job that left
+// nodes out is as incomplete as that job, and must say so too.
+func mergedNotes(ins []*mergeInput) []*stream.Note {
+	var out []*stream.Note
+	total := 0
+	for _, in := range ins {
+		total += len(in.notes)
+		for _, n := range in.notes {
+			text := "job " + in.job.Name + ": " + n.Text
+			if len(text) > stream.MaxNoteBytes {
+				text = strings.ToValidUTF8(text[:stream.MaxNoteBytes-3], "") + "..."
+			}
+			out = append(out, &stream.Note{Producer: n.Producer, Text: text})
+		}
+	}
+	if total > stream.MaxNotes {
+		out = append(out[:stream.MaxNotes-1], &stream.Note{Producer: "simccl-decompose",
+			Text: fmt.Sprintf("--merge: %d more notes of the jobs' streams are not repeated here (read each job's stream)", total-stream.MaxNotes+1)})
+	}
+	return out
 }
 
 // merge writes one stream of several jobs' streams (--merge): the same
@@ -104,6 +129,11 @@ func (c *command) merge() error {
 		for _, in := range ins {
 			j := stream.Job{Name: in.job.Name, StartPs: in.job.StartPs, FirstGroup: in.goff, FirstCollective: in.coff, FirstFlow: in.base}
 			if err := sw.Job(&j); err != nil {
+				return err
+			}
+		}
+		for _, n := range mergedNotes(ins) {
+			if err := sw.Note(n); err != nil {
 				return err
 			}
 		}
@@ -190,6 +220,12 @@ func readMergeHead(path string) (*mergeInput, error) {
 					in.gpus[n] = true
 				}
 			}
+		case stream.KindNote:
+			n, err := r.Note()
+			if err != nil {
+				return nil, err
+			}
+			in.notes = append(in.notes, n)
 		case stream.KindJob:
 			j, err := r.Job()
 			if err != nil {

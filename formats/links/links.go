@@ -36,6 +36,9 @@ const (
 	KeyMakespanNs  = "fabricsim.makespan_ns"
 	KeyGranularity = "fabricsim.granularity"
 	KeyTopology    = "fabricsim.topology"
+	// Optional, together: a run whose failed links left flows no path.
+	KeyFailedFlows      = "fabricsim.failed_flows"
+	KeyUndeliveredBytes = "fabricsim.undelivered_bytes"
 )
 
 // None is the group_type and op of bytes that belong to no collective
@@ -81,6 +84,11 @@ type Meta struct {
 	MakespanNs  int64              // the run's makespan, the denominator of Utilization
 	Granularity string             // flow, collective, expanded
 	Topology    trace.TopologyMeta // as the flow trace's fabricsim.topology
+	// FailedFlows and UndeliveredBytes: the flows a failed link left no
+	// path (status failed in the flow trace) and the bytes they never
+	// delivered; 0 for a run that delivered everything. The loads are
+	// of the bytes that moved, so a reader must say the run failed.
+	FailedFlows, UndeliveredBytes int64
 	// Schema is the schema name Read found (SchemaName or SchemaV1);
 	// Write ignores it and writes SchemaName.
 	Schema string
@@ -102,7 +110,8 @@ var columns = []string{"link", "src", "dst", "src_role", "dst_role", "tier", "ki
 // ColumnNames returns the names of the columns in order.
 func ColumnNames() []string { return slices.Clone(columns) }
 
-// encodeMeta renders m as the six metadata key/value pairs.
+// encodeMeta renders m as the six metadata key/value pairs, and the
+// failed pair when flows failed.
 func encodeMeta(m Meta) (keys, values []string, err error) {
 	if !slices.Contains(trace.Backends, m.Backend) {
 		return nil, nil, fmt.Errorf("links: backend %q is not one of %s", m.Backend, strings.Join(trace.Backends, ", "))
@@ -120,8 +129,38 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("links: topology: %w", err)
 	}
-	return []string{KeySchema, KeyBackend, KeyRouting, KeyMakespanNs, KeyGranularity, KeyTopology},
-		[]string{SchemaName, m.Backend, m.Routing, strconv.FormatInt(m.MakespanNs, 10), m.Granularity, string(tj)}, nil
+	keys = []string{KeySchema, KeyBackend, KeyRouting, KeyMakespanNs, KeyGranularity, KeyTopology}
+	values = []string{SchemaName, m.Backend, m.Routing, strconv.FormatInt(m.MakespanNs, 10), m.Granularity, string(tj)}
+	switch {
+	case m.FailedFlows < 0 || m.UndeliveredBytes < 0 || (m.FailedFlows == 0 && m.UndeliveredBytes > 0):
+		return nil, nil, fmt.Errorf("links: %d failed flows with %d undelivered bytes", m.FailedFlows, m.UndeliveredBytes)
+	case m.FailedFlows > 0:
+		keys = append(keys, KeyFailedFlows, KeyUndeliveredBytes)
+		values = append(values, strconv.FormatInt(m.FailedFlows, 10), strconv.FormatInt(m.UndeliveredBytes, 10))
+	}
+	return keys, values, nil
+}
+
+// decodeFailed reads the optional pair fabricsim.failed_flows (a
+// positive count) and fabricsim.undelivered_bytes (from 0): both or
+// neither.
+func decodeFailed(name string, lookup func(string) (string, bool), m *Meta) error {
+	f, okF := lookup(KeyFailedFlows)
+	u, okU := lookup(KeyUndeliveredBytes)
+	if !okF && !okU {
+		return nil
+	}
+	if okF != okU {
+		return fmt.Errorf("%s: metadata %s and %s go together; the file has one", name, KeyFailedFlows, KeyUndeliveredBytes)
+	}
+	var err error
+	if m.FailedFlows, err = strconv.ParseInt(f, 10, 64); err != nil || m.FailedFlows <= 0 {
+		return fmt.Errorf("%s: metadata %s is %q, want a positive integer", name, KeyFailedFlows, errtext.Clip(f))
+	}
+	if m.UndeliveredBytes, err = strconv.ParseInt(u, 10, 64); err != nil || m.UndeliveredBytes < 0 {
+		return fmt.Errorf("%s: metadata %s is %q, want a non-negative integer (bytes)", name, KeyUndeliveredBytes, errtext.Clip(u))
+	}
+	return nil
 }
 
 // decodeMeta checks and parses the metadata of the file called name.
@@ -173,7 +212,7 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 	if err := json.Unmarshal([]byte(t), &m.Topology); err != nil || !strings.HasPrefix(strings.TrimSpace(t), "{") {
 		return m, fmt.Errorf("%s: metadata %s is not a JSON object with family, gpus, hash: %q", name, KeyTopology, errtext.Clip(t))
 	}
-	return m, nil
+	return m, decodeFailed(name, lookup, &m)
 }
 
 // check returns why r cannot be a row of a links file, naming the column,

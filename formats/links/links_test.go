@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -477,4 +478,62 @@ func FuzzRead(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A run whose failed links left flows no path says so in its links file
+// (the loads are of what moved); the pair is read back, refused when
+// half there or not a count, and absent from a run that delivered all.
+func TestFailedRun(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loads.parquet")
+	want := testMeta()
+	want.FailedFlows, want.UndeliveredBytes = 78, 44950788
+	if err := Write(path, want, fixtureRows()); err != nil {
+		t.Fatal(err)
+	}
+	if m, _, err := Read(path); err != nil || m != want {
+		t.Fatalf("read back %+v, %v; want %+v", m, err, want)
+	}
+	keys, _, err := encodeMeta(testMeta())
+	if err != nil || slices.Contains(keys, KeyFailedFlows) || slices.Contains(keys, KeyUndeliveredBytes) {
+		t.Errorf("a whole run's keys %v (%v)", keys, err)
+	}
+	for _, bad := range []Meta{{FailedFlows: -1}, {UndeliveredBytes: 5}} {
+		m := testMeta()
+		m.FailedFlows, m.UndeliveredBytes = bad.FailedFlows, bad.UndeliveredBytes
+		if _, _, err := encodeMeta(m); err == nil {
+			t.Errorf("%d failed flows, %d bytes: written", m.FailedFlows, m.UndeliveredBytes)
+		}
+	}
+	vals := encodeMetaMap(t, want)
+	for _, c := range []struct {
+		key, value, msg string
+	}{
+		{KeyFailedFlows, "0", `fabricsim.failed_flows is "0", want a positive integer`},
+		{KeyFailedFlows, "x", `fabricsim.failed_flows is "x"`},
+		{KeyUndeliveredBytes, "-1", `fabricsim.undelivered_bytes is "-1"`},
+		{KeyUndeliveredBytes, "", "go together"},
+	} {
+		kv := maps.Clone(vals)
+		if kv[c.key] = c.value; c.value == "" {
+			delete(kv, c.key)
+		}
+		lookup := func(k string) (string, bool) { v, ok := kv[k]; return v, ok }
+		if _, err := decodeMeta("f.parquet", lookup); err == nil || !strings.Contains(err.Error(), c.msg) || !strings.HasPrefix(err.Error(), "f.parquet: ") {
+			t.Errorf("%s=%q: %v, want %q", c.key, c.value, err, c.msg)
+		}
+	}
+}
+
+// encodeMetaMap is encodeMeta's pairs as a map.
+func encodeMetaMap(t *testing.T, m Meta) map[string]string {
+	t.Helper()
+	keys, values, err := encodeMeta(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := map[string]string{}
+	for i, k := range keys {
+		kv[k] = values[i]
+	}
+	return kv
 }

@@ -19,6 +19,9 @@ type System struct {
 	Name  string
 	Nodes []Node
 	Links []Link
+	// Warnings are what ParseXML took as NCCL does though the file did
+	// not say it (a port with no speed), for the command to print.
+	Warnings []string
 
 	count [numKinds]int
 	err   error

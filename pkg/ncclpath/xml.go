@@ -33,7 +33,7 @@ func ParseXML(r io.Reader, name string) (*System, error) {
 	}
 	sysName := strings.TrimSuffix(filepath.Base(name), ".xml")
 	p := &xmlParser{sys: NewSystem(sysName), byBus: map[uint64]int{}, nicByBus: map[uint64]int{},
-		ranks: map[int]int{}, numas: map[int]bool{}}
+		ranks: map[int]int{}, devs: map[int]int{}, netDevs: map[int]int{}, numas: map[int]bool{}}
 	if err := p.system(root); err != nil {
 		return nil, err
 	}
@@ -48,6 +48,8 @@ type xmlParser struct {
 	byBus    map[uint64]int // bus id → GPU or PCI node
 	nicByBus map[uint64]int // bus id with function 0 → NIC node
 	ranks    map[int]int    // rank → line of its <gpu>
+	devs     map[int]int    // GPU dev (NVML index, one per GPU) → line of its <gpu>
+	netDevs  map[int]int    // net dev (the plugin's index) → line of its <net>
 	numas    map[int]bool
 	gpus     []xmlGPU
 	pcilinks []xmlPCILink
@@ -324,7 +326,10 @@ func (p *xmlParser) deviceChild(e *xmltree.Elem, name, bus string) (*xmltree.Ele
 
 func (p *xmlParser) gpu(e *xmltree.Elem, parent, cpu int, bus string, key uint64, bw float64) error {
 	if _, ok := e.Attr("rank"); !ok {
-		return nil // NCCL ignores GPUs without a rank (not part of the job)
+		// NCCL ignores GPUs without a rank (not part of the job); said,
+		// since the server then has a GPU fewer than the file shows.
+		p.sys.Warnings = append(p.sys.Warnings, e.Errorf("busid %s has no rank attribute: ignored, as NCCL ignores a GPU outside the job", bus).Error())
+		return nil
 	}
 	var g GPUInfo
 	var err error
@@ -346,16 +351,29 @@ func (p *xmlParser) gpu(e *xmltree.Elem, parent, cpu int, bus string, key uint64
 	if g.SM <= 0 {
 		return e.Errorf("attribute \"sm\": %d is not a compute capability ×10 such as 80 or 90", g.SM)
 	}
-	if line, dup := p.ranks[g.Rank]; dup {
-		return e.Errorf("rank %d is already used by the <gpu> on line %d", g.Rank, line)
+	if err := firstUse(p.ranks, e, "rank", g.Rank); err != nil {
+		return err
 	}
-	p.ranks[g.Rank] = e.Line
+	if err := firstUse(p.devs, e, "dev", g.Dev); err != nil {
+		return err
+	}
 	if _, dup := p.byBus[key]; dup {
 		return e.Errorf("busid %s appears twice", bus)
 	}
 	node := p.sys.AddGPU(parent, bus, bw, g)
 	p.byBus[key] = node
 	p.gpus = append(p.gpus, xmlGPU{elem: e, node: node, cpu: cpu})
+	return nil
+}
+
+// firstUse records that e holds attribute attr = v, refusing a v an
+// earlier element holds: NCCL numbers ranks, GPUs and net devices once
+// each, and a repeat (a hand edit) silently changed the paths.
+func firstUse(seen map[int]int, e *xmltree.Elem, attr string, v int) error {
+	if line, dup := seen[v]; dup {
+		return e.Errorf("%s %d is already used by the <%s> on line %d", attr, v, e.Name, line)
+	}
+	seen[v] = e.Line
 	return nil
 }
 
@@ -373,8 +391,14 @@ func (p *xmlParser) nic(e *xmltree.Elem, nic int) error {
 		if n.Dev, err = k.Int("dev", true, 0); err != nil {
 			return err
 		}
+		if err := firstUse(p.netDevs, k, "dev", n.Dev); err != nil {
+			return err
+		}
 		if n.SpeedMbps, err = k.Float("speed", false, 0); err != nil {
 			return err
+		}
+		if n.SpeedMbps <= 0 {
+			p.sys.Warnings = append(p.sys.Warnings, k.Errorf("speed %g Mb/s (%s): taken as 10 Gb/s, as NCCL takes a port that reports no speed", n.SpeedMbps, n.Name).Error())
 		}
 		if n.Port, err = k.Int("port", false, 0); err != nil {
 			return err

@@ -66,6 +66,11 @@ func TestParseXMLFeatures(t *testing.T) {
 	if s.Name != "server" {
 		t.Errorf("name %q", s.Name)
 	}
+	// The GPU without a rank is said to be ignored (naming its line and bus),
+	// and nothing else is.
+	if want := "server.xml: line 13: <gpu> busid 0000:12:00.0 has no rank attribute: ignored"; len(s.Warnings) != 1 || !strings.HasPrefix(s.Warnings[0], want) {
+		t.Errorf("warnings %q, want one %q...", s.Warnings, want)
+	}
 	for k, n := range map[NodeKind]int{CPU: 2, PCI: 2, GPU: 2, NIC: 2, NET: 3, NVS: 1} {
 		if s.Count(k) != n {
 			t.Errorf("%d %s nodes, want %d", s.Count(k), k, n)
@@ -189,6 +194,14 @@ func TestParseXMLErrors(t *testing.T) {
 		{"duplicate rank", gpu(`      <pci busid="0000:11:00.0" class="0x030200"><gpu dev="0" sm="80" rank="3" gdr="1"/></pci>
       <pci busid="0000:12:00.0" class="0x030200"><gpu dev="1" sm="80" rank="3" gdr="1"/></pci>
 `), `server.xml: line 5: <gpu> rank 3 is already used by the <gpu> on line 4`},
+		{"duplicate dev", gpu(`      <pci busid="0000:11:00.0" class="0x030200"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
+      <pci busid="0000:12:00.0" class="0x030200"><gpu dev="0" sm="80" rank="1" gdr="1"/></pci>
+`), `server.xml: line 5: <gpu> dev 0 is already used by the <gpu> on line 4`},
+		{"duplicate net dev", gpu(`      <pci busid="0000:11:00.0" class="0x020000"><nic><net name="mlx5_0" dev="0" speed="200000"/></nic></pci>
+      <pci busid="0000:12:00.0" class="0x020000"><nic>
+        <net name="mlx5_1" dev="0" speed="200000"/>
+      </nic></pci>
+`), `server.xml: line 6: <net> dev 0 is already used by the <net> on line 4`},
 		{"nvlink to nowhere", gpu(`      <pci busid="0000:11:00.0" class="0x030200">
         <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="0000:77:00.0" count="2" tclass="0x030200"/></gpu>
       </pci>
@@ -269,4 +282,44 @@ func FuzzParseXML(f *testing.F) {
 			r.Entries()
 		}
 	})
+}
+
+// A port that reports no speed (NCCL: "some NICs define speed = -1") is
+// taken as 10 Gb/s, as NCCL does; that is said, naming the line, since a
+// 400G NIC then prices its paths 40 times too slow. It used to be silent.
+func TestParseXMLNoSpeedWarns(t *testing.T) {
+	doc := func(speed string) string {
+		return `<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="AuthenticAMD">
+    <pci busid="0000:11:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="80" rank="0" gdr="1"/></pci>
+    <pci busid="0000:12:00.0" class="0x020000" link_speed="16.0 GT/s PCIe" link_width="16"><nic>
+      <net name="mlx5_0" dev="0"` + speed + `/>
+    </nic></pci>
+  </cpu>
+</system>`
+	}
+	for _, c := range []struct{ speed, want string }{
+		{` speed="-1"`, `server.xml: line 5: <net> speed -1 Mb/s (mlx5_0): taken as 10 Gb/s`},
+		{``, `server.xml: line 5: <net> speed 0 Mb/s (mlx5_0): taken as 10 Gb/s`},
+		{` speed="400000"`, ``},
+	} {
+		s := parse(t, doc(c.speed))
+		got := strings.Join(s.Warnings, "\n")
+		if (c.want == "") != (got == "") || !strings.HasPrefix(got, c.want) {
+			t.Errorf("speed%s: warnings %q, want %q...", c.speed, got, c.want)
+		}
+		bw := map[bool]float64{true: 1.25, false: 50} // GB/s: NCCL's 10 Gb/s, or the 400 Gb/s given
+		nets := 0
+		for _, l := range s.Links {
+			if l.Type == LinkNET {
+				nets++
+				if !near(l.BW, bw[c.want != ""]) {
+					t.Errorf("speed%s: NIC-NET %g GB/s, want %g", c.speed, l.BW, bw[c.want != ""])
+				}
+			}
+		}
+		if nets == 0 {
+			t.Errorf("speed%s: no NET link", c.speed)
+		}
+	}
 }

@@ -89,6 +89,20 @@ const maxLinkDownNs = 86_400 * 1_000_000_000
 type LinkDown struct {
 	AtPs int64
 	A, B int32
+	// Src is where it was set ("FILE: line N, key LINK_DOWN" or "--set
+	// LINK_DOWN"): whether the nodes have a link is known only with the
+	// topology, and that error must still name the line to fix.
+	Src string
+}
+
+// noLink is the error for a failure naming two nodes without a link,
+// worded as flowsim-analytical's --link-down says it.
+func (ld LinkDown) noLink(nodes int) error {
+	where := ld.Src
+	if where == "" {
+		where = "LINK_DOWN"
+	}
+	return fmt.Errorf("%s: no link between nodes %d and %d in the topology (%d nodes)", where, ld.A, ld.B, nodes)
 }
 
 // rateMap is SimAI's "<n> <rate_bps> <value> ..." per-link-rate table.
@@ -182,7 +196,7 @@ func (c *Config) Read(r io.Reader, name string) error {
 		} else if once(f[0]) {
 			seen[dupKey(f[0])] = n
 		}
-		if err := c.apply(f[0], f[1:]); err != nil {
+		if err := c.applyFrom(f[0], f[1:], fmt.Sprintf("%s: line %d, key %s", name, n, f[0])); err != nil {
 			return fmt.Errorf("%s: line %d, key %s: %v", name, n, f[0], err)
 		}
 	}
@@ -209,7 +223,7 @@ func (c *Config) SetKV(kv string) error {
 	if !ok || strings.TrimSpace(k) == "" {
 		return fmt.Errorf("--set %q: expected KEY=VALUE", kv)
 	}
-	if err := c.apply(strings.TrimSpace(k), strings.Fields(v)); err != nil {
+	if err := c.applyFrom(strings.TrimSpace(k), strings.Fields(v), "--set "+k); err != nil {
 		return fmt.Errorf("--set %s: %v", k, err)
 	}
 	return nil
@@ -232,6 +246,17 @@ func (c *Config) SetKVs(kvs []string) error {
 		}
 	}
 	return nil
+}
+
+// applyFrom applies a key as apply does, and marks the LINK_DOWN
+// failures it adds as set at src.
+func (c *Config) applyFrom(key string, v []string, src string) error {
+	n := len(c.LinkDown)
+	err := c.apply(key, v)
+	for i := n; i < len(c.LinkDown); i++ {
+		c.LinkDown[i].Src = src
+	}
+	return err
 }
 
 // apply sets one key from its values: the key's row (schema.go) parses

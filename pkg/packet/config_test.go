@@ -178,7 +178,7 @@ func TestConfigSchema(t *testing.T) {
 // into the past (9.3e15 ns failed the link at 11.76 µs).
 func TestLinkDownRanges(t *testing.T) {
 	c := DefaultConfig()
-	if err := c.SetKV("LINK_DOWN=20000 3 18"); err != nil || len(c.LinkDown) != 1 || c.LinkDown[0] != (LinkDown{AtPs: 20_000_000, A: 3, B: 18}) {
+	if err := c.SetKV("LINK_DOWN=20000 3 18"); err != nil || len(c.LinkDown) != 1 || c.LinkDown[0] != (LinkDown{AtPs: 20_000_000, A: 3, B: 18, Src: "--set LINK_DOWN"}) {
 		t.Fatalf("LINK_DOWN=20000 3 18: %v, %+v", err, c.LinkDown)
 	}
 	for _, v := range []string{"20000 4294967314 18", "20000 3 2147483648", "9300000000000000 0 18", "100000000000000000 0 18", "-1 0 18"} {
@@ -279,4 +279,46 @@ func readConfFile(t *testing.T, name string) (Config, error) {
 	c := DefaultConfig()
 	err = c.Read(f, name)
 	return c, err
+}
+
+// A LINK_DOWN naming two nodes without a link is found only with the
+// topology; the error still names the file and line (or --set) to fix.
+// It once said only "LINK_DOWN 0 999: no link between these nodes".
+func TestLinkDownNoLinkNamesLine(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.SpectrumX, GPUs: 16})
+	for _, tc := range []struct {
+		conf, set, want string
+	}{
+		{"CC_MODE 1\nLINK_DOWN 1000 0 999\n", "", "my.conf: line 2, key LINK_DOWN: no link between nodes 0 and 999 in the topology"},
+		{"", "LINK_DOWN=1000 0 1", "--set LINK_DOWN: no link between nodes 0 and 1 in the topology"},
+	} {
+		cfg := DefaultConfig()
+		if err := cfg.Read(strings.NewReader(tc.conf), "my.conf"); err != nil {
+			t.Fatal(err)
+		}
+		if tc.set != "" {
+			if err := cfg.SetKV(tc.set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _, err := newSimErr(t, tp, cfg, cc.ModeDCQCN, []flowSpec{{0, 8, 1 << 20, nil}})
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%q %q: got %v, want %q...", tc.conf, tc.set, err, tc.want)
+		}
+	}
+}
+
+// A SIMULATOR_STOP_TIME under a picosecond (a time meant in seconds,
+// 0.0001) is refused: it rounded to 0, run to the end, silently.
+func TestStopTimeUnderPs(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.SetKV("SIMULATOR_STOP_TIME=0.0001"); err == nil || !strings.Contains(err.Error(), "--set SIMULATOR_STOP_TIME: 0.0001 ns rounds to 0 ps") {
+		t.Errorf("0.0001: %v", err)
+	}
+	for v, ps := range map[string]int64{"0": 0, "0.001": 1, "100000": 100_000_000} {
+		c := DefaultConfig()
+		if err := c.SetKV("SIMULATOR_STOP_TIME=" + v); err != nil || c.StopPs != ps {
+			t.Errorf("%s: %v, %d ps, want %d", v, err, c.StopPs, ps)
+		}
+	}
 }

@@ -105,6 +105,11 @@ var confKeys = []confKey{
 				x = 0
 			}
 			c.StopPs = confkey.PsOf(x, "ns")
+			if x > 0 && c.StopPs == 0 {
+				// It read as 0, "run to the end": a time meant in seconds
+				// (0.0001) ran the whole workload with no word.
+				return fmt.Errorf("%g ns rounds to 0 ps, which means no stop; a bare value is in ns (or give a unit: 100us)", x)
+			}
 			return nil
 		}},
 	{Key: confkey.Key{Name: "LINK_DOWN", Type: "list", Unit: "time_ns node_a node_b", Default: "0 0 0", Doc: "fail the link between two nodes at a time (0 0 0: none)"}, set: setLinkDown},

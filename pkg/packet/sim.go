@@ -362,7 +362,7 @@ func New(t *topo.Topology, r *route.Router, cfg Config, flows *Flows, seed uint6
 			}
 		}
 		if li < 0 {
-			return nil, fmt.Errorf("LINK_DOWN %d %d: no link between these nodes", ld.A, ld.B)
+			return nil, ld.noLink(len(t.Nodes))
 		}
 		s.push(ld.AtPs, evLinkDown, int32(li), 0)
 	}

@@ -143,3 +143,24 @@ func (intTicks) Ticks(lo, hi float64) []gplot.Tick {
 	}
 	return t
 }
+
+// logTicks are gonum's log ticks with, on an axis of under three decades,
+// the minor ticks at 2 and 5 x 10^k labelled too: a slowdown CDF from 1
+// to 20 was labelled "1" and "10" alone, so 3 and 5 could not be read.
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []gplot.Tick {
+	ts := gplot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	if lo <= 0 || hi/lo >= 1000 {
+		return ts
+	}
+	for i, t := range ts {
+		if t.Label != "" || t.Value <= 0 {
+			continue
+		}
+		if m := t.Value / math.Pow(10, math.Floor(math.Log10(t.Value)+1e-9)); math.Abs(m-2) < 1e-6 || math.Abs(m-5) < 1e-6 {
+			ts[i].Label = tickLabel(t.Value)
+		}
+	}
+	return ts
+}

@@ -75,7 +75,7 @@ func CDF(title string, series []stats.Series) *gplot.Plot {
 	}
 	if lo > 0 && hi/lo >= 10 {
 		p.X.Scale = gplot.LogScale{}
-		p.X.Tick.Marker = gplot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = logTicks{}
 		p.X.Min, p.X.Max = lo/1.05, hi*math.Pow(hi/lo, 0.45)
 	} else {
 		pad := max(0.6*(hi-lo), 0.05*math.Abs(hi), 1e-9)

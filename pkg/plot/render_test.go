@@ -5,6 +5,7 @@ import (
 	"html"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -285,5 +286,53 @@ func TestSweepPlots(t *testing.T) {
 	}
 	if _, err := Sweep(dt, "label", []string{"source"}); err == nil {
 		t.Fatal("bars of a text column")
+	}
+}
+
+// A sweep's panels name the collective its points share (the chunk-sweep
+// pipeline's titles said only "AllReduce time against chunk size"); what
+// varies between points, or is missing, is left out.
+func TestRunTitle(t *testing.T) {
+	const head = "source,op,algorithm,group_type,coll_size_bytes,nranks,time_ns,chunk_bytes\n"
+	for _, c := range []struct{ a, b, want string }{
+		{"x,allreduce,msccl,TP,33554432,8,24871848,8192\n", "y,allreduce,msccl,TP,33554432,8,1026020,262144\n", "allreduce msccl TP 32MiB, 8 ranks"},
+		{"x,allreduce,ring,DP,1024,16,10,1\n", "y,allreduce,tree,DP,4096,16,20,2\n", "allreduce DP, 16 ranks"},
+		{"x,allgather,ring,TP,1024,8,10,1\n", "y,allreduce,ring,TP,1024,4,20,2\n", "ring TP 1KiB"},
+	} {
+		dt, err := stats.ConcatCSV([]string{"a.csv", "b.csv"}, csvFiles(map[string]string{"a.csv": head + c.a, "b.csv": head + c.b}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RunTitle(dt); got != c.want {
+			t.Errorf("%q %q: %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+	dt, err := stats.ConcatCSV([]string{"a.csv"}, csvFiles(map[string]string{"a.csv": "chunk_bytes,time_ns\n1,2\n"}))
+	if err != nil || RunTitle(dt) != "" {
+		t.Errorf("no collective columns: %q, %v", RunTitle(dt), err)
+	}
+}
+
+// A log axis of under three decades labels 2 and 5 x 10^k besides the
+// powers of ten (a slowdown CDF from 1 to 20 was labelled "1" and "10"
+// alone); a wider one keeps the powers of ten only.
+func TestLogTicksLabels(t *testing.T) {
+	labels := func(lo, hi float64) []string {
+		var out []string
+		for _, tk := range (logTicks{}).Ticks(lo, hi) {
+			if tk.Label != "" && tk.Value >= lo && tk.Value <= hi { // the axis shows those
+				out = append(out, tk.Label)
+			}
+		}
+		return out
+	}
+	if got, want := labels(0.95, 40), []string{"1", "2", "5", "10", "20"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("0.95 to 40: labels %q, want %q", got, want)
+	}
+	if got, want := labels(1.2, 300), []string{"2", "5", "10", "20", "50", "100", "200"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("1.2 to 300: labels %q, want %q", got, want)
+	}
+	if got := labels(1, 1e5); slices.Contains(got, "2") || !slices.Contains(got, "1000") {
+		t.Errorf("1 to 1e5: labels %q, want the powers of ten alone", got)
 	}
 }

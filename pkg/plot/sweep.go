@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fabricsim/fabricsim/pkg/stats"
+	"github.com/fabricsim/fabricsim/pkg/units"
 	gplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -243,4 +244,40 @@ func dotPanel(title, xname, y string, titles map[string]string, names []string, 
 	p.X.Tick.Label.Rotation = math.Pi / 6
 	p.X.Tick.Label.XAlign = draw.XRight
 	return p, nil
+}
+
+// RunTitle names the run a sweep table's rows share, for its panels'
+// titles: the collective columns (fctstats' collectives table) that hold
+// one value in every row, e.g. "allreduce msccl TP 32MiB, 8 ranks". A
+// sweep's titles said only "time against chunk size", not of what. It
+// is "" when no such column is constant (or the table has none).
+func RunTitle(dt *stats.DataTable) string {
+	var parts []string
+	for _, col := range []string{"op", "algorithm", "group_type"} {
+		if v := dt.Strings(col); allSame(v) && v[0] != "" {
+			parts = append(parts, v[0])
+		}
+	}
+	if v, ok := constant(dt, "coll_size_bytes"); ok {
+		parts = append(parts, units.HumanSize(int64(v)))
+	}
+	title := strings.Join(parts, " ")
+	if v, ok := constant(dt, "nranks"); ok {
+		title = strings.TrimPrefix(fmt.Sprintf("%s, %d ranks", title, int64(v)), ", ")
+	}
+	return title
+}
+
+// constant is a numeric column's value when every row holds the same.
+func constant(dt *stats.DataTable, col string) (float64, bool) {
+	v, err := dt.Column(col)
+	if err != nil || !allSame(v) {
+		return 0, false
+	}
+	return v[0], true
+}
+
+// allSame tells whether v has values and all are its first.
+func allSame[T comparable](v []T) bool {
+	return len(v) > 0 && !slices.ContainsFunc(v, func(x T) bool { return x != v[0] })
 }

@@ -413,6 +413,11 @@ func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteratio
 	var its []*Iteration
 	for _, job := range slices.Sorted(maps.Keys(accs)) {
 		it, err := accs[job].finish()
+		if err != nil && in.Meta != nil && in.Meta.Partial() {
+			// A run stopped before a compute phase ended has none: say
+			// that, not that the trace is not a training workload's.
+			return nil, fmt.Errorf("%v (this partial trace's run stopped early: %d flows never finished)", err, in.Meta.Unfinished)
+		}
 		if err != nil {
 			return nil, err
 		}

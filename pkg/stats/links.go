@@ -39,6 +39,10 @@ type LinkLoads struct {
 	Rows        int                `json:"rows"`  // rows of the file
 	Links       int                `json:"links"` // directed links carrying bytes
 	Bytes       int64              `json:"bytes"`
+	// FailedFlows and UndeliveredBytes: a run whose failed links left
+	// flows no path (formats/links.md); its loads are of what moved.
+	FailedFlows      int64 `json:"failed_flows,omitempty"`
+	UndeliveredBytes int64 `json:"undelivered_bytes,omitempty"`
 	// Tiers: per tier, from the host side up, a row for all group types
 	// (group_type "all") and one per group type.
 	Tiers []TierLoad `json:"tiers"`
@@ -154,7 +158,7 @@ func (ll *LinkLoads) GroupTypes() []string {
 // directed link, and keeps the top hottest directed links (0: all).
 func AnalyzeLinks(source string, m links.Meta, rows []links.Row, top int) *LinkLoads {
 	ll := &LinkLoads{Source: source, Backend: m.Backend, Routing: m.Routing, Granularity: m.Granularity,
-		MakespanNs: m.MakespanNs, Topology: m.Topology, Rows: len(rows)}
+		MakespanNs: m.MakespanNs, Topology: m.Topology, Rows: len(rows), FailedFlows: m.FailedFlows, UndeliveredBytes: m.UndeliveredBytes}
 	type dirKey struct{ link, src int32 }
 	byDir := map[dirKey]*LinkLoad{}
 	for i := range rows {
@@ -373,6 +377,24 @@ func tierLoads(dirs []*LinkLoad) []TierLoad {
 
 // DataTable returns the tiers, top or jobs table.
 func (ll *LinkLoads) DataTable(name string) (*DataTable, error) {
+	dt, err := ll.dataTable(name)
+	if err != nil || ll.FailedFlows == 0 {
+		return dt, err
+	}
+	// A failed run's table says so on every row, as a flow trace's
+	// partial tables do.
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{{"failed_flows", ll.FailedFlows}, {"undelivered_bytes", ll.UndeliveredBytes}} {
+		if err := dt.AddParam(c.name, strconv.FormatInt(c.v, 10)); err != nil {
+			return nil, err
+		}
+	}
+	return dt, nil
+}
+
+func (ll *LinkLoads) dataTable(name string) (*DataTable, error) {
 	switch name {
 	case TableTiers:
 		return newDataTable(ll.Source, ll.Tiers), nil
@@ -434,7 +456,16 @@ func (ll *LinkLoads) headline() string {
 		fmt.Fprintf(&b, ", %s %d GPUs", t.Family, t.GPUs)
 	}
 	fmt.Fprintf(&b, ": makespan %s, %d directed links carried %s (%d rows)", humanNs(ll.MakespanNs), ll.Links, humanBytes(ll.Bytes), ll.Rows)
+	if ll.FailedFlows > 0 {
+		b.WriteString("; " + ll.failedNote())
+	}
 	return b.String()
+}
+
+// failedNote says that the run failed, for every report of it.
+func (ll *LinkLoads) failedNote() string {
+	return fmt.Sprintf("FAILED: %d flows were not delivered (%s never delivered; failed links left them no path): these are the loads of what moved",
+		ll.FailedFlows, humanBytes(ll.UndeliveredBytes))
 }
 
 // Title names the backend, routing and makespan, as the plot's title.
@@ -442,6 +473,9 @@ func (ll *LinkLoads) Title() string {
 	s := fmt.Sprintf("Link loads: %s, %s routing, makespan %s", ll.Backend, ll.Routing, humanNs(ll.MakespanNs))
 	if t := ll.Topology; t.Family != "" {
 		s += fmt.Sprintf(" (%s, %d GPUs)", t.Family, t.GPUs)
+	}
+	if ll.FailedFlows > 0 {
+		s = "FAILED run: " + s // the count is in the report's headline: a longer title is cut
 	}
 	return s
 }

@@ -1,0 +1,43 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// flowsim-analytical --link-down that leaves flows no path writes a
+// links file that says so, and fctstats --links reports it FAILED in
+// every format: the loads are of what moved. It used to read as a whole
+// run (618 MiB carried, no word of the 78 flows and 43 MiB never sent).
+func TestFailedRunLinkLoads(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	var down []string
+	for _, l := range readTopology(t, topoOut).Links {
+		if l.A == 0 || l.B == 0 { // every link of GPU 0: it sends nothing more
+			down = append(down, fmt.Sprintf("%d-%d@10us", l.A, l.B))
+		}
+	}
+	st := mustRun(t, topoOut, "simccl-decompose", "--op", "alltoall", "--size", "16MiB", "--group", "dp", "--tp", "1")
+	dir := t.TempDir()
+	loads := filepath.Join(dir, "loads.parquet")
+	oneLineError(t, run(t, st, "flowsim-analytical", "--link-down", strings.Join(down, ","), "-o", filepath.Join(dir, "t.parquet"), "--link-loads", loads), 1, "failed flows")
+	var rep struct {
+		FailedFlows      int64 `json:"failed_flows"`
+		UndeliveredBytes int64 `json:"undelivered_bytes"`
+	}
+	if err := json.Unmarshal(mustRun(t, nil, "fctstats", "--links", loads, "--format", "json"), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.FailedFlows <= 0 || rep.UndeliveredBytes <= 0 {
+		t.Errorf("json: %+v, want the failed flows and their bytes", rep)
+	}
+	if text := string(mustRun(t, nil, "fctstats", "--links", loads)); !strings.Contains(strings.SplitN(text, "\n", 2)[0], "FAILED: ") {
+		t.Errorf("table headline: %q", strings.SplitN(text, "\n", 2)[0])
+	}
+	if csv := string(mustRun(t, nil, "fctstats", "--links", loads, "--format", "csv")); !strings.Contains(strings.SplitN(csv, "\n", 2)[0], ",failed_flows,undelivered_bytes") {
+		t.Errorf("csv header: %q", strings.SplitN(csv, "\n", 2)[0])
+	}
+}
