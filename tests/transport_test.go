@@ -580,4 +580,35 @@ func TestUnevenServersNoNVLSTree(t *testing.T) {
 			t.Errorf("%s: no time", gran)
 		}
 	}
+	// NVLS forced on the 2 + 4 group is refused, saying why.
+	oneLineError(t, run(t, topo, "simccl-decompose", append(args, "--algo", "nvls")...), 1, "servers hold different numbers of its ranks: no NVLS")
+	// Two groups on two servers each, 4 + 4 and 2 + 6, in either order: a
+	// plan is kept by shape, which must say uneven (the 4 + 4 group's
+	// NVLS-Tree stopped the 2 + 6 one, or the 2 + 6 group's ring stood for
+	// the 4 + 4 one); a COLL node standing for both is planned without
+	// NVLS on the uneven one (NVLS-Tree's plan priced it at 0.55 of the
+	// flows, and --expand stopped), within 5% of the flows.
+	t24 := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "24", "--gpu-type", "H100"), "ncclpath")
+	for _, place := range []string{"4-11,0-1,16-21", "0-1,16-21,4-11"} {
+		args := []string{"--op", "allreduce", "--size", "16MiB", "--group", "tp", "--tp", "8", "--place", place}
+		flows := mustRun(t, t24, "simccl-decompose", append(args, "--granularity", "flow", "--summary")...)
+		var algos []string
+		for _, l := range strings.Split(string(flows), "\n") {
+			if f := strings.Fields(l); len(f) > 7 && f[0] == "allreduce" {
+				algos = append(algos, f[7])
+			}
+		}
+		even := map[bool]int{true: 0, false: 1}[place == "4-11,0-1,16-21"] // the 4 + 4 group's index
+		if len(algos) != 2 || algos[even] != "nvls-tree" || strings.HasPrefix(algos[1-even], "nvls") {
+			t.Errorf("--place %s: algorithms %v, want nvls-tree on 4 + 4 and no NVLS on 2 + 6", place, algos)
+		}
+		want := span(t, mustRun(t, mustRun(t, t24, "simccl-decompose", append(args, "--granularity", "flow")...), "flowsim-analytical"))
+		coll := mustRun(t, t24, "simccl-decompose", append(args, "--granularity", "collective")...)
+		for _, exp := range [][]string{nil, {"--expand"}} {
+			got := span(t, mustRun(t, coll, "flowsim-analytical", exp...))
+			if r := float64(got) / float64(want); r < 0.95 || r > 1.05 {
+				t.Errorf("--place %s %v: collective granularity %d ns, flows %d ns (%.3f)", place, exp, got, want, r)
+			}
+		}
+	}
 }

@@ -56,9 +56,20 @@ type groupSet struct {
 	ranks [][]int32
 	ids   []int64
 	nodes []int
-	of    map[int32]int // the group of each rank (its first, if several)
-	// widest: widestSibling's answers by group
-	widest map[int]int
+	// uneven: the group's servers hold different numbers of its ranks
+	// (unevenNodes: no NVLS)
+	uneven []bool
+	of     map[int32]int // the group of each rank (its first, if several)
+	// widest: widestSibling's answers by group, and whether one of the
+	// siblings is uneven
+	widest map[int]sibling
+}
+
+// sibling is widestSibling's answer: the group planned for a stage, and
+// whether any group it stands for is uneven.
+type sibling struct {
+	gi     int
+	uneven bool
 }
 
 // NewDecomposer checks the layout against the fabric. A job on fewer GPUs
@@ -84,7 +95,7 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks)), of: map[int32]int{}}
+	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks)), uneven: make([]bool, len(ranks)), of: map[int32]int{}}
 	for i, g := range ranks {
 		for _, r := range g {
 			if _, ok := gs.of[r]; !ok {
@@ -92,7 +103,8 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 			}
 		}
 		gs.ids[i] = int64(len(d.groups))
-		gs.nodes[i] = len(d.Fabric.nodesOf(g))
+		nodes := d.Fabric.nodesOf(g)
+		gs.nodes[i], gs.uneven[i] = len(nodes), unevenNodes(nodes)
 		d.groups = append(d.groups, stream.Group{ID: gs.ids[i], Type: kind, Ranks: g})
 	}
 	if d.Collectives {
@@ -248,12 +260,12 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			if ranks = d.stepRanks(s, gs, gi); ranks == nil {
 				continue
 			}
-			pi := gi // the group planned and priced
+			pi, uneven := gi, gs.uneven[gi] // the group planned and priced
 			if d.Collectives && s.Group != PP {
-				pi = d.widestSibling(gs, gi)
-				ranks = gs.ranks[pi]
+				w := d.widestSibling(gs, gi)
+				pi, uneven, ranks = w.gi, w.uneven, gs.ranks[w.gi]
 			}
-			pl, err := d.plan(cache, s, gs, pi, ranks)
+			pl, err := d.plan(cache, s, gs, pi, ranks, uneven)
 			if err != nil {
 				return nil, err
 			}
@@ -332,6 +344,7 @@ type planKey struct {
 	size     int64
 	kind     string
 	n, nodes int
+	uneven   bool
 }
 
 // stepRanks is the ranks step s runs on in group gi of gs, nil if the
@@ -351,25 +364,29 @@ func (d *Decomposer) stepRanks(s Step, gs *groupSet, gi int) []int32 {
 
 // widestSibling is the group a COLL node for group gi's stage is planned
 // and priced on at collective granularity: of gi and its siblings, the one
-// spanning the most servers (gi on a tie). Groups not aligned to servers
+// spanning the most servers (on a tie an uneven one, else gi), and whether
+// any of them is uneven: its plan then has no NVLS, which such a sibling
+// cannot run when the COLL node is expanded. Groups not aligned to servers
 // differ (--ep 6 or --tp 6 on 8-GPU servers: ranks 0-5 in one server, 6-11
 // across two) and the stage's collective ends with a group whose
 // connections leave its servers (on a 1:1 k=16 fat-tree, a 4 MiB AllToAll:
 // 41 us priced on 0-5, 188 us as flows; a 16 MiB ring AllReduce: 118 us
 // against 451 us).
 // Found once a group (a stage's hundreds of siblings, thousands of steps).
-func (d *Decomposer) widestSibling(gs *groupSet, gi int) int {
+func (d *Decomposer) widestSibling(gs *groupSet, gi int) sibling {
 	if w, ok := gs.widest[gi]; ok {
 		return w
 	}
-	w := gi
+	w := sibling{gi, gs.uneven[gi]}
 	for _, id := range d.groups[gs.ids[gi]].Siblings {
-		if i := int(id - gs.ids[0]); gs.nodes[i] > gs.nodes[w] {
-			w = i
+		i := int(id - gs.ids[0])
+		if n := gs.nodes[i]; n > gs.nodes[w.gi] || n == gs.nodes[w.gi] && gs.uneven[i] && !gs.uneven[w.gi] {
+			w.gi = i
 		}
+		w.uneven = w.uneven || gs.uneven[i]
 	}
 	if gs.widest == nil {
-		gs.widest = map[int]int{}
+		gs.widest = map[int]sibling{}
 	}
 	gs.widest[gi] = w
 	return w
@@ -377,15 +394,16 @@ func (d *Decomposer) widestSibling(gs *groupSet, gi int) int {
 
 // plan is step s's plan on group gi (ranks, from stepRanks), planned once
 // per shape.
-func (d *Decomposer) plan(cache map[planKey]Plan, s Step, gs *groupSet, gi int, ranks []int32) (Plan, error) {
-	k := planKey{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi]}
+func (d *Decomposer) plan(cache map[planKey]Plan, s Step, gs *groupSet, gi int, ranks []int32, uneven bool) (Plan, error) {
+	k := planKey{s.Op, s.Size, s.Group, len(ranks), gs.nodes[gi], uneven}
 	if s.Group == PP && s.Staged {
-		k.nodes = len(d.Fabric.nodesOf(ranks))
+		nodes := d.Fabric.nodesOf(ranks)
+		k.nodes, k.uneven = len(nodes), unevenNodes(nodes)
 	}
 	pl, ok := cache[k]
 	if !ok {
 		var err error
-		if pl, err = d.Planner.Plan(s.Op, s.Size, s.Group, ranks); err != nil {
+		if pl, err = d.Planner.PlanOn(s.Op, s.Size, s.Group, ranks, k.uneven); err != nil {
 			return Plan{}, fmt.Errorf("%s %s of %d bytes on %s: %v", s.Label, s.Op, s.Size, s.Group, err)
 		}
 		cache[k] = pl
@@ -431,7 +449,7 @@ func (d *Decomposer) number(n *numbering, s Step, gs *groupSet, gi int, cache ma
 			if ranks == nil {
 				continue
 			}
-			pl, err := d.plan(cache, s, gs, g, ranks)
+			pl, err := d.plan(cache, s, gs, g, ranks, gs.uneven[g])
 			if err != nil {
 				return 0, err
 			}

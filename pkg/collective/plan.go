@@ -224,11 +224,10 @@ func (p *Planner) tuner(nRanks, nNodes int, uneven bool) *Tuner {
 	return t
 }
 
-// groupTuner is tuner for the group of ranks.
-func (p *Planner) groupTuner(ranks []int32) *Tuner {
-	nodes := p.F.nodesOf(ranks)
-	uneven := slices.ContainsFunc(nodes, func(l []int) bool { return len(l) != len(nodes[0]) })
-	return p.tuner(len(ranks), len(nodes), uneven)
+// unevenNodes: the servers (Fabric.nodesOf) hold different numbers of a
+// group's ranks.
+func unevenNodes(nodes [][]int) bool {
+	return slices.ContainsFunc(nodes, func(l []int) bool { return len(l) != len(nodes[0]) })
 }
 
 func (p *Planner) pxn() bool {
@@ -247,14 +246,20 @@ func (p *Planner) pxn() bool {
 // Plan chooses the algorithm, protocol, channels and chunking for op on a
 // group of ranks.
 func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
-	pl, err := p.plan(op, size, groupType, ranks)
+	return p.PlanOn(op, size, groupType, ranks, unevenNodes(p.F.nodesOf(ranks)))
+}
+
+// PlanOn is Plan, told whether NVLS is out (uneven: this group's servers,
+// or a sibling's it stands for, hold different numbers of its ranks).
+func (p *Planner) PlanOn(op Op, size int64, groupType string, ranks []int32, uneven bool) (Plan, error) {
+	pl, err := p.plan(op, size, groupType, ranks, uneven)
 	if err != nil || pl.NoOp || p.Opt.SendLatPs <= 0 {
 		return pl, err
 	}
 	// SimAI replay: the choice stands; its latency terms become the send
 	// latency, on every transfer.
 	send := float64(p.Opt.SendLatPs) / 1e6
-	lat := p.groupTuner(ranks).ReplayLatency(op, pl.Algo, send)
+	lat := p.tuner(len(ranks), len(p.F.nodesOf(ranks)), uneven).ReplayLatency(op, pl.Algo, send)
 	if pl.PredictedUs > 0 {
 		pl.PredictedUs += lat - pl.Lat.Total
 	}
@@ -262,7 +267,7 @@ func (p *Planner) Plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	return pl, nil
 }
 
-func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan, error) {
+func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32, uneven bool) (Plan, error) {
 	n := len(ranks)
 	pl := Plan{PXN: p.pxn()}
 	if size < 0 || size > MaxCollectiveBytes {
@@ -273,7 +278,7 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 		return pl, nil
 	}
 	nNodes := len(p.F.nodesOf(ranks))
-	t := p.groupTuner(ranks)
+	t := p.tuner(n, nNodes, uneven)
 	if a := p.MSCCL; a != nil && a.Applies(op, n) {
 		// NCCL's model has no term for a user schedule; it launches like a
 		// ring kernel of its protocol and pays a ring's per-hop latencies.
@@ -319,7 +324,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32) (Plan
 	var err error
 	switch {
 	case p.Opt.Algo != "" || p.Opt.Proto != "":
-		err = p.forced(t, op, size, &pl)
+		if err = p.forced(t, op, size, &pl); err != nil && uneven && strings.HasPrefix(strings.ToLower(p.Opt.Algo), "nvls") {
+			err = fmt.Errorf("%v (its servers hold different numbers of its ranks: no NVLS)", err)
+		}
 	case p.Opt.Selector == "simai":
 		err = p.simai(t, op, groupType, n, size, &pl)
 	default:

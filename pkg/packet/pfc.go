@@ -55,7 +55,7 @@ type pfc struct {
 }
 
 func newPFC(s *Sim, cfg *Config, links int) pfc {
-	f := pfc{s: s, port: cfg.PortPFC, pauseTime: cfg.PauseTimePs, half: cfg.PauseTimePs / 2, stallMin: 20 * cfg.PauseTimePs}
+	f := pfc{s: s, port: cfg.PortPFC, pauseTime: cfg.PauseTimePs, half: cfg.PauseTimePs / 2, stallMin: stallPauses * cfg.PauseTimePs}
 	if !f.port {
 		f.pausedQ = make([]bool, links*nQ)
 		f.kept.on = cfg.PauseTimePs >= 2 // a refresh comes before the expiry

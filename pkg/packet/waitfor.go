@@ -258,8 +258,12 @@ func (s *Sim) warn(msg string) {
 
 // stallWindow is how long a congested switch may send no data packet
 // while it still pauses its upstream before the run looks for a deadlock:
-// 20 PAUSE lifetimes and at least 1 ms.
+// stallPauses PAUSE lifetimes and at least 1 ms.
 func (ww *waitWatch) stallWindow() int64 {
 	s := ww.s
-	return max(20*s.cfg.PauseTimePs, ww.stallFloorPs)
+	return max(stallPauses*s.cfg.PauseTimePs, ww.stallFloorPs)
 }
+
+// stallPauses is the stall window's least, in PAUSE lifetimes (pfc.stallMin
+// reads it too).
+const stallPauses = 20
