@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -23,7 +25,15 @@ func TestFailedRunLinkLoads(t *testing.T) {
 	st := mustRun(t, topoOut, "simccl-decompose", "--op", "alltoall", "--size", "16MiB", "--group", "dp", "--tp", "1")
 	dir := t.TempDir()
 	loads := filepath.Join(dir, "loads.parquet")
-	oneLineError(t, run(t, st, "flowsim-analytical", "--link-down", strings.Join(down, ","), "-o", filepath.Join(dir, "t.parquet"), "--link-loads", loads), 1, "failed flows")
+	r := run(t, st, "flowsim-analytical", "--link-down", strings.Join(down, ","), "-o", filepath.Join(dir, "t.parquet"), "--link-loads", loads)
+	oneLineError(t, r, 1, "failed flows")
+	var failed, undelivered int64
+	if m := regexp.MustCompile(`the trace marks (\d+) failed flows \(status failed, (\d+) bytes never delivered\)`).FindSubmatch(r.stderr); m == nil {
+		t.Fatalf("no failed-flow count in %q", r.stderr)
+	} else {
+		failed, _ = strconv.ParseInt(string(m[1]), 10, 64)
+		undelivered, _ = strconv.ParseInt(string(m[2]), 10, 64)
+	}
 	var rep struct {
 		FailedFlows      int64 `json:"failed_flows"`
 		UndeliveredBytes int64 `json:"undelivered_bytes"`
@@ -31,8 +41,8 @@ func TestFailedRunLinkLoads(t *testing.T) {
 	if err := json.Unmarshal(mustRun(t, nil, "fctstats", "--links", loads, "--format", "json"), &rep); err != nil {
 		t.Fatal(err)
 	}
-	if rep.FailedFlows <= 0 || rep.UndeliveredBytes <= 0 {
-		t.Errorf("json: %+v, want the failed flows and their bytes", rep)
+	if failed <= 0 || rep.FailedFlows != failed || rep.UndeliveredBytes != undelivered {
+		t.Errorf("json: %+v, want the run's %d failed flows and %d bytes never delivered", rep, failed, undelivered)
 	}
 	if text := string(mustRun(t, nil, "fctstats", "--links", loads)); !strings.Contains(strings.SplitN(text, "\n", 2)[0], "FAILED: ") {
 		t.Errorf("table headline: %q", strings.SplitN(text, "\n", 2)[0])

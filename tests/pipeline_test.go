@@ -101,7 +101,7 @@ func TestPipelineBadHeaders(t *testing.T) {
 	// The header's tp 8 divides the 16 GPUs; --pp 3 is what does not fit,
 	// so the header's field is not blamed.
 	r := run(t, topoOut, "simccl-decompose", "--workload", writeWorkload(t, "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 pp: 1 ga: 8 pp_comm: 1024", w), "--pp", "3")
-	oneLineError(t, r, 1, "pp")
+	oneLineError(t, r, 1, "tp 8 x pp 3 does not divide the 16 GPUs")
 	if strings.Contains(string(r.stderr), "model_parallel_NPU_group") {
 		t.Errorf("--pp 3 with the header's tp 8 on 16 GPUs blames the header: %s", r.stderr)
 	}

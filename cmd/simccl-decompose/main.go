@@ -621,7 +621,8 @@ func (c *command) headerLayoutError(m *workload.AICB, world, tp, pp, ep int) err
 		field, err = "pp", fmt.Errorf("%d pipeline stages do not divide the %s %d GPUs", pp, whose, world)
 	case c.TP == 0 && tp > 1 && world%(tp*pp) != 0 && (c.PP == 0 || world%tp != 0):
 		// With --pp given, the header's tp is to blame only if it does
-		// not divide the GPUs alone (else the layout names --pp).
+		// not divide the GPUs alone (else the layout's own message, tp x
+		// pp, stands).
 		field, err = "model_parallel_NPU_group", fmt.Errorf("tp %d x pp %d does not divide the %s %d GPUs", tp, pp, whose, world)
 	case c.EP == 0 && c.DP == 0 && ep > 1 && world%(tp*pp) == 0 && world/(tp*pp)%ep != 0:
 		field, err = "ep", fmt.Errorf("ep %d does not divide dp %d (the %s %d GPUs over tp %d x pp %d)", ep, world/(tp*pp), whose, world, tp, pp)

@@ -315,6 +315,14 @@ func TestStopTimeUnderPs(t *testing.T) {
 	if err := c.SetKV("SIMULATOR_STOP_TIME=0.0001"); err == nil || !strings.Contains(err.Error(), "--set SIMULATOR_STOP_TIME: 0.0001 ns rounds to 0 ps") {
 		t.Errorf("0.0001: %v", err)
 	}
+	// With a unit too (units.ParseDuration rounded 0.4ps to 0 before any
+	// check saw it).
+	for _, v := range []string{"0.4ps", "0.0000001us"} {
+		c := DefaultConfig()
+		if err := c.SetKV("SIMULATOR_STOP_TIME=" + v); err == nil || !strings.Contains(err.Error(), "under a picosecond") {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
 	for v, ps := range map[string]int64{"0": 0, "0.001": 1, "100000": 100_000_000} {
 		c := DefaultConfig()
 		if err := c.SetKV("SIMULATOR_STOP_TIME=" + v); err != nil || c.StopPs != ps {

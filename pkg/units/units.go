@@ -219,6 +219,10 @@ func ParseDuration(s string) (int64, error) {
 	if v < 0 || v > math.MaxInt64/2 {
 		return 0, perr("bad time %q: must be non-negative", s)
 	}
+	if v > 0 && math.Round(v) == 0 {
+		// It would read as 0, which many keys take as "none" or "never".
+		return 0, perr("bad time %q: under a picosecond, the resolution", s)
+	}
 	return int64(math.Round(v)), nil
 }
 
