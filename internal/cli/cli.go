@@ -75,6 +75,13 @@ func run1(name, description string, cmd any, run func() error, args []string, st
 			fmt.Fprintf(stderr, "%s: %s %s: %s\n", name, flag, fe.Path, fe.Err)
 			return 1
 		}
+		// A directory where a flag wants a file is bad input too; kong
+		// says so in a plain error ('--workload: "DIR" exists but is a
+		// directory').
+		if strings.HasSuffix(err.Error(), " exists but is a directory") {
+			fmt.Fprintf(stderr, "%s: %s\n", name, oneLine(err.Error()))
+			return 1
+		}
 		fmt.Fprintf(stderr, "%s: %s (see %s --help)\n", name, oneLine(err.Error()), name)
 		return 2
 	}

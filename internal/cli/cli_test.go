@@ -59,6 +59,15 @@ func TestMissingFlagFile(t *testing.T) {
 		!strings.Contains(msg, "--workload") || !strings.Contains(msg, path+": no such file") {
 		t.Errorf("exit %d, stderr %q; want 1 and one line naming --workload and %s", code, msg, path)
 	}
+	// A directory given for the file: bad input as well (kong's exit 2).
+	dir := t.TempDir()
+	stderr.Reset()
+	code = run1("prog", "", &cmd, func() error { return nil }, []string{"--workload", dir}, &stderr)
+	msg = stderr.String()
+	if code != 1 || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "--help") ||
+		!strings.Contains(msg, "--workload") || !strings.Contains(msg, dir) || !strings.Contains(msg, "is a directory") {
+		t.Errorf("a directory: exit %d, stderr %q; want 1 and one line naming --workload and %s", code, msg, dir)
+	}
 }
 
 // A negative value after a long flag reaches the flag's parser, which
