@@ -131,3 +131,20 @@ func TestMissingFlagFilesNamed(t *testing.T) {
 		}
 	}
 }
+
+// A server XML whose GPUs are of another generation than the topology's
+// (sm 80 A100s under an H100 topology) is run as the server says, as NCCL
+// reads the machine, with a warning naming both; a matching one warns of
+// nothing.
+func TestNcclpathGPUGenerationWarns(t *testing.T) {
+	for _, c := range []struct {
+		gpu  string
+		warn bool
+	}{{"H100", true}, {"A100", false}} {
+		r := run(t, mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", c.gpu), "ncclpath", "--server-xml", "examples/servers/dgx-a100.xml")
+		warned := strings.Contains(string(r.stderr), "has sm 80 GPUs but the topology's are "+c.gpu+" (sm 90)")
+		if r.code != 0 || warned != c.warn || !c.warn && len(r.stderr) > 0 {
+			t.Errorf("%s topology on dgx-a100.xml: exit %d, stderr %q, want a warning: %v", c.gpu, r.code, r.stderr, c.warn)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/fabricsim/fabricsim/internal/cli"
 	"github.com/fabricsim/fabricsim/internal/progress"
 	"github.com/fabricsim/fabricsim/pkg/ncclpath"
+	"github.com/fabricsim/fabricsim/pkg/topo"
 )
 
 type command struct {
@@ -166,6 +167,15 @@ func compute(sys *ncclpath.System, top *stream.Topology, opt ncclpath.Options) (
 	if top != nil && len(res.GPUs) != top.GPUsPerServer {
 		return nil, fmt.Errorf("server model %s has %d GPUs but the topology has %d GPUs per server; give --server or --server-xml with a matching server",
 			res.Server, len(res.GPUs), top.GPUsPerServer)
+	}
+	if top == nil {
+		return res, nil
+	}
+	if spec, ok := topo.GPUSpecs[top.GPUType]; ok && len(res.GPUs) > 0 && res.GPUs[0].SM != spec.CC {
+		// The server's GPUs decide NCCL's bandwidths (as NCCL reads them
+		// from the machine), not the topology's type: say so.
+		fmt.Fprintf(os.Stderr, "ncclpath: warning: server model %s has sm %d GPUs but the topology's are %s (sm %d): the paths and NCCL's bandwidths follow the server\n",
+			res.Server, res.GPUs[0].SM, top.GPUType, spec.CC)
 	}
 	return res, nil
 }
