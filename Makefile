@@ -63,6 +63,7 @@ fuzz:
 ## against the published Voltage Park sweeps and AllToAll against AWS p5's
 ## (time ratio per size)
 bench: build
+	@echo "bench: machine $$(nproc) cores, $$(awk '/MemTotal/ {printf "%.0f GiB", $$2/1048576}' /proc/meminfo); load before: $$(cut -d' ' -f1-3 /proc/loadavg) (figures on a loaded machine are not speeds)"
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x ./tests/
 	$(GO) test -run '^$$' -bench . -benchmem $$($(GO) list ./... | grep -v /tests)
 	@rm -rf out/bench/routing && $(MAKE) --no-print-directory -C pipelines/routing -j 2 BIN=$(CURDIR)/bin OUT=$(CURDIR)/out/bench/routing
@@ -80,6 +81,7 @@ bench: build
 	@./pipelines/nccl-tests.sh --gpus 32 --gpu-type H100 --nic-bw 400Gbps --group dp --op alltoall \
 		--min 32MiB --max 2GiB --backends "busbw fluid" --transport preset=h100-efa --out out/bench/nccl-tests-p5-alltoall \
 		--reference examples/reference/aws-p5-4x8h100-efa_alltoall.csv
+	@echo "bench: load after: $$(cut -d' ' -f1-3 /proc/loadavg)"
 
 ## nccl-tests: all_reduce_perf -b 8 -e 16G -f 2 on one simulated DGX H100
 ## through every backend, tables and out/nccl-tests/busbw.{png,svg}
