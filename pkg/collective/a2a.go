@@ -253,8 +253,7 @@ var a2aCache struct {
 }
 
 // a2aLayout is a2aPosts' result, each position's proxy's network ops a
-// round (a2aOps) and its proxies by class with their frontiers
-// (a2aClasses).
+// round and its proxies by class with their frontiers (a2aProxies).
 type a2aLayout struct {
 	posts, ops []int32
 	classes    []a2aClass
@@ -287,40 +286,13 @@ func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
 		a2aCache.m = map[string]a2aLayout{}
 	}
 	posts := a2aPosts(nodes, n, parts, pxn)
-	ops := a2aOps(nodes, posts, n, parts, pxn)
-	l := a2aLayout{posts, ops, a2aClasses(nodes, posts, ops, n, pxn)}
+	ops, classes := a2aProxies(nodes, posts, n, parts, pxn)
+	l := a2aLayout{posts, ops, classes}
 	a2aCache.m[string(key)] = l
 	return l
 }
 
-// a2aOps is, per position of a layout (posts as a2aPosts gives them),
-// the network ops its GPU's proxy thread posts a round, parts each: its
-// own rank's receives, one from each rank in another server, and the
-// sends of its network connections, one a peer or, with PXN, one from
-// each of its server's ranks on each connection it relays. A GPU's proxy
-// serves its own connections only (proxy.cc: one proxy thread a GPU), so
-// on a group with unequal rank counts a server its proxies' rounds differ.
-func a2aOps(nodes [][]int, posts []int32, n, parts int, pxn bool) []int32 {
-	ops := make([]int32, n)
-	for _, la := range nodes {
-		gather := 1 // sends a connection carries
-		if pxn {
-			gather = len(la)
-		}
-		for _, p := range la {
-			conns := 0
-			for _, q := range posts[p*n : (p+1)*n] {
-				if q >= 0 {
-					conns++
-				}
-			}
-			ops[p] = int32((gather*conns + n - len(la)) * parts)
-		}
-	}
-	return ops
-}
-
-// a2aClass is an AllToAll's proxies alike (a2aClasses): each relays conns
+// a2aClass is an AllToAll's proxies alike (a2aProxies): each relays conns
 // network connections gathering local ranks' shares (1 without PXN),
 // posts ops network ops a round, and front is their frontier: for each
 // posting level q (ops posted before a connection), the most connections
@@ -332,18 +304,25 @@ type a2aClass struct {
 	front        []int32
 }
 
-// a2aClasses groups a layout's proxies (those with network connections)
-// by their connections, gathered ranks and ops, one class on a group
-// aligned to servers, and finds each class's frontier.
-func a2aClasses(nodes [][]int, posts, ops []int32, n int, pxn bool) []a2aClass {
+// a2aProxies is, per position of a layout (posts as a2aPosts gives them),
+// the network ops its GPU's proxy thread posts a round, parts each (ops):
+// its own rank's receives, one from each rank in another server, and the
+// sends of its network connections, one a peer or, with PXN, one from
+// each of its server's ranks on each connection it relays. A GPU's proxy
+// serves its own connections only (proxy.cc: one proxy thread a GPU), so
+// on a group with unequal rank counts a server its proxies' rounds differ.
+// It also groups the proxies with network connections by their
+// connections, gathered ranks and ops (classes: one on a group aligned to
+// servers) and finds each class's frontier.
+func a2aProxies(nodes [][]int, posts []int32, n, parts int, pxn bool) (ops []int32, classes []a2aClass) {
 	top := int32(-1)
 	for _, q := range posts {
 		top = max(top, q)
 	}
-	var classes []a2aClass
+	ops = make([]int32, n)
 	count := make([]int32, top+1) // a proxy's connections by posts before them
 	for _, la := range nodes {
-		local := 1
+		local := 1 // sends a connection carries
 		if pxn {
 			local = len(la)
 		}
@@ -356,6 +335,7 @@ func a2aClasses(nodes [][]int, posts, ops []int32, n int, pxn bool) []a2aClass {
 					conns++
 				}
 			}
+			ops[p] = int32((local*conns + n - len(la)) * parts)
 			if conns == 0 {
 				continue
 			}
@@ -371,13 +351,13 @@ func a2aClasses(nodes [][]int, posts, ops []int32, n int, pxn bool) []a2aClass {
 			}
 		}
 	}
-	return classes
+	return ops, classes
 }
 
 // a2aPace is a network connection's pieces (share bytes a peer, parts
 // channels) and the interval between them under step costs inter and
 // proxyOp (p2pSteps): its steps x the longer of the step cost and its
-// proxy's round, ops of proxyOp each (a2aOps).
+// proxy's round, ops of proxyOp each (a2aProxies).
 func a2aPace(share int64, parts int, chunk int64, maxChunks int, ops int32, inter, proxyOp int64) (pieces, interval int64) {
 	pieces, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
 	return pieces, stepsPer * max(inter, int64(ops)*proxyOp)

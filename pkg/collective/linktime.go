@@ -907,7 +907,7 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	nic := m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
 	share := co.Rec.Size / int64(n)
 	parts := max(pl.Channels, 1)
-	// Each class of proxies (a2aClasses: one on a group aligned to
+	// Each class of proxies (a2aProxies: one on a group aligned to
 	// servers; a server with fewer of the group's ranks relays more
 	// connections, with PXN each gathering fewer shares, and its
 	// proxies' rounds are longer) chains its own connections.
