@@ -297,19 +297,11 @@ func TestTransportOCIRoCEPacketFluid(t *testing.T) {
 		sweep, want = "1MiB:64MiB:8", 3
 	}
 	st := ociRoCE(t, sweep)
-	times := func(backend ...string) map[int64]float64 {
-		first, last, size := collSpansSizes(t, mustRun(t, st, backend[0], backend[1:]...))
-		out := map[int64]float64{}
-		for id, f := range first {
-			out[size[id]] = float64(last[id] - f)
-		}
-		return out
-	}
-	fl := times("flowsim-analytical", "--model", "fluid")
+	fl := spanTimes(t, st, "flowsim-analytical", "--model", "fluid")
 	if len(fl) != want {
 		t.Fatalf("fluid ran %d sizes, want %d", len(fl), want)
 	}
-	checkPacketFluid(t, "OCI 2x8 A100 a100-roce", fl, times("flowsim-packet"), want)
+	checkPacketFluid(t, "OCI 2x8 A100 a100-roce", fl, spanTimes(t, st, "flowsim-packet"), want)
 }
 
 // TestTransportP4deCollFlow: collective granularity's closed form against

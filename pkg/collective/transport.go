@@ -162,7 +162,10 @@ type Transport struct {
 	// LL128 steps (held out) the time per step grows at the wire's rate
 	// (about 21 GB/s a channel), not at the copy and the wire's in series
 	// (14 GB/s): with the copy wholly in series, the LL128 ring's plateau
-	// there was 200 GB/s busbw against the measured 275.
+	// there was 200 GB/s busbw against the measured 275. On the DGX A100
+	// 2 x 8 ring (NCCL 2.11.4) a step's added bytes went at 10.3 GB/s a
+	// channel, near the NICs' 12 (a100 sets 0), where NCCL 2.7.5's 4 x 8
+	// LL128 ring levels off at 7.5, the copy's in series (held out).
 	LL128TailBytes int64
 	// Tuner is the selection plugin NCCL loads (NCCL_TUNER_PLUGIN): ""
 	// or "nccl", none, NCCL's model chooses; "aws-p5", aws-ofi-nccl's
@@ -342,7 +345,11 @@ func DefaultTransport() Transport {
 // one 2%), launch 4.0 us a GPU (flat 32 us to 32 KiB, which the LL costs
 // alone give as well: this sweep does not separate the two). Across
 // servers its per-step network costs are h100-ib's, with InfiniBand's
-// adaptive routing, its host an AMD EPYC, and its tree steps fitted on
+// adaptive routing, but for an LL128 ring step's copy, which overlaps
+// its wire bytes (ll128-tail 0, fitted on NVIDIA DeepOps' 2 x 8 DGX A100
+// ring sweep over HDR InfiniBand, NCCL 2.11.4; its 4 x 8 default sweep,
+// NCCL 2.7.5, held out: tests/transport_a100ib_test.go), its host an AMD
+// EPYC, and its tree steps fitted on
 // the 2 x 8 OCI BM.GPU4.8 AllReduce over RoCE (NCCL 2.19, examples/
 // reference/oci-2x8a100-roce_allreduce_nccl-2.19.csv; presetA100) on
 // OCI's own server as NCCL 2.19 saw it (16 ports of 100G, two a GPU:
@@ -522,6 +529,18 @@ func presetA100(t *Transport) {
 	t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
 	t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
+	// A multi-server LL128 ring step's copy overlaps its wire bytes from
+	// the first line (ll128-tail 0, as h100-efa): the receiving block
+	// polls each 128-byte line's flag and forwards it as it lands (NCCL
+	// 2.11.4 src/collectives/device/prims_ll128.h recvReduceSendCopy), so
+	// the step is written as its last line arrives. Fitted on the DGX A100
+	// 2 x 8 InfiniBand ring sweep (examples/reference/dgx-a100-2x8-ib_
+	// allreduce_ring_nccl-2.11.csv, NCCL_ALGO=RING): from 32 to 64 MiB a
+	// step's added 128 KiB took 12.7 us a channel (10.3 GB/s), near the
+	// 12 GB/s a channel's share of 8 x 200G carries alone; its 8-64 MiB
+	// were 1.27, 1.31, 1.24, 1.09 of measured with h100-ib's 128 KiB in
+	// series, 1.21, 1.11, 0.94, 0.92 without.
+	t.LL128TailBytes = 0
 	t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 	t.LLBusGBps, t.LaunchUs = 62, 4.0
 	// The A100 platforms measured here run AMD EPYC hosts (DGX A100 and
