@@ -28,25 +28,26 @@ import (
 //     a GPU step (0.5 us), an LL slice's fixed work (1.8 us, fitted on
 //     one A100 server, where its -g 8 launch floor hides it below 32 KiB)
 //     and a network step's send proxy (4 us) on top of NCCL's hop
-//     latencies; with all three 0 it is still 49.9 us (1.29). NDmv4's
-//     ring LL (AllGather 1 KiB, 15 steps, 2.2 us a step) is 1.32 with the
-//     same costs (ndmv4Misses): the two A100 InfiniBand runs' LL steps
-//     differ by 1.7x, so no value fits both.
+//     latencies; with all three 0 it is still 49.9 us (1.29), so the run
+//     is below what any value of them gives. NDmv4's ring LL (AllGather 1
+//     KiB, 15 steps, 2.2 us a step) is 1.32 with the same costs
+//     (ndmv4Misses): the two A100 InfiniBand runs' LL steps differ by 1.7x.
 //   - ring 256 KiB-8 MiB (1.69-1.21), LL128 on 16 channels: the LL128
 //     slice's fixed work fitted on one A100 server (6 us, 14 steps of
 //     24 channels; TestTransportDGXA100Band) sets a 30-step ring's floor
 //     at 205 us, where the run's LL128 sizes (1-4 MiB) take 120-166 us,
 //     about 3.5 us a step. 3 us fits this sweep (1 MiB 1.08) and takes
-//     the one-server LL128 sizes to 0.65-0.76. The NCCL 2.11.4 run ran LL
-//     to 512 KiB (NCCL 2.11's ring LL128 latency, 10 + 1.9 a hop, against
-//     2.27's 14), the model LL128 from 256 KiB.
+//     the one-server LL128 sizes to 0.65-0.76. The run's time drops from
+//     135 to 120 us at 1 MiB, its switch from LL to LL128 (NCCL 2.11's
+//     ring LL latencies, 3.6 us and 0.47 a hop, are below 2.27's 6.6 and
+//     0.6); the model, NCCL 2.27's choice, runs LL128 from 256 KiB.
 //   - default 8 and 16 MiB (1.25, 1.88), a Tree LL128 on 4 servers: its
 //     blocks' LL128 rate (tree-bw 10 GB/s, fitted on OCI's 2 x 8 with two
 //     NICs a GPU, 32 blocks) binds on 16 blocks with up to three inputs
 //     each; the run took 320 and 381 us (forced to the ring the model
 //     gives 430 and 501: the same LL128 slice floor, 62 steps).
 //   - default 128 MiB (0.75), a Ring LL128: NCCL 2.7.5's LL128 ring levels
-//     off at 114-120 GB/s busbw from 32 to 128 MiB, 7.5 GB/s a channel,
+//     off at 111-120 GB/s busbw from 32 to 128 MiB, 7.5 GB/s a channel,
 //     the copy at NCCL's Ampere LL128 rate (20 GB/s a channel) in series
 //     with the channel's 12 GB/s share of the NICs; NCCL 2.11.4's 2 x 8
 //     ring moved a step's added bytes at 10.3 GB/s a channel, and the fit
