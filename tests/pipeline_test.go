@@ -61,6 +61,34 @@ func TestPipelineClosedForms(t *testing.T) {
 	}
 }
 
+// A --ga the file was not written with adds microbatches of the file's
+// own: the 4 layers of a file without ga (one microbatch, as AICB writes
+// a ga 1 run) repeat their name, and --ga 2 or 4 once cut them into 2 or
+// 4 pieces, so that more microbatches took less compute and a shorter
+// iteration (GPT-13B on pp 4: 1251 ms at --ga 1, 519 at --ga 8). Each
+// microbatch runs all 4 layers: (m + p - 1)(F + B), m(F + B) of compute.
+func TestGAOverrideAddsMicrobatches(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	w := writeWorkload(t, "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 pp: 4 vpp: 1 pp_comm: 1024", "examples/workloads/pipeline_pp4_ga8.txt")
+	const p, F, B = 4, 400e6, 800e6 // ns
+	for _, m := range []int{1, 2, 4} {
+		rows, _ := readTrace(t, mustRun(t, mustRun(t, topoOut, "simccl-decompose", "--workload", w, "--ga", itoa(m)), "flowsim-analytical"))
+		var end, compute int64
+		for _, r := range rows {
+			end = max(end, r.EndNs)
+			if r.Op == stream.OpCompute && r.Src == 0 {
+				compute += r.FctNs
+			}
+		}
+		if want := float64(m) * (F + B); math.Abs(float64(compute)-want) > 1e-6*want {
+			t.Errorf("--ga %d: rank 0 computes %d ns, want %.0f (every microbatch all 4 layers)", m, compute, want)
+		}
+		if want := float64(m+p-1) * (F + B); math.Abs(float64(end)-want) > 0.01*want {
+			t.Errorf("--ga %d: iteration %d ns, closed form %.0f", m, end, want)
+		}
+	}
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }
 
 // writeWorkload copies a workload from the repository with another header

@@ -39,7 +39,7 @@ type command struct {
 	DPFlag   *int            `name:"dp" help:"Data-parallel size, at least 1 (default: what the GPUs leave)."`
 	PPFlag   *int            `name:"pp" help:"Pipeline-parallel size, at least 1 (default: the workload's, else 1)."`
 	EPFlag   *int            `name:"ep" help:"Expert-parallel size, at least 1 (default: the workload's, else 1)."`
-	GAFlag   *int            `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1)."`
+	GAFlag   *int            `name:"ga" help:"Microbatches per iteration (gradient accumulation steps) of a SimAI/AICB workload, at least 1 (default: the workload's ga, else 1). Each runs one of the file's microbatches (the header's ga copies of its layers, or the whole file), again from the first when there are more."`
 	VPPFlag  *int            `name:"vpp" help:"Model chunks per pipeline stage, at least 1: with more than 1, Megatron-LM's interleaved 1F1B schedule (default: the workload's vpp, else 1)."`
 
 	Selector     string         `default:"nccl" enum:"nccl,simai" help:"Algorithm selection: nccl (NCCL 2.27's tuning model) or simai (SimAI's GPU-type rules)."`

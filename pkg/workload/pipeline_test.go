@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"maps"
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -62,6 +64,38 @@ func TestRepeatedMicrobatch(t *testing.T) {
 	}
 	if len(per) != 8 || per[0] != 4 || per[7] != 4 {
 		t.Fatalf("forward computes per microbatch on stage 2: %v", per)
+	}
+}
+
+// A --ga other than the header's runs the file's microbatches, again from
+// the first when there are more: AICB's ga 2 file (an iteration line, two
+// copies of a two-line microbatch, an iteration line) at --ga 4 computes
+// each copy's lines twice and the iteration lines once. (Cut by --ga's 4
+// instead, the file held no copies and every line ran 4 times.)
+func TestGAOverrideRunsFileCopies(t *testing.T) {
+	const file = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 1 ga: 2\n6\n" +
+		"grad_norm -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 100\n" +
+		"attention_layer -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 100\n" +
+		"mlp_layer -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 100\n" +
+		"attention_layer -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 100\n" +
+		"mlp_layer -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 100\n" +
+		"optimizer1 -1 1000 NONE 0 1000 NONE 0 1000 NONE 0 100\n"
+	w, err := Read(strings.NewReader(file), "ga2.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, err := w.AICB.Schedule(1, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd := map[int32]int{}
+	for _, s := range steps {
+		if s.ComputePs > 0 && s.Phase == "fwd" {
+			fwd[s.Layer]++
+		}
+	}
+	if want := map[int32]int{0: 1, 1: 2, 2: 2, 3: 2, 4: 2, 5: 1}; !maps.Equal(fwd, want) {
+		t.Fatalf("forward computes per line %v, want %v", fwd, want)
 	}
 }
 
