@@ -83,7 +83,7 @@ func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64
 // Bad transport parameters exit 1 with one line naming the key.
 func TestTransportBadInput(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--gpus", "8")
-	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "tree-ll-bw=-1", "tree-ll-bw=1e-300", "tree-bw=1e-300", "nvls-bw=1e-9", "tree-chunk=x", "tree-graph=x", "tree-lat=x", "tree-ll-first=x", "nonsense=1"} {
+	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "tree-ll-bw=-1", "tree-ll-bw=1e-300", "tree-bw=1e-300", "nvls-bw=1e-9", "tree-chunk=x", "tree-graph=x", "tree-lat=x", "tree-ll-first=x", "channel-split=x", "nonsense=1"} {
 		key, _, _ := strings.Cut(kv, "=")
 		oneLineError(t, run(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--tp", "8", "--transport", kv), 1, key)
 	}
@@ -509,11 +509,18 @@ func TestTransportDefaultIsCalibrated(t *testing.T) {
 // by default, from 8 B to 1 KiB, every size is within 10% of Voltage
 // Park's (37.2-39.8 us). With a piece a step below 512 B a channel, 8-64
 // B took 60.2 us and 512 B 38.8, at both granularities. Up to 1 MiB
-// (Tree LL to 128 KiB, then Tree LL128) every size is within 20% and the
-// time never falls as the size grows: without h100-ib's tree LL step on
-// the GPUs (tree-ll-bw 2 GB/s, tree-ll-first=share) the sim stayed flat
-// at 38.9 us to 128 KiB where VP rises to 60 (0.65-0.73 at 8-128 KiB).
-// 10% does not hold above 1 KiB (0.84 at 64 KiB, 1.12 at 4 and 128 KiB).
+// (Tree LL to 128 KiB, then Tree LL128) every size is within 10% too
+// (0.91-1.03 when written) and the time never falls as the size grows.
+// VP ran NCCL 2.24.3, which spreads a collective over its channels in
+// cells of 16 KiB of traffic (channel-split=cells, h100-ib's): 8 KiB runs
+// on one channel of 8 KiB and 16-128 KiB on 2-16 channels of 8 KiB, where
+// the thread threshold alone gives 2-16 channels of 4 KiB. A tree LL step
+// on the GPUs at 3 GB/s a thread block (tree-ll-bw; 8.1 us more for a
+// channel's 4 more KiB, 4 to 8 KiB on one channel: VP measures 8.2) then
+// brings 4-128 KiB to 0.91-1.03; with the even split the same rate leaves
+// 8-64 KiB at 0.77-0.87 (flat at 46.5 us), which the test checks too, so
+// that it tells the spread apart. What is left is VP's rise with the
+// channel count at 8 KiB a channel (53 us on 1 channel, 60 on 8: 0.91).
 func TestTransportTinyTreeFlat(t *testing.T) {
 	pub := measuredUs(t, "vp-4x8h100-ib_allreduce_nccl-2.24.csv")
 	topo := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32", "--gpu-type", "H100", "--nic-bw", "400Gbps")
@@ -527,16 +534,12 @@ func TestTransportTinyTreeFlat(t *testing.T) {
 		for id, f := range first {
 			us, ref := float64(last[id]-f)/1e3, pub[size[id]]
 			bySize[size[id]] = us
-			band := 0.1
-			if size[id] > 1024 {
-				band = 0.2
-			}
-			if x := us / ref; ref == 0 || x < 1-band || x > 1+band {
-				t.Errorf("%s: VP AllReduce %d B: %.1f us, measured %.1f (%.2f), want within %.0f%%", gran, size[id], us, ref, x, 100*band)
+			if x := us / ref; ref == 0 || x < 0.9 || x > 1.1 {
+				t.Errorf("%s: VP AllReduce %d B: %.1f us, measured %.1f (%.2f), want within 10%%", gran, size[id], us, ref, x)
 			}
 		}
 		for s := int64(16); s <= 1<<20; s *= 2 {
-			// 8-64 KiB are the same 4 KiB a channel on 2-16 channels:
+			// 16-128 KiB are the same 8 KiB a channel on 2-16 channels:
 			// picoseconds apart, either way
 			slack := 0.0
 			if s > 1024 {
@@ -545,6 +548,13 @@ func TestTransportTinyTreeFlat(t *testing.T) {
 			if bySize[s] < bySize[s/2]-slack {
 				t.Errorf("%s: %d B takes %.2f us, %d B %.2f: a larger AllReduce is faster", gran, s, bySize[s], s/2, bySize[s/2])
 			}
+		}
+	}
+	st := mustRun(t, topo, "simccl-decompose", "--op", "allreduce", "--group", "dp", "--tp", "1", "--sweep", "8KiB:64KiB:2", "--transport", "channel-split=even")
+	first, last, size := collSpansSizes(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
+	for id, f := range first {
+		if x := float64(last[id]-f) / 1e3 / pub[size[id]]; len(first) != 4 || x > 0.9 {
+			t.Errorf("VP AllReduce %d B with channel-split=even: %.2f of measured (%d sizes run); the test no longer tells the cells apart", size[id], x, len(first))
 		}
 	}
 }
