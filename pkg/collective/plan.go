@@ -342,6 +342,9 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32, uneve
 		pl.PredictedUs = t.Time(op, pl.Algo, pl.Proto, size)
 	}
 	pl.Channels = t.Channels(op, pl.Algo, pl.Proto, size)
+	if (pl.Algo == AlgoRing || pl.Algo == AlgoTree) && p.Opt.transport().ChannelCells {
+		pl.Channels = channelCells(op, n, size, pl.Channels)
+	}
 	if pl.Algo == AlgoNVLS || pl.Algo == AlgoNVLSTree {
 		if p.Opt.NVLSChannels > 0 {
 			pl.Channels = p.Opt.NVLSChannels

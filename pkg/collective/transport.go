@@ -224,7 +224,8 @@ type Transport struct {
 	// stepDiv), not the whole step (false, a100's fit). A fit, not NCCL's
 	// behaviour (its send proxy posts an LL step whole on any network,
 	// net.cc): h100-ib's tree LL steps at 8-64 B take 1.57-1.62 of Voltage
-	// Park's 4 x 8 sweep with the whole step, 0.98-1.03 with its share.
+	// Park's 4 x 8 sweep with the whole step, 0.98-1.03 with its share,
+	// at any tree-ll-bw.
 	TreeLLShare bool
 	// P2PChunk: a network point-to-point connection's step
 	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
@@ -241,6 +242,21 @@ type Transport struct {
 	// channels into 64 KiB chunks, 32 network steps a channel, where a
 	// step's per-step costs (EFA's) dominate.
 	TreeDepthChunk bool
+	// ChannelCells: a ring or tree collective takes its channels as NCCL
+	// 2.23 and later spread a launch's work over them (enqueue.cc
+	// scheduleCollTasksToPlan, MinTrafficPerChannel = 16 KiB of traffic,
+	// an AllReduce's byte counting twice): in cells of that traffic, at
+	// least one cell a channel (channelCells), so a collective whose
+	// thread threshold gives channels of less (a Tree LL AllReduce's 4
+	// KiB a channel: nc x 512 threads x 8 bytes) runs on fewer channels
+	// of 8 KiB. On Voltage Park's 4 x 8 H100 (NCCL 2.24.3) 8-128 KiB run
+	// on 1, 2, 4, 8 and 16 channels of 8 KiB where the threshold gives 2,
+	// 4, 8 and 16 of 4 KiB: the measured rise from 45 us at 4 KiB to 53
+	// at 8 KiB is one channel's bytes doubling, not more channels. false:
+	// NCCL 2.22 and earlier's even split over the threshold's channels
+	// (2.22's 512-byte minimum splits them evenly too; 2.19-2.21 spread a
+	// lone collective evenly, enqueue.cc addCBDCollToPlan).
+	ChannelCells bool
 	// TreeGraphNCCL: a 2-server tree takes the graph NCCL's search gives
 	// it, its intra-server bandwidth raised up to twice the inter-server
 	// one (nccl.Tuner.RaiseTreeIntra), which NCCL's model weighs when it
@@ -305,10 +321,11 @@ func DefaultTransport() Transport {
 // proxy round over NVLS-Tree channels (ProxyOpUs 1.6 us) is fitted on the
 // AllReduce sweep's NVLS-Tree sizes (1-256 MiB when fitted: with NCCL's
 // ring graph, 8 channels at 48 GB/s, 256 MiB runs as a Simple ring); its
-// Tree LL sizes (8 B-128 KiB) by a tree LL step on the GPUs at 2 GB/s a
+// Tree LL sizes (8 B-128 KiB) by NCCL 2.23's spread over channels
+// (channel-split=cells) and a tree LL step on the GPUs at 3 GB/s a
 // thread block whose first piece pays its share of the step cost
-// (tree-ll-bw, tree-ll-first=share: 0.84-1.12 of measured, 0.65-0.73 at
-// 8-128 KiB without it).
+// (tree-ll-bw, tree-ll-first=share: 0.91-1.03 of measured, 0.65-0.73 at
+// 8-128 KiB without them).
 //
 // h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
 // server), fitted on the 2 x 8 p5 AllReduce (examples/reference/
@@ -331,7 +348,8 @@ func DefaultTransport() Transport {
 // inputs' bytes at tree-bw 36.7 GB/s) brings them within 6% (0.78-0.87
 // at 256-512 KiB, 0.48-0.67 before), and its Tree LL sizes (8 B-128 KiB) take
 // h100-ib's tree LL rate with the step leaving whole (held out: 0.93-1.06
-// at 8 B-8 KiB, 0.60-0.86 at 16-128 KiB; 0.32-0.62 before). Both set the host's launch to 4.1 us a
+// at 8 B-8 KiB, 0.57-0.82 at 16-128 KiB under that run's even split;
+// 0.32-0.62 before). Both set the host's launch to 4.1 us a
 // GPU (LaunchUs, which only a process driving several GPUs pays: the VP
 // single-server sweep, -g 8, is flat at 33 us).
 //
@@ -433,10 +451,13 @@ var TransportPresets = map[string]func(*Transport){
 		// thread block; not fitted here), its network step leaving whole
 		// as NCCL's send proxy posts an LL step only once every line's
 		// flags are set (NCCL 2.24.3 src/transport/net.cc
-		// sendProxyProgress): held out, the 2 x 8 sweep's Tree LL sizes
-		// (8 B-128 KiB) are 0.60-1.06 of measured (0.93-1.06 to 8 KiB),
-		// 0.32-0.62 without it.
-		t.TreeLLGBps = 2
+		// sendProxyProgress), and NCCL 2.23's spread over channels, as
+		// the 2.28.7 runs above had it: held out, the 2 x 8 sweep's Tree
+		// LL sizes (8 B-128 KiB; its NCCL 2.20.3 split evenly,
+		// channel-split=even) are 0.57-1.06 of measured (0.93-1.06 to 8
+		// KiB), 0.32-0.62 without the step.
+		t.TreeLLGBps = 3
+		t.ChannelCells = true
 		// aws-ofi-nccl's platform table (src/platform-aws.cpp) sets
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
@@ -493,18 +514,22 @@ func presetH100IB(t *Transport) {
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 	t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
 	t.LLBusGBps, t.LaunchUs = 0, 4.1
-	// A tree LL step's work on the GPUs (runTreeSplit, as a100's) at 2
-	// GB/s a thread block, its first piece paying its share of the step
-	// cost (a fit: NCCL's send proxy posts an LL step whole on InfiniBand
-	// too, as h100-efa's comment says; with the whole step 8 B-2 KiB are
-	// 1.54-1.62 of measured, and why h100-ib's network step overprices a
-	// tiny tree step is not known): fitted on Voltage Park's 4 x 8 AllReduce, whose 8 B-128 KiB
-	// are Tree LL (0.65-0.73 of measured at 8-128 KiB without it; 0.84-
-	// 1.12 with it). 4 GB/s, a100's rate, fits its one-channel sizes (8
-	// B-4 KiB, 0.98-1.03) but not the rise from 53 to 60 us over 2-16
-	// channels of 4 KiB each (8-64 KiB, 0.74-0.84), which no modelled
-	// term grows with: 2 GB/s splits that miss.
-	t.TreeLLGBps, t.TreeLLShare = 2, true
+	// A collective takes its channels as NCCL 2.23 and later spread it
+	// (channel-split=cells; Voltage Park ran 2.24.3), and a tree LL
+	// step's work on the GPUs (runTreeSplit, as a100's) runs at 3 GB/s
+	// a thread block: fitted on Voltage Park's 4 x 8 AllReduce, whose 8
+	// B-128 KiB are Tree LL, on the one change of a channel's bytes alone
+	// (4 to 8 KiB, both on one channel under the cells: 8.2 us measured,
+	// 8.1 modelled; 2.5 and 3.5 GB/s give 9.8 and 7.0). 8 B-1 MiB are
+	// then 0.91-1.03 of measured (0.65-0.73 at 8-128 KiB without the
+	// step, 0.84-1.12 with the even split at 2 GB/s, the earlier fit).
+	// Its first piece pays its share of the step cost (a fit: NCCL's
+	// send proxy posts an LL step whole on InfiniBand too, as h100-efa's
+	// comment says; with the whole step 8 B-2 KiB are 1.53-1.62 of
+	// measured at any rate, and why h100-ib's network step overprices a
+	// tiny tree step is not known).
+	t.TreeLLGBps, t.TreeLLShare = 3, true
+	t.ChannelCells = true
 }
 
 // noAdaptiveRouting makes an InfiniBand preset a RoCE one: NCCL turns
@@ -643,7 +668,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -665,6 +690,7 @@ func (t *Transport) Set(kv string) error {
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
 		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy, t.TreeLLShare = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy, d.TreeLLShare
+		t.ChannelCells = d.ChannelCells
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -680,6 +706,8 @@ func (t *Transport) Set(kv string) error {
 		return twoWay(k, v, &t.TreeLatLegacy, "current", "legacy", "current (NCCL 2.23 and later's tree Simple latency) or legacy (NCCL 2.22 and earlier's, 28 us a hop, in NCCL's choice)")
 	case "tree-ll-first":
 		return twoWay(k, v, &t.TreeLLShare, "whole", "share", "whole (a tree LL step's first piece pays the whole step cost under tree-ll-bw) or share (its share of it)")
+	case "channel-split":
+		return twoWay(k, v, &t.ChannelCells, "even", "cells", "even (NCCL 2.22 and earlier: a collective's bytes split evenly over its channels) or cells (NCCL 2.23 and later: 16 KiB of traffic a channel at least)")
 	case "tree-chunk":
 		return twoWay(k, v, &t.TreeDepthChunk, "step", "depth", "step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)")
 	case "tuner":
@@ -968,6 +996,35 @@ func (t Transport) P2PPlan(bytes int64, n, nics, channels int) (parts int, chunk
 		chunk = max(step/2, 1)
 	}
 	return parts, chunk
+}
+
+// channelCells is how many of nc channels NCCL 2.23 and later give a
+// lone collective op of size bytes (the whole buffer for AllGather and
+// ReduceScatter) on n ranks (enqueue.cc scheduleCollTasksToPlan): its
+// traffic (twice the bytes for AllReduce, n times a rank's share for
+// AllGather and ReduceScatter, once otherwise) at least 16 KiB
+// (MinTrafficPerChannel) a channel, cut into cells of 16 KiB of traffic
+// rounded up to 16 bytes, each channel taking as many cells as its share
+// of the traffic needs, in order.
+func channelCells(op Op, n int, size int64, nc int) int {
+	const minTraffic = 16 << 10
+	if nc <= 1 || size <= 0 {
+		return max(nc, 1)
+	}
+	count, perByte := size, int64(1)
+	switch op {
+	case AllReduce:
+		perByte = 2
+	case AllGather, ReduceScatter:
+		perByte = int64(max(n, 1))
+		count = (size + perByte - 1) / perByte
+	}
+	traffic := max(minTraffic, count*perByte)
+	perChannel := max(minTraffic, traffic/int64(nc))
+	cell := ((minTraffic+perByte-1)/perByte + 15) / 16 * 16
+	cells := (count + cell - 1) / cell
+	perCh := min(cells, (perChannel+cell*perByte-1)/(cell*perByte))
+	return int(min(int64(nc), (cells+perCh-1)/perCh))
 }
 
 // pow2Up is the least power of two at least x (1 for x below 2).

@@ -299,7 +299,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "tree-lat=legacy", "preset=a100-roce", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "channel-split=cells", "channel-split=even", "tree-lat=legacy", "preset=a100-roce", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {
@@ -349,6 +349,39 @@ func TestP2PPlan(t *testing.T) {
 		parts, chunk := c.tr.P2PPlan(c.bytes, c.n, 1, c.channels)
 		if parts != c.parts || chunk != c.chunk {
 			t.Errorf("%d B on %d ranks, %d channels, with %d B steps: %d parts of %d B steps, want %d of %d", c.bytes, c.n, c.channels, c.tr.P2PChunk, parts, chunk, c.parts, c.chunk)
+		}
+	}
+}
+
+// NCCL 2.23's spread of a lone collective over its channels
+// (enqueue.cc scheduleCollTasksToPlan) by hand. AllReduce: cells of 8
+// KiB (16 KiB of traffic, two a byte), a channel at least one: 8 KiB on
+// the threshold's 2 channels takes 1, 16 KiB on 4 takes 2, 128 KiB on 16
+// takes 16; 1 MiB on 16 (128 KiB of traffic a channel, 8 cells) takes 16;
+// 24 KiB on 6 takes 3; 20 KiB on 4 (3 cells, the last short) takes 3.
+// AllGather of 64 KiB on 32 ranks (2 KiB a rank, traffic 64 KiB; cells
+// of 512 B a rank): on 8 channels 8 KiB of traffic a channel is under 16
+// KiB, so a channel takes one cell, 512 B a rank: 4 channels.
+// Broadcast: cells of 16 KiB, 48 KiB on 12 takes 3. One channel stays one.
+func TestChannelCells(t *testing.T) {
+	for _, c := range []struct {
+		op       Op
+		n        int
+		size     int64
+		nc, want int
+	}{
+		{AllReduce, 32, 8 << 10, 2, 1},
+		{AllReduce, 32, 16 << 10, 4, 2},
+		{AllReduce, 32, 128 << 10, 16, 16},
+		{AllReduce, 32, 1 << 20, 16, 16},
+		{AllReduce, 32, 24 << 10, 6, 3},
+		{AllReduce, 32, 20 << 10, 4, 3},
+		{AllGather, 32, 64 << 10, 8, 4},
+		{Broadcast, 8, 48 << 10, 12, 3},
+		{AllReduce, 32, 4 << 10, 1, 1},
+	} {
+		if got := channelCells(c.op, c.n, c.size, c.nc); got != c.want {
+			t.Errorf("%v of %d B on %d ranks, %d channels: %d channels, want %d", c.op, c.size, c.n, c.nc, got, c.want)
 		}
 	}
 }
