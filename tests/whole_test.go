@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,4 +194,84 @@ func TestFctstatsRefusesNonsense(t *testing.T) {
 	bad := filepath.Join(dir, "EndToEnd.csv")
 	os.WriteFile(bad, []byte(lines[0]+"\n"+strings.Join(f, ",")+"\n"+lines[2]), 0o644)
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--compare", it, bad), 1, bad+": line 2, field Total time", "1e308")
+}
+
+// A run stopped mid-workload (flowsim-packet at SIMULATOR_STOP_TIME) says
+// in its trace which collectives the stop cut, counted against the
+// stream's own flows; fctstats --allow-partial marks each of them, and
+// only them, in every format: no cut collective reads as complete.
+func TestPartialTraceMarksCutCollectives(t *testing.T) {
+	st := mustPipe(t, nil, []string{"topogen", "--family", "spectrum-x", "--gpus", "16"},
+		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2"})
+	path := filepath.Join(t.TempDir(), "stop.parquet")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=100us", "-o", path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, meta := readTrace(t, data)
+	inStream, inTrace := map[int64]int64{}, map[int64]int64{}
+	for _, f := range readDAG(t, st).flows {
+		if f.Collective >= 0 {
+			inStream[f.Collective]++
+		}
+	}
+	for _, r := range rows {
+		if r.CollectiveID >= 0 {
+			inTrace[r.CollectiveID]++
+		}
+	}
+	want := &trace.Cut{Collectives: []trace.CutCollective{}}
+	for id := range int64(len(inStream)) {
+		switch n := inTrace[id]; {
+		case n == 0:
+			want.NotStarted++
+		case n < inStream[id]:
+			want.Collectives = append(want.Collectives, trace.CutCollective{ID: id, Finished: n, Flows: inStream[id]})
+		}
+	}
+	if len(want.Collectives) == 0 || want.NotStarted == 0 || len(inTrace) == len(want.Collectives) {
+		t.Fatalf("the stop at 100 us should cut some collectives, leave some whole and some not started: %+v", want)
+	}
+	if !reflect.DeepEqual(meta.Cut, want) {
+		t.Fatalf("fabricsim.cut %+v, the stream and the rows say %+v", meta.Cut, want)
+	}
+	cut := map[int64]int64{}
+	for _, c := range want.Collectives {
+		cut[c.ID] = c.Flows - c.Finished
+	}
+	var rep struct {
+		Collectives []struct {
+			ID       int64    `json:"collective_id"`
+			Status   string   `json:"status"`
+			CutFlows int64    `json:"cut_flows"`
+			Busbw    *float64 `json:"busbw_gbps"`
+		} `json:"collectives"`
+	}
+	if err := json.Unmarshal(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "json", path), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Collectives {
+		n, isCut := cut[c.ID]
+		if isCut != (c.Status == "cut") || c.CutFlows != n || isCut != (c.Busbw == nil) {
+			t.Errorf("collective %d: %+v, %d flows cut", c.ID, c, n)
+		}
+	}
+	text := string(mustRun(t, nil, "fctstats", "--allow-partial", path))
+	csv := string(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "csv", path))
+	for id, n := range cut {
+		if !regexp.MustCompile(`(?m)^ +` + strconv.FormatInt(id, 10) + ` .* >=[0-9.]+ CUT \(` + strconv.FormatInt(n, 10) + ` flows unfinished\)`).MatchString(text) {
+			t.Errorf("table: collective %d not marked CUT:\n%s", id, text)
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(path) + `,` + strconv.FormatInt(id, 10) + `,[^\n]*,cut,0,` + strconv.FormatInt(n, 10) + `,[^\n]*,,,true,`).MatchString(csv) {
+			t.Errorf("csv: collective %d not cut without bandwidths:\n%s", id, csv)
+		}
+	}
+	if strings.Count(csv, ",cut,") != len(cut) || strings.Count(text, " CUT (") != len(cut) {
+		t.Errorf("other collectives marked cut:\n%s\n%s", text, csv)
+	}
+	nt := string(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "nccl-tests", path))
+	if strings.Count(nt, "     CUT     N/A     N/A") != len(cut) {
+		t.Errorf("nccl-tests:\n%s", nt)
+	}
 }

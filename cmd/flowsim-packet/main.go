@@ -457,6 +457,11 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	// that no reader takes what finished for the whole run.
 	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
 		Unfinished: int64(set.Flows()) - rows, Notes: set.Notes}
+	if meta.Unfinished > 0 {
+		// and says which collectives and jobs it cut, so that none of
+		// them reads as whole.
+		meta.Cut = set.Cut(written)
+	}
 	rs := set.Rows()
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
 		return rs.Row(i, fl.Result(i)), written(i)

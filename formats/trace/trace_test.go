@@ -1253,6 +1253,62 @@ func TestPartialMeta(t *testing.T) {
 	}
 }
 
+// A partial run's cut collectives and jobs round-trip in every container
+// as fabricsim.cut; a value that contradicts itself or the trace's count
+// of unfinished flows, or sits in a whole trace, is refused naming the key.
+func TestCutMeta(t *testing.T) {
+	cut := &Cut{Collectives: []CutCollective{{ID: 0, Finished: 7936, Flows: 32776}, {ID: 3, Finished: 1, Flows: 2}},
+		NotStarted: 4, Jobs: []CutJob{{Job: "a", Finished: 0, Flows: 9}}}
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		m := testMeta()
+		m.Unfinished, m.Cut = 24841, cut
+		var buf bytes.Buffer
+		w, err := NewWriter(&buf, c, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeAll(t, w, genRows(5))
+		r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
+		got, _ := readBack(t, r, err)
+		if !reflect.DeepEqual(got.Cut, cut) {
+			t.Errorf("%v: read back %+v, want %+v", c, got.Cut, cut)
+		}
+	}
+	if _, err := NewWriter(io.Discard, Parquet, Meta{Backend: "packet", Cut: cut}); err == nil || !strings.Contains(err.Error(), "only a partial trace") {
+		t.Errorf("a whole trace with a cut written: %v", err)
+	}
+	three := genRows(3)
+	partial := func(v string) func(map[string]string) {
+		return func(m map[string]string) { m[KeyComplete], m[KeyUnfinished], m[KeyCut] = "false", "10", v }
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(map[string]string)
+		want string
+	}{
+		{"whole", func(m map[string]string) { m[KeyCut] = `{"collectives":[]}` }, "only a partial trace"},
+		{"array", partial(`[[0,1,2]]`), "not a JSON object"},
+		{"unknown", partial(`{"colls":[]}`), "not a JSON object"},
+		{"twice", partial(`{"collectives":[{"collective_id":1,"finished":1,"flows":2},{"collective_id":1,"finished":1,"flows":2}]}`), "listed twice"},
+		{"none done", partial(`{"collectives":[{"collective_id":1,"finished":0,"flows":2}]}`), "0 of 2 flows finished"},
+		{"all done", partial(`{"collectives":[{"collective_id":1,"finished":2,"flows":2}]}`), "2 of 2 flows finished"},
+		{"too many", partial(`{"collectives":[{"collective_id":1,"finished":1,"flows":12}]}`), "more unfinished flows than fabricsim.unfinished_flows 10"},
+		{"job", partial(`{"collectives":[],"jobs":[{"job":"","finished":0,"flows":2}]}`), `job "" is empty`},
+		{"not started", partial(`{"collectives":[],"collectives_not_started":-1}`), "negative"},
+	} {
+		kv := goodKV()
+		tc.edit(kv)
+		for _, data := range [][]byte{
+			arrowStreamOf(t, schemaVariant(same, tc.edit), 3),
+			parquetVariant(t, pqPlainReordered, three, kv),
+		} {
+			if err := readErr(t, tc.name, data); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), KeyCut) {
+				t.Errorf("%s: error %v, want it to name %s and say %q", tc.name, err, KeyCut, tc.want)
+			}
+		}
+	}
+}
+
 // The stream's notes round-trip in every container as fabricsim.notes;
 // a value that is not a non-empty JSON array of strings is refused,
 // naming the key.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +28,7 @@ const (
 // JSON output, in raw units (ns, bytes, GB/s).
 type DataTable struct {
 	Names []string
-	kinds []reflect.Kind // String, Int64, Int32, Float64
+	kinds []reflect.Kind // String, Int64, Int32, Float64, Bool (i 0 or 1)
 	rows  [][]cell
 }
 
@@ -86,11 +87,50 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 // Len is the number of rows.
 func (dt *DataTable) Len() int { return len(dt.rows) }
 
+// Drop removes the named columns the table has.
+func (dt *DataTable) Drop(names ...string) {
+	for j := len(dt.Names) - 1; j >= 0; j-- {
+		if !slices.Contains(names, dt.Names[j]) {
+			continue
+		}
+		dt.Names = slices.Delete(dt.Names, j, j+1)
+		dt.kinds = slices.Delete(dt.kinds, j, j+1)
+		for i := range dt.rows {
+			dt.rows[i] = slices.Delete(dt.rows[i], j, j+1)
+		}
+	}
+}
+
+// AddBool appends a column holding v in every row: BOOLEAN in Parquet,
+// true or false in CSV.
+func (dt *DataTable) AddBool(name string, v bool) error {
+	if slices.Contains(dt.Names, name) {
+		return fmt.Errorf("the table already has a column %s", name)
+	}
+	c := cell{}
+	if v {
+		c.i = 1
+	}
+	dt.addColumn(name, reflect.Bool, slices.Repeat([]cell{c}, len(dt.rows)))
+	return nil
+}
+
 // Append adds the rows of other, which must have the same columns.
 func (dt *DataTable) Append(other *DataTable) { dt.rows = append(dt.rows, other.rows...) }
 
-// DataTable returns the run's collectives, summary or buckets table.
+// DataTable returns the run's collectives, summary or buckets table,
+// without PartialColumns: as the tables were before partial traces.
 func (run *Run) DataTable(name string) (*DataTable, error) {
+	dt, err := run.PartialDataTable(name)
+	if err == nil {
+		dt.Drop(PartialColumns...)
+	}
+	return dt, err
+}
+
+// PartialDataTable is DataTable with PartialColumns, which say which
+// collectives a partial run's stop cut (fctstats --allow-partial).
+func (run *Run) PartialDataTable(name string) (*DataTable, error) {
 	switch name {
 	case TableCollectives:
 		return newDataTable(run.Source, run.Collectives), nil
@@ -135,6 +175,8 @@ func (dt *DataTable) WriteCSV(w io.Writer) error {
 				if !math.IsNaN(c.f) && !math.IsInf(c.f, 0) {
 					rec[j] = strconv.FormatFloat(c.f, 'g', -1, 64)
 				}
+			case reflect.Bool:
+				rec[j] = strconv.FormatBool(c.i != 0)
 			default:
 				rec[j] = strconv.FormatInt(c.i, 10)
 			}
@@ -162,6 +204,8 @@ func (dt *DataTable) WriteParquet(w io.Writer) error {
 			typ = reflect.TypeFor[int64]()
 		case reflect.Int32:
 			typ = reflect.TypeFor[int32]()
+		case reflect.Bool:
+			typ = reflect.TypeFor[bool]()
 		default:
 			typ = reflect.TypeFor[float64]()
 		}
@@ -179,6 +223,8 @@ func (dt *DataTable) WriteParquet(w io.Writer) error {
 				f.SetString(c.s)
 			case reflect.Float64:
 				f.SetFloat(c.f)
+			case reflect.Bool:
+				f.SetBool(c.i != 0)
 			default:
 				f.SetInt(c.i)
 			}
