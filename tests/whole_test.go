@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 )
@@ -273,5 +275,59 @@ func TestPartialTraceMarksCutCollectives(t *testing.T) {
 	nt := string(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "nccl-tests", path))
 	if strings.Count(nt, "     CUT     N/A     N/A") != len(cut) {
 		t.Errorf("nccl-tests:\n%s", nt)
+	}
+}
+
+// fctstats' Parquet tables say what they are in their key/value metadata
+// (schema, producer, table, sources, partial), and --allow-partial's
+// partial column is BOOLEAN, also after a sweep's CSVs are gathered.
+func TestFctstatsParquetTableMeta(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8")
+	dir := t.TempDir()
+	stop, whole := filepath.Join(dir, "stop.parquet"), filepath.Join(dir, "whole.parquet")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=20us", "-o", stop)
+	mustRun(t, st, "flowsim-analytical", "-o", whole)
+	read := func(args ...string) (*parquet.File, map[string]string) {
+		t.Helper()
+		out := filepath.Join(dir, "t.parquet")
+		mustRun(t, nil, "fctstats", append(args, "--format", "parquet", "-o", out)...)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := map[string]string{}
+		for _, k := range []string{"fabricsim.schema", "fabricsim.producer", "fabricsim.table", "fabricsim.sources", "fabricsim.partial"} {
+			kv[k], _ = f.Lookup(k)
+		}
+		return f, kv
+	}
+	f, kv := read("--allow-partial", "--table", "summary", whole, stop)
+	want := map[string]string{"fabricsim.schema": "fabricsim.fctstats-table/v1", "fabricsim.producer": "fctstats 0.1.0", "fabricsim.table": "summary",
+		"fabricsim.sources": `["` + whole + `","` + stop + `"]`, "fabricsim.partial": "true"}
+	if !reflect.DeepEqual(kv, want) {
+		t.Errorf("metadata %v, want %v", kv, want)
+	}
+	if c, ok := f.Schema().Lookup("partial"); !ok || c.Node.Type().Kind() != parquet.Boolean {
+		t.Errorf("partial column: %v", c.Node)
+	}
+	if _, kv = read(whole); kv["fabricsim.partial"] != "false" || kv["fabricsim.table"] != "collectives" {
+		t.Errorf("a whole run's table: %v", kv)
+	}
+	// A sweep's points as CSV, gathered: partial stays a boolean.
+	var csvs []string
+	for i, in := range []string{whole, stop} {
+		p := filepath.Join(dir, strconv.Itoa(i)+".csv")
+		if err := os.WriteFile(p, mustRun(t, nil, "fctstats", "--allow-partial", "--format", "csv", "--table", "summary", in), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		csvs = append(csvs, p)
+	}
+	f, kv = read(append([]string{"--concat"}, csvs...)...)
+	if c, ok := f.Schema().Lookup("partial"); !ok || c.Node.Type().Kind() != parquet.Boolean || kv["fabricsim.partial"] != "true" || kv["fabricsim.table"] != "concat" {
+		t.Errorf("concat: partial %v, metadata %v", c.Node, kv)
 	}
 }

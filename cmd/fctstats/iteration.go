@@ -254,7 +254,36 @@ func (c *command) writeTable(w io.Writer, dt *stats.DataTable) error {
 	if c.Format == "csv" {
 		return dt.WriteCSV(w)
 	}
-	return dt.WriteParquet(w)
+	return dt.WriteParquet(w, c.tableMeta(dt))
+}
+
+// TableSchema names fctstats' Parquet tables in their fabricsim.schema,
+// which no trace reader takes for a trace.
+const TableSchema = "fabricsim.fctstats-table/v1"
+
+// tableMeta is a Parquet table's key/value metadata, so that a table read
+// alone says what it is, what wrote it from which inputs, and whether one
+// of them was a partial run's (a sweep's tables: a partial column true).
+func (c *command) tableMeta(dt *stats.DataTable) map[string]string {
+	var src []string
+	for _, f := range append(append([]string{}, c.Files...), c.Links, c.Requests) {
+		if f == "-" {
+			f = "<stdin>"
+		}
+		if f != "" {
+			src = append(src, f)
+		}
+	}
+	if len(src) == 0 {
+		src = []string{"<stdin>"}
+	}
+	sj, _ := json.Marshal(src) // strings always encode
+	table := c.Table
+	if c.Concat {
+		table = "concat"
+	}
+	return map[string]string{"fabricsim.schema": TableSchema, "fabricsim.producer": cli.Producer("fctstats"),
+		"fabricsim.table": table, "fabricsim.sources": string(sj), "fabricsim.partial": strconv.FormatBool(c.partial || dt.AnyTrue("partial"))}
 }
 
 // concat gathers sweep points' CSV tables into one table, and plots.

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -191,8 +192,9 @@ func (dt *DataTable) WriteCSV(w io.Writer) error {
 
 // WriteParquet writes the table as Parquet with zstd compression, string
 // columns dictionary-encoded, every column REQUIRED (a missing float is
-// NaN), the root called "schema" as pyarrow names it.
-func (dt *DataTable) WriteParquet(w io.Writer) error {
+// NaN), the root called "schema" as pyarrow names it, and meta as the
+// file's key/value metadata (in key order).
+func (dt *DataTable) WriteParquet(w io.Writer, meta map[string]string) error {
 	fields := make([]reflect.StructField, len(dt.Names))
 	for j, name := range dt.Names {
 		tag := name
@@ -214,7 +216,11 @@ func (dt *DataTable) WriteParquet(w io.Writer) error {
 	rowType := reflect.StructOf(fields)
 	model := reflect.New(rowType).Elem()
 	schema := parquet.NewSchema("schema", parquet.SchemaOf(model.Interface()))
-	pw := parquet.NewWriter(w, schema, parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}))
+	opts := []parquet.WriterOption{schema, parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault})}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		opts = append(opts, parquet.KeyValueMetadata(k, meta[k]))
+	}
+	pw := parquet.NewWriter(w, opts...)
 	for _, r := range dt.rows {
 		for j, c := range r {
 			f := model.Field(j)

@@ -349,7 +349,7 @@ func TestDataTables(t *testing.T) {
 	}
 	// Parquet: same columns, in order, and rows.
 	b.Reset()
-	if err := dt.WriteParquet(&b); err != nil {
+	if err := dt.WriteParquet(&b, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
