@@ -326,8 +326,12 @@ func TestFctstatsParquetTableMeta(t *testing.T) {
 		}
 		csvs = append(csvs, p)
 	}
-	f, kv = read(append([]string{"--concat"}, csvs...)...)
+	svg := filepath.Join(dir, "sweep.svg")
+	f, kv = read(append([]string{"--concat", "--x", "unfinished_flows", "--y", "count", "--plot", svg}, csvs...)...)
 	if c, ok := f.Schema().Lookup("partial"); !ok || c.Node.Type().Kind() != parquet.Boolean || kv["fabricsim.partial"] != "true" || kv["fabricsim.table"] != "concat" {
 		t.Errorf("concat: partial %v, metadata %v", c.Node, kv)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("PARTIAL (a run stopped early)")) {
+		t.Errorf("the sweep's plot of a partial point does not say PARTIAL: %v", err)
 	}
 }

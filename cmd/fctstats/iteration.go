@@ -254,7 +254,7 @@ func (c *command) writeTable(w io.Writer, dt *stats.DataTable) error {
 	if c.Format == "csv" {
 		return dt.WriteCSV(w)
 	}
-	return dt.WriteParquet(w, c.tableMeta(dt))
+	return dt.WriteParquet(w, c.tableMeta())
 }
 
 // TableSchema names fctstats' Parquet tables in their fabricsim.schema,
@@ -263,8 +263,8 @@ const TableSchema = "fabricsim.fctstats-table/v1"
 
 // tableMeta is a Parquet table's key/value metadata, so that a table read
 // alone says what it is, what wrote it from which inputs, and whether one
-// of them was a partial run's (a sweep's tables: a partial column true).
-func (c *command) tableMeta(dt *stats.DataTable) map[string]string {
+// of them was a partial run's.
+func (c *command) tableMeta() map[string]string {
 	var src []string
 	for _, f := range append(append([]string{}, c.Files...), c.Links, c.Requests) {
 		if f == "-" {
@@ -283,7 +283,7 @@ func (c *command) tableMeta(dt *stats.DataTable) map[string]string {
 		table = "concat"
 	}
 	return map[string]string{"fabricsim.schema": TableSchema, "fabricsim.producer": cli.Producer("fctstats"),
-		"fabricsim.table": table, "fabricsim.sources": string(sj), "fabricsim.partial": strconv.FormatBool(c.partial || dt.AnyTrue("partial"))}
+		"fabricsim.table": table, "fabricsim.sources": string(sj), "fabricsim.partial": strconv.FormatBool(c.partial)}
 }
 
 // concat gathers sweep points' CSV tables into one table, and plots.
@@ -292,6 +292,9 @@ func (c *command) concat() error {
 	if err != nil {
 		return err
 	}
+	// A point of a partial run (its partial column, --allow-partial)
+	// makes the plots and the table say so.
+	c.partial = dt.AnyTrue("partial")
 	if c.Plot != "" {
 		plots, err := plot.Sweep(dt, c.X, c.Y)
 		if c.Group != "" {
