@@ -335,3 +335,45 @@ func TestFctstatsParquetTableMeta(t *testing.T) {
 		t.Errorf("the sweep's plot of a partial point does not say PARTIAL: %v", err)
 	}
 }
+
+// Two jobs merged, stopped while job b's AllReduce runs: the trace says
+// job b has unfinished flows (as many as its stream has flows without a
+// row) and a does not, and fctstats' headline gives b's span as a lower
+// bound marked CUT.
+func TestPartialMergedJobsCut(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	dir := t.TempDir()
+	var streams []string
+	flows := map[string]int64{}
+	for _, j := range []struct{ name, place, size string }{{"a", "0-7", "1MiB"}, {"b", "8-15", "64MiB"}} {
+		st := mustRun(t, topoOut, "simccl-decompose", "--job", j.name, "--place", j.place, "--op", "allreduce", "--size", j.size, "--group", "tp", "--tp", "8")
+		flows[j.name] = int64(len(readDAG(t, st).flows))
+		p := filepath.Join(dir, j.name+".stream")
+		if err := os.WriteFile(p, st, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, p)
+	}
+	path := filepath.Join(dir, "mix.parquet")
+	mustRun(t, mustRun(t, nil, "simccl-decompose", "--merge", strings.Join(streams, ",")), "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=60us", "-o", path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, meta := readTrace(t, data)
+	done := map[string]int64{}
+	for _, r := range rows {
+		done[r.Job]++
+	}
+	if done["a"] != flows["a"] || done["b"] == 0 || done["b"] >= flows["b"] {
+		t.Fatalf("the stop should end job a and cut job b: rows %v of flows %v", done, flows)
+	}
+	want := []trace.CutJob{{Job: "b", Finished: done["b"], Flows: flows["b"]}}
+	if meta.Cut == nil || !reflect.DeepEqual(meta.Cut.Jobs, want) {
+		t.Fatalf("fabricsim.cut %+v, want jobs %+v", meta.Cut, want)
+	}
+	head, _, _ := strings.Cut(string(mustRun(t, nil, "fctstats", "--allow-partial", path)), "\n")
+	if !regexp.MustCompile(` b >=[0-9.]+us from 0ns \(CUT: `+strconv.FormatInt(flows["b"]-done["b"], 10)+` of its flows never finished\)$`).MatchString(head) || strings.Count(head, "CUT: ") != 1 {
+		t.Errorf("headline: %s", head)
+	}
+}

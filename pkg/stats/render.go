@@ -142,7 +142,7 @@ func (run *Run) tables(maxRows int) []*textTable {
 			after = append(after, fmt.Sprintf("FAILED: %d collectives had flows a failed link cut off (status failed); they are not counted or timed here", n))
 		}
 		if n := run.Totals.CutCollectives; n > 0 {
-			after = append(after, fmt.Sprintf("CUT: %d collectives were cut by the run's stop (status cut); they are not counted or timed here", n))
+			after = append(after, fmt.Sprintf("CUT: %s cut by the run's stop (status cut) not counted or timed here", units.Plural(int64(n), "collective")))
 		}
 		t.after = strings.Join(after, "\n  ")
 		out = append(out, t)
@@ -211,9 +211,13 @@ func (run *Run) headline() string {
 		if i == 0 {
 			sep = "; per job (makespan from its start): "
 		}
-		fmt.Fprintf(&b, "%s%s %s from %s", sep, j.Job, units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
+		bound := ""
 		if j.CutFlows > 0 {
-			fmt.Fprintf(&b, " (CUT: at least; %d of its flows never finished)", j.CutFlows)
+			bound = ">="
+		}
+		fmt.Fprintf(&b, "%s%s %s%s from %s", sep, j.Job, bound, units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
+		if j.CutFlows > 0 {
+			fmt.Fprintf(&b, " (CUT: %d of its flows never finished)", j.CutFlows)
 		}
 	}
 	if tot.FailedFlows > 0 {

@@ -345,7 +345,7 @@ func TestCutCollectivesMarked(t *testing.T) {
 	}
 	var text bytes.Buffer
 	run.WriteText(&text, 0)
-	for _, want := range []string{"1 collective cut, marked CUT, their times lower bounds; 1 collective never started", ">=6.000 CUT (3 flows unfinished)", "CUT: 1 collectives were cut"} {
+	for _, want := range []string{"1 collective cut, marked CUT, their times lower bounds; 1 collective never started", ">=6.000 CUT (3 flows unfinished)", "CUT: 1 collective cut by the run's stop (status cut) not counted"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
