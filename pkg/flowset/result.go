@@ -65,7 +65,8 @@ func (w *Rows) Row(i int32, res Result) trace.Row {
 // Cut is what a run that stopped early left unfinished, for the partial
 // trace's metadata (trace.Cut): the collectives it cut, a count of those
 // it never started, and the jobs with unfinished flows. written(i) says
-// whether flow i has a row. nil when every flow has one.
+// whether flow i has a row. nil when every flow has one, or when the
+// stream has neither collectives nor jobs.
 func (in *Set) Cut(written func(int32) bool) *trace.Cut {
 	type count struct{ finished, flows int64 }
 	colls := map[int64]*count{}
@@ -101,8 +102,8 @@ func (in *Set) Cut(written func(int32) bool) *trace.Cut {
 		}
 		c.finished, c.flows = c.finished+done, c.flows+1
 	}
-	if !unfinished {
-		return nil
+	if !unfinished || len(colls) == 0 && len(jobs) == 0 {
+		return nil // whole, or raw flows alone: nothing to say per group
 	}
 	cut := &trace.Cut{Collectives: []trace.CutCollective{}}
 	for _, id := range slices.Sorted(maps.Keys(colls)) {

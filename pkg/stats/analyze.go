@@ -47,8 +47,8 @@ type Run struct {
 	// allowed it, and every output then says PARTIAL.
 	Partial         bool  `json:"partial,omitempty"`
 	UnfinishedFlows int64 `json:"unfinished_flows,omitempty"`
-	// CutUnknown: a partial trace written before fabricsim.cut, which
-	// does not say which collectives the stop cut.
+	// CutUnknown: a partial trace with collectives written before
+	// fabricsim.cut, which does not say which of them the stop cut.
 	CutUnknown bool `json:"cut_unknown,omitempty"`
 	// Notes: what the stream's producers left out or assumed (the
 	// trace's fabricsim.notes); every text output prints them.
@@ -261,7 +261,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	if m := in.Meta; m != nil {
 		run.Backend, run.Params = m.Backend, m.Params
 		run.Partial, run.UnfinishedFlows = m.Partial(), m.Unfinished
-		run.cut, run.CutUnknown = m.Cut, m.Partial() && m.Cut == nil
+		run.cut = m.Cut
 		run.Notes = m.Notes
 		run.Approximate = m.Approximate
 		t := m.Topology
@@ -385,6 +385,8 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		return nil, fmt.Errorf("%s: %v", in.Name, err)
 	}
 	run.finishFlows(buckets)
+	// A stream of raw flows alone has no cut to say.
+	run.CutUnknown = run.Partial && run.cut == nil && len(run.Collectives) > 0
 	return run, nil
 }
 

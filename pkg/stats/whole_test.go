@@ -376,6 +376,14 @@ func TestCutCollectivesMarked(t *testing.T) {
 	if cmp, err := Compare(a, b); err != nil || cmp.Collectives[2].Status != "cut in B" || cmp.Collectives[2].Ratio.Valid() || cmp.Summary[1].Count != 1 {
 		t.Errorf("comparison: %v %+v", err, cmp)
 	}
+	// Without the key (written before it), the headline says what it
+	// cannot tell.
+	old := analyzeBytes(t, partial(nil), "old.parquet", false)
+	text.Reset()
+	old.WriteText(&text, 0)
+	if !old.CutUnknown || !strings.Contains(text.String(), "the trace does not say which collectives the stop cut") || old.Collectives[2].Status != trace.StatusOK {
+		t.Errorf("partial trace without fabricsim.cut:\n%s", text.String())
+	}
 	for _, bad := range []*trace.Cut{
 		{Collectives: []trace.CutCollective{{ID: 2, Finished: 1, Flows: 3}}}, // it has 2 rows
 		{Collectives: []trace.CutCollective{{ID: 7, Finished: 1, Flows: 3}}}, // no rows
