@@ -263,3 +263,46 @@ func TestIterationOneRank(t *testing.T) {
 		t.Errorf("one rank's report:\n%s", b.String())
 	}
 }
+
+// In a partial trace, a layer phase with a collective the stop cut has no
+// bandwidth (its span is no completion time), the others keep theirs, and
+// the iteration time reads as a lower bound; without fabricsim.cut every
+// collective may have been cut.
+func TestPartialIterationCut(t *testing.T) {
+	iter := func(cut *trace.Cut) *Iteration {
+		m := testMeta
+		m.Unfinished, m.Cut = 1, cut
+		var buf bytes.Buffer
+		w, err := trace.NewWriter(&buf, trace.Parquet, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := handIterationRows()
+		for i := range rows {
+			w.Write(&rows[i])
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		in, _ := NewInput(bytes.NewReader(buf.Bytes()), "p.parquet")
+		it, err := AnalyzeIteration(in, IterationOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	// The DP AllReduce (wg, collective 11, one row) had a second flow.
+	it := iter(&trace.Cut{Collectives: []trace.CutCollective{{ID: 11, Finished: 1, Flows: 2}}})
+	l := it.Layers[0]
+	if l.WgBusbw.Valid() || !l.FwdBusbw.Valid() || !l.IgBusbw.Valid() || l.WgCommNs != 140_000 {
+		t.Errorf("layer %+v", l)
+	}
+	var b bytes.Buffer
+	it.WriteText(&b)
+	if !strings.Contains(b.String(), "Iteration: >=400us over 2 ranks") || !strings.Contains(b.String(), "- where a collective of the phase was cut by the stop") {
+		t.Errorf("text:\n%s", b.String())
+	}
+	if l := iter(nil).Layers[0]; l.FwdBusbw.Valid() || l.IgBusbw.Valid() || l.WgBusbw.Valid() {
+		t.Errorf("without fabricsim.cut: %+v", l)
+	}
+}
