@@ -110,7 +110,9 @@ func (c *command) iteration() error {
 			return its[0].WriteChromeTrace(w)
 		}
 		if c.Table == stats.TableSlowdown {
-			return c.joinTables(w, 1, func(int) (*stats.DataTable, error) { return stats.SlowdownTable(files[0], its), nil })
+			return c.joinTables(w, 1, func(int) (*stats.DataTable, error) {
+				return c.markPartial(stats.SlowdownTable(files[0], its, c.AllowPartial), nil)(its[0].UnfinishedFlows)
+			})
 		}
 		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) {
 			return c.markPartial(its[i].DataTable(c.Table))(its[i].UnfinishedFlows)

@@ -57,7 +57,7 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 		switch k {
 		case reflect.Int, reflect.Int64:
 			k = reflect.Int64
-		case reflect.Int32, reflect.String, reflect.Float64:
+		case reflect.Int32, reflect.String, reflect.Float64, reflect.Bool:
 		default:
 			continue // nested values are JSON-only
 		}
@@ -76,6 +76,12 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 				row = append(row, cell{s: fv.String()})
 			case reflect.Int64, reflect.Int32:
 				row = append(row, cell{i: fv.Int()})
+			case reflect.Bool:
+				c := cell{}
+				if fv.Bool() {
+					c.i = 1
+				}
+				row = append(row, c)
 			case reflect.Float64:
 				row = append(row, cell{f: fv.Float()})
 			}

@@ -153,6 +153,9 @@ type Iteration struct {
 	SoloSource      string  `json:"solo_source,omitempty"`
 	SoloIterationNs int64   `json:"solo_iteration_ns,omitempty"`
 	Slowdown        float64 `json:"slowdown,omitempty"`
+	// SoloPartial: the solo run stopped early, so its iteration is a
+	// lower bound (and Slowdown no ratio of two iterations).
+	SoloPartial bool `json:"solo_partial,omitempty"`
 
 	// Segments per rank (with IterationOptions.KeepSegments): the
 	// iteration cut into compute, exposed and bubble pieces, for plots.
