@@ -377,3 +377,28 @@ func TestPartialMergedJobsCut(t *testing.T) {
 		t.Errorf("headline: %s", head)
 	}
 }
+
+// flowsim-packet's fct.txt of a stopped run says PARTIAL on its first line
+// (SimAI's format has no metadata), with the transfers that have no line;
+// fctstats refuses it by default and marks every report of it.
+func TestPartialSimAIFCT(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8")
+	dir := t.TempDir()
+	fct, whole := filepath.Join(dir, "fct.txt"), filepath.Join(dir, "whole.txt")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=60us", "--simai-fct", fct, "-o", filepath.Join(dir, "t.parquet"))
+	mustRun(t, st, "flowsim-packet", "--simai-fct", whole, "-o", filepath.Join(dir, "w.parquet"))
+	data, err := os.ReadFile(fct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdata, _ := os.ReadFile(whole)
+	lines, all := strings.Count(string(data), "\n")-1, strings.Count(string(wdata), "\n")
+	n := strconv.Itoa(all - lines)
+	if lines <= 0 || lines >= all || !strings.HasPrefix(string(data), "# fabricsim: PARTIAL: the run stopped early; "+n+" transfers never finished and have no line\n") || strings.HasPrefix(string(wdata), "#") {
+		t.Fatalf("%d of %d lines; the file begins %.120q", lines, all, data)
+	}
+	oneLineError(t, run(t, nil, "fctstats", fct), 1, "partial trace", n+" flows never finished", "its first line says PARTIAL")
+	if out := string(mustRun(t, nil, "fctstats", "--allow-partial", fct)); !strings.HasPrefix(out, "PARTIAL (the run stopped early; "+n+" flows never finished") {
+		t.Errorf("report:\n%.300s", out)
+	}
+}

@@ -267,6 +267,9 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		t := m.Topology
 		run.Topology = &t
 	}
+	if n := in.Partial(); n > 0 && in.Meta == nil { // a partial fct.txt
+		run.Partial, run.UnfinishedFlows = true, n
+	}
 	colls := map[int64]*Collective{}
 	buckets := map[bucketKey]*bucketAcc{}
 	jobs := map[string]*JobSpan{}
