@@ -207,11 +207,7 @@ func TestPartialTraceMarksCutCollectives(t *testing.T) {
 		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2"})
 	path := filepath.Join(t.TempDir(), "stop.parquet")
 	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=100us", "-o", path)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, meta := readTrace(t, data)
+	rows, meta := readTraceFile(t, path)
 	inStream, inTrace := map[int64]int64{}, map[int64]int64{}
 	for _, f := range readDAG(t, st).flows {
 		if f.Collective >= 0 {
@@ -356,11 +352,7 @@ func TestPartialMergedJobsCut(t *testing.T) {
 	}
 	path := filepath.Join(dir, "mix.parquet")
 	mustRun(t, mustRun(t, nil, "simccl-decompose", "--merge", strings.Join(streams, ",")), "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=60us", "-o", path)
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows, meta := readTrace(t, data)
+	rows, meta := readTraceFile(t, path)
 	done := map[string]int64{}
 	for _, r := range rows {
 		done[r.Job]++
@@ -401,4 +393,14 @@ func TestPartialSimAIFCT(t *testing.T) {
 	if out := string(mustRun(t, nil, "fctstats", "--allow-partial", fct)); !strings.HasPrefix(out, "PARTIAL (the run stopped early; "+n+" flows never finished") {
 		t.Errorf("report:\n%.300s", out)
 	}
+}
+
+// readTraceFile reads the trace file at path.
+func readTraceFile(t *testing.T, path string) ([]trace.Row, trace.Meta) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readTrace(t, data)
 }

@@ -1196,6 +1196,21 @@ func TestAnnouncedRows(t *testing.T) {
 	}
 }
 
+// metaRoundTrip writes five rows with m in container c and reads the
+// metadata back.
+func metaRoundTrip(t *testing.T, c Container, m Meta) Meta {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, c, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, genRows(5))
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
+	got, _ := readBack(t, r, err)
+	return got
+}
+
 // A partial run's count of unfinished flows round-trips in every
 // container; contradictory or malformed completeness keys and an unknown
 // backend are refused, naming the key.
@@ -1203,19 +1218,12 @@ func TestPartialMeta(t *testing.T) {
 	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
 		m := testMeta()
 		m.Unfinished = 122
-		var buf bytes.Buffer
-		w, err := NewWriter(&buf, c, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeAll(t, w, genRows(5))
-		r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
-		got, _ := readBack(t, r, err)
+		got := metaRoundTrip(t, c, m)
 		if got.Unfinished != 122 || !got.Partial() {
 			t.Errorf("%v: read back %d unfinished flows, want 122", c, got.Unfinished)
 		}
 		// Without the keys (a whole run, or an older file) the trace is whole.
-		r, err = NewReader(bytes.NewReader(validBytes(t, c, 5)), "whole")
+		r, err := NewReader(bytes.NewReader(validBytes(t, c, 5)), "whole")
 		if got, _ := readBack(t, r, err); got.Partial() {
 			t.Errorf("%v: a trace without the keys reads as partial", c)
 		}
@@ -1262,14 +1270,7 @@ func TestCutMeta(t *testing.T) {
 	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
 		m := testMeta()
 		m.Unfinished, m.Cut = 24841, cut
-		var buf bytes.Buffer
-		w, err := NewWriter(&buf, c, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeAll(t, w, genRows(5))
-		r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
-		got, _ := readBack(t, r, err)
+		got := metaRoundTrip(t, c, m)
 		if !reflect.DeepEqual(got.Cut, cut) {
 			t.Errorf("%v: read back %+v, want %+v", c, got.Cut, cut)
 		}

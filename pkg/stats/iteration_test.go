@@ -273,19 +273,7 @@ func TestPartialIterationCut(t *testing.T) {
 	iter := func(cut *trace.Cut) *Iteration {
 		m := testMeta
 		m.Unfinished, m.Cut = 1, cut
-		var buf bytes.Buffer
-		w, err := trace.NewWriter(&buf, trace.Parquet, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows := handIterationRows()
-		for i := range rows {
-			w.Write(&rows[i])
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		in, _ := NewInput(bytes.NewReader(buf.Bytes()), "p.parquet")
+		in, _ := NewInput(bytes.NewReader(encodeMeta(t, handIterationRows(), m)), "p.parquet")
 		it, err := AnalyzeIteration(in, IterationOptions{})
 		if err != nil {
 			t.Fatal(err)

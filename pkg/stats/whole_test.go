@@ -320,19 +320,7 @@ func TestCutCollectivesMarked(t *testing.T) {
 	partial := func(cut *trace.Cut) []byte {
 		m := testMeta
 		m.Unfinished, m.Cut = 3, cut
-		var buf bytes.Buffer
-		w, err := trace.NewWriter(&buf, trace.Parquet, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows := handTrace()
-		for i := range rows {
-			w.Write(&rows[i])
-		}
-		if err := w.Close(); err != nil {
-			t.Fatal(err)
-		}
-		return buf.Bytes()
+		return encodeMeta(t, handTrace(), m)
 	}
 	run := analyzeBytes(t, partial(&trace.Cut{Collectives: []trace.CutCollective{{ID: 2, Finished: 2, Flows: 5}}, NotStarted: 1}), "p.parquet", false)
 	c := run.Collectives[2]
