@@ -225,8 +225,9 @@ func TestFctstatsOutputs(t *testing.T) {
 			t.Errorf("%s: %d bytes, err %v", c.path, len(b), err)
 		}
 	}
-	// That Parquet table is not a flow trace: fctstats says so.
-	oneLineError(t, run(t, nil, "fctstats", pq), 1, "coll.parquet: not a fabricsim.flows/v3 trace")
+	// That Parquet table is not a flow trace: fctstats says so, naming
+	// what the table's own metadata says it is.
+	oneLineError(t, run(t, nil, "fctstats", pq), 1, `coll.parquet: schema metadata fabricsim.schema is "fabricsim.fctstats-table/v1", want "fabricsim.flows/v3"`)
 	// --label names the input in the plot; the timeline's axes carry units.
 	svg := filepath.Join(dir, "run.svg")
 	mustRun(t, data, "fctstats", "--plot", svg, "--timeline", "--label", "micro on 16 GPUs")

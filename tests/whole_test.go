@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/parquet-go/parquet-go"
 
 	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
@@ -192,4 +196,211 @@ func TestFctstatsRefusesNonsense(t *testing.T) {
 	bad := filepath.Join(dir, "EndToEnd.csv")
 	os.WriteFile(bad, []byte(lines[0]+"\n"+strings.Join(f, ",")+"\n"+lines[2]), 0o644)
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--compare", it, bad), 1, bad+": line 2, field Total time", "1e308")
+}
+
+// A run stopped mid-workload (flowsim-packet at SIMULATOR_STOP_TIME) says
+// in its trace which collectives the stop cut, counted against the
+// stream's own flows; fctstats --allow-partial marks each of them, and
+// only them, in every format: no cut collective reads as complete.
+func TestPartialTraceMarksCutCollectives(t *testing.T) {
+	st := mustPipe(t, nil, []string{"topogen", "--family", "spectrum-x", "--gpus", "16"},
+		[]string{"simccl-decompose", "--workload", "examples/workloads/micro_allreduce.txt", "--tp", "8", "--ep", "2"})
+	path := filepath.Join(t.TempDir(), "stop.parquet")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=100us", "-o", path)
+	rows, meta := readTraceFile(t, path)
+	inStream, inTrace := map[int64]int64{}, map[int64]int64{}
+	for _, f := range readDAG(t, st).flows {
+		if f.Collective >= 0 {
+			inStream[f.Collective]++
+		}
+	}
+	for _, r := range rows {
+		if r.CollectiveID >= 0 {
+			inTrace[r.CollectiveID]++
+		}
+	}
+	want := &trace.Cut{Collectives: []trace.CutCollective{}}
+	for id := range int64(len(inStream)) {
+		switch n := inTrace[id]; {
+		case n == 0:
+			want.NotStarted++
+		case n < inStream[id]:
+			want.Collectives = append(want.Collectives, trace.CutCollective{ID: id, Finished: n, Flows: inStream[id]})
+		}
+	}
+	if len(want.Collectives) == 0 || want.NotStarted == 0 || len(inTrace) == len(want.Collectives) {
+		t.Fatalf("the stop at 100 us should cut some collectives, leave some whole and some not started: %+v", want)
+	}
+	if !reflect.DeepEqual(meta.Cut, want) {
+		t.Fatalf("fabricsim.cut %+v, the stream and the rows say %+v", meta.Cut, want)
+	}
+	cut := map[int64]int64{}
+	for _, c := range want.Collectives {
+		cut[c.ID] = c.Flows - c.Finished
+	}
+	var rep struct {
+		Collectives []struct {
+			ID       int64    `json:"collective_id"`
+			Status   string   `json:"status"`
+			CutFlows int64    `json:"cut_flows"`
+			Busbw    *float64 `json:"busbw_gbps"`
+		} `json:"collectives"`
+	}
+	if err := json.Unmarshal(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "json", path), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Collectives {
+		n, isCut := cut[c.ID]
+		if isCut != (c.Status == "cut") || c.CutFlows != n || isCut != (c.Busbw == nil) {
+			t.Errorf("collective %d: %+v, %d flows cut", c.ID, c, n)
+		}
+	}
+	text := string(mustRun(t, nil, "fctstats", "--allow-partial", path))
+	csv := string(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "csv", path))
+	for id, n := range cut {
+		if !regexp.MustCompile(`(?m)^ +` + strconv.FormatInt(id, 10) + ` .* >=[0-9.]+ CUT \(` + strconv.FormatInt(n, 10) + ` flows unfinished\)`).MatchString(text) {
+			t.Errorf("table: collective %d not marked CUT:\n%s", id, text)
+		}
+		if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(path) + `,` + strconv.FormatInt(id, 10) + `,[^\n]*,cut,0,` + strconv.FormatInt(n, 10) + `,[^\n]*,,,true,`).MatchString(csv) {
+			t.Errorf("csv: collective %d not cut without bandwidths:\n%s", id, csv)
+		}
+	}
+	if strings.Count(csv, ",cut,") != len(cut) || strings.Count(text, " CUT (") != len(cut) {
+		t.Errorf("other collectives marked cut:\n%s\n%s", text, csv)
+	}
+	nt := string(mustRun(t, nil, "fctstats", "--allow-partial", "--format", "nccl-tests", path))
+	if strings.Count(nt, "     CUT     N/A     N/A") != len(cut) {
+		t.Errorf("nccl-tests:\n%s", nt)
+	}
+}
+
+// fctstats' Parquet tables say what they are in their key/value metadata
+// (schema, producer, table, sources, partial), and --allow-partial's
+// partial column is BOOLEAN, also after a sweep's CSVs are gathered.
+func TestFctstatsParquetTableMeta(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8")
+	dir := t.TempDir()
+	stop, whole := filepath.Join(dir, "stop.parquet"), filepath.Join(dir, "whole.parquet")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=20us", "-o", stop)
+	mustRun(t, st, "flowsim-analytical", "-o", whole)
+	read := func(args ...string) (*parquet.File, map[string]string) {
+		t.Helper()
+		out := filepath.Join(dir, "t.parquet")
+		mustRun(t, nil, "fctstats", append(args, "--format", "parquet", "-o", out)...)
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kv := map[string]string{}
+		for _, k := range []string{"fabricsim.schema", "fabricsim.producer", "fabricsim.table", "fabricsim.sources", "fabricsim.partial"} {
+			kv[k], _ = f.Lookup(k)
+		}
+		return f, kv
+	}
+	f, kv := read("--allow-partial", "--table", "summary", whole, stop)
+	want := map[string]string{"fabricsim.schema": "fabricsim.fctstats-table/v1", "fabricsim.producer": "fctstats 0.1.0", "fabricsim.table": "summary",
+		"fabricsim.sources": `["` + whole + `","` + stop + `"]`, "fabricsim.partial": "true"}
+	if !reflect.DeepEqual(kv, want) {
+		t.Errorf("metadata %v, want %v", kv, want)
+	}
+	if c, ok := f.Schema().Lookup("partial"); !ok || c.Node.Type().Kind() != parquet.Boolean {
+		t.Errorf("partial column: %v", c.Node)
+	}
+	if _, kv = read(whole); kv["fabricsim.partial"] != "false" || kv["fabricsim.table"] != "collectives" {
+		t.Errorf("a whole run's table: %v", kv)
+	}
+	// A sweep's points as CSV, gathered: partial stays a boolean.
+	var csvs []string
+	for i, in := range []string{whole, stop} {
+		p := filepath.Join(dir, strconv.Itoa(i)+".csv")
+		if err := os.WriteFile(p, mustRun(t, nil, "fctstats", "--allow-partial", "--format", "csv", "--table", "summary", in), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		csvs = append(csvs, p)
+	}
+	svg := filepath.Join(dir, "sweep.svg")
+	f, kv = read(append([]string{"--concat", "--x", "unfinished_flows", "--y", "count", "--plot", svg}, csvs...)...)
+	if c, ok := f.Schema().Lookup("partial"); !ok || c.Node.Type().Kind() != parquet.Boolean || kv["fabricsim.partial"] != "true" || kv["fabricsim.table"] != "concat" {
+		t.Errorf("concat: partial %v, metadata %v", c.Node, kv)
+	}
+	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("PARTIAL (a run stopped early)")) {
+		t.Errorf("the sweep's plot of a partial point does not say PARTIAL: %v", err)
+	}
+}
+
+// Two jobs merged, stopped while job b's AllReduce runs: the trace says
+// job b has unfinished flows (as many as its stream has flows without a
+// row) and a does not, and fctstats' headline gives b's span as a lower
+// bound marked CUT.
+func TestPartialMergedJobsCut(t *testing.T) {
+	topoOut := mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "16")
+	dir := t.TempDir()
+	var streams []string
+	flows := map[string]int64{}
+	for _, j := range []struct{ name, place, size string }{{"a", "0-7", "1MiB"}, {"b", "8-15", "64MiB"}} {
+		st := mustRun(t, topoOut, "simccl-decompose", "--job", j.name, "--place", j.place, "--op", "allreduce", "--size", j.size, "--group", "tp", "--tp", "8")
+		flows[j.name] = int64(len(readDAG(t, st).flows))
+		p := filepath.Join(dir, j.name+".stream")
+		if err := os.WriteFile(p, st, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		streams = append(streams, p)
+	}
+	path := filepath.Join(dir, "mix.parquet")
+	mustRun(t, mustRun(t, nil, "simccl-decompose", "--merge", strings.Join(streams, ",")), "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=60us", "-o", path)
+	rows, meta := readTraceFile(t, path)
+	done := map[string]int64{}
+	for _, r := range rows {
+		done[r.Job]++
+	}
+	if done["a"] != flows["a"] || done["b"] == 0 || done["b"] >= flows["b"] {
+		t.Fatalf("the stop should end job a and cut job b: rows %v of flows %v", done, flows)
+	}
+	want := []trace.CutJob{{Job: "b", Finished: done["b"], Flows: flows["b"]}}
+	if meta.Cut == nil || !reflect.DeepEqual(meta.Cut.Jobs, want) {
+		t.Fatalf("fabricsim.cut %+v, want jobs %+v", meta.Cut, want)
+	}
+	head, _, _ := strings.Cut(string(mustRun(t, nil, "fctstats", "--allow-partial", path)), "\n")
+	if !regexp.MustCompile(` b >=[0-9.]+us from 0ns \(CUT: `+strconv.FormatInt(flows["b"]-done["b"], 10)+` of its flows never finished\)$`).MatchString(head) || strings.Count(head, "CUT: ") != 1 {
+		t.Errorf("headline: %s", head)
+	}
+}
+
+// flowsim-packet's fct.txt of a stopped run says PARTIAL on its first line
+// (SimAI's format has no metadata), with the transfers that have no line;
+// fctstats refuses it by default and marks every report of it.
+func TestPartialSimAIFCT(t *testing.T) {
+	st := mustRun(t, mustRun(t, nil, "topogen", "--gpus", "16"), "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8")
+	dir := t.TempDir()
+	fct, whole := filepath.Join(dir, "fct.txt"), filepath.Join(dir, "whole.txt")
+	mustRun(t, st, "flowsim-packet", "--set", "SIMULATOR_STOP_TIME=60us", "--simai-fct", fct, "-o", filepath.Join(dir, "t.parquet"))
+	mustRun(t, st, "flowsim-packet", "--simai-fct", whole, "-o", filepath.Join(dir, "w.parquet"))
+	data, err := os.ReadFile(fct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wdata, _ := os.ReadFile(whole)
+	lines, all := strings.Count(string(data), "\n")-1, strings.Count(string(wdata), "\n")
+	n := strconv.Itoa(all - lines)
+	if lines <= 0 || lines >= all || !strings.HasPrefix(string(data), "# fabricsim: PARTIAL: the run stopped early; "+n+" transfers never finished and have no line\n") || strings.HasPrefix(string(wdata), "#") {
+		t.Fatalf("%d of %d lines; the file begins %.120q", lines, all, data)
+	}
+	oneLineError(t, run(t, nil, "fctstats", fct), 1, "partial trace", n+" flows never finished", "its first line says PARTIAL")
+	if out := string(mustRun(t, nil, "fctstats", "--allow-partial", fct)); !strings.HasPrefix(out, "PARTIAL (the run stopped early; "+n+" flows never finished") {
+		t.Errorf("report:\n%.300s", out)
+	}
+}
+
+// readTraceFile reads the trace file at path.
+func readTraceFile(t *testing.T, path string) ([]trace.Row, trace.Meta) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readTrace(t, data)
 }

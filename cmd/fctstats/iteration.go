@@ -110,7 +110,9 @@ func (c *command) iteration() error {
 			return its[0].WriteChromeTrace(w)
 		}
 		if c.Table == stats.TableSlowdown {
-			return c.joinTables(w, 1, func(int) (*stats.DataTable, error) { return stats.SlowdownTable(files[0], its), nil })
+			return c.joinTables(w, 1, func(int) (*stats.DataTable, error) {
+				return c.markPartial(stats.SlowdownTable(files[0], its, c.AllowPartial), nil)(its[0].UnfinishedFlows)
+			})
 		}
 		return c.joinTables(w, len(its), func(i int) (*stats.DataTable, error) {
 			return c.markPartial(its[i].DataTable(c.Table))(its[i].UnfinishedFlows)
@@ -254,7 +256,36 @@ func (c *command) writeTable(w io.Writer, dt *stats.DataTable) error {
 	if c.Format == "csv" {
 		return dt.WriteCSV(w)
 	}
-	return dt.WriteParquet(w)
+	return dt.WriteParquet(w, c.tableMeta())
+}
+
+// TableSchema names fctstats' Parquet tables in their fabricsim.schema,
+// which no trace reader takes for a trace.
+const TableSchema = "fabricsim.fctstats-table/v1"
+
+// tableMeta is a Parquet table's key/value metadata, so that a table read
+// alone says what it is, what wrote it from which inputs, and whether one
+// of them was a partial run's.
+func (c *command) tableMeta() map[string]string {
+	var src []string
+	for _, f := range append(append([]string{}, c.Files...), c.Links, c.Requests) {
+		if f == "-" {
+			f = "<stdin>"
+		}
+		if f != "" {
+			src = append(src, f)
+		}
+	}
+	if len(src) == 0 {
+		src = []string{"<stdin>"}
+	}
+	sj, _ := json.Marshal(src) // strings always encode
+	table := c.Table
+	if c.Concat {
+		table = "concat"
+	}
+	return map[string]string{"fabricsim.schema": TableSchema, "fabricsim.producer": cli.Producer("fctstats"),
+		"fabricsim.table": table, "fabricsim.sources": string(sj), "fabricsim.partial": strconv.FormatBool(c.partial)}
 }
 
 // concat gathers sweep points' CSV tables into one table, and plots.
@@ -263,6 +294,9 @@ func (c *command) concat() error {
 	if err != nil {
 		return err
 	}
+	// A point of a partial run (its partial column, --allow-partial)
+	// makes the plots and the table say so.
+	c.partial = dt.AnyTrue("partial")
 	if c.Plot != "" {
 		plots, err := plot.Sweep(dt, c.X, c.Y)
 		if c.Group != "" {

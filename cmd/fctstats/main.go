@@ -29,7 +29,7 @@ type command struct {
 	Compare      bool            `help:"Compare two runs: exactly two FILES, A (the reference) then B. Reports per-collective completion-time ratios B / A (collectives matched by collective_id) and the mean squared error of flow latencies in us^2, flows matched by flow_id, or, when either file is a SimAI fct.txt, by (src, dst, size) in start order; and that of their latency curves (see --curve-bin)."`
 	Iteration    bool            `help:"Report a training iteration (a trace of simccl-decompose --workload): per rank, compute, exposed communication per group type (DP, DP_EP, TP, EP, PP) and bubble, which add up to the iteration; the critical rank, the mean, and the critical rank's layers. A trace of several jobs (simccl-decompose --merge) gets one report per job. With --compare, FILES are a trace and a SimAI EndToEnd.csv (or two traces): ratios fabricsim / SimAI (B / A for two traces)."`
 	Solo         []string        `placeholder:"JOB=TRACE" help:"With --iteration: compare job JOB of the trace (a mix of jobs, simccl-decompose --merge) with its iteration in TRACE, the same job's stream run alone on the same fabric and backend: each report says its slowdown (iteration in the mix / alone; JSON: solo_iteration_ns, slowdown), and table and markdown end with the slowdown per job. Repeatable, or comma-separated."`
-	Format       string          `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
+	Format       string          `default:"table" enum:"table,markdown,csv,json,parquet,nccl-tests,simai-e2e,chrome-trace" help:"Output: table (for people), markdown, csv (one table, see --table), json (everything, one object per input per line; with --compare one object), parquet (the --table table, to --out; its key/value metadata: fabricsim.schema fabricsim.fctstats-table/v1, fabricsim.producer, fabricsim.table, fabricsim.sources as a JSON array of the inputs, fabricsim.partial true or false), nccl-tests (per input, the collectives as nccl-tests prints them: size, count, type, redop, root, time, algbw, busbw, #wrong, then its average bus bandwidth line; with --plot, busbw against size), simai-e2e (the iteration report in SimAI's EndToEnd.csv layout, µs; implies --iteration), chrome-trace (the iteration as Chrome/Perfetto trace JSON for ui.perfetto.dev: a process per rank with compute, waiting, collective and flow tracks; implies --iteration)."`
 	DType        string          `name:"dtype" default:"float" help:"nccl-tests format: the element type for the count and type columns (int8, uint8, int32, uint32, int64, uint64, half, float, double, bfloat16, f8e4m3, f8e5m2)."`
 	Reference    []string        `placeholder:"FILE.csv" help:"nccl-tests format with --plot: add a published curve (examples/reference/*.csv: size_bytes,time_us,algbw_gbps,busbw_gbps after # comment lines); repeatable."`
 	Table        string          `default:"collectives" enum:"collectives,summary,buckets,flows,totals,iteration,layers,slowdown,tiers,top,jobs,latencies" help:"Table that csv and parquet write: collectives (one row per collective), summary (identical collectives together), buckets (FCT and slowdown percentiles per size bucket and conn_type), flows (one row per flow: the source file, every trace column and the slowdown, streamed); with --compare: totals (one row: flows matched, latency MSE, latency-curve MSE, bytes and makespans of both runs); with --iteration: iteration (one row per rank; the default) or layers (the critical rank's layers), and with --solo slowdown (one row per job: iteration_ns, solo_iteration_ns, slowdown); with --links: tiers (one row per tier and group type, plus the tier's total as group_type all; the default), top (the --top hottest directed links) or, for a file of several jobs, jobs (one row per job and tier); with --requests: latencies (one row per latency). buckets and flows not with --compare."`
@@ -49,7 +49,7 @@ type command struct {
 	Links        string          `placeholder:"FILE" help:"Report a per-link load file (flowsim-analytical --link-loads, formats/links.md; - reads stdin) instead of traces: per tier, host side first (gpu-edge, edge-gpu, edge-agg, ...), and group type, the directed links that carried bytes, the bytes (KiB, MiB, GiB) and their mean and max utilization (busy time / makespan, in %); then the --top hottest directed links with the group types and ops that make up their bytes and the jobs that sent them (\"jobs a, b\": jobs sharing the link; JSON: jobs). csv and parquet write --table tiers or top, in raw units (bytes, ns, utilization as a fraction; top with jobs and n_jobs when the file has jobs); with --plot, utilization per tier stacked by group type with each tier's maximum, and the hottest links as bars. A file of several jobs also gets each job's load per tier (JSON: job_tiers), drawn as a heat map of jobs by tier."`
 	Requests     string          `placeholder:"FILE" help:"Report an inference serving run (simccl-serve's per-request Parquet, formats/requests.md; - reads stdin) instead of traces: TTFT, TPOT, KV transfer and end-to-end latency percentiles (p50, p90, p99, max, mean), throughput in output tokens/s and tokens/s, and the KV transfers' share of the requests' end-to-end time. csv and parquet write --table latencies (ns); with --plot, the latencies' CDFs (ms, log scale) and each request's TTFT against its arrival."`
 	Top          int             `default:"10" placeholder:"N" help:"With --links: how many of the hottest directed links to list and draw (0: all)."`
-	AllowPartial bool            `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
+	AllowPartial bool            `name:"allow-partial" help:"Report a partial trace (its run stopped early: fabricsim.complete=false) instead of refusing it: every output says PARTIAL (the table's first line, a # line in nccl-tests, partial and unfinished_flows in JSON and as csv and parquet columns, the source column of --table flows, plot titles), and each collective the stop cut says so (status cut, its unfinished flows in cut_flows, a cut count in the summary table; a lower bound >= for its time, no bandwidth, left out of the summary's times). Not with --iteration's simai-e2e, chrome-trace or --compare, which have no place to say it."`
 	Files        []string        `arg:"" optional:"" placeholder:"FILE" help:"Traces (.parquet, .arrow, Arrow IPC stream) or SimAI fct.txt files, told apart by content; - or nothing reads stdin."`
 
 	partial bool // an input was a partial trace (with --allow-partial): plots say so
@@ -434,7 +434,11 @@ func (c *command) write(runs []*stats.Run, cmp *stats.Comparison) error {
 			})
 		}
 		return c.joinTables(bw, len(runs), func(i int) (*stats.DataTable, error) {
-			return c.markPartial(runs[i].DataTable(c.Table))(runs[i].UnfinishedFlows)
+			table := runs[i].DataTable
+			if c.AllowPartial {
+				table = runs[i].PartialDataTable
+			}
+			return c.markPartial(table(c.Table))(runs[i].UnfinishedFlows)
 		})
 	})
 }
@@ -492,8 +496,8 @@ func (c *command) plot(runs []*stats.Run, cmp *stats.Comparison) error {
 	return c.writePlot(plots, heights)
 }
 
-// markPartial adds, with --allow-partial, the columns partial (true or
-// false) and unfinished_flows to a table of inputs that had n unfinished
+// markPartial adds, with --allow-partial, the columns partial (a
+// boolean) and unfinished_flows to a table of inputs that had n unfinished
 // flows: every table of the run gets them, so tables of whole and partial
 // runs still join.
 func (c *command) markPartial(dt *stats.DataTable, err error) func(n int64) (*stats.DataTable, error) {
@@ -501,7 +505,7 @@ func (c *command) markPartial(dt *stats.DataTable, err error) func(n int64) (*st
 		if err != nil || !c.AllowPartial {
 			return dt, err
 		}
-		if err := dt.AddParam("partial", fmt.Sprint(n > 0)); err != nil {
+		if err := dt.AddBool("partial", n > 0); err != nil {
 			return nil, err
 		}
 		return dt, dt.AddParam("unfinished_flows", fmt.Sprint(n))

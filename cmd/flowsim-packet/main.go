@@ -33,7 +33,7 @@ type command struct {
 	Set        []string       `placeholder:"KEY=VALUE" help:"Override one configuration key, e.g. --set CC_MODE=8 --set BUFFER_SIZE=16 (repeatable)."`
 	Out        string         `short:"o" placeholder:"FILE" help:"Write the trace to FILE (.parquet, .arrow, .arrows). Default: Arrow IPC stream on stdout."`
 	MonitorDir string         `placeholder:"DIR" help:"Write monitor traces (qlen, host_bw, qp_rate, cnp, pfc .parquet) into DIR, sampled as MON_START/MON_END/*_MON_INTERVAL say."`
-	SimAIFCT   string         `name:"simai-fct" placeholder:"FILE" help:"Also write SimAI's fct.txt lines (src_ip dst_ip sport dport size start_ns fct_ns standalone_fct_ns) to FILE."`
+	SimAIFCT   string         `name:"simai-fct" placeholder:"FILE" help:"Also write SimAI's fct.txt lines (src_ip dst_ip sport dport size start_ns fct_ns standalone_fct_ns) to FILE. A run that stopped early (SIMULATOR_STOP_TIME) writes its finished transfers after a first line '# fabricsim: PARTIAL: the run stopped early; N transfers never finished and have no line', which fctstats reads as a partial trace."`
 	Seed       uint64         `default:"1" help:"Seed of ECMP hashing, RED marking and link errors."`
 	Routing    string         `enum:",ecmp,spray,flowlet,adaptive" default:"" placeholder:"POLICY" help:"How switches take equal-cost paths, as the ROUTING key (this flag wins over it): ecmp (default) pins a queue pair to a hashed path, spray hashes every packet, flowlet re-picks after an idle gap, adaptive sends each packet to the least loaded egress. flowsim-analytical takes the same flag."`
 	ECMPKey    string         `name:"ecmp-key" enum:",transfer,connection" default:"" placeholder:"KEY" help:"What a queue pair's ECMP hash is drawn for, as the ECMP_KEY key (this flag wins over it): transfer (default: every transfer opens its own queue pair, as SimAI) or connection (a GPU pair's channel: NCCL keeps one queue pair per connection, so all its transfers take one path). flowsim-analytical takes the same flag; with the same --seed both route each transfer alike."`
@@ -457,6 +457,11 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 	// that no reader takes what finished for the whole run.
 	meta := trace.Meta{Backend: "packet", Params: params, Topology: set.TopologyMeta(), Rows: rows,
 		Unfinished: int64(set.Flows()) - rows, Notes: set.Notes}
+	if meta.Unfinished > 0 {
+		// and says which collectives and jobs it cut, so that none of
+		// them reads as whole.
+		meta.Cut = set.Cut(written)
+	}
 	rs := set.Rows()
 	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
 		return rs.Row(i, fl.Result(i)), written(i)
@@ -479,6 +484,18 @@ func writeSimAIFCT(path string, set *flowset.Set, fl *packet.Flows, sendLat int6
 	defer func() { err = f.Finish(err) }()
 	bw := bufio.NewWriterSize(f, 1<<16)
 	w := simaifct.NewWriter(bw)
+	unfinished := int64(0)
+	for i := int32(0); i < int32(set.Flows()); i++ {
+		if set.Flow(i).Kind == flowset.Transfer && !fl.Finished(i) {
+			unfinished++
+		}
+	}
+	if unfinished > 0 {
+		// The run stopped early: say so, as the trace's metadata does.
+		if err := w.WritePartial(unfinished); err != nil {
+			return err
+		}
+	}
 	for i := int32(0); i < int32(set.Flows()); i++ {
 		fr := set.Flow(i)
 		if fr.Kind != flowset.Transfer || !fl.Finished(i) { // not a transfer, or unfinished

@@ -25,6 +25,7 @@ package simaifct
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -270,6 +271,34 @@ func (w *Writer) Write(l *Line) error {
 	w.buf = b
 	_, err := w.bw.Write(b)
 	return err
+}
+
+// partialLine opens the file of a run that stopped early (fabricsim's
+// mark: SimAI writes no '#' line, and readers that skip them, ours
+// included, read the rest as ever).
+const partialLine = "# fabricsim: PARTIAL: the run stopped early; %d transfers never finished and have no line\n"
+
+// WritePartial marks the file as a partial run's, with the count of
+// transfers that have no line; it must come before the first line.
+func (w *Writer) WritePartial(unfinished int64) error {
+	if w.line > 0 || unfinished <= 0 {
+		return fmt.Errorf("simaifct: the partial mark (%d unfinished) goes first, with a positive count", unfinished)
+	}
+	_, err := fmt.Fprintf(w.bw, partialLine, unfinished)
+	return err
+}
+
+// Unfinished is the count of transfers WritePartial said never finished,
+// read from the file's first line (0: a whole run's file, or SimAI's).
+// Call it before Next.
+func (r *Reader) Unfinished() int64 {
+	head, _ := r.br.Peek(len(partialLine) + 24)
+	line, _, _ := bytes.Cut(head, []byte("\n"))
+	var n int64
+	if _, err := fmt.Sscanf(string(line)+"\n", partialLine, &n); err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
 
 // Flush writes buffered lines to the underlying writer.

@@ -180,3 +180,35 @@ func TestParseAllocs(t *testing.T) {
 		t.Errorf("parseLine: %v allocations per line, want 0", n)
 	}
 }
+
+// A partial run's file opens with the PARTIAL line: its reader gives the
+// count and skips the line; a whole file, SimAI's, or a mark out of place
+// gives 0.
+func TestPartialMark(t *testing.T) {
+	var b bytes.Buffer
+	w := NewWriter(&b)
+	if err := w.WritePartial(37); err != nil {
+		t.Fatal(err)
+	}
+	l := Line{SrcNode: 1, DstNode: 2, Sport: 10000, Dport: 100, SizeBytes: 8, StartNs: 1, FctNs: 2, StandaloneFctNs: 1}
+	if err := w.Write(&l); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WritePartial(1); err == nil {
+		t.Error("a mark after a line was written")
+	}
+	w.Flush()
+	if !strings.HasPrefix(b.String(), "# fabricsim: PARTIAL: the run stopped early; 37 transfers never finished and have no line\n0b000101 ") {
+		t.Errorf("file:\n%s", b.String())
+	}
+	r := NewReader(bytes.NewReader(b.Bytes()), "p")
+	var got Line
+	if n := r.Unfinished(); n != 37 || r.Next(&got) != nil || got != l || r.Next(&got) != io.EOF {
+		t.Errorf("read back %d unfinished, %+v", n, got)
+	}
+	for _, whole := range []string{"0b000101 0b000201 10000 100 8 1 2 1\n", "# a note\n", "", "# fabricsim: PARTIAL: the run stopped early; x transfers"} {
+		if n := NewReader(strings.NewReader(whole), "w").Unfinished(); n != 0 {
+			t.Errorf("%q: %d unfinished", whole, n)
+		}
+	}
+}

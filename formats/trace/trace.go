@@ -50,6 +50,9 @@ const (
 	// "false" and the count of flows that have no row.
 	KeyComplete   = "fabricsim.complete"
 	KeyUnfinished = "fabricsim.unfinished_flows"
+	// Which collectives and jobs of a partial run the stop cut, with
+	// their flows finished and in all (Cut).
+	KeyCut = "fabricsim.cut"
 	// What the stream's producers left out (its note records).
 	KeyNotes = "fabricsim.notes"
 	// A run that approximated what it simulates (flowsim-analytical
@@ -127,6 +130,10 @@ type Meta struct {
 	// the trace is partial (fabricsim.complete=false). 0 is a whole run,
 	// as is a trace written before these keys existed.
 	Unfinished int64
+	// Cut, in a partial trace, says which collectives and jobs the stop
+	// cut (fabricsim.cut); nil in a whole trace, and in a partial one
+	// written before the key existed.
+	Cut *Cut
 	// Notes are what the stream's producers said they left out or
 	// assumed (the stream's note records, formats/stream.md), carried so
 	// that a report of the run says so (fabricsim.notes, a JSON array of
@@ -139,6 +146,35 @@ type Meta struct {
 
 // Partial reports whether the trace is of a run that stopped early.
 func (m Meta) Partial() bool { return m.Unfinished > 0 }
+
+// Cut lists what a stopped run left unfinished, per group of flows the
+// stream names: the collectives with at least one row and at least one
+// flow without (a collective absent from the list has all its flows or
+// none), a count of those with none, and every job with a flow without a
+// row. Flows count delay nodes, as fabricsim.unfinished_flows does.
+type Cut struct {
+	Collectives []CutCollective `json:"collectives"`
+	// NotStarted counts the collectives (not compute phases) of which no
+	// flow finished: they have no row.
+	NotStarted int64    `json:"collectives_not_started"`
+	Jobs       []CutJob `json:"jobs,omitempty"`
+}
+
+// CutCollective is a collective a stop cut: Finished of its Flows flows
+// have a row (0 < Finished < Flows).
+type CutCollective struct {
+	ID       int64 `json:"collective_id"`
+	Finished int64 `json:"finished"`
+	Flows    int64 `json:"flows"`
+}
+
+// CutJob is a job with unfinished flows: Finished of its Flows have a
+// row (0 <= Finished < Flows).
+type CutJob struct {
+	Job      string `json:"job"`
+	Finished int64  `json:"finished"`
+	Flows    int64  `json:"flows"`
+}
 
 // TopologyMeta identifies the fabric a trace was produced on.
 type TopologyMeta struct {
@@ -428,6 +464,16 @@ func encodeMeta(m Meta) (keys, values []string, err error) {
 		keys = append(keys, KeyComplete, KeyUnfinished)
 		values = append(values, "false", strconv.FormatInt(m.Unfinished, 10))
 	}
+	if m.Cut != nil {
+		if err := m.Cut.check(m.Unfinished); err != nil {
+			return nil, nil, fmt.Errorf("trace: %s: %v", KeyCut, err)
+		}
+		cj, err := json.Marshal(m.Cut)
+		if err != nil {
+			return nil, nil, fmt.Errorf("trace: %s: %w", KeyCut, err)
+		}
+		keys, values = append(keys, KeyCut), append(values, string(cj))
+	}
 	if len(m.Notes) > 0 {
 		nj, err := json.Marshal(m.Notes)
 		if err != nil {
@@ -498,7 +544,10 @@ func decodeMeta(name string, lookup func(string) (string, bool)) (Meta, error) {
 		}
 	}
 	m.Approximate, _ = lookup(KeyApproximate)
-	return m, decodeComplete(name, lookup, &m)
+	if err := decodeComplete(name, lookup, &m); err != nil {
+		return m, err
+	}
+	return m, decodeCut(name, lookup, &m)
 }
 
 // decodeComplete reads fabricsim.complete and fabricsim.unfinished_flows:
@@ -524,5 +573,65 @@ func decodeComplete(name string, lookup func(string) (string, bool), m *Meta) er
 		return fmt.Errorf("%s: schema metadata %s is %q, want a positive count of flows", name, KeyUnfinished, errtext.Clip(u))
 	}
 	m.Unfinished = n
+	return nil
+}
+
+// decodeCut reads fabricsim.cut, which only a partial trace may carry.
+func decodeCut(name string, lookup func(string) (string, bool), m *Meta) error {
+	v, ok := lookup(KeyCut)
+	if !ok {
+		return nil
+	}
+	dec := json.NewDecoder(strings.NewReader(v))
+	dec.DisallowUnknownFields()
+	var c Cut
+	if err := dec.Decode(&c); err != nil || dec.More() || !strings.HasPrefix(strings.TrimSpace(v), "{") {
+		return fmt.Errorf("%s: schema metadata %s is not a JSON object of collectives, collectives_not_started and jobs: %q", name, KeyCut, errtext.Clip(v))
+	}
+	if err := c.check(m.Unfinished); err != nil {
+		return fmt.Errorf("%s: schema metadata %s: %v", name, KeyCut, err)
+	}
+	m.Cut = &c
+	return nil
+}
+
+// check enforces Cut's invariants against the trace's count of
+// unfinished flows: the counts are consistent, each collective and job
+// listed once, and no more flows unfinished than the trace says.
+func (c *Cut) check(unfinished int64) error {
+	if unfinished <= 0 {
+		return fmt.Errorf("only a partial trace (%s=false) says what was cut", KeyComplete)
+	}
+	if c.NotStarted < 0 {
+		return fmt.Errorf("collectives_not_started %d is negative", c.NotStarted)
+	}
+	seen := make(map[int64]bool, len(c.Collectives))
+	var sum int64
+	for _, cc := range c.Collectives {
+		if seen[cc.ID] || cc.ID < 0 {
+			return fmt.Errorf("collective_id %d is negative or listed twice", cc.ID)
+		}
+		seen[cc.ID] = true
+		if cc.Finished < 1 || cc.Flows <= cc.Finished {
+			return fmt.Errorf("collective %d: %d of %d flows finished, want 0 < finished < flows", cc.ID, cc.Finished, cc.Flows)
+		}
+		if sum += cc.Flows - cc.Finished; sum > unfinished {
+			return fmt.Errorf("its collectives have more unfinished flows than %s %d", KeyUnfinished, unfinished)
+		}
+	}
+	jobs := make(map[string]bool, len(c.Jobs))
+	sum = 0
+	for _, j := range c.Jobs {
+		if jobs[j.Job] || j.Job == "" {
+			return fmt.Errorf("job %q is empty or listed twice", errtext.Clip(j.Job))
+		}
+		jobs[j.Job] = true
+		if j.Finished < 0 || j.Flows <= j.Finished {
+			return fmt.Errorf("job %q: %d of %d flows finished, want 0 <= finished < flows", errtext.Clip(j.Job), j.Finished, j.Flows)
+		}
+		if sum += j.Flows - j.Finished; sum > unfinished {
+			return fmt.Errorf("its jobs have more unfinished flows than %s %d", KeyUnfinished, unfinished)
+		}
+	}
 	return nil
 }

@@ -1196,6 +1196,21 @@ func TestAnnouncedRows(t *testing.T) {
 	}
 }
 
+// metaRoundTrip writes five rows with m in container c and reads the
+// metadata back.
+func metaRoundTrip(t *testing.T, c Container, m Meta) Meta {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, c, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, genRows(5))
+	r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
+	got, _ := readBack(t, r, err)
+	return got
+}
+
 // A partial run's count of unfinished flows round-trips in every
 // container; contradictory or malformed completeness keys and an unknown
 // backend are refused, naming the key.
@@ -1203,19 +1218,12 @@ func TestPartialMeta(t *testing.T) {
 	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
 		m := testMeta()
 		m.Unfinished = 122
-		var buf bytes.Buffer
-		w, err := NewWriter(&buf, c, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeAll(t, w, genRows(5))
-		r, err := NewReader(bytes.NewReader(buf.Bytes()), "partial")
-		got, _ := readBack(t, r, err)
+		got := metaRoundTrip(t, c, m)
 		if got.Unfinished != 122 || !got.Partial() {
 			t.Errorf("%v: read back %d unfinished flows, want 122", c, got.Unfinished)
 		}
 		// Without the keys (a whole run, or an older file) the trace is whole.
-		r, err = NewReader(bytes.NewReader(validBytes(t, c, 5)), "whole")
+		r, err := NewReader(bytes.NewReader(validBytes(t, c, 5)), "whole")
 		if got, _ := readBack(t, r, err); got.Partial() {
 			t.Errorf("%v: a trace without the keys reads as partial", c)
 		}
@@ -1250,6 +1258,55 @@ func TestPartialMeta(t *testing.T) {
 	kv[KeyComplete] = "true"
 	if r, err := NewReader(bytes.NewReader(parquetVariant(t, pqPlainReordered, three, kv)), "t"); err != nil || r.Meta().Partial() {
 		t.Errorf("complete=true: %v", err)
+	}
+}
+
+// A partial run's cut collectives and jobs round-trip in every container
+// as fabricsim.cut; a value that contradicts itself or the trace's count
+// of unfinished flows, or sits in a whole trace, is refused naming the key.
+func TestCutMeta(t *testing.T) {
+	cut := &Cut{Collectives: []CutCollective{{ID: 0, Finished: 7936, Flows: 32776}, {ID: 3, Finished: 1, Flows: 2}},
+		NotStarted: 4, Jobs: []CutJob{{Job: "a", Finished: 0, Flows: 9}}}
+	for _, c := range []Container{ArrowStream, ArrowFile, Parquet} {
+		m := testMeta()
+		m.Unfinished, m.Cut = 24841, cut
+		got := metaRoundTrip(t, c, m)
+		if !reflect.DeepEqual(got.Cut, cut) {
+			t.Errorf("%v: read back %+v, want %+v", c, got.Cut, cut)
+		}
+	}
+	if _, err := NewWriter(io.Discard, Parquet, Meta{Backend: "packet", Cut: cut}); err == nil || !strings.Contains(err.Error(), "only a partial trace") {
+		t.Errorf("a whole trace with a cut written: %v", err)
+	}
+	three := genRows(3)
+	partial := func(v string) func(map[string]string) {
+		return func(m map[string]string) { m[KeyComplete], m[KeyUnfinished], m[KeyCut] = "false", "10", v }
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(map[string]string)
+		want string
+	}{
+		{"whole", func(m map[string]string) { m[KeyCut] = `{"collectives":[]}` }, "only a partial trace"},
+		{"array", partial(`[[0,1,2]]`), "not a JSON object"},
+		{"unknown", partial(`{"colls":[]}`), "not a JSON object"},
+		{"twice", partial(`{"collectives":[{"collective_id":1,"finished":1,"flows":2},{"collective_id":1,"finished":1,"flows":2}]}`), "listed twice"},
+		{"none done", partial(`{"collectives":[{"collective_id":1,"finished":0,"flows":2}]}`), "0 of 2 flows finished"},
+		{"all done", partial(`{"collectives":[{"collective_id":1,"finished":2,"flows":2}]}`), "2 of 2 flows finished"},
+		{"too many", partial(`{"collectives":[{"collective_id":1,"finished":1,"flows":12}]}`), "more unfinished flows than fabricsim.unfinished_flows 10"},
+		{"job", partial(`{"collectives":[],"jobs":[{"job":"","finished":0,"flows":2}]}`), `job "" is empty`},
+		{"not started", partial(`{"collectives":[],"collectives_not_started":-1}`), "negative"},
+	} {
+		kv := goodKV()
+		tc.edit(kv)
+		for _, data := range [][]byte{
+			arrowStreamOf(t, schemaVariant(same, tc.edit), 3),
+			parquetVariant(t, pqPlainReordered, three, kv),
+		} {
+			if err := readErr(t, tc.name, data); err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), KeyCut) {
+				t.Errorf("%s: error %v, want it to name %s and say %q", tc.name, err, KeyCut, tc.want)
+			}
+		}
 	}
 }
 

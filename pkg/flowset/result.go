@@ -1,6 +1,10 @@
 package flowset
 
 import (
+	"maps"
+	"slices"
+
+	"github.com/fabricsim/fabricsim/formats/stream"
 	"github.com/fabricsim/fabricsim/formats/trace"
 	"github.com/fabricsim/fabricsim/pkg/des"
 )
@@ -56,4 +60,65 @@ func (w *Rows) Row(i int32, res Result) trace.Row {
 	}
 	r.Job = in.jobName(f, c)
 	return r
+}
+
+// Cut is what a run that stopped early left unfinished, for the partial
+// trace's metadata (trace.Cut): the collectives it cut, a count of those
+// it never started, and the jobs with unfinished flows. written(i) says
+// whether flow i has a row. nil when every flow has one, or when the
+// stream has neither collectives nor jobs.
+func (in *Set) Cut(written func(int32) bool) *trace.Cut {
+	type count struct{ finished, flows int64 }
+	colls := map[int64]*count{}
+	jobs := map[string]*count{}
+	var last collInfo
+	unfinished := false
+	for i := int32(0); i < int32(in.Flows()); i++ {
+		f, done := in.Flow(i), int64(0)
+		if written(i) {
+			done = 1
+		} else {
+			unfinished = true
+		}
+		if f.Coll >= 0 {
+			c := colls[f.Coll]
+			if c == nil {
+				c = &count{}
+				colls[f.Coll] = c
+			}
+			c.finished, c.flows = c.finished+done, c.flows+1
+		}
+		if len(in.Jobs) == 0 {
+			continue
+		}
+		if !last.cached || last.id != f.Coll {
+			in.coll(f.Coll, &last)
+		}
+		j := in.jobName(f, &last)
+		c := jobs[j]
+		if c == nil {
+			c = &count{}
+			jobs[j] = c
+		}
+		c.finished, c.flows = c.finished+done, c.flows+1
+	}
+	if !unfinished || len(colls) == 0 && len(jobs) == 0 {
+		return nil // whole, or raw flows alone: nothing to say per group
+	}
+	cut := &trace.Cut{Collectives: []trace.CutCollective{}}
+	for _, id := range slices.Sorted(maps.Keys(colls)) {
+		switch c := colls[id]; {
+		case c.finished == 0 && (in.Collectives[id] == nil || in.Collectives[id].Op != stream.OpCompute):
+			cut.NotStarted++ // compute phases are no collectives to a report
+		case c.finished == 0:
+		case c.finished < c.flows:
+			cut.Collectives = append(cut.Collectives, trace.CutCollective{ID: id, Finished: c.finished, Flows: c.flows})
+		}
+	}
+	for _, j := range slices.Sorted(maps.Keys(jobs)) {
+		if c := jobs[j]; j != "" && c.finished < c.flows {
+			cut.Jobs = append(cut.Jobs, trace.CutJob{Job: j, Finished: c.finished, Flows: c.flows})
+		}
+	}
+	return cut
 }

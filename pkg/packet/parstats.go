@@ -310,7 +310,7 @@ func (p *ParallelStats) Summary() string {
 		taken = fmt.Sprintf("parallel: the parts taken heaviest first by fewer threads, ideal speedup at %s\n", strings.Join(ts, ", "))
 	}
 	return fmt.Sprintf("parallel: %d parts (%s) on %d threads, lookahead %.0f ns: ideal speedup %.2f (at %d threads %.2f; windows longer by %s)\n"+
-		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the %.3f us simulated; parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event; %d PFC frames, %d packets with their queue pair's makings)\n"+
+		"parallel: %d windows (barriers), %.0f events a window on mean; windows cover %.0f%% of the event loop's %.3f us (first window to last, which runs on past the last flow's end, the run's simulated time, while a timer is pending); parts' events %d to %d (%.2f max/mean); %d crossings (%.3f an event; %d PFC frames, %d packets with their queue pair's makings)\n"+
 		"parallel: loop %.3f s, barrier wait %.1f%% of the threads' time; %d windows run by one thread alone\n",
 		p.Parts, p.Cut, p.Threads, float64(p.LookaheadPs)/1e3, p.Ideal(), p.Threads, p.IdealThreads(), strings.Join(wider, ", "),
 		p.Windows, mean, 100*full, float64(p.SpanPs)/1e6, minE, maxE, float64(maxE)*float64(p.Parts)/float64(max(p.Events, 1)), p.Crossings, float64(p.Crossings)/float64(max(p.Events, 1)), p.Frames, p.Pairs,

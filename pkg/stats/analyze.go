@@ -47,6 +47,9 @@ type Run struct {
 	// allowed it, and every output then says PARTIAL.
 	Partial         bool  `json:"partial,omitempty"`
 	UnfinishedFlows int64 `json:"unfinished_flows,omitempty"`
+	// CutUnknown: a partial trace with collectives written before
+	// fabricsim.cut, which does not say which of them the stop cut.
+	CutUnknown bool `json:"cut_unknown,omitempty"`
 	// Notes: what the stream's producers left out or assumed (the
 	// trace's fabricsim.notes); every text output prints them.
 	Notes []string `json:"notes,omitempty"`
@@ -65,6 +68,7 @@ type Run struct {
 	// --merge), in name order; absent in a trace without jobs.
 	Jobs []JobSpan `json:"jobs,omitempty"`
 
+	cut     *trace.Cut   // the partial trace's fabricsim.cut
 	buckets []*bucketAcc // samples, kept for the CDF plot
 	allSlow []float64    // every slowdown, sorted
 	flows   []Flow       // with Options.KeepFlows
@@ -87,6 +91,10 @@ type Totals struct {
 	// collectives they belong to, which did not complete.
 	FailedFlows       int64 `json:"failed_flows"`
 	FailedCollectives int   `json:"failed_collectives"`
+	// In a partial trace: collectives the stop cut (some flows finished,
+	// some not: status cut) and those it never started (no row).
+	CutCollectives        int   `json:"cut_collectives,omitempty"`
+	NotStartedCollectives int64 `json:"collectives_not_started,omitempty"`
 }
 
 // JobSpan is one job's part of a run: its rows, collectives (compute
@@ -99,6 +107,9 @@ type JobSpan struct {
 	StartNs     int64  `json:"start_ns"`
 	EndNs       int64  `json:"end_ns"`
 	MakespanNs  int64  `json:"makespan_ns"`
+	// CutFlows: in a partial trace, the job's flows that never finished
+	// (fabricsim.cut); its span is then a lower bound.
+	CutFlows int64 `json:"cut_flows,omitempty"`
 }
 
 // CollKey is what makes collectives identical: Summary and SummaryRatio
@@ -114,29 +125,47 @@ type CollKey struct {
 
 // Collective is one collective_id. A collective with a failed flow
 // (status other than ok) did not complete: Status is "failed", TimeNs is
-// only the span of its rows, and it has no algbw or busbw.
+// only the span of its rows, and it has no algbw or busbw. So is one a
+// partial run's stop cut (Status "cut", CutFlows of its flows never
+// finished): its TimeNs is a lower bound.
 type Collective struct {
 	ID int64 `json:"collective_id"`
 	CollKey
-	Status      string `json:"status"` // StatusOK or StatusFailed
+	Status      string `json:"status"` // StatusOK, StatusFailed or StatusCut
 	FailedFlows int    `json:"failed_flows"`
-	Flows       int    `json:"flows"`      // rows that are not delay nodes
-	Bytes       int64  `json:"flow_bytes"` // bytes its flows carried
-	StartNs     int64  `json:"start_ns"`
-	EndNs       int64  `json:"end_ns"`
-	TimeNs      int64  `json:"time_ns"`
-	AlgbwGBps   Num    `json:"algbw_gbps"`
-	BusbwGBps   Num    `json:"busbw_gbps"`
+	// CutFlows: flows (delay nodes included) that never finished, the
+	// run having stopped first. A column only with fctstats
+	// --allow-partial (PartialColumns).
+	CutFlows  int64 `json:"cut_flows,omitempty"`
+	Flows     int   `json:"flows"`      // rows that are not delay nodes
+	Bytes     int64 `json:"flow_bytes"` // bytes its flows carried
+	StartNs   int64 `json:"start_ns"`
+	EndNs     int64 `json:"end_ns"`
+	TimeNs    int64 `json:"time_ns"`
+	AlgbwGBps Num   `json:"algbw_gbps"`
+	BusbwGBps Num   `json:"busbw_gbps"`
+
+	rows int64 // delay nodes included, checked against fabricsim.cut
 }
+
+// StatusCut is a collective's status when a partial run's stop cut it:
+// some of its flows finished, some never did.
+const StatusCut = "cut"
+
+// PartialColumns are the table columns only fctstats --allow-partial
+// writes, so that the tables of whole runs read as before.
+var PartialColumns = []string{"cut_flows", "cut"}
 
 // Summary aggregates identical collectives. Like nccl-tests, which
 // averages the time over iterations before dividing, algbw is
-// coll_size_bytes / mean time. Failed collectives are counted apart and
-// left out of the times.
+// coll_size_bytes / mean time. Failed and cut collectives are counted
+// apart and left out of the times.
 type Summary struct {
 	CollKey
 	Count  int `json:"count"`  // completed
 	Failed int `json:"failed"` // with a failed flow
+	// Cut: cut by a partial run's stop (PartialColumns).
+	Cut int `json:"cut,omitempty"`
 
 	TimeMeanNs Num   `json:"time_mean_ns"`
 	TimeMinNs  int64 `json:"time_min_ns"`
@@ -232,15 +261,20 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	if m := in.Meta; m != nil {
 		run.Backend, run.Params = m.Backend, m.Params
 		run.Partial, run.UnfinishedFlows = m.Partial(), m.Unfinished
+		run.cut = m.Cut
 		run.Notes = m.Notes
 		run.Approximate = m.Approximate
 		t := m.Topology
 		run.Topology = &t
 	}
+	if n := in.Partial(); n > 0 && in.Meta == nil { // a partial fct.txt
+		run.Partial, run.UnfinishedFlows = true, n
+	}
 	colls := map[int64]*Collective{}
 	buckets := map[bucketKey]*bucketAcc{}
 	jobs := map[string]*JobSpan{}
 	jobColls := map[string]map[int64]bool{}
+	computeRows := map[int64]int64{} // of the compute phases a partial trace says were cut
 	var (
 		lastJ    *JobSpan
 		lastC    *Collective
@@ -287,6 +321,9 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		}
 		// Compute phases are delay nodes of pseudo-collectives (op compute):
 		// they are in the run's span, not in its collectives.
+		if row.CollectiveID >= 0 && row.Op == stream.OpCompute && run.cut != nil {
+			computeRows[row.CollectiveID]++
+		}
 		if row.CollectiveID >= 0 && row.Op != stream.OpCompute {
 			c := lastC
 			if c == nil || c.ID != row.CollectiveID {
@@ -300,6 +337,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 			}
 			c.StartNs = min(c.StartNs, row.StartNs)
 			c.EndNs = max(c.EndNs, row.EndNs)
+			c.rows++
 			if !delay {
 				c.Flows++
 				c.Bytes += row.SizeBytes
@@ -337,10 +375,21 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	for _, name := range slices.Sorted(maps.Keys(jobs)) {
 		j := jobs[name]
 		j.MakespanNs, j.Collectives = j.EndNs-j.StartNs, len(jobColls[name])
+		if run.cut != nil {
+			for _, cj := range run.cut.Jobs {
+				if cj.Job == name {
+					j.CutFlows = cj.Flows - cj.Finished
+				}
+			}
+		}
 		run.Jobs = append(run.Jobs, *j)
 	}
-	run.finishCollectives(colls)
+	if err := run.finishCollectives(colls, computeRows); err != nil {
+		return nil, fmt.Errorf("%s: %v", in.Name, err)
+	}
 	run.finishFlows(buckets)
+	// A stream of raw flows alone has no cut to say.
+	run.CutUnknown = run.Partial && run.cut == nil && len(run.Collectives) > 0
 	return run, nil
 }
 
@@ -376,7 +425,10 @@ func sizeExp(size int64) int {
 	return bits.Len64(uint64(size)) - 1
 }
 
-func (run *Run) finishCollectives(colls map[int64]*Collective) {
+func (run *Run) finishCollectives(colls map[int64]*Collective, computeRows map[int64]int64) error {
+	if err := run.markCut(colls, computeRows); err != nil {
+		return err
+	}
 	run.Collectives = make([]Collective, 0, len(colls))
 	for _, p := range colls {
 		c := *p
@@ -384,17 +436,49 @@ func (run *Run) finishCollectives(colls map[int64]*Collective) {
 		c.Status = trace.StatusOK
 		c.AlgbwGBps = Num(Algbw(c.SizeBytes, float64(c.TimeNs)))
 		c.BusbwGBps = Num(float64(c.AlgbwGBps) * BusBwFactor(c.Op, int(c.NRanks)))
-		if c.FailedFlows > 0 {
+		switch {
+		case c.FailedFlows > 0:
 			// It never completed: no bandwidth as if it had.
 			c.Status = trace.StatusFailed
-			c.AlgbwGBps, c.BusbwGBps = Num(math.NaN()), Num(math.NaN())
 			run.Totals.FailedCollectives++
+		case c.CutFlows > 0:
+			// Nor did it finish: its time is a lower bound.
+			c.Status = StatusCut
+			run.Totals.CutCollectives++
+		}
+		if c.Status != trace.StatusOK {
+			c.AlgbwGBps, c.BusbwGBps = Num(math.NaN()), Num(math.NaN())
 		}
 		run.Collectives = append(run.Collectives, c)
 	}
 	slices.SortFunc(run.Collectives, func(a, b Collective) int { return cmp.Compare(a.ID, b.ID) })
 	run.Totals.Collectives = len(run.Collectives)
 	run.Summary = Summarize(run.Collectives)
+	return nil
+}
+
+// markCut sets the CutFlows of the collectives the partial trace's
+// fabricsim.cut lists, checking that each (or each compute phase) has the
+// rows it says finished: a cut collective read as whole is the error this
+// exists to prevent.
+func (run *Run) markCut(colls map[int64]*Collective, computeRows map[int64]int64) error {
+	if run.cut == nil {
+		return nil
+	}
+	for _, cc := range run.cut.Collectives {
+		c, rows := colls[cc.ID], computeRows[cc.ID]
+		if c != nil {
+			rows = c.rows
+		}
+		if rows != cc.Finished {
+			return fmt.Errorf("%s says collective %d has %d finished flows, the trace has %d rows of it", trace.KeyCut, cc.ID, cc.Finished, rows)
+		}
+		if c != nil {
+			c.CutFlows = cc.Flows - cc.Finished
+		}
+	}
+	run.Totals.NotStartedCollectives = run.cut.NotStarted
+	return nil
 }
 
 // Summarize groups collectives with the same op, size, group type, ranks
@@ -412,8 +496,12 @@ func Summarize(cs []Collective) []Summary {
 			sums = append(sums, 0)
 		}
 		s := &out[i]
-		if c.Status == trace.StatusFailed {
+		switch c.Status {
+		case trace.StatusFailed:
 			s.Failed++
+			continue
+		case StatusCut:
+			s.Cut++
 			continue
 		}
 		if s.Count == 0 || c.TimeNs < s.TimeMinNs {

@@ -73,8 +73,9 @@ type CollectiveRatio struct {
 	TimeANs int64 `json:"time_a_ns"`
 	TimeBNs int64 `json:"time_b_ns"`
 	Ratio   Num   `json:"ratio"` // NaN unless both completed
-	// Status is ok, or says which run it failed in ("failed in A",
-	// "failed in B", "failed in both"): left out of Summary.
+	// Status is ok, or says in which run it failed or its stop cut it
+	// ("failed in A", "cut in B", "failed in both", "failed in A, cut
+	// in B"): left out of Summary.
 	Status string `json:"status"`
 }
 
@@ -306,11 +307,10 @@ func (c *Comparison) compareCollectives(a, b *Run) {
 		matched++
 		cr := CollectiveRatio{ID: ca.ID, CollKey: ca.CollKey, TimeANs: ca.TimeNs, TimeBNs: cb.TimeNs,
 			Ratio: ratio(float64(cb.TimeNs), float64(ca.TimeNs)), Status: "ok"}
-		fa, fb := ca.Status == trace.StatusFailed, cb.Status == trace.StatusFailed
-		if fa || fb {
-			// A time until a failure is no completion time to compare.
+		if ca.Status != trace.StatusOK || cb.Status != trace.StatusOK {
+			// A time until a failure or a stop is no completion time to compare.
 			cr.Ratio = Num(math.NaN())
-			cr.Status = map[[2]bool]string{{true, false}: "failed in A", {false, true}: "failed in B", {true, true}: "failed in both"}[[2]bool{fa, fb}]
+			cr.Status = pairStatus(ca.Status, cb.Status)
 			c.Collectives = append(c.Collectives, cr)
 			continue
 		}
@@ -334,6 +334,20 @@ func (c *Comparison) compareCollectives(a, b *Run) {
 		s.TimeMeanBNs = Num(float64(sums[i].sb) / n)
 		s.Ratio = ratio(float64(s.TimeMeanBNs), float64(s.TimeMeanANs))
 	}
+}
+
+// pairStatus says which of two runs a collective did not complete in, and
+// why, from its two statuses (one at least not ok).
+func pairStatus(a, b string) string {
+	switch {
+	case a == b:
+		return a + " in both"
+	case b == trace.StatusOK:
+		return a + " in A"
+	case a == trace.StatusOK:
+		return b + " in B"
+	}
+	return a + " in A, " + b + " in B"
 }
 
 // SameWorkload refuses to compare two traces of different workloads:

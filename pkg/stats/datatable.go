@@ -4,8 +4,10 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,7 +29,7 @@ const (
 // JSON output, in raw units (ns, bytes, GB/s).
 type DataTable struct {
 	Names []string
-	kinds []reflect.Kind // String, Int64, Int32, Float64
+	kinds []reflect.Kind // String, Int64, Int32, Float64, Bool (i 0 or 1)
 	rows  [][]cell
 }
 
@@ -55,7 +57,7 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 		switch k {
 		case reflect.Int, reflect.Int64:
 			k = reflect.Int64
-		case reflect.Int32, reflect.String, reflect.Float64:
+		case reflect.Int32, reflect.String, reflect.Float64, reflect.Bool:
 		default:
 			continue // nested values are JSON-only
 		}
@@ -74,6 +76,12 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 				row = append(row, cell{s: fv.String()})
 			case reflect.Int64, reflect.Int32:
 				row = append(row, cell{i: fv.Int()})
+			case reflect.Bool:
+				c := cell{}
+				if fv.Bool() {
+					c.i = 1
+				}
+				row = append(row, c)
 			case reflect.Float64:
 				row = append(row, cell{f: fv.Float()})
 			}
@@ -86,11 +94,50 @@ func newDataTable[T any](source string, rows []T) *DataTable {
 // Len is the number of rows.
 func (dt *DataTable) Len() int { return len(dt.rows) }
 
+// Drop removes the named columns the table has.
+func (dt *DataTable) Drop(names ...string) {
+	for j := len(dt.Names) - 1; j >= 0; j-- {
+		if !slices.Contains(names, dt.Names[j]) {
+			continue
+		}
+		dt.Names = slices.Delete(dt.Names, j, j+1)
+		dt.kinds = slices.Delete(dt.kinds, j, j+1)
+		for i := range dt.rows {
+			dt.rows[i] = slices.Delete(dt.rows[i], j, j+1)
+		}
+	}
+}
+
+// AddBool appends a column holding v in every row: BOOLEAN in Parquet,
+// true or false in CSV.
+func (dt *DataTable) AddBool(name string, v bool) error {
+	if slices.Contains(dt.Names, name) {
+		return fmt.Errorf("the table already has a column %s", name)
+	}
+	c := cell{}
+	if v {
+		c.i = 1
+	}
+	dt.addColumn(name, reflect.Bool, slices.Repeat([]cell{c}, len(dt.rows)))
+	return nil
+}
+
 // Append adds the rows of other, which must have the same columns.
 func (dt *DataTable) Append(other *DataTable) { dt.rows = append(dt.rows, other.rows...) }
 
-// DataTable returns the run's collectives, summary or buckets table.
+// DataTable returns the run's collectives, summary or buckets table,
+// without PartialColumns: as the tables were before partial traces.
 func (run *Run) DataTable(name string) (*DataTable, error) {
+	dt, err := run.PartialDataTable(name)
+	if err == nil {
+		dt.Drop(PartialColumns...)
+	}
+	return dt, err
+}
+
+// PartialDataTable is DataTable with PartialColumns, which say which
+// collectives a partial run's stop cut (fctstats --allow-partial).
+func (run *Run) PartialDataTable(name string) (*DataTable, error) {
 	switch name {
 	case TableCollectives:
 		return newDataTable(run.Source, run.Collectives), nil
@@ -135,6 +182,8 @@ func (dt *DataTable) WriteCSV(w io.Writer) error {
 				if !math.IsNaN(c.f) && !math.IsInf(c.f, 0) {
 					rec[j] = strconv.FormatFloat(c.f, 'g', -1, 64)
 				}
+			case reflect.Bool:
+				rec[j] = strconv.FormatBool(c.i != 0)
 			default:
 				rec[j] = strconv.FormatInt(c.i, 10)
 			}
@@ -149,8 +198,9 @@ func (dt *DataTable) WriteCSV(w io.Writer) error {
 
 // WriteParquet writes the table as Parquet with zstd compression, string
 // columns dictionary-encoded, every column REQUIRED (a missing float is
-// NaN), the root called "schema" as pyarrow names it.
-func (dt *DataTable) WriteParquet(w io.Writer) error {
+// NaN), the root called "schema" as pyarrow names it, and meta as the
+// file's key/value metadata (in key order).
+func (dt *DataTable) WriteParquet(w io.Writer, meta map[string]string) error {
 	fields := make([]reflect.StructField, len(dt.Names))
 	for j, name := range dt.Names {
 		tag := name
@@ -162,6 +212,8 @@ func (dt *DataTable) WriteParquet(w io.Writer) error {
 			typ = reflect.TypeFor[int64]()
 		case reflect.Int32:
 			typ = reflect.TypeFor[int32]()
+		case reflect.Bool:
+			typ = reflect.TypeFor[bool]()
 		default:
 			typ = reflect.TypeFor[float64]()
 		}
@@ -170,7 +222,11 @@ func (dt *DataTable) WriteParquet(w io.Writer) error {
 	rowType := reflect.StructOf(fields)
 	model := reflect.New(rowType).Elem()
 	schema := parquet.NewSchema("schema", parquet.SchemaOf(model.Interface()))
-	pw := parquet.NewWriter(w, schema, parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault}))
+	opts := []parquet.WriterOption{schema, parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault})}
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		opts = append(opts, parquet.KeyValueMetadata(k, meta[k]))
+	}
+	pw := parquet.NewWriter(w, opts...)
 	for _, r := range dt.rows {
 		for j, c := range r {
 			f := model.Field(j)
@@ -179,6 +235,8 @@ func (dt *DataTable) WriteParquet(w io.Writer) error {
 				f.SetString(c.s)
 			case reflect.Float64:
 				f.SetFloat(c.f)
+			case reflect.Bool:
+				f.SetBool(c.i != 0)
 			default:
 				f.SetInt(c.i)
 			}

@@ -133,6 +133,9 @@ func isText(head []byte) bool {
 // Partial reports how many flows of the run never finished when the
 // trace says the run stopped early (formats/trace.md), else 0.
 func (in *Input) Partial() int64 {
+	if in.fr != nil {
+		return in.fr.Unfinished() // flowsim-packet's mark in fct.txt
+	}
 	if in.Meta == nil {
 		return 0
 	}
@@ -143,7 +146,11 @@ func (in *Input) Partial() int64 {
 // would read as the run's.
 func (in *Input) CheckWhole() error {
 	if n := in.Partial(); n > 0 {
-		return fmt.Errorf("%s: partial trace: the run stopped early and %d flows never finished (fabricsim.complete=false); --allow-partial reports what finished, marked PARTIAL", in.Name, n)
+		mark := "fabricsim.complete=false"
+		if in.Kind == KindSimAIFCT {
+			mark = "its first line says PARTIAL"
+		}
+		return fmt.Errorf("%s: partial trace: the run stopped early and %d flows never finished (%s); --allow-partial reports what finished, marked PARTIAL", in.Name, n, mark)
 	}
 	return nil
 }

@@ -120,6 +120,7 @@ type LayerRow struct {
 type phaseSums struct {
 	compute, exposed, comm, bytes int64
 	bus                           float64 // bytes × nccl-tests' busbw factor
+	cut                           bool    // a collective of it was cut: no bandwidth
 }
 
 // Iteration is the report of one trace.
@@ -152,6 +153,9 @@ type Iteration struct {
 	SoloSource      string  `json:"solo_source,omitempty"`
 	SoloIterationNs int64   `json:"solo_iteration_ns,omitempty"`
 	Slowdown        float64 `json:"slowdown,omitempty"`
+	// SoloPartial: the solo run stopped early, so its iteration is a
+	// lower bound (and Slowdown no ratio of two iterations).
+	SoloPartial bool `json:"solo_partial,omitempty"`
 
 	// Segments per rank (with IterationOptions.KeepSegments): the
 	// iteration cut into compute, exposed and bubble pieces, for plots.
@@ -214,6 +218,9 @@ type collMeta struct {
 	nranks, layer, microbatch, stage      int32
 	gt                                    int8 // index into ExposedTypes, otherType if none
 	flows                                 []trace.Row
+	// cut: a partial run's stop cut it (or may have: a partial trace
+	// without fabricsim.cut), so its span is no completion time.
+	cut bool
 }
 
 type computeRow struct {
@@ -412,6 +419,7 @@ func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteratio
 	}
 	var its []*Iteration
 	for _, job := range slices.Sorted(maps.Keys(accs)) {
+		accs[job].markCut(in.Meta)
 		it, err := accs[job].finish()
 		if err != nil && in.Meta != nil && in.Meta.Partial() {
 			// A run stopped before a compute phase ended has none: say
@@ -431,6 +439,25 @@ func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteratio
 		its = append(its, it)
 	}
 	return its, nil
+}
+
+// markCut marks the collectives a partial trace's stop cut; all of them
+// when the trace does not say which (written before fabricsim.cut).
+func (a *iterAcc) markCut(m *trace.Meta) {
+	if m == nil || !m.Partial() {
+		return
+	}
+	if m.Cut == nil {
+		for _, c := range a.colls {
+			c.cut = true
+		}
+		return
+	}
+	for _, cc := range m.Cut.Collectives {
+		if c := a.colls[cc.ID]; c != nil {
+			c.cut = true
+		}
+	}
 }
 
 func (a *iterAcc) finish() (*Iteration, error) {
@@ -539,6 +566,7 @@ func (a *iterAcc) rank(r int32, comp []computeRow, spans []rankSpan) (RankBreakd
 		p := &layerOf(c.layer, c.layerName).ph[ph]
 		p.comm += s.end - s.start
 		p.bytes += c.size
+		p.cut = p.cut || c.cut
 		if bus := float64(c.size) * BusBwFactor(c.op, int(c.nranks)); bus == bus { // not NaN: an op nccl-tests has a factor for
 			p.bus += bus
 		}
@@ -626,7 +654,7 @@ func appendSegment(segs []Segment, s Segment) []Segment {
 // finish sets the named fields from the per-phase sums.
 func (l *LayerRow) finish() {
 	bw := func(p *phaseSums) (Num, Num) {
-		if p.comm <= 0 || p.bytes == 0 {
+		if p.comm <= 0 || p.bytes == 0 || p.cut {
 			return Num(math.NaN()), Num(math.NaN())
 		}
 		return Num(Algbw(p.bytes, float64(p.comm))), Num(p.bus / float64(p.comm))

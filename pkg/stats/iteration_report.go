@@ -71,16 +71,20 @@ func (it *Iteration) tables() []*textTable {
 	if it.SoloIterationNs > 0 {
 		solo = fmt.Sprintf("; %.4fx its solo iteration (%s in %s)", it.Slowdown, units.HumanDuration(it.SoloIterationNs*1000), it.SoloSource)
 	}
+	bound := ""
+	if it.Partial {
+		bound = ">=" // the stop cut it
+	}
 	sum := &textTable{
-		title: fmt.Sprintf("Iteration: %s over %s; critical rank %d%s (most compute + exposed communication)%s",
-			units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage, solo),
+		title: fmt.Sprintf("Iteration: %s%s over %s; critical rank %d%s (most compute + exposed communication)%s",
+			bound, units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage, solo),
 		head:  []string{"", "critical (ms)", "share", "mean (ms)", "share"},
 		align: "lrrrr",
 		rows:  it.breakdownRows(),
 		after: "exposed: the rank idle (no compute) while a collective it takes part in is in flight; bubble: idle with none in flight",
 	}
 	lay := &textTable{
-		title: fmt.Sprintf("Layers on rank %d, summed over microbatches (ms; busbw GB/s)", it.CriticalRank),
+		title: fmt.Sprintf("Layers on rank %d, summed over microbatches (ms; busbw GB/s%s)", it.CriticalRank, cutNote(it.Partial)),
 		head: []string{"layer", "name", "fwd comp", "ig comp", "wg comp", "fwd exp", "ig exp", "wg exp",
 			"fwd comm", "fwd busbw", "ig comm", "ig busbw", "wg comm", "wg busbw"},
 		align: "rlrrrrrrrrrrrr",
@@ -91,6 +95,14 @@ func (it *Iteration) tables() []*textTable {
 			ms(float64(l.FwdCommNs)), gbps(l.FwdBusbw), ms(float64(l.IgCommNs)), gbps(l.IgBusbw), ms(float64(l.WgCommNs)), gbps(l.WgBusbw)})
 	}
 	return []*textTable{sum, lay}
+}
+
+// cutNote says, in a partial report, why some bandwidths are missing.
+func cutNote(partial bool) string {
+	if partial {
+		return "; - where a collective of the phase was cut by the stop"
+	}
+	return ""
 }
 
 func (it *Iteration) headline() string {

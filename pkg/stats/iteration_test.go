@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -261,5 +262,66 @@ func TestIterationOneRank(t *testing.T) {
 	it.WriteText(&b)
 	if !strings.Contains(b.String(), "Iteration: 300us over 1 rank; ") {
 		t.Errorf("one rank's report:\n%s", b.String())
+	}
+}
+
+// In a partial trace, a layer phase with a collective the stop cut has no
+// bandwidth (its span is no completion time), the others keep theirs, and
+// the iteration time reads as a lower bound; without fabricsim.cut every
+// collective may have been cut.
+func TestPartialIterationCut(t *testing.T) {
+	iter := func(cut *trace.Cut) *Iteration {
+		m := testMeta
+		m.Unfinished, m.Cut = 1, cut
+		in, _ := NewInput(bytes.NewReader(encodeMeta(t, handIterationRows(), m)), "p.parquet")
+		it, err := AnalyzeIteration(in, IterationOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return it
+	}
+	// The DP AllReduce (wg, collective 11, one row) had a second flow.
+	it := iter(&trace.Cut{Collectives: []trace.CutCollective{{ID: 11, Finished: 1, Flows: 2}}})
+	l := it.Layers[0]
+	if l.WgBusbw.Valid() || !l.FwdBusbw.Valid() || !l.IgBusbw.Valid() || l.WgCommNs != 140_000 {
+		t.Errorf("layer %+v", l)
+	}
+	var b bytes.Buffer
+	it.WriteText(&b)
+	if !strings.Contains(b.String(), "Iteration: >=400us over 2 ranks") || !strings.Contains(b.String(), "- where a collective of the phase was cut by the stop") {
+		t.Errorf("text:\n%s", b.String())
+	}
+	if l := iter(nil).Layers[0]; l.FwdBusbw.Valid() || l.IgBusbw.Valid() || l.WgBusbw.Valid() {
+		t.Errorf("without fabricsim.cut: %+v", l)
+	}
+}
+
+// A slowdown against a solo run is a bound when a run was cut: at least
+// with the mix cut, at most with the solo run cut, nothing with both; the
+// table says which with --allow-partial's solo_partial column.
+func TestSlowdownOfPartialRuns(t *testing.T) {
+	for _, c := range []struct {
+		mix, solo bool
+		want      string
+	}{{false, false, " 2.0000x "}, {true, false, " >=2.0000x "}, {false, true, " <=2.0000x "}, {true, true, " ? "}} {
+		it := &Iteration{Job: "a", IterationNs: 2e6, Partial: c.mix}
+		if err := it.SetSolo(&Iteration{Source: "solo.parquet", IterationNs: 1e6, Partial: c.solo}); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		WriteSlowdowns(&b, []*Iteration{it}, false)
+		if !strings.Contains(b.String(), c.want) || strings.Contains(b.String(), "PARTIAL:") != (c.mix || c.solo) {
+			t.Errorf("mix cut %v, solo cut %v:\n%s", c.mix, c.solo, b.String())
+		}
+		b.Reset()
+		SlowdownTable("mix.parquet", []*Iteration{it}, true).WriteCSV(&b)
+		if want := "source,job,iteration_ns,solo_iteration_ns,slowdown,solo_source,solo_partial\nmix.parquet,a,2000000,1000000,2,solo.parquet," + strconv.FormatBool(c.solo) + "\n"; b.String() != want {
+			t.Errorf("table:\n%s\nwant\n%s", b.String(), want)
+		}
+	}
+	b := bytes.Buffer{}
+	SlowdownTable("mix.parquet", nil, false).WriteCSV(&b)
+	if b.String() != "source,job,iteration_ns,solo_iteration_ns,slowdown,solo_source\n" {
+		t.Errorf("without --allow-partial: %s", b.String())
 	}
 }

@@ -27,6 +27,9 @@ type NCCLTestsRow struct {
 	// FailedFlows > 0: the collective did not complete (a failed link cut
 	// these flows off); its time and bandwidths are NaN, printed N/A.
 	FailedFlows int
+	// CutFlows > 0: a partial run's stop cut the collective (these flows
+	// never finished); likewise N/A.
+	CutFlows int64
 }
 
 // ncclTestsOp gives nccl-tests' redop and root columns for an operation:
@@ -62,8 +65,8 @@ func (run *Run) NCCLTests(dtype string, elem int64) ([]NCCLTestsRow, error) {
 		case "allgather", "reducescatter", "alltoall", "alltoallv":
 			r.Count /= int64(max(c.NRanks, 1))
 		}
-		if c.Status == trace.StatusFailed {
-			r.FailedFlows = c.FailedFlows
+		if c.Status != trace.StatusOK {
+			r.FailedFlows, r.CutFlows = c.FailedFlows, c.CutFlows
 			r.TimeUs, r.AlgbwGBps, r.BusbwGBps = math.NaN(), math.NaN(), math.NaN()
 		} else if c.TimeNs > 0 {
 			r.AlgbwGBps = Algbw(c.SizeBytes, float64(c.TimeNs))
@@ -114,13 +117,19 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	fmt.Fprintf(bw, "# %10s  %12s  %8s  %6s  %6s           out-of-place\n", "", "", "", "", "")
 	fmt.Fprintf(bw, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong")
 	fmt.Fprintf(bw, "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "")
-	sum, zero, failed := 0.0, 0, 0
+	sum, zero, failed, cut := 0.0, 0, 0, 0
 	for _, r := range rows {
-		if r.FailedFlows > 0 {
+		if r.FailedFlows > 0 || r.CutFlows > 0 {
 			// nccl-tests' #wrong column counts what went wrong: here the flows.
+			what, n := "FAILED", int64(r.FailedFlows)
+			if r.FailedFlows > 0 {
+				failed++
+			} else {
+				what, n = "CUT", r.CutFlows
+				cut++
+			}
 			fmt.Fprintf(bw, "%12d  %12d  %8s  %6s  %6d  %7s  %6s  %6s  %5d\n", r.SizeBytes, r.Count, r.Type, r.RedOp, r.Root,
-				"FAILED", "N/A", "N/A", r.FailedFlows)
-			failed++
+				what, "N/A", "N/A", n)
 			continue
 		}
 		fmt.Fprintf(bw, "%12d  %12d  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s\n", r.SizeBytes, r.Count, r.Type, r.RedOp, r.Root,
@@ -136,9 +145,12 @@ func (run *Run) WriteNCCLTests(w io.Writer, rows []NCCLTestsRow) error {
 	if failed > 0 {
 		fmt.Fprintf(bw, "# FAILED: %d of the collectives had flows a failed link cut off (status failed; #wrong counts them): no time or bandwidth, left out of the average\n", failed)
 	}
+	if cut > 0 {
+		fmt.Fprintf(bw, "# CUT: %d of the collectives were cut by the run's stop (status cut; #wrong counts their flows that never finished): no time or bandwidth, left out of the average\n", cut)
+	}
 	avg := 0.0
-	if len(rows) > failed {
-		avg = sum / float64(len(rows)-failed)
+	if len(rows) > failed+cut {
+		avg = sum / float64(len(rows)-failed-cut)
 	}
 	fmt.Fprintf(bw, "# Out of bounds values : 0 OK\n")
 	fmt.Fprintf(bw, "# Avg bus bandwidth    : %s \n", strconv.FormatFloat(avg, 'g', 6, 64)) // C's %g: 6 digits

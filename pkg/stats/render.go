@@ -137,9 +137,14 @@ func (run *Run) tables(maxRows int) []*textTable {
 			t.rows = append(t.rows, append(keyCells(s.CollKey),
 				count(s.Count), usf(s.TimeMeanNs), minMax(s, s.TimeMinNs), minMax(s, s.TimeMaxNs), gbps(s.AlgbwGBps), gbps(s.BusbwGBps)))
 		}
+		var after []string
 		if n := run.Totals.FailedCollectives; n > 0 {
-			t.after = fmt.Sprintf("FAILED: %d collectives had flows a failed link cut off (status failed); they are not counted or timed here", n)
+			after = append(after, fmt.Sprintf("FAILED: %d collectives had flows a failed link cut off (status failed); they are not counted or timed here", n))
 		}
+		if n := run.Totals.CutCollectives; n > 0 {
+			after = append(after, fmt.Sprintf("CUT: %s cut by the run's stop (status cut) not counted or timed here", units.Plural(int64(n), "collective")))
+		}
+		t.after = strings.Join(after, "\n  ")
 		out = append(out, t)
 		t = &textTable{
 			title: "Each collective (time = last end - first start of its rows)",
@@ -152,8 +157,11 @@ func (run *Run) tables(maxRows int) []*textTable {
 				break
 			}
 			time := us(c.TimeNs)
-			if c.Status == trace.StatusFailed {
+			switch c.Status {
+			case trace.StatusFailed:
 				time = fmt.Sprintf("FAILED (%d flows)", c.FailedFlows)
+			case StatusCut:
+				time = fmt.Sprintf(">=%s CUT (%d flows unfinished)", time, c.CutFlows)
 			}
 			t.rows = append(t.rows, append(append([]string{count(c.ID)}, keyCells(c.CollKey)...),
 				count(c.Flows), us(c.StartNs), time, gbps(c.AlgbwGBps), gbps(c.BusbwGBps)))
@@ -179,7 +187,7 @@ func (run *Run) headline() string {
 	tot := run.Totals
 	var b strings.Builder
 	if run.Partial {
-		fmt.Fprintf(&b, "PARTIAL (the run stopped early; %d flows never finished and are not in these figures) ", run.UnfinishedFlows)
+		fmt.Fprintf(&b, "PARTIAL (the run stopped early; %d flows never finished and are not in these figures; %s) ", run.UnfinishedFlows, run.cutSaid())
 	}
 	if run.Approximate != "" {
 		fmt.Fprintf(&b, "APPROXIMATE (%s) ", run.Approximate)
@@ -203,12 +211,28 @@ func (run *Run) headline() string {
 		if i == 0 {
 			sep = "; per job (makespan from its start): "
 		}
-		fmt.Fprintf(&b, "%s%s %s from %s", sep, j.Job, units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
+		bound := ""
+		if j.CutFlows > 0 {
+			bound = ">="
+		}
+		fmt.Fprintf(&b, "%s%s %s%s from %s", sep, j.Job, bound, units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
+		if j.CutFlows > 0 {
+			fmt.Fprintf(&b, " (CUT: %d of its flows never finished)", j.CutFlows)
+		}
 	}
 	if tot.FailedFlows > 0 {
 		fmt.Fprintf(&b, "; FAILED: %d flows were not delivered (status failed), %d collectives did not complete", tot.FailedFlows, tot.FailedCollectives)
 	}
 	return b.String()
+}
+
+// cutSaid says which collectives a partial run's stop cut.
+func (run *Run) cutSaid() string {
+	if run.CutUnknown {
+		return "the trace does not say which collectives the stop cut (written before fabricsim.cut): any collective's time may be a lower bound"
+	}
+	return fmt.Sprintf("%s cut, marked CUT, their times lower bounds; %s never started",
+		units.Plural(int64(run.Totals.CutCollectives), "collective"), units.Plural(run.Totals.NotStartedCollectives, "collective"))
 }
 
 // writeNotes writes the trace's notes (what the stream's producers left
@@ -292,14 +316,20 @@ func (c *Comparison) headlines() []string {
 			c.Matched, c.FlowsA, c.FlowsB, c.MatchedBy, c.OnlyA, c.OnlyB, numf(c.MSEus2, 3), numf(c.RMSEus, 3), numf(c.MeanErrUs, 3), us(c.MaxAbsErrNs)),
 		fmt.Sprintf("latency curves (mean latency of the flows ending in each %s us): %d bins in both runs (%d only in A, %d only in B): MSE %s us^2, mean error %s us",
 			us(c.CurveBinNs), c.CurveBins, c.CurveOnlyA, c.CurveOnlyB, numf(c.CurveMSEus2, 3), numf(c.CurveMeanErrUs, 3)))
-	failed := 0
+	failed, cut := 0, 0
 	for _, r := range c.Collectives {
-		if r.Status != "ok" {
+		if strings.Contains(r.Status, trace.StatusFailed) {
 			failed++
+		}
+		if strings.Contains(r.Status, StatusCut) {
+			cut++
 		}
 	}
 	if failed > 0 {
 		l = append(l, fmt.Sprintf("FAILED: %d collectives had flows a failed link cut off in A or B: no ratio, left out of the means", failed))
+	}
+	if cut > 0 {
+		l = append(l, fmt.Sprintf("CUT: %d collectives were cut by the stop of a partial run, A or B: no ratio, left out of the means", cut))
 	}
 	if c.CollectivesOnlyA+c.CollectivesOnlyB > 0 {
 		l = append(l, fmt.Sprintf("collectives: %d only in A, %d only in B", c.CollectivesOnlyA, c.CollectivesOnlyB))

@@ -78,6 +78,23 @@ func encode(t *testing.T, rows []trace.Row, c trace.Container) []byte {
 	return b
 }
 
+// encodeMeta writes rows as a Parquet trace with metadata m.
+func encodeMeta(t *testing.T, rows []trace.Row, m trace.Meta) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	w, err := trace.NewWriter(&buf, trace.Parquet, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		w.Write(&rows[i])
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
 func analyzeBytes(t *testing.T, data []byte, name string, keep bool) *Run {
 	t.Helper()
 	in, err := NewInput(bytes.NewReader(data), name)
@@ -349,7 +366,7 @@ func TestDataTables(t *testing.T) {
 	}
 	// Parquet: same columns, in order, and rows.
 	b.Reset()
-	if err := dt.WriteParquet(&b); err != nil {
+	if err := dt.WriteParquet(&b, nil); err != nil {
 		t.Fatal(err)
 	}
 	f, err := parquet.OpenFile(bytes.NewReader(b.Bytes()), int64(b.Len()))

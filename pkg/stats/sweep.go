@@ -95,7 +95,13 @@ func ConcatCSV(files []string, open func(string) (io.ReadCloser, error)) (*DataT
 	dt := &DataTable{Names: names, kinds: make([]reflect.Kind, len(names))}
 	for j := range names {
 		k := reflect.Int64
+		if len(raw) > 0 && allBool(raw, j) {
+			k = reflect.Bool // fctstats' partial column
+		}
 		for _, r := range raw {
+			if k == reflect.Bool {
+				break
+			}
 			v := r[j]
 			if _, err := strconv.ParseInt(v, 10, 64); err == nil {
 				continue
@@ -120,6 +126,10 @@ func ConcatCSV(files []string, open func(string) (io.ReadCloser, error)) (*DataT
 				if f, err := strconv.ParseFloat(v, 64); err == nil {
 					row[j].f = f
 				}
+			case reflect.Bool:
+				if v == "true" {
+					row[j].i = 1
+				}
 			default:
 				row[j].s = v
 			}
@@ -127,6 +137,31 @@ func ConcatCSV(files []string, open func(string) (io.ReadCloser, error)) (*DataT
 		dt.rows = append(dt.rows, row)
 	}
 	return dt, nil
+}
+
+// AnyTrue tells whether the table has a boolean column name with a true
+// in some row.
+func (dt *DataTable) AnyTrue(name string) bool {
+	j := slices.Index(dt.Names, name)
+	if j < 0 || dt.kinds[j] != reflect.Bool {
+		return false
+	}
+	for _, r := range dt.rows {
+		if r[j].i != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// allBool tells whether column j holds true or false in every row.
+func allBool(raw [][]string, j int) bool {
+	for _, r := range raw {
+		if r[j] != "true" && r[j] != "false" {
+			return false
+		}
+	}
+	return true
 }
 
 // Column returns a numeric column's values (integers as float64, empty
@@ -151,10 +186,11 @@ func (dt *DataTable) Column(name string) ([]float64, error) {
 }
 
 // IsText tells whether the table has a text column name (a routing, a
-// workload): one that Column refuses and Strings gives.
+// workload) or a boolean one (partial): one that Strings gives, and
+// plots take as categories.
 func (dt *DataTable) IsText(name string) bool {
 	j := slices.Index(dt.Names, name)
-	return j >= 0 && dt.kinds[j] == reflect.String
+	return j >= 0 && (dt.kinds[j] == reflect.String || dt.kinds[j] == reflect.Bool)
 }
 
 // Strings returns a text column's values, row by row (nil when the table
@@ -167,6 +203,9 @@ func (dt *DataTable) Strings(name string) []string {
 	out := make([]string, len(dt.rows))
 	for i, r := range dt.rows {
 		out[i] = r[j].s
+		if dt.kinds[j] == reflect.Bool {
+			out[i] = strconv.FormatBool(r[j].i != 0)
+		}
 	}
 	return out
 }

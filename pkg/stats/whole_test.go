@@ -3,6 +3,7 @@ package stats
 import (
 	"bytes"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -308,4 +309,76 @@ func TestIterationRefusesFailedFlows(t *testing.T) {
 		}
 	}
 	t.Fatal("no flow in the hand iteration")
+}
+
+// A partial trace's fabricsim.cut marks the collectives the stop cut in
+// every report: hand trace collective 2 (two rows) had 3 more flows that
+// never finished. Its time is a lower bound, it has no bandwidth, and it
+// is left out of the summary's times; a cut that disagrees with the rows
+// is refused, naming the key.
+func TestCutCollectivesMarked(t *testing.T) {
+	partial := func(cut *trace.Cut) []byte {
+		m := testMeta
+		m.Unfinished, m.Cut = 3, cut
+		return encodeMeta(t, handTrace(), m)
+	}
+	run := analyzeBytes(t, partial(&trace.Cut{Collectives: []trace.CutCollective{{ID: 2, Finished: 2, Flows: 5}}, NotStarted: 1}), "p.parquet", false)
+	c := run.Collectives[2]
+	if c.Status != StatusCut || c.CutFlows != 3 || c.TimeNs != 6000 || c.BusbwGBps.Valid() || run.Collectives[1].Status != trace.StatusOK {
+		t.Fatalf("collectives %+v", run.Collectives)
+	}
+	// Collectives 1 and 2 share a key: the summary times 1 alone.
+	if s := run.Summary[1]; s.Count != 1 || s.Cut != 1 || float64(s.TimeMeanNs) != 2000 || run.Totals.CutCollectives != 1 || run.Totals.NotStartedCollectives != 1 {
+		t.Errorf("summary %+v, totals %+v", s, run.Totals)
+	}
+	var text bytes.Buffer
+	run.WriteText(&text, 0)
+	for _, want := range []string{"1 collective cut, marked CUT, their times lower bounds; 1 collective never started", ">=6.000 CUT (3 flows unfinished)", "CUT: 1 collective cut by the run's stop (status cut) not counted"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	text.Reset()
+	rows, _ := run.NCCLTests("float", 4)
+	run.WriteNCCLTests(&text, rows)
+	if !strings.Contains(text.String(), "CUT     N/A     N/A      3\n") || !strings.Contains(text.String(), "# CUT: 1 of the collectives") {
+		t.Errorf("nccl-tests:\n%s", text.String())
+	}
+	// Tables: cut_flows and cut only in PartialDataTable.
+	for name, want := range map[string]string{TableCollectives: "p.parquet,2,allgather,ring,DP,4000000,4,cut,0,3,2,100,20000,26000,6000,,\n",
+		TableSummary: "p.parquet,allgather,ring,DP,4000000,4,1,0,1,2000,2000,2000,2000,1500\n"} {
+		dt, _ := run.PartialDataTable(name)
+		text.Reset()
+		dt.WriteCSV(&text)
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("%s csv lacks %q:\n%s", name, want, text.String())
+		}
+		whole, _ := run.DataTable(name)
+		if len(whole.Names) != len(dt.Names)-1 || slices.Contains(whole.Names, "cut_flows") || slices.Contains(whole.Names, "cut") {
+			t.Errorf("%s: DataTable has %v", name, whole.Names)
+		}
+	}
+	// Compared with the whole run, collective 2 has no ratio.
+	a := analyzeBytes(t, encode(t, handTrace(), trace.Parquet), "a.parquet", true)
+	b := analyzeBytes(t, partial(&trace.Cut{Collectives: []trace.CutCollective{{ID: 2, Finished: 2, Flows: 5}}}), "b.parquet", true)
+	if cmp, err := Compare(a, b); err != nil || cmp.Collectives[2].Status != "cut in B" || cmp.Collectives[2].Ratio.Valid() || cmp.Summary[1].Count != 1 {
+		t.Errorf("comparison: %v %+v", err, cmp)
+	}
+	// Without the key (written before it), the headline says what it
+	// cannot tell.
+	old := analyzeBytes(t, partial(nil), "old.parquet", false)
+	text.Reset()
+	old.WriteText(&text, 0)
+	if !old.CutUnknown || !strings.Contains(text.String(), "the trace does not say which collectives the stop cut") || old.Collectives[2].Status != trace.StatusOK {
+		t.Errorf("partial trace without fabricsim.cut:\n%s", text.String())
+	}
+	for _, bad := range []*trace.Cut{
+		{Collectives: []trace.CutCollective{{ID: 2, Finished: 1, Flows: 3}}}, // it has 2 rows
+		{Collectives: []trace.CutCollective{{ID: 7, Finished: 1, Flows: 3}}}, // no rows
+	} {
+		in, _ := NewInput(bytes.NewReader(partial(bad)), "bad.parquet")
+		if _, err := Analyze(in, Options{}); err == nil || !strings.Contains(err.Error(), "bad.parquet: fabricsim.cut says collective") {
+			t.Errorf("cut %+v: %v", bad.Collectives, err)
+		}
+	}
 }
