@@ -243,7 +243,7 @@ type Transport struct {
 	// step's per-step costs (EFA's) dominate.
 	TreeDepthChunk bool
 	// ChannelCells: a ring or tree collective takes its channels as NCCL
-	// 2.23 and later spread a launch's work over them (enqueue.cc
+	// 2.23-2.25 spread a launch's work over them (enqueue.cc
 	// scheduleCollTasksToPlan, MinTrafficPerChannel = 16 KiB of traffic,
 	// an AllReduce's byte counting twice): in cells of that traffic, at
 	// least one cell a channel (channelCells), so a collective whose
@@ -255,7 +255,10 @@ type Transport struct {
 	// at 8 KiB is one channel's bytes doubling, not more channels. false:
 	// NCCL 2.22 and earlier's even split over the threshold's channels
 	// (2.22's 512-byte minimum splits them evenly too; 2.19-2.21 spread a
-	// lone collective evenly, enqueue.cc addCBDCollToPlan).
+	// lone collective evenly, enqueue.cc addCBDCollToPlan). NCCL 2.26 and
+	// later count an LL byte 4 times there (cells of 2 KiB of an LL
+	// AllReduce: more channels than the threshold gives, not fewer): not
+	// modelled.
 	ChannelCells bool
 	// TreeGraphNCCL: a 2-server tree takes the graph NCCL's search gives
 	// it, its intra-server bandwidth raised up to twice the inter-server
@@ -451,8 +454,9 @@ var TransportPresets = map[string]func(*Transport){
 		// thread block; not fitted here), its network step leaving whole
 		// as NCCL's send proxy posts an LL step only once every line's
 		// flags are set (NCCL 2.24.3 src/transport/net.cc
-		// sendProxyProgress), and NCCL 2.23's spread over channels, as
-		// the 2.28.7 runs above had it: held out, the 2 x 8 sweep's Tree
+		// sendProxyProgress), and NCCL 2.23-2.25's spread over channels
+		// (2.26 and later, as the 2.28.7 runs above, count an LL byte 4
+		// times there: not modelled): held out, the 2 x 8 sweep's Tree
 		// LL sizes (8 B-128 KiB; its NCCL 2.20.3 split evenly,
 		// channel-split=even) are 0.57-1.06 of measured (0.93-1.06 to 8
 		// KiB), 0.32-0.62 without the step.
@@ -514,13 +518,13 @@ func presetH100IB(t *Transport) {
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 	t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
 	t.LLBusGBps, t.LaunchUs = 0, 4.1
-	// A collective takes its channels as NCCL 2.23 and later spread it
+	// A collective takes its channels as NCCL 2.23-2.25 spread it
 	// (channel-split=cells; Voltage Park ran 2.24.3), and a tree LL
 	// step's work on the GPUs (runTreeSplit, as a100's) runs at 3 GB/s
 	// a thread block: fitted on Voltage Park's 4 x 8 AllReduce, whose 8
 	// B-128 KiB are Tree LL, on the one change of a channel's bytes alone
 	// (4 to 8 KiB, both on one channel under the cells: 8.2 us measured,
-	// 8.1 modelled; 2.5 and 3.5 GB/s give 9.8 and 7.0). 8 B-1 MiB are
+	// 8.1 modelled; 2.5 and 3.5 GB/s give 10.0 and 7.0). 8 B-1 MiB are
 	// then 0.91-1.03 of measured (0.65-0.73 at 8-128 KiB without the
 	// step, 0.84-1.12 with the even split at 2 GB/s, the earlier fit).
 	// Its first piece pays its share of the step cost (a fit: NCCL's
@@ -707,7 +711,7 @@ func (t *Transport) Set(kv string) error {
 	case "tree-ll-first":
 		return twoWay(k, v, &t.TreeLLShare, "whole", "share", "whole (a tree LL step's first piece pays the whole step cost under tree-ll-bw) or share (its share of it)")
 	case "channel-split":
-		return twoWay(k, v, &t.ChannelCells, "even", "cells", "even (NCCL 2.22 and earlier: a collective's bytes split evenly over its channels) or cells (NCCL 2.23 and later: 16 KiB of traffic a channel at least)")
+		return twoWay(k, v, &t.ChannelCells, "even", "cells", "even (NCCL 2.22 and earlier: a collective's bytes split evenly over its channels) or cells (NCCL 2.23-2.25: 16 KiB of traffic a channel at least)")
 	case "tree-chunk":
 		return twoWay(k, v, &t.TreeDepthChunk, "step", "depth", "step (NCCL 2.20 and later) or depth (NCCL 2.8-2.19's tree Simple chunk)")
 	case "tuner":

@@ -45,11 +45,12 @@ func (e *FieldError) Error() string { return e.Field + ": " + e.Err.Error() }
 // runs them back to back, and so its per-layer compute is that of the
 // whole iteration. A file without ga copies is one microbatch that every
 // microbatch runs. Among decompositions the one covering the most lines
-// wins, then the earliest. ga is the file's own (its header's): a
-// transformer's layers repeat their names, so a --ga the file was not
-// written with would cut one microbatch's layers into that many pieces.
-func (m *AICB) split(ga int) (pre, post [2]int, blocks [][2]int) {
-	n := len(m.Layers)
+// wins, then the earliest. ga is the file's own (its header's, at least
+// 1): a transformer's layers repeat their names, so a --ga the file was
+// not written with would cut one microbatch's layers into that many
+// pieces.
+func (m *AICB) split() (pre, post [2]int, blocks [][2]int) {
+	n, ga := len(m.Layers), max(m.GA, 1)
 	if ga > 1 {
 		for p := n / ga; p >= 1; p-- {
 			for i := 0; i+p*ga <= n; i++ {
@@ -238,7 +239,7 @@ func (m *AICB) ScheduleLimit(pp, ga, vpp int, limit int64) ([]Step, error) {
 // build writes every stage's program, or with count only counts the
 // steps (the total, held or not).
 func (m *AICB) build(pp, ga, vpp int, count bool) ([][]Step, int64, error) {
-	pre, post, blocks := m.split(m.GA)
+	pre, post, blocks := m.split()
 	starts := m.layerStarts(blocks[0][0], blocks[0][1])
 	if len(starts) < vpp || len(starts)%vpp != 0 {
 		return nil, 0, &FieldError{"vpp", fmt.Errorf("%d model chunks do not divide the %d layers each stage runs per microbatch", vpp, len(starts))}

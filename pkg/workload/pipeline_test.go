@@ -31,7 +31,7 @@ func TestAICBLayout(t *testing.T) {
 	if m.PP != 12 || m.VPP != 8 || m.GA != 24 || m.EP != 16 || m.TP != 2 || m.PPComm != 50331648 || m.AllGPUs != 9216 {
 		t.Fatalf("header %+v", *m)
 	}
-	pre, post, blocks := m.split(m.GA)
+	pre, post, blocks := m.split()
 	if pre != [2]int{0, 6} || post != [2]int{6 + 24*74, 1789} || len(blocks) != 24 || blocks[1] != [2]int{80, 154} {
 		t.Fatalf("pre %v post %v blocks %d %v", pre, post, len(blocks), blocks[:2])
 	}
@@ -120,5 +120,24 @@ func TestPipelineOrder(t *testing.T) {
 				t.Fatalf("%+v stage %d: %d passes, want %d", c, s, len(seen), 2*c.m*c.v)
 			}
 		}
+	}
+}
+
+// An AICB built in code has GA 0 (Read defaults it to 1): it is one
+// microbatch's file, run --ga times, as a header's ga of 1 is.
+func TestScheduleZeroGAIsOneCopy(t *testing.T) {
+	m := &AICB{PP: 1, VPP: 1, Layers: []Layer{{Name: "attention_layer", Fwd: 5, HasFwd: true}}}
+	steps, err := m.Schedule(1, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mbs := map[int32]bool{}
+	for _, s := range steps {
+		if s.Microbatch >= 0 {
+			mbs[s.Microbatch] = true
+		}
+	}
+	if len(mbs) != 2 {
+		t.Errorf("GA 0 at --ga 2: %d microbatches %v, want 2", len(mbs), mbs)
 	}
 }
