@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,9 +239,9 @@ func TestAllToAllUnalignedGroups(t *testing.T) {
 }
 
 // Every collective's COLL node on groups not aligned to servers is
-// planned and priced on its stage's widest group, as an AllToAll's is:
+// planned and priced on its stage's slowest group, as an AllToAll's is:
 // with --tp 6 on 96 GPUs of 8-GPU servers, the representative group 0-5
-// sits in one server, but 6-11 (2 + 4) and 18-23... cross the network,
+// sits in one server, but 6-11 (2 + 4) and 12-17 (4 + 2) cross the network,
 // and the stage ends with them. A 16 MiB ring AllReduce on the 1:1 k=16
 // fat-tree: 118.4 us priced on 0-5 (a one-server ring) against 450.9 us
 // as flows (0.26); an AllGather 126.1 against 241.4 (0.52). Priced on
@@ -248,11 +249,34 @@ func TestAllToAllUnalignedGroups(t *testing.T) {
 func TestUnalignedGroupsPricedOnWidest(t *testing.T) {
 	t.Parallel()
 	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
-	for _, op := range [][]string{{"--op", "allreduce", "--algo", "ring"}, {"--op", "allgather"}} {
+	checkStageAgainstFlows(t, tp, []string{"--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-95"},
+		[]string{"--op", "allreduce", "--algo", "ring"}, []string{"--op", "allgather"})
+}
+
+// A stage's groups spanning as many servers but split differently are
+// priced each and the slowest taken: --tp 10 from GPU 2 on 8-GPU servers
+// splits its groups 6 + 4 (the representative's, 2-11), 4 + 6, 2 + 8 and
+// 8 + 2, and a 2 + 8 group's ring crosses out of its 2-GPU server on that
+// server's two NICs only. A 16 MiB ring AllReduce on the 1:1 k=16
+// fat-tree: 357.2 us priced on 2-11 against 517.8 us as flows (0.69);
+// priced on its slowest shape, 518.3 (1.00), busbw and fluid alike.
+func TestUnalignedGroupsPricedOnSlowestShape(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
+	checkStageAgainstFlows(t, tp, []string{"--size", "16MiB", "--group", "tp", "--tp", "10", "--place", "2-121"},
+		[]string{"--op", "allreduce", "--algo", "ring"})
+}
+
+// checkStageAgainstFlows decomposes each op on layout at both
+// granularities and checks collective granularity (busbw and fluid)
+// within 10% of the flows (fluid).
+func checkStageAgainstFlows(t *testing.T, tp []byte, layout []string, ops ...[]string) {
+	t.Helper()
+	for _, op := range ops {
 		var coll [2]int64
 		var flow int64
 		for _, g := range []string{"collective", "flow"} {
-			st := mustRun(t, tp, "simccl-decompose", append([]string{"--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-95", "--granularity", g}, op...)...)
+			st := mustRun(t, tp, "simccl-decompose", append(append(slices.Clone(layout), "--granularity", g), op...)...)
 			if g == "flow" {
 				flow = span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
 				continue
