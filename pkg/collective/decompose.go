@@ -23,7 +23,17 @@ type Coll struct {
 	Compute   bool  // a compute phase's pseudo-collective
 	Flows     int64 // filled by Emit
 	WireBytes int64 // filled by Emit
+	// time: its COLL node's at collective granularity (slowestSibling;
+	// zero: emitColl finds it)
+	time collTime
 }
+
+// collTime is a COLL node's time (ps) and its fill: the part of it that a
+// link beyond the NICs carrying its bytes idles through (its first
+// piece's latencies), when its bytes go beside its pace, not after it (a
+// tree's pieces); 0: the fabric's extra adds to the time. The collective
+// record carries the fill (stream.Collective.FabricLatPs).
+type collTime struct{ ps, fill int64 }
 
 // Decomposer turns a workload into groups, collectives and flows.
 type Decomposer struct {
@@ -50,7 +60,7 @@ type Decomposer struct {
 	// at collective granularity, -1: all
 	stageFactor map[int]float64
 	// priced: slowestSibling's COLL node times by plan and shape
-	priced map[shapeKey]int64
+	priced map[shapeKey]collTime
 }
 
 // groupSet is every group of one type: ranks, stream ids and how many
@@ -266,9 +276,10 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 				continue
 			}
 			var pl Plan
+			var tm collTime
 			if d.Collectives && s.Group != PP {
 				var pi int // the group planned and priced
-				pi, pl, err = d.slowestSibling(cache, s, gs, gi)
+				pi, pl, tm, err = d.slowestSibling(cache, s, gs, gi)
 				ranks = gs.ranks[pi]
 			} else {
 				pl, err = d.plan(cache, s, gs, gi, ranks, gs.uneven[gi])
@@ -284,8 +295,8 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
 					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label,
-					Cut: cut, SendLatPs: d.sendLat(pl)}, s),
-				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
+					Cut: cut, SendLatPs: d.sendLat(pl), FabricLatPs: tm.fill}, s),
+				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si, time: tm,
 			})
 		}
 	}
@@ -404,40 +415,41 @@ func shapeOf(nodes [][]int) string {
 }
 
 // slowestSibling is the group a COLL node for group gi's stage is planned
-// and priced on at collective granularity, and its plan: of the stage's
-// groups' distinct shapes (stageShapes), the one whose COLL node takes the
-// longest (collPs), gi's on a tie. The stage's collective ends when its
-// last group does, and groups not aligned to servers differ: --tp 6 on
-// 8-GPU servers puts ranks 0-5 in one server and 6-11 across two (on a
-// 1:1 k=16 fat-tree a 16 MiB ring AllReduce took 118 us priced on 0-5,
-// 451 us as flows), and --tp 10 from GPU 2 splits its groups 6 + 4,
-// 4 + 6, 2 + 8 and 8 + 2, whose two GPUs' NICs carry every channel's
-// crossings (357 us priced on 6 + 4, 518 as flows). Each shape's time is
-// found once a step shape.
-func (d *Decomposer) slowestSibling(cache map[planKey]Plan, s Step, gs *groupSet, gi int) (int, Plan, error) {
+// and priced on at collective granularity, its plan and its COLL node's
+// time: of the stage's groups' distinct shapes (stageShapes), the one
+// whose COLL node takes the longest (collPs), gi's on a tie. The stage's
+// collective ends when its last group does, and groups not aligned to
+// servers differ: --tp 6 on 8-GPU servers puts ranks 0-5 in one server
+// and 6-11 across two (on a 1:1 k=16 fat-tree a 16 MiB ring AllReduce
+// took 118 us priced on 0-5, 451 us as flows), and --tp 10 from GPU 2
+// splits its groups 6 + 4, 4 + 6, 2 + 8 and 8 + 2, whose two GPUs' NICs
+// carry every channel's crossings (357 us priced on 6 + 4, 518 as
+// flows). Each shape's time is found once a step shape.
+func (d *Decomposer) slowestSibling(cache map[planKey]Plan, s Step, gs *groupSet, gi int) (int, Plan, collTime, error) {
 	st := d.stageShapes(gs, gi)
-	best, bestPs := -1, int64(-1)
+	best := -1
 	var bestPl Plan
+	var bestT collTime
 	for _, i := range st.gis {
 		pl, err := d.plan(cache, s, gs, i, gs.ranks[i], st.uneven)
-		if err != nil || len(st.gis) == 1 {
-			return i, pl, err
+		if err != nil {
+			return 0, Plan{}, collTime{}, err
 		}
 		k := shapeKey{planKey{s.Op, s.Size, s.Group, len(gs.ranks[i]), gs.nodes[i], st.uneven}, gs.shape[i]}
-		ps, ok := d.priced[k]
-		if !ok {
+		t, ok := d.priced[k]
+		if !ok && !pl.NoOp {
 			c := &Coll{Rec: stream.Collective{Op: string(s.Op), Size: s.Size, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6))}, Ranks: gs.ranks[i], Plan: pl}
-			ps = d.collPs(c)
+			t = d.collPs(c)
 			if d.priced == nil {
-				d.priced = map[shapeKey]int64{}
+				d.priced = map[shapeKey]collTime{}
 			}
-			d.priced[k] = ps
+			d.priced[k] = t
 		}
-		if ps > bestPs {
-			best, bestPs, bestPl = i, ps, pl
+		if best < 0 || t.ps > bestT.ps {
+			best, bestPl, bestT = i, pl, t
 		}
 	}
-	return best, bestPl, nil
+	return best, bestPl, bestT, nil
 }
 
 // shapeKey is what a COLL node's time on a group depends on: its plan's
@@ -725,7 +737,11 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 	if c.Plan.NoOp {
 		id = e.Delay(c.Rec.ID, rep, 0, entry)
 	} else {
-		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(d.collPs(c), 1), entry)
+		t := c.time
+		if t.ps == 0 {
+			t = d.collPs(c)
+		}
+		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t.ps, 1), entry)
 	}
 	exit := []int64{id}
 	if async {
@@ -744,9 +760,10 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 // transfers carry them; for a queued ring, an NVLS-Tree or a tree
 // AllReduce under the transport's costs, the mechanism's own closed form
 // (linktime.go) instead.
-func (d *Decomposer) collPs(c *Coll) int64 {
+func (d *Decomposer) collPs(c *Coll) collTime {
 	nNodes := len(d.Fabric.nodesOf(c.Ranks))
 	t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
+	var fill int64
 	bw := ncclBwPs(c)
 	if d.Planner.Opt.CollTime == CollTimeLinks {
 		// The flows' mechanism instead of NCCL's bandwidth: the same
@@ -778,13 +795,13 @@ func (d *Decomposer) collPs(c *Coll) int64 {
 		// Its pieces' pipeline along the tree in closed form, its bytes
 		// at the links' rates as the flows move them.
 		if busy, ok := d.busiestLinksPs(c, false); ok {
-			if tt, ok := d.treePs(c, s, busy); ok {
-				t = tt
+			if tt, ok := d.treeTimes(c, s, busy); ok {
+				t, fill = tt.ps, tt.fill
 			}
 		}
 	}
 	// A process driving several GPUs: no sooner than its launches.
-	return max(t, d.Planner.Opt.launchFloorPs())
+	return collTime{ps: max(t, d.Planner.Opt.launchFloorPs()), fill: fill}
 }
 
 // usToPs converts the model's microseconds to the stream's picoseconds.
