@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -238,9 +239,9 @@ func TestAllToAllUnalignedGroups(t *testing.T) {
 }
 
 // Every collective's COLL node on groups not aligned to servers is
-// planned and priced on its stage's widest group, as an AllToAll's is:
+// planned and priced on its stage's slowest group, as an AllToAll's is:
 // with --tp 6 on 96 GPUs of 8-GPU servers, the representative group 0-5
-// sits in one server, but 6-11 (2 + 4) and 18-23... cross the network,
+// sits in one server, but 6-11 (2 + 4) and 12-17 (4 + 2) cross the network,
 // and the stage ends with them. A 16 MiB ring AllReduce on the 1:1 k=16
 // fat-tree: 118.4 us priced on 0-5 (a one-server ring) against 450.9 us
 // as flows (0.26); an AllGather 126.1 against 241.4 (0.52). Priced on
@@ -248,11 +249,74 @@ func TestAllToAllUnalignedGroups(t *testing.T) {
 func TestUnalignedGroupsPricedOnWidest(t *testing.T) {
 	t.Parallel()
 	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
-	for _, op := range [][]string{{"--op", "allreduce", "--algo", "ring"}, {"--op", "allgather"}} {
+	checkStageAgainstFlows(t, tp, []string{"--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-95"},
+		[]string{"--op", "allreduce", "--algo", "ring"}, []string{"--op", "allgather"})
+}
+
+// A stage's groups spanning as many servers but split differently are
+// priced each and the slowest taken: --tp 10 from GPU 2 on 8-GPU servers
+// splits its groups 6 + 4 (the representative's, 2-11), 4 + 6, 2 + 8 and
+// 8 + 2, and a 2 + 8 group's ring crosses out of its 2-GPU server on that
+// server's two NICs only. A 16 MiB ring AllReduce on the 1:1 k=16
+// fat-tree: 357.2 us priced on 2-11 against 517.8 us as flows (0.69);
+// priced on its slowest shape, 518.3 (1.00), busbw and fluid alike.
+func TestUnalignedGroupsPricedOnSlowestShape(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128")
+	checkStageAgainstFlows(t, tp, []string{"--size", "16MiB", "--group", "tp", "--tp", "10", "--place", "2-121"},
+		[]string{"--op", "allreduce", "--algo", "ring"})
+}
+
+// A tree's pieces cross the fabric beside their pace, so an oversubscribed
+// uplink bounds a tree AllReduce as its NIC does (its bytes after the
+// first piece's latencies), not in series with the pace. A100 (its tree
+// LL128 steps paced by the GPUs), --tp 6 from GPU 0 on the 4:1 k=16
+// fat-tree (one 8-GPU server an edge switch, two 400 Gb/s uplinks): a
+// 16 MiB AllReduce puts 16 MiB x 128/120 each way on a crossing group's
+// tree, server 1 carries two groups' (6-11 and 12-17), 358 us on its
+// uplinks, under the 593.8 us its pace takes. The flows took 621.3 us
+// (603.0 at 1:1); the pace plus the uplinks' extra took 790.0 (1.27).
+// Aligned groups did the same (--tp 16: 499.6 against 384.2).
+func TestTreeUplinksBesidePace(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128", "--gpu-type", "A100",
+		"--oversubscription", "4", "--oversubscribe-by", "uplinks")
+	checkStageAgainstFlows(t, tp, []string{"--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-95"},
+		[]string{"--op", "allreduce", "--algo", "tree"})
+}
+
+// The bytes a stage puts on an uplink bound its COLL node under ecmp as
+// under an even split: no draw of the hashes loads the busiest uplink
+// less. --tp 12 from GPU 4 on the 4:1 k=16 fat-tree (one 8-GPU server an
+// edge switch, two 400 Gb/s uplinks): server 3 holds 4 ranks of 16-27 and
+// 4 of 28-39, each group's ring crossing out of it 2 x 11/12 x 64 MiB in
+// a 64 MiB ring AllReduce, 246.1 MB over 100 GB/s: 2460.7 us at least.
+// Priced by the hashed connections' class means it took 2224 us (0.84 of
+// the flows' 2642); now the bound (0.93).
+func TestRingUplinksBoundUnderECMP(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128",
+		"--oversubscription", "4", "--oversubscribe-by", "uplinks")
+	layout := []string{"--size", "64MiB", "--group", "tp", "--tp", "12", "--place", "4-99"}
+	op := []string{"--op", "allreduce", "--algo", "ring"}
+	st := mustRun(t, tp, "simccl-decompose", append(append(slices.Clone(layout), "--granularity", "collective"), op...)...)
+	const uplinkNs = 2 * 2 * 11 * (64 << 20) / 12 / 100 // bytes over 100 bytes a ns
+	if e := span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid")); e < uplinkNs {
+		t.Errorf("collective %d ns, below its busiest uplink's %d ns", e, uplinkNs)
+	}
+	checkStageAgainstFlows(t, tp, layout, op)
+}
+
+// checkStageAgainstFlows decomposes each op on layout at both
+// granularities and checks collective granularity (busbw and fluid)
+// within 10% of the flows (fluid).
+func checkStageAgainstFlows(t *testing.T, tp []byte, layout []string, ops ...[]string) {
+	t.Helper()
+	for _, op := range ops {
 		var coll [2]int64
 		var flow int64
 		for _, g := range []string{"collective", "flow"} {
-			st := mustRun(t, tp, "simccl-decompose", append([]string{"--size", "16MiB", "--group", "tp", "--tp", "6", "--place", "0-95", "--granularity", g}, op...)...)
+			st := mustRun(t, tp, "simccl-decompose", append(append(slices.Clone(layout), "--granularity", g), op...)...)
 			if g == "flow" {
 				flow = span(t, mustRun(t, st, "flowsim-analytical", "--model", "fluid"))
 				continue

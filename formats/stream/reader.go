@@ -542,10 +542,15 @@ func (r *Reader) Collective() (*Collective, error) {
 			c.Phase, err = r.str(key)
 		case "cut":
 			c.Cut, err = r.cut(key)
-		case "send_lat_ps":
-			c.SendLatPs, err = r.int(key)
-			if err == nil && (c.SendLatPs < 0 || c.SendLatPs > maxCutLatPs) {
-				err = r.errf(key, fmt.Errorf("%d is out of range (0 to %d)", c.SendLatPs, int64(maxCutLatPs)))
+		case "send_lat_ps", "fabric_lat_ps":
+			v, err = r.int(key)
+			if err == nil && (v < 0 || v > maxCutLatPs) {
+				err = r.errf(key, fmt.Errorf("%d is out of range (0 to %d)", v, int64(maxCutLatPs)))
+			}
+			if key == "send_lat_ps" {
+				c.SendLatPs = v
+			} else {
+				c.FabricLatPs = v
 			}
 		case "layer", "microbatch", "stage":
 			v, err = r.int(key)

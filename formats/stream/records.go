@@ -140,6 +140,13 @@ type Collective struct {
 	// every transfer of the collective starts this long after its
 	// dependencies, in place of NCCL's latencies; 0 when off.
 	SendLatPs int64 `msgpack:"send_lat_ps,omitempty"`
+	// FabricLatPs: at collective granularity, the part of a COLL node's
+	// delay that a link carrying its bytes idles through (a tree's first
+	// piece's latencies along its path, its base latency included), when
+	// its bytes go beside its pace; a backend pricing the fabric then
+	// takes the longer of the delay and this plus the busiest link's
+	// bytes, instead of adding the fabric's extra (0: it adds it).
+	FabricLatPs int64 `msgpack:"fabric_lat_ps,omitempty"`
 
 	// Training-iteration position (stream version 3). Readers of older
 	// streams get Layer, Microbatch and Stage -1 and empty strings.

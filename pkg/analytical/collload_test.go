@@ -122,3 +122,27 @@ func TestNewStaggerLevels(t *testing.T) {
 		t.Errorf("with a sibling inside server 2: stagger %+v, want levels [3 1], ends [2 3], ranks [0 1 2 3]", st2)
 	}
 }
+
+// A COLL node whose bytes go beside its pace (fabric_lat_ps: a tree) takes
+// the longer of its delay and its fill plus the busiest link's bytes under
+// an even split, then what hashing adds beyond that split; without
+// fabric_lat_ps the extra adds to the delay. 100 MB, 100 us of fill, NICs
+// 1 ps a byte (100 us), the even split 1.5 beyond them (150 us), hashing
+// 0.2 more (20 us): a 400 us tree takes 420 us (its pace hides the
+// uplinks' 350), a 300 us one 370 us (the uplinks bound it), and a ring
+// of 300 us 300 + 170 = 470 us.
+func TestTreeFabricBesidePace(t *testing.T) {
+	tree := &stream.Collective{ID: 1, Op: "allreduce", Size: 1e8, Algorithm: "tree", FabricLatPs: 100e6}
+	ring := &stream.Collective{ID: 2, Op: "allreduce", Size: 1e8, Algorithm: "ring"}
+	c := &collLoad{in: &flowset.Set{Collectives: map[int64]*stream.Collective{1: tree, 2: ring}}}
+	d := &demand{nic: 1, even: 1.5, extra: 1.7}
+	for _, k := range []struct {
+		coll      int64
+		lat, want des.Time
+	}{{1, 400e6, 420e6}, {1, 300e6, 370e6}, {2, 300e6, 470e6}} {
+		f := &flowset.Flow{Coll: k.coll, Size: 1e8, Lat: k.lat}
+		if got := c.aloneWith(f, d); math.Abs(float64(got-k.want)) > 1 {
+			t.Errorf("collective %d, delay %d ps: %d ps, want %d", k.coll, k.lat, got, k.want)
+		}
+	}
+}

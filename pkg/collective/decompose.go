@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"encoding/binary"
 	"fmt"
 	"maps"
 	"math"
@@ -22,7 +23,17 @@ type Coll struct {
 	Compute   bool  // a compute phase's pseudo-collective
 	Flows     int64 // filled by Emit
 	WireBytes int64 // filled by Emit
+	// time: its COLL node's at collective granularity (slowestSibling;
+	// zero: emitColl finds it)
+	time collTime
 }
+
+// collTime is a COLL node's time (ps) and its fill: the part of it that a
+// link beyond the NICs carrying its bytes idles through (its first
+// piece's latencies), when its bytes go beside its pace, not after it (a
+// tree's pieces); 0: the fabric's extra adds to the time. The collective
+// record carries the fill (stream.Collective.FabricLatPs).
+type collTime struct{ ps, fill int64 }
 
 // Decomposer turns a workload into groups, collectives and flows.
 type Decomposer struct {
@@ -48,6 +59,8 @@ type Decomposer struct {
 	// stageFactor: the straggler factor of each stage's representative
 	// at collective granularity, -1: all
 	stageFactor map[int]float64
+	// priced: slowestSibling's COLL node times by plan and shape
+	priced map[shapeKey]collTime
 }
 
 // groupSet is every group of one type: ranks, stream ids and how many
@@ -60,15 +73,17 @@ type groupSet struct {
 	// (unevenNodes: no NVLS)
 	uneven []bool
 	of     map[int32]int // the group of each rank (its first, if several)
-	// widest: widestSibling's answers by group, and whether one of the
-	// siblings is uneven
-	widest map[int]sibling
+	// shape: each group's ranks per server, in the order nodesOf lists
+	// its servers (shapeOf)
+	shape []string
+	// stage: stageShapes' answers by group
+	stage map[int]sibling
 }
 
-// sibling is widestSibling's answer: the group planned for a stage, and
-// whether any group it stands for is uneven.
+// sibling is stageShapes' answer: the first group of each distinct shape
+// among a stage's groups, and whether any of them is uneven.
 type sibling struct {
-	gi     int
+	gis    []int
 	uneven bool
 }
 
@@ -95,7 +110,7 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks)), uneven: make([]bool, len(ranks)), of: map[int32]int{}}
+	gs := &groupSet{ranks: ranks, ids: make([]int64, len(ranks)), nodes: make([]int, len(ranks)), uneven: make([]bool, len(ranks)), shape: make([]string, len(ranks)), of: map[int32]int{}}
 	for i, g := range ranks {
 		for _, r := range g {
 			if _, ok := gs.of[r]; !ok {
@@ -104,7 +119,7 @@ func (d *Decomposer) groupsOf(kind string) (*groupSet, error) {
 		}
 		gs.ids[i] = int64(len(d.groups))
 		nodes := d.Fabric.nodesOf(g)
-		gs.nodes[i], gs.uneven[i] = len(nodes), unevenNodes(nodes)
+		gs.nodes[i], gs.uneven[i], gs.shape[i] = len(nodes), unevenNodes(nodes), shapeOf(nodes)
 		d.groups = append(d.groups, stream.Group{ID: gs.ids[i], Type: kind, Ranks: g})
 	}
 	if d.Collectives {
@@ -260,12 +275,15 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			if ranks = d.stepRanks(s, gs, gi); ranks == nil {
 				continue
 			}
-			pi, uneven := gi, gs.uneven[gi] // the group planned and priced
+			var pl Plan
+			var tm collTime
 			if d.Collectives && s.Group != PP {
-				w := d.widestSibling(gs, gi)
-				pi, uneven, ranks = w.gi, w.uneven, gs.ranks[w.gi]
+				var pi int // the group planned and priced
+				pi, pl, tm, err = d.slowestSibling(cache, s, gs, gi)
+				ranks = gs.ranks[pi]
+			} else {
+				pl, err = d.plan(cache, s, gs, gi, ranks, gs.uneven[gi])
 			}
-			pl, err := d.plan(cache, s, gs, pi, ranks, uneven)
 			if err != nil {
 				return nil, err
 			}
@@ -277,8 +295,8 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
 					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label,
-					Cut: cut, SendLatPs: d.sendLat(pl)}, s),
-				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
+					Cut: cut, SendLatPs: d.sendLat(pl), FabricLatPs: tm.fill}, s),
+				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si, time: tm,
 			})
 		}
 	}
@@ -362,34 +380,83 @@ func (d *Decomposer) stepRanks(s Step, gs *groupSet, gi int) []int32 {
 	return ranks
 }
 
-// widestSibling is the group a COLL node for group gi's stage is planned
-// and priced on at collective granularity: of gi and its siblings, the one
-// spanning the most servers (on a tie an uneven one, else gi), and whether
-// any of them is uneven: its plan then has no NVLS, which such a sibling
-// cannot run when the COLL node is expanded. Groups not aligned to servers
-// differ (--ep 6 or --tp 6 on 8-GPU servers: ranks 0-5 in one server, 6-11
-// across two) and the stage's collective ends with a group whose
-// connections leave its servers (on a 1:1 k=16 fat-tree, a 4 MiB AllToAll:
-// 41 us priced on 0-5, 188 us as flows; a 16 MiB ring AllReduce: 118 us
-// against 451 us).
+// stageShapes is, for group gi's stage at collective granularity (gi and
+// its siblings), the first group of each distinct shape (gi's first), and
+// whether any of them is uneven: the COLL node's plan then has no NVLS,
+// which such a sibling cannot run when the COLL node is expanded.
 // Found once a group (a stage's hundreds of siblings, thousands of steps).
-func (d *Decomposer) widestSibling(gs *groupSet, gi int) sibling {
-	if w, ok := gs.widest[gi]; ok {
+func (d *Decomposer) stageShapes(gs *groupSet, gi int) sibling {
+	if w, ok := gs.stage[gi]; ok {
 		return w
 	}
-	w := sibling{gi, gs.uneven[gi]}
+	w := sibling{gis: []int{gi}, uneven: gs.uneven[gi]}
 	for _, id := range d.groups[gs.ids[gi]].Siblings {
 		i := int(id - gs.ids[0])
-		if n := gs.nodes[i]; n > gs.nodes[w.gi] || n == gs.nodes[w.gi] && gs.uneven[i] && !gs.uneven[w.gi] {
-			w.gi = i
+		if !slices.ContainsFunc(w.gis, func(j int) bool { return gs.shape[j] == gs.shape[i] }) {
+			w.gis = append(w.gis, i)
 		}
 		w.uneven = w.uneven || gs.uneven[i]
 	}
-	if gs.widest == nil {
-		gs.widest = map[int]sibling{}
+	if gs.stage == nil {
+		gs.stage = map[int]sibling{}
 	}
-	gs.widest[gi] = w
+	gs.stage[gi] = w
 	return w
+}
+
+// shapeOf is a group's shape: its ranks per server, in nodesOf's order.
+// Groups of one shape are planned and priced alike.
+func shapeOf(nodes [][]int) string {
+	b := make([]byte, 0, 2*len(nodes))
+	for _, l := range nodes {
+		b = binary.AppendUvarint(b, uint64(len(l)))
+	}
+	return string(b)
+}
+
+// slowestSibling is the group a COLL node for group gi's stage is planned
+// and priced on at collective granularity, its plan and its COLL node's
+// time: of the stage's groups' distinct shapes (stageShapes), the one
+// whose COLL node takes the longest (collPs), gi's on a tie. The stage's
+// collective ends when its last group does, and groups not aligned to
+// servers differ: --tp 6 on 8-GPU servers puts ranks 0-5 in one server
+// and 6-11 across two (on a 1:1 k=16 fat-tree a 16 MiB ring AllReduce
+// took 118 us priced on 0-5, 451 us as flows), and --tp 10 from GPU 2
+// splits its groups 6 + 4, 4 + 6, 2 + 8 and 8 + 2, whose two GPUs' NICs
+// carry every channel's crossings (357 us priced on 6 + 4, 518 as
+// flows). Each shape's time is found once a step shape.
+func (d *Decomposer) slowestSibling(cache map[planKey]Plan, s Step, gs *groupSet, gi int) (int, Plan, collTime, error) {
+	st := d.stageShapes(gs, gi)
+	best := -1
+	var bestPl Plan
+	var bestT collTime
+	for _, i := range st.gis {
+		pl, err := d.plan(cache, s, gs, i, gs.ranks[i], st.uneven)
+		if err != nil {
+			return 0, Plan{}, collTime{}, err
+		}
+		k := shapeKey{planKey{s.Op, s.Size, s.Group, len(gs.ranks[i]), gs.nodes[i], st.uneven}, gs.shape[i]}
+		t, ok := d.priced[k]
+		if !ok && !pl.NoOp {
+			c := &Coll{Rec: stream.Collective{Op: string(s.Op), Size: s.Size, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6))}, Ranks: gs.ranks[i], Plan: pl}
+			t = d.collPs(c)
+			if d.priced == nil {
+				d.priced = map[shapeKey]collTime{}
+			}
+			d.priced[k] = t
+		}
+		if best < 0 || t.ps > bestT.ps {
+			best, bestPl, bestT = i, pl, t
+		}
+	}
+	return best, bestPl, bestT, nil
+}
+
+// shapeKey is what a COLL node's time on a group depends on: its plan's
+// key and the group's shape.
+type shapeKey struct {
+	planKey
+	shape string
 }
 
 // plan is step s's plan on group gi (ranks, from stepRanks), planned once
@@ -659,8 +726,8 @@ func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool,
 }
 
 // emitColl writes collective c at collective granularity: one COLL node
-// on rep, the rank standing for its stage, taking NCCL's model time (a
-// join when nothing moves), ordered as a rank's part of it would be.
+// on rep, the rank standing for its stage, taking collPs (a join when
+// nothing moves), ordered as a rank's part of it would be.
 func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int64, async bool, pend map[int32][]int64) {
 	entry := cursor[rep]
 	if cc != nil {
@@ -670,51 +737,11 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 	if c.Plan.NoOp {
 		id = e.Delay(c.Rec.ID, rep, 0, entry)
 	} else {
-		// NCCL's model time plus the transport's per-step costs in closed
-		// form, as flow granularity's transfers carry them; for a queued
-		// ring, an NVLS-Tree or a tree AllReduce under the transport's
-		// costs, the mechanism's own closed form (linktime.go) instead.
-		nNodes := len(d.Fabric.nodesOf(c.Ranks))
-		t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
-		bw := ncclBwPs(c)
-		if d.Planner.Opt.CollTime == CollTimeLinks {
-			// The flows' mechanism instead of NCCL's bandwidth: the same
-			// latencies, the bytes at the links' rates (linkBwPs).
-			if lb, ok := d.linkBwPs(c); ok {
-				bw = lb
-				t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
-			}
+		t := c.time
+		if t.ps == 0 {
+			t = d.collPs(c)
 		}
-		if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
-			// Its connections' step cycle in closed form (ringCyclePs).
-			if phase, ok := d.ringPhasePs(c); ok {
-				// Its busiest link's bytes bound it too: NCCL's bandwidth
-				// takes the group's NICs evenly over its servers, but a
-				// server holding fewer of its ranks (2 + 4) sends its
-				// channels' crossings over fewer NICs.
-				if lb, ok := d.linkBwPs(c); ok {
-					bw = max(bw, lb)
-				}
-				t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
-			}
-		} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
-			t = at // its network connections' steps in closed form
-		} else if rt, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
-			t = rt // an LL or LL128 ring's diagonal in closed form
-		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
-			t = nt // its stages' chain and cycle in closed form
-		} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
-			// Its pieces' pipeline along the tree in closed form, its bytes
-			// at the links' rates as the flows move them.
-			if busy, ok := d.busiestLinksPs(c, false); ok {
-				if tt, ok := d.treePs(c, s, busy); ok {
-					t = tt
-				}
-			}
-		}
-		// A process driving several GPUs: no sooner than its launches.
-		t = max(t, d.Planner.Opt.launchFloorPs())
-		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t, 1), entry)
+		id = e.Coll(c.Rec.ID, rep, c.Rec.Size, max(t.ps, 1), entry)
 	}
 	exit := []int64{id}
 	if async {
@@ -726,6 +753,55 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 		cc[rep] = exit
 	}
 	c.Flows = 1
+}
+
+// collPs is collective c's COLL node time (ps): NCCL's model time plus the
+// transport's per-step costs in closed form, as flow granularity's
+// transfers carry them; for a queued ring, an NVLS-Tree or a tree
+// AllReduce under the transport's costs, the mechanism's own closed form
+// (linktime.go) instead.
+func (d *Decomposer) collPs(c *Coll) collTime {
+	nNodes := len(d.Fabric.nodesOf(c.Ranks))
+	t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
+	var fill int64
+	bw := ncclBwPs(c)
+	if d.Planner.Opt.CollTime == CollTimeLinks {
+		// The flows' mechanism instead of NCCL's bandwidth: the same
+		// latencies, the bytes at the links' rates (linkBwPs).
+		if lb, ok := d.linkBwPs(c); ok {
+			bw = lb
+			t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
+		}
+	}
+	if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
+		// Its connections' step cycle in closed form (ringCyclePs).
+		if phase, ok := d.ringPhasePs(c); ok {
+			// Its busiest link's bytes bound it too: NCCL's bandwidth
+			// takes the group's NICs evenly over its servers, but a
+			// server holding fewer of its ranks (2 + 4) sends its
+			// channels' crossings over fewer NICs.
+			if lb, ok := d.linkBwPs(c); ok {
+				bw = max(bw, lb)
+			}
+			t = ringCyclePs(c, d.cut(), s, nNodes, phase, bw)
+		}
+	} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
+		t = at // its network connections' steps in closed form
+	} else if rt, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+		t = rt // an LL or LL128 ring's diagonal in closed form
+	} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
+		t = nt // its stages' chain and cycle in closed form
+	} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
+		// Its pieces' pipeline along the tree in closed form, its bytes
+		// at the links' rates as the flows move them.
+		if busy, ok := d.busiestLinksPs(c, false); ok {
+			if tt, ok := d.treeTimes(c, s, busy); ok {
+				t, fill = tt.ps, tt.fill
+			}
+		}
+	}
+	// A process driving several GPUs: no sooner than its launches.
+	return collTime{ps: max(t, d.Planner.Opt.launchFloorPs()), fill: fill}
 }
 
 // usToPs converts the model's microseconds to the stream's picoseconds.

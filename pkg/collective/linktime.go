@@ -459,12 +459,23 @@ func psLeave(arrive, work []float64) []float64 {
 // (chainPile). ok is false where the server model lacks a rate or the
 // plan is not a tree AllReduce under step costs.
 func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) {
+	t, ok := d.treeTimes(co, s, busy)
+	return t.ps, ok
+}
+
+// treeTimes is treePs's time and its fill: the base latency and the
+// latencies of the first piece's path, longest over the trees, which a
+// link carrying the tree's bytes idles through (linkBusy.bound). A fabric
+// link beyond the NICs (an oversubscribed uplink) bounds the tree as the
+// NIC does, fill plus its bytes, beside the pace of the pieces rather
+// than after it (collTime.fill).
+func (d *Decomposer) treeTimes(co *Coll, s stepCosts, busy linkBusy) (collTime, bool) {
 	pl := co.Plan
 	m, f := d.Planner.M, d.Fabric
 	n := len(co.Ranks)
 	if pl.NoOp || pl.Algo != AlgoTree || Op(co.Rec.Op) != AllReduce || n < 2 || co.Rec.Size <= 0 ||
 		s.intra == 0 && s.inter == 0 || m.NVLinkGBps <= 0 || f.GPUsPerServer <= 0 {
-		return 0, false
+		return collTime{}, false
 	}
 	k := d.cut()
 	nNodes := len(f.nodesOf(co.Ranks))
@@ -474,7 +485,7 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) 
 		nic = m.NICGBps * float64(m.NICs) / float64(f.GPUsPerServer) * 1e-3
 	}
 	if nNodes > 1 && nic <= 0 {
-		return 0, false
+		return collTime{}, false
 	}
 	channels := int64(max(pl.Channels, 1))
 	per := (co.Rec.Size + channels - 1) / channels
@@ -506,7 +517,7 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) 
 		pace := float64(cost * s.steps(w))
 		return treeHop{lat: float64(h + cost), bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
 	}
-	var worst float64
+	var worst, fill float64
 	for ch := 0; ch < int(min(channels, 2*ppn)); ch++ { // the distinct trees
 		parent, children, root := rankTree(f, co.Ranks, ch)
 		// The slowest leaf's path to the root, by first-piece time.
@@ -531,13 +542,15 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) 
 		for i := len(down) - 1; i >= 0; i-- { // and back down
 			path = append(path, down[i])
 		}
-		var e, after float64
+		var e, after, lat float64
 		for i, h := range path {
 			if !h.intra { // a piece crosses with its own tree's channels
 				path[i].bytes = h.one * float64(sameTree(int64(ch), channels, ppn))
 			}
 			after += path[i].bytes
+			lat += h.lat
 		}
+		fill = max(fill, lat)
 		worst = max(worst, busy.bound(path))
 		pile := chainPile{ch: int64(ch), channels: channels, ppn: ppn, pieces: pieces, share: share, one: path[0].one, pace: path[0].pace}
 		climbing := nNodes > 1 // rankTree's chains start on rotated rails
@@ -551,7 +564,11 @@ func (d *Decomposer) treePs(co *Coll, s stepCosts, busy linkBusy) (int64, bool) 
 			worst = max(worst, e+float64(pieces-1)*h.cycle+after)
 		}
 	}
-	return usToPs(pl.Lat.Base) + int64(worst), true
+	t := collTime{ps: usToPs(pl.Lat.Base) + int64(worst)}
+	if nNodes > 1 {
+		t.fill = usToPs(pl.Lat.Base) + int64(fill)
+	}
+	return t, true
 }
 
 // sameTree is how many channels run channel ch's rank tree on its rail
