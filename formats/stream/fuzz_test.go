@@ -173,3 +173,56 @@ func TestFastFlowManyDeps(t *testing.T) {
 		}
 	}
 }
+
+// fastInt reads every msgpack integer encoding, at its boundaries and in
+// every width, as msgpack does; a truncated one or a uint64 above int64 is
+// left to the strict path.
+func TestFastIntEncodings(t *testing.T) {
+	vals := []int64{0, 1, 127, 128, 255, 256, 65535, 65536, 1<<31 - 1, 1 << 31, 1<<32 - 1, 1 << 32, math.MaxInt64,
+		-1, -32, -33, -128, -129, -32768, -32769, math.MinInt32, math.MinInt32 - 1, math.MinInt64}
+	for _, v := range vals {
+		var encs [][]byte
+		enc := func(f func(e *msgpack.Encoder) error) {
+			var buf bytes.Buffer
+			if err := f(msgpack.NewEncoder(&buf)); err != nil {
+				t.Fatal(err)
+			}
+			encs = append(encs, buf.Bytes())
+		}
+		enc(func(e *msgpack.Encoder) error { return e.EncodeInt(v) })
+		enc(func(e *msgpack.Encoder) error { return e.EncodeInt64(v) })
+		if v >= math.MinInt8 && v <= math.MaxInt8 {
+			enc(func(e *msgpack.Encoder) error { return e.EncodeInt8(int8(v)) })
+		}
+		if v >= math.MinInt16 && v <= math.MaxInt16 {
+			enc(func(e *msgpack.Encoder) error { return e.EncodeInt16(int16(v)) })
+		}
+		if v >= math.MinInt32 && v <= math.MaxInt32 {
+			enc(func(e *msgpack.Encoder) error { return e.EncodeInt32(int32(v)) })
+		}
+		if v >= 0 {
+			enc(func(e *msgpack.Encoder) error { return e.EncodeUint64(uint64(v)) })
+			if v <= math.MaxUint8 {
+				enc(func(e *msgpack.Encoder) error { return e.EncodeUint8(uint8(v)) })
+			}
+			if v <= math.MaxUint16 {
+				enc(func(e *msgpack.Encoder) error { return e.EncodeUint16(uint16(v)) })
+			}
+			if v <= math.MaxUint32 {
+				enc(func(e *msgpack.Encoder) error { return e.EncodeUint32(uint32(v)) })
+			}
+		}
+		for _, b := range encs {
+			got, p, ok := fastInt(b, 0)
+			if !ok || got != v || p != len(b) {
+				t.Errorf("% x: fastInt %d (%d bytes, %v), want %d (%d bytes)", b, got, p, ok, v, len(b))
+			}
+			if _, _, ok := fastInt(b[:len(b)-1], 0); ok {
+				t.Errorf("% x truncated: read", b)
+			}
+		}
+	}
+	if _, _, ok := fastInt([]byte{0xcf, 0x80, 0, 0, 0, 0, 0, 0, 0}, 0); ok {
+		t.Error("uint64 2^63 read as an int64")
+	}
+}
