@@ -238,6 +238,7 @@ type arrowWriter struct {
 	dicts  [numStr]strDict
 
 	sw    *ipc.Writer // ArrowStream
+	pipe  *recordPipe // ArrowStream: full batches written on a goroutine of their own
 	spool *spool      // ArrowFile: full batches waiting for Close
 
 	err    error // sticky: a failed writer stays failed
@@ -254,8 +255,77 @@ func newArrowWriter(w io.Writer, c Container, keys, values []string) *arrowWrite
 	}
 	if c == ArrowStream {
 		aw.sw = ipc.NewWriter(aw.bw, ipc.WithSchema(aw.schema), ipc.WithAllocator(aw.mem), ipc.WithDictionaryDeltas(true))
+		aw.pipe = newRecordPipe(aw)
 	}
 	return aw
+}
+
+// recordPipe writes the stream's full batches on a goroutine while the
+// next one fills: encoding a batch and writing it out (the system calls
+// of a pipe or file) were half of the trace's time after the run (0.6 of
+// 1.26 s of CPU on a 2048-GPU AllToAll's 4.2 M rows), one after the other.
+type recordPipe struct {
+	full chan pending
+	free chan *colBatch
+	done chan error
+}
+
+// pending is a full batch with its dictionaries as of the batch: the
+// filling side adds values meanwhile.
+type pending struct {
+	b     *colBatch
+	dicts [numStr]arrow.Array
+}
+
+func newRecordPipe(w *arrowWriter) *recordPipe {
+	p := &recordPipe{full: make(chan pending, 1), free: make(chan *colBatch, 1), done: make(chan error, 1)}
+	p.free <- newColBatch(batchRows)
+	go func() {
+		var err error
+		for b := range p.full {
+			if err == nil {
+				if err = w.writeRecord(w.sw, b.b, b.dicts); err == nil {
+					err = w.bw.Flush() // let the consumer at the other end of a pipe see the batch now
+				}
+			}
+			release(b.dicts)
+			p.free <- b.b
+		}
+		p.done <- err
+	}()
+	return p
+}
+
+// send queues w's current batch and gives w an empty one; the first
+// error of the writing goroutine comes back from close.
+func (p *recordPipe) send(w *arrowWriter) {
+	d := w.dictArrays()
+	for _, a := range d {
+		a.Retain() // until written: add releases a dictionary it outgrows
+	}
+	p.full <- pending{w.cur, d}
+	w.cur = <-p.free
+	w.cur.n = 0
+}
+
+func (p *recordPipe) close() error {
+	close(p.full)
+	return <-p.done
+}
+
+// dictArrays returns each string column's dictionary as it stands.
+func (w *arrowWriter) dictArrays() [numStr]arrow.Array {
+	var d [numStr]arrow.Array
+	for k := range d {
+		d[k] = w.dicts[k].array(w.mem)
+	}
+	return d
+}
+
+func release(d [numStr]arrow.Array) {
+	for _, a := range d {
+		a.Release()
+	}
 }
 
 func (w *arrowWriter) Write(r *Row) error {
@@ -277,14 +347,13 @@ func (w *arrowWriter) Write(r *Row) error {
 	return w.err
 }
 
-// flush hands the full current batch on: to the stream, or to the spool.
+// flush hands the full current batch on: to the stream's writing
+// goroutine, or to the spool.
 func (w *arrowWriter) flush() error {
 	defer func() { w.cur.n = 0 }()
 	if w.c == ArrowStream {
-		if err := w.writeRecord(w.sw, w.cur); err != nil {
-			return err
-		}
-		return w.bw.Flush() // let the consumer at the other end of a pipe see the batch now
+		w.pipe.send(w)
+		return nil
 	}
 	if w.spool == nil {
 		w.spool = &spool{}
@@ -299,9 +368,9 @@ type recordWriter interface {
 }
 
 // writeRecord wraps b's Go slices as Arrow arrays without copying and writes
-// them; the IPC writer is done with the buffers when Write returns, so b
-// can be refilled.
-func (w *arrowWriter) writeRecord(rw recordWriter, b *colBatch) error {
+// them with the dictionaries dicts; the IPC writer is done with the buffers
+// when Write returns, so b can be refilled.
+func (w *arrowWriter) writeRecord(rw recordWriter, b *colBatch, dicts [numStr]arrow.Array) error {
 	n := b.n
 	cols := make([]arrow.Array, len(columns))
 	for i, c := range columns {
@@ -312,7 +381,7 @@ func (w *arrowWriter) writeRecord(rw recordWriter, b *colBatch) error {
 			cols[i] = primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(b.i32[c.slot][:n]), n)
 		default:
 			idx := primitive(arrow.PrimitiveTypes.Int32, arrow.Int32Traits.CastToBytes(b.str[c.slot][:n]), n)
-			cols[i] = array.NewDictionaryArray(dictType, idx, w.dicts[c.slot].array(w.mem))
+			cols[i] = array.NewDictionaryArray(dictType, idx, dicts[c.slot])
 			idx.Release()
 		}
 	}
@@ -338,6 +407,11 @@ func (w *arrowWriter) Close() error {
 		return w.err
 	}
 	w.closed = true
+	if w.pipe != nil {
+		if err := w.pipe.close(); w.err == nil {
+			w.err = err
+		}
+	}
 	if w.err != nil {
 		if w.spool != nil {
 			w.spool.close()
@@ -360,7 +434,7 @@ func (w *arrowWriter) Close() error {
 func (w *arrowWriter) finish() error {
 	if w.c == ArrowStream {
 		if w.cur.n > 0 {
-			if err := w.writeRecord(w.sw, w.cur); err != nil {
+			if err := w.writeRecord(w.sw, w.cur, w.dictArrays()); err != nil {
 				return err
 			}
 		}
@@ -378,7 +452,7 @@ func (w *arrowWriter) finish() error {
 		defer w.spool.close()
 	}
 	for _, b := range w.spool.batches() {
-		if err := w.writeRecord(fw, b); err != nil {
+		if err := w.writeRecord(fw, b, w.dictArrays()); err != nil {
 			return err
 		}
 	}
@@ -396,13 +470,13 @@ func (w *arrowWriter) finish() error {
 			if err != nil {
 				return err
 			}
-			if err := w.writeRecord(fw, b); err != nil {
+			if err := w.writeRecord(fw, b, w.dictArrays()); err != nil {
 				return err
 			}
 		}
 	}
 	if w.cur.n > 0 {
-		if err := w.writeRecord(fw, w.cur); err != nil {
+		if err := w.writeRecord(fw, w.cur, w.dictArrays()); err != nil {
 			return err
 		}
 	}
