@@ -98,6 +98,11 @@ type demand struct {
 	links []route.DirLink
 	ps    []float64 // ps each link needs per byte of the collective's size
 	extra float64   // ps per byte the fabric adds to NCCL's model time
+	// drift: a ring's chunks hashed anew (ecmp, flowlet), whose extra is
+	// priced out of phase (outOfPhasePs) over its NICs' time alone, nic
+	// ps per byte (the even split's busiest NIC link).
+	drift bool
+	nic   float64
 	// A pipelined AllToAll's draws under ecmp (hashed), for its paced
 	// pieces (pacedExtra), and pacedExtra's results by pace.
 	draws []pieceDraw
@@ -242,7 +247,8 @@ func (c *collLoad) alone(f *flowset.Flow) des.Time { return c.aloneWith(f, c.dem
 // slowed on its own (demand.pacedExtra). Without the transport's costs
 // the delay is the model time and this is the sum.
 // The other collectives' per-step work is in series with their bytes
-// (a ring's slices), so the fabric's extra adds to it.
+// (a ring's slices), so the fabric's extra adds to it: in full, or for a
+// ring under ecmp at processor sharing's rate (outOfPhasePs).
 func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 	x := d.extraFor(f.Size)
 	if co := c.in.Collectives[f.Coll]; co != nil && co.Op == "alltoall" && f.Lat > des.Time(co.PredictedPs) {
@@ -260,7 +266,35 @@ func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 		}
 		return t
 	}
+	if d != nil && d.drift && f.Size > 0 {
+		return outOfPhasePs(f.Lat, des.Time(d.nic*float64(f.Size)), x)
+	}
 	return f.Lat + x
+}
+
+// outOfPhasePs is a ring's time (ps) under ecmp: t0 its time on the
+// NICs alone, nic of it its bytes on its busiest NIC link, the rest
+// (f = t0 - nic) its fixed work, and x what its connections' busiest
+// links take beyond nic for the bytes hashed onto them (collLoad.hashed).
+// Symmetric rings stay in phase under an even split, every colliding
+// byte waits for the others' and x adds in series (t0 + x, as the flows
+// under spray). Chunks hashed anew drift apart, and a chunk's bytes share
+// a link only with the chunks on it at that moment: processor sharing at
+// the others' load rho = x / T stretches its bytes to nic / (1 - rho),
+//
+//	T = f + nic T / (T - x),  T^2 - (f + nic + x) T + f x = 0,
+//
+// the larger root, between t0 (x = 0) and t0 + x (f = 0). H100 rings on
+// the k=16 fat-tree aligned to servers (1-256 MiB, 1:1 and 4:1): in
+// series was 0.90-1.60 of the flows (fluid, ecmp), this 0.87-1.19; e.g.
+// 16 MiB on 8 + 8 H100s 1.116 -> 1.018 (TestRingFabricExtraOutOfPhase).
+func outOfPhasePs(t0, nic, x des.Time) des.Time {
+	if x <= 0 || nic <= 0 || t0 <= nic {
+		return t0 + x
+	}
+	f, b, o := float64(t0-nic), float64(nic), float64(x)
+	u := f + b + o
+	return des.Time((u + math.Sqrt(u*u-4*f*o)) / 2)
 }
 
 // extraFor is the time the fabric adds to a collective of size bytes; an
@@ -412,6 +446,8 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		if err := c.hashed(d, merged, nic, pipelined, pipelined && co.Op == "alltoall"); err != nil {
 			return nil, err
 		}
+		// Rings only: trees' pieces (tree.go) were not measured so.
+		d.drift, d.nic = sp.Algo == nccl.AlgoRing, nic
 		return d, nil
 	}
 	// Split evenly beyond each connection's port: the NIC links' and the
