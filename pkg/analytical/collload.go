@@ -266,10 +266,16 @@ func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 		}
 		return t
 	}
+	t := f.Lat + x
 	if d != nil && d.drift && f.Size > 0 {
-		return outOfPhasePs(f.Lat, des.Time(d.nic*float64(f.Size)), x)
+		t = outOfPhasePs(f.Lat, des.Time(d.nic*float64(f.Size)), x)
 	}
-	return f.Lat + x
+	// A ring its NVLink paces in phase takes that long whatever the
+	// fabric adds to its network steps: the slower of the two paces it.
+	if co := c.in.Collectives[f.Coll]; co != nil && co.Cut != nil {
+		t = max(t, des.Time(co.Cut.NVLinkLockPs))
+	}
+	return t
 }
 
 // outOfPhasePs is a ring's time (ps) under ecmp: t0 its time on the

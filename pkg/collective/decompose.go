@@ -280,6 +280,9 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 					Cut: cut, SendLatPs: d.sendLat(pl)}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si,
 			})
+			if cut != nil {
+				cut.NVLinkLockPs = d.nvLinkLockPs(&out[id])
+			}
 		}
 	}
 	return out, nil
@@ -699,7 +702,7 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 			}
 		} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
 			t = at // its network connections' steps in closed form
-		} else if rt, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+		} else if rt, _, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
 			t = rt // an LL or LL128 ring's diagonal in closed form
 		} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 			t = nt // its stages' chain and cycle in closed form
