@@ -892,7 +892,14 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 // multi-server LL or LL128 ring takes when its NVLink paces it
 // (ringPathPs' lock), 0 when its NIC does or it is no such ring.
 func (d *Decomposer) nvLinkLockPs(co *Coll) int64 {
-	_, lock, _ := d.ringPathPs(co, d.cut(), d.Planner.Opt.stepCosts(co.Plan), len(d.Fabric.nodesOf(co.Ranks)), 0)
+	if co.Plan.Algo != AlgoRing || co.Plan.Proto == Simple {
+		return 0 // before the servers are counted: most records are these
+	}
+	nNodes := len(d.Fabric.nodesOf(co.Ranks))
+	if nNodes < 2 {
+		return 0
+	}
+	_, lock, _ := d.ringPathPs(co, d.cut(), d.Planner.Opt.stepCosts(co.Plan), nNodes, 0)
 	return lock
 }
 
