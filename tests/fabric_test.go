@@ -354,6 +354,60 @@ func TestRingUnevenServersBoundByNIC(t *testing.T) {
 	checkRatio(t, "collective / flows", float64(e[0])/float64(e[1]), 0.9, 1.1, 0, false)
 }
 
+// Under ecmp a ring's chunks are hashed anew and drift out of phase, so
+// the fabric's extra (its connections' busiest links beyond the NICs)
+// slows its bytes at processor sharing's rate rather than adding in
+// series with its fixed work (analytical outOfPhasePs). Rings aligned to
+// the k=16 fat-tree's servers, collective granularity (busbw and fluid)
+// within 5% of the flows (fluid): --tp 16 (8 + 8 ranks) AllReduce of
+// 16 MiB (Ring LL128) at 1:1, 1.018 (1.116 in series); one rank a server
+// (--group dp --tp 8 --place 0-95, 12 servers) AllReduce of 1 MiB (Ring
+// LL) at 4:1, 1.017 (1.340 in series).
+func TestRingFabricExtraOutOfPhase(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		over, size string
+		group      []string
+	}{
+		{"1", "16MiB", []string{"--group", "tp", "--tp", "16"}},
+		{"4", "1MiB", []string{"--group", "dp", "--tp", "8", "--place", "0-95"}},
+	} {
+		tp := mustRun(t, nil, "topogen", "--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128",
+			"--oversubscription", c.over, "--oversubscribe-by", "uplinks")
+		args := func(g string) []string {
+			return append([]string{"--op", "allreduce", "--algo", "ring", "--size", c.size, "--granularity", g}, c.group...)
+		}
+		flow := span(t, mustRun(t, mustRun(t, tp, "simccl-decompose", args("flow")...), "flowsim-analytical", "--model", "fluid"))
+		st := mustRun(t, tp, "simccl-decompose", args("collective")...)
+		for _, m := range []string{"busbw", "fluid"} {
+			coll := span(t, mustRun(t, st, "flowsim-analytical", "--model", m))
+			checkRatio(t, fmt.Sprintf("%s:1, %s %v, collective (%s) / flows", c.over, c.size, c.group, m), float64(coll)/float64(flow), 0.95, 1.05, 0, false)
+		}
+	}
+}
+
+// A multi-server LL128 ring whose hops' bytes in phase take longer on
+// the NVLink than on the NIC keeps its channels in step (collective
+// ringPathPs' lock, the record's nvlink_lock_ps): 4 x 8 A100s (22
+// channels) on 400G NICs, ring AllReduce of 16 and 64 MiB, collective
+// granularity (busbw and fluid) within 5% of the flows (fluid): 1.029 and
+// 1.017, where the NIC-paced closed form alone gave 0.896 and 0.852.
+func TestRingNVLinkLock(t *testing.T) {
+	t.Parallel()
+	tp := mustRun(t, mustRun(t, nil, "topogen", "--family", "spectrum-x", "--gpus", "32", "--gpu-type", "A100", "--nic-bw", "400Gbps"), "ncclpath")
+	for _, size := range []string{"16MiB", "64MiB"} {
+		args := func(g string) []string {
+			return []string{"--op", "allreduce", "--algo", "ring", "--size", size, "--group", "dp", "--tp", "1", "--granularity", g}
+		}
+		flow := span(t, mustRun(t, mustRun(t, tp, "simccl-decompose", args("flow")...), "flowsim-analytical", "--model", "fluid"))
+		st := mustRun(t, tp, "simccl-decompose", args("collective")...)
+		for _, m := range []string{"busbw", "fluid"} {
+			coll := span(t, mustRun(t, st, "flowsim-analytical", "--model", m))
+			checkRatio(t, fmt.Sprintf("%s, collective (%s) / flows", size, m), float64(coll)/float64(flow), 0.95, 1.05, 0, false)
+		}
+	}
+}
+
 // A direct AllToAll's connections under the transport's costs go in
 // NCCL's steps, each piece hashed anew under ecmp, as PXN's do
 // (collective.NetPieces): 16 MiB with ep 16 --algo direct (1 MiB a peer,

@@ -574,10 +574,12 @@ func (r *Reader) Collective() (*Collective, error) {
 }
 
 // Bounds of a cut's values: a chunk is at most a collective's 1 TiB, a
-// step latency at most a second.
+// step latency at most a second, a collective's time at most a flow's
+// delay_ps (2^56 ps).
 const (
-	maxCutChunk = 1 << 40
-	maxCutLatPs = 1e12
+	maxCutChunk  = 1 << 40
+	maxCutLatPs  = 1e12
+	maxCutTimePs = 1 << 56
 )
 
 // MaxFirstFlow bounds a cut's first_flow: expanded flows' ids, first_flow
@@ -619,6 +621,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst, limit = &c.StepTreeShare, 1
 		case "launch_floor_ps":
 			dst = &c.LaunchFloorPs
+		case "nvlink_lock_ps":
+			dst, limit = &c.NVLinkLockPs, maxCutTimePs
 		case "first_flow":
 			c.FirstFlow = new(int64)
 			dst, limit = c.FirstFlow, MaxFirstFlow

@@ -198,6 +198,11 @@ type Cut struct {
 	// LaunchFloorPs: the shortest the collective takes when one process
 	// launches it on several GPUs in turn (0 or absent: none).
 	LaunchFloorPs int64 `msgpack:"launch_floor_ps,omitempty"`
+	// NVLinkLockPs: the shortest a multi-server LL or LL128 ring takes
+	// when its NVLink, not its NIC, paces its channels in phase (0 or
+	// absent: its NIC does); a backend pricing a COLL node takes the
+	// longer of it and its delay with what the fabric adds.
+	NVLinkLockPs int64 `msgpack:"nvlink_lock_ps,omitempty"`
 	// FirstFlow is the id flow granularity gives the collective's first
 	// flow (its group's, then its siblings' follow): an expanded flow's id
 	// is FirstFlow plus its index in the expansion, so that ECMP, which

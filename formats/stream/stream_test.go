@@ -52,7 +52,7 @@ func writeSample(t testing.TB) []byte {
 	must(t, w.Topology(sampleTopology()))
 	must(t, w.Group(&Group{ID: 3, Type: "DP", Ranks: []int32{0, 1}, Siblings: []int64{4, 1 << 40}}))
 	must(t, w.Collective(&Collective{ID: 7, Op: "allreduce", Size: 64 << 20, Group: 3, Algorithm: "ring", Protocol: "simple", Channels: 2, PXN: true, PredictedPs: 123, FabricLatPs: 1_500_000,
-		Cut: &Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, FirstFlow: new(int64(5 << 32))}}))
+		Cut: &Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, NVLinkLockPs: 1_281_300_000, FirstFlow: new(int64(5 << 32))}}))
 	for _, f := range sampleFlows() {
 		f := f
 		must(t, w.Flow(&f))
@@ -103,7 +103,7 @@ func TestRoundTrip(t *testing.T) {
 			must(t, err)
 			if c.Size != 64<<20 || c.Algorithm != "ring" || c.Channels != 2 || c.PredictedPs != 123 || !c.PXN || c.FabricLatPs != 1_500_000 ||
 				c.Cut == nil || c.Cut.FirstFlow == nil || *c.Cut.FirstFlow != 5<<32 ||
-				*c.Cut != (Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, FirstFlow: c.Cut.FirstFlow}) {
+				*c.Cut != (Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, NVLinkLockPs: 1_281_300_000, FirstFlow: c.Cut.FirstFlow}) {
 				t.Fatalf("collective %+v", c)
 			}
 		case KindFlow:
@@ -245,6 +245,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"field cut.first_flow", "out of range"}},
 		{"fabric latency negative", rec(t, hdr, []any{"collective", map[string]any{"id": 1, "fabric_lat_ps": -1}}),
 			[]string{"record 1 (collective), field fabric_lat_ps", "-1 is out of range"}},
+		{"cut nvlink lock beyond 2^56", rec(t, hdr, []any{"collective", map[string]any{"id": 1, "cut": map[string]any{"nvlink_lock_ps": int64(1) << 57}}}),
+			[]string{"field cut.nvlink_lock_ps", "out of range"}},
 		{"cut not a map", rec(t, hdr, []any{"collective", map[string]any{"id": 1, "cut": 5}}),
 			[]string{"field cut", "expected a map"}},
 		{"second topology", rec(t, hdr, []any{"topology", oneGPU}, []any{"group", map[string]any{}}, []any{"topology", oneGPU}),

@@ -100,6 +100,9 @@ type demand struct {
 	extra float64   // ps per byte the fabric adds to NCCL's model time
 	nic   float64   // ps per byte of the most loaded NIC link, the even split's
 	even  float64   // extra under an even split beyond each connection's port
+	// drift: a ring's chunks hashed anew (ecmp, flowlet), whose extra is
+	// priced out of phase (outOfPhasePs) over its NICs' time alone (nic).
+	drift bool
 	// A pipelined AllToAll's draws under ecmp (hashed), for its paced
 	// pieces (pacedExtra), and pacedExtra's results by pace.
 	draws []pieceDraw
@@ -252,7 +255,8 @@ func (c *collLoad) alone(f *flowset.Flow) des.Time { return c.aloneWith(f, c.dem
 // (collisions) slows the pieces that meet them, in series with their
 // pace, as the extra did (A100 1:1 256 MiB: flows 4597 us, 4457 without).
 // The other collectives' per-step work is in series with their bytes
-// (a ring's slices), so the fabric's extra adds to it.
+// (a ring's slices), so the fabric's extra adds to it: in full, or for a
+// ring under ecmp at processor sharing's rate (outOfPhasePs).
 func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 	x := d.extraFor(f.Size)
 	co := c.in.Collectives[f.Coll]
@@ -275,11 +279,20 @@ func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 		}
 		return t
 	}
+	t := f.Lat + x
+	if d != nil && d.drift && f.Size > 0 {
+		t = outOfPhasePs(f.Lat, des.Time(d.nic*float64(f.Size)), x)
+	}
+	// A ring its NVLink paces in phase takes that long whatever the
+	// fabric adds to its network steps: the slower of the two paces it.
+	if co != nil && co.Cut != nil {
+		t = max(t, des.Time(co.Cut.NVLinkLockPs))
+	}
 	// No draw of the hashes loads the busiest link less than the even
 	// split, and the stage's bytes must all cross it: the hashed
 	// connections' class means put 256 MiB ring AllReduces on groups split
 	// 4 + 8 at 0.86 of the flows on a 4:1 tree, under that bound.
-	return max(f.Lat+x, d.boundFor(f.Size))
+	return max(t, d.boundFor(f.Size))
 }
 
 // boundFor is the time the bytes of a collective of size bytes take at
@@ -289,6 +302,31 @@ func (d *demand) boundFor(size int64) des.Time {
 		return 0
 	}
 	return des.Time((d.nic + d.even) * float64(size))
+}
+
+// outOfPhasePs is a ring's time (ps) under ecmp: t0 its time on the
+// NICs alone, nic of it its bytes on its busiest NIC link, the rest
+// (f = t0 - nic) its fixed work, and x what its connections' busiest
+// links take beyond nic for the bytes hashed onto them (collLoad.hashed).
+// Symmetric rings stay in phase under an even split, every colliding
+// byte waits for the others' and x adds in series (t0 + x, as the flows
+// under spray). Chunks hashed anew drift apart, and a chunk's bytes share
+// a link only with the chunks on it at that moment: processor sharing at
+// the others' load rho = x / T stretches its bytes to nic / (1 - rho),
+//
+//	T = f + nic T / (T - x),  T^2 - (f + nic + x) T + f x = 0,
+//
+// the larger root, between t0 (x = 0) and t0 + x (f = 0). H100 rings on
+// the k=16 fat-tree aligned to servers (1-256 MiB, 1:1 and 4:1): in
+// series was 0.90-1.60 of the flows (fluid, ecmp), this 0.87-1.19; e.g.
+// 16 MiB on 8 + 8 H100s 1.116 -> 1.018 (TestRingFabricExtraOutOfPhase).
+func outOfPhasePs(t0, nic, x des.Time) des.Time {
+	if x <= 0 || nic <= 0 || t0 <= nic {
+		return t0 + x
+	}
+	f, b, o := float64(t0-nic), float64(nic), float64(x)
+	u := f + b + o
+	return des.Time((u + math.Sqrt(u*u-4*f*o)) / 2)
 }
 
 // extraFor is the time the fabric adds to a collective of size bytes; an
@@ -444,6 +482,8 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		if err := c.hashed(d, merged, nic, pipelined, pipelined && co.Op == "alltoall"); err != nil {
 			return nil, err
 		}
+		// Rings only: trees' pieces (tree.go) were not measured so.
+		d.drift = sp.Algo == nccl.AlgoRing
 		return d, nil
 	}
 	d.extra = d.even

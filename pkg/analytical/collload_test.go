@@ -146,3 +146,31 @@ func TestTreeFabricBesidePace(t *testing.T) {
 		}
 	}
 }
+
+// A pipelined collective's fabric extra out of phase (outOfPhasePs), by
+// hand: 300 us alone, 100 of them its bytes on its NIC, 200 us more the
+// collided links need. Its 200 us of fixed work plus its bytes at
+// processor sharing's 1/(1 - rho), rho = 200 / T: T^2 - 500 T + 40000 =
+// 0, T = 400 us, where in series (in phase) it was 500. No extra keeps
+// t0; no fixed work (bytes alone) is the sum, as before.
+func TestOutOfPhaseExtra(t *testing.T) {
+	us := des.Time(1e6)
+	got := outOfPhasePs(300*us, 100*us, 200*us)
+	if got != 400*us {
+		t.Errorf("out of phase: %d ps, want %d", got, 400*us)
+	}
+	// T is processor sharing's fixed point: f + nic T / (T - x).
+	if fp := 200e6 + 100e6*float64(got)/float64(got-200*us); math.Abs(fp-float64(got)) > 2 {
+		t.Errorf("out of phase: %d ps is not the fixed point (%.0f)", got, fp)
+	}
+	for _, c := range []struct{ t0, nic, x, want des.Time }{
+		{300 * us, 100 * us, 0, 300 * us},        // nothing collides
+		{300 * us, 300 * us, 200 * us, 500 * us}, // bytes alone: in series
+		{300 * us, 0, 200 * us, 500 * us},        // no NIC bytes known: in series
+		{300 * us, 400 * us, 200 * us, 500 * us}, // model faster than its NICs: in series
+	} {
+		if got := outOfPhasePs(c.t0, c.nic, c.x); got != c.want {
+			t.Errorf("outOfPhasePs(%d, %d, %d) = %d, want %d", c.t0, c.nic, c.x, got, c.want)
+		}
+	}
+}

@@ -298,6 +298,9 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 					Cut: cut, SendLatPs: d.sendLat(pl), FabricLatPs: tm.fill}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si, time: tm,
 			})
+			if cut != nil {
+				cut.NVLinkLockPs = d.nvLinkLockPs(&out[id])
+			}
 		}
 	}
 	return out, nil
@@ -787,7 +790,7 @@ func (d *Decomposer) collPs(c *Coll) collTime {
 		}
 	} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
 		t = at // its network connections' steps in closed form
-	} else if rt, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+	} else if rt, _, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
 		t = rt // an LL or LL128 ring's diagonal in closed form
 	} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 		t = nt // its stages' chain and cycle in closed form

@@ -775,19 +775,36 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 //
 //	T = base + max(sum over loops, conn over loops, bw).
 //
+// The rings leave their in-phase start because their network steps, the
+// slower, pace the channels apart. Where a hop's bytes in phase take
+// longer on the NVLink than on the NIC (nvIn > nic: an A100's 22
+// channels in phase take 83 ps a byte of one connection on its NVLink,
+// 60 on its NIC), the NVLink paces every channel alike and keeps them in step
+// (the flows of a 4 x 8 A100 AllReduce of 64 MiB: an NVLink step takes
+// its fixed work plus its bytes in phase, 20 us, at the start and again
+// from the 28th step, 19.1 us a step on average): each NVLink connection
+// then runs its own steps in order at the in-phase share, as conn's,
+//
+//	lock = base + P x (f + b x nvIn) + max(L_nv + cost_nv, f) - f,
+//
+// returned apart (0 when nvIn <= nic), since a fabric that slows the
+// network steps beyond it dissolves it (collective record's
+// nvlink_lock_ps): on 4 x 8 A100s 16 and 64 MiB were 0.896 and 0.852 of
+// flow granularity without it, 1.029 and 1.017 with it.
+//
 // Worked by hand on 2 x 4 GPUs (TestRingPathPs, TestRingPathConnPs). ok is false where the
 // server model lacks a rate or co is not an LL or LL128 ring under step
 // costs.
-func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (int64, bool) {
+func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (ps, lock int64, ok bool) {
 	pl := co.Plan
 	n := len(co.Ranks)
 	op := Op(co.Rec.Op)
 	if pl.NoOp || pl.Algo != AlgoRing || pl.Proto == Simple || !ringRows(pl.Algo, op) || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 {
-		return 0, false
+		return 0, 0, false
 	}
 	_, nicAll, nvGrp, _, ok := d.ringLinkPhases(co)
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	if lb, ok := d.linkBwPs(co); ok {
 		bw = lb
@@ -798,7 +815,7 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	nr.Plan.PXN = false
 	nvIn, _, _, _, ok := d.ringLinkPhases(&nr)
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	steps := int64(n - 1)
 	inter := int64(0)
@@ -854,22 +871,53 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		}
 		return t
 	}
-	var t, tc float64
+	// nvLoop: an NVLink connection's own steps in order, as connLoop's,
+	// each its fixed work and then its bytes at the in-phase share.
+	nvLoop := func(payload int64, first bool) float64 {
+		b := wire((payload+int64(n)-1)/int64(n), pl.Proto)
+		f := s.serial * s.slices(b)
+		t := float64(steps) * (float64(f) + float64(b)*nvIn)
+		if first {
+			t += float64(max(hopIntra+s.intra, f) - f)
+		}
+		return t
+	}
+	var t, tc, tn float64
 	for done, first := int64(0), true; done < per; first = false {
 		b := min(loopBytes, per-done)
 		if !first && b == loopBytes {
 			full := (per - done) / loopBytes
 			t += float64(full) * loop(b, false)
 			tc += float64(full) * connLoop(b, false)
+			tn += float64(full) * nvLoop(b, false)
 			done += full * loopBytes
 			continue
 		}
 		t += loop(b, first)
 		tc += connLoop(b, first)
+		tn += nvLoop(b, first)
 		done += b
 	}
-	t = max(t, tc)
-	return usToPs(pl.Lat.Base) + int64(max(t, float64(bw))), true
+	base := usToPs(pl.Lat.Base)
+	if nNodes > 1 && nvIn > nicAll {
+		lock = base + int64(tn)
+	}
+	return base + int64(max(t, tc, float64(bw))), lock, true
+}
+
+// nvLinkLockPs is the collective record's nvlink_lock_ps: what a
+// multi-server LL or LL128 ring takes when its NVLink paces it
+// (ringPathPs' lock), 0 when its NIC does or it is no such ring.
+func (d *Decomposer) nvLinkLockPs(co *Coll) int64 {
+	if co.Plan.Algo != AlgoRing || co.Plan.Proto == Simple {
+		return 0 // before the servers are counted: most records are these
+	}
+	nNodes := len(d.Fabric.nodesOf(co.Ranks))
+	if nNodes < 2 {
+		return 0
+	}
+	_, lock, _ := d.ringPathPs(co, d.cut(), d.Planner.Opt.stepCosts(co.Plan), nNodes, 0)
+	return lock
 }
 
 // a2aChain is the longest of a class of proxies' network connections
