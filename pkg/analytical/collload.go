@@ -261,8 +261,9 @@ func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 	x := d.extraFor(f.Size)
 	co := c.in.Collectives[f.Coll]
 	if co != nil && co.FabricLatPs > 0 && d != nil {
-		even := min(d.even, d.extra)
-		return max(f.Lat, des.Time(co.FabricLatPs)+des.Time((d.nic+even)*float64(f.Size))) + des.Time((d.extra-even)*float64(f.Size))
+		// Under hashed routing the class mean (extra) can fall below the
+		// even split, which still bounds the bytes (boundFor).
+		return max(f.Lat, des.Time(co.FabricLatPs)+d.boundFor(f.Size)) + des.Time(max(0, d.extra-d.even)*float64(f.Size))
 	}
 	if co != nil && co.Op == "alltoall" && f.Lat > des.Time(co.PredictedPs) {
 		model := des.Time(co.PredictedPs)

@@ -145,6 +145,14 @@ func TestTreeFabricBesidePace(t *testing.T) {
 			t.Errorf("collective %d, delay %d ps: %d ps, want %d", k.coll, k.lat, got, k.want)
 		}
 	}
+	// Hashing's class mean below the even split (0.5 against 1.5 beyond
+	// the NICs): the even split still bounds the tree's bytes, 10 us of
+	// fill plus 250 us, where the 120 us pace alone is less.
+	tree.FabricLatPs = 10e6
+	f := &flowset.Flow{Coll: 1, Size: 1e8, Lat: 120e6}
+	if got := c.aloneWith(f, &demand{nic: 1, even: 1.5, extra: 0.5}); math.Abs(float64(got-260e6)) > 1 {
+		t.Errorf("tree under a class mean below the even split: %d ps, want 260000000", got)
+	}
 }
 
 // A pipelined collective's fabric extra out of phase (outOfPhasePs), by

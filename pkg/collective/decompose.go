@@ -294,7 +294,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			id := int64(len(out))
 			out = append(out, Coll{
 				Rec: record(stream.Collective{ID: id, Op: string(s.Op), Size: s.Size, Group: gs.ids[gi], Algorithm: pl.Algo.String(),
-					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: s.Label,
+					Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: usToPs(pl.PredictedUs), Label: s.Label,
 					Cut: cut, SendLatPs: d.sendLat(pl), FabricLatPs: tm.fill}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si, time: tm,
 			})
@@ -441,7 +441,7 @@ func (d *Decomposer) slowestSibling(cache map[planKey]Plan, s Step, gs *groupSet
 		k := shapeKey{planKey{s.Op, s.Size, s.Group, len(gs.ranks[i]), gs.nodes[i], st.uneven}, gs.shape[i]}
 		t, ok := d.priced[k]
 		if !ok && !pl.NoOp {
-			c := &Coll{Rec: stream.Collective{Op: string(s.Op), Size: s.Size, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6))}, Ranks: gs.ranks[i], Plan: pl}
+			c := &Coll{Rec: stream.Collective{Op: string(s.Op), Size: s.Size, PredictedPs: usToPs(pl.PredictedUs)}, Ranks: gs.ranks[i], Plan: pl}
 			t = d.collPs(c)
 			if d.priced == nil {
 				d.priced = map[shapeKey]collTime{}
