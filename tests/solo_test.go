@@ -105,6 +105,12 @@ func TestSoloBadInput(t *testing.T) {
 	if f[1] != "a" || so <= 0 || sd != float64(it)/float64(so) || f[6] != "x" {
 		t.Errorf("slowdown row %q", lines[1])
 	}
+	// Its Parquet form names the solo run among its sources (review r7b).
+	pq := filepath.Join(dir, "s.parquet")
+	mustRun(t, nil, "fctstats", "--iteration", "--solo", "a="+solo, "--format", "parquet", "--table", "slowdown", "-o", pq, mix)
+	if src, _ := openParquet(t, pq).Lookup("fabricsim.sources"); src != `["`+mix+`","`+solo+`"]` {
+		t.Errorf("slowdown table's fabricsim.sources %s", src)
+	}
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--table", "slowdown", mix), 2, "--solo")
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--solo", "c="+solo, mix), 1, "--solo c=", `no job "c"`)
 	oneLineError(t, run(t, nil, "fctstats", "--iteration", "--solo", "b="+solo, mix), 1, "--solo b=", `no iteration of job "b"`)

@@ -287,14 +287,7 @@ func TestFctstatsParquetTableMeta(t *testing.T) {
 		t.Helper()
 		out := filepath.Join(dir, "t.parquet")
 		mustRun(t, nil, "fctstats", append(args, "--format", "parquet", "-o", out)...)
-		data, err := os.ReadFile(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		f := openParquet(t, out)
 		kv := map[string]string{}
 		for _, k := range []string{"fabricsim.schema", "fabricsim.producer", "fabricsim.table", "fabricsim.sources", "fabricsim.partial"} {
 			kv[k], _ = f.Lookup(k)
@@ -313,6 +306,11 @@ func TestFctstatsParquetTableMeta(t *testing.T) {
 	if _, kv = read(whole); kv["fabricsim.partial"] != "false" || kv["fabricsim.table"] != "collectives" {
 		t.Errorf("a whole run's table: %v", kv)
 	}
+	// The per-flow table, written as it reads, says so too (review r7b).
+	want["fabricsim.table"], want["fabricsim.sources"] = "flows", `["`+stop+`"]`
+	if _, kv = read("--allow-partial", "--table", "flows", stop); !reflect.DeepEqual(kv, want) {
+		t.Errorf("flows table: metadata %v, want %v", kv, want)
+	}
 	// A sweep's points as CSV, gathered: partial stays a boolean.
 	var csvs []string
 	for i, in := range []string{whole, stop} {
@@ -330,6 +328,21 @@ func TestFctstatsParquetTableMeta(t *testing.T) {
 	if b, err := os.ReadFile(svg); err != nil || !bytes.Contains(b, []byte("PARTIAL (a run stopped early)")) {
 		t.Errorf("the sweep's plot of a partial point does not say PARTIAL: %v", err)
 	}
+}
+
+// openParquet opens a Parquet file the test wrote, to read its
+// schema and key/value metadata.
+func openParquet(t *testing.T, path string) *parquet.File {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parquet.OpenFile(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // Two jobs merged, stopped while job b's AllReduce runs: the trace says

@@ -268,7 +268,12 @@ const TableSchema = "fabricsim.fctstats-table/v1"
 // of them was a partial run's.
 func (c *command) tableMeta() map[string]string {
 	var src []string
-	for _, f := range append(append([]string{}, c.Files...), c.Links, c.Requests) {
+	files := append(append([]string{}, c.Files...), c.Links, c.Requests)
+	for _, spec := range c.soloSpecs() { // a slowdown's solo runs
+		_, f, _ := strings.Cut(spec, "=")
+		files = append(files, f)
+	}
+	for _, f := range files {
 		if f == "-" {
 			f = "<stdin>"
 		}
@@ -321,14 +326,19 @@ func (c *command) concat() error {
 	return c.output(func(w io.Writer) error { return c.writeTable(w, dt) })
 }
 
-// applySolo reads --solo JOB=TRACE and compares each job's iteration in
-// the mix with its iteration in TRACE.
-func (c *command) applySolo(its []*stats.Iteration, opt stats.IterationOptions) error {
+// soloSpecs are --solo's JOB=TRACE, the repeated and comma-separated ones.
+func (c *command) soloSpecs() []string {
 	var specs []string
 	for _, s := range c.Solo {
 		specs = append(specs, strings.Split(s, ",")...)
 	}
-	for _, spec := range specs {
+	return specs
+}
+
+// applySolo reads --solo JOB=TRACE and compares each job's iteration in
+// the mix with its iteration in TRACE.
+func (c *command) applySolo(its []*stats.Iteration, opt stats.IterationOptions) error {
+	for _, spec := range c.soloSpecs() {
 		job, file, ok := strings.Cut(spec, "=")
 		if !ok || job == "" || file == "" {
 			return fmt.Errorf("--solo %q: expected JOB=TRACE, e.g. a=a-solo.parquet", spec)

@@ -462,7 +462,7 @@ func (c *command) flowTable() error {
 				return err
 			}
 		}
-		return t.Close()
+		return t.Close(c.tableMeta())
 	})
 }
 

@@ -615,7 +615,7 @@ func (c *Cut) check(unfinished int64) error {
 		if cc.Finished < 1 || cc.Flows <= cc.Finished {
 			return fmt.Errorf("collective %d: %d of %d flows finished, want 0 < finished < flows", cc.ID, cc.Finished, cc.Flows)
 		}
-		if sum += cc.Flows - cc.Finished; sum > unfinished {
+		if !addWithin(&sum, cc.Flows-cc.Finished, unfinished) {
 			return fmt.Errorf("its collectives have more unfinished flows than %s %d", KeyUnfinished, unfinished)
 		}
 	}
@@ -629,9 +629,19 @@ func (c *Cut) check(unfinished int64) error {
 		if j.Finished < 0 || j.Flows <= j.Finished {
 			return fmt.Errorf("job %q: %d of %d flows finished, want 0 <= finished < flows", errtext.Clip(j.Job), j.Finished, j.Flows)
 		}
-		if sum += j.Flows - j.Finished; sum > unfinished {
+		if !addWithin(&sum, j.Flows-j.Finished, unfinished) {
 			return fmt.Errorf("its jobs have more unfinished flows than %s %d", KeyUnfinished, unfinished)
 		}
 	}
 	return nil
+}
+
+// addWithin adds d (> 0) to *sum (<= limit) unless that goes above limit,
+// compared before adding so that crafted counts cannot overflow past it.
+func addWithin(sum *int64, d, limit int64) bool {
+	if d > limit-*sum {
+		return false
+	}
+	*sum += d
+	return true
 }

@@ -935,6 +935,19 @@ func TestWriterPropagatesIOErrors(t *testing.T) {
 	}
 }
 
+// seedTrace is a two-row trace with meta m in container c, as far as
+// the writer goes (a fuzz seed may be one it refuses on Close).
+func seedTrace(c Container, m Meta) []byte {
+	var buf bytes.Buffer
+	if w, err := NewWriter(&buf, c, m); err == nil {
+		rows := genRows(2)
+		w.Write(&rows[0])
+		w.Write(&rows[1])
+		w.Close()
+	}
+	return buf.Bytes()
+}
+
 // FuzzReader feeds arbitrary bytes to NewReader and Next: any error is
 // fine, a panic is not; errors must be one line naming the input.
 func FuzzReader(f *testing.F) {
@@ -946,15 +959,19 @@ func FuzzReader(f *testing.F) {
 	f.Add(mapColumnParquet(f, "conn_type"))
 	short := testMeta()
 	short.Rows = 9
+	// A partial trace that says what its stop cut (fabricsim.cut).
+	cut := testMeta()
+	cut.Unfinished = 3
+	cut.Cut = &Cut{Collectives: []CutCollective{{ID: 0, Finished: 1, Flows: 3}}, NotStarted: 1,
+		Jobs: []CutJob{{Job: "train-a", Finished: 1, Flows: 2}}}
 	for _, c := range []Container{ArrowStream, Parquet} {
-		var buf bytes.Buffer
-		if w, err := NewWriter(&buf, c, short); err == nil {
-			rows := genRows(2)
-			w.Write(&rows[0])
-			w.Write(&rows[1])
-			w.Close() // refuses the count, after writing the whole container
+		f.Add(seedTrace(c, short)) // Close refuses the count, after writing the whole container
+		data := seedTrace(c, cut)
+		r, err := NewReader(bytes.NewReader(data), "cut")
+		if got, _ := readBack(f, r, err); !reflect.DeepEqual(got.Cut, cut.Cut) {
+			f.Fatalf("%v: the cut seed reads back %+v", c, got.Cut)
 		}
-		f.Add(buf.Bytes())
+		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		check := func(err error) {
@@ -1279,9 +1296,13 @@ func TestCutMeta(t *testing.T) {
 		t.Errorf("a whole trace with a cut written: %v", err)
 	}
 	three := genRows(3)
-	partial := func(v string) func(map[string]string) {
-		return func(m map[string]string) { m[KeyComplete], m[KeyUnfinished], m[KeyCut] = "false", "10", v }
+	partialOf := func(unfinished, v string) func(map[string]string) {
+		return func(m map[string]string) { m[KeyComplete], m[KeyUnfinished], m[KeyCut] = "false", unfinished, v }
 	}
+	partial := func(v string) func(map[string]string) { return partialOf("10", v) }
+	// Two counts of MaxInt64-1 unfinished flows: their sum wraps negative
+	// unless the check compares before it adds.
+	const maxI, big = "9223372036854775807", `"finished":1,"flows":9223372036854775807`
 	for _, tc := range []struct {
 		name string
 		edit func(map[string]string)
@@ -1296,6 +1317,8 @@ func TestCutMeta(t *testing.T) {
 		{"too many", partial(`{"collectives":[{"collective_id":1,"finished":1,"flows":12}]}`), "more unfinished flows than fabricsim.unfinished_flows 10"},
 		{"job", partial(`{"collectives":[],"jobs":[{"job":"","finished":0,"flows":2}]}`), `job "" is empty`},
 		{"not started", partial(`{"collectives":[],"collectives_not_started":-1}`), "negative"},
+		{"overflow", partialOf(maxI, `{"collectives":[{"collective_id":1,`+big+`},{"collective_id":2,`+big+`}]}`), "more unfinished flows than"},
+		{"job overflow", partialOf(maxI, `{"collectives":[],"jobs":[{"job":"a",`+big+`},{"job":"b",`+big+`}]}`), "more unfinished flows than"},
 	} {
 		kv := goodKV()
 		tc.edit(kv)

@@ -321,7 +321,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		}
 		// Compute phases are delay nodes of pseudo-collectives (op compute):
 		// they are in the run's span, not in its collectives.
-		if row.CollectiveID >= 0 && row.Op == stream.OpCompute && run.cut != nil {
+		if run.cut != nil && row.CollectiveID >= 0 && row.Op == stream.OpCompute {
 			computeRows[row.CollectiveID]++
 		}
 		if row.CollectiveID >= 0 && row.Op != stream.OpCompute {
@@ -372,18 +372,7 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 		return nil, err
 	}
 	tot.MakespanNs = tot.EndNs - tot.StartNs
-	for _, name := range slices.Sorted(maps.Keys(jobs)) {
-		j := jobs[name]
-		j.MakespanNs, j.Collectives = j.EndNs-j.StartNs, len(jobColls[name])
-		if run.cut != nil {
-			for _, cj := range run.cut.Jobs {
-				if cj.Job == name {
-					j.CutFlows = cj.Flows - cj.Finished
-				}
-			}
-		}
-		run.Jobs = append(run.Jobs, *j)
-	}
+	run.finishJobs(jobs, jobColls)
 	if err := run.finishCollectives(colls, computeRows); err != nil {
 		return nil, fmt.Errorf("%s: %v", in.Name, err)
 	}
@@ -391,6 +380,28 @@ func Analyze(in *Input, opt Options) (*Run, error) {
 	// A stream of raw flows alone has no cut to say.
 	run.CutUnknown = run.Partial && run.cut == nil && len(run.Collectives) > 0
 	return run, nil
+}
+
+// finishJobs lists the jobs in name order. A partial trace's cut ones
+// carry their unfinished flows (fabricsim.cut), and one it lists with no
+// row (the stop came before it started) gets an empty span rather than
+// vanish from the report.
+func (run *Run) finishJobs(jobs map[string]*JobSpan, jobColls map[string]map[int64]bool) {
+	if run.cut != nil {
+		for _, cj := range run.cut.Jobs {
+			j := jobs[cj.Job]
+			if j == nil {
+				j = &JobSpan{Job: cj.Job}
+				jobs[cj.Job] = j
+			}
+			j.CutFlows = cj.Flows - cj.Finished
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(jobs)) {
+		j := jobs[name]
+		j.MakespanNs, j.Collectives = j.EndNs-j.StartNs, len(jobColls[name])
+		run.Jobs = append(run.Jobs, *j)
+	}
 }
 
 // failedRow reports whether a row's status says it was not delivered

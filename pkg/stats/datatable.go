@@ -196,6 +196,14 @@ func (dt *DataTable) WriteCSV(w io.Writer) error {
 	return cw.Error()
 }
 
+// eachKeyValue calls set on meta's pairs in key order, so that a
+// table's bytes do not depend on map order.
+func eachKeyValue(meta map[string]string, set func(k, v string)) {
+	for _, k := range slices.Sorted(maps.Keys(meta)) {
+		set(k, meta[k])
+	}
+}
+
 // WriteParquet writes the table as Parquet with zstd compression, string
 // columns dictionary-encoded, every column REQUIRED (a missing float is
 // NaN), the root called "schema" as pyarrow names it, and meta as the
@@ -223,9 +231,7 @@ func (dt *DataTable) WriteParquet(w io.Writer, meta map[string]string) error {
 	model := reflect.New(rowType).Elem()
 	schema := parquet.NewSchema("schema", parquet.SchemaOf(model.Interface()))
 	opts := []parquet.WriterOption{schema, parquet.Compression(&zstd.Codec{Level: zstd.SpeedDefault})}
-	for _, k := range slices.Sorted(maps.Keys(meta)) {
-		opts = append(opts, parquet.KeyValueMetadata(k, meta[k]))
-	}
+	eachKeyValue(meta, func(k, v string) { opts = append(opts, parquet.KeyValueMetadata(k, v)) })
 	pw := parquet.NewWriter(w, opts...)
 	for _, r := range dt.rows {
 		for j, c := range r {

@@ -137,9 +137,10 @@ func (t *FlowTableWriter) flushBatch() error {
 	return nil
 }
 
-// Close finishes the table (the Parquet footer; a CSV header when there
-// were no rows).
-func (t *FlowTableWriter) Close() error {
+// Close finishes the table (the Parquet footer, with meta as its
+// key/value metadata, set last because whether an input was partial is
+// known once all are read; a CSV header when there were no rows).
+func (t *FlowTableWriter) Close(meta map[string]string) error {
 	if t.csv {
 		if !t.header {
 			t.header = true
@@ -155,6 +156,7 @@ func (t *FlowTableWriter) Close() error {
 	if err := t.flushBatch(); err != nil {
 		return err
 	}
+	eachKeyValue(meta, t.pw.SetKeyValueMetadata)
 	if err := t.pw.Close(); err != nil {
 		return fmt.Errorf("parquet: %v", err)
 	}

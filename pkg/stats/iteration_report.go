@@ -69,15 +69,13 @@ func (it *Iteration) tables() []*textTable {
 	}
 	solo := ""
 	if it.SoloIterationNs > 0 {
-		solo = fmt.Sprintf("; %.4fx its solo iteration (%s in %s)", it.Slowdown, units.HumanDuration(it.SoloIterationNs*1000), it.SoloSource)
-	}
-	bound := ""
-	if it.Partial {
-		bound = ">=" // the stop cut it
+		// A bound when either run was cut, as in the slowdown table.
+		solo = fmt.Sprintf("; %s its solo iteration (%s%s in %s)", slowdownCell(it),
+			bound(it.SoloPartial), units.HumanDuration(it.SoloIterationNs*1000), it.SoloSource)
 	}
 	sum := &textTable{
 		title: fmt.Sprintf("Iteration: %s%s over %s; critical rank %d%s (most compute + exposed communication)%s",
-			bound, units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage, solo),
+			bound(it.Partial), units.HumanDuration(it.IterationNs*1000), ranks, it.CriticalRank, stage, solo),
 		head:  []string{"", "critical (ms)", "share", "mean (ms)", "share"},
 		align: "lrrrr",
 		rows:  it.breakdownRows(),

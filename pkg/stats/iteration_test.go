@@ -218,7 +218,7 @@ func TestFlowTable(t *testing.T) {
 		if err := w.Add(in); err != nil {
 			t.Fatal(err)
 		}
-		if err := w.Close(); err != nil {
+		if err := w.Close(nil); err != nil {
 			t.Fatal(err)
 		}
 		var got []FlowRow
@@ -312,6 +312,12 @@ func TestSlowdownOfPartialRuns(t *testing.T) {
 		WriteSlowdowns(&b, []*Iteration{it}, false)
 		if !strings.Contains(b.String(), c.want) || strings.Contains(b.String(), "PARTIAL:") != (c.mix || c.solo) {
 			t.Errorf("mix cut %v, solo cut %v:\n%s", c.mix, c.solo, b.String())
+		}
+		// The iteration report's title says the same bound, and which time is one.
+		mix, solo := map[bool]string{true: ">="}[c.mix], map[bool]string{true: ">="}[c.solo]
+		title := it.tables()[0].title
+		if !strings.HasPrefix(title, "Iteration: "+mix+"2ms over ") || !strings.HasSuffix(title, ";"+c.want+"its solo iteration ("+solo+"1ms in solo.parquet)") {
+			t.Errorf("mix cut %v, solo cut %v: title %q", c.mix, c.solo, title)
 		}
 		b.Reset()
 		SlowdownTable("mix.parquet", []*Iteration{it}, true).WriteCSV(&b)

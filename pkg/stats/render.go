@@ -187,7 +187,7 @@ func (run *Run) headline() string {
 	tot := run.Totals
 	var b strings.Builder
 	if run.Partial {
-		fmt.Fprintf(&b, "PARTIAL (the run stopped early; %d flows never finished and are not in these figures; %s) ", run.UnfinishedFlows, run.cutSaid())
+		fmt.Fprintf(&b, "PARTIAL (the run stopped early; %d flows never finished and are not in these figures%s) ", run.UnfinishedFlows, run.cutSaid())
 	}
 	if run.Approximate != "" {
 		fmt.Fprintf(&b, "APPROXIMATE (%s) ", run.Approximate)
@@ -211,11 +211,11 @@ func (run *Run) headline() string {
 		if i == 0 {
 			sep = "; per job (makespan from its start): "
 		}
-		bound := ""
-		if j.CutFlows > 0 {
-			bound = ">="
+		if j.Rows == 0 {
+			fmt.Fprintf(&b, "%s%s: never started (CUT: its %d flows never finished)", sep, j.Job, j.CutFlows)
+			continue
 		}
-		fmt.Fprintf(&b, "%s%s %s%s from %s", sep, j.Job, bound, units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
+		fmt.Fprintf(&b, "%s%s %s%s from %s", sep, j.Job, bound(j.CutFlows > 0), units.HumanDuration(j.MakespanNs*1000), units.HumanDuration(j.StartNs*1000))
 		if j.CutFlows > 0 {
 			fmt.Fprintf(&b, " (CUT: %d of its flows never finished)", j.CutFlows)
 		}
@@ -226,13 +226,35 @@ func (run *Run) headline() string {
 	return b.String()
 }
 
-// cutSaid says which collectives a partial run's stop cut.
+// cutSaid says, after "; ", which collectives a partial run's stop cut;
+// nothing for an input with no collectives to say it of (fct.txt, raw
+// flows).
 func (run *Run) cutSaid() string {
-	if run.CutUnknown {
-		return "the trace does not say which collectives the stop cut (written before fabricsim.cut): any collective's time may be a lower bound"
+	switch {
+	case run.CutUnknown:
+		return "; the trace does not say which collectives the stop cut (written before fabricsim.cut): any collective's time may be a lower bound"
+	case run.cut == nil:
+		return ""
 	}
-	return fmt.Sprintf("%s cut, marked CUT, their times lower bounds; %s never started",
-		units.Plural(int64(run.Totals.CutCollectives), "collective"), units.Plural(run.Totals.NotStartedCollectives, "collective"))
+	failed := ""
+	if n := run.cutFailed(); n > 0 {
+		// Status failed wins (it never completed, stop or not), yet the
+		// headline must agree with fabricsim.cut.
+		failed = fmt.Sprintf(" (and %s cut that a failed link had cut off too, reported FAILED)", units.Plural(n, "collective"))
+	}
+	return fmt.Sprintf("; %s cut, marked CUT, their times lower bounds%s; %s never started",
+		units.Plural(int64(run.Totals.CutCollectives), "collective"), failed, units.Plural(run.Totals.NotStartedCollectives, "collective"))
+}
+
+// cutFailed counts the collectives the stop cut that also failed.
+func (run *Run) cutFailed() int64 {
+	var n int64
+	for _, c := range run.Collectives {
+		if c.Status == trace.StatusFailed && c.CutFlows > 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // writeNotes writes the trace's notes (what the stream's producers left

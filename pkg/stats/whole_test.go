@@ -382,3 +382,43 @@ func TestCutCollectivesMarked(t *testing.T) {
 		}
 	}
 }
+
+// The headline agrees with fabricsim.cut (review r7b): a collective both
+// failed and cut is said cut, reported FAILED; a job it lists with no row
+// (the stop came first) is in the report; and an input without
+// collectives (a partial fct.txt) makes no claim about them.
+func TestCutHeadline(t *testing.T) {
+	rows := handTrace()
+	for i := range rows {
+		if rows[i].CollectiveID == 2 {
+			rows[i].Status = trace.StatusFailed
+			break
+		}
+	}
+	m := testMeta
+	m.Unfinished, m.Cut = 4, &trace.Cut{Collectives: []trace.CutCollective{{ID: 2, Finished: 2, Flows: 5}}, Jobs: []trace.CutJob{{Job: "b", Flows: 4}}}
+	run := analyzeBytes(t, encodeMeta(t, rows, m), "p.parquet", false)
+	if c := run.Collectives[2]; c.Status != trace.StatusFailed || c.CutFlows != 3 || len(run.Jobs) != 1 || run.Jobs[0] != (JobSpan{Job: "b", CutFlows: 4}) {
+		t.Errorf("collective %+v, jobs %+v", c, run.Jobs)
+	}
+	head := run.headline()
+	for _, want := range []string{"; 0 collectives cut, marked CUT, their times lower bounds (and 1 collective cut that a failed link had cut off too, reported FAILED); 0 collectives never started)",
+		"; per job (makespan from its start): b: never started (CUT: its 4 flows never finished); FAILED: 1 flows", "1 collectives did not complete"} {
+		if !strings.Contains(head, want) {
+			t.Errorf("headline lacks %q:\n%s", want, head)
+		}
+	}
+	fct := "# fabricsim: PARTIAL: the run stopped early; 37 transfers never finished and have no line\n0b000101 0b000201 10000 100 8 1 2 1\n"
+	in, err := NewInput(bytes.NewReader([]byte(fct)), "fct.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	run, err = Analyze(in, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head := run.headline(); !strings.HasPrefix(head, "PARTIAL (the run stopped early; 37 flows never finished and are not in these figures) fct.txt: SimAI fct.txt") {
+		t.Errorf("partial fct.txt: %s", head)
+	}
+}
