@@ -309,12 +309,12 @@ func (c *command) run() error {
 	if err := c.writeTrace(set, flows, cfg, sim.SurrogateSwitches); err != nil {
 		return err
 	}
+	traceSecs := time.Since(written).Seconds()
 	if c.SimAIFCT != "" {
 		if err := writeSimAIFCT(c.SimAIFCT, set, flows, sendLat); err != nil {
 			return err
 		}
 	}
-	traceSecs := time.Since(written).Seconds()
 	st := sim.Stats()
 	secs := time.Since(wall).Seconds()
 	if c.Surrogate != "" {
@@ -467,13 +467,15 @@ func (c *command) writeTrace(set *flowset.Set, fl *packet.Flows, cfg packet.Conf
 		meta.Cut = set.Cut(written)
 	}
 	rs := set.Rows()
-	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
+	return cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32, r *trace.Row) bool {
 		if !written(i) {
 			// Not made: at SIMULATOR_STOP_TIME=1ps making the 87 k rows
-			// nobody writes was 15% of micro's instructions.
-			return trace.Row{}, false
+			// nobody writes was 11% (30.5 of 270.8 M Ir) of micro's
+			// instructions.
+			return false
 		}
-		return rs.Row(i, fl.Result(i)), true
+		*r = rs.Row(i, fl.Result(i))
+		return true
 	})
 }
 

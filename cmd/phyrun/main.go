@@ -105,8 +105,9 @@ func (c *command) run() error {
 		end = max(end, r.End)
 	}
 	rows := set.Rows()
-	if err := cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32) (trace.Row, bool) {
-		return rows.Row(i, res[i]), true
+	if err := cli.WriteTrace(c.Out, meta, set.Flows(), func(i int32, r *trace.Row) bool {
+		*r = rows.Row(i, res[i])
+		return true
 	}); err != nil {
 		return err
 	}

@@ -59,8 +59,8 @@ func (r *Reader) fastFlow(f *Flow) bool {
 	}
 	if need := p + 9*nd + 64; need > len(b) && nd > 15 {
 		// A join's thousands of deps (a 2048-GPU AllToAll's, 4094 each)
-		// took the strict path, 36% of the decoder's CPU there: peek far
-		// enough for the longest encoding of them all.
+		// took the strict path, 20% (0.31 of 1.54 s) of the decoder's CPU
+		// there: peek far enough for the longest encoding of them all.
 		b, _ = r.br.Peek(min(need, r.br.Size()))
 	}
 	deps := f.Deps[:0]

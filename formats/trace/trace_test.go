@@ -935,6 +935,66 @@ func TestWriterPropagatesIOErrors(t *testing.T) {
 	}
 }
 
+// TestStreamWriteFailsEarly: the stream's batches are written on a
+// goroutine, but its first I/O error still stops Write, as it did when
+// Write wrote them itself: a full disk must not cost the encoding of the
+// whole trace before Close reports it. Batch 1 fails (the sink takes one
+// write); the goroutine records that before it hands the batch's buffer
+// back, which batch 2's send waits for, so Write fails at batch 2's last
+// row at the latest.
+func TestStreamWriteFailsEarly(t *testing.T) {
+	rows := genRows(5*batchRows + 6)
+	w, err := NewWriter(&failWriter{after: 1}, ArrowStream, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := -1
+	var werr error
+	for i := range rows {
+		if werr = w.Write(&rows[i]); werr != nil {
+			at = i
+			break
+		}
+	}
+	if at < 0 || at > 2*batchRows-1 || !isSentinel(werr) {
+		t.Errorf("first Write error at row %d (%v), want the sink's error by row %d", at, werr, 2*batchRows-1)
+	}
+	if at >= 0 && !isSentinel(w.Write(&rows[at+1])) {
+		t.Error("the error does not stick: a Write after it succeeds")
+	}
+	if cerr := w.Close(); !isSentinel(cerr) {
+		t.Errorf("Close = %v, want the sink's error", cerr)
+	}
+}
+
+// isSentinel: the writer's errors carry the sink's text, not its chain.
+func isSentinel(err error) bool {
+	return err != nil && strings.Contains(err.Error(), errSentinel.Error())
+}
+
+// TestStreamDictGrowsAtBatchStart: each batch carries its dictionaries as
+// of the batch, retained until the writing goroutine is done with them,
+// while the filling side outgrows (and releases) them. A new string at the
+// first row of every batch makes each batch's dictionary outgrown before
+// it is written; without the retain the goroutine reads a freed array.
+func TestStreamDictGrowsAtBatchStart(t *testing.T) {
+	rows := genRows(6*batchRows + 10)
+	for i := range rows {
+		if i%batchRows == 0 {
+			rows[i].LayerName = fmt.Sprintf("L%d", i)
+		}
+	}
+	var out bytes.Buffer
+	w, err := NewWriter(&out, ArrowStream, testMeta())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeAll(t, w, rows)
+	r, err := NewReader(bytes.NewReader(out.Bytes()), "x.arrows")
+	_, got := readBack(t, r, err)
+	compareRows(t, got, rows)
+}
+
 // seedTrace is a two-row trace with meta m in container c, as far as
 // the writer goes (a fuzz seed may be one it refuses on Close).
 func seedTrace(c Container, m Meta) []byte {
