@@ -32,8 +32,9 @@ type Coll struct {
 // link beyond the NICs carrying its bytes idles through (its first
 // piece's latencies), when its bytes go beside its pace, not after it (a
 // tree's pieces); 0: the fabric's extra adds to the time. The collective
-// record carries the fill (stream.Collective.FabricLatPs).
-type collTime struct{ ps, fill int64 }
+// record carries the fill (stream.Collective.FabricLatPs), and lock, an
+// LL or LL128 ring's NVLink pace (ringPathPs; Cut.NVLinkLockPs).
+type collTime struct{ ps, fill, lock int64 }
 
 // Decomposer turns a workload into groups, collectives and flows.
 type Decomposer struct {
@@ -298,8 +299,8 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 					Cut: cut, SendLatPs: d.sendLat(pl), FabricLatPs: tm.fill}, s),
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si, time: tm,
 			})
-			if cut != nil {
-				cut.NVLinkLockPs = d.nvLinkLockPs(&out[id])
+			if cut != nil { // collective granularity: priced with its time
+				cut.NVLinkLockPs = tm.lock
 			}
 		}
 	}
@@ -766,7 +767,7 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 func (d *Decomposer) collPs(c *Coll) collTime {
 	nNodes := len(d.Fabric.nodesOf(c.Ranks))
 	t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
-	var fill int64
+	var fill, lock int64
 	bw := ncclBwPs(c)
 	if d.Planner.Opt.CollTime == CollTimeLinks {
 		// The flows' mechanism instead of NCCL's bandwidth: the same
@@ -790,8 +791,8 @@ func (d *Decomposer) collPs(c *Coll) collTime {
 		}
 	} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
 		t = at // its network connections' steps in closed form
-	} else if rt, _, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
-		t = rt // an LL or LL128 ring's diagonal in closed form
+	} else if rt, lk, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+		t, lock = rt, lk // an LL or LL128 ring's diagonal in closed form
 	} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 		t = nt // its stages' chain and cycle in closed form
 	} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
@@ -804,7 +805,7 @@ func (d *Decomposer) collPs(c *Coll) collTime {
 		}
 	}
 	// A process driving several GPUs: no sooner than its launches.
-	return collTime{ps: max(t, d.Planner.Opt.launchFloorPs()), fill: fill}
+	return collTime{ps: max(t, d.Planner.Opt.launchFloorPs()), fill: fill, lock: lock}
 }
 
 // usToPs converts the model's microseconds to the stream's picoseconds.

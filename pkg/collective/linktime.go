@@ -905,21 +905,6 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	return base + int64(max(t, tc, float64(bw))), lock, true
 }
 
-// nvLinkLockPs is the collective record's nvlink_lock_ps: what a
-// multi-server LL or LL128 ring takes when its NVLink paces it
-// (ringPathPs' lock), 0 when its NIC does or it is no such ring.
-func (d *Decomposer) nvLinkLockPs(co *Coll) int64 {
-	if co.Plan.Algo != AlgoRing || co.Plan.Proto == Simple {
-		return 0 // before the servers are counted: most records are these
-	}
-	nNodes := len(d.Fabric.nodesOf(co.Ranks))
-	if nNodes < 2 {
-		return 0
-	}
-	_, lock, _ := d.ringPathPs(co, d.cut(), d.Planner.Opt.stepCosts(co.Plan), nNodes, 0)
-	return lock
-}
-
 // a2aChain is the longest of a class of proxies' network connections
 // (ps), each starting when its first step is posted (op ps an op; front,
 // the class's frontier, a2aClass): from any level q on, the most

@@ -110,6 +110,9 @@ func TestRingPathPs(t *testing.T) {
 	early, nvHop := 5e6+16384*30.0, 5e6+16384*10.0
 	netHop := 8.5e6 + 16384*40.0
 	want := 10e6 + 3*early + 2*nvHop + 2*netHop
+	if _, lock, _ := d.ringPathPs(co, k, s, 2, 0); lock != 0 {
+		t.Errorf("NVLink faster than the NIC in phase: lock %d ps, want 0", lock)
+	}
 	if got, _, ok := d.ringPathPs(co, k, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
 	}
@@ -119,6 +122,9 @@ func TestRingPathPs(t *testing.T) {
 	f1 := Fabric{GPUs: 8, GPUsPerServer: 8, NVSwitches: make([][]int32, 1)}
 	d1 := &Decomposer{Fabric: f1, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100}, F: f1}}
 	want = 10e6 + 7*(5e6+16384*40.0)
+	if _, lock, _ := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); lock != 0 {
+		t.Errorf("one server: lock %d ps, want 0", lock)
+	}
 	if got, _, ok := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("one server: %d ps (ok %v), want %.0f", got, ok, want)
 	}
