@@ -302,14 +302,11 @@ func newRecordPipe(w *arrowWriter) *recordPipe {
 }
 
 // send queues w's current batch and gives w an empty one. It returns the
-// writing goroutine's first error once it has one (and queues nothing
-// more), so that Write fails soon after a full disk or a closed pipe
-// rather than encoding the rest of the trace for nothing; close returns
-// it too.
+// writing goroutine's first error once it has one (the goroutine drops
+// the batches queued after it), so that Write fails soon after a full
+// disk or a closed pipe rather than encoding the rest of the trace for
+// nothing; close returns it too.
 func (p *recordPipe) send(w *arrowWriter) error {
-	if err := p.err(); err != nil {
-		return err
-	}
 	d := w.dictArrays()
 	for _, a := range d {
 		a.Retain() // until written: add releases a dictionary it outgrows

@@ -153,6 +153,19 @@ func TestTreeFabricBesidePace(t *testing.T) {
 	if got := c.aloneWith(f, &demand{nic: 1, even: 1.5, extra: 0.5}); math.Abs(float64(got-260e6)) > 1 {
 		t.Errorf("tree under a class mean below the even split: %d ps, want 260000000", got)
 	}
+	// A ring under ecmp (drift): TestOutOfPhaseExtra's 300 us with 100 of
+	// NIC bytes and 200 us of extra, 400 us out of phase; then its NVLink
+	// lock when longer, then the even split's bound when longer still.
+	for _, k := range []struct {
+		lock, even float64
+		want       des.Time
+	}{{0, 0.5, 400e6}, {450e6, 0.5, 450e6}, {350e6, 0.5, 400e6}, {0, 3.5, 450e6}} {
+		ring.Cut = &stream.Cut{NVLinkLockPs: int64(k.lock)}
+		f := &flowset.Flow{Coll: 2, Size: 1e8, Lat: 300e6}
+		if got := c.aloneWith(f, &demand{nic: 1, even: k.even, extra: 2, drift: true}); math.Abs(float64(got-k.want)) > 1 {
+			t.Errorf("ring under ecmp, lock %.0f ps, even %.1f: %d ps, want %d", k.lock, k.even, got, k.want)
+		}
+	}
 }
 
 // A pipelined collective's fabric extra out of phase (outOfPhasePs), by
