@@ -41,6 +41,15 @@ import (
 //     135 to 120 us at 1 MiB, its switch from LL to LL128 (NCCL 2.11's
 //     ring LL latencies, 3.6 us and 0.47 a hop, are below 2.27's 6.6 and
 //     0.6); the model, NCCL 2.27's choice, runs LL128 from 256 KiB.
+//     28 of this ring's 30 steps are NVLink hops, as all 14 of the one
+//     server's are, so no network-side step cost tells the two apart, nor
+//     does a cost growing with a step's bytes (6 us at the one server's
+//     21.8 KB steps and at most 7.5 at its 87 KB ones leave at least 5.6
+//     at 4 KB). NCCL 2.7-2.19 cut an LL128 ring into chunks of at least
+//     19200 bytes laid out chunk-major over the channels (all_reduce.h
+//     runRing, minChunkSize: 3.4-13.7 of 16 chunks a channel at 1-4 MiB
+//     here, the rest empty), where the model splits evenly as NCCL 2.20
+//     and later do: not modelled.
 //   - default 8 and 16 MiB (1.25, 1.88), a Tree LL128 on 4 servers: its
 //     blocks' LL128 rate (tree-bw 10 GB/s, fitted on OCI's 2 x 8 with two
 //     NICs a GPU, 32 blocks) binds on 16 blocks with up to three inputs
