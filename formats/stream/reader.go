@@ -623,6 +623,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.LaunchFloorPs
 		case "nvlink_lock_ps":
 			dst, limit = &c.NVLinkLockPs, maxCutTimePs
+		case "ring_conn_ps":
+			dst, limit = &c.RingConnPs, maxCutTimePs
 		case "first_flow":
 			c.FirstFlow = new(int64)
 			dst, limit = c.FirstFlow, MaxFirstFlow

@@ -203,6 +203,13 @@ type Cut struct {
 	// absent: its NIC does); a backend pricing a COLL node takes the
 	// longer of it and its delay with what the fabric adds.
 	NVLinkLockPs int64 `msgpack:"nvlink_lock_ps,omitempty"`
+	// RingConnPs: a multi-server LL or LL128 ring's network connection
+	// running its own steps in order, each its fixed work and its bytes at
+	// the NIC's share (0 or absent: not such a ring); a backend whose
+	// fabric slows those bytes further (an oversubscribed uplink under an
+	// even split) slows every one of these steps, and only the network
+	// hops of the datum's path.
+	RingConnPs int64 `msgpack:"ring_conn_ps,omitempty"`
 	// FirstFlow is the id flow granularity gives the collective's first
 	// flow (its group's, then its siblings' follow): an expanded flow's id
 	// is FirstFlow plus its index in the expansion, so that ECMP, which

@@ -247,6 +247,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"record 1 (collective), field fabric_lat_ps", "-1 is out of range"}},
 		{"cut nvlink lock beyond 2^56", rec(t, hdr, []any{"collective", map[string]any{"id": 1, "cut": map[string]any{"nvlink_lock_ps": int64(1) << 57}}}),
 			[]string{"field cut.nvlink_lock_ps", "out of range"}},
+		{"cut ring conn beyond 2^56", rec(t, hdr, []any{"collective", map[string]any{"id": 1, "cut": map[string]any{"ring_conn_ps": int64(1) << 57}}}),
+			[]string{"field cut.ring_conn_ps", "out of range"}},
 		{"cut not a map", rec(t, hdr, []any{"collective", map[string]any{"id": 1, "cut": 5}}),
 			[]string{"field cut", "expected a map"}},
 		{"second topology", rec(t, hdr, []any{"topology", oneGPU}, []any{"group", map[string]any{}}, []any{"topology", oneGPU}),

@@ -103,6 +103,9 @@ type demand struct {
 	// drift: a ring's chunks hashed anew (ecmp, flowlet), whose extra is
 	// priced out of phase (outOfPhasePs) over its NICs' time alone (nic).
 	drift bool
+	// netShare: the share of a multi-server LL or LL128 ring's steps that
+	// a datum takes across servers (ringNetShare; 0: not such a ring).
+	netShare float64
 	// A pipelined AllToAll's draws under ecmp (hashed), for its paced
 	// pieces (pacedExtra), and pacedExtra's results by pace.
 	draws []pieceDraw
@@ -256,7 +259,9 @@ func (c *collLoad) alone(f *flowset.Flow) des.Time { return c.aloneWith(f, c.dem
 // pace, as the extra did (A100 1:1 256 MiB: flows 4597 us, 4457 without).
 // The other collectives' per-step work is in series with their bytes
 // (a ring's slices), so the fabric's extra adds to it: in full, or for a
-// ring under ecmp at processor sharing's rate (outOfPhasePs).
+// ring under ecmp at processor sharing's rate (outOfPhasePs), or for an
+// LL or LL128 ring across servers under an even split on its network
+// steps (evenRingPs).
 func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 	x := d.extraFor(f.Size)
 	co := c.in.Collectives[f.Coll]
@@ -283,6 +288,8 @@ func (c *collLoad) aloneWith(f *flowset.Flow, d *demand) des.Time {
 	t := f.Lat + x
 	if d != nil && d.drift && f.Size > 0 {
 		t = outOfPhasePs(f.Lat, des.Time(d.nic*float64(f.Size)), x)
+	} else if co != nil && co.Cut != nil && co.Cut.RingConnPs > 0 && d != nil && d.netShare > 0 {
+		t = evenRingPs(f.Lat, des.Time(co.Cut.RingConnPs), x, d.netShare)
 	}
 	// A ring its NVLink paces in phase takes that long whatever the
 	// fabric adds to its network steps: the slower of the two paces it.
@@ -328,6 +335,43 @@ func outOfPhasePs(t0, nic, x des.Time) des.Time {
 	f, b, o := float64(t0-nic), float64(nic), float64(x)
 	u := f + b + o
 	return des.Time((u + math.Sqrt(u*u-4*f*o)) / 2)
+}
+
+// evenRingPs is an LL or LL128 ring's time (ps) across servers when the
+// fabric beyond the NICs takes x more for its bytes under an even split
+// (spray, adaptive: an oversubscribed uplink): t0 its delay, the datum's
+// path (or its network connection's steps, whichever is longer), conn
+// its network connection's own steps in order (the record's ring_conn_ps)
+// and share the part of the path's steps that cross servers. The extra
+// slows each network step's bytes: all of a connection's steps, which run
+// one after another, pay it whole, and the datum's path only on its
+// network hops, as the flows show under spray on a 4:1 k=16 fat-tree
+// (16 MiB AllGather on 8 + 8 H100s: conn 129.0 us + 125.8 of extra =
+// 254.8 against the flows' 254.9, where the delay plus the extra was
+// 269.5; 64 MiB AllReduce on 16 x 8: conn 1312.1 + 1065.4 = 2377.5 against
+// 2377.5, was 2715.7; one rank a server on 12 servers crosses on every
+// step, share 1, and keeps t0 + x: 1497.3 against 1497.3).
+func evenRingPs(t0, conn, x des.Time, share float64) des.Time {
+	return max(t0+des.Time(float64(x)*share), conn+x)
+}
+
+// ringNetShare is the share of a ring's steps on which a datum crosses
+// servers (ringPathPs' inter over its steps): AllReduce's 2(n-1) steps
+// cross 2 nNodes times, the others' n-1 nNodes times; 0 on one server.
+func ringNetShare(op string, ranks []int32, t *stream.Topology) float64 {
+	servers := map[int32]bool{}
+	for _, r := range ranks {
+		servers[t.Nodes[r].Server] = true
+	}
+	n, nodes := len(ranks), len(servers)
+	if n < 2 || nodes < 2 {
+		return 0
+	}
+	steps, inter := n-1, nodes
+	if op == "allreduce" {
+		steps, inter = 2*steps, 2*inter
+	}
+	return float64(min(inter, steps)) / float64(steps)
 }
 
 // extraFor is the time the fabric adds to a collective of size bytes; an
@@ -464,6 +508,9 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 	}
 	if d.even, err = c.evenExtra(d, merged, nic); err != nil {
 		return nil, err
+	}
+	if sp.Algo == nccl.AlgoRing && co.Cut != nil && co.Cut.RingConnPs > 0 {
+		d.netShare = ringNetShare(co.Op, g.Ranks, t)
 	}
 	if c.policy.Hashed() {
 		pipelined := sp.Algo != nccl.AlgoDirect && sp.Algo != nccl.AlgoPXN && sp.Algo != nccl.AlgoP2P

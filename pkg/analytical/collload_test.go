@@ -168,6 +168,69 @@ func TestTreeFabricBesidePace(t *testing.T) {
 	}
 }
 
+// An LL or LL128 ring across servers under an even split (spray,
+// adaptive) pays the fabric's extra on its network steps (evenRingPs), by
+// hand: a 300 us delay, 200 us of extra. Its network connection's own
+// steps take 250 us and pay all 200 (450 us); the datum's path pays it on
+// its network hops only, a tenth of its steps (320 us): 450 us, where the
+// extra after the whole delay was 500. With a 50 us connection and half
+// of the path's steps across servers, the path paces it: 300 + 100 = 400.
+// Under ecmp (drift) the ring keeps processor sharing's 400 us
+// (TestOutOfPhaseExtra), its connection aside.
+func TestEvenRingExtraOnNetworkSteps(t *testing.T) {
+	us := des.Time(1e6)
+	if got := evenRingPs(300*us, 250*us, 200*us, 0.1); got != 450*us {
+		t.Errorf("connection-paced: %d ps, want %d", got, 450*us)
+	}
+	if got := evenRingPs(300*us, 50*us, 200*us, 0.5); got != 400*us {
+		t.Errorf("path-paced: %d ps, want %d", got, 400*us)
+	}
+	ring := &stream.Collective{ID: 2, Op: "allreduce", Size: 1e8, Algorithm: "ring", Cut: &stream.Cut{RingConnPs: 250e6}}
+	c := &collLoad{in: &flowset.Set{Collectives: map[int64]*stream.Collective{2: ring}}}
+	f := &flowset.Flow{Coll: 2, Size: 1e8, Lat: 300e6}
+	for _, k := range []struct {
+		d    demand
+		want des.Time
+	}{
+		{demand{nic: 1, even: 2, extra: 2, netShare: 0.1}, 450e6},                // spray: on its network steps
+		{demand{nic: 1, even: 2, extra: 2}, 500e6},                               // no share known: in series
+		{demand{nic: 1, even: 0.5, extra: 2, netShare: 0.1, drift: true}, 400e6}, // ecmp: out of phase
+		{demand{nic: 1, even: 4, extra: 4, netShare: 0.1}, 650e6},                // 250 + 400, over the bound's 500
+	} {
+		if got := c.aloneWith(f, &k.d); math.Abs(float64(got-k.want)) > 1 {
+			t.Errorf("%+v: %d ps, want %d", k.d, got, k.want)
+		}
+	}
+	// The share of a ring's steps a datum crosses servers on: 8 + 8 ranks,
+	// AllGather 2 of 15 steps, AllReduce 4 of 30; one rank on each of 12
+	// servers, every one of an AllGather's 11 steps; one server, none.
+	tp := &stream.Topology{Nodes: make([]stream.Node, 16)}
+	for i := range tp.Nodes {
+		tp.Nodes[i].Server = int32(i / 8)
+	}
+	ranks := make([]int32, 16)
+	for i := range ranks {
+		ranks[i] = int32(i)
+	}
+	one := &stream.Topology{Nodes: make([]stream.Node, 12)}
+	for i := range one.Nodes {
+		one.Nodes[i].Server = int32(i)
+	}
+	for _, k := range []struct {
+		op    string
+		ranks []int32
+		tp    *stream.Topology
+		want  float64
+	}{
+		{"allgather", ranks, tp, 2.0 / 15}, {"allreduce", ranks, tp, 4.0 / 30},
+		{"allgather", ranks[:12], one, 1}, {"allreduce", ranks[:8], tp, 0},
+	} {
+		if got := ringNetShare(k.op, k.ranks, k.tp); math.Abs(got-k.want) > 1e-12 {
+			t.Errorf("%s on %d ranks: share %.4f, want %.4f", k.op, len(k.ranks), got, k.want)
+		}
+	}
+}
+
 // A pipelined collective's fabric extra out of phase (outOfPhasePs), by
 // hand: 300 us alone, 100 of them its bytes on its NIC, 200 us more the
 // collided links need. Its 200 us of fixed work plus its bytes at

@@ -32,9 +32,10 @@ type Coll struct {
 // link beyond the NICs carrying its bytes idles through (its first
 // piece's latencies), when its bytes go beside its pace, not after it (a
 // tree's pieces); 0: the fabric's extra adds to the time. The collective
-// record carries the fill (stream.Collective.FabricLatPs), and lock, an
-// LL or LL128 ring's NVLink pace (ringPathPs; Cut.NVLinkLockPs).
-type collTime struct{ ps, fill, lock int64 }
+// record carries the fill (stream.Collective.FabricLatPs), lock, an LL or
+// LL128 ring's NVLink pace (ringPathPs; Cut.NVLinkLockPs), and conn, its
+// network connection's own steps in order (Cut.RingConnPs).
+type collTime struct{ ps, fill, lock, conn int64 }
 
 // Decomposer turns a workload into groups, collectives and flows.
 type Decomposer struct {
@@ -300,7 +301,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 				GroupType: s.Group, Ranks: ranks, Plan: pl, Step: si, time: tm,
 			})
 			if cut != nil { // collective granularity: priced with its time
-				cut.NVLinkLockPs = tm.lock
+				cut.NVLinkLockPs, cut.RingConnPs = tm.lock, tm.conn
 			}
 		}
 	}
@@ -767,7 +768,7 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 func (d *Decomposer) collPs(c *Coll) collTime {
 	nNodes := len(d.Fabric.nodesOf(c.Ranks))
 	t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
-	var fill, lock int64
+	var fill, lock, conn int64
 	bw := ncclBwPs(c)
 	if d.Planner.Opt.CollTime == CollTimeLinks {
 		// The flows' mechanism instead of NCCL's bandwidth: the same
@@ -791,8 +792,8 @@ func (d *Decomposer) collPs(c *Coll) collTime {
 		}
 	} else if at, ok := d.allToAllPs(c, s, nNodes); ok {
 		t = at // its network connections' steps in closed form
-	} else if rt, lk, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
-		t, lock = rt, lk // an LL or LL128 ring's diagonal in closed form
+	} else if rt, lk, cn, ok := d.ringPathPs(c, d.cut(), s, nNodes, bw); ok {
+		t, lock, conn = rt, lk, cn // an LL or LL128 ring's diagonal in closed form
 	} else if nt, ok := d.nvlsTreePs(c, s, nNodes); ok {
 		t = nt // its stages' chain and cycle in closed form
 	} else if c.Plan.Algo == AlgoTree && (s.intra > 0 || s.inter > 0) {
@@ -805,7 +806,7 @@ func (d *Decomposer) collPs(c *Coll) collTime {
 		}
 	}
 	// A process driving several GPUs: no sooner than its launches.
-	return collTime{ps: max(t, d.Planner.Opt.launchFloorPs()), fill: fill, lock: lock}
+	return collTime{ps: max(t, d.Planner.Opt.launchFloorPs()), fill: fill, lock: lock, conn: conn}
 }
 
 // usToPs converts the model's microseconds to the stream's picoseconds.

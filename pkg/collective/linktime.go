@@ -792,19 +792,24 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 // nvlink_lock_ps): on 4 x 8 A100s 16 and 64 MiB were 0.896 and 0.852 of
 // flow granularity without it, 1.029 and 1.017 with it.
 //
+// conn (base + conn over loops, 0 on one server) is returned apart too
+// (the record's ring_conn_ps): a fabric that slows a network step's bytes
+// beyond the NIC's share slows every step of a network connection, but
+// only the datum's network hops of its path (collload.go, aloneWith).
+//
 // Worked by hand on 2 x 4 GPUs (TestRingPathPs, TestRingPathConnPs). ok is false where the
 // server model lacks a rate or co is not an LL or LL128 ring under step
 // costs.
-func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (ps, lock int64, ok bool) {
+func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int64) (ps, lock, conn int64, ok bool) {
 	pl := co.Plan
 	n := len(co.Ranks)
 	op := Op(co.Rec.Op)
 	if pl.NoOp || pl.Algo != AlgoRing || pl.Proto == Simple || !ringRows(pl.Algo, op) || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	_, nicAll, nvGrp, _, ok := d.ringLinkPhases(co)
 	if !ok {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	if lb, ok := d.linkBwPs(co); ok {
 		bw = lb
@@ -815,7 +820,7 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	nr.Plan.PXN = false
 	nvIn, _, _, _, ok := d.ringLinkPhases(&nr)
 	if !ok {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	steps := int64(n - 1)
 	inter := int64(0)
@@ -902,7 +907,10 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	if nNodes > 1 && nvIn > nicAll {
 		lock = base + int64(tn)
 	}
-	return base + int64(max(t, tc, float64(bw))), lock, true
+	if nNodes > 1 {
+		conn = base + int64(tc)
+	}
+	return base + int64(max(t, tc, float64(bw))), lock, conn, true
 }
 
 // a2aChain is the longest of a class of proxies' network connections

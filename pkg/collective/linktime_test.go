@@ -110,11 +110,17 @@ func TestRingPathPs(t *testing.T) {
 	early, nvHop := 5e6+16384*30.0, 5e6+16384*10.0
 	netHop := 8.5e6 + 16384*40.0
 	want := 10e6 + 3*early + 2*nvHop + 2*netHop
-	if _, lock, _ := d.ringPathPs(co, k, s, 2, 0); lock != 0 {
+	if _, lock, _, _ := d.ringPathPs(co, k, s, 2, 0); lock != 0 {
 		t.Errorf("NVLink faster than the NIC in phase: lock %d ps, want 0", lock)
 	}
-	if got, _, ok := d.ringPathPs(co, k, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
+	if got, _, _, ok := d.ringPathPs(co, k, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Its network connection's own 7 steps, apart: each the slice's fixed
+	// work and 16384 B at 40 ps, the first one's latency and cost beyond
+	// the fixed work (8.5 - 5 us), and the base (no path latency here).
+	if _, _, conn, _ := d.ringPathPs(co, k, s, 2, 0); math.Abs(float64(conn)-(10e6+7*(5e6+16384*40.0)+3.5e6)) > 10 {
+		t.Errorf("conn %d ps, want %.0f", conn, 10e6+7*(5e6+16384*40.0)+3.5e6)
 	}
 	// Inside one server of 8 the 4 channels run one ring and stay in
 	// phase: 7 NVLink hops of 5 us plus 16384 B for each of a GPU's 4
@@ -122,19 +128,19 @@ func TestRingPathPs(t *testing.T) {
 	f1 := Fabric{GPUs: 8, GPUsPerServer: 8, NVSwitches: make([][]int32, 1)}
 	d1 := &Decomposer{Fabric: f1, Planner: &Planner{M: ServerModel{CC: 90, NVLinkGBps: 100}, F: f1}}
 	want = 10e6 + 7*(5e6+16384*40.0)
-	if _, lock, _ := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); lock != 0 {
-		t.Errorf("one server: lock %d ps, want 0", lock)
+	if _, lock, conn, _ := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); lock != 0 || conn != 0 {
+		t.Errorf("one server: lock %d ps, conn %d ps, want 0", lock, conn)
 	}
-	if got, _, ok := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); !ok || math.Abs(float64(got)-want) > 10 {
+	if got, _, _, ok := d1.ringPathPs(co, cut{f: f1}, s, 1, 0); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("one server: %d ps (ok %v), want %.0f", got, ok, want)
 	}
 	// Simple rings and rings without step costs keep their own forms.
-	if _, _, ok := d.ringPathPs(co, k, stepCosts{}, 2, 0); ok {
+	if _, _, _, ok := d.ringPathPs(co, k, stepCosts{}, 2, 0); ok {
 		t.Errorf("priced without step costs")
 	}
 	sc := *co
 	sc.Plan.Proto = Simple
-	if _, _, ok := d.ringPathPs(&sc, k, s, 2, 0); ok {
+	if _, _, _, ok := d.ringPathPs(&sc, k, s, 2, 0); ok {
 		t.Errorf("a Simple ring priced as LL128")
 	}
 }
@@ -376,13 +382,14 @@ func TestRingPathConnPs(t *testing.T) {
 		Plan: Plan{Algo: AlgoRing, Proto: LL128, Channels: 4, Chunk: 576000, Lat: LatTerms{Base: 10, Intra: 1, Inter: 4}}}
 	s := stepCosts{bytes: 614400, intra: 500_000, inter: 4_500_000, serial: 5_000_000, slice: sliceRuleOf(AlgoRing, LL128, 614400), roundPaced: true}
 	want := 10e6 + 7*(4.5e6+163840*40.0) + 3.5e6 + 0.5e6
-	if got, _, ok := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 {
-		t.Errorf("%d ps (ok %v), want %.0f", got, ok, want)
+	// The connection paces it: its own steps are the time, and conn.
+	if got, _, conn, ok := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); !ok || math.Abs(float64(got)-want) > 10 || math.Abs(float64(conn)-want) > 10 {
+		t.Errorf("%d ps, conn %d ps (ok %v), want %.0f", got, conn, ok, want)
 	}
 	// Without the path's latency every step pays its whole fixed work.
 	d.Fabric.NetPathPs = 0
 	want = 10e6 + 7*(5e6+163840*40.0) + 3.5e6
-	if got, _, _ := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); math.Abs(float64(got)-want) > 10 {
+	if got, _, _, _ := d.ringPathPs(co, cut{f: d.Fabric}, s, 2, 0); math.Abs(float64(got)-want) > 10 {
 		t.Errorf("no path latency: %d ps, want %.0f", got, want)
 	}
 }
