@@ -387,7 +387,7 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32, uneve
 			// every 128-byte line), so that copy overlaps the step's bytes
 			// on the wire beyond the step's first ll128-tail bytes
 			// (ll128CopyPs).
-			pl.RingRoundPs += ll128CopyPs(step, p.Opt.transport().LL128TailBytes, bw, ringNICsGBps(p.M, n/nNodes, p.F.GPUsPerServer), pl.Channels)
+			pl.RingRoundPs += ll128CopyPs(step, p.Opt.transport().LL128TailBytes, bw, ringWireGBps(p.M, n/nNodes, p.F.GPUsPerServer, pl.Channels), pl.Channels)
 		}
 		if llBw := p.Opt.transport().LLBusGBps; pl.Proto == LL && llBw > 0 && p.Opt.SendLatPs <= 0 {
 			// A slice of step payload bytes on one of the ring's channels
@@ -540,8 +540,8 @@ func parseEnableList(s, name string, valid func(string) bool) (func(op Op, v str
 // receiving thread block consumes and forwards lines as they land (LL128's
 // flag in every 128-byte line), so beyond the step's first tail bytes
 // (Transport.LL128TailBytes) the copy overlaps the wire, at the channel's
-// share of the NICs the ring's ranks of a server use (nics GB/s over the
-// channels, ringNICsGBps), and adds only what it takes beyond it; the
+// share of the links its bytes cross (nics GB/s over the channels,
+// ringWireGBps), and adds only what it takes beyond it; the
 // first tail bytes are copied in series. On HGX H100 with 8 x 400G and 16
 // channels a full server's ring has a 25 GB/s share and the copy 36.7:
 // hidden beyond the tail.
@@ -557,6 +557,30 @@ func ll128CopyPs(step, tail int64, bw, nics float64, channels int) int64 {
 		ps += max(over, 0)
 	}
 	return int64(ps)
+}
+
+// ringWireGBps is the rate (GB/s, over the ring's channels) at which an
+// LL128 ring step's bytes move, the slower of the NICs out of a server
+// (ringNICsGBps) and, with ranks on several GPUs of a server, the NVLink
+// of the GPU with most of the ring's connections in phase: every rank but
+// a channel's exit sends each channel's step to a peer in the server, so
+// with the exits spread over the ranks a GPU carries channels -
+// channels/ppn connections at most. The receiving block forwards each
+// step over that NVLink as its lines land, so the copy hides behind
+// whichever link is slower: on 2 x 8 A100s with 800G NICs and 22 channels
+// the NVLink's 12 GB/s a connection, not the NICs' 36 (without it the
+// copy beyond the NICs' share was in series and 800G took 1.16-1.19x
+// 400G's time with the same channels); on H100 at 400G with 16 channels
+// the NICs' 25 GB/s, not the NVLink's 26.5. 0 when the model has no NIC
+// rate (the copy wholly in series).
+func ringWireGBps(m ServerModel, ppn, gpusPerServer, channels int) float64 {
+	nics := ringNICsGBps(m, ppn, gpusPerServer)
+	if nics <= 0 || ppn < 2 || m.NVLinkGBps <= 0 {
+		return nics
+	}
+	channels = max(channels, 1)
+	conns := channels - channels/ppn
+	return min(nics, m.NVLinkGBps/float64(max(conns, 1))*float64(channels))
 }
 
 // ringNICsGBps is the NIC rate (GB/s) a ring with ppn ranks on each of its

@@ -747,4 +747,43 @@ func TestLL128CopyBehindTheRingsNICs(t *testing.T) {
 	}
 }
 
+// The copy hides behind the slower of the links a step crosses: the NICs
+// out of a server or, with several ranks a server, the NVLink of the GPU
+// with most of the ring's connections (channels - channels/ppn of them).
+// Hand-computed: 8 A100s (NVLink 240 GB/s) with 8 x 800G NICs (100 GB/s)
+// on a full server's ring of 22 channels: 20 connections a GPU at 12 GB/s,
+// 264 GB/s over the channels, under the NICs' 800; a 576000-byte LL128
+// step (tail 0, copied at 20 GB/s: 28800 ns) then crosses in 614400 /
+// 12 = 51200 ns and its copy adds nothing, where against the NICs' 36.4
+// GB/s a channel (16896 ns) 11904 ns were in series. With 200G NICs the
+// NICs' 200 GB/s are the slower; 8 H100s (NVLink 370.8) at 8 x 400G and 16
+// channels: 14 connections, 423.8 GB/s, the NICs' 400; one rank a
+// server: its NIC alone.
+func TestLL128CopyBehindTheSlowerLink(t *testing.T) {
+	a100 := func(nic float64) ServerModel { return ServerModel{GPUs: 8, NICs: 8, NICGBps: nic, NVLinkGBps: 240} }
+	h100 := ServerModel{GPUs: 8, NICs: 8, NICGBps: 50, NVLinkGBps: 370.8}
+	for _, c := range []struct {
+		name          string
+		m             ServerModel
+		ppn, channels int
+		want          float64
+	}{
+		{"A100 800G", a100(100), 8, 22, 264},
+		{"A100 200G", a100(25), 8, 22, 200},
+		{"H100 400G", h100, 8, 16, 400},
+		{"H100 one rank a server", h100, 1, 16, 50},
+		{"no NIC rate", ServerModel{GPUs: 8, NVLinkGBps: 240}, 8, 22, 0},
+	} {
+		if got := ringWireGBps(c.m, c.ppn, 8, c.channels); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: %v GB/s, want %v", c.name, got, c.want)
+		}
+	}
+	if got := ll128CopyPs(576000, 0, 20, ringWireGBps(a100(100), 8, 8, 22), 22); got != 0 {
+		t.Errorf("A100 800G: copy in series %d ps, want 0 (behind the NVLink)", got)
+	}
+	if got := ll128CopyPs(576000, 0, 20, ringNICsGBps(a100(100), 8, 8), 22); absPs(got-11904000) > 2 {
+		t.Errorf("A100 800G against the NICs alone: %d ps, want 11904000", got)
+	}
+}
+
 func absPs(x int64) int64 { return max(x, -x) }

@@ -204,6 +204,13 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 			break
 		}
 		n := channelsAt(s)
+		// More channels at a lower speed win when their total is larger,
+		// as in NCCL (search.cc ncclTopoCompareGraphs), so the channels
+		// do not grow with the NIC: 2 x 8 H100s get 8 x 30 GB/s at 275G,
+		// 24 x 12 at 300G (3 a NIC), 8 x 48 at 400G. The transport prices
+		// a ring's proxy round over a GPU's channels, so 300G's 48 LL128
+		// channels take up to 2.3x 275G's 16 (issue 30); kept, as NCCL
+		// chooses so, but no sweep has so many channels to confirm it.
 		if n >= 1 && float64(n)*s > best+1e-9 {
 			best, bestS, bestN = float64(n)*s, s, n
 		}
@@ -494,6 +501,15 @@ func (t *Tuner) BusBw(op Op, a Algo, p Proto) float64 {
 	case a == AlgoRing && p == LL:
 		bus = math.Min(llMax, 0.5*bus)
 	case a == AlgoRing && p == LL128:
+		// NCCL 2.23 dropped 2.12-2.22's 0.7 for one rank a server
+		// (busBw * (ppn < 2 ? 0.7 : 0.92)), so its choice can take an
+		// LL128 ring that runs slower than Simple, as the transport
+		// prices it and as hardware measured it (Voltage Park's 4 x 8
+		// H100 LL128 AllGather at 64 MiB: 166 GB/s busbw, about 0.57 of
+		// this bound): a 64 MiB AllReduce on 16 H100s one a server takes
+		// LL128 on 300G NICs (0.7% ahead in this model) and runs 1.27x
+		// its model time (2.22's factor says 1.31x), 1.22x the Simple
+		// ring 275G NICs get (issue 30). Kept: NCCL chooses so.
 		bus = math.Min(0.92*bus, nCh*perChMaxRingLL128Bws[ci][ni])
 	}
 	if a == AlgoTree && op == AllReduce {
