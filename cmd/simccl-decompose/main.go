@@ -498,6 +498,12 @@ func (c *command) run() (err error) {
 	if n, all := collective.NoOps(colls); n > 0 {
 		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d of %d collectives move nothing (a 1-rank group or 0 bytes): zero time, one join per rank and no transfer\n", n, all)
 	}
+	var notes []string
+	if n, all := d.ModelOnly(colls); n > 0 {
+		// In the stream too, so that every report of the run says it.
+		notes = append(notes, fmt.Sprintf("%d of %d collectives cross servers without NVLink (one GPU a server): collective granularity prices them from NCCL's model time, without the closed forms of the flows' mechanism under the transport's step costs, and can be several times off the flows (--granularity flow runs the mechanism)", n, all))
+		fmt.Fprintln(os.Stderr, "simccl-decompose: warning:", notes[0])
+	}
 	if c.Summary {
 		err := d.Emit(w, colls, collective.NewEmitter(meteredSink(discard{}, c.meter, colls)))
 		c.meter.Stop() // before the table, which may go to the same terminal
@@ -521,6 +527,11 @@ func (c *command) run() (err error) {
 	return c.write(top, fwd, func(sw *stream.Writer) error {
 		if c.Job != "" {
 			if err := sw.Job(&stream.Job{Name: c.Job, StartPs: int64(c.JobStart)}); err != nil {
+				return err
+			}
+		}
+		for _, n := range notes {
+			if err := sw.Note(&stream.Note{Producer: "simccl-decompose", Text: n}); err != nil {
 				return err
 			}
 		}
