@@ -195,6 +195,25 @@ func (c *command) options() (collective.Options, error) {
 	return opt, nil
 }
 
+// simAIEnvRead is SimAI's variables this run reads: those no flag
+// overrides, the selection's only under --selector simai (README's table).
+func (c *command) simAIEnvRead() []string {
+	names := []string{"AS_NV_CHANNELS", "AS_GPU_TYPE"}
+	if c.SendLat == 0 {
+		names = append(names, "AS_SEND_LAT")
+	}
+	if c.Channels == 0 {
+		names = append(names, "AS_RING_CHANNELS")
+	}
+	if c.Selector == "simai" {
+		names = append(names, "AS_NVLS_ENABLE")
+		if c.PXN != "on" && c.PXN != "off" {
+			names = append(names, "AS_PXN_ENABLE")
+		}
+	}
+	return names
+}
+
 func (c *command) workload() (*workload.Workload, error) {
 	switch {
 	case c.Workload != "" && c.Op != "":
@@ -383,6 +402,9 @@ func (c *command) run() (err error) {
 			return err
 		}
 		return c.writeTraffic(top, fwd, msgs)
+	}
+	for _, kv := range cli.SimAIEnvMissed(top.Params[topo.ParamSimAIEnv], c.simAIEnvRead()...) {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: warning: %s reached topogen (the topology's params say so) but not simccl-decompose, which reads it: export it, or set it before simccl-decompose too\n", kv)
 	}
 	modelTopo := *top
 	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
