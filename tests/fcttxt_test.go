@@ -2,8 +2,6 @@ package tests
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 )
 
@@ -13,11 +11,7 @@ import (
 // formats that describe flows still read it.
 func TestNCCLTestsRefusesSimAIFCT(t *testing.T) {
 	t.Parallel()
-	fct := filepath.Join(t.TempDir(), "fct.txt")
-	lines := "0b000001 0b000101 10024 100 87382 564400 21788 16302\n0b000101 0b000201 10025 100 87382 564400 21788 16302\n"
-	if err := os.WriteFile(fct, []byte(lines), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	fct := writeFile(t, "fct.txt", "0b000001 0b000101 10024 100 87382 564400 21788 16302\n0b000101 0b000201 10025 100 87382 564400 21788 16302\n")
 	oneLineError(t, run(t, nil, "fctstats", "--format", "nccl-tests", fct), 1, "fct.txt", "nccl-tests", "no collective ids")
 	if out := mustRun(t, nil, "fctstats", fct); !bytes.Contains(out, []byte("2 flows")) {
 		t.Errorf("fctstats' table of fct.txt:\n%s", out)
