@@ -17,3 +17,14 @@ func TestNCCLTestsRefusesSimAIFCT(t *testing.T) {
 		t.Errorf("fctstats' table of fct.txt:\n%s", out)
 	}
 }
+
+// --format chrome-trace and simai-e2e are views of the iteration report;
+// on a trace without compute phases their refusal named only --iteration,
+// a flag the user had not given.
+func TestIterationViewsNameTheirFormat(t *testing.T) {
+	t.Parallel()
+	tr := mustPipe(t, nil, []string{"topogen", "--gpus", "16"}, []string{"simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--group", "dp", "--tp", "8"}, []string{"flowsim-analytical"})
+	for _, f := range []string{"chrome-trace", "simai-e2e"} {
+		oneLineError(t, run(t, tr, "fctstats", "--format", f), 1, "no compute rows", "--format chrome-trace or simai-e2e")
+	}
+}
