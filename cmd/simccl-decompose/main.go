@@ -195,6 +195,25 @@ func (c *command) options() (collective.Options, error) {
 	return opt, nil
 }
 
+// simAIEnvRead is SimAI's variables this run reads: those no flag
+// overrides, the selection's only under --selector simai (README's table).
+func (c *command) simAIEnvRead() []string {
+	names := []string{"AS_NV_CHANNELS", "AS_GPU_TYPE"}
+	if c.SendLat == 0 {
+		names = append(names, "AS_SEND_LAT")
+	}
+	if c.Channels == 0 {
+		names = append(names, "AS_RING_CHANNELS")
+	}
+	if c.Selector == "simai" {
+		names = append(names, "AS_NVLS_ENABLE")
+		if c.PXN != "on" && c.PXN != "off" {
+			names = append(names, "AS_PXN_ENABLE")
+		}
+	}
+	return names
+}
+
 func (c *command) workload() (*workload.Workload, error) {
 	switch {
 	case c.Workload != "" && c.Op != "":
@@ -384,6 +403,9 @@ func (c *command) run() (err error) {
 		}
 		return c.writeTraffic(top, fwd, msgs)
 	}
+	for _, kv := range cli.SimAIEnvMissed(top.Params[topo.ParamSimAIEnv], c.simAIEnvRead()...) {
+		fmt.Fprintf(os.Stderr, "simccl-decompose: warning: %s reached topogen (the topology's params say so) but not simccl-decompose, which reads it: export it, or set it before simccl-decompose too\n", kv)
+	}
 	modelTopo := *top
 	if gt := os.Getenv("AS_GPU_TYPE"); gt != "" {
 		if _, ok := topo.GPUSpecs[gt]; !ok {
@@ -498,6 +520,12 @@ func (c *command) run() (err error) {
 	if n, all := collective.NoOps(colls); n > 0 {
 		fmt.Fprintf(os.Stderr, "simccl-decompose: note: %d of %d collectives move nothing (a 1-rank group or 0 bytes): zero time, one join per rank and no transfer\n", n, all)
 	}
+	var notes []string
+	if n, all := d.ModelOnly(colls); n > 0 {
+		// In the stream too, so that every report of the run says it.
+		notes = append(notes, fmt.Sprintf("%d of %d collectives cross servers without NVLink (one GPU a server): collective granularity prices them from NCCL's model time, without the closed forms of the flows' mechanism under the transport's step costs, and can be several times off the flows (--granularity flow runs the mechanism)", n, all))
+		fmt.Fprintln(os.Stderr, "simccl-decompose: warning:", notes[0])
+	}
 	if c.Summary {
 		err := d.Emit(w, colls, collective.NewEmitter(meteredSink(discard{}, c.meter, colls)))
 		c.meter.Stop() // before the table, which may go to the same terminal
@@ -521,6 +549,11 @@ func (c *command) run() (err error) {
 	return c.write(top, fwd, func(sw *stream.Writer) error {
 		if c.Job != "" {
 			if err := sw.Job(&stream.Job{Name: c.Job, StartPs: int64(c.JobStart)}); err != nil {
+				return err
+			}
+		}
+		for _, n := range notes {
+			if err := sw.Note(&stream.Note{Producer: "simccl-decompose", Text: n}); err != nil {
 				return err
 			}
 		}

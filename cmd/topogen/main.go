@@ -254,6 +254,14 @@ func (c *command) run() (err error) {
 	case c.Format == "simai":
 		return topo.WriteSimAI(out, t)
 	}
+	if env := cli.SimAIEnv(); env != "" {
+		// For simccl-decompose, which reads them, to tell when they
+		// reached this program only (a VAR=value prefix on topogen).
+		if t.Params == nil {
+			t.Params = map[string]string{}
+		}
+		t.Params[topo.ParamSimAIEnv] = env
+	}
 	w, err := stream.NewWriter(out, cli.Producer("topogen"))
 	if err != nil {
 		return err

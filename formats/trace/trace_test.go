@@ -482,7 +482,7 @@ func TestEmptyTrace(t *testing.T) {
 func TestContainerForPath(t *testing.T) {
 	for path, want := range map[string]Container{
 		"run.arrow": ArrowFile, "x/y/run.ARROW": ArrowFile, "run.arrows": ArrowStream,
-		"run.parquet": Parquet, "run.pq": Parquet, "a.b.parquet": Parquet,
+		"run.parquet": Parquet, "run.pq": Parquet, "a.b.parquet": Parquet, "/dev/null": ArrowStream,
 	} {
 		got, err := ContainerForPath(path)
 		if err != nil || got != want {

@@ -371,7 +371,7 @@ func jobStart(r *trace.Row) bool {
 
 func analyzeIterations(in *Input, opt IterationOptions, byJob bool) ([]*Iteration, error) {
 	if in.Kind != KindTrace {
-		return nil, fmt.Errorf("%s: --iteration needs a fabricsim trace of a workload run; SimAI's fct.txt has no compute phases", in.Name)
+		return nil, fmt.Errorf("%s: --iteration (and --format chrome-trace or simai-e2e, its views) needs a fabricsim trace of a workload run; SimAI's fct.txt has no compute phases", in.Name)
 	}
 	if in.Meta != nil && in.Meta.Schema == trace.SchemaV1 {
 		return nil, fmt.Errorf("%s: a %s trace has no layer, layer_name, phase, microbatch or stage columns, which --iteration needs: rerun the backend, which writes %s",
@@ -467,7 +467,7 @@ func (a *iterAcc) finish() (*Iteration, error) {
 	}
 	switch {
 	case n == 0:
-		return nil, fmt.Errorf("%s: no compute rows (op %q): --iteration needs the trace of a training workload (simccl-decompose --workload FILE)", a.name, stream.OpCompute)
+		return nil, fmt.Errorf("%s: no compute rows (op %q): --iteration (and --format chrome-trace or simai-e2e, its views) needs the trace of a training workload (simccl-decompose --workload FILE)", a.name, stream.OpCompute)
 	case a.unphased == n:
 		return nil, fmt.Errorf("%s: column phase: no compute row has a phase (fwd, ig, wg); a fabricsim.flows/v1 trace lacks it: rerun the backend", a.name)
 	}

@@ -56,6 +56,10 @@ func (run *Run) NCCLTests(dtype string, elem int64) ([]NCCLTestsRow, error) {
 	if elem <= 0 {
 		return nil, fmt.Errorf("element size %d", elem)
 	}
+	if run.Input == "simai-fct" {
+		// Its table would be empty and its average bus bandwidth 0.
+		return nil, fmt.Errorf("%s: --format nccl-tests needs a fabricsim trace; SimAI's fct.txt has no collective ids", run.Source)
+	}
 	rows := make([]NCCLTestsRow, 0, len(run.Collectives))
 	for _, c := range run.Collectives {
 		r := NCCLTestsRow{CollectiveID: c.ID, SizeBytes: c.SizeBytes, Type: dtype, TimeUs: float64(c.TimeNs) / 1e3}

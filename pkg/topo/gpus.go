@@ -91,3 +91,7 @@ func CheckNICNetwork(v string) error {
 
 // ParamNICNetwork is the topology param that names the NICs' network.
 const ParamNICNetwork = "nic_network"
+
+// ParamSimAIEnv is the topology param holding SimAI's variables (AS_*)
+// that were set where topogen ran (cli.SimAIEnv); absent when none was.
+const ParamSimAIEnv = "simai_env"

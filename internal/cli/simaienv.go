@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"os"
+	"slices"
+	"strings"
+)
+
+// SimAIEnv is SimAI's variables (AS_*) set in this process's environment,
+// as NAME=value sorted by name and joined by spaces. topogen records them
+// in the topology's params (topo.ParamSimAIEnv): SimAI reads them in its
+// one process, and a user carrying its command line over as
+// "AS_NVLS_ENABLE=1 topogen ... | simccl-decompose ..." sets them for
+// topogen alone, which reads none, so the program that does can say so.
+func SimAIEnv() string {
+	var set []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "AS_") && !strings.ContainsAny(kv, " \t\n") {
+			set = append(set, kv)
+		}
+	}
+	slices.Sort(set)
+	return strings.Join(set, " ")
+}
+
+// SimAIEnvMissed is, of the variables names, each that recorded (as
+// SimAIEnv writes it) sets and this process's environment lacks, as
+// NAME=value.
+func SimAIEnvMissed(recorded string, names ...string) []string {
+	var missed []string
+	for _, kv := range strings.Fields(recorded) {
+		name, _, _ := strings.Cut(kv, "=")
+		if _, here := os.LookupEnv(name); slices.Contains(names, name) && !here {
+			missed = append(missed, kv)
+		}
+	}
+	return missed
+}
