@@ -102,14 +102,21 @@ func TestProxyRound(t *testing.T) {
 		t.Errorf("a shorter round changed the pace to %d ps", c.pace)
 	}
 	var bad Transport = DefaultTransport()
-	for _, kv := range []string{"proxy-op=-1", "nvls-chunk=0", "nvls-chunk=-5", "p2p-chunk=0", "p2p-chunk=-1"} {
+	for _, kv := range []string{"proxy-op=-1", "p2p-op=-1", "nvls-tree-op=-1", "nvls-tree-bw=-1", "nvls-tree-bw=1e-9", "nvls-chunk=0", "nvls-chunk=-5", "p2p-chunk=0", "p2p-chunk=-1"} {
 		if err := bad.Set(kv); err == nil {
 			t.Errorf("%s accepted", kv)
 		}
 	}
-	bad.ProxyOpUs = -1
-	if err := bad.Validate(); err == nil {
-		t.Errorf("a negative proxy-op validates")
+	for what, set := range map[string]func(*Transport){
+		"proxy-op":     func(t *Transport) { t.ProxyOpUs = -1 },
+		"p2p-op":       func(t *Transport) { t.P2POpUs = -1 },
+		"nvls-tree-op": func(t *Transport) { t.NVLSTreeLoopUs = -1 },
+		"nvls-tree-bw": func(t *Transport) { t.NVLSTreeGBps = -1 },
+	} {
+		b := DefaultTransport()
+		if set(&b); b.Validate() == nil {
+			t.Errorf("a negative %s validates", what)
+		}
 	}
 }
 
