@@ -370,6 +370,13 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		// and bytes.
 		alone := nvPs(active, lastShard) + float64(len(stages))*float64(active)*float64(lastShard)/nic + nvPs(1, lastShard) + nvPs(1, lastShard*ppn)
 		t = max(t, upload+float64(chunks-1)*float64(work)+float64(s.nvlsTreeWorkPs(lastShard))+lastLoopPs(float64(work), alone, chunks-1, stages))
+		if chunks > 1 {
+			// A short last loop still follows the full one before it on
+			// every tree connection: it ends its last stage's bytes and
+			// its multicast after that one's end.
+			full := nvPs(active, shard) + float64(len(stages))*float64(active)*x + nvPs(1, shard) + nvPs(1, b)
+			t = max(t, upload+float64(chunks-1)*float64(work)+lastLoopPs(float64(work), full, chunks-2, stages)+float64(active)*float64(lastShard)/nic+nvPs(1, lastShard)+nvPs(1, lastShard*ppn))
+		}
 	}
 	if len(stages) > 0 {
 		// A NIC direction's chunks of stage i arrive from its first's start
