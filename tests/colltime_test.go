@@ -135,9 +135,11 @@ func TestTransportP5CollFlowAgree(t *testing.T) {
 }
 
 // NVLS-Tree under a user-set small proxy-op (VP 4 x 8 H100, h100-ib; the
-// preset's 1.6 us is held by TestTransportCollFlowAgree): collective
-// against flow granularity within 5% at 1-128 MiB, 0.980-1.041 when
-// written (op 0.2: 0.983-1.028, op 0.1: 0.980-1.041). nvlsTreePs took the
+// preset's 0.3 us is held by TestTransportCollFlowAgree, 0.985-1.016 at
+// 1-128 MiB): collective against flow granularity within 5% at 1-128
+// MiB, 0.980-1.041 when written (op 0.2: 0.983-1.028, op 0.1:
+// 0.980-1.041) with the preset's proxy op at 1.6 us and no loop work;
+// with a loop's work (nvls-tree-bw) 0.983-1.009 and 0.982-0.999. nvlsTreePs took the
 // last channel as alone on each stage's NIC, 0.4 (0.2) us after the one
 // before, where a stage's shard takes 1.3 us there and the channels
 // share it: 0.85-0.95 (0.81-0.95) at 4-16 MiB. Then the steady cycle, all

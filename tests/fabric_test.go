@@ -32,7 +32,7 @@ type backendRun struct {
 // times it, less what the transport's per-step costs (the default) hide
 // (with NCCL's model latencies alone, preset=none, 4:1 took 2.2x the 1:1
 // time; with the transport's fixed costs in series, 1.9x). The AllToAll
-// runs without the proxy's per-op cost (proxy-op=0): under h100-ib's 1.6
+// runs without the proxy's per-op cost (p2p-op=0): under h100-ib's 1.6
 // us a rail GPU posts its 240 sends and receives over 384 us (a2aPosts),
 // five times its NIC bytes: 442, 448 and 481 us at 1:1, 2:1 and 4:1 as
 // flows, 442, 448 and 473 at collective granularity under ecmp
@@ -45,7 +45,7 @@ func TestOversubscriptionNeverFaster(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	work := map[string][]string{
 		"DP AllReduce": {"--op", "allreduce", "--size", "4MiB", "--group", "dp", "--tp", "8"},
-		"AllToAll":     {"--op", "alltoall", "--size", "4MiB", "--group", "ep", "--ep", "128", "--transport", "proxy-op=0"},
+		"AllToAll":     {"--op", "alltoall", "--size", "4MiB", "--group", "ep", "--ep", "128", "--transport", "p2p-op=0"},
 	}
 	nicNs := map[string]float64{"DP AllReduce": 2 * 15.0 / 16 * (4 << 20) * 8 / 400, "AllToAll": 120.0 / 128 * (4 << 20) * 8 / 400}
 	var backends []backendRun

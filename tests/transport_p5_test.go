@@ -69,11 +69,13 @@ import (
 //     0.95, 0.90 and 0.99.
 //   - (within the band, at its edge) AllReduce on 2 nodes at 64 MiB
 //     (0.7996 when listed, 0.804 at c5cbb11, before EFA's ring op, which
-//     does not touch it; 0.823 with the proxy's phase, proxyPhase): NVLS-Tree, NCCL's 128 KiB chunk per head there
+//     does not touch it; 0.823 with the proxy's phase, proxyPhase; 0.805
+//     with a loop's GPU work, nvls-tree-op and nvls-tree-bw, and the
+//     proxy op 0.3 us): NVLS-Tree, NCCL's 128 KiB chunk per head there
 //     (enqueue.cc calcCollChunking shrinks aws-ofi-nccl's 512 KiB below
 //     16 x channels x heads chunks), one loop per channel; the fitted 2 x
-//     8 sweep (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.83 at
-//     that size.
+//     8 sweep (aws-p5-2x8h100-efa_allreduce.csv, another run) is 0.81 at
+//     that size (0.83 before the loop's work).
 var p5Misses = map[string]float64{}
 
 // knownDrift is how far a listed miss or gap (p5Misses, p5AllToAllMisses,

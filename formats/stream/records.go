@@ -189,7 +189,9 @@ type Cut struct {
 	StepProxyPs int64 `msgpack:"step_proxy_ps,omitempty"`
 	// StepTreeFs: a tree LL128 AllReduce's thread block time per wire
 	// byte of one input (fs), with StepSerialPs its step's fixed work (0
-	// or absent: the tree's steps are paced by their step cost).
+	// or absent: the tree's steps are paced by their step cost); for an
+	// NVLS-Tree AllReduce a loop's GPU work per shard byte, StepSerialPs
+	// its fixed part.
 	StepTreeFs int64 `msgpack:"step_tree_fs,omitempty"`
 	// StepTreeShare: 1 when a tree LL AllReduce's connection's first piece
 	// pays only its share of the step cost under StepTreeFs (--transport

@@ -289,7 +289,7 @@ func (d *Decomposer) Prepare(w *Workload) ([]Coll, error) {
 			if err != nil {
 				return nil, err
 			}
-			cut := d.cutRecord(pl)
+			cut := d.cutRecord(pl, s.Op)
 			if cut != nil && first >= 0 {
 				cut.FirstFlow = &first
 			}
@@ -718,7 +718,7 @@ func (d *Decomposer) emitGroup(e *Emitter, c *Coll, k cut, transfer, count bool,
 	if lat {
 		ctx.intra, ctx.inter = usToPs(c.Plan.Lat.Intra), usToPs(c.Plan.Lat.Inter)
 	}
-	ctx.step = d.Planner.Opt.stepCosts(c.Plan)
+	ctx.step = d.Planner.Opt.collCosts(c.Plan, Op(c.Rec.Op))
 	if err := decompose(ctx, c, k); err != nil {
 		return nil, fmt.Errorf("collective %d (%s): %v", c.Rec.ID, c.Rec.Label, err)
 	}
@@ -767,7 +767,7 @@ func (d *Decomposer) emitColl(e *Emitter, c *Coll, rep int32, cursor, cc [][]int
 // (linktime.go) instead.
 func (d *Decomposer) collPs(c *Coll) collTime {
 	nNodes := len(d.Fabric.nodesOf(c.Ranks))
-	t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, ncclBwPs(c))
+	t := c.Rec.PredictedPs + transportPs(c, d.cut(), d.Planner.Opt.collCosts(c.Plan, Op(c.Rec.Op)), nNodes, ncclBwPs(c))
 	var fill, lock, conn int64
 	bw := ncclBwPs(c)
 	if d.Planner.Opt.CollTime == CollTimeLinks {
@@ -775,10 +775,10 @@ func (d *Decomposer) collPs(c *Coll) collTime {
 		// latencies, the bytes at the links' rates (linkBwPs).
 		if lb, ok := d.linkBwPs(c); ok {
 			bw = lb
-			t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.stepCosts(c.Plan), nNodes, bw)
+			t = usToPs(c.Plan.Lat.Total) + bw + transportPs(c, d.cut(), d.Planner.Opt.collCosts(c.Plan, Op(c.Rec.Op)), nNodes, bw)
 		}
 	}
-	if s := d.Planner.Opt.stepCosts(c.Plan); queuedRing(c, s) {
+	if s := d.Planner.Opt.collCosts(c.Plan, Op(c.Rec.Op)); queuedRing(c, s) {
 		// Its connections' step cycle in closed form (ringCyclePs).
 		if phase, ok := d.ringPhasePs(c); ok {
 			// Its busiest link's bytes bound it too: NCCL's bandwidth
@@ -1013,7 +1013,7 @@ func (d *Decomposer) sendLat(pl Plan) int64 {
 
 // cutRecord is a plan's cut for the collective record, written at
 // collective granularity only: at flow granularity the flows are there.
-func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
+func (d *Decomposer) cutRecord(pl Plan, op Op) *stream.Cut {
 	if !d.Collectives || pl.NoOp {
 		return nil
 	}
@@ -1021,7 +1021,7 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	if d.Planner.Opt.LaunchLatency {
 		c.BaseLatPs, c.IntraLatPs, c.InterLatPs = usToPs(pl.Lat.Base), usToPs(pl.Lat.Intra), usToPs(pl.Lat.Inter)
 	}
-	s := d.Planner.Opt.stepCosts(pl)
+	s := d.Planner.Opt.collCosts(pl, op)
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
 	c.StepTreeFs = s.treeFs
 	if s.treeShare {

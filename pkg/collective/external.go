@@ -36,7 +36,7 @@ func (d *Decomposer) NewColl(id int64, op Op, size int64, groupType string, grou
 	}
 	rec := record(stream.Collective{ID: id, Op: string(op), Size: size, Group: groupID, Algorithm: pl.Algo.String(),
 		Protocol: pl.Proto.String(), Channels: pl.Channels, PXN: pl.PXN, PredictedPs: int64(math.Round(pl.PredictedUs * 1e6)), Label: label,
-		Cut: d.cutRecord(pl), SendLatPs: d.sendLat(pl)}, s)
+		Cut: d.cutRecord(pl, op), SendLatPs: d.sendLat(pl)}, s)
 	return Coll{Rec: rec, GroupType: groupType, Ranks: ranks, Plan: pl}, nil
 }
 

@@ -259,7 +259,9 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	// leaf step leaves its proxy phase late.
 	tc := make([]float64, active)
 	upload := float64(usToPs(pl.Lat.Intra)+s.intra) + nvPs(active, b)
-	reduce := nvPs(active, shard)
+	// The first loop's reduce work precedes its shard (nvlsTreeWorkPs).
+	work := s.nvlsTreeWorkPs(shard)
+	reduce := nvPs(active, shard) + float64(work)
 	for c := range tc {
 		tc[c] = upload + reduce + float64(proxyPhase(c, s.proxyOp))
 	}
@@ -344,15 +346,37 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		}
 	}
 	pace := max(s.steps(wire(shard, pl.Proto))*max(s.inter, proxyRound(int(channels), co.Rec.Size, s.proxyOp)), s.intra*s.steps(nvlsWire(b, eff)))
-	t := chain + float64(chunks-1)*max(float64(pace), nvBusy)
+	// The last loop may be short: lastShard a GPU, frac of a loop's bytes.
+	lastShard := (per - (chunks-1)*chunk + ppn - 1) / ppn
+	frac := float64(lastShard) / float64(shard)
+	later := func(bytes float64) float64 { // the later loops at a cycle of bytes
+		if chunks < 2 {
+			return 0
+		}
+		return max(float64(chunks-1)*float64(pace), (float64(chunks-2)+frac)*bytes)
+	}
+	t := chain + later(nvBusy)
 	// A stage's later chunks follow its first at its cycle, then only
 	// pay the later stages' bytes and the multicast; the NICs' bytes of
 	// every chunk bound it too.
 	tail := chain - slices.Max(tc)
 	for i := len(stages) - 1; i >= 0; i-- {
 		st := stages[i]
-		t = max(t, st.end+float64(chunks-1)*max(float64(pace), st.bytes)+tail)
+		t = max(t, st.end+later(st.bytes)+tail)
 		tail += st.bytes
+	}
+	if work > 0 {
+		// The reduce work paces the loops; the last pays its own work
+		// and bytes.
+		alone := nvPs(active, lastShard) + float64(len(stages))*float64(active)*float64(lastShard)/nic + nvPs(1, lastShard) + nvPs(1, lastShard*ppn)
+		t = max(t, upload+float64(chunks-1)*float64(work)+float64(s.nvlsTreeWorkPs(lastShard))+lastLoopPs(float64(work), alone, chunks-1, stages))
+		if chunks > 1 {
+			// A short last loop still follows the full one before it on
+			// every tree connection: it ends its last stage's bytes and
+			// its multicast after that one's end.
+			full := nvPs(active, shard) + float64(len(stages))*float64(active)*x + nvPs(1, shard) + nvPs(1, b)
+			t = max(t, upload+float64(chunks-1)*float64(work)+lastLoopPs(float64(work), full, chunks-2, stages)+float64(active)*float64(lastShard)/nic+nvPs(1, lastShard)+nvPs(1, lastShard*ppn))
+		}
 	}
 	if len(stages) > 0 {
 		// A NIC direction's chunks of stage i arrive from its first's start
@@ -367,7 +391,7 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 			for i, si := range stages {
 				from, work := si.end-si.bytes, 0.0
 				for j, sj := range stages {
-					k := float64(chunks)
+					k := float64(chunks-1) + frac
 					if j < i {
 						k = max(0, k-math.Floor((from-(sj.end-sj.bytes))/cyc)-1)
 					}
@@ -379,6 +403,37 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		t = max(t, nicEnd+chain-slices.Max(tc))
 	}
 	return usToPs(pl.Lat.Base) + int64(t), true
+}
+
+// lastLoopPs is how long (ps) an NVLS-Tree AllReduce's last loop takes
+// from its reduce on when the reduce work w paces the loops (nvlsTreePs):
+// the channels' later loops reach each tree stage in step, so each stage
+// puts every channel's shard on a GPU's NIC at once, and the loop pays
+// its bytes down the chain (alone: its reduced shard, the stages and the
+// multicast) but not its hops' latencies and step costs, which were the
+// first loop's. A loop that takes longer than w still shares the NICs
+// with the loops before it: it waits for what of their busiest NIC
+// direction's bytes a loop (stages' dirs) is left when it comes, the
+// share of each one's time in the tree still ahead of it, taken as
+// spread evenly over that time (before: the loops before it).
+func lastLoopPs(w, alone float64, before int64, stages []nvlsStage) float64 {
+	var load float64 // a loop's bytes on its busiest NIC direction
+	for dir := range stages[0].dirs {
+		var sum float64
+		for _, st := range stages {
+			sum += st.dirs[dir]
+		}
+		load = max(load, sum)
+	}
+	p := alone
+	for range 8 { // the fixed point of p = alone + load x sum over j of (p - j w)+ / p
+		var left float64
+		for j := 1.0; j <= float64(before) && j*w < p; j++ {
+			left += (p - j*w) / p
+		}
+		p = alone + load*left
+	}
+	return p
 }
 
 // nvlsStage is a tree stage of nvlsTreePs: when the first chunk's last

@@ -190,6 +190,20 @@ func TestNVLSTreePs(t *testing.T) {
 	if _, ok := d.nvlsTreePs(co, stepCosts{}, 2); ok {
 		t.Errorf("priced without step costs: default streams would change")
 	}
+	// A loop's reduce work (8 us plus the 64 KiB shard at 0.5 ns a byte:
+	// 40.768 us) longer than a loop's every other cycle paces the loops:
+	// channel 0's first loop uploads, then its 4 loops' work, then the
+	// last loop's bytes alone (its reduced shards on the NVLink, its
+	// shard on the NIC in each of the 2 tree stages, both channels', and
+	// its multicast store and download), no hop latency again; its
+	// bytes, 9 us, are shorter than the work, so no loop waits on the one
+	// before.
+	s.proxyOp, s.serial, s.treeFs = 1_600_000, 8_000_000, 500_000
+	w := 8e6 + float64(64<<10)*0.5e3
+	alone := 2*nvls(64<<10) + 2*2*float64(64<<10)/0.05 + nvls(64<<10) + nvls(128<<10)
+	if got, _ := d.nvlsTreePs(co, s, 2); math.Abs(float64(got)-(upload+4*w+alone)) > 10 {
+		t.Errorf("NVLS-Tree paced by its loops' work: %d ps, want %.0f", got, upload+4*w+alone)
+	}
 }
 
 // treePs by hand: an LL128 tree AllReduce of 256 KiB on 2 servers x 2
@@ -482,5 +496,23 @@ func TestNetPieces(t *testing.T) {
 	co.Size, co.Cut.StepInterPs = 16<<20, 1
 	if got := NetPieces(co, 128, 8); got != 4 {
 		t.Errorf("direct, paced, 16 MiB: %d pieces, want 4", got)
+	}
+}
+
+// lastLoopPs by hand: loops 10 apart, 20 alone in the tree, a loop's 6 on
+// its busiest NIC direction. With one loop before, the last waits for the
+// share (p - 10) / p of its 6 still ahead when it comes: p = 20 + 6 (p -
+// 10) / p, p^2 - 26 p + 60 = 0, p = 13 + sqrt(109); with more before, two
+// are still in the tree (p < 30): p = 32 - 180 / p, p = 16 + sqrt(76).
+// Loops at least their time apart never meet.
+func TestLastLoopPs(t *testing.T) {
+	st := []nvlsStage{{dirs: []float64{6, 1}}}
+	for _, c := range []struct {
+		before  int64
+		w, want float64
+	}{{1, 10, 13 + math.Sqrt(109)}, {5, 10, 16 + math.Sqrt(76)}, {5, 20, 20}} {
+		if got := lastLoopPs(c.w, 20, c.before, st); math.Abs(got-c.want) > 1e-3 {
+			t.Errorf("%d loops before, %g apart: %.4f, want %.4f", c.before, c.w, got, c.want)
+		}
 	}
 }

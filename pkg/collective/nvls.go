@@ -206,6 +206,7 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 		for k := 0; k < chunks; k++ {
 			b := min(chunk, data-int64(k)*chunk)
 			shard := (b + int64(ppn) - 1) / int64(ppn)
+			work := c.step.nvlsTreeWorkPs(shard)
 			for j, local := range nodes {
 				ids = ids[:0]
 				for _, p := range local {
@@ -216,7 +217,10 @@ func nvlsTree(c *cctx, f Fabric, size int64, channels int, chunk int64, eff floa
 					ids = append(ids, c.connFlow(&st[p].lastUp, deps, c.ranks[p], sws[j], nvlsWire(b, eff), c.firstHop(k, c.ranks[p], sws[j], nvlsWire(b, eff)), int32(ch), int32(k), int32(chunks), stream.ConnNVLS))
 				}
 				for li, p := range local {
-					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], nvlsWire(shard, eff), 0, int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
+					// The loop's reduce work paces the GPU's shards; the
+					// first loop's precedes its bytes.
+					c.pace = work
+					red[j][li] = c.connFlow(&st[p].lastRed, c.deps(ids), sws[j], c.ranks[p], nvlsWire(shard, eff), first(k, work), int32(ch), int32(k), int32(chunks), stream.ConnNVLS)
 				}
 			}
 			// Per local index, a tree across servers over that shard.
@@ -328,6 +332,24 @@ func (c *cctx) proxyPace(b, round int64) {
 	if round > 0 {
 		c.pace = max(c.pace, c.step.steps(b)*round)
 	}
+}
+
+// nvlsTreeWorkPs is an NVLS-Tree loop's GPU work (ps) on a GPU heading a
+// shard of x bytes (Transport.NVLSTreeLoopUs, NVLSTreeGBps): the cut's
+// step_serial_ps plus x at step_tree_fs a byte; 0 without them.
+func (s stepCosts) nvlsTreeWorkPs(x int64) int64 {
+	if s.serial <= 0 && s.treeFs <= 0 {
+		return 0
+	}
+	return s.serial + int64(math.Round(float64(x)*float64(s.treeFs)/1e3))
+}
+
+// first is v on a connection's first chunk (k 0), else 0.
+func first(k int, v int64) int64 {
+	if k == 0 {
+		return v
+	}
+	return 0
 }
 
 // grid is a rows x cols table in one allocation.

@@ -75,6 +75,9 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	}
 	tr := o.transport()
 	s := tr.costsFor(pl.Proto)
+	if pl.Algo == AlgoDirect || pl.Algo == AlgoPXN || pl.Algo == AlgoP2P {
+		s.proxyOp = usToPs(tr.P2POpUs) // an AllToAll's proxy round (a2aPace)
+	}
 	nvlsWork := pl.Algo == AlgoNVLS && tr.nvlsWork()
 	if s.intra == 0 && s.inter == 0 && !nvlsWork && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
@@ -94,6 +97,13 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	switch {
 	case pl.Algo == AlgoNVLS:
 		s.serial = tr.nvlsWorkPs(s.bytes) // an NVLS chunk's GPU work (nvlsChunkPs), step_bytes its chunk
+	case pl.Algo == AlgoNVLSTree:
+		// its loop's GPU work (Transport.NVLSTreeLoopUs, NVLSTreeGBps),
+		// the cut carrying it as a tree step's (nvlsTreeWorkPs)
+		s.serial, s.treeFs = usToPs(tr.NVLSTreeLoopUs), 0
+		if tr.NVLSTreeGBps > 0 {
+			s.treeFs = int64(math.Round(1e6 / tr.NVLSTreeGBps))
+		}
 	case pl.Algo == AlgoRing:
 		s.serial = max(s.serial, pl.RingRoundPs) + pl.LLSlicePs // the cut carries both in step_serial_ps
 	case pl.Algo == AlgoTree && pl.Proto == LL128 && tr.TreeGBps > 0:
@@ -106,6 +116,17 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		s.treeShare = tr.TreeLLShare
 	default:
 		s.serial = 0 // trees give each role its own warps
+	}
+	return s
+}
+
+// collCosts is stepCosts for a collective of op: an NVLS-Tree loop's
+// GPU work is AllReduce's (other ops run NVLS-Tree as a ring, whose
+// slices' work it is not).
+func (o Options) collCosts(pl Plan, op Op) stepCosts {
+	s := o.stepCosts(pl)
+	if pl.Algo == AlgoNVLSTree && op != AllReduce {
+		s.serial, s.treeFs = 0, 0
 	}
 	return s
 }

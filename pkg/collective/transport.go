@@ -72,15 +72,29 @@ type Transport struct {
 	// hides behind its slices' fixed work on the pipeline's fill (the
 	// longer of the two is paid).
 	SliceUs [3]float64
-	// ProxyOpUs: the proxy thread's occupancy per network send or
-	// receive step, in series over all of a GPU's channels: one progress
-	// thread per GPU (proxy.cc) posts and polls every channel's steps in
-	// turn. It binds where a GPU has a network connection in every
-	// channel, NVLS-Tree's, in which every GPU heads every channel's tree:
-	// a GPU's tree connection starts a step at most once per its proxy's
-	// round (proxyRound; a ring's network connections are spread over the
-	// server's GPUs and not paced by it).
+	// ProxyOpUs: the proxy thread's CPU per network send or receive step,
+	// in series over all of a GPU's channels: one progress thread per GPU
+	// (proxy.cc progressOps) walks every active op in turn, and each call
+	// on an op does one action per sub (post a buffer, one isend or
+	// irecv, one test: net.cc sendProxyProgress, recvProxyProgress), so a
+	// step costs the thread a call whatever its bytes. It binds where a
+	// GPU has a network connection in every channel, NVLS-Tree's, in
+	// which every GPU heads every channel's tree: a GPU's tree connection
+	// starts a step at most once per its proxy's round (proxyRound; a
+	// ring's network connections are spread over the server's GPUs and
+	// not paced by it). Fitted at 1.6 us (IB) and 2.4 (EFA) while it was
+	// NVLS-Tree's only cost per loop, it made a loop cost the same
+	// whatever its chunk, and NVLS-Tree's time fell where NCCL halves its
+	// chunk (issue 30); a loop's bytes are now the GPU's work
+	// (NVLSTreeLoopUs, NVLSTreeGBps), and the op what is left, 0.3 us.
 	ProxyOpUs float64
+	// P2POpUs: the same occupancy as an AllToAll's (point-to-point)
+	// network connections pay it (a2aPace: a step at most once per round
+	// of its proxy's ops): 1.6 us on InfiniBand, 2.4 on EFA, the values
+	// ProxyOpUs was fitted at, which the AllToAll sweeps' checks were
+	// written with (TestTransportP5AllToAll: the 4 x 8 p5 run at 32 MiB
+	// goes from 0.71 to 0.65 of measured at 0.3 us). Not refitted.
+	P2POpUs float64
 	// NVLSChunk: NVLS-Tree's chunk per head before enqueue.cc shrinks it
 	// (NCCL_NVLS_CHUNKSIZE, with NCCL_NVLSTREE_MAX_CHUNKSIZE at least as
 	// large, as aws-ofi-nccl sets both to 512 KiB on AWS); 0: NCCL's
@@ -124,6 +138,13 @@ type Transport struct {
 	// gaps behind each other's bytes, 8% faster at 256-512 MiB.
 	NVLSChunkUs     float64
 	NVLSChannelGBps float64
+	// NVLSTreeLoopUs and NVLSTreeGBps: an NVLS-Tree AllReduce's GPU work
+	// per loop and channel on each GPU (0: none), NVLSTreeLoopUs plus the
+	// loop's shard (the chunk the GPU heads) at NVLSTreeGBps: the
+	// reduce warps' multimem load-reduce of the shard into the tree's
+	// send buffer. It paces the GPU's reduced shards, one a loop, and the
+	// first loop's waits it before its bytes (nvlsTree).
+	NVLSTreeLoopUs, NVLSTreeGBps float64
 	// LLBusGBps: LL's bus bandwidth on a ring (GB/s, nccl-tests' busbw
 	// convention; 0: none), in series with each LL slice: a thread block
 	// polls every 8-byte flag and stores every 16-byte line, so LL's
@@ -320,10 +341,16 @@ func DefaultTransport() Transport {
 // is flat at 110 us to 2 MiB, a 16-channel ring's 4 KiB steps, and 193 us
 // at 4 MiB, 8 KiB steps) plus the step's bytes at NCCL's per-channel
 // LL128 rate (36.7 GB/s). The AllReduce sweep's ring sizes (256 MiB-4
-// GiB; 512 MiB up when fitted) are held out for the slice costs. The
-// proxy round over NVLS-Tree channels (ProxyOpUs 1.6 us) is fitted on the
-// AllReduce sweep's NVLS-Tree sizes (1-256 MiB when fitted: with NCCL's
-// ring graph, 8 channels at 48 GB/s, 256 MiB runs as a Simple ring); its
+// GiB; 512 MiB up when fitted) are held out for the slice costs. An
+// NVLS-Tree loop's GPU work (NVLSTreeGBps 1.3 GB/s a channel on the shard
+// a GPU heads, no fixed part) is fitted on the AllReduce sweep's
+// NVLS-Tree sizes (2-128 MiB; with NCCL's ring graph, 8 channels at 48
+// GB/s, 256 MiB runs as a Simple ring): one loop of 32 and of 64 KiB
+// shards at 4 and 8 MiB, 160.5 and 230.2 us measured, the later loops of
+// 64 KiB about 51 us each (16-64 MiB), 0.95-1.07 of measured at 2-128
+// MiB; the proxy's op (ProxyOpUs 0.3 us, NVLS-Tree's proxy round) what is
+// left (1.6 us when it alone priced a loop, whose time then fell at 8
+// MiB, where the shard doubles; AllToAll keeps 1.6, P2POpUs); its
 // Tree LL sizes (8 B-128 KiB) by NCCL 2.23's spread over channels
 // (channel-split=cells) and a tree LL step on the GPUs at 3 GB/s a
 // thread block whose first piece pays its share of the step cost
@@ -332,11 +359,17 @@ func DefaultTransport() Transport {
 //
 // h100-efa is HGX H100 over EFA (AWS p5.48xlarge, 32 EFA devices per
 // server), fitted on the 2 x 8 p5 AllReduce (examples/reference/
-// aws-p5-2x8h100-efa_allreduce.csv, all NVLS-Tree): 18 us per proxy side
-// and 2.4 us of proxy round per send or receive, where IB's are 4 and 1.6
-// (the sweep's 1-8 MiB times, 123-205 us, need about twice IB's fill; its
-// 16-64 MiB steps, one NCCL loop per 70 us whatever the chunk, the
-// round); with the buffers and NVLS chunk aws-ofi-nccl sets on AWS
+// aws-p5-2x8h100-efa_allreduce.csv): 18 us per proxy side, where IB's
+// are 4 (the sweep's 1-8 MiB times, 123-205 us, need about twice IB's
+// fill), and an NVLS-Tree loop's GPU work of 15 us plus its shard at 2
+// GB/s a channel (NVLSTreeLoopUs, NVLSTreeGBps), fitted on its NVLS-Tree
+// sizes (64 MiB-4 GiB): 4, 8 and 16 loops of 128 KiB shards at 64-256
+// MiB, about 70 us a loop measured, and 256 KiB shards from 512 MiB,
+// about 128 us a loop, whose rate, 16 channels x 2 GB/s a GPU, is the
+// plateau's (algbw 260 GB/s on 2 x 8); the proxy op IB's 0.3 us (2.4
+// when it alone priced a loop, which then cost 77 us whatever its
+// chunk and the time fell at 64 MiB; AllToAll keeps 2.4, P2POpUs);
+// with the buffers and NVLS chunk aws-ofi-nccl sets on AWS
 // (NCCL_BUFFSIZE 8 MiB, NCCL_NVLS_CHUNKSIZE and
 // NCCL_NVLSTREE_MAX_CHUNKSIZE 512 KiB: its release notes, and the 4 x 8
 // p5 run's environment). The 4 x 8 p5 AllReduce (NCCL 2.28.7,
@@ -423,20 +456,26 @@ var TransportPresets = map[string]func(*Transport){
 		// about 1%). With IB's 8 us the held-out AllGather's first
 		// Simple size (16 MiB a rank) was 0.77 of measured.
 		t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 10.5}
-		t.ProxyOpUs = 2.4
+		// IB's proxy op and an NVLS-Tree loop's GPU work fitted on the 2 x
+		// 8 sweep's NVLS-Tree sizes (TransportPresets); AllToAll's op as
+		// its sweeps' checks were written (P2POpUs).
+		t.ProxyOpUs, t.P2POpUs = 0.3, 2.4
+		t.NVLSTreeLoopUs, t.NVLSTreeGBps = 15, 2.0
 		t.BuffSimple, t.NVLSChunk = 8<<20, 512<<10
 		// A ring's network step is the same proxy op as NVLS-Tree's
 		// (post, then poll to completion), and no EFA sweep outside the
 		// held-out ones runs an LL or LL128 ring to fit it on, so the
-		// ring's op is the proxy op fitted here (2.4 us, where IB's ring
-		// op is 0.5, 1.2 above its AR threshold). That op was fitted
+		// ring's op is the proxy op as fitted on this sweep's NVLS-Tree
+		// sizes before their loops' GPU work was split from it (2.4 us,
+		// where IB's ring op is 0.5, 1.2 above its AR threshold), which
+		// the held-out p5 LL128 rings were checked with. That op was fitted
 		// with no LL128 copy in series with it, so the step's copy
 		// overlaps the wire from its first byte (ll128-tail 0: LL128's
 		// flag in every 128-byte line lets the receiving block forward
 		// lines as they land: NCCL 2.28.7 src/device/prims_ll128.h polls
 		// each line's flag, lines 185-240), where h100-ib keeps the
 		// first 128 KiB in series as its ring op was fitted with them.
-		t.RingOpUs, t.AROpUs, t.ARThreshold = t.ProxyOpUs, 0, 0
+		t.RingOpUs, t.AROpUs, t.ARThreshold = 2.4, 0, 0
 		t.LL128TailBytes = 0
 		t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
 		t.LLBusGBps, t.LaunchUs = 0, 4.1
@@ -479,7 +518,7 @@ var TransportPresets = map[string]func(*Transport){
 		// 14 and 22 us 10% under and over.
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 18.0, 18.0, 20.0
 		t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
-		t.ProxyOpUs = 2.4
+		t.ProxyOpUs, t.P2POpUs = 2.4, 2.4
 		// aws-ofi-nccl 1.5-1.7 set no NCCL_BUFFSIZE on p4d/p4de (NCCL's 4
 		// MiB; 1.16.3 sets 8 MiB), and the runs' NCCL (2.17.1) cut a tree
 		// Simple AllReduce's chunk by the tree's depth (tree-chunk=depth).
@@ -502,7 +541,7 @@ var TransportPresets = map[string]func(*Transport){
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
 		t.SliceUs = [3]float64{}
-		t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 0, 4<<20, 0
+		t.ProxyOpUs, t.P2POpUs, t.BuffSimple, t.NVLSChunk = 0, 0, 4<<20, 0
 		t.RingOpUs, t.AROpUs, t.ARThreshold = 0, 0, 0
 		t.NVLSChunkUs, t.NVLSChannelGBps = 0, 0
 		t.LLBusGBps, t.LaunchUs = 0, 0
@@ -513,7 +552,11 @@ var TransportPresets = map[string]func(*Transport){
 func presetH100IB(t *Transport) {
 	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 	t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
-	t.ProxyOpUs = 1.6
+	// The proxy's op and an NVLS-Tree loop's GPU work (TransportPresets:
+	// fitted on Voltage Park's NVLS-Tree sizes); AllToAll's op as its
+	// sweeps' checks were written (P2POpUs).
+	t.ProxyOpUs, t.P2POpUs = 0.3, 1.6
+	t.NVLSTreeGBps = 1.3
 	t.BuffSimple, t.NVLSChunk = 4<<20, 0
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 	t.NVLSChunkUs, t.NVLSChannelGBps = 0.2, 20
@@ -556,7 +599,7 @@ func presetA100(t *Transport) {
 	// elsewhere). It has no ring across servers to fit ring-op and ar-op.
 	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 	t.SliceUs = [3]float64{LL: 1.8, LL128: 6, Simple: 3.5}
-	t.ProxyOpUs, t.BuffSimple, t.NVLSChunk = 1.6, 4<<20, 0
+	t.ProxyOpUs, t.P2POpUs, t.BuffSimple, t.NVLSChunk = 1.6, 1.6, 4<<20, 0
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
 	// A multi-server LL128 ring step's copy overlaps its wire bytes from
 	// the first line (ll128-tail 0, as h100-efa): the receiving block
@@ -672,7 +715,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -695,6 +738,7 @@ func (t *Transport) Set(kv string) error {
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
 		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy, t.TreeLLShare = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy, d.TreeLLShare
 		t.ChannelCells = d.ChannelCells
+		t.NVLSTreeLoopUs, t.NVLSTreeGBps = d.NVLSTreeLoopUs, d.NVLSTreeGBps
 		set(t)
 	case "ar-threshold":
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -725,7 +769,7 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport ll128-tail=%q: want a size in bytes, 0 (the copy wholly overlaps the wire) or more", v)
 		}
 		t.LL128TailBytes = n
-	case "ll-bw", "nvls-bw", "tree-bw", "tree-ll-bw":
+	case "ll-bw", "nvls-bw", "tree-bw", "tree-ll-bw", "nvls-tree-bw":
 		bw, err := strconv.ParseFloat(strings.TrimSuffix(v, "GBps"), 64)
 		if err != nil || badGBps(bw) {
 			return fmt.Errorf("--transport %s=%q: want a bandwidth in GB/s, 0 (none) or 0.001 to 1e6", k, v)
@@ -737,6 +781,8 @@ func (t *Transport) Set(kv string) error {
 			t.TreeGBps = bw
 		case "tree-ll-bw":
 			t.TreeLLGBps = bw
+		case "nvls-tree-bw":
+			t.NVLSTreeGBps = bw
 		default:
 			t.LLBusGBps = bw
 		}
@@ -775,7 +821,7 @@ func (t *Transport) Set(kv string) error {
 			return fmt.Errorf("--transport %s=%q: each protocol's buffer (buffsize %d, ll-buffsize %d, ll128-buffsize %d) needs at least one byte per slot (%d)", k, v, c.BuffSimple, c.BuffLL, c.BuffLL128, c.slots())
 		}
 		*t = c
-	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "ring-op", "ar-op", "nvls-op", "launch", "net-latency", "tree-op":
+	case "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "ring-op", "ar-op", "nvls-op", "nvls-tree-op", "launch", "net-latency", "tree-op":
 		us, err := strconv.ParseFloat(strings.TrimSuffix(v, "us"), 64)
 		if err != nil || math.IsNaN(us) || us < 0 || us > 1e6 {
 			return fmt.Errorf("--transport %s=%q: want a cost in microseconds, 0 to 1e6", k, v)
@@ -795,12 +841,16 @@ func (t *Transport) Set(kv string) error {
 			t.SliceUs[Simple] = us
 		case "proxy-op":
 			t.ProxyOpUs = us
+		case "p2p-op":
+			t.P2POpUs = us
 		case "ring-op":
 			t.RingOpUs = us
 		case "ar-op":
 			t.AROpUs = us
 		case "nvls-op":
 			t.NVLSChunkUs = us
+		case "nvls-tree-op":
+			t.NVLSTreeLoopUs = us
 		case "launch":
 			t.LaunchUs = us
 		case "net-latency":
@@ -853,6 +903,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport nvls-chunk %d: a size is not negative", t.NVLSChunk)
 	case !(t.ProxyOpUs >= 0):
 		return fmt.Errorf("transport proxy-op %v: a cost is not negative", t.ProxyOpUs)
+	case !(t.P2POpUs >= 0):
+		return fmt.Errorf("transport p2p-op %v: a cost is not negative", t.P2POpUs)
 	case !(t.RingOpUs >= 0):
 		return fmt.Errorf("transport ring-op %v: a cost is not negative", t.RingOpUs)
 	case !(t.TreeOpUs >= 0):
@@ -869,6 +921,10 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport nvls-op %v: a cost is not negative", t.NVLSChunkUs)
 	case badGBps(t.NVLSChannelGBps):
 		return fmt.Errorf("transport nvls-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.NVLSChannelGBps)
+	case !(t.NVLSTreeLoopUs >= 0):
+		return fmt.Errorf("transport nvls-tree-op %v: a cost is not negative", t.NVLSTreeLoopUs)
+	case badGBps(t.NVLSTreeGBps):
+		return fmt.Errorf("transport nvls-tree-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.NVLSTreeGBps)
 	case badGBps(t.LLBusGBps):
 		return fmt.Errorf("transport ll-bw %v: a bandwidth is 0 (none) or 0.001 to 1e6 GB/s", t.LLBusGBps)
 	case !(t.LaunchUs >= 0):
@@ -1182,7 +1238,7 @@ func nvlsTreeChunks(co *Coll, k cut, s stepCosts) int64 {
 func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, serial int64) {
 	pl := co.Plan
 	n := len(co.Ranks)
-	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 {
+	if pl.NoOp || n < 2 || co.Rec.Size <= 0 || s.intra == 0 && s.inter == 0 && s.serial == 0 && s.proxyOp == 0 && s.treeFs == 0 {
 		return 0, 0, 0
 	}
 	channels := int64(max(pl.Channels, 1))
@@ -1252,18 +1308,25 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	if pl.Algo == AlgoNVLS && k.nvlsEff > 0 {
 		st = s.steps(nvlsWire(piece, k.nvlsEff)) // its uploads' wire bytes (nvlsChannel.row)
 	}
+	interval := st * slow
+	if pl.Algo == AlgoNVLSTree && op == AllReduce {
+		// a loop's reduce work: on the first loop's path, then a pace
+		work = s.nvlsTreeWorkPs(piece)
+		interval, fill = max(interval, work), work
+		work = 0
+	}
 	levels := int64(bits.Len(uint(max(nNodes, 1))) - 1) // log2, rounded down
 	switch pl.Algo {
 	case AlgoTree:
 		fill = 2 * ((ppn-1)*s.intra + levels*s.inter)
 	case AlgoNVLSTree:
-		fill = 2 * (s.intra + levels*s.inter)
+		fill += 2 * (s.intra + levels*s.inter)
 	case AlgoNVLS:
 		fill = 2*s.intra + work
 	default: // Broadcast, Reduce: a chain through every rank
 		fill = int64(n-nNodes)*s.intra + int64(nNodes-1)*s.inter
 	}
-	return fill, (chunks - 1) * (st*slow + work), serial
+	return fill, (chunks - 1) * (interval + work), serial
 }
 
 // ringCyclePs is a queued ring's time (ps) under the transport's costs in

@@ -102,14 +102,21 @@ func TestProxyRound(t *testing.T) {
 		t.Errorf("a shorter round changed the pace to %d ps", c.pace)
 	}
 	var bad Transport = DefaultTransport()
-	for _, kv := range []string{"proxy-op=-1", "nvls-chunk=0", "nvls-chunk=-5", "p2p-chunk=0", "p2p-chunk=-1"} {
+	for _, kv := range []string{"proxy-op=-1", "p2p-op=-1", "nvls-tree-op=-1", "nvls-tree-bw=-1", "nvls-tree-bw=1e-9", "nvls-chunk=0", "nvls-chunk=-5", "p2p-chunk=0", "p2p-chunk=-1"} {
 		if err := bad.Set(kv); err == nil {
 			t.Errorf("%s accepted", kv)
 		}
 	}
-	bad.ProxyOpUs = -1
-	if err := bad.Validate(); err == nil {
-		t.Errorf("a negative proxy-op validates")
+	for what, set := range map[string]func(*Transport){
+		"proxy-op":     func(t *Transport) { t.ProxyOpUs = -1 },
+		"p2p-op":       func(t *Transport) { t.P2POpUs = -1 },
+		"nvls-tree-op": func(t *Transport) { t.NVLSTreeLoopUs = -1 },
+		"nvls-tree-bw": func(t *Transport) { t.NVLSTreeGBps = -1 },
+	} {
+		b := DefaultTransport()
+		if set(&b); b.Validate() == nil {
+			t.Errorf("a negative %s validates", what)
+		}
 	}
 }
 
@@ -787,3 +794,53 @@ func TestLL128CopyBehindTheSlowerLink(t *testing.T) {
 }
 
 func absPs(x int64) int64 { return max(x, -x) }
+
+// An NVLS-Tree loop's reduce work (nvls-tree-op, nvls-tree-bw) rides on
+// each GPU's reduced shard, the switch's transfer to it: 16 MiB on 2 x 8
+// H100 run in 64 KiB shards (NCCL's 128 KiB chunk per head cut below 4 x
+// channels x heads chunks), so 2 us plus 65536 B at 1.3 GB/s, 52.41 us,
+// holds the GPU's next shard (pace_ps) and delays the first (delay_ps);
+// the loop's downloads from the switch carry none of it, and without the
+// keys nothing does.
+func TestNVLSTreeLoopWork(t *testing.T) {
+	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100"})
+	st := Step{Op: AllReduce, Size: 16 << 20, Group: DP}
+	l := Layout{TP: 1, DP: 16, PP: 1, EP: 1}
+	const w = 2e6 + 65536*1e3/1.3 // ps
+	for _, keys := range [][]string{{"preset=h100-ib", "nvls-tree-op=2"}, {"preset=h100-ib", "nvls-tree-bw=0"}} {
+		tr := DefaultTransport()
+		for _, kv := range keys {
+			if err := tr.Set(kv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := w
+		if tr.NVLSTreeGBps == 0 {
+			want = 0
+		}
+		c, _ := s.run(t, Options{LaunchLatency: true, Algo: "nvls-tree", Transport: &tr}, l, one(st))
+		shards := map[int32]int{} // reduced shards by loop
+		for _, f := range c.flows {
+			if f.ConnType != stream.ConnNVLS || f.Src < int32(s.fab.GPUs) {
+				continue
+			}
+			if f.Size != 77102 { // a loop's download, not the 64 KiB shard at NVLS's 85%
+				if f.PacePs != 0 || f.DelayPs != 0 {
+					t.Fatalf("%v: download %d (%d -> %d, %d B) carries pace %d, delay %d ps", keys, f.ID, f.Src, f.Dst, f.Size, f.PacePs, f.DelayPs)
+				}
+				continue
+			}
+			shards[f.Chunk]++
+			first := 0.0
+			if f.Chunk == 0 {
+				first = want
+			}
+			if math.Abs(float64(f.PacePs)-want) > 100 || math.Abs(float64(f.DelayPs)-first) > 100 {
+				t.Fatalf("%v: loop %d's shard to GPU %d: pace %d, delay %d ps, want %.0f and %.0f", keys, f.Chunk, f.Dst, f.PacePs, f.DelayPs, want, first)
+			}
+		}
+		if len(shards) != 2 || shards[0] != shards[1] || shards[0] < 16 {
+			t.Errorf("%v: reduced shards by loop %v, want 2 loops alike, 16 GPUs x channels each", keys, shards)
+		}
+	}
+}
