@@ -16,6 +16,10 @@ build:
 	@[ -x $(BIN)/fctstats ] || echo "build: compiling the programs and their dependencies (about 3.5 minutes on an empty Go build cache)"
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+# step: one line saying when a step of make test ended, in seconds from
+# its start, so a slow run shows where its time went (.ci/run is make test).
+step = echo "make test: $(1) at $$(( $$(date +%s) - $$(cat out/.test-start) )) s"
+
 ## test: vet, unit and end-to-end tests, a short run of every fuzz target,
 ## then the interop checks (DuckDB, Arrow JS, pandas; INTEROP=0 skips them).
 ## go test's own vet (a subset of go vet's checks) is off: go vet ./... has
@@ -26,15 +30,20 @@ build:
 test:
 	@mkdir -p out && date +%s >out/.test-start
 	@$(MAKE) --no-print-directory build
+	@$(call step,build done)
 	@echo "vet: go vet ./..."
 	@$(GO) vet ./...
+	@$(call step,vet done)
 	@echo "unit and end-to-end tests: go test -short ./... (the slow checks at full size: make test-long)"
 	FABRICSIM_TEST_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -short -vet=off -timeout 30m ./tests/ ./...
+	@$(call step,go test done)
 	@$(MAKE) --no-print-directory race
+	@$(call step,race done)
 	@echo "fuzz: every fuzz target for $(FUZZTIME), two at a time; beside it, the interop and Slurm checks (mostly waiting on installs and daemons), their logs after it"
-	@$(MAKE) --no-print-directory interop-run >out/interop-step.log 2>&1 & ip=$$!; \
-	$(MAKE) --no-print-directory slurm-run >out/slurm-step.log 2>&1 & sp=$$!; \
+	@{ $(MAKE) --no-print-directory interop-run; r=$$?; $(call step,interop done); exit $$r; } >out/interop-step.log 2>&1 & ip=$$!; \
+	{ $(MAKE) --no-print-directory slurm-run; r=$$?; $(call step,slurm done); exit $$r; } >out/slurm-step.log 2>&1 & sp=$$!; \
 	$(MAKE) --no-print-directory fuzz; fz=$$?; \
+	$(call step,fuzz done); \
 	wait $$ip; ir=$$?; wait $$sp; sr=$$?; \
 	echo "interop: readers fabricsim did not write (INTEROP=0 skips)"; cat out/interop-step.log; \
 	cat out/slurm-step.log; \

@@ -15,8 +15,8 @@
 # request_metrics.csv and fctstats --requests' CSV by pandas, each checked
 # against fctstats --requests --format json (Arrow JS has no Parquet reader
 # and simccl-serve writes no Arrow IPC). The Node packages are pinned in
-# tests/interop/package-lock.json and installed with npm ci only when the
-# lock file changed since the last install.
+# tests/interop/package-lock.json, installed with npm ci once per lock file
+# into a cache outside the clone and linked as tests/interop/node_modules.
 #
 # INTEROP=0 skips everything. Without node/npm the Node checks are skipped,
 # without pandas (and not root to install it) the pandas check is, each
@@ -56,15 +56,26 @@ failed=0
 # Node: DuckDB and Arrow JS.
 if command -v node >/dev/null && command -v npm >/dev/null; then
 	lock=tests/interop/package-lock.json
-	stamp=tests/interop/node_modules/.fabricsim-lock
-	if ! cmp -s "$lock" "$stamp" 2>/dev/null; then
-		echo "interop: npm ci in tests/interop (first run or package-lock.json changed)"
-		(cd tests/interop && npm ci --no-audit --no-fund --loglevel=error) || {
-			echo "interop: FAIL: npm ci failed (the npm registry must be reachable for the first run)" >&2
+	# The packages live outside the clone, keyed on the lock file (as Go's
+	# build cache is): a fresh clone links them instead of running npm ci
+	# again (82 MB; 3.7 s of CPU, 16 s at load 35). NODE_CACHE moves them.
+	cache=${NODE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/fabricsim/interop}
+	keyed=$cache/$(sha256sum "$lock" | cut -c1-16)
+	if [ ! -f "$keyed/node_modules/.fabricsim-lock" ]; then
+		echo "interop: npm ci into $keyed (first run or package-lock.json changed)"
+		mkdir -p "$cache" && tmp=$(mktemp -d "$keyed.XXXXXX") &&
+			cp tests/interop/package.json "$lock" "$tmp/" &&
+			(cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error) &&
+			cp "$lock" "$tmp/node_modules/.fabricsim-lock" || {
+			echo "interop: FAIL: npm ci into $cache failed (the npm registry must be reachable for the first run)" >&2
 			exit 1
 		}
-		cp "$lock" "$stamp"
+		# Another run may have put the same packages there first.
+		mv -T "$tmp" "$keyed" 2>/dev/null || rm -rf "$tmp"
 	fi
+	# An installed tree of an earlier version of this script is replaced.
+	[ -L tests/interop/node_modules ] || rm -rf tests/interop/node_modules
+	ln -sfn "$keyed/node_modules" tests/interop/node_modules
 	(cd tests/interop && node check.mjs parquet ../../out/demo.parquet "../../$dir/parquet.json") || failed=1
 	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrows" "../../$dir/arrows.json") || failed=1
 	(cd tests/interop && node check.mjs arrow "../../$dir/demo.arrow" "../../$dir/parquet.json") || failed=1

@@ -540,12 +540,21 @@ func TestGranularitiesAgreeOnFabrics(t *testing.T) {
 		"HPN dual plane": {"--family", "hpn-dual-plane", "--gpus", "128"},
 		"Spectrum-X":     {"--family", "spectrum-x", "--gpus", "128"},
 	}
+	// GPT-13B's expanded runs are 4-7 s of CPU a fabric, the MoE layer's
+	// under 1: make test leaves GPT-13B out on Spectrum-X (rail-local DP
+	// rings, as on the 16 GPUs of TestCollectiveGranularityAgrees) and on
+	// the 1:1 fat-tree (its DP rings' ECMP collisions are the 4:1 tree's,
+	// which adds the thin uplinks).
+	shortSkip := map[string]bool{"fat-tree 1:1": true, "Spectrum-X": true}
 	if !testing.Short() {
 		fabrics["fat-tree 2:1"] = []string{"--family", "fat-tree", "--fat-tree-k", "16", "--gpus", "128", "--oversubscription", "2", "--oversubscribe-by", "uplinks"}
 	}
 	for fname, fargs := range fabrics {
 		tp := mustRun(t, mustRun(t, nil, "topogen", fargs...), "ncclpath")
 		for wname, wl := range works {
+			if testing.Short() && wname == "GPT-13B" && shortSkip[fname] {
+				continue
+			}
 			st := mustRun(t, tp, "simccl-decompose", "--workload", wl, "--granularity", "collective")
 			for _, routing := range []string{"ecmp", "adaptive"} {
 				want, wantIt := exposedByGroup(t, mustRun(t, st, "flowsim-analytical", "--expand", "--routing", routing))
