@@ -1023,6 +1023,9 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	s := d.Planner.Opt.stepCosts(pl)
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
 	c.StepTreeFs = s.treeFs
+	if pl.Algo == AlgoPXN || pl.Algo == AlgoDirect {
+		c.StepPacePs, c.MaxRecvs = s.pace, int64(s.maxRecvs)
+	}
 	if s.treeShare {
 		c.StepTreeShare = 1
 	}
