@@ -243,7 +243,13 @@ type Transport struct {
 	// 8 (net_ib.cc l. 752, 773: NCCL_NET_IB_MAX_RECVS); aws-ofi-nccl 1
 	// through v1.19 (include/nccl_ofi.h NCCL_OFI_MAX_RECVS; v1.16.3 l. 49,
 	// p5's runs), 8 from v1.20.0. It sets how many ops a proxy's round
-	// over an AllToAll's receives takes (a2aProxies).
+	// over an AllToAll's receives takes (a2aProxies). Default 1, not
+	// InfiniBand's 8: with 8, collective granularity's price of a paced
+	// AllToAll on a fabric under ecmp (pkg/analytical stagger.extra: a
+	// connection's hashed pieces' collisions shrink as 1/sqrt(pieces))
+	// misses the flows, whose pieces then go back to back, by more than
+	// 10% (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538 against
+	// 10.777 ms, TestGranularitiesAgreeOnFabrics; 0.94 with 1).
 	MaxRecvs int
 	// TreeDepthChunk: a tree Simple AllReduce's chunk follows NCCL 2.8-2.19
 	// (enqueue.cc computeColl, v2.17.1 l. 1303-1311): the Simple step
@@ -316,11 +322,8 @@ func (o Options) launchFloorPs() int64 {
 // TestTransportVPBands), with h100-efa the AWS p5 2- and 4-server
 // AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
-	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10, P2PChunk: p2pNetChunk, MaxRecvs: ibMaxRecvs}
+	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10, P2PChunk: p2pNetChunk, MaxRecvs: 1}
 }
-
-// ibMaxRecvs is net_ib.cc's NCCL_NET_IB_MAX_RECVS (Transport.MaxRecvs).
-const ibMaxRecvs = 8
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
 // h100-ib is calibrated for HGX H100 with 8x400G InfiniBand on the Voltage
