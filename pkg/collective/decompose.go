@@ -1024,7 +1024,10 @@ func (d *Decomposer) cutRecord(pl Plan) *stream.Cut {
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
 	c.StepTreeFs = s.treeFs
 	if pl.Algo == AlgoPXN || pl.Algo == AlgoDirect {
-		c.StepPacePs, c.MaxRecvs = s.pace, int64(s.maxRecvs)
+		c.StepPacePs = s.pace
+		if s.maxRecvs > 1 { // 1, every preset's, is the key's absence
+			c.MaxRecvs = int64(s.maxRecvs)
+		}
 	}
 	if s.treeShare {
 		c.StepTreeShare = 1
