@@ -615,6 +615,10 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.StepSerialPs
 		case "step_proxy_ps":
 			dst = &c.StepProxyPs
+		case "step_pace_ps":
+			dst = &c.StepPacePs
+		case "max_recvs":
+			dst, limit = &c.MaxRecvs, 1<<20
 		case "step_tree_fs":
 			dst = &c.StepTreeFs
 		case "step_tree_share":

@@ -187,6 +187,12 @@ type Cut struct {
 	// over all of a GPU's NVLS-Tree network connections (0 or absent:
 	// none).
 	StepProxyPs int64 `msgpack:"step_proxy_ps,omitempty"`
+	// StepPacePs: an AllToAll network connection's steady step interval,
+	// its slowest stage (0 or absent: StepInterPs, as before it).
+	StepPacePs int64 `msgpack:"step_pace_ps,omitempty"`
+	// MaxRecvs: how many of an AllToAll proxy's receives from one remote
+	// proxy one network receive takes (0 or absent: one each).
+	MaxRecvs int64 `msgpack:"max_recvs,omitempty"`
 	// StepTreeFs: a tree LL128 AllReduce's thread block time per wire
 	// byte of one input (fs), with StepSerialPs its step's fixed work (0
 	// or absent: the tree's steps are paced by their step cost); for an

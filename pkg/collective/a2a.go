@@ -19,7 +19,7 @@ func allToAllDirect(c *cctx, size int64, parts int, chunk int64, maxChunks int) 
 	}
 	var lay a2aLayout
 	if nodes := c.f.nodesOf(c.ranks); c.p2pPaced() && len(nodes) > 1 {
-		lay = a2aLayoutCached(nodes, n, parts, false)
+		lay = a2aLayoutCached(nodes, n, parts, false, c.step.maxRecvs)
 	}
 	for i := 0; i < n; i++ {
 		for j := 0; j < n; j++ {
@@ -77,13 +77,14 @@ func p2pPieces(b int64, parts int, chunk int64, maxChunks int) (pieces, stepsPer
 // transport as p2pPieces' pieces through send(k, piece bytes, step
 // latency), each waiting for the one before on its connection: the first
 // pays the hop's latency, a step's cost (the pipeline's fill, as
-// firstHop) and posted, when its proxies post its first step (a2aPosts), and each piece holds the next until its steps have each had
-// a step interval (the step cost, pipelined by the slots) or a round of
-// the proxy thread that posts them, ops connections' steps of ProxyOpUs
-// each, whichever is longer.
+// firstHop) and posted, when its proxies post its first step
+// (a2aPosts), and each piece holds the next until its steps have each
+// had a step's steady interval (its slowest stage, stepCosts.p2pPace)
+// or a round of the proxy thread that posts them, ops network ops of
+// ProxyOpUs each (a2aProxies), whichever is longer.
 func (c *cctx) p2pSteps(b int64, parts int, chunk int64, maxChunks, ops int, posted int64, send func(k int, piece, lat int64) int64) {
 	pieces, stepsPer := p2pPieces(b, parts, chunk, maxChunks)
-	interval := max(c.step.inter, int64(ops)*c.step.proxyOp)
+	interval := max(c.step.p2pPace(), int64(ops)*c.step.proxyOp)
 	for k := int64(0); k < pieces; k++ {
 		lat := int64(0)
 		if k == 0 {
@@ -123,7 +124,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 	var gathered []int64 // a NET piece's dependencies
 	var a2a a2aLayout
 	if paced && len(nodes) > 1 {
-		a2a = a2aLayoutCached(nodes, n, parts, true)
+		a2a = a2aLayoutCached(nodes, n, parts, true, c.step.maxRecvs)
 	}
 	for a, la := range nodes {
 		// Inside the server: direct.
@@ -151,7 +152,7 @@ func allToAllPXN(c *cctx, f Fabric, size int64, parts int, chunk int64, maxChunk
 				pieces, interval, posted := PXNPieces(share, len(la), chunk, maxChunks), int64(0), int64(0)
 				if paced {
 					posted = int64(a2a.posts[proxy*n+dst]) * c.step.proxyOp
-					p, iv := a2aPace(share, parts, chunk, maxChunks, a2a.ops[proxy], c.step.inter, c.step.proxyOp)
+					p, iv := a2aPace(share, parts, chunk, maxChunks, a2a.ops[proxy], c.step.p2pPace(), c.step.proxyOp)
 					pieces, interval = int(p), iv
 				}
 				handoff = handoff[:0]
@@ -264,17 +265,19 @@ type a2aLayout struct {
 const a2aCacheLayouts = 4
 
 // a2aLayoutCached is a2aPosts with its ops and classes, kept by what
-// decides them (each group position's server, as nodes orders them, parts
-// and pxn); read only.
-func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
-	key := make([]byte, 4*n+5)
+// decides them (each group position's server, as nodes orders them,
+// parts, pxn and maxRecvs); read only.
+func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool, maxRecvs int) a2aLayout {
+	maxRecvs = max(maxRecvs, 1)
+	key := make([]byte, 4*n+9)
 	binary.LittleEndian.PutUint32(key, uint32(parts))
+	binary.LittleEndian.PutUint32(key[4:], uint32(maxRecvs))
 	if pxn {
-		key[4] = 1
+		key[8] = 1
 	}
 	for a, l := range nodes {
 		for _, p := range l {
-			binary.LittleEndian.PutUint32(key[5+4*p:], uint32(a))
+			binary.LittleEndian.PutUint32(key[9+4*p:], uint32(a))
 		}
 	}
 	a2aCache.Lock()
@@ -286,7 +289,7 @@ func a2aLayoutCached(nodes [][]int, n, parts int, pxn bool) a2aLayout {
 		a2aCache.m = map[string]a2aLayout{}
 	}
 	posts := a2aPosts(nodes, n, parts, pxn)
-	ops, classes := a2aProxies(nodes, posts, n, parts, pxn)
+	ops, classes := a2aProxies(nodes, posts, n, parts, pxn, maxRecvs)
 	l := a2aLayout{posts, ops, classes}
 	a2aCache.m[string(key)] = l
 	return l
@@ -306,26 +309,27 @@ type a2aClass struct {
 
 // a2aProxies is, per position of a layout (posts as a2aPosts gives them),
 // the network ops its GPU's proxy thread posts a round, parts each (ops):
-// its own rank's receives, one from each rank in another server, and the
-// sends of its network connections, one a peer or, with PXN, one from
-// each of its server's ranks on each connection it relays. A GPU's proxy
-// serves its own connections only (proxy.cc: one proxy thread a GPU), so
-// on a group with unequal rank counts a server its proxies' rounds differ.
-// It also groups the proxies with network connections by their
-// connections, gathered ranks and ops (classes: one on a group aligned to
-// servers) and finds each class's frontier.
-func a2aProxies(nodes [][]int, posts []int32, n, parts int, pxn bool) (ops []int32, classes []a2aClass) {
+// its own rank's receives from the ranks in other servers, grouped as
+// NCCL posts them (a2aRecvOps), and the sends of its network
+// connections, one a peer or, with PXN, one from each of its server's
+// ranks on each connection it relays. A GPU's proxy serves its own connections only (proxy.cc: one proxy thread
+// a GPU), so on a group with unequal rank counts a server its proxies'
+// rounds differ. It also groups the proxies with network connections by
+// their connections, gathered ranks and ops (classes: one on a group
+// aligned to servers) and finds each class's frontier.
+func a2aProxies(nodes [][]int, posts []int32, n, parts int, pxn bool, maxRecvs int) (ops []int32, classes []a2aClass) {
 	top := int32(-1)
 	for _, q := range posts {
 		top = max(top, q)
 	}
 	ops = make([]int32, n)
 	count := make([]int32, top+1) // a proxy's connections by posts before them
-	for _, la := range nodes {
+	for a, la := range nodes {
 		local := 1 // sends a connection carries
 		if pxn {
 			local = len(la)
 		}
+		recvs := a2aRecvOps(nodes, a, pxn, maxRecvs)
 		for _, p := range la {
 			clear(count)
 			conns := 0
@@ -335,7 +339,7 @@ func a2aProxies(nodes [][]int, posts []int32, n, parts int, pxn bool) (ops []int
 					conns++
 				}
 			}
-			ops[p] = int32((local*conns + n - len(la)) * parts)
+			ops[p] = int32((local*conns + recvs) * parts)
 			if conns == 0 {
 				continue
 			}
@@ -354,13 +358,46 @@ func a2aProxies(nodes [][]int, posts []int32, n, parts int, pxn bool) (ops []int
 	return ops, classes
 }
 
+// a2aRecvOps is how many receive ops a round of a proxy in server a
+// (of nodes) posts a channel: NCCL's recvProxyProgress groups an op's
+// subs by their network receive comm, at most maxRecvs a group (NCCL
+// 2.24.3 src/transport/net.cc l. 1232-1270, one irecv a group at l.
+// 1335; maxRecvs: Transport.MaxRecvs), and a comm is shared per remote
+// proxy rank and channel (l. 863-872): with PXN a remote server's ranks
+// all send to this rank through its GPU on this rank's rail
+// (pxnLayout.relay), one comm; without PXN each remote rank is its own
+// proxy.
+func a2aRecvOps(nodes [][]int, a int, pxn bool, maxRecvs int) int {
+	maxRecvs = max(maxRecvs, 1)
+	ops := 0
+	for b, lb := range nodes {
+		switch {
+		case b == a:
+		case pxn:
+			ops += (len(lb) + maxRecvs - 1) / maxRecvs
+		default:
+			ops += len(lb)
+		}
+	}
+	return ops
+}
+
 // a2aPace is a network connection's pieces (share bytes a peer, parts
-// channels) and the interval between them under step costs inter and
-// proxyOp (p2pSteps): its steps x the longer of the step cost and its
-// proxy's round, ops of proxyOp each (a2aProxies).
-func a2aPace(share int64, parts int, chunk int64, maxChunks int, ops int32, inter, proxyOp int64) (pieces, interval int64) {
+// channels) and the interval between them under a step's steady
+// interval pace and proxyOp (p2pSteps): its steps x the longer of the
+// pace and its proxy's round, ops of proxyOp each (a2aProxies).
+func a2aPace(share int64, parts int, chunk int64, maxChunks int, ops int32, pace, proxyOp int64) (pieces, interval int64) {
 	pieces, stepsPer := p2pPieces(share, parts, chunk, maxChunks)
-	return pieces, stepsPer * max(inter, int64(ops)*proxyOp)
+	return pieces, stepsPer * max(pace, int64(ops)*proxyOp)
+}
+
+// p2pPace is a point-to-point network step's steady interval (pace;
+// inter, the step's whole cost, in streams written before it).
+func (s stepCosts) p2pPace() int64 {
+	if s.pace > 0 {
+		return s.pace
+	}
+	return s.inter
 }
 
 // A2AStagger is a paced AllToAll's posting order across servers, for a
@@ -388,12 +425,12 @@ func (f Fabric) A2AStaggerOf(co *stream.Collective, algo Algo, ranks []int32, si
 		return A2AStagger{}, false
 	}
 	parts := max(co.Channels, 1)
-	lay := a2aLayoutCached(nodes, n, parts, algo == AlgoPXN)
+	lay := a2aLayoutCached(nodes, n, parts, algo == AlgoPXN, int(k.MaxRecvs))
 	var ops int32 // the slowest proxy round's: it paces the late connections
 	for _, cl := range lay.classes {
 		ops = max(ops, cl.ops)
 	}
-	pieces, interval := a2aPace(size/int64(n), parts, k.ChunkBytes, int(k.MaxChunks), ops, k.StepInterPs, k.StepProxyPs)
+	pieces, interval := a2aPace(size/int64(n), parts, k.ChunkBytes, int(k.MaxChunks), ops, stepCosts{inter: k.StepInterPs, pace: k.StepPacePs}.p2pPace(), k.StepProxyPs)
 	return A2AStagger{Posts: lay.posts, OpPs: k.StepProxyPs, Pieces: pieces, IntervalPs: interval}, true
 }
 

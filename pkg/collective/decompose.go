@@ -1024,6 +1024,12 @@ func (d *Decomposer) cutRecord(pl Plan, op Op) *stream.Cut {
 	s := d.Planner.Opt.collCosts(pl, op)
 	c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs = s.bytes, s.intra, s.inter, s.serial, s.proxyOp
 	c.StepTreeFs = s.treeFs
+	if pl.Algo == AlgoPXN || pl.Algo == AlgoDirect {
+		c.StepPacePs = s.pace
+		if s.maxRecvs > 1 { // 1, every preset's, is the key's absence
+			c.MaxRecvs = int64(s.maxRecvs)
+		}
+	}
 	if s.treeShare {
 		c.StepTreeShare = 1
 	}

@@ -1025,8 +1025,8 @@ func (d *Decomposer) allToAllPs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 	// connections, with PXN each gathering fewer shares, and its
 	// proxies' rounds are longer) chains its own connections.
 	t := 0.0
-	for _, cl := range a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN).classes {
-		pieces, interval := a2aPace(share, parts, pl.Chunk, d.cut().maxChunks, cl.ops, s.inter, s.proxyOp)
+	for _, cl := range a2aLayoutCached(f.nodesOf(co.Ranks), n, parts, pl.Algo == AlgoPXN, s.maxRecvs).classes {
+		pieces, interval := a2aPace(share, parts, pl.Chunk, d.cut().maxChunks, cl.ops, s.p2pPace(), s.proxyOp)
 		piece := float64(share) / float64(pieces)
 		handoff := float64((cl.local-1)*cl.conns) * piece / nv
 		piece *= float64(cl.local) // with PXN, the server's hand-offs gathered

@@ -323,6 +323,29 @@ func TestAllToAllPs(t *testing.T) {
 	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
 		t.Errorf("direct: %d ps (ok %v), want %.0f", got, ok, want)
 	}
+	// PXN again, with grouped receives (max-recvs 2): each proxy's 2
+	// receives, from the 2 ranks of the other server through its one
+	// proxy there, are one irecv, so a round is 2 sends and 1 receive,
+	// 30 us: 20 us + 3 x 30 us + 20.97 us.
+	co.Plan.Algo, co.Plan.PXN = AlgoPXN, true
+	s.maxRecvs = 2
+	want = fill + 20e6 + 3*30e6 + float64(512<<10)/0.025
+	if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+		t.Errorf("grouped receives: %d ps (ok %v), want %.0f", got, ok, want)
+	}
+	// Steps of 32 KiB (a 512 KiB AllToAll: 4 pieces of a 128 KiB share,
+	// 64 KiB gathered, 2.62 us at 25 GB/s) with a 1 us proxy op (a round
+	// of 4 ops, 4 us; posts 2 us): a piece every step latency (10 us)
+	// without a steady pace, every round (4 us) with a 2 us one.
+	co.Rec.Size, co.Plan.Chunk, s.maxRecvs, s.proxyOp = 512<<10, 32<<10, 1, 1_000_000
+	fill = 5e6 + 4e6 + 10e6 + float64(32<<10)/0.1 + 2e6 + float64(64<<10)/0.025
+	for _, c := range []struct{ pace, interval int64 }{{0, 10_000_000}, {2_000_000, 4_000_000}} {
+		s.pace = c.pace
+		want = fill + 3*float64(c.interval)
+		if got, ok := d.allToAllPs(co, s, 2); !ok || math.Abs(float64(got)-want) > 10 {
+			t.Errorf("pace %d ps: %d ps (ok %v), want %.0f", c.pace, got, ok, want)
+		}
+	}
 	if _, ok := d.allToAllPs(co, stepCosts{}, 2); ok {
 		t.Errorf("priced without step costs")
 	}
@@ -352,7 +375,7 @@ func TestAllToAllPsUnalignedGroup(t *testing.T) {
 	co := &Coll{Rec: stream.Collective{Op: string(AllToAll), Size: 4 << 20}, Ranks: []int32{3, 4, 5, 6},
 		Plan: Plan{Algo: AlgoPXN, Proto: Simple, Channels: 1, Chunk: 256 << 10, PXN: true, Lat: LatTerms{Base: 5, Inter: 4}}}
 	s := stepCosts{bytes: 256 << 10, intra: 500_000, inter: 10_000_000, proxyOp: 10_000_000}
-	lay := a2aLayoutCached(d.Fabric.nodesOf(co.Ranks), 4, 1, true)
+	lay := a2aLayoutCached(d.Fabric.nodesOf(co.Ranks), 4, 1, true, 1)
 	if want := []int32{-1, 0, 2, 4, 4, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}; !slices.Equal(lay.posts, want) {
 		t.Errorf("posts %v, want %v", lay.posts, want)
 	}

@@ -253,6 +253,25 @@ type Transport struct {
 	// KiB on AWS), the step AllToAll's grouped sends and receives move in
 	// (P2PPlan), at most a Simple buffer's slot.
 	P2PChunk int64
+	// MaxRecvs: how many receives the network plugin takes in one irecv
+	// (ncclNetProperties maxRecvs). NCCL's receive proxy posts the steps
+	// of an op's subs that share a network receive comm as one irecv, up
+	// to maxRecvs (NCCL 2.24.3 src/transport/net.cc recvProxyProgress l.
+	// 1232-1270 groups them, l. 1335 posts one irecv), and with PXN the
+	// receives from one remote server's ranks share one: the comm is kept
+	// per NIC, remote proxy rank and channel (net.cc l. 863-872, under
+	// NCCL_NET_SHARED_COMMS=1, its default, when maxRecvs > 1). InfiniBand
+	// 8 (net_ib.cc l. 752, 773: NCCL_NET_IB_MAX_RECVS); aws-ofi-nccl 1
+	// through v1.19 (include/nccl_ofi.h NCCL_OFI_MAX_RECVS; v1.16.3 l. 49,
+	// p5's runs), 8 from v1.20.0. It sets how many ops a proxy's round
+	// over an AllToAll's receives takes (a2aProxies). Default 1, not
+	// InfiniBand's 8: with 8, collective granularity's price of a paced
+	// AllToAll on a fabric under ecmp (pkg/analytical stagger.extra: a
+	// connection's hashed pieces' collisions shrink as 1/sqrt(pieces))
+	// misses the flows, whose pieces then go back to back, by more than
+	// 10% (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538 against
+	// 10.777 ms, TestGranularitiesAgreeOnFabrics; 0.94 with 1).
+	MaxRecvs int
 	// TreeDepthChunk: a tree Simple AllReduce's chunk follows NCCL 2.8-2.19
 	// (enqueue.cc computeColl, v2.17.1 l. 1303-1311): the Simple step
 	// (buffsize/NCCL_STEPS), halved to 128 KiB while a channel would get
@@ -324,7 +343,7 @@ func (o Options) launchFloorPs() int64 {
 // TestTransportVPBands), with h100-efa the AWS p5 2- and 4-server
 // AllReduce's NVLS-Tree sizes (TestTransportP5Band).
 func DefaultTransport() Transport {
-	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10, P2PChunk: p2pNetChunk}
+	return Transport{Slots: 8, BuffSimple: 4 << 20, BuffLL: 512 << 10, BuffLL128: 4915200, GPUsPerProcess: 1, LL128TailBytes: 128 << 10, P2PChunk: p2pNetChunk, MaxRecvs: 1}
 }
 
 // TransportPresets are named per-step costs (--transport preset=NAME).
@@ -505,6 +524,8 @@ var TransportPresets = map[string]func(*Transport){
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
 		t.P2PChunk = 512 << 10
+		// aws-ofi-nccl 1.16.3 (p5's runs) takes one receive an irecv.
+		t.MaxRecvs = 1
 	},
 	"a100": presetA100,
 	// Over OCI's RoCE the 16-64 MiB LL128 rings take 1.19, 1.28, 1.11 of
@@ -537,6 +558,8 @@ var TransportPresets = map[string]func(*Transport){
 		// model weighs when it chooses; the 1.5.0aws of both p4de sweeps
 		// reported 150 (nccl_ofi_net.c). Neither moves a forced tree.
 		t.NetLatencyUs = 75
+		// aws-ofi-nccl 1.5-1.7 take one receive an irecv.
+		t.MaxRecvs = 1
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
@@ -715,7 +738,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "max-recvs", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -735,6 +758,7 @@ func (t *Transport) Set(kv string) error {
 		// a preset sets those its platform differs in.
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
+		t.MaxRecvs = d.MaxRecvs
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
 		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy, t.TreeLLShare = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy, d.TreeLLShare
 		t.ChannelCells = d.ChannelCells
@@ -786,6 +810,12 @@ func (t *Transport) Set(kv string) error {
 		default:
 			t.LLBusGBps = bw
 		}
+	case "max-recvs":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1<<20 {
+			return fmt.Errorf("--transport max-recvs=%q: want a positive integer (receives the network plugin groups in one irecv)", v)
+		}
+		t.MaxRecvs = n
 	case "gpus-per-process":
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1<<20 {
@@ -897,6 +927,8 @@ func (t Transport) Validate() error {
 		return fmt.Errorf("transport recv-proxy %v: a cost is not negative", t.RecvProxyUs)
 	case !(t.CreditRTTUs >= 0):
 		return fmt.Errorf("transport credit-rtt %v: a time is not negative", t.CreditRTTUs)
+	case t.MaxRecvs < 0:
+		return fmt.Errorf("transport max-recvs %d: a count is not negative", t.MaxRecvs)
 	case t.P2PChunk < 0:
 		return fmt.Errorf("transport p2p-chunk %d: a size is not negative", t.P2PChunk)
 	case t.NVLSChunk < 0:
@@ -1116,6 +1148,14 @@ func (t Transport) StepBytes(p Proto) int64 {
 // skips the completion (net.cc, NCCL_NET_OPTIONAL_RECV_COMPLETION=1):
 // only Simple's steps wait on the receive proxy.
 func (t Transport) StepPs(p Proto, inter bool) int64 {
+	work, loop := t.stepLoop(p, inter)
+	return max(work, loop)
+}
+
+// stepLoop is a step's fixed work (ps: the GPU's, and on a network hop
+// the proxies' in series) and the credit loop's share per slot (the
+// work plus the credit's round trip, over the slots).
+func (t Transport) stepLoop(p Proto, inter bool) (work, loop int64) {
 	us, rtt := t.GPUStepUs, 0.0
 	if inter {
 		us += t.SendProxyUs
@@ -1124,8 +1164,30 @@ func (t Transport) StepPs(p Proto, inter bool) int64 {
 		}
 		rtt = t.CreditRTTUs
 	}
-	work := usToPs(us)
-	return max(work, (work+usToPs(rtt))/t.slots())
+	work = usToPs(us)
+	return work, (work + usToPs(rtt)) / t.slots()
+}
+
+// StepPacePs is a network connection's steady step interval (ps) under
+// protocol p: its slowest stage, or the credit loop's share per slot
+// when the slots run dry first. The GPU, the send proxy and the receive
+// proxy are different engines (a thread block, the sender's and the
+// receiver's proxy threads) and a connection's NCCL_STEPS slots let
+// each work on its own step at once (net.cc sendProxyProgress and
+// recvProxyProgress move a sub's posted, transmitted and done counters
+// apart, up to NCCL_STEPS): StepPs, their sum, is one step's latency,
+// the pipeline's fill. Only AllToAll's point-to-point steps take it
+// (p2pSteps); every other algorithm's pace was fitted with StepPs.
+func (t Transport) StepPacePs(p Proto, inter bool) int64 {
+	stage := t.GPUStepUs
+	if inter {
+		stage = max(stage, t.SendProxyUs)
+		if p == Simple {
+			stage = max(stage, t.RecvProxyUs)
+		}
+	}
+	_, loop := t.stepLoop(p, inter)
+	return max(usToPs(stage), loop)
 }
 
 // stepCosts is what a collective's transfers pay per step: the step's
@@ -1142,6 +1204,13 @@ type stepCosts struct {
 	// proxyOp: the proxy's occupancy per network step (ps), in series
 	// over a GPU's network connections (Transport.ProxyOpUs)
 	proxyOp int64
+	// pace: a network step's steady interval on its connection (ps,
+	// Transport.StepPacePs), AllToAll's (p2pSteps); 0: inter, as in
+	// streams written before it
+	pace int64
+	// maxRecvs: receives one irecv takes (Transport.MaxRecvs); 0 or 1:
+	// none grouped
+	maxRecvs int
 	// roundPaced: an LL or LL128 ring, whose network steps are paced by
 	// the ring's proxy round in serial, not by the step cost (cctx.ringHop)
 	roundPaced bool
@@ -1166,7 +1235,8 @@ type sliceRule struct {
 
 // costsFor is the transport's step costs under protocol p.
 func (t Transport) costsFor(p Proto) stepCosts {
-	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(p, false), inter: t.StepPs(p, true), serial: usToPs(t.SliceUs[p]), proxyOp: usToPs(t.ProxyOpUs)}
+	return stepCosts{bytes: t.StepBytes(p), intra: t.StepPs(p, false), inter: t.StepPs(p, true), serial: usToPs(t.SliceUs[p]), proxyOp: usToPs(t.ProxyOpUs),
+		pace: t.StepPacePs(p, true), maxRecvs: t.MaxRecvs}
 }
 
 // slices is how many slices a ring chunk of wire bytes b is cut into.

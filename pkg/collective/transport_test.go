@@ -844,3 +844,81 @@ func TestNVLSTreeLoopWork(t *testing.T) {
 		}
 	}
 }
+
+// A network step's steady interval is its slowest stage, its latency the
+// stages' sum (StepPacePs, StepPs), by hand: h100-ib's Simple step is
+// 0.5 us of GPU, 4 of send and 4 of receive proxy (8.5 us of latency), so
+// its connection steps every 4 us; the credit loop, (8.5 + 20) / 8 =
+// 3.5625 us a slot, is shorter. h100-efa's 18 us proxies: 36.5 and 18. With
+// 2 slots the loop, 14.25 us, binds; LL's steps skip the receive proxy
+// (4.5 us of latency, 4 a step); inside a server only the GPU's 0.5 us.
+func TestStepPace(t *testing.T) {
+	for _, c := range []struct {
+		keys          []string
+		p             Proto
+		inter         bool
+		latency, pace int64
+	}{
+		{[]string{"preset=h100-ib"}, Simple, true, 8_500_000, 4_000_000},
+		{[]string{"preset=h100-efa"}, Simple, true, 36_500_000, 18_000_000},
+		{[]string{"preset=h100-ib", "slots=2"}, Simple, true, 14_250_000, 14_250_000},
+		{[]string{"preset=h100-ib"}, LL, true, 4_500_000, 4_000_000},
+		{[]string{"preset=h100-ib"}, Simple, false, 500_000, 500_000},
+	} {
+		tr := DefaultTransport()
+		for _, kv := range c.keys {
+			if err := tr.Set(kv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := tr.StepPs(c.p, c.inter); got != c.latency {
+			t.Errorf("%v %v inter %v: step latency %d ps, want %d", c.keys, c.p, c.inter, got, c.latency)
+		}
+		if got := tr.StepPacePs(c.p, c.inter); got != c.pace {
+			t.Errorf("%v %v inter %v: step pace %d ps, want %d", c.keys, c.p, c.inter, got, c.pace)
+		}
+	}
+}
+
+// Grouped receives (a2aRecvOps, a2aProxies), by hand: 3 servers of 4
+// ranks. With PXN a rank receives from each other server's 4 ranks
+// through one proxy there (one receive comm): 1 op a server under
+// InfiniBand's 8 (2 ops), 2 under max-recvs 2 (4 ops), 4 under 1 (8); a
+// rank relays its server's 4 sends on each of its 2 connections (8 sends).
+// Direct, every remote rank is its own proxy: 8 receives, 8 sends. A
+// round is that times the parts (2). Every preset takes 1 until the
+// fabric's price follows grouped receives (Transport.MaxRecvs).
+func TestA2AGroupedRecvs(t *testing.T) {
+	nodes := [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}}
+	for _, c := range []struct {
+		pxn      bool
+		maxRecvs int
+		recvs    int
+	}{{true, 8, 2}, {true, 2, 4}, {true, 1, 8}, {true, 0, 8}, {false, 8, 8}} {
+		if got := a2aRecvOps(nodes, 0, c.pxn, c.maxRecvs); got != c.recvs {
+			t.Errorf("pxn %v max-recvs %d: %d receive ops a channel, want %d", c.pxn, c.maxRecvs, got, c.recvs)
+		}
+		lay := a2aLayoutCached(nodes, 12, 2, c.pxn, c.maxRecvs)
+		if want := int32(2 * (8 + c.recvs)); lay.ops[5] != want {
+			t.Errorf("pxn %v max-recvs %d: %d ops a round, want %d", c.pxn, c.maxRecvs, lay.ops[5], want)
+		}
+	}
+	for _, c := range []struct {
+		preset string
+		want   int
+	}{{"h100-ib", 1}, {"h100-efa", 1}, {"a100", 1}, {"a100-efa", 1}} {
+		tr := DefaultTransport()
+		if err := tr.Set("preset=" + c.preset); err != nil {
+			t.Fatal(err)
+		}
+		if tr.MaxRecvs != c.want {
+			t.Errorf("%s: max-recvs %d, want %d", c.preset, tr.MaxRecvs, c.want)
+		}
+	}
+	tr := DefaultTransport()
+	for _, bad := range []string{"max-recvs=0", "max-recvs=-1", "max-recvs=x"} {
+		if err := tr.Set(bad); err == nil || !strings.Contains(err.Error(), "max-recvs") {
+			t.Errorf("%s: error %v, want one naming max-recvs", bad, err)
+		}
+	}
+}
