@@ -356,8 +356,8 @@ func evenRingPs(t0, conn, x des.Time, share float64) des.Time {
 }
 
 // ringNetShare is the share of a ring's steps on which a datum crosses
-// servers (ringPathPs' inter over its steps): AllReduce's 2(n-1) steps
-// cross 2 nNodes times, the others' n-1 nNodes times; 0 on one server.
+// servers (collective.RingCrossings' inter over its steps); 0 on one
+// server.
 func ringNetShare(op string, ranks []int32, t *stream.Topology) float64 {
 	servers := map[int32]bool{}
 	for _, r := range ranks {
@@ -367,11 +367,8 @@ func ringNetShare(op string, ranks []int32, t *stream.Topology) float64 {
 	if n < 2 || nodes < 2 {
 		return 0
 	}
-	steps, inter := n-1, nodes
-	if op == "allreduce" {
-		steps, inter = 2*steps, 2*inter
-	}
-	return float64(min(inter, steps)) / float64(steps)
+	steps, inter := collective.RingCrossings(collective.Op(op), n, nodes)
+	return float64(inter) / float64(steps)
 }
 
 // extraFor is the time the fabric adds to a collective of size bytes; an
