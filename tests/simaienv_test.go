@@ -25,6 +25,10 @@ func TestSimAIEnvOnTopogenOnlySaysSo(t *testing.T) {
 	if again := mustRun(t, nil, "topogen", "--gpus", "16"); !bytes.Equal(again, plain) {
 		t.Fatal("topogen without AS_* variables: stream differs between runs")
 	}
+	// Not SimAI's: it may hold anything, and the stream is a shared file.
+	if other := runEnv(t, []string{"AS_API_TOKEN=s3cr3t"}, nil, "topogen", "--gpus", "16"); other.code != 0 || !bytes.Equal(other.stdout, plain) {
+		t.Errorf("topogen with AS_API_TOKEN set: exit %d, stream differs from plain's %v", other.code, !bytes.Equal(other.stdout, plain))
+	}
 	through := mustRun(t, marked.stdout, "ncclpath")
 	for _, c := range []struct {
 		name   string

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -198,20 +199,14 @@ func (c *command) options() (collective.Options, error) {
 // simAIEnvRead is SimAI's variables this run reads: those no flag
 // overrides, the selection's only under --selector simai (README's table).
 func (c *command) simAIEnvRead() []string {
-	names := []string{"AS_NV_CHANNELS", "AS_GPU_TYPE"}
-	if c.SendLat == 0 {
-		names = append(names, "AS_SEND_LAT")
+	unread := map[string]bool{
+		"AS_NET_BW":        true, // the topology's NIC rate instead
+		"AS_SEND_LAT":      c.SendLat != 0,
+		"AS_RING_CHANNELS": c.Channels != 0,
+		"AS_NVLS_ENABLE":   c.Selector != "simai",
+		"AS_PXN_ENABLE":    c.Selector != "simai" || c.PXN == "on" || c.PXN == "off",
 	}
-	if c.Channels == 0 {
-		names = append(names, "AS_RING_CHANNELS")
-	}
-	if c.Selector == "simai" {
-		names = append(names, "AS_NVLS_ENABLE")
-		if c.PXN != "on" && c.PXN != "off" {
-			names = append(names, "AS_PXN_ENABLE")
-		}
-	}
-	return names
+	return slices.DeleteFunc(slices.Clone(cli.SimAIEnvNames), func(n string) bool { return unread[n] })
 }
 
 func (c *command) workload() (*workload.Workload, error) {

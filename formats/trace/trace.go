@@ -208,12 +208,15 @@ func (c Container) String() string {
 
 // ContainerForPath picks the container from a file name's extension:
 // .arrow is an Arrow IPC file, .arrows an Arrow IPC stream, .parquet and
-// .pq Parquet; /dev/null, where a run's summary line is all one wants,
-// takes the stream, the cheapest. Any other extension is an error naming
-// the path.
+// .pq Parquet; a path with no extension that is a device or a pipe
+// (/dev/null, where a run's summary line is all one wants; /dev/stdout,
+// /dev/fd/N, a FIFO: outfile writes them in place) takes the stream, the
+// one a pipe can carry. Any other extension is an error naming the path.
 func ContainerForPath(path string) (Container, error) {
-	if path == os.DevNull {
-		return ArrowStream, nil
+	if filepath.Ext(path) == "" {
+		if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+			return ArrowStream, nil
+		}
 	}
 	switch strings.ToLower(filepath.Ext(path)) {
 	case ".arrow":

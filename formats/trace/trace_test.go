@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -489,7 +490,20 @@ func TestContainerForPath(t *testing.T) {
 			t.Errorf("ContainerForPath(%q) = %v, %v; want %v", path, got, err, want)
 		}
 	}
-	for _, path := range []string{"run.csv", "run", "run.arrow.gz", "parquet", ""} {
+	// A pipe with no extension takes the stream; a regular file or a
+	// directory with none stays an error.
+	dir := t.TempDir()
+	fifo, plain := filepath.Join(dir, "fifo"), filepath.Join(dir, "plain")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(plain, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ContainerForPath(fifo); err != nil || got != ArrowStream {
+		t.Errorf("ContainerForPath(a FIFO) = %v, %v; want %v", got, err, ArrowStream)
+	}
+	for _, path := range []string{"run.csv", "run", "run.arrow.gz", "parquet", "", plain, dir} {
 		if _, err := ContainerForPath(path); err == nil || !strings.HasPrefix(err.Error(), path+": ") {
 			t.Errorf("ContainerForPath(%q) error = %v, want one naming the path", path, err)
 		}

@@ -8,7 +8,8 @@ import (
 func TestSimAIEnv(t *testing.T) {
 	t.Setenv("AS_SEND_LAT", "3")
 	t.Setenv("AS_NVLS_ENABLE", "1")
-	t.Setenv("AS_BAD", "1 2") // not one field: left out, so the record splits back
+	t.Setenv("AS_RING_CHANNELS", "1 2") // not one field: left out, so the record splits back
+	t.Setenv("AS_API_TOKEN", "s3cr3t")  // not SimAI's: never written to a shared file
 	if got, want := SimAIEnv(), "AS_NVLS_ENABLE=1 AS_SEND_LAT=3"; got != want {
 		t.Errorf("SimAIEnv() = %q, want %q", got, want)
 	}

@@ -356,8 +356,8 @@ func evenRingPs(t0, conn, x des.Time, share float64) des.Time {
 }
 
 // ringNetShare is the share of a ring's steps on which a datum crosses
-// servers (ringPathPs' inter over its steps): AllReduce's 2(n-1) steps
-// cross 2 nNodes times, the others' n-1 nNodes times; 0 on one server.
+// servers (collective.RingCrossings' inter over its steps); 0 on one
+// server.
 func ringNetShare(op string, ranks []int32, t *stream.Topology) float64 {
 	servers := map[int32]bool{}
 	for _, r := range ranks {
@@ -367,11 +367,8 @@ func ringNetShare(op string, ranks []int32, t *stream.Topology) float64 {
 	if n < 2 || nodes < 2 {
 		return 0
 	}
-	steps, inter := n-1, nodes
-	if op == "allreduce" {
-		steps, inter = 2*steps, 2*inter
-	}
-	return float64(min(inter, steps)) / float64(steps)
+	steps, inter := collective.RingCrossings(collective.Op(op), n, nodes)
+	return float64(inter) / float64(steps)
 }
 
 // extraFor is the time the fabric adds to a collective of size bytes; an
@@ -530,8 +527,12 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 		if err := c.hashed(d, merged, nic, pipelined, pipelined && co.Op == "alltoall"); err != nil {
 			return nil, err
 		}
-		// Rings only: trees' pieces (tree.go) were not measured so.
-		d.drift = sp.Algo == nccl.AlgoRing
+		// Rings only: trees' pieces (tree.go) were not measured so. Only
+		// where hashing loads a link beyond the even split: with one path
+		// to choose (one uplink an edge switch) ecmp's flows are spray's,
+		// and so is the price (k=16, 8:1 by uplinks, tp16 ReduceScatter of
+		// 4 MiB: 121.86 us out of phase, 0.802 of the flows' 151.98).
+		d.drift = sp.Algo == nccl.AlgoRing && math.Abs(d.extra-d.even) > 1e-9*d.even
 		return d, nil
 	}
 	d.extra = d.even

@@ -877,15 +877,7 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 	if !ok {
 		return 0, 0, 0, false
 	}
-	steps := int64(n - 1)
-	inter := int64(0)
-	if nNodes > 1 {
-		inter = int64(nNodes)
-	}
-	if op == AllReduce {
-		steps, inter = 2*steps, 2*inter
-	}
-	inter = min(inter, steps)
+	steps, inter := RingCrossings(op, n, nNodes)
 	relay := 0.0
 	if pl.PXN && nNodes > 1 && n > nNodes {
 		relay = 1
