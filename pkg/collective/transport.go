@@ -1381,9 +1381,8 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	interval := st * slow
 	if pl.Algo == AlgoNVLSTree && op == AllReduce {
 		// a loop's reduce work: on the first loop's path, then a pace
-		work = s.nvlsTreeWorkPs(piece)
-		interval, fill = max(interval, work), work
-		work = 0
+		loopWork := s.nvlsTreeWorkPs(piece)
+		interval, fill = max(interval, loopWork), loopWork
 	}
 	levels := int64(bits.Len(uint(max(nNodes, 1))) - 1) // log2, rounded down
 	switch pl.Algo {
