@@ -1004,6 +1004,10 @@ func nvlsChunk(ck, size, ops int64) int64 {
 // channel's chunks a GPU work (nvlsWorkPs).
 func (t Transport) nvlsWork() bool { return t.NVLSChunkUs > 0 || t.NVLSChannelGBps > 0 }
 
+// nvlsTreeWork reports whether the transport gives an NVLS-Tree loop a
+// GPU work (nvlsTreeWorkPs).
+func (t Transport) nvlsTreeWork() bool { return t.NVLSTreeLoopUs > 0 || t.NVLSTreeGBps > 0 }
+
 // nvlsWorkPs is a single-server NVLS channel's GPU work (ps) per NCCL
 // chunk of x bytes: NVLSChunkUs plus x at NVLSChannelGBps; 0 from NCCL's
 // full chunk up, where nvlsEfficiency carries it.
