@@ -56,8 +56,15 @@ func TestCollTimeLinksAgree(t *testing.T) {
 // not crossed yet (ringPathPs). The LL128 ring of AllGather on 2 x 8 and
 // 8 x 8 (1-64 MiB) is held to the same (8 x 8 at 32 MiB was 1.061 while a
 // GPU's NVLink steps after the datum's first server crossing took a
-// lagging half's share; the flows' take their own group's). -short runs
-// five sizes, one of them the LL128 ring's 16 MiB.
+// lagging half's share; the flows' take their own group's). NVLS-Tree
+// sizes whose last loop is short (2 x 8 at 14, 18, 21, 25 and 65 MiB, 4
+// x 8 at 28 MiB) are held too: the closed form started the last loop a
+// loop's work minus its own short work early, where the flows hold each
+// loop's reduced shard by the loop before's work (21 MiB was 0.926, 18
+// MiB 0.954, 25 MiB 0.972; 1.005, 0.998 and 0.996 now; every size of 2 x
+// 8 9-33 MiB and 4 x 8 20-40 MiB is inside, the lowest 2 x 8 14 MiB at
+// 0.952). -short runs seven sizes, one of them the LL128 ring's 16 MiB,
+// and of the NVLS-Tree ones 2 x 8 21 MiB and 4 x 8 28 MiB.
 func TestTransportCollFlowAgree(t *testing.T) {
 	t.Parallel()
 	fl := []string{"flowsim-analytical", "--model", "fluid"}
@@ -69,6 +76,11 @@ func TestTransportCollFlowAgree(t *testing.T) {
 	cases := []sweep{{"allreduce", "1MiB:4GiB:2", 32, 13}, {"allgather", "1MiB:4GiB:2", 32, 13}, {"allgather", "1MiB:64MiB:2", 16, 7}, {"allgather", "1MiB:64MiB:2", 64, 7}}
 	if testing.Short() {
 		cases = []sweep{{"allreduce", "1MiB:8MiB:8", 32, 0}, {"allreduce", "1GiB:1GiB:2", 32, 0}, {"allgather", "16MiB:16MiB:2", 32, 0}, {"allgather", "256MiB:256MiB:2", 32, 0}}
+	}
+	// NVLS-Tree with a short last loop.
+	cases = append(cases, sweep{"allreduce", "21MiB:21MiB:2", 16, 1}, sweep{"allreduce", "28MiB:28MiB:2", 32, 1})
+	if !testing.Short() {
+		cases = append(cases, sweep{"allreduce", "14MiB:14MiB:2", 16, 1}, sweep{"allreduce", "18MiB:18MiB:2", 16, 1}, sweep{"allreduce", "25MiB:25MiB:2", 16, 1}, sweep{"allreduce", "65MiB:65MiB:2", 16, 1})
 	}
 	n := 0
 	for _, c := range cases {

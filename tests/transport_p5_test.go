@@ -311,7 +311,7 @@ func TestLLNVLinkPacketGranularity(t *testing.T) {
 //     bound is flat in the server count, as measured (a rail GPU posts 2
 //     ops a chunk it sends on 2, 4 and 8 x 8). But it needs 6.2 us an op
 //     on p5 (512 KiB at 42.3 GB/s) and 3.2 us on NDmv4 (128 KiB at 20.2),
-//     2.6 and 2.0 x the presets' proxy-op (2.4, 1.6 us); one multiplier
+//     2.6 and 2.0 x the presets' p2p-op (2.4, 1.6 us); one multiplier
 //     for both (2.3) gives p5 0.90-0.94 and NDmv4 1.15, and no source says
 //     how many proxy passes a step costs.
 //   - A per-step cost serial on the NIC, read off each system's own ring

@@ -652,7 +652,8 @@ func TestUnevenServersNoNVLSTree(t *testing.T) {
 
 // An NVLS-Tree AllReduce does not get faster as it grows (issue 30):
 // under h100-ib and h100-efa, on 2 x 8 H100 (1-20 MiB in 1 MiB steps,
-// 48-72 MiB in 8 MiB steps) and 4 x 8 (4-8 MiB), each size takes at
+// 24, 25, 32, 33, 48-72 MiB in 8 MiB steps and 65 MiB) and 4 x 8 (4-8,
+// 24, 25, 27 and 28 MiB), each size takes at
 // least 98% of the longest time of the sizes below it, as NCCL's own
 // model (preset=none) has it. NCCL's chunk per head doubles at 8 MiB (2 x
 // 8: 32 to 64 KiB; 4 x 8: 32 to 64 KiB) and at 64 MiB (64 to 128 KiB),
@@ -663,7 +664,12 @@ func TestUnevenServersNoNVLSTree(t *testing.T) {
 // 460.1, 64 MiB 367.0; h100-efa 5 MiB 292.5, 8 MiB 232.9; 56 MiB 693.7,
 // 64 MiB 497.8; 4 x 8 h100-ib 5 MiB 234.5, 8 MiB 203.2; h100-efa 396.1,
 // 339.2. A loop's cost now grows with its shard (the GPU's reduce work,
-// nvls-tree-op, nvls-tree-bw) and the proxy's op is 0.3 us.
+// nvls-tree-op, nvls-tree-bw) and the proxy's op is 0.3 us. Sizes whose
+// last loop is short (25, 33, 65 MiB; 4 x 8 25, 28 MiB) fell 8-14% while
+// the closed form took that loop as ending its own bytes after its work
+// (2 x 8 h100-ib 24 MiB 250.5 us, 25 MiB 229.5; 64 MiB 576.3, 65 MiB
+// 494.2), where the flows' short loop queues behind the full one before
+// it on every tree connection.
 func TestNVLSTreeMonotone(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -671,13 +677,17 @@ func TestNVLSTreeMonotone(t *testing.T) {
 	for m := int64(1); m <= 20; m++ {
 		small = append(small, m<<20)
 	}
+	small = append(small, 24<<20, 25<<20, 32<<20, 33<<20)
 	for m := int64(48); m <= 72; m += 8 {
 		small = append(small, m<<20)
+		if m == 64 {
+			small = append(small, 65<<20)
+		}
 	}
 	cases := []struct {
 		gpus  int
 		sizes []int64
-	}{{16, small}, {32, []int64{4 << 20, 5 << 20, 6 << 20, 7 << 20, 8 << 20}}}
+	}{{16, small}, {32, []int64{4 << 20, 5 << 20, 6 << 20, 7 << 20, 8 << 20, 24 << 20, 25 << 20, 27 << 20, 28 << 20}}}
 	for _, c := range cases {
 		var wl strings.Builder
 		for _, s := range c.sizes {

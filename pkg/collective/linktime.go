@@ -366,16 +366,18 @@ func (d *Decomposer) nvlsTreePs(co *Coll, s stepCosts, nNodes int) (int64, bool)
 		tail += st.bytes
 	}
 	if work > 0 {
-		// The reduce work paces the loops; the last pays its own work
-		// and bytes.
-		alone := nvPs(active, lastShard) + float64(len(stages))*float64(active)*float64(lastShard)/nic + nvPs(1, lastShard) + nvPs(1, lastShard*ppn)
-		t = max(t, upload+float64(chunks-1)*float64(work)+float64(s.nvlsTreeWorkPs(lastShard))+lastLoopPs(float64(work), alone, chunks-1, stages))
+		// The reduce work paces the loops: each loop's reduced shard
+		// waits for the loop before's work (nvls.go's pace), so the last
+		// starts chunks works after the upload and pays its bytes alone.
+		alone := func(sh, loop int64) float64 { // a loop's reduced shard sh, stages and multicast of loop bytes
+			return nvPs(active, sh) + float64(len(stages))*float64(active)*float64(sh)/nic + nvPs(1, sh) + nvPs(1, loop)
+		}
+		t = max(t, upload+float64(chunks)*float64(work)+lastLoopPs(float64(work), alone(lastShard, lastShard*ppn), chunks-1, stages))
 		if chunks > 1 {
 			// A short last loop still follows the full one before it on
 			// every tree connection: it ends its last stage's bytes and
 			// its multicast after that one's end.
-			full := nvPs(active, shard) + float64(len(stages))*float64(active)*x + nvPs(1, shard) + nvPs(1, b)
-			t = max(t, upload+float64(chunks-1)*float64(work)+lastLoopPs(float64(work), full, chunks-2, stages)+float64(active)*float64(lastShard)/nic+nvPs(1, lastShard)+nvPs(1, lastShard*ppn))
+			t = max(t, upload+float64(chunks-1)*float64(work)+lastLoopPs(float64(work), alone(shard, b), chunks-2, stages)+float64(active)*float64(lastShard)/nic+nvPs(1, lastShard)+nvPs(1, lastShard*ppn))
 		}
 	}
 	if len(stages) > 0 {

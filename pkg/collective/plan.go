@@ -78,8 +78,9 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	if pl.Algo == AlgoDirect || pl.Algo == AlgoPXN || pl.Algo == AlgoP2P {
 		s.proxyOp = usToPs(tr.P2POpUs) // an AllToAll's proxy round (a2aPace)
 	}
-	nvlsWork := pl.Algo == AlgoNVLS && tr.nvlsWork()
-	if s.intra == 0 && s.inter == 0 && !nvlsWork && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
+	// A GPU work alone is a cost too (preset=none,nvls-tree-bw=1).
+	gpuWork := pl.Algo == AlgoNVLS && tr.nvlsWork() || pl.Algo == AlgoNVLSTree && tr.nvlsTreeWork()
+	if s.intra == 0 && s.inter == 0 && !gpuWork && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
 		return stepCosts{} // no cost to carry: the cut record stays as it was
 	}
 	// A step holds at most a slot, and NCCL fills a slot with no more

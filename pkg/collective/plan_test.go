@@ -59,3 +59,23 @@ func TestModelFromTopologyMatchesPaths(t *testing.T) {
 		}
 	}
 }
+
+// An NVLS-Tree loop's GPU work is a step cost on its own: under preset
+// none (no other cost) nvls-tree-op and nvls-tree-bw still reach the
+// plan's steps (they were dropped with the costs: 2 x 8 H100 64 MiB took
+// 289.168 us at flow granularity with or without nvls-tree-bw=1).
+func TestNVLSTreeWorkAloneIsACost(t *testing.T) {
+	for _, c := range []struct {
+		key            string
+		serial, treeFs int64
+	}{{"nvls-tree-op=50", 50e6, 0}, {"nvls-tree-bw=1", 0, 1e6}} {
+		tr, err := NewTransport("H100", "", []string{"preset=none", c.key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := Options{LaunchLatency: true, Transport: &tr}.stepCosts(Plan{Algo: AlgoNVLSTree, Proto: Simple})
+		if s.serial != c.serial || s.treeFs != c.treeFs {
+			t.Errorf("%s: serial %d ps, treeFs %d fs, want %d, %d", c.key, s.serial, s.treeFs, c.serial, c.treeFs)
+		}
+	}
+}

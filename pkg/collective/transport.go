@@ -1010,6 +1010,10 @@ func nvlsChunk(ck, size, ops int64) int64 {
 // channel's chunks a GPU work (nvlsWorkPs).
 func (t Transport) nvlsWork() bool { return t.NVLSChunkUs > 0 || t.NVLSChannelGBps > 0 }
 
+// nvlsTreeWork reports whether the transport gives an NVLS-Tree loop a
+// GPU work (nvlsTreeWorkPs).
+func (t Transport) nvlsTreeWork() bool { return t.NVLSTreeLoopUs > 0 || t.NVLSTreeGBps > 0 }
+
 // nvlsWorkPs is a single-server NVLS channel's GPU work (ps) per NCCL
 // chunk of x bytes: NVLSChunkUs plus x at NVLSChannelGBps; 0 from NCCL's
 // full chunk up, where nvlsEfficiency carries it.
@@ -1387,9 +1391,8 @@ func transportTerms(co *Coll, k cut, s stepCosts, nNodes int) (fill, steady, ser
 	interval := st * slow
 	if pl.Algo == AlgoNVLSTree && op == AllReduce {
 		// a loop's reduce work: on the first loop's path, then a pace
-		work = s.nvlsTreeWorkPs(piece)
-		interval, fill = max(interval, work), work
-		work = 0
+		loopWork := s.nvlsTreeWorkPs(piece)
+		interval, fill = max(interval, loopWork), loopWork
 	}
 	levels := int64(bits.Len(uint(max(nNodes, 1))) - 1) // log2, rounded down
 	switch pl.Algo {
