@@ -715,7 +715,26 @@ func NewTransport(gpuType, network string, keys []string) (Transport, error) {
 			return tr, err
 		}
 	}
-	return tr, nil
+	return tr, tr.treeWorkWithoutSteps()
+}
+
+// treeWorkWithoutSteps refuses a tree step's GPU work (tree-op, tree-bw,
+// tree-ll-bw) where the transport has no step cost for it to ride on
+// (every step and proxy cost 0, as under preset=none): the flows'
+// stepCosts then carry nothing, so the key would be dropped without a word.
+func (t Transport) treeWorkWithoutSteps() error {
+	if t.StepPs(Simple, true) > 0 || t.StepPs(Simple, false) > 0 || t.ProxyOpUs > 0 {
+		return nil
+	}
+	for _, k := range []struct {
+		name string
+		v    float64
+	}{{"tree-op", t.TreeOpUs}, {"tree-bw", t.TreeGBps}, {"tree-ll-bw", t.TreeLLGBps}} {
+		if k.v > 0 {
+			return fmt.Errorf("--transport %s=%v: a tree step's work needs the transport's step costs, and gpu-step, send-proxy, recv-proxy and proxy-op are all 0 (as under preset=none): set one of them, or a preset, before it", k.name, k.v)
+		}
+	}
+	return nil
 }
 
 // TransportLabel says which transport keys (as NewTransport takes them)
