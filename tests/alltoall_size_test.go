@@ -19,7 +19,13 @@ import (
 // 276.2, k=8 direct 15 -> 16 MiB 752.9 -> 441.7) and a connection's
 // steady step interval is its slowest stage (4 us, a proxy's), not the
 // step's 8.5 us latency in series (with the op at 0.3 alone 2 x 8 still
-// fell at 1.75 -> 2 MiB, 65.7 -> 57.3 us; now 54.6 -> 57.3). Collective
+// fell at 1.75 -> 2 MiB, 65.7 -> 57.3 us; now 54.6 -> 57.3): the 8.5 us
+// sum no longer binds at 1.75 MiB, and neither does the 4 us pace, but
+// the proxy's round (recv-proxy 4 -> 4.5 adds the same 0.5 us, the fill,
+// at 1.75 and 2 MiB). The sweep is the model's: it gives a connection
+// NCCL_STEPS (8) slots, where NCCL caps a shared-buffer p2p sub at
+// 16/nsubs steps, 2 here (Transport.StepPacePs), and at slots=2 the curve
+// falls 1.75 -> 2 MiB again (88.7 -> 66.8 us, review rv10c). Collective
 // granularity (its closed form is within 1% of the flows on 2 x 8 at
 // every size). The direction of grouped receives, where the proxy's round
 // binds (p2p-op 1.6): at 14 MiB a PXN proxy posting a remote server's 8

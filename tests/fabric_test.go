@@ -540,9 +540,10 @@ func exposedByGroup(t *testing.T, tr []byte) (map[string]float64, float64) {
 
 // Collective granularity sees the fabric as flows do: on 128 GPUs (a k=16
 // fat-tree at 1:1 and, by uplinks, at 4:1 (and 2:1 in make test-long), a
-// dual-plane HPN and Spectrum-X), AICB's GPT-13B and one MoE layer of
-// SimAI's example (tp 2, ep 16) give each group type's exposed time within
-// 10% of the expanded flows' (fluid),
+// dual-plane HPN and Spectrum-X), one MoE layer of SimAI's example (tp 2,
+// ep 16) on every fabric and AICB's GPT-13B (make test: on the 4:1 tree
+// and HPN only; make test-long: on every fabric) give each group type's
+// exposed time within 10% of the expanded flows' (fluid),
 // under ecmp and adaptive routing, busbw and fluid alike; the iterations
 // within 5%. Group types exposed under 2% of the iteration are left out
 // (a few hundred µs of latency terms). Under the transport's costs (the

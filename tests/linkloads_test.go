@@ -43,7 +43,9 @@ func TestLinkLoadsAgreeAcrossGranularities(t *testing.T) {
 	// flows' tier bytes do not depend on the routing (ecmp's and spray's
 	// are the same to the byte). The flows' ecmp run is 6 s of CPU, 60% of
 	// the test: make test compares ecmp's collective and expanded runs with
-	// spray's flows, make test-long runs ecmp's flows too.
+	// spray's flows, make test-long runs ecmp's flows too. tierBytes' check
+	// that no link is busier than the run is long thus sees a flow run
+	// (spray's) in make test, and ecmp's flows only in make test-long.
 	var sprayFlows map[[2]string]float64
 	for _, routing := range []string{"spray", "ecmp"} {
 		runs := map[string]map[[2]string]float64{}

@@ -1207,6 +1207,18 @@ func (t Transport) stepLoop(p Proto, inter bool) (work, loop int64) {
 // apart, up to NCCL_STEPS): StepPs, their sum, is one step's latency,
 // the pipeline's fill. Only AllToAll's point-to-point steps take it
 // (p2pSteps); every other algorithm's pace was fitted with StepPs.
+//
+// NCCL gives a p2p network connection fewer slots than the loop's
+// divisor, Slots (NCCL_STEPS, 8): in 2.24 such connections use shared
+// buffers (net.cc l.188, l.227), and both proxy loops cap a sub's steps
+// in flight at min(NCCL_STEPS, NCCL_SHARED_STEPS/nsubs), 16/nsubs (l.510,
+// l.1095 send, l.1275 recv). On 2 x 8 H100 with PXN a channel carries a
+// rank's 8 remote peers, 8 subs of 2 steps each; on a k=8 fat-tree with
+// one rank a server each peer has its own channel and keeps 8. The model
+// ignores this cap. With slots=2 the loop's share is (8.5 + 20)/2 =
+// 14.25 us, not 4, and the 2 x 8 AllToAll falls again from 1.75 to 2 MiB
+// (88.7 -> 66.8 us; 54.6 -> 57.3 at 8 slots; review rv10c): the monotone
+// sweep of TestAllToAllTimeGrowsWithSize is the model's, not NCCL's.
 func (t Transport) StepPacePs(p Proto, inter bool) int64 {
 	stage := t.GPUStepUs
 	if inter {
