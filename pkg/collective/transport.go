@@ -90,15 +90,18 @@ type Transport struct {
 	ProxyOpUs float64
 	// P2POpUs: the same occupancy as an AllToAll's (point-to-point)
 	// network connections pay it (a2aPace: a step at most once per round
-	// of its proxy's ops). h100-ib takes the proxy's op, 0.3 us: no H100
-	// InfiniBand AllToAll sweep was ever fitted, and at the 1.6 us the op
-	// was fitted at for NVLS-Tree a step cost a round of tens of ops
-	// whatever its bytes, so where NCCL halves its p2p chunk the time fell
-	// as the size grew (2 x 8 14 MiB 406 us, 16 MiB 276). EFA keeps 2.4,
-	// a100 1.6: the p5 AllToAll sweeps were fitted with it
-	// (TestTransportP5AllToAll: the 4 x 8 p5 run at 32 MiB goes from 0.71
-	// to 0.65 of measured at 0.3 us) and the A100 presets' posting order
-	// on NDmv4's (a100 inherits h100-ib's network costs otherwise).
+	// of its proxy's ops): 1.6 us on InfiniBand, 2.4 on EFA, the values
+	// ProxyOpUs was fitted at (on NVLS-Tree) and the p5 and NDmv4 AllToAll
+	// sweeps were checked with (TestTransportP5AllToAll: the 4 x 8 p5 run
+	// at 32 MiB goes from 0.71 to 0.65 of measured at 0.3 us). At 1.6 a
+	// step costs a round of tens of ops whatever its bytes, so where NCCL
+	// halves its p2p chunk an H100 InfiniBand AllToAll falls as the size
+	// grows (2 x 8 14 MiB 406 us, 16 MiB 276); at the proxy's 0.3 it does
+	// not (TestAllToAllTimeGrowsWithSize), but its connections then start
+	// within 72 us on 128 H100s and the packet backend's DCQCN at
+	// SimAI.conf's values collapses on the burst (16 MiB: packets 1.877 ms
+	// against fluid's 527 us; 863 / 866 at 1.6). No H100 InfiniBand
+	// AllToAll sweep is here to say which: not refitted.
 	P2POpUs float64
 	// NVLSChunk: NVLS-Tree's chunk per head before enqueue.cc shrinks it
 	// (NCCL_NVLS_CHUNKSIZE, with NCCL_NVLSTREE_MAX_CHUNKSIZE at least as
@@ -374,7 +377,7 @@ func DefaultTransport() Transport {
 // 64 KiB about 51 us each (16-64 MiB), 0.95-1.07 of measured at 2-128
 // MiB; the proxy's op (ProxyOpUs 0.3 us, NVLS-Tree's proxy round) what is
 // left (1.6 us when it alone priced a loop, whose time then fell at 8
-// MiB, where the shard doubles; AllToAll's op is the same 0.3, P2POpUs); its
+// MiB, where the shard doubles; AllToAll keeps 1.6, P2POpUs); its
 // Tree LL sizes (8 B-128 KiB) by NCCL 2.23's spread over channels
 // (channel-split=cells) and a tree LL step on the GPUs at 3 GB/s a
 // thread block whose first piece pays its share of the step cost
@@ -581,10 +584,9 @@ func presetH100IB(t *Transport) {
 	t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0.5, 4.0, 4.0, 20.0
 	t.SliceUs = [3]float64{LL: 1.5, LL128: 2.0, Simple: 8}
 	// The proxy's op and an NVLS-Tree loop's GPU work (TransportPresets:
-	// fitted on Voltage Park's NVLS-Tree sizes); AllToAll's connections
-	// pay the same op (P2POpUs: no H100 InfiniBand AllToAll sweep says
-	// otherwise).
-	t.ProxyOpUs, t.P2POpUs = 0.3, 0.3
+	// fitted on Voltage Park's NVLS-Tree sizes); AllToAll's op as its
+	// sweeps' checks were written (P2POpUs).
+	t.ProxyOpUs, t.P2POpUs = 0.3, 1.6
 	t.NVLSTreeGBps = 1.3
 	t.BuffSimple, t.NVLSChunk = 4<<20, 0
 	t.RingOpUs, t.AROpUs, t.ARThreshold = 0.5, 0.7, 8192
