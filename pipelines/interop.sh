@@ -16,7 +16,8 @@
 # against fctstats --requests --format json (Arrow JS has no Parquet reader
 # and simccl-serve writes no Arrow IPC). The Node packages are pinned in
 # tests/interop/package-lock.json, installed with npm ci once per lock file
-# into a cache outside the clone and linked as tests/interop/node_modules.
+# and host (OS, machine, Node ABI, libc) into a cache outside the clone and
+# linked as tests/interop/node_modules.
 #
 # INTEROP=0 skips everything. Without node/npm the Node checks are skipped,
 # without pandas (and not root to install it) the pandas check is, each
@@ -56,17 +57,36 @@ failed=0
 # Node: DuckDB and Arrow JS.
 if command -v node >/dev/null && command -v npm >/dev/null; then
 	lock=tests/interop/package-lock.json
-	# The packages live outside the clone, keyed on the lock file (as Go's
-	# build cache is): a fresh clone links them instead of running npm ci
-	# again (82 MB; 3.7 s of CPU, 16 s at load 35). NODE_CACHE moves them.
-	cache=${NODE_CACHE:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/fabricsim/interop}
-	keyed=$cache/$(sha256sum "$lock" | cut -c1-16)
+	# The packages live outside the clone (as Go's build cache does): a
+	# fresh clone links them instead of running npm ci again (82 MB; 3.7 s
+	# of CPU, 16 s at load 35). NODE_CACHE moves them; without HOME they go
+	# to the clone's out/, not to a /tmp directory another user can make.
+	if [ -n "${NODE_CACHE:-}" ]; then
+		cache=$NODE_CACHE
+	elif [ -n "${XDG_CACHE_HOME:-}${HOME:-}" ]; then
+		cache=${XDG_CACHE_HOME:-$HOME/.cache}/fabricsim/interop
+	else
+		cache=out/.node-cache
+	fi
+	# Absolute: node_modules links to it from tests/interop.
+	cache=$(realpath -m "$cache")
+	# npm ci installs only this host's DuckDB binding
+	# (@duckdb/node-bindings-<os>-<arch>[-musl], package-lock.json), built
+	# for one Node ABI: the key is the lock file with the OS, machine, Node
+	# ABI and libc, so that a shared cache (NFS home, CI volume) keeps a
+	# tree for each.
+	libc=$(ldd --version 2>&1 || true)
+	host="$(uname -sm) node-abi $(node -p process.versions.modules) ${libc%%$'\n'*}"
+	keyed=$cache/$({ cat "$lock" && echo "$host"; } | sha256sum | cut -c1-16)
 	if [ ! -f "$keyed/node_modules/.fabricsim-lock" ]; then
-		echo "interop: npm ci into $keyed (first run or package-lock.json changed)"
+		echo "interop: npm ci into $keyed (first run, package-lock.json changed or another host: $host)"
+		tmp=
 		mkdir -p "$cache" && tmp=$(mktemp -d "$keyed.XXXXXX") &&
 			cp tests/interop/package.json "$lock" "$tmp/" &&
 			(cd "$tmp" && npm ci --no-audit --no-fund --loglevel=error) &&
 			cp "$lock" "$tmp/node_modules/.fabricsim-lock" || {
+			# A partial install is removed, not left beside the cache.
+			[ -z "$tmp" ] || rm -rf "$tmp"
 			echo "interop: FAIL: npm ci into $cache failed (the npm registry must be reachable for the first run)" >&2
 			exit 1
 		}
