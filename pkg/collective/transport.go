@@ -1218,9 +1218,10 @@ func (t Transport) stepLoop(p Proto, inter bool) (work, loop int64) {
 // rank's 8 remote peers, 8 subs of 2 steps each; on a k=8 fat-tree with
 // one rank a server each peer has its own channel and keeps 8. The model
 // ignores this cap. With slots=2 the loop's share is (8.5 + 20)/2 =
-// 14.25 us, not 4, and the 2 x 8 AllToAll falls again from 1.75 to 2 MiB
-// (88.7 -> 66.8 us; 54.6 -> 57.3 at 8 slots; review rv10c): the monotone
-// sweep of TestAllToAllTimeGrowsWithSize is the model's, not NCCL's.
+// 14.25 us, not 4, and the 2 x 8 AllToAll at p2p-op=0.3 falls again
+// from 1.75 to 2 MiB (88.7 -> 66.8 us; 54.6 -> 57.3 at 8 slots; review
+// rv10c): the monotone sweep of TestAllToAllTimeGrowsWithSize is the
+// model's, not NCCL's.
 func (t Transport) StepPacePs(p Proto, inter bool) int64 {
 	stage := t.GPUStepUs
 	if inter {
