@@ -13,6 +13,7 @@ import (
 
 	"github.com/fabricsim/fabricsim/formats/simaifct"
 	"github.com/fabricsim/fabricsim/formats/trace"
+	"github.com/fabricsim/fabricsim/internal/handtraces"
 )
 
 var (
@@ -184,15 +185,16 @@ func TestFctstatsCompareSelf(t *testing.T) {
 // writeTraceFile writes rows to path in the container its extension names.
 func writeTraceFile(t *testing.T, path string, rows []trace.Row) {
 	t.Helper()
-	w, err := trace.Create(path, trace.Meta{Backend: "analytical-fluid", Params: map[string]any{},
+	c, err := trace.ContainerForPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := handtraces.EncodeMeta(rows, c, trace.Meta{Backend: "analytical-fluid", Params: map[string]any{},
 		Topology: trace.TopologyMeta{Family: "spectrum-x", GPUs: 16, Hash: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range rows {
-		w.Write(&rows[i])
-	}
-	if err := w.Close(); err != nil {
+	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

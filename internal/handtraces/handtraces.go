@@ -18,8 +18,13 @@ var Meta = trace.Meta{Backend: "analytical-busbw", Params: map[string]any{"seed"
 
 // Encode writes rows as a trace in container c, with Meta.
 func Encode(rows []trace.Row, c trace.Container) ([]byte, error) {
+	return EncodeMeta(rows, c, Meta)
+}
+
+// EncodeMeta writes rows as a trace in container c with metadata m.
+func EncodeMeta(rows []trace.Row, c trace.Container, m trace.Meta) ([]byte, error) {
 	var b bytes.Buffer
-	w, err := trace.NewWriter(&b, c, Meta)
+	w, err := trace.NewWriter(&b, c, m)
 	if err != nil {
 		return nil, err
 	}

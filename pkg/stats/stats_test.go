@@ -81,18 +81,11 @@ func encode(t *testing.T, rows []trace.Row, c trace.Container) []byte {
 // encodeMeta writes rows as a Parquet trace with metadata m.
 func encodeMeta(t *testing.T, rows []trace.Row, m trace.Meta) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := trace.NewWriter(&buf, trace.Parquet, m)
+	b, err := handtraces.EncodeMeta(rows, trace.Parquet, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range rows {
-		w.Write(&rows[i])
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return b
 }
 
 func analyzeBytes(t *testing.T, data []byte, name string, keep bool) *Run {
