@@ -532,8 +532,6 @@ var TransportPresets = map[string]func(*Transport){
 		// NCCL_P2P_NET_CHUNKSIZE=524288, with NCCL_BUFFSIZE=8 MiB, on p4d,
 		// p4de and p5/p5e: AllToAll's network steps are 512 KiB.
 		t.P2PChunk = 512 << 10
-		// aws-ofi-nccl 1.16.3 (p5's runs) takes one receive an irecv.
-		t.MaxRecvs = 1
 	},
 	"a100": presetA100,
 	// Over OCI's RoCE the 16-64 MiB LL128 rings take 1.19, 1.28, 1.11 of
@@ -566,8 +564,6 @@ var TransportPresets = map[string]func(*Transport){
 		// model weighs when it chooses; the 1.5.0aws of both p4de sweeps
 		// reported 150 (nccl_ofi_net.c). Neither moves a forced tree.
 		t.NetLatencyUs = 75
-		// aws-ofi-nccl 1.5-1.7 take one receive an irecv.
-		t.MaxRecvs = 1
 	},
 	"none": func(t *Transport) {
 		t.GPUStepUs, t.SendProxyUs, t.RecvProxyUs, t.CreditRTTUs = 0, 0, 0, 0
