@@ -100,7 +100,7 @@ func TestDCQCNRecoveryFromFirstCNP(t *testing.T) {
 			t.Fatalf("round %d: wake %d, want %d", i+1, wake, at)
 		}
 		wake = d.OnTimer(&s, wake)
-		if !relClose(s.Rate, w, 1e-13) || dcqcnOf(&s).target != 100*gbps || dcqcnOf(&s).stage != i+1 {
+		if !relClose(s.Rate, w, 1e-13) || dcqcnOf(&s).target != 100*gbps || int(dcqcnOf(&s).stage) != i+1 {
 			t.Fatalf("round %d: rate %.5f target %g stage %d; want %.5f, 100e9, %d", i+1, s.Rate, dcqcnOf(&s).target, dcqcnOf(&s).stage, w, i+1)
 		}
 	}
@@ -417,9 +417,167 @@ func TestDCQCNAlphaClosedForm(t *testing.T) {
 				t.Fatalf("trial %d step %d: lazy %.17g step-by-step %.17g", trial, step, dcqcnOf(&s).alpha, alpha)
 			}
 			if rng.IntN(2) == 0 {
-				dcqcnOf(&s).cnps++ // a CNP in interval k+1
+				dcqcnOf(&s).cnpSeen = true // a CNP in interval k+1
 				pending = true
 			}
 		}
+	}
+}
+
+// --- the byte counter and the NIC's CNP spacing (DCQCN_PROFILE connectx) ---
+
+// byteCounterParams: the alpha interval longer than the checks, so alpha
+// is exactly 1 at them and a cut halves the rate (as
+// TestDCQCNFirstCNPHalves); a byte counter of 32768 bytes, one fast
+// recovery round, and RATE_AI 5 Mb/s.
+func byteCounterParams() Params {
+	p := DefaultParams()
+	p.AlphaResumeInterval = 55 * us
+	p.ByteReset = 32768
+	p.RateAI = 5e6
+	return p
+}
+
+// A cut pair recovers by the bytes it sends, not the 900 µs timer: cut
+// from 100 to 50 Gb/s at 4 µs + 1 ns (target 100G, no round before it),
+// it counts from the first ACK after the cut (1 000 000 bytes sent), and
+// each 32768 bytes more is a round. Round 1 (no round yet, F = 1): fast
+// recovery, (50+100)/2 = 75G. Rounds 2 and 3 (one byte round, no timer
+// round): additive, target 100G + 5M capped at 100G, 87.5G then 93.75G.
+// A byte short of a round is no round; the timer stays where the cut set
+// it. A cut after byte rounds clamps the target to the rate (ConnectX's
+// clamp_tgt_rate_after_time_inc; ns-3's rule on the timer's rounds) and
+// the next round counts from the next ACK again.
+func TestDCQCNByteCounterRecovers(t *testing.T) {
+	d := newDCQCN(t, byteCounterParams())
+	s := State{LineRate: 100 * gbps}
+	d.Init(&s)
+	x := dcqcnOf(&s)
+	d.OnFeedback(&s, &Feedback{Now: 0, ECN: true})
+	timer := 4*us + 1*ns + 900*us
+	if wake := d.OnTimer(&s, 4*us+1*ns); s.Rate != 50*gbps || x.target != 100*gbps || wake != timer {
+		t.Fatalf("cut: rate %g target %g wake %d", s.Rate, x.target, wake)
+	}
+	steps := []struct {
+		sent       int64
+		rate, tgt  float64
+		byteRounds int16
+	}{
+		{1_000_000, 50 * gbps, 100 * gbps, 0},            // counting starts
+		{1_000_000 + 32767, 50 * gbps, 100 * gbps, 0},    // a byte short
+		{1_000_000 + 32768, 75 * gbps, 100 * gbps, 1},    // fast recovery
+		{1_000_000 + 98304, 93.75 * gbps, 100 * gbps, 3}, // two additive rounds in one ACK
+	}
+	for i, st := range steps {
+		now := 5*us + int64(i)*us
+		if wake := d.OnFeedback(&s, &Feedback{Now: now, SndNxt: st.sent}); wake != timer {
+			t.Fatalf("step %d: wake %d, want the timer %d", i, wake, timer)
+		}
+		if s.Rate != st.rate || x.target != st.tgt || x.byteStage != st.byteRounds || x.stage != 0 {
+			t.Fatalf("step %d (%d bytes sent): rate %g target %g byte rounds %d timer rounds %d; want %g %g %d 0",
+				i, st.sent, s.Rate, x.target, x.byteStage, x.stage, st.rate, st.tgt, st.byteRounds)
+		}
+	}
+	// A CNP at 10 µs: the next check on the grid from the first CNP (1 ns
+	// + 3·4 µs) cuts 93.75G in half and clamps the target to 93.75G.
+	if wake := d.OnFeedback(&s, &Feedback{Now: 10 * us, SndNxt: 1_100_000, ECN: true}); wake != 12*us+1*ns {
+		t.Fatalf("second check at %d, want %d", wake, 12*us+1*ns)
+	}
+	d.OnTimer(&s, 12*us+1*ns)
+	if s.Rate != 46.875*gbps || x.target != 93.75*gbps || x.byteStage != 0 {
+		t.Fatalf("second cut: rate %g target %g byte rounds %d; want 46.875e9 93.75e9 0", s.Rate, x.target, x.byteStage)
+	}
+	d.OnFeedback(&s, &Feedback{Now: 13 * us, SndNxt: 1_200_000})
+	d.OnFeedback(&s, &Feedback{Now: 14 * us, SndNxt: 1_200_000 + 32767})
+	if s.Rate != 46.875*gbps {
+		t.Fatalf("a round before 32768 bytes after the cut: rate %g", s.Rate)
+	}
+	d.OnFeedback(&s, &Feedback{Now: 15 * us, SndNxt: 1_200_000 + 32768})
+	if want := (46.875 + 93.75) / 2 * gbps; s.Rate != want {
+		t.Fatalf("fast recovery after the second cut: rate %g, want %g", s.Rate, want)
+	}
+}
+
+// The two counters' phases (Zhu et al. Fig. 6 with F = 1): hyper increase
+// needs both past F, so byte rounds alone stay additive until two timer
+// rounds have run; without a byte counter the timer alone decides, as in
+// ns-3 (TestDCQCNIncreasePhases).
+func TestDCQCNTwoCounterPhases(t *testing.T) {
+	p := byteCounterParams()
+	p.RateHAI = 50e6
+	d := newDCQCN(t, p)
+	s := State{LineRate: 100 * gbps}
+	d.Init(&s)
+	x := dcqcnOf(&s)
+	s.Rate, x.target, x.increaseAt = 40*gbps, 60*gbps, 900*us
+	want := []struct {
+		byByte bool
+		tgt    float64
+	}{
+		{true, 60 * gbps},      // t=0 b=0: fast recovery
+		{true, 60.005 * gbps},  // t=0 b=1: additive
+		{false, 60.010 * gbps}, // t=0 b=2: additive
+		{false, 60.015 * gbps}, // t=1 b=2: additive (min = 1 = F)
+		{true, 60.065 * gbps},  // t=2 b=2: hyper
+	}
+	for i, w := range want {
+		d.round(&s, w.byByte)
+		if !relClose(x.target, w.tgt, 1e-15) {
+			t.Fatalf("round %d: target %.0f, want %.0f", i+1, x.target, w.tgt)
+		}
+	}
+}
+
+// MIN_TIME_BETWEEN_CNPS 4 µs: CNPs 1, 2 and 3 µs after the first are
+// dropped, so the four alpha updates before the 4 µs check see none:
+// alpha = (1/2)^4 with g = 1/2 and the cut is 100G·(1 − 1/32) = 96.875G.
+// Counted (interval 0, SimAI), each makes the next update add g:
+// 1/2, 3/4, 7/8, 15/16, and the cut is 100G·(1 − 15/32) = 53.125G.
+func TestDCQCNMinTimeBetweenCNPs(t *testing.T) {
+	for _, c := range []struct {
+		gap  int64
+		rate float64
+	}{{4 * us, 96.875 * gbps}, {0, 53.125 * gbps}} {
+		p := DefaultParams()
+		p.EwmaGain, p.MinCNPInterval = 0.5, c.gap
+		d := newDCQCN(t, p)
+		s := State{LineRate: 100 * gbps}
+		d.Init(&s)
+		for _, at := range []int64{0, 1 * us, 2 * us, 3 * us} {
+			d.OnFeedback(&s, &Feedback{Now: at, ECN: true})
+		}
+		d.OnTimer(&s, 4*us+1*ns)
+		if s.Rate != c.rate {
+			t.Fatalf("MIN_TIME_BETWEEN_CNPS %d ps: rate %g, want %g", c.gap, s.Rate, c.rate)
+		}
+	}
+}
+
+// The connectx profile sets the NIC's values and simai puts every key it
+// sets back to SimAI.conf's.
+func TestDCQCNProfiles(t *testing.T) {
+	p := DefaultParams()
+	for _, kv := range Profile("connectx") {
+		if err := p.Set(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.ByteReset != 32767 || p.RPTimer != 300*us || p.RateAI != 5e6 || p.RateHAI != 50e6 || p.MinRate != 1e6 ||
+		p.EwmaGain != 5.0/1024 || p.InitialAlpha != 1023.0/1024 || p.MinCNPInterval != 4*us || p.FastRecoveryTimes != 1 {
+		t.Fatalf("connectx: %+v", p)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range Profile("simai") {
+		if err := p.Set(kv.Key, kv.Value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p != DefaultParams() {
+		t.Fatalf("simai after connectx is not SimAI.conf's: %+v", p)
+	}
+	if Profile("cx9") != nil {
+		t.Fatal("an unknown profile has values")
 	}
 }

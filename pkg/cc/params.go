@@ -55,6 +55,19 @@ type Params struct {
 	// fraction of the current rate a QP drops to on its first CNP, before
 	// the first regular cut. Default 1 (no extra drop).
 	RateOnFirstCNP float64
+	// InitialAlpha [INITIAL_ALPHA, fabricsim key; ConnectX
+	// initial_alpha_value / 1024]: alpha on a pair's first CNP. Default 1
+	// (ns-3).
+	InitialAlpha float64
+	// ByteReset [RPG_BYTE_RESET, fabricsim key; ConnectX rpg_byte_reset]
+	// bytes: DCQCN's byte counter, an increase round every ByteReset bytes
+	// a pair sends after a cut (Zhu et al., SIGCOMM 2015, §3.1). Default 0:
+	// off, as in SimAI's model, which increases on RP_TIMER only.
+	ByteReset int
+	// MinCNPInterval [MIN_TIME_BETWEEN_CNPS, µs; ConnectX
+	// min_time_between_cnps] ps: a pair takes at most one CNP this often.
+	// Default 0 (SimAI: every marked packet's ACK is a CNP).
+	MinCNPInterval int64
 
 	// --- DCTCP (CC_MODE 8) ---
 

@@ -196,6 +196,15 @@ func (c *Config) Read(r io.Reader, name string) error {
 		} else if once(f[0]) {
 			seen[dupKey(f[0])] = n
 		}
+		if dupKey(f[0]) == profileKey {
+			lines := map[string]string{}
+			for k, l := range seen {
+				lines[k] = fmt.Sprintf("line %d", l)
+			}
+			if k := profileOverrides(lines); k != "" {
+				return fmt.Errorf("%s: line %d, key %s: would replace %s: give the profile first", name, n, f[0], k)
+			}
+		}
 		if err := c.applyFrom(f[0], f[1:], fmt.Sprintf("%s: line %d, key %s", name, n, f[0])); err != nil {
 			return fmt.Errorf("%s: line %d, key %s: %v", name, n, f[0], err)
 		}
@@ -233,6 +242,10 @@ func (c *Config) SetKV(kv string) error {
 // (naming both), as Read does for a file; they override the file's keys.
 func (c *Config) SetKVs(kvs []string) error {
 	seen := map[string]string{}
+	// A profile first, so that the keys it sets can be overridden in
+	// any order on the command line.
+	kvs = slices.Clone(kvs)
+	slices.SortStableFunc(kvs, func(a, b string) int { return profileLast(a) - profileLast(b) })
 	for _, kv := range kvs {
 		k, _, _ := strings.Cut(kv, "=")
 		k = strings.TrimSpace(k)
@@ -246,6 +259,15 @@ func (c *Config) SetKVs(kvs []string) error {
 		}
 	}
 	return nil
+}
+
+// profileLast is 0 for a DCQCN_PROFILE setting, 1 for any other.
+func profileLast(kv string) int {
+	k, _, _ := strings.Cut(kv, "=")
+	if dupKey(strings.TrimSpace(k)) == profileKey {
+		return 0
+	}
+	return 1
 }
 
 // applyFrom applies a key as apply does, and marks the LINK_DOWN

@@ -330,3 +330,38 @@ func TestStopTimeUnderPs(t *testing.T) {
 		}
 	}
 }
+
+// DCQCN_PROFILE sets the DCQCN keys; keys given with it override it in
+// any --set order and after it in a file, and a file that gives one of
+// its keys before it is refused naming both lines (the profile would
+// silently replace the value).
+func TestDCQCNProfileKey(t *testing.T) {
+	for _, kvs := range [][]string{
+		{"DCQCN_PROFILE=connectx", "RP_TIMER=55"},
+		{"RP_TIMER=55", "DCQCN_PROFILE=connectx"},
+	} {
+		c := DefaultConfig()
+		if err := c.SetKVs(kvs); err != nil {
+			t.Fatal(err)
+		}
+		if c.CC.RPTimer != 55*1_000_000 || c.CC.ByteReset != 32767 || c.CC.RateAI != 5e6 {
+			t.Errorf("%v: RP_TIMER %d ps, RPG_BYTE_RESET %d, RATE_AI %g", kvs, c.CC.RPTimer, c.CC.ByteReset, c.CC.RateAI)
+		}
+	}
+	c := DefaultConfig()
+	if err := c.Read(strings.NewReader("DCQCN_PROFILE connectx\nRP_TIMER 55\n"), "a.conf"); err != nil || c.CC.RPTimer != 55*1_000_000 || c.CC.ByteReset != 32767 {
+		t.Errorf("profile then key: %v, RP_TIMER %d ps", err, c.CC.RPTimer)
+	}
+	c = DefaultConfig()
+	err := c.Read(strings.NewReader("RP_TIMER 55\n\nDCQCN_PROFILE connectx\n"), "b.conf")
+	if err == nil || !strings.Contains(err.Error(), "b.conf: line 3, key DCQCN_PROFILE") || !strings.Contains(err.Error(), "RP_TIMER (line 1)") {
+		t.Errorf("key then profile: %v", err)
+	}
+	for _, kv := range []string{"DCQCN_PROFILE=cx7", "RPG_BYTE_RESET=-1", "RPG_BYTE_RESET=1.5", "MIN_TIME_BETWEEN_CNPS=-4", "INITIAL_ALPHA=0", "INITIAL_ALPHA=1.5"} {
+		c := DefaultConfig()
+		k, _, _ := strings.Cut(kv, "=")
+		if err := c.SetKV(kv); err == nil || !strings.Contains(err.Error(), k) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("--set %s: %v", kv, err)
+		}
+	}
+}

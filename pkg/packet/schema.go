@@ -21,6 +21,8 @@ import (
 var confKeys = []confKey{
 	{Key: confkey.Key{Name: "CC_MODE", Type: "integer", Range: "[0,10]", Default: "1", Doc: "congestion control: 0 none, 1 DCQCN, 3 HPCC, 7 TIMELY, 8 DCTCP, 10 HPCC-PINT"},
 		set: func(c *Config, x float64, _ []string) error { c.CCMode = int(x); return nil }},
+	{Key: confkey.Key{Name: "DCQCN_PROFILE", Type: "choice", Range: strings.Join(cc.ProfileNames(), "|"), Default: "simai", Doc: "fabricsim: DCQCN's values: SimAI.conf's (timer rounds only), or a ConnectX NIC's firmware defaults (byte counter every 32767 B, RP_TIMER 300, RATE_AI 5Mb/s, CNPs 4 us apart: pkg/cc/profile.go); it sets those keys, which --set keys and later lines override"},
+		set: setProfile},
 	{Key: confkey.Key{Name: "ENABLE_QCN", Type: "flag", Default: "1", Doc: "switches mark ECN (RED per link rate: KMIN_MAP, KMAX_MAP, PMAX_MAP)"},
 		set: func(c *Config, x float64, _ []string) error { c.EnableQCN = x == 1; return nil }},
 	{Key: confkey.Key{Name: "USE_DYNAMIC_PFC_THRESHOLD", Type: "flag", Default: "1", Doc: "PFC threshold = free shared buffer / 8 instead of a fixed share"},
@@ -202,6 +204,31 @@ func (k *confKey) parse(v []string) (float64, error) {
 		return x, err
 	}
 	return k.Value(v[0]) // as every table reads a value
+}
+
+// setProfile sets the DCQCN keys to the named profile's values.
+func setProfile(c *Config, x float64, _ []string) error {
+	for _, kv := range cc.Profile(cc.ProfileNames()[int(x)]) {
+		if err := c.applyCC(kv.Key, []string{kv.Value}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// profileKey is DCQCN_PROFILE's name, as keys are compared (dupKey).
+const profileKey = "DCQCN_PROFILE"
+
+// profileOverrides names a key the profile sets that seen holds (its line
+// or setting), "" if none: a profile after such a key would silently
+// replace it.
+func profileOverrides(seen map[string]string) string {
+	for _, kv := range cc.Profile("simai") {
+		if at, ok := seen[kv.Key]; ok {
+			return kv.Key + " (" + at + ")"
+		}
+	}
+	return ""
 }
 
 // positiveBytes refuses a KB value that rounds to 0 bytes, as
