@@ -454,6 +454,14 @@ func TestNVLSWorkPaces(t *testing.T) {
 	if got := nvlsChunkPs(256<<10, 64<<10, 3_476_800); got != 4*3_476_800 {
 		t.Errorf("work of 256 KiB in 64 KiB chunks: %d ps, want 4 chunks'", got)
 	}
+	// A transfer of 1.25 chunks stands for 1.25 chunks' work, one under a
+	// chunk for a whole chunk's.
+	if got := nvlsChunkPs(80<<10, 64<<10, 3_476_800); got != 4_346_000 {
+		t.Errorf("work of 80 KiB in 64 KiB chunks: %d ps, want 1.25 chunks' (4346000)", got)
+	}
+	if got := nvlsChunkPs(16<<10, 64<<10, 3_476_800); got != 3_476_800 {
+		t.Errorf("work of 16 KiB in 64 KiB chunks: %d ps, want one chunk's", got)
+	}
 	for _, kv := range []string{"nvls-bw=-1", "nvls-bw=x", "nvls-op=-1"} {
 		bad := tr
 		if err := bad.Set(kv); err == nil {
