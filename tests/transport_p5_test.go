@@ -65,8 +65,12 @@ import (
 //     the tree's network steps paced by their 18.5 us step cost whatever
 //     their bytes): a tree LL128 step is now the sender's runTreeSplit
 //     work (tree-op 7 us plus its inputs' bytes at its share of 36.7
-//     GB/s), fitted on the 2 x 8 sweep only; out of sample these are
-//     0.95, 0.90 and 0.99.
+//     GB/s), fitted on the 2 x 8 sweep only; out of sample these were
+//     0.95, 0.90 and 0.99, and with the step refitted there (tree-op 4
+//     us, tree-bw 30 GB/s, each network step leaving whole after its
+//     sender's work, tree-ll128-send=whole: TestTreeLL128Monotone) 1.00,
+//     0.99 and 1.10 (an 8 x 8 tree crosses servers 6 times, each first
+//     step waiting its sender's whole step).
 //   - (within the band, at its edge) AllReduce on 2 nodes at 64 MiB
 //     (0.7996 when listed, 0.804 at c5cbb11, before EFA's ring op, which
 //     does not touch it; 0.823 with the proxy's phase, proxyPhase; 0.805

@@ -623,6 +623,8 @@ func (r *Reader) cut(key string) (*Cut, error) {
 			dst = &c.StepTreeFs
 		case "step_tree_share":
 			dst, limit = &c.StepTreeShare, 1
+		case "step_tree_whole":
+			dst, limit = &c.StepTreeWhole, 1
 		case "launch_floor_ps":
 			dst = &c.LaunchFloorPs
 		case "nvlink_lock_ps":

@@ -203,6 +203,12 @@ type Cut struct {
 	// pays only its share of the step cost under StepTreeFs (--transport
 	// tree-ll-first=share), 0 or absent: the whole step.
 	StepTreeShare int64 `msgpack:"step_tree_share,omitempty"`
+	// StepTreeWhole: 1 when a tree LL128 AllReduce's network step leaves
+	// only once its sender's block has written all of it, so a
+	// connection's first piece across servers also waits one NCCL step's
+	// work under StepTreeFs (--transport tree-ll128-send=whole); 0 or
+	// absent: it does not.
+	StepTreeWhole int64 `msgpack:"step_tree_whole,omitempty"`
 	// LaunchFloorPs: the shortest the collective takes when one process
 	// launches it on several GPUs in turn (0 or absent: none).
 	LaunchFloorPs int64 `msgpack:"launch_floor_ps,omitempty"`

@@ -52,7 +52,7 @@ func writeSample(t testing.TB) []byte {
 	must(t, w.Topology(sampleTopology()))
 	must(t, w.Group(&Group{ID: 3, Type: "DP", Ranks: []int32{0, 1}, Siblings: []int64{4, 1 << 40}}))
 	must(t, w.Collective(&Collective{ID: 7, Op: "allreduce", Size: 64 << 20, Group: 3, Algorithm: "ring", Protocol: "simple", Channels: 2, PXN: true, PredictedPs: 123, FabricLatPs: 1_500_000,
-		Cut: &Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, StepPacePs: 4_000_000, MaxRecvs: 8, NVLinkLockPs: 1_281_300_000, RingConnPs: 2_377_500_000, FirstFlow: new(int64(5 << 32))}}))
+		Cut: &Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, StepPacePs: 4_000_000, MaxRecvs: 8, StepTreeWhole: 1, NVLinkLockPs: 1_281_300_000, RingConnPs: 2_377_500_000, FirstFlow: new(int64(5 << 32))}}))
 	for _, f := range sampleFlows() {
 		f := f
 		must(t, w.Flow(&f))
@@ -103,7 +103,7 @@ func TestRoundTrip(t *testing.T) {
 			must(t, err)
 			if c.Size != 64<<20 || c.Algorithm != "ring" || c.Channels != 2 || c.PredictedPs != 123 || !c.PXN || c.FabricLatPs != 1_500_000 ||
 				c.Cut == nil || c.Cut.FirstFlow == nil || *c.Cut.FirstFlow != 5<<32 ||
-				*c.Cut != (Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, StepPacePs: 4_000_000, MaxRecvs: 8, NVLinkLockPs: 1_281_300_000, RingConnPs: 2_377_500_000, FirstFlow: c.Cut.FirstFlow}) {
+				*c.Cut != (Cut{ChunkBytes: 1 << 20, MaxChunks: 16, BaseLatPs: 6_800_000, IntraLatPs: 600_000, InterLatPs: 2_700_000, StepPacePs: 4_000_000, MaxRecvs: 8, StepTreeWhole: 1, NVLinkLockPs: 1_281_300_000, RingConnPs: 2_377_500_000, FirstFlow: c.Cut.FirstFlow}) {
 				t.Fatalf("collective %+v", c)
 			}
 		case KindFlow:

@@ -1033,6 +1033,9 @@ func (d *Decomposer) cutRecord(pl Plan, op Op) *stream.Cut {
 	if s.treeShare {
 		c.StepTreeShare = 1
 	}
+	if s.treeWhole {
+		c.StepTreeWhole = 1
+	}
 	c.LaunchFloorPs = d.Planner.Opt.launchFloorPs()
 	return c
 }

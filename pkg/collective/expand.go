@@ -157,7 +157,8 @@ func (x *Expander) Start(rec *stream.Collective, groups [][]int32, fn func(Origi
 		c.step = stepCosts{bytes: rec.Cut.StepBytes, intra: rec.Cut.StepIntraPs, inter: rec.Cut.StepInterPs,
 			serial: rec.Cut.StepSerialPs, slice: sliceRuleOf(algo, proto, rec.Cut.StepBytes), proxyOp: rec.Cut.StepProxyPs,
 			pace: rec.Cut.StepPacePs, maxRecvs: int(rec.Cut.MaxRecvs),
-			roundPaced: algo == AlgoRing && proto != Simple, treeFs: rec.Cut.StepTreeFs, treeShare: rec.Cut.StepTreeShare == 1}
+			roundPaced: algo == AlgoRing && proto != Simple, treeFs: rec.Cut.StepTreeFs, treeShare: rec.Cut.StepTreeShare == 1,
+			treeWhole: rec.Cut.StepTreeWhole == 1}
 		p.co.Ranks = ranks
 		if !rows {
 			if err := decompose(c, &p.co, p.k); err != nil {

@@ -568,7 +568,11 @@ func (d *Decomposer) treeTimes(co *Coll, s stepCosts, busy linkBusy) (collTime, 
 			if s.treeShare {
 				cost /= max(div, 1)
 			}
-			return treeHop{lat: float64(h + cost), bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
+			lat := float64(h + cost)
+			if s.treeWhole && !intra {
+				lat += pace * float64(max(div, 1))
+			}
+			return treeHop{lat: lat, bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
 		}
 		cost /= max(div, 1)
 		pace := float64(cost * s.steps(w))

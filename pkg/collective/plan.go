@@ -111,6 +111,7 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 		// runTreeSplit's step: fixed work plus its inputs at the block's
 		// LL128 rate (Transport.TreeOpUs, TreeGBps)
 		s.serial, s.treeFs = usToPs(tr.TreeOpUs), int64(math.Round(1e6/tr.TreeGBps))
+		s.treeWhole = tr.TreeLL128Whole
 	case pl.Algo == AlgoTree && pl.Proto == LL && tr.TreeLLGBps > 0:
 		// the same step at a thread block's LL rate (Transport.TreeLLGBps)
 		s.serial, s.treeFs = 0, int64(math.Round(1e6/tr.TreeLLGBps))

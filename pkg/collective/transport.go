@@ -256,6 +256,20 @@ type Transport struct {
 	// Park's 4 x 8 sweep with the whole step, 0.98-1.03 with its share,
 	// at any tree-ll-bw.
 	TreeLLShare bool
+	// TreeLL128Whole: under TreeGBps a tree LL128 network step leaves only
+	// once its sender's thread block has written all of it, so a
+	// connection's first piece across servers also waits that step's work
+	// (TreeOpUs plus its inputs at the block's share of TreeGBps) before
+	// its bytes, and a larger step fills the tree later: NCCL's send proxy
+	// posts an LL128 step when the GPU has moved the FIFO's tail past it,
+	// which prims_ll128.h's postSend does after the whole step (NCCL
+	// 2.28.7 src/transport/net.cc sendProxyProgress: with GPUDirect the
+	// step is ready once the tail has passed; without, once every line's
+	// flag is set). false (tree-ll128-send=lines): the first piece pays
+	// the hop's latency and step cost only, as a100's tree steps were
+	// fitted (with it OCI's 2 x 8 tree LL128 sizes, 256 KiB-512 MiB, go
+	// from 0.93-1.07 to 1.08-1.18 of measured: a refit not done).
+	TreeLL128Whole bool
 	// P2PChunk: a network point-to-point connection's step
 	// (NCCL_P2P_NET_CHUNKSIZE, 128 KiB by default; aws-ofi-nccl sets 512
 	// KiB on AWS), the step AllToAll's grouped sends and receives move in
@@ -511,11 +525,22 @@ var TransportPresets = map[string]func(*Transport){
 		// The 75 us aws-ofi-nccl reports to NCCL as network latency
 		// (src/platform-aws.cpp, v1.16.3), which NCCL's model weighs
 		// when it chooses, and a tree LL128 step's work on the GPUs
-		// (TreeOpUs, TreeGBps): 7 us fixed, fitted on the 2 x 8 sweep's
-		// Tree LL128 sizes (1-16 MiB under that latency), plus its
-		// inputs' bytes at NCCL's per-channel LL128 rate.
+		// (TreeOpUs, TreeGBps), each network step leaving whole after it
+		// (TreeLL128Whole): 4 us fixed plus its inputs' bytes at 30 GB/s
+		// a block, both fitted on the 2 x 8 sweep's Tree LL128 sizes (1-16
+		// MiB under that latency: 1.02 1.00 0.99 1.00 1.01 of measured).
+		// Those sizes tell the two apart: 1 to 2 MiB doubles a channel's
+		// steps at the same 18000 bytes (enqueue.cc calcCollChunking), 2,
+		// 4 and 8 MiB double the step at 8 steps, 16 MiB doubles the steps
+		// at 72000 bytes; measured, a step costs about 3-4 us plus its
+		// bytes at 7-8 GB/s a channel (the down role's 0.3 of a block).
+		// With 7 us and NCCL's per-channel LL128 rate (36.7 GB/s), the fit
+		// before, the step's fixed work outweighed its bytes, and where
+		// NCCL doubles its chunk and a channel runs fewer, larger steps (3
+		// to 4 MiB, 6 to 7 MiB on 2 x 8) the time fell 7-8% as the size
+		// grew (issue 30; TestTreeLL128Monotone).
 		t.NetLatencyUs = 75
-		t.TreeOpUs, t.TreeGBps = 7, 36.7
+		t.TreeOpUs, t.TreeGBps, t.TreeLL128Whole = 4, 30, true
 		// A tree LL step on the GPUs at h100-ib's rate (the same H100
 		// thread block; not fitted here), its network step leaving whole
 		// as NCCL's send proxy posts an LL step only once every line's
@@ -761,7 +786,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "max-recvs", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "max-recvs", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-ll128-send", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -784,6 +809,7 @@ func (t *Transport) Set(kv string) error {
 		t.MaxRecvs = d.MaxRecvs
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
 		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy, t.TreeLLShare = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy, d.TreeLLShare
+		t.TreeLL128Whole = d.TreeLL128Whole
 		t.ChannelCells = d.ChannelCells
 		t.NVLSTreeLoopUs, t.NVLSTreeGBps = d.NVLSTreeLoopUs, d.NVLSTreeGBps
 		set(t)
@@ -801,6 +827,8 @@ func (t *Transport) Set(kv string) error {
 		return twoWay(k, v, &t.TreeLatLegacy, "current", "legacy", "current (NCCL 2.23 and later's tree Simple latency) or legacy (NCCL 2.22 and earlier's, 28 us a hop, in NCCL's choice)")
 	case "tree-ll-first":
 		return twoWay(k, v, &t.TreeLLShare, "whole", "share", "whole (a tree LL step's first piece pays the whole step cost under tree-ll-bw) or share (its share of it)")
+	case "tree-ll128-send":
+		return twoWay(k, v, &t.TreeLL128Whole, "lines", "whole", "lines (a tree LL128 network step's first piece pays its latency and step cost) or whole (it also waits its sender's work on the whole step, under tree-bw)")
 	case "channel-split":
 		return twoWay(k, v, &t.ChannelCells, "even", "cells", "even (NCCL 2.22 and earlier: a collective's bytes split evenly over its channels) or cells (NCCL 2.23-2.25: 16 KiB of traffic a channel at least)")
 	case "tree-chunk":
@@ -1045,14 +1073,23 @@ func (t Transport) nvlsWorkPs(x int64) int64 {
 	return w
 }
 
-// nvlsChunkPs is the GPU work (ps) of an NVLS transfer of payload b: its
-// NCCL chunks of x bytes at work each (nvlsWorkPs), a pace on its
-// connection (nvlsChannel.row).
+// nvlsChunkPs is the GPU work (ps) of an NVLS transfer of payload b: the
+// NCCL chunks of x bytes it stands for at work each (nvlsWorkPs), a pace
+// on its connection (nvlsChannel.row); one chunk's at least. A transfer
+// that is not a whole number of chunks (the DAG's chunk raised by
+// --max-chunks to a channel's bytes / 64) stands for its fraction of the
+// last: counted whole, a 38 KiB transfer of 32 KiB chunks paid two
+// chunks' work, and a 1 x 8 H100 AllReduce took 206.7 us at 32 MiB and
+// 324.3 from 38 to 54 MiB, where a channel's 64 transfers crossed one
+// NCCL chunk, then 311.5 at 64 MiB, as NCCL's chunk doubles.
 func nvlsChunkPs(b, x, work int64) int64 {
 	if work <= 0 || x <= 0 || b <= 0 {
 		return 0
 	}
-	return (b + x - 1) / x * work
+	if b <= x {
+		return work
+	}
+	return int64(math.Round(float64(b) * float64(work) / float64(x)))
 }
 
 // RingRoundPs is a multi-server LL or LL128 ring's proxy round (ps), a
@@ -1262,6 +1299,11 @@ type stepCosts struct {
 	// treeShare: under treeFs a connection's first piece pays its share
 	// of the step cost, not the whole step (Transport.TreeLLShare)
 	treeShare bool
+	// treeWhole: under treeFs a tree LL128 network step leaves once its
+	// sender's block has written all of it (Transport.TreeLL128Whole), so
+	// the connection's first piece also waits that step's work
+	// (cctx.treeStep)
+	treeWhole bool
 }
 
 // sliceRule is how NCCL's ring cuts a chunk into slices (prims): slices

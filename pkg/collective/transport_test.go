@@ -454,6 +454,14 @@ func TestNVLSWorkPaces(t *testing.T) {
 	if got := nvlsChunkPs(256<<10, 64<<10, 3_476_800); got != 4*3_476_800 {
 		t.Errorf("work of 256 KiB in 64 KiB chunks: %d ps, want 4 chunks'", got)
 	}
+	// A transfer of 1.25 chunks stands for 1.25 chunks' work, one under a
+	// chunk for a whole chunk's.
+	if got := nvlsChunkPs(80<<10, 64<<10, 3_476_800); got != 4_346_000 {
+		t.Errorf("work of 80 KiB in 64 KiB chunks: %d ps, want 1.25 chunks' (4346000)", got)
+	}
+	if got := nvlsChunkPs(16<<10, 64<<10, 3_476_800); got != 3_476_800 {
+		t.Errorf("work of 16 KiB in 64 KiB chunks: %d ps, want one chunk's", got)
+	}
 	for _, kv := range []string{"nvls-bw=-1", "nvls-bw=x", "nvls-op=-1"} {
 		bad := tr
 		if err := bad.Set(kv); err == nil {
@@ -489,8 +497,8 @@ func TestNVLSWorkPaces(t *testing.T) {
 	}
 }
 
-// A tree LL128 AllReduce under h100-efa (tree-op 7 us, tree-bw 36.7
-// GB/s): each later piece across servers holds its connection for the
+// A tree LL128 AllReduce under h100-efa (tree-op 4 us, tree-bw 30 GB/s,
+// tree-ll128-send=whole): each later piece across servers holds its connection for the
 // sender's runTreeSplit step, by hand on 2 servers of 8 (a server's
 // chain enters at one GPU, the head): the child server's head reduces
 // its chain child's lines and its own with 70% of its block (2 inputs)
@@ -498,7 +506,9 @@ func TestNVLSWorkPaces(t *testing.T) {
 // child and its own with its whole block (3 inputs) and sends down. 8
 // MiB on 16 channels: NCCL's 72000-byte chunk, pieces of 64 KiB (69905
 // wire bytes), one step each. The first piece pays the step's whole
-// cost (0.5 us GPU + 18 us send proxy) after the hop latency.
+// cost (0.5 us GPU + 18 us send proxy) after the hop latency, and before
+// that its sender's work on the whole step (its own pace: the step leaves
+// once the block has written all of it).
 func TestTreeLL128StepPace(t *testing.T) {
 	s := newSetup(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "H100", NICBW: 400e9})
 	efa := DefaultTransport()
@@ -508,16 +518,16 @@ func TestTreeLL128StepPace(t *testing.T) {
 	st := Step{Op: AllReduce, Size: 8 << 20, Group: DP}
 	c, _ := s.run(t, Options{LaunchLatency: true, Algo: "tree", Proto: "ll128", Transport: &efa}, Layout{TP: 1, DP: 16, PP: 1, EP: 1}, one(st))
 	w := 65536.0 * 16 / 15
-	up := 7 + 2*w/(0.7*36.7e3)   // us
-	down := 7 + 3*w/(1.0*36.7e3) // us
+	up := 4 + 2*w/(0.7*30e3)   // us
+	down := 4 + 3*w/(1.0*30e3) // us
 	seen := map[string]int{}
 	for _, f := range c.flows {
 		if f.ConnType != stream.ConnTree || s.fab.server(f.Src) == s.fab.server(f.Dst) {
 			continue
 		}
 		if f.Chunk == 0 {
-			if f.DelayPs < usToPs(18.5) {
-				t.Errorf("first network piece %d: delay %.2f us, want at least the step's 18.5", f.ID, float64(f.DelayPs)/1e6)
+			if work := float64(f.PacePs) / 1e6; f.DelayPs < usToPs(18.5+work) || math.Abs(work-up) > 0.005*up && math.Abs(work-down) > 0.005*down {
+				t.Errorf("first network piece %d: delay %.2f us, pace %.2f: want the step's 18.5 after its whole step's work, %.3f (up) or %.3f (down)", f.ID, float64(f.DelayPs)/1e6, work, up, down)
 			}
 			continue
 		}

@@ -220,6 +220,9 @@ func (c *cctx) treeStep(k int, src, dst int32, b int64, r role) int64 {
 	c.pace = c.step.serial*c.step.steps(b)/max(c.stepDiv, 1) + r.inputs*b*c.step.treeFs*10/(r.tenths*1000)
 	if k == 0 && !c.step.treeShare {
 		d = c.hop(src, dst) + c.stepCost(src, dst)
+		if c.step.treeWhole && c.crosses(src, dst) {
+			d += c.pace * max(c.stepDiv, 1)
+		}
 	}
 	return d
 }

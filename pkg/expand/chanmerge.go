@@ -191,7 +191,7 @@ func shapeKey(rec *stream.Collective) string {
 		b = strconv.AppendInt(b, v, 10)
 	}
 	if c := rec.Cut; c != nil {
-		for _, v := range []int64{c.ChunkBytes, c.MaxChunks, c.BaseLatPs, c.IntraLatPs, c.InterLatPs, c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs, c.StepPacePs, c.MaxRecvs, c.StepTreeFs, c.StepTreeShare} {
+		for _, v := range []int64{c.ChunkBytes, c.MaxChunks, c.BaseLatPs, c.IntraLatPs, c.InterLatPs, c.StepBytes, c.StepIntraPs, c.StepInterPs, c.StepSerialPs, c.StepProxyPs, c.StepPacePs, c.MaxRecvs, c.StepTreeFs, c.StepTreeShare, c.StepTreeWhole} {
 			b = append(b, '|')
 			b = strconv.AppendInt(b, v, 10)
 		}
