@@ -305,6 +305,7 @@ func BenchmarkSimAIExample9216CollectiveFluid(b *testing.B) {
 // the whole example's lines at 1152 GPUs (ga 12) run 37.4 M
 // of 259 M flows instead of 68.0 M: 57 s of CPU and 279 MB against 106-116 s
 // and 357-365 MB, the same rows (load 12-21).
+// The figures here are preset=none's (the default when measured).
 // The 9216-GPU example with --expand --reuse (load 1-21): 1069 s of CPU
 // (1794 s wall) and 928 MB, 199 M flows run (30.6 M fewer), the same
 // iteration (7997.006 ms; exposed DP_EP 1137.7, EP 1153.8, TP 280.3, PP
@@ -356,7 +357,10 @@ func BenchmarkSimAIExample9216ApproxMerge(b *testing.B) {
 // there), load 9-15: 33.3 s of CPU (133 s wall) and 271 MB, against 152 s
 // without the two (profiled) half an hour before; iteration 7995.0 ms, exposed DP_EP
 // 1138.0, TP 279.7, EP 1148.0, PP 557.4 ms: each within 1% of the exact
-// run's, under the 60 s target.
+// run's, under the 60 s target. These figures are preset=none's (the
+// default then; the same at stop 54); under the default transport at 1152
+// GPUs (ga 12) --approx-reuse-idle puts the critical rank's exposed EP
+// 6.4% over the exact run's and PP 17.8% under (README).
 func BenchmarkSimAIExample9216ApproxReuse(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,

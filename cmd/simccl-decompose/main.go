@@ -247,7 +247,8 @@ func (c *command) workload() (*workload.Workload, error) {
 		case c.Size == nil:
 			return nil, cli.Usagef("--op needs --size (or --sweep)")
 		case *c.Size <= 0:
-			return nil, cli.Usagef("--size 0: a collective moves at least one element")
+			// A bad value, not a usage error: exit 1 as for --size -5 (DESIGN.md).
+			return nil, fmt.Errorf("--size 0: a collective moves at least one element")
 		case int64(*c.Size)%elem != 0:
 			return nil, fmt.Errorf("--size %d is not a multiple of the %d-byte %s element (--dtype)", int64(*c.Size), elem, c.DType)
 		}
