@@ -273,12 +273,14 @@ type Transport struct {
 	// through v1.19 (include/nccl_ofi.h NCCL_OFI_MAX_RECVS; v1.16.3 l. 49,
 	// p5's runs), 8 from v1.20.0. It sets how many ops a proxy's round
 	// over an AllToAll's receives takes (a2aProxies). Default 1, not
-	// InfiniBand's 8: with 8, collective granularity's price of a paced
-	// AllToAll on a fabric under ecmp (pkg/analytical stagger.extra: a
-	// connection's hashed pieces' collisions shrink as 1/sqrt(pieces))
-	// misses the flows, whose pieces then go back to back, by more than
-	// 10% (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538 against
-	// 10.777 ms, TestGranularitiesAgreeOnFabrics; 0.94 with 1).
+	// InfiniBand's 8. With 8, collective granularity's price of a paced
+	// AllToAll under ecmp missed the flows by 12% while it took a draw's
+	// class mean (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538
+	// against 10.777 ms); with its slowest connection (pkg/analytical
+	// pieceDraw.tailCost) it is 1.04 (TestGranularitiesAgreeOnFabrics), so
+	// granularity no longer holds 8 back; what does: every InfiniBand
+	// AllToAll figure would move, and TestPacedAllToAllDCQCNRecovery's gap
+	// (make test-long) fell below its tripwire with 8 (report a2apace).
 	MaxRecvs int
 	// P2PDedicated: AllToAll's network connections get buffers of their
 	// own (NCCL_NET_SHARED_BUFFERS=0), not NCCL's default shared ones
