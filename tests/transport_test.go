@@ -84,7 +84,7 @@ func fluidOverMeasured(t *testing.T, st []byte, pub map[int64]float64) map[int64
 // Bad transport parameters exit 1 with one line naming the key.
 func TestTransportBadInput(t *testing.T) {
 	topo := mustRun(t, nil, "topogen", "--gpus", "8")
-	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "p2p-op=-1", "nvls-tree-op=-1", "nvls-tree-bw=-1", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "tree-ll-bw=-1", "tree-ll-bw=1e-300", "tree-bw=1e-300", "nvls-bw=1e-9", "tree-chunk=x", "tree-graph=x", "tree-lat=x", "tree-ll-first=x", "tree-ll128-send=x", "channel-split=x", "nonsense=1"} {
+	for _, kv := range []string{"preset=h200", "slots=0", "send-proxy=-1", "gpu-step=-0.5", "recv-proxy=x", "slice-ll128=-1", "proxy-op=-2", "p2p-op=-1", "nvls-tree-op=-1", "nvls-tree-bw=-1", "ring-op=-1", "ar-op=x", "ar-threshold=-1", "ll-bw=-1", "nvls-bw=-1", "launch=-2", "gpus-per-process=0", "ll128-tail=-1", "tuner=aws-p6", "host-cpu=arm", "net-latency=-1", "p2p-chunk=0", "tree-op=-1", "tree-bw=x", "tree-ll-bw=-1", "tree-ll-bw=1e-300", "tree-bw=1e-300", "nvls-bw=1e-9", "tree-chunk=x", "tree-graph=x", "tree-lat=x", "tree-ll-first=x", "tree-ll128-send=x", "channel-split=x", "net-shared-buffers=2", "nonsense=1"} {
 		key, _, _ := strings.Cut(kv, "=")
 		oneLineError(t, run(t, topo, "simccl-decompose", "--op", "allreduce", "--size", "1MiB", "--tp", "8", "--transport", kv), 1, key)
 	}

@@ -107,9 +107,11 @@ type demand struct {
 	// a datum takes across servers (ringNetShare; 0: not such a ring).
 	netShare float64
 	// A pipelined AllToAll's draws under ecmp (hashed), for its paced
-	// pieces (pacedExtra), and pacedExtra's results by pace.
-	draws []pieceDraw
-	paced map[float64]float64
+	// pieces (pacedExtra), the pieces a connection is cut into
+	// (collective.NetPieces), and pacedExtra's results by pace.
+	draws  []pieceDraw
+	pieces int
+	paced  map[float64]float64
 	// A paced AllToAll's connections by posting level (nil: none).
 	stag *stagger
 }
@@ -154,6 +156,37 @@ func (dr *pieceDraw) cost(pace float64, cl *classSums) float64 {
 	return m
 }
 
+// tailCost is cost for a collective that ends with its slowest
+// connection, each of pieces pieces hashed anew: a connection's pace is
+// the mean of its pieces' max(pace, b), and the slowest of a class's
+// exceeds the class's mean by the draw's worst connection's excess (as
+// if whole) over sqrt(pieces), the spread of a mean of that many draws
+// (stagger's hashedAll does the same for a link's load). The class mean
+// alone left SimAI's MoE layer's EP AllToAll on the 1:1 k=16 fat-tree at
+// 0.88-0.90 of the flows with max-recvs=8 (a 96 us round: 2384.5 against
+// 2656.1 and 2697.0 us), 0.92-0.96 with 1.
+func (dr *pieceDraw) tailCost(pace float64, pieces int, cl *classSums) float64 {
+	m := dr.cost(pace, cl)
+	if pieces < 1 {
+		return m
+	}
+	for len(cl.worst) < len(cl.cost) {
+		cl.worst = append(cl.worst, 0)
+	}
+	clear(cl.worst)
+	for _, c := range dr.conns {
+		cl.worst[c.hops] = max(cl.worst[c.hops], max(pace, c.b))
+	}
+	f := 1 / math.Sqrt(float64(pieces))
+	for h, b := range cl.bytes {
+		if b > 0 {
+			mean := cl.cost[h] / b
+			m = max(m, mean+(cl.worst[h]-mean)*f)
+		}
+	}
+	return m
+}
+
 // pieceKey is what pieceDraw.cost reads of a connection beside its bytes.
 type pieceKey struct {
 	b    float64
@@ -180,8 +213,9 @@ func (c *collLoad) addPiece(conns []pieceConn, pc pieceConn, keep bool) []pieceC
 	return append(conns, pc)
 }
 
-// classSums is pieceDraw.cost's scratch: per path length, cost and bytes.
-type classSums struct{ cost, bytes []float64 }
+// classSums is pieceDraw.cost's scratch: per path length, cost and
+// bytes, and tailCost's worst connection's.
+type classSums struct{ cost, bytes, worst []float64 }
 
 // pacedExtra is what a pipelined AllToAll whose pieces are paced at pace
 // ps per byte beyond NCCL's model time takes beyond that time (ps per
@@ -189,14 +223,15 @@ type classSums struct{ cost, bytes []float64 }
 // its bytes on its own path, so the draws' mean is of max(pace, b) piece
 // by piece, more than max(pace, the mean of b) (the flows' EP AllToAll of
 // SimAI's MoE layer on a 1:1 k=16 fat-tree: 0.85 of the flows' exposed
-// time with the latter, 0.94 with this). pacedExtra(0) is extra.
+// time with the latter, 0.94 with this), and the slowest connection ends
+// it (pieceDraw.tailCost: 1.05). pacedExtra(0) is extra.
 func (d *demand) pacedExtra(pace float64, cl *classSums) float64 {
 	if x, ok := d.paced[pace]; ok {
 		return x
 	}
 	var sum float64
 	for i := range d.draws {
-		sum += d.draws[i].cost(pace, cl)
+		sum += d.draws[i].tailCost(pace, d.pieces, cl)
 	}
 	if d.paced == nil {
 		d.paced = map[float64]float64{}
@@ -523,7 +558,8 @@ func (c *collLoad) price(co *stream.Collective) (*demand, error) {
 					local++
 				}
 			}
-			pipelined = collective.NetPieces(co, len(g.Ranks), local) > 1
+			d.pieces = collective.NetPieces(co, len(g.Ranks), local)
+			pipelined = d.pieces > 1
 		}
 		if err := c.hashed(d, merged, nic, pipelined, pipelined && co.Op == "alltoall"); err != nil {
 			return nil, err

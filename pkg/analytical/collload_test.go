@@ -42,6 +42,27 @@ func TestPacedExtraPieceByPiece(t *testing.T) {
 	}
 }
 
+// The slowest connection ends a paced AllToAll (pieceDraw.tailCost): each
+// of its pieces hashed anew, its pace is the mean of theirs, and the
+// slowest of a class's exceeds the class mean by the draw's worst
+// connection's excess over sqrt(pieces). By hand, one draw of 4
+// connections at 0, 0, 0 and 8 (mean 2, worst 8): 16 pieces 2 + 6/4 =
+// 3.5, 4 pieces 2 + 6/2 = 5, one piece the worst (8), no pieces counted
+// the mean (2); paced at 1 (1, 1, 1, 8: mean 2.75) in 4 pieces 2.75 +
+// 5.25/2 = 5.375.
+func TestPacedExtraSlowestConnection(t *testing.T) {
+	var cl classSums
+	for _, c := range []struct {
+		pieces     int
+		pace, want float64
+	}{{16, 0, 3.5}, {4, 0, 5}, {1, 0, 8}, {0, 0, 2}, {4, 1, 5.375}} {
+		d := &demand{pieces: c.pieces, draws: []pieceDraw{{conns: []pieceConn{{b: 0, x: 1, hops: 4}, {b: 0, x: 1, hops: 4}, {b: 0, x: 1, hops: 4}, {b: 8, x: 1, hops: 4}}}}}
+		if got := d.pacedExtra(c.pace, &cl); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("%d pieces, pace %g: %g ps per byte, want %g", c.pieces, c.pace, got, c.want)
+		}
+	}
+}
+
 // A paced AllToAll's connections start when their proxies post them
 // (stagger): 2 servers x 2 GPUs, direct, one channel, 10 us an op. Each
 // rank's connection to its round-2 peer is posted after 1 op, to its

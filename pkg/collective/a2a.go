@@ -2,6 +2,7 @@ package collective
 
 import (
 	"encoding/binary"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -63,14 +64,20 @@ func (c *cctx) p2pPaced() bool {
 // part's steps (P2PPlan: parts in parallel, each in chunk steps), at
 // most maxChunks pieces (0: no cap), never more than b.
 func p2pPieces(b int64, parts int, chunk int64, maxChunks int) (pieces, stepsPer int64) {
-	part := (b + int64(parts) - 1) / int64(max(parts, 1))
-	steps := max((part+max(chunk, 1)-1)/max(chunk, 1), 1)
+	steps := p2pPartSteps(b, parts, chunk)
 	pieces = steps
 	if maxChunks > 0 {
 		pieces = min(pieces, int64(maxChunks))
 	}
 	pieces = max(min(pieces, b), 1)
 	return pieces, (steps + pieces - 1) / pieces
+}
+
+// p2pPartSteps is how many steps of chunk bytes each of a transfer's
+// parts takes: b bytes in parts parts (P2PPlan), at least one.
+func p2pPartSteps(b int64, parts int, chunk int64) int64 {
+	part := (b + int64(parts) - 1) / int64(max(parts, 1))
+	return max((part+max(chunk, 1)-1)/max(chunk, 1), 1)
 }
 
 // p2pSteps emits a network point-to-point transfer of b bytes under the
@@ -380,6 +387,43 @@ func a2aRecvOps(nodes [][]int, a int, pxn bool, maxRecvs int) int {
 		}
 	}
 	return ops
+}
+
+// p2pSubs is the most network connections an AllToAll on nodes (a
+// group's ranks by server) puts on one channel of a rank, each peer's
+// share in parts, on a comm of channels p2p channels: NCCL's args->nsubs
+// on a receive proxy, which appends an op's receives on one channel to
+// one args (net.cc l. 863, proxy.cc ProxyAppend). A round's channels
+// start at its base (include/channel.h ncclP2pChannelBaseForRound: one
+// base a remote server and batch of 8 of its ranks, maxLocalRanks
+// wide), part k on base + k bit-reversed (device.h
+// ncclP2pChannelForPart), so a remote server's ranks share their
+// channels and servers share one only when the bases wrap. A group whose
+// servers hold different numbers of its ranks is counted as if each held
+// the most (NCCL schedules it flat; an upper bound). The send side holds
+// no more: one sub a peer without PXN, one a remote server with it.
+func p2pSubs(nodes [][]int, parts, channels int) int {
+	if len(nodes) < 2 {
+		return 0
+	}
+	local := 0
+	for _, l := range nodes {
+		local = max(local, len(l))
+	}
+	const batch = 8 // NCCL_MAX_DEV_WORK_P2P_PER_BATCH
+	perServer := (local + batch - 1) / batch
+	log2 := bits.Len(uint(channels - 1))
+	count := make([]int, channels)
+	for o := 1; o < len(nodes); o++ { // a remote server's place in the schedule
+		for j := 0; j < perServer; j++ {
+			base := (o*perServer + j) & 0xff
+			for k := 0; k < min(parts, channels); k++ {
+				delta := int(bits.Reverse(uint(k)) >> (bits.UintSize - log2))
+				count[(base+delta)&(channels-1)] += min(batch, local-batch*j)
+			}
+		}
+	}
+	return slices.Max(count)
 }
 
 // a2aPace is a network connection's pieces (share bytes a peer, parts

@@ -78,6 +78,9 @@ func (o Options) stepCosts(pl Plan) stepCosts {
 	if pl.Algo == AlgoDirect || pl.Algo == AlgoPXN || pl.Algo == AlgoP2P {
 		s.proxyOp = usToPs(tr.P2POpUs) // an AllToAll's proxy round (a2aPace)
 	}
+	if pl.P2PSubs > 0 {
+		s.pace = tr.p2pPacePs(pl.Proto, pl.P2PSubs, pl.P2PSteps)
+	}
 	// A GPU work alone is a cost too (preset=none,nvls-tree-bw=1).
 	gpuWork := pl.Algo == AlgoNVLS && tr.nvlsWork() || pl.Algo == AlgoNVLSTree && tr.nvlsTreeWork()
 	if s.intra == 0 && s.inter == 0 && !gpuWork && s.proxyOp == 0 && pl.RingRoundPs == 0 && pl.LLSlicePs == 0 {
@@ -164,6 +167,12 @@ type Plan struct {
 	// LLSlicePs: an LL ring slice's bytes at LL's bus bandwidth
 	// (Transport.LLBusGBps), in series with its fixed work.
 	LLSlicePs int64
+	// P2PSubs: under the transport's costs, an AllToAll's most network
+	// connections on one of a rank's channels (p2pSubs), which share its
+	// buffer, and P2PSteps the steps each of them moves (p2pPartSteps):
+	// Transport.p2pPacePs; 0: none.
+	P2PSubs  int
+	P2PSteps int64
 	// NoOp: a 1-rank group or 0 bytes; NCCL returns without moving data.
 	NoOp bool
 }
@@ -332,6 +341,10 @@ func (p *Planner) plan(op Op, size int64, groupType string, ranks []int32, uneve
 			// part in steps (P2PPlan).
 			nics := max(p.M.NICs/max(p.F.GPUsPerServer, 1), 1)
 			pl.Channels, pl.Chunk = p.Opt.transport().P2PPlan(size/int64(n), n, nics, 2*t.Ring.NChannels)
+			if !p.Opt.transport().P2PDedicated {
+				pl.P2PSubs = p2pSubs(p.F.nodesOf(ranks), pl.Channels, p2pChannelsOf(2*t.Ring.NChannels))
+				pl.P2PSteps = p2pPartSteps(size/int64(n), pl.Channels, pl.Chunk)
+			}
 		}
 		return pl, nil
 	case SendRecv:

@@ -287,13 +287,22 @@ type Transport struct {
 	// through v1.19 (include/nccl_ofi.h NCCL_OFI_MAX_RECVS; v1.16.3 l. 49,
 	// p5's runs), 8 from v1.20.0. It sets how many ops a proxy's round
 	// over an AllToAll's receives takes (a2aProxies). Default 1, not
-	// InfiniBand's 8: with 8, collective granularity's price of a paced
-	// AllToAll on a fabric under ecmp (pkg/analytical stagger.extra: a
-	// connection's hashed pieces' collisions shrink as 1/sqrt(pieces))
-	// misses the flows, whose pieces then go back to back, by more than
-	// 10% (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538 against
-	// 10.777 ms, TestGranularitiesAgreeOnFabrics; 0.94 with 1).
+	// InfiniBand's 8. With 8, collective granularity's price of a paced
+	// AllToAll under ecmp missed the flows by 12% while it took a draw's
+	// class mean (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538
+	// against 10.777 ms); with its slowest connection (pkg/analytical
+	// pieceDraw.tailCost) it is 1.04 (TestGranularitiesAgreeOnFabrics), so
+	// granularity no longer holds 8 back; what does: every InfiniBand
+	// AllToAll figure would move, and TestPacedAllToAllDCQCNRecovery's gap
+	// (make test-long) fell below its tripwire with 8 (report a2apace).
 	MaxRecvs int
+	// P2PDedicated: AllToAll's network connections get buffers of their
+	// own (NCCL_NET_SHARED_BUFFERS=0), not NCCL's default shared ones
+	// (-2: shared for p2p, net.cc l. 188 and 227), so each keeps all its
+	// slots and no channel's connections split 16 (Transport.p2pPacePs).
+	// Key net-shared-buffers: 1 (false, the default in every NCCL from
+	// 2.18 to 2.30 and every preset) or 0.
+	P2PDedicated bool
 	// TreeDepthChunk: a tree Simple AllReduce's chunk follows NCCL 2.8-2.19
 	// (enqueue.cc computeColl, v2.17.1 l. 1303-1311): the Simple step
 	// (buffsize/NCCL_STEPS), halved to 128 KiB while a channel would get
@@ -786,7 +795,7 @@ func TransportLabel(gpuType, network string, keys []string) string {
 func badGBps(bw float64) bool { return !(bw == 0 || bw >= 1e-3 && bw <= 1e6) }
 
 // transportKeys lists the keys Set accepts, in the order --help shows them.
-var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "max-recvs", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-ll128-send", "tree-chunk", "tree-graph", "tree-lat", "channel-split"}
+var transportKeys = []string{"preset", "slots", "buffsize", "ll-buffsize", "ll128-buffsize", "gpu-step", "send-proxy", "recv-proxy", "credit-rtt", "slice-ll", "slice-ll128", "slice-simple", "proxy-op", "p2p-op", "nvls-chunk", "ring-op", "ar-op", "ar-threshold", "nvls-op", "nvls-bw", "nvls-tree-op", "nvls-tree-bw", "ll-bw", "launch", "gpus-per-process", "ll128-tail", "tuner", "host-cpu", "net-latency", "p2p-chunk", "max-recvs", "tree-op", "tree-bw", "tree-ll-bw", "tree-ll-first", "tree-ll128-send", "tree-chunk", "tree-graph", "tree-lat", "channel-split", "net-shared-buffers"}
 
 // Set parses one KEY=VALUE (--transport): counts and byte sizes are
 // positive integers, costs non-negative microseconds. The error names
@@ -806,7 +815,7 @@ func (t *Transport) Set(kv string) error {
 		// a preset sets those its platform differs in.
 		d := DefaultTransport()
 		t.LL128TailBytes, t.Tuner, t.AMDHost, t.NetLatencyUs, t.P2PChunk = d.LL128TailBytes, d.Tuner, d.AMDHost, d.NetLatencyUs, d.P2PChunk
-		t.MaxRecvs = d.MaxRecvs
+		t.MaxRecvs, t.P2PDedicated = d.MaxRecvs, d.P2PDedicated
 		t.TreeOpUs, t.TreeGBps, t.TreeLLGBps = d.TreeOpUs, d.TreeGBps, d.TreeLLGBps
 		t.TreeDepthChunk, t.TreeGraphNCCL, t.TreeLatLegacy, t.TreeLLShare = d.TreeDepthChunk, d.TreeGraphNCCL, d.TreeLatLegacy, d.TreeLLShare
 		t.TreeLL128Whole = d.TreeLL128Whole
@@ -829,6 +838,8 @@ func (t *Transport) Set(kv string) error {
 		return twoWay(k, v, &t.TreeLLShare, "whole", "share", "whole (a tree LL step's first piece pays the whole step cost under tree-ll-bw) or share (its share of it)")
 	case "tree-ll128-send":
 		return twoWay(k, v, &t.TreeLL128Whole, "lines", "whole", "lines (a tree LL128 network step's first piece pays its latency and step cost) or whole (it also waits its sender's work on the whole step, under tree-bw)")
+	case "net-shared-buffers":
+		return twoWay(k, v, &t.P2PDedicated, "1", "0", "1 (NCCL_NET_SHARED_BUFFERS' default: AllToAll's network connections share a channel's 16 buffer slots) or 0 (each has its own 8)")
 	case "channel-split":
 		return twoWay(k, v, &t.ChannelCells, "even", "cells", "even (NCCL 2.22 and earlier: a collective's bytes split evenly over its channels) or cells (NCCL 2.23-2.25: 16 KiB of traffic a channel at least)")
 	case "tree-chunk":
@@ -1128,7 +1139,7 @@ func (t Transport) P2PPlan(bytes int64, n, nics, channels int) (parts int, chunk
 		step = p2pNetChunk
 	}
 	step = min(step, max(t.BuffSimple/t.slots(), 1))
-	p2pChannels := pow2Up(min(max(channels, 1), 64))
+	p2pChannels := p2pChannelsOf(channels)
 	perPeer := 2
 	for perPeer*n > 4*p2pChannels && perPeer > 1 {
 		perPeer /= 2
@@ -1153,6 +1164,10 @@ func (t Transport) P2PPlan(bytes int64, n, nics, channels int) (parts int, chunk
 	}
 	return parts, chunk
 }
+
+// p2pChannelsOf is the comm's p2p channels for channels (P2PPlan's): a
+// power of two, at most 64.
+func p2pChannelsOf(channels int) int { return pow2Up(min(max(channels, 1), 64)) }
 
 // channelCells is how many of nc channels NCCL 2.23 and later give a
 // lone collective op of size bytes (the whole buffer for AllGather and
@@ -1212,14 +1227,14 @@ func (t Transport) StepBytes(p Proto) int64 {
 // skips the completion (net.cc, NCCL_NET_OPTIONAL_RECV_COMPLETION=1):
 // only Simple's steps wait on the receive proxy.
 func (t Transport) StepPs(p Proto, inter bool) int64 {
-	work, loop := t.stepLoop(p, inter)
+	work, loop := t.stepLoop(p, inter, t.slots())
 	return max(work, loop)
 }
 
 // stepLoop is a step's fixed work (ps: the GPU's, and on a network hop
 // the proxies' in series) and the credit loop's share per slot (the
-// work plus the credit's round trip, over the slots).
-func (t Transport) stepLoop(p Proto, inter bool) (work, loop int64) {
+// work plus the credit's round trip, over depth slots).
+func (t Transport) stepLoop(p Proto, inter bool, depth int64) (work, loop int64) {
 	us, rtt := t.GPUStepUs, 0.0
 	if inter {
 		us += t.SendProxyUs
@@ -1229,7 +1244,7 @@ func (t Transport) stepLoop(p Proto, inter bool) (work, loop int64) {
 		rtt = t.CreditRTTUs
 	}
 	work = usToPs(us)
-	return work, (work + usToPs(rtt)) / t.slots()
+	return work, (work + usToPs(rtt)) / max(depth, 1)
 }
 
 // StepPacePs is a network connection's steady step interval (ps) under
@@ -1241,21 +1256,15 @@ func (t Transport) stepLoop(p Proto, inter bool) (work, loop int64) {
 // recvProxyProgress move a sub's posted, transmitted and done counters
 // apart, up to NCCL_STEPS): StepPs, their sum, is one step's latency,
 // the pipeline's fill. Only AllToAll's point-to-point steps take it
-// (p2pSteps); every other algorithm's pace was fitted with StepPs.
-//
-// NCCL gives a p2p network connection fewer slots than the loop's
-// divisor, Slots (NCCL_STEPS, 8): in 2.24 such connections use shared
-// buffers (net.cc l.188, l.227), and both proxy loops cap a sub's steps
-// in flight at min(NCCL_STEPS, NCCL_SHARED_STEPS/nsubs), 16/nsubs (l.510,
-// l.1095 send, l.1275 recv). On 2 x 8 H100 with PXN a channel carries a
-// rank's 8 remote peers, 8 subs of 2 steps each; on a k=8 fat-tree with
-// one rank a server each peer has its own channel and keeps 8. The model
-// ignores this cap. With slots=2 the loop's share is (8.5 + 20)/2 =
-// 14.25 us, not 4, and the 2 x 8 AllToAll at p2p-op=0.3 falls again
-// from 1.75 to 2 MiB (88.7 -> 66.8 us; 54.6 -> 57.3 at 8 slots; review
-// rv10c): the monotone sweep of TestAllToAllTimeGrowsWithSize is the
-// model's, not NCCL's.
+// (p2pSteps); every other algorithm's pace was fitted with StepPs. An
+// AllToAll's connections have fewer slots where many share a channel
+// (p2pPacePs).
 func (t Transport) StepPacePs(p Proto, inter bool) int64 {
+	return t.paceAt(p, inter, t.slots())
+}
+
+// paceAt is StepPacePs with depth steps in flight a connection.
+func (t Transport) paceAt(p Proto, inter bool, depth int64) int64 {
 	stage := t.GPUStepUs
 	if inter {
 		stage = max(stage, t.SendProxyUs)
@@ -1263,8 +1272,44 @@ func (t Transport) StepPacePs(p Proto, inter bool) int64 {
 			stage = max(stage, t.RecvProxyUs)
 		}
 	}
-	_, loop := t.stepLoop(p, inter)
+	_, loop := t.stepLoop(p, inter, depth)
 	return max(usToPs(stage), loop)
+}
+
+// ncclSharedSteps is NCCL_SHARED_STEPS (NCCL 2.24.3 net.cc l. 510): the
+// slots of a channel's shared p2p buffer, split among an op's subs.
+const ncclSharedSteps = 16
+
+// p2pPacePs is the step interval of an AllToAll's network connections
+// when subs of them share one of a rank's channels (p2pSubs) and each
+// moves steps steps: NCCL's p2p network connections use shared buffers
+// (net.cc l. 188 and 227: every connection but connIndex 0 outside a
+// graph; p2p's is 1, enqueue.cc l. 730) and both proxy loops cap a sub's
+// steps in flight at min(NCCL_STEPS, NCCL_SHARED_STEPS/nsubs) (l. 1095
+// send, l. 1275 receive): 2 on 2 x 8 H100, whose channels each carry a
+// rank's 8 remote peers. A connection's first depth steps go a stage
+// apart, each later one a credit loop (a step's work and the credit's
+// round trip) after the one depth before it, so its steps' mean interval
+// is the last one's start over the gaps: the stage while a connection
+// has no more steps than its depth (2 x 8 H100 at 1.75 MiB: 2 steps a
+// part), up to the loop over the depth (h100-ib: (8.5 + 20)/2 = 14.25
+// us, against a 4 us stage).
+func (t Transport) p2pPacePs(p Proto, subs int, steps int64) int64 {
+	depth := t.slots()
+	if subs > 0 {
+		depth = min(depth, max(int64(ncclSharedSteps/subs), 1))
+	}
+	steady := t.paceAt(p, true, depth)
+	stage := t.paceAt(p, true, math.MaxInt32) // the loop's share gone
+	if depth >= t.slots() || steady <= stage {
+		return steady // as every connection with all its slots
+	}
+	if steps <= depth {
+		return stage // no step waits for a credit
+	}
+	_, loop := t.stepLoop(p, true, 1)
+	gaps := steps - 1
+	return ((gaps/depth)*loop + (gaps%depth)*stage) / gaps
 }
 
 // stepCosts is what a collective's transfers pay per step: the step's

@@ -306,7 +306,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "channel-split=cells", "channel-split=even", "tree-lat=legacy", "preset=a100-roce", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "channel-split=cells", "channel-split=even", "tree-lat=legacy", "preset=a100-roce", "net-shared-buffers=0", "net-shared-buffers=2", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {
@@ -963,5 +963,62 @@ func TestTreeWorkNeedsStepCosts(t *testing.T) {
 		if _, err := NewTransport("H100", "", []string{"preset=" + p}); err != nil {
 			t.Errorf("preset %s: %v", p, err)
 		}
+	}
+}
+
+// NCCL's shared p2p buffers (p2pSubs, Transport.p2pPacePs), by hand. A
+// channel's subs: 2 x 8 puts a rank's 8 remote peers on one base (1), part
+// 1 on base + 8 (4-bit reverse of 1 on 16 channels): 8 on each; 16 servers
+// of one rank on bases 1-15 in 2 parts: channel 9 takes base 9's part 0
+// and base 1's part 1, 2; 3 servers of 16 ranks: two bases of 8 a server;
+// 18 servers of 8 on 16 channels wrap base 17 onto base 1: 16; one server:
+// none. The pace under h100-ib (a 4 us stage, a 28.5 us credit loop:
+// 8.5 us of work and a 20 us round trip): 8 subs leave 16/8 = 2 steps in
+// flight, so 4 steps start at 0, 4, 28.5 and 32.5 us (mean gap 32.5/3),
+// 2 steps a stage apart, 1000 steps 499 loops and a stage over 999 gaps;
+// 2 subs or none keep NCCL_STEPS (8) and StepPacePs; 20 subs leave 1
+// (16/20 rounds to 0: one at least), a loop a step.
+func TestP2PSharedSteps(t *testing.T) {
+	server := func(first, n int) []int {
+		l := make([]int, n)
+		for i := range l {
+			l[i] = first + i
+		}
+		return l
+	}
+	servers := func(count, ranks int) [][]int {
+		var nodes [][]int
+		for s := range count {
+			nodes = append(nodes, server(s*ranks, ranks))
+		}
+		return nodes
+	}
+	for _, c := range []struct {
+		nodes           [][]int
+		parts, channels int
+		subs            int
+	}{
+		{servers(2, 8), 1, 16, 8}, {servers(2, 8), 2, 16, 8}, {servers(16, 1), 2, 16, 2},
+		{servers(3, 16), 1, 32, 8}, {servers(17, 8), 1, 16, 8}, {servers(18, 8), 1, 16, 16}, {servers(1, 8), 2, 16, 0},
+	} {
+		if got := p2pSubs(c.nodes, c.parts, c.channels); got != c.subs {
+			t.Errorf("%d servers of %d, %d parts on %d channels: %d subs a channel, want %d", len(c.nodes), len(c.nodes[0]), c.parts, c.channels, got, c.subs)
+		}
+	}
+	tr := DefaultTransport()
+	if err := tr.Set("preset=h100-ib"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		subs  int
+		steps int64
+		pace  int64
+	}{{8, 4, 10_833_333}, {8, 2, 4_000_000}, {8, 1000, 14_239_739}, {2, 100, 4_000_000}, {0, 100, 4_000_000}, {20, 3, 28_500_000}} {
+		if got := tr.p2pPacePs(Simple, c.subs, c.steps); got != c.pace {
+			t.Errorf("h100-ib, %d subs, %d steps: %d ps a step, want %d", c.subs, c.steps, got, c.pace)
+		}
+	}
+	if err := tr.Set("net-shared-buffers=2"); err == nil || !strings.Contains(err.Error(), "net-shared-buffers") {
+		t.Errorf("net-shared-buffers=2: %v, want an error naming the key", err)
 	}
 }
