@@ -23,17 +23,21 @@ func nicSweep(t *testing.T, gpuType string, gpus, nicGbps int, op, sweep, granul
 
 // A faster NIC never makes a collective more than 2% slower where NCCL
 // runs it the same way (issue 30: test the direction of an effect, over
-// every size of the curve). On 2 x 8 A100s NCCL's model runs the 4-128
-// MiB AllGather and 16-128 MiB AllReduce as LL128 rings on 22 channels at
-// both 400G and 800G NICs, where the rings' bytes are paced by the
-// NVLink (12 GB/s a connection in phase) rather than by the NICs (18 or 36
-// GB/s a channel). An LL128 step's copy, which the receiving block does as
-// the lines land and forwards over that NVLink, was set against the NICs'
-// share alone, so at 800G 3.9-12 us of it went in series with every step
-// and 800G took 1.16-1.19x the time of 400G (in both granularities: 64
-// MiB AllReduce 738 against 857 us); against the slower of the two links
-// (ringWireGBps) the copy hides and the times are equal. 4 x 8 A100 64
-// MiB AllReduce (the same LL128 ring) was 985.8 us at 400G, 1107.9 at 800G.
+// every size of the curve). Written for 2 x 8 A100s whose 4-128 MiB
+// AllGather and 16-128 MiB AllReduce NCCL's model ran as LL128 rings on 22
+// channels at 400G and 800G, the bytes paced by the NVLink: an LL128
+// step's copy set against the NICs' share alone put 3.9-12 us in series
+// with every step at 800G (1.16-1.19x 400G's time; 4 x 8 64 MiB AllReduce
+// 985.8 against 1107.9 us), against the slower link (ringWireGBps) it
+// hides. Now NCCL's search counts the A100's PCIe Gen4 link (16 channels)
+// and topogen caps an A100's NIC link at what Gen4 x16 carries (226.4
+// Gb/s), so 400G and 800G build the same fabric and must take the same
+// time: these cases guard the cap. The copy rule itself is checked by
+// TestLL128CopyBehindTheSlowerLink (hand-computed); H100 at 400 against
+// 800G does not reach it here (the same times with the NICs' share alone)
+// and its 32 MiB AllGather is 1.04x slower at 800G, the network-fed
+// channels' sooner lag the NVLink lock does not model (README), so it is
+// left out.
 func TestFasterNICNotSlowerSamePlan(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
@@ -50,18 +54,51 @@ func TestFasterNICNotSlowerSamePlan(t *testing.T) {
 			t.Fatalf("%s on %d GPUs: %d and %d sizes, want %d", c.op, c.gpus, len(slow), len(fast), c.sizes)
 		}
 		for size, ts := range slow {
-			if tf, ok := fast[size]; !ok || tf > 1.02*ts {
+			if tf, ok := fast[size]; !ok || tf != ts {
 				t.Errorf("A100 %d x 8 %s %d B: 800G %.1f us against 400G %.1f (x%.3f)", c.gpus/8, c.op, size, tf, ts, tf/ts)
 			}
 		}
 	}
-	// The flows carry the same copy (their slices' fixed work).
+	// The flows: the same fabric, the same time.
 	if testing.Short() {
 		return
 	}
 	slow := nicSweep(t, "A100", 16, 400, "allreduce", "64MiB:64MiB:2", "flow")
 	fast := nicSweep(t, "A100", 16, 800, "allreduce", "64MiB:64MiB:2", "flow")
-	if ts, tf := slow[64<<20], fast[64<<20]; ts == 0 || tf > 1.02*ts {
+	if ts, tf := slow[64<<20], fast[64<<20]; ts == 0 || tf != ts {
 		t.Errorf("A100 2 x 8 allreduce 64 MiB, flows: 800G %.1f us against 400G %.1f", tf, ts)
+	}
+}
+
+// NCCL's channel search takes each channel's bandwidth off every link of
+// a GPU's path to its NIC, the GPU's PCIe link included (search.cc
+// followPath), and an A100 reaches its NIC over PCIe Gen4 x16 (24 GB/s):
+// from 200G up a NIC faster than that path carries no more channels, and
+// 2 x 8 A100s get 8 x 24 GB/s (16 at run time) at 200, 275, 300, 400 and
+// 800G alike, so under NCCL's own model (preset=none) a ring takes the
+// same time at every rate. Counting the port alone gave 32, 28, 22 and 22
+// channels above 200G and a faster NIC up to 4.7% slower (ring AllReduce
+// 64 MiB: 617.9 us at 300G, 647.1 at 400 and 800G; AllGather 8-32 MiB
+// 1.023-1.041x from 300 to 400G).
+func TestA100NICRatesNCCLModel(t *testing.T) {
+	t.Parallel()
+	rates := []int{200, 275, 300, 400, 800}
+	for _, op := range []string{"allreduce", "allgather"} {
+		times := make([]map[int64]float64, len(rates))
+		for i, r := range rates {
+			times[i] = nicSweep(t, "A100", 16, r, op, "8MiB:64MiB:2", "collective", "--algo", "ring", "--transport", "preset=none")
+			if len(times[i]) != 4 {
+				t.Fatalf("%s at %dG: %d sizes, want 4", op, r, len(times[i]))
+			}
+		}
+		for size := range times[0] {
+			for i := range rates {
+				for j := i + 1; j < len(rates); j++ {
+					if slow, fast := times[i][size], times[j][size]; fast > 1.02*slow {
+						t.Errorf("A100 2 x 8 ring %s %d B, preset=none: %dG %.1f us against %dG %.1f (x%.3f)", op, size, rates[j], fast, rates[i], slow, fast/slow)
+					}
+				}
+			}
+		}
 	}
 }

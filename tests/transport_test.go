@@ -498,12 +498,26 @@ func TestTransportDefaultIsCalibrated(t *testing.T) {
 	// generation's presets: the stream is the named preset's, and not the
 	// InfiniBand one's (RoCE drops adaptive routing's message on every
 	// multi-server LL128 ring step above 8 KiB; EFA's proxies cost more).
-	for _, c := range []struct{ gpu, net, preset, ib string }{
-		{"H100", "roce", "h100-roce", "h100-ib"}, {"H100", "efa", "h100-efa", "h100-ib"}, {"H100", "ib", "h100-ib", "h100-ib"},
-		{"A100", "roce", "a100-roce", "a100"}, {"A100", "efa", "a100-efa", "a100"},
+	//
+	// On 2 x 8 A100s NCCL's search gives 16 channels (it counts their
+	// PCIe Gen4 link), and topogen caps their NIC links at what that link
+	// carries (226.4 Gb/s): an LL128 ring's proxy round, with adaptive
+	// routing's 0.7 us an op or without it, then stays under a100's 6 us
+	// slice wherever the ranks fill the servers (the 1-64 MiB AllGather
+	// and --tp 4 AllReduce streams of a100 and a100-roce are equal), so
+	// the A100 RoCE case runs the data-parallel pairs of --tp 8, one rank
+	// a server, whose proxies post every channel's ops: the 64 KiB-64 MiB
+	// AllReduce streams differ.
+	llRings := []string{"--op", "allgather", "--group", "dp", "--tp", "1", "--sweep", "1MiB:64MiB:4"} // LL128 rings
+	for _, c := range []struct {
+		gpu, net, preset, ib string
+		args                 []string
+	}{
+		{"H100", "roce", "h100-roce", "h100-ib", llRings}, {"H100", "efa", "h100-efa", "h100-ib", llRings}, {"H100", "ib", "h100-ib", "h100-ib", llRings},
+		{"A100", "roce", "a100-roce", "a100", []string{"--op", "allreduce", "--group", "dp", "--tp", "8", "--sweep", "64KiB:64MiB:4"}}, {"A100", "efa", "a100-efa", "a100", llRings},
 	} {
 		topo := mustRun(t, nil, "topogen", "--gpus", "16", "--gpu-type", c.gpu, "--nic-network", c.net)
-		args := []string{"--op", "allgather", "--group", "dp", "--tp", "1", "--sweep", "1MiB:64MiB:4"} // LL128 rings
+		args := c.args
 		def := mustRun(t, topo, "simccl-decompose", args...)
 		if preset := mustRun(t, topo, "simccl-decompose", append(args, "--transport", "preset="+c.preset)...); !bytes.Equal(def, preset) {
 			t.Errorf("%s on %s: the default stream differs from preset=%s's", c.gpu, c.net, c.preset)

@@ -838,20 +838,23 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 //
 // The rings leave their in-phase start because their network steps, the
 // slower, pace the channels apart. Where a hop's bytes in phase take
-// longer on the NVLink than on the NIC (nvIn > nic: an A100's 22
-// channels in phase take 83 ps a byte of one connection on its NVLink,
-// 60 on its NIC), the NVLink paces every channel alike and keeps them in step
-// (the flows of a 4 x 8 A100 AllReduce of 64 MiB: an NVLink step takes
-// its fixed work plus its bytes in phase, 20 us, at the start and again
-// from the 28th step, 19.1 us a step on average): each NVLink connection
-// then runs its own steps in order at the in-phase share, as conn's,
+// longer on the NVLink than on the NIC (nvIn > nic: 16 A100 channels in
+// phase take 58 ps a byte of one connection on its NVLink, 40 on a 400G
+// NIC), the NVLink paces every channel alike and keeps them in step (the
+// flows of a 4 x 8 A100 AllReduce of 64 MiB: an NVLink step takes its
+// fixed work plus nearly its bytes in phase, 12.4-14.0 us against 14.2):
+// each NVLink connection then runs its own steps in order at the in-phase
+// share, as conn's, less what the network-fed channels' lag leaves
+// unshared (lockBytes),
 //
-//	lock = base + P x (f + b x nvIn) + max(L_nv + cost_nv, f) - f,
+//	lock = base + P x (f + lockBytes) + max(L_nv + cost_nv, f) - f,
 //
 // returned apart (0 when nvIn <= nic), since a fabric that slows the
 // network steps beyond it dissolves it (collective record's
-// nvlink_lock_ps): on 4 x 8 A100s 16 and 64 MiB were 0.896 and 0.852 of
-// flow granularity without it, 1.029 and 1.017 with it.
+// nvlink_lock_ps): on 4 x 8 A100s (16 channels, 400G) 16, 32 and 64 MiB
+// are 0.978, 0.985 and 0.987 of flow granularity (1.120, 1.080 and 1.027
+// with the whole in-phase bytes; 16 and 64 MiB 0.978 and 0.778 without
+// a lock).
 //
 // conn (base + conn over loops, 0 on one server) is returned apart too
 // (the record's ring_conn_ps): a fabric that slows a network step's bytes
@@ -930,15 +933,18 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		return t
 	}
 	// nvLoop: an NVLink connection's own steps in order, as connLoop's,
-	// each its fixed work and then its bytes at the in-phase share.
+	// each its fixed work and then its bytes at the in-phase share, less
+	// what its channels' lag leaves unshared (lockBytes).
 	nvLoop := func(payload int64, first bool) float64 {
 		b := wire((payload+int64(n)-1)/int64(n), pl.Proto)
 		f := s.serial * s.slices(b)
-		t := float64(steps) * (float64(f) + float64(b)*nvIn)
+		li, ln := f, f
 		if first {
-			t += float64(max(hopIntra+s.intra, f) - f)
+			li, ln = max(hopIntra+s.intra, f), max(hopInter+s.inter, f)
 		}
-		return t
+		x := float64(b)
+		t := float64(steps) * (float64(f) + lockBytes(x, float64(li), float64(ln)+relay*x*nvGrp, nvIn, nvGrp, nicAll))
+		return t + float64(li-f)
 	}
 	var t, tc, tn float64
 	for done, first := int64(0), true; done < per; first = false {
@@ -964,6 +970,28 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 		conn = base + int64(tc)
 	}
 	return base + int64(max(t, tc, float64(bw))), lock, conn, true
+}
+
+// lockBytes is how long (ps) a locked ring's NVLink step takes for its b
+// bytes on a GPU's NVLink (ringPathPs' lock). The rings start in phase,
+// but a channel fed by the network gets its first data later than one
+// fed over NVLink when the network hop (ln, PXN's relay included, plus b
+// x nic) is longer than the NVLink hop in phase (li + b x nvIn); sooner
+// data waits for its connection's own earlier steps, so only a late one
+// lags. Processor sharing keeps a lag, and the channels' lags spread
+// over 0 to it, so a step overlaps the in-phase window less half the lag,
+// at the least its group's share (b x nvGrp). The flows, as the fraction
+// of the in-phase bytes a step of the chain took ((F - base)/P - f) against
+// 1 - lag/2B, by hand: 4 x 8 A100s, 400G, 16 channels, AllReduce 32 / 64
+// MiB 0.81 / 0.95 (lag 0.44 / 0.14 of the bytes: 0.78 / 0.93), 800G 16
+// MiB 0.71 (0.71: 0.65); 2 x 8 AllReduce and AllGather 16 MiB 0.78 / 0.74
+// (0.44: 0.78). Where the network hop is the shorter (800G 64 MiB, H100
+// 800G) the flows lose 0.10-0.16 of the in-phase bytes all the same: not
+// modelled, the lock stays whole there (1.06-1.09x the flows, as before).
+func lockBytes(b, li, ln, nvIn, nvGrp, nic float64) float64 {
+	inPhase := b * nvIn
+	lag := ln + b*nic - (li + inPhase)
+	return max(b*nvGrp, inPhase-max(lag, 0)/2)
 }
 
 // a2aChain is the longest of a class of proxies' network connections

@@ -539,3 +539,17 @@ func TestLastLoopPs(t *testing.T) {
 		}
 	}
 }
+
+// lockBytes by hand: 1000 B a step, 50 ps a byte in phase (50 ns), 10 in
+// its group (10 ns), 30 on the NIC; the NVLink hop's latency 6 ns.
+//   - network hop 8 ns: lag 8 + 30 - (6 + 50) = -18 ns, sooner: 50 ns;
+//   - 44 ns: lag 44 + 30 - 56 = 18: 50 - 9 = 41 ns;
+//   - 100 ns: lag 74: 50 - 37 = 13 ns;
+//   - 200 ns: lag 174: 50 - 87 < 10: the group's 10 ns.
+func TestLockBytes(t *testing.T) {
+	for _, c := range []struct{ ln, want float64 }{{8000, 50000}, {44000, 41000}, {100000, 13000}, {200000, 10000}} {
+		if got := lockBytes(1000, 6000, c.ln, 50, 10, 30); math.Abs(got-c.want) > 1e-6 {
+			t.Errorf("network hop %g ps: %g ps, want %g", c.ln, got, c.want)
+		}
+	}
+}

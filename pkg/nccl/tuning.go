@@ -190,7 +190,15 @@ func search(m ServerModel, nNodes int, nvls bool) Graph {
 			}
 		}
 		if nNodes > 1 && !nvls {
-			n = min(n, m.NICs*int(m.NICGBps/s+1e-9)) // and uses one NIC each way
+			// and uses one NIC each way, taking its bw off every link
+			// of the GPU's path to that NIC (search.cc followPath), the
+			// PCIe links as well as the port, so a NIC carries no more
+			// channels than its PCIe link does (GPUNICGBps, the slower
+			// of the two: every PCIe link of a server model runs at one
+			// rate, as in NCCL's DGX topologies). A100s sit behind
+			// PCIe Gen4 (24 GB/s): a 400G NIC takes one channel of 24 a
+			// path as a 200G one does, not two.
+			n = min(n, m.NICs*int(m.GPUNICGBps/s+1e-9))
 		}
 		return min(n, maxCh)
 	}

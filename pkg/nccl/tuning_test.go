@@ -30,6 +30,29 @@ func TestSearchWorkedExamples(t *testing.T) {
 	if g := search(m, 2, false); g.NChannels != 8 || g.BwIntra != 48 {
 		t.Errorf("2 x 8 H100, 400G NICs: %d channels x %g GB/s, want 8 x 48", g.NChannels, g.BwIntra)
 	}
+	// 2 x 8 A100s, each GPU and its NIC behind a PCIe Gen4 switch (every
+	// link x16, 24 GB/s; NCCL_FACTS 2.2). NCCL's search (2.27.7 search.cc
+	// followPath) takes a channel's bw off each link of the path NET →
+	// NIC → switch → GPU and back, so a NIC carries floor(24 / s)
+	// channels each way whatever its port. By hand, on the SM80
+	// inter-server ladder from maxBw 24: at 24, NVLink 240 / 24 = 10
+	// crossings serve 11 channels (x 8/7), the NICs 8 x 1: 8 x 24 = 192;
+	// 20, 18 and 15 give 8 (NIC-bound), 12 gives 16 x 12 = 192, not more;
+	// 10 / 24 < 0.49 stops. 24 < 25: no duplication. Counting the port
+	// alone gave 16 x 15 at 275G, 14 x 18 at 300G and 11 x 24 at 400 and
+	// 800G (32, 28, 22 and 22 channels at run time against 200G's 16).
+	for _, nic := range []float64{200e9, 275e9, 300e9, 400e9, 800e9} {
+		m := topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "A100", NICBW: nic})
+		if g := search(m, 2, false); g.NChannels != 8 || g.BwIntra != 24 {
+			t.Errorf("2 x 8 A100, %gG NICs: %d channels x %g GB/s, want 8 x 24", nic/1e9, g.NChannels, g.BwIntra)
+		}
+	}
+	// B200 (PCIe Gen5 x16, 48 GB/s) with 800G NICs: one channel of 48 a
+	// NIC, 8 x 48 as at 400G, not 16 x 48 (two a 100 GB/s port).
+	m = topologyModel(t, topo.Params{Family: topo.SpectrumX, GPUs: 16, GPUType: "B200", NICBW: 800e9})
+	if g := search(m, 2, false); g.NChannels != 8 || g.BwIntra != 48 {
+		t.Errorf("2 x 8 B200, 800G NICs: %d channels x %g GB/s, want 8 x 48", g.NChannels, g.BwIntra)
+	}
 }
 
 // TreeSimpleChunk follows NCCL 2.17.1's enqueue.cc by hand: 16 ranks on 2

@@ -314,6 +314,17 @@ func (b *builder) link(a, c int32, bw float64, lat int64, kind string) {
 	b.t.Links = append(b.t.Links, stream.Link{A: a, B: c, BWbps: bw, LatencyPs: lat, ErrorRate: b.p.ErrorRate, Kind: kind})
 }
 
+// nicLink links a GPU to its switch, one of its n NIC links, at the NIC
+// rate or what the GPU's PCIe link carries of it (GPUSpec.NICLinkBps); a
+// cap is shown in the params as nic_link_bw.
+func (b *builder) nicLink(gpu, sw int32, n int) {
+	bw := GPUSpecs[b.p.GPUType].NICLinkBps(b.p.NICBW, n)
+	if bw < b.p.NICBW {
+		b.t.Params[ParamNICLinkBW] = units.FormatBandwidth(bw)
+	}
+	b.link(gpu, sw, bw, b.p.NICLatencyPs, stream.LinkNIC)
+}
+
 // gpusAndNVSwitches adds GPUs (group filled by the caller) and each server's
 // NVSwitches.
 func (b *builder) gpusAndNVSwitches(gpus int, groupOf func(gpu int) int32) (firstNVS int32, err error) {
@@ -465,7 +476,7 @@ func (b *builder) simai(f family) ([]string, error) {
 			a += g % p.GPUsPerServer
 		}
 		for k := 0; k < f.tors; k++ {
-			b.link(int32(g), firstASW[k]+int32(a), p.NICBW, p.NICLatencyPs, stream.LinkNIC)
+			b.nicLink(int32(g), firstASW[k]+int32(a), f.tors)
 		}
 	}
 	for k := 0; k < f.tors; k++ {

@@ -29,21 +29,47 @@ import (
 //
 // PCIeGBps is the GPU's PCIe link as NCCL counts it (Gen4 x16 24 GB/s,
 // Gen5 x16 48 GB/s).
+//
+// PCIeCarriesGBps is what that link carries each way when it binds below a
+// NIC rate topogen offers (0: it does not, and NIC links are not capped).
+// Gen4 x16 (A100, A800): 16 GT/s x 16 lanes x 128/130 = 31.5 GB/s, of
+// which 256-byte TLPs with a 3-dword header and no ECRC carry 89.8%
+// (Intel AN 708, "Throughput for Posted Writes"): 28.3 GB/s, 226.4 Gb/s.
+// That is above a 200G NIC (25 GB/s; ConnectX-6 HDR reaches its line rate
+// on Gen4 x16), so every calibrated A100 sweep (200G and below) is
+// unaffected, and below 400G, which an A100 cannot feed. Gen5 x16 by the
+// same count carries 56.6 GB/s: above 400G, below 800G; Hopper and
+// Blackwell are not capped yet (800G on them is open).
 type GPUSpec struct {
-	CC       int     // compute capability x10: 80 Ampere, 90 Hopper, 100 Blackwell
-	NVLinks  int     // NVLink links per GPU
-	LinkGBps float64 // usable bandwidth of one link, GB/s per direction
-	PCIeGBps float64
+	CC              int     // compute capability x10: 80 Ampere, 90 Hopper, 100 Blackwell
+	NVLinks         int     // NVLink links per GPU
+	LinkGBps        float64 // usable bandwidth of one link, GB/s per direction
+	PCIeGBps        float64
+	PCIeCarriesGBps float64
 }
 
 // NVLinkBps is the GPU's usable NVLink bandwidth per direction in bit/s:
 // topogen's default GPU to NVSwitch link rate.
 func (s GPUSpec) NVLinkBps() float64 { return float64(s.NVLinks) * s.LinkGBps * 8e9 }
 
+// NICLinkBps is the rate of each of a GPU's n NIC links at a NIC rate of
+// nicBps: the NIC's, or the GPU's PCIe link shared by the n when that
+// carries less (every byte to or from the network crosses it).
+func (s GPUSpec) NICLinkBps(nicBps float64, n int) float64 {
+	if s.PCIeCarriesGBps == 0 {
+		return nicBps
+	}
+	return min(nicBps, s.PCIeCarriesGBps*8e9/float64(n))
+}
+
+// pcieGen4x16Carries is GPUSpec.PCIeCarriesGBps of a Gen4 x16 link:
+// 16 GT/s x 16 x 128/130 / 8 bits x 0.898 = 28.29, to 0.1 GB/s.
+const pcieGen4x16Carries = 28.3
+
 // GPUSpecs lists the GPU types topogen knows.
 var GPUSpecs = map[string]GPUSpec{
-	"A100": {CC: 80, NVLinks: 12, LinkGBps: 20, PCIeGBps: 24},
-	"A800": {CC: 80, NVLinks: 8, LinkGBps: 20, PCIeGBps: 24},
+	"A100": {CC: 80, NVLinks: 12, LinkGBps: 20, PCIeGBps: 24, PCIeCarriesGBps: pcieGen4x16Carries},
+	"A800": {CC: 80, NVLinks: 8, LinkGBps: 20, PCIeGBps: 24, PCIeCarriesGBps: pcieGen4x16Carries},
 	"H100": {CC: 90, NVLinks: 18, LinkGBps: 20.6, PCIeGBps: 48},
 	"H800": {CC: 90, NVLinks: 8, LinkGBps: 20.6, PCIeGBps: 48},
 	"H20":  {CC: 90, NVLinks: 18, LinkGBps: 20.6, PCIeGBps: 48},
@@ -91,6 +117,11 @@ func CheckNICNetwork(v string) error {
 
 // ParamNICNetwork is the topology param that names the NICs' network.
 const ParamNICNetwork = "nic_network"
+
+// ParamNICLinkBW is the topology param giving each GPU's NIC link rate
+// where the GPU's PCIe link caps it below nic_bw (GPUSpec.NICLinkBps);
+// absent where it does not.
+const ParamNICLinkBW = "nic_link_bw"
 
 // ParamSimAIEnv is the topology param holding SimAI's variables (AS_*)
 // that were set where topogen ran (cli.SimAIEnv); absent when none was.

@@ -147,7 +147,7 @@ func (b *builder) fatTree() ([]string, error) {
 	}
 	for g := 0; g < p.GPUs; g++ {
 		b.nvlinks(g, firstNVS)
-		b.link(int32(g), firstEdge+int32(edgeOf(g)), p.NICBW, p.NICLatencyPs, stream.LinkNIC)
+		b.nicLink(int32(g), firstEdge+int32(edgeOf(g)), 1)
 	}
 	for pod := 0; pod < k; pod++ {
 		for e := 0; e < half; e++ {
@@ -271,7 +271,7 @@ func (b *builder) dragonfly() ([]string, error) {
 	}
 	for gpu := 0; gpu < p.GPUs; gpu++ {
 		b.nvlinks(gpu, firstNVS)
-		b.link(int32(gpu), firstR+int32(routerOf(gpu)), p.NICBW, p.NICLatencyPs, stream.LinkNIC)
+		b.nicLink(int32(gpu), firstR+int32(routerOf(gpu)), 1)
 	}
 	for grp := 0; grp < g; grp++ {
 		for i := 0; i < a; i++ {

@@ -2,6 +2,7 @@ package topo
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -425,4 +426,33 @@ func FuzzReadSimAI(f *testing.F) {
 			t.Fatalf("accepted an invalid topology: %v", err)
 		}
 	})
+}
+
+// An A100 reaches its NIC over PCIe Gen4 x16, which carries 28.3 GB/s
+// (226.4 Gb/s, GPUSpec.PCIeCarriesGBps): a faster NIC's link is capped
+// there, shared by a GPU's two ports on the dual-ToR families (113.2 each),
+// and shown as nic_link_bw; a 200G NIC and a Hopper's links are not capped.
+func TestNICLinkCappedByGPUPCIe(t *testing.T) {
+	for _, c := range []struct {
+		family, gpu string
+		nic, want   float64 // Gb/s
+		param       string
+	}{
+		{SpectrumX, "A100", 400, 226.4, "226.4Gbps"},
+		{SpectrumX, "A100", 800, 226.4, "226.4Gbps"},
+		{FatTree, "A800", 400, 226.4, "226.4Gbps"},
+		{HPNDualPlane, "A100", 200, 113.2, "113.2Gbps"},
+		{SpectrumX, "A100", 200, 200, ""},
+		{SpectrumX, "H100", 800, 800, ""},
+	} {
+		tp := gen(t, Params{Family: c.family, GPUs: 16, GPUType: c.gpu, NICBW: c.nic * 1e9})
+		for i := range tp.Links {
+			if l := &tp.Links[i]; l.Kind == stream.LinkNIC && math.Abs(l.BWbps-c.want*1e9) > 1 {
+				t.Fatalf("%s %s at %gG: NIC link %g Gb/s, want %g", c.family, c.gpu, c.nic, l.BWbps/1e9, c.want)
+			}
+		}
+		if got := tp.Params[ParamNICLinkBW]; got != c.param {
+			t.Errorf("%s %s at %gG: nic_link_bw %q, want %q", c.family, c.gpu, c.nic, got, c.param)
+		}
+	}
 }
