@@ -24,6 +24,8 @@ type Summary struct {
 	LinksByKind  map[string]int
 	NICsPerGPU   float64
 	NICNetwork   string // "" when the topology does not say
+	NICLinkCap   string // a GPU's NIC link rate where its PCIe link caps it (ParamNICLinkBW), else ""
+	NICBW        string // the NICs' rate as asked (nic_bw)
 	Tiers        []TierStat
 	BisectionBps float64
 	Diameter     int
@@ -41,7 +43,8 @@ type Summary struct {
 // Summarize computes the summary; it fails if some GPU cannot reach another.
 func Summarize(t *Topology) (*Summary, error) {
 	s := &Summary{Family: t.Family, GPUType: t.GPUType, GPUs: t.GPUs, GPUsPerSrv: t.GPUsPerServer,
-		NVSPerSrv: t.NVSwitchesPerServer, NodesByRole: map[string]int{}, LinksByKind: map[string]int{}, NICNetwork: t.Params[ParamNICNetwork]}
+		NVSPerSrv: t.NVSwitchesPerServer, NodesByRole: map[string]int{}, LinksByKind: map[string]int{}, NICNetwork: t.Params[ParamNICNetwork],
+		NICLinkCap: t.Params[ParamNICLinkBW], NICBW: t.Params["nic_bw"]}
 	s.Servers = t.GPUs / t.GPUsPerServer
 	for i := range t.Nodes {
 		s.NodesByRole[t.Nodes[i].Role]++
@@ -97,6 +100,9 @@ func (s *Summary) Write(w io.Writer) error {
 	fmt.Fprintf(tw, "links\t%s\n", counts(s.LinksByKind, []string{stream.LinkNVLink, stream.LinkPCIe, stream.LinkNIC, stream.LinkFabric}))
 	net := map[string]string{NetIB: " (InfiniBand)", NetRoCE: " (RoCE)", NetEFA: " (AWS EFA)", "": " (network not said: InfiniBand's transport costs)"}[s.NICNetwork]
 	fmt.Fprintf(tw, "NICs per GPU\t%g%s\n", s.NICsPerGPU, net)
+	if s.NICLinkCap != "" {
+		fmt.Fprintf(tw, "NIC links\t%s each, not the NICs' %s: the GPU's PCIe link carries no more\n", s.NICLinkCap, s.NICBW)
+	}
 	if s.K > 0 {
 		fmt.Fprintf(tw, "fat-tree\tk=%d, %g:1 asked, oversubscribed by %s: %s and %s per edge switch\n",
 			s.K, s.OversubAsked, s.OversubBy, plural(s.GPUsPerEdge, "GPU NIC"), plural(s.UplinksPerEdge, "uplink"))

@@ -454,5 +454,17 @@ func TestNICLinkCappedByGPUPCIe(t *testing.T) {
 		if got := tp.Params[ParamNICLinkBW]; got != c.param {
 			t.Errorf("%s %s at %gG: nic_link_bw %q, want %q", c.family, c.gpu, c.nic, got, c.param)
 		}
+		// The summary says so where the cap binds, and only there.
+		s, err := Summarize(tp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := s.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		if said := strings.Contains(b.String(), "NIC links     "+c.param+" each"); said != (c.param != "") {
+			t.Errorf("%s %s at %gG: summary says the cap: %v, want %v:\n%s", c.family, c.gpu, c.nic, said, c.param != "", b.String())
+		}
 	}
 }
