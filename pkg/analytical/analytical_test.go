@@ -604,20 +604,7 @@ func BenchmarkFluidRandom(b *testing.B) {
 				}
 				flows = append(flows, flow(id, src, dst, c.size(rng)))
 			}
-			data := encode(b, tp, nil, nil, flows)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				in, err := read(data)
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(res.Recomputes), "recomputes")
-			}
-			b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+			benchFluid(b, tp, flows)
 		})
 	}
 }
@@ -1060,6 +1047,12 @@ func BenchmarkFluidSmallMessages(b *testing.B) {
 			flows = append(flows, f)
 		}
 	}
+	benchFluid(b, tp, flows)
+}
+
+// benchFluid times reading and running flows on tp under fluid, and
+// reports the solves and flows a second.
+func benchFluid(b *testing.B, tp *topo.Topology, flows []stream.Flow) {
 	data := encode(b, tp, nil, nil, flows)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

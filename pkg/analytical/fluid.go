@@ -642,13 +642,19 @@ func (f *fluid) freezeUnit(l route.DirLink, level float64) int {
 			k := f.local[l2]
 			f.resid[k] -= level
 			f.count[k]--
-			if f.hpos[k] >= 0 && !f.isTouched[k] {
-				f.isTouched[k] = true
-				f.touched = append(f.touched, k)
-			}
+			f.touch(k)
 		}
 	}
 	return n
+}
+
+// touch notes sub-problem link k, whose share a frozen flow changed, in
+// touched, once, if it is in the heap.
+func (f *fluid) touch(k int32) {
+	if f.hpos[k] >= 0 && !f.isTouched[k] {
+		f.isTouched[k] = true
+		f.touched = append(f.touched, k)
+	}
 }
 
 // freezeWeighted is freezeUnit for entries with weights: a flow's claim
@@ -683,10 +689,7 @@ func (f *fluid) freezeWeighted(l route.DirLink, level float64) int {
 			f.resid[k] -= level * w
 			f.weight[k] -= w
 			f.count[k]--
-			if f.hpos[k] >= 0 && !f.isTouched[k] {
-				f.isTouched[k] = true
-				f.touched = append(f.touched, k)
-			}
+			f.touch(k)
 		}
 	}
 	return n
