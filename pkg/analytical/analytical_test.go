@@ -1013,12 +1013,17 @@ func TestFillBound(t *testing.T) {
 			f.hot = append(f.hot, slotHot{rate: r})
 			f.flows[0] = append(f.flows[0], entry{id: int32(id), w: 1})
 		}
-		if got := f.fillBound(0); math.Abs(got-c.want) > 1e-12*c.want {
+		inf := math.Inf(1)
+		if got := f.fillBound(0, inf); math.Abs(got-c.want) > 1e-12*c.want {
 			t.Errorf("rates %v: fillBound %.15g, want %.15g", c.rates, got, c.want)
+		}
+		// A theta at or under the level stays.
+		if got := f.fillBound(0, c.want); got != c.want {
+			t.Errorf("rates %v: fillBound at theta %g gave %g", c.rates, c.want, got)
 		}
 		// Weighted entries (a sprayed flow came) keep the classic bound.
 		f.wsum = []float64{float64(len(c.rates))}
-		if got, want := f.fillBound(0), 100/float64(len(c.rates)); got != want {
+		if got, want := f.fillBound(0, inf), 100/float64(len(c.rates)); got != want {
 			t.Errorf("rates %v, weighted: fillBound %g, want the classic %g", c.rates, got, want)
 		}
 	}

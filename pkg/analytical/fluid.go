@@ -376,7 +376,7 @@ func (f *fluid) update(now des.Time) {
 	theta := f.theta
 	for _, id := range f.added {
 		for _, l := range f.slots[id].path {
-			theta = min(theta, f.fillBound(l))
+			theta = f.fillBound(l, theta)
 			f.seeds = append(f.seeds, l)
 		}
 	}
@@ -573,21 +573,26 @@ const fillRounds = 4
 // fillFlows is the most flows a link fillBound refines has.
 const fillFlows = 16
 
-// fillBound is a lower bound on the level at which link l saturates in
-// this instant's filling, which bounds the rate of a flow added on it
-// from below. Progressive filling up to level x leaves every flow whose
-// rate is below x where it was (the induction of the doc comment at the
-// top), so l's load at x is the sum of min(rate, x) over its flows, x for
-// each new one; the level is the x at which that load reaches capacity.
-// Each round solves for x with the flows under the last x fixed at their
-// rates: the load is at most capacity there, so x only rises and stays
-// below the saturation level. It starts at cap / claims, the classic
-// bound, which it replaces: with the slower flows of a crowded link
-// limited elsewhere, it is several times higher, and every flow between
-// the two would have been re-solved. Links with weighted entries keep
-// the classic bound.
-func (f *fluid) fillBound(l route.DirLink) float64 {
+// fillBound lowers theta to a lower bound on the level at which link l
+// saturates in this instant's filling, which bounds the rate of a flow
+// added on it from below. Progressive filling up to level x leaves every
+// flow whose rate is below x where it was (the induction of the doc
+// comment at the top), so l's load at x is the sum of min(rate, x) over
+// its flows, x for each new one; the level is the x at which that load
+// reaches capacity. Each round solves for x with the flows under the last
+// x fixed at their rates: the load is at most capacity there, so x only
+// rises and stays below the saturation level. It starts at cap / claims,
+// the classic bound, which it replaces: with the slower flows of a
+// crowded link limited elsewhere, it is several times higher, and every
+// flow between the two would have been re-solved. Links with weighted
+// entries keep the classic bound. A bound at or above theta leaves it as
+// it is, so the rounds stop there: many flows added at once cost a
+// division each once one of them has brought theta down.
+func (f *fluid) fillBound(l route.DirLink, theta float64) float64 {
 	x := f.cap[l] / f.claims(l)
+	if x >= theta {
+		return theta
+	}
 	if f.wsum != nil || len(f.flows[l]) > fillFlows {
 		return x
 	}
@@ -604,7 +609,9 @@ func (f *fluid) fillBound(l route.DirLink) float64 {
 		if !(next > x) {
 			break
 		}
-		x = next
+		if x = next; x >= theta {
+			return theta
+		}
 	}
 	return x
 }
