@@ -604,20 +604,7 @@ func BenchmarkFluidRandom(b *testing.B) {
 				}
 				flows = append(flows, flow(id, src, dst, c.size(rng)))
 			}
-			data := encode(b, tp, nil, nil, flows)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				in, err := read(data)
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(float64(res.Recomputes), "recomputes")
-			}
-			b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
+			benchFluid(b, tp, flows)
 		})
 	}
 }
@@ -1005,4 +992,84 @@ func TestECMPKeyConnection(t *testing.T) {
 			t.Errorf("%s: params name ecmp_key: %v", key, named)
 		}
 	}
+}
+
+// fillBound against hand-solved saturation levels of one 100 bit/s link:
+// the level x at which the flows slower than x (limited elsewhere, rates
+// kept) plus x for every other flow, new ones (rate 0) included, fill it.
+// cap / flows, the classic bound, is 25 in the first three cases.
+func TestFillBound(t *testing.T) {
+	for _, c := range []struct {
+		rates []float64 // 0: added this instant
+		want  float64
+	}{
+		{[]float64{10, 20, 50, 0}, 35},   // 10 + 20 + x + x = 100
+		{[]float64{10, 30, 40, 0}, 30},   // 10 + 30 + 30 + 30: ties at the level stay free
+		{[]float64{10, 26, 0, 0}, 32},    // two rounds: 10 fixed (30), then 26 too (32)
+		{[]float64{50, 50, 0}, 100 / 3.}, // nobody below the classic bound
+	} {
+		f := &fluid{cap: []float64{100}, flows: make([][]entry, 1)}
+		for id, r := range c.rates {
+			f.hot = append(f.hot, slotHot{rate: r})
+			f.flows[0] = append(f.flows[0], entry{id: int32(id), w: 1})
+		}
+		inf := math.Inf(1)
+		if got := f.fillBound(0, inf); math.Abs(got-c.want) > 1e-12*c.want {
+			t.Errorf("rates %v: fillBound %.15g, want %.15g", c.rates, got, c.want)
+		}
+		// A theta at or under the level stays.
+		if got := f.fillBound(0, c.want); got != c.want {
+			t.Errorf("rates %v: fillBound at theta %g gave %g", c.rates, c.want, got)
+		}
+		// Weighted entries (a sprayed flow came) keep the classic bound.
+		f.wsum = []float64{float64(len(c.rates))}
+		if got, want := f.fillBound(0, inf), 100/float64(len(c.rates)); got != want {
+			t.Errorf("rates %v, weighted: fillBound %g, want the classic %g", c.rates, got, want)
+		}
+	}
+}
+
+// BenchmarkFluidSmallMessages: case A of issue 36 (newuser4's F8) at a
+// fortieth of its length: 4 KiB messages between random hosts of a k=8
+// fat-tree of 128 one-GPU servers, each host starting one every 164 ns
+// on average (Poisson; half of its 400 Gbit/s NIC) for 5 us: about 3.9k
+// flows, most in flight alone or with a few others, every start and end a
+// solve over a component the fabric's uplinks connect.
+func BenchmarkFluidSmallMessages(b *testing.B) {
+	tp := gen(b, topo.Params{Family: topo.FatTree, K: 8, GPUs: 128, GPUsPerServer: 1})
+	const msg, hosts, span = 4096, 128, 5e6 // bytes, hosts, ps
+	gap := msg * 8 / (0.5 * 400e9) * 1e12   // mean ps between a host's messages
+	rng := rand.New(rand.NewPCG(36, 1))
+	var flows []stream.Flow
+	for src := int32(0); src < hosts; src++ {
+		for at := rng.ExpFloat64() * gap; at < span; at += rng.ExpFloat64() * gap {
+			dst := rng.Int32N(hosts - 1)
+			if dst >= src {
+				dst++
+			}
+			f := flow(int64(len(flows)), src, dst, msg)
+			f.DelayPs = int64(at)
+			flows = append(flows, f)
+		}
+	}
+	benchFluid(b, tp, flows)
+}
+
+// benchFluid times reading and running flows on tp under fluid, and
+// reports the solves and flows a second.
+func benchFluid(b *testing.B, tp *topo.Topology, flows []stream.Flow) {
+	data := encode(b, tp, nil, nil, flows)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		in, err := read(data)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := Run(in, Options{Model: Fluid, Seed: 1}, func(*trace.Row) error { return nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(res.Recomputes), "recomputes")
+	}
+	b.ReportMetric(float64(len(flows))*float64(b.N)/b.Elapsed().Seconds(), "flows/s")
 }

@@ -376,15 +376,15 @@ func (f *fluid) update(now des.Time) {
 	theta := f.theta
 	for _, id := range f.added {
 		for _, l := range f.slots[id].path {
-			theta = min(theta, f.cap[l]/f.claims(l))
+			theta = f.fillBound(l, theta)
 			f.seeds = append(f.seeds, l)
 		}
 	}
 	// A margin below theta: re-solving a few more flows is always exact,
 	// fixing a flow whose level rounding put just under theta would not be.
 	thr := theta * (1 - 1e-9)
-	f.epoch += 2 // epoch: in the sub-problem; epoch+1: rate fixed
-	in, frozen := f.epoch, f.epoch+1
+	f.epoch += 2 // epoch: in the sub-problem; epoch+1: rate fixed (freezeUnit)
+	in := f.epoch
 	f.members, f.links = f.members[:0], f.links[:0]
 	f.resid, f.count, f.weight = f.resid[:0], f.count[:0], f.weight[:0]
 	f.stack = append(f.stack[:0], f.seeds...)
@@ -526,37 +526,10 @@ func (f *fluid) update(now des.Time) {
 		// them, as the channels of a ring share a NIC, moved in the heap
 		// once per flow.
 		f.touched = f.touched[:0]
-		for p, en := range f.flows[l] {
-			id := en.id
-			h := &f.hot[id]
-			if h.mark != in {
-				continue
-			}
-			s := &f.slots[id]
-			if s.soft && en.w < 0 {
-				f.caps[l][p] = level // not limited here: its load is
-				continue
-			}
-			if s.full > 0 && en.w != s.full && !f.tiedFull(s, level) {
-				f.found(s.flow)
-			}
-			h.mark = frozen
-			unfrozen--
-			s.next = level
-			for k2, l2 := range s.path {
-				if l2 == l {
-					continue
-				}
-				k := f.local[l2]
-				w := float64(s.weight(k2))
-				f.resid[k] -= level * w
-				f.weight[k] -= w
-				f.count[k]--
-				if f.hpos[k] >= 0 && !f.isTouched[k] {
-					f.isTouched[k] = true
-					f.touched = append(f.touched, k)
-				}
-			}
+		if f.wsum == nil {
+			unfrozen -= f.freezeUnit(l, level)
+		} else {
+			unfrozen -= f.freezeWeighted(l, level)
 		}
 		f.count[j] = 0
 		for _, k := range f.touched {
@@ -567,7 +540,7 @@ func (f *fluid) update(now des.Time) {
 				}
 				continue
 			}
-			f.heap[f.hpos[k]].key = shareKey(f.resid[k] / f.weight[k])
+			f.heap[f.hpos[k]].key = shareKey(f.share(k))
 			if !small {
 				f.fix(int(f.hpos[k]))
 			}
@@ -591,6 +564,142 @@ func (f *fluid) update(now des.Time) {
 	if f.verify != nil {
 		f.verify()
 	}
+}
+
+// fillRounds is how many times fillBound raises its level: each round
+// costs a pass over the link's flows and the bound is valid after any.
+const fillRounds = 4
+
+// fillFlows is the most flows a link fillBound refines has.
+const fillFlows = 16
+
+// fillBound lowers theta to a lower bound on the level at which link l
+// saturates in this instant's filling, which bounds the rate of a flow
+// added on it from below. Progressive filling up to level x leaves every
+// flow whose rate is below x where it was (the induction of the doc
+// comment at the top), so l's load at x is the sum of min(rate, x) over
+// its flows, x for each new one; the level is the x at which that load
+// reaches capacity. Each round solves for x with the flows under the last
+// x fixed at their rates: the load is at most capacity there, so x only
+// rises and stays below the saturation level. It starts at cap / claims,
+// the classic bound, which it replaces: with the slower flows of a
+// crowded link limited elsewhere, it is several times higher, and every
+// flow between the two would have been re-solved. Links with weighted
+// entries keep the classic bound. A bound at or above theta leaves it as
+// it is, so the rounds stop there: many flows added at once cost a
+// division each once one of them has brought theta down.
+func (f *fluid) fillBound(l route.DirLink, theta float64) float64 {
+	x := f.cap[l] / f.claims(l)
+	if x >= theta {
+		return theta
+	}
+	if f.wsum != nil || len(f.flows[l]) > fillFlows {
+		return x
+	}
+	for range fillRounds {
+		fixed, free := 0.0, 0
+		for _, en := range f.flows[l] {
+			if r := f.hot[en.id].rate; r != 0 && r < x {
+				fixed += r
+			} else {
+				free++
+			}
+		}
+		next := (f.cap[l] - fixed) / float64(free)
+		if !(next > x) {
+			break
+		}
+		if x = next; x >= theta {
+			return theta
+		}
+	}
+	return x
+}
+
+// share is sub-problem link k's fair share of what is left of it.
+// Entries of weight 1 (no weights kept) leave weight at the count, so the
+// count gives the same quotient without keeping weight in step.
+func (f *fluid) share(k int32) float64 {
+	if f.wsum == nil {
+		return f.resid[k] / float64(f.count[k])
+	}
+	return f.resid[k] / f.weight[k]
+}
+
+// freezeUnit fixes at level the unfrozen members sending over link l when
+// every entry weighs 1 (freezeWeighted's loop without the weights, soft
+// entries or merged flows, none of which exist then), takes level off
+// their other links and notes those in touched. It returns how many it
+// fixed.
+func (f *fluid) freezeUnit(l route.DirLink, level float64) int {
+	in, frozen, n := f.epoch, f.epoch+1, 0
+	for _, en := range f.flows[l] {
+		h := &f.hot[en.id]
+		if h.mark != in {
+			continue
+		}
+		h.mark = frozen
+		n++
+		s := &f.slots[en.id]
+		s.next = level
+		for _, l2 := range s.path {
+			if l2 == l {
+				continue
+			}
+			k := f.local[l2]
+			f.resid[k] -= level
+			f.count[k]--
+			f.touch(k)
+		}
+	}
+	return n
+}
+
+// touch notes sub-problem link k, whose share a frozen flow changed, in
+// touched, once, if it is in the heap.
+func (f *fluid) touch(k int32) {
+	if f.hpos[k] >= 0 && !f.isTouched[k] {
+		f.isTouched[k] = true
+		f.touched = append(f.touched, k)
+	}
+}
+
+// freezeWeighted is freezeUnit for entries with weights: a flow's claim
+// on a link is its level times its weight there; a soft entry is capped
+// at level instead; a merged flow limited where only some of its
+// channels' flows cross is noted (found).
+func (f *fluid) freezeWeighted(l route.DirLink, level float64) int {
+	in, frozen, n := f.epoch, f.epoch+1, 0
+	for p, en := range f.flows[l] {
+		id := en.id
+		h := &f.hot[id]
+		if h.mark != in {
+			continue
+		}
+		s := &f.slots[id]
+		if s.soft && en.w < 0 {
+			f.caps[l][p] = level // not limited here: its load is
+			continue
+		}
+		if s.full > 0 && en.w != s.full && !f.tiedFull(s, level) {
+			f.found(s.flow)
+		}
+		h.mark = frozen
+		n++
+		s.next = level
+		for k2, l2 := range s.path {
+			if l2 == l {
+				continue
+			}
+			k := f.local[l2]
+			w := float64(s.weight(k2))
+			f.resid[k] -= level * w
+			f.weight[k] -= w
+			f.count[k]--
+			f.touch(k)
+		}
+	}
+	return n
 }
 
 // alone handles, without a solve, the common instants of a pipelined
