@@ -1063,6 +1063,12 @@ func (e *engine) send(i int32, started bool) error {
 	}
 	id := e.fl.add(i, path, w, size, lat, idealFCT, e.now)
 	if e.merging && nm > 0 {
+		// A merged flow needs the weighted freeze (it finds the solve
+		// inexact where no link is weighted full); freezeUnit runs only
+		// while no sums of weights are kept.
+		if e.fl.wsum == nil {
+			e.fl.weigh()
+		}
 		e.fl.slots[id].full = float32(1 + nm)
 	}
 	return nil
