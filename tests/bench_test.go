@@ -358,9 +358,12 @@ func BenchmarkSimAIExample9216ApproxMerge(b *testing.B) {
 // without the two (profiled) half an hour before; iteration 7995.0 ms, exposed DP_EP
 // 1138.0, TP 279.7, EP 1148.0, PP 557.4 ms: each within 1% of the exact
 // run's, under the 60 s target. These figures are preset=none's (the
-// default then; the same at stop 54); under the default transport at 1152
-// GPUs (ga 12) --approx-reuse-idle puts the critical rank's exposed EP
-// 6.4% over the exact run's and PP 17.8% under (README).
+// default then; the same at stop 54). Under the default transport at 1152
+// GPUs (ga 12) --approx-reuse-idle put the critical rank's exposed EP
+// 6.4% over the exact run's and PP 17.8% under while a met node's paced
+// AllToAll steps kept their whole pace; with its flows' times cut to the
+// share left too, iteration 8825.037 ms (exact 8826.274), exposed DP_EP
+// 857.3 (856.6), TP 319.4 (319.5), EP 1855.3 (1856.4), PP 285.3 (285.8).
 func BenchmarkSimAIExample9216ApproxReuse(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		measure(b,

@@ -1,5 +1,7 @@
 package expand
 
+import "github.com/fabricsim/fabricsim/pkg/flowset"
+
 // ImagedRows is how many representative rows' members were attached as
 // images (followImages) rather than made.
 func ImagedRows(x *Store) int64 { return x.imaged }
@@ -16,3 +18,6 @@ func RailsAlike(x *Store) string { return railsAlike(x.in.Topology) }
 
 // ImagesOf is rot's check of a node's groups (rotRun's).
 func ImagesOf(r *PodRotation, groups [][]int32, gpus int) bool { return r.imagesOf(groups, gpus) }
+
+// CutToShare is cutToShare (a met node's flow cut to the share left).
+func CutToShare(f *flowset.Flow, sc float64) { cutToShare(f, sc) }

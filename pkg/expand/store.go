@@ -619,8 +619,8 @@ func (x *Store) made(s int32, o collective.Origin, sf *stream.Flow) error {
 		// Spectrum-X iteration in map lookups.
 		d.Port = set.port(sf.Src, sf.Dst, sf.Channel)
 	}
-	if sc := set.idle.scale; sc > 0 && d.Kind == flowset.Transfer {
-		d.Size = max(1, int64(float64(d.Size)*sc))
+	if sc := set.idle.scale; sc > 0 {
+		cutToShare(&d.Flow, sc)
 	}
 	x.waiting[slot] = 0
 	d.set, d.gen, d.row, d.succ, d.first, d.more, d.hidden, d.imagedM = s, o.Gen, o.Row, d.succ[:0], [3]int32{}, [3]bool{}, false, false
