@@ -257,7 +257,7 @@ func (opt Options) approxRotating(in *flowset.Set) bool {
 
 // ApproxReuseIdleNote is what the trace (fabricsim.approximate) says of a
 // run with Options.ApproxReuseIdle.
-const ApproxReuseIdleNote = "approx-reuse-idle: so did COLL nodes a pipeline transfer may overlap, when none was in flight on their GPUs at their release (a transfer starting during one neither slowed it nor was slowed by it)"
+const ApproxReuseIdleNote = "approx-reuse-idle: so did COLL nodes a pipeline transfer may overlap, when none was in flight on their GPUs at their release (a transfer starting during one met it from then: its groups ran again, each flow cut to the share of the kept time left, and shared the links with the transfer)"
 
 // ApproxRailsNote is what the trace (fabricsim.approximate) says of a run
 // with Options.ApproxRails.
