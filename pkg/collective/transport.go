@@ -291,10 +291,13 @@ type Transport struct {
 	// AllToAll under ecmp missed the flows by 12% while it took a draw's
 	// class mean (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538
 	// against 10.777 ms); with its slowest connection (pkg/analytical
-	// pieceDraw.tailCost) it is 1.04 (TestGranularitiesAgreeOnFabrics), so
-	// granularity no longer holds 8 back; what does: every InfiniBand
-	// AllToAll figure would move, and TestPacedAllToAllDCQCNRecovery's gap
-	// (make test-long) fell below its tripwire with 8 (report a2apace).
+	// pieceDraw.tailCost) it is 1.04 (TestGranularitiesAgreeOnFabrics).
+	// That pricing errs high, 1.04-1.09 on the fat-trees with either
+	// value (2:1 with 8: 1.089), as one draw's worst connection overstates
+	// the slowest's tail; find why before making 8 the default. What else
+	// holds 8 back: every InfiniBand AllToAll figure would move, and
+	// TestPacedAllToAllDCQCNRecovery's gap (make test-long) fell below its
+	// tripwire with 8 (report a2apace).
 	MaxRecvs int
 	// P2PDedicated: AllToAll's network connections get buffers of their
 	// own (NCCL_NET_SHARED_BUFFERS=0), not NCCL's default shared ones
