@@ -306,7 +306,7 @@ func TestLLRingPacedByRound(t *testing.T) {
 // panic.
 func FuzzTransportSet(f *testing.F) {
 	for _, s := range []string{"preset=h100-efa", "preset=a100", "ll128-tail=131072", "ll128-tail=0", "tuner=aws-p5", "tuner=nccl", "p2p-chunk=524288", "p2p-chunk=0",
-		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "channel-split=cells", "channel-split=even", "tree-lat=legacy", "preset=a100-roce", "net-shared-buffers=0", "net-shared-buffers=2", "x"} {
+		"host-cpu=amd", "net-latency=75", "net-latency=NaN", "slots=0", "ring-op=1e7", "ll-bw=-1", "tree-op=7", "tree-bw=36.7", "tree-bw=-1", "tree-ll-bw=4", "tree-ll-first=share", "channel-split=cells", "channel-split=even", "tree-lat=legacy", "preset=a100-roce", "net-shared-buffers=0", "net-shared-buffers=2", "tree-ll128-send=whole", "tree-ll128-send=x", "x"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, kv string) {
