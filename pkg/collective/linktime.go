@@ -569,7 +569,7 @@ func (d *Decomposer) treeTimes(co *Coll, s stepCosts, busy linkBusy) (collTime, 
 				cost /= max(div, 1)
 			}
 			lat := float64(h + cost)
-			if s.treeWhole && !intra {
+			if s.treeWhole && !s.treeShare && !intra { // as treeStep: a share skips the wait
 				lat += pace * float64(max(div, 1))
 			}
 			return treeHop{lat: lat, bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
