@@ -263,9 +263,9 @@ type Transport struct {
 	// its bytes, and a larger step fills the tree later: NCCL's send proxy
 	// posts an LL128 step when the GPU has moved the FIFO's tail past it,
 	// which prims_ll128.h's postSend does after the whole step (NCCL
-	// 2.28.7 src/transport/net.cc sendProxyProgress: with GPUDirect the
-	// step is ready once the tail has passed; without, once every line's
-	// flag is set). false (tree-ll128-send=lines): the first piece pays
+	// 2.28.7 src/transport/net.cc sendProxyProgress l. 1276: the step is
+	// ready once the tail has passed it, and without GPUDirect every
+	// line's flag set as well). false (tree-ll128-send=lines): the first piece pays
 	// the hop's latency and step cost only, as a100's tree steps were
 	// fitted (with it OCI's 2 x 8 tree LL128 sizes, 256 KiB-512 MiB, go
 	// from 0.93-1.07 to 1.08-1.18 of measured: a refit not done).
