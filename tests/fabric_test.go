@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -451,7 +452,7 @@ func TestRingEvenExtraOnNetworkSteps(t *testing.T) {
 // caps at 226.4G, ring AllReduce of 16, 32 and 64 MiB, collective
 // granularity (busbw and fluid) within 5% of the flows (fluid): 0.978,
 // 0.983 and 0.979, where the whole in-phase lock gives 1.120, 1.079 and
-// 1.032. (A100s, with 12 NVLinks, no longer lock behind the capped NIC:
+// 1.032; each record carries the lock. (A100s, with 12 NVLinks, no longer lock behind the capped NIC:
 // 0.998-1.000 with or without lockBytes; uncapped they gave 0.978, 0.985
 // and 0.987, 1.120, 1.080 and 1.027 with the whole lock.)
 func TestRingNVLinkLock(t *testing.T) {
@@ -463,6 +464,9 @@ func TestRingNVLinkLock(t *testing.T) {
 		}
 		flow := span(t, mustRun(t, mustRun(t, tp, "simccl-decompose", args("flow")...), "flowsim-analytical", "--model", "fluid"))
 		st := mustRun(t, tp, "simccl-decompose", args("collective")...)
+		if !bytes.Contains(st, []byte("nvlink_lock_ps")) { // else a change dissolved the lock this tests
+			t.Errorf("%s: the collective record has no nvlink_lock_ps", size)
+		}
 		for _, m := range []string{"busbw", "fluid"} {
 			coll := span(t, mustRun(t, st, "flowsim-analytical", "--model", m))
 			checkRatio(t, fmt.Sprintf("%s, collective (%s) / flows", size, m), float64(coll)/float64(flow), 0.95, 1.05, 0, false)
