@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -451,7 +452,7 @@ func TestRingEvenExtraOnNetworkSteps(t *testing.T) {
 // caps at 226.4G, ring AllReduce of 16, 32 and 64 MiB, collective
 // granularity (busbw and fluid) within 5% of the flows (fluid): 0.978,
 // 0.983 and 0.979, where the whole in-phase lock gives 1.120, 1.079 and
-// 1.032. (A100s, with 12 NVLinks, no longer lock behind the capped NIC:
+// 1.032; each record carries the lock. (A100s, with 12 NVLinks, no longer lock behind the capped NIC:
 // 0.998-1.000 with or without lockBytes; uncapped they gave 0.978, 0.985
 // and 0.987, 1.120, 1.080 and 1.027 with the whole lock.)
 func TestRingNVLinkLock(t *testing.T) {
@@ -463,6 +464,9 @@ func TestRingNVLinkLock(t *testing.T) {
 		}
 		flow := span(t, mustRun(t, mustRun(t, tp, "simccl-decompose", args("flow")...), "flowsim-analytical", "--model", "fluid"))
 		st := mustRun(t, tp, "simccl-decompose", args("collective")...)
+		if !bytes.Contains(st, []byte("nvlink_lock_ps")) { // else a change dissolved the lock this tests
+			t.Errorf("%s: the collective record has no nvlink_lock_ps", size)
+		}
 		for _, m := range []string{"busbw", "fluid"} {
 			coll := span(t, mustRun(t, st, "flowsim-analytical", "--model", m))
 			checkRatio(t, fmt.Sprintf("%s, collective (%s) / flows", size, m), float64(coll)/float64(flow), 0.95, 1.05, 0, false)
@@ -564,7 +568,11 @@ func exposedByGroup(t *testing.T, tr []byte) (map[string]float64, float64) {
 // the node paced or slowed as a whole 0.85 (2:1: 0.91). With grouped
 // receives (max-recvs=8, NCCL's InfiniBand plugin: a 96 us proxy round,
 // not 153.6) the 1:1 tree's is 1.04 (11.17 against 10.78 ms; 0.885 with
-// the class mean alone, outside the band).
+// the class mean alone, outside the band). The tail pricing errs high,
+// 1.04-1.09 on the fat-trees (2:1 with max-recvs=8 1.089), inside the
+// band but not within 5% where the class mean was (4:1 0.97): it takes a
+// draw's worst connection, already the most of many, and shrinks its
+// excess by sqrt(pieces) even where an uplink class caps that excess.
 func TestGranularitiesAgreeOnFabrics(t *testing.T) {
 	t.Parallel() // a heavy end-to-end test: make test runs two at a time
 	layer := moeLayer(t)

@@ -79,7 +79,12 @@ func TestFasterNICNotSlowerSamePlan(t *testing.T) {
 // same time at every rate. Counting the port alone gave 32, 28, 22 and 22
 // channels above 200G and a faster NIC up to 4.7% slower (ring AllReduce
 // 64 MiB: 617.9 us at 300G, 647.1 at 400 and 800G; AllGather 8-32 MiB
-// 1.023-1.041x from 300 to 400G).
+// 1.023-1.041x from 300 to 400G). It fails on bf501e1, but topogen now
+// also caps an A100's NIC link at what its PCIe carries (226.4G), and
+// that link alone gives the same channels as the search's floor (28.3
+// GB/s against 24): so it guards the cap as much as the search, which
+// pkg/nccl's TestSearchWorkedExamples guards alone (the port set as NCCL
+// reads it).
 func TestA100NICRatesNCCLModel(t *testing.T) {
 	t.Parallel()
 	rates := []int{200, 275, 300, 400, 800}

@@ -161,7 +161,7 @@ func (dr *pieceDraw) cost(pace float64, cl *classSums) float64 {
 // the mean of its pieces' max(pace, b), and the slowest of a class's
 // exceeds the class's mean by the draw's worst connection's excess (as
 // if whole) over sqrt(pieces), the spread of a mean of that many draws
-// (stagger's hashedAll does the same for a link's load). The class mean
+// (shrink; stagger's hashedAll does the same for a link's load). The class mean
 // alone left SimAI's MoE layer's EP AllToAll on the 1:1 k=16 fat-tree at
 // 0.88-0.90 of the flows with max-recvs=8 (a 96 us round: 2384.5 against
 // 2656.1 and 2697.0 us), 0.92-0.96 with 1.
@@ -177,11 +177,9 @@ func (dr *pieceDraw) tailCost(pace float64, pieces int, cl *classSums) float64 {
 	for _, c := range dr.conns {
 		cl.worst[c.hops] = max(cl.worst[c.hops], max(pace, c.b))
 	}
-	f := 1 / math.Sqrt(float64(pieces))
 	for h, b := range cl.bytes {
 		if b > 0 {
-			mean := cl.cost[h] / b
-			m = max(m, mean+(cl.worst[h]-mean)*f)
+			m = max(m, shrink(cl.cost[h]/b, cl.worst[h], int64(pieces)))
 		}
 	}
 	return m

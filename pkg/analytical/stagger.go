@@ -234,12 +234,18 @@ func (st *stagger) extra(s collective.A2AStagger, size int64) float64 {
 // plus the draw's excess over it (whole, each connection on one path)
 // over sqrt(pieces), in dst.
 func hashedAll(dst, whole, spread []float64, pieces int64) []float64 {
-	f := 1 / math.Sqrt(float64(pieces))
 	dst = dst[:0]
 	for i, w := range whole {
-		dst = append(dst, spread[i]+(w-spread[i])*f)
+		dst = append(dst, shrink(spread[i], w, pieces))
 	}
 	return dst
+}
+
+// shrink is a mean of pieces draws' worst: base plus one draw's excess
+// over it (x - base) over sqrt(pieces), the spread of a mean of that many
+// draws (times 1/sqrt, as it always was: the same last bit).
+func shrink(base, x float64, pieces int64) float64 {
+	return base + (x-base)*(1/math.Sqrt(float64(pieces)))
 }
 
 // oneServer reports whether ranks all sit in one server.

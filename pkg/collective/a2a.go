@@ -398,7 +398,11 @@ func a2aRecvOps(nodes [][]int, a int, pxn bool, maxRecvs int) int {
 // base a remote server and batch of 8 of its ranks, maxLocalRanks
 // wide), part k on base + k bit-reversed (device.h
 // ncclP2pChannelForPart), so a remote server's ranks share their
-// channels and servers share one only when the bases wrap. A group whose
+// channels and servers share one only when the bases wrap, in different
+// batches, so they do not add: one args holds one batch's subs, at most 8
+// (enqueue.cc: a batch ends at NCCL_MAX_DEV_WORK_P2P_PER_BATCH p2ps and
+// takes one opCount; proxy.cc ProxyAppend joins a sub only of the same
+// opCount, else the op waits as nextPeer). A group whose
 // servers hold different numbers of its ranks is counted as if each held
 // the most (NCCL schedules it flat; an upper bound). The send side holds
 // no more: one sub a peer without PXN, one a remote server with it.
@@ -423,7 +427,7 @@ func p2pSubs(nodes [][]int, parts, channels int) int {
 			}
 		}
 	}
-	return slices.Max(count)
+	return min(slices.Max(count), batch)
 }
 
 // a2aPace is a network connection's pieces (share bytes a peer, parts

@@ -569,7 +569,7 @@ func (d *Decomposer) treeTimes(co *Coll, s stepCosts, busy linkBusy) (collTime, 
 				cost /= max(div, 1)
 			}
 			lat := float64(h + cost)
-			if s.treeWhole && !intra {
+			if s.treeWhole && !s.treeShare && !intra { // as treeStep: a share skips the wait
 				lat += pace * float64(max(div, 1))
 			}
 			return treeHop{lat: lat, bytes: x, cycle: max(pace, x), one: one, pace: pace, intra: intra}
@@ -839,8 +839,8 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 // The rings leave their in-phase start because their network steps, the
 // slower, pace the channels apart. Where a hop's bytes in phase take
 // longer on the NVLink than on the NIC (nvIn > nic: 16 A100 channels in
-// phase take 58 ps a byte of one connection on its NVLink, 40 on a 400G
-// NIC), the NVLink paces every channel alike and keeps them in step (the
+// phase take 58 ps a byte of one connection on its NVLink, 40 on an
+// uncapped 400G NIC), the NVLink paces every channel alike and keeps them in step (the
 // flows of a 4 x 8 A100 AllReduce of 64 MiB: an NVLink step takes its
 // fixed work plus nearly its bytes in phase, 12.4-14.0 us against 14.2):
 // each NVLink connection then runs its own steps in order at the in-phase
@@ -851,10 +851,12 @@ func (d *Decomposer) ringLinkPhases(c *Coll) (nvAll, nicAll, nvGrp, nicGrp float
 //
 // returned apart (0 when nvIn <= nic), since a fabric that slows the
 // network steps beyond it dissolves it (collective record's
-// nvlink_lock_ps): on 4 x 8 A100s (16 channels, 400G) 16, 32 and 64 MiB
-// are 0.978, 0.985 and 0.987 of flow granularity (1.120, 1.080 and 1.027
-// with the whole in-phase bytes; 16 and 64 MiB 0.978 and 0.778 without
-// a lock).
+// nvlink_lock_ps): on 4 x 8 A800s (16 channels, 400G NICs, which their
+// PCIe caps at 226.4G) 16, 32 and 64 MiB are 0.978, 0.983 and 0.979 of
+// flow granularity (1.120, 1.079 and 1.032 with the whole in-phase
+// bytes; TestRingNVLinkLock). On A100s the cap dissolves the lock; with
+// 400G uncapped they gave 0.978, 0.985 and 0.987 (1.120, 1.080 and 1.027
+// whole; 16 and 64 MiB 0.978 and 0.778 without a lock).
 //
 // conn (base + conn over loops, 0 on one server) is returned apart too
 // (the record's ring_conn_ps): a fabric that slows a network step's bytes
@@ -982,9 +984,10 @@ func (d *Decomposer) ringPathPs(co *Coll, k cut, s stepCosts, nNodes int, bw int
 // over 0 to it, so a step overlaps the in-phase window less half the lag,
 // at the least its group's share (b x nvGrp). The flows, as the fraction
 // of the in-phase bytes a step of the chain took ((F - base)/P - f) against
-// 1 - lag/2B, by hand: 4 x 8 A100s, 400G, 16 channels, AllReduce 32 / 64
-// MiB 0.81 / 0.95 (lag 0.44 / 0.14 of the bytes: 0.78 / 0.93), 800G 16
-// MiB 0.71 (0.71: 0.65); 2 x 8 AllReduce and AllGather 16 MiB 0.78 / 0.74
+// 1 - lag/2B, by hand: 4 x 8 A100s, 400G uncapped (before topogen's PCIe
+// cap; 800G likewise), 16 channels, AllReduce 32 / 64 MiB 0.81 / 0.95
+// (lag 0.44 / 0.14 of the bytes: 0.78 / 0.93), 800G 16 MiB 0.71 (0.71:
+// 0.65); 2 x 8 AllReduce and AllGather 16 MiB 0.78 / 0.74
 // (0.44: 0.78). Where the network hop is the shorter (800G 64 MiB, H100
 // 800G) the flows lose 0.10-0.16 of the in-phase bytes all the same: not
 // modelled, the lock stays whole there (1.06-1.09x the flows, as before).

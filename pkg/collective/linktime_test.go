@@ -243,6 +243,26 @@ func TestTreePs(t *testing.T) {
 	}
 }
 
+// Under tree-ll-first=share a connection's first piece pays its share of
+// the step cost and no whole-step wait (cctx.treeStep, flow granularity),
+// so a stream carrying step_tree_whole beside step_tree_share (the
+// planner writes one or the other; the reader takes both) prices as
+// share alone, and whole alone, which waits, above it.
+func TestTreePsShareSkipsWholeWait(t *testing.T) {
+	d, _ := handDecomposer(4, 2, 100, 2, 50, 0)
+	co := &Coll{Rec: stream.Collective{Op: string(AllReduce), Size: 256 << 10}, Ranks: []int32{0, 1, 2, 3},
+		Plan: Plan{Algo: AlgoTree, Proto: LL128, Channels: 2, Chunk: 36000, Lat: LatTerms{Base: 14, Intra: 1.25, Inter: 8.5}}}
+	s := stepCosts{bytes: 19200, intra: 500_000, inter: 4_500_000, serial: 4_000_000, treeFs: 30_000, treeShare: true}
+	share, ok := d.treePs(co, s, linkBusy{})
+	s.treeWhole = true
+	both, _ := d.treePs(co, s, linkBusy{})
+	s.treeShare = false
+	whole, _ := d.treePs(co, s, linkBusy{})
+	if !ok || both != share || whole <= share {
+		t.Errorf("tree LL128 under tree-bw: share %d ps (ok %v), share and whole %d (want the same), whole %d (want more)", share, ok, both, whole)
+	}
+}
+
 // treePs by hand for a Simple tree AllReduce of 16 MB on 2 servers x 4
 // GPUs, 4 channels (one per rail, all on server tree 0), 1 MB chunks: 4
 // pieces a channel, one step each. A piece takes 10 us on NVLink (100

@@ -263,9 +263,9 @@ type Transport struct {
 	// its bytes, and a larger step fills the tree later: NCCL's send proxy
 	// posts an LL128 step when the GPU has moved the FIFO's tail past it,
 	// which prims_ll128.h's postSend does after the whole step (NCCL
-	// 2.28.7 src/transport/net.cc sendProxyProgress: with GPUDirect the
-	// step is ready once the tail has passed; without, once every line's
-	// flag is set). false (tree-ll128-send=lines): the first piece pays
+	// 2.28.7 src/transport/net.cc sendProxyProgress l. 1276: the step is
+	// ready once the tail has passed it, and without GPUDirect every
+	// line's flag set as well). false (tree-ll128-send=lines): the first piece pays
 	// the hop's latency and step cost only, as a100's tree steps were
 	// fitted (with it OCI's 2 x 8 tree LL128 sizes, 256 KiB-512 MiB, go
 	// from 0.93-1.07 to 1.08-1.18 of measured: a refit not done).
@@ -291,10 +291,13 @@ type Transport struct {
 	// AllToAll under ecmp missed the flows by 12% while it took a draw's
 	// class mean (SimAI's MoE layer's EP on the 1:1 k=16 fat-tree: 9.538
 	// against 10.777 ms); with its slowest connection (pkg/analytical
-	// pieceDraw.tailCost) it is 1.04 (TestGranularitiesAgreeOnFabrics), so
-	// granularity no longer holds 8 back; what does: every InfiniBand
-	// AllToAll figure would move, and TestPacedAllToAllDCQCNRecovery's gap
-	// (make test-long) fell below its tripwire with 8 (report a2apace).
+	// pieceDraw.tailCost) it is 1.04 (TestGranularitiesAgreeOnFabrics).
+	// That pricing errs high, 1.04-1.09 on the fat-trees with either
+	// value (2:1 with 8: 1.089), as one draw's worst connection overstates
+	// the slowest's tail; find why before making 8 the default. What else
+	// holds 8 back: every InfiniBand AllToAll figure would move, and
+	// TestPacedAllToAllDCQCNRecovery's gap (make test-long) fell below its
+	// tripwire with 8 (report a2apace).
 	MaxRecvs int
 	// P2PDedicated: AllToAll's network connections get buffers of their
 	// own (NCCL_NET_SHARED_BUFFERS=0), not NCCL's default shared ones

@@ -36,8 +36,11 @@ import (
 // which 256-byte TLPs with a 3-dword header and no ECRC carry 89.8%
 // (Intel AN 708, "Throughput for Posted Writes"): 28.3 GB/s, 226.4 Gb/s.
 // That is above a 200G NIC (25 GB/s; ConnectX-6 HDR reaches its line rate
-// on Gen4 x16), so every calibrated A100 sweep (200G and below) is
-// unaffected, and below 400G, which an A100 cannot feed. Gen5 x16 by the
+// on Gen4 x16), so every calibrated A100 sweep (200G and below, one NIC
+// a GPU) is unaffected, and below 400G, which an A100 cannot feed. Where
+// a GPU has two NIC ports (HPN dual-plane, DCN dual-ToR, HPN single-plane:
+// 2 x 200G) the link is split, 113.2 Gb/s a port, and A100 runs there
+// move (2 x 8 AllReduce 256 MiB: 2458 us, 2141 uncapped). Gen5 x16 by the
 // same count carries 56.6 GB/s: above 400G, below 800G; Hopper and
 // Blackwell are not capped yet (800G on them is open).
 type GPUSpec struct {
