@@ -92,8 +92,10 @@ func (d *dcqcn) OnFeedback(s *State, fb *Feedback) int64 {
 	if d.p.ByteReset > 0 {
 		d.byteRounds(s, fb.SndNxt)
 	}
-	if fb.ECN && d.takeCNP(s, fb.Now) {
-		d.cnp(s, fb.Now)
+	if fb.ECN {
+		if fb.ECN = d.takeCNP(s, fb.Now); fb.ECN {
+			d.cnp(s, fb.Now)
+		}
 	}
 	return d.wake(s)
 }
@@ -101,7 +103,9 @@ func (d *dcqcn) OnFeedback(s *State, fb *Feedback) int64 {
 // takeCNP says whether a CNP at now counts: with MinCNPInterval, the
 // NIC's notification point sends a pair at most one CNP that often
 // (ConnectX min_time_between_cnps); dropping the extra echoes here is the
-// same while the acknowledgements' path delay does not change.
+// same while the acknowledgements' path delay does not change. A dropped
+// echo is no CNP: OnFeedback clears Feedback.ECN, so that the CNP counts
+// (summary, monitors) are of the CNPs such a NIC would have sent.
 func (d *dcqcn) takeCNP(s *State, now int64) bool {
 	if d.p.MinCNPInterval == 0 {
 		return true
