@@ -24,9 +24,16 @@ import (
 //     (FastRecoveryTimes): rate = (rate+target)/2; min(t,b) > F:
 //     target += RateHAI; otherwise target += RateAI; target is capped at
 //     line rate, then rate = (rate+target)/2 in both. Without a byte
-//     counter b counts as t, which is ns-3's rule on the timer alone
-//     (stage < F, == F, > F). Zhu et al., SIGCOMM 2015, Fig. 6 (from
-//     QCN) is the two-counter machine.
+//     counter b counts as t, which is SimAI ns-3's rule on the timer
+//     alone (stage < F, == F, > F, compared before the stage counts
+//     the round). The two-counter rule is that rule extended to two
+//     counters, not the reference code: Zhu's DCQCN ns-3
+//     (qbb-net-device.cc rpr_*) counts first, then does fast recovery
+//     while the counter that fired is < F alone, additive while either
+//     is < F, else hyper, adding RateHAI·(min(t,b)-F+1) and halving both
+//     periods. At the NIC's F = 1 it has no fast-recovery round and goes
+//     hyper after one round of each; here one fast-recovery round comes
+//     first, and hyper after two of each.
 //
 // ns-3 runs all three as timers forever. Here alpha is computed lazily: the
 // k intervals that elapsed since it was last brought up to date are applied
