@@ -127,6 +127,9 @@ func (d *dcqcn) takeCNP(s *State, now int64) bool {
 
 // byteRounds runs the byte counter's rounds due by sent bytes, while the
 // pair recovers from a cut; after a cut it counts from the first feedback.
+// Sent bytes are SndNxt, which a go-back-N rollback moves back: bytes
+// sent again are not counted, where a NIC counts bytes transmitted (it
+// matters only on lossy runs).
 func (d *dcqcn) byteRounds(s *State, sent int64) {
 	x := dcqcnOf(s)
 	if x.increaseAt == 0 {

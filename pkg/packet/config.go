@@ -198,11 +198,7 @@ func (c *Config) Read(r io.Reader, name string) error {
 			seen[dupKey(f[0])] = n
 		}
 		if dupKey(f[0]) == profileKey {
-			lines := map[string]string{}
-			for k, l := range seen {
-				lines[k] = fmt.Sprintf("line %d", l)
-			}
-			if k := profileOverrides(lines); k != "" {
+			if k := profileOverrides(seen); k != "" {
 				return fmt.Errorf("%s: line %d, key %s: would replace %s: give the profile first", name, n, f[0], k)
 			}
 			if len(f) > 1 {

@@ -240,13 +240,13 @@ func profileShadowed(prof string, seen map[string]int) (first, last int) {
 // profileKey is DCQCN_PROFILE's name, as keys are compared (dupKey).
 const profileKey = "DCQCN_PROFILE"
 
-// profileOverrides names a key the profile sets that seen holds (its line
-// or setting), "" if none: a profile after such a key would silently
-// replace it.
-func profileOverrides(seen map[string]string) string {
+// profileOverrides names a key the profile sets that a file gave before
+// it, with its line (seen: key to line), "" if none: the profile would
+// silently replace it.
+func profileOverrides(seen map[string]int) string {
 	for _, kv := range cc.Profile("simai") {
 		if at, ok := seen[kv.Key]; ok {
-			return kv.Key + " (" + at + ")"
+			return fmt.Sprintf("%s (line %d)", kv.Key, at)
 		}
 	}
 	return ""
