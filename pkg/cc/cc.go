@@ -25,7 +25,7 @@ type Feedback struct {
 	Acked  int64 // bytes newly acknowledged
 	AckSeq int64 // cumulative acknowledged byte offset
 	SndNxt int64 // next byte the sender will send
-	ECN    bool  // the receiver echoed congestion (a CNP for DCQCN)
+	ECN    bool  // the receiver echoed congestion (a CNP for DCQCN); cleared by OnFeedback if the algorithm discards the echo (DCQCN's MinCNPInterval), so that callers count CNPs acted on
 	RTT    int64 // ps, from the echoed send time; 0 if unknown
 	NHops  int
 	Hops   [MaxHops]IntHop

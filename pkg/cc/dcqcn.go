@@ -24,9 +24,16 @@ import (
 //     (FastRecoveryTimes): rate = (rate+target)/2; min(t,b) > F:
 //     target += RateHAI; otherwise target += RateAI; target is capped at
 //     line rate, then rate = (rate+target)/2 in both. Without a byte
-//     counter b counts as t, which is ns-3's rule on the timer alone
-//     (stage < F, == F, > F). Zhu et al., SIGCOMM 2015, Fig. 6 (from
-//     QCN) is the two-counter machine.
+//     counter b counts as t, which is SimAI ns-3's rule on the timer
+//     alone (stage < F, == F, > F, compared before the stage counts
+//     the round). The two-counter rule is that rule extended to two
+//     counters, not the reference code: Zhu's DCQCN ns-3
+//     (qbb-net-device.cc rpr_*) counts first, then does fast recovery
+//     while the counter that fired is < F alone, additive while either
+//     is < F, else hyper, adding RateHAI·(min(t,b)-F+1) and halving both
+//     periods. At the NIC's F = 1 it has no fast-recovery round and goes
+//     hyper after one round of each; here one fast-recovery round comes
+//     first, and hyper after two of each.
 //
 // ns-3 runs all three as timers forever. Here alpha is computed lazily: the
 // k intervals that elapsed since it was last brought up to date are applied
@@ -92,8 +99,10 @@ func (d *dcqcn) OnFeedback(s *State, fb *Feedback) int64 {
 	if d.p.ByteReset > 0 {
 		d.byteRounds(s, fb.SndNxt)
 	}
-	if fb.ECN && d.takeCNP(s, fb.Now) {
-		d.cnp(s, fb.Now)
+	if fb.ECN {
+		if fb.ECN = d.takeCNP(s, fb.Now); fb.ECN {
+			d.cnp(s, fb.Now)
+		}
 	}
 	return d.wake(s)
 }
@@ -101,7 +110,9 @@ func (d *dcqcn) OnFeedback(s *State, fb *Feedback) int64 {
 // takeCNP says whether a CNP at now counts: with MinCNPInterval, the
 // NIC's notification point sends a pair at most one CNP that often
 // (ConnectX min_time_between_cnps); dropping the extra echoes here is the
-// same while the acknowledgements' path delay does not change.
+// same while the acknowledgements' path delay does not change. A dropped
+// echo is no CNP: OnFeedback clears Feedback.ECN, so that the CNP counts
+// (summary, monitors) are of the CNPs such a NIC would have sent.
 func (d *dcqcn) takeCNP(s *State, now int64) bool {
 	if d.p.MinCNPInterval == 0 {
 		return true
@@ -116,6 +127,9 @@ func (d *dcqcn) takeCNP(s *State, now int64) bool {
 
 // byteRounds runs the byte counter's rounds due by sent bytes, while the
 // pair recovers from a cut; after a cut it counts from the first feedback.
+// Sent bytes are SndNxt, which a go-back-N rollback moves back: bytes
+// sent again are not counted, where a NIC counts bytes transmitted (it
+// matters only on lossy runs).
 func (d *dcqcn) byteRounds(s *State, sent int64) {
 	x := dcqcnOf(s)
 	if x.increaseAt == 0 {

@@ -498,10 +498,12 @@ func TestDCQCNByteCounterRecovers(t *testing.T) {
 	}
 }
 
-// The two counters' phases (Zhu et al. Fig. 6 with F = 1): hyper increase
-// needs both past F, so byte rounds alone stay additive until two timer
-// rounds have run; without a byte counter the timer alone decides, as in
-// ns-3 (TestDCQCNIncreasePhases).
+// The two counters' phases with F = 1, as the model defines them (SimAI
+// ns-3's count-before-compare rule extended to two counters; Zhu's ns-3
+// code differs, see dcqcn.go): hyper increase needs both past F, so byte
+// rounds alone stay additive until two timer rounds have run; without a
+// byte counter the timer alone decides, as in ns-3
+// (TestDCQCNIncreasePhases).
 func TestDCQCNTwoCounterPhases(t *testing.T) {
 	p := byteCounterParams()
 	p.RateHAI = 50e6

@@ -5,9 +5,9 @@ package cc
 // default); "connectx" is an NVIDIA ConnectX NIC's firmware defaults, as
 // `mstconfig -e query` lists them in its Default column (ConnectX-4 Lx
 // and later: k8snetworkplumbingwg/sriov-network-operator's
-// pkg/vendors/mellanox/mellanox_test.go fixture; the same values in every
-// public dump found) and NVIDIA's "DCQCN CC Parameters" page (DOCA docs)
-// describes them:
+// pkg/vendors/mellanox/mellanox_test.go fixture; the same values in the
+// other public dumps found, but for MIN_TIME_BETWEEN_CNPS) and NVIDIA's
+// "DCQCN CC Parameters" page (DOCA docs) describes them:
 var connectX = []KeyValue{
 	{"RP_TIMER", "300"},               // RPG_TIME_RESET 300 µs
 	{"RPG_BYTE_RESET", "32767"},       // RPG_BYTE_RESET 32767 bytes (mstflint: "given in Bytes", 0 disables)
@@ -21,7 +21,7 @@ var connectX = []KeyValue{
 	{"CLAMP_TARGET_RATE", "0"},        // CLAMP_TGT_RATE 0 (CLAMP_TGT_RATE_AFTER_TIME_INC 1 is the model's rule)
 	{"RATE_ON_FIRST_CNP", "1"},        // RATE_TO_SET_ON_FIRST_CNP 0: no extra drop
 	{"INITIAL_ALPHA", "0.9990234375"}, // INITIAL_ALPHA_VALUE 1023/1024
-	{"MIN_TIME_BETWEEN_CNPS", "4"},    // MIN_TIME_BETWEEN_CNPS 4 µs
+	{"MIN_TIME_BETWEEN_CNPS", "4"},    // 4 µs in most dumps (one 2, a ConnectX-4's 0); mstflint: per port ("from the port"), default 0; modelled per pair
 }
 
 // The NIC's RPG_GD 11 (alpha/2 a cut) and RPG_MIN_DEC_FAC 50 (no cut

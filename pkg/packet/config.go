@@ -181,6 +181,7 @@ func (c *Config) Read(r io.Reader, name string) error {
 	sc.Buffer(make([]byte, 1<<16), 1<<20)
 	seen := map[string]int{}
 	n := 0
+	prof, profAt := "", 0 // the DCQCN profile named and its line
 	for sc.Scan() {
 		n++
 		line := sc.Text()
@@ -197,12 +198,11 @@ func (c *Config) Read(r io.Reader, name string) error {
 			seen[dupKey(f[0])] = n
 		}
 		if dupKey(f[0]) == profileKey {
-			lines := map[string]string{}
-			for k, l := range seen {
-				lines[k] = fmt.Sprintf("line %d", l)
-			}
-			if k := profileOverrides(lines); k != "" {
+			if k := profileOverrides(seen); k != "" {
 				return fmt.Errorf("%s: line %d, key %s: would replace %s: give the profile first", name, n, f[0], k)
+			}
+			if len(f) > 1 {
+				prof, profAt = strings.ToLower(f[1]), n
 			}
 		}
 		if err := c.applyFrom(f[0], f[1:], fmt.Sprintf("%s: line %d, key %s", name, n, f[0])); err != nil {
@@ -211,6 +211,10 @@ func (c *Config) Read(r io.Reader, name string) error {
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s: line %d: %v", name, n+1, err)
+	}
+	if first, last := profileShadowed(prof, seen); first > 0 {
+		return fmt.Errorf("%s: line %d, key %s: %s has no effect: every key it sets is given after it (lines %d-%d); use --set %s=%s or delete them",
+			name, profAt, profileKey, prof, first, last, profileKey, prof)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"fmt"
 	"os"
 	"reflect"
 	"regexp"
@@ -356,6 +357,28 @@ func TestDCQCNProfileKey(t *testing.T) {
 	err := c.Read(strings.NewReader("RP_TIMER 55\n\nDCQCN_PROFILE connectx\n"), "b.conf")
 	if err == nil || !strings.Contains(err.Error(), "b.conf: line 3, key DCQCN_PROFILE") || !strings.Contains(err.Error(), "RP_TIMER (line 1)") {
 		t.Errorf("key then profile: %v", err)
+	}
+	// default.conf with connectx on its profile line restates every key
+	// connectx sets (SimAI's values): it would run SimAI's DCQCN silently.
+	conf, err := os.ReadFile("../../examples/conf/default.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(conf), "\nDCQCN_PROFILE simai\n")
+	if i < 0 {
+		t.Fatal("default.conf has no DCQCN_PROFILE simai line")
+	}
+	at := 2 + strings.Count(string(conf)[:i], "\n")
+	cx := strings.Replace(string(conf), "\nDCQCN_PROFILE simai\n", "\nDCQCN_PROFILE connectx\n", 1)
+	c = DefaultConfig()
+	err = c.Read(strings.NewReader(cx), "cx.conf")
+	if want := fmt.Sprintf("cx.conf: line %d, key DCQCN_PROFILE: connectx has no effect", at); err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
+		t.Errorf("default.conf with connectx: %v, want %q...", err, want)
+	}
+	// One of its keys left to the profile: accepted.
+	c = DefaultConfig()
+	if err := c.Read(strings.NewReader(regexp.MustCompile(`(?m)^RP_TIMER .*$`).ReplaceAllString(cx, "")), "cx2.conf"); err != nil || c.CC.RPTimer != 300*1_000_000 {
+		t.Errorf("connectx with RP_TIMER left to it: %v, RP_TIMER %d ps", err, c.CC.RPTimer)
 	}
 	for _, kv := range []string{"DCQCN_PROFILE=cx7", "RPG_BYTE_RESET=-1", "RPG_BYTE_RESET=1.5", "MIN_TIME_BETWEEN_CNPS=-4", "INITIAL_ALPHA=0", "INITIAL_ALPHA=1.5"} {
 		c := DefaultConfig()

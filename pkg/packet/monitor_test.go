@@ -1,6 +1,7 @@
 package packet
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -76,6 +77,35 @@ func TestOpenMonitorsCloses(t *testing.T) {
 	for _, name := range []string{"qlen", "host_bw", "qp_rate", "cnp"} {
 		if _, err := parquet.ReadFile[monitor.CNP](filepath.Join(dir, name+".parquet")); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// The CNP count is of the CNPs DCQCN takes: with MIN_TIME_BETWEEN_CNPS
+// longer than the run, a pair takes its first CNP only, so an 8-to-1
+// incast counts at most 8, where every marked ACK counted before (rv11a).
+func TestDCQCNCNPCountSpaced(t *testing.T) {
+	tp := gen(t, topo.Params{Family: topo.DCNSingleToR, GPUs: 16, GPUType: "A100", NICBW: 100e9})
+	var specs []flowSpec
+	for i := int32(8); i < 16; i++ {
+		specs = append(specs, flowSpec{i, 0, 1 << 20, nil})
+	}
+	for _, c := range []struct {
+		gap      string
+		min, max uint64
+	}{{"0", 9, math.MaxUint64}, {"1000000", 1, uint64(len(specs))}} {
+		cfg := DefaultConfig()
+		for _, kv := range []string{"KMIN_MAP=1 25000000000 5", "KMAX_MAP=1 25000000000 50", "MIN_TIME_BETWEEN_CNPS=" + c.gap} {
+			if err := cfg.SetKV(kv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, _ := newSim(t, tp, cfg, cc.ModeDCQCN, specs)
+		if err := s.Run(); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.Stats().CNPs; n < c.min || n > c.max {
+			t.Errorf("MIN_TIME_BETWEEN_CNPS %s us: %d CNPs, want %d to %d", c.gap, n, c.min, c.max)
 		}
 	}
 }

@@ -635,14 +635,15 @@ func (nc *nic) onAck(pi int32) {
 	} else if nc.fbHops {
 		fb.NHops, fb.Hops, nc.fbHops = 0, [cc.MaxHops]cc.IntHop{}, false
 	}
-	if pkt.ecn {
+	s.freePacket(pi)
+	next := s.alg.OnFeedback(&q.cc, fb)
+	if fb.ECN { // after OnFeedback, which clears an echo it discards
 		s.stats.CNPs++
 		if s.mon != nil {
 			s.mon.cnp(qi)
 		}
 	}
-	s.freePacket(pi)
-	nc.ccSchedule(qi, s.alg.OnFeedback(&q.cc, fb))
+	nc.ccSchedule(qi, next)
 	if q.sndUna >= q.size {
 		nc.qpDone(qi)
 		return

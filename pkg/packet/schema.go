@@ -216,16 +216,37 @@ func setProfile(c *Config, x float64, _ []string) error {
 	return nil
 }
 
+// profileShadowed returns the first and last lines of the keys a file's
+// profile sets when every one of them is given again in it (after the
+// profile: before it is refused), 0, 0 otherwise or for SimAI's profile
+// (the defaults, which default.conf restates). Such a profile has no
+// effect: editing default.conf's to connectx once silently ran SimAI's.
+func profileShadowed(prof string, seen map[string]int) (first, last int) {
+	kvs := cc.Profile(prof)
+	if len(kvs) == 0 || prof == cc.ProfileNames()[0] {
+		return 0, 0
+	}
+	first = math.MaxInt
+	for _, kv := range kvs {
+		at, ok := seen[kv.Key]
+		if !ok {
+			return 0, 0
+		}
+		first, last = min(first, at), max(last, at)
+	}
+	return first, last
+}
+
 // profileKey is DCQCN_PROFILE's name, as keys are compared (dupKey).
 const profileKey = "DCQCN_PROFILE"
 
-// profileOverrides names a key the profile sets that seen holds (its line
-// or setting), "" if none: a profile after such a key would silently
-// replace it.
-func profileOverrides(seen map[string]string) string {
+// profileOverrides names a key the profile sets that a file gave before
+// it, with its line (seen: key to line), "" if none: the profile would
+// silently replace it.
+func profileOverrides(seen map[string]int) string {
 	for _, kv := range cc.Profile("simai") {
 		if at, ok := seen[kv.Key]; ok {
-			return kv.Key + " (" + at + ")"
+			return fmt.Sprintf("%s (line %d)", kv.Key, at)
 		}
 	}
 	return ""

@@ -110,7 +110,7 @@ type Stats struct {
 	Retransmitted int64 // payload bytes sent again after a NACK or timeout
 	Pauses        uint64
 	PeakIngress   int64  // PFC_MODE port: the most bytes one ingress port held
-	CNPs          uint64 // ECN echoes returned to senders
+	CNPs          uint64 // ECN echoes returned to senders that the algorithm took (DCQCN's MIN_TIME_BETWEEN_CNPS discards some)
 	SimPs         int64  // when the last flow ended (when the run stopped, if some did not)
 	// Failed transfers (LINK_DOWN left them no path) and the bytes they
 	// never delivered: neither sent nor dropped, so not in the sums above.
