@@ -80,6 +80,8 @@ type Config struct {
 	// the connection's transfers take one path), as flowsim-analytical's
 	// --ecmp-key.
 	ECMPKey route.HashKey
+
+	notes []string // what Read found valid but of no effect (Warnings)
 }
 
 // maxLinkDownNs is the latest failure time LINK_DOWN takes: one day.
@@ -165,12 +167,14 @@ func (c *Config) Validate() error {
 }
 
 // Warnings lists settings that are valid but have no effect, for the
-// command to print once: PFC_PORT_* keys only act under PFC_MODE port.
+// command to print once: PFC_PORT_* keys only act under PFC_MODE port,
+// and a file's DCQCN_PROFILE whose keys it all restates after it does nothing.
 func (c *Config) Warnings() []string {
-	if c.PortPFC || (c.PortHighKB == 0 && c.PortLowKB == 0) {
-		return nil
+	w := slices.Clone(c.notes)
+	if !c.PortPFC && (c.PortHighKB != 0 || c.PortLowKB != 0) {
+		w = append(w, "PFC_PORT_HIGH_KB and PFC_PORT_LOW_KB are ignored under PFC_MODE priority (set PFC_MODE port to use them)")
 	}
-	return []string{"PFC_PORT_HIGH_KB and PFC_PORT_LOW_KB are ignored under PFC_MODE priority (set PFC_MODE port to use them)"}
+	return w
 }
 
 // Read parses a SimAI.conf-style file onto c. Errors name the file,
@@ -212,9 +216,11 @@ func (c *Config) Read(r io.Reader, name string) error {
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("%s: line %d: %v", name, n+1, err)
 	}
+	// The keys after the profile define the run, which is valid: say
+	// that the profile line does nothing rather than stop it.
 	if first, last := profileShadowed(prof, seen); first > 0 {
-		return fmt.Errorf("%s: line %d, key %s: %s has no effect: every key it sets is given after it (lines %d-%d); use --set %s=%s or delete them",
-			name, profAt, profileKey, prof, first, last, profileKey, prof)
+		c.notes = append(c.notes, fmt.Sprintf("%s: line %d, key %s: %s has no effect: every key it sets is given after it (lines %d-%d); use --set %s=%s or delete them",
+			name, profAt, profileKey, prof, first, last, profileKey, prof))
 	}
 	return nil
 }

@@ -244,7 +244,7 @@ const profileKey = "DCQCN_PROFILE"
 // it, with its line (seen: key to line), "" if none: the profile would
 // silently replace it.
 func profileOverrides(seen map[string]int) string {
-	for _, kv := range cc.Profile("simai") {
+	for _, kv := range cc.Profile(cc.ProfileNames()[0]) { // every profile sets the same keys
 		if at, ok := seen[kv.Key]; ok {
 			return fmt.Sprintf("%s (line %d)", kv.Key, at)
 		}
